@@ -1,0 +1,82 @@
+//! A Case is one fully specified experiment point: which workload and all its parameters.
+//! Cases are plain data: serialisable, hashable, and printable as a short label.
+
+mod micro;
+mod servers;
+mod stream;
+
+pub use micro::MicroCase;
+pub use servers::ServersCase;
+pub use stream::{CopyMode, Endpoint, StreamCase};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "workload", rename_all = "kebab-case")]
+pub enum Case {
+    NetStream(StreamCase),
+    Servers(ServersCase),
+    Micro(MicroCase),
+}
+
+impl Case {
+    /// The workload's name as the CLI spells it (`net-stream`, `servers`, `micro`).
+    pub fn workload(&self) -> &'static str {
+        match self {
+            Case::NetStream(_) => "net-stream",
+            Case::Servers(_) => "servers",
+            Case::Micro(_) => "micro",
+        }
+    }
+
+    /// A short human label, unique within a sweep grid (e.g. `one-copy 64KiB t2`).
+    pub fn label(&self) -> String {
+        match self {
+            Case::NetStream(c) => c.label(),
+            Case::Servers(c) => c.label(),
+            Case::Micro(c) => c.label(),
+        }
+    }
+
+    /// A stable text key (canonical JSON) used to match cells across runs and on resume.
+    pub fn key(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| self.label())
+    }
+
+    /// The case's parameters as flat (name, value) pairs, for table and CSV columns.
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Case::NetStream(c) => c.params(),
+            Case::Servers(c) => c.params(),
+            Case::Micro(c) => c.params(),
+        }
+    }
+}
+
+/// Format a byte count the way the CLI accepts it: 64, 4KiB, 1MiB, 1.5MiB.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, unit) in UNITS {
+        if bytes >= unit {
+            return if bytes % unit == 0 {
+                format!("{}{name}", bytes / unit)
+            } else {
+                format!("{:.1}{name}", bytes as f64 / unit as f64)
+            };
+        }
+    }
+    format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_labels() {
+        assert_eq!(format_bytes(64), "64B");
+        assert_eq!(format_bytes(4096), "4KiB");
+        assert_eq!(format_bytes(1 << 20), "1MiB");
+        assert_eq!(format_bytes(1536), "1.5KiB");
+    }
+}

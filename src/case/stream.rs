@@ -1,0 +1,97 @@
+//! Parameters of the network stream benchmark (`iopath net stream`).
+
+use super::format_bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How a message of separately allocated fields is handed to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyMode {
+    /// Serialise the fields into one buffer in user space, then send() it.
+    TwoCopy,
+    /// sendmsg() with one iovec per field: the only copy is the kernel's.
+    OneCopy,
+    /// sendmsg(MSG_ZEROCOPY) with one iovec per field: the kernel pins the pages.
+    ZeroCopy,
+}
+
+impl CopyMode {
+    pub const ALL: [CopyMode; 3] = [CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyMode::TwoCopy => "two-copy",
+            CopyMode::OneCopy => "one-copy",
+            CopyMode::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+impl fmt::Display for CopyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CopyMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        CopyMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown mode '{s}' (accepted: two-copy, one-copy, zero-copy)"))
+    }
+}
+
+/// Where the two ends of the stream live.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Endpoint {
+    /// Both ends in this process over 127.0.0.1; port 0 picks a free one.
+    Loopback { port: u16 },
+    /// The client here, the server an `iopath net serve` at this address.
+    Remote { addr: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StreamCase {
+    pub mode: CopyMode,
+    /// Bytes per message (sum of all fields).
+    pub size: u64,
+    /// Separately allocated fields per message.
+    pub fields: usize,
+    /// Client threads, each with its own connection and its own server thread.
+    pub threads: usize,
+    pub duration_ms: u64,
+    pub warmup_ms: u64,
+    pub client_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<Vec<usize>>,
+    /// Check every received byte against the sender's pattern.
+    pub verify: bool,
+    pub endpoint: Endpoint,
+}
+
+impl StreamCase {
+    pub fn label(&self) -> String {
+        format!("{} {} t{}", self.mode, format_bytes(self.size), self.threads)
+    }
+
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        let cpus = |c: &Option<Vec<usize>>| match c {
+            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
+            None => "any".to_string(),
+        };
+        vec![
+            ("mode", self.mode.to_string()),
+            ("size_bytes", self.size.to_string()),
+            ("fields", self.fields.to_string()),
+            ("threads", self.threads.to_string()),
+            ("duration_ms", self.duration_ms.to_string()),
+            ("warmup_ms", self.warmup_ms.to_string()),
+            ("client_cpus", cpus(&self.client_cpus)),
+            ("server_cpus", cpus(&self.server_cpus)),
+            ("verify", self.verify.to_string()),
+        ]
+    }
+}

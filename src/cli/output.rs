@@ -1,0 +1,63 @@
+//! Plain-text tables for the terminal: right-aligned numbers, left-aligned text.
+
+/// A table with a header row; `print` pads every column to its widest cell.
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut width = vec![0usize; cols];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, cell) in row.iter().enumerate().take(cols) {
+                width[i] = width[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for (n, row) in std::iter::once(&self.header).chain(&self.rows).enumerate() {
+            let line: Vec<String> = row
+                .iter()
+                .enumerate()
+                .take(cols)
+                .map(|(i, cell)| {
+                    let numeric = n > 0 && cell.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-');
+                    if numeric {
+                        format!("{cell:>w$}", w = width[i])
+                    } else {
+                        format!("{cell:<w$}", w = width[i])
+                    }
+                })
+                .collect();
+            out.push_str(line.join("  ").trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A number with about four significant digits, or "n/a".
+pub fn num(value: Option<f64>) -> String {
+    match value {
+        None => "n/a".into(),
+        Some(v) if !v.is_finite() => "n/a".into(),
+        Some(v) if v == 0.0 => "0".into(),
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+        Some(v) if v.abs() >= 0.01 => format!("{v:.3}"),
+        Some(v) => format!("{v:.2e}"),
+    }
+}

@@ -1,0 +1,249 @@
+//! Parsers for the values flags take: byte sizes and ranges, durations, CPU lists, lists.
+//! Each error message says what was wrong and what is accepted.
+
+use std::time::Duration;
+
+const SIZE_HELP: &str =
+    "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), or a range 1K..16M (powers of two)";
+
+/// One byte size: `64`, `4K`, `4KiB`, `4k`, `1M`, `1MiB`, `1G`. Zero is refused.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("'{text}' is not a size ({SIZE_HELP})"));
+    }
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is too large ({SIZE_HELP})"))?;
+    let multiplier: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{text}' has an unknown unit '{suffix}' ({SIZE_HELP})")),
+    };
+    let bytes = number
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("'{text}' is too large ({SIZE_HELP})"))?;
+    if bytes == 0 {
+        return Err(format!("size must be at least 1 byte, got '{text}'"));
+    }
+    Ok(bytes)
+}
+
+/// A list of sizes: comma-separated sizes and ranges `A..B` (every power of two from A to B;
+/// A itself and B itself included even when they are not powers of two).
+pub fn parse_size_list(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(format!("'{text}' has an empty item ({SIZE_HELP})"));
+        }
+        match part.split_once("..") {
+            Some((a, b)) => {
+                let (lo, hi) = (parse_size(a)?, parse_size(b)?);
+                if lo > hi {
+                    return Err(format!("range '{part}' runs backwards ({SIZE_HELP})"));
+                }
+                let mut v = lo;
+                while v <= hi {
+                    out.push(v);
+                    let next_pow = v.checked_next_power_of_two().unwrap_or(u64::MAX);
+                    v = if next_pow == v { v.saturating_mul(2) } else { next_pow };
+                    if v == u64::MAX {
+                        break;
+                    }
+                }
+                if out.last() != Some(&hi) {
+                    out.push(hi);
+                }
+            }
+            None => out.push(parse_size(part)?),
+        }
+    }
+    dedup_keep_order(&mut out);
+    Ok(out)
+}
+
+/// A duration: `5s`, `500ms`, `250us`, `1m`, `1.5s`, or a bare number of seconds. Must be > 0.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let help = "accepted: a positive duration like 5s, 500ms, 1.5s, 2m";
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration ({help})"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        _ => return Err(format!("'{text}' has an unknown unit '{unit}' ({help})")),
+    };
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+        return Err(format!("'{text}' is out of range ({help}, at most 24h)"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Like `parse_duration` but zero (`0`, `0s`) is allowed, e.g. for "no warm-up".
+pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse::<f64>() == Ok(0.0) {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
+/// A list of positive whole numbers: `1,2,4,8` or ranges `1..8` (powers of two), e.g. threads.
+pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
+    let help = "accepted: positive whole numbers like 1,2,4 or a range 1..8 (powers of two)";
+    let one = |s: &str| -> Result<usize, String> {
+        match s.trim().parse::<usize>() {
+            Ok(0) => Err(format!("'{s}' must be at least 1 ({help})")),
+            Ok(n) => Ok(n),
+            Err(_) => Err(format!("'{s}' is not a positive whole number ({help})")),
+        }
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        match part.split_once("..") {
+            Some((a, b)) => {
+                let (lo, hi) = (one(a)?, one(b)?);
+                if lo > hi {
+                    return Err(format!("range '{part}' runs backwards ({help})"));
+                }
+                let mut v = lo;
+                while v < hi {
+                    out.push(v);
+                    v = if v.is_power_of_two() {
+                        v * 2
+                    } else {
+                        v.next_power_of_two()
+                    };
+                }
+                out.push(hi);
+            }
+            None => out.push(one(part)?),
+        }
+    }
+    dedup_keep_order(&mut out);
+    Ok(out)
+}
+
+/// A CPU list: `0`, `0,1`, `0-3`. Each CPU must exist on this machine.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let help = "accepted: CPU numbers like 0, 0,1 or 0-3";
+    let cpus = crate::sys::procfs::parse_cpu_list(text)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| format!("'{text}' is not a CPU list ({help})"))?;
+    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let present = crate::sys::procfs::read_trimmed("/sys/devices/system/cpu/online")
+        .and_then(|s| crate::sys::procfs::parse_cpu_list(&s))
+        .unwrap_or_else(|| (0..online).collect());
+    if let Some(bad) = cpus.iter().find(|c| !present.contains(c)) {
+        return Err(format!("CPU {bad} is not online here (online: {})", join(&present)));
+    }
+    Ok(cpus)
+}
+
+/// A comma-separated list parsed item by item with `FromStr`.
+pub fn parse_list<T: std::str::FromStr<Err = String> + PartialEq>(text: &str) -> Result<Vec<T>, String> {
+    let mut out: Vec<T> = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let item = part.parse::<T>()?;
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+fn join(cpus: &[usize]) -> String {
+    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn dedup_keep_order<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen: Vec<T> = Vec::with_capacity(v.len());
+    v.retain(|x| {
+        if seen.contains(x) {
+            false
+        } else {
+            seen.push(*x);
+            true
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64"), Ok(64));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert!(parse_size("abc").unwrap_err().contains("accepted"));
+        assert!(parse_size("0").unwrap_err().contains("at least 1"));
+        assert!(parse_size("4X").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn size_ranges() {
+        assert_eq!(parse_size_list("1K..8K").unwrap(), vec![1024, 2048, 4096, 8192]);
+        assert_eq!(parse_size_list("64,1K..2K").unwrap(), vec![64, 1024, 2048]);
+        assert_eq!(parse_size_list("100..300").unwrap(), vec![100, 128, 256, 300]);
+        assert!(parse_size_list("8K..1K").is_err());
+        assert!(parse_size_list("1K,,2K").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5h").is_err());
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count_list("1,2,4").unwrap(), vec![1, 2, 4]);
+        assert_eq!(parse_count_list("1..8").unwrap(), vec![1, 2, 4, 8]);
+        assert_eq!(parse_count_list("3..10").unwrap(), vec![3, 4, 8, 10]);
+        assert!(parse_count_list("0").is_err());
+        assert!(parse_count_list("x").is_err());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
+        assert!(parse_cpu_list("9999").is_err());
+        assert!(parse_cpu_list("a").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn size_list_items_lie_in_the_range(lo in 1u64..1_000_000, span in 0u64..100_000_000) {
+            let hi = lo + span;
+            let list = parse_size_list(&format!("{lo}..{hi}")).unwrap();
+            prop_assert_eq!(list[0], lo);
+            prop_assert_eq!(*list.last().unwrap(), hi);
+            prop_assert!(list.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}

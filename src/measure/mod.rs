@@ -1,0 +1,5 @@
+//! Measuring: clocks with their own overhead, per-thread counters with provenance, statistics.
+
+pub mod clock;
+pub mod counters;
+pub mod stats;

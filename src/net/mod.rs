@@ -1,0 +1,1 @@
+//! Network workloads: the message, the copy modes, the stream workload and where ends live.

@@ -1,0 +1,209 @@
+//! What a workload returns for one Case: metrics with their provenance, plus what happened.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where a number came from. A missing number is `Unavailable` with the reason, never a 0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A hardware performance counter (perf_event_open, PERF_TYPE_HARDWARE).
+    Pmu,
+    /// A kernel software counter (perf_event_open, PERF_TYPE_SOFTWARE).
+    Software,
+    /// getrusage().
+    Rusage,
+    /// Counted or timed by iopath itself.
+    Tool,
+    /// Derived from other numbers by a stated model (e.g. cycles = CPU time x TSC frequency).
+    Estimate,
+    /// Could not be measured here; the reason says why.
+    Unavailable(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Pmu => f.write_str("pmu"),
+            Source::Software => f.write_str("software"),
+            Source::Rusage => f.write_str("rusage"),
+            Source::Tool => f.write_str("tool"),
+            Source::Estimate => f.write_str("estimate"),
+            Source::Unavailable(reason) => write!(f, "unavailable: {reason}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Source {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "pmu" => Source::Pmu,
+            "software" => Source::Software,
+            "rusage" => Source::Rusage,
+            "tool" => Source::Tool,
+            "estimate" => Source::Estimate,
+            other => match other.strip_prefix("unavailable") {
+                Some(rest) => Source::Unavailable(rest.trim_start_matches(':').trim().to_string()),
+                None => return Err(format!("unknown metric source '{other}'")),
+            },
+        })
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whose number it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Client,
+    Server,
+    System,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+            Role::System => "system",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One number: snake_case name with the unit in it (`throughput_gbps`), its unit spelled out,
+/// and where it came from. `value` is None exactly when the source is Unavailable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub name: String,
+    pub role: Role,
+    pub value: Option<f64>,
+    pub unit: String,
+    pub source: Source,
+}
+
+impl Metric {
+    pub fn new(name: &str, role: Role, value: f64, unit: &str, source: Source) -> Metric {
+        Metric {
+            name: name.into(),
+            role,
+            value: Some(value),
+            unit: unit.into(),
+            source,
+        }
+    }
+
+    pub fn unavailable(name: &str, role: Role, unit: &str, reason: impl Into<String>) -> Metric {
+        Metric {
+            name: name.into(),
+            role,
+            value: None,
+            unit: unit.into(),
+            source: Source::Unavailable(reason.into()),
+        }
+    }
+
+    /// A metric from a value that may be missing: Err carries the reason.
+    pub fn from_result(name: &str, role: Role, unit: &str, source: Source, value: Result<f64, String>) -> Metric {
+        match value {
+            Ok(v) => Metric::new(name, role, v, unit, source),
+            Err(reason) => Metric::unavailable(name, role, unit, reason),
+        }
+    }
+
+    /// The column key used by exports: `<role>_<name>`.
+    pub fn key(&self) -> String {
+        format!("{}_{}", self.role.as_str(), self.name)
+    }
+}
+
+/// Where one thread of a workload ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadPlacement {
+    pub role: Role,
+    pub index: usize,
+    /// The CPUs it was pinned to, or None when it was left to the scheduler.
+    pub pinned: Option<Vec<usize>>,
+    pub cpu_at_start: Option<usize>,
+    pub cpu_at_end: Option<usize>,
+    /// CPU migrations inside the measured window (software counter), when known.
+    pub migrations: Option<u64>,
+}
+
+/// The result of running one Case once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub metrics: Vec<Metric>,
+    /// Things the user should know about this result (copied zero-copy sends, unpinned run...).
+    pub warnings: Vec<String>,
+    pub placement: Vec<ThreadPlacement>,
+}
+
+impl Observation {
+    pub fn push(&mut self, metric: Metric) {
+        self.metrics.push(metric);
+    }
+
+    /// The metric with this name and role, if present.
+    pub fn get(&self, name: &str, role: Role) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name && m.role == role)
+    }
+
+    /// Its value, if present and available.
+    pub fn value(&self, name: &str, role: Role) -> Option<f64> {
+        self.get(name, role).and_then(|m| m.value)
+    }
+
+    pub fn warn(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        if !self.warnings.contains(&text) {
+            self.warnings.push(text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_round_trips_through_text() {
+        for s in [
+            Source::Pmu,
+            Source::Software,
+            Source::Rusage,
+            Source::Tool,
+            Source::Estimate,
+            Source::Unavailable("no hardware PMU".into()),
+        ] {
+            assert_eq!(s.to_string().parse::<Source>().unwrap(), s);
+        }
+        assert!("bogus".parse::<Source>().is_err());
+    }
+
+    #[test]
+    fn unavailable_metric_has_no_value() {
+        let m = Metric::unavailable("cycles_per_byte", Role::Client, "cycles/B", "no hardware PMU");
+        assert_eq!(m.value, None);
+        assert_eq!(m.source.to_string(), "unavailable: no hardware PMU");
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"value\":null"));
+    }
+}

@@ -1,0 +1,1 @@
+//! (module placeholder; see ARCHITECTURE.md)

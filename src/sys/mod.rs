@@ -1,0 +1,11 @@
+//! The only place in the crate with `unsafe`: thin wrappers over system calls and CPU
+//! instructions that the standard library, nix and socket2 do not cover. Every unsafe block
+//! carries a `// SAFETY:` comment; everything exported from here is a safe function.
+#![allow(unsafe_code)]
+
+pub mod affinity;
+pub mod net;
+pub mod procfs;
+pub mod rusage;
+pub mod tsc;
+pub mod zerocopy;

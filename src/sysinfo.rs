@@ -1,0 +1,1 @@
+//! The machine description recorded with every run.
