@@ -7,5 +7,6 @@ pub mod affinity;
 pub mod net;
 pub mod procfs;
 pub mod rusage;
+pub mod signal;
 pub mod tsc;
 pub mod zerocopy;

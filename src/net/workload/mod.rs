@@ -1,0 +1,3 @@
+//! Network workloads, one file each.
+
+pub mod stream;
