@@ -106,16 +106,15 @@ fn total_cell(observations: &[&Observation], name: &str, total_name: &str) -> Op
     let mut sources: Vec<String> = Vec::new();
     let mut values = Vec::new();
     for obs in observations {
-        let (Some(c), Some(s)) = (obs.get(name, Role::Client), obs.get(name, Role::Server)) else {
-            continue;
-        };
-        unit.get_or_insert_with(|| c.unit.clone());
-        for source in [c.source.to_string(), s.source.to_string()] {
+        let (client, server) = (obs.get(name, Role::Client), obs.get(name, Role::Server));
+        for side in [client, server].into_iter().flatten() {
+            unit.get_or_insert_with(|| side.unit.clone());
+            let source = side.source.to_string();
             if !sources.contains(&source) {
                 sources.push(source);
             }
         }
-        if let (Some(a), Some(b)) = (c.value, s.value) {
+        if let (Some(a), Some(b)) = (client.and_then(|c| c.value), server.and_then(|s| s.value)) {
             values.push(a + b);
         }
     }
