@@ -5,6 +5,7 @@ pub mod error;
 pub mod micro;
 pub mod net;
 pub mod output;
+pub mod progress;
 pub mod results;
 pub mod servers;
 pub mod sweep;
