@@ -60,6 +60,8 @@ pub struct ChartSpec {
     pub markers: Vec<(f64, String)>,
     /// Why there is nothing to draw (e.g. `unavailable: no hardware PMU`).
     pub empty_reason: Option<String>,
+    /// A fixed y range (e.g. 0..1 for fractions) instead of one fitted to the data.
+    pub y_range: Option<(f64, f64)>,
 }
 
 impl ChartSpec {
@@ -158,9 +160,15 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
             }
         }
     }
+    // A quantity that cannot be negative keeps its axis at 0 even when a wide CI dips below.
+    let non_negative = spec.series.iter().flat_map(|s| &s.points).all(|p| p.mean >= 0.0);
     if !log_y {
-        y0 = y0.min(0.0);
+        y0 = if non_negative { 0.0 } else { y0.min(0.0) };
     }
+    if let Some((lo, hi)) = spec.y_range {
+        (y0, y1) = (lo, hi);
+    }
+    let clip = |v: f64| if non_negative && !log_y { v.max(0.0) } else { v };
     let pad_x = ((x1 - x0) * 0.05).max(0.25);
     let pad_y = ((y1 - y0) * 0.08).max(if log_y { 0.1 } else { y1.abs() * 0.05 + 1e-9 });
     let y_desc = if log_y {
@@ -228,7 +236,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         // Error bars: the CI as a vertical line with caps (plotters' ErrorBar needs an extra feature).
         let cap = (x1 - x0 + 2.0 * pad_x) * 0.006;
         for p in pts.iter().filter(|p| p.high > p.low && (!log_y || p.low > 0.0)) {
-            let (x, lo, hi) = (tx(p.x), ty(p.low), ty(p.high));
+            let (x, lo, hi) = (tx(p.x), ty(clip(p.low)), ty(p.high));
             let bar = [
                 vec![(x, lo), (x, hi)],
                 vec![(x - cap, lo), (x + cap, lo)],
@@ -331,6 +339,7 @@ mod tests {
             caption: "source: tool".into(),
             markers: vec![(32768.0, "L1".into())],
             empty_reason: None,
+            y_range: None,
         }
     }
 

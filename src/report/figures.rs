@@ -163,6 +163,7 @@ fn stream_vs_size(
         empty_reason: provenance.empty_reason(),
         series,
         markers: Vec::new(),
+        y_range: None,
     }
 }
 
@@ -203,6 +204,7 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
         empty_reason: provenance.empty_reason(),
         series,
         markers: Vec::new(),
+        y_range: None,
     }
 }
 
@@ -256,17 +258,20 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "context_switches_vs_size",
             "Context switches per message vs message size",
         ),
-        stream_vs_size(
-            &stream,
-            &[CopyMode::ZeroCopy],
-            m(
-                "zerocopy_not_copied_fraction",
-                Role::System,
-                "fraction of sends not copied",
-            ),
-            "zerocopy_not_copied_vs_size",
-            "Zero-copy: fraction of sends the kernel did not copy",
-        ),
+        ChartSpec {
+            y_range: Some((0.0, 1.05)),
+            ..stream_vs_size(
+                &stream,
+                &[CopyMode::ZeroCopy],
+                m(
+                    "zerocopy_not_copied_fraction",
+                    Role::System,
+                    "fraction of sends not copied",
+                ),
+                "zerocopy_not_copied_vs_size",
+                "Zero-copy: fraction of sends the kernel did not copy",
+            )
+        },
     ]
 }
 
@@ -317,6 +322,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             empty_reason: provenance.empty_reason(),
             series,
             markers: Vec::new(),
+            y_range: None,
         }
     };
     vec![
@@ -384,6 +390,7 @@ pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             points,
         }],
         markers: memlat_levels(&curve),
+        y_range: None,
     }]
 }
 

@@ -200,6 +200,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
             series: Vec::new(),
             caption: String::new(),
             markers: Vec::new(),
+            y_range: None,
             empty_reason: None,
         };
         Some(render(sheet_spec, Some(&stream_specs))?)
