@@ -430,8 +430,20 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
     print_crossovers(&analysis.crossovers);
-    for c in &analysis.caveats {
+    let workload_warnings = analysis
+        .caveats
+        .iter()
+        .filter(|c| c.starts_with(report::WORKLOAD_WARNING))
+        .count();
+    for c in analysis
+        .caveats
+        .iter()
+        .filter(|c| !c.starts_with(report::WORKLOAD_WARNING))
+    {
         println!("caveat: {c}");
+    }
+    if workload_warnings > 0 {
+        println!("{workload_warnings} kinds of workload warnings (unpinned threads, migrations...): see the report");
     }
     if !analysis.noise.is_empty() {
         println!(
@@ -448,4 +460,49 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         files.charts_dir.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_grid_is_three_modes_six_sizes_two_thread_counts() {
+        let grid = stream_grid(
+            "two-copy,one-copy,zero-copy",
+            QUICK_SIZES,
+            QUICK_THREADS,
+            8,
+            QUICK_DURATION,
+            QUICK_WARMUP,
+            None,
+            None,
+            false,
+        )
+        .unwrap();
+        let cases = grid.cases();
+        assert_eq!(cases.len(), 3 * 6 * 2);
+        assert_eq!(cases[0].label(), "two-copy 1KiB t1");
+        assert_eq!(cases.last().unwrap().label(), "zero-copy 1MiB t2");
+    }
+
+    #[test]
+    fn bad_grid_flags_are_usage_errors() {
+        let bad = [
+            ("two-copy,bogus", "1K", "1"),
+            ("two-copy", "1K..", "1"),
+            ("two-copy", "2G", "1"),
+            ("two-copy", "1K", "0"),
+            ("two-copy", "1K", "1000"),
+        ];
+        for (mode, size, threads) in bad {
+            let err = stream_grid(mode, size, threads, 8, "1s", "0", None, None, false)
+                .err()
+                .unwrap();
+            assert!(
+                err.downcast_ref::<crate::cli::UsageError>().is_some(),
+                "{mode} {size} {threads}: {err}"
+            );
+        }
+    }
 }

@@ -30,6 +30,9 @@ use crate::store::RunData;
 use cells::CellSummary;
 use std::path::{Path, PathBuf};
 
+/// How caveats that repeat a workload's own warnings begin.
+pub const WORKLOAD_WARNING: &str = "Workload warning";
+
 /// What the reader must know before trusting the numbers, found in the run itself.
 pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
     let mut out = Vec::new();
@@ -61,7 +64,8 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
         }
     }
     let mut estimated: Vec<&str> = Vec::new();
-    let mut unavailable: Vec<String> = Vec::new();
+    // Unavailable metrics grouped by reason: (reason, metric names).
+    let mut unavailable: Vec<(String, Vec<&str>)> = Vec::new();
     for m in cells.iter().flat_map(|c| &c.metrics) {
         if m.name.starts_with("total_") {
             continue;
@@ -70,9 +74,15 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
             estimated.push(&m.name);
         }
         for s in m.sources.iter().filter(|s| s.starts_with("unavailable")) {
-            let text = format!("{} {}", m.name, s);
-            if !unavailable.contains(&text) {
-                unavailable.push(text);
+            let reason = s
+                .trim_start_matches("unavailable")
+                .trim_start_matches(':')
+                .trim()
+                .to_string();
+            match unavailable.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, names)) if !names.contains(&m.name.as_str()) => names.push(&m.name),
+                Some(_) => {}
+                None => unavailable.push((reason, vec![&m.name])),
             }
         }
     }
@@ -83,8 +93,8 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
             estimated.join(", ")
         ));
     }
-    for u in unavailable {
-        out.push(format!("Not measured here: {u}."));
+    for (reason, names) in unavailable {
+        out.push(format!("Not measured here ({reason}): {}.", names.join(", ")));
     }
     let failed: Vec<&String> = cells.iter().flat_map(|c| &c.failures).collect();
     if let Some(first) = failed.first() {
@@ -107,15 +117,32 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
             run.id
         ));
     }
-    let mut warnings: Vec<(&String, usize)> = Vec::new();
+    // Workload warnings grouped by their text with the numbers blanked, so one kind of warning
+    // is one line however its numbers vary from cell to cell.
+    let shape = |text: &str| -> String {
+        let mut out = String::new();
+        for c in text.chars() {
+            if c.is_ascii_digit() {
+                if !out.ends_with('#') {
+                    out.push('#');
+                }
+            } else if !(c == '.' && out.ends_with('#')) {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let mut warnings: Vec<(String, &String, usize)> = Vec::new();
     for w in cells.iter().flat_map(|c| &c.warnings) {
-        match warnings.iter_mut().find(|(text, _)| *text == w) {
-            Some((_, n)) => *n += 1,
-            None => warnings.push((w, 1)),
+        let key = shape(w);
+        match warnings.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, n)) => *n += 1,
+            None => warnings.push((key, w, 1)),
         }
     }
-    for (w, n) in warnings.into_iter().take(12) {
-        out.push(format!("Workload warning ({n} cells): {w}"));
+    for (_, w, n) in warnings.into_iter().take(12) {
+        let example = if n > 1 && shape(w) != *w { ", e.g." } else { "" };
+        out.push(format!("{WORKLOAD_WARNING} ({n} cells{example}): {w}"));
     }
     out
 }
