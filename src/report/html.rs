@@ -185,9 +185,9 @@ pub fn render(input: &ReportInput<'_>) -> String {
                     h2 id="crossover" { "Crossover sizes" }
                     p { "The smallest message size from which mode A has higher throughput than mode B with non-overlapping 95% confidence intervals (and never significantly lower at a larger size); the means cross at the interpolated size (log scale)." }
                     table {
-                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "sizes compared" } }
+                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
                         @for row in input.crossovers {
-                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td.num { (row.sizes_compared) } }
+                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td { (row.b_ahead_text()) } td.num { (row.sizes_compared) } }
                         }
                     }
                 }
