@@ -15,8 +15,16 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
     let mut args = vec!["net", "stream", "--duration", "300ms", "--warmup", "100ms", "--json"];
     args.extend_from_slice(extra);
     let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
-    assert!(out.status.success(), "iopath {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().unwrap().clone()
+    assert!(
+        out.status.success(),
+        "iopath {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
@@ -29,16 +37,29 @@ fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
 }
 
 fn value(record: &Value, role: &str, name: &str) -> f64 {
-    metric(record, role, name)["value"].as_f64().unwrap_or_else(|| panic!("{role} {name} has no value"))
+    metric(record, role, name)["value"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{role} {name} has no value"))
 }
 
 #[test]
 fn every_mode_delivers_intact_bytes_with_verify() {
-    let records = stream_json(&["--mode", "two-copy,one-copy,zero-copy", "--size", "4K,100000", "--threads", "1,2", "--verify"]);
+    let records = stream_json(&[
+        "--mode",
+        "two-copy,one-copy,zero-copy",
+        "--size",
+        "4K,100000",
+        "--threads",
+        "1,2",
+        "--verify",
+    ]);
     assert_eq!(records.len(), 3 * 2 * 2);
     for r in &records {
         let label = r["label"].as_str().unwrap();
-        assert!(value(r, "server", "verified_messages") > 0.0, "{label}: nothing verified");
+        assert!(
+            value(r, "server", "verified_messages") > 0.0,
+            "{label}: nothing verified"
+        );
         assert_eq!(value(r, "server", "corrupt_messages"), 0.0, "{label}: corrupted bytes");
         assert!(value(r, "system", "throughput_gbps") > 0.0, "{label}");
         assert!(value(r, "client", "messages_sent") > 0.0, "{label}");
@@ -52,13 +73,20 @@ fn zero_copy_completions_cover_every_send_and_report_the_copy() {
         let label = r["label"].as_str().unwrap();
         let sends = value(r, "system", "zerocopy_sends");
         assert!(sends > 0.0, "{label}: no zero-copy sends");
-        assert_eq!(value(r, "system", "zerocopy_completed_sends"), sends, "{label}: a send never completed");
+        assert_eq!(
+            value(r, "system", "zerocopy_completed_sends"),
+            sends,
+            "{label}: a send never completed"
+        );
         assert!(value(r, "system", "zerocopy_completions") >= 1.0);
         // Over loopback the kernel copies at delivery: nothing avoided the copy.
         assert_eq!(value(r, "system", "zerocopy_copied_sends"), sends, "{label}");
         assert_eq!(value(r, "system", "zerocopy_not_copied_fraction"), 0.0, "{label}");
         let warnings = r["observation"]["warnings"].to_string();
-        assert!(warnings.contains("copied 100%"), "{label}: the copy is not reported: {warnings}");
+        assert!(
+            warnings.contains("copied 100%"),
+            "{label}: the copy is not reported: {warnings}"
+        );
     }
 }
 
@@ -85,7 +113,16 @@ fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
 
 #[test]
 fn pinned_run_records_where_threads_ran() {
-    let records = stream_json(&["--mode", "one-copy", "--size", "16K", "--client-cpus", "0", "--server-cpus", "0"]);
+    let records = stream_json(&[
+        "--mode",
+        "one-copy",
+        "--size",
+        "16K",
+        "--client-cpus",
+        "0",
+        "--server-cpus",
+        "0",
+    ]);
     let placement = records[0]["observation"]["placement"].as_array().unwrap();
     assert_eq!(placement.len(), 2);
     for p in placement {
@@ -94,30 +131,67 @@ fn pinned_run_records_where_threads_ran() {
         assert_eq!(p["cpu_at_end"], 0);
     }
     let unpinned = stream_json(&["--mode", "one-copy", "--size", "16K"]);
-    assert!(unpinned[0]["observation"]["warnings"].to_string().contains("not pinned"));
+    assert!(unpinned[0]["observation"]["warnings"]
+        .to_string()
+        .contains("not pinned"));
 }
 
 #[test]
 fn table_and_csv_outputs() {
     let out = iopath()
-        .args(["net", "stream", "--mode", "two-copy", "--size", "8K", "--duration", "200ms", "--warmup", "0"])
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "two-copy",
+            "--size",
+            "8K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("mode"), "{text}");
-    assert!(text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "), "{text}");
+    assert!(
+        text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "),
+        "{text}"
+    );
 
     let out = iopath()
-        .args(["net", "stream", "--mode", "one-copy", "--size", "8K", "--duration", "200ms", "--warmup", "0", "--csv"])
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--size",
+            "8K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+            "--csv",
+        ])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
     assert!(out.status.success());
     let csv = String::from_utf8_lossy(&out.stdout);
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    for col in ["workload", "label", "repetition", "mode", "size_bytes", "system_throughput_gbps", "system_throughput_gbps_source", "client_cycles_per_byte_source"] {
+    for col in [
+        "workload",
+        "label",
+        "repetition",
+        "mode",
+        "size_bytes",
+        "system_throughput_gbps",
+        "system_throughput_gbps_source",
+        "client_cycles_per_byte_source",
+    ] {
         assert!(header.contains(&col), "CSV lacks {col}: {header:?}");
     }
     assert_eq!(csv.lines().count(), 2);
@@ -152,7 +226,16 @@ fn busy_port_is_a_clear_run_failure() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let out = iopath()
-        .args(["net", "stream", "--mode", "one-copy", "--port", &port, "--duration", "200ms"])
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--port",
+            &port,
+            "--duration",
+            "200ms",
+        ])
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
@@ -175,7 +258,12 @@ fn start_server() -> (std::process::Child, String) {
     reader.read_line(&mut line).unwrap();
     // Keep reading what the server logs so it never writes into a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let addr = line.split("listening on ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().to_string();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
     (child, addr)
 }
 
@@ -184,7 +272,21 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
     let (mut server, addr) = start_server();
     // One normal session against the separate server process.
     let out = iopath()
-        .args(["net", "stream", "--connect", &addr, "--mode", "one-copy", "--size", "32K", "--duration", "300ms", "--warmup", "50ms", "--json"])
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "32K",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "50ms",
+            "--json",
+        ])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -195,7 +297,21 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
     // Now the server dies in the middle of the second case: the first case's result is kept,
     // the run fails with one line and exit code 1, well within the timeouts.
     let client = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
-        .args(["net", "stream", "--connect", &addr, "--mode", "one-copy,two-copy", "--size", "32K", "--duration", "1s", "--warmup", "50ms", "--json"])
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy,two-copy",
+            "--size",
+            "32K",
+            "--duration",
+            "1s",
+            "--warmup",
+            "50ms",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -205,7 +321,10 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
     server.wait().unwrap();
     let started = Instant::now();
     let out = client.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30), "the client hung after the server died");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the client hung after the server died"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("error:") && err.contains("two-copy"), "{err}");
@@ -215,7 +334,10 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
 
 #[test]
 fn connect_to_nothing_fails_fast() {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let out = iopath()
         .args(["net", "stream", "--connect", &free.to_string(), "--duration", "200ms"])
         .timeout(Duration::from_secs(20))
