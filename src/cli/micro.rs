@@ -85,8 +85,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub cache_max: Option<u64>,
     /// fs contention: reader process counts (default 1,2,4; 1,2 with --quick).
-    #[arg(long, value_parser = parse_count_list, value_name = "LIST")]
-    pub procs: Option<Vec<usize>>,
+    #[arg(long, value_name = "LIST")]
+    pub procs: Option<String>,
     /// ctxswitch: yes, no or both (default both).
     #[arg(long, value_name = "yes|no|both")]
     pub pinned: Option<String>,
@@ -184,9 +184,16 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
             return Err(usage(format!("--program '{p}' is not a file")));
         }
     }
-    if a.procs.as_ref().is_some_and(|p| p.iter().any(|n| *n > 64)) {
-        return Err(usage("--procs accepts 1..64 readers"));
-    }
+    let procs = match &a.procs {
+        None => None,
+        Some(text) => {
+            let p = parse_count_list(text).map_err(|e| usage(format!("--procs: {e}")))?;
+            if p.iter().any(|n| *n > 64) {
+                return Err(usage("--procs accepts 1..64 readers"));
+            }
+            Some(p)
+        }
+    };
     let variants = match &a.variant {
         None => None,
         Some(text) => {
@@ -220,7 +227,7 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
         dir: a.dir.clone(),
         file_bytes: a.file_size,
         cache_max: a.cache_max,
-        procs: a.procs.clone(),
+        procs,
         pinned,
         program: a.program.clone(),
         variants,

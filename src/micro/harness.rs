@@ -125,7 +125,7 @@ pub const SUMMARY_SUFFIXES: [&str; 7] = ["_mean", "_stddev", "_ci95_low", "_ci95
 
 /// Push a repeated figure: `name` holds the median; `name_mean`, `_stddev`, `_ci95_low`,
 /// `_ci95_high`, `_min`, `_max` (same unit) and `name_n` (count) hold the rest. A CV above 5%
-/// adds a warning.
+/// adds a warning (outliers are not dropped; the sweep runner flags them across repetitions).
 pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64], source: Source) {
     let Some(s) = summarize(values) else {
         obs.push(Metric::unavailable(name, Role::System, unit, "no valid samples"));
