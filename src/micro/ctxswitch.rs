@@ -142,6 +142,7 @@ fn futex_threads(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observat
     })?;
 
     let word = AtomicU32::new(MAIN_TURN);
+    let main_start = affinity::current_cpu();
     let (round_trip, partner_cpus) = std::thread::scope(|scope| -> anyhow::Result<_> {
         let partner = scope.spawn(|| -> std::io::Result<(Option<usize>, Option<usize>)> {
             if let Some(cpu) = cpu {
@@ -175,7 +176,8 @@ fn futex_threads(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observat
         Ok((rt?, cpus))
     })?;
     finish(obs, &hop, &round_trip, "futex_overhead_ns");
-    obs.placement.push(placement(0, cpu, affinity::current_cpu(), None));
+    obs.placement
+        .push(placement(0, cpu, main_start, affinity::current_cpu()));
     obs.placement.push(placement(1, cpu, partner_cpus.0, partner_cpus.1));
     if let (Some(a), Some(b)) = (affinity::current_cpu(), partner_cpus.1) {
         push_value(obs, "same_cpu", "bool", if a == b { 1.0 } else { 0.0 });

@@ -148,12 +148,6 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
             s.cv * 100.0
         ));
     }
-    if !s.outliers.is_empty() {
-        obs.warn(format!(
-            "{name}: {} outlier sample(s) by the MAD rule (kept)",
-            s.outliers.len()
-        ));
-    }
 }
 
 /// A single figure measured by iopath.

@@ -18,15 +18,20 @@ pub struct Level {
 }
 
 /// A point joins the current plateau while it is within this factor of the plateau's lowest
-/// latency. Cache levels differ by 2-10x, so 1.3 separates them while tolerating noise.
-const PLATEAU_TOLERANCE: f64 = 1.3;
+/// latency. Cache levels differ by 2.5-10x, so 1.5 separates them while tolerating noise and
+/// the slow rise inside a shared last-level cache.
+const PLATEAU_TOLERANCE: f64 = 1.5;
 /// Latencies at or above this are main memory on any current machine (caches are < 50 ns).
 const DRAM_NS: f64 = 50.0;
 
-/// Detect the levels in (working-set bytes, latency ns) points, in any order. Plateaus need at
-/// least two points, except the last one (the curve may end on it); single points between
-/// plateaus are transitions. Consecutive plateaus at DRAM latency (TLB reach effects) are
-/// merged into one DRAM level.
+/// Points more than this factor away from both neighbours are transitions between levels.
+const TRANSITION_STEP: f64 = 1.3;
+
+/// Detect the levels in (working-set bytes, latency ns) points, in any order. First the
+/// transitions are set aside: points more than 1.3x away from both neighbours (the last point
+/// is kept: the curve may end on a level). The rest are grouped into plateaus of points within
+/// 1.5x of the plateau's lowest latency. Plateaus need at least two points, except the last
+/// one. Consecutive plateaus at DRAM latency (TLB reach effects) merge into one DRAM level.
 pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
     let mut pts: Vec<(u64, f64)> = points
         .iter()
@@ -34,8 +39,18 @@ pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
         .filter(|(s, ns)| *s > 0 && ns.is_finite() && *ns > 0.0)
         .collect();
     pts.sort_by_key(|p| p.0);
+    let far = |a: f64, b: f64| a.max(b) / a.min(b) > TRANSITION_STEP;
+    let steady: Vec<(u64, f64)> = (0..pts.len())
+        .filter(|&i| {
+            let last = i + 1 == pts.len();
+            let prev_far = i == 0 || far(pts[i - 1].1, pts[i].1);
+            let next_far = last || far(pts[i + 1].1, pts[i].1);
+            last || !(prev_far && next_far)
+        })
+        .map(|i| pts[i])
+        .collect();
     let mut plateaus: Vec<Vec<(u64, f64)>> = Vec::new();
-    for p in pts {
+    for p in steady {
         match plateaus.last_mut() {
             Some(current)
                 if p.1 <= lowest(current) * PLATEAU_TOLERANCE && p.1 >= lowest(current) / PLATEAU_TOLERANCE =>
@@ -125,6 +140,33 @@ mod tests {
         assert_eq!(levels[3].min_bytes, 64 * M);
         assert_eq!(levels[3].max_bytes, 256 * M, "DRAM plateaus merged");
         assert!((levels[1].latency_ns - 4.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sparse_quick_curve_measured_on_a_busy_vm() {
+        // `micro memlat --quick` on the 2-vCPU EPYC VM while others compiled: the L3 part is
+        // too steep and too sparse to be a plateau, and must not be named one.
+        let curve = [
+            (K, 1.22),
+            (2 * K, 1.21),
+            (4 * K, 1.21),
+            (8 * K, 1.21),
+            (16 * K, 1.21),
+            (32 * K, 2.18),
+            (64 * K, 3.78),
+            (128 * K, 3.70),
+            (256 * K, 3.69),
+            (512 * K, 10.23),
+            (M, 14.53),
+            (2 * M, 53.64),
+            (4 * M, 136.9),
+            (8 * M, 308.6),
+        ];
+        let levels = detect_levels(&curve);
+        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["L1", "L2", "DRAM"]);
+        assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (K, 16 * K));
+        assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (64 * K, 256 * K));
     }
 
     #[test]
