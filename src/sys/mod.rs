@@ -4,9 +4,14 @@
 #![allow(unsafe_code)]
 
 pub mod affinity;
+pub mod cache;
+pub mod futex;
+pub mod mem;
 pub mod net;
+pub mod process;
 pub mod procfs;
 pub mod rusage;
 pub mod signal;
+pub mod syscall;
 pub mod tsc;
 pub mod zerocopy;
