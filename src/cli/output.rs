@@ -53,7 +53,7 @@ pub fn num(value: Option<f64>) -> String {
     match value {
         None => "n/a".into(),
         Some(v) if !v.is_finite() => "n/a".into(),
-        Some(v) if v == 0.0 => "0".into(),
+        Some(0.0) => "0".into(),
         Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
         Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
         Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),

@@ -4,9 +4,11 @@
 #![allow(unsafe_code)]
 
 pub mod affinity;
+pub mod multiplex;
 pub mod net;
 pub mod procfs;
 pub mod rusage;
 pub mod signal;
 pub mod tsc;
+pub mod uring;
 pub mod zerocopy;
