@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 pub struct ServersCase {
     /// iterative, threads, pool, select, poll, epoll, epoll-et, uring.
     pub model: String,
-    /// `echo:<bytes>` or `procs:<k>`.
-    pub workload: String,
+    /// What each client asks for, `echo:<bytes>` or `procs:<k>` (the `--workload` flag). Not
+    /// named `workload`: that is the Case enum's serde tag and the CSV's workload column.
+    pub request: String,
     /// Concurrent client connections.
     pub clients: usize,
     pub duration_ms: u64,
@@ -25,13 +26,13 @@ pub struct ServersCase {
 
 impl ServersCase {
     pub fn label(&self) -> String {
-        format!("{} {} c{}", self.model, self.workload, self.clients)
+        format!("{} {} c{}", self.model, self.request, self.clients)
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
         vec![
             ("model", self.model.clone()),
-            ("workload", self.workload.clone()),
+            ("request", self.request.clone()),
             ("clients", self.clients.to_string()),
             ("duration_ms", self.duration_ms.to_string()),
             ("warmup_ms", self.warmup_ms.to_string()),

@@ -182,7 +182,7 @@ fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
             for &c in &clients {
                 cases.push(ServersCase {
                     model: m.to_string(),
-                    workload: w.to_string(),
+                    request: w.to_string(),
                     clients: c,
                     duration_ms: duration.as_millis() as u64,
                     warmup_ms: warmup.as_millis() as u64,
@@ -257,7 +257,7 @@ fn table(records: &[Record]) -> String {
         let o = &r.observation;
         t.row(vec![
             c.model.clone(),
-            c.workload.clone(),
+            c.request.clone(),
             c.clients.to_string(),
             (r.repetition + 1).to_string(),
             num(o.value("requests_per_s", Role::System)),

@@ -68,7 +68,7 @@ pub fn run_case(case: &ServersCase) -> anyhow::Result<Observation> {
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
     let model: Model = case.model.parse().map_err(anyhow::Error::msg)?;
-    let workload: Workload = case.workload.parse().map_err(anyhow::Error::msg)?;
+    let workload: Workload = case.request.parse().map_err(anyhow::Error::msg)?;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
