@@ -1,4 +1,5 @@
-//! Parameters of one OS microbenchmark (`iopath micro`).
+//! Parameters of one OS microbenchmark point (`iopath micro`): one case is one figure, e.g.
+//! memlat at one working-set size, so the store and the report can hold curves.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,9 +11,45 @@ pub struct MicroCase {
     pub options: Vec<(String, String)>,
 }
 
+/// Option names that get their own column in tables and CSV (in this order).
+const OPTION_COLUMNS: [&str; 12] = [
+    "variant",
+    "args",
+    "pinned",
+    "size_bytes",
+    "stride_bytes",
+    "hugepages",
+    "file_bytes",
+    "procs",
+    "program",
+    "dir",
+    "samples",
+    "quick",
+];
+
 impl MicroCase {
+    /// A case with its options sorted by name (so equal cases have equal keys).
+    pub fn new(bench: &str, options: Vec<(&str, String)>) -> MicroCase {
+        let mut options: Vec<(String, String)> = options.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        options.sort();
+        MicroCase {
+            bench: bench.to_string(),
+            options,
+        }
+    }
+
+    /// The value of one option, if set.
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.options.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
     pub fn label(&self) -> String {
-        let opts: Vec<String> = self.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let opts: Vec<String> = self
+            .options
+            .iter()
+            .filter(|(k, _)| k != "samples" && k != "quick" && k != "dir")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         if opts.is_empty() {
             self.bench.clone()
         } else {
@@ -20,7 +57,37 @@ impl MicroCase {
         }
     }
 
+    /// `bench`, then one column per known option (empty when unset), then any other options.
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        vec![("bench", self.bench.clone())]
+        let mut out = vec![("bench", self.bench.clone())];
+        for name in OPTION_COLUMNS {
+            out.push((name, self.option(name).unwrap_or_default().to_string()));
+        }
+        let other: Vec<String> = self
+            .options
+            .iter()
+            .filter(|(k, _)| !OPTION_COLUMNS.contains(&k.as_str()))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out.push(("other_options", other.join(" ")));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_sorted_and_labelled() {
+        let c = MicroCase::new(
+            "memlat",
+            vec![("stride_bytes", "64".into()), ("size_bytes", "16384".into())],
+        );
+        assert_eq!(c.options[0].0, "size_bytes");
+        assert_eq!(c.label(), "memlat size_bytes=16384 stride_bytes=64");
+        assert_eq!(c.option("stride_bytes"), Some("64"));
+        let params = c.params();
+        assert!(params.contains(&("size_bytes", "16384".to_string())));
     }
 }

@@ -217,7 +217,7 @@ pub fn render_stream_table(records: &[Record]) -> String {
     ];
     let mut header = vec!["mode", "size", "thr"];
     header.extend(COLS.iter().map(|c| c.0));
-    header.extend(["cli faults", "srv faults", "zc not copied"]);
+    header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
     let mut table = Table::new(&header);
     for r in records {
         let Case::NetStream(c) = &r.case else { continue };
@@ -226,6 +226,10 @@ pub fn render_stream_table(records: &[Record]) -> String {
         row.extend(COLS.iter().map(|(_, name, role)| num(o.value(name, *role))));
         row.push(num(o.value("page_faults", Role::Client)));
         row.push(num(o.value("page_faults", Role::Server)));
+        row.push(match o.get("zerocopy_completions", Role::System) {
+            Some(m) => num(m.value),
+            None => "-".into(),
+        });
         row.push(match o.get("zerocopy_not_copied_fraction", Role::System) {
             Some(m) => num(m.value),
             None => "-".into(),

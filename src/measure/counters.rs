@@ -372,6 +372,37 @@ impl ThreadCounters {
     }
 }
 
+/// Which perf events open on this machine for the calling thread: (event name, Ok or the
+/// reason it does not open). Used by `iopath sysinfo`.
+pub fn probe_events() -> Vec<(&'static str, Result<(), String>)> {
+    let hw = [
+        ("cycles", Hardware::CPU_CYCLES),
+        ("instructions", Hardware::INSTRUCTIONS),
+        ("cache-references", Hardware::CACHE_REFERENCES),
+        ("cache-misses", Hardware::CACHE_MISSES),
+        ("branch-misses", Hardware::BRANCH_MISSES),
+    ];
+    let sw = [
+        ("task-clock", Software::TASK_CLOCK),
+        ("context-switches", Software::CONTEXT_SWITCHES),
+        ("cpu-migrations", Software::CPU_MIGRATIONS),
+        ("page-faults", Software::PAGE_FAULTS),
+    ];
+    let open = |b: Builder<'_>, what: &str| -> Result<(), String> {
+        let mut b = b;
+        b.observe_self().any_cpu();
+        b.build().map(drop).map_err(|e| open_error_reason(&e, what))
+    };
+    let mut out: Vec<(&'static str, Result<(), String>)> = Vec::new();
+    for (name, ev) in hw {
+        out.push((name, open(Builder::new(ev), "hardware")));
+    }
+    for (name, ev) in sw {
+        out.push((name, open(Builder::new(ev), "software")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,9 +4,16 @@
 #![allow(unsafe_code)]
 
 pub mod affinity;
+pub mod cache;
+pub mod futex;
+pub mod mem;
+pub mod multiplex;
 pub mod net;
+pub mod process;
 pub mod procfs;
 pub mod rusage;
 pub mod signal;
+pub mod syscall;
 pub mod tsc;
+pub mod uring;
 pub mod zerocopy;

@@ -1,0 +1,247 @@
+//! File system, in a directory the user names (files removed afterwards, also on failure):
+//! sequential and random 4 KiB reads with O_DIRECT (buffered reads after dropping the page
+//! cache where the filesystem refuses O_DIRECT, e.g. tmpfs, with a note), the file cache size
+//! (re-read time per MiB against file size: the knee where files stop fitting), and read
+//! contention among 1..N processes each reading its own file.
+
+use super::harness::{self, push_summary, push_value, Budget};
+use super::scratch::{self, ScratchDir};
+use crate::case::MicroCase;
+use crate::observation::{Observation, Source};
+use crate::sys::mem::{AnonMap, HugePages};
+use crate::sys::process;
+use rand::{Rng, SeedableRng};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+pub const VARIANTS: [&str; 4] = ["seq_read", "rand_read", "cache_read", "contention"];
+const BLOCK: usize = 4096;
+const MIB: f64 = (1u64 << 20) as f64;
+
+pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+    let quick = harness::is_quick(case);
+    let scratch = ScratchDir::new(&scratch::base_dir(case.option("dir")))?;
+    let mut obs = Observation::default();
+    match case.option("variant").unwrap_or("seq_read") {
+        v @ ("seq_read" | "rand_read") => direct_reads(case, quick, v == "rand_read", scratch.path(), &mut obs)?,
+        "cache_read" => cache_read(case, quick, scratch.path(), &mut obs)?,
+        "contention" => contention(case, quick, scratch.path(), &mut obs)?,
+        other => anyhow::bail!("fs: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
+    }
+    harness::push_overheads(&mut obs);
+    Ok(obs)
+}
+
+/// Write `size` bytes of a pattern to `path` and fsync it.
+fn write_file(path: &Path, size: u64) -> anyhow::Result<()> {
+    let mut f = File::create(path)?;
+    let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()?;
+    Ok(())
+}
+
+fn drop_cache(file: &File) -> anyhow::Result<()> {
+    nix::fcntl::posix_fadvise(
+        file.as_raw_fd(),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )?;
+    Ok(())
+}
+
+/// Open for reading with O_DIRECT, or buffered when the filesystem refuses it (Ok(false)).
+fn open_direct(path: &Path) -> anyhow::Result<(File, bool)> {
+    match OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((File::open(path)?, false)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+const NO_DIRECT_NOTE: &str = "this filesystem refuses O_DIRECT (EINVAL, e.g. tmpfs): buffered reads after POSIX_FADV_DONTNEED were timed instead, and the page cache may still serve them";
+
+fn direct_reads(case: &MicroCase, quick: bool, random: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+    let size = harness::opt_u64(case, "file_bytes", if quick { 8 << 20 } else { 64 << 20 })?;
+    let size = size.div_ceil(BLOCK as u64) * BLOCK as u64;
+    let samples = Budget::of(case).samples.min(if quick { 3 } else { 5 });
+    let path = dir.join("fs.dat");
+    write_file(&path, size)?;
+    let (file, direct) = open_direct(&path)?;
+    if !direct {
+        obs.warn(NO_DIRECT_NOTE);
+    }
+    let mut buf = AnonMap::new(BLOCK, HugePages::Refuse)?;
+    let blocks = size / BLOCK as u64;
+    let reads = if random {
+        blocks.min(if quick { 1024 } else { 8192 })
+    } else {
+        blocks
+    };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+    let mut per_read_us = Vec::with_capacity(samples);
+    let mut mib_s = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        drop_cache(&file)?;
+        let offsets: Vec<u64> = (0..reads)
+            .map(|i| {
+                if random {
+                    rng.gen_range(0..blocks) * BLOCK as u64
+                } else {
+                    i * BLOCK as u64
+                }
+            })
+            .collect();
+        let t0 = harness::now();
+        for off in &offsets {
+            let n = file.read_at(&mut buf.as_mut_slice()[..BLOCK], *off)?;
+            if n != BLOCK {
+                anyhow::bail!("fs: short read of {n} bytes at offset {off}");
+            }
+        }
+        let t1 = harness::now();
+        let ns = harness::interval_ns(t0, t1);
+        per_read_us.push(ns / 1000.0 / reads as f64);
+        mib_s.push(reads as f64 * BLOCK as f64 / MIB / (ns / 1e9));
+    }
+    push_summary(obs, "time_per_read_us", "us", &per_read_us, Source::Tool);
+    push_summary(obs, "bandwidth_mib_s", "MiB/s", &mib_s, Source::Tool);
+    push_value(obs, "o_direct", "bool", if direct { 1.0 } else { 0.0 });
+    Ok(())
+}
+
+/// Re-read a file that was just read (so it is cached if it fits): time per MiB.
+fn cache_read(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+    let size = harness::opt_u64(case, "file_bytes", if quick { 4 << 20 } else { 64 << 20 })?;
+    let samples = Budget::of(case).samples.min(if quick { 3 } else { 5 });
+    let path = dir.join("cache.dat");
+    write_file(&path, size)?;
+    let file = File::open(&path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let read_all = |buf: &mut [u8]| -> anyhow::Result<u64> {
+        let mut off = 0u64;
+        loop {
+            let n = file.read_at(buf, off)?;
+            if n == 0 {
+                return Ok(off);
+            }
+            off += n as u64;
+        }
+    };
+    read_all(&mut buf)?; // fill the page cache
+    let mut us_per_mib = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t0 = harness::now();
+        let bytes = read_all(&mut buf)?;
+        let t1 = harness::now();
+        us_per_mib.push(harness::interval_ns(t0, t1) / 1000.0 / (bytes as f64 / MIB));
+    }
+    push_summary(obs, "read_time_per_mib_us", "us", &us_per_mib, Source::Tool);
+    Ok(())
+}
+
+/// The smallest file size whose re-read time per MiB is more than twice the median of all
+/// smaller sizes: where the file stopped fitting in the page cache. None when no such jump.
+pub fn detect_knee(points: &[(u64, f64)]) -> Option<u64> {
+    let mut pts: Vec<(u64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+        .collect();
+    pts.sort_by_key(|p| p.0);
+    for i in 2..pts.len() {
+        let mut before: Vec<f64> = pts[..i].iter().map(|p| p.1).collect();
+        let base = crate::measure::stats::median(&mut before);
+        if pts[i].1 > 2.0 * base {
+            return Some(pts[i].0);
+        }
+    }
+    None
+}
+
+/// N processes, each reading its own file start to end at the same moment.
+fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+    let procs = harness::opt_u64(case, "procs", 1)? as usize;
+    if procs == 0 || procs > 64 {
+        anyhow::bail!("fs contention: procs must be 1..64, got {procs}");
+    }
+    let size = harness::opt_u64(case, "file_bytes", if quick { 4 << 20 } else { 32 << 20 })?;
+    let rounds = Budget::of(case).samples.min(if quick { 2 } else { 3 });
+    let mut files = Vec::with_capacity(procs);
+    let mut direct_everywhere = true;
+    for i in 0..procs {
+        let path = dir.join(format!("reader-{i}.dat"));
+        write_file(&path, size)?;
+        let (f, direct) = open_direct(&path)?;
+        direct_everywhere &= direct;
+        files.push(f);
+    }
+    if !direct_everywhere {
+        obs.warn(NO_DIRECT_NOTE);
+    }
+    let mut buf = AnonMap::new(64 << 10, HugePages::Refuse)?;
+    let mut per_proc = Vec::new();
+    let mut aggregate = Vec::new();
+    for _ in 0..rounds {
+        for f in &files {
+            drop_cache(f)?;
+        }
+        let (go_r, go_w) = process::pipe()?;
+        let (rep_r, rep_w) = process::pipe()?;
+        let mut children = Vec::with_capacity(procs);
+        for f in &files {
+            children.push(process::fork_file_reader(
+                f.as_raw_fd(),
+                buf.as_mut_slice(),
+                go_r.as_raw_fd(),
+                rep_w.as_raw_fd(),
+            )?);
+        }
+        drop((go_r, rep_w));
+        process::write_all_fd(&go_w, &vec![1u8; procs])?;
+        let mut slowest = 0u64;
+        let mut total = 0u64;
+        for _ in 0..procs {
+            let mut raw = [0u8; 16];
+            process::read_exact_fd(&rep_r, &mut raw)?;
+            let r = process::decode_reader_result(&raw);
+            per_proc.push(r.bytes as f64 / MIB / (r.nanos.max(1) as f64 / 1e9));
+            slowest = slowest.max(r.nanos);
+            total += r.bytes;
+        }
+        for child in children {
+            let status = child.wait()?;
+            if status != 0 {
+                anyhow::bail!("fs contention: a reader exited with status {status}");
+            }
+        }
+        aggregate.push(total as f64 / MIB / (slowest.max(1) as f64 / 1e9));
+    }
+    push_summary(obs, "bandwidth_per_proc_mib_s", "MiB/s", &per_proc, Source::Tool);
+    push_summary(obs, "bandwidth_total_mib_s", "MiB/s", &aggregate, Source::Tool);
+    push_value(obs, "o_direct", "bool", if direct_everywhere { 1.0 } else { 0.0 });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knee_found_where_time_jumps() {
+        let m = 1u64 << 20;
+        let pts = [(m, 80.0), (2 * m, 82.0), (4 * m, 79.0), (8 * m, 400.0), (16 * m, 420.0)];
+        assert_eq!(detect_knee(&pts), Some(8 * m));
+        assert_eq!(detect_knee(&pts[..3]), None);
+        assert_eq!(detect_knee(&[]), None);
+    }
+}

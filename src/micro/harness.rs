@@ -1,0 +1,182 @@
+//! What every microbenchmark shares: the clock with its read overhead and the empty-loop
+//! overhead (measured once per process, subtracted from every figure and reported with it),
+//! calibrated batches of repeated operations, and the metric scheme for a repeated figure.
+
+use crate::case::MicroCase;
+use crate::measure::clock::{Clock, ClockKind};
+use crate::measure::stats::{self, summarize};
+use crate::observation::{Metric, Observation, Role, Source};
+use std::hint::black_box;
+use std::sync::OnceLock;
+
+/// The costs subtracted from every result.
+#[derive(Debug, Clone, Copy)]
+pub struct Overheads {
+    pub clock: Clock,
+    /// One clock read, in ns (median).
+    pub timer_ns: f64,
+    /// One iteration of an empty counted loop around a call that does nothing, in ns (median).
+    pub loop_ns: f64,
+}
+
+static OVERHEADS: OnceLock<Overheads> = OnceLock::new();
+
+/// The overheads of this process, measured on first use.
+pub fn overheads() -> &'static Overheads {
+    OVERHEADS.get_or_init(|| {
+        let clock = Clock::detect();
+        let mut per_iter = Vec::with_capacity(31);
+        for _ in 0..31 {
+            let ns = batch_ns(&clock, 100_000, &mut || -> Result<(), String> {
+                black_box(());
+                Ok(())
+            })
+            .unwrap_or(f64::NAN);
+            per_iter.push((ns - clock.overhead_ns) / 100_000.0);
+        }
+        Overheads {
+            clock,
+            timer_ns: clock.overhead_ns,
+            loop_ns: stats::median(&mut per_iter).max(0.0),
+        }
+    })
+}
+
+/// Time `iters` back-to-back calls of `op` (no overhead subtracted).
+#[inline(always)]
+fn batch_ns<E>(clock: &Clock, iters: u64, op: &mut impl FnMut() -> Result<(), E>) -> Result<f64, E> {
+    let t0 = clock.now();
+    for _ in 0..iters {
+        op()?;
+    }
+    let t1 = clock.now();
+    Ok(clock.ticks_to_ns(t1.saturating_sub(t0)))
+}
+
+/// How many samples to take and how long each should last.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub samples: usize,
+    pub sample_ns: f64,
+}
+
+impl Budget {
+    /// The case's budget: `samples` option if given, else 21 samples of 10 ms (7 of 2 ms with
+    /// `quick`).
+    pub fn of(case: &MicroCase) -> Budget {
+        let quick = is_quick(case);
+        let samples = case
+            .option("samples")
+            .and_then(|s| s.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(if quick { 7 } else { 21 });
+        Budget {
+            samples,
+            sample_ns: if quick { 2e6 } else { 10e6 },
+        }
+    }
+}
+
+pub fn is_quick(case: &MicroCase) -> bool {
+    case.option("quick") == Some("1")
+}
+
+/// Per-operation times in ns: warm up and pick a batch length that lasts about
+/// `budget.sample_ns`, then time `budget.samples` batches; each sample is
+/// (batch time - one clock read) / iterations - loop overhead.
+pub fn time_per_op<E>(budget: Budget, mut op: impl FnMut() -> Result<(), E>) -> Result<Vec<f64>, E> {
+    let oh = overheads();
+    let mut iters: u64 = 1;
+    loop {
+        let ns = batch_ns(&oh.clock, iters, &mut op)?;
+        if ns >= budget.sample_ns || iters >= 1 << 32 {
+            break;
+        }
+        // Grow towards the target, at most 10x per step so a slow first call does not mislead.
+        let factor = if ns <= 0.0 {
+            10.0
+        } else {
+            (budget.sample_ns / ns).clamp(1.5, 10.0)
+        };
+        iters = ((iters as f64) * factor).ceil() as u64;
+    }
+    let mut out = Vec::with_capacity(budget.samples);
+    for _ in 0..budget.samples {
+        let ns = batch_ns(&oh.clock, iters, &mut op)?;
+        out.push((ns - oh.timer_ns) / iters as f64 - oh.loop_ns);
+    }
+    Ok(out)
+}
+
+/// Time one interval measured by the caller's two clock reads, in ns, minus one clock read.
+pub fn interval_ns(t0: u64, t1: u64) -> f64 {
+    let oh = overheads();
+    oh.clock.ticks_to_ns(t1.saturating_sub(t0)) - oh.timer_ns
+}
+
+/// Read the clock.
+#[inline(always)]
+pub fn now() -> u64 {
+    overheads().clock.now()
+}
+
+/// The names of the companion metrics of a repeated figure `name` (see docs/output.md).
+pub const SUMMARY_SUFFIXES: [&str; 7] = ["_mean", "_stddev", "_ci95_low", "_ci95_high", "_min", "_max", "_n"];
+
+/// Push a repeated figure: `name` holds the median; `name_mean`, `_stddev`, `_ci95_low`,
+/// `_ci95_high`, `_min`, `_max` (same unit) and `name_n` (count) hold the rest. A CV above 5%
+/// adds a warning (outliers are not dropped; the sweep runner flags them across repetitions).
+pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64], source: Source) {
+    let Some(s) = summarize(values) else {
+        obs.push(Metric::unavailable(name, Role::System, unit, "no valid samples"));
+        return;
+    };
+    let m = |suffix: &str, v: f64, unit: &str| {
+        Metric::new(&format!("{name}{suffix}"), Role::System, v, unit, source.clone())
+    };
+    obs.push(m("", s.median, unit));
+    obs.push(m("_mean", s.mean, unit));
+    obs.push(m("_stddev", s.stddev, unit));
+    obs.push(m("_ci95_low", s.ci95_low, unit));
+    obs.push(m("_ci95_high", s.ci95_high, unit));
+    obs.push(m("_min", s.min, unit));
+    obs.push(m("_max", s.max, unit));
+    obs.push(m("_n", s.n as f64, "count"));
+    if s.cv > 0.05 && s.n > 2 {
+        obs.warn(format!(
+            "{name}: samples vary by {:.0}% (CV); the machine was busy or the figure is noisy, rerun with more --samples",
+            s.cv * 100.0
+        ));
+    }
+}
+
+/// A single figure measured by iopath.
+pub fn push_value(obs: &mut Observation, name: &str, unit: &str, value: f64) {
+    obs.push(Metric::new(name, Role::System, value, unit, Source::Tool));
+}
+
+/// Record the overheads that were subtracted, with the clock used.
+pub fn push_overheads(obs: &mut Observation) {
+    let oh = overheads();
+    push_value(obs, "timer_overhead_ns", "ns", oh.timer_ns);
+    push_value(obs, "loop_overhead_ns", "ns", oh.loop_ns);
+    match oh.clock.kind {
+        ClockKind::Tsc { hz } => push_value(obs, "clock_tsc_hz", "Hz", hz),
+        ClockKind::Monotonic => obs.push(Metric::unavailable(
+            "clock_tsc_hz",
+            Role::System,
+            "Hz",
+            "no invariant TSC: timed with CLOCK_MONOTONIC",
+        )),
+    }
+}
+
+/// A numeric option, or the default.
+pub fn opt_u64(case: &MicroCase, name: &str, default: u64) -> anyhow::Result<u64> {
+    match case.option(name) {
+        None => Ok(default),
+        Some(text) => text
+            .parse()
+            .map_err(|_| anyhow::anyhow!("option {name}='{text}' is not a whole number")),
+    }
+}

@@ -1,0 +1,111 @@
+//! Memory latency: a dependent pointer chase over one random cycle (Sattolo) through a
+//! working set of `size_bytes`, one element every `stride_bytes`. Every load depends on the
+//! previous one and its address is unpredictable, so the time per load is the latency of the
+//! level that holds the working set (plus TLB misses when it outgrows the TLB's reach).
+
+use super::harness::{self, push_summary, Budget};
+use super::sattolo;
+use crate::case::MicroCase;
+use crate::observation::{Observation, Source};
+use crate::sys::mem::{ChaseBuffer, HugePages};
+use rand::SeedableRng;
+
+pub const DEFAULT_STRIDE: u64 = 64;
+
+pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+    let size = harness::opt_u64(case, "size_bytes", 16 * 1024)?;
+    let stride = harness::opt_u64(case, "stride_bytes", DEFAULT_STRIDE)?;
+    if stride < 8 || stride % 8 != 0 {
+        anyhow::bail!("memlat: stride must be a multiple of 8 bytes, got {stride}");
+    }
+    let slots = (size / stride) as usize;
+    if slots < 2 {
+        anyhow::bail!("memlat: size {size} holds fewer than 2 elements of stride {stride}");
+    }
+    let huge = match case.option("hugepages").unwrap_or("no") {
+        "yes" => HugePages::Want,
+        "no" => HugePages::Refuse,
+        other => anyhow::bail!("memlat: hugepages must be yes or no, got '{other}'"),
+    };
+    let quick = harness::is_quick(case);
+    let budget = Budget::of(case);
+    let samples = if quick {
+        budget.samples.min(5)
+    } else {
+        budget.samples.min(9)
+    };
+
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5a77_0105 ^ size);
+    let next = sattolo::cycle(slots, &mut rng);
+    let covered = sattolo::cycle_len(&next);
+    if covered != slots {
+        anyhow::bail!("memlat: the chase cycle covers {covered} of {slots} elements");
+    }
+    let buffer = ChaseBuffer::new(&next, stride as usize, huge)?;
+    drop(next);
+    // Warm-up: one full walk, which must come back to where it started.
+    let back = buffer.chase(round16(slots as u64));
+    if slots % 16 == 0 && back != 0 {
+        anyhow::bail!("memlat: a walk of {slots} steps ended at element {back}, not 0");
+    }
+    let min_steps = if quick { 1 << 17 } else { 1 << 20 };
+    let steps = round16((slots as u64).clamp(min_steps, 1 << 21));
+    let oh = harness::overheads();
+    let mut per_load = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t0 = harness::now();
+        buffer.chase(steps);
+        let t1 = harness::now();
+        // The loop runs 16 dependent loads per iteration: its overhead is shared by 16.
+        per_load.push(harness::interval_ns(t0, t1) / steps as f64 - oh.loop_ns / 16.0);
+    }
+    let mut obs = Observation::default();
+    push_summary(&mut obs, "latency_ns", "ns", &per_load, Source::Tool);
+    harness::push_value(&mut obs, "chase_elements", "count", slots as f64);
+    if huge == HugePages::Want {
+        let thp = crate::sys::procfs::read_trimmed("/sys/kernel/mm/transparent_hugepage/enabled");
+        if thp.as_deref().is_some_and(|t| t.contains("[never]")) || thp.is_none() {
+            obs.warn("hugepages=yes but transparent huge pages are off here: 4 KiB pages were used");
+        }
+    }
+    harness::push_overheads(&mut obs);
+    Ok(obs)
+}
+
+fn round16(n: u64) -> u64 {
+    n.div_ceil(16) * 16
+}
+
+/// The default working-set sizes: powers of two from `min` to `max` with the 1.5x point
+/// between each pair, so plateau edges are resolved.
+pub fn sizes(min: u64, max: u64, with_midpoints: bool) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut s = min.max(1).next_power_of_two();
+    while s <= max {
+        out.push(s);
+        let mid = s + s / 2;
+        if with_midpoints && mid < max && mid < s * 2 {
+            out.push(mid);
+        }
+        s = match s.checked_mul(2) {
+            Some(v) => v,
+            None => break,
+        };
+    }
+    if out.last() != Some(&max) && max >= min {
+        out.push(max);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_sizes() {
+        assert_eq!(sizes(1024, 4096, true), vec![1024, 1536, 2048, 3072, 4096]);
+        assert_eq!(sizes(1024, 4096, false), vec![1024, 2048, 4096]);
+        assert_eq!(sizes(1024, 5000, false), vec![1024, 2048, 4096, 5000]);
+    }
+}

@@ -1,0 +1,51 @@
+//! Process creation: fork + exit + wait, fork + exec of a tiny program + wait, and
+//! posix_spawn + wait. The program (default /bin/true) is dynamically linked, so the exec
+//! figures include the dynamic loader; the program is printed with the result.
+
+use super::harness::{self, push_summary, Budget};
+use crate::case::MicroCase;
+use crate::observation::{Metric, Observation, Role, Source};
+use crate::sys::process::{self, Program};
+
+pub const VARIANTS: [&str; 3] = ["fork_exit", "fork_exec", "posix_spawn"];
+pub const DEFAULT_PROGRAM: &str = "/bin/true";
+
+pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+    let mut budget = Budget::of(case);
+    // A creation costs ~0.1-1 ms: fewer, longer samples keep the run short.
+    budget.sample_ns *= 2.0;
+    let variant = case.option("variant").unwrap_or("fork_exit");
+    let program_path = case.option("program").unwrap_or(DEFAULT_PROGRAM);
+    let mut obs = Observation::default();
+    let check_status = |status: i32| -> std::io::Result<()> {
+        match status {
+            0 => Ok(()),
+            s => Err(std::io::Error::other(format!("{program_path} exited with status {s}"))),
+        }
+    };
+    let samples = match variant {
+        "fork_exit" => harness::time_per_op(budget, process::fork_exit_wait)?,
+        "fork_exec" | "posix_spawn" => {
+            if !std::path::Path::new(program_path).is_file() {
+                obs.push(Metric::unavailable(
+                    "time_per_process_us",
+                    Role::System,
+                    "us",
+                    format!("{program_path} not found"),
+                ));
+                return Ok(obs);
+            }
+            let program = Program::new(program_path)?;
+            if variant == "fork_exec" {
+                harness::time_per_op(budget, || process::fork_exec_wait(&program).and_then(check_status))?
+            } else {
+                harness::time_per_op(budget, || process::spawn_wait(&program).and_then(check_status))?
+            }
+        }
+        other => anyhow::bail!("proc: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
+    };
+    let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
+    push_summary(&mut obs, "time_per_process_us", "us", &us, Source::Tool);
+    harness::push_overheads(&mut obs);
+    Ok(obs)
+}

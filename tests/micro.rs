@@ -1,0 +1,340 @@
+//! `iopath micro` as a user runs it: every benchmark in --quick mode returns sane figures with
+//! units and sources; bad options exit 2 with one clear line; temp files never stay behind.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn iopath() -> Command {
+    Command::cargo_bin("iopath").expect("binary built")
+}
+
+/// Run `iopath micro <args> --quick --json` and return the records.
+fn records(args: &[&str]) -> Vec<Value> {
+    let out = iopath()
+        .arg("micro")
+        .args(args)
+        .args(["--quick", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).expect("valid JSON");
+    v.as_array().expect("an array of records").clone()
+}
+
+fn metric<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
+    record["observation"]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)
+}
+
+/// Each record has the figure `name` in `unit`, either a positive finite median with its
+/// companions (mean, CI, min, n) or unavailable with a reason (printed: the test did not
+/// check a number then).
+fn check_figure(records: &[Value], name: &str, unit: &str, max: f64) {
+    assert!(!records.is_empty());
+    for r in records {
+        let label = r["label"].as_str().unwrap_or("?");
+        let warnings = r["observation"]["warnings"].to_string();
+        assert!(!warnings.contains("failed:"), "{label} failed: {warnings}");
+        let m = metric(r, name).unwrap_or_else(|| panic!("{label}: no {name}"));
+        assert_eq!(m["unit"], unit, "{label}: unit of {name}");
+        match m["value"].as_f64() {
+            Some(v) => {
+                assert!(
+                    v.is_finite() && v > 0.0 && v < max,
+                    "{label}: {name} = {v} {unit} is not sane"
+                );
+                for suffix in ["_mean", "_stddev", "_ci95_low", "_ci95_high", "_min", "_max", "_n"] {
+                    assert!(
+                        metric(r, &format!("{name}{suffix}")).is_some(),
+                        "{label}: no {name}{suffix}"
+                    );
+                }
+                assert!(
+                    metric(r, &format!("{name}_n"))
+                        .and_then(|n| n["value"].as_f64())
+                        .unwrap_or(0.0)
+                        >= 1.0
+                );
+                assert_eq!(m["source"], "tool");
+            }
+            None => {
+                let source = m["source"].as_str().unwrap_or("");
+                assert!(
+                    source.starts_with("unavailable: "),
+                    "{label}: {name} has no value and no reason"
+                );
+                eprintln!("{label}: {name} not measured here: {source}");
+            }
+        }
+        // The overheads subtracted are reported with every result.
+        assert!(metric(r, "timer_overhead_ns").is_some(), "{label}: no timer overhead");
+        assert!(metric(r, "loop_overhead_ns").is_some(), "{label}: no loop overhead");
+    }
+}
+
+#[test]
+fn flag_definitions_are_consistent() {
+    use clap::CommandFactory;
+    iopath::cli::Cli::command().debug_assert();
+}
+
+#[test]
+fn list_names_every_benchmark() {
+    let out = iopath()
+        .args(["micro", "list"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    for b in [
+        "timer",
+        "call",
+        "syscall",
+        "proc",
+        "thread",
+        "ctxswitch",
+        "memlat",
+        "membw",
+        "pagefault",
+        "tcp",
+        "fs",
+    ] {
+        assert!(text.contains(b), "list lacks {b}");
+    }
+}
+
+#[test]
+fn timer() {
+    let r = records(&["timer"]);
+    check_figure(&r, "timer_read_ns", "ns", 100_000.0);
+    check_figure(&r, "timer_resolution_ns", "ns", 1e6);
+}
+
+#[test]
+fn call() {
+    let r = records(&["call"]);
+    assert_eq!(r.len(), 8, "0..7 arguments");
+    // A call can be faster than the loop overhead subtracted from it in a debug build, so
+    // only the presence and unit are checked for every arity, plus one positive value.
+    for rec in &r {
+        assert_eq!(metric(rec, "time_per_call_ns").expect("figure")["unit"], "ns");
+    }
+}
+
+#[test]
+fn syscall() {
+    let r = records(&["syscall"]);
+    assert_eq!(r.len(), 3);
+    check_figure(&r, "time_per_call_ns", "ns", 1e6);
+}
+
+#[test]
+fn proc() {
+    let r = records(&["proc"]);
+    check_figure(&r, "time_per_process_us", "us", 1e6);
+}
+
+#[test]
+fn thread() {
+    check_figure(
+        &records(&["thread", "--variant", "create_join"]),
+        "time_per_thread_us",
+        "us",
+        1e6,
+    );
+    check_figure(
+        &records(&["thread", "--variant", "start_latency"]),
+        "thread_start_latency_us",
+        "us",
+        1e6,
+    );
+}
+
+#[test]
+fn ctxswitch_records_where_it_ran() {
+    let r = records(&["ctxswitch"]);
+    assert_eq!(r.len(), 4, "two variants x pinned yes/no");
+    check_figure(&r, "round_trip_ns", "ns", 1e7);
+    for rec in &r {
+        assert!(metric(rec, "time_per_switch_ns").is_some());
+        let placement = rec["observation"]["placement"].as_array().expect("placement");
+        assert_eq!(placement.len(), 2, "both sides placed");
+    }
+}
+
+#[test]
+fn memlat_curve_and_levels() {
+    let r = records(&["memlat", "--max", "1M"]);
+    assert!(r.len() >= 10, "1KiB..1MiB is 11 points");
+    check_figure(&r, "latency_ns", "ns", 10_000.0);
+    iopath()
+        .args(["micro", "memlat", "--quick", "--max", "256K"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("memory levels detected"))
+        .stdout(predicate::str::contains("L1"));
+}
+
+#[test]
+fn membw() {
+    let r = records(&["membw", "--size", "16M"]);
+    assert_eq!(r.len(), 3);
+    check_figure(&r, "bandwidth_gib_s", "GiB/s", 10_000.0);
+    // A buffer below 4x the LLC says so.
+    assert!(
+        r[0]["observation"]["warnings"]
+            .to_string()
+            .contains("4x the last-level cache")
+            || iopath::sys::cache::last_level_bytes().map_or(true, |llc| 16 << 20 >= 4 * llc)
+    );
+}
+
+#[test]
+fn pagefault_minor_and_major() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().to_str().expect("utf-8 path");
+    check_figure(
+        &records(&["pagefault", "--variant", "minor"]),
+        "time_per_fault_ns",
+        "ns",
+        1e6,
+    );
+    check_figure(
+        &records(&["pagefault", "--variant", "major", "--dir", d]),
+        "time_per_fault_us",
+        "us",
+        1e6,
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
+}
+
+#[test]
+fn tcp_loopback() {
+    let r = records(&["tcp"]);
+    assert_eq!(r.len(), 4);
+    check_figure(&r[..1], "round_trip_us", "us", 1e6);
+    check_figure(&r[1..2], "bandwidth_gbps", "Gbit/s", 10_000.0);
+    check_figure(&r[2..3], "connect_time_us", "us", 1e6);
+    check_figure(&r[3..4], "teardown_time_us", "us", 1e6);
+}
+
+#[test]
+fn fs_in_a_named_dir_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let r = records(&[
+        "fs",
+        "--dir",
+        d,
+        "--file-size",
+        "2M",
+        "--cache-max",
+        "4M",
+        "--procs",
+        "1,2",
+    ]);
+    let by = |v: &str| -> Vec<Value> {
+        r.iter()
+            .filter(|x| x["label"].as_str().unwrap_or("").contains(v))
+            .cloned()
+            .collect()
+    };
+    check_figure(&by("variant=seq_read"), "time_per_read_us", "us", 1e6);
+    check_figure(&by("variant=rand_read"), "time_per_read_us", "us", 1e6);
+    check_figure(&by("variant=cache_read"), "read_time_per_mib_us", "us", 1e7);
+    check_figure(&by("variant=contention"), "bandwidth_total_mib_s", "MiB/s", 1e7);
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
+}
+
+#[test]
+fn fs_on_tmpfs_falls_back_with_a_note() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("no /dev/shm here: the tmpfs fallback was not exercised");
+        return;
+    }
+    let r = records(&["fs", "--variant", "seq_read", "--dir", "/dev/shm", "--file-size", "1M"]);
+    let o_direct = metric(&r[0], "o_direct").and_then(|m| m["value"].as_f64());
+    if o_direct == Some(0.0) {
+        assert!(r[0]["observation"]["warnings"].to_string().contains("refuses O_DIRECT"));
+    } else {
+        eprintln!("/dev/shm accepted O_DIRECT here (newer tmpfs): no fallback to check");
+    }
+}
+
+#[test]
+fn temp_files_removed_after_a_failure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let case = iopath::case::MicroCase::new(
+        "fs",
+        vec![
+            ("variant", "contention".into()),
+            ("procs", "0".into()),
+            ("dir", dir.path().display().to_string()),
+        ],
+    );
+    let err = iopath::micro::run_case(&case).expect_err("procs=0 must fail");
+    assert!(err.to_string().contains("procs"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "scratch dir removed"
+    );
+}
+
+#[test]
+fn bad_options_exit_2_with_one_line() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["micro", "memlat", "--max", "0"], "at least 1 byte"),
+        (vec!["micro", "bogus"], "unrecognized subcommand"),
+        (
+            vec!["micro", "fs", "--dir", "/nonexistent/iopath-dir"],
+            "cannot be used",
+        ),
+        (vec!["micro", "fs", "--dir", "/proc/version"], "not a directory"),
+        (vec!["micro", "fs", "--dir", "/proc"], "not writable"),
+        (vec!["micro", "memlat", "--stride", "12"], "multiple of 8"),
+        (
+            vec!["micro", "memlat", "--min", "1M", "--max", "4K"],
+            "larger than --max",
+        ),
+        (vec!["micro", "syscall", "--variant", "nope"], "accepted: getppid"),
+        (
+            vec!["micro", "ctxswitch", "--pinned", "maybe"],
+            "accepted: yes, no, both",
+        ),
+        (vec!["micro", "all", "--samples", "0"], "at least 1"),
+        (vec!["micro", "fs", "--procs", "0"], "--procs"),
+        (vec!["micro", "fs", "--procs", "100"], "1..64"),
+    ];
+    for (args, says) in cases {
+        let out = iopath().args(&args).assert().code(2).get_output().clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: stderr was {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line, got {err}");
+    }
+}
+
+#[test]
+fn csv_has_one_row_per_case() {
+    let out = iopath()
+        .args(["micro", "syscall", "--quick", "--csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    let mut lines = text.lines();
+    let header = lines.next().expect("header");
+    assert!(header.contains("system_time_per_call_ns"));
+    assert!(header.contains("system_time_per_call_ns_ci95_low"));
+    assert_eq!(lines.count(), 3);
+}
