@@ -417,3 +417,82 @@ fn compare_matches_cells_and_says_when_reps_are_too_few() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("client.cpu_sys_s"));
 }
+
+#[test]
+fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    let servers = iopath()
+        .args([
+            "sweep",
+            "servers",
+            "--model",
+            "epoll,threads",
+            "--clients",
+            "1,4",
+            "--reps",
+            "1",
+        ])
+        .args(["--duration", "200ms", "--warmup", "50ms", "--no-warmup-cell", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(servers.status.success(), "{}", stderr(&servers));
+    assert!(String::from_utf8_lossy(&servers.stdout).contains("requests_per_s"));
+    let micro = iopath()
+        .args([
+            "sweep",
+            "micro",
+            "--bench",
+            "syscall",
+            "--small",
+            "--reps",
+            "2",
+            "--no-warmup-cell",
+            "--db",
+        ])
+        .arg(&db)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(micro.status.success(), "{}", stderr(&micro));
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 2);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM cases c WHERE c.workload = 'servers'"),
+        4
+    );
+
+    let html = dir.path().join("servers.html");
+    let out = iopath()
+        .args(["report", "1", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("id=\"servers_requests_vs_clients\"") && text.contains("id=\"servers_p99_vs_clients\""));
+    assert!(
+        !text.contains("id=\"throughput_vs_size\""),
+        "no stream charts for a servers run"
+    );
+    assert!(
+        !text.contains("Crossover sizes"),
+        "no crossover table without stream cells"
+    );
+
+    // Flags of another workload are refused, naming the flag.
+    let out = iopath()
+        .args(["sweep", "micro", "--bench", "syscall", "--clients", "4", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--clients does not apply to micro"),
+        "{}",
+        stderr(&out)
+    );
+}

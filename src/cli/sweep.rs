@@ -15,45 +15,66 @@ use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
-    /// The workload to sweep (accepted: net-stream). Not needed with --resume.
+    /// The workload to sweep: net-stream, servers or micro. Not needed with --resume.
     #[arg(required_unless_present = "resume", conflicts_with = "resume")]
     pub workload: Option<String>,
-    /// Copy modes, comma-separated (two-copy, one-copy, zero-copy).
-    #[arg(long, default_value = "two-copy,one-copy,zero-copy", conflicts_with = "resume")]
-    pub mode: String,
-    /// Message sizes: a list (64,4K) or a range of powers of two (1K..16M).
-    #[arg(long, default_value = "1K..1M", conflicts_with = "resume")]
-    pub size: String,
-    /// Client thread counts: a list (1,2,4,8) or a range (1..8).
-    #[arg(long, default_value = "1", conflicts_with = "resume")]
-    pub threads: String,
-    /// Separately allocated fields per message.
-    #[arg(long, default_value_t = 8, conflicts_with = "resume")]
-    pub fields: usize,
+    /// net-stream: copy modes, comma-separated (default two-copy,one-copy,zero-copy).
+    #[arg(long, conflicts_with = "resume")]
+    pub mode: Option<String>,
+    /// net-stream: message sizes, a list (64,4K) or a range of powers of two (default 1K..1M).
+    #[arg(long, conflicts_with = "resume")]
+    pub size: Option<String>,
+    /// net-stream: client thread counts, a list (1,2,4,8) or a range (default 1).
+    #[arg(long, conflicts_with = "resume")]
+    pub threads: Option<String>,
+    /// net-stream: separately allocated fields per message (default 8).
+    #[arg(long, conflicts_with = "resume")]
+    pub fields: Option<usize>,
+    /// net-stream: check every received byte against the sender's pattern.
+    #[arg(long, conflicts_with = "resume")]
+    pub verify: bool,
+    /// servers: models, comma-separated, or all (default all).
+    #[arg(long, conflicts_with = "resume")]
+    pub model: Option<String>,
+    /// servers: what clients ask for, echo:<bytes> or procs:<k>, comma-separated (default echo:64).
+    #[arg(long, conflicts_with = "resume")]
+    pub request: Option<String>,
+    /// servers: concurrent client connections, e.g. 1,10,100 (default 1,10,100).
+    #[arg(long, conflicts_with = "resume")]
+    pub clients: Option<String>,
+    /// servers: load-generator threads (default 1).
+    #[arg(long, conflicts_with = "resume")]
+    pub client_threads: Option<usize>,
+    /// servers: workers of the pool model (default 4).
+    #[arg(long, conflicts_with = "resume")]
+    pub pool_size: Option<usize>,
+    /// micro: benchmarks, comma-separated, as `iopath micro list` names them (e.g. memlat).
+    #[arg(long, conflicts_with = "resume")]
+    pub bench: Option<String>,
+    /// micro: the short variant of each benchmark (fewer samples, smaller sizes).
+    #[arg(long, conflicts_with = "resume")]
+    pub small: bool,
     /// Repetitions of every case.
     #[arg(long, default_value_t = 5, conflicts_with = "resume")]
     pub reps: u32,
-    /// Measured time per cell (e.g. 3s, 500ms).
-    #[arg(long, default_value = "3s", conflicts_with = "resume")]
-    pub duration: String,
-    /// Warm-up inside every cell before the measured window (0 for none).
-    #[arg(long, default_value = "500ms", conflicts_with = "resume")]
-    pub warmup: String,
+    /// net-stream and servers: measured time per cell (default 3s).
+    #[arg(long, conflicts_with = "resume")]
+    pub duration: Option<String>,
+    /// net-stream and servers: warm-up inside every cell before the window, 0 for none (default 500ms).
+    #[arg(long, conflicts_with = "resume")]
+    pub warmup: Option<String>,
     /// Run the cells in a random order (fixed by --seed) so drift does not line up with the grid.
     #[arg(long, conflicts_with = "resume")]
     pub shuffle: bool,
     /// Seed for --shuffle (default: from the clock; stored with the run).
     #[arg(long, conflicts_with = "resume")]
     pub seed: Option<u64>,
-    /// CPUs for the client threads (e.g. 0 or 0-1); default: left to the scheduler.
+    /// net-stream and servers: CPUs for the client threads (e.g. 0 or 0-1); default: the scheduler's choice.
     #[arg(long, conflicts_with = "resume")]
     pub client_cpus: Option<String>,
-    /// CPUs for the server threads.
+    /// net-stream and servers: CPUs for the server threads.
     #[arg(long, conflicts_with = "resume")]
     pub server_cpus: Option<String>,
-    /// Check every received byte against the sender's pattern.
-    #[arg(long, conflicts_with = "resume")]
-    pub verify: bool,
     /// Skip the discarded warm-up cell at the start of the sweep.
     #[arg(long, conflicts_with = "resume")]
     pub no_warmup_cell: bool,
@@ -284,13 +305,13 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) {
 fn print_cells(cells: &[report::cells::CellSummary]) {
     let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI", "CV"]);
     for c in cells {
-        let (name, role, _) = report::cells::headline(&c.case);
-        let s = c.summary(name, role);
+        let metric = c.headline_metric();
+        let s = metric.and_then(|m| m.summary.as_ref());
         table.row(vec![
             c.label.clone(),
             c.ok.to_string(),
             c.failures.len().to_string(),
-            name.to_string(),
+            metric.map(|m| m.name.clone()).unwrap_or_else(|| "n/a".into()),
             fmt_num(s.map(|s| s.median)),
             s.map(|s| format!("{}..{}", fmt_num(Some(s.ci95_low)), fmt_num(Some(s.ci95_high))))
                 .unwrap_or_else(|| "n/a".into()),
@@ -315,6 +336,162 @@ fn new_run(name: Option<String>, reps: u32, shuffle: bool, seed: u64, warmup_cel
     }
 }
 
+/// Refuse flags that belong to another workload, naming the ones that apply.
+fn refuse_foreign(workload: &str, given: &[(&str, bool)]) -> anyhow::Result<()> {
+    if let Some((flag, _)) = given.iter().find(|(_, present)| *present) {
+        return Err(usage(format!(
+            "--{flag} does not apply to {workload} sweeps (see iopath sweep --help)"
+        )));
+    }
+    Ok(())
+}
+
+fn stream_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
+    refuse_foreign(
+        "net-stream",
+        &[
+            ("model", args.model.is_some()),
+            ("request", args.request.is_some()),
+            ("clients", args.clients.is_some()),
+            ("client-threads", args.client_threads.is_some()),
+            ("pool-size", args.pool_size.is_some()),
+            ("bench", args.bench.is_some()),
+            ("small", args.small),
+        ],
+    )?;
+    let grid = stream_grid(
+        args.mode.as_deref().unwrap_or("two-copy,one-copy,zero-copy"),
+        args.size.as_deref().unwrap_or("1K..1M"),
+        args.threads.as_deref().unwrap_or("1"),
+        args.fields.unwrap_or(8),
+        args.duration.as_deref().unwrap_or("3s"),
+        args.warmup.as_deref().unwrap_or("500ms"),
+        args.client_cpus.as_deref(),
+        args.server_cpus.as_deref(),
+        args.verify,
+    )?;
+    Ok(grid.cases())
+}
+
+fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
+    use crate::servers::{workload::Workload, Model};
+    refuse_foreign(
+        "servers",
+        &[
+            ("mode", args.mode.is_some()),
+            ("size", args.size.is_some()),
+            ("threads", args.threads.is_some()),
+            ("fields", args.fields.is_some()),
+            ("verify", args.verify),
+            ("bench", args.bench.is_some()),
+            ("small", args.small),
+        ],
+    )?;
+    let models: Vec<Model> = match args.model.as_deref().unwrap_or("all").trim() {
+        "all" => Model::ALL.to_vec(),
+        text => flag("model", parse_list(text))?,
+    };
+    let requests: Vec<Workload> = flag("request", parse_list(args.request.as_deref().unwrap_or("echo:64")))?;
+    let clients = flag(
+        "clients",
+        parse_count_list(args.clients.as_deref().unwrap_or("1,10,100")),
+    )?;
+    if let Some(c) = clients.iter().find(|&&c| c > 20_000) {
+        return Err(usage(format!("--clients: {c} is above the limit of 20000 connections")));
+    }
+    let client_threads = args.client_threads.unwrap_or(1);
+    if !(1..=64).contains(&client_threads) {
+        return Err(usage(format!(
+            "--client-threads: {client_threads} is out of range (accepted: 1 to 64)"
+        )));
+    }
+    let pool_size = args.pool_size.unwrap_or(4);
+    if !(1..=1024).contains(&pool_size) {
+        return Err(usage(format!(
+            "--pool-size: {pool_size} is out of range (accepted: 1 to 1024)"
+        )));
+    }
+    let duration = flag("duration", parse_duration(args.duration.as_deref().unwrap_or("3s")))?;
+    let warmup = flag(
+        "warmup",
+        parse_duration_or_zero(args.warmup.as_deref().unwrap_or("500ms")),
+    )?;
+    let cpus = |name: &str, text: &Option<String>| -> anyhow::Result<Option<String>> {
+        match text {
+            Some(t) => flag(name, parse_cpu_list(t)).map(|_| Some(t.trim().to_string())),
+            None => Ok(None),
+        }
+    };
+    let (client_cpus, server_cpus) = (
+        cpus("client-cpus", &args.client_cpus)?,
+        cpus("server-cpus", &args.server_cpus)?,
+    );
+    let mut cases = Vec::new();
+    for request in &requests {
+        for model in &models {
+            for &c in &clients {
+                cases.push(Case::Servers(crate::case::ServersCase {
+                    model: model.to_string(),
+                    request: request.to_string(),
+                    clients: c,
+                    duration_ms: (duration.as_millis() as u64).max(1),
+                    warmup_ms: warmup.as_millis() as u64,
+                    rate: None,
+                    client_threads,
+                    pool_size,
+                    server_cpus: server_cpus.clone(),
+                    client_cpus: client_cpus.clone(),
+                }));
+            }
+        }
+    }
+    Ok(cases)
+}
+
+fn micro_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
+    refuse_foreign(
+        "micro",
+        &[
+            ("mode", args.mode.is_some()),
+            ("size", args.size.is_some()),
+            ("threads", args.threads.is_some()),
+            ("fields", args.fields.is_some()),
+            ("verify", args.verify),
+            ("model", args.model.is_some()),
+            ("request", args.request.is_some()),
+            ("clients", args.clients.is_some()),
+            ("client-threads", args.client_threads.is_some()),
+            ("pool-size", args.pool_size.is_some()),
+            ("duration", args.duration.is_some()),
+            ("warmup", args.warmup.is_some()),
+            ("client-cpus", args.client_cpus.is_some()),
+            ("server-cpus", args.server_cpus.is_some()),
+        ],
+    )?;
+    let known: Vec<&str> = crate::micro::BENCHES.iter().map(|(name, _)| *name).collect();
+    let Some(list) = args.bench.as_deref() else {
+        return Err(usage(format!(
+            "micro sweeps need --bench (accepted: {})",
+            known.join(", ")
+        )));
+    };
+    let settings = crate::micro::Settings {
+        quick: args.small,
+        ..Default::default()
+    };
+    let mut cases = Vec::new();
+    for bench in list.split(',').map(str::trim) {
+        if !known.contains(&bench) {
+            return Err(usage(format!(
+                "--bench: unknown benchmark '{bench}' (accepted: {})",
+                known.join(", ")
+            )));
+        }
+        cases.extend(crate::micro::plan(bench, &settings).into_iter().map(Case::Micro));
+    }
+    Ok(cases)
+}
+
 pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let run_id = match args.resume {
         Some(id) => {
@@ -329,28 +506,22 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         }
         None => {
             let workload = args.workload.as_deref().unwrap_or_default();
-            if workload != "net-stream" {
-                return Err(usage(format!(
-                    "unknown workload '{workload}' for sweep (accepted: net-stream)"
-                )));
-            }
             if args.reps == 0 || args.reps > 1000 {
                 return Err(usage(format!(
                     "--reps: {} is out of range (accepted: 1 to 1000)",
                     args.reps
                 )));
             }
-            let grid = stream_grid(
-                &args.mode,
-                &args.size,
-                &args.threads,
-                args.fields,
-                &args.duration,
-                &args.warmup,
-                args.client_cpus.as_deref(),
-                args.server_cpus.as_deref(),
-                args.verify,
-            )?;
+            let cases = match workload {
+                "net-stream" => stream_cases(&args)?,
+                "servers" => servers_cases(&args)?,
+                "micro" => micro_cases(&args)?,
+                other => {
+                    return Err(usage(format!(
+                        "unknown workload '{other}' for sweep (accepted: net-stream, servers, micro)"
+                    )))
+                }
+            };
             let mut store = open_for_writing(&args.db)?;
             let seed = args.seed.unwrap_or_else(clock_seed);
             let run = new_run(
@@ -359,7 +530,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 args.shuffle,
                 seed,
                 !args.no_warmup_cell,
-                grid.cases(),
+                cases,
             );
             let id = store.create_run(&run)?;
             eprintln!(

@@ -67,6 +67,21 @@ pub fn headline(case: &Case) -> (&'static str, Role, bool) {
     }
 }
 
+impl CellSummary {
+    /// The cell's headline metric: the workload's (see `headline`); for a microbenchmark
+    /// without `latency_ns`, its first system metric that has values.
+    pub fn headline_metric(&self) -> Option<&MetricCell> {
+        let (name, role, _) = headline(&self.case);
+        self.metric(name, role).or_else(|| match self.case {
+            Case::Micro(_) => self
+                .metrics
+                .iter()
+                .find(|m| m.role == Role::System && m.summary.is_some()),
+            _ => None,
+        })
+    }
+}
+
 /// Metrics summed over client and server per repetition: the whole cost of moving a byte.
 pub const TOTALS: [(&str, &str); 3] = [
     ("cycles_per_byte", "total_cycles_per_byte"),
@@ -180,19 +195,29 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
 pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
     let mut out = Vec::new();
     for cell in cells {
-        let (name, role, _) = headline(&cell.case);
-        let Some(metric) = cell.metric(name, role) else {
+        let Some(metric) = cell.headline_metric() else {
             continue;
         };
+        let name = metric.name.as_str();
         let Some(s) = &metric.summary else { continue };
         if s.cv > NOISY_CV {
-            let pinned = matches!(&cell.case, Case::NetStream(c) if c.client_cpus.is_some() || c.server_cpus.is_some());
-            let advice = if pinned {
-                "the threads are pinned, so look for other load on the machine (load_average under \
-                 Environment), then lengthen --duration or add --reps"
-            } else {
-                "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
-                 other load on the machine"
+            let pinned = match &cell.case {
+                Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::Micro(_) => false,
+            };
+            let advice = match &cell.case {
+                Case::Micro(_) => {
+                    "add --reps, or stop other load on the machine (each repetition already takes many samples)"
+                }
+                _ if pinned => {
+                    "the threads are pinned, so look for other load on the machine (load_average under \
+                     Environment), then lengthen --duration or add --reps"
+                }
+                _ => {
+                    "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
+                     other load on the machine"
+                }
             };
             out.push(format!(
                 "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): {advice}",

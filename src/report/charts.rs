@@ -5,6 +5,7 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use std::sync::Once;
 
@@ -69,6 +70,14 @@ impl ChartSpec {
         self.series.iter().any(|s| !s.points.is_empty())
     }
 
+    /// Log2 x for bytes, and for counts spanning more than a factor of 16 (1, 10, 100 clients).
+    fn log_x(&self) -> bool {
+        let xs: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        self.x_axis == XAxis::LogBytes || (min >= 1.0 && max / min > 16.0)
+    }
+
     /// Log y when all values are positive and span more than two decades.
     fn log_y(&self) -> bool {
         let values: Vec<f64> = self
@@ -85,9 +94,10 @@ impl ChartSpec {
 pub const WIDTH: u32 = 900;
 pub const HEIGHT: u32 = 560;
 
-fn format_x(axis: XAxis, v: f64) -> String {
+fn format_x(axis: XAxis, log: bool, v: f64) -> String {
     match axis {
         XAxis::LogBytes => crate::case::format_bytes(v.exp2().round().max(1.0) as u64),
+        XAxis::Count if log => format!("{}", v.exp2().round() as u64),
         XAxis::Count => {
             if (v - v.round()).abs() < 1e-9 {
                 format!("{}", v.round() as i64)
@@ -141,8 +151,9 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
     }
     let log_y = spec.log_y();
     let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
+    let log_x = spec.log_x();
     let tx = |v: f64| {
-        if spec.x_axis == XAxis::LogBytes {
+        if log_x {
             v.max(1.0).log2()
         } else {
             v
@@ -187,9 +198,9 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         )
         .map_err(draw_err)?;
     let x_axis = spec.x_axis;
-    let x_fmt = move |v: &f64| format_x(x_axis, *v);
+    let x_fmt = move |v: &f64| format_x(x_axis, log_x, *v);
     let y_fmt = move |v: &f64| if log_y { format_y(10f64.powf(*v)) } else { format_y(*v) };
-    let x_labels = if x_axis == XAxis::LogBytes {
+    let x_labels = if log_x {
         ((x1 - x0).round() as usize + 1).clamp(2, 24)
     } else {
         10
@@ -206,21 +217,21 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(draw_err)?;
-    for (x, label) in &spec.markers {
+    // A marker is a line at x with its label ending at the line (over what lies left of it);
+    // labels alternate between two heights so neighbours do not overwrite each other.
+    for (i, (x, label)) in spec.markers.iter().enumerate() {
         let x = tx(*x);
         let top = y1 + pad_y * 0.5;
+        let label_y = top - (y1 - y0) * if i % 2 == 0 { 0.0 } else { 0.06 };
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(x, y0), (x, top)],
                 RGBColor(150, 150, 150).stroke_width(1),
             )))
             .map_err(draw_err)?;
+        let style = TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Right, VPos::Top));
         chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (x, top),
-                ("sans-serif", 12).into_font(),
-            )))
+            .draw_series(std::iter::once(Text::new(format!("{label} "), (x, label_y), style)))
             .map_err(draw_err)?;
     }
     for series in &spec.series {

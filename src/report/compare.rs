@@ -1,7 +1,7 @@
 //! Comparing two runs cell by cell: the change in median of the headline metric and a two-sided
 //! Mann-Whitney U test (exact for small samples without ties, normal approximation otherwise).
 
-use super::cells::{headline, CellSummary};
+use super::cells::CellSummary;
 use crate::observation::Role;
 
 pub const ALPHA: f64 = 0.05;
@@ -182,11 +182,14 @@ pub fn compare_cells(a: &[CellSummary], b: &[CellSummary], metric: Option<(Role,
             only_in_a += 1;
             continue;
         };
-        let (role, name) = metric.unwrap_or_else(|| {
-            let (n, r, _) = headline(&ca.case);
-            (r, n)
-        });
-        let (Some(ma), Some(mb)) = (ca.metric(name, role), cb.metric(name, role)) else {
+        let (ma, mb) = match metric {
+            Some((role, name)) => (ca.metric(name, role), cb.metric(name, role)),
+            None => {
+                let ma = ca.headline_metric();
+                (ma, ma.and_then(|m| cb.metric(&m.name, m.role)))
+            }
+        };
+        let (Some(ma), Some(mb)) = (ma, mb) else {
             continue;
         };
         let (Some(sa), Some(sb)) = (&ma.summary, &mb.summary) else {
@@ -202,7 +205,7 @@ pub fn compare_cells(a: &[CellSummary], b: &[CellSummary], metric: Option<(Role,
         };
         rows.push(CompareRow {
             label: ca.label.clone(),
-            metric: format!("{role}.{name}"),
+            metric: format!("{}.{}", ma.role, ma.name),
             median_a: sa.median,
             median_b: sb.median,
             change,

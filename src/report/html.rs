@@ -2,7 +2,7 @@
 //! network) with the run, caveats, crossover table, charts, per-cell statistics, noise warnings
 //! and the machine. Sections appear only for what the run holds.
 
-use super::cells::{headline, CellSummary};
+use super::cells::CellSummary;
 use super::charts::ChartSpec;
 use super::crossover::CrossoverRow;
 use super::fmt_num;
@@ -115,14 +115,13 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
                 th { "95% CI" } th { "CV" } th { "outliers (MAD)" } th { "source" }
             }
             @for cell in cells {
-                @let (name, role, _) = headline(&cell.case);
-                @let metric = cell.metric(name, role);
+                @let metric = cell.headline_metric();
                 @let summary = metric.and_then(|m| m.summary.as_ref());
                 tr {
                     td { (cell.label) }
                     td.num { (cell.ok) }
                     td.num { @if cell.failures.is_empty() { "0" } @else { span.failed title=(cell.failures.join("\n")) { (cell.failures.len()) } } }
-                    td { (role) "." (name) }
+                    td { @if let Some(m) = metric { (m.role) "." (m.name) } @else { "n/a" } }
                     td.num { (fmt_num(summary.map(|s| s.median))) }
                     td.num { (fmt_num(summary.map(|s| s.mean))) }
                     td.num { @if let Some(s) = summary { "[" (fmt_num(Some(s.ci95_low))) ", " (fmt_num(Some(s.ci95_high))) "]" } @else { "n/a" } }
