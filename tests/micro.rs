@@ -192,7 +192,7 @@ fn membw() {
         r[0]["observation"]["warnings"]
             .to_string()
             .contains("4x the last-level cache")
-            || iopath::sys::cache::last_level_bytes().map_or(true, |llc| 16 << 20 >= 4 * llc)
+            || iopath::sys::cache::last_level_bytes().is_none_or(|llc| 16 << 20 >= 4 * llc)
     );
 }
 
