@@ -5,6 +5,7 @@ pub mod error;
 pub mod micro;
 pub mod net;
 pub mod output;
+pub mod progress;
 pub mod results;
 pub mod servers;
 pub mod sweep;
@@ -33,7 +34,7 @@ pub enum Command {
     /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.
     Quick(sweep::QuickArgs),
     /// Run a grid of cases with repetitions into the results database (or resume one).
-    Sweep(sweep::SweepArgs),
+    Sweep(Box<sweep::SweepArgs>),
     /// List the runs in the results database.
     Runs(results::RunsArgs),
     /// Write the self-contained HTML report (and PNG/SVG charts) of a run.
@@ -58,7 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Net(cmd) => net::run(cmd),
         Command::Quick(args) => sweep::run_quick(args),
-        Command::Sweep(args) => sweep::run_sweep(args),
+        Command::Sweep(args) => sweep::run_sweep(*args),
         Command::Runs(args) => results::run_runs(args),
         Command::Report(args) => results::run_report(args),
         Command::Export(args) => results::run_export(args),

@@ -1,13 +1,328 @@
-//! `iopath net ...`
+//! `iopath net stream` and `iopath net serve`.
 
-use clap::Subcommand;
+use super::error::usage;
+use super::output::{num, Table};
+use super::values;
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
+use crate::net::workload::stream;
+use crate::observation::{Observation, Role};
+use crate::store::export::{CsvExporter, Exporter, JsonExporter};
+use crate::store::Record;
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub enum NetCommand {
-    /// Stream messages from client threads to server threads and measure the cost per byte.
-    Stream,
+    /// Stream messages from client threads to server threads (one TCP connection each) and
+    /// measure what each copy mode costs per byte, per message and per role.
+    #[command(after_help = STREAM_EXAMPLES)]
+    Stream(StreamArgs),
+    /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
+    Serve(ServeArgs),
 }
 
-pub fn run(_cmd: NetCommand) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+const STREAM_EXAMPLES: &str = "\
+Examples:
+  iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
+  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 1
+  iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
+  iopath net stream --connect 10.0.0.2:5201 --mode zero-copy   (with `iopath net serve` there)
+
+Modes:
+  two-copy   serialise the fields into one buffer in user space, then send() it
+  one-copy   sendmsg() with one iovec per field: only the kernel copies
+  zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
+             copies them anyway at delivery, and iopath reports the fraction it copied
+
+Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
+
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    /// Copy modes, comma-separated: two-copy, one-copy, zero-copy.
+    #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
+    pub mode: ModeList,
+    /// Message sizes: 64, 4K, 4KiB, 1M, lists (1K,64K) and power-of-two ranges (1K..16M).
+    #[arg(long, default_value = "64K", value_parser = values::parse_size_list)]
+    pub size: values::SizeList,
+    /// Client threads (each with its own connection and server thread): 1,2,4 or 1..8.
+    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    pub threads: values::CountList,
+    /// Separately heap-allocated fields per message; the size is split evenly among them.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub fields: u32,
+    /// Length of the measured window of each case (5s, 500ms, 1.5s).
+    #[arg(long, default_value = "5s", value_parser = values::parse_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// Warm-up before the window opens; nothing is counted during it (0 for none).
+    #[arg(long, default_value = "1s", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
+    pub warmup: Duration,
+    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub client_cpus: Option<values::CpuList>,
+    /// Pin server thread i to the i-th CPU of this list (wrapping).
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub server_cpus: Option<values::CpuList>,
+    /// Fill every message with a pattern from its sequence number and check every byte received.
+    #[arg(long)]
+    pub verify: bool,
+    /// Loopback port for the in-process server (default: any free port).
+    #[arg(long, conflicts_with = "connect")]
+    pub port: Option<u16>,
+    /// Run only the client, against `iopath net serve` at HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// Print JSON records (docs/output.md) instead of the table.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV (one row per case, value and source columns per metric).
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:5201")]
+    pub listen: String,
+    /// Serve one session, then exit.
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// See values::SizeList for why this is an alias.
+type ModeList = Vec<CopyMode>;
+
+fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
+    values::parse_list(text)
+}
+
+pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
+    match cmd {
+        NetCommand::Stream(args) => run_stream(args),
+        NetCommand::Serve(args) => run_serve(args),
+    }
+}
+
+/// Stage two: the validated grid of cases.
+pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
+    let endpoint = match &args.connect {
+        Some(addr) => {
+            if !addr.contains(':') {
+                return Err(usage(format!("--connect '{addr}' needs a port (accepted: HOST:PORT)")));
+            }
+            Endpoint::Remote { addr: addr.clone() }
+        }
+        None => Endpoint::Loopback {
+            port: args.port.unwrap_or(0),
+        },
+    };
+    if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
+        return Err(usage(format!(
+            "--size {} is too large (accepted: up to 1G)",
+            format_bytes(*big)
+        )));
+    }
+    if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
+        return Err(usage(format!("--threads {many} is too many (accepted: 1 to 1024)")));
+    }
+    let mut cases = Vec::new();
+    for &mode in &args.mode {
+        for &size in &args.size {
+            for &threads in &args.threads {
+                cases.push(StreamCase {
+                    mode,
+                    size,
+                    fields: args.fields as usize,
+                    threads,
+                    duration_ms: args.duration.as_millis() as u64,
+                    warmup_ms: args.warmup.as_millis() as u64,
+                    client_cpus: args.client_cpus.clone(),
+                    server_cpus: args.server_cpus.clone(),
+                    verify: args.verify,
+                    endpoint: endpoint.clone(),
+                });
+            }
+        }
+    }
+    Ok(cases)
+}
+
+fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
+    let cases = stream_cases(&args)?;
+    let progress = super::progress::bar(
+        cases.len() as u64,
+        cases.iter().map(|c| (c.warmup_ms + c.duration_ms) as f64 / 1e3).sum(),
+    );
+    let mut records = Vec::new();
+    let mut failure = None;
+    for (i, case) in cases.iter().enumerate() {
+        progress.set_message(case.label());
+        match stream::run(case) {
+            Ok(observation) => records.push(Record {
+                run_id: None,
+                label: case.label(),
+                case: Case::NetStream(case.clone()),
+                repetition: 0,
+                observation,
+            }),
+            Err(e) => {
+                failure = Some(e.context(format!("case {} ({} of {})", case.label(), i + 1, cases.len())));
+                break;
+            }
+        }
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    // Whatever finished is printed, also when a later case failed.
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        out.write_all(&JsonExporter.serialize(&records)?)?;
+    } else if args.csv {
+        out.write_all(&CsvExporter.serialize(&records)?)?;
+    } else if !records.is_empty() {
+        out.write_all(render_stream_table(&records).as_bytes())?;
+    }
+    out.flush()?;
+    if let Some(corrupt) = records
+        .iter()
+        .find(|r| r.observation.value("corrupt_messages", Role::Server).unwrap_or(0.0) > 0.0)
+    {
+        anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The human table: one row per case, then which source each column came from, then notes.
+pub fn render_stream_table(records: &[Record]) -> String {
+    type Col = (&'static str, &'static str, Role);
+    const COLS: [Col; 14] = [
+        ("Gbit/s", "throughput_gbps", Role::System),
+        ("msg/s", "messages_per_s", Role::System),
+        ("us/msg", "time_per_msg_us", Role::System),
+        ("cli usr s", "cpu_user_s", Role::Client),
+        ("cli sys s", "cpu_sys_s", Role::Client),
+        ("srv usr s", "cpu_user_s", Role::Server),
+        ("srv sys s", "cpu_sys_s", Role::Server),
+        ("cli cyc/B", "cycles_per_byte", Role::Client),
+        ("srv cyc/B", "cycles_per_byte", Role::Server),
+        ("cli miss/KiB", "cache_misses_per_kib", Role::Client),
+        ("cli cs/msg", "context_switches_per_msg", Role::Client),
+        ("srv cs/msg", "context_switches_per_msg", Role::Server),
+        ("cli sc/msg", "syscalls_per_msg", Role::Client),
+        ("srv sc/msg", "syscalls_per_msg", Role::Server),
+    ];
+    let mut header = vec!["mode", "size", "thr"];
+    header.extend(COLS.iter().map(|c| c.0));
+    header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
+    let mut table = Table::new(&header);
+    for r in records {
+        let Case::NetStream(c) = &r.case else { continue };
+        let o = &r.observation;
+        let mut row = vec![c.mode.to_string(), format_bytes(c.size), c.threads.to_string()];
+        row.extend(COLS.iter().map(|(_, name, role)| num(o.value(name, *role))));
+        row.push(num(o.value("page_faults", Role::Client)));
+        row.push(num(o.value("page_faults", Role::Server)));
+        row.push(match o.get("zerocopy_completions", Role::System) {
+            Some(m) => num(m.value),
+            None => "-".into(),
+        });
+        row.push(match o.get("zerocopy_not_copied_fraction", Role::System) {
+            Some(m) => num(m.value),
+            None => "-".into(),
+        });
+        table.row(row);
+    }
+    let mut text = table.render();
+    text.push_str(&sources_legend(records, &COLS));
+    let mut notes: Vec<&String> = Vec::new();
+    for r in records {
+        for w in &r.observation.warnings {
+            if !notes.contains(&w) {
+                notes.push(w);
+            }
+        }
+    }
+    for note in notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text.push_str(&placement_summary(records));
+    text
+}
+
+fn sources_legend(records: &[Record], cols: &[(&'static str, &'static str, Role)]) -> String {
+    let mut parts = Vec::new();
+    for (title, name, role) in cols {
+        let mut sources: Vec<String> = records
+            .iter()
+            .filter_map(|r| r.observation.get(name, *role))
+            .map(|m| m.source.to_string())
+            .collect();
+        sources.dedup();
+        let text = match sources.as_slice() {
+            [] => continue,
+            [one] => one.clone(),
+            _ => "mixed".to_string(),
+        };
+        parts.push(format!("{title}: {text}"));
+    }
+    let mut out = String::from("sources: ");
+    out.push_str(&parts.join("; "));
+    out.push('\n');
+    out
+}
+
+fn placement_summary(records: &[Record]) -> String {
+    let Some(first) = records.first() else {
+        return String::new();
+    };
+    let describe = |o: &Observation, role: Role| -> String {
+        let cpus: Vec<String> = o
+            .placement
+            .iter()
+            .filter(|p| p.role == role)
+            .map(|p| {
+                let at = |c: Option<usize>| c.map_or("?".to_string(), |c| c.to_string());
+                match &p.pinned {
+                    Some(pin) => format!("pinned {:?} ran {}->{}", pin, at(p.cpu_at_start), at(p.cpu_at_end)),
+                    None => format!("unpinned ran {}->{}", at(p.cpu_at_start), at(p.cpu_at_end)),
+                }
+            })
+            .collect();
+        cpus.join(", ")
+    };
+    format!(
+        "placement (first case): client {}; server {}\n",
+        describe(&first.observation, Role::Client),
+        describe(&first.observation, Role::Server)
+    )
+}
+
+fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind(&args.listen).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow::anyhow!("{} is busy (address in use): choose another with --listen", args.listen)
+        } else {
+            anyhow::anyhow!("could not listen on {}: {e}", args.listen)
+        }
+    })?;
+    let stop = crate::sys::signal::install_stop_handler();
+    eprintln!(
+        "iopath net serve: listening on {} (Ctrl-C to stop)",
+        listener.local_addr()?
+    );
+    loop {
+        match stream::serve_session(&listener, Some(stop)) {
+            Ok(()) => eprintln!("session finished"),
+            Err(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => break,
+            Err(e) => eprintln!("session failed: {e:#}"),
+        }
+        if args.once || stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+    }
+    Ok(())
 }

@@ -1,22 +1,443 @@
-//! `iopath servers` and `iopath procs`: placeholders until the server models land.
+//! `iopath servers` (compare server models under load) and `iopath procs serve|query` (the
+//! top-k CPU process service on its own).
 
+use super::error::usage;
+use super::output::{num, Table};
+use super::values::{parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
+use crate::case::{Case, ServersCase};
+use crate::observation::Role;
+use crate::servers::protocol::Rank;
+use crate::servers::server::{self, ServerConfig};
+use crate::servers::{self as srv, Model, Workload};
+use crate::store::export::{CsvExporter, Exporter, JsonExporter};
+use crate::store::Record;
 use clap::{Args, Subcommand};
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 #[derive(Args, Debug)]
-pub struct ServersArgs {}
+pub struct ServersArgs {
+    /// Models, comma-separated: iterative, threads, pool, select, poll, epoll, epoll-et, uring, or all.
+    #[arg(long, default_value = "all")]
+    pub model: String,
+    /// Workloads, comma-separated: echo:<bytes> (e.g. echo:64) or procs:<k> (e.g. procs:2).
+    #[arg(long, default_value = "echo:64")]
+    pub workload: String,
+    /// Concurrent client connections, e.g. 1,10,100,1000.
+    #[arg(long, default_value = "1,10,100")]
+    pub clients: String,
+    /// Measured window per case.
+    #[arg(long, default_value = "5s")]
+    pub duration: String,
+    /// Load before the window opens (not measured).
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+    /// Open loop at this many requests/s in total (default: closed loop).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Load-generator threads the connections are spread over.
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// Worker threads of the pool model.
+    #[arg(long, default_value_t = 4)]
+    pub pool_size: usize,
+    /// Pin the server threads to these CPUs (e.g. 1 or 0-1).
+    #[arg(long)]
+    pub server_cpus: Option<String>,
+    /// Pin the load-generator threads to these CPUs.
+    #[arg(long)]
+    pub client_cpus: Option<String>,
+    /// Runs of each case.
+    #[arg(long, default_value_t = 1)]
+    pub repetitions: u32,
+    /// Print JSON records (docs/output.md) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print CSV (one row per case and repetition) instead of a table.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+}
 
 #[derive(Subcommand, Debug)]
 pub enum ProcsCommand {
-    /// Serve the top-k process list.
-    Serve,
-    /// Query a running service.
-    Query,
+    /// Serve the top-k CPU process list until Ctrl-C (SIGINT) or SIGTERM.
+    Serve(ServeArgs),
+    /// Ask a running service for its top-k CPU consumers.
+    Query(QueryArgs),
 }
 
-pub fn run(_args: ServersArgs) -> anyhow::Result<()> {
-    anyhow::bail!("iopath servers is not built yet")
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Concurrency model: iterative, threads, pool, select, poll, epoll, epoll-et, uring.
+    #[arg(long, default_value = "epoll")]
+    pub model: String,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: String,
+    /// Connections served at once; more are refused with a server-full error.
+    #[arg(long, default_value_t = 1024)]
+    pub max_conns: usize,
+    /// Close a connection that sends nothing for this long.
+    #[arg(long, default_value = "30s")]
+    pub idle_timeout: String,
+    /// Also rank by CPU used during each interval of this length (e.g. 1s).
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// Worker threads of the pool model.
+    #[arg(long, default_value_t = 4)]
+    pub pool_size: usize,
+    /// Pin the server threads to these CPUs.
+    #[arg(long)]
+    pub cpus: Option<String>,
 }
 
-pub fn run_procs(_cmd: ProcsCommand) -> anyhow::Result<()> {
-    anyhow::bail!("iopath procs is not built yet")
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// The server, e.g. 127.0.0.1:7070.
+    pub addr: String,
+    /// How many processes to list.
+    #[arg(short = 'k', long = "top", default_value_t = 2)]
+    pub k: u16,
+    /// Concurrent clients asking at once (each prints nothing; the first reply is shown).
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// Rank by CPU used during the server's last interval (server started with --interval).
+    #[arg(long)]
+    pub interval: bool,
+    /// Give up on a step (connect, send, reply) after this long.
+    #[arg(long, default_value = "5s")]
+    pub timeout: String,
+    /// Print the replies as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
+    if text.trim() == "all" {
+        return Ok(Model::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let m: Model = part.parse().map_err(usage)?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+fn parse_workloads(text: &str) -> anyhow::Result<Vec<Workload>> {
+    let mut out = Vec::new();
+    for part in text.split([',', '|']) {
+        let w: Workload = part.parse().map_err(usage)?;
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
+
+fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<String>> {
+    match text {
+        None => Ok(None),
+        Some(t) => {
+            parse_cpu_list(t).map_err(|e| usage(format!("{flag}: {e}")))?;
+            Ok(Some(t.trim().to_string()))
+        }
+    }
+}
+
+const MAX_CLIENTS: usize = 20_000;
+
+/// Stage two: validate the flags into the grid of cases.
+fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
+    let models = parse_models(&args.model)?;
+    let workloads = parse_workloads(&args.workload)?;
+    let clients = parse_count_list(&args.clients).map_err(|e| usage(format!("--clients: {e}")))?;
+    if let Some(&too_many) = clients.iter().find(|&&c| c > MAX_CLIENTS) {
+        return Err(usage(format!(
+            "--clients: {too_many} is above the limit of {MAX_CLIENTS} connections"
+        )));
+    }
+    let duration = parse_duration(&args.duration).map_err(|e| usage(format!("--duration: {e}")))?;
+    let warmup = parse_duration_or_zero(&args.warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
+    if args.rate == Some(0) {
+        return Err(usage("--rate: must be at least 1 request/s (omit it for closed loop)"));
+    }
+    if args.client_threads == 0 || args.client_threads > 64 {
+        return Err(usage("--client-threads: accepted 1..64"));
+    }
+    if args.pool_size == 0 || args.pool_size > 1024 {
+        return Err(usage("--pool-size: accepted 1..1024"));
+    }
+    if args.repetitions == 0 || args.repetitions > 1000 {
+        return Err(usage("--repetitions: accepted 1..1000"));
+    }
+    let server_cpus = cpu_text(&args.server_cpus, "--server-cpus")?;
+    let client_cpus = cpu_text(&args.client_cpus, "--client-cpus")?;
+    let mut cases = Vec::new();
+    for &w in &workloads {
+        for &m in &models {
+            for &c in &clients {
+                cases.push(ServersCase {
+                    model: m.to_string(),
+                    request: w.to_string(),
+                    clients: c,
+                    duration_ms: duration.as_millis() as u64,
+                    warmup_ms: warmup.as_millis() as u64,
+                    rate: args.rate,
+                    client_threads: args.client_threads,
+                    pool_size: args.pool_size,
+                    server_cpus: server_cpus.clone(),
+                    client_cpus: client_cpus.clone(),
+                });
+            }
+        }
+    }
+    Ok(cases)
+}
+
+pub fn run(args: ServersArgs) -> anyhow::Result<()> {
+    let cases = plan(&args)?;
+    let stop = crate::sys::signal::install_stop_handler();
+    let total = cases.len() * args.repetitions as usize;
+    let mut records = Vec::new();
+    'cases: for case in &cases {
+        for rep in 0..args.repetitions {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break 'cases;
+            }
+            eprintln!("[{}/{}] {} (rep {})", records.len() + 1, total, case.label(), rep + 1);
+            let observation = srv::run_case(case)?;
+            for w in &observation.warnings {
+                eprintln!("  note: {w}");
+            }
+            records.push(Record {
+                run_id: None,
+                label: case.label(),
+                case: Case::Servers(case.clone()),
+                repetition: rep,
+                observation,
+            });
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        stdout.write_all(&JsonExporter.serialize(&records)?)?;
+    } else if args.csv {
+        stdout.write_all(&CsvExporter.serialize(&records)?)?;
+    } else {
+        stdout.write_all(table(&records).as_bytes())?;
+    }
+    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("stopped early by a signal: {} of {} runs done", records.len(), total);
+    }
+    Ok(())
+}
+
+fn table(records: &[Record]) -> String {
+    let mut t = Table::new(&[
+        "model",
+        "workload",
+        "clients",
+        "rep",
+        "req/s",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "p99.9_us",
+        "max_us",
+        "errors",
+        "srv_cpu_us/req",
+        "srv_cs/req",
+    ]);
+    for r in records {
+        let Case::Servers(c) = &r.case else { continue };
+        let o = &r.observation;
+        t.row(vec![
+            c.model.clone(),
+            c.request.clone(),
+            c.clients.to_string(),
+            (r.repetition + 1).to_string(),
+            num(o.value("requests_per_s", Role::System)),
+            num(o.value("latency_p50_us", Role::Client)),
+            num(o.value("latency_p90_us", Role::Client)),
+            num(o.value("latency_p99_us", Role::Client)),
+            num(o.value("latency_p999_us", Role::Client)),
+            num(o.value("latency_max_us", Role::Client)),
+            num(o.value("errors", Role::Client)),
+            num(o.value("cpu_us_per_req", Role::Server)),
+            num(o.value("context_switches_per_req", Role::Server)),
+        ]);
+    }
+    t.render()
+}
+
+pub fn run_procs(cmd: ProcsCommand) -> anyhow::Result<()> {
+    match cmd {
+        ProcsCommand::Serve(args) => serve(args),
+        ProcsCommand::Query(args) => query(args),
+    }
+}
+
+fn resolve(text: &str, flag: &str) -> anyhow::Result<SocketAddr> {
+    text.to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or_else(|| {
+        usage(format!(
+            "{flag}: '{text}' is not an address (accepted: host:port, e.g. 127.0.0.1:7070)"
+        ))
+    })
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let model: Model = args.model.parse().map_err(usage)?;
+    let listen = resolve(&args.listen, "--listen")?;
+    if args.max_conns == 0 {
+        return Err(usage("--max-conns: must be at least 1"));
+    }
+    if args.pool_size == 0 || args.pool_size > 1024 {
+        return Err(usage("--pool-size: accepted 1..1024"));
+    }
+    let idle = parse_duration(&args.idle_timeout).map_err(|e| usage(format!("--idle-timeout: {e}")))?;
+    let interval = match &args.interval {
+        None => None,
+        Some(t) => Some(parse_duration(t).map_err(|e| usage(format!("--interval: {e}")))?),
+    };
+    let cpus = match &args.cpus {
+        None => None,
+        Some(t) => Some(parse_cpu_list(t).map_err(|e| usage(format!("--cpus: {e}")))?),
+    };
+    let stop = crate::sys::signal::install_stop_handler();
+    if let Some(w) = srv::raise_fd_limit(args.max_conns as u64 + 64) {
+        eprintln!("note: {w}");
+    }
+    let mut config = ServerConfig::new(model, listen);
+    config.max_conns = args.max_conns;
+    config.idle_timeout = idle;
+    config.pool_size = args.pool_size;
+    config.cpus = cpus;
+    config.procs_interval = interval;
+    config.follow_signals = true;
+    let running = server::start(config, None)?;
+    println!(
+        "listening on {} (model {model}, max-conns {}, idle-timeout {}); Ctrl-C stops",
+        running.addr, args.max_conns, args.idle_timeout
+    );
+    std::io::stdout().flush()?;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = running.stop();
+    eprintln!(
+        "stopped: {} connections accepted, {} refused, {} requests, {} bad frames, {} idle closed; {} thread(s) joined",
+        s.accepted, s.refused, s.requests, s.protocol_errors, s.idle_closed, s.threads_joined
+    );
+    Ok(())
+}
+
+fn query(args: QueryArgs) -> anyhow::Result<()> {
+    let addr = resolve(&args.addr, "address")?;
+    if args.k == 0 || args.k > 1000 {
+        return Err(usage("-k: accepted 1..1000"));
+    }
+    if args.clients == 0 || args.clients > 1000 {
+        return Err(usage("--clients: accepted 1..1000"));
+    }
+    let timeout = parse_duration(&args.timeout).map_err(|e| usage(format!("--timeout: {e}")))?;
+    let rank = if args.interval { Rank::Interval } else { Rank::Total };
+    let results: Vec<Result<srv::query::QueryResult, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..args.clients)
+            .map(|_| s.spawn(move || srv::query::query(addr, args.k, rank, timeout)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("client thread panicked".into())))
+            .collect()
+    });
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let ok: Vec<&srv::query::QueryResult> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let Some(first) = ok.first() else {
+        anyhow::bail!("{}", failures.first().map_or("no reply".to_string(), |f| f.to_string()));
+    };
+    if args.json {
+        let replies: Vec<serde_json::Value> = ok
+            .iter()
+            .map(|q| {
+                serde_json::json!({
+                    "elapsed_us": q.elapsed.as_secs_f64() * 1e6,
+                    "rank": if q.reply.rank == Rank::Total { "total" } else { "interval" },
+                    "interval_ms": q.reply.interval_ms,
+                    "ticks_per_s": q.reply.ticks_per_s,
+                    "processes": q.reply.entries.iter().map(|e| serde_json::json!({
+                        "pid": e.pid, "command": e.name, "user_ticks": e.user_ticks,
+                        "system_ticks": e.system_ticks, "ranked_ticks": e.ranked_ticks,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "replies": replies, "failures": failures }))?
+        );
+    } else {
+        let hz = first.reply.ticks_per_s.max(1) as f64;
+        let mut t = Table::new(&["rank", "pid", "command", "user_ticks", "system_ticks", "cpu_s"]);
+        for (i, e) in first.reply.entries.iter().enumerate() {
+            t.row(vec![
+                (i + 1).to_string(),
+                e.pid.to_string(),
+                e.name.clone(),
+                e.user_ticks.to_string(),
+                e.system_ticks.to_string(),
+                num(Some(e.ranked_ticks as f64 / hz)),
+            ]);
+        }
+        print!("{}", t.render());
+        let mut ms: Vec<f64> = ok.iter().map(|q| q.elapsed.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "{} of {} client(s) answered; reply time min {} ms, max {} ms ({}, {} ticks/s)",
+            ok.len(),
+            args.clients,
+            num(ms.first().copied()),
+            num(ms.last().copied()),
+            if rank == Rank::Total {
+                "ranked by utime+stime since start".to_string()
+            } else {
+                format!("ranked by CPU in the last {} ms", first.reply.interval_ms)
+            },
+            first.reply.ticks_per_s
+        );
+    }
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "{} of {} client(s) failed: {}",
+            failures.len(),
+            args.clients,
+            failures[0]
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_expand_and_bad_values_are_usage_errors() {
+        assert_eq!(parse_models("all").unwrap().len(), 8);
+        assert_eq!(
+            parse_models("epoll,poll,epoll").unwrap(),
+            vec![Model::Epoll, Model::Poll]
+        );
+        assert!(parse_models("fork")
+            .unwrap_err()
+            .downcast_ref::<crate::cli::UsageError>()
+            .is_some());
+        assert_eq!(
+            parse_workloads("echo:64|procs:2").unwrap(),
+            vec![Workload::Echo(64), Workload::Procs(2)]
+        );
+    }
 }

@@ -1,17 +1,508 @@
-//! `iopath sweep` and `iopath quick`: placeholders until the runner and store land.
+//! `iopath sweep` and `iopath quick`: flags (stage one) validated into a grid of Cases (stage
+//! two), run cell by cell into the results database, then the crossover table.
 
+use super::error::usage;
+use super::output::Table;
+use super::values::{
+    parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero, parse_list, parse_size_list,
+};
+use crate::case::{Case, CopyMode, Endpoint, StreamCase};
+use crate::report::{self, fmt_num};
+use crate::store::{NewRun, RunRecorder, Store, StoreError, DEFAULT_DB_PATH};
+use crate::sweep::{environment::RunEnvironment, order_cells, progress::Progress, run_cells, RunOptions};
 use clap::Args;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
-pub struct SweepArgs {}
-
-#[derive(Args, Debug)]
-pub struct QuickArgs {}
-
-pub fn run_sweep(_args: SweepArgs) -> anyhow::Result<()> {
-    anyhow::bail!("iopath sweep is not built yet")
+pub struct SweepArgs {
+    /// The workload to sweep (accepted: net-stream). Not needed with --resume.
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    pub workload: Option<String>,
+    /// Copy modes, comma-separated (two-copy, one-copy, zero-copy).
+    #[arg(long, default_value = "two-copy,one-copy,zero-copy", conflicts_with = "resume")]
+    pub mode: String,
+    /// Message sizes: a list (64,4K) or a range of powers of two (1K..16M).
+    #[arg(long, default_value = "1K..1M", conflicts_with = "resume")]
+    pub size: String,
+    /// Client thread counts: a list (1,2,4,8) or a range (1..8).
+    #[arg(long, default_value = "1", conflicts_with = "resume")]
+    pub threads: String,
+    /// Separately allocated fields per message.
+    #[arg(long, default_value_t = 8, conflicts_with = "resume")]
+    pub fields: usize,
+    /// Repetitions of every case.
+    #[arg(long, default_value_t = 5, conflicts_with = "resume")]
+    pub reps: u32,
+    /// Measured time per cell (e.g. 3s, 500ms).
+    #[arg(long, default_value = "3s", conflicts_with = "resume")]
+    pub duration: String,
+    /// Warm-up inside every cell before the measured window (0 for none).
+    #[arg(long, default_value = "500ms", conflicts_with = "resume")]
+    pub warmup: String,
+    /// Run the cells in a random order (fixed by --seed) so drift does not line up with the grid.
+    #[arg(long, conflicts_with = "resume")]
+    pub shuffle: bool,
+    /// Seed for --shuffle (default: from the clock; stored with the run).
+    #[arg(long, conflicts_with = "resume")]
+    pub seed: Option<u64>,
+    /// CPUs for the client threads (e.g. 0 or 0-1); default: left to the scheduler.
+    #[arg(long, conflicts_with = "resume")]
+    pub client_cpus: Option<String>,
+    /// CPUs for the server threads.
+    #[arg(long, conflicts_with = "resume")]
+    pub server_cpus: Option<String>,
+    /// Check every received byte against the sender's pattern.
+    #[arg(long, conflicts_with = "resume")]
+    pub verify: bool,
+    /// Skip the discarded warm-up cell at the start of the sweep.
+    #[arg(long, conflicts_with = "resume")]
+    pub no_warmup_cell: bool,
+    /// A name for the run, shown by `iopath runs` and in the report.
+    #[arg(long, conflicts_with = "resume")]
+    pub name: Option<String>,
+    /// Results database.
+    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    pub db: PathBuf,
+    /// Finish an interrupted or killed run: runs only the cells it is missing (and failed ones).
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<i64>,
 }
 
-pub fn run_quick(_args: QuickArgs) -> anyhow::Result<()> {
-    anyhow::bail!("iopath quick is not built yet")
+#[derive(Args, Debug)]
+pub struct QuickArgs {
+    /// Results database.
+    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    pub db: PathBuf,
+    /// Where to write the HTML report (default: report-<run>.html beside the database).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// A name for the run.
+    #[arg(long, default_value = "quick")]
+    pub name: String,
+}
+
+/// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 3 repetitions, short
+/// cells, sized to finish within 90 s on a small machine.
+pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K,1M";
+pub const QUICK_THREADS: &str = "1,2";
+pub const QUICK_REPS: u32 = 3;
+pub const QUICK_DURATION: &str = "300ms";
+pub const QUICK_WARMUP: &str = "100ms";
+
+/// A validated stream grid.
+struct StreamGrid {
+    modes: Vec<CopyMode>,
+    sizes: Vec<u64>,
+    threads: Vec<usize>,
+    fields: usize,
+    duration_ms: u64,
+    warmup_ms: u64,
+    client_cpus: Option<Vec<usize>>,
+    server_cpus: Option<Vec<usize>>,
+    verify: bool,
+}
+
+impl StreamGrid {
+    fn cases(&self) -> Vec<Case> {
+        let mut cases = Vec::new();
+        for &threads in &self.threads {
+            for &mode in &self.modes {
+                for &size in &self.sizes {
+                    cases.push(Case::NetStream(StreamCase {
+                        mode,
+                        size,
+                        fields: self.fields,
+                        threads,
+                        duration_ms: self.duration_ms,
+                        warmup_ms: self.warmup_ms,
+                        client_cpus: self.client_cpus.clone(),
+                        server_cpus: self.server_cpus.clone(),
+                        verify: self.verify,
+                        endpoint: Endpoint::Loopback { port: 0 },
+                    }));
+                }
+            }
+        }
+        cases
+    }
+}
+
+fn flag<T>(name: &str, parsed: Result<T, String>) -> anyhow::Result<T> {
+    parsed.map_err(|e| usage(format!("--{name}: {e}")))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stream_grid(
+    mode: &str,
+    size: &str,
+    threads: &str,
+    fields: usize,
+    duration: &str,
+    warmup: &str,
+    client_cpus: Option<&str>,
+    server_cpus: Option<&str>,
+    verify: bool,
+) -> anyhow::Result<StreamGrid> {
+    let modes: Vec<CopyMode> = flag("mode", parse_list(mode))?;
+    let sizes = flag("size", parse_size_list(size))?;
+    if let Some(big) = sizes.iter().find(|&&s| s > 1 << 30) {
+        return Err(usage(format!(
+            "--size: {big} bytes is above the 1GiB limit per message"
+        )));
+    }
+    let threads = flag("threads", parse_count_list(threads))?;
+    if let Some(t) = threads.iter().find(|&&t| t > 256) {
+        return Err(usage(format!("--threads: {t} is above the limit of 256")));
+    }
+    if fields == 0 || fields > 1024 {
+        return Err(usage(format!(
+            "--fields: {fields} is out of range (accepted: 1 to 1024)"
+        )));
+    }
+    let duration = flag("duration", parse_duration(duration))?;
+    let warmup = flag("warmup", parse_duration_or_zero(warmup))?;
+    let cpus = |name: &str, text: Option<&str>| -> anyhow::Result<Option<Vec<usize>>> {
+        text.map(|t| flag(name, parse_cpu_list(t))).transpose()
+    };
+    Ok(StreamGrid {
+        modes,
+        sizes,
+        threads,
+        fields,
+        duration_ms: (duration.as_millis() as u64).max(1),
+        warmup_ms: warmup.as_millis() as u64,
+        client_cpus: cpus("client-cpus", client_cpus)?,
+        server_cpus: cpus("server-cpus", server_cpus)?,
+        verify,
+    })
+}
+
+/// Store errors are the user pointing at the wrong file or run: exit code 2.
+pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
+    if err.downcast_ref::<StoreError>().is_some() {
+        usage(err.to_string())
+    } else {
+        err
+    }
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if a.contains(char::is_whitespace) || a.is_empty() {
+                format!("'{a}'")
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
+    Store::create_or_open(db).map_err(|e| {
+        if e.downcast_ref::<StoreError>().is_some() {
+            store_error(e)
+        } else {
+            usage(format!("--db {}: {e:#}", db.display()))
+        }
+    })
+}
+
+/// Run the missing cells of `run_id`, then close the run. Returns whether it was interrupted.
+fn execute_run(store: &mut Store, run_id: i64) -> anyhow::Result<bool> {
+    let run = store.run(run_id).map_err(store_error)?;
+    let cases = store.cases(run_id)?;
+    let done = store.done_cells(run_id)?;
+    let cells = order_cells(cases.len(), run.repetitions, &done, run.shuffle, run.seed);
+    let stop = crate::sys::signal::install_stop_handler();
+    if !done.is_empty() {
+        eprintln!(
+            "run {run_id}: {} cells already stored, {} to run",
+            done.len(),
+            cells.len()
+        );
+    }
+    store.set_run_status(run_id, "running")?;
+    let progress = Progress::new(cells.len());
+    let options = RunOptions {
+        warmup_cell: run.warmup_cell,
+    };
+    let end = {
+        let mut recorder = RunRecorder { store, run_id };
+        run_cells(
+            &cases,
+            &cells,
+            &mut crate::sweep::execute_case,
+            &mut recorder,
+            stop,
+            options,
+            &progress,
+        )?
+    };
+    store.set_run_status(run_id, if end.interrupted { "interrupted" } else { "complete" })?;
+    if end.failed > 0 {
+        eprintln!(
+            "{} cells failed; their errors are stored (see the report or `iopath export`)",
+            end.failed
+        );
+    }
+    if end.interrupted {
+        eprintln!(
+            "stopped after {} cells; everything so far is saved. Continue with: iopath sweep --resume {run_id} --db {}",
+            end.recorded,
+            store.path().display()
+        );
+    }
+    Ok(end.interrupted)
+}
+
+fn print_crossovers(rows: &[report::crossover::CrossoverRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let mut table = Table::new(&["A", "vs B", "threads", "A has higher throughput"]);
+    for r in rows {
+        table.row(vec![
+            r.a.to_string(),
+            r.b.to_string(),
+            r.threads.to_string(),
+            r.result.describe(),
+        ]);
+    }
+    println!("Crossover sizes (non-overlapping 95% CIs):");
+    print!("{}", table.render());
+}
+
+fn print_cells(cells: &[report::cells::CellSummary]) {
+    let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI", "CV"]);
+    for c in cells {
+        let (name, role, _) = report::cells::headline(&c.case);
+        let s = c.summary(name, role);
+        table.row(vec![
+            c.label.clone(),
+            c.ok.to_string(),
+            c.failures.len().to_string(),
+            name.to_string(),
+            fmt_num(s.map(|s| s.median)),
+            s.map(|s| format!("{}..{}", fmt_num(Some(s.ci95_low)), fmt_num(Some(s.ci95_high))))
+                .unwrap_or_else(|| "n/a".into()),
+            s.map(|s| format!("{:.1}%", s.cv * 100.0))
+                .unwrap_or_else(|| "n/a".into()),
+        ]);
+    }
+    print!("{}", table.render());
+}
+
+fn new_run(name: Option<String>, reps: u32, shuffle: bool, seed: u64, warmup_cell: bool, cases: Vec<Case>) -> NewRun {
+    NewRun {
+        name,
+        command_line: command_line(),
+        repetitions: reps,
+        shuffle,
+        seed,
+        warmup_cell,
+        machine_json: serde_json::to_string(&crate::sysinfo::describe()).unwrap_or_else(|_| "{}".into()),
+        environment_json: serde_json::to_string(&RunEnvironment::capture("lo")).unwrap_or_else(|_| "{}".into()),
+        cases,
+    }
+}
+
+pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
+    let run_id = match args.resume {
+        Some(id) => {
+            let mut store = if args.db.is_file() {
+                open_for_writing(&args.db)?
+            } else {
+                return Err(store_error(StoreError::Missing(args.db.clone()).into()));
+            };
+            store.run(id).map_err(store_error)?;
+            execute_run(&mut store, id)?;
+            id
+        }
+        None => {
+            let workload = args.workload.as_deref().unwrap_or_default();
+            if workload != "net-stream" {
+                return Err(usage(format!(
+                    "unknown workload '{workload}' for sweep (accepted: net-stream)"
+                )));
+            }
+            if args.reps == 0 || args.reps > 1000 {
+                return Err(usage(format!(
+                    "--reps: {} is out of range (accepted: 1 to 1000)",
+                    args.reps
+                )));
+            }
+            let grid = stream_grid(
+                &args.mode,
+                &args.size,
+                &args.threads,
+                args.fields,
+                &args.duration,
+                &args.warmup,
+                args.client_cpus.as_deref(),
+                args.server_cpus.as_deref(),
+                args.verify,
+            )?;
+            let mut store = open_for_writing(&args.db)?;
+            let seed = args.seed.unwrap_or_else(clock_seed);
+            let run = new_run(
+                args.name.clone(),
+                args.reps,
+                args.shuffle,
+                seed,
+                !args.no_warmup_cell,
+                grid.cases(),
+            );
+            let id = store.create_run(&run)?;
+            eprintln!(
+                "run {id}: {} cases x {} repetitions into {}",
+                run.cases.len(),
+                args.reps,
+                args.db.display()
+            );
+            execute_run(&mut store, id)?;
+            id
+        }
+    };
+    let store = Store::open_existing(&args.db).map_err(store_error)?;
+    let data = store.load_run(run_id)?;
+    let analysis = report::analyze(&data);
+    print_cells(&analysis.cells);
+    print_crossovers(&analysis.crossovers);
+    for n in &analysis.noise {
+        eprintln!("warning: {n}");
+    }
+    println!(
+        "run {run_id} stored in {}; write its report with: iopath report {run_id} --db {}",
+        args.db.display(),
+        args.db.display()
+    );
+    Ok(())
+}
+
+/// The default report path: `report-<run>.html` beside the database.
+pub(super) fn default_report_path(db: &Path, run_id: i64) -> PathBuf {
+    db.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(format!("report-{run_id}.html"))
+}
+
+pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
+    let grid = stream_grid(
+        "two-copy,one-copy,zero-copy",
+        QUICK_SIZES,
+        QUICK_THREADS,
+        8,
+        QUICK_DURATION,
+        QUICK_WARMUP,
+        None,
+        None,
+        false,
+    )?;
+    if let Some(out) = &args.output {
+        super::results::check_writable(out)?;
+    }
+    let started = std::time::Instant::now();
+    let mut store = open_for_writing(&args.db)?;
+    let run = new_run(Some(args.name.clone()), QUICK_REPS, false, 0, true, grid.cases());
+    let run_id = store.create_run(&run)?;
+    eprintln!(
+        "iopath quick: run {run_id}, {} cases x {QUICK_REPS} repetitions ({} cells of {QUICK_DURATION}) into {}",
+        run.cases.len(),
+        run.cases.len() * QUICK_REPS as usize,
+        args.db.display()
+    );
+    let interrupted = execute_run(&mut store, run_id)?;
+    let data = store.load_run(run_id)?;
+    let html = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_report_path(&args.db, run_id));
+    let files = report::write_report(&data, &html)?;
+    let analysis = report::analyze(&data);
+    print_crossovers(&analysis.crossovers);
+    let workload_warnings = analysis
+        .caveats
+        .iter()
+        .filter(|c| c.starts_with(report::WORKLOAD_WARNING))
+        .count();
+    for c in analysis
+        .caveats
+        .iter()
+        .filter(|c| !c.starts_with(report::WORKLOAD_WARNING))
+    {
+        println!("caveat: {c}");
+    }
+    if workload_warnings > 0 {
+        println!("{workload_warnings} kinds of workload warnings (unpinned threads, migrations...): see the report");
+    }
+    if !analysis.noise.is_empty() {
+        println!(
+            "{} noise warnings (CV above 5% or outliers): see the report",
+            analysis.noise.len()
+        );
+    }
+    println!(
+        "{} cells in {:.0} s{}. Report: {} (charts in {})",
+        data.cells.len(),
+        started.elapsed().as_secs_f64(),
+        if interrupted { " (interrupted)" } else { "" },
+        files.html.display(),
+        files.charts_dir.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_grid_is_three_modes_six_sizes_two_thread_counts() {
+        let grid = stream_grid(
+            "two-copy,one-copy,zero-copy",
+            QUICK_SIZES,
+            QUICK_THREADS,
+            8,
+            QUICK_DURATION,
+            QUICK_WARMUP,
+            None,
+            None,
+            false,
+        )
+        .unwrap();
+        let cases = grid.cases();
+        assert_eq!(cases.len(), 3 * 6 * 2);
+        assert_eq!(cases[0].label(), "two-copy 1KiB t1");
+        assert_eq!(cases.last().unwrap().label(), "zero-copy 1MiB t2");
+    }
+
+    #[test]
+    fn bad_grid_flags_are_usage_errors() {
+        let bad = [
+            ("two-copy,bogus", "1K", "1"),
+            ("two-copy", "1K..", "1"),
+            ("two-copy", "2G", "1"),
+            ("two-copy", "1K", "0"),
+            ("two-copy", "1K", "1000"),
+        ];
+        for (mode, size, threads) in bad {
+            let err = stream_grid(mode, size, threads, 8, "1s", "0", None, None, false)
+                .err()
+                .unwrap();
+            assert!(
+                err.downcast_ref::<crate::cli::UsageError>().is_some(),
+                "{mode} {size} {threads}: {err}"
+            );
+        }
+    }
 }

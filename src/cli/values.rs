@@ -3,6 +3,12 @@
 
 use std::time::Duration;
 
+// List types for clap fields. clap treats a field spelled `Vec<T>` as "repeat the flag"; these
+// aliases make it keep the whole parsed list as one value.
+pub type SizeList = Vec<u64>;
+pub type CountList = Vec<usize>;
+pub type CpuList = Vec<usize>;
+
 const SIZE_HELP: &str =
     "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), or a range 1K..16M (powers of two)";
 

@@ -2,4 +2,5 @@
 
 pub mod clock;
 pub mod counters;
+pub mod histogram;
 pub mod stats;

@@ -1,3 +1,7 @@
 //! Network workloads: the message, the copy modes, the stream workload and where ends live.
 
+pub mod completions;
+pub mod control;
+pub mod message;
+pub mod mode;
 pub mod workload;

@@ -1,1 +1,285 @@
-//! (module placeholder; see ARCHITECTURE.md)
+//! Reports: per-cell statistics, crossover analysis and run comparison (pure functions over
+//! stored runs), charts (plotters, SVG + PNG) and the self-contained HTML report. Reads only
+//! what the store gives it.
+
+pub mod cells;
+pub mod charts;
+pub mod compare;
+pub mod crossover;
+pub mod figures;
+
+/// A number with about four significant digits, or "n/a".
+pub fn fmt_num(value: Option<f64>) -> String {
+    match value {
+        Some(v) if !v.is_finite() => "n/a".into(),
+        None => "n/a".into(),
+        Some(0.0) => "0".into(),
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+        Some(v) if v.abs() >= 0.01 => format!("{v:.3}"),
+        Some(v) => format!("{v:.2e}"),
+    }
+}
+
+pub mod html;
+
+use crate::case::{Case, CopyMode, Endpoint};
+use crate::observation::Role;
+use crate::store::RunData;
+use cells::CellSummary;
+use std::path::{Path, PathBuf};
+
+/// How caveats that repeat a workload's own warnings begin.
+pub const WORKLOAD_WARNING: &str = "Workload warning";
+
+/// What the reader must know before trusting the numbers, found in the run itself.
+pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut not_copied = Vec::new();
+    let mut loopback = false;
+    for cell in cells {
+        if let Case::NetStream(s) = &cell.case {
+            if s.mode == CopyMode::ZeroCopy {
+                loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
+                if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
+                    not_copied.extend(m.values.iter().copied());
+                }
+            }
+        }
+    }
+    if !not_copied.is_empty() {
+        let copied = 1.0 - not_copied.iter().sum::<f64>() / not_copied.len() as f64;
+        if copied > 0.0 {
+            let why = if loopback {
+                ": loopback delivery - the kernel copies MSG_ZEROCOPY data it delivers to a local socket, so \
+                 zero-copy here pays for page pinning and completion notifications on top of a copy"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "zero-copy was copied by the kernel in {:.0}% of sends{why}.",
+                copied * 100.0
+            ));
+        }
+    }
+    let mut estimated: Vec<&str> = Vec::new();
+    // Unavailable metrics grouped by reason: (reason, metric names).
+    let mut unavailable: Vec<(String, Vec<&str>)> = Vec::new();
+    for m in cells.iter().flat_map(|c| &c.metrics) {
+        if m.name.starts_with("total_") {
+            continue;
+        }
+        if m.is_estimate() && !estimated.contains(&m.name.as_str()) {
+            estimated.push(&m.name);
+        }
+        for s in m.sources.iter().filter(|s| s.starts_with("unavailable")) {
+            let reason = s
+                .trim_start_matches("unavailable")
+                .trim_start_matches(':')
+                .trim()
+                .to_string();
+            match unavailable.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, names)) if !names.contains(&m.name.as_str()) => names.push(&m.name),
+                Some(_) => {}
+                None => unavailable.push((reason, vec![&m.name])),
+            }
+        }
+    }
+    if !estimated.is_empty() {
+        out.push(format!(
+            "{} are estimates (CPU time x TSC frequency) because no hardware cycle counter was available: \
+             compare them between modes of this run, not with counted cycles from other machines.",
+            estimated.join(", ")
+        ));
+    }
+    for (reason, names) in unavailable {
+        out.push(format!("Not measured here ({reason}): {}.", names.join(", ")));
+    }
+    let failed: Vec<&String> = cells.iter().flat_map(|c| &c.failures).collect();
+    if let Some(first) = failed.first() {
+        out.push(format!(
+            "{} cells failed (recorded, not retried in this report); first error: {first}",
+            failed.len()
+        ));
+    }
+    let run = &data.run;
+    if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != "complete" {
+        out.push(format!(
+            "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
+            if run.status == "running" {
+                "unfinished (still running, or killed)"
+            } else {
+                run.status.as_str()
+            },
+            run.cells_ok + run.cells_failed,
+            run.cells_planned(),
+            run.id
+        ));
+    }
+    // Workload warnings grouped by their text with the numbers blanked, so one kind of warning
+    // is one line however its numbers vary from cell to cell.
+    let shape = |text: &str| -> String {
+        let mut out = String::new();
+        for c in text.chars() {
+            if c.is_ascii_digit() {
+                if !out.ends_with('#') {
+                    out.push('#');
+                }
+            } else if !(c == '.' && out.ends_with('#')) {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let mut warnings: Vec<(String, &String, usize)> = Vec::new();
+    for w in cells.iter().flat_map(|c| &c.warnings) {
+        let key = shape(w);
+        match warnings.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, n)) => *n += 1,
+            None => warnings.push((key, w, 1)),
+        }
+    }
+    for (_, w, n) in warnings.into_iter().take(12) {
+        let example = if n > 1 && shape(w) != *w { ", e.g." } else { "" };
+        out.push(format!("{WORKLOAD_WARNING} ({n} cells{example}): {w}"));
+    }
+    out
+}
+
+/// What `write_report` wrote.
+#[derive(Debug, Clone)]
+pub struct ReportFiles {
+    pub html: PathBuf,
+    pub charts_dir: PathBuf,
+    pub chart_files: Vec<PathBuf>,
+}
+
+/// Everything computed from a run for the report and the terminal.
+pub struct Analysis {
+    pub cells: Vec<CellSummary>,
+    pub crossovers: Vec<crossover::CrossoverRow>,
+    pub caveats: Vec<String>,
+    pub noise: Vec<String>,
+}
+
+pub fn analyze(data: &RunData) -> Analysis {
+    let cells = cells::summarize_run(data);
+    Analysis {
+        crossovers: crossover::stream_crossovers(&cells),
+        caveats: caveats(data, &cells),
+        noise: cells::noise_warnings(&cells),
+        cells,
+    }
+}
+
+/// Write the HTML report to `html_path` and every chart as SVG and PNG into a folder beside it
+/// (`<name>-charts/`). The HTML is written last, through a temporary file, so a failure never
+/// leaves half a report.
+pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFiles> {
+    let analysis = analyze(data);
+    let dir = html_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = html_path.file_stem().and_then(|s| s.to_str()).unwrap_or("report");
+    let charts_name = format!("{stem}-charts");
+    let charts_dir = dir.join(&charts_name);
+    std::fs::create_dir_all(&charts_dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", charts_dir.display()))?;
+    let mut chart_files = Vec::new();
+    let mut render =
+        |spec: charts::ChartSpec, sheet: Option<&[charts::ChartSpec]>| -> anyhow::Result<html::RenderedChart> {
+            let svg_path = charts_dir.join(format!("{}.svg", spec.stem));
+            let png_path = charts_dir.join(format!("{}.png", spec.stem));
+            let svg = match sheet {
+                Some(specs) => charts::render_sheet_svg(specs, 2)?,
+                None => charts::render_svg(&spec)?,
+            };
+            std::fs::write(&svg_path, &svg).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg_path.display()))?;
+            match sheet {
+                Some(specs) => charts::render_sheet_png(specs, 2, &png_path)?,
+                None => charts::render_png(&spec, &png_path)?,
+            }
+            chart_files.push(svg_path);
+            chart_files.push(png_path);
+            Ok(html::RenderedChart {
+                svg_file: format!("{charts_name}/{}.svg", spec.stem),
+                png_file: format!("{charts_name}/{}.png", spec.stem),
+                spec,
+                svg,
+            })
+        };
+    let specs = figures::all_figures(&analysis.cells);
+    let stream_specs = figures::stream_figures(&analysis.cells);
+    let mut rendered = Vec::new();
+    for spec in specs {
+        rendered.push(render(spec, None)?);
+    }
+    let sheet = if stream_specs.is_empty() {
+        None
+    } else {
+        let sheet_spec = charts::ChartSpec {
+            stem: "summary".into(),
+            title: "Summary sheet".into(),
+            x_desc: String::new(),
+            x_axis: charts::XAxis::Count,
+            y_desc: String::new(),
+            series: Vec::new(),
+            caption: String::new(),
+            markers: Vec::new(),
+            y_range: None,
+            empty_reason: None,
+        };
+        Some(render(sheet_spec, Some(&stream_specs))?)
+    };
+    let page = html::render(&html::ReportInput {
+        data,
+        cells: &analysis.cells,
+        crossovers: &analysis.crossovers,
+        caveats: &analysis.caveats,
+        noise: &analysis.noise,
+        charts: &rendered,
+        summary_sheet: sheet.as_ref(),
+    });
+    let tmp = dir.join(format!(".{stem}.html.tmp"));
+    std::fs::write(&tmp, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, html_path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", html_path.display()))?;
+    Ok(ReportFiles {
+        html: html_path.to_path_buf(),
+        charts_dir,
+        chart_files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cells::tests::{run_data, stream_case};
+    use super::*;
+
+    #[test]
+    fn report_holds_every_chart_the_crossover_table_and_caveats() {
+        let data = run_data(vec![
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![2.0, 2.1, 1.9]),
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::TwoCopy, 65536, 1), vec![4.0, 4.1, 3.9]),
+            (stream_case(CopyMode::OneCopy, 65536, 1), vec![8.0, 8.1, f64::NAN]),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_report(&data, &dir.path().join("r.html")).unwrap();
+        let html = std::fs::read_to_string(&files.html).unwrap();
+        for stem in [
+            "throughput_vs_size",
+            "time_per_msg_vs_threads",
+            "cycles_per_byte_vs_size",
+            "cache_misses_vs_size",
+        ] {
+            assert!(html.contains(&format!("id=\"{stem}\"")), "{stem} missing");
+            assert!(files.charts_dir.join(format!("{stem}.png")).is_file());
+        }
+        assert!(files.charts_dir.join("summary.png").is_file());
+        assert!(html.contains("Crossover sizes") && html.contains("from 64KiB"));
+        assert!(html.contains("1 cells failed"));
+        assert!(html.contains("estimates"));
+        assert!(!html.contains("<script"), "self-contained, no scripts");
+    }
+}

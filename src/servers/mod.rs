@@ -1,9 +1,259 @@
-//! Server concurrency models (being built in the servers issue).
+//! Server concurrency models (iterative, thread per connection, pool, select, poll, epoll
+//! level/edge, io_uring) serving one framed protocol (`protocol.rs`) through one handler,
+//! the top-k process service behind it, and the load generator that measures them.
+
+mod conn;
+pub mod handler;
+pub mod loadgen;
+pub mod model;
+pub mod procs;
+pub mod protocol;
+pub mod query;
+pub mod server;
+pub mod window;
+pub mod workload;
+
+pub use model::Model;
+pub use workload::Workload;
 
 use crate::case::ServersCase;
-use crate::observation::Observation;
+use crate::measure::clock::tsc_hz;
+use crate::measure::counters::CounterSample;
+use crate::observation::{Metric, Observation, Role, Source};
+use crate::sys::procfs::parse_cpu_list;
+use loadgen::{LoadConfig, LoadResult};
+use server::{ServerConfig, ServerSummary};
+use std::sync::Arc;
+use std::time::Duration;
+use window::Window;
 
-/// Run one server-model case: start the server, drive it, measure it.
-pub fn run_case(_case: &ServersCase) -> anyhow::Result<Observation> {
-    anyhow::bail!("servers is not built yet")
+/// Raise the soft RLIMIT_NOFILE to cover `needed` fds; a warning when the hard limit is lower.
+pub fn raise_fd_limit(needed: u64) -> Option<String> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(l) => l,
+        Err(e) => return Some(format!("cannot read RLIMIT_NOFILE ({e}); connections may fail")),
+    };
+    if soft >= needed {
+        return None;
+    }
+    let target = needed.min(hard);
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        return Some(format!(
+            "cannot raise RLIMIT_NOFILE from {soft} ({e}); about {needed} fds are needed"
+        ));
+    }
+    (target < needed).then(|| {
+        format!("RLIMIT_NOFILE hard limit is {hard} but about {needed} fds are needed: some connections will fail (raise it with ulimit -Hn)")
+    })
+}
+
+fn cpus(text: &Option<String>, what: &str) -> anyhow::Result<Option<Vec<usize>>> {
+    match text {
+        None => Ok(None),
+        Some(t) => parse_cpu_list(t)
+            .filter(|c| !c.is_empty())
+            .map(Some)
+            .ok_or_else(|| anyhow::anyhow!("bad {what} CPU list '{t}'")),
+    }
+}
+
+/// Run one server-model case: start the model on 127.0.0.1 in this process (server threads
+/// measured with per-thread counters), drive it with the load generator for the case's
+/// duration, and return client-side latency/throughput and server-side counters.
+pub fn run_case(case: &ServersCase) -> anyhow::Result<Observation> {
+    run_case_until(case, &|| crate::sys::signal::stop_requested())
+}
+
+/// `run_case` with an explicit early-stop check.
+pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
+    let model: Model = case.model.parse().map_err(anyhow::Error::msg)?;
+    let workload: Workload = case.request.parse().map_err(anyhow::Error::msg)?;
+    let mut obs = Observation::default();
+    // Both ends live in this process: two fds per connection plus slack.
+    if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
+        obs.warn(w);
+    }
+    let window = Arc::new(Window::new());
+    if let Some(note) = &window.policy().note {
+        obs.warn(note.clone());
+    }
+    let mut config = ServerConfig::new(model, "127.0.0.1:0".parse()?);
+    config.max_conns = usize::MAX;
+    config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
+    config.pool_size = case.pool_size.max(1);
+    config.cpus = cpus(&case.server_cpus, "server")?;
+    let server = match server::start(config, Some(window.clone())) {
+        Ok(s) => s,
+        Err(e) if model == Model::Uring && e.to_string().contains("io_uring unavailable") => {
+            let reason = e.to_string();
+            obs.warn(reason.clone());
+            for (name, role, unit) in METRIC_UNITS {
+                obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
+            }
+            return Ok(obs);
+        }
+        Err(e) => return Err(e),
+    };
+    let load_config = LoadConfig {
+        addr: server.addr,
+        clients: case.clients,
+        threads: case.client_threads.max(1),
+        workload,
+        warmup: Duration::from_millis(case.warmup_ms),
+        duration: Duration::from_millis(case.duration_ms),
+        rate: case.rate.map(|r| r as f64),
+        timeout: Duration::from_secs(1),
+        cpus: cpus(&case.client_cpus, "client")?,
+    };
+    let load = loadgen::run(&load_config, &window, stop);
+    let (samples, late) = window.collect(Duration::from_secs(2));
+    let summary = server.stop();
+    if late > 0 {
+        obs.warn(format!(
+            "{late} server thread(s) did not close their counter window in time"
+        ));
+    }
+    describe(&mut obs, model, case, &load, &samples, &summary);
+    Ok(obs)
+}
+
+/// Every metric run_case reports, for the all-unavailable observation.
+const METRIC_UNITS: &[(&str, Role, &str)] = &[
+    ("requests_per_s", Role::System, "req/s"),
+    ("latency_p50_us", Role::Client, "us"),
+    ("latency_p90_us", Role::Client, "us"),
+    ("latency_p99_us", Role::Client, "us"),
+    ("latency_p999_us", Role::Client, "us"),
+    ("latency_max_us", Role::Client, "us"),
+    ("errors", Role::Client, "errors"),
+];
+
+fn describe(
+    obs: &mut Observation,
+    model: Model,
+    case: &ServersCase,
+    load: &LoadResult,
+    samples: &[CounterSample],
+    summary: &ServerSummary,
+) {
+    let secs = load.window.as_secs_f64();
+    let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::new(name, role, v, unit, Source::Tool);
+    if secs > 0.0 {
+        obs.push(tool(
+            "requests_per_s",
+            Role::System,
+            "req/s",
+            load.completed as f64 / secs,
+        ));
+    } else {
+        obs.push(Metric::unavailable(
+            "requests_per_s",
+            Role::System,
+            "req/s",
+            "the window did not open (stopped early)",
+        ));
+    }
+    let none = "no request completed inside the window";
+    for (name, q) in [
+        ("latency_p50_us", 0.5),
+        ("latency_p90_us", 0.9),
+        ("latency_p99_us", 0.99),
+        ("latency_p999_us", 0.999),
+    ] {
+        obs.push(match load.latency.quantile_us(q) {
+            Some(v) => tool(name, Role::Client, "us", v),
+            None => Metric::unavailable(name, Role::Client, "us", none),
+        });
+    }
+    obs.push(match load.latency.max_us() {
+        Some(v) => tool("latency_max_us", Role::Client, "us", v),
+        None => Metric::unavailable("latency_max_us", Role::Client, "us", none),
+    });
+    obs.push(match load.latency.mean_us() {
+        Some(v) => tool("latency_mean_us", Role::Client, "us", v),
+        None => Metric::unavailable("latency_mean_us", Role::Client, "us", none),
+    });
+    let e = &load.errors;
+    obs.push(tool("errors", Role::Client, "errors", e.total() as f64));
+    obs.push(tool("connect_errors", Role::Client, "errors", e.connect as f64));
+    obs.push(tool("refused", Role::Client, "errors", e.refused as f64));
+    obs.push(tool("timeouts", Role::Client, "requests", e.timeouts as f64));
+    obs.push(tool("protocol_errors", Role::Client, "errors", e.protocol as f64));
+    obs.push(tool("io_errors", Role::Client, "errors", e.io as f64));
+    obs.push(tool(
+        "unanswered_at_end",
+        Role::Client,
+        "requests",
+        load.unanswered as f64,
+    ));
+    obs.push(tool(
+        "clients_connected",
+        Role::Client,
+        "connections",
+        load.connected as f64,
+    ));
+    obs.push(tool("requests", Role::Client, "requests", load.completed as f64));
+    obs.push(tool("window_s", Role::System, "s", secs));
+
+    // Server threads' counters, summed over threads (each counted only inside the window).
+    match CounterSample::sum(samples) {
+        Some(sum) => {
+            obs.metrics
+                .extend(sum.metrics(Role::Server, load.bytes, load.completed, "req", tsc_hz()));
+            let per_req = match (sum.cpu_seconds(), load.completed) {
+                (Some(cpu), n) if n > 0 => Ok(cpu * 1e6 / n as f64),
+                (Some(_), _) => Err(none.to_string()),
+                (None, _) => Err(sum.usage.clone().err().unwrap_or_default()),
+            };
+            obs.push(Metric::from_result(
+                "cpu_us_per_req",
+                Role::Server,
+                "us/req",
+                Source::Rusage,
+                per_req,
+            ));
+        }
+        None => obs.push(Metric::unavailable(
+            "cpu_user_s",
+            Role::Server,
+            "s",
+            "no server thread was running inside the window",
+        )),
+    }
+    obs.push(tool(
+        "server_threads_measured",
+        Role::Server,
+        "threads",
+        samples.len() as f64,
+    ));
+    obs.push(tool("accepted", Role::Server, "connections", summary.accepted as f64));
+    obs.push(tool(
+        "server_refused",
+        Role::Server,
+        "connections",
+        summary.refused as f64,
+    ));
+
+    if e.total() > 0 {
+        obs.warn(format!(
+            "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
+            e.total(),
+            e.connect,
+            e.refused,
+            e.timeouts,
+            e.protocol,
+            e.io,
+            load.samples.join("; ")
+        ));
+    }
+    if model == Model::Iterative && case.clients > 1 {
+        obs.warn("iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
+    }
+    if model == Model::Pool && case.clients > case.pool_size {
+        obs.warn(format!(
+            "pool: {} workers share {} connections through one epoll instance",
+            case.pool_size, case.clients
+        ));
+    }
 }

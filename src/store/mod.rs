@@ -1,7 +1,16 @@
-//! Results storage and export. Exporters turn records into CSV or JSON following
-//! docs/output.md.
+//! Results storage: the SQLite database that is the source of truth for sweeps (schema and
+//! migrations, writing cells as they finish, reading runs back) and the exporters that turn
+//! records into CSV or JSON following docs/output.md.
 
+pub mod db;
 pub mod export;
+pub mod read;
+pub mod schema;
+pub mod write;
+
+pub use db::{Store, StoreError, DEFAULT_DB_PATH};
+pub use read::{RunData, RunSummary, StoredCell};
+pub use write::{NewRun, RunRecorder};
 
 use crate::case::Case;
 use crate::observation::Observation;

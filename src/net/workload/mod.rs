@@ -1,3 +1,3 @@
-//! Network workloads, one file each.
+//! Network workloads, one per module.
 
 pub mod stream;

@@ -1,0 +1,77 @@
+//! Latency histogram: HDR (3 significant digits, 1 ns .. 100 s), recorded in nanoseconds and
+//! read out in microseconds. Per-thread histograms merge into one.
+
+use hdrhistogram::Histogram;
+
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+}
+
+const HIGHEST_NS: u64 = 100_000_000_000;
+
+impl LatencyHistogram {
+    pub fn new() -> LatencyHistogram {
+        LatencyHistogram {
+            // Bounds and precision are constants that hdrhistogram accepts.
+            hist: Histogram::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds"),
+        }
+    }
+
+    /// Record one latency; values beyond the range are clamped to it.
+    pub fn record_ns(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.clamp(1, HIGHEST_NS));
+    }
+
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// The latency at quantile `q` (0..=1) in microseconds, None when empty.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        (self.count() > 0).then(|| self.hist.value_at_quantile(q) as f64 / 1e3)
+    }
+
+    pub fn max_us(&self) -> Option<f64> {
+        (self.count() > 0).then(|| self.hist.max() as f64 / 1e3)
+    }
+
+    pub fn mean_us(&self) -> Option<f64> {
+        (self.count() > 0).then(|| self.hist.mean() / 1e3)
+    }
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_a_known_spread() {
+        let mut a = LatencyHistogram::new();
+        let mut b = LatencyHistogram::new();
+        for i in 1..=500u64 {
+            a.record_ns(i * 1000);
+        }
+        for i in 501..=1000u64 {
+            b.record_ns(i * 1000);
+        }
+        a.merge(&b);
+        assert_eq!(a.count(), 1000);
+        let p50 = a.quantile_us(0.5).unwrap();
+        assert!((p50 - 500.0).abs() <= 1.0, "{p50}");
+        let p99 = a.quantile_us(0.99).unwrap();
+        assert!((p99 - 990.0).abs() <= 1.0, "{p99}");
+        assert!((a.max_us().unwrap() - 1000.0).abs() <= 1.0);
+        assert_eq!(LatencyHistogram::new().quantile_us(0.5), None);
+    }
+}

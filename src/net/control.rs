@@ -1,0 +1,128 @@
+//! The control connection between the two ends of a stream: one JSON object per line.
+//! The client says which case to run, the server answers with a session token that tags each
+//! data connection, the client announces the measured window, and the server reports what
+//! its threads counted. The same protocol drives an in-process loopback server and a remote
+//! `iopath net serve`.
+
+use crate::case::StreamCase;
+use crate::observation::{Metric, ThreadPlacement};
+use serde::{Deserialize, Serialize};
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::TcpStream;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Bytes each data connection sends first: the session token (8) and the thread index (4).
+pub const DATA_HEADER_LEN: usize = 12;
+
+/// What one thread counted inside its measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadTally {
+    pub bytes: u64,
+    pub messages: u64,
+    pub window_s: f64,
+    pub syscalls: u64,
+}
+
+/// The server's account of a session, sent after its threads finished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub threads: Vec<ThreadTally>,
+    pub metrics: Vec<Metric>,
+    pub placement: Vec<ThreadPlacement>,
+    pub verified_messages: u64,
+    pub corrupt_messages: u64,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Control {
+    Hello { version: u32, case: StreamCase },
+    Ready { token: u64 },
+    Refused { error: String },
+    Measure,
+    Done,
+    Report(Box<ServerReport>),
+    Failed { error: String },
+}
+
+/// A control connection: buffered line reads, unbuffered line writes.
+pub struct ControlChannel {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl ControlChannel {
+    pub fn new(stream: TcpStream) -> io::Result<ControlChannel> {
+        Ok(ControlChannel {
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+        })
+    }
+
+    pub fn send(&mut self, message: &Control) -> io::Result<()> {
+        let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.writer.write_all(&line)
+    }
+
+    /// The next message; an error on EOF, timeout or a malformed line.
+    pub fn recv(&mut self) -> io::Result<Control> {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the control connection",
+            ));
+        }
+        serde_json::from_str(&line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad control message from the peer: {e}"),
+            )
+        })
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.writer
+    }
+
+    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        self.writer.set_read_timeout(timeout)
+    }
+}
+
+pub fn encode_data_header(token: u64, index: u32) -> [u8; DATA_HEADER_LEN] {
+    let mut header = [0u8; DATA_HEADER_LEN];
+    header[..8].copy_from_slice(&token.to_le_bytes());
+    header[8..].copy_from_slice(&index.to_le_bytes());
+    header
+}
+
+pub fn decode_data_header(header: &[u8; DATA_HEADER_LEN]) -> (u64, u32) {
+    let mut token = [0u8; 8];
+    token.copy_from_slice(&header[..8]);
+    let mut index = [0u8; 4];
+    index.copy_from_slice(&header[8..]);
+    (u64::from_le_bytes(token), u32::from_le_bytes(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = encode_data_header(0xdead_beef_1234, 7);
+        assert_eq!(decode_data_header(&h), (0xdead_beef_1234, 7));
+    }
+
+    #[test]
+    fn control_messages_round_trip_as_json() {
+        let m = Control::Failed { error: "x".into() };
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<Control>(&text).unwrap(), m);
+        assert!(text.contains("\"type\":\"failed\""));
+    }
+}

@@ -1,0 +1,97 @@
+//! The copy modes: how a message of separate fields is handed to the kernel and taken back.
+//! One file per mode behind a Sender/Receiver pair.
+
+mod one_copy;
+mod two_copy;
+mod zero_copy;
+
+use crate::case::CopyMode;
+use crate::net::completions::CompletionCounts;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+pub use one_copy::{OneCopyReceiver, OneCopySender};
+pub use two_copy::{TwoCopyReceiver, TwoCopySender};
+pub use zero_copy::ZeroCopySender;
+
+/// What a sender counted so far (monotonic; windows are differences of two snapshots).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendCounts {
+    /// System calls made: send/sendmsg, error-queue reads, polls.
+    pub syscalls: u64,
+    pub zerocopy: Option<ZeroCopyCounts>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZeroCopyCounts {
+    pub completions: CompletionCounts,
+    /// Sends refused with ENOBUFS (optmem_max or RLIMIT_MEMLOCK exhausted), then retried.
+    pub enobufs: u64,
+    /// Times a ring slot was still in flight and the sender had to wait for its completion.
+    pub slot_waits: u64,
+}
+
+/// What a receiver counted so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecvCounts {
+    pub syscalls: u64,
+    pub verified_messages: u64,
+    pub corrupt_messages: u64,
+}
+
+pub trait Sender: Send {
+    /// Send message number `seq` completely (partial sends are continued).
+    fn send(&mut self, fd: RawFd, seq: u64) -> io::Result<()>;
+    /// Wait (up to `timeout`) until the kernel no longer holds any of our buffers.
+    fn drain(&mut self, fd: RawFd, timeout: Duration) -> io::Result<()>;
+    fn counts(&self) -> SendCounts;
+}
+
+pub trait Receiver: Send {
+    /// Receive message number `seq` completely. Ok(false): the peer closed cleanly before it.
+    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool>;
+    fn counts(&self) -> RecvCounts;
+}
+
+/// The sender for a mode. `verify` refills the message for every sequence number (costs a
+/// write of every byte; otherwise the contents are written once).
+pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Sender> {
+    match mode {
+        CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
+        CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
+        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify)),
+    }
+}
+
+/// The receiver for a mode: two-copy receives into one contiguous buffer; the others scatter
+/// straight into per-field buffers with recvmsg.
+pub fn receiver(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Receiver> {
+    match mode {
+        CopyMode::TwoCopy => Box::new(TwoCopyReceiver::new(size, fields, verify)),
+        CopyMode::OneCopy | CopyMode::ZeroCopy => Box::new(OneCopyReceiver::new(size, fields, verify)),
+    }
+}
+
+/// Retry a system call on EINTR; count every attempt.
+fn retry<T>(syscalls: &mut u64, mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        *syscalls += 1;
+        match call() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A peer that closed or reset mid-message, or a send/receive that timed out, as a clear error.
+fn peer_error(err: io::Error, what: &str) -> io::Error {
+    let text = match err.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!("{what} timed out: the peer stopped responding"),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
+            format!("{what} failed: the peer closed the connection ({err})")
+        }
+        _ => format!("{what} failed: {err}"),
+    };
+    io::Error::new(err.kind(), text)
+}

@@ -1,0 +1,152 @@
+//! one-copy: sendmsg() with one iovec per field, so the only copy is the kernel's; the
+//! receiver scatters straight into per-field buffers with recvmsg().
+
+use super::{peer_error, retry, Receiver, RecvCounts, SendCounts, Sender};
+use crate::net::message::Message;
+use crate::sys::net as sock;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// What happened on one sendmsg call, for callers that track calls (zero-copy).
+pub(super) enum SendEvent {
+    /// A call queued data.
+    Sent,
+    /// A call failed with ENOBUFS; the callback may free space and return Ok to retry.
+    NoBuffers,
+}
+
+/// Send all of `message` with sendmsg(flags), continuing after partial sends.
+pub(super) fn sendmsg_all(
+    fd: RawFd,
+    message: &Message,
+    flags: i32,
+    syscalls: &mut u64,
+    mut on_event: impl FnMut(SendEvent) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut iov: Vec<IoSlice<'_>> = message
+        .fields
+        .iter()
+        .filter(|f| !f.is_empty())
+        .map(|f| IoSlice::new(f))
+        .collect();
+    let mut rest: &mut [IoSlice<'_>] = &mut iov;
+    while !rest.is_empty() {
+        match retry(syscalls, || sock::sendmsg(fd, rest, flags)) {
+            Ok(n) => {
+                on_event(SendEvent::Sent)?;
+                IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => on_event(SendEvent::NoBuffers)?,
+            Err(e) => return Err(peer_error(e, "sendmsg")),
+        }
+    }
+    Ok(())
+}
+
+pub struct OneCopySender {
+    message: Message,
+    verify: bool,
+    syscalls: u64,
+}
+
+impl OneCopySender {
+    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+        OneCopySender {
+            message: Message::new(size, fields, 0),
+            verify,
+            syscalls: 0,
+        }
+    }
+}
+
+impl Sender for OneCopySender {
+    fn send(&mut self, fd: RawFd, seq: u64) -> io::Result<()> {
+        if self.verify {
+            self.message.fill(seq);
+        }
+        sendmsg_all(
+            fd,
+            &self.message,
+            sock::MSG_NOSIGNAL,
+            &mut self.syscalls,
+            |event| match event {
+                SendEvent::Sent => Ok(()),
+                SendEvent::NoBuffers => Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "sendmsg: no buffer space (ENOBUFS)",
+                )),
+            },
+        )
+    }
+
+    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn counts(&self) -> SendCounts {
+        SendCounts {
+            syscalls: self.syscalls,
+            zerocopy: None,
+        }
+    }
+}
+
+pub struct OneCopyReceiver {
+    message: Message,
+    verify: bool,
+    counts: RecvCounts,
+}
+
+impl OneCopyReceiver {
+    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+        OneCopyReceiver {
+            message: Message::new(size, fields, 0),
+            verify,
+            counts: RecvCounts::default(),
+        }
+    }
+}
+
+impl Receiver for OneCopyReceiver {
+    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
+        let total = self.message.len();
+        let mut iov: Vec<IoSliceMut<'_>> = self
+            .message
+            .fields
+            .iter_mut()
+            .filter(|f| !f.is_empty())
+            .map(|f| IoSliceMut::new(f))
+            .collect();
+        let mut rest: &mut [IoSliceMut<'_>] = &mut iov;
+        let mut got = 0;
+        while got < total {
+            let n = retry(&mut self.counts.syscalls, || sock::recvmsg(fd, rest, 0))
+                .map_err(|e| peer_error(e, "recvmsg"))?;
+            if n == 0 {
+                return if got == 0 {
+                    Ok(false)
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer closed the connection mid-message",
+                    ))
+                };
+            }
+            got += n;
+            IoSliceMut::advance_slices(&mut rest, n);
+        }
+        drop(iov);
+        if self.verify {
+            match self.message.check(seq) {
+                Ok(()) => self.counts.verified_messages += 1,
+                Err(_) => self.counts.corrupt_messages += 1,
+            }
+        }
+        Ok(true)
+    }
+
+    fn counts(&self) -> RecvCounts {
+        self.counts.clone()
+    }
+}

@@ -1,0 +1,188 @@
+//! zero-copy: SO_ZEROCOPY + sendmsg(MSG_ZEROCOPY) over the fields. The kernel pins the pages
+//! instead of copying them and reports on the socket's error queue when it is done with them,
+//! so the sender keeps a ring of messages and reuses one only after every send call that
+//! referenced it has completed. Over loopback and veth the kernel copies anyway at delivery;
+//! the completions say so and iopath reports the fraction.
+
+use super::one_copy::{sendmsg_all, SendEvent};
+use super::{SendCounts, Sender, ZeroCopyCounts};
+use crate::net::completions::CompletionTracker;
+use crate::net::message::Message;
+use crate::sys::net as sock;
+use crate::sys::zerocopy::{self, ErrQueueRead};
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// Keep about this many bytes in flight across the ring (beyond a typical socket buffer).
+const RING_BYTES: usize = 8 << 20;
+const RING_MIN: usize = 4;
+const RING_MAX: usize = 1024;
+/// How long to wait for a completion before deciding the peer is stuck.
+const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct ZeroCopySender {
+    ring: Vec<Message>,
+    /// The id of the last send call that referenced each ring slot.
+    slot_last_id: Vec<Option<u32>>,
+    tracker: CompletionTracker,
+    verify: bool,
+    enabled_on: Option<RawFd>,
+    send_syscalls: u64,
+    /// Error-queue reads and polls.
+    reap_syscalls: u64,
+    enobufs: u64,
+    slot_waits: u64,
+}
+
+/// Read every notification queued now; with `wait`, first block up to that long for one.
+fn reap(fd: RawFd, tracker: &mut CompletionTracker, syscalls: &mut u64, wait: Option<Duration>) -> io::Result<()> {
+    if let Some(wait) = wait {
+        *syscalls += 1;
+        zerocopy::wait_errqueue(fd, wait.as_millis().min(i32::MAX as u128) as i32)?;
+    }
+    loop {
+        *syscalls += 1;
+        match zerocopy::read_errqueue(fd)? {
+            ErrQueueRead::Completion(n) => tracker.complete(n.first, n.last, n.copied),
+            ErrQueueRead::Empty => return Ok(()),
+            ErrQueueRead::Other { origin, errno } => {
+                return Err(io::Error::other(format!(
+                    "socket error on the error queue (origin {origin}): {}",
+                    io::Error::from_raw_os_error(errno as i32)
+                )))
+            }
+        }
+    }
+}
+
+impl ZeroCopySender {
+    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+        let slots = (RING_BYTES / size.max(1)).clamp(RING_MIN, RING_MAX);
+        ZeroCopySender {
+            ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
+            slot_last_id: vec![None; slots],
+            tracker: CompletionTracker::default(),
+            verify,
+            enabled_on: None,
+            send_syscalls: 0,
+            reap_syscalls: 0,
+            enobufs: 0,
+            slot_waits: 0,
+        }
+    }
+
+    /// Block until the slot's last send has completed.
+    fn wait_for_slot(&mut self, fd: RawFd, slot: usize) -> io::Result<()> {
+        let Some(id) = self.slot_last_id[slot] else {
+            return Ok(());
+        };
+        if self.tracker.is_complete(id) {
+            return Ok(());
+        }
+        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
+        if self.tracker.is_complete(id) {
+            return Ok(());
+        }
+        self.slot_waits += 1;
+        let deadline = Instant::now() + COMPLETION_TIMEOUT;
+        while !self.tracker.is_complete(id) {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "zero-copy completion did not arrive within 10 s: the peer stopped reading",
+                ));
+            }
+            reap(
+                fd,
+                &mut self.tracker,
+                &mut self.reap_syscalls,
+                Some(Duration::from_millis(100)),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Sender for ZeroCopySender {
+    fn send(&mut self, fd: RawFd, seq: u64) -> io::Result<()> {
+        if self.enabled_on != Some(fd) {
+            sock::enable_zerocopy(fd)
+                .map_err(|e| io::Error::new(e.kind(), format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
+            self.enabled_on = Some(fd);
+        }
+        let slot = (seq % self.ring.len() as u64) as usize;
+        // Never touch a buffer the kernel may still be reading.
+        self.wait_for_slot(fd, slot)?;
+        if self.verify {
+            self.ring[slot].fill(seq);
+        }
+        let (tracker, reap_syscalls, enobufs) = (&mut self.tracker, &mut self.reap_syscalls, &mut self.enobufs);
+        let mut last_id = None;
+        let mut consecutive_enobufs = 0u32;
+        sendmsg_all(
+            fd,
+            &self.ring[slot],
+            sock::MSG_ZEROCOPY | sock::MSG_NOSIGNAL,
+            &mut self.send_syscalls,
+            |event| {
+                match event {
+                    SendEvent::Sent => {
+                        last_id = Some(tracker.record_send());
+                        consecutive_enobufs = 0;
+                    }
+                    SendEvent::NoBuffers => {
+                        // optmem_max or RLIMIT_MEMLOCK exhausted: reaping completions frees it.
+                        *enobufs += 1;
+                        consecutive_enobufs += 1;
+                        if consecutive_enobufs > 1000 {
+                            return Err(io::Error::other(
+                            "MSG_ZEROCOPY kept failing with ENOBUFS for 10 s; raise net.core.optmem_max or RLIMIT_MEMLOCK",
+                        ));
+                        }
+                        reap(fd, tracker, reap_syscalls, Some(Duration::from_millis(10)))?;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        if last_id.is_some() {
+            self.slot_last_id[slot] = last_id;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self, fd: RawFd, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
+        while self.tracker.outstanding() > 0 {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} zero-copy completions still missing after {timeout:?}",
+                        self.tracker.outstanding()
+                    ),
+                ));
+            }
+            reap(
+                fd,
+                &mut self.tracker,
+                &mut self.reap_syscalls,
+                Some(Duration::from_millis(50)),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn counts(&self) -> SendCounts {
+        SendCounts {
+            syscalls: self.send_syscalls + self.reap_syscalls,
+            zerocopy: Some(ZeroCopyCounts {
+                completions: self.tracker.counts.clone(),
+                enobufs: self.enobufs,
+                slot_waits: self.slot_waits,
+            }),
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The stream workload: client threads send messages of separately allocated fields to server
+//! threads over TCP, one connection each, in one copy mode; both ends count CPU time,
+//! counters and system calls inside the same measured window.
+//!
+//! The client drives the session over a control connection (see net/control.rs), so the
+//! server can live in this process (loopback) or be a remote `iopath net serve`.
+
+mod server;
+mod thread;
+
+pub use server::serve_session;
+
+use crate::case::{CopyMode, Endpoint, StreamCase};
+use crate::measure::clock;
+use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, PROTOCOL_VERSION};
+use crate::net::mode::{self, ZeroCopyCounts};
+use crate::observation::{Metric, Observation, Role, Source};
+use anyhow::{anyhow, bail, Context};
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+use thread::{End, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+
+/// How long the client waits for the server's report after the window closed.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The CPU for thread `index` of a side: the list's entries in turn, or None when unpinned.
+pub(crate) fn pin_for(cpus: &Option<Vec<usize>>, index: usize) -> Option<usize> {
+    cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[index % c.len()])
+}
+
+pub(crate) fn tag_metric(name: &str, role: Role, value: f64, unit: &str) -> Metric {
+    Metric::new(name, role, value, unit, Source::Tool)
+}
+
+/// Bind the loopback listener for an in-process server; a taken port is a clear error.
+pub fn bind_loopback(port: u16) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow!("port {port} on 127.0.0.1 is busy (address in use): choose another with --port, or leave --port out to use a free one")
+        } else {
+            anyhow!("could not listen on 127.0.0.1:{port}: {e}")
+        }
+    })
+}
+
+/// Run one stream case and return its observation.
+pub fn run(case: &StreamCase) -> anyhow::Result<Observation> {
+    // Calibrate before any window opens so it never disturbs one.
+    let tsc_hz = clock::tsc_hz();
+    match &case.endpoint {
+        Endpoint::Loopback { port } => {
+            let listener = bind_loopback(*port)?;
+            let addr = listener.local_addr()?;
+            let server_stop = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                let server = std::thread::Builder::new()
+                    .name("iopath-server".into())
+                    .spawn_scoped(scope, || serve_session(&listener, Some(&server_stop)))
+                    .context("could not start the server thread")?;
+                let result = run_client(case, addr, tsc_hz);
+                // If the client never connected, the server is still waiting: release it.
+                server_stop.store(true, Ordering::SeqCst);
+                let server_result = server
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
+                match (result, server_result) {
+                    (Ok(obs), Ok(())) => Ok(obs),
+                    (Err(client), _) => Err(client),
+                    (Ok(_), Err(server)) => Err(server.context("server")),
+                }
+            })
+        }
+        Endpoint::Remote { addr } => {
+            let resolved = addr
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve '{addr}'"))?
+                .next()
+                .ok_or_else(|| anyhow!("'{addr}' resolves to no address"))?;
+            run_client(case, resolved, tsc_hz)
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> anyhow::Result<TcpStream> {
+    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| format!("could not connect to {addr}"))
+}
+
+/// The client side: set up the session, run the sending threads through warm-up and the
+/// measured window, collect the server's report, and build the observation.
+fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyhow::Result<Observation> {
+    let mut control = ControlChannel::new(connect(addr)?)?;
+    control.stream().set_nodelay(true).ok();
+    control.set_read_timeout(Some(Duration::from_secs(10)))?;
+    control.send(&Control::Hello {
+        version: PROTOCOL_VERSION,
+        case: case.clone(),
+    })?;
+    let token = match control.recv().context("waiting for the server to accept the case")? {
+        Control::Ready { token } => token,
+        Control::Refused { error } => bail!("the server refused the case: {error}"),
+        other => bail!("unexpected answer from the server: {other:?}"),
+    };
+    let mut data = Vec::with_capacity(case.threads);
+    for i in 0..case.threads {
+        let mut s = connect(addr)?;
+        s.write_all(&encode_data_header(token, i as u32))?;
+        s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
+        data.push(s);
+    }
+
+    let policy = kernel_policy();
+    let phase = AtomicU8::new(WARMUP);
+    let failed = AtomicBool::new(false);
+    let ready = Barrier::new(case.threads + 1);
+    let size = case.size as usize;
+    let drain_timeout = Duration::from_secs(10);
+
+    let (outcomes, window_error) = std::thread::scope(|scope| {
+        let handles: Vec<_> = data
+            .iter()
+            .enumerate()
+            .map(|(i, stream)| {
+                let plan = ThreadPlan {
+                    role: Role::Client,
+                    index: i,
+                    pin: pin_for(&case.client_cpus, i),
+                    fd: stream.as_raw_fd(),
+                    message_size: case.size,
+                    phase: &phase,
+                    ready: &ready,
+                    policy: &policy,
+                    drain_timeout,
+                };
+                let end = End::Send(mode::sender(case.mode, size, case.fields, case.verify));
+                let (failed, stream) = (&failed, stream);
+                std::thread::Builder::new()
+                    .name(format!("iopath-client-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = thread::run(plan, end);
+                        if result.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                        }
+                        // Tell the server this connection is finished (EOF after the last message).
+                        stream.shutdown(Shutdown::Write).ok();
+                        result
+                    })
+            })
+            .collect();
+        ready.wait();
+        let window_error = drive_phases(case, &phase, &failed, &mut control);
+        if window_error.is_err() || failed.load(Ordering::SeqCst) {
+            // Wake any thread blocked on a peer that is gone.
+            for s in &data {
+                s.shutdown(Shutdown::Both).ok();
+            }
+        }
+        let outcomes: Vec<std::io::Result<ThreadOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a client thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect();
+        (outcomes, window_error)
+    });
+
+    let mut threads = Vec::with_capacity(outcomes.len());
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    window_error?;
+    if let Some(e) = first_error {
+        // The server's account, if any, usually says more (e.g. it failed first).
+        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        if let Ok(Control::Failed { error }) = control.recv() {
+            bail!("the run failed: {e}; the server said: {error}");
+        }
+        bail!("the run failed: {e}");
+    }
+    control.set_read_timeout(Some(REPORT_TIMEOUT))?;
+    let report = match control.recv().context("waiting for the server's report")? {
+        Control::Report(report) => *report,
+        Control::Failed { error } => bail!("the server failed: {error}"),
+        other => bail!("unexpected message from the server: {other:?}"),
+    };
+    Ok(build_observation(case, &threads, &report, tsc_hz))
+}
+
+/// Warm up, open the window on both ends, hold it for the duration, close it. Returns early
+/// when a sending thread failed.
+fn drive_phases(
+    case: &StreamCase,
+    phase: &AtomicU8,
+    failed: &AtomicBool,
+    control: &mut ControlChannel,
+) -> anyhow::Result<()> {
+    let sleep_watching = |d: Duration| -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if failed.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep(
+                until
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(20)),
+            );
+        }
+        true
+    };
+    let mut result = Ok(());
+    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+        phase.store(MEASURE, Ordering::Relaxed);
+        result = control
+            .send(&Control::Measure)
+            .context("the server closed the control connection");
+        if result.is_ok() {
+            sleep_watching(Duration::from_millis(case.duration_ms));
+        }
+    }
+    phase.store(DONE, Ordering::Relaxed);
+    let done = control
+        .send(&Control::Done)
+        .context("the server closed the control connection");
+    result.and(done)
+}
+
+fn per(total: f64, count: f64) -> f64 {
+    if count == 0.0 {
+        f64::NAN
+    } else {
+        total / count
+    }
+}
+
+/// Turn both sides' counts into the observation: throughput from what the receivers got
+/// inside their windows, per-role CPU and counters, and the zero-copy truth.
+fn build_observation(
+    case: &StreamCase,
+    clients: &[ThreadOutcome],
+    server: &ServerReport,
+    tsc_hz: Option<f64>,
+) -> Observation {
+    let mut obs = Observation::default();
+    let recv_rate: f64 = server.threads.iter().map(|t| per(t.bytes as f64, t.window_s)).sum();
+    let msg_rate: f64 = server.threads.iter().map(|t| per(t.messages as f64, t.window_s)).sum();
+    let time_per_msg = clients
+        .iter()
+        .map(|c| per(c.tally.window_s, c.tally.messages as f64))
+        .sum::<f64>()
+        / clients.len().max(1) as f64;
+    let window = clients.iter().map(|c| c.tally.window_s).sum::<f64>() / clients.len().max(1) as f64;
+    obs.push(tag_metric(
+        "throughput_gbps",
+        Role::System,
+        recv_rate * 8.0 / 1e9,
+        "Gbit/s",
+    ));
+    obs.push(tag_metric("messages_per_s", Role::System, msg_rate, "msg/s"));
+    obs.push(tag_metric("time_per_msg_us", Role::System, time_per_msg * 1e6, "us"));
+    obs.push(tag_metric("window_s", Role::System, window, "s"));
+
+    let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
+    let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
+    let syscalls: u64 = clients.iter().map(|c| c.tally.syscalls).sum();
+    if let Some(sample) = CounterSample::sum(clients.iter().map(|c| &c.counters)) {
+        obs.metrics
+            .extend(sample.metrics(Role::Client, bytes_sent, msgs_sent, "msg", tsc_hz));
+        if let Some(note) = (!sample.kernel_included)
+            .then_some("counters exclude the kernel (not permitted here): context switches and kernel time are missing")
+        {
+            obs.warn(note);
+        }
+        if let Err(reason) = &sample.cycles {
+            obs.warn(format!(
+                "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
+            ));
+        }
+    }
+    obs.push(tag_metric("bytes_sent", Role::Client, bytes_sent as f64, "B"));
+    obs.push(tag_metric("messages_sent", Role::Client, msgs_sent as f64, "messages"));
+    obs.push(Metric::new(
+        "syscalls_per_msg",
+        Role::Client,
+        per(syscalls as f64, msgs_sent as f64),
+        "syscalls/msg",
+        Source::Tool,
+    ));
+    obs.metrics.extend(server.metrics.iter().cloned());
+
+    if case.mode == CopyMode::ZeroCopy {
+        let zc = clients
+            .iter()
+            .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.zerocopy.clone()))
+            .fold(ZeroCopyCounts::default(), |mut acc, z| {
+                acc.completions.sends += z.completions.sends;
+                acc.completions.notifications += z.completions.notifications;
+                acc.completions.completed += z.completions.completed;
+                acc.completions.copied += z.completions.copied;
+                acc.completions.unexpected += z.completions.unexpected;
+                acc.enobufs += z.enobufs;
+                acc.slot_waits += z.slot_waits;
+                acc
+            });
+        let c = &zc.completions;
+        obs.push(tag_metric("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+        obs.push(tag_metric(
+            "zerocopy_completions",
+            Role::System,
+            c.notifications as f64,
+            "notifications",
+        ));
+        obs.push(tag_metric(
+            "zerocopy_completed_sends",
+            Role::System,
+            c.completed as f64,
+            "calls",
+        ));
+        obs.push(tag_metric(
+            "zerocopy_copied_sends",
+            Role::System,
+            c.copied as f64,
+            "calls",
+        ));
+        obs.push(Metric::from_result(
+            "zerocopy_not_copied_fraction",
+            Role::System,
+            "fraction",
+            Source::Tool,
+            c.not_copied_fraction()
+                .ok_or_else(|| "no completion arrived".to_string()),
+        ));
+        obs.push(tag_metric(
+            "zerocopy_enobufs",
+            Role::System,
+            zc.enobufs as f64,
+            "errors",
+        ));
+        obs.push(tag_metric(
+            "zerocopy_slot_waits",
+            Role::System,
+            zc.slot_waits as f64,
+            "waits",
+        ));
+        if c.unexpected > 0 {
+            obs.warn(format!(
+                "{} zero-copy completion ids did not match any send call",
+                c.unexpected
+            ));
+        }
+        if c.completed > 0 && c.copied > 0 {
+            obs.warn(format!(
+                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
+                100.0 * c.copied as f64 / c.completed as f64
+            ));
+        }
+    }
+    if case.verify {
+        obs.push(tag_metric(
+            "verified_messages",
+            Role::Server,
+            server.verified_messages as f64,
+            "messages",
+        ));
+        obs.push(tag_metric(
+            "corrupt_messages",
+            Role::Server,
+            server.corrupt_messages as f64,
+            "messages",
+        ));
+        obs.warn("--verify writes and checks every byte: throughput and CPU include that work");
+        if server.corrupt_messages > 0 {
+            obs.warn(format!("{} messages arrived corrupted", server.corrupt_messages));
+        }
+    }
+
+    obs.placement = clients
+        .iter()
+        .map(|c| c.placement.clone())
+        .chain(server.placement.iter().cloned())
+        .collect();
+    match (&case.client_cpus, &case.server_cpus) {
+        (None, None) => obs.warn(
+            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
+        ),
+        (None, Some(_)) | (Some(_), None) => obs.warn("only one side was pinned; the other ran where the scheduler put it"),
+        _ => {}
+    }
+    let moved = obs
+        .placement
+        .iter()
+        .filter(|p| p.migrations.is_some_and(|m| m > 0))
+        .count();
+    if moved > 0 {
+        obs.warn(format!("{moved} threads migrated between CPUs during the window"));
+    }
+    obs.warnings.extend(server.warnings.iter().cloned());
+    obs
+}

@@ -1,0 +1,244 @@
+//! The receiving end of a stream session: accept the control connection and the data
+//! connections, receive on one thread per connection, report what was counted.
+//! Used by the in-process loopback run and by `iopath net serve`.
+
+use super::thread::{self, End, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use super::{pin_for, tag_metric};
+use crate::case::StreamCase;
+use crate::measure::clock;
+use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::net::control::{
+    decode_data_header, Control, ControlChannel, ServerReport, DATA_HEADER_LEN, PROTOCOL_VERSION,
+};
+use crate::net::mode;
+use crate::observation::{Metric, Role, Source};
+use anyhow::{anyhow, bail, Context};
+use std::io::Read;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// How long each setup step may take before the session is abandoned.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a data connection may stay silent before the peer is declared gone.
+pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Wait for a connection on `listener` until `deadline`; give up early when `watch` (the
+/// control connection) closes or `stop` is raised.
+fn accept_until(
+    listener: &TcpListener,
+    deadline: Option<Instant>,
+    watch: Option<&TcpStream>,
+    stop: Option<&AtomicBool>,
+) -> anyhow::Result<TcpStream> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            bail!("stopped");
+        }
+        let wait_ms = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    bail!("timed out waiting for the client's connections");
+                }
+                left.as_millis().min(200) as u16
+            }
+            None => 200,
+        };
+        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        if let Some(w) = watch {
+            fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::from(wait_ms)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => bail!("poll failed: {e}"),
+        }
+        if fds.len() > 1 && fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            bail!("the client closed the control connection during set-up");
+        }
+        if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+            let (stream, _) = listener.accept().context("accept failed")?;
+            return Ok(stream);
+        }
+    }
+}
+
+/// Serve one session on `listener`: a client's control connection, then its data connections.
+/// Returns after the client finished (or failed) and every thread is joined.
+pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyhow::Result<()> {
+    let control_stream = accept_until(listener, None, None, stop)?;
+    control_stream.set_nodelay(true).ok();
+    let mut control = ControlChannel::new(control_stream)?;
+    control.set_read_timeout(Some(SETUP_TIMEOUT))?;
+    let case = match control.recv()? {
+        Control::Hello { version, case } if version == PROTOCOL_VERSION => case,
+        Control::Hello { version, .. } => {
+            let error = format!("protocol version {version} not supported (this server speaks {PROTOCOL_VERSION})");
+            control.send(&Control::Refused { error: error.clone() }).ok();
+            bail!(error);
+        }
+        other => bail!("expected a hello from the client, got {other:?}"),
+    };
+    if let Err(error) = check_case(&case) {
+        control.send(&Control::Refused { error: error.clone() }).ok();
+        bail!(error);
+    }
+    let token: u64 = rand::random();
+    control.send(&Control::Ready { token })?;
+
+    // The data connections, each tagged with the token and its thread index.
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut data: Vec<Option<TcpStream>> = (0..case.threads).map(|_| None).collect();
+    for _ in 0..case.threads {
+        let mut s = accept_until(listener, Some(deadline), Some(control.stream()), stop)?;
+        s.set_read_timeout(Some(SETUP_TIMEOUT))?;
+        let mut header = [0u8; DATA_HEADER_LEN];
+        s.read_exact(&mut header)
+            .context("reading a data connection's header")?;
+        let (their_token, index) = decode_data_header(&header);
+        let slot = data.get_mut(index as usize).filter(|_| their_token == token);
+        match slot {
+            Some(slot) if slot.is_none() => *slot = Some(s),
+            _ => bail!("a data connection did not belong to this session"),
+        }
+        // TCP_NODELAY off for streams (as bulk senders run); timeouts bound a vanished peer.
+    }
+    let data: Vec<TcpStream> = data.into_iter().flatten().collect();
+    for s in &data {
+        s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    }
+
+    let outcome = run_receivers(&case, &data, &mut control);
+    let report = match outcome {
+        Ok(report) => report,
+        Err(e) => {
+            control
+                .send(&Control::Failed {
+                    error: format!("{e:#}"),
+                })
+                .ok();
+            return Err(e);
+        }
+    };
+    control
+        .send(&Control::Report(Box::new(report)))
+        .context("sending the report to the client")?;
+    Ok(())
+}
+
+fn check_case(case: &StreamCase) -> Result<(), String> {
+    if case.size == 0 || case.fields == 0 || case.threads == 0 {
+        return Err("size, fields and threads must be at least 1".into());
+    }
+    if case.size > 1 << 30 {
+        return Err("messages larger than 1 GiB are not accepted".into());
+    }
+    if case.threads > 1024 {
+        return Err("at most 1024 threads".into());
+    }
+    Ok(())
+}
+
+/// Run one receiving thread per data connection while following the client's phase messages.
+fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlChannel) -> anyhow::Result<ServerReport> {
+    let policy = kernel_policy();
+    let tsc_hz = clock::tsc_hz();
+    let phase = AtomicU8::new(WARMUP);
+    let ready = Barrier::new(data.len() + 1);
+    let size = case.size as usize;
+    let outcomes: Vec<std::io::Result<ThreadOutcome>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = data
+            .iter()
+            .enumerate()
+            .map(|(i, stream)| {
+                let plan = ThreadPlan {
+                    role: Role::Server,
+                    index: i,
+                    pin: pin_for(&case.server_cpus, i),
+                    fd: stream.as_raw_fd(),
+                    message_size: case.size,
+                    phase: &phase,
+                    ready: &ready,
+                    policy: &policy,
+                    drain_timeout: Duration::ZERO,
+                };
+                let end = End::Recv(mode::receiver(case.mode, size, case.fields, case.verify));
+                std::thread::Builder::new()
+                    .name(format!("iopath-server-{i}"))
+                    .spawn_scoped(scope, move || thread::run(plan, end))
+            })
+            .collect();
+        ready.wait();
+        // Follow the client: Measure opens the window, Done closes it. Anything else
+        // (EOF, timeout) closes it too, and the data connections are shut so no thread waits.
+        let longest = Duration::from_millis(case.warmup_ms + case.duration_ms) + Duration::from_secs(30);
+        control.set_read_timeout(Some(longest)).ok();
+        loop {
+            match control.recv() {
+                Ok(Control::Measure) => phase.store(MEASURE, Ordering::Relaxed),
+                Ok(Control::Done) => {
+                    phase.store(DONE, Ordering::Relaxed);
+                    break;
+                }
+                Ok(_) | Err(_) => {
+                    phase.store(DONE, Ordering::Relaxed);
+                    for s in data {
+                        s.shutdown(Shutdown::Both).ok();
+                    }
+                    break;
+                }
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a server thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect()
+    });
+    let mut threads = Vec::new();
+    for outcome in outcomes {
+        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+    }
+    let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
+    let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
+    let syscalls: u64 = threads.iter().map(|t| t.tally.syscalls).sum();
+    let counters =
+        CounterSample::sum(threads.iter().map(|t| &t.counters)).ok_or_else(|| anyhow!("no server threads"))?;
+    let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
+    metrics.push(tag_metric("bytes_received", Role::Server, bytes as f64, "B"));
+    metrics.push(tag_metric(
+        "messages_received",
+        Role::Server,
+        messages as f64,
+        "messages",
+    ));
+    metrics.push(Metric::new(
+        "syscalls_per_msg",
+        Role::Server,
+        if messages == 0 {
+            f64::NAN
+        } else {
+            syscalls as f64 / messages as f64
+        },
+        "syscalls/msg",
+        Source::Tool,
+    ));
+    let recv: Vec<_> = threads.iter().filter_map(|t| t.recv_counts.clone()).collect();
+    Ok(ServerReport {
+        metrics,
+        placement: threads.iter().map(|t| t.placement.clone()).collect(),
+        verified_messages: recv.iter().map(|r| r.verified_messages).sum(),
+        corrupt_messages: recv.iter().map(|r| r.corrupt_messages).sum(),
+        warnings: Vec::new(),
+        threads: threads.into_iter().map(|t| t.tally).collect(),
+    })
+}

@@ -1,0 +1,165 @@
+//! One end of one stream connection, run on its own thread: pin, open counters, move messages
+//! until told to stop, and count only inside the measured window.
+
+use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
+use crate::net::control::ThreadTally;
+use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
+use crate::observation::{Role, ThreadPlacement};
+use crate::sys::affinity;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+pub const WARMUP: u8 = 0;
+pub const MEASURE: u8 = 1;
+pub const DONE: u8 = 2;
+
+/// Which way the data goes on this thread.
+pub enum End {
+    Send(Box<dyn Sender>),
+    Recv(Box<dyn Receiver>),
+}
+
+impl End {
+    fn syscalls(&self) -> u64 {
+        match self {
+            End::Send(s) => s.counts().syscalls,
+            End::Recv(r) => r.counts().syscalls,
+        }
+    }
+}
+
+/// What a thread hands back when it is done.
+pub struct ThreadOutcome {
+    pub tally: ThreadTally,
+    pub counters: CounterSample,
+    pub placement: ThreadPlacement,
+    pub send_counts: Option<SendCounts>,
+    pub recv_counts: Option<RecvCounts>,
+}
+
+pub struct ThreadPlan<'a> {
+    pub role: Role,
+    pub index: usize,
+    pub pin: Option<usize>,
+    pub fd: RawFd,
+    pub message_size: u64,
+    pub phase: &'a AtomicU8,
+    pub ready: &'a Barrier,
+    pub policy: &'a KernelPolicy,
+    /// How long a sender may take to get its zero-copy buffers back at the end.
+    pub drain_timeout: Duration,
+}
+
+struct Window {
+    started: Instant,
+    messages_before: u64,
+    syscalls_before: u64,
+    cpu_at_start: Option<usize>,
+}
+
+/// Run the thread's loop. The barrier is always reached, even when pinning fails, so the
+/// coordinator never waits forever.
+pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
+    let pinned = plan.pin.map(|cpu| affinity::pin_current_thread(&[cpu]).map(|_| cpu));
+    let mut counters = ThreadCounters::open(plan.policy);
+    plan.ready.wait();
+    if let Some(Err(e)) = pinned {
+        return Err(io::Error::new(
+            e.kind(),
+            format!("could not pin to CPU {}: {e}", plan.pin.unwrap_or(0)),
+        ));
+    }
+
+    let mut seq: u64 = 0;
+    let mut window: Option<Window> = None;
+    let mut closed: Option<(Duration, u64, u64, CounterSample, Option<usize>)> = None;
+    let mut eof = false;
+    loop {
+        let phase = plan.phase.load(Ordering::Relaxed);
+        if phase >= MEASURE && window.is_none() && closed.is_none() {
+            counters.start();
+            window = Some(Window {
+                started: Instant::now(),
+                messages_before: seq,
+                syscalls_before: end.syscalls(),
+                cpu_at_start: affinity::current_cpu(),
+            });
+        }
+        if phase == DONE {
+            if let Some(w) = window.take() {
+                let sample = counters.stop();
+                closed = Some((
+                    w.started.elapsed(),
+                    seq - w.messages_before,
+                    end.syscalls() - w.syscalls_before,
+                    sample,
+                    w.cpu_at_start,
+                ));
+            }
+            if matches!(end, End::Send(_)) {
+                break;
+            }
+        }
+        let more = match &mut end {
+            End::Send(s) => s.send(plan.fd, seq).map(|_| true),
+            End::Recv(r) => r.recv(plan.fd, seq),
+        }?;
+        if !more {
+            eof = true;
+            break;
+        }
+        seq += 1;
+    }
+    // A receiver whose peer closed before it saw DONE ends its window at the close.
+    if let Some(w) = window.take() {
+        let sample = counters.stop();
+        closed = Some((
+            w.started.elapsed(),
+            seq - w.messages_before,
+            end.syscalls() - w.syscalls_before,
+            sample,
+            w.cpu_at_start,
+        ));
+    }
+    let cpu_at_end = affinity::current_cpu();
+    if let End::Send(s) = &mut end {
+        s.drain(plan.fd, plan.drain_timeout)?;
+    }
+    let Some((elapsed, messages, syscalls, counters_sample, cpu_at_start)) = closed else {
+        let why = if eof {
+            "the peer closed the connection before the measured window"
+        } else {
+            "no measured window"
+        };
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
+    };
+    let migrations = counters_sample.cpu_migrations.as_ref().ok().copied();
+    Ok(ThreadOutcome {
+        tally: ThreadTally {
+            bytes: messages * plan.message_size,
+            messages,
+            window_s: elapsed.as_secs_f64(),
+            syscalls,
+        },
+        counters: counters_sample,
+        placement: ThreadPlacement {
+            role: plan.role,
+            index: plan.index,
+            pinned: plan.pin.map(|c| vec![c]),
+            cpu_at_start,
+            cpu_at_end,
+            migrations,
+        },
+        send_counts: match &end {
+            End::Send(s) => Some(s.counts()),
+            End::Recv(_) => None,
+        },
+        recv_counts: match &end {
+            End::Recv(r) => Some(r.counts()),
+            End::Send(_) => None,
+        },
+    })
+}

@@ -1,0 +1,337 @@
+//! Per-cell statistics: a run's repetitions grouped by case, each metric summarised (median,
+//! mean, stddev, CI95, CV, MAD outliers), plus client+server totals and noise warnings.
+
+use crate::case::Case;
+use crate::measure::stats::{summarize, Summary};
+use crate::observation::{Observation, Role};
+use crate::store::RunData;
+
+/// CV above this earns a noise warning.
+pub const NOISY_CV: f64 = 0.05;
+
+/// One metric of one case over its repetitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricCell {
+    pub role: Role,
+    pub name: String,
+    pub unit: String,
+    /// Distinct sources seen over the repetitions (`pmu`, `estimate`, `unavailable: ...`).
+    pub sources: Vec<String>,
+    /// The available values in repetition order.
+    pub values: Vec<f64>,
+    pub summary: Option<Summary>,
+}
+
+impl MetricCell {
+    /// "estimate", "pmu", "pmu+estimate", or the unavailable reason when no value exists.
+    pub fn source_text(&self) -> String {
+        self.sources.join("+")
+    }
+
+    pub fn is_estimate(&self) -> bool {
+        self.sources.iter().any(|s| s == "estimate")
+    }
+}
+
+/// One case of a run: its repetitions summarised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellSummary {
+    pub position: usize,
+    pub case: Case,
+    pub label: String,
+    /// Successful repetitions.
+    pub ok: usize,
+    /// Error text of each failed repetition.
+    pub failures: Vec<String>,
+    pub metrics: Vec<MetricCell>,
+    /// Every distinct warning the workload gave for this case.
+    pub warnings: Vec<String>,
+}
+
+impl CellSummary {
+    pub fn metric(&self, name: &str, role: Role) -> Option<&MetricCell> {
+        self.metrics.iter().find(|m| m.name == name && m.role == role)
+    }
+
+    pub fn summary(&self, name: &str, role: Role) -> Option<&Summary> {
+        self.metric(name, role).and_then(|m| m.summary.as_ref())
+    }
+}
+
+/// The metric that answers "how fast" for a workload, and whether higher is better.
+pub fn headline(case: &Case) -> (&'static str, Role, bool) {
+    match case {
+        Case::NetStream(_) => ("throughput_gbps", Role::System, true),
+        Case::Servers(_) => ("requests_per_s", Role::System, true),
+        Case::Micro(_) => ("latency_ns", Role::System, false),
+    }
+}
+
+/// Metrics summed over client and server per repetition: the whole cost of moving a byte.
+pub const TOTALS: [(&str, &str); 3] = [
+    ("cycles_per_byte", "total_cycles_per_byte"),
+    ("context_switches_per_msg", "total_context_switches_per_msg"),
+    ("cache_misses_per_kib", "total_cache_misses_per_kib"),
+];
+
+fn metric_cell(observations: &[&Observation], name: &str, role: Role) -> Option<MetricCell> {
+    let mut unit = None;
+    let mut sources: Vec<String> = Vec::new();
+    let mut values = Vec::new();
+    for obs in observations {
+        if let Some(m) = obs.get(name, role) {
+            unit.get_or_insert_with(|| m.unit.clone());
+            let source = m.source.to_string();
+            if !sources.contains(&source) {
+                sources.push(source);
+            }
+            if let Some(v) = m.value.filter(|v| v.is_finite()) {
+                values.push(v);
+            }
+        }
+    }
+    Some(MetricCell {
+        role,
+        name: name.to_string(),
+        unit: unit?,
+        summary: summarize(&values),
+        sources,
+        values,
+    })
+}
+
+/// Client + server per repetition; a repetition missing either side is left out.
+fn total_cell(observations: &[&Observation], name: &str, total_name: &str) -> Option<MetricCell> {
+    let mut unit = None;
+    let mut sources: Vec<String> = Vec::new();
+    let mut values = Vec::new();
+    for obs in observations {
+        let (client, server) = (obs.get(name, Role::Client), obs.get(name, Role::Server));
+        for side in [client, server].into_iter().flatten() {
+            unit.get_or_insert_with(|| side.unit.clone());
+            let source = side.source.to_string();
+            if !sources.contains(&source) {
+                sources.push(source);
+            }
+        }
+        if let (Some(a), Some(b)) = (client.and_then(|c| c.value), server.and_then(|s| s.value)) {
+            values.push(a + b);
+        }
+    }
+    Some(MetricCell {
+        role: Role::System,
+        name: total_name.to_string(),
+        unit: unit?,
+        summary: summarize(&values),
+        sources,
+        values,
+    })
+}
+
+/// Summarise every case of a run, in planned order.
+pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
+    data.cases
+        .iter()
+        .enumerate()
+        .map(|(position, case)| {
+            let cells: Vec<_> = data.cells.iter().filter(|c| c.position == position).collect();
+            let observations: Vec<&Observation> = cells
+                .iter()
+                .filter(|c| c.error.is_none())
+                .map(|c| &c.observation)
+                .collect();
+            let mut keys: Vec<(Role, String)> = Vec::new();
+            for obs in &observations {
+                for m in &obs.metrics {
+                    if !keys.iter().any(|(r, n)| *r == m.role && *n == m.name) {
+                        keys.push((m.role, m.name.clone()));
+                    }
+                }
+            }
+            let mut metrics: Vec<MetricCell> = keys
+                .iter()
+                .filter_map(|(role, name)| metric_cell(&observations, name, *role))
+                .collect();
+            for (name, total) in TOTALS {
+                if let Some(cell) = total_cell(&observations, name, total) {
+                    metrics.push(cell);
+                }
+            }
+            let mut warnings: Vec<String> = Vec::new();
+            for w in observations.iter().flat_map(|o| &o.warnings) {
+                if !warnings.contains(w) {
+                    warnings.push(w.clone());
+                }
+            }
+            CellSummary {
+                position,
+                case: case.clone(),
+                label: case.label(),
+                ok: observations.len(),
+                failures: cells.iter().filter_map(|c| c.error.clone()).collect(),
+                metrics,
+                warnings,
+            }
+        })
+        .collect()
+}
+
+/// Noise warnings with advice: a headline CV above 5%, and MAD outliers (kept, not dropped).
+pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
+    let mut out = Vec::new();
+    for cell in cells {
+        let (name, role, _) = headline(&cell.case);
+        let Some(metric) = cell.metric(name, role) else {
+            continue;
+        };
+        let Some(s) = &metric.summary else { continue };
+        if s.cv > NOISY_CV {
+            out.push(format!(
+                "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): pin the threads \
+                 (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop other load on the machine",
+                cell.label,
+                s.cv * 100.0,
+                s.n,
+                NOISY_CV * 100.0
+            ));
+        }
+        for &i in &s.outliers {
+            out.push(format!(
+                "{}: repetition value {} of {name} is an outlier by the MAD rule (kept in the statistics)",
+                cell.label,
+                crate::report::fmt_num(metric.values.get(i).copied())
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::case::{CopyMode, Endpoint, StreamCase};
+    use crate::observation::{Metric, Source};
+    use crate::store::{RunSummary, StoredCell};
+
+    pub fn stream_case(mode: CopyMode, size: u64, threads: usize) -> Case {
+        Case::NetStream(StreamCase {
+            mode,
+            size,
+            fields: 8,
+            threads,
+            duration_ms: 100,
+            warmup_ms: 10,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+        })
+    }
+
+    pub fn observation(gbps: f64) -> Observation {
+        let mut o = Observation::default();
+        o.push(Metric::new(
+            "throughput_gbps",
+            Role::System,
+            gbps,
+            "Gbit/s",
+            Source::Tool,
+        ));
+        o.push(Metric::new(
+            "cycles_per_byte",
+            Role::Client,
+            1.0,
+            "cycles/B",
+            Source::Estimate,
+        ));
+        o.push(Metric::new(
+            "cycles_per_byte",
+            Role::Server,
+            2.0,
+            "cycles/B",
+            Source::Estimate,
+        ));
+        o.push(Metric::unavailable(
+            "cache_misses_per_kib",
+            Role::Client,
+            "misses/KiB",
+            "no hardware PMU",
+        ));
+        o
+    }
+
+    /// A run from (case, per-repetition throughput) pairs; NaN makes a failed repetition.
+    pub fn run_data(cases: Vec<(Case, Vec<f64>)>) -> RunData {
+        let mut cells = Vec::new();
+        for (position, (case, values)) in cases.iter().enumerate() {
+            for (rep, v) in values.iter().enumerate() {
+                cells.push(StoredCell {
+                    position,
+                    repetition: rep as u32,
+                    case: case.clone(),
+                    observation: if v.is_nan() {
+                        Observation::default()
+                    } else {
+                        observation(*v)
+                    },
+                    error: v.is_nan().then(|| "boom".to_string()),
+                    elapsed_s: 0.1,
+                });
+            }
+        }
+        RunData {
+            run: RunSummary {
+                id: 1,
+                name: None,
+                command_line: "iopath sweep".into(),
+                tool_version: "0".into(),
+                started_at: "2026-01-01T00:00:00Z".into(),
+                ended_at: None,
+                status: "complete".into(),
+                repetitions: 3,
+                shuffle: false,
+                seed: 0,
+                warmup_cell: false,
+                machine_json: "{}".into(),
+                environment_json: "{}".into(),
+                cases: cases.len(),
+                cells_ok: 0,
+                cells_failed: 0,
+            },
+            cases: cases.into_iter().map(|(c, _)| c).collect(),
+            cells,
+        }
+    }
+
+    #[test]
+    fn cells_summarise_values_sources_totals_and_failures() {
+        let data = run_data(vec![(
+            stream_case(CopyMode::OneCopy, 1024, 1),
+            vec![1.0, 2.0, f64::NAN, 3.0],
+        )]);
+        let cells = summarize_run(&data);
+        assert_eq!(cells.len(), 1);
+        let c = &cells[0];
+        assert_eq!((c.ok, c.failures.len()), (3, 1));
+        let s = c.summary("throughput_gbps", Role::System).unwrap();
+        assert_eq!((s.n, s.median), (3, 2.0));
+        let total = c.metric("total_cycles_per_byte", Role::System).unwrap();
+        assert_eq!(total.values, vec![3.0, 3.0, 3.0]);
+        assert!(total.is_estimate());
+        let cache = c.metric("cache_misses_per_kib", Role::Client).unwrap();
+        assert!(cache.summary.is_none());
+        assert_eq!(cache.source_text(), "unavailable: no hardware PMU");
+    }
+
+    #[test]
+    fn noisy_cells_get_advice_and_steady_ones_do_not() {
+        let data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![10.0, 10.1, 9.9]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![10.0, 13.0, 8.0]),
+        ]);
+        let warnings = noise_warnings(&summarize_run(&data));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("two-copy 1KiB t1"));
+        assert!(warnings[0].contains("--duration"));
+    }
+}

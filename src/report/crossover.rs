@@ -1,0 +1,263 @@
+//! Crossover sizes: for two copy modes A and B at one thread count, the smallest message size
+//! from which A beats B with non-overlapping 95% confidence intervals (and never loses so again
+//! at a larger size), with the size where the mean curves cross, interpolated on log2(size).
+
+use super::cells::CellSummary;
+use crate::case::{format_bytes, Case, CopyMode};
+use crate::measure::stats::Summary;
+use crate::observation::Role;
+
+/// The pairs the seeds ask about: does the cheaper path pay off, and from which size?
+pub const MODE_PAIRS: [(CopyMode, CopyMode); 3] = [
+    (CopyMode::OneCopy, CopyMode::TwoCopy),
+    (CopyMode::ZeroCopy, CopyMode::TwoCopy),
+    (CopyMode::ZeroCopy, CopyMode::OneCopy),
+];
+
+/// A and B at one size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizePoint {
+    pub size: u64,
+    pub a: Summary,
+    pub b: Summary,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Crossover {
+    /// A beats B significantly from `size` on. `crosses_at` is the interpolated size where the
+    /// means cross, None when A was already ahead at the smallest size.
+    From {
+        size: u64,
+        crosses_at: Option<f64>,
+    },
+    NoCrossover,
+}
+
+impl Crossover {
+    pub fn describe(&self) -> String {
+        match self {
+            Crossover::From {
+                size,
+                crosses_at: Some(x),
+            } => {
+                format!(
+                    "from {} (means cross at ~{})",
+                    format_bytes(*size),
+                    format_bytes(x.round() as u64)
+                )
+            }
+            Crossover::From { size, crosses_at: None } => {
+                format!("from {} (ahead from the smallest size)", format_bytes(*size))
+            }
+            Crossover::NoCrossover => "no crossover in the range".into(),
+        }
+    }
+}
+
+/// Find the crossover in `points` (any order). `higher_is_better` for throughput.
+pub fn find_crossover(points: &[SizePoint], higher_is_better: bool) -> Crossover {
+    let mut points = points.to_vec();
+    points.sort_by_key(|p| p.size);
+    let sign = if higher_is_better { 1.0 } else { -1.0 };
+    // Positive: A ahead by mean.
+    let lead = |p: &SizePoint| sign * (p.a.mean - p.b.mean);
+    let wins = |p: &SizePoint| {
+        if higher_is_better {
+            p.a.ci95_low > p.b.ci95_high
+        } else {
+            p.a.ci95_high < p.b.ci95_low
+        }
+    };
+    let loses = |p: &SizePoint| {
+        if higher_is_better {
+            p.a.ci95_high < p.b.ci95_low
+        } else {
+            p.a.ci95_low > p.b.ci95_high
+        }
+    };
+    let Some(first) = (0..points.len()).find(|&i| wins(&points[i]) && !points[i + 1..].iter().any(loses)) else {
+        return Crossover::NoCrossover;
+    };
+    // The last size before `first` where A was not ahead by mean brackets the crossing.
+    let crosses_at = (0..first).rev().find(|&k| lead(&points[k]) <= 0.0).map(|k| {
+        let (lo, hi) = (&points[k], &points[k + 1]);
+        let (d0, d1) = (lead(lo), lead(hi));
+        let t = if d1 - d0 != 0.0 { -d0 / (d1 - d0) } else { 0.0 };
+        let (x0, x1) = ((lo.size as f64).log2(), (hi.size as f64).log2());
+        (x0 + t.clamp(0.0, 1.0) * (x1 - x0)).exp2()
+    });
+    Crossover::From {
+        size: points[first].size,
+        crosses_at,
+    }
+}
+
+/// One row of the crossover table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossoverRow {
+    pub a: CopyMode,
+    pub b: CopyMode,
+    pub threads: usize,
+    pub result: Crossover,
+    /// Sizes where both modes have a summary.
+    pub sizes_compared: usize,
+}
+
+/// Every mode pair and thread count present in a run's stream cells, on throughput.
+pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
+    let stream: Vec<(&crate::case::StreamCase, &Summary)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetStream(s) => c.summary("throughput_gbps", Role::System).map(|sum| (s, sum)),
+            _ => None,
+        })
+        .collect();
+    let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let mut rows = Vec::new();
+    for (a, b) in MODE_PAIRS {
+        for &t in &threads {
+            let find = |mode: CopyMode, size: u64| {
+                stream
+                    .iter()
+                    .find(|(s, _)| s.mode == mode && s.threads == t && s.size == size)
+                    .map(|(_, sum)| (*sum).clone())
+            };
+            let mut sizes: Vec<u64> = stream
+                .iter()
+                .filter(|(s, _)| s.threads == t)
+                .map(|(s, _)| s.size)
+                .collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            let points: Vec<SizePoint> = sizes
+                .iter()
+                .filter_map(|&size| {
+                    Some(SizePoint {
+                        size,
+                        a: find(a, size)?,
+                        b: find(b, size)?,
+                    })
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            rows.push(CrossoverRow {
+                a,
+                b,
+                threads: t,
+                result: find_crossover(&points, true),
+                sizes_compared: points.len(),
+            });
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stats::summarize;
+
+    /// A at each size from its values, B from its values.
+    fn points(rows: &[(u64, [f64; 3], [f64; 3])]) -> Vec<SizePoint> {
+        rows.iter()
+            .map(|(size, a, b)| SizePoint {
+                size: *size,
+                a: summarize(a).unwrap(),
+                b: summarize(b).unwrap(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn crossover_in_the_middle_is_interpolated_between_the_bracketing_sizes() {
+        let p = points(&[
+            (1024, [1.0, 1.1, 0.9], [2.0, 2.1, 1.9]),
+            (4096, [3.0, 3.1, 2.9], [3.5, 3.6, 3.4]),
+            (16384, [6.0, 6.1, 5.9], [4.0, 4.1, 3.9]),
+            (65536, [9.0, 9.1, 8.9], [5.0, 5.1, 4.9]),
+        ]);
+        match find_crossover(&p, true) {
+            Crossover::From {
+                size,
+                crosses_at: Some(x),
+            } => {
+                assert_eq!(size, 16384);
+                // Lead -0.5 at 4 KiB, +2.0 at 16 KiB: a fifth of the way in log2 = 2^(12.4).
+                assert!((x - 12.4f64.exp2()).abs() < 1.0, "{x}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn crossover_at_the_first_size_has_no_interpolated_point() {
+        let p = points(&[
+            (64, [5.0, 5.1, 4.9], [1.0, 1.1, 0.9]),
+            (128, [6.0, 6.1, 5.9], [2.0, 2.1, 1.9]),
+        ]);
+        assert_eq!(
+            find_crossover(&p, true),
+            Crossover::From {
+                size: 64,
+                crosses_at: None
+            }
+        );
+        assert!(find_crossover(&p, true).describe().contains("from 64B"));
+    }
+
+    #[test]
+    fn no_crossover_when_a_never_wins() {
+        let p = points(&[
+            (64, [1.0, 1.1, 0.9], [5.0, 5.1, 4.9]),
+            (128, [2.0, 2.1, 1.9], [6.0, 6.1, 5.9]),
+        ]);
+        assert_eq!(find_crossover(&p, true), Crossover::NoCrossover);
+        assert_eq!(Crossover::NoCrossover.describe(), "no crossover in the range");
+    }
+
+    #[test]
+    fn overlapping_noisy_intervals_are_not_a_crossover() {
+        // A ahead by mean everywhere, but the intervals overlap.
+        let p = points(&[
+            (64, [1.0, 3.0, 2.2], [1.5, 2.5, 1.8]),
+            (128, [1.0, 4.0, 2.9], [2.0, 3.0, 2.5]),
+        ]);
+        assert_eq!(find_crossover(&p, true), Crossover::NoCrossover);
+    }
+
+    #[test]
+    fn a_later_significant_loss_moves_the_crossover_past_it() {
+        let p = points(&[
+            (64, [5.0, 5.1, 4.9], [1.0, 1.1, 0.9]),
+            (128, [1.0, 1.1, 0.9], [5.0, 5.1, 4.9]),
+            (256, [5.0, 5.1, 4.9], [1.0, 1.1, 0.9]),
+        ]);
+        match find_crossover(&p, true) {
+            Crossover::From {
+                size,
+                crosses_at: Some(x),
+            } => {
+                assert_eq!(size, 256);
+                assert!(x > 128.0 && x < 256.0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn lower_is_better_flips_the_test() {
+        let p = points(&[(64, [1.0, 1.1, 0.9], [5.0, 5.1, 4.9])]);
+        assert_eq!(
+            find_crossover(&p, false),
+            Crossover::From {
+                size: 64,
+                crosses_at: None
+            }
+        );
+        assert_eq!(find_crossover(&p, true), Crossover::NoCrossover);
+    }
+}

@@ -1,0 +1,432 @@
+//! Which charts a run gets: built from its cell summaries, one set per workload present
+//! (stream: six charts and a summary sheet; servers: requests/s and p99 vs clients; micro
+//! memlat: latency vs working-set size). Every caption names the metric's sources.
+
+use super::cells::{CellSummary, MetricCell};
+use super::charts::{ChartSpec, Point, Series, XAxis};
+use crate::case::{format_bytes, Case, CopyMode, StreamCase};
+use crate::observation::Role;
+
+fn mode_color(mode: CopyMode) -> (u8, u8, u8) {
+    match mode {
+        CopyMode::TwoCopy => (200, 55, 45),
+        CopyMode::OneCopy => (35, 95, 200),
+        CopyMode::ZeroCopy => (25, 150, 70),
+    }
+}
+
+/// The n-th shade of a colour: the base, then lighter, then darker.
+fn shade(color: (u8, u8, u8), n: usize) -> (u8, u8, u8) {
+    let mix = |c: u8, toward: f64, amount: f64| (c as f64 + (toward - c as f64) * amount).round() as u8;
+    let (toward, amount) = match n % 4 {
+        0 => (0.0, 0.0),
+        1 => (255.0, 0.45),
+        2 => (0.0, 0.45),
+        _ => (255.0, 0.7),
+    };
+    (
+        mix(color.0, toward, amount),
+        mix(color.1, toward, amount),
+        mix(color.2, toward, amount),
+    )
+}
+
+const PALETTE: [(u8, u8, u8); 8] = [
+    (35, 95, 200),
+    (200, 55, 45),
+    (25, 150, 70),
+    (150, 70, 190),
+    (230, 140, 20),
+    (20, 160, 170),
+    (120, 120, 120),
+    (180, 60, 130),
+];
+
+fn point(x: f64, metric: &MetricCell) -> Option<Point> {
+    let s = metric.summary.as_ref()?;
+    Some(Point {
+        x,
+        mean: s.mean,
+        low: s.ci95_low,
+        high: s.ci95_high,
+    })
+}
+
+/// Sources and unavailable reasons seen over the metric cells drawn.
+#[derive(Default)]
+struct Provenance {
+    sources: Vec<String>,
+    unavailable: Vec<String>,
+    max_n: usize,
+}
+
+impl Provenance {
+    fn add(&mut self, metric: &MetricCell) {
+        for s in &metric.sources {
+            let list = if s.starts_with("unavailable") {
+                &mut self.unavailable
+            } else {
+                &mut self.sources
+            };
+            if !list.contains(s) {
+                list.push(s.clone());
+            }
+        }
+        if let Some(s) = &metric.summary {
+            self.max_n = self.max_n.max(s.n);
+        }
+    }
+
+    fn caption(&self, what: &str) -> String {
+        let mut line = format!(
+            "{what}; source: {}; error bars: 95% CI of the mean over up to {} repetitions",
+            if self.sources.is_empty() {
+                "none".into()
+            } else {
+                self.sources.join(", ")
+            },
+            self.max_n
+        );
+        if self.sources.iter().any(|s| s == "estimate") {
+            line.push_str("\nESTIMATE: cycles = CPU time x TSC frequency (no hardware PMU), not a counted value");
+        }
+        if !self.unavailable.is_empty() {
+            line.push_str(&format!("\nmissing in some cells: {}", self.unavailable.join("; ")));
+        }
+        line
+    }
+
+    fn empty_reason(&self) -> Option<String> {
+        self.unavailable.first().cloned()
+    }
+}
+
+fn stream_cells(cells: &[CellSummary]) -> Vec<(&StreamCase, &CellSummary)> {
+    cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetStream(s) => Some((s, c)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sorted_unique<T: Ord + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = items.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+struct Metric<'a> {
+    name: &'a str,
+    role: Role,
+    desc: &'a str,
+}
+
+/// A stream metric against message size: one series per mode and thread count.
+fn stream_vs_size(
+    cells: &[(&StreamCase, &CellSummary)],
+    modes: &[CopyMode],
+    metric: Metric<'_>,
+    stem: &str,
+    title: &str,
+) -> ChartSpec {
+    let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for &mode in modes {
+        for (n, &t) in threads.iter().enumerate() {
+            let mut points = Vec::new();
+            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
+                if let Some(m) = cell.metric(metric.name, metric.role) {
+                    provenance.add(m);
+                    points.extend(point(s.size as f64, m));
+                }
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: format!("{mode} t{t}"),
+                    color: shade(mode_color(mode), n),
+                    points,
+                });
+            }
+        }
+    }
+    ChartSpec {
+        stem: stem.into(),
+        title: title.into(),
+        x_desc: "message size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: metric.desc.into(),
+        caption: provenance.caption(&format!("y: {} {}", metric.role, metric.name)),
+        empty_reason: provenance.empty_reason(),
+        series,
+        markers: Vec::new(),
+        y_range: None,
+    }
+}
+
+/// Time per message against threads, one series per mode at up to three sizes.
+fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) -> ChartSpec {
+    let sizes = sorted_unique(cells.iter().map(|(s, _)| s.size));
+    let picked: Vec<u64> = match sizes.len() {
+        0..=3 => sizes.clone(),
+        n => vec![sizes[0], sizes[n / 2], sizes[n - 1]],
+    };
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for &mode in modes {
+        for (n, &size) in picked.iter().enumerate() {
+            let mut points = Vec::new();
+            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.size == size) {
+                if let Some(m) = cell.metric("time_per_msg_us", Role::System) {
+                    provenance.add(m);
+                    points.extend(point(s.threads as f64, m));
+                }
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: format!("{mode} {}", format_bytes(size)),
+                    color: shade(mode_color(mode), n),
+                    points,
+                });
+            }
+        }
+    }
+    ChartSpec {
+        stem: "time_per_msg_vs_threads".into(),
+        title: "Time per message vs threads".into(),
+        x_desc: "client threads (each with its own connection and server thread)".into(),
+        x_axis: XAxis::Count,
+        y_desc: "time per message (us)".into(),
+        caption: provenance.caption("y: system time_per_msg_us"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        markers: Vec::new(),
+        y_range: None,
+    }
+}
+
+/// The six stream charts (empty when the run has no stream cells).
+pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let stream = stream_cells(cells);
+    if stream.is_empty() {
+        return Vec::new();
+    }
+    let modes = sorted_unique(stream.iter().map(|(s, _)| s.mode));
+    let m = |name, role, desc| Metric { name, role, desc };
+    vec![
+        stream_vs_size(
+            &stream,
+            &modes,
+            m("throughput_gbps", Role::System, "throughput (Gbit/s)"),
+            "throughput_vs_size",
+            "Throughput vs message size",
+        ),
+        stream_vs_threads(&stream, &modes),
+        stream_vs_size(
+            &stream,
+            &modes,
+            m(
+                "total_cycles_per_byte",
+                Role::System,
+                "cycles per byte, client + server",
+            ),
+            "cycles_per_byte_vs_size",
+            "CPU cycles per byte vs message size",
+        ),
+        stream_vs_size(
+            &stream,
+            &modes,
+            m(
+                "total_cache_misses_per_kib",
+                Role::System,
+                "cache misses per KiB, client + server",
+            ),
+            "cache_misses_vs_size",
+            "Cache misses per KiB vs message size",
+        ),
+        stream_vs_size(
+            &stream,
+            &modes,
+            m(
+                "total_context_switches_per_msg",
+                Role::System,
+                "context switches per message, client + server",
+            ),
+            "context_switches_vs_size",
+            "Context switches per message vs message size",
+        ),
+        ChartSpec {
+            y_range: Some((0.0, 1.05)),
+            ..stream_vs_size(
+                &stream,
+                &[CopyMode::ZeroCopy],
+                m(
+                    "zerocopy_not_copied_fraction",
+                    Role::System,
+                    "fraction of sends not copied",
+                ),
+                "zerocopy_not_copied_vs_size",
+                "Zero-copy: fraction of sends the kernel did not copy",
+            )
+        },
+    ]
+}
+
+/// Servers: requests/s and client p99 latency against clients, one series per model.
+pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::Servers(s) => Some((s, c)),
+            _ => None,
+        })
+        .collect();
+    if servers.is_empty() {
+        return Vec::new();
+    }
+    let mut models: Vec<&str> = Vec::new();
+    for (s, _) in &servers {
+        if !models.contains(&s.model.as_str()) {
+            models.push(&s.model);
+        }
+    }
+    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str| {
+        let mut provenance = Provenance::default();
+        let mut series = Vec::new();
+        for (i, model) in models.iter().enumerate() {
+            let mut points = Vec::new();
+            for (s, cell) in servers.iter().filter(|(s, _)| s.model == *model) {
+                if let Some(m) = cell.metric(name, role) {
+                    provenance.add(m);
+                    points.extend(point(s.clients as f64, m));
+                }
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: model.to_string(),
+                    color: PALETTE[i % PALETTE.len()],
+                    points,
+                });
+            }
+        }
+        ChartSpec {
+            stem: stem.into(),
+            title: title.into(),
+            x_desc: "concurrent clients".into(),
+            x_axis: XAxis::Count,
+            y_desc: desc.into(),
+            caption: provenance.caption(&format!("y: {role} {name}")),
+            empty_reason: provenance.empty_reason(),
+            series,
+            markers: Vec::new(),
+            y_range: None,
+        }
+    };
+    vec![
+        chart(
+            "requests_per_s",
+            Role::System,
+            "servers_requests_vs_clients",
+            "Requests per second vs clients",
+            "requests/s",
+        ),
+        chart(
+            "latency_p99_us",
+            Role::Client,
+            "servers_p99_vs_clients",
+            "p99 latency vs clients",
+            "p99 latency (us)",
+        ),
+    ]
+}
+
+/// Cache-level boundaries for the memory-latency curve as (size in bytes, label). The micro
+/// issue provides the detector (`crate::micro::detect_levels`); until it is wired here the
+/// chart shows the curve without markers.
+pub fn memlat_levels(_points: &[(u64, f64)]) -> Vec<(f64, String)> {
+    Vec::new()
+}
+
+/// Micro memlat: latency against working-set size.
+pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let mut provenance = Provenance::default();
+    let mut points = Vec::new();
+    for cell in cells {
+        let Case::Micro(m) = &cell.case else { continue };
+        if m.bench != "memlat" {
+            continue;
+        }
+        let Some(size) = m
+            .options
+            .iter()
+            .find(|(k, _)| k == "size_bytes")
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if let Some(metric) = cell.metric("latency_ns", Role::System) {
+            provenance.add(metric);
+            points.extend(point(size as f64, metric));
+        }
+    }
+    if points.is_empty() {
+        return Vec::new();
+    }
+    let curve: Vec<(u64, f64)> = points.iter().map(|p| (p.x as u64, p.mean)).collect();
+    vec![ChartSpec {
+        stem: "memlat_vs_size".into(),
+        title: "Memory load latency vs working set".into(),
+        x_desc: "working set (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: "latency per load (ns)".into(),
+        caption: provenance.caption("y: system latency_ns (random pointer chase)"),
+        empty_reason: provenance.empty_reason(),
+        series: vec![Series {
+            name: "memlat".into(),
+            color: PALETTE[0],
+            points,
+        }],
+        markers: memlat_levels(&curve),
+        y_range: None,
+    }]
+}
+
+/// Every chart for the workloads present in the run.
+pub fn all_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let mut figures = stream_figures(cells);
+    figures.extend(servers_figures(cells));
+    figures.extend(micro_figures(cells));
+    figures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cells::summarize_run;
+    use super::super::cells::tests::{run_data, stream_case};
+    use super::*;
+
+    #[test]
+    fn stream_runs_get_six_charts_with_sources_in_captions() {
+        let data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::OneCopy, 4096, 1), vec![2.0, 2.1, 1.9]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+        ]);
+        let figures = all_figures(&summarize_run(&data));
+        assert_eq!(figures.len(), 6);
+        assert_eq!(figures[0].series.len(), 2);
+        let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
+        assert!(cycles.caption.contains("ESTIMATE"), "{}", cycles.caption);
+        let cache = figures.iter().find(|f| f.stem == "cache_misses_vs_size").unwrap();
+        assert!(cache.series.is_empty());
+        assert_eq!(cache.empty_reason.as_deref(), Some("unavailable: no hardware PMU"));
+    }
+
+    #[test]
+    fn runs_without_stream_cells_get_no_stream_charts() {
+        assert!(all_figures(&[]).is_empty());
+    }
+}

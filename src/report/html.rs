@@ -1,0 +1,217 @@
+//! The HTML report: one self-contained file (inline CSS, charts as inline SVG, no scripts, no
+//! network) with the run, caveats, crossover table, charts, per-cell statistics, noise warnings
+//! and the machine. Sections appear only for what the run holds.
+
+use super::cells::{headline, CellSummary};
+use super::charts::ChartSpec;
+use super::crossover::CrossoverRow;
+use super::fmt_num;
+use crate::store::RunData;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+/// A chart as the report shows it: inline SVG and the file names written beside the report.
+pub struct RenderedChart {
+    pub spec: ChartSpec,
+    pub svg: String,
+    pub svg_file: String,
+    pub png_file: String,
+}
+
+pub struct ReportInput<'a> {
+    pub data: &'a RunData,
+    pub cells: &'a [CellSummary],
+    pub crossovers: &'a [CrossoverRow],
+    pub caveats: &'a [String],
+    pub noise: &'a [String],
+    pub charts: &'a [RenderedChart],
+    pub summary_sheet: Option<&'a RenderedChart>,
+}
+
+const STYLE: &str = "
+body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1300px;
+       color: #222; line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+.caveat { background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; margin: 0.4em 0; }
+.noise { background: #fdeeee; border-left: 4px solid #c03030; padding: 0.4em 0.8em; margin: 0.4em 0; }
+.failed { color: #b00000; } .est { color: #a05a00; font-weight: bold; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #555; }
+.meta td:first-child { font-weight: bold; }
+";
+
+/// Flatten a JSON object into (key path, value) rows.
+fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        serde_json::Value::Null => out.push((prefix.to_string(), "unknown".into())),
+        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+fn key_values(json: &str) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(v) => flatten("", &v, &mut rows),
+        Err(_) => rows.push(("(unreadable)".into(), json.to_string())),
+    }
+    rows
+}
+
+fn source_badge(text: &str) -> Markup {
+    html! {
+        @if text.contains("estimate") { span.est { (text) } }
+        @else if text.starts_with("unavailable") { span.failed { (text) } }
+        @else { (text) }
+    }
+}
+
+fn cell_table(cells: &[CellSummary]) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "cell" } th { "ok" } th { "failed" } th { "metric" } th { "median" } th { "mean" }
+                th { "95% CI" } th { "CV" } th { "outliers (MAD)" } th { "source" }
+            }
+            @for cell in cells {
+                @let (name, role, _) = headline(&cell.case);
+                @let metric = cell.metric(name, role);
+                @let summary = metric.and_then(|m| m.summary.as_ref());
+                tr {
+                    td { (cell.label) }
+                    td.num { (cell.ok) }
+                    td.num { @if cell.failures.is_empty() { "0" } @else { span.failed title=(cell.failures.join("\n")) { (cell.failures.len()) } } }
+                    td { (role) "." (name) }
+                    td.num { (fmt_num(summary.map(|s| s.median))) }
+                    td.num { (fmt_num(summary.map(|s| s.mean))) }
+                    td.num { @if let Some(s) = summary { "[" (fmt_num(Some(s.ci95_low))) ", " (fmt_num(Some(s.ci95_high))) "]" } @else { "n/a" } }
+                    td.num { @if let Some(s) = summary { (format!("{:.1}%", s.cv * 100.0)) } @else { "n/a" } }
+                    td.num { @if let Some(s) = summary { (s.outliers.len()) } @else { "n/a" } }
+                    td { @if let Some(m) = metric { (source_badge(&m.source_text())) } @else { "missing" } }
+                }
+            }
+        }
+    }
+}
+
+fn all_metrics(cells: &[CellSummary]) -> Markup {
+    html! {
+        @for cell in cells {
+            details {
+                summary { (cell.label) " - every metric" }
+                @if !cell.failures.is_empty() {
+                    p.failed { "failed repetitions: " (cell.failures.join(" | ")) }
+                }
+                table {
+                    tr { th { "role" } th { "metric" } th { "unit" } th { "n" } th { "median" } th { "mean" } th { "stddev" } th { "95% CI" } th { "CV" } th { "values per repetition" } th { "source" } }
+                    @for m in &cell.metrics {
+                        @let s = m.summary.as_ref();
+                        tr {
+                            td { (m.role) } td { (m.name) } td { (m.unit) }
+                            td.num { (m.values.len()) }
+                            td.num { (fmt_num(s.map(|s| s.median))) }
+                            td.num { (fmt_num(s.map(|s| s.mean))) }
+                            td.num { (fmt_num(s.map(|s| s.stddev))) }
+                            td.num { @if let Some(s) = s { "[" (fmt_num(Some(s.ci95_low))) ", " (fmt_num(Some(s.ci95_high))) "]" } @else { "n/a" } }
+                            td.num { @if let Some(s) = s { (format!("{:.1}%", s.cv * 100.0)) } @else { "n/a" } }
+                            td.num { (m.values.iter().map(|v| fmt_num(Some(*v))).collect::<Vec<_>>().join(", ")) }
+                            td { (source_badge(&m.source_text())) }
+                        }
+                    }
+                }
+                @if !cell.warnings.is_empty() {
+                    ul { @for w in &cell.warnings { li { (w) } } }
+                }
+            }
+        }
+    }
+}
+
+fn chart_figure(chart: &RenderedChart) -> Markup {
+    html! {
+        figure id=(chart.spec.stem) {
+            (PreEscaped(chart.svg.as_str()))
+            figcaption {
+                (chart.spec.title) ". "
+                @for line in chart.spec.caption.lines() {
+                    @if line.starts_with("ESTIMATE") { span.est { (line) } } @else { (line) } " "
+                }
+                " Files: " a href=(chart.svg_file) { (chart.svg_file) } ", " a href=(chart.png_file) { (chart.png_file) }
+            }
+        }
+    }
+}
+
+pub fn render(input: &ReportInput<'_>) -> String {
+    let run = &input.data.run;
+    let title = match &run.name {
+        Some(name) => format!("iopath report: run {} ({name})", run.id),
+        None => format!("iopath report: run {}", run.id),
+    };
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { (title) }
+                table.meta {
+                    tr { td { "command" } td { code { (run.command_line) } } }
+                    tr { td { "started / ended (UTC)" } td { (run.started_at) " / " (run.ended_at.clone().unwrap_or_else(|| "not finished".into())) } }
+                    tr { td { "status" } td { (run.status) } }
+                    tr { td { "cells" } td { (run.cells_ok) " ok, " (run.cells_failed) " failed, " (run.cells_planned()) " planned (" (run.cases) " cases x " (run.repetitions) " repetitions" @if run.shuffle { ", shuffled with seed " (run.seed) } ")" } }
+                    tr { td { "iopath" } td { (run.tool_version) } }
+                }
+                h2 id="caveats" { "Caveats" }
+                @if input.caveats.is_empty() { p { "None found." } }
+                @for c in input.caveats { div.caveat { (c) } }
+                @if !input.crossovers.is_empty() {
+                    h2 id="crossover" { "Crossover sizes" }
+                    p { "The smallest message size from which mode A has higher throughput than mode B with non-overlapping 95% confidence intervals (and never significantly lower at a larger size); the means cross at the interpolated size (log scale)." }
+                    table {
+                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "sizes compared" } }
+                        @for row in input.crossovers {
+                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td.num { (row.sizes_compared) } }
+                        }
+                    }
+                }
+                @if !input.charts.is_empty() {
+                    h2 id="charts" { "Charts" }
+                    @if let Some(sheet) = input.summary_sheet {
+                        p { "Summary sheet: " a href=(sheet.svg_file) { (sheet.svg_file) } ", " a href=(sheet.png_file) { (sheet.png_file) } }
+                    }
+                    @for chart in input.charts { (chart_figure(chart)) }
+                }
+                h2 id="cells" { "Per-cell statistics" }
+                p { "Headline metric per cell over its repetitions. Outliers are flagged by the MAD rule (modified z-score above 3.5) and kept." }
+                (cell_table(input.cells))
+                (all_metrics(input.cells))
+                h2 id="noise" { "Noise warnings" }
+                @if input.noise.is_empty() { p { "Every cell's coefficient of variation is at most 5%." } }
+                @for n in input.noise { div.noise { (n) } }
+                h2 id="environment" { "Environment" }
+                table.meta { @for (k, v) in key_values(&run.environment_json) { tr { td { (k) } td { (v) } } } }
+                h2 id="machine" { "Machine" }
+                table.meta { @for (k, v) in key_values(&run.machine_json) { tr { td { (k) } td { (v) } } } }
+                p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with " code { "iopath report " (run.id) } "." } }
+            }
+        }
+    };
+    page.into_string()
+}

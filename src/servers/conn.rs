@@ -1,0 +1,279 @@
+//! One server-side connection: its input and output buffers around the shared handler, and
+//! the two ways models drive it (blocking reads and writes, or readiness-driven pumping).
+
+use super::handler::{Handler, ServerStats};
+use super::server::{ServerCtx, Slot};
+use super::window::ThreadWindow;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Output above this stops reading from the peer until it drains (a client that sends but
+/// never reads cannot make the server buffer without bound).
+const OUTPUT_LIMIT: usize = 4 << 20;
+/// How often a blocked server thread wakes to check the stop flag, the idle timeout and the
+/// measurement window.
+pub const TICK: Duration = Duration::from_millis(100);
+/// A peer that does not read a reply for this long is dropped (blocking models).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scratch buffer size for one read.
+pub const READ_CHUNK: usize = 64 << 10;
+
+/// A connection's protocol state, independent of how its bytes move.
+pub struct Session {
+    input: Vec<u8>,
+    output: Vec<u8>,
+    out_pos: usize,
+    /// A bad frame was answered: close once the output is flushed.
+    pub closing: bool,
+    /// The peer closed its side: answer what was received, then close.
+    pub peer_closed: bool,
+    pub last_active: Instant,
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Session {
+            input: Vec::new(),
+            output: Vec::new(),
+            out_pos: 0,
+            closing: false,
+            peer_closed: false,
+            last_active: Instant::now(),
+        }
+    }
+
+    /// Bytes arrived: answer every whole request they complete.
+    pub fn feed(&mut self, bytes: &[u8], handler: &Handler) {
+        self.last_active = Instant::now();
+        if self.closing {
+            return;
+        }
+        let handled = if self.input.is_empty() {
+            // Common case: handle straight from the read buffer, keep only a partial tail.
+            let h = handler.handle(bytes, &mut self.output);
+            self.input.extend_from_slice(&bytes[h.consumed..]);
+            h
+        } else {
+            self.input.extend_from_slice(bytes);
+            let h = handler.handle(&self.input, &mut self.output);
+            self.input.drain(..h.consumed);
+            h
+        };
+        if handled.close {
+            self.closing = true;
+            self.input = Vec::new();
+        }
+    }
+
+    pub fn pending(&self) -> &[u8] {
+        &self.output[self.out_pos..]
+    }
+
+    pub fn advance(&mut self, n: usize) {
+        self.out_pos += n;
+        if self.out_pos >= self.output.len() {
+            self.output.clear();
+            self.out_pos = 0;
+        }
+        self.last_active = Instant::now();
+    }
+
+    /// Take the whole pending output (for completion-based sends that own their buffer).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.output);
+        if self.out_pos > 0 {
+            out.drain(..self.out_pos);
+            self.out_pos = 0;
+        }
+        out
+    }
+
+    /// Give back a send buffer's unsent tail in front of anything queued since.
+    pub fn put_back(&mut self, mut unsent: Vec<u8>) {
+        if unsent.is_empty() {
+            return;
+        }
+        unsent.extend_from_slice(self.pending());
+        self.output = unsent;
+        self.out_pos = 0;
+    }
+
+    pub fn wants_read(&self) -> bool {
+        !self.closing && !self.peer_closed && self.pending().len() < OUTPUT_LIMIT
+    }
+
+    /// Nothing more will be read and nothing is left to send.
+    pub fn finished(&self) -> bool {
+        (self.closing || self.peer_closed) && self.pending().is_empty()
+    }
+
+    pub fn idle_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.last_active)
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session::new()
+    }
+}
+
+/// A non-blocking socket with its session, for readiness-based models.
+pub struct Conn {
+    pub stream: TcpStream,
+    pub session: Session,
+    _slot: Slot,
+}
+
+/// Whether a connection stays after being pumped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Progress {
+    Open,
+    Close,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, slot: Slot) -> io::Result<Conn> {
+        stream.set_nonblocking(true)?;
+        Ok(Conn {
+            stream,
+            session: Session::new(),
+            _slot: slot,
+        })
+    }
+
+    /// Write what is pending until done or the socket is full.
+    fn flush(&mut self, handler: &Handler) -> Result<(), ()> {
+        while !self.session.pending().is_empty() {
+            match self.stream.write(self.session.pending()) {
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    ServerStats::bump(&handler.stats.bytes_out, n as u64);
+                    self.session.advance(n)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    ServerStats::bump(&handler.stats.io_errors, 1);
+                    return Err(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Move bytes both ways. With `drain` (edge-triggered readiness) read and write until the
+    /// socket would block; without it, one read per call (level-triggered: the poller reports
+    /// the socket again while data remains).
+    pub fn pump(&mut self, handler: &Handler, scratch: &mut [u8], drain: bool) -> Progress {
+        loop {
+            if self.flush(handler).is_err() {
+                return Progress::Close;
+            }
+            if self.session.finished() {
+                return Progress::Close;
+            }
+            if !self.session.wants_read() {
+                return Progress::Open;
+            }
+            match self.stream.read(scratch) {
+                Ok(0) => self.session.peer_closed = true,
+                Ok(n) => {
+                    ServerStats::bump(&handler.stats.bytes_in, n as u64);
+                    self.session.feed(&scratch[..n], handler)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Progress::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    ServerStats::bump(&handler.stats.io_errors, 1);
+                    return Progress::Close;
+                }
+            }
+            if !drain {
+                if self.flush(handler).is_err() || self.session.finished() {
+                    return Progress::Close;
+                }
+                return Progress::Open;
+            }
+        }
+    }
+}
+
+/// Serve one connection with blocking calls until it closes, goes idle, or the server stops
+/// (replies to requests already received are still sent). Used by the iterative, thread per
+/// connection models.
+pub fn serve_blocking(stream: TcpStream, ctx: &ServerCtx, window: &mut ThreadWindow<'_>, scratch: &mut [u8]) {
+    let handler = &ctx.handler;
+    if stream.set_read_timeout(Some(TICK)).is_err() || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
+        return;
+    }
+    let mut stream = stream;
+    let mut session = Session::new();
+    loop {
+        window.tick();
+        while !session.pending().is_empty() {
+            match stream.write(session.pending()) {
+                Ok(0) => return,
+                Ok(n) => {
+                    ServerStats::bump(&handler.stats.bytes_out, n as u64);
+                    session.advance(n)
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Includes the write timeout: a peer that stopped reading.
+                    ServerStats::bump(&handler.stats.io_errors, 1);
+                    return;
+                }
+            }
+        }
+        if session.finished() || ctx.stop_requested() {
+            return;
+        }
+        match stream.read(scratch) {
+            Ok(0) => session.peer_closed = true,
+            Ok(n) => {
+                ServerStats::bump(&handler.stats.bytes_in, n as u64);
+                session.feed(&scratch[..n], handler)
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if session.idle_for(Instant::now()) >= ctx.config.idle_timeout {
+                    ServerStats::bump(&handler.stats.idle_closed, 1);
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                ServerStats::bump(&handler.stats.io_errors, 1);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::servers::protocol;
+
+    #[test]
+    fn session_keeps_partial_frames_and_unsent_output() {
+        let h = Handler::new(None);
+        let mut s = Session::new();
+        let mut req = Vec::new();
+        protocol::encode_echo_request(b"abcdef", &mut req);
+        s.feed(&req[..5], &h);
+        assert!(s.pending().is_empty());
+        s.feed(&req[5..], &h);
+        assert_eq!(s.pending().len(), req.len());
+        s.advance(3);
+        let rest = s.take_output();
+        assert_eq!(rest.len(), req.len() - 3);
+        s.put_back(rest[2..].to_vec());
+        assert_eq!(s.pending().len(), req.len() - 5);
+        assert!(!s.finished());
+        s.peer_closed = true;
+        s.advance(s.pending().len());
+        assert!(s.finished());
+    }
+}

@@ -1,0 +1,564 @@
+//! The load generator: C concurrent connections spread over a few client threads, closed loop
+//! (each connection sends its next request when the reply arrives) or open loop at a fixed
+//! total rate (latency counted from the scheduled send time, so a slow server cannot hide its
+//! queueing). Every reply is checked; latencies go into an HDR histogram.
+
+use super::protocol::{self, Decoded, ErrorCode, Rank, Response};
+use super::window::Window;
+use super::workload::Workload;
+use crate::measure::histogram::LatencyHistogram;
+use crate::sys::multiplex::{Epoll, EpollEvent};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+const TICK: Duration = Duration::from_millis(20);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub addr: SocketAddr,
+    pub clients: usize,
+    pub threads: usize,
+    pub workload: Workload,
+    pub warmup: Duration,
+    pub duration: Duration,
+    /// Open loop at this many requests per second in total; None is closed loop.
+    pub rate: Option<f64>,
+    /// A request unanswered for this long counts as a timeout and its connection is dropped.
+    pub timeout: Duration,
+    pub cpus: Option<Vec<usize>>,
+}
+
+/// What went wrong, by kind. All are counted inside and outside the window alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Errors {
+    pub connect: u64,
+    pub refused: u64,
+    pub timeouts: u64,
+    pub protocol: u64,
+    pub io: u64,
+}
+
+impl Errors {
+    pub fn total(&self) -> u64 {
+        self.connect + self.refused + self.timeouts + self.protocol + self.io
+    }
+
+    fn add(&mut self, o: &Errors) {
+        self.connect += o.connect;
+        self.refused += o.refused;
+        self.timeouts += o.timeouts;
+        self.protocol += o.protocol;
+        self.io += o.io;
+    }
+}
+
+pub struct LoadResult {
+    pub latency: LatencyHistogram,
+    /// Replies received inside the measured window.
+    pub completed: u64,
+    /// Request + reply bytes of those.
+    pub bytes: u64,
+    pub window: Duration,
+    pub errors: Errors,
+    pub connected: usize,
+    /// Requests still waiting for a reply when the run ended (not yet timed out).
+    pub unanswered: u64,
+    /// The first few error messages, for warnings.
+    pub samples: Vec<String>,
+}
+
+/// One client connection's state.
+struct Client {
+    stream: TcpStream,
+    out: Vec<u8>,
+    out_pos: usize,
+    input: Vec<u8>,
+    /// Requests sent and not answered yet: (time they count from, sequence number).
+    outstanding: VecDeque<(Instant, u64)>,
+    next_seq: u64,
+    next_send: Instant,
+    dead: bool,
+    want_write: bool,
+}
+
+struct ThreadResult {
+    latency: LatencyHistogram,
+    completed: u64,
+    bytes: u64,
+    errors: Errors,
+    connected: usize,
+    unanswered: u64,
+    samples: Vec<String>,
+}
+
+/// The echo payload for request `seq`: a pattern that shows any corrupted or misplaced byte.
+pub fn fill_payload(seq: u64, buf: &mut [u8]) {
+    let base = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (base >> ((i % 8) * 8)) as u8 ^ (i as u8);
+    }
+}
+
+fn payload_matches(seq: u64, got: &[u8]) -> bool {
+    let base = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    got.iter()
+        .enumerate()
+        .all(|(i, b)| *b == (base >> ((i % 8) * 8)) as u8 ^ (i as u8))
+}
+
+struct Driver<'a> {
+    config: &'a LoadConfig,
+    window: &'a Window,
+    result: ThreadResult,
+    payload: Vec<u8>,
+}
+
+impl Driver<'_> {
+    fn note(&mut self, msg: String) {
+        if self.result.samples.len() < 3 {
+            self.result.samples.push(msg);
+        }
+    }
+
+    fn enqueue(&mut self, c: &mut Client, counts_from: Instant) {
+        let seq = c.next_seq;
+        c.next_seq += 1;
+        match self.config.workload {
+            Workload::Echo(size) => {
+                self.payload.resize(size, 0);
+                fill_payload(seq, &mut self.payload);
+                protocol::encode_echo_request(&self.payload, &mut c.out);
+            }
+            Workload::Procs(k) => protocol::encode_procs_request(k, Rank::Total, &mut c.out),
+        }
+        c.outstanding.push_back((counts_from, seq));
+    }
+
+    /// Write what is queued until done or the socket is full.
+    fn flush(&mut self, c: &mut Client) {
+        while c.out_pos < c.out.len() && !c.dead {
+            match c.stream.write(&c.out[c.out_pos..]) {
+                Ok(0) => self.io_error(c, "connection closed while sending".into()),
+                Ok(n) => c.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.io_error(c, format!("send failed: {e}")),
+            }
+        }
+        if c.out_pos >= c.out.len() {
+            c.out.clear();
+            c.out_pos = 0;
+        }
+    }
+
+    fn io_error(&mut self, c: &mut Client, msg: String) {
+        if !c.dead {
+            c.dead = true;
+            self.result.errors.io += 1;
+            self.note(msg);
+        }
+    }
+
+    /// Check and account every whole reply in the input buffer. Returns replies consumed.
+    fn take_replies(&mut self, c: &mut Client) -> usize {
+        let mut used = 0;
+        let mut replies = 0;
+        let input = std::mem::take(&mut c.input);
+        while !c.dead {
+            let rest = &input[used..];
+            let (ok, len) = match self.config.workload {
+                // Fast path: check the header and the payload in place.
+                Workload::Echo(size) => match protocol::peek_frame(rest) {
+                    Decoded::Incomplete(_) => break,
+                    Decoded::Frame((protocol::KIND_ECHO_REPLY, n), len) => {
+                        let seq = c.outstanding.front().map_or(u64::MAX, |o| o.1);
+                        let body = &rest[protocol::HEADER_LEN..protocol::HEADER_LEN + n];
+                        let ok = n == size && payload_matches(seq, body);
+                        if !ok {
+                            self.note(format!("echo reply {seq} differs from the request"));
+                        }
+                        (ok, len)
+                    }
+                    Decoded::Frame(_, _) | Decoded::Invalid(_) => match protocol::decode_response(rest) {
+                        Decoded::Incomplete(_) => break,
+                        Decoded::Frame(resp, len) => (self.check_other(c, resp), len),
+                        Decoded::Invalid(e) => (self.bad(c, format!("bad reply: {e}")), rest.len()),
+                    },
+                },
+                Workload::Procs(_) => match protocol::decode_response(rest) {
+                    Decoded::Incomplete(_) => break,
+                    Decoded::Frame(resp, len) => (self.check_other(c, resp), len),
+                    Decoded::Invalid(e) => (self.bad(c, format!("bad reply: {e}")), rest.len()),
+                },
+            };
+            used += len;
+            if c.dead {
+                break;
+            }
+            let Some((since, _)) = c.outstanding.pop_front() else {
+                self.bad(c, "a reply nobody asked for".into());
+                break;
+            };
+            if !ok {
+                self.result.errors.protocol += 1;
+                continue;
+            }
+            replies += 1;
+            if self.window.measuring() {
+                let now = Instant::now();
+                self.result
+                    .latency
+                    .record_ns(now.duration_since(since).as_nanos() as u64);
+                self.result.completed += 1;
+                self.result.bytes += (len + self.request_len()) as u64;
+            }
+        }
+        c.input = input;
+        c.input.drain(..used.min(c.input.len()));
+        replies
+    }
+
+    fn request_len(&self) -> usize {
+        protocol::HEADER_LEN
+            + match self.config.workload {
+                Workload::Echo(size) => size,
+                Workload::Procs(_) => 3,
+            }
+    }
+
+    fn bad(&mut self, c: &mut Client, msg: String) -> bool {
+        self.result.errors.protocol += 1;
+        self.note(msg);
+        c.dead = true;
+        false
+    }
+
+    /// A reply other than an intact echo: a procs list (checked) or an error frame.
+    fn check_other(&mut self, c: &mut Client, resp: Response) -> bool {
+        match resp {
+            Response::Procs(r) => {
+                let Workload::Procs(k) = self.config.workload else {
+                    return self.bad(c, "procs reply to an echo request".into());
+                };
+                let sorted = r.entries.windows(2).all(|w| w[0].ranked_ticks >= w[1].ranked_ticks);
+                if !sorted || r.entries.len() > k as usize || r.entries.iter().any(|e| e.pid == 0) {
+                    self.note("procs reply not sorted, too long, or with pid 0".into());
+                    return false;
+                }
+                true
+            }
+            Response::Error(e) if e.code == ErrorCode::ServerFull => {
+                self.result.errors.refused += 1;
+                self.note(format!("refused: {}", e.message));
+                c.dead = true;
+                c.outstanding.clear();
+                false
+            }
+            Response::Error(e) => {
+                self.note(format!("server error: {e}"));
+                false
+            }
+            Response::Echo(_) => {
+                self.note("echo reply of the wrong size or content".into());
+                false
+            }
+        }
+    }
+
+    /// Read everything available; false when the connection ended.
+    fn read_available(&mut self, c: &mut Client, scratch: &mut [u8], blocking: bool) {
+        loop {
+            match c.stream.read(scratch) {
+                Ok(0) => {
+                    // A refusal frame may have arrived just before the close.
+                    self.take_replies(c);
+                    if !c.dead {
+                        self.io_error(c, "server closed the connection".into());
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    c.input.extend_from_slice(&scratch[..n]);
+                    if blocking || n < scratch.len() {
+                        return;
+                    }
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.io_error(c, format!("receive failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn check_timeout(&mut self, c: &mut Client, now: Instant) {
+        if let Some((since, _)) = c.outstanding.front() {
+            if !c.dead && now.saturating_duration_since(*since) > self.config.timeout {
+                self.result.errors.timeouts += c.outstanding.len() as u64;
+                self.note(format!(
+                    "no reply within {:?} (server busy with other connections?)",
+                    self.config.timeout
+                ));
+                c.outstanding.clear();
+                c.dead = true;
+            }
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Drive the server: connect, wait for every thread, warm up, open the window for
+/// `duration`, close it, stop. `stop` ends the run early (Ctrl-C).
+pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync)) -> LoadResult {
+    let threads = config.threads.clamp(1, config.clients.max(1));
+    let finished = AtomicBool::new(false);
+    let barrier = Barrier::new(threads + 1);
+    let mut window_len = Duration::ZERO;
+    let results: Vec<ThreadResult> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let count = config.clients / threads + usize::from(t < config.clients % threads);
+                let (barrier, finished) = (&barrier, &finished);
+                scope.spawn(move || client_thread(config, window, t, count, barrier, finished))
+            })
+            .collect();
+        barrier.wait();
+        let sleep_until = |deadline: Instant| {
+            while Instant::now() < deadline && !stop() {
+                std::thread::sleep((deadline - Instant::now()).min(TICK));
+            }
+        };
+        sleep_until(Instant::now() + config.warmup);
+        let t0 = Instant::now();
+        window.begin();
+        sleep_until(t0 + config.duration);
+        window.end();
+        window_len = t0.elapsed();
+        finished.store(true, Ordering::SeqCst);
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let mut out = LoadResult {
+        latency: LatencyHistogram::new(),
+        completed: 0,
+        bytes: 0,
+        window: window_len,
+        errors: Errors::default(),
+        connected: 0,
+        unanswered: 0,
+        samples: Vec::new(),
+    };
+    for r in &results {
+        out.latency.merge(&r.latency);
+        out.completed += r.completed;
+        out.bytes += r.bytes;
+        out.errors.add(&r.errors);
+        out.connected += r.connected;
+        out.unanswered += r.unanswered;
+        for s in &r.samples {
+            if out.samples.len() < 5 && !out.samples.contains(s) {
+                out.samples.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
+fn client_thread(
+    config: &LoadConfig,
+    window: &Window,
+    _index: usize,
+    count: usize,
+    barrier: &Barrier,
+    finished: &AtomicBool,
+) -> ThreadResult {
+    if let Some(cpus) = &config.cpus {
+        let _ = crate::sys::affinity::pin_current_thread(cpus);
+    }
+    let mut d = Driver {
+        config,
+        window,
+        result: ThreadResult {
+            latency: LatencyHistogram::new(),
+            completed: 0,
+            bytes: 0,
+            errors: Errors::default(),
+            connected: 0,
+            unanswered: 0,
+            samples: Vec::new(),
+        },
+        payload: Vec::new(),
+    };
+    let mut clients = Vec::with_capacity(count);
+    for _ in 0..count {
+        match connect(config.addr) {
+            Ok(stream) => clients.push(Client {
+                stream,
+                out: Vec::new(),
+                out_pos: 0,
+                input: Vec::new(),
+                outstanding: VecDeque::new(),
+                next_seq: 0,
+                next_send: Instant::now(),
+                dead: false,
+                want_write: false,
+            }),
+            Err(e) => {
+                d.result.errors.connect += 1;
+                d.note(format!("connect failed: {e}"));
+            }
+        }
+    }
+    d.result.connected = clients.len();
+    barrier.wait();
+    if clients.len() == 1 && config.rate.is_none() {
+        blocking_loop(&mut d, &mut clients[0], finished);
+    } else if !clients.is_empty() {
+        event_loop(&mut d, &mut clients, finished);
+    }
+    d.result.unanswered = clients
+        .iter()
+        .filter(|c| !c.dead)
+        .map(|c| c.outstanding.len() as u64)
+        .sum();
+    d.result
+}
+
+/// One connection, closed loop: plain blocking send and receive, as a ping-pong client does.
+fn blocking_loop(d: &mut Driver<'_>, c: &mut Client, finished: &AtomicBool) {
+    let mut scratch = vec![0u8; 64 << 10];
+    if c.stream.set_read_timeout(Some(TICK)).is_err() || c.stream.set_write_timeout(Some(d.config.timeout)).is_err() {
+        d.io_error(c, "cannot set socket timeouts".into());
+        return;
+    }
+    while !finished.load(Ordering::Relaxed) && !c.dead {
+        if c.outstanding.is_empty() {
+            d.enqueue(c, Instant::now());
+            d.flush(c);
+        }
+        d.read_available(c, &mut scratch, true);
+        d.take_replies(c);
+        d.check_timeout(c, Instant::now());
+    }
+}
+
+/// Many connections on one thread: epoll, level-triggered.
+fn event_loop(d: &mut Driver<'_>, clients: &mut [Client], finished: &AtomicBool) {
+    let mut scratch = vec![0u8; 64 << 10];
+    let Ok(epoll) = Epoll::new() else {
+        d.note("epoll_create failed".into());
+        return;
+    };
+    let start = Instant::now();
+    let n = clients.len();
+    // Open loop: each connection sends every `gap`, staggered across connections.
+    let gap = d
+        .config
+        .rate
+        .map(|r| Duration::from_secs_f64(d.config.clients as f64 / r));
+    for (i, c) in clients.iter_mut().enumerate() {
+        let registered = c.stream.set_nonblocking(true).is_ok()
+            && epoll.add(c.stream.as_raw_fd(), libc::EPOLLIN as u32, i as u64).is_ok();
+        if !registered {
+            d.io_error(c, "cannot watch the connection".into());
+            continue;
+        }
+        match gap {
+            None => {
+                d.enqueue(c, start);
+                d.flush(c);
+            }
+            Some(g) => c.next_send = start + g.mul_f64(i as f64 / n as f64),
+        }
+    }
+    let mut events: Vec<EpollEvent> = Vec::with_capacity(256);
+    let mut last_check = Instant::now();
+    while !finished.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let mut wait = TICK;
+        if let Some(g) = gap {
+            for c in clients.iter_mut().filter(|c| !c.dead) {
+                while c.next_send <= now {
+                    let due = c.next_send;
+                    d.enqueue(c, due);
+                    c.next_send += g;
+                }
+                d.flush(c);
+                wait = wait.min(c.next_send.saturating_duration_since(now));
+            }
+        }
+        if epoll.wait(&mut events, 256, wait).is_err() {
+            continue;
+        }
+        for ev in events.drain(..) {
+            let Some(c) = clients.get_mut(ev.token as usize) else {
+                continue;
+            };
+            if c.dead {
+                continue;
+            }
+            if ev.events & libc::EPOLLOUT as u32 != 0 {
+                d.flush(c);
+            }
+            if ev.events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+                d.read_available(c, &mut scratch, false);
+                let replies = d.take_replies(c);
+                if gap.is_none() && replies > 0 && !c.dead && !finished.load(Ordering::Relaxed) {
+                    d.enqueue(c, Instant::now());
+                }
+                d.flush(c);
+            }
+            if c.dead {
+                let _ = epoll.delete(c.stream.as_raw_fd());
+                continue;
+            }
+            // Watch for writability only while something is queued.
+            let want_write = c.out_pos < c.out.len();
+            if want_write != c.want_write {
+                let mut flags = libc::EPOLLIN as u32;
+                if want_write {
+                    flags |= libc::EPOLLOUT as u32;
+                }
+                if epoll.modify(c.stream.as_raw_fd(), flags, ev.token).is_ok() {
+                    c.want_write = want_write;
+                }
+            }
+        }
+        if last_check.elapsed() >= TICK {
+            last_check = Instant::now();
+            for c in clients.iter_mut() {
+                d.check_timeout(c, last_check);
+                if c.dead {
+                    let _ = epoll.delete(c.stream.as_raw_fd());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_pattern_catches_changes() {
+        let mut a = vec![0u8; 64];
+        fill_payload(7, &mut a);
+        assert!(payload_matches(7, &a));
+        assert!(!payload_matches(8, &a));
+        a[63] ^= 1;
+        assert!(!payload_matches(7, &a));
+    }
+}

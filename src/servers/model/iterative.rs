@@ -1,0 +1,33 @@
+//! Iterative: one thread accepts a connection and serves it to the end before accepting the
+//! next. Other clients wait in the listen backlog.
+
+use super::{accept_within, spawn_named};
+use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
+use crate::servers::server::ServerCtx;
+use crate::servers::window::ThreadWindow;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let ctx = ctx.clone();
+    let t = spawn_named("srv-iterative", move || {
+        ctx.pin_thread();
+        let mut window = ThreadWindow::new(ctx.window.as_deref());
+        let mut scratch = vec![0u8; READ_CHUNK];
+        while !ctx.stop_requested() {
+            window.tick();
+            match accept_within(&listener, TICK) {
+                Ok(Some(stream)) => {
+                    if let Some((stream, _slot)) = ctx.admit(stream) {
+                        serve_blocking(stream, &ctx, &mut window, &mut scratch);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => std::thread::sleep(TICK),
+            }
+        }
+        window.finish();
+    })?;
+    Ok(vec![t])
+}

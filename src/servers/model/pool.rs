@@ -1,0 +1,185 @@
+//! Fixed thread pool: `--pool-size` workers share one epoll instance. Every socket is armed
+//! with EPOLLONESHOT, so a ready connection goes to exactly one worker, which serves what it
+//! has received and re-arms it. Workers also take turns accepting.
+
+use super::spawn_named;
+use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
+use crate::servers::handler::ServerStats;
+use crate::servers::server::ServerCtx;
+use crate::servers::window::ThreadWindow;
+use crate::sys::multiplex::Epoll;
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+const LISTENER: u64 = 0;
+const ONESHOT: u32 = (libc::EPOLLONESHOT | libc::EPOLLRDHUP) as u32;
+
+struct Pool {
+    epoll: Epoll,
+    listener: TcpListener,
+    conns: Mutex<HashMap<u64, Arc<Mutex<Conn>>>>,
+    next_token: AtomicU64,
+}
+
+fn interest(conn: &Conn) -> u32 {
+    let mut ev = ONESHOT;
+    if conn.session.wants_read() {
+        ev |= libc::EPOLLIN as u32;
+    }
+    if !conn.session.pending().is_empty() {
+        ev |= libc::EPOLLOUT as u32;
+    }
+    ev
+}
+
+impl Pool {
+    fn remove(&self, token: u64) -> Option<Arc<Mutex<Conn>>> {
+        self.conns.lock().ok()?.remove(&token)
+    }
+
+    fn accept(&self, ctx: &Arc<ServerCtx>) {
+        for _ in 0..64 {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let Some((stream, slot)) = ctx.admit(stream) else {
+                continue;
+            };
+            let Ok(conn) = Conn::new(stream, slot) else { continue };
+            let fd = conn.stream.as_raw_fd();
+            let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+            let Ok(mut conns) = self.conns.lock() else { return };
+            conns.insert(token, Arc::new(Mutex::new(conn)));
+            drop(conns);
+            if self.epoll.add(fd, ONESHOT | libc::EPOLLIN as u32, token).is_err() {
+                self.remove(token);
+            }
+        }
+        let _ = self
+            .epoll
+            .modify(self.listener.as_raw_fd(), ONESHOT | libc::EPOLLIN as u32, LISTENER);
+    }
+
+    /// Serve one ready connection and re-arm it, or close it.
+    fn serve(&self, ctx: &ServerCtx, token: u64, scratch: &mut [u8], flush_only: bool) {
+        let conn = match self.conns.lock() {
+            Ok(conns) => conns.get(&token).cloned(),
+            Err(_) => None,
+        };
+        let Some(conn) = conn else { return };
+        let Ok(mut c) = conn.lock() else { return };
+        if flush_only {
+            c.session.closing = true;
+        }
+        let keep = c.pump(&ctx.handler, scratch, true) == Progress::Open
+            && self.epoll.modify(c.stream.as_raw_fd(), interest(&c), token).is_ok();
+        if !keep {
+            let _ = self.epoll.delete(c.stream.as_raw_fd());
+            drop(c);
+            self.remove(token);
+        }
+    }
+
+    /// Close connections idle past the timeout (skipping any a worker holds right now).
+    fn sweep_idle(&self, ctx: &ServerCtx) {
+        let now = Instant::now();
+        let idle: Vec<u64> = match self.conns.lock() {
+            Ok(conns) => conns
+                .iter()
+                .filter(|(_, c)| {
+                    c.try_lock()
+                        .is_ok_and(|c| c.session.idle_for(now) >= ctx.config.idle_timeout)
+                })
+                .map(|(t, _)| *t)
+                .collect(),
+            Err(_) => return,
+        };
+        for token in idle {
+            if let Some(conn) = self.remove(token) {
+                if let Ok(c) = conn.lock() {
+                    let _ = self.epoll.delete(c.stream.as_raw_fd());
+                }
+                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
+            }
+        }
+    }
+}
+
+pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let epoll = Epoll::new()?;
+    epoll.add(listener.as_raw_fd(), ONESHOT | libc::EPOLLIN as u32, LISTENER)?;
+    let pool = Arc::new(Pool {
+        epoll,
+        listener,
+        conns: Mutex::new(HashMap::new()),
+        next_token: AtomicU64::new(LISTENER + 1),
+    });
+    let mut threads = Vec::new();
+    for index in 0..ctx.config.pool_size.max(1) {
+        let (worker_ctx, worker_pool) = (ctx.clone(), pool.clone());
+        let spawned = spawn_named(&format!("srv-pool-{index}"), move || {
+            worker(&worker_ctx, &worker_pool, index)
+        });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // Stop the workers already started before reporting.
+                ctx.request_stop();
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(threads)
+}
+
+fn worker(ctx: &Arc<ServerCtx>, pool: &Pool, index: usize) {
+    ctx.pin_thread();
+    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut scratch = vec![0u8; READ_CHUNK];
+    let mut events = Vec::with_capacity(1);
+    let mut last_sweep = Instant::now();
+    while !ctx.stop_requested() {
+        window.tick();
+        if pool.epoll.wait(&mut events, 1, TICK).is_err() {
+            continue;
+        }
+        for ev in events.drain(..) {
+            if ev.token == LISTENER {
+                pool.accept(ctx);
+            } else {
+                pool.serve(ctx, ev.token, &mut scratch, false);
+            }
+        }
+        if index == 0 && last_sweep.elapsed() >= TICK {
+            last_sweep = Instant::now();
+            pool.sweep_idle(ctx);
+        }
+    }
+    // Stopping: worker 0 flushes replies still owed, then every connection is closed.
+    if index == 0 {
+        let _ = pool.epoll.delete(pool.listener.as_raw_fd());
+        let tokens: Vec<u64> = pool
+            .conns
+            .lock()
+            .map(|c| c.keys().copied().collect())
+            .unwrap_or_default();
+        for token in tokens {
+            pool.serve(ctx, token, &mut scratch, true);
+        }
+        if let Ok(mut conns) = pool.conns.lock() {
+            conns.clear();
+        }
+    }
+    window.finish();
+}

@@ -1,0 +1,62 @@
+//! Thread per connection: an acceptor thread starts a new thread for each connection, which
+//! serves it with blocking calls. Finished threads are joined as the acceptor goes; the rest
+//! when the server stops.
+
+use super::{accept_within, spawn_named};
+use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
+use crate::servers::server::ServerCtx;
+use crate::servers::window::ThreadWindow;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let ctx = ctx.clone();
+    let t = spawn_named("srv-acceptor", move || {
+        ctx.pin_thread();
+        // The acceptor's own CPU counts too.
+        let mut window = ThreadWindow::new(ctx.window.as_deref());
+        let mut workers: Vec<JoinHandle<()>> = Vec::new();
+        while !ctx.stop_requested() {
+            window.tick();
+            match accept_within(&listener, TICK) {
+                Ok(Some(stream)) => {
+                    let Some((stream, slot)) = ctx.admit(stream) else {
+                        continue;
+                    };
+                    let worker_ctx = ctx.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("srv-conn".into())
+                        .stack_size(256 << 10)
+                        .spawn(move || {
+                            let _slot = slot;
+                            worker_ctx.pin_thread();
+                            let mut window = ThreadWindow::new(worker_ctx.window.as_deref());
+                            let mut scratch = vec![0u8; READ_CHUNK];
+                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch);
+                        });
+                    // No thread (out of memory or task limit): the connection is dropped,
+                    // which the client sees as a closed connection.
+                    if let Ok(handle) = spawned {
+                        workers.push(handle);
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => std::thread::sleep(TICK),
+            }
+            if workers.len() > 64 {
+                let (done, running): (Vec<_>, Vec<_>) = workers.into_iter().partition(|h| h.is_finished());
+                for h in done {
+                    let _ = h.join();
+                }
+                workers = running;
+            }
+        }
+        window.finish();
+        drop(listener);
+        for h in workers {
+            let _ = h.join();
+        }
+    })?;
+    Ok(vec![t])
+}

@@ -1,0 +1,219 @@
+//! io_uring: one thread keeps an accept, and per connection a recv, in flight, and sends
+//! replies as completions; no readiness step at all.
+
+use super::spawn_named;
+use crate::servers::conn::{Session, TICK};
+use crate::servers::handler::ServerStats;
+use crate::servers::server::{bind_listener, ServerCtx, Slot};
+use crate::servers::window::ThreadWindow;
+use crate::sys::multiplex;
+use crate::sys::uring::{adopt_accepted, Completion, Ring};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const ACCEPT: u64 = 0;
+const RECV: u64 = 1;
+const SEND: u64 = 2;
+const RECV_BUFFER: usize = 16 << 10;
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+struct UConn {
+    stream: TcpStream,
+    session: Session,
+    shut: bool,
+    _slot: Slot,
+}
+
+fn token(id: u64, op: u64) -> u64 {
+    (id << 2) | op
+}
+
+pub fn spawn(ctx: &Arc<ServerCtx>) -> anyhow::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
+    let ring = Ring::new(4096).map_err(|e| anyhow::anyhow!("io_uring unavailable: {e}"))?;
+    let listener =
+        bind_listener(ctx.config.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", ctx.config.listen))?;
+    // io_uring answers EAGAIN instead of waiting on an O_NONBLOCK socket.
+    listener.set_nonblocking(false)?;
+    let addr = listener.local_addr()?;
+    let ctx = ctx.clone();
+    let t = spawn_named("srv-uring", move || run(&ctx, listener, ring))?;
+    Ok((addr, vec![t]))
+}
+
+struct Loop<'a> {
+    ctx: &'a Arc<ServerCtx>,
+    ring: Ring,
+    conns: HashMap<u64, UConn>,
+    next_id: u64,
+}
+
+impl Loop<'_> {
+    /// Keep a recv and, when output is owed, a send in flight; shut a finished connection
+    /// (which completes its recv) and free it once the kernel holds nothing of it.
+    fn drive(&mut self, id: u64, spare: Option<Vec<u8>>) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let fd = c.stream.as_raw_fd();
+        let (recv_t, send_t) = (token(id, RECV), token(id, SEND));
+        if !self.ring.is_pending(send_t) && !c.session.pending().is_empty() && !c.shut {
+            let out = c.session.take_output();
+            if self.ring.send(fd, out, 0, send_t).is_err() {
+                c.shut = true;
+            }
+        }
+        if !c.shut && !self.ring.is_pending(recv_t) && c.session.wants_read() {
+            let buf = spare.unwrap_or_else(|| vec![0u8; RECV_BUFFER]);
+            if self.ring.recv(fd, buf, recv_t).is_err() {
+                c.shut = true;
+            }
+        }
+        if !c.shut && c.session.finished() && !self.ring.is_pending(send_t) {
+            c.shut = true;
+        }
+        if c.shut {
+            multiplex::shutdown_both(fd);
+            if !self.ring.is_pending(recv_t) && !self.ring.is_pending(send_t) {
+                self.conns.remove(&id);
+            }
+        }
+    }
+
+    fn complete(&mut self, done: Completion, accepting: bool, listen_fd: i32) {
+        let (id, op) = (done.token >> 2, done.token & 3);
+        if done.token == ACCEPT {
+            if done.result >= 0 {
+                if let Some(stream) = adopt_accepted(done.result) {
+                    if let Some((stream, slot)) = self.ctx.admit(stream) {
+                        let id = self.next_id;
+                        self.next_id += 1;
+                        self.conns.insert(
+                            id,
+                            UConn {
+                                stream,
+                                session: Session::new(),
+                                shut: false,
+                                _slot: slot,
+                            },
+                        );
+                        self.drive(id, None);
+                    }
+                }
+            } else if -done.result == libc::EMFILE || -done.result == libc::ENFILE {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if accepting {
+                let _ = self.ring.accept(listen_fd, ACCEPT);
+            }
+            return;
+        }
+        let ctx = self.ctx.clone();
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let mut spare = None;
+        match op {
+            RECV => {
+                let buf = done.buffer.unwrap_or_default();
+                match done.result {
+                    n if n > 0 => {
+                        let n = (n as usize).min(buf.len());
+                        ServerStats::bump(&ctx.handler.stats.bytes_in, n as u64);
+                        c.session.feed(&buf[..n], &ctx.handler);
+                    }
+                    0 => c.session.peer_closed = true,
+                    _ => {
+                        if !c.shut {
+                            ServerStats::bump(&ctx.handler.stats.io_errors, 1);
+                        }
+                        c.shut = true;
+                    }
+                }
+                spare = Some(buf);
+            }
+            SEND => {
+                let buf = done.buffer.unwrap_or_default();
+                if done.result < 0 {
+                    if !c.shut {
+                        ServerStats::bump(&ctx.handler.stats.io_errors, 1);
+                    }
+                    c.shut = true;
+                } else {
+                    let sent = (done.result as usize).min(buf.len());
+                    ServerStats::bump(&ctx.handler.stats.bytes_out, sent as u64);
+                    c.session.put_back(buf[sent..].to_vec());
+                    c.session.last_active = Instant::now();
+                }
+            }
+            _ => {}
+        }
+        self.drive(id, spare);
+    }
+}
+
+fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
+    ctx.pin_thread();
+    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let listen_fd = listener.as_raw_fd();
+    let mut lp = Loop {
+        ctx,
+        ring,
+        conns: HashMap::new(),
+        next_id: 1,
+    };
+    if lp.ring.accept(listen_fd, ACCEPT).is_err() {
+        return;
+    }
+    let mut completions = Vec::with_capacity(1024);
+    let mut stopping_since: Option<Instant> = None;
+    let mut last_sweep = Instant::now();
+    loop {
+        window.tick();
+        if stopping_since.is_none() && ctx.stop_requested() {
+            stopping_since = Some(Instant::now());
+            // Wake the pending accept; the listener closes when this function returns.
+            multiplex::shutdown_both(listen_fd);
+            let ids: Vec<u64> = lp.conns.keys().copied().collect();
+            for id in ids {
+                if let Some(c) = lp.conns.get_mut(&id) {
+                    c.session.closing = true;
+                }
+                lp.drive(id, None);
+            }
+        }
+        if let Some(since) = stopping_since {
+            let accept_done = !lp.ring.is_pending(ACCEPT);
+            if (lp.conns.is_empty() && accept_done) || since.elapsed() > STOP_GRACE {
+                break;
+            }
+        }
+        if lp.ring.submit_and_wait(TICK, &mut completions).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let accepting = stopping_since.is_none();
+        for done in completions.drain(..) {
+            lp.complete(done, accepting, listen_fd);
+        }
+        if last_sweep.elapsed() >= TICK {
+            let now = Instant::now();
+            last_sweep = now;
+            let idle: Vec<u64> = lp
+                .conns
+                .iter()
+                .filter(|(_, c)| !c.shut && c.session.idle_for(now) >= ctx.config.idle_timeout)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in idle {
+                if let Some(c) = lp.conns.get_mut(&id) {
+                    c.shut = true;
+                }
+                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
+                lp.drive(id, None);
+            }
+        }
+    }
+    // Ring's drop cancels and waits for anything still in flight before buffers are freed.
+    drop(lp);
+    drop(listener);
+    window.finish();
+}

@@ -1,0 +1,229 @@
+//! Starting and stopping a server of any model: its configuration, the state its threads
+//! share, connection admission (`--max-conns`), and the handle that stops and joins it.
+
+use super::handler::{Handler, ServerStats};
+use super::model::{self, Model};
+use super::protocol::{self, ErrorCode, ProtocolError};
+use super::window::Window;
+use crate::sys::multiplex;
+use socket2::{Domain, Socket, Type};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub model: Model,
+    pub listen: SocketAddr,
+    /// Connections served at once; one more is answered with a server-full error and closed.
+    pub max_conns: usize,
+    /// A connection that sends nothing for this long is closed.
+    pub idle_timeout: Duration,
+    /// Worker threads of the pool model.
+    pub pool_size: usize,
+    /// CPUs the server threads are pinned to.
+    pub cpus: Option<Vec<usize>>,
+    /// Rank procs requests by CPU used over this interval too (a sampler thread).
+    pub procs_interval: Option<Duration>,
+    /// Also stop when SIGINT/SIGTERM arrives (the handler must be installed by the caller).
+    pub follow_signals: bool,
+}
+
+impl ServerConfig {
+    pub fn new(model: Model, listen: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            model,
+            listen,
+            max_conns: 10_000,
+            idle_timeout: Duration::from_secs(30),
+            pool_size: 4,
+            cpus: None,
+            procs_interval: None,
+            follow_signals: false,
+        }
+    }
+}
+
+/// What every thread of a running server shares.
+pub struct ServerCtx {
+    pub config: ServerConfig,
+    pub handler: Handler,
+    pub window: Option<Arc<Window>>,
+    stop: AtomicBool,
+    active: AtomicUsize,
+}
+
+impl ServerCtx {
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || (self.config.follow_signals && crate::sys::signal::stop_requested())
+    }
+
+    /// Set the stop flag (the server's own, not the signal one).
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Pin the calling server thread where the config says (errors are reported once by start).
+    pub fn pin_thread(&self) {
+        if let Some(cpus) = &self.config.cpus {
+            let _ = crate::sys::affinity::pin_current_thread(cpus);
+        }
+    }
+
+    /// Admit a new connection or refuse it: over `--max-conns` (or, for select, an fd too high
+    /// to watch) the peer gets a server-full error frame and the socket is closed.
+    pub fn admit(self: &Arc<Self>, stream: TcpStream) -> Option<(TcpStream, Slot)> {
+        let fd_limit = self.config.model.fd_limit();
+        let too_high_fd = fd_limit.is_some_and(|limit| stream.as_raw_fd() >= limit);
+        let taken = self.active.fetch_add(1, Ordering::SeqCst);
+        let slot = Slot(self.clone());
+        if taken >= self.config.max_conns || too_high_fd {
+            drop(slot);
+            let message = if too_high_fd {
+                format!(
+                    "select() cannot watch fd {} (FD_SETSIZE is {})",
+                    stream.as_raw_fd(),
+                    multiplex::FD_SETSIZE
+                )
+            } else {
+                format!("server full: max-conns {} reached", self.config.max_conns)
+            };
+            refuse(stream, &message);
+            ServerStats::bump(&self.handler.stats.refused, 1);
+            return None;
+        }
+        ServerStats::bump(&self.handler.stats.accepted, 1);
+        let _ = stream.set_nodelay(true);
+        Some((stream, slot))
+    }
+}
+
+/// A connection's place under `--max-conns`; freed when dropped.
+pub struct Slot(Arc<ServerCtx>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn refuse(mut stream: TcpStream, message: &str) {
+    let mut frame = Vec::new();
+    protocol::encode_error(&ProtocolError::new(ErrorCode::ServerFull, message), &mut frame);
+    // A fresh socket's send buffer holds this small frame without blocking.
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write(&frame);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+/// A listening socket with a deep backlog (thousands of clients connect at once), non-blocking.
+pub fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// A started server: where it listens, and how to stop it.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    ctx: Arc<ServerCtx>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What the server counted, for reports and warnings.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSummary {
+    pub accepted: u64,
+    pub refused: u64,
+    pub requests: u64,
+    pub protocol_errors: u64,
+    pub idle_closed: u64,
+    pub io_errors: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub threads_joined: usize,
+}
+
+impl RunningServer {
+    pub fn ctx(&self) -> &Arc<ServerCtx> {
+        &self.ctx
+    }
+
+    /// Ask the server to stop: it stops accepting, sends replies to requests it already has,
+    /// closes every connection and its threads return.
+    pub fn request_stop(&self) {
+        self.ctx.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Stop, join every thread, and report.
+    pub fn stop(mut self) -> ServerSummary {
+        self.request_stop();
+        let mut joined = 0;
+        for t in self.threads.drain(..) {
+            if t.join().is_ok() {
+                joined += 1;
+            }
+        }
+        self.ctx.handler.shutdown();
+        let s = &self.ctx.handler.stats;
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::SeqCst);
+        ServerSummary {
+            accepted: get(&s.accepted),
+            refused: get(&s.refused),
+            requests: get(&s.requests),
+            protocol_errors: get(&s.protocol_errors),
+            idle_closed: get(&s.idle_closed),
+            io_errors: get(&s.io_errors),
+            bytes_in: get(&s.bytes_in),
+            bytes_out: get(&s.bytes_out),
+            threads_joined: joined,
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        // Never leave server threads behind, also on an early return or a panic upstream.
+        self.ctx.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Bind and start a server of the configured model. `window`, when given, is the measured
+/// window its threads count CPU and perf counters in.
+pub fn start(config: ServerConfig, window: Option<Arc<Window>>) -> anyhow::Result<RunningServer> {
+    if let Some(cpus) = &config.cpus {
+        // Check the CPUs once here so threads can pin without reporting.
+        let probe = std::thread::spawn({
+            let cpus = cpus.clone();
+            move || crate::sys::affinity::pin_current_thread(&cpus)
+        });
+        match probe.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => anyhow::bail!("cannot pin server threads to CPUs {cpus:?}: {e}"),
+            Err(_) => anyhow::bail!("cannot pin server threads to CPUs {cpus:?}"),
+        }
+    }
+    let ctx = Arc::new(ServerCtx {
+        handler: Handler::new(config.procs_interval),
+        config,
+        window,
+        stop: AtomicBool::new(false),
+        active: AtomicUsize::new(0),
+    });
+    let (addr, threads) = model::spawn(&ctx).inspect_err(|_| ctx.handler.shutdown())?;
+    Ok(RunningServer { addr, ctx, threads })
+}

@@ -1,0 +1,131 @@
+//! The measured window shared by the load generator and the server threads: the generator
+//! opens and closes it; each server thread turns its own counters on and off as it notices.
+
+use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const WARMUP: u8 = 0;
+const MEASURING: u8 = 1;
+const DONE: u8 = 2;
+
+pub struct Window {
+    phase: AtomicU8,
+    policy: KernelPolicy,
+    /// Server threads whose counters are running.
+    running: AtomicUsize,
+    samples: Mutex<Vec<CounterSample>>,
+}
+
+impl Window {
+    pub fn new() -> Window {
+        Window {
+            phase: AtomicU8::new(WARMUP),
+            policy: kernel_policy(),
+            running: AtomicUsize::new(0),
+            samples: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn begin(&self) {
+        self.phase.store(MEASURING, Ordering::SeqCst);
+    }
+
+    pub fn end(&self) {
+        self.phase.store(DONE, Ordering::SeqCst);
+    }
+
+    pub fn measuring(&self) -> bool {
+        self.phase.load(Ordering::Relaxed) == MEASURING
+    }
+
+    pub fn policy(&self) -> &KernelPolicy {
+        &self.policy
+    }
+
+    /// After `end()`: wait (bounded) until every server thread has stopped its counters, then
+    /// return the samples collected. Threads notice within one wait tick (about 100 ms).
+    pub fn collect(&self, patience: Duration) -> (Vec<CounterSample>, usize) {
+        let deadline = Instant::now() + patience;
+        while self.running.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let late = self.running.load(Ordering::SeqCst);
+        let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
+        (samples, late)
+    }
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window::new()
+    }
+}
+
+/// One server thread's view of the window: call `tick()` in its loop (between requests and
+/// on every wait timeout) and `finish()` before it exits.
+pub struct ThreadWindow<'a> {
+    window: Option<&'a Window>,
+    counters: Option<ThreadCounters>,
+    running: bool,
+    done: bool,
+}
+
+impl<'a> ThreadWindow<'a> {
+    pub fn new(window: Option<&'a Window>) -> ThreadWindow<'a> {
+        let counters = window.map(|w| ThreadCounters::open(w.policy()));
+        let mut tw = ThreadWindow {
+            window,
+            counters,
+            running: false,
+            done: false,
+        };
+        tw.tick();
+        tw
+    }
+
+    #[inline]
+    pub fn tick(&mut self) {
+        let Some(window) = self.window else { return };
+        if self.done {
+            return;
+        }
+        match window.phase.load(Ordering::Relaxed) {
+            MEASURING if !self.running => {
+                window.running.fetch_add(1, Ordering::SeqCst);
+                if let Some(c) = self.counters.as_mut() {
+                    c.start();
+                }
+                self.running = true;
+            }
+            DONE => self.finish(),
+            _ => {}
+        }
+    }
+
+    /// Stop the counters if they run and hand the sample to the window.
+    pub fn finish(&mut self) {
+        let Some(window) = self.window else { return };
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if self.running {
+            if let Some(c) = self.counters.as_mut() {
+                let sample = c.stop();
+                if let Ok(mut s) = window.samples.lock() {
+                    s.push(sample);
+                }
+            }
+            window.running.fetch_sub(1, Ordering::SeqCst);
+            self.running = false;
+        }
+    }
+}
+
+impl Drop for ThreadWindow<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,62 @@
+//! The database schema as numbered migrations. `PRAGMA user_version` holds how many have been
+//! applied; `PRAGMA application_id` marks the file as iopath's. A migration is only ever
+//! appended, never edited, once released.
+
+/// "iopa" in ASCII: marks an iopath results database.
+pub const APPLICATION_ID: i64 = 0x696f_7061;
+
+/// Migration N (1-based) brings the schema from version N-1 to N.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, their cases, one observation per (case, repetition) and its metrics.
+    "CREATE TABLE runs (
+        id               INTEGER PRIMARY KEY,
+        name             TEXT,
+        command_line     TEXT NOT NULL,
+        tool_version     TEXT NOT NULL,
+        started_at       TEXT NOT NULL,
+        ended_at         TEXT,
+        status           TEXT NOT NULL,
+        repetitions      INTEGER NOT NULL,
+        shuffle          INTEGER NOT NULL,
+        seed             INTEGER NOT NULL,
+        warmup_cell      INTEGER NOT NULL,
+        machine_json     TEXT NOT NULL,
+        environment_json TEXT NOT NULL
+    );
+    CREATE TABLE cases (
+        id        INTEGER PRIMARY KEY,
+        run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        position  INTEGER NOT NULL,
+        workload  TEXT NOT NULL,
+        label     TEXT NOT NULL,
+        case_key  TEXT NOT NULL,
+        case_json TEXT NOT NULL,
+        UNIQUE (run_id, position)
+    );
+    CREATE TABLE observations (
+        id             INTEGER PRIMARY KEY,
+        case_id        INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+        repetition     INTEGER NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+        error          TEXT,
+        finished_at    TEXT NOT NULL,
+        elapsed_s      REAL NOT NULL,
+        warnings_json  TEXT NOT NULL,
+        placement_json TEXT NOT NULL,
+        UNIQUE (case_id, repetition)
+    );
+    CREATE TABLE metrics (
+        observation_id INTEGER NOT NULL REFERENCES observations(id) ON DELETE CASCADE,
+        role           TEXT NOT NULL,
+        name           TEXT NOT NULL,
+        value          REAL,
+        unit           TEXT NOT NULL,
+        source         TEXT NOT NULL
+    );
+    CREATE INDEX metrics_by_observation ON metrics (observation_id);",
+];
+
+/// The schema version this build writes.
+pub fn current_version() -> i64 {
+    MIGRATIONS.len() as i64
+}

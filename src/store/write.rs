@@ -1,0 +1,168 @@
+//! Writing runs: create a run with its cases, commit each cell in its own transaction the moment
+//! it exists (so a kill loses at most the cell in flight), and close the run.
+
+use super::db::Store;
+use crate::case::Case;
+use crate::sweep::{Cell, CellOutcome, CellSink};
+use rusqlite::{params, OptionalExtension};
+use std::collections::HashSet;
+
+/// Everything a run records before its first cell.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub name: Option<String>,
+    pub command_line: String,
+    pub repetitions: u32,
+    pub shuffle: bool,
+    pub seed: u64,
+    pub warmup_cell: bool,
+    /// `crate::sysinfo::describe()` as JSON.
+    pub machine_json: String,
+    /// `crate::sweep::environment::RunEnvironment` as JSON.
+    pub environment_json: String,
+    pub cases: Vec<Case>,
+}
+
+const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
+
+impl Store {
+    /// Insert the run and its cases; returns the run id.
+    pub fn create_run(&mut self, run: &NewRun) -> anyhow::Result<i64> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            &format!(
+                "INSERT INTO runs (name, command_line, tool_version, started_at, status, repetitions, shuffle,
+                 seed, warmup_cell, machine_json, environment_json)
+                 VALUES (?1, ?2, ?3, {NOW}, 'running', ?4, ?5, ?6, ?7, ?8, ?9)"
+            ),
+            params![
+                run.name,
+                run.command_line,
+                env!("CARGO_PKG_VERSION"),
+                run.repetitions,
+                run.shuffle,
+                run.seed as i64,
+                run.warmup_cell,
+                run.machine_json,
+                run.environment_json
+            ],
+        )?;
+        let run_id = tx.last_insert_rowid();
+        for (position, case) in run.cases.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO cases (run_id, position, workload, label, case_key, case_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    run_id,
+                    position as i64,
+                    case.workload(),
+                    case.label(),
+                    case.key(),
+                    serde_json::to_string(case)?
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(run_id)
+    }
+
+    /// Mark a run as running again (resume) or finished: `complete` or `interrupted`.
+    pub fn set_run_status(&mut self, run_id: i64, status: &str) -> anyhow::Result<()> {
+        let ended = if status == "running" { "NULL" } else { NOW };
+        self.conn.execute(
+            &format!("UPDATE runs SET status = ?1, ended_at = {ended} WHERE id = ?2"),
+            params![status, run_id],
+        )?;
+        Ok(())
+    }
+
+    /// Cells of the run that have a successful observation (a resume skips them; failed cells
+    /// are tried again).
+    pub fn done_cells(&self, run_id: i64) -> anyhow::Result<HashSet<Cell>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT c.position, o.repetition FROM observations o JOIN cases c ON c.id = o.case_id
+             WHERE c.run_id = ?1 AND o.status = 'ok'",
+        )?;
+        let rows = stmt.query_map([run_id], |r| {
+            Ok(Cell {
+                position: r.get::<_, i64>(0)? as usize,
+                repetition: r.get::<_, i64>(1)? as u32,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Commit one cell: its observation and every metric, or the failure and its error text.
+    /// Replaces an earlier failed attempt at the same cell.
+    pub fn record_cell(&mut self, run_id: i64, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        let case_id: i64 = tx
+            .query_row(
+                "SELECT id FROM cases WHERE run_id = ?1 AND position = ?2",
+                params![run_id, cell.position as i64],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| anyhow::anyhow!("run {run_id} has no case at position {}", cell.position))?;
+        tx.execute(
+            "DELETE FROM observations WHERE case_id = ?1 AND repetition = ?2",
+            params![case_id, cell.repetition],
+        )?;
+        let (status, error, warnings, placement) = match &outcome.result {
+            Ok(obs) => (
+                "ok",
+                None,
+                serde_json::to_string(&obs.warnings)?,
+                serde_json::to_string(&obs.placement)?,
+            ),
+            Err(e) => ("failed", Some(e.as_str()), "[]".to_string(), "[]".to_string()),
+        };
+        tx.execute(
+            &format!(
+                "INSERT INTO observations (case_id, repetition, status, error, finished_at, elapsed_s,
+                 warnings_json, placement_json) VALUES (?1, ?2, ?3, ?4, {NOW}, ?5, ?6, ?7)"
+            ),
+            params![
+                case_id,
+                cell.repetition,
+                status,
+                error,
+                outcome.elapsed_s,
+                warnings,
+                placement
+            ],
+        )?;
+        let observation_id = tx.last_insert_rowid();
+        if let Ok(obs) = &outcome.result {
+            let mut insert = tx.prepare(
+                "INSERT INTO metrics (observation_id, role, name, value, unit, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for m in &obs.metrics {
+                // SQLite has no NaN or infinity: a non-finite value is stored as missing.
+                let value = m.value.filter(|v| v.is_finite());
+                insert.execute(params![
+                    observation_id,
+                    m.role.as_str(),
+                    m.name,
+                    value,
+                    m.unit,
+                    m.source.to_string()
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// The sweep's sink for one run: each finished cell goes straight into the database.
+pub struct RunRecorder<'a> {
+    pub store: &'a mut Store,
+    pub run_id: i64,
+}
+
+impl CellSink for RunRecorder<'_> {
+    fn record(&mut self, _case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        self.store.record_cell(self.run_id, cell, outcome)
+    }
+}

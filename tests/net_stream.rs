@@ -1,0 +1,348 @@
+//! `iopath net stream` and `iopath net serve` as a user runs them, on loopback.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+fn iopath() -> Command {
+    Command::cargo_bin("iopath").unwrap()
+}
+
+/// Run `net stream` with short windows and return the parsed JSON records.
+fn stream_json(extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["net", "stream", "--duration", "300ms", "--warmup", "100ms", "--json"];
+    args.extend_from_slice(extra);
+    let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "iopath {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
+    record["observation"]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == role && m["name"] == name)
+        .unwrap_or_else(|| panic!("no {role} {name} in {record}"))
+}
+
+fn value(record: &Value, role: &str, name: &str) -> f64 {
+    metric(record, role, name)["value"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{role} {name} has no value"))
+}
+
+#[test]
+fn every_mode_delivers_intact_bytes_with_verify() {
+    let records = stream_json(&[
+        "--mode",
+        "two-copy,one-copy,zero-copy",
+        "--size",
+        "4K,100000",
+        "--threads",
+        "1,2",
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 3 * 2 * 2);
+    for r in &records {
+        let label = r["label"].as_str().unwrap();
+        assert!(
+            value(r, "server", "verified_messages") > 0.0,
+            "{label}: nothing verified"
+        );
+        assert_eq!(value(r, "server", "corrupt_messages"), 0.0, "{label}: corrupted bytes");
+        assert!(value(r, "system", "throughput_gbps") > 0.0, "{label}");
+        assert!(value(r, "client", "messages_sent") > 0.0, "{label}");
+    }
+}
+
+#[test]
+fn zero_copy_completions_cover_every_send_and_report_the_copy() {
+    let records = stream_json(&["--mode", "zero-copy", "--size", "1K,256K", "--threads", "1,2"]);
+    for r in &records {
+        let label = r["label"].as_str().unwrap();
+        let sends = value(r, "system", "zerocopy_sends");
+        assert!(sends > 0.0, "{label}: no zero-copy sends");
+        assert_eq!(
+            value(r, "system", "zerocopy_completed_sends"),
+            sends,
+            "{label}: a send never completed"
+        );
+        assert!(value(r, "system", "zerocopy_completions") >= 1.0);
+        // Over loopback the kernel copies at delivery: nothing avoided the copy.
+        assert_eq!(value(r, "system", "zerocopy_copied_sends"), sends, "{label}");
+        assert_eq!(value(r, "system", "zerocopy_not_copied_fraction"), 0.0, "{label}");
+        let warnings = r["observation"]["warnings"].to_string();
+        assert!(
+            warnings.contains("copied 100%"),
+            "{label}: the copy is not reported: {warnings}"
+        );
+    }
+}
+
+#[test]
+fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
+    let records = stream_json(&["--mode", "one-copy", "--size", "64K"]);
+    let known = ["pmu", "software", "rusage", "tool", "estimate"];
+    for m in records[0]["observation"]["metrics"].as_array().unwrap() {
+        let source = m["source"].as_str().unwrap();
+        if let Some(reason) = source.strip_prefix("unavailable: ") {
+            assert!(!reason.is_empty());
+            assert!(m["value"].is_null(), "unavailable metric with a value: {m}");
+        } else {
+            assert!(known.contains(&source), "unknown source in {m}");
+        }
+    }
+    let cpb = metric(&records[0], "client", "cycles_per_byte");
+    assert!(["pmu", "estimate"].contains(&cpb["source"].as_str().unwrap()), "{cpb}");
+    for role in ["client", "server"] {
+        assert!(value(&records[0], role, "cpu_sys_s") >= 0.0);
+        assert!(value(&records[0], role, "syscalls_per_msg") >= 1.0);
+    }
+}
+
+#[test]
+fn pinned_run_records_where_threads_ran() {
+    let records = stream_json(&[
+        "--mode",
+        "one-copy",
+        "--size",
+        "16K",
+        "--client-cpus",
+        "0",
+        "--server-cpus",
+        "0",
+    ]);
+    let placement = records[0]["observation"]["placement"].as_array().unwrap();
+    assert_eq!(placement.len(), 2);
+    for p in placement {
+        assert_eq!(p["pinned"], serde_json::json!([0]));
+        assert_eq!(p["cpu_at_start"], 0);
+        assert_eq!(p["cpu_at_end"], 0);
+    }
+    let unpinned = stream_json(&["--mode", "one-copy", "--size", "16K"]);
+    assert!(unpinned[0]["observation"]["warnings"]
+        .to_string()
+        .contains("not pinned"));
+}
+
+#[test]
+fn table_and_csv_outputs() {
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "two-copy",
+            "--size",
+            "8K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("mode"), "{text}");
+    assert!(
+        text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "),
+        "{text}"
+    );
+
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--size",
+            "8K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+            "--csv",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for col in [
+        "workload",
+        "label",
+        "repetition",
+        "mode",
+        "size_bytes",
+        "system_throughput_gbps",
+        "system_throughput_gbps_source",
+        "client_cycles_per_byte_source",
+    ] {
+        assert!(header.contains(&col), "CSV lacks {col}: {header:?}");
+    }
+    assert_eq!(csv.lines().count(), 2);
+}
+
+/// Bad flags: exit 2 and one line on stderr that names the problem.
+#[test]
+fn malformed_flags_exit_2_with_one_line() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--size", "abc"], "not a size"),
+        (&["--size", "0"], "at least 1 byte"),
+        (&["--threads", "0"], "at least 1"),
+        (&["--mode", "bogus"], "accepted: two-copy, one-copy, zero-copy"),
+        (&["--duration", "-1"], "not a duration"),
+        (&["--client-cpus", "999"], "not online"),
+        (&["--fields", "0"], "--fields"),
+    ];
+    for (flags, expect) in cases {
+        let mut args = vec!["net", "stream"];
+        args.extend_from_slice(flags);
+        let out = iopath().args(&args).timeout(Duration::from_secs(20)).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{flags:?}: not one line: {err}");
+        assert!(err.contains(expect), "{flags:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn busy_port_is_a_clear_run_failure() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--port",
+            &port,
+            "--duration",
+            "200ms",
+        ])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("busy"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// Start `iopath net serve` on a free port; returns the child and its address.
+fn start_server() -> (std::process::Child, String) {
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+        .args(["net", "serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    // Keep reading what the server logs so it never writes into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    (child, addr)
+}
+
+#[test]
+fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
+    let (mut server, addr) = start_server();
+    // One normal session against the separate server process.
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "32K",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "50ms",
+            "--json",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(value(&records[0], "server", "bytes_received") > 0.0);
+
+    // Now the server dies in the middle of the second case: the first case's result is kept,
+    // the run fails with one line and exit code 1, well within the timeouts.
+    let client = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy,two-copy",
+            "--size",
+            "32K",
+            "--duration",
+            "1s",
+            "--warmup",
+            "50ms",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1700));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let started = Instant::now();
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the client hung after the server died"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error:") && err.contains("two-copy"), "{err}");
+    let kept: Value = serde_json::from_slice(&out.stdout).expect("results so far are printed");
+    assert_eq!(kept.as_array().unwrap().len(), 1, "the finished case is kept");
+}
+
+#[test]
+fn connect_to_nothing_fails_fast() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = iopath()
+        .args(["net", "stream", "--connect", &free.to_string(), "--duration", "200ms"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not connect"));
+}

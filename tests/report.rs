@@ -1,0 +1,104 @@
+//! `iopath report` as a user runs it: one self-contained HTML file with every chart, the
+//! crossover table and the per-cell statistics, and the charts as SVG and PNG beside it.
+
+use assert_cmd::Command;
+use std::time::Duration;
+
+fn iopath() -> Command {
+    Command::cargo_bin("iopath").unwrap()
+}
+
+#[test]
+fn report_holds_every_chart_and_the_crossover_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    let out = iopath()
+        .args([
+            "sweep",
+            "net-stream",
+            "--size",
+            "1K,16K",
+            "--threads",
+            "1,2",
+            "--reps",
+            "2",
+        ])
+        .args([
+            "--duration",
+            "100ms",
+            "--warmup",
+            "100ms",
+            "--no-warmup-cell",
+            "--name",
+            "report test",
+            "--db",
+        ])
+        .arg(&db)
+        .timeout(Duration::from_secs(180))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let html_path = dir.path().join("out/report.html");
+    std::fs::create_dir_all(html_path.parent().unwrap()).unwrap();
+    let out = iopath()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("report.html"));
+
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let charts = [
+        "throughput_vs_size",
+        "time_per_msg_vs_threads",
+        "cycles_per_byte_vs_size",
+        "cache_misses_vs_size",
+        "context_switches_vs_size",
+        "zerocopy_not_copied_vs_size",
+    ];
+    for stem in charts {
+        assert!(
+            html.contains(&format!("<figure id=\"{stem}\"")),
+            "chart {stem} missing from the report"
+        );
+        for ext in ["svg", "png"] {
+            let file = dir.path().join(format!("out/report-charts/{stem}.{ext}"));
+            assert!(
+                std::fs::metadata(&file).map(|m| m.len() > 1000).unwrap_or(false),
+                "{} missing",
+                file.display()
+            );
+        }
+    }
+    assert!(dir.path().join("out/report-charts/summary.png").is_file());
+    for section in [
+        "Crossover sizes",
+        "one-copy",
+        "zero-copy",
+        "Per-cell statistics",
+        "Noise warnings",
+        "Environment",
+        "report test",
+    ] {
+        assert!(html.contains(section), "'{section}' missing from the report");
+    }
+    // Three pairs x two thread counts.
+    assert_eq!(
+        html.matches("no crossover in the range").count() + html.matches("<td>from ").count(),
+        6
+    );
+    // Loopback copies every zero-copy send: the report must say so.
+    assert!(
+        html.contains("zero-copy was copied by the kernel"),
+        "zero-copy caveat missing"
+    );
+    // Self-contained: no scripts, nothing loaded from elsewhere (SVG's xmlns is a name, not a fetch).
+    assert!(!html.contains("<script"));
+    for attr in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!html.contains(attr), "the report loads '{attr}...'");
+    }
+}

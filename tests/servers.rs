@@ -1,0 +1,506 @@
+//! `iopath procs serve` under every model, driven as a user's clients would: good traffic from
+//! 1 and 50 clients with every reply checked, each kind of bad input followed by a
+//! well-behaved client, `--max-conns` refusals, and a clean SIGINT stop. Also `iopath
+//! servers` end to end and its bad-input handling.
+
+use assert_cmd::cargo::CommandCargoExt;
+use assert_cmd::Command as AssertCommand;
+use iopath::servers::protocol::{self, Decoded, ErrorCode, Rank, Response};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MODELS: [&str; 8] = [
+    "iterative",
+    "threads",
+    "pool",
+    "select",
+    "poll",
+    "epoll",
+    "epoll-et",
+    "uring",
+];
+
+/// A `procs serve` child; killed and reaped on drop if a test fails before stopping it.
+struct Served {
+    child: Option<Child>,
+    addr: SocketAddr,
+}
+
+impl Served {
+    /// Start the server, or None (with the reason printed) when the model cannot run here.
+    fn start(model: &str, extra: &[&str]) -> Option<Served> {
+        let mut child = Command::cargo_bin("iopath")
+            .unwrap()
+            .args([
+                "procs",
+                "serve",
+                "--model",
+                model,
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "1s",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if line.is_empty() {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            if model == "uring" && err.contains("io_uring unavailable") {
+                eprintln!("skipping uring: {err}");
+                return None;
+            }
+            panic!("server {model} did not start: {err}");
+        }
+        let addr = line
+            .strip_prefix("listening on ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+        Some(Served {
+            child: Some(child),
+            addr,
+        })
+    }
+
+    /// SIGINT, then the exit status and stderr (bounded wait).
+    fn interrupt(mut self) -> (i32, String) {
+        let mut child = self.child.take().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                return (status.code().unwrap_or(-1), err);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("server did not exit within 15 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Read one whole reply (None when the server closed first).
+fn read_reply(s: &mut TcpStream) -> Option<Response> {
+    let mut input = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        match protocol::decode_response(&input) {
+            Decoded::Frame(resp, _) => return Some(resp),
+            Decoded::Invalid(e) => panic!("server sent a bad frame: {e}"),
+            Decoded::Incomplete(_) => {}
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => input.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn echo(s: &mut TcpStream, payload: &[u8]) {
+    let mut req = Vec::new();
+    protocol::encode_echo_request(payload, &mut req);
+    s.write_all(&req).unwrap();
+    match read_reply(s) {
+        Some(Response::Echo(back)) => assert!(back == payload, "echo of {} bytes came back changed", payload.len()),
+        other => panic!("expected an echo reply, got {other:?}"),
+    }
+}
+
+fn check_procs(s: &mut TcpStream, k: u16) {
+    let mut req = Vec::new();
+    protocol::encode_procs_request(k, Rank::Total, &mut req);
+    s.write_all(&req).unwrap();
+    let Some(Response::Procs(reply)) = read_reply(s) else {
+        panic!("expected a procs reply")
+    };
+    assert!(!reply.entries.is_empty() && reply.entries.len() <= k as usize);
+    assert!(
+        reply.entries.windows(2).all(|w| w[0].ranked_ticks >= w[1].ranked_ticks),
+        "not sorted"
+    );
+    let mut seen_alive = 0;
+    for e in &reply.entries {
+        assert!(e.pid > 0);
+        assert_eq!(e.ranked_ticks, e.user_ticks + e.system_ticks);
+        // A real pid: its stat file names the same command (unless it exited meanwhile).
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", e.pid)) {
+            let name = &stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()];
+            assert_eq!(name, e.name, "pid {} is not named {}", e.pid, e.name);
+            seen_alive += 1;
+        }
+    }
+    assert!(seen_alive > 0, "none of the returned pids exist");
+}
+
+fn payload(n: usize, salt: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
+}
+
+/// A fresh well-behaved client is served (bounded: the iterative model may first have to
+/// finish, or time out, the connection in front of it).
+fn well_behaved(addr: SocketAddr) {
+    let mut s = connect(addr);
+    echo(&mut s, b"still alive?");
+    check_procs(&mut s, 2);
+}
+
+fn expect_error(s: &mut TcpStream, code: ErrorCode) {
+    match read_reply(s) {
+        Some(Response::Error(e)) => assert_eq!(e.code, code, "{e}"),
+        other => panic!("expected a {code:?} error frame, got {other:?}"),
+    }
+    // And then the server closes the connection.
+    let mut rest = [0u8; 16];
+    assert!(matches!(s.read(&mut rest), Ok(0) | Err(_)));
+}
+
+fn exercise(model: &str) {
+    let Some(server) = Served::start(model, &[]) else {
+        return;
+    };
+    let addr = server.addr;
+
+    // One client: sizes from 0 bytes to the 1 MiB limit, then the procs list.
+    let mut one = connect(addr);
+    for size in [0, 1, 64, 4096, 100_000, protocol::MAX_PAYLOAD] {
+        echo(&mut one, &payload(size, size as u8));
+    }
+    check_procs(&mut one, 5);
+    drop(one);
+
+    // 50 concurrent clients, each with its own payloads. (The iterative model serves them one
+    // after another, which is its nature; each closes when done so the next gets its turn.)
+    std::thread::scope(|scope| {
+        for c in 0..50u8 {
+            scope.spawn(move || {
+                let mut s = connect(addr);
+                for i in 0..10u8 {
+                    echo(&mut s, &payload(64 + c as usize, c ^ i));
+                }
+                check_procs(&mut s, 3);
+            });
+        }
+    });
+
+    // Garbage bytes: an error frame, the connection closed, and others still served.
+    let mut g = connect(addr);
+    g.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    expect_error(&mut g, ErrorCode::BadMagic);
+    well_behaved(addr);
+
+    // An oversized length is refused without reading the payload.
+    let mut big = connect(addr);
+    big.write_all(b"io\x01\x01\x7f\xff\xff\xff").unwrap();
+    expect_error(&mut big, ErrorCode::TooLarge);
+    well_behaved(addr);
+
+    // A truncated frame, then the client goes away.
+    let mut t = connect(addr);
+    let mut req = Vec::new();
+    protocol::encode_echo_request(&payload(1000, 1), &mut req);
+    t.write_all(&req[..500]).unwrap();
+    drop(t);
+    well_behaved(addr);
+
+    // A client that connects and sends nothing is closed after the idle timeout (1 s); other
+    // clients are served meanwhile (after it, for the iterative model).
+    let mut idle = connect(addr);
+    let half_frame = connect(addr);
+    (&half_frame).write_all(&req[..3]).unwrap();
+    well_behaved(addr);
+    let started = Instant::now();
+    let mut buf = [0u8; 8];
+    assert!(matches!(idle.read(&mut buf), Ok(0) | Err(_)));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(half_frame);
+
+    // A client that asks for a big reply and disconnects before reading it.
+    for _ in 0..3 {
+        let mut rude = connect(addr);
+        let mut req = Vec::new();
+        protocol::encode_echo_request(&payload(protocol::MAX_PAYLOAD, 9), &mut req);
+        protocol::encode_procs_request(50, Rank::Total, &mut req);
+        rude.write_all(&req).unwrap();
+        drop(rude);
+    }
+    well_behaved(addr);
+
+    // A client in the middle of a connection when SIGINT arrives: the server still exits 0.
+    let mut last = connect(addr);
+    echo(&mut last, b"before the signal");
+    let (code, err) = server.interrupt();
+    assert_eq!(code, 0, "exit code after SIGINT; stderr: {err}");
+    assert!(err.contains("stopped:"), "{err}");
+    assert!(err.contains("joined"), "{err}");
+}
+
+fn max_conns(model: &str) {
+    let Some(server) = Served::start(model, &["--max-conns", "2"]) else {
+        return;
+    };
+    let addr = server.addr;
+    let mut a = connect(addr);
+    echo(&mut a, b"a");
+    if model == "iterative" {
+        // Only one connection is ever served at a time; the second waits in the backlog, so a
+        // refusal cannot be observed until it is admitted.
+        drop(a);
+        well_behaved(addr);
+        let (code, _) = server.interrupt();
+        assert_eq!(code, 0);
+        return;
+    }
+    let mut b = connect(addr);
+    echo(&mut b, b"b");
+    let mut c = connect(addr);
+    expect_error(&mut c, ErrorCode::ServerFull);
+    drop(a);
+    // The freed slot is reused (the server notices the close asynchronously).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut d = connect(addr);
+        let mut req = Vec::new();
+        protocol::encode_echo_request(b"d", &mut req);
+        d.write_all(&req).unwrap();
+        match read_reply(&mut d) {
+            Some(Response::Echo(p)) if p == b"d" => break,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            other => panic!("slot never freed: {other:?}"),
+        }
+    }
+    echo(&mut b, b"b again");
+    let (code, err) = server.interrupt();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("refused"), "{err}");
+}
+
+macro_rules! model_tests {
+    ($($name:ident, $limit:ident => $model:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            exercise($model);
+        }
+
+        #[test]
+        fn $limit() {
+            max_conns($model);
+        }
+    )*};
+}
+
+model_tests! {
+    iterative_serves_and_survives_bad_clients, iterative_max_conns => "iterative";
+    threads_serves_and_survives_bad_clients, threads_max_conns => "threads";
+    pool_serves_and_survives_bad_clients, pool_max_conns => "pool";
+    select_serves_and_survives_bad_clients, select_max_conns => "select";
+    poll_serves_and_survives_bad_clients, poll_max_conns => "poll";
+    epoll_serves_and_survives_bad_clients, epoll_max_conns => "epoll";
+    epoll_et_serves_and_survives_bad_clients, epoll_et_max_conns => "epoll-et";
+    uring_serves_and_survives_bad_clients, uring_max_conns => "uring";
+}
+
+#[test]
+fn every_model_is_tested() {
+    for m in MODELS {
+        assert!(m.parse::<iopath::servers::Model>().is_ok());
+    }
+    assert_eq!(MODELS.len(), iopath::servers::Model::ALL.len());
+}
+
+#[test]
+fn procs_query_prints_the_top_k() {
+    let Some(server) = Served::start("threads", &["--interval", "200ms"]) else {
+        return;
+    };
+    let addr = server.addr.to_string();
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args(["procs", "query", &addr, "-k", "2", "--clients", "4"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("4 of 4 client(s) answered"), "{text}");
+    // Header plus exactly two ranked rows.
+    assert_eq!(
+        text.lines().filter(|l| l.trim_start().starts_with(['1', '2'])).count(),
+        2,
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args(["procs", "query", &addr, "-k", "3", "--interval", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["replies"][0]["rank"], "interval");
+    assert_eq!(v["replies"][0]["interval_ms"], 200);
+    let (code, _) = server.interrupt();
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn procs_query_without_a_server_fails_with_exit_1() {
+    // Bind and drop to get a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args(["procs", "query", &format!("127.0.0.1:{port}"), "--timeout", "2s"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("cannot connect"));
+}
+
+#[test]
+fn servers_run_reports_metrics_with_sources() {
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args([
+            "servers",
+            "--model",
+            "epoll,threads",
+            "--workload",
+            "echo:64|procs:2",
+            "--clients",
+            "1,4",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--json",
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 8);
+    for r in records {
+        let metrics = r["observation"]["metrics"].as_array().unwrap();
+        let get = |name: &str| {
+            metrics
+                .iter()
+                .find(|m| m["name"] == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        assert!(get("requests_per_s")["value"].as_f64().unwrap() > 0.0);
+        assert_eq!(get("requests_per_s")["source"], "tool");
+        assert_eq!(get("requests_per_s")["role"], "system");
+        assert_eq!(get("errors")["value"].as_f64(), Some(0.0), "{r}");
+        let p50 = get("latency_p50_us")["value"].as_f64().unwrap();
+        let p99 = get("latency_p99_us")["value"].as_f64().unwrap();
+        let max = get("latency_max_us")["value"].as_f64().unwrap();
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
+        assert_eq!(get("cpu_user_s")["source"], "rusage");
+        assert_eq!(get("cpu_user_s")["role"], "server");
+        // Cycles: a PMU count or an estimate, never a bare zero without a source.
+        let cycles = get("cycles");
+        assert!(cycles["source"] == "pmu" || cycles["source"] == "estimate", "{cycles}");
+        assert_eq!(r["case"]["workload"], "servers");
+        assert!(r["case"]["request"] == "echo:64" || r["case"]["request"] == "procs:2");
+        assert!(r["case"]["model"] == "epoll" || r["case"]["model"] == "threads");
+    }
+}
+
+#[test]
+fn servers_table_and_csv() {
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args([
+            "servers",
+            "--model",
+            "poll",
+            "--clients",
+            "2",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+            "--csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().next().unwrap();
+    for col in [
+        "model",
+        "request",
+        "clients",
+        "system_requests_per_s",
+        "client_latency_p99_us",
+        "client_latency_p99_us_source",
+    ] {
+        assert!(header.split(',').any(|c| c == col), "no column {col} in {header}");
+    }
+    assert_eq!(text.lines().count(), 2);
+}
+
+#[test]
+fn bad_flags_get_one_line_and_exit_2() {
+    for args in [
+        vec!["servers", "--model", "forking"],
+        vec!["servers", "--clients", "0"],
+        vec!["servers", "--clients", "50000"],
+        vec!["servers", "--workload", "echo:0"],
+        vec!["servers", "--workload", "ftp:3"],
+        vec!["servers", "--duration", "-1s"],
+        vec!["servers", "--server-cpus", "99"],
+        vec!["servers", "--rate", "0"],
+        vec!["procs", "serve", "--listen", "not-an-address"],
+        vec!["procs", "serve", "--model", "fork"],
+        vec!["procs", "serve", "--max-conns", "0"],
+        vec!["procs", "query", "127.0.0.1:7070", "-k", "0"],
+    ] {
+        let out = AssertCommand::cargo_bin("iopath")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
