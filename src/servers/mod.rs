@@ -74,7 +74,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
         obs.warn(w);
     }
-    let window = Arc::new(Window::new());
+    let window = Arc::new(Window::new(case.perf));
     if let Some(note) = &window.policy().note {
         obs.warn(note.clone());
     }
