@@ -192,7 +192,7 @@ fn membw() {
         r[0]["observation"]["warnings"]
             .to_string()
             .contains("4x the last-level cache")
-            || iopath::sys::cache::last_level_bytes().map_or(true, |llc| 16 << 20 >= 4 * llc)
+            || iopath::sys::cache::last_level_bytes().is_none_or(|llc| 16 << 20 >= 4 * llc)
     );
 }
 
@@ -337,4 +337,43 @@ fn csv_has_one_row_per_case() {
     assert!(header.contains("system_time_per_call_ns"));
     assert!(header.contains("system_time_per_call_ns_ci95_low"));
     assert_eq!(lines.count(), 3);
+}
+
+#[test]
+fn ctrl_c_stops_after_the_current_case_and_prints_what_ran() {
+    use std::time::{Duration, Instant};
+    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    // The full memlat curve takes far longer than the second before the signal.
+    let mut child = std::process::Command::new(bin)
+        .args(["micro", "memlat", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("iopath did not stop within 60 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped after"));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the cases that ran, as JSON");
+    let n = v.as_array().map_or(0, |a| a.len());
+    assert!((1..37).contains(&n), "some but not all of the 37 points ran: {n}");
 }

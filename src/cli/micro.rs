@@ -155,6 +155,14 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
             return Err(usage(format!("--min ({min}) is larger than --max ({max})")));
         }
     }
+    if let (Some(min), None) = (a.min, a.max) {
+        let default_max: u64 = if a.quick { 8 << 20 } else { 256 << 20 };
+        if min > default_max {
+            return Err(usage(format!(
+                "--min ({min}) is larger than the default --max ({default_max}); give --max too"
+            )));
+        }
+    }
     if let Some(max) = a.max {
         let stride = a.stride.unwrap_or(micro::memlat::DEFAULT_STRIDE);
         if max < 2 * stride {

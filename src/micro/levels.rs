@@ -67,37 +67,49 @@ pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
         .filter(|(i, p)| p.len() >= 2 || (*i == count - 1 && count > 1))
         .map(|(_, p)| p)
         .collect();
-    let mut levels: Vec<Level> = Vec::new();
-    let mut cache_index = 1;
+    // Neighbouring plateaus whose medians are within the tolerance are one level whose latency
+    // rises slowly (a shared last-level cache, TLB reach): merge them.
+    let mut merged: Vec<Vec<(u64, f64)>> = Vec::new();
     for plateau in kept {
-        let mut lat: Vec<f64> = plateau.iter().map(|p| p.1).collect();
-        let latency = crate::measure::stats::median(&mut lat);
-        let (min_bytes, max_bytes) = (plateau[0].0, plateau[plateau.len() - 1].0);
-        if latency >= DRAM_NS {
-            if let Some(prev) = levels.last_mut().filter(|l| l.name == "DRAM") {
-                prev.max_bytes = max_bytes;
-                prev.points += plateau.len();
-                continue;
-            }
-            levels.push(Level {
-                name: "DRAM".into(),
-                min_bytes,
-                max_bytes,
-                latency_ns: latency,
-                points: plateau.len(),
-            });
-        } else {
-            levels.push(Level {
-                name: format!("L{cache_index}"),
-                min_bytes,
-                max_bytes,
-                latency_ns: latency,
-                points: plateau.len(),
-            });
-            cache_index += 1;
+        match merged.last_mut() {
+            Some(prev) if within(median_of(prev), median_of(&plateau)) => prev.extend(plateau),
+            _ => merged.push(plateau),
         }
     }
+    let mut levels: Vec<Level> = Vec::new();
+    let mut cache_index = 1;
+    let mut dram: Vec<(u64, f64)> = Vec::new();
+    for plateau in merged {
+        if median_of(&plateau) >= DRAM_NS || !dram.is_empty() {
+            dram.extend(plateau);
+            continue;
+        }
+        levels.push(level(format!("L{cache_index}"), &plateau));
+        cache_index += 1;
+    }
+    if !dram.is_empty() {
+        levels.push(level("DRAM".into(), &dram));
+    }
     levels
+}
+
+fn within(a: f64, b: f64) -> bool {
+    a.max(b) / a.min(b) <= PLATEAU_TOLERANCE
+}
+
+fn median_of(points: &[(u64, f64)]) -> f64 {
+    let mut lat: Vec<f64> = points.iter().map(|p| p.1).collect();
+    crate::measure::stats::median(&mut lat)
+}
+
+fn level(name: String, points: &[(u64, f64)]) -> Level {
+    Level {
+        name,
+        min_bytes: points.iter().map(|p| p.0).min().unwrap_or(0),
+        max_bytes: points.iter().map(|p| p.0).max().unwrap_or(0),
+        latency_ns: median_of(points),
+        points: points.len(),
+    }
 }
 
 fn lowest(points: &[(u64, f64)]) -> f64 {
@@ -167,6 +179,62 @@ mod tests {
         assert_eq!(names, ["L1", "L2", "DRAM"]);
         assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (K, 16 * K));
         assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (64 * K, 256 * K));
+    }
+
+    #[test]
+    fn full_curve_measured_on_a_busy_vm() {
+        // `micro memlat` (release, 1 KiB..256 MiB): the L3 rises from 12.5 to 21 ns before
+        // falling off to DRAM; that is one level, not an L3 and an "L4".
+        let curve = [
+            (K, 1.27),
+            (3 * K / 2, 1.30),
+            (2 * K, 1.29),
+            (3 * K, 1.26),
+            (4 * K, 1.22),
+            (6 * K, 1.21),
+            (8 * K, 1.22),
+            (12 * K, 1.23),
+            (16 * K, 1.25),
+            (24 * K, 1.26),
+            (32 * K, 1.34),
+            (48 * K, 3.75),
+            (64 * K, 3.77),
+            (96 * K, 3.77),
+            (128 * K, 4.00),
+            (192 * K, 3.89),
+            (256 * K, 3.99),
+            (384 * K, 5.64),
+            (512 * K, 7.49),
+            (768 * K, 12.52),
+            (M, 14.25),
+            (3 * M / 2, 15.61),
+            (2 * M, 16.27),
+            (3 * M, 16.98),
+            (4 * M, 17.12),
+            (6 * M, 20.57),
+            (8 * M, 20.97),
+            (12 * M, 78.91),
+            (16 * M, 101.2),
+            (24 * M, 138.0),
+            (32 * M, 291.9),
+            (48 * M, 218.0),
+            (64 * M, 206.4),
+            (96 * M, 330.2),
+            (128 * M, 290.7),
+            (192 * M, 392.7),
+            (256 * M, 221.4),
+        ];
+        let levels = detect_levels(&curve);
+        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["L1", "L2", "L3", "DRAM"]);
+        assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (K, 32 * K));
+        assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (48 * K, 256 * K));
+        assert_eq!(levels[2].max_bytes, 8 * M);
+        assert_eq!(levels[3].max_bytes, 256 * M);
+        assert!(
+            levels[3].latency_ns > 100.0,
+            "DRAM latency is the median of all its points"
+        );
     }
 
     #[test]

@@ -518,6 +518,7 @@ mod tests {
                     pool_size: 4,
                     server_cpus: None,
                     client_cpus: None,
+                    perf: true,
                 });
                 let metrics = vec![
                     Metric::new(

@@ -76,7 +76,6 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     let mut seq: u64 = 0;
     let mut window: Option<Window> = None;
     let mut closed: Option<(Duration, u64, u64, CounterSample, Option<usize>)> = None;
-    let mut eof = false;
     loop {
         let phase = plan.phase.load(Ordering::Relaxed);
         if phase >= MEASURE && window.is_none() && closed.is_none() {
@@ -108,7 +107,6 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
             End::Recv(r) => r.recv(plan.fd, seq),
         }?;
         if !more {
-            eof = true;
             break;
         }
         seq += 1;
@@ -128,13 +126,15 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     if let End::Send(s) = &mut end {
         s.drain(plan.fd, plan.drain_timeout)?;
     }
-    let Some((elapsed, messages, syscalls, counters_sample, cpu_at_start)) = closed else {
-        let why = if eof {
-            "the peer closed the connection before the measured window"
-        } else {
-            "no measured window"
-        };
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
+    // A thread can miss the window entirely: a receiver blocked in recv() the whole time
+    // because its sender was starved, or a thread that first looked after the window closed.
+    // Its window is empty (zero length, nothing counted), not an error; the caller warns.
+    let (elapsed, messages, syscalls, counters_sample, cpu_at_start) = match closed {
+        Some(window) => window,
+        None => {
+            counters.start();
+            (Duration::ZERO, 0, 0, counters.stop(), affinity::current_cpu())
+        }
     };
     let migrations = counters_sample.cpu_migrations.as_ref().ok().copied();
     Ok(ThreadOutcome {
