@@ -48,6 +48,10 @@ pub struct SweepArgs {
     /// servers: workers of the pool model (default 4).
     #[arg(long, conflicts_with = "resume")]
     pub pool_size: Option<usize>,
+    /// servers: measure the server threads with getrusage only, no perf events (they cost time
+    /// at every context switch).
+    #[arg(long, conflicts_with = "resume")]
+    pub no_perf: bool,
     /// micro: benchmarks, comma-separated, as `iopath micro list` names them (e.g. memlat).
     #[arg(long, conflicts_with = "resume")]
     pub bench: Option<String>,
@@ -355,6 +359,7 @@ fn stream_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
             ("clients", args.clients.is_some()),
             ("client-threads", args.client_threads.is_some()),
             ("pool-size", args.pool_size.is_some()),
+            ("no-perf", args.no_perf),
             ("bench", args.bench.is_some()),
             ("small", args.small),
         ],
@@ -441,6 +446,7 @@ fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
                     pool_size,
                     server_cpus: server_cpus.clone(),
                     client_cpus: client_cpus.clone(),
+                    perf: !args.no_perf,
                 }));
             }
         }
@@ -462,6 +468,7 @@ fn micro_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
             ("clients", args.clients.is_some()),
             ("client-threads", args.client_threads.is_some()),
             ("pool-size", args.pool_size.is_some()),
+            ("no-perf", args.no_perf),
             ("duration", args.duration.is_some()),
             ("warmup", args.warmup.is_some()),
             ("client-cpus", args.client_cpus.is_some()),
