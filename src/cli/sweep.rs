@@ -293,13 +293,20 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) {
     if rows.is_empty() {
         return;
     }
-    let mut table = Table::new(&["A", "vs B", "threads", "A has higher throughput"]);
+    let mut table = Table::new(&[
+        "A",
+        "vs B",
+        "threads",
+        "A has higher throughput",
+        "B significantly ahead at",
+    ]);
     for r in rows {
         table.row(vec![
             r.a.to_string(),
             r.b.to_string(),
             r.threads.to_string(),
             r.result.describe(),
+            r.b_ahead_text(),
         ]);
     }
     println!("Crossover sizes (non-overlapping 95% CIs):");
