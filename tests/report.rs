@@ -102,3 +102,22 @@ fn report_holds_every_chart_and_the_crossover_table() {
         assert!(!html.contains(attr), "the report loads '{attr}...'");
     }
 }
+
+#[test]
+fn quick_refuses_an_unwritable_report_path_before_running_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    let out = iopath()
+        .args(["quick", "-o", "/nonexistent-dir/report.html", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not exist") && err.lines().count() == 1, "{err}");
+    assert!(
+        !db.exists(),
+        "nothing may run or be stored before the output path is checked"
+    );
+}

@@ -257,6 +257,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn caveats_group_repeated_warnings_and_unavailable_metrics() {
+        let mut data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1]),
+            (stream_case(CopyMode::OneCopy, 4096, 1), vec![2.0, 2.1]),
+        ]);
+        for (i, cell) in data.cells.iter_mut().enumerate() {
+            cell.observation
+                .warn(format!("zero-copy: the kernel copied 100% of sends ({i} of {i})"));
+        }
+        data.run.cells_ok = 4;
+        data.run.repetitions = 2;
+        let caveats = caveats(&data, &cells::summarize_run(&data));
+        let workload: Vec<&String> = caveats.iter().filter(|c| c.starts_with(WORKLOAD_WARNING)).collect();
+        assert_eq!(workload.len(), 1, "{caveats:?}");
+        assert!(workload[0].contains("(4 cells, e.g.)"), "{}", workload[0]);
+        assert!(caveats
+            .iter()
+            .any(|c| c == "Not measured here (no hardware PMU): cache_misses_per_kib."));
+        assert!(caveats.iter().any(|c| c.starts_with("cycles_per_byte are estimates")));
+        assert!(
+            !caveats.iter().any(|c| c.contains("--resume")),
+            "a complete run needs no resume: {caveats:?}"
+        );
+    }
+
+    #[test]
     fn report_holds_every_chart_the_crossover_table_and_caveats() {
         let data = run_data(vec![
             (stream_case(CopyMode::TwoCopy, 1024, 1), vec![2.0, 2.1, 1.9]),
