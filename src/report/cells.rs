@@ -257,6 +257,7 @@ pub(crate) mod tests {
             server_cpus: None,
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
         })
     }
 

@@ -257,6 +257,7 @@ mod tests {
             server_cpus: Some(vec![1]),
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
         })
     }
 

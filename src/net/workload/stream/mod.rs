@@ -135,6 +135,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
                     phase: &phase,
                     ready: &ready,
                     policy: &policy,
+                    perf: case.perf,
                     drain_timeout,
                 };
                 let end = End::Send(mode::sender(case.mode, size, case.fields, case.verify));
@@ -309,7 +310,7 @@ fn build_observation(
         {
             obs.warn(note);
         }
-        if let Err(reason) = &sample.cycles {
+        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
             obs.warn(format!(
                 "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
             ));
@@ -489,6 +490,7 @@ mod tests {
             server_cpus: None,
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
         }
     }
 

@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+/// Why perf metrics are missing when the run was asked not to open them.
+pub const PERF_OFF: &str = "perf counters off (--no-perf)";
+
 pub const WARMUP: u8 = 0;
 pub const MEASURE: u8 = 1;
 pub const DONE: u8 = 2;
@@ -49,6 +52,8 @@ pub struct ThreadPlan<'a> {
     pub phase: &'a AtomicU8,
     pub ready: &'a Barrier,
     pub policy: &'a KernelPolicy,
+    /// Open perf counters (false: getrusage only).
+    pub perf: bool,
     /// How long a sender may take to get its zero-copy buffers back at the end.
     pub drain_timeout: Duration,
 }
@@ -64,7 +69,11 @@ struct Window {
 /// coordinator never waits forever.
 pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     let pinned = plan.pin.map(|cpu| affinity::pin_current_thread(&[cpu]).map(|_| cpu));
-    let mut counters = ThreadCounters::open(plan.policy);
+    let mut counters = if plan.perf {
+        ThreadCounters::open(plan.policy)
+    } else {
+        ThreadCounters::rusage_only(PERF_OFF)
+    };
     plan.ready.wait();
     if let Some(Err(e)) = pinned {
         return Err(io::Error::new(
