@@ -48,8 +48,8 @@ pub struct SweepArgs {
     /// servers: workers of the pool model (default 4).
     #[arg(long, conflicts_with = "resume")]
     pub pool_size: Option<usize>,
-    /// servers: measure the server threads with getrusage only, no perf events (they cost time
-    /// at every context switch).
+    /// net-stream and servers: count with getrusage only, no perf events (they cost time at every
+    /// context switch).
     #[arg(long, conflicts_with = "resume")]
     pub no_perf: bool,
     /// micro: benchmarks, comma-separated, as `iopath micro list` names them (e.g. memlat).
@@ -125,6 +125,7 @@ struct StreamGrid {
     client_cpus: Option<Vec<usize>>,
     server_cpus: Option<Vec<usize>>,
     verify: bool,
+    perf: bool,
 }
 
 impl StreamGrid {
@@ -144,7 +145,7 @@ impl StreamGrid {
                         server_cpus: self.server_cpus.clone(),
                         verify: self.verify,
                         endpoint: Endpoint::Loopback { port: 0 },
-                        perf: true,
+                        perf: self.perf,
                     }));
                 }
             }
@@ -200,6 +201,7 @@ fn stream_grid(
         client_cpus: cpus("client-cpus", client_cpus)?,
         server_cpus: cpus("server-cpus", server_cpus)?,
         verify,
+        perf: true,
     })
 }
 
@@ -367,12 +369,11 @@ fn stream_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
             ("clients", args.clients.is_some()),
             ("client-threads", args.client_threads.is_some()),
             ("pool-size", args.pool_size.is_some()),
-            ("no-perf", args.no_perf),
             ("bench", args.bench.is_some()),
             ("small", args.small),
         ],
     )?;
-    let grid = stream_grid(
+    let mut grid = stream_grid(
         args.mode.as_deref().unwrap_or("two-copy,one-copy,zero-copy"),
         args.size.as_deref().unwrap_or("1K..1M"),
         args.threads.as_deref().unwrap_or("1"),
@@ -383,6 +384,7 @@ fn stream_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
         args.server_cpus.as_deref(),
         args.verify,
     )?;
+    grid.perf = !args.no_perf;
     Ok(grid.cases())
 }
 
