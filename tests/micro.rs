@@ -192,7 +192,7 @@ fn membw() {
         r[0]["observation"]["warnings"]
             .to_string()
             .contains("4x the last-level cache")
-            || iopath::sys::cache::last_level_bytes().map_or(true, |llc| 16 << 20 >= 4 * llc)
+            || iopath::sys::cache::last_level_bytes().is_none_or(|llc| 16 << 20 >= 4 * llc)
     );
 }
 
@@ -376,4 +376,51 @@ fn ctrl_c_stops_after_the_current_case_and_prints_what_ran() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("the cases that ran, as JSON");
     let n = v.as_array().map_or(0, |a| a.len());
     assert!((1..37).contains(&n), "some but not all of the 37 points ran: {n}");
+}
+
+#[test]
+fn db_stores_a_run_the_other_commands_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("results").join("iopath.db");
+    let db_arg = db.to_str().expect("utf-8 path");
+    iopath()
+        .args(["micro", "syscall", "--quick", "--db", db_arg])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("stored as run 1 (complete)"));
+    iopath()
+        .args(["runs", "--db", db_arg])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("micro syscall"));
+    let out = iopath()
+        .args(["export", "1", "--db", db_arg, "--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .contains("system_time_per_call_ns_ci95_high"));
+    assert_eq!(text.lines().count(), 4, "header + 3 syscall variants");
+    // The machine description went in with the run.
+    let conn = rusqlite::Connection::open(&db).expect("open db");
+    let machine: String = conn
+        .query_row("SELECT machine_json FROM runs WHERE id = 1", [], |r| r.get(0))
+        .expect("machine_json");
+    let m: iopath::sysinfo::Machine = serde_json::from_str(&machine).expect("a Machine");
+    assert!(m.logical_cpus >= 1);
+}
+
+#[test]
+fn db_that_cannot_be_created_is_refused_before_running() {
+    iopath()
+        .args(["micro", "syscall", "--quick", "--db", "/proc/iopath-micro/iopath.db"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--db"));
 }

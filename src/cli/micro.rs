@@ -3,12 +3,14 @@
 
 use super::error::usage;
 use super::output::{num, Table};
+use super::sweep::{command_line, open_for_writing, store_error};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Settings, BENCHES};
 use crate::observation::{Observation, Role};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
-use crate::store::Record;
+use crate::store::{NewRun, Record, Store};
+use crate::sweep::{environment::RunEnvironment, Cell, CellOutcome};
 use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -99,7 +101,8 @@ pub struct RunArgs {
     /// Print the records as CSV.
     #[arg(long)]
     pub csv: bool,
-    /// Also store the results in this database (with the machine description).
+    /// Also store the results as a run in this results database (created if missing; the
+    /// machine description goes with it), e.g. iopath-results/iopath.db.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 }
@@ -244,9 +247,6 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
 
 fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     let s = settings(benches, &args)?;
-    if let Some(db) = &args.db {
-        check_db(db)?;
-    }
     let cases: Vec<MicroCase> = benches
         .iter()
         .flat_map(|b| {
@@ -267,7 +267,12 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
             micro::plan(b, &own)
         })
         .collect();
+    let mut db = match &args.db {
+        Some(path) => Some(DbRun::start(path, &cases)?),
+        None => None,
+    };
     let stop = crate::sys::signal::install_stop_handler();
+    let mut interrupted = false;
     let progress = std::io::stderr().is_terminal();
     let mut records = Vec::with_capacity(cases.len());
     let mut failures = Vec::new();
@@ -277,23 +282,29 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
                 "stopped after {i} of {} cases (Ctrl-C); the results so far follow",
                 cases.len()
             );
+            interrupted = true;
             break;
         }
         if progress {
             eprintln!("[{}/{}] {}", i + 1, cases.len(), case.label());
         }
-        let observation = match micro::run_case(case) {
+        let started = std::time::Instant::now();
+        let result = micro::run_case(case).map_err(|err| format!("{err:#}"));
+        if let Some(db) = db.as_mut() {
+            db.record(i, &result, started.elapsed().as_secs_f64())?;
+        }
+        let observation = match result {
             Ok(obs) => obs,
             Err(err) => {
-                eprintln!("error: {}: {err:#}", case.label());
+                eprintln!("error: {}: {err}", case.label());
                 failures.push(case.label());
                 let mut obs = Observation::default();
-                obs.warn(format!("failed: {err:#}"));
+                obs.warn(format!("failed: {err}"));
                 obs
             }
         };
         records.push(Record {
-            run_id: None,
+            run_id: db.as_ref().map(|d| d.run_id),
             label: case.label(),
             case: Case::Micro(case.clone()),
             repetition: 0,
@@ -307,8 +318,8 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     } else {
         print!("{}", render(&records));
     }
-    if let Some(db) = &args.db {
-        save_to_db(db, &records)?;
+    if let Some(db) = db {
+        db.finish(interrupted)?;
     }
     if !failures.is_empty() {
         anyhow::bail!(
@@ -321,15 +332,59 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether results can be stored at `path`. The results store is built on another branch;
-/// until it is merged here `--db` is refused before anything runs.
-fn check_db(_path: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::bail!("--db: the results database is not part of this build yet; use --json or --csv")
+/// A micro run in the results database: created before the first case, one cell per case
+/// committed as soon as it finishes, closed as complete or interrupted.
+struct DbRun {
+    store: Store,
+    run_id: i64,
+    path: PathBuf,
 }
 
-/// Store the records with the machine description (`crate::sysinfo::describe()`).
-fn save_to_db(path: &std::path::Path, _records: &[Record]) -> anyhow::Result<()> {
-    check_db(path)
+impl DbRun {
+    /// Open (or create) the database and record the run with the machine description.
+    fn start(path: &std::path::Path, cases: &[MicroCase]) -> anyhow::Result<DbRun> {
+        let mut store = open_for_writing(path)?;
+        let run = NewRun {
+            name: None,
+            command_line: command_line(),
+            repetitions: 1,
+            shuffle: false,
+            seed: 0,
+            warmup_cell: false,
+            machine_json: serde_json::to_string(&crate::sysinfo::describe())?,
+            environment_json: serde_json::to_string(&RunEnvironment::capture("lo"))?,
+            cases: cases.iter().cloned().map(Case::Micro).collect(),
+        };
+        let run_id = store.create_run(&run).map_err(store_error)?;
+        Ok(DbRun {
+            store,
+            run_id,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn record(&mut self, position: usize, result: &Result<Observation, String>, elapsed_s: f64) -> anyhow::Result<()> {
+        let outcome = CellOutcome {
+            result: result.clone(),
+            elapsed_s,
+        };
+        let cell = Cell {
+            position,
+            repetition: 0,
+        };
+        self.store.record_cell(self.run_id, cell, &outcome)
+    }
+
+    fn finish(mut self, interrupted: bool) -> anyhow::Result<()> {
+        let status = if interrupted { "interrupted" } else { "complete" };
+        self.store.set_run_status(self.run_id, status)?;
+        eprintln!(
+            "stored as run {id} ({status}) in {db}; `iopath report {id} --db {db}` draws it",
+            id = self.run_id,
+            db = self.path.display(),
+        );
+        Ok(())
+    }
 }
 
 /// The headline figures of a record: metrics that have a `<name>_n` companion.

@@ -115,7 +115,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
     let chosen: Vec<&str> = variants(bench)
         .iter()
         .copied()
-        .filter(|v| s.variants.as_ref().map_or(true, |want| want.iter().any(|w| w == v)))
+        .filter(|v| s.variants.as_ref().is_none_or(|want| want.iter().any(|w| w == v)))
         .collect();
     let dir = s.dir.as_ref().map(|d| d.display().to_string());
     let with_dir = |mut v: Vec<(&'static str, String)>| {

@@ -343,11 +343,13 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     ]
 }
 
-/// Cache-level boundaries for the memory-latency curve as (size in bytes, label). The micro
-/// issue provides the detector (`crate::micro::detect_levels`); until it is wired here the
-/// chart shows the curve without markers.
-pub fn memlat_levels(_points: &[(u64, f64)]) -> Vec<(f64, String)> {
-    Vec::new()
+/// Cache-level boundaries for the memory-latency curve as (size in bytes, label): each level
+/// found by `crate::micro::detect_levels` marked at the largest working set it still holds.
+pub fn memlat_levels(points: &[(u64, f64)]) -> Vec<(f64, String)> {
+    crate::micro::detect_levels(points)
+        .into_iter()
+        .map(|l| (l.max_bytes as f64, format!("{} {:.1} ns", l.name, l.latency_ns)))
+        .collect()
 }
 
 /// Micro memlat: latency against working-set size.
