@@ -312,6 +312,9 @@ fn bad_options_exit_2_with_one_line() {
         ),
         (vec!["micro", "all", "--samples", "0"], "at least 1"),
         (vec!["micro", "fs", "--procs", "0"], "--procs"),
+        (vec!["micro", "membw", "--size", "1000G"], "available"),
+        (vec!["micro", "memlat", "--max", "1000G"], "available"),
+        (vec!["micro", "fs", "--file-size", "100000G"], "free"),
         (vec!["micro", "fs", "--procs", "100"], "1..64"),
     ];
     for (args, says) in cases {

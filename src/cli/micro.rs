@@ -180,6 +180,7 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
     if let Some(dir) = &a.dir {
         micro::scratch::check_dir(dir).map_err(usage)?;
     }
+    check_resources(a)?;
     let pinned = match a.pinned.as_deref() {
         None | Some("both") => None,
         Some("yes") => Some(true),
@@ -243,6 +244,55 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
         program: a.program.clone(),
         variants,
     })
+}
+
+/// Refuse memory sizes that would push the machine into the OOM killer and files that would
+/// fill the disk: buffers up to a third of MemAvailable, files up to half the free space.
+fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
+    let available = crate::sys::procfs::read_trimmed("/proc/meminfo").and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    if let Some(available) = available {
+        // membw copy needs two buffers; memlat needs its buffer and a successor table.
+        for (flag, bytes) in [("--size", a.size.map(|s| 2 * s)), ("--max", a.max.map(|m| m + m / 4))] {
+            if let Some(bytes) = bytes.filter(|b| *b > available / 3) {
+                return Err(usage(format!(
+                    "{flag} needs about {} of memory, more than a third of the {} available",
+                    format_bytes(bytes),
+                    format_bytes(available)
+                )));
+            }
+        }
+    }
+    let dir = micro::scratch::base_dir(a.dir.as_ref().and_then(|d| d.to_str()));
+    if let Ok(stat) = nix::sys::statvfs::statvfs(&dir) {
+        let free = stat.blocks_available().saturating_mul(stat.fragment_size());
+        let readers = a
+            .procs
+            .as_deref()
+            .and_then(|p| parse_count_list(p).ok())
+            .and_then(|p| p.into_iter().max())
+            .unwrap_or(4) as u64;
+        let needs = [
+            ("--file-size", a.file_size.map(|f| f.saturating_mul(readers))),
+            ("--cache-max", a.cache_max),
+        ];
+        for (flag, bytes) in needs {
+            if let Some(bytes) = bytes.filter(|b| *b > free / 2) {
+                return Err(usage(format!(
+                    "{flag} needs {} of files in {}, more than half of its {} free",
+                    format_bytes(bytes),
+                    dir.display(),
+                    format_bytes(free)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
