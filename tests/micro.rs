@@ -249,6 +249,12 @@ fn fs_in_a_named_dir_leaves_nothing() {
     check_figure(&by("variant=seq_read"), "time_per_read_us", "us", 1e6);
     check_figure(&by("variant=rand_read"), "time_per_read_us", "us", 1e6);
     check_figure(&by("variant=cache_read"), "read_time_per_mib_us", "us", 1e7);
+    for rec in by("variant=cache_read") {
+        let f = metric(&rec, "resident_fraction")
+            .and_then(|m| m["value"].as_f64())
+            .expect("resident_fraction");
+        assert!((0.0..=1.0).contains(&f), "resident fraction {f}");
+    }
     check_figure(&by("variant=contention"), "bandwidth_total_mib_s", "MiB/s", 1e7);
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
 }

@@ -567,29 +567,34 @@ fn memlat_levels(records: &[Record]) -> String {
     out
 }
 
-/// The file cache size knee, if the cache_read curve shows one.
+/// The file cache size knee from residency, with the re-read times beside it.
 fn cache_knee(records: &[Record]) -> String {
-    let points: Vec<(u64, f64)> = records
-        .iter()
-        .filter(|r| is_bench(r, "fs", Some("cache_read")))
-        .filter_map(|r| {
-            Some((
-                size_of(r, "file_bytes")?,
-                r.observation.value("read_time_per_mib_us", Role::System)?,
-            ))
-        })
-        .collect();
-    let Some(largest) = points.iter().map(|p| p.0).max() else {
+    let read = |name: &str| -> Vec<(u64, f64)> {
+        records
+            .iter()
+            .filter(|r| is_bench(r, "fs", Some("cache_read")))
+            .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
+            .collect()
+    };
+    let resident = read("resident_fraction");
+    let times = read("read_time_per_mib_us");
+    let Some(largest) = resident.iter().map(|p| p.0).max() else {
         return String::new();
     };
-    match micro::fs::detect_knee(&points) {
+    let fastest = times.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let slowest = times.iter().map(|p| p.1).fold(0.0, f64::max);
+    match micro::fs::detect_knee(&resident) {
         Some(knee) => format!(
-            "\nfile cache: re-reads slow down from {} on: the page cache holds less than that\n",
-            format_bytes(knee)
+            "\nfile cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB\n",
+            format_bytes(knee),
+            num(Some(fastest)),
+            num(Some(slowest))
         ),
         None => format!(
-            "\nfile cache: no knee up to {} (the page cache holds at least that; raise --cache-max, bounded by free memory)\n",
-            format_bytes(largest)
+            "\nfile cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk\n",
+            format_bytes(largest),
+            num(Some(fastest)),
+            num(Some(slowest))
         ),
     }
 }
