@@ -504,3 +504,36 @@ fn bad_flags_get_one_line_and_exit_2() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args([
+            "servers",
+            "--model",
+            "iterative",
+            "--clients",
+            "1",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+            "--no-perf",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let metrics = v[0]["observation"]["metrics"].as_array().unwrap();
+    let get = |name: &str| metrics.iter().find(|m| m["name"] == name).unwrap();
+    assert_eq!(
+        get("context_switches")["source"],
+        "unavailable: perf counters off (--no-perf)"
+    );
+    assert!(get("context_switches")["value"].is_null());
+    assert_eq!(get("cpu_sys_s")["source"], "rusage");
+    assert!(get("cpu_sys_s")["value"].as_f64().is_some());
+    assert_eq!(v[0]["case"]["perf"], false);
+}

@@ -76,14 +76,14 @@ fn sweep_stores_every_cell_and_export_matches_the_documented_columns() {
     assert_eq!(text.lines().count(), 9, "a header and one row per cell");
     // The fixed columns are the ones docs/output.md lists, and every metric column is documented.
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/output.md")).unwrap();
-    let fixed = "run_id,workload,label,repetition,mode,size_bytes,fields,threads,duration_ms,warmup_ms,client_cpus,server_cpus,verify";
+    let fixed = "run_id,workload,label,repetition,mode,size_bytes,fields,threads,duration_ms,warmup_ms,client_cpus,server_cpus,verify,perf";
     assert!(
         docs.contains(fixed),
         "docs/output.md must list the export's fixed columns"
     );
     assert!(header.starts_with(fixed), "{header}");
     assert!(header.ends_with(",warnings"), "{header}");
-    let metric_cols: Vec<&str> = header.split(',').skip(13).filter(|c| *c != "warnings").collect();
+    let metric_cols: Vec<&str> = header.split(',').skip(14).filter(|c| *c != "warnings").collect();
     assert!(metric_cols.contains(&"system_throughput_gbps"));
     for col in metric_cols.iter().filter(|c| !c.ends_with("_source")) {
         let name = col.split_once('_').unwrap().1;

@@ -22,6 +22,8 @@ pub struct ServersCase {
     /// CPU lists (kernel syntax, e.g. "0" or "0-1") for the server and client threads.
     pub server_cpus: Option<String>,
     pub client_cpus: Option<String>,
+    /// Open perf counters on the server threads (they cost time at every context switch).
+    pub perf: bool,
 }
 
 impl ServersCase {
@@ -41,6 +43,7 @@ impl ServersCase {
             ("pool_size", self.pool_size.to_string()),
             ("server_cpus", self.server_cpus.clone().unwrap_or_else(|| "any".into())),
             ("client_cpus", self.client_cpus.clone().unwrap_or_else(|| "any".into())),
+            ("perf", if self.perf { "on".into() } else { "off".into() }),
         ]
     }
 }

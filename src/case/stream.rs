@@ -70,6 +70,14 @@ pub struct StreamCase {
     /// Check every received byte against the sender's pattern.
     pub verify: bool,
     pub endpoint: Endpoint,
+    /// Open perf counters on every thread (false: getrusage only; a perf event costs time at
+    /// every context switch of the thread it watches).
+    #[serde(default = "perf_default")]
+    pub perf: bool,
+}
+
+fn perf_default() -> bool {
+    true
 }
 
 impl StreamCase {
@@ -92,6 +100,7 @@ impl StreamCase {
             ("client_cpus", cpus(&self.client_cpus)),
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
+            ("perf", self.perf.to_string()),
         ]
     }
 }

@@ -66,6 +66,10 @@ pub struct StreamArgs {
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
+    /// Count with getrusage only, no perf events (they cost time at every context switch);
+    /// perf metrics then read `unavailable: perf counters off (--no-perf)`.
+    #[arg(long)]
+    pub no_perf: bool,
     /// Loopback port for the in-process server (default: any free port).
     #[arg(long, conflicts_with = "connect")]
     pub port: Option<u16>,
@@ -141,6 +145,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                     server_cpus: args.server_cpus.clone(),
                     verify: args.verify,
                     endpoint: endpoint.clone(),
+                    perf: !args.no_perf,
                 });
             }
         }

@@ -48,6 +48,10 @@ pub struct ServersArgs {
     /// Pin the load-generator threads to these CPUs.
     #[arg(long)]
     pub client_cpus: Option<String>,
+    /// Measure server threads with getrusage only: no perf events, whose per-context-switch
+    /// cost (about 2 us per round trip on a VM) shows in latency.
+    #[arg(long)]
+    pub no_perf: bool,
     /// Runs of each case.
     #[arg(long, default_value_t = 1)]
     pub repetitions: u32,
@@ -191,6 +195,7 @@ fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
                     pool_size: args.pool_size,
                     server_cpus: server_cpus.clone(),
                     client_cpus: client_cpus.clone(),
+                    perf: !args.no_perf,
                 });
             }
         }

@@ -119,6 +119,7 @@ impl StreamGrid {
                         server_cpus: self.server_cpus.clone(),
                         verify: self.verify,
                         endpoint: Endpoint::Loopback { port: 0 },
+                        perf: true,
                     }));
                 }
             }

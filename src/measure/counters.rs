@@ -323,6 +323,18 @@ impl ThreadCounters {
         }
     }
 
+    /// No perf events at all, only getrusage: for runs where a perf event's cost at every
+    /// context switch must not touch the result. Perf metrics then read unavailable(reason).
+    pub fn rusage_only(reason: &str) -> ThreadCounters {
+        ThreadCounters {
+            hardware: Err(reason.to_string()),
+            software: Err(reason.to_string()),
+            usage_at_start: Err("window not started".into()),
+            // Nothing excludes the kernel: there is simply nothing to count it with.
+            kernel_included: true,
+        }
+    }
+
     /// Reset and enable the groups and snapshot rusage: the window begins.
     pub fn start(&mut self) {
         for g in [&mut self.hardware, &mut self.software].into_iter().flatten() {

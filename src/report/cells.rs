@@ -186,9 +186,16 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
         };
         let Some(s) = &metric.summary else { continue };
         if s.cv > NOISY_CV {
+            let pinned = matches!(&cell.case, Case::NetStream(c) if c.client_cpus.is_some() || c.server_cpus.is_some());
+            let advice = if pinned {
+                "the threads are pinned, so look for other load on the machine (load_average under \
+                 Environment), then lengthen --duration or add --reps"
+            } else {
+                "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
+                 other load on the machine"
+            };
             out.push(format!(
-                "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): pin the threads \
-                 (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop other load on the machine",
+                "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): {advice}",
                 cell.label,
                 s.cv * 100.0,
                 s.n,
@@ -225,6 +232,7 @@ pub(crate) mod tests {
             server_cpus: None,
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
         })
     }
 

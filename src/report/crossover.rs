@@ -101,6 +101,40 @@ pub struct CrossoverRow {
     pub result: Crossover,
     /// Sizes where both modes have a summary.
     pub sizes_compared: usize,
+    /// Sizes where B is ahead with non-overlapping intervals (the other half of the answer).
+    pub b_ahead: Vec<u64>,
+}
+
+impl CrossoverRow {
+    /// "4KiB, 1MiB" or "none".
+    pub fn b_ahead_text(&self) -> String {
+        if self.b_ahead.is_empty() {
+            "none".into()
+        } else {
+            self.b_ahead
+                .iter()
+                .map(|&s| format_bytes(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+/// Sizes at which B beats A with non-overlapping intervals.
+pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
+    let mut sizes: Vec<u64> = points
+        .iter()
+        .filter(|p| {
+            if higher_is_better {
+                p.b.ci95_low > p.a.ci95_high
+            } else {
+                p.b.ci95_high < p.a.ci95_low
+            }
+        })
+        .map(|p| p.size)
+        .collect();
+    sizes.sort_unstable();
+    sizes
 }
 
 /// Every mode pair and thread count present in a run's stream cells, on throughput.
@@ -150,6 +184,7 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
                 threads: t,
                 result: find_crossover(&points, true),
                 sizes_compared: points.len(),
+                b_ahead: sizes_where_b_wins(&points, true),
             });
         }
     }
@@ -217,6 +252,7 @@ mod tests {
         ]);
         assert_eq!(find_crossover(&p, true), Crossover::NoCrossover);
         assert_eq!(Crossover::NoCrossover.describe(), "no crossover in the range");
+        assert_eq!(sizes_where_b_wins(&p, true), vec![64, 128]);
     }
 
     #[test]

@@ -287,18 +287,23 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     if servers.is_empty() {
         return Vec::new();
     }
-    let mut models: Vec<&str> = Vec::new();
+    // One series per model and request kind (echo:64, procs:2...).
+    let mut models: Vec<(&str, &str)> = Vec::new();
     for (s, _) in &servers {
-        if !models.contains(&s.model.as_str()) {
-            models.push(&s.model);
+        if !models.contains(&(s.model.as_str(), s.request.as_str())) {
+            models.push((&s.model, &s.request));
         }
     }
+    let one_request = models.iter().all(|(_, r)| *r == models[0].1);
     let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str| {
         let mut provenance = Provenance::default();
         let mut series = Vec::new();
-        for (i, model) in models.iter().enumerate() {
+        for (i, (model, request)) in models.iter().enumerate() {
             let mut points = Vec::new();
-            for (s, cell) in servers.iter().filter(|(s, _)| s.model == *model) {
+            for (s, cell) in servers
+                .iter()
+                .filter(|(s, _)| s.model == *model && s.request == *request)
+            {
                 if let Some(m) = cell.metric(name, role) {
                     provenance.add(m);
                     points.extend(point(s.clients as f64, m));
@@ -306,7 +311,11 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             }
             if !points.is_empty() {
                 series.push(Series {
-                    name: model.to_string(),
+                    name: if one_request {
+                        model.to_string()
+                    } else {
+                        format!("{model} {request}")
+                    },
                     color: PALETTE[i % PALETTE.len()],
                     points,
                 });
@@ -343,12 +352,17 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     ]
 }
 
-/// Cache-level boundaries for the memory-latency curve as (size in bytes, label): each level
-/// found by `crate::micro::detect_levels` marked at the largest working set it still holds.
+/// Cache-level plateaus of the memory-latency curve, from the micro workload's detector, as
+/// markers at the largest working set of each plateau: (size in bytes, "L1 1.2 ns").
 pub fn memlat_levels(points: &[(u64, f64)]) -> Vec<(f64, String)> {
     crate::micro::detect_levels(points)
         .into_iter()
-        .map(|l| (l.max_bytes as f64, format!("{} {:.1} ns", l.name, l.latency_ns)))
+        .map(|level| {
+            (
+                level.max_bytes as f64,
+                format!("{} {:.1} ns", level.name, level.latency_ns),
+            )
+        })
         .collect()
 }
 
@@ -425,6 +439,105 @@ mod tests {
         let cache = figures.iter().find(|f| f.stem == "cache_misses_vs_size").unwrap();
         assert!(cache.series.is_empty());
         assert_eq!(cache.empty_reason.as_deref(), Some("unavailable: no hardware PMU"));
+    }
+
+    fn run_of(cases: Vec<(Case, Vec<crate::observation::Metric>)>) -> crate::store::RunData {
+        let mut data = run_data(vec![]);
+        for (position, (case, metrics)) in cases.into_iter().enumerate() {
+            for repetition in 0..3 {
+                data.cells.push(crate::store::StoredCell {
+                    position,
+                    repetition,
+                    case: case.clone(),
+                    observation: crate::observation::Observation {
+                        metrics: metrics.clone(),
+                        ..Default::default()
+                    },
+                    error: None,
+                    elapsed_s: 0.1,
+                });
+            }
+            data.cases.push(case);
+        }
+        data
+    }
+
+    #[test]
+    fn memlat_runs_get_a_latency_curve_with_cache_levels_marked() {
+        use crate::observation::{Metric, Source};
+        let curve = [
+            (1u64 << 10, 1.0),
+            (1 << 12, 1.0),
+            (1 << 14, 1.05),
+            (1 << 16, 4.0),
+            (1 << 18, 4.1),
+            (1 << 20, 4.0),
+        ]
+        .into_iter()
+        .chain([
+            (1u64 << 23, 20.0),
+            (1 << 24, 20.5),
+            (1 << 26, 90.0),
+            (1 << 27, 91.0),
+            (1 << 28, 90.5),
+        ]);
+        let cases = curve
+            .map(|(size, ns)| {
+                let case = Case::Micro(crate::case::MicroCase {
+                    bench: "memlat".into(),
+                    options: vec![("size_bytes".into(), size.to_string())],
+                });
+                (
+                    case,
+                    vec![Metric::new("latency_ns", Role::System, ns, "ns", Source::Tool)],
+                )
+            })
+            .collect();
+        let figures = all_figures(&summarize_run(&run_of(cases)));
+        assert_eq!(figures.len(), 1);
+        assert_eq!(figures[0].stem, "memlat_vs_size");
+        assert_eq!(figures[0].series[0].points.len(), 11);
+        assert!(!figures[0].markers.is_empty(), "the plateaus should be marked");
+        assert!(figures[0].markers[0].1.starts_with("L1"), "{:?}", figures[0].markers);
+    }
+
+    #[test]
+    fn servers_runs_get_requests_and_p99_per_model() {
+        use crate::observation::{Metric, Source};
+        let mut cases = Vec::new();
+        for model in ["threads", "epoll"] {
+            for clients in [1usize, 4, 16] {
+                let case = Case::Servers(crate::case::ServersCase {
+                    model: model.into(),
+                    request: "echo:64".into(),
+                    clients,
+                    duration_ms: 100,
+                    warmup_ms: 10,
+                    rate: None,
+                    client_threads: 1,
+                    pool_size: 4,
+                    server_cpus: None,
+                    client_cpus: None,
+                    perf: true,
+                });
+                let metrics = vec![
+                    Metric::new(
+                        "requests_per_s",
+                        Role::System,
+                        1000.0 * clients as f64,
+                        "req/s",
+                        Source::Tool,
+                    ),
+                    Metric::new("latency_p99_us", Role::Client, 50.0, "us", Source::Tool),
+                ];
+                cases.push((case, metrics));
+            }
+        }
+        let figures = all_figures(&summarize_run(&run_of(cases)));
+        let stems: Vec<&str> = figures.iter().map(|f| f.stem.as_str()).collect();
+        assert_eq!(stems, vec!["servers_requests_vs_clients", "servers_p99_vs_clients"]);
+        assert_eq!(figures[0].series.len(), 2);
+        assert_eq!(figures[1].series[0].points.len(), 3);
     }
 
     #[test]

@@ -56,9 +56,37 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
                 flatten(&key, v, out);
             }
         }
+        serde_json::Value::Array(items) => {
+            let text: Vec<String> = items.iter().map(compact).collect();
+            out.push((
+                prefix.to_string(),
+                if text.is_empty() {
+                    "none".into()
+                } else {
+                    text.join("; ")
+                },
+            ));
+        }
         serde_json::Value::Null => out.push((prefix.to_string(), "unknown".into())),
         serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
         other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+/// One array element on one line: `key=value` pairs without the nulls, or the plain value.
+fn compact(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -185,9 +213,9 @@ pub fn render(input: &ReportInput<'_>) -> String {
                     h2 id="crossover" { "Crossover sizes" }
                     p { "The smallest message size from which mode A has higher throughput than mode B with non-overlapping 95% confidence intervals (and never significantly lower at a larger size); the means cross at the interpolated size (log scale)." }
                     table {
-                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "sizes compared" } }
+                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
                         @for row in input.crossovers {
-                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td.num { (row.sizes_compared) } }
+                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td { (row.b_ahead_text()) } td.num { (row.sizes_compared) } }
                         }
                     }
                 }

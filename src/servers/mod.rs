@@ -74,7 +74,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
         obs.warn(w);
     }
-    let window = Arc::new(Window::new());
+    let window = Arc::new(Window::new(case.perf));
     if let Some(note) = &window.policy().note {
         obs.warn(note.clone());
     }
@@ -245,6 +245,12 @@ fn describe(
             e.protocol,
             e.io,
             load.samples.join("; ")
+        ));
+    }
+    if load.unanswered > 0 {
+        obs.warn(format!(
+            "{} request(s) were still waiting for a reply when the run ended",
+            load.unanswered
         ));
     }
     if model == Model::Iterative && case.clients > 1 {

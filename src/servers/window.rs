@@ -2,6 +2,7 @@
 //! opens and closes it; each server thread turns its own counters on and off as it notices.
 
 use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
+use crate::sys::rusage;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -12,15 +13,23 @@ const DONE: u8 = 2;
 
 pub struct Window {
     phase: AtomicU8,
+    /// Open perf counters on server threads (false: getrusage only, no per-switch cost).
+    perf: bool,
     policy: KernelPolicy,
     /// Server threads whose counters are running.
     running: AtomicUsize,
     samples: Mutex<Vec<CounterSample>>,
 }
 
+/// Why perf metrics are missing when the run was asked not to open them.
+pub const PERF_OFF: &str = "perf counters off (--no-perf)";
+
 impl Window {
-    pub fn new() -> Window {
+    /// A window whose server threads open perf counters when `perf` is set; without, they
+    /// measure getrusage only (a perf event on a thread costs time at every context switch).
+    pub fn new(perf: bool) -> Window {
         Window {
+            perf,
             phase: AtomicU8::new(WARMUP),
             policy: kernel_policy(),
             running: AtomicUsize::new(0),
@@ -59,7 +68,48 @@ impl Window {
 
 impl Default for Window {
     fn default() -> Self {
-        Window::new()
+        Window::new(true)
+    }
+}
+
+/// A thread's counters: perf groups plus rusage, or rusage alone.
+enum Probe {
+    Perf(ThreadCounters),
+    Rusage(Result<rusage::Usage, String>),
+}
+
+impl Probe {
+    fn start(&mut self) {
+        match self {
+            Probe::Perf(c) => c.start(),
+            Probe::Rusage(at) => *at = rusage::thread().map_err(|e| format!("getrusage failed: {e}")),
+        }
+    }
+
+    fn stop(&mut self, kernel_included: bool) -> CounterSample {
+        match self {
+            Probe::Perf(c) => c.stop(),
+            Probe::Rusage(at) => {
+                let off = || Err(PERF_OFF.to_string());
+                let end = rusage::thread().map_err(|e| format!("getrusage failed: {e}"));
+                CounterSample {
+                    cycles: off(),
+                    instructions: off(),
+                    cache_references: off(),
+                    cache_misses: off(),
+                    branch_misses: off(),
+                    task_clock_ns: off(),
+                    context_switches: off(),
+                    cpu_migrations: off(),
+                    page_faults: off(),
+                    usage: match (at.clone(), end) {
+                        (Ok(a), Ok(b)) => Ok(b.since(&a)),
+                        (Err(e), _) | (_, Err(e)) => Err(e),
+                    },
+                    kernel_included,
+                }
+            }
+        }
     }
 }
 
@@ -67,14 +117,20 @@ impl Default for Window {
 /// on every wait timeout) and `finish()` before it exits.
 pub struct ThreadWindow<'a> {
     window: Option<&'a Window>,
-    counters: Option<ThreadCounters>,
+    counters: Option<Probe>,
     running: bool,
     done: bool,
 }
 
 impl<'a> ThreadWindow<'a> {
     pub fn new(window: Option<&'a Window>) -> ThreadWindow<'a> {
-        let counters = window.map(|w| ThreadCounters::open(w.policy()));
+        let counters = window.map(|w| {
+            if w.perf {
+                Probe::Perf(ThreadCounters::open(w.policy()))
+            } else {
+                Probe::Rusage(Err("window not started".into()))
+            }
+        });
         let mut tw = ThreadWindow {
             window,
             counters,
@@ -113,7 +169,7 @@ impl<'a> ThreadWindow<'a> {
         self.done = true;
         if self.running {
             if let Some(c) = self.counters.as_mut() {
-                let sample = c.stop();
+                let sample = c.stop(window.policy.include_kernel);
                 if let Ok(mut s) = window.samples.lock() {
                     s.push(sample);
                 }

@@ -257,6 +257,7 @@ mod tests {
             server_cpus: Some(vec![1]),
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
         })
     }
 
@@ -409,6 +410,37 @@ mod tests {
             store.latest_run_id().err().unwrap().downcast_ref::<StoreError>(),
             Some(StoreError::Empty(_))
         ));
+    }
+
+    #[test]
+    fn records_saved_by_other_commands_become_a_complete_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create_or_open(&dir.path().join("x.db")).unwrap();
+        let mut obs = Observation::default();
+        obs.push(Metric::new("latency_ns", Role::System, 1.5, "ns", Source::Tool));
+        let records: Vec<Record> = [(64, 0), (64, 1), (4096, 0), (4096, 1)]
+            .into_iter()
+            .map(|(size, repetition)| Record {
+                run_id: None,
+                label: stream(size).label(),
+                case: stream(size),
+                repetition,
+                observation: obs.clone(),
+            })
+            .collect();
+        let id = super::super::save_records(
+            &mut store,
+            None,
+            "iopath micro".into(),
+            "{}".into(),
+            "{}".into(),
+            &records,
+        )
+        .unwrap();
+        let data = store.load_run(id).unwrap();
+        assert_eq!((data.cases.len(), data.run.repetitions, data.run.cells_ok), (2, 2, 4));
+        assert_eq!(data.run.status, "complete");
+        assert_eq!(data.records()[3].observation, obs);
     }
 
     #[test]

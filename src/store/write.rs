@@ -155,6 +155,53 @@ impl Store {
     }
 }
 
+/// Store records a command produced by itself (e.g. `iopath micro ... --db`) as one complete
+/// run: each distinct case once, each record as the cell (case, repetition). Returns the run id.
+pub fn save_records(
+    store: &mut Store,
+    name: Option<String>,
+    command_line: String,
+    machine_json: String,
+    environment_json: String,
+    records: &[super::Record],
+) -> anyhow::Result<i64> {
+    let mut cases: Vec<Case> = Vec::new();
+    for r in records {
+        if !cases.contains(&r.case) {
+            cases.push(r.case.clone());
+        }
+    }
+    let repetitions = records.iter().map(|r| r.repetition + 1).max().unwrap_or(1);
+    let run_id = store.create_run(&NewRun {
+        name,
+        command_line,
+        repetitions,
+        shuffle: false,
+        seed: 0,
+        warmup_cell: false,
+        machine_json,
+        environment_json,
+        cases: cases.clone(),
+    })?;
+    for r in records {
+        let position = cases.iter().position(|c| *c == r.case).unwrap_or_default();
+        let outcome = CellOutcome {
+            result: Ok(r.observation.clone()),
+            elapsed_s: 0.0,
+        };
+        store.record_cell(
+            run_id,
+            Cell {
+                position,
+                repetition: r.repetition,
+            },
+            &outcome,
+        )?;
+    }
+    store.set_run_status(run_id, "complete")?;
+    Ok(run_id)
+}
+
 /// The sweep's sink for one run: each finished cell goes straight into the database.
 pub struct RunRecorder<'a> {
     pub store: &'a mut Store,

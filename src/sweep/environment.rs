@@ -23,6 +23,10 @@ pub struct RunEnvironment {
     /// The interface the workloads used and its MTU (loopback for local runs).
     pub interface: String,
     pub mtu: Option<i64>,
+    /// /proc/loadavg's 1, 5 and 15 minute averages when the run started: other load on the
+    /// machine is the first suspect for noisy cells.
+    #[serde(default)]
+    pub load_average: Option<String>,
 }
 
 impl RunEnvironment {
@@ -44,6 +48,8 @@ impl RunEnvironment {
             rlimit_memlock: memlock(),
             interface: interface.to_string(),
             mtu: read_i64(format!("/sys/class/net/{interface}/mtu")),
+            load_average: read_trimmed("/proc/loadavg")
+                .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
         }
     }
 
@@ -67,6 +73,7 @@ impl RunEnvironment {
             ("rlimit_memlock", show(self.rlimit_memlock.clone())),
             ("interface", self.interface.clone()),
             ("mtu", show(self.mtu.map(|v| v.to_string()))),
+            ("load_average", show(self.load_average.clone())),
         ]
     }
 }

@@ -135,6 +135,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
                     phase: &phase,
                     ready: &ready,
                     policy: &policy,
+                    perf: case.perf,
                     drain_timeout,
                 };
                 let end = End::Send(mode::sender(case.mode, size, case.fields, case.verify));
@@ -256,14 +257,38 @@ fn build_observation(
     tsc_hz: Option<f64>,
 ) -> Observation {
     let mut obs = Observation::default();
-    let recv_rate: f64 = server.threads.iter().map(|t| per(t.bytes as f64, t.window_s)).sum();
-    let msg_rate: f64 = server.threads.iter().map(|t| per(t.messages as f64, t.window_s)).sum();
-    let time_per_msg = clients
-        .iter()
-        .map(|c| per(c.tally.window_s, c.tally.messages as f64))
-        .sum::<f64>()
-        / clients.len().max(1) as f64;
-    let window = clients.iter().map(|c| c.tally.window_s).sum::<f64>() / clients.len().max(1) as f64;
+    // Receivers' windows: a thread that saw no window (window_s 0) received nothing in it and
+    // adds 0 bytes; the rate is over the mean length of the windows that were seen.
+    let mean_window = |windows: Vec<f64>| -> f64 {
+        let seen: Vec<f64> = windows.into_iter().filter(|w| *w > 0.0).collect();
+        per(seen.iter().sum(), seen.len() as f64)
+    };
+    let server_window = mean_window(server.threads.iter().map(|t| t.window_s).collect());
+    let recv_rate = per(server.threads.iter().map(|t| t.bytes as f64).sum(), server_window);
+    let msg_rate = per(server.threads.iter().map(|t| t.messages as f64).sum(), server_window);
+    let busy_clients: Vec<&ThreadOutcome> = clients.iter().filter(|c| c.tally.messages > 0).collect();
+    let time_per_msg = per(
+        busy_clients
+            .iter()
+            .map(|c| c.tally.window_s / c.tally.messages as f64)
+            .sum(),
+        busy_clients.len() as f64,
+    );
+    let window = mean_window(clients.iter().map(|c| c.tally.window_s).collect());
+    let idle = |role: &str, tallies: Vec<&crate::net::control::ThreadTally>| -> Option<String> {
+        let n = tallies.iter().filter(|t| t.messages == 0).count();
+        (n > 0).then(|| {
+            format!(
+                "{n} {role} threads moved no message inside the window (starved of CPU or blocked on the other end): more threads than CPUs?"
+            )
+        })
+    };
+    if let Some(w) = idle("client", clients.iter().map(|c| &c.tally).collect()) {
+        obs.warn(w);
+    }
+    if let Some(w) = idle("server", server.threads.iter().collect()) {
+        obs.warn(w);
+    }
     obs.push(tag_metric(
         "throughput_gbps",
         Role::System,
@@ -285,7 +310,7 @@ fn build_observation(
         {
             obs.warn(note);
         }
-        if let Err(reason) = &sample.cycles {
+        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
             obs.warn(format!(
                 "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
             ));
@@ -410,4 +435,102 @@ fn build_observation(
     }
     obs.warnings.extend(server.warnings.iter().cloned());
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::control::ThreadTally;
+    use crate::observation::ThreadPlacement;
+
+    fn outcome(role: Role, index: usize, bytes: u64, messages: u64, window_s: f64) -> ThreadOutcome {
+        let zero = || Ok(0u64);
+        ThreadOutcome {
+            tally: ThreadTally {
+                bytes,
+                messages,
+                window_s,
+                syscalls: messages,
+            },
+            counters: CounterSample {
+                cycles: Err("no hardware PMU".into()),
+                instructions: Err("no hardware PMU".into()),
+                cache_references: Err("no hardware PMU".into()),
+                cache_misses: Err("no hardware PMU".into()),
+                branch_misses: Err("no hardware PMU".into()),
+                task_clock_ns: zero(),
+                context_switches: zero(),
+                cpu_migrations: zero(),
+                page_faults: zero(),
+                usage: Ok(Default::default()),
+                kernel_included: true,
+            },
+            placement: ThreadPlacement {
+                role,
+                index,
+                pinned: None,
+                cpu_at_start: None,
+                cpu_at_end: None,
+                migrations: None,
+            },
+            send_counts: None,
+            recv_counts: None,
+        }
+    }
+
+    fn case() -> StreamCase {
+        StreamCase {
+            mode: CopyMode::TwoCopy,
+            size: 1000,
+            fields: 1,
+            threads: 2,
+            duration_ms: 1000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
+        }
+    }
+
+    /// Seen in `iopath quick` on a loaded 2-CPU machine: a server thread blocked in recv()
+    /// for the whole window because its client was starved. That is an empty window, not a
+    /// failed run, and the rate must not be divided by its zero length.
+    #[test]
+    fn a_thread_that_missed_the_window_counts_as_idle_not_as_failure() {
+        let clients = vec![
+            outcome(Role::Client, 0, 2_000_000, 2000, 1.0),
+            outcome(Role::Client, 1, 0, 0, 0.0),
+        ];
+        let server = ServerReport {
+            threads: vec![
+                ThreadTally {
+                    bytes: 2_000_000,
+                    messages: 2000,
+                    window_s: 1.0,
+                    syscalls: 2000,
+                },
+                ThreadTally {
+                    bytes: 0,
+                    messages: 0,
+                    window_s: 0.0,
+                    syscalls: 0,
+                },
+            ],
+            ..Default::default()
+        };
+        let obs = build_observation(&case(), &clients, &server, Some(1e9));
+        assert_eq!(obs.value("throughput_gbps", Role::System), Some(0.016));
+        assert_eq!(obs.value("messages_per_s", Role::System), Some(2000.0));
+        assert_eq!(obs.value("time_per_msg_us", Role::System), Some(500.0));
+        assert!(obs
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("1 server threads moved no message")));
+        assert!(obs
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("1 client threads moved no message")));
+    }
 }

@@ -165,6 +165,7 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
                     phase: &phase,
                     ready: &ready,
                     policy: &policy,
+                    perf: case.perf,
                     drain_timeout: Duration::ZERO,
                 };
                 let end = End::Recv(mode::receiver(case.mode, size, case.fields, case.verify));

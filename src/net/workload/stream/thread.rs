@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+/// Why perf metrics are missing when the run was asked not to open them.
+pub const PERF_OFF: &str = "perf counters off (--no-perf)";
+
 pub const WARMUP: u8 = 0;
 pub const MEASURE: u8 = 1;
 pub const DONE: u8 = 2;
@@ -49,6 +52,8 @@ pub struct ThreadPlan<'a> {
     pub phase: &'a AtomicU8,
     pub ready: &'a Barrier,
     pub policy: &'a KernelPolicy,
+    /// Open perf counters (false: getrusage only).
+    pub perf: bool,
     /// How long a sender may take to get its zero-copy buffers back at the end.
     pub drain_timeout: Duration,
 }
@@ -64,7 +69,11 @@ struct Window {
 /// coordinator never waits forever.
 pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     let pinned = plan.pin.map(|cpu| affinity::pin_current_thread(&[cpu]).map(|_| cpu));
-    let mut counters = ThreadCounters::open(plan.policy);
+    let mut counters = if plan.perf {
+        ThreadCounters::open(plan.policy)
+    } else {
+        ThreadCounters::rusage_only(PERF_OFF)
+    };
     plan.ready.wait();
     if let Some(Err(e)) = pinned {
         return Err(io::Error::new(
@@ -76,7 +85,6 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     let mut seq: u64 = 0;
     let mut window: Option<Window> = None;
     let mut closed: Option<(Duration, u64, u64, CounterSample, Option<usize>)> = None;
-    let mut eof = false;
     loop {
         let phase = plan.phase.load(Ordering::Relaxed);
         if phase >= MEASURE && window.is_none() && closed.is_none() {
@@ -108,7 +116,6 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
             End::Recv(r) => r.recv(plan.fd, seq),
         }?;
         if !more {
-            eof = true;
             break;
         }
         seq += 1;
@@ -128,13 +135,15 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     if let End::Send(s) = &mut end {
         s.drain(plan.fd, plan.drain_timeout)?;
     }
-    let Some((elapsed, messages, syscalls, counters_sample, cpu_at_start)) = closed else {
-        let why = if eof {
-            "the peer closed the connection before the measured window"
-        } else {
-            "no measured window"
-        };
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, why));
+    // A thread can miss the window entirely: a receiver blocked in recv() the whole time
+    // because its sender was starved, or a thread that first looked after the window closed.
+    // Its window is empty (zero length, nothing counted), not an error; the caller warns.
+    let (elapsed, messages, syscalls, counters_sample, cpu_at_start) = match closed {
+        Some(window) => window,
+        None => {
+            counters.start();
+            (Duration::ZERO, 0, 0, counters.stop(), affinity::current_cpu())
+        }
     };
     let migrations = counters_sample.cpu_migrations.as_ref().ok().copied();
     Ok(ThreadOutcome {
