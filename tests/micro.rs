@@ -249,6 +249,12 @@ fn fs_in_a_named_dir_leaves_nothing() {
     check_figure(&by("variant=seq_read"), "time_per_read_us", "us", 1e6);
     check_figure(&by("variant=rand_read"), "time_per_read_us", "us", 1e6);
     check_figure(&by("variant=cache_read"), "read_time_per_mib_us", "us", 1e7);
+    for rec in by("variant=cache_read") {
+        let f = metric(&rec, "resident_fraction")
+            .and_then(|m| m["value"].as_f64())
+            .expect("resident_fraction");
+        assert!((0.0..=1.0).contains(&f), "resident fraction {f}");
+    }
     check_figure(&by("variant=contention"), "bandwidth_total_mib_s", "MiB/s", 1e7);
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
 }
@@ -312,6 +318,9 @@ fn bad_options_exit_2_with_one_line() {
         ),
         (vec!["micro", "all", "--samples", "0"], "at least 1"),
         (vec!["micro", "fs", "--procs", "0"], "--procs"),
+        (vec!["micro", "membw", "--size", "1000G"], "available"),
+        (vec!["micro", "memlat", "--max", "1000G"], "available"),
+        (vec!["micro", "fs", "--file-size", "100000G"], "free"),
         (vec!["micro", "fs", "--procs", "100"], "1..64"),
     ];
     for (args, says) in cases {
@@ -376,4 +385,51 @@ fn ctrl_c_stops_after_the_current_case_and_prints_what_ran() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("the cases that ran, as JSON");
     let n = v.as_array().map_or(0, |a| a.len());
     assert!((1..37).contains(&n), "some but not all of the 37 points ran: {n}");
+}
+
+#[test]
+fn db_stores_a_run_the_other_commands_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("results").join("iopath.db");
+    let db_arg = db.to_str().expect("utf-8 path");
+    iopath()
+        .args(["micro", "syscall", "--quick", "--db", db_arg])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("stored as run 1 (complete)"));
+    iopath()
+        .args(["runs", "--db", db_arg])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("micro syscall"));
+    let out = iopath()
+        .args(["export", "1", "--db", db_arg, "--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .contains("system_time_per_call_ns_ci95_high"));
+    assert_eq!(text.lines().count(), 4, "header + 3 syscall variants");
+    // The machine description went in with the run.
+    let conn = rusqlite::Connection::open(&db).expect("open db");
+    let machine: String = conn
+        .query_row("SELECT machine_json FROM runs WHERE id = 1", [], |r| r.get(0))
+        .expect("machine_json");
+    let m: iopath::sysinfo::Machine = serde_json::from_str(&machine).expect("a Machine");
+    assert!(m.logical_cpus >= 1);
+}
+
+#[test]
+fn db_that_cannot_be_created_is_refused_before_running() {
+    iopath()
+        .args(["micro", "syscall", "--quick", "--db", "/proc/iopath-micro/iopath.db"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--db"));
 }

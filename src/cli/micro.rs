@@ -3,12 +3,14 @@
 
 use super::error::usage;
 use super::output::{num, Table};
+use super::sweep::{command_line, open_for_writing, store_error};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Settings, BENCHES};
 use crate::observation::{Observation, Role};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
-use crate::store::Record;
+use crate::store::{NewRun, Record, Store};
+use crate::sweep::{environment::RunEnvironment, Cell, CellOutcome};
 use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -99,7 +101,8 @@ pub struct RunArgs {
     /// Print the records as CSV.
     #[arg(long)]
     pub csv: bool,
-    /// Also store the results in this database (with the machine description).
+    /// Also store the results as a run in this results database (created if missing; the
+    /// machine description goes with it), e.g. iopath-results/iopath.db.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 }
@@ -177,6 +180,7 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
     if let Some(dir) = &a.dir {
         micro::scratch::check_dir(dir).map_err(usage)?;
     }
+    check_resources(a)?;
     let pinned = match a.pinned.as_deref() {
         None | Some("both") => None,
         Some("yes") => Some(true),
@@ -242,11 +246,57 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
     })
 }
 
+/// Refuse memory sizes that would push the machine into the OOM killer and files that would
+/// fill the disk: buffers up to a third of MemAvailable, files up to half the free space.
+fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
+    let available = crate::sys::procfs::read_trimmed("/proc/meminfo").and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    if let Some(available) = available {
+        // membw copy needs two buffers; memlat needs its buffer and a successor table.
+        for (flag, bytes) in [("--size", a.size.map(|s| 2 * s)), ("--max", a.max.map(|m| m + m / 4))] {
+            if let Some(bytes) = bytes.filter(|b| *b > available / 3) {
+                return Err(usage(format!(
+                    "{flag} needs about {} of memory, more than a third of the {} available",
+                    format_bytes(bytes),
+                    format_bytes(available)
+                )));
+            }
+        }
+    }
+    let dir = micro::scratch::base_dir(a.dir.as_ref().and_then(|d| d.to_str()));
+    if let Ok(stat) = nix::sys::statvfs::statvfs(&dir) {
+        let free = stat.blocks_available().saturating_mul(stat.fragment_size());
+        let readers = a
+            .procs
+            .as_deref()
+            .and_then(|p| parse_count_list(p).ok())
+            .and_then(|p| p.into_iter().max())
+            .unwrap_or(4) as u64;
+        let needs = [
+            ("--file-size", a.file_size.map(|f| f.saturating_mul(readers))),
+            ("--cache-max", a.cache_max),
+        ];
+        for (flag, bytes) in needs {
+            if let Some(bytes) = bytes.filter(|b| *b > free / 2) {
+                return Err(usage(format!(
+                    "{flag} needs {} of files in {}, more than half of its {} free",
+                    format_bytes(bytes),
+                    dir.display(),
+                    format_bytes(free)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     let s = settings(benches, &args)?;
-    if let Some(db) = &args.db {
-        check_db(db)?;
-    }
     let cases: Vec<MicroCase> = benches
         .iter()
         .flat_map(|b| {
@@ -267,7 +317,12 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
             micro::plan(b, &own)
         })
         .collect();
+    let mut db = match &args.db {
+        Some(path) => Some(DbRun::start(path, &cases)?),
+        None => None,
+    };
     let stop = crate::sys::signal::install_stop_handler();
+    let mut interrupted = false;
     let progress = std::io::stderr().is_terminal();
     let mut records = Vec::with_capacity(cases.len());
     let mut failures = Vec::new();
@@ -277,23 +332,29 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
                 "stopped after {i} of {} cases (Ctrl-C); the results so far follow",
                 cases.len()
             );
+            interrupted = true;
             break;
         }
         if progress {
             eprintln!("[{}/{}] {}", i + 1, cases.len(), case.label());
         }
-        let observation = match micro::run_case(case) {
+        let started = std::time::Instant::now();
+        let result = micro::run_case(case).map_err(|err| format!("{err:#}"));
+        if let Some(db) = db.as_mut() {
+            db.record(i, &result, started.elapsed().as_secs_f64())?;
+        }
+        let observation = match result {
             Ok(obs) => obs,
             Err(err) => {
-                eprintln!("error: {}: {err:#}", case.label());
+                eprintln!("error: {}: {err}", case.label());
                 failures.push(case.label());
                 let mut obs = Observation::default();
-                obs.warn(format!("failed: {err:#}"));
+                obs.warn(format!("failed: {err}"));
                 obs
             }
         };
         records.push(Record {
-            run_id: None,
+            run_id: db.as_ref().map(|d| d.run_id),
             label: case.label(),
             case: Case::Micro(case.clone()),
             repetition: 0,
@@ -307,8 +368,8 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     } else {
         print!("{}", render(&records));
     }
-    if let Some(db) = &args.db {
-        save_to_db(db, &records)?;
+    if let Some(db) = db {
+        db.finish(interrupted)?;
     }
     if !failures.is_empty() {
         anyhow::bail!(
@@ -321,15 +382,59 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether results can be stored at `path`. The results store is built on another branch;
-/// until it is merged here `--db` is refused before anything runs.
-fn check_db(_path: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::bail!("--db: the results database is not part of this build yet; use --json or --csv")
+/// A micro run in the results database: created before the first case, one cell per case
+/// committed as soon as it finishes, closed as complete or interrupted.
+struct DbRun {
+    store: Store,
+    run_id: i64,
+    path: PathBuf,
 }
 
-/// Store the records with the machine description (`crate::sysinfo::describe()`).
-fn save_to_db(path: &std::path::Path, _records: &[Record]) -> anyhow::Result<()> {
-    check_db(path)
+impl DbRun {
+    /// Open (or create) the database and record the run with the machine description.
+    fn start(path: &std::path::Path, cases: &[MicroCase]) -> anyhow::Result<DbRun> {
+        let mut store = open_for_writing(path)?;
+        let run = NewRun {
+            name: None,
+            command_line: command_line(),
+            repetitions: 1,
+            shuffle: false,
+            seed: 0,
+            warmup_cell: false,
+            machine_json: serde_json::to_string(&crate::sysinfo::describe())?,
+            environment_json: serde_json::to_string(&RunEnvironment::capture("lo"))?,
+            cases: cases.iter().cloned().map(Case::Micro).collect(),
+        };
+        let run_id = store.create_run(&run).map_err(store_error)?;
+        Ok(DbRun {
+            store,
+            run_id,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn record(&mut self, position: usize, result: &Result<Observation, String>, elapsed_s: f64) -> anyhow::Result<()> {
+        let outcome = CellOutcome {
+            result: result.clone(),
+            elapsed_s,
+        };
+        let cell = Cell {
+            position,
+            repetition: 0,
+        };
+        self.store.record_cell(self.run_id, cell, &outcome)
+    }
+
+    fn finish(mut self, interrupted: bool) -> anyhow::Result<()> {
+        let status = if interrupted { "interrupted" } else { "complete" };
+        self.store.set_run_status(self.run_id, status)?;
+        eprintln!(
+            "stored as run {id} ({status}) in {db}; `iopath report {id} --db {db}` draws it",
+            id = self.run_id,
+            db = self.path.display(),
+        );
+        Ok(())
+    }
 }
 
 /// The headline figures of a record: metrics that have a `<name>_n` companion.
@@ -462,29 +567,34 @@ fn memlat_levels(records: &[Record]) -> String {
     out
 }
 
-/// The file cache size knee, if the cache_read curve shows one.
+/// The file cache size knee from residency, with the re-read times beside it.
 fn cache_knee(records: &[Record]) -> String {
-    let points: Vec<(u64, f64)> = records
-        .iter()
-        .filter(|r| is_bench(r, "fs", Some("cache_read")))
-        .filter_map(|r| {
-            Some((
-                size_of(r, "file_bytes")?,
-                r.observation.value("read_time_per_mib_us", Role::System)?,
-            ))
-        })
-        .collect();
-    let Some(largest) = points.iter().map(|p| p.0).max() else {
+    let read = |name: &str| -> Vec<(u64, f64)> {
+        records
+            .iter()
+            .filter(|r| is_bench(r, "fs", Some("cache_read")))
+            .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
+            .collect()
+    };
+    let resident = read("resident_fraction");
+    let times = read("read_time_per_mib_us");
+    let Some(largest) = resident.iter().map(|p| p.0).max() else {
         return String::new();
     };
-    match micro::fs::detect_knee(&points) {
+    let fastest = times.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let slowest = times.iter().map(|p| p.1).fold(0.0, f64::max);
+    match micro::fs::detect_knee(&resident) {
         Some(knee) => format!(
-            "\nfile cache: re-reads slow down from {} on: the page cache holds less than that\n",
-            format_bytes(knee)
+            "\nfile cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB\n",
+            format_bytes(knee),
+            num(Some(fastest)),
+            num(Some(slowest))
         ),
         None => format!(
-            "\nfile cache: no knee up to {} (the page cache holds at least that; raise --cache-max, bounded by free memory)\n",
-            format_bytes(largest)
+            "\nfile cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk\n",
+            format_bytes(largest),
+            num(Some(fastest)),
+            num(Some(slowest))
         ),
     }
 }

@@ -214,7 +214,7 @@ pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
     }
 }
 
-fn command_line() -> String {
+pub(super) fn command_line() -> String {
     std::env::args()
         .map(|a| {
             if a.contains(char::is_whitespace) || a.is_empty() {
@@ -234,7 +234,7 @@ fn clock_seed() -> u64 {
         .unwrap_or(0)
 }
 
-fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
+pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
     Store::create_or_open(db).map_err(|e| {
         if e.downcast_ref::<StoreError>().is_some() {
             store_error(e)

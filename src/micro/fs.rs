@@ -1,14 +1,15 @@
 //! File system, in a directory the user names (files removed afterwards, also on failure):
 //! sequential and random 4 KiB reads with O_DIRECT (buffered reads after dropping the page
 //! cache where the filesystem refuses O_DIRECT, e.g. tmpfs, with a note), the file cache size
-//! (re-read time per MiB against file size: the knee where files stop fitting), and read
+//! (re-read time per MiB against file size, and how much of each file mincore finds resident:
+//! the knee is where files stop staying in the page cache), and read
 //! contention among 1..N processes each reading its own file.
 
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
-use crate::sys::mem::{AnonMap, HugePages};
+use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
 use rand::{Rng, SeedableRng};
 use std::fs::{File, OpenOptions};
@@ -146,26 +147,26 @@ fn cache_read(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
         us_per_mib.push(harness::interval_ns(t0, t1) / 1000.0 / (bytes as f64 / MIB));
     }
     push_summary(obs, "read_time_per_mib_us", "us", &us_per_mib, Source::Tool);
+    // Whether the file really stayed in the page cache: time alone cannot tell a cached file
+    // read from DRAM from one read off a fast disk.
+    let map = FileMap::open(&file, size as usize)?;
+    let pages = (size as usize).div_ceil(crate::sys::mem::page_size());
+    push_value(
+        obs,
+        "resident_fraction",
+        "ratio",
+        map.resident_pages()? as f64 / pages as f64,
+    );
     Ok(())
 }
 
-/// The smallest file size whose re-read time per MiB is more than twice the median of all
-/// smaller sizes: where the file stopped fitting in the page cache. None when no such jump.
+/// The file cache size knee from (file bytes, fraction of its pages resident after re-reading
+/// it) points: the smallest size of which less than 90% stayed in the page cache. None when
+/// every file stayed resident (the cache holds at least the largest size tried).
 pub fn detect_knee(points: &[(u64, f64)]) -> Option<u64> {
-    let mut pts: Vec<(u64, f64)> = points
-        .iter()
-        .copied()
-        .filter(|p| p.1.is_finite() && p.1 > 0.0)
-        .collect();
+    let mut pts: Vec<(u64, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
     pts.sort_by_key(|p| p.0);
-    for i in 2..pts.len() {
-        let mut before: Vec<f64> = pts[..i].iter().map(|p| p.1).collect();
-        let base = crate::measure::stats::median(&mut before);
-        if pts[i].1 > 2.0 * base {
-            return Some(pts[i].0);
-        }
-    }
-    None
+    pts.iter().find(|p| p.1 < 0.9).map(|p| p.0)
 }
 
 /// N processes, each reading its own file start to end at the same moment.
@@ -237,11 +238,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn knee_found_where_time_jumps() {
+    fn knee_where_files_stop_staying_resident() {
         let m = 1u64 << 20;
-        let pts = [(m, 80.0), (2 * m, 82.0), (4 * m, 79.0), (8 * m, 400.0), (16 * m, 420.0)];
+        let pts = [(m, 1.0), (2 * m, 1.0), (4 * m, 0.99), (8 * m, 0.4), (16 * m, 0.2)];
         assert_eq!(detect_knee(&pts), Some(8 * m));
         assert_eq!(detect_knee(&pts[..3]), None);
         assert_eq!(detect_knee(&[]), None);
+        // Order does not matter.
+        let mut rev = pts.to_vec();
+        rev.reverse();
+        assert_eq!(detect_knee(&rev), Some(8 * m));
     }
 }

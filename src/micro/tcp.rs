@@ -89,7 +89,10 @@ fn serve(listener: &TcpListener, stop: &AtomicBool, variant: &str, ends: mpsc::S
                 }
                 conn.write_all(&[1])?;
             },
-            "connect" => {}
+            // Wait for the client to close first: a server that closes first leaves its side
+            // in TIME_WAIT, and a later SYN that reuses the 4-tuple on loopback then waits for
+            // a 1 s retransmission.
+            "connect" => while conn.read(&mut buf[..1])? != 0 {},
             "teardown" => {
                 // Wait for the client's close: read returns 0.
                 while conn.read(&mut buf[..1])? != 0 {}
