@@ -12,7 +12,10 @@ fn iopath() -> Command {
 
 /// Run `net stream` with short windows and return the parsed JSON records.
 fn stream_json(extra: &[&str]) -> Vec<Value> {
-    let mut args = vec!["net", "stream", "--duration", "300ms", "--warmup", "100ms", "--json"];
+    let mut args = vec!["net", "stream", "--duration", "300ms", "--json"];
+    if !extra.contains(&"--warmup") {
+        args.extend(["--warmup", "100ms"]);
+    }
     args.extend_from_slice(extra);
     let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
     assert!(
@@ -345,4 +348,53 @@ fn connect_to_nothing_fails_fast() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("could not connect"));
+}
+
+/// The client may announce the window before the server accepted every data connection
+/// (no warm-up, a loaded machine). Speak the control protocol by hand to make that happen
+/// every time: the early message must wait its turn, not end the session.
+#[test]
+fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
+    use std::io::{Read, Write};
+    let (mut server, addr) = start_server();
+    let mut control = std::net::TcpStream::connect(&addr).unwrap();
+    control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let case = serde_json::json!({"mode": "one-copy", "size": 1024, "fields": 1, "threads": 1,
+        "duration_ms": 100, "warmup_ms": 0, "client_cpus": null, "server_cpus": null,
+        "verify": false, "endpoint": {"kind": "loopback", "port": 0}});
+    writeln!(
+        control,
+        "{}",
+        serde_json::json!({"type": "hello", "version": 1, "case": case})
+    )
+    .unwrap();
+    let mut reader = BufReader::new(control.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let ready: Value = serde_json::from_str(&line).unwrap();
+    let token = ready["token"].as_u64().expect("ready carries a token");
+    // The window opens before the data connection exists.
+    writeln!(control, "{}", serde_json::json!({"type": "measure"})).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut data = std::net::TcpStream::connect(&addr).unwrap();
+    let mut header = token.to_le_bytes().to_vec();
+    header.extend(0u32.to_le_bytes());
+    data.write_all(&header).unwrap();
+    for _ in 0..50 {
+        data.write_all(&[7u8; 1024]).unwrap();
+    }
+    writeln!(control, "{}", serde_json::json!({"type": "done"})).unwrap();
+    data.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = data.read_to_end(&mut rest);
+    line.clear();
+    reader.read_line(&mut line).unwrap();
+    let report: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(report["type"], "report", "{line}");
+    // How much of the data fell inside the window depends on when the server read the two
+    // control messages; what matters is that the session completed with one thread's account.
+    assert_eq!(report["threads"].as_array().map(Vec::len), Some(1), "{line}");
+    assert!(report["threads"][0]["messages"].as_u64().unwrap() <= 50, "{line}");
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

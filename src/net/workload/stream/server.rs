@@ -12,6 +12,7 @@ use crate::net::control::{
 };
 use crate::net::mode;
 use crate::observation::{Metric, Role, Source};
+use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
 use std::io::Read;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -26,7 +27,8 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Wait for a connection on `listener` until `deadline`; give up early when `watch` (the
-/// control connection) closes or `stop` is raised.
+/// control connection) reaches EOF or `stop` is raised. Control data that arrives early (the
+/// client may announce the window before every data connection was accepted) stays queued.
 fn accept_until(
     listener: &TcpListener,
     deadline: Option<Instant>,
@@ -34,6 +36,7 @@ fn accept_until(
     stop: Option<&AtomicBool>,
 ) -> anyhow::Result<TcpStream> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut watch = watch;
     loop {
         if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
             bail!("stopped");
@@ -58,12 +61,19 @@ fn accept_until(
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => bail!("poll failed: {e}"),
         }
-        if fds.len() > 1 && fds[1].revents().is_some_and(|r| !r.is_empty()) {
-            bail!("the client closed the control connection during set-up");
-        }
-        if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+        let listener_ready = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+        let control_ready = fds.get(1).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        if listener_ready {
             let (stream, _) = listener.accept().context("accept failed")?;
             return Ok(stream);
+        }
+        if let (true, Some(w)) = (control_ready, watch) {
+            let mut byte = [0u8; 1];
+            match sock::recv(w.as_raw_fd(), &mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+                Ok(0) | Err(_) => bail!("the client closed the control connection during set-up"),
+                // A message is waiting: it is read after set-up; stop polling it meanwhile.
+                Ok(_) => watch = None,
+            }
         }
     }
 }
