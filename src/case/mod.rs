@@ -53,30 +53,4 @@ impl Case {
     }
 }
 
-/// Format a byte count the way the CLI accepts it: 64, 4KiB, 1MiB, 1.5MiB.
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (name, unit) in UNITS {
-        if bytes >= unit {
-            return if bytes % unit == 0 {
-                format!("{}{name}", bytes / unit)
-            } else {
-                format!("{:.1}{name}", bytes as f64 / unit as f64)
-            };
-        }
-    }
-    format!("{bytes}B")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_labels() {
-        assert_eq!(format_bytes(64), "64B");
-        assert_eq!(format_bytes(4096), "4KiB");
-        assert_eq!(format_bytes(1 << 20), "1MiB");
-        assert_eq!(format_bytes(1536), "1.5KiB");
-    }
-}
+pub use crate::format::format_bytes;

@@ -48,16 +48,4 @@ impl Table {
     }
 }
 
-/// A number with about four significant digits, or "n/a".
-pub fn num(value: Option<f64>) -> String {
-    match value {
-        None => "n/a".into(),
-        Some(v) if !v.is_finite() => "n/a".into(),
-        Some(0.0) => "0".into(),
-        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
-        Some(v) if v.abs() >= 0.01 => format!("{v:.3}"),
-        Some(v) => format!("{v:.2e}"),
-    }
-}
+pub use crate::format::format_number as num;

@@ -8,19 +8,7 @@ pub mod compare;
 pub mod crossover;
 pub mod figures;
 
-/// A number with about four significant digits, or "n/a".
-pub fn fmt_num(value: Option<f64>) -> String {
-    match value {
-        Some(v) if !v.is_finite() => "n/a".into(),
-        None => "n/a".into(),
-        Some(0.0) => "0".into(),
-        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
-        Some(v) if v.abs() >= 0.01 => format!("{v:.3}"),
-        Some(v) => format!("{v:.2e}"),
-    }
-}
+pub use crate::format::format_number as fmt_num;
 
 pub mod html;
 

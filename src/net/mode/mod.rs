@@ -84,6 +84,41 @@ fn retry<T>(syscalls: &mut u64, mut call: impl FnMut() -> io::Result<T>) -> io::
     }
 }
 
+/// Receive one whole message of `total` bytes by repeating `call` (one system call each,
+/// given the bytes received so far, returning the bytes it added). Ok(false) when the peer
+/// closed cleanly before the message; an error when it closed in the middle of one.
+fn recv_whole(
+    total: usize,
+    syscalls: &mut u64,
+    what: &str,
+    mut call: impl FnMut(usize) -> io::Result<usize>,
+) -> io::Result<bool> {
+    let mut got = 0;
+    while got < total {
+        let n = retry(syscalls, || call(got)).map_err(|e| peer_error(e, what))?;
+        if n == 0 {
+            return if got == 0 {
+                Ok(false)
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection mid-message",
+                ))
+            };
+        }
+        got += n;
+    }
+    Ok(true)
+}
+
+/// Count a verified message as intact or corrupt.
+fn tally_check(counts: &mut RecvCounts, check: Result<(), usize>) {
+    match check {
+        Ok(()) => counts.verified_messages += 1,
+        Err(_) => counts.corrupt_messages += 1,
+    }
+}
+
 /// A peer that closed or reset mid-message, or a send/receive that timed out, as a clear error.
 fn peer_error(err: io::Error, what: &str) -> io::Error {
     let text = match err.kind() {

@@ -1,7 +1,7 @@
 //! one-copy: sendmsg() with one iovec per field, so the only copy is the kernel's; the
 //! receiver scatters straight into per-field buffers with recvmsg().
 
-use super::{peer_error, retry, Receiver, RecvCounts, SendCounts, Sender};
+use super::{peer_error, recv_whole, retry, tally_check, Receiver, RecvCounts, SendCounts, Sender};
 use crate::net::message::Message;
 use crate::sys::net as sock;
 use std::io::{self, IoSlice, IoSliceMut};
@@ -119,31 +119,16 @@ impl Receiver for OneCopyReceiver {
             .map(|f| IoSliceMut::new(f))
             .collect();
         let mut rest: &mut [IoSliceMut<'_>] = &mut iov;
-        let mut got = 0;
-        while got < total {
-            let n = retry(&mut self.counts.syscalls, || sock::recvmsg(fd, rest, 0))
-                .map_err(|e| peer_error(e, "recvmsg"))?;
-            if n == 0 {
-                return if got == 0 {
-                    Ok(false)
-                } else {
-                    Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the peer closed the connection mid-message",
-                    ))
-                };
-            }
-            got += n;
+        let whole = recv_whole(total, &mut self.counts.syscalls, "recvmsg", |_| {
+            let n = sock::recvmsg(fd, rest, 0)?;
             IoSliceMut::advance_slices(&mut rest, n);
-        }
+            Ok(n)
+        })?;
         drop(iov);
-        if self.verify {
-            match self.message.check(seq) {
-                Ok(()) => self.counts.verified_messages += 1,
-                Err(_) => self.counts.corrupt_messages += 1,
-            }
+        if whole && self.verify {
+            tally_check(&mut self.counts, self.message.check(seq));
         }
-        Ok(true)
+        Ok(whole)
     }
 
     fn counts(&self) -> RecvCounts {

@@ -1,7 +1,7 @@
 //! two-copy: the application serialises its fields into one contiguous buffer (copy one),
 //! then send() copies that into the kernel (copy two).
 
-use super::{peer_error, retry, Receiver, RecvCounts, SendCounts, Sender};
+use super::{peer_error, recv_whole, retry, tally_check, Receiver, RecvCounts, SendCounts, Sender};
 use crate::net::message::Message;
 use crate::sys::net as sock;
 use std::io;
@@ -79,21 +79,11 @@ impl TwoCopyReceiver {
 
 impl Receiver for TwoCopyReceiver {
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
-        let mut got = 0;
-        while got < self.wire.len() {
-            let n = retry(&mut self.counts.syscalls, || sock::recv(fd, &mut self.wire[got..], 0))
-                .map_err(|e| peer_error(e, "recv"))?;
-            if n == 0 {
-                return if got == 0 {
-                    Ok(false)
-                } else {
-                    Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the peer closed the connection mid-message",
-                    ))
-                };
-            }
-            got += n;
+        let wire = &mut self.wire;
+        if !recv_whole(wire.len(), &mut self.counts.syscalls, "recv", |got| {
+            sock::recv(fd, &mut wire[got..], 0)
+        })? {
+            return Ok(false);
         }
         if let Some(message) = &mut self.message {
             let mut at = 0;
@@ -102,10 +92,7 @@ impl Receiver for TwoCopyReceiver {
                 field.copy_from_slice(&self.wire[at..at + len]);
                 at += len;
             }
-            match message.check(seq) {
-                Ok(()) => self.counts.verified_messages += 1,
-                Err(_) => self.counts.corrupt_messages += 1,
-            }
+            tally_check(&mut self.counts, message.check(seq));
         }
         Ok(true)
     }

@@ -23,16 +23,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use thread::{End, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use thread::{End, Shared, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The CPU for thread `index` of a side: the list's entries in turn, or None when unpinned.
-pub(crate) fn pin_for(cpus: &Option<Vec<usize>>, index: usize) -> Option<usize> {
-    cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[index % c.len()])
-}
 
 pub(crate) fn tag_metric(name: &str, role: Role, value: f64, unit: &str) -> Metric {
     Metric::new(name, role, value, unit, Source::Tool)
@@ -119,25 +114,18 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
     let failed = AtomicBool::new(false);
     let ready = Barrier::new(case.threads + 1);
     let size = case.size as usize;
-    let drain_timeout = Duration::from_secs(10);
 
+    let shared = Shared {
+        phase: &phase,
+        ready: &ready,
+        policy: &policy,
+    };
     let (outcomes, window_error) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
             .enumerate()
             .map(|(i, stream)| {
-                let plan = ThreadPlan {
-                    role: Role::Client,
-                    index: i,
-                    pin: pin_for(&case.client_cpus, i),
-                    fd: stream.as_raw_fd(),
-                    message_size: case.size,
-                    phase: &phase,
-                    ready: &ready,
-                    policy: &policy,
-                    perf: case.perf,
-                    drain_timeout,
-                };
+                let plan = ThreadPlan::new(case, Role::Client, i, stream.as_raw_fd(), &shared);
                 let end = End::Send(mode::sender(case.mode, size, case.fields, case.verify));
                 let (failed, stream) = (&failed, stream);
                 std::thread::Builder::new()
@@ -161,15 +149,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
                 s.shutdown(Shutdown::Both).ok();
             }
         }
-        let outcomes: Vec<std::io::Result<ThreadOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a client thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
+        let outcomes = thread::join_all(handles);
         (outcomes, window_error)
     });
 

@@ -2,8 +2,8 @@
 //! connections, receive on one thread per connection, report what was counted.
 //! Used by the in-process loopback run and by `iopath net serve`.
 
-use super::thread::{self, End, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
-use super::{pin_for, tag_metric};
+use super::tag_metric;
+use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
 use crate::case::StreamCase;
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
@@ -161,23 +161,17 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
     let phase = AtomicU8::new(WARMUP);
     let ready = Barrier::new(data.len() + 1);
     let size = case.size as usize;
+    let shared = Shared {
+        phase: &phase,
+        ready: &ready,
+        policy: &policy,
+    };
     let outcomes: Vec<std::io::Result<ThreadOutcome>> = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
             .enumerate()
             .map(|(i, stream)| {
-                let plan = ThreadPlan {
-                    role: Role::Server,
-                    index: i,
-                    pin: pin_for(&case.server_cpus, i),
-                    fd: stream.as_raw_fd(),
-                    message_size: case.size,
-                    phase: &phase,
-                    ready: &ready,
-                    policy: &policy,
-                    perf: case.perf,
-                    drain_timeout: Duration::ZERO,
-                };
+                let plan = ThreadPlan::new(case, Role::Server, i, stream.as_raw_fd(), &shared);
                 let end = End::Recv(mode::receiver(case.mode, size, case.fields, case.verify));
                 std::thread::Builder::new()
                     .name(format!("iopath-server-{i}"))
@@ -205,15 +199,7 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
                 }
             }
         }
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a server thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect()
+        thread::join_all(handles)
     });
     let mut threads = Vec::new();
     for outcome in outcomes {

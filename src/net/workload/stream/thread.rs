@@ -1,6 +1,7 @@
 //! One end of one stream connection, run on its own thread: pin, open counters, move messages
 //! until told to stop, and count only inside the measured window.
 
+use crate::case::StreamCase;
 use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
 use crate::net::control::ThreadTally;
 use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
@@ -58,11 +59,87 @@ pub struct ThreadPlan<'a> {
     pub drain_timeout: Duration,
 }
 
+/// What all threads of a session share.
+pub struct Shared<'a> {
+    pub phase: &'a AtomicU8,
+    pub ready: &'a Barrier,
+    pub policy: &'a KernelPolicy,
+}
+
+/// How long a sender may wait for its zero-copy buffers at the end of a run.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl<'a> ThreadPlan<'a> {
+    /// The plan for thread `index` of `role` in `case`, on connection `fd`: pinned to its
+    /// side's CPU list entry, if any.
+    pub fn new(case: &StreamCase, role: Role, index: usize, fd: RawFd, shared: &Shared<'a>) -> ThreadPlan<'a> {
+        let cpus = if role == Role::Client {
+            &case.client_cpus
+        } else {
+            &case.server_cpus
+        };
+        ThreadPlan {
+            role,
+            index,
+            pin: cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[index % c.len()]),
+            fd,
+            message_size: case.size,
+            phase: shared.phase,
+            ready: shared.ready,
+            policy: shared.policy,
+            perf: case.perf,
+            drain_timeout: if role == Role::Client {
+                DRAIN_TIMEOUT
+            } else {
+                Duration::ZERO
+            },
+        }
+    }
+}
+
+/// Join every thread of a side; a thread that could not start or panicked is an error.
+pub fn join_all(
+    handles: Vec<io::Result<std::thread::ScopedJoinHandle<'_, io::Result<ThreadOutcome>>>>,
+) -> Vec<io::Result<ThreadOutcome>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("a stream thread panicked"))),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// An open measured window: where the counts stood when it opened.
 struct Window {
     started: Instant,
     messages_before: u64,
     syscalls_before: u64,
     cpu_at_start: Option<usize>,
+}
+
+/// What a thread counted between its window's edges.
+struct ClosedWindow {
+    elapsed: Duration,
+    messages: u64,
+    syscalls: u64,
+    sample: CounterSample,
+    cpu_at_start: Option<usize>,
+}
+
+impl Window {
+    fn close(self, counters: &mut ThreadCounters, messages_now: u64, syscalls_now: u64) -> ClosedWindow {
+        let sample = counters.stop();
+        ClosedWindow {
+            elapsed: self.started.elapsed(),
+            messages: messages_now - self.messages_before,
+            syscalls: syscalls_now - self.syscalls_before,
+            sample,
+            cpu_at_start: self.cpu_at_start,
+        }
+    }
 }
 
 /// Run the thread's loop. The barrier is always reached, even when pinning fails, so the
@@ -84,7 +161,7 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
 
     let mut seq: u64 = 0;
     let mut window: Option<Window> = None;
-    let mut closed: Option<(Duration, u64, u64, CounterSample, Option<usize>)> = None;
+    let mut closed: Option<ClosedWindow> = None;
     loop {
         let phase = plan.phase.load(Ordering::Relaxed);
         if phase >= MEASURE && window.is_none() && closed.is_none() {
@@ -98,14 +175,7 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
         }
         if phase == DONE {
             if let Some(w) = window.take() {
-                let sample = counters.stop();
-                closed = Some((
-                    w.started.elapsed(),
-                    seq - w.messages_before,
-                    end.syscalls() - w.syscalls_before,
-                    sample,
-                    w.cpu_at_start,
-                ));
+                closed = Some(w.close(&mut counters, seq, end.syscalls()));
             }
             if matches!(end, End::Send(_)) {
                 break;
@@ -122,14 +192,7 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     }
     // A receiver whose peer closed before it saw DONE ends its window at the close.
     if let Some(w) = window.take() {
-        let sample = counters.stop();
-        closed = Some((
-            w.started.elapsed(),
-            seq - w.messages_before,
-            end.syscalls() - w.syscalls_before,
-            sample,
-            w.cpu_at_start,
-        ));
+        closed = Some(w.close(&mut counters, seq, end.syscalls()));
     }
     let cpu_at_end = affinity::current_cpu();
     if let End::Send(s) = &mut end {
@@ -138,27 +201,30 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     // A thread can miss the window entirely: a receiver blocked in recv() the whole time
     // because its sender was starved, or a thread that first looked after the window closed.
     // Its window is empty (zero length, nothing counted), not an error; the caller warns.
-    let (elapsed, messages, syscalls, counters_sample, cpu_at_start) = match closed {
-        Some(window) => window,
-        None => {
-            counters.start();
-            (Duration::ZERO, 0, 0, counters.stop(), affinity::current_cpu())
+    let window = closed.unwrap_or_else(|| {
+        counters.start();
+        Window {
+            started: Instant::now(),
+            messages_before: 0,
+            syscalls_before: 0,
+            cpu_at_start: affinity::current_cpu(),
         }
-    };
-    let migrations = counters_sample.cpu_migrations.as_ref().ok().copied();
+        .close(&mut counters, 0, 0)
+    });
+    let migrations = window.sample.cpu_migrations.as_ref().ok().copied();
     Ok(ThreadOutcome {
         tally: ThreadTally {
-            bytes: messages * plan.message_size,
-            messages,
-            window_s: elapsed.as_secs_f64(),
-            syscalls,
+            bytes: window.messages * plan.message_size,
+            messages: window.messages,
+            window_s: window.elapsed.as_secs_f64(),
+            syscalls: window.syscalls,
         },
-        counters: counters_sample,
+        counters: window.sample,
         placement: ThreadPlacement {
             role: plan.role,
             index: plan.index,
             pinned: plan.pin.map(|c| vec![c]),
-            cpu_at_start,
+            cpu_at_start: window.cpu_at_start,
             cpu_at_end,
             migrations,
         },
