@@ -90,6 +90,13 @@ impl CompletionTracker {
         }
     }
 
+    /// Whether `id` and every id sent before it are complete: the test for reusing a buffer
+    /// that several send calls (a message sent in parts) referenced, the last being `id`.
+    pub fn is_complete_through(&self, id: u32) -> bool {
+        // Retired ids lie "behind" base: their wrapping distance from it is negative.
+        id.wrapping_sub(self.base) > u32::MAX / 2
+    }
+
     /// Send calls still waiting for their notification.
     pub fn outstanding(&self) -> usize {
         self.done.iter().filter(|d| !**d).count()
@@ -131,6 +138,22 @@ mod tests {
         assert_eq!(t.counts.notifications, 2);
         assert_eq!(t.counts.unexpected, 0);
         assert_eq!(t.counts.not_copied_fraction(), Some(0.0));
+    }
+
+    /// Found in review: a message sent in two calls (ids 0 and 1) must not be reused when
+    /// only its last call completed; the first may still hold the buffer's pages.
+    #[test]
+    fn a_buffer_is_free_only_when_every_earlier_call_completed() {
+        let mut t = CompletionTracker::default();
+        let first = t.record_send();
+        let last = t.record_send();
+        t.complete(last, last, false);
+        assert!(t.is_complete(last));
+        assert!(!t.is_complete_through(last), "call {first} still outstanding");
+        t.complete(first, first, false);
+        assert!(t.is_complete_through(last));
+        let next = t.record_send();
+        assert!(!t.is_complete_through(next));
     }
 
     #[test]
@@ -183,7 +206,7 @@ mod tests {
             prop_assert_eq!(t.counts.completed, n as u64);
             prop_assert_eq!(t.counts.unexpected, 0);
             prop_assert_eq!(t.counts.copied, if copied { n as u64 } else { 0 });
-            prop_assert!(ids.iter().all(|id| t.is_complete(*id)));
+            prop_assert!(ids.iter().all(|id| t.is_complete(*id) && t.is_complete_through(*id)));
         }
     }
 }

@@ -72,21 +72,22 @@ impl ZeroCopySender {
         }
     }
 
-    /// Block until the slot's last send has completed.
+    /// Block until every send call up to the slot's last one has completed (a message sent in
+    /// several calls has several ids; all of them must be done before its pages are touched).
     fn wait_for_slot(&mut self, fd: RawFd, slot: usize) -> io::Result<()> {
         let Some(id) = self.slot_last_id[slot] else {
             return Ok(());
         };
-        if self.tracker.is_complete(id) {
+        if self.tracker.is_complete_through(id) {
             return Ok(());
         }
         reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
-        if self.tracker.is_complete(id) {
+        if self.tracker.is_complete_through(id) {
             return Ok(());
         }
         self.slot_waits += 1;
         let deadline = Instant::now() + COMPLETION_TIMEOUT;
-        while !self.tracker.is_complete(id) {
+        while !self.tracker.is_complete_through(id) {
             if Instant::now() > deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
