@@ -248,8 +248,8 @@ fn busy_port_is_a_clear_run_failure() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// Start `iopath net serve` on a free port; returns the child and its address.
-fn start_server() -> (std::process::Child, String) {
+/// Start `iopath net serve` on a free port; returns the child (killed on drop) and its address.
+fn start_server() -> (Reaped, String) {
     let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
         .args(["net", "serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
@@ -267,7 +267,7 @@ fn start_server() -> (std::process::Child, String) {
         .and_then(|s| s.split_whitespace().next())
         .unwrap()
         .to_string();
-    (child, addr)
+    (Reaped(child), addr)
 }
 
 #[test]
@@ -320,8 +320,8 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1700));
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
     let started = Instant::now();
     let out = client.wait_with_output().unwrap();
     assert!(
@@ -356,7 +356,7 @@ fn connect_to_nothing_fails_fast() {
 #[test]
 fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
     use std::io::{Read, Write};
-    let (mut server, addr) = start_server();
+    let (server, addr) = start_server();
     let mut control = std::net::TcpStream::connect(&addr).unwrap();
     control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let case = serde_json::json!({"mode": "one-copy", "size": 1024, "fields": 1, "threads": 1,
@@ -395,8 +395,134 @@ fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
     // control messages; what matters is that the session completed with one thread's account.
     assert_eq!(report["threads"].as_array().map(Vec::len), Some(1), "{line}");
     assert!(report["threads"][0]["messages"].as_u64().unwrap() <= 50, "{line}");
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
+}
+
+/// Send a hello with this case; return the server's one-line answer.
+fn hello(addr: &str, case: Value) -> Value {
+    use std::io::Write;
+    let mut control = std::net::TcpStream::connect(addr).unwrap();
+    control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    writeln!(
+        control,
+        "{}",
+        serde_json::json!({"type": "hello", "version": 1, "case": case})
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(control).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+fn small_case() -> Value {
+    serde_json::json!({"mode": "one-copy", "size": 1024, "fields": 1, "threads": 1,
+        "duration_ms": 200, "warmup_ms": 0, "client_cpus": null, "server_cpus": null,
+        "verify": false, "endpoint": {"kind": "loopback", "port": 0}})
+}
+
+/// Found in review: a client could crash `net serve` with an absurd case (an overflowing
+/// duration, 10^11 fields). The server refuses such cases and keeps serving.
+#[test]
+fn net_serve_refuses_hostile_cases_and_keeps_serving() {
+    let (_server, addr) = start_server();
+    for (field, bad) in [
+        ("duration_ms", serde_json::json!(u64::MAX)),
+        ("fields", serde_json::json!(100_000_000_000u64)),
+        ("size", serde_json::json!(1u64 << 40)),
+    ] {
+        let mut case = small_case();
+        case[field] = bad;
+        let answer = hello(&addr, case);
+        assert_eq!(answer["type"], "refused", "{field}: {answer}");
+    }
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the server did not survive: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Found in review: any stray connection during set-up ended the session.
+#[test]
+fn a_stray_connection_during_setup_is_ignored() {
+    use std::io::Write;
+    let (_server, addr) = start_server();
+    let mut control = std::net::TcpStream::connect(&addr).unwrap();
+    control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    writeln!(
+        control,
+        "{}",
+        serde_json::json!({"type": "hello", "version": 1, "case": small_case()})
+    )
+    .unwrap();
+    let mut reader = BufReader::new(control.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let token = serde_json::from_str::<Value>(&line).unwrap()["token"].as_u64().unwrap();
+    let mut stray = std::net::TcpStream::connect(&addr).unwrap();
+    stray.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut data = std::net::TcpStream::connect(&addr).unwrap();
+    let mut header = token.to_le_bytes().to_vec();
+    header.extend(0u32.to_le_bytes());
+    data.write_all(&header).unwrap();
+    writeln!(control, "{}", serde_json::json!({"type": "measure"})).unwrap();
+    data.write_all(&[1u8; 4096]).unwrap();
+    writeln!(control, "{}", serde_json::json!({"type": "done"})).unwrap();
+    data.shutdown(std::net::Shutdown::Write).unwrap();
+    line.clear();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap()["type"],
+        "report",
+        "{line}"
+    );
+}
+
+#[test]
+fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "zero-copy",
+            "--size",
+            "1G",
+            "--threads",
+            "64",
+        ])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs about") && err.contains("available"), "{err}");
+    let out = iopath()
+        .args(["net", "serve", "--listen", "bogus"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("IP:PORT"), "{err}");
 }
 
 /// A child process that is killed and reaped when the test ends, also when it fails.

@@ -130,7 +130,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
         return Err(usage(format!("--threads {many} is too many (accepted: 1 to 1024)")));
     }
-    let mut cases = Vec::new();
+    let mut cases: Vec<StreamCase> = Vec::new();
     for &mode in &args.mode {
         for &size in &args.size {
             for &threads in &args.threads {
@@ -148,6 +148,14 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                     perf: !args.no_perf,
                 });
             }
+        }
+    }
+    // Both ends run here unless --connect: check the buffers of both.
+    let available = stream::mem_available();
+    for case in &cases {
+        stream::check_case(case, Role::Client, available).map_err(usage)?;
+        if args.connect.is_none() {
+            stream::check_case(case, Role::Server, available).map_err(usage)?;
         }
     }
     Ok(cases)
@@ -307,7 +315,13 @@ fn placement_summary(records: &[Record]) -> String {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let listener = std::net::TcpListener::bind(&args.listen).map_err(|e| {
+    let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
+        usage(format!(
+            "--listen '{}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)",
+            args.listen
+        ))
+    })?;
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             anyhow::anyhow!("{} is busy (address in use): choose another with --listen", args.listen)
         } else {

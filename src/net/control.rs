@@ -7,10 +7,12 @@
 use crate::case::StreamCase;
 use crate::observation::{Metric, ThreadPlacement};
 use serde::{Deserialize, Serialize};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
 pub const PROTOCOL_VERSION: u32 = 1;
+/// The longest control message accepted (a report of 1024 threads fits many times over).
+const MAX_LINE: u64 = 4 << 20;
 /// Bytes each data connection sends first: the session token (8) and the thread index (4).
 pub const DATA_HEADER_LEN: usize = 12;
 
@@ -69,11 +71,17 @@ impl ControlChannel {
     /// The next message; an error on EOF, timeout or a malformed line.
     pub fn recv(&mut self) -> io::Result<Control> {
         let mut line = String::new();
-        let n = self.reader.read_line(&mut line)?;
+        let n = Read::take(&mut self.reader, MAX_LINE).read_line(&mut line)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the peer closed the control connection",
+            ));
+        }
+        if !line.ends_with('\n') && n as u64 == MAX_LINE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "control message longer than 4 MiB",
             ));
         }
         serde_json::from_str(&line).map_err(|e| {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub use one_copy::{OneCopyReceiver, OneCopySender};
 pub use two_copy::{TwoCopyReceiver, TwoCopySender};
-pub use zero_copy::ZeroCopySender;
+pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
 
 /// What a sender counted so far (monotonic; windows are differences of two snapshots).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

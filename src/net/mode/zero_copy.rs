@@ -56,9 +56,14 @@ fn reap(fd: RawFd, tracker: &mut CompletionTracker, syscalls: &mut u64, wait: Op
     }
 }
 
+/// How many messages of `size` bytes the ring holds.
+pub fn ring_slots(size: usize) -> usize {
+    (RING_BYTES / size.max(1)).clamp(RING_MIN, RING_MAX)
+}
+
 impl ZeroCopySender {
     pub fn new(size: usize, fields: usize, verify: bool) -> Self {
-        let slots = (RING_BYTES / size.max(1)).clamp(RING_MIN, RING_MAX);
+        let slots = ring_slots(size);
         ZeroCopySender {
             ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
             slot_last_id: vec![None; slots],

@@ -21,16 +21,69 @@ use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use thread::{End, Shared, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use thread::{End, Shared, StartGate, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long threads may take to become ready (pin, open counters) before the run is abandoned.
+pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) fn tag_metric(name: &str, role: Role, value: f64, unit: &str) -> Metric {
     Metric::new(name, role, value, unit, Source::Tool)
+}
+
+/// The longest window or warm-up a case may ask for.
+const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
+
+/// Memory the buffers of a case take on one end (messages, serialisation buffers, the
+/// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
+pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
+    let per_thread = match (role, case.mode) {
+        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(case.size as usize) as u64,
+        // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
+        _ => case.size * 2,
+    };
+    per_thread * case.threads as u64
+}
+
+/// Whether a case can run: limits on every parameter, and buffers that fit in half of the
+/// memory available (`mem_available` from /proc/meminfo; None skips that check). Used by the
+/// CLI before running and by a server before accepting a client's case.
+pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> Result<(), String> {
+    if case.size == 0 || case.fields == 0 || case.threads == 0 {
+        return Err("size, fields and threads must be at least 1".into());
+    }
+    if case.size > 1 << 30 {
+        return Err("messages larger than 1 GiB are not accepted".into());
+    }
+    if case.threads > 1024 || case.fields > 1024 {
+        return Err("at most 1024 threads and 1024 fields".into());
+    }
+    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+        return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
+    }
+    let need = buffer_bytes(case, role);
+    if let Some(available) = mem_available {
+        if need > available / 2 {
+            return Err(format!(
+                "{} needs about {} of buffers on the {role} side, more than half of the {} available",
+                case.label(),
+                crate::format::format_bytes(need),
+                crate::format::format_bytes(available)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Bind the loopback listener for an in-process server; a taken port is a clear error.
@@ -112,7 +165,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
     let policy = kernel_policy();
     let phase = AtomicU8::new(WARMUP);
     let failed = AtomicBool::new(false);
-    let ready = Barrier::new(case.threads + 1);
+    let ready = StartGate::default();
     let size = case.size as usize;
 
     let shared = Shared {
@@ -141,8 +194,15 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
                     })
             })
             .collect();
-        ready.wait();
-        let window_error = drive_phases(case, &phase, &failed, &mut control);
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let window_error = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
+            drive_phases(case, &phase, &failed, &mut control)
+        } else {
+            ready.abandon();
+            phase.store(DONE, Ordering::Relaxed);
+            control.send(&Control::Done).ok();
+            Err(anyhow!("could not start all {} client threads", handles.len()))
+        };
         if window_error.is_err() || failed.load(Ordering::SeqCst) {
             // Wake any thread blocked on a peer that is gone.
             for s in &data {

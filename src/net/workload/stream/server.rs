@@ -3,7 +3,7 @@
 //! Used by the in-process loopback run and by `iopath net serve`.
 
 use super::tag_metric;
-use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
 use crate::case::StreamCase;
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
@@ -18,11 +18,12 @@ use std::io::Read;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// How long each setup step may take before the session is abandoned.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new data connection may take to say which session it belongs to.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a data connection may stay silent before the peer is declared gone.
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -94,7 +95,7 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
         }
         other => bail!("expected a hello from the client, got {other:?}"),
     };
-    if let Err(error) = check_case(&case) {
+    if let Err(error) = super::check_case(&case, Role::Server, super::mem_available()) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
     }
@@ -104,19 +105,24 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
     // The data connections, each tagged with the token and its thread index.
     let deadline = Instant::now() + SETUP_TIMEOUT;
     let mut data: Vec<Option<TcpStream>> = (0..case.threads).map(|_| None).collect();
-    for _ in 0..case.threads {
+    let mut accepted = 0;
+    while accepted < case.threads {
         let mut s = accept_until(listener, Some(deadline), Some(control.stream()), stop)?;
-        s.set_read_timeout(Some(SETUP_TIMEOUT))?;
+        // A stray connection (a port scanner, another client) is dropped, not fatal; a silent
+        // one costs at most the header timeout.
+        s.set_read_timeout(Some(HEADER_TIMEOUT))?;
         let mut header = [0u8; DATA_HEADER_LEN];
-        s.read_exact(&mut header)
-            .context("reading a data connection's header")?;
-        let (their_token, index) = decode_data_header(&header);
-        let slot = data.get_mut(index as usize).filter(|_| their_token == token);
-        match slot {
-            Some(slot) if slot.is_none() => *slot = Some(s),
-            _ => bail!("a data connection did not belong to this session"),
+        if s.read_exact(&mut header).is_err() {
+            continue;
         }
-        // TCP_NODELAY off for streams (as bulk senders run); timeouts bound a vanished peer.
+        let (their_token, index) = decode_data_header(&header);
+        if let Some(slot) = data
+            .get_mut(index as usize)
+            .filter(|slot| their_token == token && slot.is_none())
+        {
+            *slot = Some(s);
+            accepted += 1;
+        }
     }
     let data: Vec<TcpStream> = data.into_iter().flatten().collect();
     for s in &data {
@@ -141,25 +147,12 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
     Ok(())
 }
 
-fn check_case(case: &StreamCase) -> Result<(), String> {
-    if case.size == 0 || case.fields == 0 || case.threads == 0 {
-        return Err("size, fields and threads must be at least 1".into());
-    }
-    if case.size > 1 << 30 {
-        return Err("messages larger than 1 GiB are not accepted".into());
-    }
-    if case.threads > 1024 {
-        return Err("at most 1024 threads".into());
-    }
-    Ok(())
-}
-
 /// Run one receiving thread per data connection while following the client's phase messages.
 fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlChannel) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
     let tsc_hz = clock::tsc_hz();
     let phase = AtomicU8::new(WARMUP);
-    let ready = Barrier::new(data.len() + 1);
+    let ready = StartGate::default();
     let size = case.size as usize;
     let shared = Shared {
         phase: &phase,
@@ -178,10 +171,18 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
                     .spawn_scoped(scope, move || thread::run(plan, end))
             })
             .collect();
-        ready.wait();
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
+            // Release whoever did start, and end the session: the client sees the failure.
+            ready.abandon();
+            for s in data {
+                s.shutdown(Shutdown::Both).ok();
+            }
+            return thread::join_all(handles);
+        }
         // Follow the client: Measure opens the window, Done closes it. Anything else
         // (EOF, timeout) closes it too, and the data connections are shut so no thread waits.
-        let longest = Duration::from_millis(case.warmup_ms + case.duration_ms) + Duration::from_secs(30);
+        let longest = Duration::from_millis(case.warmup_ms.saturating_add(case.duration_ms)) + Duration::from_secs(30);
         control.set_read_timeout(Some(longest)).ok();
         loop {
             match control.recv() {

@@ -10,7 +10,7 @@ use crate::sys::affinity;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Barrier;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Why perf metrics are missing when the run was asked not to open them.
@@ -51,7 +51,7 @@ pub struct ThreadPlan<'a> {
     pub fd: RawFd,
     pub message_size: u64,
     pub phase: &'a AtomicU8,
-    pub ready: &'a Barrier,
+    pub ready: &'a StartGate,
     pub policy: &'a KernelPolicy,
     /// Open perf counters (false: getrusage only).
     pub perf: bool,
@@ -59,10 +59,71 @@ pub struct ThreadPlan<'a> {
     pub drain_timeout: Duration,
 }
 
+/// Where a side's threads wait until all of them are ready (pinned, counters open). Unlike a
+/// Barrier it can be abandoned: if a thread fails to start, the others are released with
+/// an error instead of waiting forever.
+#[derive(Default)]
+pub struct StartGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    arrived: usize,
+    open: Option<bool>,
+}
+
+impl StartGate {
+    /// A thread is ready; wait for the decision. False when the start was abandoned.
+    pub fn arrive_and_wait(&self) -> bool {
+        let Ok(mut state) = self.state.lock() else { return false };
+        state.arrived += 1;
+        self.changed.notify_all();
+        loop {
+            if let Some(go) = state.open {
+                return go;
+            }
+            state = match self.changed.wait(state) {
+                Ok(s) => s,
+                Err(_) => return false,
+            };
+        }
+    }
+
+    /// Wait (up to `patience`) for `expected` threads, then let them go; if they do not all
+    /// arrive, abandon the start. Returns whether they went.
+    pub fn open_when(&self, expected: usize, patience: Duration) -> bool {
+        let deadline = Instant::now() + patience;
+        let Ok(mut state) = self.state.lock() else { return false };
+        while state.arrived < expected && Instant::now() < deadline {
+            state = match self
+                .changed
+                .wait_timeout(state, deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok((s, _)) => s,
+                Err(_) => return false,
+            };
+        }
+        let go = state.arrived >= expected;
+        state.open = Some(go);
+        self.changed.notify_all();
+        go
+    }
+
+    /// Release every waiting thread with "abandoned".
+    pub fn abandon(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.open = Some(false);
+            self.changed.notify_all();
+        }
+    }
+}
+
 /// What all threads of a session share.
 pub struct Shared<'a> {
     pub phase: &'a AtomicU8,
-    pub ready: &'a Barrier,
+    pub ready: &'a StartGate,
     pub policy: &'a KernelPolicy,
 }
 
@@ -151,7 +212,11 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     } else {
         ThreadCounters::rusage_only(PERF_OFF)
     };
-    plan.ready.wait();
+    if !plan.ready.arrive_and_wait() {
+        return Err(io::Error::other(
+            "the start was abandoned: another thread of the run failed to start",
+        ));
+    }
     if let Some(Err(e)) = pinned {
         return Err(io::Error::new(
             e.kind(),
