@@ -5,6 +5,51 @@ use clap::Parser;
 use iopath::cli::{self, UsageError};
 use std::process::ExitCode;
 
+/// clap's error as one line: what is wrong, then what is accepted (the missing arguments, the
+/// possible values, a suggestion), without the usage block.
+fn one_line(err: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let rendered = err.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.to_string());
+        }
+    }
+    let mut text = parts.join(" ");
+    if let Some(ContextValue::Strings(valid)) = err.get(ContextKind::ValidSubcommand) {
+        if !text.contains("possible") {
+            text.push_str(&format!(" (accepted: {})", valid.join(", ")));
+        }
+    } else if err.kind() == clap::error::ErrorKind::InvalidSubcommand {
+        text.push_str(&format!(" (accepted: {})", subcommands_at_error().join(", ")));
+    }
+    if text.is_empty() {
+        text = "error: bad arguments".into();
+    }
+    format!("{text} (see --help)")
+}
+
+/// The subcommands of the deepest command the arguments name, for "unrecognized subcommand".
+fn subcommands_at_error() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut command = cli::Cli::command();
+    for arg in std::env::args().skip(1) {
+        match command.find_subcommand(&arg) {
+            Some(sub) => command = sub.clone(),
+            None => break,
+        }
+    }
+    command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect()
+}
+
 fn main() -> ExitCode {
     let parsed = match cli::Cli::try_parse() {
         Ok(parsed) => parsed,
@@ -22,13 +67,7 @@ fn main() -> ExitCode {
                     };
                 }
                 _ => {
-                    // One line: clap's first line says what is wrong and what is accepted.
-                    let rendered = err.render().to_string();
-                    let first = rendered
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("error: bad arguments");
-                    eprintln!("{first} (see --help)");
+                    eprintln!("{}", one_line(&err));
                     return ExitCode::from(2);
                 }
             }
