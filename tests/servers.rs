@@ -537,3 +537,43 @@ fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
     assert!(get("cpu_sys_s")["value"].as_f64().is_some());
     assert_eq!(v[0]["case"]["perf"], false);
 }
+
+/// Regression: the edge-triggered loop accepted 64 connections per listener report and never
+/// heard of the rest of a connect burst again (36 of 100 clients timed out).
+#[test]
+fn every_model_accepts_a_connect_burst_beyond_one_batch() {
+    for model in ["epoll-et", "epoll", "pool", "uring"] {
+        let out = AssertCommand::cargo_bin("iopath")
+            .unwrap()
+            .args([
+                "servers",
+                "--model",
+                model,
+                "--clients",
+                "150",
+                "--duration",
+                "1500ms",
+                "--warmup",
+                "0",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let metrics = v[0]["observation"]["metrics"].as_array().unwrap();
+        let get = |name: &str| metrics.iter().find(|m| m["name"] == name).unwrap()["value"].as_f64();
+        if get("requests_per_s").is_none() {
+            eprintln!("{model} did not run here: {}", v[0]["observation"]["warnings"]);
+            continue;
+        }
+        assert_eq!(get("clients_connected"), Some(150.0), "{model}");
+        assert_eq!(
+            get("timeouts"),
+            Some(0.0),
+            "{model}: {}",
+            v[0]["observation"]["warnings"]
+        );
+        assert_eq!(get("errors"), Some(0.0), "{model}: {}", v[0]["observation"]["warnings"]);
+    }
+}

@@ -247,12 +247,6 @@ fn describe(
             load.samples.join("; ")
         ));
     }
-    if load.unanswered > 0 {
-        obs.warn(format!(
-            "{} request(s) were still waiting for a reply when the run ended",
-            load.unanswered
-        ));
-    }
     if model == Model::Iterative && case.clients > 1 {
         obs.warn("iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
     }
