@@ -73,13 +73,14 @@ impl Served {
     }
 
     /// SIGINT, then the exit status and stderr (bounded wait).
-    fn interrupt(mut self) -> (i32, String) {
+    fn interrupt(self) -> (i32, String) {
+        self.signal(nix::sys::signal::Signal::SIGINT)
+    }
+
+    /// Send `sig`, then the exit status and stderr (bounded wait).
+    fn signal(mut self, sig: nix::sys::signal::Signal) -> (i32, String) {
         let mut child = self.child.take().unwrap();
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        )
-        .unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -576,4 +577,15 @@ fn every_model_accepts_a_connect_burst_beyond_one_batch() {
         );
         assert_eq!(get("errors"), Some(0.0), "{model}: {}", v[0]["observation"]["warnings"]);
     }
+}
+
+#[test]
+fn sigterm_stops_the_service_like_sigint() {
+    let Some(server) = Served::start("epoll", &[]) else {
+        return;
+    };
+    well_behaved(server.addr);
+    let (code, err) = server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1 thread(s) joined"), "{err}");
 }
