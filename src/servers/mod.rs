@@ -106,6 +106,8 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         timeout: Duration::from_secs(1),
         cpus: cpus(&case.client_cpus, "client")?,
     };
+    // Latencies are Instant::now() differences: state what one read of that clock costs.
+    let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let load = loadgen::run(&load_config, &window, stop);
     let (samples, late) = window.collect(Duration::from_secs(2));
     let summary = server.stop();
@@ -115,6 +117,13 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         ));
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
+    obs.push(Metric::new(
+        "clock_overhead_ns",
+        Role::Client,
+        clock_overhead_ns,
+        "ns",
+        Source::Tool,
+    ));
     Ok(obs)
 }
 
