@@ -433,8 +433,17 @@ fn servers_run_reports_metrics_with_sources() {
         let p99 = get("latency_p99_us")["value"].as_f64().unwrap();
         let max = get("latency_max_us")["value"].as_f64().unwrap();
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
-        assert_eq!(get("cpu_user_s")["source"], "rusage");
-        assert_eq!(get("cpu_user_s")["role"], "server");
+        let of = |name: &str, role: &str| {
+            metrics
+                .iter()
+                .find(|m| m["name"] == name && m["role"] == role)
+                .unwrap_or_else(|| panic!("no {role} {name}"))
+        };
+        assert_eq!(of("cpu_user_s", "server")["source"], "rusage");
+        assert_eq!(of("cpu_sys_s", "client")["source"], "rusage");
+        assert!(of("cpu_us_per_req", "client")["value"].as_f64().unwrap() > 0.0);
+        assert!(of("cpu_us_per_req", "server")["value"].as_f64().unwrap() > 0.0);
+        assert!(of("clock_overhead_ns", "client")["value"].as_f64().unwrap() > 0.0);
         // Cycles: a PMU count or an estimate, never a bare zero without a source.
         let cycles = get("cycles");
         assert!(cycles["source"] == "pmu" || cycles["source"] == "estimate", "{cycles}");
