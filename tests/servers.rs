@@ -73,13 +73,14 @@ impl Served {
     }
 
     /// SIGINT, then the exit status and stderr (bounded wait).
-    fn interrupt(mut self) -> (i32, String) {
+    fn interrupt(self) -> (i32, String) {
+        self.signal(nix::sys::signal::Signal::SIGINT)
+    }
+
+    /// Send `sig`, then the exit status and stderr (bounded wait).
+    fn signal(mut self, sig: nix::sys::signal::Signal) -> (i32, String) {
         let mut child = self.child.take().unwrap();
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        )
-        .unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -432,8 +433,17 @@ fn servers_run_reports_metrics_with_sources() {
         let p99 = get("latency_p99_us")["value"].as_f64().unwrap();
         let max = get("latency_max_us")["value"].as_f64().unwrap();
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
-        assert_eq!(get("cpu_user_s")["source"], "rusage");
-        assert_eq!(get("cpu_user_s")["role"], "server");
+        let of = |name: &str, role: &str| {
+            metrics
+                .iter()
+                .find(|m| m["name"] == name && m["role"] == role)
+                .unwrap_or_else(|| panic!("no {role} {name}"))
+        };
+        assert_eq!(of("cpu_user_s", "server")["source"], "rusage");
+        assert_eq!(of("cpu_sys_s", "client")["source"], "rusage");
+        assert!(of("cpu_us_per_req", "client")["value"].as_f64().unwrap() > 0.0);
+        assert!(of("cpu_us_per_req", "server")["value"].as_f64().unwrap() > 0.0);
+        assert!(of("clock_overhead_ns", "client")["value"].as_f64().unwrap() > 0.0);
         // Cycles: a PMU count or an estimate, never a bare zero without a source.
         let cycles = get("cycles");
         assert!(cycles["source"] == "pmu" || cycles["source"] == "estimate", "{cycles}");
@@ -536,4 +546,55 @@ fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
     assert_eq!(get("cpu_sys_s")["source"], "rusage");
     assert!(get("cpu_sys_s")["value"].as_f64().is_some());
     assert_eq!(v[0]["case"]["perf"], false);
+}
+
+/// Regression: the edge-triggered loop accepted 64 connections per listener report and never
+/// heard of the rest of a connect burst again (36 of 100 clients timed out).
+#[test]
+fn every_model_accepts_a_connect_burst_beyond_one_batch() {
+    for model in ["epoll-et", "epoll", "pool", "uring"] {
+        let out = AssertCommand::cargo_bin("iopath")
+            .unwrap()
+            .args([
+                "servers",
+                "--model",
+                model,
+                "--clients",
+                "150",
+                "--duration",
+                "1500ms",
+                "--warmup",
+                "0",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let metrics = v[0]["observation"]["metrics"].as_array().unwrap();
+        let get = |name: &str| metrics.iter().find(|m| m["name"] == name).unwrap()["value"].as_f64();
+        if get("requests_per_s").is_none() {
+            eprintln!("{model} did not run here: {}", v[0]["observation"]["warnings"]);
+            continue;
+        }
+        assert_eq!(get("clients_connected"), Some(150.0), "{model}");
+        assert_eq!(
+            get("timeouts"),
+            Some(0.0),
+            "{model}: {}",
+            v[0]["observation"]["warnings"]
+        );
+        assert_eq!(get("errors"), Some(0.0), "{model}: {}", v[0]["observation"]["warnings"]);
+    }
+}
+
+#[test]
+fn sigterm_stops_the_service_like_sigint() {
+    let Some(server) = Served::start("epoll", &[]) else {
+        return;
+    };
+    well_behaved(server.addr);
+    let (code, err) = server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1 thread(s) joined"), "{err}");
 }

@@ -27,6 +27,24 @@ pub struct ServersCase {
 }
 
 impl ServersCase {
+    /// A closed-loop, unpinned case with perf counters on, 1 s warm-up, one load-generator
+    /// thread and a pool of 4: what a sweep grid fills in before overriding fields.
+    pub fn new(model: &str, request: &str, clients: usize, duration_ms: u64) -> ServersCase {
+        ServersCase {
+            model: model.into(),
+            request: request.into(),
+            clients,
+            duration_ms,
+            warmup_ms: 1000,
+            rate: None,
+            client_threads: 1,
+            pool_size: 4,
+            server_cpus: None,
+            client_cpus: None,
+            perf: true,
+        }
+    }
+
     pub fn label(&self) -> String {
         format!("{} {} c{}", self.model, self.request, self.clients)
     }
@@ -45,5 +63,23 @@ impl ServersCase {
             ("client_cpus", self.client_cpus.clone().unwrap_or_else(|| "any".into())),
             ("perf", if self.perf { "on".into() } else { "off".into() }),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Case;
+
+    #[test]
+    fn serde_round_trip_keeps_the_workload_tag_apart() {
+        let case = Case::Servers(ServersCase::new("epoll", "echo:64", 100, 5000));
+        let json = serde_json::to_string(&case).unwrap();
+        assert!(json.contains("\"workload\":\"servers\""), "{json}");
+        assert!(json.contains("\"request\":\"echo:64\""), "{json}");
+        assert_eq!(serde_json::from_str::<Case>(&json).unwrap(), case);
+        assert_eq!(case.label(), "epoll echo:64 c100");
+        let names: Vec<_> = case.params().into_iter().map(|(n, _)| n).collect();
+        assert!(names.contains(&"model") && names.contains(&"clients") && !names.contains(&"workload"));
     }
 }

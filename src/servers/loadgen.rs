@@ -4,7 +4,7 @@
 //! queueing). Every reply is checked; latencies go into an HDR histogram.
 
 use super::protocol::{self, Decoded, ErrorCode, Rank, Response};
-use super::window::Window;
+use super::window::{ThreadWindow, Window};
 use super::workload::Workload;
 use crate::measure::histogram::LatencyHistogram;
 use crate::sys::multiplex::{Epoll, EpollEvent};
@@ -423,11 +423,13 @@ fn client_thread(
     }
     d.result.connected = clients.len();
     barrier.wait();
+    let mut probe = ThreadWindow::client(window);
     if clients.len() == 1 && config.rate.is_none() {
-        blocking_loop(&mut d, &mut clients[0], finished);
+        blocking_loop(&mut d, &mut clients[0], finished, &mut probe);
     } else if !clients.is_empty() {
-        event_loop(&mut d, &mut clients, finished);
+        event_loop(&mut d, &mut clients, finished, &mut probe);
     }
+    probe.finish();
     d.result.unanswered = clients
         .iter()
         .filter(|c| !c.dead)
@@ -437,13 +439,14 @@ fn client_thread(
 }
 
 /// One connection, closed loop: plain blocking send and receive, as a ping-pong client does.
-fn blocking_loop(d: &mut Driver<'_>, c: &mut Client, finished: &AtomicBool) {
+fn blocking_loop(d: &mut Driver<'_>, c: &mut Client, finished: &AtomicBool, probe: &mut ThreadWindow<'_>) {
     let mut scratch = vec![0u8; 64 << 10];
     if c.stream.set_read_timeout(Some(TICK)).is_err() || c.stream.set_write_timeout(Some(d.config.timeout)).is_err() {
         d.io_error(c, "cannot set socket timeouts".into());
         return;
     }
     while !finished.load(Ordering::Relaxed) && !c.dead {
+        probe.tick();
         if c.outstanding.is_empty() {
             d.enqueue(c, Instant::now());
             d.flush(c);
@@ -455,7 +458,7 @@ fn blocking_loop(d: &mut Driver<'_>, c: &mut Client, finished: &AtomicBool) {
 }
 
 /// Many connections on one thread: epoll, level-triggered.
-fn event_loop(d: &mut Driver<'_>, clients: &mut [Client], finished: &AtomicBool) {
+fn event_loop(d: &mut Driver<'_>, clients: &mut [Client], finished: &AtomicBool, probe: &mut ThreadWindow<'_>) {
     let mut scratch = vec![0u8; 64 << 10];
     let Ok(epoll) = Epoll::new() else {
         d.note("epoll_create failed".into());
@@ -486,6 +489,7 @@ fn event_loop(d: &mut Driver<'_>, clients: &mut [Client], finished: &AtomicBool)
     let mut events: Vec<EpollEvent> = Vec::with_capacity(256);
     let mut last_check = Instant::now();
     while !finished.load(Ordering::Relaxed) {
+        probe.tick();
         let now = Instant::now();
         let mut wait = TICK;
         if let Some(g) = gap {

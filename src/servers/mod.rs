@@ -106,8 +106,11 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         timeout: Duration::from_secs(1),
         cpus: cpus(&case.client_cpus, "client")?,
     };
+    // Latencies are Instant::now() differences: state what one read of that clock costs.
+    let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let load = loadgen::run(&load_config, &window, stop);
     let (samples, late) = window.collect(Duration::from_secs(2));
+    let client_samples = window.client_samples();
     let summary = server.stop();
     if late > 0 {
         obs.warn(format!(
@@ -115,7 +118,48 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         ));
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
+    describe_client_cpu(&mut obs, &load, &client_samples);
+    obs.push(Metric::new(
+        "clock_overhead_ns",
+        Role::Client,
+        clock_overhead_ns,
+        "ns",
+        Source::Tool,
+    ));
     Ok(obs)
+}
+
+/// The load generator's own CPU in the window (getrusage per client thread, summed).
+fn describe_client_cpu(obs: &mut Observation, load: &LoadResult, samples: &[CounterSample]) {
+    let usage = CounterSample::sum(samples)
+        .map(|s| s.usage)
+        .unwrap_or_else(|| Err("no client thread ran inside the window".into()));
+    let m = |name: &str, unit: &str, v: Result<f64, String>| {
+        Metric::from_result(name, Role::Client, unit, Source::Rusage, v)
+    };
+    obs.push(m("cpu_user_s", "s", usage.clone().map(|u| u.user.as_secs_f64())));
+    obs.push(m("cpu_sys_s", "s", usage.clone().map(|u| u.system.as_secs_f64())));
+    obs.push(m(
+        "cpu_us_per_req",
+        "us/req",
+        usage.clone().and_then(|u| {
+            if load.completed == 0 {
+                Err("no request completed inside the window".into())
+            } else {
+                Ok((u.user + u.system).as_secs_f64() * 1e6 / load.completed as f64)
+            }
+        }),
+    ));
+    obs.push(m(
+        "voluntary_switches",
+        "switches",
+        usage.clone().map(|u| u.voluntary_switches as f64),
+    ));
+    obs.push(m(
+        "involuntary_switches",
+        "switches",
+        usage.map(|u| u.involuntary_switches as f64),
+    ));
 }
 
 /// Every metric run_case reports, for the all-unavailable observation.
@@ -245,12 +289,6 @@ fn describe(
             e.protocol,
             e.io,
             load.samples.join("; ")
-        ));
-    }
-    if load.unanswered > 0 {
-        obs.warn(format!(
-            "{} request(s) were still waiting for a reply when the run ended",
-            load.unanswered
         ));
     }
     if model == Model::Iterative && case.clients > 1 {

@@ -19,6 +19,8 @@ pub struct Window {
     /// Server threads whose counters are running.
     running: AtomicUsize,
     samples: Mutex<Vec<CounterSample>>,
+    /// Load-generator threads (getrusage only, so the client's latency is not disturbed).
+    client_samples: Mutex<Vec<CounterSample>>,
 }
 
 /// Why perf metrics are missing when the run was asked not to open them.
@@ -34,6 +36,7 @@ impl Window {
             policy: kernel_policy(),
             running: AtomicUsize::new(0),
             samples: Mutex::new(Vec::new()),
+            client_samples: Mutex::new(Vec::new()),
         }
     }
 
@@ -63,6 +66,11 @@ impl Window {
         let late = self.running.load(Ordering::SeqCst);
         let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
         (samples, late)
+    }
+
+    /// The load-generator threads' samples (all joined before this is called).
+    pub fn client_samples(&self) -> Vec<CounterSample> {
+        self.client_samples.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
@@ -120,6 +128,7 @@ pub struct ThreadWindow<'a> {
     counters: Option<Probe>,
     running: bool,
     done: bool,
+    client: bool,
 }
 
 impl<'a> ThreadWindow<'a> {
@@ -136,6 +145,20 @@ impl<'a> ThreadWindow<'a> {
             counters,
             running: false,
             done: false,
+            client: false,
+        };
+        tw.tick();
+        tw
+    }
+
+    /// A load-generator thread's view: getrusage only, samples kept apart from the server's.
+    pub fn client(window: &'a Window) -> ThreadWindow<'a> {
+        let mut tw = ThreadWindow {
+            window: Some(window),
+            counters: Some(Probe::Rusage(Err("window not started".into()))),
+            running: false,
+            done: false,
+            client: true,
         };
         tw.tick();
         tw
@@ -170,7 +193,12 @@ impl<'a> ThreadWindow<'a> {
         if self.running {
             if let Some(c) = self.counters.as_mut() {
                 let sample = c.stop(window.policy.include_kernel);
-                if let Ok(mut s) = window.samples.lock() {
+                let list = if self.client {
+                    &window.client_samples
+                } else {
+                    &window.samples
+                };
+                if let Ok(mut s) = list.lock() {
                     s.push(sample);
                 }
             }
