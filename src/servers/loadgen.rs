@@ -401,8 +401,20 @@ fn client_thread(
         },
         payload: Vec::new(),
     };
+    // The epoll comes first: with file descriptors running out, it must not be the one that
+    // fails after every connection was made (that looked like a silent 0 req/s).
+    let event_driven = count > 1 || config.rate.is_some();
+    let epoll = match event_driven.then(Epoll::new) {
+        Some(Ok(epoll)) => Some(epoll),
+        Some(Err(e)) => {
+            d.result.errors.io += count as u64;
+            d.note(format!("epoll_create failed ({e}); this thread's {count} connections were not made"));
+            None
+        }
+        None => None,
+    };
     let mut clients = Vec::with_capacity(count);
-    for _ in 0..count {
+    for _ in 0..if event_driven && epoll.is_none() { 0 } else { count } {
         match connect(config.addr) {
             Ok(stream) => clients.push(Client {
                 stream,
@@ -424,10 +436,10 @@ fn client_thread(
     d.result.connected = clients.len();
     barrier.wait();
     let mut probe = ThreadWindow::client(window);
-    if clients.len() == 1 && config.rate.is_none() {
-        blocking_loop(&mut d, &mut clients[0], finished, &mut probe);
-    } else if !clients.is_empty() {
-        event_loop(&mut d, &mut clients, finished, &mut probe);
+    match &epoll {
+        Some(epoll) if !clients.is_empty() => event_loop(&mut d, epoll, &mut clients, finished, &mut probe),
+        None if clients.len() == 1 => blocking_loop(&mut d, &mut clients[0], finished, &mut probe),
+        _ => {}
     }
     probe.finish();
     d.result.unanswered = clients
@@ -458,12 +470,14 @@ fn blocking_loop(d: &mut Driver<'_>, c: &mut Client, finished: &AtomicBool, prob
 }
 
 /// Many connections on one thread: epoll, level-triggered.
-fn event_loop(d: &mut Driver<'_>, clients: &mut [Client], finished: &AtomicBool, probe: &mut ThreadWindow<'_>) {
+fn event_loop(
+    d: &mut Driver<'_>,
+    epoll: &Epoll,
+    clients: &mut [Client],
+    finished: &AtomicBool,
+    probe: &mut ThreadWindow<'_>,
+) {
     let mut scratch = vec![0u8; 64 << 10];
-    let Ok(epoll) = Epoll::new() else {
-        d.note("epoll_create failed".into());
-        return;
-    };
     let start = Instant::now();
     let n = clients.len();
     // Open loop: each connection sends every `gap`, staggered across connections.
