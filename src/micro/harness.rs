@@ -131,6 +131,17 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
         obs.push(Metric::unavailable(name, Role::System, unit, "no valid samples"));
         return;
     };
+    // Every figure here is a positive quantity: a median at or below zero means the operation
+    // is lost in the overheads subtracted from it, which is a limit of resolution, not a value.
+    if s.median <= 0.0 {
+        let reason = "at or below the subtracted loop and clock overhead: too small to resolve here";
+        obs.push(Metric::unavailable(name, Role::System, unit, reason));
+        obs.warn(format!(
+            "{name}: {reason} (median {:.2} {unit} after subtraction)",
+            s.median
+        ));
+        return;
+    }
     let m = |suffix: &str, v: f64, unit: &str| {
         Metric::new(&format!("{name}{suffix}"), Role::System, v, unit, source.clone())
     };
@@ -178,5 +189,25 @@ pub fn opt_u64(case: &MicroCase, name: &str, default: u64) -> anyhow::Result<u64
         Some(text) => text
             .parse()
             .map_err(|_| anyhow::anyhow!("option {name}='{text}' is not a whole number")),
+    }
+}
+
+#[cfg(test)]
+mod resolution_tests {
+    use super::*;
+
+    /// Found in review: `micro call` printed negative times in a debug build, where the
+    /// subtracted loop overhead exceeded what a call cost. Such a figure is unavailable.
+    #[test]
+    fn a_figure_lost_in_the_overheads_is_unavailable_not_negative() {
+        let mut obs = Observation::default();
+        push_summary(&mut obs, "call_ns", "ns", &[-4.1, -3.9, -4.3], Source::Tool);
+        let m = obs.get("call_ns", Role::System).unwrap();
+        assert_eq!(m.value, None);
+        assert!(m.source.to_string().starts_with("unavailable: at or below"));
+        assert!(obs.get("call_ns_mean", Role::System).is_none());
+        let mut ok = Observation::default();
+        push_summary(&mut ok, "call_ns", "ns", &[1.0, 1.1, 0.9], Source::Tool);
+        assert_eq!(ok.value("call_ns", Role::System), Some(1.0));
     }
 }

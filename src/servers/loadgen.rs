@@ -408,7 +408,9 @@ fn client_thread(
         Some(Ok(epoll)) => Some(epoll),
         Some(Err(e)) => {
             d.result.errors.io += count as u64;
-            d.note(format!("epoll_create failed ({e}); this thread's {count} connections were not made"));
+            d.note(format!(
+                "epoll_create failed ({e}); this thread's {count} connections were not made"
+            ));
             None
         }
         None => None,
