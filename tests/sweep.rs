@@ -416,6 +416,14 @@ fn compare_matches_cells_and_says_when_reps_are_too_few() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("client.cpu_sys_s"));
+    // Found in review: a metric neither run holds used to print "0 matching cells", exit 0.
+    let out = iopath()
+        .args(["compare", "1", "2", "--metric", "client.nope", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not in both runs") && stderr(&out).contains("system.throughput_gbps"));
 }
 
 #[test]

@@ -207,6 +207,22 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     let b = store.load_run(pick_run(&store, Some(args.run_b))?)?;
     let cells_a = report::cells::summarize_run(&a);
     let cells_b = report::cells::summarize_run(&b);
+    if let Some((role, name)) = &metric {
+        let held = |cells: &[report::cells::CellSummary]| cells.iter().any(|c| c.metric(name, *role).is_some());
+        if !held(&cells_a) || !held(&cells_b) {
+            let mut known: Vec<String> = cells_a
+                .iter()
+                .flat_map(|c| c.metrics.iter().map(|m| format!("{}.{}", m.role, m.name)))
+                .collect();
+            known.sort();
+            known.dedup();
+            return Err(usage(format!(
+                "--metric {role}.{name} is not in both runs (run {} has: {})",
+                args.run_a,
+                known.join(", ")
+            )));
+        }
+    }
     let comparison = report::compare::compare_cells(&cells_a, &cells_b, metric.as_ref().map(|(r, n)| (*r, n.as_str())));
     let mut table = Table::new(&["cell", "metric", "median A", "median B", "change", "p", "verdict"]);
     for r in &comparison.rows {
