@@ -25,7 +25,7 @@ pub struct MicroArgs {
 pub enum MicroCommand {
     /// List the benchmarks and their variants.
     List,
-    /// Run every benchmark (with --quick: in about a minute).
+    /// Run every benchmark (with --quick: a few seconds; without: several minutes).
     All(Box<RunArgs>),
     /// Clock read cost and resolution, loop overhead, TSC frequency check.
     Timer(Box<RunArgs>),
