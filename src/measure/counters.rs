@@ -9,6 +9,9 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, Group};
 use std::io;
 
+/// Why perf metrics are missing when a run was asked not to open perf events.
+pub const PERF_OFF: &str = "perf counters off (--no-perf)";
+
 /// Whether counters may include kernel time, and why not when they may not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelPolicy {

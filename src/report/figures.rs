@@ -508,17 +508,8 @@ mod tests {
         for model in ["threads", "epoll"] {
             for clients in [1usize, 4, 16] {
                 let case = Case::Servers(crate::case::ServersCase {
-                    model: model.into(),
-                    request: "echo:64".into(),
-                    clients,
-                    duration_ms: 100,
                     warmup_ms: 10,
-                    rate: None,
-                    client_threads: 1,
-                    pool_size: 4,
-                    server_cpus: None,
-                    client_cpus: None,
-                    perf: true,
+                    ..crate::case::ServersCase::new(model, "echo:64", clients, 100)
                 });
                 let metrics = vec![
                     Metric::new(

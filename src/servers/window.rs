@@ -1,8 +1,7 @@
 //! The measured window shared by the load generator and the server threads: the generator
 //! opens and closes it; each server thread turns its own counters on and off as it notices.
 
-use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
-use crate::sys::rusage;
+use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters, PERF_OFF};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,8 +22,8 @@ pub struct Window {
     client_samples: Mutex<Vec<CounterSample>>,
 }
 
-/// Why perf metrics are missing when the run was asked not to open them.
-pub const PERF_OFF: &str = "perf counters off (--no-perf)";
+/// Why the load generator's perf metrics are missing: it is measured with getrusage only.
+pub const LOAD_GENERATOR_RUSAGE_ONLY: &str = "load generator measured with getrusage only (keeps its latency clean)";
 
 impl Window {
     /// A window whose server threads open perf counters when `perf` is set; without, they
@@ -80,52 +79,11 @@ impl Default for Window {
     }
 }
 
-/// A thread's counters: perf groups plus rusage, or rusage alone.
-enum Probe {
-    Perf(ThreadCounters),
-    Rusage(Result<rusage::Usage, String>),
-}
-
-impl Probe {
-    fn start(&mut self) {
-        match self {
-            Probe::Perf(c) => c.start(),
-            Probe::Rusage(at) => *at = rusage::thread().map_err(|e| format!("getrusage failed: {e}")),
-        }
-    }
-
-    fn stop(&mut self, kernel_included: bool) -> CounterSample {
-        match self {
-            Probe::Perf(c) => c.stop(),
-            Probe::Rusage(at) => {
-                let off = || Err(PERF_OFF.to_string());
-                let end = rusage::thread().map_err(|e| format!("getrusage failed: {e}"));
-                CounterSample {
-                    cycles: off(),
-                    instructions: off(),
-                    cache_references: off(),
-                    cache_misses: off(),
-                    branch_misses: off(),
-                    task_clock_ns: off(),
-                    context_switches: off(),
-                    cpu_migrations: off(),
-                    page_faults: off(),
-                    usage: match (at.clone(), end) {
-                        (Ok(a), Ok(b)) => Ok(b.since(&a)),
-                        (Err(e), _) | (_, Err(e)) => Err(e),
-                    },
-                    kernel_included,
-                }
-            }
-        }
-    }
-}
-
 /// One server thread's view of the window: call `tick()` in its loop (between requests and
 /// on every wait timeout) and `finish()` before it exits.
 pub struct ThreadWindow<'a> {
     window: Option<&'a Window>,
-    counters: Option<Probe>,
+    counters: Option<ThreadCounters>,
     running: bool,
     done: bool,
     client: bool,
@@ -135,9 +93,9 @@ impl<'a> ThreadWindow<'a> {
     pub fn new(window: Option<&'a Window>) -> ThreadWindow<'a> {
         let counters = window.map(|w| {
             if w.perf {
-                Probe::Perf(ThreadCounters::open(w.policy()))
+                ThreadCounters::open(w.policy())
             } else {
-                Probe::Rusage(Err("window not started".into()))
+                ThreadCounters::rusage_only(PERF_OFF)
             }
         });
         let mut tw = ThreadWindow {
@@ -155,7 +113,7 @@ impl<'a> ThreadWindow<'a> {
     pub fn client(window: &'a Window) -> ThreadWindow<'a> {
         let mut tw = ThreadWindow {
             window: Some(window),
-            counters: Some(Probe::Rusage(Err("window not started".into()))),
+            counters: Some(ThreadCounters::rusage_only(LOAD_GENERATOR_RUSAGE_ONLY)),
             running: false,
             done: false,
             client: true,
@@ -192,7 +150,7 @@ impl<'a> ThreadWindow<'a> {
         self.done = true;
         if self.running {
             if let Some(c) = self.counters.as_mut() {
-                let sample = c.stop(window.policy.include_kernel);
+                let sample = c.stop();
                 let list = if self.client {
                     &window.client_samples
                 } else {

@@ -2,7 +2,7 @@
 //! until told to stop, and count only inside the measured window.
 
 use crate::case::StreamCase;
-use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
+use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters, PERF_OFF};
 use crate::net::control::ThreadTally;
 use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
 use crate::observation::{Role, ThreadPlacement};
@@ -12,9 +12,6 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// Why perf metrics are missing when the run was asked not to open them.
-pub const PERF_OFF: &str = "perf counters off (--no-perf)";
 
 pub const WARMUP: u8 = 0;
 pub const MEASURE: u8 = 1;
