@@ -25,7 +25,7 @@ pub struct MicroArgs {
 pub enum MicroCommand {
     /// List the benchmarks and their variants.
     List,
-    /// Run every benchmark (with --quick: a few seconds; without: several minutes).
+    /// Run every benchmark (about 75 s here; with --quick a few seconds).
     All(Box<RunArgs>),
     /// Clock read cost and resolution, loop overhead, TSC frequency check.
     Timer(Box<RunArgs>),
