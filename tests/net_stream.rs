@@ -85,6 +85,7 @@ fn zero_copy_completions_cover_every_send_and_report_the_copy() {
         // Over loopback the kernel copies at delivery: nothing avoided the copy.
         assert_eq!(value(r, "system", "zerocopy_copied_sends"), sends, "{label}");
         assert_eq!(value(r, "system", "zerocopy_not_copied_fraction"), 0.0, "{label}");
+        assert_eq!(value(r, "system", "zerocopy_copied_fraction"), 1.0, "{label}");
         let warnings = r["observation"]["warnings"].to_string();
         assert!(
             warnings.contains("copied 100%"),

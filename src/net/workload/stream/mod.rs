@@ -409,6 +409,15 @@ fn build_observation(
             c.not_copied_fraction()
                 .ok_or_else(|| "no completion arrived".to_string()),
         ));
+        obs.push(Metric::from_result(
+            "zerocopy_copied_fraction",
+            Role::System,
+            "fraction",
+            Source::Tool,
+            c.not_copied_fraction()
+                .map(|f| 1.0 - f)
+                .ok_or_else(|| "no completion arrived".to_string()),
+        ));
         obs.push(tag_metric(
             "zerocopy_enobufs",
             Role::System,
