@@ -453,6 +453,55 @@ fn servers_run_reports_metrics_with_sources() {
     }
 }
 
+/// Found in review: iterative with 50 clients served one and left 49 waiting, yet printed a
+/// p99 of ~180 us with 0 errors. Requests still waiting when the window closes now enter the
+/// percentiles with their age, and a note says how many were starved.
+#[test]
+fn starved_clients_show_in_the_tail_latency() {
+    let out = AssertCommand::cargo_bin("iopath")
+        .unwrap()
+        .args([
+            "servers",
+            "--model",
+            "iterative",
+            "--workload",
+            "echo:64",
+            "--clients",
+            "10",
+            "--duration",
+            "400ms",
+            "--warmup",
+            "100ms",
+            "--json",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &records[0];
+    let metric = |name: &str| {
+        r["observation"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert!(metric("unanswered_at_end") >= 9.0, "{r}");
+    assert!(
+        metric("latency_max_us") >= 100_000.0,
+        "the starved clients' waits are missing: {r}"
+    );
+    assert!(
+        r["observation"]["warnings"]
+            .to_string()
+            .contains("unanswered when the window closed"),
+        "{r}"
+    );
+}
+
 #[test]
 fn servers_table_and_csv() {
     let out = AssertCommand::cargo_bin("iopath")

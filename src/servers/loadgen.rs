@@ -69,9 +69,14 @@ pub struct LoadResult {
     pub connected: usize,
     /// Requests still waiting for a reply when the run ended (not yet timed out).
     pub unanswered: u64,
+    /// Of those, requests that had waited at least STARVED when the window closed.
+    pub starved: u64,
     /// The first few error messages, for warnings.
     pub samples: Vec<String>,
 }
+
+/// A request in flight this long at the end of the window was starved, not merely in flight.
+pub const STARVED: Duration = Duration::from_millis(100);
 
 /// One client connection's state.
 struct Client {
@@ -94,6 +99,7 @@ struct ThreadResult {
     errors: Errors,
     connected: usize,
     unanswered: u64,
+    starved: u64,
     samples: Vec<String>,
 }
 
@@ -358,6 +364,7 @@ pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync
         errors: Errors::default(),
         connected: 0,
         unanswered: 0,
+        starved: 0,
         samples: Vec::new(),
     };
     for r in &results {
@@ -367,6 +374,7 @@ pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync
         out.errors.add(&r.errors);
         out.connected += r.connected;
         out.unanswered += r.unanswered;
+        out.starved += r.starved;
         for s in &r.samples {
             if out.samples.len() < 5 && !out.samples.contains(s) {
                 out.samples.push(s.clone());
@@ -397,6 +405,7 @@ fn client_thread(
             errors: Errors::default(),
             connected: 0,
             unanswered: 0,
+            starved: 0,
             samples: Vec::new(),
         },
         payload: Vec::new(),
@@ -444,6 +453,18 @@ fn client_thread(
         _ => {}
     }
     probe.finish();
+    // A request still unanswered when the window closed waited at least this long; leaving it
+    // out would hide exactly the clients a model starves (coordinated omission).
+    let closed_at = Instant::now();
+    for c in clients.iter().filter(|c| !c.dead) {
+        for (since, _) in &c.outstanding {
+            let age = closed_at.duration_since(*since);
+            d.result.latency.record_ns(age.as_nanos() as u64);
+            if age >= STARVED {
+                d.result.starved += 1;
+            }
+        }
+    }
     d.result.unanswered = clients
         .iter()
         .filter(|c| !c.dead)

@@ -225,6 +225,13 @@ fn describe(
     obs.push(tool("timeouts", Role::Client, "requests", e.timeouts as f64));
     obs.push(tool("protocol_errors", Role::Client, "errors", e.protocol as f64));
     obs.push(tool("io_errors", Role::Client, "errors", e.io as f64));
+    if load.starved > 0 {
+        obs.warn(format!(
+            "{} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds), so p99 shows the clients this model left waiting",
+            load.starved,
+            loadgen::STARVED.as_millis()
+        ));
+    }
     obs.push(tool(
         "unanswered_at_end",
         Role::Client,
