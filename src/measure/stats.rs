@@ -12,7 +12,8 @@ pub struct Summary {
     pub stddev: f64,
     pub min: f64,
     pub max: f64,
-    /// 95% confidence interval of the mean (Student's t); equal to the mean when n < 2.
+    /// 95% confidence interval of the mean (Student's t); equal to the mean when n < 2. The
+    /// lower end stops at 0 when no value is negative.
     pub ci95_low: f64,
     pub ci95_high: f64,
     /// stddev / |mean|, 0 when the mean is 0.
@@ -69,6 +70,9 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     } else {
         0.0
     };
+    // A sample with no negative value measures a quantity that cannot be negative (a rate, a
+    // time): the symmetric t-interval must not reach below zero.
+    let floor = if sorted[0] >= 0.0 { 0.0 } else { f64::NEG_INFINITY };
     Some(Summary {
         n,
         median: med,
@@ -76,7 +80,7 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
         stddev,
         min: sorted[0],
         max: sorted[n - 1],
-        ci95_low: mean - half,
+        ci95_low: (mean - half).max(floor),
         ci95_high: mean + half,
         cv: if mean != 0.0 { stddev / mean.abs() } else { 0.0 },
         outliers: mad_outliers(values),
@@ -84,9 +88,10 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
 }
 
 /// Indexes of values whose modified z-score 0.6745 |x - median| / MAD exceeds 3.5
-/// (Iglewicz and Hoaglin). With MAD 0 nothing is an outlier.
+/// (Iglewicz and Hoaglin). With MAD 0, or fewer than 5 values (too few for the MAD of the rest
+/// to judge by), nothing is an outlier.
 pub fn mad_outliers(values: &[f64]) -> Vec<usize> {
-    if values.len() < 3 {
+    if values.len() < 5 {
         return Vec::new();
     }
     let med = median(&mut values.to_vec());
@@ -131,6 +136,22 @@ mod tests {
         assert_eq!((s.ci95_low, s.ci95_high, s.stddev), (3.0, 3.0, 0.0));
         assert!(summarize(&[]).is_none());
         assert!(summarize(&[f64::NAN]).is_none());
+    }
+
+    /// Found in review: the report showed [-12.27, 44.16] Gbit/s for a throughput.
+    #[test]
+    fn interval_of_a_non_negative_sample_stops_at_zero() {
+        let s = summarize(&[1.0, 30.0, 2.0]).unwrap();
+        assert_eq!(s.ci95_low, 0.0);
+        let signed = summarize(&[-1.0, 30.0, 2.0]).unwrap();
+        assert!(signed.ci95_low < 0.0);
+    }
+
+    /// Found in review: with 3 repetitions, one deviation is 0 and any spread got flagged.
+    #[test]
+    fn too_few_values_have_no_outliers() {
+        assert!(mad_outliers(&[10.0, 10.1, 30.0]).is_empty());
+        assert_eq!(mad_outliers(&[10.0, 10.1, 9.9, 10.05, 30.0]), vec![4]);
     }
 
     #[test]
