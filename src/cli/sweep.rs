@@ -573,15 +573,31 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         args.db.display(),
         args.db.display()
     );
+    // A script must be able to tell that cells were lost: exit 1, with everything kept.
+    let failed: usize = analysis.cells.iter().map(|c| c.failures.len()).sum();
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} cells failed (stored with their errors; `iopath sweep --resume {run_id} --db {}` retries them)",
+            args.db.display()
+        );
+    }
     Ok(())
 }
 
-/// The default report path: `report-<run>.html` beside the database.
+/// The default report path, beside the database: `report-<run>.html` for the default
+/// `iopath.db`, `<db name>-report-<run>.html` for any other, so two databases in one folder
+/// never overwrite each other's reports.
 pub(super) fn default_report_path(db: &Path, run_id: i64) -> PathBuf {
+    let stem = db.file_stem().and_then(|s| s.to_str()).unwrap_or("iopath");
+    let name = if stem == "iopath" {
+        format!("report-{run_id}.html")
+    } else {
+        format!("{stem}-report-{run_id}.html")
+    };
     db.parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
-        .join(format!("report-{run_id}.html"))
+        .join(name)
 }
 
 pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
@@ -652,6 +668,26 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::default_report_path;
+    use std::path::Path;
+
+    /// Found in review: two databases in one folder wrote the same report-1.html.
+    #[test]
+    fn report_names_do_not_collide_across_databases() {
+        assert_eq!(
+            default_report_path(Path::new("r/iopath.db"), 1),
+            Path::new("r/report-1.html")
+        );
+        assert_eq!(
+            default_report_path(Path::new("r/f.db"), 1),
+            Path::new("r/f-report-1.html")
+        );
+        assert_eq!(
+            default_report_path(Path::new("q.db"), 2),
+            Path::new("./q-report-2.html")
+        );
+    }
+
     use super::*;
 
     #[test]
