@@ -78,6 +78,9 @@ impl Provenance {
     }
 
     fn caption(&self, what: &str) -> String {
+        if self.max_n == 0 && !self.unavailable.is_empty() {
+            return format!("{what}; not measured in any cell: {}", self.unavailable.join("; "));
+        }
         let mut line = format!(
             "{what}; source: {}; error bars: 95% CI of the mean over up to {} repetitions",
             if self.sources.is_empty() {
