@@ -83,7 +83,11 @@ fn sweep_stores_every_cell_and_export_matches_the_documented_columns() {
     );
     assert!(header.starts_with(fixed), "{header}");
     assert!(header.ends_with(",warnings"), "{header}");
-    let metric_cols: Vec<&str> = header.split(',').skip(14).filter(|c| *c != "warnings").collect();
+    let metric_cols: Vec<&str> = header
+        .split(',')
+        .skip(14)
+        .filter(|c| !["status", "error", "warnings"].contains(c))
+        .collect();
     assert!(metric_cols.contains(&"system_throughput_gbps"));
     for col in metric_cols.iter().filter(|c| !c.ends_with("_source")) {
         let name = col.split_once('_').unwrap().1;

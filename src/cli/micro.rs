@@ -343,18 +343,19 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
         if let Some(db) = db.as_mut() {
             db.record(i, &result, started.elapsed().as_secs_f64())?;
         }
-        let observation = match result {
-            Ok(obs) => obs,
+        let (observation, error) = match result {
+            Ok(obs) => (obs, None),
             Err(err) => {
                 eprintln!("error: {}: {err}", case.label());
                 failures.push(case.label());
                 let mut obs = Observation::default();
                 obs.warn(format!("failed: {err}"));
-                obs
+                (obs, Some(err))
             }
         };
         records.push(Record {
             run_id: db.as_ref().map(|d| d.run_id),
+            error,
             label: case.label(),
             case: Case::Micro(case.clone()),
             repetition: 0,

@@ -174,6 +174,7 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
         match stream::run(case) {
             Ok(observation) => records.push(Record {
                 run_id: None,
+                error: None,
                 label: case.label(),
                 case: Case::NetStream(case.clone()),
                 repetition: 0,

@@ -220,6 +220,7 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
             }
             records.push(Record {
                 run_id: None,
+                error: None,
                 label: case.label(),
                 case: Case::Servers(case.clone()),
                 repetition: rep,

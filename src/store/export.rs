@@ -5,6 +5,9 @@
 use super::Record;
 use std::collections::BTreeSet;
 
+/// The source written for a metric column that a row's case does not measure at all.
+pub const NOT_MEASURED: &str = "not measured by this case";
+
 pub trait Exporter {
     fn serialize(&self, records: &[Record]) -> anyhow::Result<Vec<u8>>;
 }
@@ -51,7 +54,7 @@ impl Exporter for CsvExporter {
             header.push(key.clone());
             header.push(format!("{key}_source"));
         }
-        header.push("warnings".into());
+        header.extend(["status".into(), "error".into(), "warnings".into()]);
         w.write_record(&header)?;
         for r in records {
             let case_params = r.case.params();
@@ -76,15 +79,67 @@ impl Exporter for CsvExporter {
                         row.push(m.value.map(|v| v.to_string()).unwrap_or_default());
                         row.push(m.source.to_string());
                     }
+                    // This case does not produce the metric at all (e.g. zero-copy counts
+                    // for a two-copy case), or the cell failed.
                     None => {
                         row.push(String::new());
-                        row.push(String::new());
+                        row.push(NOT_MEASURED.to_string());
                     }
                 }
             }
+            row.push(if r.error.is_some() { "failed" } else { "ok" }.to_string());
+            row.push(r.error.clone().unwrap_or_default());
             row.push(r.observation.warnings.join(" | "));
             w.write_record(&row)?;
         }
         Ok(w.into_inner()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Case, MicroCase};
+    use crate::observation::{Metric, Observation, Role, Source};
+
+    fn record(bench: &str, metric: Option<&str>, error: Option<&str>) -> Record {
+        let case = Case::Micro(MicroCase {
+            bench: bench.into(),
+            options: Vec::new(),
+        });
+        let mut observation = Observation::default();
+        if let Some(name) = metric {
+            observation.push(Metric::new(name, Role::System, 1.5, "ns", Source::Tool));
+        }
+        Record {
+            run_id: Some(1),
+            label: case.label(),
+            case,
+            repetition: 0,
+            observation,
+            error: error.map(String::from),
+        }
+    }
+
+    /// Found in review: a failed cell showed only in free-text warnings, and a metric a case
+    /// never produces had an empty source.
+    #[test]
+    fn csv_has_status_and_error_and_says_what_a_case_does_not_measure() {
+        let rows = [
+            record("syscall", Some("a_ns"), None),
+            record("call", Some("b_ns"), None),
+            record("fs", None, Some("boom")),
+        ];
+        let text = String::from_utf8(CsvExporter.serialize(&rows).unwrap()).unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(&rows[0][col("status")], "ok");
+        assert_eq!(&rows[0][col("system_a_ns")], "1.5");
+        assert_eq!(&rows[0][col("system_b_ns_source")], NOT_MEASURED);
+        assert_eq!(&rows[2][col("status")], "failed");
+        assert_eq!(&rows[2][col("error")], "boom");
+        assert_eq!(header.iter().next_back(), Some("warnings"));
     }
 }

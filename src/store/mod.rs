@@ -26,4 +26,7 @@ pub struct Record {
     /// 0-based repetition index within the run.
     pub repetition: u32,
     pub observation: Observation,
+    /// Why the cell failed; None for a cell that produced its observation.
+    #[serde(default)]
+    pub error: Option<String>,
 }

@@ -45,7 +45,7 @@ pub struct StoredCell {
 }
 
 impl StoredCell {
-    /// As an export record; a failed cell says so in its warnings.
+    /// As an export record; a failed cell carries its error (and says so in its warnings).
     pub fn record(&self, run_id: i64) -> Record {
         let mut observation = self.observation.clone();
         if let Some(error) = &self.error {
@@ -53,6 +53,7 @@ impl StoredCell {
         }
         Record {
             run_id: Some(run_id),
+            error: self.error.clone(),
             label: self.case.label(),
             case: self.case.clone(),
             repetition: self.repetition,
@@ -421,6 +422,7 @@ mod tests {
         let records: Vec<Record> = [(64, 0), (64, 1), (4096, 0), (4096, 1)]
             .into_iter()
             .map(|(size, repetition)| Record {
+                error: None,
                 run_id: None,
                 label: stream(size).label(),
                 case: stream(size),
