@@ -508,3 +508,28 @@ fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
         stderr(&out)
     );
 }
+
+/// Found in review: a sweep that lost cells exited 0, so a script could not tell. Too few
+/// file descriptors make the 8-thread cell fail while the 1-thread cell runs.
+#[test]
+fn a_sweep_with_failed_cells_exits_1_and_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("f.db");
+    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let script = format!(
+        "ulimit -n 24 && exec '{}' sweep net-stream --mode one-copy --size 1K --threads 1,8 --reps 1 --duration 100ms --warmup 0 --no-warmup-cell --db '{}'",
+        bin.display(),
+        db.display()
+    );
+    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 cells failed") && err.contains("--resume"), "{err}");
+    let csv = iopath()
+        .args(["export", "--format", "csv", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(text.contains(",failed,") && text.contains(",ok,"), "{text}");
+}
