@@ -120,6 +120,29 @@ pub fn decode_data_header(header: &[u8; DATA_HEADER_LEN]) -> (u64, u32) {
 mod tests {
     use super::*;
 
+    /// From review: a peer sending bytes without a newline grew the reader without bound.
+    #[test]
+    fn an_endless_control_line_is_refused() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut peer = TcpStream::connect(addr).unwrap();
+            let chunk = vec![b'x'; 1 << 20];
+            for _ in 0..5 {
+                if peer.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let mut channel = ControlChannel::new(stream).unwrap();
+        let err = channel.recv().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        drop(channel);
+        writer.join().unwrap();
+    }
+
     #[test]
     fn header_round_trip() {
         let h = encode_data_header(0xdead_beef_1234, 7);

@@ -300,3 +300,29 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// From review: a Barrier hung the whole run when one thread failed to start. The gate
+    /// releases every waiting thread with "abandoned" instead.
+    #[test]
+    fn an_abandoned_start_releases_every_waiting_thread() {
+        let gate = StartGate::default();
+        std::thread::scope(|s| {
+            let waiters: Vec<_> = (0..3).map(|_| s.spawn(|| gate.arrive_and_wait())).collect();
+            // Four were expected, three arrive: the coordinator gives up after its patience.
+            assert!(!gate.open_when(4, Duration::from_millis(200)));
+            for w in waiters {
+                assert!(!w.join().unwrap());
+            }
+        });
+        let gate = StartGate::default();
+        std::thread::scope(|s| {
+            let w = s.spawn(|| gate.arrive_and_wait());
+            assert!(gate.open_when(1, Duration::from_secs(10)));
+            assert!(w.join().unwrap());
+        });
+    }
+}
