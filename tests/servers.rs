@@ -502,6 +502,35 @@ fn starved_clients_show_in_the_tail_latency() {
     );
 }
 
+/// Found in review: when file descriptors ran out, every connection was made and then the
+/// epoll could not be, and the run showed a silent 0 req/s. Failed connections are now errors
+/// and the connections that were made are served.
+#[test]
+fn running_out_of_file_descriptors_is_counted_not_silent() {
+    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let script = format!(
+        "ulimit -n 64 && exec '{}' servers --model epoll --workload echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
+        bin.display()
+    );
+    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let metric = |name: &str| {
+        records[0]["observation"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert!(metric("errors") > 0.0, "{records}");
+    assert!(
+        metric("requests_per_s") > 0.0,
+        "the connections that were made were not served: {records}"
+    );
+}
+
 #[test]
 fn servers_table_and_csv() {
     let out = AssertCommand::cargo_bin("iopath")
