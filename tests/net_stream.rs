@@ -650,3 +650,47 @@ fn stream_across_a_veth_pair_into_a_namespace() {
     );
     assert_eq!(value(r, "system", "zerocopy_not_copied_fraction"), 0.0);
 }
+
+#[test]
+fn db_keeps_the_run_for_report_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("n.db");
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy,two-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "50ms",
+            "--db",
+        ])
+        .arg(&db)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stored as run 1 (complete)"));
+    let csv = iopath()
+        .args(["export", "--format", "csv", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert_eq!(text.lines().count(), 3, "a header and one row per case: {text}");
+    assert!(text.lines().skip(1).all(|l| l.starts_with("1,net-stream,")), "{text}");
+    let report = dir.path().join("r.html");
+    let out = iopath()
+        .args(["report", "1", "-o"])
+        .arg(&report)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&report).unwrap().contains("Machine"));
+}

@@ -1,16 +1,15 @@
 //! `iopath micro`: list, run one benchmark or all of them, print a table (or JSON/CSV records),
 //! the overheads that were subtracted, the memory levels found and where threads ran.
 
+use super::dbrun::DbRun;
 use super::error::usage;
 use super::output::{num, Table};
-use super::sweep::{command_line, open_for_writing, store_error};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Settings, BENCHES};
 use crate::observation::{Observation, Role};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
-use crate::store::{NewRun, Record, Store};
-use crate::sweep::{environment::RunEnvironment, Cell, CellOutcome};
+use crate::store::Record;
 use clap::{Args, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -318,7 +317,11 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
         })
         .collect();
     let mut db = match &args.db {
-        Some(path) => Some(DbRun::start(path, &cases)?),
+        Some(path) => Some(DbRun::start(
+            path,
+            cases.iter().cloned().map(Case::Micro).collect(),
+            "lo",
+        )?),
         None => None,
     };
     let stop = crate::sys::signal::install_stop_handler();
@@ -381,61 +384,6 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// A micro run in the results database: created before the first case, one cell per case
-/// committed as soon as it finishes, closed as complete or interrupted.
-struct DbRun {
-    store: Store,
-    run_id: i64,
-    path: PathBuf,
-}
-
-impl DbRun {
-    /// Open (or create) the database and record the run with the machine description.
-    fn start(path: &std::path::Path, cases: &[MicroCase]) -> anyhow::Result<DbRun> {
-        let mut store = open_for_writing(path)?;
-        let run = NewRun {
-            name: None,
-            command_line: command_line(),
-            repetitions: 1,
-            shuffle: false,
-            seed: 0,
-            warmup_cell: false,
-            machine_json: serde_json::to_string(&crate::sysinfo::describe())?,
-            environment_json: serde_json::to_string(&RunEnvironment::capture("lo"))?,
-            cases: cases.iter().cloned().map(Case::Micro).collect(),
-        };
-        let run_id = store.create_run(&run).map_err(store_error)?;
-        Ok(DbRun {
-            store,
-            run_id,
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn record(&mut self, position: usize, result: &Result<Observation, String>, elapsed_s: f64) -> anyhow::Result<()> {
-        let outcome = CellOutcome {
-            result: result.clone(),
-            elapsed_s,
-        };
-        let cell = Cell {
-            position,
-            repetition: 0,
-        };
-        self.store.record_cell(self.run_id, cell, &outcome)
-    }
-
-    fn finish(mut self, interrupted: bool) -> anyhow::Result<()> {
-        let status = if interrupted { "interrupted" } else { "complete" };
-        self.store.set_run_status(self.run_id, status)?;
-        eprintln!(
-            "stored as run {id} ({status}) in {db}; `iopath report {id} --db {db}` draws it",
-            id = self.run_id,
-            db = self.path.display(),
-        );
-        Ok(())
-    }
 }
 
 /// The headline figures of a record: metrics that have a `<name>_n` companion.

@@ -1,6 +1,7 @@
 //! The command line: clap definitions (raw flags) and their validation into plans, in two
 //! stages. `run` dispatches a parsed command; exit codes are decided in main.rs.
 
+pub mod dbrun;
 pub mod error;
 pub mod micro;
 pub mod net;

@@ -1,5 +1,6 @@
 //! `iopath net stream` and `iopath net serve`.
 
+use super::dbrun::DbRun;
 use super::error::usage;
 use super::output::{num, Table};
 use super::values;
@@ -76,6 +77,10 @@ pub struct StreamArgs {
     /// Run only the client, against `iopath net serve` at HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
+    /// Also store the run in this results database (e.g. iopath-results/iopath.db), with the
+    /// machine description: `iopath report` and `export` read it from there.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<std::path::PathBuf>,
     /// Print JSON records (docs/output.md) instead of the table.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -167,13 +172,33 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
         cases.len() as u64,
         cases.iter().map(|c| (c.warmup_ms + c.duration_ms) as f64 / 1e3).sum(),
     );
+    // Loopback traffic runs over lo; a remote peer's interface is not known here.
+    let interface = if args.connect.is_some() {
+        "unknown (remote peer)"
+    } else {
+        "lo"
+    };
+    let mut db = match &args.db {
+        Some(path) => Some(DbRun::start(
+            path,
+            cases.iter().cloned().map(Case::NetStream).collect(),
+            interface,
+        )?),
+        None => None,
+    };
     let mut records = Vec::new();
     let mut failure = None;
     for (i, case) in cases.iter().enumerate() {
         progress.set_message(case.label());
-        match stream::run(case) {
+        let started = std::time::Instant::now();
+        let result = stream::run(case);
+        if let Some(db) = db.as_mut() {
+            let stored = result.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
+            db.record(i, &stored, started.elapsed().as_secs_f64())?;
+        }
+        match result {
             Ok(observation) => records.push(Record {
-                run_id: None,
+                run_id: db.as_ref().map(|d| d.run_id),
                 error: None,
                 label: case.label(),
                 case: Case::NetStream(case.clone()),
@@ -188,6 +213,10 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
         progress.inc(1);
     }
     progress.finish_and_clear();
+    if let Some(db) = db {
+        // A failure stops the run early: what did not run can be finished with sweep --resume.
+        db.finish(failure.is_some() && records.len() + 1 < cases.len())?;
+    }
     // Whatever finished is printed, also when a later case failed.
     let mut out = std::io::stdout().lock();
     if args.json {
