@@ -110,6 +110,11 @@ impl Metric {
         }
     }
 
+    /// A number iopath counted or timed itself (source `tool`).
+    pub fn tool(name: &str, role: Role, value: f64, unit: &str) -> Metric {
+        Metric::new(name, role, value, unit, Source::Tool)
+    }
+
     pub fn unavailable(name: &str, role: Role, unit: &str, reason: impl Into<String>) -> Metric {
         Metric {
             name: name.into(),

@@ -98,14 +98,7 @@ pub fn describe() -> Machine {
     let online = read_trimmed("/sys/devices/system/cpu/online");
     let online_count = online.as_deref().and_then(parse_cpu_list).map(|c| c.len());
     let meminfo = read_trimmed("/proc/meminfo").unwrap_or_default();
-    let mem_kib = |key: &str| -> Option<u64> {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    };
+    let mem_kib = |key: &str| crate::sys::procfs::meminfo_field(&meminfo, key);
     let interfaces = interfaces();
     Machine {
         hostname: read_trimmed("/proc/sys/kernel/hostname"),

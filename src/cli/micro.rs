@@ -248,13 +248,7 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
 /// Refuse memory sizes that would push the machine into the OOM killer and files that would
 /// fill the disk: buffers up to a third of MemAvailable, files up to half the free space.
 fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
-    let available = crate::sys::procfs::read_trimmed("/proc/meminfo").and_then(|m| {
-        m.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kib| kib.parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    });
+    let available = crate::sys::procfs::meminfo_bytes("MemAvailable:");
     if let Some(available) = available {
         // membw copy needs two buffers; memlat needs its buffer and a successor table.
         for (flag, bytes) in [("--size", a.size.map(|s| 2 * s)), ("--max", a.max.map(|m| m + m / 4))] {

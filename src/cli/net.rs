@@ -156,7 +156,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
         }
     }
     // Both ends run here unless --connect: check the buffers of both.
-    let available = stream::mem_available();
+    let available = crate::sys::procfs::meminfo_bytes("MemAvailable:");
     for case in &cases {
         stream::check_case(case, Role::Client, available).map_err(usage)?;
         if args.connect.is_none() {

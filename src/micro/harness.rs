@@ -163,7 +163,7 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
 
 /// A single figure measured by iopath.
 pub fn push_value(obs: &mut Observation, name: &str, unit: &str, value: f64) {
-    obs.push(Metric::new(name, Role::System, value, unit, Source::Tool));
+    obs.push(Metric::tool(name, Role::System, value, unit));
 }
 
 /// Record the overheads that were subtracted, with the clock used.

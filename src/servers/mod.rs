@@ -182,7 +182,7 @@ fn describe(
     summary: &ServerSummary,
 ) {
     let secs = load.window.as_secs_f64();
-    let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::new(name, role, v, unit, Source::Tool);
+    let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
     if secs > 0.0 {
         obs.push(tool(
             "requests_per_s",

@@ -13,6 +13,18 @@ pub fn read_i64(path: impl AsRef<Path>) -> Option<i64> {
     read_trimmed(path)?.parse().ok()
 }
 
+/// A /proc/meminfo field (e.g. "MemAvailable:") in bytes.
+pub fn meminfo_bytes(key: &str) -> Option<u64> {
+    meminfo_field(&read_trimmed("/proc/meminfo")?, key)
+}
+
+/// The field `key` of meminfo-formatted `text` ("MemTotal:  123 kB"), in bytes.
+pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Parse a CPU list such as "0-3,5,7-8" (the kernel's format in /sys/devices/system/cpu/*).
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
@@ -34,6 +46,13 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meminfo_fields() {
+        let text = "MemTotal:       24000000 kB\nMemAvailable:   1000 kB\n";
+        assert_eq!(meminfo_field(text, "MemAvailable:"), Some(1_024_000));
+        assert_eq!(meminfo_field(text, "Nope:"), None);
+    }
 
     #[test]
     fn cpu_lists() {

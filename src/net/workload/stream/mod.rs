@@ -30,10 +30,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long threads may take to become ready (pin, open counters) before the run is abandoned.
 pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
 
-pub(crate) fn tag_metric(name: &str, role: Role, value: f64, unit: &str) -> Metric {
-    Metric::new(name, role, value, unit, Source::Tool)
-}
-
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 
@@ -49,7 +45,7 @@ pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
 }
 
 /// Whether a case can run: limits on every parameter, and buffers that fit in half of the
-/// memory available (`mem_available` from /proc/meminfo; None skips that check). Used by the
+/// memory available (MemAvailable; None skips that check). Used by the
 /// CLI before running and by a server before accepting a client's case.
 pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> Result<(), String> {
     if case.size == 0 || case.fields == 0 || case.threads == 0 {
@@ -76,14 +72,6 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
         }
     }
     Ok(())
-}
-
-/// MemAvailable from /proc/meminfo, in bytes.
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Bind the loopback listener for an in-process server; a taken port is a clear error.
@@ -329,15 +317,15 @@ fn build_observation(
     if let Some(w) = idle("server", server.threads.iter().collect()) {
         obs.warn(w);
     }
-    obs.push(tag_metric(
+    obs.push(Metric::tool(
         "throughput_gbps",
         Role::System,
         recv_rate * 8.0 / 1e9,
         "Gbit/s",
     ));
-    obs.push(tag_metric("messages_per_s", Role::System, msg_rate, "msg/s"));
-    obs.push(tag_metric("time_per_msg_us", Role::System, time_per_msg * 1e6, "us"));
-    obs.push(tag_metric("window_s", Role::System, window, "s"));
+    obs.push(Metric::tool("messages_per_s", Role::System, msg_rate, "msg/s"));
+    obs.push(Metric::tool("time_per_msg_us", Role::System, time_per_msg * 1e6, "us"));
+    obs.push(Metric::tool("window_s", Role::System, window, "s"));
 
     let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
     let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
@@ -356,8 +344,13 @@ fn build_observation(
             ));
         }
     }
-    obs.push(tag_metric("bytes_sent", Role::Client, bytes_sent as f64, "B"));
-    obs.push(tag_metric("messages_sent", Role::Client, msgs_sent as f64, "messages"));
+    obs.push(Metric::tool("bytes_sent", Role::Client, bytes_sent as f64, "B"));
+    obs.push(Metric::tool(
+        "messages_sent",
+        Role::Client,
+        msgs_sent as f64,
+        "messages",
+    ));
     obs.push(Metric::new(
         "syscalls_per_msg",
         Role::Client,
@@ -382,20 +375,20 @@ fn build_observation(
                 acc
             });
         let c = &zc.completions;
-        obs.push(tag_metric("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-        obs.push(tag_metric(
+        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+        obs.push(Metric::tool(
             "zerocopy_completions",
             Role::System,
             c.notifications as f64,
             "notifications",
         ));
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "zerocopy_completed_sends",
             Role::System,
             c.completed as f64,
             "calls",
         ));
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "zerocopy_copied_sends",
             Role::System,
             c.copied as f64,
@@ -418,13 +411,13 @@ fn build_observation(
                 .map(|f| 1.0 - f)
                 .ok_or_else(|| "no completion arrived".to_string()),
         ));
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "zerocopy_enobufs",
             Role::System,
             zc.enobufs as f64,
             "errors",
         ));
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "zerocopy_slot_waits",
             Role::System,
             zc.slot_waits as f64,
@@ -444,13 +437,13 @@ fn build_observation(
         }
     }
     if case.verify {
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "verified_messages",
             Role::Server,
             server.verified_messages as f64,
             "messages",
         ));
-        obs.push(tag_metric(
+        obs.push(Metric::tool(
             "corrupt_messages",
             Role::Server,
             server.corrupt_messages as f64,

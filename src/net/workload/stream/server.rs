@@ -2,7 +2,6 @@
 //! connections, receive on one thread per connection, report what was counted.
 //! Used by the in-process loopback run and by `iopath net serve`.
 
-use super::tag_metric;
 use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
 use crate::case::StreamCase;
 use crate::measure::clock;
@@ -95,7 +94,7 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
         }
         other => bail!("expected a hello from the client, got {other:?}"),
     };
-    if let Err(error) = super::check_case(&case, Role::Server, super::mem_available()) {
+    if let Err(error) = super::check_case(&case, Role::Server, crate::sys::procfs::meminfo_bytes("MemAvailable:")) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
     }
@@ -212,8 +211,8 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
     let counters =
         CounterSample::sum(threads.iter().map(|t| &t.counters)).ok_or_else(|| anyhow!("no server threads"))?;
     let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
-    metrics.push(tag_metric("bytes_received", Role::Server, bytes as f64, "B"));
-    metrics.push(tag_metric(
+    metrics.push(Metric::tool("bytes_received", Role::Server, bytes as f64, "B"));
+    metrics.push(Metric::tool(
         "messages_received",
         Role::Server,
         messages as f64,
