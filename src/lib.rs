@@ -13,6 +13,7 @@ pub mod net;
 pub mod observation;
 pub mod report;
 pub mod servers;
+pub mod stop;
 pub mod store;
 pub mod sweep;
 pub mod sys;

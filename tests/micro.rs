@@ -286,7 +286,7 @@ fn temp_files_removed_after_a_failure() {
             ("dir", dir.path().display().to_string()),
         ],
     );
-    let err = iopath::micro::run_case(&case).expect_err("procs=0 must fail");
+    let err = iopath::micro::run_case(&case, iopath::stop::Stop::never()).expect_err("procs=0 must fail");
     assert!(err.to_string().contains("procs"));
     assert_eq!(
         std::fs::read_dir(dir.path()).expect("dir").count(),

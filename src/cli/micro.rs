@@ -324,7 +324,7 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
     let mut records = Vec::with_capacity(cases.len());
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.requested() {
             eprintln!(
                 "stopped after {i} of {} cases (Ctrl-C); the results so far follow",
                 cases.len()
@@ -336,7 +336,7 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
             eprintln!("[{}/{}] {}", i + 1, cases.len(), case.label());
         }
         let started = std::time::Instant::now();
-        let result = micro::run_case(case).map_err(|err| format!("{err:#}"));
+        let result = micro::run_case(case, stop).map_err(|err| format!("{err:#}"));
         if let Some(db) = db.as_mut() {
             db.record(i, &result, started.elapsed().as_secs_f64())?;
         }

@@ -191,7 +191,7 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     for (i, case) in cases.iter().enumerate() {
         progress.set_message(case.label());
         let started = std::time::Instant::now();
-        let result = stream::run(case);
+        let result = stream::run(case, crate::sys::signal::install_stop_handler());
         if let Some(db) = db.as_mut() {
             let stored = result.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
             db.record(i, &stored, started.elapsed().as_secs_f64())?;
@@ -364,12 +364,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
-        match stream::serve_session(&listener, Some(stop)) {
+        match stream::serve_session(&listener, Some(stop.flag())) {
             Ok(()) => eprintln!("session finished"),
-            Err(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => break,
+            Err(_) if stop.requested() => break,
             Err(e) => eprintln!("session failed: {e:#}"),
         }
-        if args.once || stop.load(std::sync::atomic::Ordering::SeqCst) {
+        if args.once || stop.requested() {
             break;
         }
     }

@@ -210,11 +210,11 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
     let mut records = Vec::new();
     'cases: for case in &cases {
         for rep in 0..args.repetitions {
-            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if stop.requested() {
                 break 'cases;
             }
             eprintln!("[{}/{}] {} (rep {})", records.len() + 1, total, case.label(), rep + 1);
-            let observation = srv::run_case(case)?;
+            let observation = srv::run_case(case, stop)?;
             for w in &observation.warnings {
                 eprintln!("  note: {w}");
             }
@@ -236,7 +236,7 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
     } else {
         stdout.write_all(table(&records).as_bytes())?;
     }
-    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+    if stop.requested() {
         eprintln!("stopped early by a signal: {} of {} runs done", records.len(), total);
     }
     Ok(())
@@ -330,7 +330,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         running.addr, args.max_conns, args.idle_timeout
     );
     std::io::stdout().flush()?;
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+    while !stop.requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let s = running.stop();

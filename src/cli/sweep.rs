@@ -268,7 +268,7 @@ fn execute_run(store: &mut Store, run_id: i64) -> anyhow::Result<bool> {
         run_cells(
             &cases,
             &cells,
-            &mut crate::sweep::execute_case,
+            &mut |case| crate::sweep::execute_case(case, stop),
             &mut recorder,
             stop,
             options,

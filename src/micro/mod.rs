@@ -228,7 +228,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
 
 /// Run one microbenchmark case. Every process, thread, socket and file it creates is gone
 /// when it returns, on success and on error.
-pub fn run_case(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run_case(case: &MicroCase, _stop: crate::stop::Stop) -> anyhow::Result<Observation> {
     match case.bench.as_str() {
         "timer" => timer::run(case),
         "call" => call::run(case),

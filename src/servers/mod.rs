@@ -61,8 +61,8 @@ fn cpus(text: &Option<String>, what: &str) -> anyhow::Result<Option<Vec<usize>>>
 /// Run one server-model case: start the model on 127.0.0.1 in this process (server threads
 /// measured with per-thread counters), drive it with the load generator for the case's
 /// duration, and return client-side latency/throughput and server-side counters.
-pub fn run_case(case: &ServersCase) -> anyhow::Result<Observation> {
-    run_case_until(case, &|| crate::sys::signal::stop_requested())
+pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<Observation> {
+    run_case_until(case, &|| stop.requested())
 }
 
 /// `run_case` with an explicit early-stop check.

@@ -13,11 +13,12 @@ pub use runner::{run_cells, CellOutcome, CellSink, RunEnd, RunOptions};
 use crate::case::Case;
 use crate::observation::Observation;
 
-/// Run one case with the workload that owns it.
-pub fn execute_case(case: &Case) -> anyhow::Result<Observation> {
+/// Run one case with the workload that owns it; `stop` asks it to give up early (it then
+/// returns [`crate::stop::Interrupted`]).
+pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Observation> {
     match case {
-        Case::NetStream(c) => crate::net::workload::stream::run(c),
-        Case::Servers(c) => crate::servers::run_case(c),
-        Case::Micro(c) => crate::micro::run_case(c),
+        Case::NetStream(c) => crate::net::workload::stream::run(c, stop),
+        Case::Servers(c) => crate::servers::run_case(c, stop),
+        Case::Micro(c) => crate::micro::run_case(c, stop),
     }
 }

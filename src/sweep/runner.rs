@@ -6,7 +6,7 @@ use super::plan::Cell;
 use super::progress::Progress;
 use crate::case::Case;
 use crate::observation::Observation;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::stop::Stop;
 use std::time::Instant;
 
 /// What running one cell gave: an observation or the workload's error text.
@@ -42,7 +42,7 @@ pub fn run_cells(
     cells: &[Cell],
     execute: &mut dyn FnMut(&Case) -> anyhow::Result<Observation>,
     sink: &mut dyn CellSink,
-    stop: &AtomicBool,
+    stop: Stop,
     options: RunOptions,
     progress: &Progress,
 ) -> anyhow::Result<RunEnd> {
@@ -54,7 +54,7 @@ pub fn run_cells(
         }
     }
     for &cell in cells {
-        if stop.load(Ordering::SeqCst) {
+        if stop.requested() {
             end.interrupted = true;
             break;
         }
@@ -72,7 +72,7 @@ pub fn run_cells(
             result,
             elapsed_s: started.elapsed().as_secs_f64(),
         };
-        if stop.load(Ordering::SeqCst) {
+        if stop.requested() {
             end.interrupted = true;
             break;
         }
@@ -128,14 +128,14 @@ mod tests {
             Ok(o)
         };
         let mut sink = Collect(Vec::new());
-        let stop = AtomicBool::new(false);
+        let stop = Stop::fresh();
         let opts = RunOptions { warmup_cell: true };
         let end = run_cells(
             &cases,
             &cells,
             &mut execute,
             &mut sink,
-            &stop,
+            stop,
             opts,
             &Progress::hidden(4),
         )
@@ -156,12 +156,12 @@ mod tests {
     fn stop_flag_drops_the_cell_in_flight_and_ends() {
         let cases = vec![case("a")];
         let cells = super::super::order_cells(1, 5, &Default::default(), false, 0);
-        let stop = AtomicBool::new(false);
+        let stop = Stop::fresh();
         let mut n = 0;
         let mut execute = |_: &Case| -> anyhow::Result<Observation> {
             n += 1;
             if n == 2 {
-                stop.store(true, Ordering::SeqCst);
+                stop.request();
             }
             Ok(Observation::default())
         };
@@ -171,7 +171,7 @@ mod tests {
             &cells,
             &mut execute,
             &mut sink,
-            &stop,
+            stop,
             RunOptions::default(),
             &Progress::hidden(5),
         )

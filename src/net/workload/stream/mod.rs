@@ -86,7 +86,7 @@ pub fn bind_loopback(port: u16) -> anyhow::Result<TcpListener> {
 }
 
 /// Run one stream case and return its observation.
-pub fn run(case: &StreamCase) -> anyhow::Result<Observation> {
+pub fn run(case: &StreamCase, _stop: crate::stop::Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
     match &case.endpoint {
