@@ -51,3 +51,32 @@ mod tests {
         assert_eq!(format_number(Some(0.0001234)), "1.23e-4");
     }
 }
+
+/// A duration in seconds for people: `850 ms`, `42 s`, `3 min 20 s`, `1 h 05 min`.
+pub fn format_duration_s(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "n/a".into();
+    }
+    if seconds < 1.0 {
+        return format!("{:.0} ms", seconds * 1e3);
+    }
+    let whole = seconds.round() as u64;
+    match whole {
+        0..=59 => format!("{whole} s"),
+        60..=3599 => format!("{} min {:02} s", whole / 60, whole % 60),
+        _ => format!("{} h {:02} min", whole / 3600, (whole % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::format_duration_s;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(format_duration_s(0.85), "850 ms");
+        assert_eq!(format_duration_s(42.2), "42 s");
+        assert_eq!(format_duration_s(200.0), "3 min 20 s");
+        assert_eq!(format_duration_s(3900.0), "1 h 05 min");
+    }
+}

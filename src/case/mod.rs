@@ -1,10 +1,12 @@
 //! A Case is one fully specified experiment point: which workload and all its parameters.
 //! Cases are plain data: serialisable, hashable, and printable as a short label.
 
+mod fake;
 mod micro;
 mod servers;
 mod stream;
 
+pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
@@ -17,6 +19,8 @@ pub enum Case {
     NetStream(StreamCase),
     Servers(ServersCase),
     Micro(MicroCase),
+    /// Hidden test workload (see case/fake.rs).
+    Fake(FakeCase),
 }
 
 impl Case {
@@ -26,6 +30,7 @@ impl Case {
             Case::NetStream(_) => "net-stream",
             Case::Servers(_) => "servers",
             Case::Micro(_) => "micro",
+            Case::Fake(_) => "fake",
         }
     }
 
@@ -35,6 +40,7 @@ impl Case {
             Case::NetStream(c) => c.label(),
             Case::Servers(c) => c.label(),
             Case::Micro(c) => c.label(),
+            Case::Fake(c) => c.label(),
         }
     }
 
@@ -43,12 +49,26 @@ impl Case {
         serde_json::to_string(self).unwrap_or_else(|_| self.label())
     }
 
+    /// Roughly how long one cell of this case takes, in seconds, for the progress ETA.
+    pub fn planned_seconds(&self) -> f64 {
+        match self {
+            Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
+            Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
+            Case::Micro(_) => 1.0,
+            Case::Fake(c) => match c.behaviour {
+                FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
+                _ => 0.0,
+            },
+        }
+    }
+
     /// The case's parameters as flat (name, value) pairs, for table and CSV columns.
     pub fn params(&self) -> Vec<(&'static str, String)> {
         match self {
             Case::NetStream(c) => c.params(),
             Case::Servers(c) => c.params(),
             Case::Micro(c) => c.params(),
+            Case::Fake(c) => c.params(),
         }
     }
 }

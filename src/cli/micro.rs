@@ -1,17 +1,16 @@
 //! `iopath micro`: list, run one benchmark or all of them, print a table (or JSON/CSV records),
 //! the overheads that were subtracted, the memory levels found and where threads ran.
 
-use super::dbrun::DbRun;
 use super::error::usage;
 use super::output::{num, Table};
+use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_size};
-use crate::case::{format_bytes, Case, MicroCase};
+use crate::case::{format_bytes, Case};
 use crate::micro::{self, harness, Settings, BENCHES};
 use crate::observation::{Observation, Role};
-use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::Record;
+use crate::sweep::Plan;
 use clap::{Args, Subcommand};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -94,37 +93,70 @@ pub struct RunArgs {
     /// proc: the program fork+exec and posix_spawn start (default /bin/true).
     #[arg(long, value_name = "PATH")]
     pub program: Option<String>,
-    /// Print the records as JSON.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the records as CSV.
-    #[arg(long)]
-    pub csv: bool,
-    /// Also store the results as a run in this results database (created if missing; the
-    /// machine description goes with it), e.g. iopath-results/iopath.db.
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+impl MicroCommand {
+    /// The benchmarks this command names and its flags; None for `list`.
+    pub fn benches(&self) -> Option<(Vec<&'static str>, &RunArgs)> {
+        fn one<'a>(name: &'static str, a: &'a RunArgs) -> Option<(Vec<&'static str>, &'a RunArgs)> {
+            Some((vec![name], a))
+        }
+        match self {
+            MicroCommand::List => None,
+            MicroCommand::All(a) => Some((BENCHES.iter().map(|b| b.0).collect(), a.as_ref())),
+            MicroCommand::Timer(a) => one("timer", a),
+            MicroCommand::Call(a) => one("call", a),
+            MicroCommand::Syscall(a) => one("syscall", a),
+            MicroCommand::Proc(a) => one("proc", a),
+            MicroCommand::Thread(a) => one("thread", a),
+            MicroCommand::Ctxswitch(a) => one("ctxswitch", a),
+            MicroCommand::Memlat(a) => one("memlat", a),
+            MicroCommand::Membw(a) => one("membw", a),
+            MicroCommand::Pagefault(a) => one("pagefault", a),
+            MicroCommand::Tcp(a) => one("tcp", a),
+            MicroCommand::Fs(a) => one("fs", a),
+        }
+    }
+}
+
+/// The plan of `micro <bench>` and `sweep micro <bench>`: one case per figure.
+pub fn micro_plan(benches: &[&str], args: &RunArgs) -> anyhow::Result<Plan> {
+    let s = settings(benches, args)?;
+    let cases = benches
+        .iter()
+        .flat_map(|b| {
+            // `--variant` restricts only the benchmarks that have that variant.
+            let mut own = s.clone();
+            if let Some(v) = &s.variants {
+                let mine: Vec<String> = v
+                    .iter()
+                    .filter(|x| micro::variants(b).contains(&x.as_str()))
+                    .cloned()
+                    .collect();
+                own.variants = if mine.is_empty() && benches.len() > 1 {
+                    None
+                } else {
+                    Some(mine)
+                };
+            }
+            micro::plan(b, &own)
+        })
+        .map(Case::Micro)
+        .collect();
+    Ok(args.run.plan(cases, "lo"))
 }
 
 pub fn run(args: MicroArgs) -> anyhow::Result<()> {
-    match args.command {
-        MicroCommand::List => {
-            print!("{}", list());
-            Ok(())
-        }
-        MicroCommand::All(a) => run_benches(&BENCHES.iter().map(|b| b.0).collect::<Vec<_>>(), a),
-        MicroCommand::Timer(a) => run_benches(&["timer"], a),
-        MicroCommand::Call(a) => run_benches(&["call"], a),
-        MicroCommand::Syscall(a) => run_benches(&["syscall"], a),
-        MicroCommand::Proc(a) => run_benches(&["proc"], a),
-        MicroCommand::Thread(a) => run_benches(&["thread"], a),
-        MicroCommand::Ctxswitch(a) => run_benches(&["ctxswitch"], a),
-        MicroCommand::Memlat(a) => run_benches(&["memlat"], a),
-        MicroCommand::Membw(a) => run_benches(&["membw"], a),
-        MicroCommand::Pagefault(a) => run_benches(&["pagefault"], a),
-        MicroCommand::Tcp(a) => run_benches(&["tcp"], a),
-        MicroCommand::Fs(a) => run_benches(&["fs"], a),
-    }
+    let Some((benches, flags)) = args.command.benches() else {
+        print!("{}", list());
+        return Ok(());
+    };
+    let plan = micro_plan(&benches, flags)?;
+    let executed = run::execute(&plan, run::direct_destination(&flags.run))?;
+    run::print_records(&flags.run, &executed.records, render)?;
+    run::conclude(&executed)
 }
 
 fn list() -> String {
@@ -284,98 +316,6 @@ fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
                 )));
             }
         }
-    }
-    Ok(())
-}
-
-fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
-    let s = settings(benches, &args)?;
-    let cases: Vec<MicroCase> = benches
-        .iter()
-        .flat_map(|b| {
-            // `--variant` restricts only the benchmarks that have that variant.
-            let mut own = s.clone();
-            if let Some(v) = &s.variants {
-                let mine: Vec<String> = v
-                    .iter()
-                    .filter(|x| micro::variants(b).contains(&x.as_str()))
-                    .cloned()
-                    .collect();
-                own.variants = if mine.is_empty() && benches.len() > 1 {
-                    None
-                } else {
-                    Some(mine)
-                };
-            }
-            micro::plan(b, &own)
-        })
-        .collect();
-    let mut db = match &args.db {
-        Some(path) => Some(DbRun::start(
-            path,
-            cases.iter().cloned().map(Case::Micro).collect(),
-            "lo",
-        )?),
-        None => None,
-    };
-    let stop = crate::sys::signal::install_stop_handler();
-    let mut interrupted = false;
-    let progress = std::io::stderr().is_terminal();
-    let mut records = Vec::with_capacity(cases.len());
-    let mut failures = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
-        if stop.requested() {
-            eprintln!(
-                "stopped after {i} of {} cases (Ctrl-C); the results so far follow",
-                cases.len()
-            );
-            interrupted = true;
-            break;
-        }
-        if progress {
-            eprintln!("[{}/{}] {}", i + 1, cases.len(), case.label());
-        }
-        let started = std::time::Instant::now();
-        let result = micro::run_case(case, stop).map_err(|err| format!("{err:#}"));
-        if let Some(db) = db.as_mut() {
-            db.record(i, &result, started.elapsed().as_secs_f64())?;
-        }
-        let (observation, error) = match result {
-            Ok(obs) => (obs, None),
-            Err(err) => {
-                eprintln!("error: {}: {err}", case.label());
-                failures.push(case.label());
-                let mut obs = Observation::default();
-                obs.warn(format!("failed: {err}"));
-                (obs, Some(err))
-            }
-        };
-        records.push(Record {
-            run_id: db.as_ref().map(|d| d.run_id),
-            error,
-            label: case.label(),
-            case: Case::Micro(case.clone()),
-            repetition: 0,
-            observation,
-        });
-    }
-    if args.json {
-        print!("{}", String::from_utf8_lossy(&JsonExporter.serialize(&records)?));
-    } else if args.csv {
-        print!("{}", String::from_utf8_lossy(&CsvExporter.serialize(&records)?));
-    } else {
-        print!("{}", render(&records));
-    }
-    if let Some(db) = db {
-        db.finish(interrupted)?;
-    }
-    if !failures.is_empty() {
-        anyhow::bail!(
-            "{} of {} cases failed: {}",
-            failures.len(),
-            records.len(),
-            failures.join("; ")
-        );
     }
     Ok(())
 }

@@ -1,13 +1,13 @@
 //! The command line: clap definitions (raw flags) and their validation into plans, in two
 //! stages. `run` dispatches a parsed command; exit codes are decided in main.rs.
 
-pub mod dbrun;
 pub mod error;
+pub mod fake;
 pub mod micro;
 pub mod net;
 pub mod output;
-pub mod progress;
 pub mod results;
+pub mod run;
 pub mod servers;
 pub mod sweep;
 pub mod sysinfo;
@@ -34,7 +34,7 @@ pub enum Command {
     Net(net::NetCommand),
     /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.
     Quick(sweep::QuickArgs),
-    /// Run a grid of cases with repetitions into the results database (or resume one).
+    /// Run any measuring command as a stored run (the same flags), or resume one.
     Sweep(Box<sweep::SweepArgs>),
     /// List the runs in the results database.
     Runs(results::RunsArgs),
@@ -53,6 +53,9 @@ pub enum Command {
     /// The top-k CPU process service: serve it, or query a running one.
     #[command(subcommand)]
     Procs(servers::ProcsCommand),
+    /// The deterministic test workload: cells that return, sleep, fail or panic on command.
+    #[command(hide = true)]
+    Fake(fake::FakeArgs),
 }
 
 /// Run one parsed command.
@@ -69,5 +72,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sysinfo(args) => sysinfo::run(args),
         Command::Servers(args) => servers::run(args),
         Command::Procs(cmd) => servers::run_procs(cmd),
+        Command::Fake(args) => fake::run(args),
     }
 }

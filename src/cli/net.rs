@@ -1,16 +1,15 @@
 //! `iopath net stream` and `iopath net serve`.
 
-use super::dbrun::DbRun;
 use super::error::usage;
 use super::output::{num, Table};
+use super::run::{self, RunFlags};
 use super::values;
 use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
-use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::Record;
+use crate::sweep::Plan;
 use clap::{Args, Subcommand};
-use std::io::Write;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -18,12 +17,12 @@ pub enum NetCommand {
     /// Stream messages from client threads to server threads (one TCP connection each) and
     /// measure what each copy mode costs per byte, per message and per role.
     #[command(after_help = STREAM_EXAMPLES)]
-    Stream(StreamArgs),
+    Stream(Box<StreamArgs>),
     /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
     Serve(ServeArgs),
 }
 
-const STREAM_EXAMPLES: &str = "\
+pub const STREAM_EXAMPLES: &str = "\
 Examples:
   iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
   iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 1
@@ -53,10 +52,10 @@ pub struct StreamArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fields: u32,
     /// Length of the measured window of each case (5s, 500ms, 1.5s).
-    #[arg(long, default_value = "5s", value_parser = values::parse_duration, allow_hyphen_values = true)]
+    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Warm-up before the window opens; nothing is counted during it (0 for none).
-    #[arg(long, default_value = "1s", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
+    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
     pub warmup: Duration,
     /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
     #[arg(long, value_parser = values::parse_cpu_list)]
@@ -77,16 +76,8 @@ pub struct StreamArgs {
     /// Run only the client, against `iopath net serve` at HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
-    /// Also store the run in this results database (e.g. iopath-results/iopath.db), with the
-    /// machine description: `iopath report` and `export` read it from there.
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<std::path::PathBuf>,
-    /// Print JSON records (docs/output.md) instead of the table.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print CSV (one row per case, value and source columns per metric).
-    #[arg(long)]
-    pub csv: bool,
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 #[derive(Args, Debug)]
@@ -108,12 +99,21 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     match cmd {
-        NetCommand::Stream(args) => run_stream(args),
+        NetCommand::Stream(args) => run_stream(*args),
         NetCommand::Serve(args) => run_serve(args),
     }
 }
 
-/// Stage two: the validated grid of cases.
+/// The interface a stream's traffic uses, for the run's environment record.
+fn stream_interface(args: &StreamArgs) -> &'static str {
+    if args.connect.is_some() {
+        "unknown (remote peer)"
+    } else {
+        "lo"
+    }
+}
+
+/// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     let endpoint = match &args.connect {
         Some(addr) => {
@@ -166,77 +166,26 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     Ok(cases)
 }
 
+impl TryFrom<&StreamArgs> for Plan {
+    type Error = anyhow::Error;
+    fn try_from(args: &StreamArgs) -> anyhow::Result<Plan> {
+        let cases = stream_cases(args)?.into_iter().map(Case::NetStream).collect();
+        Ok(args.run.plan(cases, stream_interface(args)))
+    }
+}
+
 fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
-    let cases = stream_cases(&args)?;
-    let progress = super::progress::bar(
-        cases.len() as u64,
-        cases.iter().map(|c| (c.warmup_ms + c.duration_ms) as f64 / 1e3).sum(),
-    );
-    // Loopback traffic runs over lo; a remote peer's interface is not known here.
-    let interface = if args.connect.is_some() {
-        "unknown (remote peer)"
-    } else {
-        "lo"
-    };
-    let mut db = match &args.db {
-        Some(path) => Some(DbRun::start(
-            path,
-            cases.iter().cloned().map(Case::NetStream).collect(),
-            interface,
-        )?),
-        None => None,
-    };
-    let mut records = Vec::new();
-    let mut failure = None;
-    for (i, case) in cases.iter().enumerate() {
-        progress.set_message(case.label());
-        let started = std::time::Instant::now();
-        let result = stream::run(case, crate::sys::signal::install_stop_handler());
-        if let Some(db) = db.as_mut() {
-            let stored = result.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
-            db.record(i, &stored, started.elapsed().as_secs_f64())?;
-        }
-        match result {
-            Ok(observation) => records.push(Record {
-                run_id: db.as_ref().map(|d| d.run_id),
-                error: None,
-                label: case.label(),
-                case: Case::NetStream(case.clone()),
-                repetition: 0,
-                observation,
-            }),
-            Err(e) => {
-                failure = Some(e.context(format!("case {} ({} of {})", case.label(), i + 1, cases.len())));
-                break;
-            }
-        }
-        progress.inc(1);
-    }
-    progress.finish_and_clear();
-    if let Some(db) = db {
-        // A failure stops the run early: what did not run can be finished with sweep --resume.
-        db.finish(failure.is_some() && records.len() + 1 < cases.len())?;
-    }
-    // Whatever finished is printed, also when a later case failed.
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        out.write_all(&JsonExporter.serialize(&records)?)?;
-    } else if args.csv {
-        out.write_all(&CsvExporter.serialize(&records)?)?;
-    } else if !records.is_empty() {
-        out.write_all(render_stream_table(&records).as_bytes())?;
-    }
-    out.flush()?;
-    if let Some(corrupt) = records
+    let plan = Plan::try_from(&args)?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run))?;
+    run::print_records(&args.run, &executed.records, render_stream_table)?;
+    if let Some(corrupt) = executed
+        .records
         .iter()
         .find(|r| r.observation.value("corrupt_messages", Role::Server).unwrap_or(0.0) > 0.0)
     {
         anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    run::conclude(&executed)
 }
 
 /// The human table: one row per case, then which source each column came from, then notes.

@@ -3,14 +3,15 @@
 
 use super::error::usage;
 use super::output::{num, Table};
+use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
 use crate::case::{Case, ServersCase};
 use crate::observation::Role;
 use crate::servers::protocol::Rank;
 use crate::servers::server::{self, ServerConfig};
 use crate::servers::{self as srv, Model, Workload};
-use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::Record;
+use crate::sweep::Plan;
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -21,17 +22,18 @@ pub struct ServersArgs {
     /// Models, comma-separated: iterative, threads, pool, select, poll, epoll, epoll-et, uring, or all.
     #[arg(long, default_value = "all")]
     pub model: String,
-    /// Workloads, comma-separated: echo:<bytes> (e.g. echo:64) or procs:<k> (e.g. procs:2).
+    /// What every client asks for, comma-separated: echo:<bytes> (e.g. echo:64) or procs:<k>
+    /// (the top-k CPU processes, e.g. procs:2).
     #[arg(long, default_value = "echo:64")]
-    pub workload: String,
+    pub request: String,
     /// Concurrent client connections, e.g. 1,10,100,1000.
     #[arg(long, default_value = "1,10,100")]
     pub clients: String,
     /// Measured window per case.
-    #[arg(long, default_value = "5s")]
+    #[arg(long, default_value = "3s", allow_hyphen_values = true)]
     pub duration: String,
-    /// Load before the window opens (not measured).
-    #[arg(long, default_value = "1s")]
+    /// Load before the window opens (not measured), 0 for none.
+    #[arg(long, default_value = "500ms", allow_hyphen_values = true)]
     pub warmup: String,
     /// Open loop at this many requests/s in total (default: closed loop).
     #[arg(long)]
@@ -52,15 +54,8 @@ pub struct ServersArgs {
     /// cost (about 2 us per round trip on a VM) shows in latency.
     #[arg(long)]
     pub no_perf: bool,
-    /// Runs of each case.
-    #[arg(long, default_value_t = 1)]
-    pub repetitions: u32,
-    /// Print JSON records (docs/output.md) instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Print CSV (one row per case and repetition) instead of a table.
-    #[arg(long, conflicts_with = "json")]
-    pub csv: bool,
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,7 +126,7 @@ fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
     Ok(out)
 }
 
-fn parse_workloads(text: &str) -> anyhow::Result<Vec<Workload>> {
+fn parse_requests(text: &str) -> anyhow::Result<Vec<Workload>> {
     let mut out = Vec::new();
     for part in text.split([',', '|']) {
         let w: Workload = part.parse().map_err(usage)?;
@@ -154,10 +149,11 @@ fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<String>>
 
 const MAX_CLIENTS: usize = 20_000;
 
-/// Stage two: validate the flags into the grid of cases.
-fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
+/// Stage two: validate the flags into the grid of cases, the same for `servers` and
+/// `sweep servers`.
+pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
     let models = parse_models(&args.model)?;
-    let workloads = parse_workloads(&args.workload)?;
+    let requests = parse_requests(&args.request)?;
     let clients = parse_count_list(&args.clients).map_err(|e| usage(format!("--clients: {e}")))?;
     if let Some(&too_many) = clients.iter().find(|&&c| c > MAX_CLIENTS) {
         return Err(usage(format!(
@@ -170,25 +166,28 @@ fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
         return Err(usage("--rate: must be at least 1 request/s (omit it for closed loop)"));
     }
     if args.client_threads == 0 || args.client_threads > 64 {
-        return Err(usage("--client-threads: accepted 1..64"));
+        return Err(usage(format!(
+            "--client-threads: {} is out of range (accepted: 1 to 64)",
+            args.client_threads
+        )));
     }
     if args.pool_size == 0 || args.pool_size > 1024 {
-        return Err(usage("--pool-size: accepted 1..1024"));
-    }
-    if args.repetitions == 0 || args.repetitions > 1000 {
-        return Err(usage("--repetitions: accepted 1..1000"));
+        return Err(usage(format!(
+            "--pool-size: {} is out of range (accepted: 1 to 1024)",
+            args.pool_size
+        )));
     }
     let server_cpus = cpu_text(&args.server_cpus, "--server-cpus")?;
     let client_cpus = cpu_text(&args.client_cpus, "--client-cpus")?;
     let mut cases = Vec::new();
-    for &w in &workloads {
+    for &w in &requests {
         for &m in &models {
             for &c in &clients {
                 cases.push(ServersCase {
                     model: m.to_string(),
                     request: w.to_string(),
                     clients: c,
-                    duration_ms: duration.as_millis() as u64,
+                    duration_ms: (duration.as_millis() as u64).max(1),
                     warmup_ms: warmup.as_millis() as u64,
                     rate: args.rate,
                     client_threads: args.client_threads,
@@ -203,43 +202,19 @@ fn plan(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
     Ok(cases)
 }
 
+impl TryFrom<&ServersArgs> for Plan {
+    type Error = anyhow::Error;
+    fn try_from(args: &ServersArgs) -> anyhow::Result<Plan> {
+        let cases = servers_cases(args)?.into_iter().map(Case::Servers).collect();
+        Ok(args.run.plan(cases, "lo"))
+    }
+}
+
 pub fn run(args: ServersArgs) -> anyhow::Result<()> {
-    let cases = plan(&args)?;
-    let stop = crate::sys::signal::install_stop_handler();
-    let total = cases.len() * args.repetitions as usize;
-    let mut records = Vec::new();
-    'cases: for case in &cases {
-        for rep in 0..args.repetitions {
-            if stop.requested() {
-                break 'cases;
-            }
-            eprintln!("[{}/{}] {} (rep {})", records.len() + 1, total, case.label(), rep + 1);
-            let observation = srv::run_case(case, stop)?;
-            for w in &observation.warnings {
-                eprintln!("  note: {w}");
-            }
-            records.push(Record {
-                run_id: None,
-                error: None,
-                label: case.label(),
-                case: Case::Servers(case.clone()),
-                repetition: rep,
-                observation,
-            });
-        }
-    }
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        stdout.write_all(&JsonExporter.serialize(&records)?)?;
-    } else if args.csv {
-        stdout.write_all(&CsvExporter.serialize(&records)?)?;
-    } else {
-        stdout.write_all(table(&records).as_bytes())?;
-    }
-    if stop.requested() {
-        eprintln!("stopped early by a signal: {} of {} runs done", records.len(), total);
-    }
-    Ok(())
+    let plan = Plan::try_from(&args)?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run))?;
+    run::print_records(&args.run, &executed.records, table)?;
+    run::conclude(&executed)
 }
 
 fn table(records: &[Record]) -> String {
@@ -442,7 +417,7 @@ mod tests {
             .downcast_ref::<crate::cli::UsageError>()
             .is_some());
         assert_eq!(
-            parse_workloads("echo:64|procs:2").unwrap(),
+            parse_requests("echo:64|procs:2").unwrap(),
             vec![Workload::Echo(64), Workload::Procs(2)]
         );
     }

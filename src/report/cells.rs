@@ -64,6 +64,7 @@ pub fn headline(case: &Case) -> (&'static str, Role, bool) {
         Case::NetStream(_) => ("throughput_gbps", Role::System, true),
         Case::Servers(_) => ("requests_per_s", Role::System, true),
         Case::Micro(_) => ("latency_ns", Role::System, false),
+        Case::Fake(_) => ("value", Role::System, true),
     }
 }
 
@@ -204,7 +205,7 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
             let pinned = match &cell.case {
                 Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::Micro(_) => false,
+                Case::Micro(_) | Case::Fake(_) => false,
             };
             let advice = match &cell.case {
                 Case::Micro(_) => {

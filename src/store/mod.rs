@@ -10,7 +10,7 @@ pub mod write;
 
 pub use db::{Store, StoreError, DEFAULT_DB_PATH};
 pub use read::{RunData, RunSummary, StoredCell};
-pub use write::{save_records, NewRun, RunRecorder};
+pub use write::{mark_interrupted_if_running, save_records, NewRun, StoreSink};
 
 use crate::case::Case;
 use crate::observation::Observation;

@@ -3,7 +3,7 @@
 
 use super::db::Store;
 use crate::case::Case;
-use crate::sweep::{Cell, CellOutcome, CellSink};
+use crate::sweep::{Cell, CellOutcome, Plan, Sink};
 use rusqlite::{params, OptionalExtension};
 use std::collections::HashSet;
 
@@ -21,6 +21,26 @@ pub struct NewRun {
     /// `crate::sweep::environment::RunEnvironment` as JSON.
     pub environment_json: String,
     pub cases: Vec<Case>,
+}
+
+impl NewRun {
+    /// The run of `plan`, with the machine description and the environment read now.
+    pub fn of_plan(plan: &Plan, command_line: String) -> NewRun {
+        NewRun {
+            name: plan.name.clone(),
+            command_line,
+            repetitions: plan.repetitions,
+            shuffle: plan.shuffle,
+            seed: plan.seed,
+            warmup_cell: plan.warmup_cell,
+            machine_json: serde_json::to_string(&crate::sysinfo::describe()).unwrap_or_else(|_| "{}".into()),
+            environment_json: serde_json::to_string(&crate::sweep::environment::RunEnvironment::capture(
+                &plan.interface,
+            ))
+            .unwrap_or_else(|_| "{}".into()),
+            cases: plan.cases.clone(),
+        }
+    }
 }
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
@@ -202,14 +222,27 @@ pub fn save_records(
     Ok(run_id)
 }
 
-/// The sweep's sink for one run: each finished cell goes straight into the database.
-pub struct RunRecorder<'a> {
+/// The store as a sink of one run: each finished cell is committed the moment it exists.
+pub struct StoreSink<'a> {
     pub store: &'a mut Store,
     pub run_id: i64,
 }
 
-impl CellSink for RunRecorder<'_> {
-    fn record(&mut self, _case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+impl Sink for StoreSink<'_> {
+    fn cell(&mut self, _case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         self.store.record_cell(self.run_id, cell, outcome)
+    }
+}
+
+/// Mark a run that is still `running` as `interrupted`, over a connection of its own: what a
+/// forced exit (a second Ctrl-C) does so that no run is left `running`. Errors are ignored;
+/// there is nobody left to tell.
+pub fn mark_interrupted_if_running(path: &std::path::Path, run_id: i64) {
+    if let Ok(conn) = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE) {
+        let _ = conn.busy_timeout(std::time::Duration::from_millis(500));
+        let _ = conn.execute(
+            &format!("UPDATE runs SET status = 'interrupted', ended_at = {NOW} WHERE id = ?1 AND status = 'running'"),
+            params![run_id],
+        );
     }
 }

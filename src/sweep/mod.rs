@@ -1,14 +1,15 @@
-//! Sweeps: a grid of Cases repeated into cells (case x repetition), run in order or shuffled,
-//! each cell handed to a sink (the store) the moment it exists, stoppable with Ctrl-C and
-//! resumable. The sweep knows nothing of SQLite: the store implements [`CellSink`].
+//! Running a plan: a grid of Cases repeated into cells (case x repetition), run in order or
+//! shuffled by the one runner, each cell handed to every sink (the store, the printers) the
+//! moment it exists, stoppable and resumable. This layer knows nothing of SQLite or terminals:
+//! the store and the CLI implement [`Sink`].
 
 pub mod environment;
 pub mod plan;
 pub mod progress;
 pub mod runner;
 
-pub use plan::{order_cells, Cell};
-pub use runner::{run_cells, CellOutcome, CellSink, RunEnd, RunOptions};
+pub use plan::{order_cells, Cell, Plan};
+pub use runner::{run_plan, CellOutcome, RunEnd, Sink};
 
 use crate::case::Case;
 use crate::observation::Observation;
@@ -20,5 +21,6 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::NetStream(c) => crate::net::workload::stream::run(c, stop),
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
+        Case::Fake(c) => crate::fake::run(c, stop),
     }
 }

@@ -1,5 +1,7 @@
-//! Which cells a sweep runs and in what order.
+//! What a run is made of: the validated [`Plan`] (a grid of cases and how to repeat them), and
+//! which cells it runs in what order.
 
+use crate::case::Case;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::collections::HashSet;
@@ -9,6 +11,40 @@ use std::collections::HashSet;
 pub struct Cell {
     pub position: usize,
     pub repetition: u32,
+}
+
+/// Everything a run needs before its first cell: every direct command and every sweep is
+/// turned into one of these by its flags' validation, then executed by the one runner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub cases: Vec<Case>,
+    /// Repetitions of every case (at least 1).
+    pub repetitions: u32,
+    /// Run the cells in a random order fixed by `seed`.
+    pub shuffle: bool,
+    pub seed: u64,
+    /// Run the first cell's case once before the run and discard it.
+    pub warmup_cell: bool,
+    /// A name for the run, shown by `iopath runs` and in the report.
+    pub name: Option<String>,
+    /// The interface the traffic uses, for the environment recorded with the run.
+    pub interface: String,
+}
+
+impl Plan {
+    /// The cells still to run when `done` are stored already.
+    pub fn cells(&self, done: &HashSet<Cell>) -> Vec<Cell> {
+        order_cells(self.cases.len(), self.repetitions, done, self.shuffle, self.seed)
+    }
+
+    /// Roughly how long `cells` take, for the progress bar's first estimate.
+    pub fn planned_seconds(&self, cells: &[Cell]) -> f64 {
+        cells
+            .iter()
+            .filter_map(|c| self.cases.get(c.position))
+            .map(Case::planned_seconds)
+            .sum()
+    }
 }
 
 /// The cells still to run, repetition-major (every case once, then every case again) so that

@@ -8,6 +8,18 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// A bar over `total` cells, announcing about how long they take when there are several.
+    pub fn planned(total: usize, planned_seconds: f64) -> Progress {
+        let progress = Progress::new(total);
+        if total > 1 && planned_seconds >= 1.0 {
+            progress.note(&format!(
+                "{total} cells, about {} of measuring",
+                crate::format::format_duration_s(planned_seconds)
+            ));
+        }
+        progress
+    }
+
     pub fn new(total: usize) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
         if !std::io::stderr().is_terminal() {

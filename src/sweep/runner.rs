@@ -1,12 +1,16 @@
-//! The runner: an optional warm-up cell, then every cell in order, each outcome handed to the
-//! sink as soon as it exists. Ctrl-C (the stop flag) ends the sweep after the cell in flight;
-//! that cell may have been cut short, so it is dropped and a resume runs it again.
+//! The one runner: an optional warm-up cell, then every cell in order, each outcome handed to
+//! every sink the moment it exists (hyperfine writes results after each benchmark).
+//!
+//! Stop semantics live here: when a stop is requested the cell in flight is cut short, so it is
+//! discarded — never printed, exported or stored — and the run ends as interrupted. A failing
+//! or panicking cell is recorded as failed and the run goes on.
 
-use super::plan::Cell;
+use super::plan::{Cell, Plan};
 use super::progress::Progress;
 use crate::case::Case;
 use crate::observation::Observation;
-use crate::stop::Stop;
+use crate::stop::{Interrupted, Stop};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 /// What running one cell gave: an observation or the workload's error text.
@@ -16,41 +20,59 @@ pub struct CellOutcome {
     pub elapsed_s: f64,
 }
 
-/// Where finished cells go (the results database implements it).
-pub trait CellSink {
-    fn record(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()>;
+/// Where finished cells go: the results database, the terminal printers. A sink only receives;
+/// it never measures.
+pub trait Sink {
+    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()>;
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunOptions {
-    /// Run the first cell's case once before the sweep and discard it (warms caches, page
-    /// tables, CPU frequency and the allocator).
-    pub warmup_cell: bool,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How a run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunEnd {
+    /// Cells handed to the sinks (successful and failed).
     pub recorded: usize,
     pub failed: usize,
+    /// A stop was requested; the cell in flight (if any) was discarded.
     pub interrupted: bool,
+    /// The label of the discarded cell.
+    pub cut_short: Option<String>,
 }
 
-/// Run `cells` of `cases` with `execute`, recording each in `sink`. An error from the sink (the
-/// database) stops the sweep; an error from the workload is recorded and the sweep goes on.
-pub fn run_cells(
-    cases: &[Case],
-    cells: &[Cell],
-    execute: &mut dyn FnMut(&Case) -> anyhow::Result<Observation>,
-    sink: &mut dyn CellSink,
+/// Run one case, turning a panic into an error so one bad cell cannot end the run.
+fn execute_guarded(
+    execute: &mut dyn FnMut(&Case, Stop) -> anyhow::Result<Observation>,
+    case: &Case,
     stop: Stop,
-    options: RunOptions,
+) -> anyhow::Result<Observation> {
+    match catch_unwind(AssertUnwindSafe(|| execute(case, stop))) {
+        Ok(result) => result,
+        Err(payload) => {
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            Err(anyhow::anyhow!("the workload panicked: {text}"))
+        }
+    }
+}
+
+/// Run `cells` of `plan` with `execute`, handing each outcome to every sink. An error from a
+/// sink (the database) ends the run with that error; an error from the workload is recorded
+/// and the run goes on.
+pub fn run_plan(
+    plan: &Plan,
+    cells: &[Cell],
+    execute: &mut dyn FnMut(&Case, Stop) -> anyhow::Result<Observation>,
+    sinks: &mut [&mut dyn Sink],
+    stop: Stop,
     progress: &Progress,
 ) -> anyhow::Result<RunEnd> {
     let mut end = RunEnd::default();
-    if options.warmup_cell {
-        if let Some(first) = cells.first().and_then(|c| cases.get(c.position)) {
+    if plan.warmup_cell {
+        if let Some(first) = cells.first().and_then(|c| plan.cases.get(c.position)) {
             progress.start_cell(&format!("warm-up: {}", first.label()));
-            let _ = execute(first);
+            let _ = execute_guarded(execute, first, stop);
         }
     }
     for &cell in cells {
@@ -58,33 +80,37 @@ pub fn run_cells(
             end.interrupted = true;
             break;
         }
-        let Some(case) = cases.get(cell.position) else {
+        let Some(case) = plan.cases.get(cell.position) else {
             anyhow::bail!(
                 "cell refers to case {} but the run has {} cases",
                 cell.position,
-                cases.len()
+                plan.cases.len()
             );
         };
-        progress.start_cell(&format!("{} rep {}", case.label(), cell.repetition + 1));
+        let label = format!("{} rep {}", case.label(), cell.repetition + 1);
+        progress.start_cell(&label);
         let started = Instant::now();
-        let result = execute(case).map_err(|e| format!("{e:#}"));
-        let outcome = CellOutcome {
-            result,
-            elapsed_s: started.elapsed().as_secs_f64(),
-        };
-        if stop.requested() {
+        let result = execute_guarded(execute, case, stop);
+        let cut_short = result
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.downcast_ref::<Interrupted>().is_some());
+        if stop.requested() || cut_short {
             end.interrupted = true;
+            end.cut_short = Some(label);
             break;
         }
+        let outcome = CellOutcome {
+            result: result.map_err(|e| format!("{e:#}")),
+            elapsed_s: started.elapsed().as_secs_f64(),
+        };
         if let Err(error) = &outcome.result {
-            progress.note(&format!(
-                "cell failed: {} rep {}: {error}",
-                case.label(),
-                cell.repetition + 1
-            ));
+            progress.note(&format!("cell failed: {label}: {error}"));
             end.failed += 1;
         }
-        sink.record(case, cell, &outcome)?;
+        for sink in sinks.iter_mut() {
+            sink.cell(case, cell, &outcome)?;
+        }
         end.recorded += 1;
         progress.finish_cell();
     }
@@ -95,89 +121,124 @@ pub fn run_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::MicroCase;
-    use crate::observation::{Metric, Role, Source};
+    use crate::case::{FakeBehaviour, FakeCase};
+    use std::collections::HashSet;
 
+    #[derive(Default)]
     struct Collect(Vec<(String, Cell, bool)>);
-    impl CellSink for Collect {
-        fn record(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+    impl Sink for Collect {
+        fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
             self.0.push((case.label(), cell, outcome.result.is_ok()));
             Ok(())
         }
     }
 
-    fn case(name: &str) -> Case {
-        Case::Micro(MicroCase {
-            bench: name.into(),
-            options: vec![],
-        })
+    fn plan(behaviours: &[FakeBehaviour], repetitions: u32, warmup_cell: bool) -> Plan {
+        Plan {
+            cases: behaviours
+                .iter()
+                .enumerate()
+                .map(|(index, &behaviour)| Case::Fake(FakeCase { index, behaviour }))
+                .collect(),
+            repetitions,
+            shuffle: false,
+            seed: 0,
+            warmup_cell,
+            name: None,
+            interface: "lo".into(),
+        }
+    }
+
+    fn run(plan: &Plan, stop: Stop, sinks: &mut [&mut dyn Sink], calls: &mut usize) -> RunEnd {
+        let cells = plan.cells(&HashSet::new());
+        let mut execute = |case: &Case, stop: Stop| {
+            *calls += 1;
+            crate::sweep::execute_case(case, stop)
+        };
+        run_plan(plan, &cells, &mut execute, sinks, stop, &Progress::hidden(cells.len())).unwrap()
     }
 
     #[test]
-    fn failures_are_recorded_and_the_sweep_goes_on() {
-        let cases = vec![case("good"), case("bad")];
-        let cells = super::super::order_cells(2, 2, &Default::default(), false, 0);
+    fn failures_are_recorded_and_the_run_goes_on() {
+        let plan = plan(&[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Fail], 2, true);
+        let mut sink = Collect::default();
         let mut calls = 0;
-        let mut execute = |c: &Case| -> anyhow::Result<Observation> {
-            calls += 1;
-            if c.label() == "bad" {
-                anyhow::bail!("boom")
-            }
-            let mut o = Observation::default();
-            o.push(Metric::new("x", Role::System, 1.0, "u", Source::Tool));
-            Ok(o)
-        };
-        let mut sink = Collect(Vec::new());
-        let stop = Stop::fresh();
-        let opts = RunOptions { warmup_cell: true };
-        let end = run_cells(
-            &cases,
-            &cells,
-            &mut execute,
-            &mut sink,
-            stop,
-            opts,
-            &Progress::hidden(4),
-        )
-        .unwrap();
+        let end = run(&plan, Stop::fresh(), &mut [&mut sink], &mut calls);
         assert_eq!(calls, 5, "one warm-up plus four cells");
-        assert_eq!(
-            end,
-            RunEnd {
-                recorded: 4,
-                failed: 2,
-                interrupted: false
-            }
-        );
+        assert_eq!((end.recorded, end.failed, end.interrupted), (4, 2, false));
         assert_eq!(sink.0.iter().filter(|r| !r.2).count(), 2);
     }
 
     #[test]
-    fn stop_flag_drops_the_cell_in_flight_and_ends() {
-        let cases = vec![case("a")];
-        let cells = super::super::order_cells(1, 5, &Default::default(), false, 0);
+    fn a_panicking_cell_is_a_failed_cell() {
+        let plan = plan(&[FakeBehaviour::Panic, FakeBehaviour::Ok { value: 2 }], 1, false);
+        let mut sink = Collect::default();
+        let end = run(&plan, Stop::fresh(), &mut [&mut sink], &mut 0);
+        assert_eq!((end.recorded, end.failed), (2, 1));
+        assert!(!sink.0[0].2 && sink.0[1].2);
+    }
+
+    #[test]
+    fn every_sink_gets_every_cell() {
+        let plan = plan(&[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Fail], 2, false);
+        let (mut a, mut b) = (Collect::default(), Collect::default());
+        run(&plan, Stop::fresh(), &mut [&mut a, &mut b], &mut 0);
+        assert_eq!(a.0.len(), 4);
+        assert_eq!(a.0, b.0);
+    }
+
+    #[test]
+    fn a_stop_discards_the_cell_in_flight_and_ends_the_run() {
+        let plan = plan(
+            &[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Sleep { ms: 30_000 }],
+            3,
+            false,
+        );
         let stop = Stop::fresh();
-        let mut n = 0;
-        let mut execute = |_: &Case| -> anyhow::Result<Observation> {
-            n += 1;
-            if n == 2 {
-                stop.request();
-            }
-            Ok(Observation::default())
-        };
-        let mut sink = Collect(Vec::new());
-        let end = run_cells(
-            &cases,
-            &cells,
-            &mut execute,
-            &mut sink,
-            stop,
-            RunOptions::default(),
-            &Progress::hidden(5),
-        )
-        .unwrap();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            stop.request();
+        });
+        let mut sink = Collect::default();
+        let started = Instant::now();
+        let end = run(&plan, stop, &mut [&mut sink], &mut 0);
+        stopper.join().unwrap();
+        assert!(started.elapsed().as_secs_f64() < 5.0);
         assert!(end.interrupted);
-        assert_eq!(end.recorded, 1, "the second cell was cut short and is not kept");
+        assert_eq!(end.recorded, 1, "only the first cell finished");
         assert_eq!(sink.0.len(), 1);
+        assert_eq!(end.cut_short.as_deref(), Some("fake#1 sleep:30000ms rep 1"));
+    }
+
+    #[test]
+    fn a_stop_before_the_first_cell_runs_nothing() {
+        let plan = plan(&[FakeBehaviour::Ok { value: 1 }], 2, false);
+        let stop = Stop::fresh();
+        stop.request();
+        let mut calls = 0;
+        let end = run(&plan, stop, &mut [], &mut calls);
+        assert_eq!((calls, end.recorded, end.interrupted), (0, 0, true));
+    }
+
+    #[test]
+    fn a_sink_error_ends_the_run_with_it() {
+        struct Broken;
+        impl Sink for Broken {
+            fn cell(&mut self, _: &Case, _: Cell, _: &CellOutcome) -> anyhow::Result<()> {
+                anyhow::bail!("disk full")
+            }
+        }
+        let plan = plan(&[FakeBehaviour::Ok { value: 1 }], 2, false);
+        let cells = plan.cells(&HashSet::new());
+        let err = run_plan(
+            &plan,
+            &cells,
+            &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s),
+            &mut [&mut Broken],
+            Stop::fresh(),
+            &Progress::hidden(2),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("disk full"));
     }
 }

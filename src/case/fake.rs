@@ -1,0 +1,55 @@
+//! Parameters of the fake workload: a hidden, deterministic stand-in that sleeps, fails or
+//! panics on command, so the runner, the sinks, resume and interruption can be tested without
+//! sockets or timing races (hyperfine's mock executor).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What one fake case does when it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum FakeBehaviour {
+    /// Return at once with `value` as its only metric.
+    Ok { value: u64 },
+    /// Sleep `ms` while watching the stop request, then return like `Ok`.
+    Sleep { ms: u64 },
+    /// Sleep `ms` ignoring the stop request (a workload that cannot be interrupted), holding a
+    /// child process and a scratch file that only a forced exit must clean up.
+    Stubborn { ms: u64 },
+    /// Return an error.
+    Fail,
+    /// Panic.
+    Panic,
+}
+
+impl fmt::Display for FakeBehaviour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FakeBehaviour::Ok { value } => write!(f, "ok:{value}"),
+            FakeBehaviour::Sleep { ms } => write!(f, "sleep:{ms}ms"),
+            FakeBehaviour::Stubborn { ms } => write!(f, "stubborn:{ms}ms"),
+            FakeBehaviour::Fail => f.write_str("fail"),
+            FakeBehaviour::Panic => f.write_str("panic"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FakeCase {
+    /// Position in the list the user gave, so equal behaviours stay distinct cases.
+    pub index: usize,
+    pub behaviour: FakeBehaviour,
+}
+
+impl FakeCase {
+    pub fn label(&self) -> String {
+        format!("fake#{} {}", self.index, self.behaviour)
+    }
+
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("index", self.index.to_string()),
+            ("behaviour", self.behaviour.to_string()),
+        ]
+    }
+}

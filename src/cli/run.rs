@@ -1,0 +1,288 @@
+//! The one way every measuring command runs: a validated [`Plan`] goes to the one runner,
+//! whose cells go to the sinks — the results database (with `--db`, always for sweeps) and
+//! the collector the printers read at the end. Stop, failure and resume behave the same for
+//! `net stream`, `servers`, `micro`, `quick` and every `sweep`.
+
+use super::error::usage;
+use super::sweep::{command_line, open_for_writing, store_error};
+use crate::case::Case;
+use crate::store::export::{CsvExporter, Exporter, JsonExporter};
+use crate::store::{NewRun, Record, Store, StoreError, StoreSink};
+use crate::sweep::{progress::Progress, run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
+use clap::Args;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The flags every measuring command shares, with the same names, defaults and limits in the
+/// direct command and in its sweep.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunFlags {
+    /// Repetitions of every case, each one a cell of its own (1 to 1000). With 2 or more the
+    /// table shows the median of the repetitions; confidence intervals need 3 or more.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reps: u32,
+    /// Run the cells in a random order (fixed by --seed) so drift does not line up with the grid.
+    #[arg(long)]
+    pub shuffle: bool,
+    /// Seed for --shuffle (default: from the clock; stored with the run).
+    #[arg(long, requires = "shuffle")]
+    pub seed: Option<u64>,
+    /// Run the first case once before the first cell and discard it (warms caches, page
+    /// tables, CPU frequency and the allocator).
+    #[arg(long)]
+    pub warmup_cell: bool,
+    /// A name for the run, shown by `iopath runs` and in the report.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Keep every cell in this results database as it finishes, so `iopath report`, `export`
+    /// and `sweep --resume` can use it (sweeps: default iopath-results/iopath.db).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Print JSON records (docs/output.md) instead of the table; failed cells carry their error.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV, one row per case and repetition, with a value and a source column per metric.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+impl RunFlags {
+    /// The plan's run settings from these flags.
+    pub fn plan(&self, cases: Vec<Case>, interface: &str) -> Plan {
+        Plan {
+            cases,
+            repetitions: self.reps,
+            shuffle: self.shuffle,
+            seed: self.seed.unwrap_or_else(clock_seed),
+            warmup_cell: self.warmup_cell,
+            name: self.name.clone(),
+            interface: interface.to_string(),
+        }
+    }
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The collector the printers read: every finished cell as an export record, failed ones with
+/// their error.
+#[derive(Default)]
+pub struct Collect {
+    pub records: Vec<Record>,
+    run_id: Option<i64>,
+}
+
+impl Sink for Collect {
+    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        let (observation, error) = match &outcome.result {
+            Ok(obs) => (obs.clone(), None),
+            Err(e) => (Default::default(), Some(e.clone())),
+        };
+        self.records.push(Record {
+            run_id: self.run_id,
+            label: case.label(),
+            case: case.clone(),
+            repetition: cell.repetition,
+            observation,
+            error,
+        });
+        Ok(())
+    }
+}
+
+/// What a run gave: its records (in the order they finished) and how it ended.
+pub struct Executed {
+    pub run_id: Option<i64>,
+    pub db: Option<PathBuf>,
+    pub records: Vec<Record>,
+    pub end: RunEnd,
+}
+
+/// Where a run goes: nowhere but the printers, a new run in a database, or the missing cells
+/// of a stored run.
+pub enum Destination<'a> {
+    Terminal,
+    NewRun(&'a Path),
+    Resume(&'a Path, i64),
+}
+
+/// A direct command stores its run only when `--db` is given.
+pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
+    match &flags.db {
+        Some(path) => Destination::NewRun(path),
+        None => Destination::Terminal,
+    }
+}
+
+/// Run `plan` through the runner into the collector and, when asked, the database. Prints the
+/// closing lines (where it is stored, how to resume); the caller prints the records.
+pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Executed> {
+    let stop = crate::sys::signal::install_stop_handler();
+    let (mut store, run_id, done) = match destination {
+        Destination::Terminal => (None, None, HashSet::new()),
+        Destination::NewRun(path) => {
+            let mut store = open_for_writing(path)?;
+            let id = store
+                .create_run(&NewRun::of_plan(plan, command_line()))
+                .map_err(store_error)?;
+            (Some(store), Some(id), HashSet::new())
+        }
+        Destination::Resume(path, id) => {
+            let mut store = open_for_writing(path)?;
+            let done = store.done_cells(id)?;
+            store.set_run_status(id, "running")?;
+            (Some(store), Some(id), done)
+        }
+    };
+    let cells = plan.cells(&done);
+    if let (Some(id), false) = (run_id, done.is_empty()) {
+        eprintln!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
+    }
+    // A second signal exits at once: it must not leave the run `running`.
+    let _forced_exit_guard = match (&store, run_id) {
+        (Some(store), Some(id)) => {
+            let path = store.path().to_path_buf();
+            Some(crate::sys::signal::on_forced_exit(move || {
+                crate::store::mark_interrupted_if_running(&path, id)
+            }))
+        }
+        _ => None,
+    };
+    let progress = Progress::planned(cells.len(), plan.planned_seconds(&cells));
+    let mut collect = Collect {
+        records: Vec::new(),
+        run_id,
+    };
+    let end = {
+        let mut store_sink = store
+            .as_mut()
+            .zip(run_id)
+            .map(|(store, run_id)| StoreSink { store, run_id });
+        let mut sinks: Vec<&mut dyn Sink> = vec![&mut collect];
+        if let Some(s) = store_sink.as_mut() {
+            sinks.push(s);
+        }
+        run_plan(
+            plan,
+            &cells,
+            &mut |case, stop| crate::sweep::execute_case(case, stop),
+            &mut sinks,
+            stop,
+            &progress,
+        )
+    };
+    let db = store.as_ref().map(|s| s.path().to_path_buf());
+    if let (Some(store), Some(id)) = (store.as_mut(), run_id) {
+        // Close the run even when a sink failed, so it is never left `running`.
+        let status = match &end {
+            Ok(e) if !e.interrupted => "complete",
+            _ => "interrupted",
+        };
+        store.set_run_status(id, status)?;
+    }
+    let end = end?;
+    if end.interrupted {
+        let cut = end
+            .cut_short
+            .as_ref()
+            .map(|l| format!("; the cell cut short ({l}) was discarded"))
+            .unwrap_or_default();
+        eprintln!("stopped: {} cells finished{cut}", end.recorded);
+        match (&db, run_id) {
+            (Some(db), Some(id)) => eprintln!(
+                "everything finished is stored. Continue with: iopath sweep --resume {id} --db {}",
+                db.display()
+            ),
+            _ => eprintln!("nothing was stored (no --db): run again with --db PATH to be able to resume"),
+        }
+    }
+    Ok(Executed {
+        run_id,
+        db,
+        records: collect.records,
+        end,
+    })
+}
+
+/// Print the records as JSON or CSV when asked, otherwise with `table`; then list the failed
+/// cells. A closed stdout (a pipe to `head`) ends the printing quietly.
+pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Record]) -> String) -> anyhow::Result<()> {
+    let bytes = if flags.json {
+        JsonExporter.serialize(records)?
+    } else if flags.csv {
+        CsvExporter.serialize(records)?
+    } else {
+        let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
+        let mut text = if ok.is_empty() { String::new() } else { table(&ok) };
+        for r in records.iter().filter(|r| r.error.is_some()) {
+            text.push_str(&format!(
+                "failed: {} rep {}: {}\n",
+                r.label,
+                r.repetition + 1,
+                r.error.as_deref().unwrap_or_default()
+            ));
+        }
+        text.into_bytes()
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(&bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// After printing: say where the run is stored, and fail (exit 1) when cells failed.
+pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
+    if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
+        eprintln!(
+            "stored as run {id} in {db}; `iopath report {id} --db {db}` draws it",
+            db = db.display()
+        );
+    }
+    let failed: Vec<&Record> = executed.records.iter().filter(|r| r.error.is_some()).collect();
+    if !failed.is_empty() {
+        let retry = match (&executed.db, executed.run_id) {
+            (Some(db), Some(id)) => format!(" (`iopath sweep --resume {id} --db {}` retries them)", db.display()),
+            _ => String::new(),
+        };
+        anyhow::bail!(
+            "{} of {} cells failed{retry}; first: {}: {}",
+            failed.len(),
+            executed.records.len(),
+            failed[0].label,
+            failed[0].error.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Resume needs a database that exists and holds the run.
+pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
+    if !db.is_file() {
+        return Err(store_error(StoreError::Missing(db.to_path_buf()).into()));
+    }
+    let store = Store::open_existing(db).map_err(store_error)?;
+    let run = store.run(run_id).map_err(store_error)?;
+    let cases = store.cases(run_id)?;
+    if run.repetitions == 0 {
+        return Err(usage(format!(
+            "run {run_id} in {} has no repetitions to run",
+            db.display()
+        )));
+    }
+    let environment: serde_json::Value = serde_json::from_str(&run.environment_json).unwrap_or_default();
+    Ok(Plan {
+        cases,
+        repetitions: run.repetitions,
+        shuffle: run.shuffle,
+        seed: run.seed,
+        warmup_cell: run.warmup_cell,
+        name: run.name,
+        interface: environment["interface"].as_str().unwrap_or("lo").to_string(),
+    })
+}

@@ -1,0 +1,55 @@
+//! The fake workload (hidden): does what its case says — return, sleep, fail, panic — so the
+//! runner's semantics can be tested deterministically. `Stubborn` also holds a child process
+//! and a scratch file while it ignores the stop request, registered for the forced exit of a
+//! second signal, so tests can check that nothing survives it.
+
+use crate::case::{FakeBehaviour, FakeCase};
+use crate::observation::{Metric, Observation, Role, Source};
+use crate::stop::{Interrupted, Stop};
+use std::time::Duration;
+
+pub fn run(case: &FakeCase, stop: Stop) -> anyhow::Result<Observation> {
+    let observe = |value: f64| {
+        let mut obs = Observation::default();
+        obs.push(Metric::new("value", Role::System, value, "1", Source::Tool));
+        obs
+    };
+    match case.behaviour {
+        FakeBehaviour::Ok { value } => Ok(observe(value as f64)),
+        FakeBehaviour::Sleep { ms } => {
+            if stop.sleep(Duration::from_millis(ms)) {
+                Ok(observe(ms as f64))
+            } else {
+                Err(Interrupted.into())
+            }
+        }
+        FakeBehaviour::Stubborn { ms } => stubborn(ms).map(|()| observe(ms as f64)),
+        FakeBehaviour::Fail => anyhow::bail!("fake failure (as asked)"),
+        FakeBehaviour::Panic => panic!("fake panic (as asked)"),
+    }
+}
+
+/// Sleep without looking at the stop flag, with a child (`sleep`) in its own process group
+/// and a scratch file, both registered for the forced exit and cleaned up on the way out.
+fn stubborn(ms: u64) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let scratch = std::env::temp_dir().join(format!("iopath-fake-{}", std::process::id()));
+    std::fs::write(&scratch, b"fake scratch")?;
+    let mut child = std::process::Command::new("sleep")
+        .arg(format!("{}", ms / 1000 + 1))
+        .process_group(0)
+        .spawn()?;
+    let pgid = child.id() as i32;
+    let path = scratch.clone();
+    let guard = crate::sys::signal::on_forced_exit(move || {
+        crate::sys::signal::kill_process_group(pgid);
+        let _ = std::fs::remove_file(&path);
+    });
+    eprintln!("fake: stubborn cell holds child {pgid} and {}", scratch.display());
+    std::thread::sleep(Duration::from_millis(ms));
+    drop(guard);
+    crate::sys::signal::kill_process_group(pgid);
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&scratch);
+    Ok(())
+}
