@@ -337,12 +337,18 @@ pub fn render(records: &[Record]) -> String {
         "case", "figure", "median", "mean", "stddev", "ci95", "min", "n", "unit", "source",
     ]);
     let mut notes: Vec<String> = Vec::new();
+    let repeated = records.iter().any(|r| r.repetition > 0);
     for r in records {
         let obs = &r.observation;
+        let label = if repeated {
+            format!("{} rep {}", r.label, r.repetition + 1)
+        } else {
+            r.label.clone()
+        };
         let v = |name: &str, suffix: &str| obs.value(&format!("{name}{suffix}"), Role::System);
         for m in figures(obs) {
             t.row(vec![
-                r.label.clone(),
+                label.clone(),
                 m.name.clone(),
                 num(m.value),
                 num(v(&m.name, "_mean")),

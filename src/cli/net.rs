@@ -188,8 +188,11 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     run::conclude(&executed)
 }
 
-/// The human table: one row per case, then which source each column came from, then notes.
+/// The human table: one row per case (the median of its repetitions, with a `reps` column
+/// when there are several), then which source each column came from, then notes.
 pub fn render_stream_table(records: &[Record]) -> String {
+    let merged = super::output::median_records(records);
+    let repeated = merged.iter().any(|(_, n)| *n > 1);
     type Col = (&'static str, &'static str, Role);
     const COLS: [Col; 14] = [
         ("Gbit/s", "throughput_gbps", Role::System),
@@ -208,13 +211,19 @@ pub fn render_stream_table(records: &[Record]) -> String {
         ("srv sc/msg", "syscalls_per_msg", Role::Server),
     ];
     let mut header = vec!["mode", "size", "thr"];
+    if repeated {
+        header.push("reps");
+    }
     header.extend(COLS.iter().map(|c| c.0));
     header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
     let mut table = Table::new(&header);
-    for r in records {
+    for (r, reps) in &merged {
         let Case::NetStream(c) = &r.case else { continue };
         let o = &r.observation;
         let mut row = vec![c.mode.to_string(), format_bytes(c.size), c.threads.to_string()];
+        if repeated {
+            row.push(reps.to_string());
+        }
         row.extend(COLS.iter().map(|(_, name, role)| num(o.value(name, *role))));
         row.push(num(o.value("page_faults", Role::Client)));
         row.push(num(o.value("page_faults", Role::Server)));

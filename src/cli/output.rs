@@ -49,3 +49,40 @@ impl Table {
 }
 
 pub use crate::format::format_number as num;
+
+/// One record per case, in the order the cases first appear, each metric the median of the
+/// case's repetitions (its source from the first); with the number of repetitions merged.
+/// Warnings and placement come from the first repetition.
+pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Record, usize)> {
+    let mut groups: Vec<Vec<&crate::store::Record>> = Vec::new();
+    for r in records {
+        match groups.iter_mut().find(|g| g[0].case == r.case) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|group| {
+            let mut merged = group[0].clone();
+            for m in merged.observation.metrics.iter_mut() {
+                let mut values: Vec<f64> = group
+                    .iter()
+                    .filter_map(|r| r.observation.value(&m.name, m.role))
+                    .filter(|v| v.is_finite())
+                    .collect();
+                if !values.is_empty() {
+                    m.value = Some(crate::measure::stats::median(&mut values));
+                }
+            }
+            for r in &group[1..] {
+                for w in &r.observation.warnings {
+                    if !merged.observation.warnings.contains(w) {
+                        merged.observation.warnings.push(w.clone());
+                    }
+                }
+            }
+            (merged, group.len())
+        })
+        .collect()
+}
