@@ -1,0 +1,562 @@
+//! Stop and failure semantics, the same for every command (one runner decides them):
+//! - the first SIGINT stops within about a second, prints and stores the finished cells, never
+//!   the cut-short one, marks the run `interrupted`, prints the resume command, exits 0;
+//! - a second signal still kills children, removes scratch files and leaves no run `running`;
+//! - a failed case does not take the others down: they are printed and stored, exit 1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An iopath process whose stdout and stderr go to files (so it never blocks on a full pipe).
+struct Running {
+    child: Option<Child>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    fn start(dir: &Path, args: &[&str]) -> Running {
+        Running::start_with(dir, Command::new(assert_cmd::cargo::cargo_bin("iopath")).args(args))
+    }
+
+    fn start_with(dir: &Path, command: &mut Command) -> Running {
+        let out = dir.join("stdout.txt");
+        let err = dir.join("stderr.txt");
+        let child = command
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running {
+            child: Some(child),
+            out,
+            err,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn signal(&self) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGINT).unwrap();
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Wait for the exit; returns (exit code, seconds waited, stdout, stderr).
+    fn wait(mut self, patience: Duration) -> (i32, f64, String, String) {
+        let started = Instant::now();
+        let mut child = self.child.take().unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let code = status.code().unwrap_or(-1);
+                let out = std::fs::read_to_string(&self.out).unwrap_or_default();
+                return (code, started.elapsed().as_secs_f64(), out, self.stderr());
+            }
+            if started.elapsed() > patience {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("iopath did not exit within {patience:?}; stderr: {}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Poll `condition` every 20 ms for up to `patience`; panics with `what` if it never holds.
+fn wait_until(what: &str, patience: Duration, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < patience, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn query(db: &Path, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+fn observations(db: &Path) -> i64 {
+    if !db.exists() {
+        return 0;
+    }
+    query(db, "SELECT count(*) FROM observations")
+}
+
+/// The newest run's status; empty while the database is still being created.
+fn status(db: &Path) -> String {
+    let Ok(conn) = rusqlite::Connection::open(db) else {
+        return String::new();
+    };
+    conn.query_row("SELECT status FROM runs ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+        .unwrap_or_default()
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead for our purpose; /proc/<pid>/stat says Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// After one SIGINT: exit 0 within a second, the run interrupted, the resume command said.
+fn assert_clean_stop(code: i32, waited: f64, stderr: &str, db: &Path) {
+    assert_eq!(code, 0, "a clean stop exits 0: {stderr}");
+    assert!(waited < 1.0, "took {waited:.2} s to stop after SIGINT: {stderr}");
+    assert_eq!(status(db), "interrupted", "{stderr}");
+    assert!(
+        stderr.contains("Continue with: iopath sweep --resume 1 --db"),
+        "no resume command: {stderr}"
+    );
+    assert!(
+        stderr.contains("was discarded"),
+        "the cut-short cell is not named: {stderr}"
+    );
+}
+
+#[test]
+fn fake_first_signal_keeps_the_finished_cells_and_discards_the_cut_short_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(dir.path(), &["fake", "--cells", "ok:7,sleep:30s,ok:9", "--db", "r.db"]);
+    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    std::thread::sleep(Duration::from_millis(200));
+    run.signal();
+    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    assert!(out.contains("fake#0 ok:7"), "{out}");
+    assert!(!out.contains("fake#1") && !out.contains("fake#2"), "{out}");
+    assert_eq!(observations(&db), 1);
+}
+
+#[test]
+fn fake_resume_runs_only_the_cells_an_interrupted_run_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "sweep",
+            "fake",
+            "--cells",
+            "ok:1,sleep:1s",
+            "--reps",
+            "2",
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    run.signal();
+    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(status(&db), "interrupted");
+    let out = assert_cmd::Command::cargo_bin("iopath")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["sweep", "--resume", "1", "--db", "r.db"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 cells already stored, 3 to run"), "{err}");
+    assert_eq!(status(&db), "complete");
+    assert_eq!(observations(&db), 4);
+}
+
+#[test]
+fn fake_failed_and_panicking_cells_are_kept_and_the_exit_code_is_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("iopath")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["fake", "--cells", "ok:3,fail,panic,ok:4", "--db", "r.db", "--json"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 4, "every cell, failed ones with their error");
+    assert!(records[1]["error"].as_str().unwrap().contains("fake failure"));
+    assert!(records[2]["error"].as_str().unwrap().contains("panicked"));
+    let db = dir.path().join("r.db");
+    assert_eq!(query(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"), 2);
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
+        2
+    );
+    assert_eq!(status(&db), "complete");
+}
+
+#[test]
+fn fake_second_signal_kills_children_removes_scratch_and_leaves_no_run_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(dir.path(), &["fake", "--cells", "stubborn:30s", "--db", "r.db"]);
+    wait_until("the stubborn cell", Duration::from_secs(20), || {
+        run.stderr().contains("holds child")
+    });
+    let line = run.stderr();
+    let held: Vec<&str> = line
+        .split("holds child ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .split(" and ")
+        .collect();
+    let (child, scratch) = (held[0].trim().parse::<i32>().unwrap(), PathBuf::from(held[1].trim()));
+    assert!(alive(child) && scratch.exists());
+    run.signal();
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal();
+    let (code, waited, _, err) = run.wait(Duration::from_secs(10));
+    assert_eq!(code, 130, "{err}");
+    assert!(waited < 4.0, "{waited}");
+    wait_until("the child to die", Duration::from_secs(2), || !alive(child));
+    assert!(!scratch.exists(), "scratch file left behind");
+    assert_eq!(status(&db), "interrupted");
+}
+
+#[test]
+fn net_stream_first_signal_in_a_30s_window_stops_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0",
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the run to start", Duration::from_secs(20), || {
+        db.exists() && status(&db) == "running"
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    run.signal();
+    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    assert!(!out.contains("one-copy"), "the cut-short cell was printed: {out}");
+    assert_eq!(observations(&db), 0, "the cut-short cell was stored");
+}
+
+#[test]
+fn net_stream_first_signal_keeps_the_finished_repetition() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--reps",
+            "2",
+            "--db",
+            "r.db",
+            "--json",
+        ],
+    );
+    wait_until("the first repetition", Duration::from_secs(30), || {
+        observations(&db) == 1
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal();
+    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    let records: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(records.as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(records[0]["repetition"], 0);
+    assert_eq!(observations(&db), 1);
+}
+
+#[test]
+fn servers_first_signal_in_a_30s_window_stops_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "servers",
+            "--model",
+            "epoll",
+            "--clients",
+            "2",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0",
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the run to start", Duration::from_secs(20), || {
+        db.exists() && status(&db) == "running"
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    run.signal();
+    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    assert!(!out.contains("epoll"), "the cut-short cell was printed: {out}");
+    assert_eq!(observations(&db), 0);
+}
+
+#[test]
+fn sweep_first_signal_in_a_30s_window_stops_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "sweep",
+            "net-stream",
+            "--mode",
+            "two-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0",
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the run to start", Duration::from_secs(20), || {
+        db.exists() && status(&db) == "running"
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    run.signal();
+    let (code, waited, _, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    assert_eq!(observations(&db), 0);
+}
+
+#[test]
+fn sweep_second_signal_leaves_no_run_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(
+        dir.path(),
+        &[
+            "sweep",
+            "servers",
+            "--model",
+            "threads",
+            "--clients",
+            "4",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0",
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the run to start", Duration::from_secs(20), || {
+        db.exists() && status(&db) == "running"
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    run.signal();
+    std::thread::sleep(Duration::from_millis(20));
+    run.signal();
+    let (code, waited, _, err) = run.wait(Duration::from_secs(10));
+    assert!(code == 130 || code == 0, "{code}: {err}");
+    assert!(waited < 4.0);
+    assert_eq!(status(&db), "interrupted", "{err}");
+}
+
+/// A program for `micro proc` that records its PID, then runs for 30 s.
+fn slow_program(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let pid_file = dir.join("program.pid");
+    let script = dir.join("slow.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho $$ > '{}'\nexec sleep 30\n", pid_file.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (script, pid_file)
+}
+
+fn program_pid(pid_file: &Path) -> Option<i32> {
+    std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_kills_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let (script, pid_file) = slow_program(dir.path());
+    let run = Running::start(
+        dir.path(),
+        &[
+            "micro",
+            "proc",
+            "--quick",
+            "--variant",
+            "fork_exit,fork_exec",
+            "--program",
+            script.to_str().unwrap(),
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the slow program", Duration::from_secs(30), || {
+        program_pid(&pid_file).is_some()
+    });
+    let child = program_pid(&pid_file).unwrap();
+    assert_eq!(observations(&db), 1, "fork_exit finished first");
+    run.signal();
+    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    assert_clean_stop(code, waited, &err, &db);
+    assert!(out.contains("fork_exit") && !out.contains("fork_exec"), "{out}");
+    assert_eq!(observations(&db), 1);
+    wait_until("the program to be killed", Duration::from_secs(2), || !alive(child));
+}
+
+#[test]
+fn micro_second_signal_kills_the_child_and_leaves_no_run_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let (script, pid_file) = slow_program(dir.path());
+    let run = Running::start(
+        dir.path(),
+        &[
+            "micro",
+            "proc",
+            "--quick",
+            "--variant",
+            "fork_exec",
+            "--program",
+            script.to_str().unwrap(),
+            "--db",
+            "r.db",
+        ],
+    );
+    wait_until("the slow program", Duration::from_secs(30), || {
+        program_pid(&pid_file).is_some()
+    });
+    let child = program_pid(&pid_file).unwrap();
+    run.signal();
+    run.signal();
+    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    assert!(code == 130 || code == 0, "{code}: {err}");
+    wait_until("the program to be killed", Duration::from_secs(2), || !alive(child));
+    assert_eq!(status(&db), "interrupted", "{err}");
+}
+
+#[test]
+fn micro_second_signal_removes_the_scratch_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let run = Running::start(
+        dir.path(),
+        &[
+            "micro",
+            "fs",
+            "--variant",
+            "contention",
+            "--procs",
+            "2",
+            "--file-size",
+            "64M",
+            "--dir",
+            scratch.to_str().unwrap(),
+            "--db",
+            "r.db",
+        ],
+    );
+    let files = || walk(&scratch);
+    wait_until("scratch files", Duration::from_secs(30), || !files().is_empty());
+    run.signal();
+    std::thread::sleep(Duration::from_millis(30));
+    run.signal();
+    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    assert!(code == 130 || code == 0, "{code}: {err}");
+    assert!(files().is_empty(), "left behind: {:?}", files());
+    assert_eq!(status(&dir.path().join("r.db")), "interrupted", "{err}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+                out.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn servers_one_failed_model_does_not_lose_the_other() {
+    // 1024 pool workers cannot start under a 1.2 GB address-space limit; epoll needs one thread.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let script = format!(
+        "ulimit -v 1200000 && exec '{}' servers --model pool,epoll --pool-size 1024 --clients 1 --duration 200ms --warmup 0 --db r.db",
+        bin.display()
+    );
+    let out = Command::new("sh")
+        .current_dir(dir.path())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stdout.lines().any(|l| l.starts_with("epoll")), "{stdout}");
+    assert!(stdout.contains("failed: pool"), "{stdout}");
+    let db = dir.path().join("r.db");
+    assert_eq!(query(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"), 1);
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
+        1
+    );
+}
