@@ -220,7 +220,7 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
 fn table(records: &[Record]) -> String {
     let mut t = Table::new(&[
         "model",
-        "workload",
+        "request",
         "clients",
         "rep",
         "req/s",
