@@ -150,7 +150,7 @@ pub fn micro_plan(benches: &[&str], args: &RunArgs) -> anyhow::Result<Plan> {
 
 pub fn run(args: MicroArgs) -> anyhow::Result<()> {
     let Some((benches, flags)) = args.command.benches() else {
-        print!("{}", list());
+        super::output::out(list())?;
         return Ok(());
     };
     let plan = micro_plan(&benches, flags)?;

@@ -86,3 +86,32 @@ pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Re
         })
         .collect()
 }
+
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write `text` to stdout. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
+/// reader has what it wanted, so later output is dropped quietly and the command goes on (a
+/// run still stores its cells) and exits as it would have. Other write errors are returned.
+pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_ref().as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// `println!` through [`out`]: `say!("x = {}", x)?`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::output::out(format!("{}\n", format_args!($($arg)*)))
+    };
+}

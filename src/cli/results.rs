@@ -8,7 +8,6 @@ use crate::report::{self, fmt_num};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::{Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
@@ -110,7 +109,7 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let runs = store.list_runs()?;
     if runs.is_empty() {
-        println!("no runs in {}", args.db.display());
+        crate::say!("no runs in {}", args.db.display())?;
         return Ok(());
     }
     let mut table = Table::new(&[
@@ -135,7 +134,7 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
             r.command_line.clone(),
         ]);
     }
-    print!("{}", table.render());
+    super::output::out(table.render())?;
     Ok(())
 }
 
@@ -146,12 +145,12 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     check_writable(&html)?;
     let data = store.load_run(id)?;
     let files = report::write_report(&data, &html)?;
-    println!(
+    crate::say!(
         "report of run {id}: {} ({} chart files in {})",
         files.html.display(),
         files.chart_files.len(),
         files.charts_dir.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -170,15 +169,7 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
         Some(path) => {
             std::fs::write(path, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?
         }
-        None => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (| head) is not an error worth a message.
-            if let Err(e) = out.write_all(&bytes).and_then(|_| out.flush()) {
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(e.into());
-                }
-            }
-        }
+        None => super::output::out(String::from_utf8_lossy(&bytes))?,
     }
     Ok(())
 }
@@ -236,10 +227,10 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             r.verdict(),
         ]);
     }
-    println!("run {} (A) vs run {} (B)", args.run_a, args.run_b);
+    crate::say!("run {} (A) vs run {} (B)", args.run_a, args.run_b)?;
     if !comparison.rows.is_empty() {
-        print!("{}", table.render());
+        super::output::out(table.render())?;
     }
-    println!("{}", comparison.summary_line());
+    crate::say!("{}", comparison.summary_line())?;
     Ok(())
 }

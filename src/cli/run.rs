@@ -11,7 +11,6 @@ use crate::store::{NewRun, Record, Store, StoreError, StoreSink};
 use crate::sweep::{progress::Progress, run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The flags every measuring command shares, with the same names, defaults and limits in the
@@ -229,11 +228,8 @@ pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Reco
         }
         text.into_bytes()
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(&bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
+    super::output::out(String::from_utf8_lossy(&bytes))?;
+    Ok(())
 }
 
 /// After printing: say where the run is stored, and fail (exit 1) when cells failed.

@@ -13,7 +13,6 @@ use crate::servers::{self as srv, Model, Workload};
 use crate::store::Record;
 use crate::sweep::Plan;
 use clap::{Args, Subcommand};
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -300,11 +299,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.procs_interval = interval;
     config.follow_signals = true;
     let running = server::start(config, None)?;
-    println!(
+    crate::say!(
         "listening on {} (model {model}, max-conns {}, idle-timeout {}); Ctrl-C stops",
-        running.addr, args.max_conns, args.idle_timeout
-    );
-    std::io::stdout().flush()?;
+        running.addr,
+        args.max_conns,
+        args.idle_timeout
+    )?;
     while !stop.requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -356,10 +356,10 @@ fn query(args: QueryArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!(
+        crate::say!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "replies": replies, "failures": failures }))?
-        );
+        )?;
     } else {
         let hz = first.reply.ticks_per_s.max(1) as f64;
         let mut t = Table::new(&["rank", "pid", "command", "user_ticks", "system_ticks", "cpu_s"]);
@@ -373,10 +373,10 @@ fn query(args: QueryArgs) -> anyhow::Result<()> {
                 num(Some(e.ranked_ticks as f64 / hz)),
             ]);
         }
-        print!("{}", t.render());
+        super::output::out(t.render())?;
         let mut ms: Vec<f64> = ok.iter().map(|q| q.elapsed.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
-        println!(
+        crate::say!(
             "{} of {} client(s) answered; reply time min {} ms, max {} ms ({}, {} ticks/s)",
             ok.len(),
             args.clients,
@@ -388,7 +388,7 @@ fn query(args: QueryArgs) -> anyhow::Result<()> {
                 format!("ranked by CPU in the last {} ms", first.reply.interval_ms)
             },
             first.reply.ticks_per_s
-        );
+        )?;
     }
     if !failures.is_empty() {
         anyhow::bail!(

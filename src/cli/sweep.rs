@@ -127,9 +127,9 @@ pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
     })
 }
 
-fn print_crossovers(rows: &[report::crossover::CrossoverRow]) {
+fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result<()> {
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
     let mut table = Table::new(&[
         "A",
@@ -147,11 +147,11 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) {
             r.b_ahead_text(),
         ]);
     }
-    println!("Crossover sizes (non-overlapping 95% CIs):");
-    print!("{}", table.render());
+    crate::say!("Crossover sizes (non-overlapping 95% CIs):")?;
+    super::output::out(table.render())
 }
 
-fn print_cells(cells: &[report::cells::CellSummary]) {
+fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
     let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
@@ -168,7 +168,7 @@ fn print_cells(cells: &[report::cells::CellSummary]) {
                 .unwrap_or_else(|| "n/a".into()),
         ]);
     }
-    print!("{}", table.render());
+    super::output::out(table.render())
 }
 
 /// The workload's plan and its flags shared with the direct command.
@@ -216,8 +216,8 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let store = Store::open_existing(&db).map_err(store_error)?;
     let data = store.load_run(run_id)?;
     let analysis = report::analyze(&data);
-    print_cells(&analysis.cells);
-    print_crossovers(&analysis.crossovers);
+    print_cells(&analysis.cells)?;
+    print_crossovers(&analysis.crossovers)?;
     for n in &analysis.noise {
         eprintln!("warning: {n}");
     }
@@ -270,7 +270,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| default_report_path(&args.db, run_id));
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
-    print_crossovers(&analysis.crossovers);
+    print_crossovers(&analysis.crossovers)?;
     let workload_warnings = analysis
         .caveats
         .iter()
@@ -281,25 +281,27 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|c| !c.starts_with(report::WORKLOAD_WARNING))
     {
-        println!("caveat: {c}");
+        crate::say!("caveat: {c}")?;
     }
     if workload_warnings > 0 {
-        println!("{workload_warnings} kinds of workload warnings (unpinned threads, migrations...): see the report");
+        crate::say!(
+            "{workload_warnings} kinds of workload warnings (unpinned threads, migrations...): see the report"
+        )?;
     }
     if !analysis.noise.is_empty() {
-        println!(
+        crate::say!(
             "{} noise warnings (CV above 5% or outliers): see the report",
             analysis.noise.len()
-        );
+        )?;
     }
-    println!(
+    crate::say!(
         "{} cells in {:.0} s{}. Report: {} (charts in {})",
         data.cells.len(),
         started.elapsed().as_secs_f64(),
         if executed.end.interrupted { " (interrupted)" } else { "" },
         files.html.display(),
         files.charts_dir.display()
-    );
+    )?;
     run::conclude(&executed)
 }
 

@@ -14,9 +14,9 @@ pub struct SysinfoArgs {
 pub fn run(args: SysinfoArgs) -> anyhow::Result<()> {
     let machine = describe();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&machine)?);
+        crate::say!("{}", serde_json::to_string_pretty(&machine)?)?;
     } else {
-        print!("{}", render(&machine));
+        super::output::out(render(&machine))?;
     }
     Ok(())
 }
