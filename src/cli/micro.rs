@@ -172,10 +172,15 @@ fn list() -> String {
     t.render()
 }
 
+/// More samples than this would only allocate: each figure keeps every sample.
+const MAX_SAMPLES: usize = 100_000;
+
 /// Stage two: check the flags and turn them into Settings.
 fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
-    if a.samples == Some(0) {
-        return Err(usage("--samples must be at least 1"));
+    if let Some(n) = a.samples.filter(|n| !(1..=MAX_SAMPLES).contains(n)) {
+        return Err(usage(format!(
+            "--samples {n} is out of range (accepted: 1 to {MAX_SAMPLES})"
+        )));
     }
     if let Some(stride) = a.stride {
         if stride < 8 || stride % 8 != 0 {
@@ -197,11 +202,11 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
             )));
         }
     }
-    if let Some(max) = a.max {
-        let stride = a.stride.unwrap_or(micro::memlat::DEFAULT_STRIDE);
-        if max < 2 * stride {
+    let stride = a.stride.unwrap_or(micro::memlat::DEFAULT_STRIDE);
+    for (flag, bytes) in [("--max", a.max), ("--min", a.min)] {
+        if let Some(bytes) = bytes.filter(|b| *b < stride.saturating_mul(2)) {
             return Err(usage(format!(
-                "--max must hold at least two elements of {stride} bytes; got {max}"
+                "{flag} must hold at least two elements of {stride} bytes (the stride); got {bytes}"
             )));
         }
     }
@@ -223,8 +228,12 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
         }
     };
     if let Some(p) = &a.program {
-        if !std::path::Path::new(p).is_file() {
-            return Err(usage(format!("--program '{p}' is not a file")));
+        use std::os::unix::fs::PermissionsExt;
+        let executable = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if !executable {
+            return Err(usage(format!(
+                "--program '{p}' is not an executable file (accepted: a path to a program, e.g. /bin/true)"
+            )));
         }
     }
     let procs = match &a.procs {
@@ -280,13 +289,16 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
 /// Refuse memory sizes that would push the machine into the OOM killer and files that would
 /// fill the disk: buffers up to a third of MemAvailable, files up to half the free space.
 fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
-    let available = crate::sys::procfs::meminfo_bytes("MemAvailable:");
-    if let Some(available) = available {
+    if let Some(available) = crate::sys::procfs::memory_headroom() {
         // membw copy needs two buffers; memlat needs its buffer and a successor table.
-        for (flag, bytes) in [("--size", a.size.map(|s| 2 * s)), ("--max", a.max.map(|m| m + m / 4))] {
+        let needs = [
+            ("--size", a.size.map(|s| s.saturating_mul(2))),
+            ("--max", a.max.map(|m| m.saturating_add(m / 4))),
+        ];
+        for (flag, bytes) in needs {
             if let Some(bytes) = bytes.filter(|b| *b > available / 3) {
                 return Err(usage(format!(
-                    "{flag} needs about {} of memory, more than a third of the {} available",
+                    "{flag} needs about {} of memory, more than a third of the {} available (MemAvailable and the memory cgroup's limit)",
                     format_bytes(bytes),
                     format_bytes(available)
                 )));

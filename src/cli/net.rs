@@ -117,8 +117,15 @@ fn stream_interface(args: &StreamArgs) -> &'static str {
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     let endpoint = match &args.connect {
         Some(addr) => {
-            if !addr.contains(':') {
-                return Err(usage(format!("--connect '{addr}' needs a port (accepted: HOST:PORT)")));
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port > 0);
+            if !port_ok {
+                return Err(usage(format!(
+                    "--connect '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
+                )));
             }
             Endpoint::Remote { addr: addr.clone() }
         }
@@ -155,12 +162,27 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
             }
         }
     }
-    // Both ends run here unless --connect: check the buffers of both.
-    let available = crate::sys::procfs::meminfo_bytes("MemAvailable:");
+    // Both ends live in this process unless --connect: their buffers add up, and together must
+    // fit in half of what the machine and the memory cgroup still allow.
     for case in &cases {
-        stream::check_case(case, Role::Client, available).map_err(usage)?;
-        if args.connect.is_none() {
-            stream::check_case(case, Role::Server, available).map_err(usage)?;
+        stream::check_case(case, Role::Client, None).map_err(usage)?;
+    }
+    if let Some(headroom) = crate::sys::procfs::memory_headroom() {
+        let process_bytes = |case: &StreamCase| {
+            let server = if args.connect.is_none() {
+                stream::buffer_bytes(case, Role::Server)
+            } else {
+                0
+            };
+            stream::buffer_bytes(case, Role::Client).saturating_add(server)
+        };
+        if let Some(case) = cases.iter().find(|c| process_bytes(c) > headroom / 2) {
+            return Err(usage(format!(
+                "{} needs about {} of buffers in this process, more than half of the {} available (MemAvailable and the memory cgroup's limit): use a smaller --size or fewer --threads",
+                case.label(),
+                format_bytes(process_bytes(case)),
+                format_bytes(headroom)
+            )));
         }
     }
     Ok(cases)

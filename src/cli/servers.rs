@@ -147,6 +147,9 @@ fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<String>>
 }
 
 const MAX_CLIENTS: usize = 20_000;
+/// The open loop sends one request every 1/rate s; above this the gap is below 100 ns.
+const MAX_RATE: u64 = 10_000_000;
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Stage two: validate the flags into the grid of cases, the same for `servers` and
 /// `sweep servers`.
@@ -161,8 +164,10 @@ pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
     }
     let duration = parse_duration(&args.duration).map_err(|e| usage(format!("--duration: {e}")))?;
     let warmup = parse_duration_or_zero(&args.warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
-    if args.rate == Some(0) {
-        return Err(usage("--rate: must be at least 1 request/s (omit it for closed loop)"));
+    if let Some(rate) = args.rate.filter(|r| !(1..=MAX_RATE).contains(r)) {
+        return Err(usage(format!(
+            "--rate {rate} is out of range (accepted: 1 to {MAX_RATE} requests/s; omit it for closed loop)"
+        )));
     }
     if args.client_threads == 0 || args.client_threads > 64 {
         return Err(usage(format!(
@@ -281,7 +286,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let idle = parse_duration(&args.idle_timeout).map_err(|e| usage(format!("--idle-timeout: {e}")))?;
     let interval = match &args.interval {
         None => None,
-        Some(t) => Some(parse_duration(t).map_err(|e| usage(format!("--interval: {e}")))?),
+        Some(t) => {
+            let d = parse_duration(t).map_err(|e| usage(format!("--interval: {e}")))?;
+            // Below a few scheduler ticks every process shows 0 or 1 tick: nothing to rank.
+            if d < MIN_INTERVAL {
+                return Err(usage(format!(
+                    "--interval {t} is too short to rank anything (accepted: at least 100ms; /proc counts CPU in 10 ms ticks)"
+                )));
+            }
+            Some(d)
+        }
     };
     let cpus = match &args.cpus {
         None => None,

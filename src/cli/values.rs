@@ -95,23 +95,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// Like `parse_duration` but zero (`0`, `0s`) is allowed, e.g. for "no warm-up".
+/// Like `parse_duration` but zero (`0`, `0s`, `0ms`) is allowed, e.g. for "no warm-up".
 pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    if t.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse::<f64>() == Ok(0.0) {
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    if number.parse::<f64>() == Ok(0.0) && ["", "s", "ms", "us", "m", "min"].contains(&unit) {
         return Ok(Duration::ZERO);
     }
     parse_duration(text)
 }
 
+/// The largest count a list accepts (threads, clients, processes: each flag has its own,
+/// smaller limit), checked before anything is expanded.
+pub const MAX_COUNT: usize = 1_000_000;
+
 /// A list of positive whole numbers: `1,2,4,8` or ranges `1..8` (powers of two), e.g. threads.
 pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
     let help = "accepted: positive whole numbers like 1,2,4 or a range 1..8 (powers of two)";
     let one = |s: &str| -> Result<usize, String> {
-        match s.trim().parse::<usize>() {
+        let t = s.trim();
+        match t.parse::<usize>() {
             Ok(0) => Err(format!("'{s}' must be at least 1 ({help})")),
-            Ok(n) => Ok(n),
-            Err(_) => Err(format!("'{s}' is not a positive whole number ({help})")),
+            Ok(n) if n <= MAX_COUNT => Ok(n),
+            _ if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                Err(format!("'{s}' is too large (accepted: 1 to {MAX_COUNT})"))
+            }
+            _ => Err(format!("'{s}' is not a positive whole number ({help})")),
         }
     };
     let mut out = Vec::new();
@@ -122,6 +132,7 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
                 if lo > hi {
                     return Err(format!("range '{part}' runs backwards ({help})"));
                 }
+                // Both ends are at most MAX_COUNT, so doubling cannot overflow.
                 let mut v = lo;
                 while v < hi {
                     out.push(v);
@@ -189,6 +200,23 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Found by attack: ranges near u64::MAX looped until memory ran out or overflowed.
+    #[test]
+    fn huge_counts_and_cpu_ranges_are_refused_before_expanding() {
+        for text in [
+            "1..18446744073709551615",
+            "18446744073709551615",
+            "99999999999999999999999",
+            "1..1000001",
+        ] {
+            let err = parse_count_list(text).unwrap_err();
+            assert!(err.contains("too large") || err.contains("accepted"), "{text}: {err}");
+        }
+        assert_eq!(parse_count_list("1..1000000").unwrap().len(), 21);
+        assert!(parse_cpu_list("0-18446744073709551615").is_err());
+        assert!(parse_cpu_list("0-4294967296").is_err());
+    }
+
     #[test]
     fn sizes() {
         assert_eq!(parse_size("64"), Ok(64));
@@ -224,6 +252,9 @@ mod tests {
         assert!(parse_duration("5h").is_err());
         assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+        // Found by attack: trailing junk after a zero was accepted as "no warm-up".
+        assert!(parse_duration_or_zero("0y").is_err());
+        assert!(parse_duration_or_zero("0abc").is_err());
     }
 
     #[test]

@@ -25,22 +25,76 @@ pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU numbers above this are refused before any list is expanded (the kernel's largest
+/// NR_CPUS is 8192).
+pub const MAX_CPU: usize = 8191;
+
 /// Parse a CPU list such as "0-3,5,7-8" (the kernel's format in /sys/devices/system/cpu/*).
+/// None for malformed text or a CPU number above [`MAX_CPU`].
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if a > b {
-                    return None;
-                }
-                cpus.extend(a..=b);
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>().ok()?, b.trim().parse::<usize>().ok()?),
+            None => {
+                let one = part.trim().parse::<usize>().ok()?;
+                (one, one)
             }
-            None => cpus.push(part.trim().parse().ok()?),
+        };
+        if a > b || b > MAX_CPU {
+            return None;
+        }
+        cpus.extend(a..=b);
+        if cpus.len() > MAX_CPU + 1 {
+            return None;
         }
     }
     Some(cpus)
+}
+
+/// Memory this process may still allocate: MemAvailable, lowered by the memory cgroup's limit
+/// (v2 `memory.max` - `memory.current` of this cgroup and every ancestor; v1
+/// `memory.limit_in_bytes` - `memory.usage_in_bytes`). None when MemAvailable is unknown.
+pub fn memory_headroom() -> Option<u64> {
+    let available = meminfo_bytes("MemAvailable:")?;
+    Some(cgroup_headroom().map_or(available, |h| h.min(available)))
+}
+
+fn cgroup_headroom() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut best: Option<u64> = None;
+    let mut consider = |limit: Option<u64>, used: Option<u64>| {
+        if let (Some(limit), Some(used)) = (limit, used) {
+            let room = limit.saturating_sub(used);
+            best = Some(best.map_or(room, |b| b.min(room)));
+        }
+    };
+    let number = |path: String| read_trimmed(&path).and_then(|t| t.parse::<u64>().ok());
+    for line in text.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        // The limit of every ancestor applies too.
+        let (root, limit, usage) = if controllers.is_empty() {
+            ("/sys/fs/cgroup", "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                "/sys/fs/cgroup/memory",
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        let mut dir = std::path::PathBuf::from(format!("{root}{path}"));
+        loop {
+            let d = dir.display();
+            consider(number(format!("{d}/{limit}")), number(format!("{d}/{usage}")));
+            if !dir.pop() || !dir.starts_with(root) {
+                break;
+            }
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -57,6 +111,9 @@ mod tests {
     #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0-3,5"), Some(vec![0, 1, 2, 3, 5]));
+        // Found by attack: a huge range was expanded until memory ran out.
+        assert_eq!(parse_cpu_list("0-18446744073709551615"), None);
+        assert_eq!(parse_cpu_list("9000"), None);
         assert_eq!(parse_cpu_list("1"), Some(vec![1]));
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("3-1"), None);

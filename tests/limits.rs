@@ -1,0 +1,65 @@
+//! Input that must be refused before anything is allocated or run: every numeric flag, list and
+//! range is bounded with checked arithmetic, memory is checked for the whole process, and a bad
+//! value is one line on stderr with exit code 2 — quickly, not after allocating gigabytes.
+
+use std::time::{Duration, Instant};
+
+fn refused(args: &[&str]) {
+    let started = Instant::now();
+    let out = assert_cmd::Command::cargo_bin("iopath")
+        .unwrap()
+        .args(args)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: one line, got: {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?} printed results");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{args:?} took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn count_ranges_near_u64_max_are_refused() {
+    refused(&["net", "stream", "--threads", "1..18446744073709551615"]);
+    refused(&["sweep", "net-stream", "--threads", "18446744073709551616"]);
+    refused(&["servers", "--clients", "1..18446744073709551615"]);
+    refused(&["micro", "fs", "--procs", "1..18446744073709551615"]);
+}
+
+#[test]
+fn cpu_lists_are_bounded_before_they_are_expanded() {
+    refused(&["net", "stream", "--client-cpus", "0-18446744073709551615"]);
+    refused(&["servers", "--server-cpus", "0-4294967296"]);
+}
+
+#[test]
+fn samples_rates_sizes_and_durations_are_bounded() {
+    refused(&["micro", "timer", "--samples", "18446744073709551615"]);
+    refused(&["servers", "--rate", "18446744073709551615"]);
+    refused(&["net", "stream", "--size", "16E"]);
+    refused(&["net", "stream", "--duration", "100000h"]);
+    refused(&["net", "stream", "--warmup", "0y"]);
+    refused(&["servers", "--warmup", "0y"]);
+}
+
+#[test]
+fn memory_is_checked_for_the_whole_process_in_every_path() {
+    refused(&["net", "stream", "--size", "1G", "--threads", "64"]);
+    refused(&["sweep", "net-stream", "--size", "1G", "--threads", "64"]);
+    refused(&["micro", "memlat", "--max", "1000G"]);
+}
+
+#[test]
+fn addresses_strides_programs_and_intervals_are_checked_before_running() {
+    refused(&["net", "stream", "--connect", "127.0.0.1:0"]);
+    refused(&["net", "stream", "--connect", "127.0.0.1:99999"]);
+    refused(&["net", "stream", "--connect", ":5201"]);
+    refused(&["micro", "memlat", "--min", "64"]);
+    refused(&["micro", "proc", "--program", "/etc/passwd"]);
+    refused(&["procs", "serve", "--interval", "1ms"]);
+}
