@@ -7,6 +7,8 @@ pub mod call;
 pub mod ctxswitch;
 pub mod fs;
 pub mod harness;
+#[cfg(test)]
+mod interrupt_tests;
 pub mod levels;
 pub mod membw;
 pub mod memlat;
