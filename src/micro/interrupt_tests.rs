@@ -15,12 +15,21 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Run `case`, request a stop `after` into it from another thread, and return the result and
-/// how long run_case took to return once the stop was requested.
-fn run_and_stop(case: &MicroCase, after: Duration) -> (anyhow::Result<crate::observation::Observation>, Duration) {
+/// Run `case`, request a stop from another thread once `after` passed and `ready` says so
+/// (looked at for up to 10 s), and return the result and how long run_case took to return
+/// once the stop was requested.
+fn run_and_stop(
+    case: &MicroCase,
+    after: Duration,
+    ready: impl Fn() -> bool + Send + 'static,
+) -> (anyhow::Result<crate::observation::Observation>, Duration) {
     let stop = Stop::fresh();
     let stopper = std::thread::spawn(move || {
         std::thread::sleep(after);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !ready() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         stop.request();
         Instant::now()
     });
@@ -100,7 +109,9 @@ fn proc_stops_while_waiting_for_a_long_program_and_leaves_no_process() {
             "proc",
             vec![("variant", variant.into()), ("program", script.display().to_string())],
         );
-        let (result, took) = run_and_stop(&case, Duration::from_millis(300));
+        // Stop once the program runs and has started its own child.
+        let started = dir.path().join("sleep");
+        let (result, took) = run_and_stop(&case, Duration::from_millis(200), move || started.exists());
         assert_interrupted(&result, took, variant);
         // The script itself was our child: reaped, so no such process at all.
         let pid = read_pid(&dir.path().join("pid"));
@@ -129,7 +140,7 @@ fn memory_benchmarks_stop_inside_long_samples() {
         ),
     ];
     for case in &cases {
-        let (result, took) = run_and_stop(case, Duration::from_millis(300));
+        let (result, took) = run_and_stop(case, Duration::from_millis(300), || true);
         assert_interrupted(&result, took, &case.label());
     }
 }
