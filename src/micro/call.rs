@@ -5,6 +5,8 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
+use std::convert::Infallible;
 use std::hint::black_box;
 
 #[inline(never)]
@@ -40,7 +42,7 @@ fn f7(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64, g: u64) -> u64 {
     a ^ b ^ c ^ d ^ e ^ f ^ g
 }
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let args = harness::opt_u64(case, "args", 0)?;
     let budget = Budget::of(case);
     let mut acc = 0u64;
@@ -49,7 +51,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
         macro_rules! timed {
             ($f:expr, $ty:ty, ($($a:expr),*)) => {{
                 let f: $ty = black_box($f);
-                harness::time_per_op(budget, || -> Result<(), ()> {
+                harness::time_per_op(budget, stop, || -> Result<(), Infallible> {
                     *acc = acc.wrapping_add(f($($a),*));
                     Ok(())
                 })
@@ -66,8 +68,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
             7 => timed!(f7, fn(u64, u64, u64, u64, u64, u64, u64) -> u64, (1, 2, 3, 4, 5, 6, 7)),
             other => anyhow::bail!("call: args must be 0..7, got {other}"),
         }
-    }
-    .map_err(|_| anyhow::anyhow!("call benchmark failed"))?;
+    }?;
     black_box(acc);
     let mut obs = Observation::default();
     push_summary(&mut obs, "time_per_call_ns", "ns", &samples, Source::Tool);

@@ -8,6 +8,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Role, Source, ThreadPlacement};
+use crate::stop::Stop;
 use crate::sys::{affinity, futex, process, syscall};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,7 +24,7 @@ impl Drop for AffinityGuard {
     }
 }
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);
     let pinned = match case.option("pinned").unwrap_or("yes") {
         "yes" => true,
@@ -41,8 +42,8 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     };
     let mut obs = Observation::default();
     match case.option("variant").unwrap_or("pipe_procs") {
-        "pipe_procs" => pipe_procs(budget, cpu, &mut obs)?,
-        "futex_threads" => futex_threads(budget, cpu, &mut obs)?,
+        "pipe_procs" => pipe_procs(budget, stop, cpu, &mut obs)?,
+        "futex_threads" => futex_threads(budget, stop, cpu, &mut obs)?,
         other => anyhow::bail!(
             "ctxswitch: unknown variant '{other}' (accepted: {})",
             VARIANTS.join(", ")
@@ -66,11 +67,13 @@ fn placement(index: usize, pinned: Option<usize>, start: Option<usize>, end: Opt
     }
 }
 
-fn pipe_procs(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observation) -> anyhow::Result<()> {
+/// The echo child is killed and reaped on every early return (its `Child` drops); a stop is
+/// noticed between samples, and while waiting for the child's first byte or its exit.
+fn pipe_procs(budget: harness::Budget, stop: Stop, cpu: Option<usize>, obs: &mut Observation) -> anyhow::Result<()> {
     // The pipe's own cost: write one byte and read it back, in this process.
     let (r, w) = process::pipe()?;
     let mut byte = [0u8; 1];
-    let pipe_cost = harness::time_per_op(budget, || -> std::io::Result<()> {
+    let pipe_cost = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
         syscall::raw_write(w.as_raw_fd(), &byte)?;
         syscall::raw_read(r.as_raw_fd(), &mut byte).map(drop)
     })?;
@@ -88,9 +91,9 @@ fn pipe_procs(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observation
     let start_cpu = affinity::current_cpu();
     // The child's first byte says where it runs.
     let mut hello = [0u8; 1];
-    process::read_exact_fd(&to_parent_r, &mut hello)?;
+    process::read_exact_fd(&to_parent_r, &mut hello, stop)?;
     let child_cpu = (hello[0] != 255).then_some(hello[0] as usize);
-    let round_trip = harness::time_per_op(budget, || -> std::io::Result<()> {
+    let round_trip = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
         syscall::raw_write(to_child_w.as_raw_fd(), &byte)?;
         match syscall::raw_read(to_parent_r.as_raw_fd(), &mut byte)? {
             1 => Ok(()),
@@ -99,7 +102,7 @@ fn pipe_procs(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observation
     })?;
     let end_cpu = affinity::current_cpu();
     drop(to_child_w); // end of file: the child exits
-    let status = child.wait()?;
+    let status = child.wait(stop)?;
     if status != 0 {
         anyhow::bail!("ctxswitch echo child exited with status {status}");
     }
@@ -133,10 +136,12 @@ impl Drop for StopPartner<'_> {
     }
 }
 
-fn futex_threads(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observation) -> anyhow::Result<()> {
+/// The partner thread is told to stop and joined on every return; a stop is noticed between
+/// samples.
+fn futex_threads(budget: harness::Budget, stop: Stop, cpu: Option<usize>, obs: &mut Observation) -> anyhow::Result<()> {
     // An uncontended wake (nobody waiting) + a wait that returns at once (value changed).
     let probe = AtomicU32::new(0);
-    let hop = harness::time_per_op(budget, || -> std::io::Result<()> {
+    let hop = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
         futex::wake(&probe, 1)?;
         futex::wait(&probe, 1)
     })?;
@@ -160,8 +165,8 @@ fn futex_threads(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observat
                 }
             }
         });
-        let stop = StopPartner(&word);
-        let rt = harness::time_per_op(budget, || -> std::io::Result<()> {
+        let partner_stop = StopPartner(&word);
+        let rt = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
             word.store(PARTNER_TURN, Ordering::Release);
             futex::wake(&word, 1)?;
             while word.load(Ordering::Acquire) == PARTNER_TURN {
@@ -169,7 +174,7 @@ fn futex_threads(budget: harness::Budget, cpu: Option<usize>, obs: &mut Observat
             }
             Ok(())
         });
-        drop(stop);
+        drop(partner_stop);
         let cpus = partner
             .join()
             .map_err(|_| anyhow::anyhow!("futex partner thread panicked"))??;

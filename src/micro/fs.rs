@@ -9,6 +9,7 @@ use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
 use rand::{Rng, SeedableRng};
@@ -21,15 +22,22 @@ use std::path::Path;
 pub const VARIANTS: [&str; 4] = ["seq_read", "rand_read", "cache_read", "contention"];
 const BLOCK: usize = 4096;
 const MIB: f64 = (1u64 << 20) as f64;
+/// 4 KiB reads between looks at the stop flag: a read takes microseconds (milliseconds at
+/// random on a spinning disk), so eight of them beside one atomic load cost nothing measurable
+/// and still end well within 100 ms.
+const READS_PER_CHECK: usize = 8;
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+/// A stop request is noticed every MiB written or read and while waiting for the contention
+/// readers; reader children are killed and reaped, and the scratch directory removed, on
+/// every return.
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let quick = harness::is_quick(case);
     let scratch = ScratchDir::new(&scratch::base_dir(case.option("dir")))?;
     let mut obs = Observation::default();
     match case.option("variant").unwrap_or("seq_read") {
-        v @ ("seq_read" | "rand_read") => direct_reads(case, quick, v == "rand_read", scratch.path(), &mut obs)?,
-        "cache_read" => cache_read(case, quick, scratch.path(), &mut obs)?,
-        "contention" => contention(case, quick, scratch.path(), &mut obs)?,
+        v @ ("seq_read" | "rand_read") => direct_reads(case, quick, v == "rand_read", scratch.path(), stop, &mut obs)?,
+        "cache_read" => cache_read(case, quick, scratch.path(), stop, &mut obs)?,
+        "contention" => contention(case, quick, scratch.path(), stop, &mut obs)?,
         other => anyhow::bail!("fs: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
     }
     harness::push_overheads(&mut obs);
@@ -37,11 +45,12 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
 }
 
 /// Write `size` bytes of a pattern to `path` and fsync it.
-fn write_file(path: &Path, size: u64) -> anyhow::Result<()> {
+fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<()> {
     let mut f = File::create(path)?;
     let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
     let mut left = size;
     while left > 0 {
+        harness::check(stop)?;
         let n = left.min(block.len() as u64) as usize;
         f.write_all(&block[..n])?;
         left -= n as u64;
@@ -71,12 +80,19 @@ fn open_direct(path: &Path) -> anyhow::Result<(File, bool)> {
 
 const NO_DIRECT_NOTE: &str = "this filesystem refuses O_DIRECT (EINVAL, e.g. tmpfs): buffered reads after POSIX_FADV_DONTNEED were timed instead, and the page cache may still serve them";
 
-fn direct_reads(case: &MicroCase, quick: bool, random: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+fn direct_reads(
+    case: &MicroCase,
+    quick: bool,
+    random: bool,
+    dir: &Path,
+    stop: Stop,
+    obs: &mut Observation,
+) -> anyhow::Result<()> {
     let size = harness::opt_u64(case, "file_bytes", if quick { 8 << 20 } else { 64 << 20 })?;
     let size = size.div_ceil(BLOCK as u64) * BLOCK as u64;
     let samples = Budget::of(case).samples.min(if quick { 3 } else { 5 });
     let path = dir.join("fs.dat");
-    write_file(&path, size)?;
+    write_file(&path, size, stop)?;
     let (file, direct) = open_direct(&path)?;
     if !direct {
         obs.warn(NO_DIRECT_NOTE);
@@ -103,11 +119,14 @@ fn direct_reads(case: &MicroCase, quick: bool, random: bool, dir: &Path, obs: &m
             })
             .collect();
         let t0 = harness::now();
-        for off in &offsets {
-            let n = file.read_at(&mut buf.as_mut_slice()[..BLOCK], *off)?;
-            if n != BLOCK {
-                anyhow::bail!("fs: short read of {n} bytes at offset {off}");
+        for batch in offsets.chunks(READS_PER_CHECK) {
+            for off in batch {
+                let n = file.read_at(&mut buf.as_mut_slice()[..BLOCK], *off)?;
+                if n != BLOCK {
+                    anyhow::bail!("fs: short read of {n} bytes at offset {off}");
+                }
             }
+            harness::check(stop)?;
         }
         let t1 = harness::now();
         let ns = harness::interval_ns(t0, t1);
@@ -121,11 +140,11 @@ fn direct_reads(case: &MicroCase, quick: bool, random: bool, dir: &Path, obs: &m
 }
 
 /// Re-read a file that was just read (so it is cached if it fits): time per MiB.
-fn cache_read(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+fn cache_read(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut Observation) -> anyhow::Result<()> {
     let size = harness::opt_u64(case, "file_bytes", if quick { 4 << 20 } else { 64 << 20 })?;
     let samples = Budget::of(case).samples.min(if quick { 3 } else { 5 });
     let path = dir.join("cache.dat");
-    write_file(&path, size)?;
+    write_file(&path, size, stop)?;
     let file = File::open(&path)?;
     let mut buf = vec![0u8; 1 << 20];
     let read_all = |buf: &mut [u8]| -> anyhow::Result<u64> {
@@ -136,6 +155,7 @@ fn cache_read(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
                 return Ok(off);
             }
             off += n as u64;
+            harness::check(stop)?; // once per MiB buffer
         }
     };
     read_all(&mut buf)?; // fill the page cache
@@ -170,7 +190,7 @@ pub fn detect_knee(points: &[(u64, f64)]) -> Option<u64> {
 }
 
 /// N processes, each reading its own file start to end at the same moment.
-fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) -> anyhow::Result<()> {
+fn contention(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut Observation) -> anyhow::Result<()> {
     let procs = harness::opt_u64(case, "procs", 1)? as usize;
     if procs == 0 || procs > 64 {
         anyhow::bail!("fs contention: procs must be 1..64, got {procs}");
@@ -181,7 +201,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
     let mut direct_everywhere = true;
     for i in 0..procs {
         let path = dir.join(format!("reader-{i}.dat"));
-        write_file(&path, size)?;
+        write_file(&path, size, stop)?;
         let (f, direct) = open_direct(&path)?;
         direct_everywhere &= direct;
         files.push(f);
@@ -193,6 +213,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
     let mut per_proc = Vec::new();
     let mut aggregate = Vec::new();
     for _ in 0..rounds {
+        harness::check(stop)?;
         for f in &files {
             drop_cache(f)?;
         }
@@ -213,14 +234,15 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
         let mut total = 0u64;
         for _ in 0..procs {
             let mut raw = [0u8; 16];
-            process::read_exact_fd(&rep_r, &mut raw)?;
+            // Waits in Stop::POLL steps; on a stop the readers are killed as `children` drops.
+            process::read_exact_fd(&rep_r, &mut raw, stop)?;
             let r = process::decode_reader_result(&raw);
             per_proc.push(r.bytes as f64 / MIB / (r.nanos.max(1) as f64 / 1e9));
             slowest = slowest.max(r.nanos);
             total += r.bytes;
         }
         for child in children {
-            let status = child.wait()?;
+            let status = child.wait(stop)?;
             if status != 0 {
                 anyhow::bail!("fs contention: a reader exited with status {status}");
             }

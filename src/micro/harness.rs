@@ -6,6 +6,7 @@ use crate::case::MicroCase;
 use crate::measure::clock::{Clock, ClockKind};
 use crate::measure::stats::{self, summarize};
 use crate::observation::{Metric, Observation, Role, Source};
+use crate::stop::{Interrupted, Stop};
 use std::hint::black_box;
 use std::sync::OnceLock;
 
@@ -83,11 +84,17 @@ pub fn is_quick(case: &MicroCase) -> bool {
 
 /// Per-operation times in ns: warm up and pick a batch length that lasts about
 /// `budget.sample_ns`, then time `budget.samples` batches; each sample is
-/// (batch time - one clock read) / iterations - loop overhead.
-pub fn time_per_op<E>(budget: Budget, mut op: impl FnMut() -> Result<(), E>) -> Result<Vec<f64>, E> {
+/// (batch time - one clock read) / iterations - loop overhead. `stop` is looked at between
+/// batches (never inside one), so a stop request ends this within one sample; the error is
+/// then [`Interrupted`]. An operation that can block for long must watch `stop` itself.
+pub fn time_per_op<E>(budget: Budget, stop: Stop, mut op: impl FnMut() -> Result<(), E>) -> anyhow::Result<Vec<f64>>
+where
+    anyhow::Error: From<E>,
+{
     let oh = overheads();
     let mut iters: u64 = 1;
     loop {
+        check(stop)?;
         let ns = batch_ns(&oh.clock, iters, &mut op)?;
         if ns >= budget.sample_ns || iters >= 1 << 32 {
             break;
@@ -102,10 +109,21 @@ pub fn time_per_op<E>(budget: Budget, mut op: impl FnMut() -> Result<(), E>) -> 
     }
     let mut out = Vec::with_capacity(budget.samples);
     for _ in 0..budget.samples {
+        check(stop)?;
         let ns = batch_ns(&oh.clock, iters, &mut op)?;
         out.push((ns - oh.timer_ns) / iters as f64 - oh.loop_ns);
     }
     Ok(out)
+}
+
+/// Err([`Interrupted`]) once a stop was requested: the check every long loop makes between
+/// samples or batches.
+#[inline]
+pub fn check(stop: Stop) -> anyhow::Result<()> {
+    if stop.requested() {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    Ok(())
 }
 
 /// Time one interval measured by the caller's two clock reads, in ns, minus one clock read.

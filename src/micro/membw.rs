@@ -5,6 +5,7 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, HugePages};
 use std::hint::black_box;
 
@@ -30,37 +31,65 @@ fn read_sum(words: &[u64]) -> u64 {
     acc.iter().fold(0, |a, b| a.wrapping_add(*b))
 }
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+/// Bytes a pass handles between looks at the stop flag: milliseconds of work, beside which one
+/// atomic load is nothing.
+const CHUNK: usize = 16 << 20;
+
+/// Run `f` over consecutive pieces `start..end` of `0..len` of at most [`CHUNK`] bytes (whole
+/// 64-byte lines), with a look at `stop` after each.
+fn in_chunks(len: usize, stop: Stop, mut f: impl FnMut(usize, usize)) -> anyhow::Result<()> {
+    let mut start = 0;
+    while start < len {
+        let end = (start + CHUNK).min(len);
+        f(start, end);
+        start = end;
+        harness::check(stop)?;
+    }
+    Ok(())
+}
+
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let size = harness::opt_u64(case, "size_bytes", default_size())?;
     if size < 4096 {
         anyhow::bail!("membw: size must be at least 4 KiB, got {size}");
     }
     let variant = case.option("variant").unwrap_or("read");
+    if !VARIANTS.contains(&variant) {
+        anyhow::bail!("membw: unknown variant '{variant}' (accepted: {})", VARIANTS.join(", "));
+    }
     let budget = Budget::of(case);
     let samples = budget.samples.min(if harness::is_quick(case) { 5 } else { 11 });
-    let mut src = AnonMap::new(size as usize, HugePages::Refuse)?;
-    src.as_mut_slice().fill(1); // touch every page before timing
+    let len = size as usize;
+    let mut src = AnonMap::new(len, HugePages::Refuse)?;
+    // Touch every page before timing.
+    in_chunks(len, stop, |a, b| src.as_mut_slice()[a..b].fill(1))?;
     let mut dst = if variant == "copy" {
-        let mut d = AnonMap::new(size as usize, HugePages::Refuse)?;
-        d.as_mut_slice().fill(2);
+        let mut d = AnonMap::new(len, HugePages::Refuse)?;
+        in_chunks(len, stop, |a, b| d.as_mut_slice()[a..b].fill(2))?;
         Some(d)
     } else {
         None
     };
     let mut pass = |value: u8| -> anyhow::Result<()> {
-        match variant {
-            "read" => {
-                black_box(read_sum(src.as_words()));
+        match (variant, dst.as_mut()) {
+            ("read", _) => {
+                let words = src.as_words();
+                let mut sum = 0u64;
+                in_chunks(len, stop, |a, b| {
+                    sum = sum.wrapping_add(read_sum(&words[a / 8..b / 8]));
+                })?;
+                black_box(sum);
             }
-            "write" => src.as_mut_slice().fill(value),
-            "copy" => {
-                let d = dst
-                    .as_mut()
-                    .ok_or_else(|| anyhow::anyhow!("copy needs a destination"))?;
-                d.as_mut_slice().copy_from_slice(src.as_slice());
+            ("write", _) => {
+                let bytes = src.as_mut_slice();
+                in_chunks(len, stop, |a, b| bytes[a..b].fill(value))?;
+            }
+            ("copy", Some(d)) => {
+                let (from, to) = (src.as_slice(), d.as_mut_slice());
+                in_chunks(len, stop, |a, b| to[a..b].copy_from_slice(&from[a..b]))?;
                 black_box(d.as_slice()[0]);
             }
-            other => anyhow::bail!("membw: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
+            _ => anyhow::bail!("membw: variant '{variant}' has no buffers"),
         }
         Ok(())
     };

@@ -7,12 +7,30 @@ use super::harness::{self, push_summary, Budget};
 use super::sattolo;
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
 use crate::sys::mem::{ChaseBuffer, HugePages};
 use rand::SeedableRng;
 
 pub const DEFAULT_STRIDE: u64 = 64;
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+/// Loads between looks at the stop flag: a few ms at DRAM latency, and one atomic load per
+/// 65,536 dependent loads is nothing beside them.
+const CHASE_CHUNK: u64 = 1 << 16;
+
+/// Walk `steps` (a multiple of 16) from slot `from` in pieces of [`CHASE_CHUNK`], looking at
+/// `stop` between pieces; returns the slot reached.
+fn chase(buffer: &ChaseBuffer, from: usize, steps: u64, stop: Stop) -> anyhow::Result<usize> {
+    let (mut at, mut left) = (from, steps);
+    while left > 0 {
+        let n = left.min(CHASE_CHUNK);
+        at = buffer.chase_from(at, n);
+        left -= n;
+        harness::check(stop)?;
+    }
+    Ok(at)
+}
+
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let size = harness::opt_u64(case, "size_bytes", 16 * 1024)?;
     let stride = harness::opt_u64(case, "stride_bytes", DEFAULT_STRIDE)?;
     if stride < 8 || stride % 8 != 0 {
@@ -37,14 +55,16 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
 
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5a77_0105 ^ size);
     let next = sattolo::cycle(slots, &mut rng);
+    harness::check(stop)?;
     let covered = sattolo::cycle_len(&next);
     if covered != slots {
         anyhow::bail!("memlat: the chase cycle covers {covered} of {slots} elements");
     }
     let buffer = ChaseBuffer::new(&next, stride as usize, huge)?;
     drop(next);
+    harness::check(stop)?;
     // Warm-up: one full walk, which must come back to where it started.
-    let back = buffer.chase(round16(slots as u64));
+    let back = chase(&buffer, 0, round16(slots as u64), stop)?;
     if slots % 16 == 0 && back != 0 {
         anyhow::bail!("memlat: a walk of {slots} steps ended at element {back}, not 0");
     }
@@ -52,9 +72,11 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     let steps = round16((slots as u64).clamp(min_steps, 1 << 21));
     let oh = harness::overheads();
     let mut per_load = Vec::with_capacity(samples);
+    // Each sample goes on around the cycle from where the last one stopped.
+    let mut at = back;
     for _ in 0..samples {
         let t0 = harness::now();
-        buffer.chase(steps);
+        at = chase(&buffer, at, steps, stop)?;
         let t1 = harness::now();
         // The loop runs 16 dependent loads per iteration: its overhead is shared by 16.
         per_load.push(harness::interval_ns(t0, t1) / steps as f64 - oh.loop_ns / 16.0);

@@ -7,6 +7,8 @@ pub mod call;
 pub mod ctxswitch;
 pub mod fs;
 pub mod harness;
+#[cfg(test)]
+mod interrupt_tests;
 pub mod levels;
 pub mod membw;
 pub mod memlat;
@@ -23,6 +25,7 @@ pub use levels::{detect_levels, Level};
 
 use crate::case::MicroCase;
 use crate::observation::Observation;
+use crate::stop::{Interrupted, Stop};
 use std::path::PathBuf;
 
 /// The benchmarks, in the order `micro all` runs them, with one line each for `micro list`.
@@ -227,24 +230,31 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
 }
 
 /// Run one microbenchmark case. Every process, thread, socket and file it creates is gone
-/// when it returns, on success and on error.
-pub fn run_case(case: &MicroCase, _stop: crate::stop::Stop) -> anyhow::Result<Observation> {
-    match case.bench.as_str() {
-        "timer" => timer::run(case),
-        "call" => call::run(case),
-        "syscall" => syscall::run(case),
-        "proc" => proc::run(case),
-        "thread" => thread::run(case),
-        "ctxswitch" => ctxswitch::run(case),
-        "memlat" => memlat::run(case),
-        "membw" => membw::run(case),
-        "pagefault" => pagefault::run(case),
-        "tcp" => tcp::run(case),
-        "fs" => fs::run(case),
+/// when it returns, on success and on error. A stop request is noticed within about 100 ms
+/// (between samples, inside long samples, while waiting for a child); the result is then
+/// `Err(Interrupted)`, also when the stop surfaced as some other failure on the way out (a
+/// child killed, a pipe closed).
+pub fn run_case(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
+    let result = match case.bench.as_str() {
+        "timer" => timer::run(case, stop),
+        "call" => call::run(case, stop),
+        "syscall" => syscall::run(case, stop),
+        "proc" => proc::run(case, stop),
+        "thread" => thread::run(case, stop),
+        "ctxswitch" => ctxswitch::run(case, stop),
+        "memlat" => memlat::run(case, stop),
+        "membw" => membw::run(case, stop),
+        "pagefault" => pagefault::run(case, stop),
+        "tcp" => tcp::run(case, stop),
+        "fs" => fs::run(case, stop),
         other => {
             let names: Vec<&str> = BENCHES.iter().map(|b| b.0).collect();
             anyhow::bail!("unknown microbenchmark '{other}' (known: {})", names.join(", "))
         }
+    };
+    match result {
+        Err(_) if stop.requested() => Err(anyhow::Error::new(Interrupted)),
+        other => other,
     }
 }
 

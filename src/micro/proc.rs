@@ -5,12 +5,13 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Metric, Observation, Role, Source};
+use crate::stop::Stop;
 use crate::sys::process::{self, Program};
 
 pub const VARIANTS: [&str; 3] = ["fork_exit", "fork_exec", "posix_spawn"];
 pub const DEFAULT_PROGRAM: &str = "/bin/true";
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let mut budget = Budget::of(case);
     // A creation costs ~0.1-1 ms: fewer, longer samples keep the run short.
     budget.sample_ns *= 2.0;
@@ -24,7 +25,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
         }
     };
     let samples = match variant {
-        "fork_exit" => harness::time_per_op(budget, process::fork_exit_wait)?,
+        "fork_exit" => harness::time_per_op(budget, stop, || process::fork_exit_wait(stop))?,
         "fork_exec" | "posix_spawn" => {
             if !std::path::Path::new(program_path).is_file() {
                 obs.push(Metric::unavailable(
@@ -37,9 +38,13 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
             }
             let program = Program::new(program_path)?;
             if variant == "fork_exec" {
-                harness::time_per_op(budget, || process::fork_exec_wait(&program).and_then(check_status))?
+                harness::time_per_op(budget, stop, || {
+                    process::fork_exec_wait(&program, stop).and_then(check_status)
+                })?
             } else {
-                harness::time_per_op(budget, || process::spawn_wait(&program).and_then(check_status))?
+                harness::time_per_op(budget, stop, || {
+                    process::spawn_wait(&program, stop).and_then(check_status)
+                })?
             }
         }
         other => anyhow::bail!("proc: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),

@@ -1,11 +1,15 @@
 //! A scratch directory for benchmark files inside a directory the user names: created fresh,
-//! removed with everything in it when dropped, so temp files go away after failures too.
+//! removed with everything in it when dropped, so temp files go away after failures too, and
+//! removed by a second signal's forced exit while it exists (which skips every destructor).
 
+use crate::sys::signal::{self, ForcedExitGuard};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub struct ScratchDir {
     path: PathBuf,
+    /// Removes the directory if the program is forced out while it exists.
+    _forced_exit: ForcedExitGuard,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -16,7 +20,12 @@ impl ScratchDir {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = base.join(format!("iopath-micro-{}-{n}", std::process::id()));
         std::fs::create_dir(&path)?;
-        Ok(ScratchDir { path })
+        let doomed = path.clone();
+        let forced_exit = signal::on_forced_exit(move || remove(&doomed));
+        Ok(ScratchDir {
+            path,
+            _forced_exit: forced_exit,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -24,9 +33,15 @@ impl ScratchDir {
     }
 }
 
+/// Remove a scratch directory and everything in it, as well as possible (errors are ignored:
+/// this runs on the way out).
+fn remove(path: &Path) {
+    let _ = std::fs::remove_dir_all(path);
+}
+
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        remove(&self.path);
     }
 }
 

@@ -6,6 +6,7 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +29,10 @@ impl Drop for StopServer<'_> {
     }
 }
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+/// A stop request is noticed between samples (rtt), every MiB of a burst (bandwidth) and
+/// every connection (connect, teardown); the client then closes its connection, which ends
+/// the server's read, and the server thread is stopped and joined as on any return.
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let variant = case.option("variant").unwrap_or("rtt").to_string();
     if !VARIANTS.contains(&variant.as_str()) {
         anyhow::bail!("tcp: unknown variant '{variant}' (accepted: {})", VARIANTS.join(", "));
@@ -37,13 +41,16 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     let quick = harness::is_quick(case);
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
-    let stop = AtomicBool::new(false);
+    let server_stop = AtomicBool::new(false);
     let (ends_tx, ends_rx) = mpsc::channel::<u64>();
     let mut obs = Observation::default();
     std::thread::scope(|scope| -> anyhow::Result<()> {
-        let server = scope.spawn(|| serve(&listener, &stop, &variant, ends_tx));
-        let guard = StopServer { stop: &stop, addr };
-        let result = client(&variant, addr, budget, quick, &ends_rx, &mut obs);
+        let server = scope.spawn(|| serve(&listener, &server_stop, &variant, ends_tx));
+        let guard = StopServer {
+            stop: &server_stop,
+            addr,
+        };
+        let result = client(&variant, addr, budget, stop, quick, &ends_rx, &mut obs);
         drop(guard);
         let served = server
             .join()
@@ -108,6 +115,7 @@ fn client(
     variant: &str,
     addr: SocketAddr,
     budget: Budget,
+    stop: Stop,
     quick: bool,
     ends: &mpsc::Receiver<u64>,
     obs: &mut Observation,
@@ -122,7 +130,7 @@ fn client(
         "rtt" => {
             let mut s = connect()?;
             let mut byte = [7u8; 1];
-            let ns = harness::time_per_op(budget, || -> std::io::Result<()> {
+            let ns = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
                 s.write_all(&byte)?;
                 s.read_exact(&mut byte)
             })?;
@@ -141,6 +149,8 @@ fn client(
                 s.write_all(&burst.to_le_bytes())?;
                 let mut left = burst;
                 while left > 0 {
+                    // One look at the flag per MiB written: nothing next to the copy itself.
+                    harness::check(stop)?;
                     let n = left.min(chunk.len() as u64) as usize;
                     s.write_all(&chunk[..n])?;
                     left -= n as u64;
@@ -160,6 +170,7 @@ fn client(
             let count = budget.samples * if quick { 5 } else { 20 };
             let mut us = Vec::with_capacity(count);
             for i in 0..count + 3 {
+                harness::check(stop)?;
                 let t0 = harness::now();
                 let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
                 let t1 = harness::now();

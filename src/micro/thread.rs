@@ -4,16 +4,17 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
+use crate::stop::Stop;
 
 pub const VARIANTS: [&str; 2] = ["create_join", "start_latency"];
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);
     let variant = case.option("variant").unwrap_or("create_join");
     let mut obs = Observation::default();
     match variant {
         "create_join" => {
-            let samples = harness::time_per_op(budget, || -> std::io::Result<()> {
+            let samples = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
                 let handle = std::thread::Builder::new().spawn(|| std::hint::black_box(1u64))?;
                 handle
                     .join()
@@ -27,6 +28,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
             let count = budget.samples * 20;
             let mut values = Vec::with_capacity(count);
             for i in 0..count + 5 {
+                harness::check(stop)?;
                 let t0 = harness::now();
                 let handle = std::thread::Builder::new().spawn(harness::now)?;
                 let t1 = handle.join().map_err(|_| anyhow::anyhow!("thread panicked"))?;

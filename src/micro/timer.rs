@@ -6,11 +6,13 @@ use super::harness::{self, overheads, push_summary, push_value, Budget};
 use crate::case::MicroCase;
 use crate::measure::clock::{Clock, ClockKind};
 use crate::observation::{Metric, Observation, Role, Source};
+use crate::stop::Stop;
 use crate::sys::tsc;
+use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::Duration;
 
-pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
+pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);
     let oh = overheads();
     let mut obs = Observation::default();
@@ -30,6 +32,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
             .collect()
     };
     push_summary(&mut obs, "timer_read_ns", "ns", &read_cost(&oh.clock), Source::Tool);
+    harness::check(stop)?;
     push_summary(
         &mut obs,
         "clock_gettime_read_ns",
@@ -37,6 +40,8 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
         &read_cost(&Clock::monotonic()),
         Source::Tool,
     );
+
+    harness::check(stop)?;
 
     // Resolution: the smallest non-zero step between two consecutive reads.
     let resolution: Vec<f64> = (0..budget.samples)
@@ -56,11 +61,11 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     push_summary(&mut obs, "timer_resolution_ns", "ns", &resolution, Source::Tool);
 
     // Empty-loop overhead per iteration, as subtracted elsewhere.
-    let loops = harness::time_per_op(budget, || -> Result<(), ()> {
+    harness::check(stop)?;
+    let loops = harness::time_per_op(budget, stop, || -> Result<(), Infallible> {
         black_box(());
         Ok(())
-    })
-    .unwrap_or_default();
+    })?;
     // time_per_op already subtracted the loop overhead: add it back to show the raw figure.
     let loops: Vec<f64> = loops.iter().map(|v| v + oh.loop_ns).collect();
     push_summary(&mut obs, "loop_iteration_ns", "ns", &loops, Source::Tool);
@@ -73,7 +78,9 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
         if tsc::is_invariant() { 1.0 } else { 0.0 },
     );
     let window = if harness::is_quick(case) { 50 } else { 200 };
-    match (oh.clock.kind, tsc::calibrate_hz(Duration::from_millis(window))) {
+    let check_hz = tsc::calibrate_hz_while(Duration::from_millis(window), || !stop.requested());
+    harness::check(stop)?;
+    match (oh.clock.kind, check_hz) {
         (ClockKind::Tsc { hz }, Some(check)) => {
             push_value(&mut obs, "tsc_hz", "Hz", hz);
             push_value(&mut obs, "tsc_drift_vs_monotonic_ppm", "ppm", (check - hz) / hz * 1e6);

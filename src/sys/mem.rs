@@ -138,10 +138,17 @@ impl FileMap {
     /// Read one byte of every page in order, faulting each page in; returns their sum (so the
     /// reads cannot be optimised away).
     pub fn touch_every_page(&self) -> u64 {
+        self.touch_pages(0, self.len)
+    }
+
+    /// [`FileMap::touch_every_page`] for the pages from byte `from` (rounded down to a page)
+    /// up to byte `to` (clamped to the mapping), so a long walk can be done in pieces.
+    pub fn touch_pages(&self, from: usize, to: usize) -> u64 {
         let page = page_size();
         let mut sum = 0u64;
-        let mut off = 0;
-        while off < self.len {
+        let mut off = from / page * page;
+        let end = to.min(self.len);
+        while off < end {
             // SAFETY: off < len, inside the readable mapping; volatile keeps every read.
             sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(self.ptr.add(off)) } as u64);
             off += page;
@@ -202,6 +209,8 @@ pub fn write_every_page(buf: &mut [u8]) {
 pub struct ChaseBuffer {
     map: AnonMap,
     slots: usize,
+    /// Bytes between slots (the mapping itself is rounded up to whole pages).
+    stride: usize,
 }
 
 impl ChaseBuffer {
@@ -230,7 +239,7 @@ impl ChaseBuffer {
         for (i, &n) in next.iter().enumerate() {
             words[i * step] = (base + n * stride) as u64;
         }
-        Ok(ChaseBuffer { map, slots })
+        Ok(ChaseBuffer { map, slots, stride })
     }
 
     pub fn slots(&self) -> usize {
@@ -240,17 +249,24 @@ impl ChaseBuffer {
     /// Follow `steps` pointers (rounded up to a multiple of 16) from slot 0; returns the slot
     /// reached, so callers can check a walk of `slots` steps comes back to 0.
     pub fn chase(&self, steps: u64) -> usize {
+        self.chase_from(0, steps)
+    }
+
+    /// [`ChaseBuffer::chase`] starting at slot `from` (taken modulo the slot count), so a long
+    /// walk can be done in pieces, each going on where the last one ended.
+    pub fn chase_from(&self, from: usize, steps: u64) -> usize {
         let base = self.map.ptr as usize;
-        let mut p = base;
+        let stride = self.stride;
+        let mut p = base + (from % self.slots) * stride;
         for _ in 0..steps.div_ceil(16) {
             for _ in 0..16 {
-                // SAFETY: p is slot 0 or a value read from a slot; `new` only stored addresses
+                // SAFETY: p is the address of slot `from` (< slots, so inside the mapping and
+                // written by `new`) or a value read from a slot; `new` only stored addresses
                 // of slots inside this mapping, aligned to 8, and nothing writes them after.
                 p = unsafe { *(p as *const usize) };
             }
         }
         std::hint::black_box(p);
-        let stride = self.map.len.checked_div(self.slots).unwrap_or(1).max(1);
         (p - base) / stride
     }
 }

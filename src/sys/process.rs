@@ -1,40 +1,172 @@
 //! Processes for the microbenchmarks: fork/exec/posix_spawn timings, a pipe ping-pong child and
 //! a file-reader child. A forked child of a (possibly) multithreaded parent may only make
 //! async-signal-safe calls, so every child body here is plain system calls and `_exit`; all
-//! memory it needs is prepared before the fork. Every child is reaped: `Child` waits on drop.
+//! memory it needs is prepared before the fork.
+//!
+//! No child outlives iopath or is left behind:
+//! - every child leads its own process group (so a terminal's Ctrl-C reaches iopath alone, and
+//!   killing the group also takes whatever the child started);
+//! - a forked child asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG), so even a
+//!   SIGKILLed iopath leaves no orphan (posix_spawn offers no way to ask this: a spawned child
+//!   has its group and the forced-exit action below, not this);
+//! - while a child lives, a second signal's forced exit ([`signal::on_forced_exit`]) kills its
+//!   group;
+//! - [`Child::wait`] gives up when a stop is requested, and a `Child` dropped unwaited is killed
+//!   (its whole group) and reaped.
 
+use crate::stop::Stop;
+use crate::sys::signal::{self, ForcedExitGuard};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
-/// A forked child, identified by PID. Dropping it kills (by that PID) and reaps it if the
-/// caller did not wait for it, so none is ever left behind.
+/// The error of a wait or read given up because a stop was requested. It wraps
+/// [`crate::stop::Interrupted`] (not `ErrorKind::Interrupted`, which callers retry as EINTR).
+pub fn stopped() -> io::Error {
+    io::Error::other(crate::stop::Interrupted)
+}
+
+/// Whether `err` is [`stopped`].
+pub fn is_stopped(err: &io::Error) -> bool {
+    err.get_ref().is_some_and(|e| e.is::<crate::stop::Interrupted>())
+}
+
+/// A child process, identified by PID, leading its own process group (pgid = pid). Dropping it
+/// unwaited kills that group and reaps the child, so none is ever left behind.
 pub struct Child {
     pid: libc::pid_t,
     reaped: bool,
+    /// Kills the child's group if a second signal forces iopath out while the child lives.
+    forced_exit: Option<ForcedExitGuard>,
 }
 
 impl Child {
+    /// Take charge of `pid`, a child of this process that leads its own process group.
+    fn adopt(pid: libc::pid_t) -> Child {
+        Child {
+            pid,
+            reaped: false,
+            forced_exit: Some(signal::on_forced_exit(move || signal::kill_process_group(pid))),
+        }
+    }
+
     pub fn pid(&self) -> i32 {
         self.pid
     }
 
-    /// Wait for the child to exit; returns its exit status (or 128 + signal).
-    pub fn wait(mut self) -> io::Result<i32> {
-        let status = wait_pid(self.pid)?;
+    /// Wait for the child to exit; returns its exit status (or 128 + signal). When `stop` is
+    /// requested first, the child's group is killed, the child reaped and the error is
+    /// [`stopped`]. The stop is looked at every [`Stop::POLL`] at most.
+    pub fn wait(mut self, stop: Stop) -> io::Result<i32> {
+        let exited = self.wait_exit(stop);
+        if !matches!(exited, Ok(true)) {
+            self.kill_and_reap();
+            return Err(exited.err().unwrap_or_else(stopped));
+        }
+        // Exited and not yet reaped: the PID (and so the group ID) is still ours while the
+        // forced-exit action is unregistered, so that action can never hit a stranger.
+        self.forced_exit = None;
+        let status = wait_pid(self.pid);
         self.reaped = true;
-        Ok(status)
+        status
+    }
+
+    /// Block until the child has exited, without reaping it: Ok(true); Ok(false) as soon as
+    /// `stop` is requested.
+    fn wait_exit(&self, stop: Stop) -> io::Result<bool> {
+        let pidfd = pidfd_open(self.pid);
+        let mut nap = Duration::from_micros(50);
+        loop {
+            if stop.requested() {
+                return Ok(false);
+            }
+            match &pidfd {
+                Some(fd) => {
+                    let mut p = libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: p is one valid pollfd; the pidfd is open for the whole call.
+                    let rc = unsafe { libc::poll(&mut p, 1, Stop::POLL.as_millis() as libc::c_int) };
+                    if rc > 0 {
+                        return Ok(true);
+                    }
+                    if rc < 0 {
+                        let err = io::Error::last_os_error();
+                        if err.raw_os_error() != Some(libc::EINTR) {
+                            return Err(err);
+                        }
+                    }
+                }
+                // No pidfd (Linux before 5.3): look without blocking, in short naps.
+                None => {
+                    if self.has_exited()? {
+                        return Ok(true);
+                    }
+                    std::thread::sleep(nap);
+                    nap = (nap * 2).min(Stop::POLL);
+                }
+            }
+        }
+    }
+
+    /// Whether the child has exited (it stays unreaped: WNOWAIT).
+    fn has_exited(&self) -> io::Result<bool> {
+        // SAFETY: an all-zero siginfo_t is valid; waitid fills it or leaves si_pid 0.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: info is a valid out-pointer; pid is an unreaped child of this process.
+            let rc = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    self.pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
+            };
+            if rc == 0 {
+                // SAFETY: waitid succeeded, so info holds a SIGCHLD-style record (or zeros).
+                return Ok(unsafe { info.si_pid() } != 0);
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
+    }
+
+    /// Kill the child's process group, then reap the child.
+    fn kill_and_reap(&mut self) {
+        if self.reaped {
+            return;
+        }
+        signal::kill_process_group(self.pid);
+        // SAFETY: kill with the child's own PID: it is not reaped yet, so the PID is still ours
+        // (this reaches it also if it had not yet moved into its own group).
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        self.forced_exit = None;
+        let _ = wait_pid(self.pid);
+        self.reaped = true;
     }
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
-        if !self.reaped {
-            // SAFETY: kill with this child's own PID; it is not reaped yet, so the PID is ours.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
-            let _ = wait_pid(self.pid);
-        }
+        self.kill_and_reap();
     }
+}
+
+/// A pidfd for `pid` (close-on-exec), or None where the kernel has no pidfd_open.
+fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a PID and flags (0) and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor was just created and nobody else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 fn wait_pid(pid: libc::pid_t) -> io::Result<i32> {
@@ -58,38 +190,65 @@ fn wait_pid(pid: libc::pid_t) -> io::Result<i32> {
     }
 }
 
+/// In a freshly forked child (async-signal-safe calls only): lead a process group of its own
+/// and die with SIGKILL when the parent does. False when that could not be arranged, or the
+/// parent already died before PR_SET_PDEATHSIG took effect.
+fn child_setup(parent: libc::pid_t) -> bool {
+    // SAFETY: setpgid, prctl and getppid are plain system calls on this process, no pointers.
+    unsafe {
+        libc::setpgid(0, 0) == 0
+            && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == 0
+            && libc::getppid() == parent
+    }
+}
+
 /// fork(); in the child run `body` (async-signal-safe calls only) and `_exit` with its result.
+/// The child leads its own process group and is killed if iopath dies (see the module doc).
+/// Note: PR_SET_PDEATHSIG fires when the forking *thread* ends, so a child must be waited for
+/// (or dropped) by the thread that forked it, as every caller here does.
 fn fork_with(body: impl FnOnce() -> i32) -> io::Result<Child> {
-    // SAFETY: fork has no memory preconditions; the child only runs `body`, which callers in
-    // this file restrict to async-signal-safe system calls, then `_exit` (no destructors,
-    // no atexit handlers, no stdio flush).
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: fork has no memory preconditions; the child only runs `child_setup` and `body`,
+    // which callers in this file restrict to async-signal-safe system calls, then `_exit` (no
+    // destructors, no atexit handlers, no stdio flush).
     let pid = unsafe { libc::fork() };
     match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => {
-            let code = body();
+            let code = if child_setup(parent) { body() } else { 126 };
             // SAFETY: leaving the child without running any Rust or libc teardown.
             unsafe { libc::_exit(code) }
         }
-        pid => Ok(Child { pid, reaped: false }),
+        pid => {
+            // Also from this side, so the group exists whichever process runs first. It fails
+            // harmlessly (EACCES) when the child has already exec'd: it made its group itself.
+            // SAFETY: setpgid on our own child, no pointers.
+            unsafe { libc::setpgid(pid, pid) };
+            Ok(Child::adopt(pid))
+        }
     }
 }
 
-/// fork, the child exits at once, wait: one process creation and teardown.
-pub fn fork_exit_wait() -> io::Result<()> {
-    let status = fork_with(|| 0)?.wait()?;
+/// fork, the child exits at once, wait: one process creation and teardown. Gives up with
+/// [`stopped`] when `stop` is requested.
+pub fn fork_exit_wait(stop: Stop) -> io::Result<()> {
+    let status = fork_with(|| 0)?.wait(stop)?;
     if status != 0 {
         return Err(io::Error::other(format!("child exited with status {status}")));
     }
     Ok(())
 }
 
-/// A program and its arguments prepared (as C strings) before any fork.
+/// A program and its arguments prepared (as C strings) before any fork, with the posix_spawn
+/// attributes that put a spawned child in a process group of its own.
 pub struct Program {
     path: CString,
     _args: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
+    /// Boxed: glibc does not promise the attributes can be moved once initialised.
+    spawn_attr: Box<libc::posix_spawnattr_t>,
 }
 
 impl Program {
@@ -98,12 +257,33 @@ impl Program {
         let args = vec![path_c.clone()];
         let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
-        Ok(Program {
+        // SAFETY: an all-zero posix_spawnattr_t is plain memory for posix_spawnattr_init to set.
+        let mut spawn_attr: Box<libc::posix_spawnattr_t> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: spawn_attr points to memory owned by the box; init comes first, and the
+        // setters only write into it. Drop destroys it.
+        let rc = unsafe {
+            match libc::posix_spawnattr_init(&mut *spawn_attr) {
+                0 => {
+                    match libc::posix_spawnattr_setflags(&mut *spawn_attr, libc::POSIX_SPAWN_SETPGROUP as libc::c_short)
+                    {
+                        0 => libc::posix_spawnattr_setpgroup(&mut *spawn_attr, 0),
+                        rc => rc,
+                    }
+                }
+                rc => return Err(io::Error::from_raw_os_error(rc)),
+            }
+        };
+        let program = Program {
             path: path_c,
             _args: args,
             argv,
             envp: vec![std::ptr::null()],
-        })
+            spawn_attr,
+        };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(program)
     }
 
     pub fn path(&self) -> &CStr {
@@ -111,8 +291,16 @@ impl Program {
     }
 }
 
-/// fork + execve of `program` + wait. Status 127 means exec failed in the child.
-pub fn fork_exec_wait(program: &Program) -> io::Result<i32> {
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the attributes were initialised in `new` (a Program exists only then).
+        unsafe { libc::posix_spawnattr_destroy(&mut *self.spawn_attr) };
+    }
+}
+
+/// fork + execve of `program` + wait. Status 127 means exec failed in the child. Gives up with
+/// [`stopped`] (the child's group killed and the child reaped) when `stop` is requested.
+pub fn fork_exec_wait(program: &Program, stop: Stop) -> io::Result<i32> {
     let (path, argv, envp) = (program.path.as_ptr(), program.argv.as_ptr(), program.envp.as_ptr());
     let child = fork_with(move || {
         // SAFETY: path, argv and envp are NUL-terminated arrays built before the fork and still
@@ -120,20 +308,21 @@ pub fn fork_exec_wait(program: &Program) -> io::Result<i32> {
         unsafe { libc::execve(path, argv, envp) };
         127
     })?;
-    child.wait()
+    child.wait(stop)
 }
 
-/// posix_spawn of `program` + wait.
-pub fn spawn_wait(program: &Program) -> io::Result<i32> {
+/// posix_spawn of `program` (in a process group of its own) + wait; gives up like
+/// [`fork_exec_wait`].
+pub fn spawn_wait(program: &Program, stop: Stop) -> io::Result<i32> {
     let mut pid: libc::pid_t = 0;
-    // SAFETY: pid is a valid out-pointer; path/argv/envp are NUL-terminated and alive; null
-    // file actions and attributes mean the defaults.
+    // SAFETY: pid is a valid out-pointer; path/argv/envp are NUL-terminated and alive; the
+    // attributes were initialised in Program::new; null file actions mean the defaults.
     let rc = unsafe {
         libc::posix_spawn(
             &mut pid,
             program.path.as_ptr(),
             std::ptr::null(),
-            std::ptr::null(),
+            &*program.spawn_attr,
             program.argv.as_ptr() as *const *mut libc::c_char,
             program.envp.as_ptr() as *const *mut libc::c_char,
         )
@@ -141,7 +330,7 @@ pub fn spawn_wait(program: &Program) -> io::Result<i32> {
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    Child { pid, reaped: false }.wait()
+    Child::adopt(pid).wait(stop)
 }
 
 /// A pipe: (read end, write end), close-on-exec.
@@ -264,10 +453,39 @@ pub fn decode_reader_result(bytes: &[u8; 16]) -> ReaderResult {
     }
 }
 
-/// Read exactly buf.len() bytes from a pipe (retrying short reads and EINTR).
-pub fn read_exact_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<()> {
+/// Wait until `fd` is readable (or hung up): true; false as soon as `stop` is requested.
+fn wait_readable(fd: RawFd, stop: Stop) -> io::Result<bool> {
+    loop {
+        if stop.requested() {
+            return Ok(false);
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: p is one valid pollfd for an fd the caller keeps open.
+        let rc = unsafe { libc::poll(&mut p, 1, Stop::POLL.as_millis() as libc::c_int) };
+        if rc > 0 {
+            return Ok(true);
+        }
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// Read exactly buf.len() bytes from a pipe (retrying short reads and EINTR); gives up with
+/// [`stopped`] when `stop` is requested while it waits for data.
+pub fn read_exact_fd(fd: &OwnedFd, buf: &mut [u8], stop: Stop) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
+        if !wait_readable(fd.as_raw_fd(), stop)? {
+            return Err(stopped());
+        }
         // SAFETY: buf[done..] is writable for the length passed.
         let n = unsafe {
             libc::read(
@@ -313,4 +531,62 @@ pub fn write_all_fd(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
         done += n as usize;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocked_echo() -> (Child, OwnedFd, OwnedFd) {
+        let (to_child_r, to_child_w) = pipe().unwrap();
+        let (from_child_r, from_child_w) = pipe().unwrap();
+        let child = fork_pipe_echo(
+            to_child_r.as_raw_fd(),
+            from_child_w.as_raw_fd(),
+            None,
+            &[to_child_w.as_raw_fd(), from_child_r.as_raw_fd()],
+        )
+        .unwrap();
+        (child, to_child_w, from_child_r)
+    }
+
+    fn gone(pid: libc::pid_t) -> bool {
+        // SAFETY: signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid, 0) != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) }
+    }
+
+    #[test]
+    fn a_child_leads_its_own_group_and_dropping_it_kills_and_reaps_it() {
+        let (child, _w, _r) = blocked_echo();
+        let pid = child.pid();
+        // SAFETY: getpgid only reads; pid is our unreaped child.
+        assert_eq!(unsafe { libc::getpgid(pid) }, pid);
+        drop(child);
+        assert!(gone(pid));
+    }
+
+    #[test]
+    fn a_stop_ends_the_wait_kills_the_child_and_reaps_it() {
+        let (child, _w, _r) = blocked_echo();
+        let pid = child.pid();
+        let stop = Stop::fresh();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            stop.request();
+        });
+        let t = std::time::Instant::now();
+        let err = child.wait(stop).unwrap_err();
+        assert!(is_stopped(&err), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert!(gone(pid));
+        stopper.join().unwrap();
+    }
+
+    #[test]
+    fn a_normal_exit_is_waited_for() {
+        fork_exit_wait(Stop::fresh()).unwrap();
+        let (child, w, _r) = blocked_echo();
+        drop(w); // end of file: the echo child exits 0
+        assert_eq!(child.wait(Stop::fresh()).unwrap(), 0);
+    }
 }

@@ -83,9 +83,18 @@ pub fn is_invariant() -> bool {
 
 /// Measure the TSC frequency in Hz against CLOCK_MONOTONIC over `window`.
 pub fn calibrate_hz(window: Duration) -> Option<f64> {
+    calibrate_hz_while(window, || true)
+}
+
+/// [`calibrate_hz`], giving up (None) as soon as `keep_going` says false; it is asked
+/// between spins while the window runs, so it should be cheap (an atomic load).
+pub fn calibrate_hz_while(window: Duration, keep_going: impl Fn() -> bool) -> Option<f64> {
     let t0 = Instant::now();
     let c0 = rdtsc_fenced()?;
     while t0.elapsed() < window {
+        if !keep_going() {
+            return None;
+        }
         std::hint::spin_loop();
     }
     let c1 = rdtscp()?;
