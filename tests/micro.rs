@@ -1,13 +1,11 @@
 //! `iopath micro` as a user runs it: every benchmark in --quick mode returns sane figures with
 //! units and sources; bad options exit 2 with one clear line; temp files never stay behind.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{iopath, metric};
 use predicates::prelude::*;
 use serde_json::Value;
-
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").expect("binary built")
-}
 
 /// Run `iopath micro <args> --quick --json` and return the records.
 fn records(args: &[&str]) -> Vec<Value> {
@@ -22,13 +20,6 @@ fn records(args: &[&str]) -> Vec<Value> {
         .clone();
     let v: Value = serde_json::from_slice(&out).expect("valid JSON");
     v.as_array().expect("an array of records").clone()
-}
-
-fn metric<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
-    record["observation"]["metrics"]
-        .as_array()?
-        .iter()
-        .find(|m| m["name"] == name)
 }
 
 /// Each record has the figure `name` in `unit`, either a positive finite median with its

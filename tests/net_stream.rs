@@ -1,14 +1,12 @@
 //! `iopath net stream` and `iopath net serve` as a user runs them, on loopback.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, iopath, role_metric, stderr, stdout};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
-
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").unwrap()
-}
 
 /// Run `net stream` with short windows and return the parsed JSON records.
 fn stream_json(extra: &[&str]) -> Vec<Value> {
@@ -18,11 +16,7 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
     }
     args.extend_from_slice(extra);
     let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
-    assert!(
-        out.status.success(),
-        "iopath {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "iopath {args:?} failed: {}", stderr(&out));
     serde_json::from_slice::<Value>(&out.stdout)
         .unwrap()
         .as_array()
@@ -31,12 +25,7 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
 }
 
 fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
-    record["observation"]["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == role && m["name"] == name)
-        .unwrap_or_else(|| panic!("no {role} {name} in {record}"))
+    role_metric(record, role, name).unwrap_or_else(|| panic!("no {role} {name} in {record}"))
 }
 
 fn value(record: &Value, role: &str, name: &str) -> f64 {
@@ -159,7 +148,7 @@ fn table_and_csv_outputs() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&out);
     assert!(text.starts_with("mode"), "{text}");
     assert!(
         text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "),
@@ -184,7 +173,7 @@ fn table_and_csv_outputs() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let csv = String::from_utf8_lossy(&out.stdout);
+    let csv = stdout(&out);
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     for col in [
         "workload",
@@ -217,7 +206,7 @@ fn malformed_flags_exit_2_with_one_line() {
         let mut args = vec!["net", "stream"];
         args.extend_from_slice(flags);
         let out = iopath().args(&args).timeout(Duration::from_secs(20)).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{flags:?}: not one line: {err}");
         assert!(err.contains(expect), "{flags:?}: {err}");
@@ -243,7 +232,7 @@ fn busy_port_is_a_clear_run_failure() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("busy"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -251,7 +240,7 @@ fn busy_port_is_a_clear_run_failure() {
 
 /// Start `iopath net serve` on a free port; returns the child (killed on drop) and its address.
 fn start_server() -> (Reaped, String) {
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+    let mut child = StdCommand::new(bin())
         .args(["net", "serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -294,13 +283,13 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(value(&records[0], "server", "bytes_received") > 0.0);
 
     // Now the server dies in the middle of the second case: the first case's result is kept,
     // the run fails with one line and exit code 1, well within the timeouts.
-    let client = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+    let client = StdCommand::new(bin())
         .args([
             "net",
             "stream",
@@ -329,7 +318,7 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
         started.elapsed() < Duration::from_secs(30),
         "the client hung after the server died"
     );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("error:") && err.contains("two-copy"), "{err}");
     let kept: Value = serde_json::from_slice(&out.stdout).expect("results so far are printed");
@@ -348,7 +337,7 @@ fn connect_to_nothing_fails_fast() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("could not connect"));
+    assert!(stderr(&out).contains("could not connect"));
 }
 
 /// The client may announce the window before the server accepted every data connection
@@ -454,11 +443,7 @@ fn net_serve_refuses_hostile_cases_and_keeps_serving() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "the server did not survive: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "the server did not survive: {}", stderr(&out));
 }
 
 /// Found in review: any stray connection during set-up ended the session.
@@ -513,7 +498,7 @@ fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs about") && err.contains("available"), "{err}");
     let out = iopath()
@@ -521,7 +506,7 @@ fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("IP:PORT"), "{err}");
 }
@@ -556,11 +541,7 @@ impl Namespace {
             if out.status.success() {
                 Ok(())
             } else {
-                Err(format!(
-                    "ip {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
+                Err(format!("ip {}: {}", args.join(" "), stderr(&out).trim()))
             }
         };
         ip(&["netns", "add", &name])?;
@@ -607,7 +588,7 @@ fn stream_across_a_veth_pair_into_a_namespace() {
     let mut server = Reaped(
         StdCommand::new("ip")
             .args(["netns", "exec", &ns.name])
-            .arg(assert_cmd::cargo::cargo_bin("iopath"))
+            .arg(bin())
             .args(["net", "serve", "--once", "--listen", &listen])
             .stderr(Stdio::piped())
             .spawn()
@@ -638,7 +619,7 @@ fn stream_across_a_veth_pair_into_a_namespace() {
         .output()
         .unwrap();
     let status = server.0.wait().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(status.success(), "net serve --once did not exit cleanly");
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &records[0];
@@ -673,8 +654,8 @@ fn db_keeps_the_run_for_report_and_export() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stored as run 1 (complete)"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stored as run 1 (complete)"));
     let csv = iopath()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
@@ -691,6 +672,6 @@ fn db_keeps_the_run_for_report_and_export() {
         .arg(&db)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(std::fs::read_to_string(&report).unwrap().contains("Machine"));
 }

@@ -1,13 +1,11 @@
 //! `iopath sweep`, `runs`, `export` and `compare` as a user runs them, with short loopback cells.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, count, iopath, stderr};
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
-
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").unwrap()
-}
 
 /// A small real sweep: 2 modes x 2 sizes x 1 thread count x `reps`.
 fn small_sweep(db: &Path, reps: &str) -> std::process::Output {
@@ -36,15 +34,6 @@ fn small_sweep(db: &Path, reps: &str) -> std::process::Output {
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap()
-}
-
-fn count(db: &Path, sql: &str) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(sql, [], |r| r.get(0)).unwrap()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -127,7 +116,7 @@ fn wait_for_cells(db: &Path, n: i64, limit: Duration) -> bool {
 }
 
 fn start_sweep(db: &Path) -> std::process::Child {
-    StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+    StdCommand::new(bin())
         .args([
             "sweep",
             "net-stream",
@@ -515,7 +504,7 @@ fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
 fn a_sweep_with_failed_cells_exits_1_and_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("f.db");
-    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let bin = bin();
     let script = format!(
         "ulimit -n 24 && exec '{}' sweep net-stream --mode one-copy --size 1K --threads 1,8 --reps 1 --duration 100ms --warmup 0 --no-warmup-cell --db '{}'",
         bin.display(),
