@@ -26,7 +26,6 @@ fn report_holds_every_chart_and_the_crossover_table() {
             "100ms",
             "--warmup",
             "100ms",
-            "--no-warmup-cell",
             "--name",
             "report test",
             "--db",
