@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, iopath, role_metric, stderr, stdout};
+use common::{bin, iopath, role_metric, stderr, stdout, temp_db, wait_for_cells};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as StdCommand, Stdio};
@@ -123,6 +123,10 @@ fn pinned_run_records_where_threads_ran() {
         assert_eq!(p["cpu_at_start"], 0);
         assert_eq!(p["cpu_at_end"], 0);
     }
+}
+
+#[test]
+fn an_unpinned_run_says_so() {
     let unpinned = stream_json(&["--mode", "one-copy", "--size", "16K"]);
     assert!(unpinned[0]["observation"]["warnings"]
         .to_string()
@@ -130,7 +134,7 @@ fn pinned_run_records_where_threads_ran() {
 }
 
 #[test]
-fn table_and_csv_outputs() {
+fn table_output_names_the_case_and_the_sources() {
     let out = iopath()
         .args([
             "net",
@@ -154,7 +158,10 @@ fn table_and_csv_outputs() {
         text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "),
         "{text}"
     );
+}
 
+#[test]
+fn csv_output_has_value_and_source_columns() {
     let out = iopath()
         .args([
             "net",
@@ -214,6 +221,8 @@ fn malformed_flags_exit_2_with_one_line() {
     }
 }
 
+/// A busy --port fails the cell with a message that says what to do: exit 1, the failed cell
+/// listed on stdout, and on stderr only the cell's failure and the closing error.
 #[test]
 fn busy_port_is_a_clear_run_failure() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -234,8 +243,18 @@ fn busy_port_is_a_clear_run_failure() {
         .unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("busy"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let lines: Vec<&str> = err.trim_end().lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("cell failed: one-copy 64KiB t1 rep 1:"), "{err}");
+    assert!(lines[1].starts_with("error: 1 of 1 cells failed"), "{err}");
+    for line in lines {
+        assert!(line.contains("is busy") && line.contains("--port"), "{err}");
+    }
+    assert!(
+        stdout(&out).starts_with("failed: one-copy 64KiB t1 rep 1:"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// Start `iopath net serve` on a free port; returns the child (killed on drop) and its address.
@@ -261,9 +280,8 @@ fn start_server() -> (Reaped, String) {
 }
 
 #[test]
-fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
-    let (mut server, addr) = start_server();
-    // One normal session against the separate server process.
+fn a_session_with_a_separate_server_process_works() {
+    let (_server, addr) = start_server();
     let out = iopath()
         .args([
             "net",
@@ -286,9 +304,14 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
     assert!(out.status.success(), "{}", stderr(&out));
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(value(&records[0], "server", "bytes_received") > 0.0);
+}
 
-    // Now the server dies in the middle of the second case: the first case's result is kept,
-    // the run fails with one line and exit code 1, well within the timeouts.
+/// The server dies in the middle of the second case: the first case's result is kept, the
+/// second is a failed cell, and the run exits 1, well within the timeouts.
+#[test]
+fn a_vanishing_peer_fails_the_cell_and_keeps_the_finished_one() {
+    let (_dir, db) = temp_db("iopath.db");
+    let (mut server, addr) = start_server();
     let client = StdCommand::new(bin())
         .args([
             "net",
@@ -304,12 +327,16 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
             "--warmup",
             "50ms",
             "--json",
+            "--db",
+            db.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1700));
+    // Once the first case is stored the second is under way: its window is 1 s.
+    wait_for_cells(&db, 1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
     server.0.kill().unwrap();
     server.0.wait().unwrap();
     let started = Instant::now();
@@ -320,9 +347,20 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("error:") && err.contains("two-copy"), "{err}");
-    let kept: Value = serde_json::from_slice(&out.stdout).expect("results so far are printed");
-    assert_eq!(kept.as_array().unwrap().len(), 1, "the finished case is kept");
+    assert!(
+        err.contains("error: 1 of 2 cells failed") && err.contains("first: two-copy"),
+        "{err}"
+    );
+    let records: Value = serde_json::from_slice(&out.stdout).expect("the results are printed");
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(records[0]["error"].is_null(), "the finished case is kept: {records:?}");
+    assert!(value(&records[0], "server", "bytes_received") > 0.0);
+    assert!(
+        records[1]["label"].as_str().unwrap().starts_with("two-copy"),
+        "{records:?}"
+    );
+    assert!(records[1]["error"].is_string(), "{records:?}");
 }
 
 #[test]
@@ -483,7 +521,7 @@ fn a_stray_connection_during_setup_is_ignored() {
 }
 
 #[test]
-fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
+fn cases_that_do_not_fit_in_memory_are_usage_errors() {
     let out = iopath()
         .args([
             "net",
@@ -501,6 +539,10 @@ fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs about") && err.contains("available"), "{err}");
+}
+
+#[test]
+fn a_bad_listen_address_is_a_usage_error() {
     let out = iopath()
         .args(["net", "serve", "--listen", "bogus"])
         .timeout(Duration::from_secs(20))
@@ -655,7 +697,11 @@ fn db_keeps_the_run_for_report_and_export() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("stored as run 1 (complete)"));
+    assert!(
+        stderr(&out).contains(&format!("stored as run 1 in {}", db.display())),
+        "{}",
+        stderr(&out)
+    );
     let csv = iopath()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
