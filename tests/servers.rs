@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, iopath, metric, role_metric, stderr, stdout};
+use common::{bin, iopath, metric, role_metric, stderr, stdout, usage_error};
 use iopath::servers::protocol::{self, Decoded, ErrorCode, Rank, Response};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -405,7 +405,7 @@ fn servers_run_reports_metrics_with_sources() {
             "servers",
             "--model",
             "epoll,threads",
-            "--workload",
+            "--request",
             "echo:64|procs:2",
             "--clients",
             "1,4",
@@ -457,7 +457,7 @@ fn starved_clients_show_in_the_tail_latency() {
             "servers",
             "--model",
             "iterative",
-            "--workload",
+            "--request",
             "echo:64",
             "--clients",
             "10",
@@ -494,11 +494,20 @@ fn starved_clients_show_in_the_tail_latency() {
 /// Found in review: when file descriptors ran out, every connection was made and then the
 /// epoll could not be, and the run showed a silent 0 req/s. Failed connections are now errors
 /// and the connections that were made are served.
+///
+/// Known flaky under CPU load, because of src/servers/loadgen.rs, not this test: the load
+/// generator and the server share the process's 64 fds, and the client thread connects all
+/// its clients in one burst while the server thread accepts. When the server thread is not
+/// scheduled during the burst, the clients take every fd, the server can accept none, and the
+/// run serves 0 req/s (exit 0). Reproduce with the server's CPU busy:
+/// `ulimit -n 64; nice -n 19 iopath servers --model epoll --request echo:64 --clients 100
+/// --server-cpus 1 --client-cpus 0 --duration 300ms --warmup 100ms --json` beside a busy loop
+/// on CPU 1.
 #[test]
 fn running_out_of_file_descriptors_is_counted_not_silent() {
     let bin = bin();
     let script = format!(
-        "ulimit -n 64 && exec '{}' servers --model epoll --workload echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
+        "ulimit -n 64 && exec '{}' servers --model epoll --request echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
         bin.display()
     );
     let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
@@ -549,27 +558,45 @@ fn servers_table_and_csv() {
     assert_eq!(text.lines().count(), 2);
 }
 
+/// Every bad value is refused with one line naming it and what is accepted, so a renamed
+/// flag cannot pass as clap's "unexpected argument".
 #[test]
 fn bad_flags_get_one_line_and_exit_2() {
-    for args in [
-        vec!["servers", "--model", "forking"],
-        vec!["servers", "--clients", "0"],
-        vec!["servers", "--clients", "50000"],
-        vec!["servers", "--workload", "echo:0"],
-        vec!["servers", "--workload", "ftp:3"],
-        vec!["servers", "--duration", "-1s"],
-        vec!["servers", "--server-cpus", "99"],
-        vec!["servers", "--rate", "0"],
-        vec!["procs", "serve", "--listen", "not-an-address"],
-        vec!["procs", "serve", "--model", "fork"],
-        vec!["procs", "serve", "--max-conns", "0"],
-        vec!["procs", "query", "127.0.0.1:7070", "-k", "0"],
-    ] {
-        let out = iopath().args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = stderr(&out);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+    let cases: [(&[&str], &str); 12] = [
+        (
+            &["servers", "--model", "forking"],
+            "unknown model 'forking' (accepted: iterative",
+        ),
+        (&["servers", "--clients", "0"], "--clients: '0' must be at least 1"),
+        (
+            &["servers", "--clients", "50000"],
+            "--clients: 50000 is above the limit",
+        ),
+        (
+            &["servers", "--request", "echo:0"],
+            "'echo:0': bad size '0' (accepted: echo:<bytes>",
+        ),
+        (&["servers", "--request", "ftp:3"], "'ftp:3' (accepted: echo:<bytes>"),
+        (&["servers", "--duration", "-1s"], "--duration: '-1s' is not a duration"),
+        (
+            &["servers", "--server-cpus", "99"],
+            "--server-cpus: CPU 99 is not online",
+        ),
+        (&["servers", "--rate", "0"], "--rate: must be at least 1"),
+        (
+            &["procs", "serve", "--listen", "not-an-address"],
+            "--listen: 'not-an-address' is not an address",
+        ),
+        (&["procs", "serve", "--model", "fork"], "unknown model 'fork'"),
+        (
+            &["procs", "serve", "--max-conns", "0"],
+            "--max-conns: must be at least 1",
+        ),
+        (&["procs", "query", "127.0.0.1:7070", "-k", "0"], "-k: accepted 1..1000"),
+    ];
+    for (args, says) in cases {
+        let err = usage_error(args);
+        assert!(err.contains(says), "{args:?}: expected '{says}' in {err}");
     }
 }
 
