@@ -1,14 +1,8 @@
 //! What the command line says when it is called wrongly: one line, exit 2, and what is accepted.
 
-use assert_cmd::Command;
+mod common;
 
-fn one_line_error(args: &[&str]) -> String {
-    let out = Command::cargo_bin("iopath").unwrap().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "{args:?}: not one line: {err}");
-    err
-}
+use common::usage_error as one_line_error;
 
 /// Found in review: only clap's first line was printed, which dropped the missing argument's
 /// name, the possible values and the list of subcommands.

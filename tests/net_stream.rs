@@ -1,14 +1,12 @@
 //! `iopath net stream` and `iopath net serve` as a user runs them, on loopback.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, iopath, role_metric, stderr, stdout, temp_db, wait_for_cells};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
-
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").unwrap()
-}
 
 /// Run `net stream` with short windows and return the parsed JSON records.
 fn stream_json(extra: &[&str]) -> Vec<Value> {
@@ -18,11 +16,7 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
     }
     args.extend_from_slice(extra);
     let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
-    assert!(
-        out.status.success(),
-        "iopath {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "iopath {args:?} failed: {}", stderr(&out));
     serde_json::from_slice::<Value>(&out.stdout)
         .unwrap()
         .as_array()
@@ -31,12 +25,7 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
 }
 
 fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
-    record["observation"]["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == role && m["name"] == name)
-        .unwrap_or_else(|| panic!("no {role} {name} in {record}"))
+    role_metric(record, role, name).unwrap_or_else(|| panic!("no {role} {name} in {record}"))
 }
 
 fn value(record: &Value, role: &str, name: &str) -> f64 {
@@ -134,6 +123,10 @@ fn pinned_run_records_where_threads_ran() {
         assert_eq!(p["cpu_at_start"], 0);
         assert_eq!(p["cpu_at_end"], 0);
     }
+}
+
+#[test]
+fn an_unpinned_run_says_so() {
     let unpinned = stream_json(&["--mode", "one-copy", "--size", "16K"]);
     assert!(unpinned[0]["observation"]["warnings"]
         .to_string()
@@ -141,7 +134,7 @@ fn pinned_run_records_where_threads_ran() {
 }
 
 #[test]
-fn table_and_csv_outputs() {
+fn table_output_names_the_case_and_the_sources() {
     let out = iopath()
         .args([
             "net",
@@ -159,13 +152,16 @@ fn table_and_csv_outputs() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&out);
     assert!(text.starts_with("mode"), "{text}");
     assert!(
         text.contains("two-copy") && text.contains("8KiB") && text.contains("sources: "),
         "{text}"
     );
+}
 
+#[test]
+fn csv_output_has_value_and_source_columns() {
     let out = iopath()
         .args([
             "net",
@@ -184,7 +180,7 @@ fn table_and_csv_outputs() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let csv = String::from_utf8_lossy(&out.stdout);
+    let csv = stdout(&out);
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     for col in [
         "workload",
@@ -217,7 +213,7 @@ fn malformed_flags_exit_2_with_one_line() {
         let mut args = vec!["net", "stream"];
         args.extend_from_slice(flags);
         let out = iopath().args(&args).timeout(Duration::from_secs(20)).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{flags:?}: not one line: {err}");
         assert!(err.contains(expect), "{flags:?}: {err}");
@@ -225,6 +221,8 @@ fn malformed_flags_exit_2_with_one_line() {
     }
 }
 
+/// A busy --port fails the cell with a message that says what to do: exit 1, the failed cell
+/// listed on stdout, and on stderr only the cell's failure and the closing error.
 #[test]
 fn busy_port_is_a_clear_run_failure() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -243,15 +241,25 @@ fn busy_port_is_a_clear_run_failure() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("busy"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let lines: Vec<&str> = err.trim_end().lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("cell failed: one-copy 64KiB t1 rep 1:"), "{err}");
+    assert!(lines[1].starts_with("error: 1 of 1 cells failed"), "{err}");
+    for line in lines {
+        assert!(line.contains("is busy") && line.contains("--port"), "{err}");
+    }
+    assert!(
+        stdout(&out).starts_with("failed: one-copy 64KiB t1 rep 1:"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// Start `iopath net serve` on a free port; returns the child (killed on drop) and its address.
 fn start_server() -> (Reaped, String) {
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+    let mut child = StdCommand::new(bin())
         .args(["net", "serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -272,9 +280,8 @@ fn start_server() -> (Reaped, String) {
 }
 
 #[test]
-fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
-    let (mut server, addr) = start_server();
-    // One normal session against the separate server process.
+fn a_session_with_a_separate_server_process_works() {
+    let (_server, addr) = start_server();
     let out = iopath()
         .args([
             "net",
@@ -294,13 +301,18 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(value(&records[0], "server", "bytes_received") > 0.0);
+}
 
-    // Now the server dies in the middle of the second case: the first case's result is kept,
-    // the run fails with one line and exit code 1, well within the timeouts.
-    let client = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+/// The server dies in the middle of the second case: the first case's result is kept, the
+/// second is a failed cell, and the run exits 1, well within the timeouts.
+#[test]
+fn a_vanishing_peer_fails_the_cell_and_keeps_the_finished_one() {
+    let (_dir, db) = temp_db("iopath.db");
+    let (mut server, addr) = start_server();
+    let client = StdCommand::new(bin())
         .args([
             "net",
             "stream",
@@ -315,12 +327,16 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
             "--warmup",
             "50ms",
             "--json",
+            "--db",
+            db.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1700));
+    // Once the first case is stored the second is under way: its window is 1 s.
+    wait_for_cells(&db, 1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
     server.0.kill().unwrap();
     server.0.wait().unwrap();
     let started = Instant::now();
@@ -329,11 +345,22 @@ fn remote_server_session_works_and_a_vanishing_peer_fails_the_run_cleanly() {
         started.elapsed() < Duration::from_secs(30),
         "the client hung after the server died"
     );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("error:") && err.contains("two-copy"), "{err}");
-    let kept: Value = serde_json::from_slice(&out.stdout).expect("results so far are printed");
-    assert_eq!(kept.as_array().unwrap().len(), 1, "the finished case is kept");
+    assert!(
+        err.contains("error: 1 of 2 cells failed") && err.contains("first: two-copy"),
+        "{err}"
+    );
+    let records: Value = serde_json::from_slice(&out.stdout).expect("the results are printed");
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(records[0]["error"].is_null(), "the finished case is kept: {records:?}");
+    assert!(value(&records[0], "server", "bytes_received") > 0.0);
+    assert!(
+        records[1]["label"].as_str().unwrap().starts_with("two-copy"),
+        "{records:?}"
+    );
+    assert!(records[1]["error"].is_string(), "{records:?}");
 }
 
 #[test]
@@ -348,7 +375,7 @@ fn connect_to_nothing_fails_fast() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("could not connect"));
+    assert!(stderr(&out).contains("could not connect"));
 }
 
 /// The client may announce the window before the server accepted every data connection
@@ -454,11 +481,7 @@ fn net_serve_refuses_hostile_cases_and_keeps_serving() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "the server did not survive: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "the server did not survive: {}", stderr(&out));
 }
 
 /// Found in review: any stray connection during set-up ended the session.
@@ -498,7 +521,7 @@ fn a_stray_connection_during_setup_is_ignored() {
 }
 
 #[test]
-fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
+fn cases_that_do_not_fit_in_memory_are_usage_errors() {
     let out = iopath()
         .args([
             "net",
@@ -513,15 +536,19 @@ fn cases_that_do_not_fit_in_memory_and_bad_listen_addresses_are_usage_errors() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs about") && err.contains("available"), "{err}");
+}
+
+#[test]
+fn a_bad_listen_address_is_a_usage_error() {
     let out = iopath()
         .args(["net", "serve", "--listen", "bogus"])
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("IP:PORT"), "{err}");
 }
@@ -556,11 +583,7 @@ impl Namespace {
             if out.status.success() {
                 Ok(())
             } else {
-                Err(format!(
-                    "ip {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
+                Err(format!("ip {}: {}", args.join(" "), stderr(&out).trim()))
             }
         };
         ip(&["netns", "add", &name])?;
@@ -607,7 +630,7 @@ fn stream_across_a_veth_pair_into_a_namespace() {
     let mut server = Reaped(
         StdCommand::new("ip")
             .args(["netns", "exec", &ns.name])
-            .arg(assert_cmd::cargo::cargo_bin("iopath"))
+            .arg(bin())
             .args(["net", "serve", "--once", "--listen", &listen])
             .stderr(Stdio::piped())
             .spawn()
@@ -638,7 +661,7 @@ fn stream_across_a_veth_pair_into_a_namespace() {
         .output()
         .unwrap();
     let status = server.0.wait().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(status.success(), "net serve --once did not exit cleanly");
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &records[0];
@@ -673,8 +696,12 @@ fn db_keeps_the_run_for_report_and_export() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stored as run 1 (complete)"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("stored as run 1 in {}", db.display())),
+        "{}",
+        stderr(&out)
+    );
     let csv = iopath()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
@@ -691,6 +718,6 @@ fn db_keeps_the_run_for_report_and_export() {
         .arg(&db)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(std::fs::read_to_string(&report).unwrap().contains("Machine"));
 }

@@ -1,12 +1,10 @@
 //! `iopath report` as a user runs it: one self-contained HTML file with every chart, the
 //! crossover table and the per-cell statistics, and the charts as SVG and PNG beside it.
 
-use assert_cmd::Command;
-use std::time::Duration;
+mod common;
 
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").unwrap()
-}
+use common::{iopath, stderr};
+use std::time::Duration;
 
 #[test]
 fn report_holds_every_chart_and_the_crossover_table() {
@@ -28,7 +26,6 @@ fn report_holds_every_chart_and_the_crossover_table() {
             "100ms",
             "--warmup",
             "100ms",
-            "--no-warmup-cell",
             "--name",
             "report test",
             "--db",
@@ -37,7 +34,7 @@ fn report_holds_every_chart_and_the_crossover_table() {
         .timeout(Duration::from_secs(180))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
 
     let html_path = dir.path().join("out/report.html");
     std::fs::create_dir_all(html_path.parent().unwrap()).unwrap();
@@ -48,7 +45,7 @@ fn report_holds_every_chart_and_the_crossover_table() {
         .arg(&html_path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("report.html"));
 
     let html = std::fs::read_to_string(&html_path).unwrap();
@@ -121,7 +118,7 @@ fn quick_refuses_an_unwritable_report_path_before_running_anything() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(err.contains("does not exist") && err.lines().count() == 1, "{err}");
     assert!(
         !db.exists(),

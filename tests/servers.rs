@@ -3,8 +3,9 @@
 //! well-behaved client, `--max-conns` refusals, and a clean SIGINT stop. Also `iopath
 //! servers` end to end and its bad-input handling.
 
-use assert_cmd::cargo::CommandCargoExt;
-use assert_cmd::Command as AssertCommand;
+mod common;
+
+use common::{bin, iopath, metric, role_metric, stderr, stdout, usage_error};
 use iopath::servers::protocol::{self, Decoded, ErrorCode, Rank, Response};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -31,8 +32,7 @@ struct Served {
 impl Served {
     /// Start the server, or None (with the reason printed) when the model cannot run here.
     fn start(model: &str, extra: &[&str]) -> Option<Served> {
-        let mut child = Command::cargo_bin("iopath")
-            .unwrap()
+        let mut child = Command::new(bin())
             .args([
                 "procs",
                 "serve",
@@ -54,7 +54,7 @@ impl Served {
             .unwrap();
         if line.is_empty() {
             let out = child.wait_with_output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
+            let err = stderr(&out);
             if model == "uring" && err.contains("io_uring unavailable") {
                 eprintln!("skipping uring: {err}");
                 return None;
@@ -357,13 +357,12 @@ fn procs_query_prints_the_top_k() {
         return;
     };
     let addr = server.addr.to_string();
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args(["procs", "query", &addr, "-k", "2", "--clients", "4"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text} {}", stderr(&out));
     assert!(text.contains("4 of 4 client(s) answered"), "{text}");
     // Header plus exactly two ranked rows.
     assert_eq!(
@@ -372,8 +371,7 @@ fn procs_query_prints_the_top_k() {
         "{text}"
     );
     std::thread::sleep(Duration::from_millis(300));
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args(["procs", "query", &addr, "-k", "3", "--interval", "--json"])
         .output()
         .unwrap();
@@ -393,8 +391,7 @@ fn procs_query_without_a_server_fails_with_exit_1() {
         .local_addr()
         .unwrap()
         .port();
-    AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    iopath()
         .args(["procs", "query", &format!("127.0.0.1:{port}"), "--timeout", "2s"])
         .assert()
         .code(1)
@@ -403,13 +400,12 @@ fn procs_query_without_a_server_fails_with_exit_1() {
 
 #[test]
 fn servers_run_reports_metrics_with_sources() {
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args([
             "servers",
             "--model",
             "epoll,threads",
-            "--workload",
+            "--request",
             "echo:64|procs:2",
             "--clients",
             "1,4",
@@ -422,18 +418,12 @@ fn servers_run_reports_metrics_with_sources() {
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let records = records.as_array().unwrap();
     assert_eq!(records.len(), 8);
     for r in records {
-        let metrics = r["observation"]["metrics"].as_array().unwrap();
-        let get = |name: &str| {
-            metrics
-                .iter()
-                .find(|m| m["name"] == name)
-                .unwrap_or_else(|| panic!("no {name}"))
-        };
+        let get = |name: &str| metric(r, name).unwrap_or_else(|| panic!("no {name}"));
         assert!(get("requests_per_s")["value"].as_f64().unwrap() > 0.0);
         assert_eq!(get("requests_per_s")["source"], "tool");
         assert_eq!(get("requests_per_s")["role"], "system");
@@ -442,12 +432,7 @@ fn servers_run_reports_metrics_with_sources() {
         let p99 = get("latency_p99_us")["value"].as_f64().unwrap();
         let max = get("latency_max_us")["value"].as_f64().unwrap();
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
-        let of = |name: &str, role: &str| {
-            metrics
-                .iter()
-                .find(|m| m["name"] == name && m["role"] == role)
-                .unwrap_or_else(|| panic!("no {role} {name}"))
-        };
+        let of = |name: &str, role: &str| role_metric(r, role, name).unwrap_or_else(|| panic!("no {role} {name}"));
         assert_eq!(of("cpu_user_s", "server")["source"], "rusage");
         assert_eq!(of("cpu_sys_s", "client")["source"], "rusage");
         assert!(of("cpu_us_per_req", "client")["value"].as_f64().unwrap() > 0.0);
@@ -467,13 +452,12 @@ fn servers_run_reports_metrics_with_sources() {
 /// percentiles with their age, and a note says how many were starved.
 #[test]
 fn starved_clients_show_in_the_tail_latency() {
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args([
             "servers",
             "--model",
             "iterative",
-            "--workload",
+            "--request",
             "echo:64",
             "--clients",
             "10",
@@ -486,21 +470,17 @@ fn starved_clients_show_in_the_tail_latency() {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &records[0];
-    let metric = |name: &str| {
-        r["observation"]["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["name"] == name)
+    let value = |name: &str| {
+        metric(r, name)
             .and_then(|m| m["value"].as_f64())
             .unwrap_or_else(|| panic!("no {name}"))
     };
-    assert!(metric("unanswered_at_end") >= 9.0, "{r}");
+    assert!(value("unanswered_at_end") >= 9.0, "{r}");
     assert!(
-        metric("latency_max_us") >= 100_000.0,
+        value("latency_max_us") >= 100_000.0,
         "the starved clients' waits are missing: {r}"
     );
     assert!(
@@ -514,36 +494,40 @@ fn starved_clients_show_in_the_tail_latency() {
 /// Found in review: when file descriptors ran out, every connection was made and then the
 /// epoll could not be, and the run showed a silent 0 req/s. Failed connections are now errors
 /// and the connections that were made are served.
+///
+/// Known flaky under CPU load, because of src/servers/loadgen.rs, not this test: the load
+/// generator and the server share the process's 64 fds, and the client thread connects all
+/// its clients in one burst while the server thread accepts. When the server thread is not
+/// scheduled during the burst, the clients take every fd, the server can accept none, and the
+/// run serves 0 req/s (exit 0). Reproduce with the server's CPU busy:
+/// `ulimit -n 64; nice -n 19 iopath servers --model epoll --request echo:64 --clients 100
+/// --server-cpus 1 --client-cpus 0 --duration 300ms --warmup 100ms --json` beside a busy loop
+/// on CPU 1.
 #[test]
 fn running_out_of_file_descriptors_is_counted_not_silent() {
-    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let bin = bin();
     let script = format!(
-        "ulimit -n 64 && exec '{}' servers --model epoll --workload echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
+        "ulimit -n 64 && exec '{}' servers --model epoll --request echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
         bin.display()
     );
     let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let metric = |name: &str| {
-        records[0]["observation"]["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["name"] == name)
+    let value = |name: &str| {
+        metric(&records[0], name)
             .and_then(|m| m["value"].as_f64())
             .unwrap_or_else(|| panic!("no {name}"))
     };
-    assert!(metric("errors") > 0.0, "{records}");
+    assert!(value("errors") > 0.0, "{records}");
     assert!(
-        metric("requests_per_s") > 0.0,
+        value("requests_per_s") > 0.0,
         "the connections that were made were not served: {records}"
     );
 }
 
 #[test]
 fn servers_table_and_csv() {
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args([
             "servers",
             "--model",
@@ -559,7 +543,7 @@ fn servers_table_and_csv() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&out);
     let header = text.lines().next().unwrap();
     for col in [
         "model",
@@ -574,38 +558,51 @@ fn servers_table_and_csv() {
     assert_eq!(text.lines().count(), 2);
 }
 
+/// Every bad value is refused with one line naming it and what is accepted, so a renamed
+/// flag cannot pass as clap's "unexpected argument".
 #[test]
 fn bad_flags_get_one_line_and_exit_2() {
-    for args in [
-        vec!["servers", "--model", "forking"],
-        vec!["servers", "--clients", "0"],
-        vec!["servers", "--clients", "50000"],
-        vec!["servers", "--workload", "echo:0"],
-        vec!["servers", "--workload", "ftp:3"],
-        vec!["servers", "--duration", "-1s"],
-        vec!["servers", "--server-cpus", "99"],
-        vec!["servers", "--rate", "0"],
-        vec!["procs", "serve", "--listen", "not-an-address"],
-        vec!["procs", "serve", "--model", "fork"],
-        vec!["procs", "serve", "--max-conns", "0"],
-        vec!["procs", "query", "127.0.0.1:7070", "-k", "0"],
-    ] {
-        let out = AssertCommand::cargo_bin("iopath")
-            .unwrap()
-            .args(&args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+    let cases: [(&[&str], &str); 12] = [
+        (
+            &["servers", "--model", "forking"],
+            "unknown model 'forking' (accepted: iterative",
+        ),
+        (&["servers", "--clients", "0"], "--clients: '0' must be at least 1"),
+        (
+            &["servers", "--clients", "50000"],
+            "--clients: 50000 is above the limit",
+        ),
+        (
+            &["servers", "--request", "echo:0"],
+            "'echo:0': bad size '0' (accepted: echo:<bytes>",
+        ),
+        (&["servers", "--request", "ftp:3"], "'ftp:3' (accepted: echo:<bytes>"),
+        (&["servers", "--duration", "-1s"], "--duration: '-1s' is not a duration"),
+        (
+            &["servers", "--server-cpus", "99"],
+            "--server-cpus: CPU 99 is not online",
+        ),
+        (&["servers", "--rate", "0"], "--rate: must be at least 1"),
+        (
+            &["procs", "serve", "--listen", "not-an-address"],
+            "--listen: 'not-an-address' is not an address",
+        ),
+        (&["procs", "serve", "--model", "fork"], "unknown model 'fork'"),
+        (
+            &["procs", "serve", "--max-conns", "0"],
+            "--max-conns: must be at least 1",
+        ),
+        (&["procs", "query", "127.0.0.1:7070", "-k", "0"], "-k: accepted 1..1000"),
+    ];
+    for (args, says) in cases {
+        let err = usage_error(args);
+        assert!(err.contains(says), "{args:?}: expected '{says}' in {err}");
     }
 }
 
 #[test]
 fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
-    let out = AssertCommand::cargo_bin("iopath")
-        .unwrap()
+    let out = iopath()
         .args([
             "servers",
             "--model",
@@ -623,8 +620,7 @@ fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let metrics = v[0]["observation"]["metrics"].as_array().unwrap();
-    let get = |name: &str| metrics.iter().find(|m| m["name"] == name).unwrap();
+    let get = |name: &str| metric(&v[0], name).unwrap_or_else(|| panic!("no {name}"));
     assert_eq!(
         get("context_switches")["source"],
         "unavailable: perf counters off (--no-perf)"
@@ -640,8 +636,7 @@ fn no_perf_keeps_rusage_and_says_why_perf_is_missing() {
 #[test]
 fn every_model_accepts_a_connect_burst_beyond_one_batch() {
     for model in ["epoll-et", "epoll", "pool", "uring"] {
-        let out = AssertCommand::cargo_bin("iopath")
-            .unwrap()
+        let out = iopath()
             .args([
                 "servers",
                 "--model",
@@ -656,10 +651,9 @@ fn every_model_accepts_a_connect_burst_beyond_one_batch() {
             ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let metrics = v[0]["observation"]["metrics"].as_array().unwrap();
-        let get = |name: &str| metrics.iter().find(|m| m["name"] == name).unwrap()["value"].as_f64();
+        let get = |name: &str| metric(&v[0], name).unwrap_or_else(|| panic!("no {name}"))["value"].as_f64();
         if get("requests_per_s").is_none() {
             eprintln!("{model} did not run here: {}", v[0]["observation"]["warnings"]);
             continue;

@@ -1,13 +1,14 @@
 //! `iopath sweep`, `runs`, `export` and `compare` as a user runs them, with short loopback cells.
 
-use assert_cmd::Command;
-use std::path::Path;
-use std::process::{Command as StdCommand, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").unwrap()
-}
+use common::{
+    count, finish_within, iopath, json_records, sigint, spawn, stderr, stdout, stored_cells, temp_db, usage_error,
+    wait_for_cells,
+};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A small real sweep: 2 modes x 2 sizes x 1 thread count x `reps`.
 fn small_sweep(db: &Path, reps: &str) -> std::process::Output {
@@ -22,58 +23,54 @@ fn small_sweep(db: &Path, reps: &str) -> std::process::Output {
             "--threads",
             "1",
         ])
-        .args([
-            "--reps",
-            reps,
-            "--duration",
-            "100ms",
-            "--warmup",
-            "100ms",
-            "--no-warmup-cell",
-            "--db",
-        ])
+        .args(["--reps", reps, "--duration", "100ms", "--warmup", "100ms", "--db"])
         .arg(db)
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap()
 }
 
-fn count(db: &Path, sql: &str) -> i64 {
+/// The run's status in the database (there is one run).
+fn run_status(db: &Path) -> String {
     let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(sql, [], |r| r.get(0)).unwrap()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    conn.query_row("SELECT status FROM runs", [], |r| r.get(0)).unwrap()
 }
 
 #[test]
-fn sweep_stores_every_cell_and_export_matches_the_documented_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results/iopath.db");
+fn sweep_stores_every_cell_and_prints_the_per_cell_summary() {
+    let (_dir, db) = temp_db("results/iopath.db");
     let out = small_sweep(&db, "2");
     assert!(out.status.success(), "{}", stderr(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("one-copy 16KiB t1"), "{stdout}");
-    assert!(stdout.contains("Crossover sizes"), "{stdout}");
-    assert_eq!(count(&db, "SELECT count(*) FROM observations"), 8);
-    let failed = count(&db, "SELECT count(*) FROM observations WHERE status = 'failed'");
-    assert!(failed < 8, "every cell failed: {}", stderr(&out));
-
+    let text = stdout(&out);
+    assert!(text.contains("one-copy 16KiB t1"), "{text}");
+    assert!(text.contains("Crossover sizes"), "{text}");
+    assert_eq!(stored_cells(&db), 8);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
+        0,
+        "cells failed: {}",
+        stderr(&out)
+    );
     let runs = iopath().args(["runs", "--db"]).arg(&db).output().unwrap();
-    let runs_text = String::from_utf8_lossy(&runs.stdout);
-    assert!(runs.status.success());
+    let runs_text = stdout(&runs);
+    assert!(runs.status.success(), "{}", stderr(&runs));
     assert!(runs_text.lines().nth(1).unwrap().contains("complete"), "{runs_text}");
+}
 
+#[test]
+fn export_csv_has_the_documented_columns_and_one_row_per_cell() {
+    let (_dir, db) = temp_db("iopath.db");
+    let out = small_sweep(&db, "1");
+    assert!(out.status.success(), "{}", stderr(&out));
     let csv_out = iopath()
         .args(["export", "1", "--format", "csv", "--db"])
         .arg(&db)
         .output()
         .unwrap();
     assert!(csv_out.status.success(), "{}", stderr(&csv_out));
-    let text = String::from_utf8(csv_out.stdout).unwrap();
+    let text = stdout(&csv_out);
     let header = text.lines().next().unwrap();
-    assert_eq!(text.lines().count(), 9, "a header and one row per cell");
+    assert_eq!(text.lines().count(), 5, "a header and one row per cell: {text}");
     // The fixed columns are the ones docs/output.md lists, and every metric column is documented.
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/output.md")).unwrap();
     let fixed = "run_id,workload,label,repetition,mode,size_bytes,fields,threads,duration_ms,warmup_ms,client_cpus,server_cpus,verify,perf";
@@ -97,105 +94,84 @@ fn sweep_stores_every_cell_and_export_matches_the_documented_columns() {
         );
         assert!(metric_cols.contains(&format!("{col}_source").as_str()));
     }
+}
 
+#[test]
+fn export_json_has_one_record_per_cell() {
+    let (_dir, db) = temp_db("iopath.db");
+    let out = small_sweep(&db, "1");
+    assert!(out.status.success(), "{}", stderr(&out));
     let json_out = iopath()
         .args(["export", "--format", "json", "--db"])
         .arg(&db)
         .output()
         .unwrap();
-    let records: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
-    assert_eq!(records.as_array().unwrap().len(), 8);
-    assert_eq!(records[0]["run_id"], 1);
+    assert!(json_out.status.success(), "{}", stderr(&json_out));
+    let records = json_records(&json_out);
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r["run_id"] == 1), "{records:?}");
 }
 
-/// Wait until the database holds at least `n` observations, or give up after `limit`.
-fn wait_for_cells(db: &Path, n: i64, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if db.exists() {
-            let conn = rusqlite::Connection::open(db).unwrap();
-            let got: Option<i64> = conn
-                .query_row("SELECT count(*) FROM observations", [], |r| r.get(0))
-                .ok();
-            if got.unwrap_or(0) >= n {
-                return true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+/// The fake workload's sweep: its first case returns at once, the second sleeps for `sleep`
+/// (long enough for the test to signal it while it runs), the third returns at once; two
+/// repetitions, so six cells in the order ok, sleep, ok, ok, sleep, ok.
+fn start_fake_sweep(db: &Path, sleep: &str) -> std::process::Child {
+    let cells = format!("ok,sleep:{sleep},ok");
+    spawn(&[
+        "sweep",
+        "fake",
+        "--cells",
+        &cells,
+        "--reps",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+    ])
 }
 
-fn start_sweep(db: &Path) -> std::process::Child {
-    StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
-        .args([
-            "sweep",
-            "net-stream",
-            "--mode",
-            "two-copy",
-            "--size",
-            "1K,2K,4K",
-            "--threads",
-            "1",
-            "--reps",
-            "3",
-        ])
-        .args(["--duration", "150ms", "--warmup", "100ms", "--no-warmup-cell", "--db"])
-        .arg(db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
+/// Resume run 1 and check it finished the run it resumed: every cell once, none failed.
 fn assert_resume_completes(db: &Path) {
     let out = iopath()
         .args(["sweep", "--resume", "1", "--db"])
         .arg(db)
-        .timeout(Duration::from_secs(120))
+        .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(count(db, "SELECT count(*) FROM observations"), 9);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("run 1: 1 cells already stored, 5 to run"), "{err}");
+    assert_eq!(stored_cells(db), 6);
     assert_eq!(
         count(
             db,
             "SELECT count(DISTINCT case_id || '/' || repetition) FROM observations"
         ),
-        9
+        6
     );
-    // A workload failure is stored as a failed cell (and retried by a later resume): the cell
-    // exists either way.
-    let failed = count(db, "SELECT count(*) FROM observations WHERE status = 'failed'");
-    if failed > 0 {
-        eprintln!("note: {failed} cells failed in the workload; see `iopath export`");
-    }
-    assert_eq!(count(db, "SELECT count(*) FROM runs WHERE status = 'complete'"), 1);
+    assert_eq!(
+        count(db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
+        0
+    );
     assert_eq!(
         count(db, "SELECT count(*) FROM runs"),
         1,
         "resume must not start a new run"
     );
+    assert_eq!(run_status(db), "complete");
 }
 
+/// SIGKILL gives no chance to clean up: the run stays `running`, its finished cells stay
+/// stored, and a resume runs only the cells it is missing. (The sleeping cell takes 3 s: the
+/// kill lands while it runs, and the resume that runs it twice stays short.)
 #[test]
 fn resume_after_kill_runs_only_the_missing_cells() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("iopath.db");
-    let mut child = start_sweep(&db);
-    let reached = wait_for_cells(&db, 2, Duration::from_secs(60));
-    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    let (_dir, db) = temp_db("iopath.db");
+    let mut child = start_fake_sweep(&db, "3s");
+    wait_for_cells(&db, 1, Duration::from_secs(30));
+    child.kill().unwrap();
     child.wait().unwrap();
-    assert!(reached, "the sweep stored no cells in 60 s");
-    let stored = count(&db, "SELECT count(*) FROM observations");
-    if stored >= 9 {
-        eprintln!("note: the sweep finished before the kill landed; resume is then a no-op");
-    }
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM runs WHERE status = 'running'"),
-        1,
-        "killed runs stay 'running'"
-    );
+    assert_eq!(stored_cells(&db), 1, "the kill must land while the sleeping cell runs");
+    assert_eq!(run_status(&db), "running", "killed runs stay 'running'");
     assert_resume_completes(&db);
     let integrity: String = rusqlite::Connection::open(&db)
         .unwrap()
@@ -204,30 +180,110 @@ fn resume_after_kill_runs_only_the_missing_cells() {
     assert_eq!(integrity, "ok");
 }
 
+/// Ctrl-C in the middle of a cell: the cell is discarded, the finished one is printed and
+/// stored, the run is marked interrupted, stderr says how to continue, and the exit is 0 —
+/// without waiting for the cell to end.
 #[test]
-fn ctrl_c_stops_after_the_current_cell_and_resume_finishes() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("iopath.db");
-    let child = start_sweep(&db);
+fn ctrl_c_discards_the_cell_in_flight_and_says_how_to_resume() {
+    let (_dir, db) = temp_db("iopath.db");
+    let started = Instant::now();
+    let child = start_fake_sweep(&db, "30s");
+    wait_for_cells(&db, 1, Duration::from_secs(20));
+    sigint(&child);
+    let out = finish_within(child, Duration::from_secs(20));
     assert!(
-        wait_for_cells(&db, 1, Duration::from_secs(60)),
-        "no cell stored in 60 s"
+        started.elapsed() < Duration::from_secs(29),
+        "the sleeping cell was not cut short"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "Ctrl-C is a clean stop: {}", stderr(&out));
-    let stored = count(&db, "SELECT count(*) FROM observations");
-    if stored < 9 {
-        assert!(stderr(&out).contains("--resume 1"), "{}", stderr(&out));
-        assert_eq!(count(&db, "SELECT count(*) FROM runs WHERE status = 'interrupted'"), 1);
-    } else {
-        eprintln!("note: the sweep finished before SIGINT landed");
-    }
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "Ctrl-C is a clean stop: {err}");
+    assert!(
+        err.contains(&format!("Continue with: iopath sweep --resume 1 --db {}", db.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("cut short (fake#1 sleep:30000ms rep 1) was discarded"),
+        "{err}"
+    );
+    assert_eq!(stored_cells(&db), 1, "only the finished cell is stored");
+    assert_eq!(run_status(&db), "interrupted");
+    // The per-case summary: the finished cell counts, the discarded one neither as ok nor
+    // as failed.
+    let text = stdout(&out);
+    let counts = |case: &str| -> Vec<String> {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(case))
+            .unwrap_or_else(|| panic!("no row for {case}: {text}"));
+        row.split_whitespace().skip(2).take(2).map(String::from).collect()
+    };
+    assert_eq!(counts("fake#0 "), ["1", "0"], "{text}");
+    assert_eq!(counts("fake#1 "), ["0", "0"], "{text}");
+}
+
+/// A resume of an interrupted run continues that run, and a Ctrl-C during the resume leaves
+/// it interrupted and resumable again.
+#[test]
+fn an_interrupted_resume_continues_the_same_run() {
+    let (_dir, db) = temp_db("iopath.db");
+    let child = start_fake_sweep(&db, "30s");
+    wait_for_cells(&db, 1, Duration::from_secs(20));
+    sigint(&child);
+    let out = finish_within(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut resume = spawn(&["sweep", "--resume", "1", "--db", db.to_str().unwrap()]);
+    // This line comes after the stop handler is installed, before the sleeping cell ends.
+    let mut reader = BufReader::new(resume.stderr.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("run 1: 1 cells already stored, 5 to run"), "{line}");
+    sigint(&resume);
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    let status = resume.wait().unwrap();
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("Continue with: iopath sweep --resume 1 --db"), "{rest}");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs"),
+        1,
+        "resume must not start a new run"
+    );
+    assert_eq!(stored_cells(&db), 1);
+    assert_eq!(run_status(&db), "interrupted");
+}
+
+#[test]
+fn resume_after_ctrl_c_finishes_the_run() {
+    let (_dir, db) = temp_db("iopath.db");
+    let child = start_fake_sweep(&db, "3s");
+    wait_for_cells(&db, 1, Duration::from_secs(30));
+    sigint(&child);
+    let out = finish_within(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stored_cells(&db), 1, "SIGINT must land while the sleeping cell runs");
+    assert_eq!(run_status(&db), "interrupted");
     assert_resume_completes(&db);
+}
+
+/// `--resume` also retries the cells that failed; a cell that fails again fails the resume.
+#[test]
+fn resume_retries_failed_cells() {
+    let (_dir, db) = temp_db("iopath.db");
+    let db_arg = db.to_str().unwrap();
+    let out = iopath()
+        .args(["sweep", "fake", "--cells", "ok,fail", "--db", db_arg])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = iopath()
+        .args(["sweep", "--resume", "1", "--db", db_arg])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("run 1: 1 cells already stored, 1 to run"), "{err}");
+    assert!(err.contains("1 of 1 cells failed"), "{err}");
+    assert_eq!(stored_cells(&db), 2, "the retried cell replaces its failed attempt");
 }
 
 #[test]
@@ -398,15 +454,22 @@ fn bad_input_exits_2_with_one_line_and_leaves_the_database_intact() {
     assert_eq!(count(&db, "SELECT count(*) FROM runs"), 1);
 }
 
+/// Two runs of the same small sweep in one database.
+fn two_runs(reps: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, db) = temp_db("iopath.db");
+    for _ in 0..2 {
+        let out = small_sweep(&db, reps);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    (dir, db)
+}
+
 #[test]
 fn compare_matches_cells_and_says_when_reps_are_too_few() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("iopath.db");
-    assert!(small_sweep(&db, "3").status.success());
-    assert!(small_sweep(&db, "3").status.success());
+    let (_dir, db) = two_runs("3");
     let out = iopath().args(["compare", "1", "2", "--db"]).arg(&db).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&out);
     assert!(text.contains("4 matching cells"), "{text}");
     assert!(text.contains("no difference can reach p < 0.05"), "{text}");
     assert_eq!(
@@ -414,27 +477,39 @@ fn compare_matches_cells_and_says_when_reps_are_too_few() {
         4,
         "3 vs 3 is never significant: {text}"
     );
+}
+
+#[test]
+fn compare_metric_picks_the_metric() {
+    let (_dir, db) = two_runs("1");
     let out = iopath()
         .args(["compare", "1", "2", "--metric", "client.cpu_sys_s", "--db"])
         .arg(&db)
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("client.cpu_sys_s"));
-    // Found in review: a metric neither run holds used to print "0 matching cells", exit 0.
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("client.cpu_sys_s"), "{}", stdout(&out));
+}
+
+/// Found in review: a metric neither run holds used to print "0 matching cells", exit 0.
+#[test]
+fn compare_refuses_a_metric_neither_run_holds_and_lists_the_ones_they_do() {
+    let (_dir, db) = two_runs("1");
     let out = iopath()
         .args(["compare", "1", "2", "--metric", "client.nope", "--db"])
         .arg(&db)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("is not in both runs") && stderr(&out).contains("system.throughput_gbps"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is not in both runs") && err.contains("system.throughput_gbps"),
+        "{err}"
+    );
 }
 
-#[test]
-fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("iopath.db");
-    let servers = iopath()
+fn servers_sweep(db: &Path) -> std::process::Output {
+    iopath()
         .args([
             "sweep",
             "servers",
@@ -445,36 +520,37 @@ fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
             "--reps",
             "1",
         ])
-        .args(["--duration", "200ms", "--warmup", "50ms", "--no-warmup-cell", "--db"])
-        .arg(&db)
+        .args(["--duration", "200ms", "--warmup", "50ms", "--db"])
+        .arg(db)
         .timeout(Duration::from_secs(120))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn servers_and_micro_sweeps_land_in_the_same_database() {
+    let (_dir, db) = temp_db("iopath.db");
+    let servers = servers_sweep(&db);
     assert!(servers.status.success(), "{}", stderr(&servers));
-    assert!(String::from_utf8_lossy(&servers.stdout).contains("requests_per_s"));
+    assert!(stdout(&servers).contains("requests_per_s"), "{}", stdout(&servers));
     let micro = iopath()
-        .args([
-            "sweep",
-            "micro",
-            "--bench",
-            "syscall",
-            "--small",
-            "--reps",
-            "2",
-            "--no-warmup-cell",
-            "--db",
-        ])
+        .args(["sweep", "micro", "syscall", "--quick", "--reps", "2", "--db"])
         .arg(&db)
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
     assert!(micro.status.success(), "{}", stderr(&micro));
+    assert!(stdout(&micro).contains("time_per_call_ns"), "{}", stdout(&micro));
     assert_eq!(count(&db, "SELECT count(*) FROM runs"), 2);
-    assert_eq!(
-        count(&db, "SELECT count(*) FROM cases c WHERE c.workload = 'servers'"),
-        4
-    );
+    assert_eq!(count(&db, "SELECT count(*) FROM cases WHERE workload = 'servers'"), 4);
+    assert_eq!(count(&db, "SELECT count(*) FROM cases WHERE workload = 'micro'"), 3);
+}
 
+#[test]
+fn a_servers_report_has_the_servers_charts_and_no_stream_ones() {
+    let (dir, db) = temp_db("iopath.db");
+    let servers = servers_sweep(&db);
+    assert!(servers.status.success(), "{}", stderr(&servers));
     let html = dir.path().join("servers.html");
     let out = iopath()
         .args(["report", "1", "--db"])
@@ -494,42 +570,47 @@ fn servers_and_micro_sweeps_land_in_the_same_database_and_report() {
         !text.contains("Crossover sizes"),
         "no crossover table without stream cells"
     );
+}
 
-    // Flags of another workload are refused, naming the flag.
+/// A sweep takes exactly the direct command's flags: another workload's flag is refused,
+/// naming it, before anything runs.
+#[test]
+fn flags_of_another_workload_are_refused_naming_the_flag() {
+    let (_dir, db) = temp_db("iopath.db");
+    let err = usage_error(&[
+        "sweep",
+        "micro",
+        "syscall",
+        "--clients",
+        "4",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--clients"), "{err}");
+    assert!(!db.exists(), "nothing may be stored");
+}
+
+/// Found in review: a sweep that lost cells exited 0, so a script could not tell. It exits 1,
+/// says how to retry, and keeps the failed cell beside the finished ones.
+#[test]
+fn a_sweep_with_failed_cells_exits_1_and_keeps_them() {
+    let (_dir, db) = temp_db("f.db");
     let out = iopath()
-        .args(["sweep", "micro", "--bench", "syscall", "--clients", "4", "--db"])
+        .args(["sweep", "fake", "--cells", "ok,fail", "--db"])
         .arg(&db)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--clients does not apply to micro"),
-        "{}",
-        stderr(&out)
-    );
-}
-
-/// Found in review: a sweep that lost cells exited 0, so a script could not tell. Too few
-/// file descriptors make the 8-thread cell fail while the 1-thread cell runs.
-#[test]
-fn a_sweep_with_failed_cells_exits_1_and_keeps_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("f.db");
-    let bin = assert_cmd::cargo::cargo_bin("iopath");
-    let script = format!(
-        "ulimit -n 24 && exec '{}' sweep net-stream --mode one-copy --size 1K --threads 1,8 --reps 1 --duration 100ms --warmup 0 --no-warmup-cell --db '{}'",
-        bin.display(),
-        db.display()
-    );
-    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("1 cells failed") && err.contains("--resume"), "{err}");
+    assert!(
+        err.contains("1 of 2 cells failed") && err.contains("--resume 1"),
+        "{err}"
+    );
     let csv = iopath()
         .args(["export", "--format", "csv", "--db"])
         .arg(&db)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&csv.stdout);
+    let text = stdout(&csv);
     assert!(text.contains(",failed,") && text.contains(",ok,"), "{text}");
 }

@@ -1,11 +1,9 @@
 //! `iopath sysinfo` as a user runs it.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
+mod common;
 
-fn iopath() -> Command {
-    Command::cargo_bin("iopath").expect("binary built")
-}
+use common::iopath;
+use predicates::prelude::*;
 
 #[test]
 fn text_lists_the_machine() {

@@ -1,0 +1,175 @@
+//! What every integration test file needs: the binary, its output as text, results
+//! databases, signals and bounded waits for child processes, and metric look-ups in JSON
+//! records. Each test binary uses only some of these.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `iopath` as built for the tests, for assert_cmd's run-to-completion style.
+pub fn iopath() -> Command {
+    Command::cargo_bin("iopath").expect("binary built")
+}
+
+/// The path of the `iopath` binary, for shell scripts and `std::process` children.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("iopath")
+}
+
+/// `iopath` as a `std::process::Command`, for children the test signals or kills.
+pub fn iopath_child() -> std::process::Command {
+    std::process::Command::new(bin())
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The JSON records a `--json` run printed on stdout.
+pub fn json_records(out: &Output) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", stdout(out), stderr(out)));
+    v.as_array().expect("an array of records").clone()
+}
+
+/// A fresh temporary folder and the path of a results database inside it (not created).
+/// Keep the folder alive as long as the database is used.
+pub fn temp_db(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join(name);
+    (dir, db)
+}
+
+/// The one number an SQL query over the results database gives.
+pub fn count(db: &Path, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).expect("open the results database");
+    conn.query_row(sql, [], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Cells stored in the database (successful and failed).
+pub fn stored_cells(db: &Path) -> i64 {
+    count(db, "SELECT count(*) FROM observations")
+}
+
+/// Wait until the database holds at least `n` cells; panics after `limit`.
+pub fn wait_for_cells(db: &Path, n: i64, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let got = db
+            .exists()
+            .then(|| rusqlite::Connection::open(db).ok())
+            .flatten()
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM observations", [], |r| r.get::<_, i64>(0))
+                    .ok()
+            })
+            .unwrap_or(0);
+        if got >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{} holds {got} cells after {limit:?}, expected {n}",
+            db.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Send `sig` to a child process.
+pub fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("send the signal");
+}
+
+/// Ctrl-C, as the terminal sends it.
+pub fn sigint(child: &Child) {
+    signal(child, nix::sys::signal::Signal::SIGINT);
+}
+
+/// Wait for a child whose stdout and stderr are piped, reading both as it runs; kill it and
+/// panic when it has not exited within `limit`.
+pub fn finish_within(mut child: Child, limit: Duration) -> Output {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+            panic!("iopath did not exit within {limit:?}; stderr: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// Spawn `iopath args` with stdout and stderr piped.
+pub fn spawn(args: &[&str]) -> Child {
+    iopath_child()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iopath")
+}
+
+/// Run `iopath args`, expect a usage error: exit 2, one line on stderr, nothing on stdout.
+/// Returns the line.
+pub fn usage_error(args: &[&str]) -> String {
+    let out = iopath()
+        .args(args)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .expect("run iopath");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "iopath {args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "iopath {args:?}: not one line: {err}"
+    );
+    assert!(out.stdout.is_empty(), "iopath {args:?} printed: {}", stdout(&out));
+    err
+}
+
+/// The metric `name` of any role in a JSON record.
+pub fn metric<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
+    record["observation"]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)
+}
+
+/// The metric `name` of `role` (client, server, system) in a JSON record.
+pub fn role_metric<'a>(record: &'a Value, role: &str, name: &str) -> Option<&'a Value> {
+    record["observation"]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == role && m["name"] == name)
+}
