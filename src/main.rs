@@ -45,6 +45,7 @@ fn subcommands_at_error() -> Vec<String> {
     }
     command
         .get_subcommands()
+        .filter(|c| !c.is_hide_set())
         .map(|c| c.get_name().to_string())
         .filter(|n| n != "help")
         .collect()

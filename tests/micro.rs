@@ -368,7 +368,10 @@ fn bad_options_exit_2_with_one_line() {
             vec!["micro", "ctxswitch", "--pinned", "maybe"],
             "accepted: yes, no, both",
         ),
-        (vec!["micro", "all", "--samples", "0"], "at least 1"),
+        (
+            vec!["micro", "all", "--samples", "0"],
+            "--samples 0 is out of range (accepted: 1 to",
+        ),
         (vec!["micro", "fs", "--procs", "0"], "--procs"),
         (vec!["micro", "membw", "--size", "1000G"], "available"),
         (vec!["micro", "memlat", "--max", "1000G"], "available"),

@@ -582,7 +582,7 @@ fn bad_flags_get_one_line_and_exit_2() {
             &["servers", "--server-cpus", "99"],
             "--server-cpus: CPU 99 is not online",
         ),
-        (&["servers", "--rate", "0"], "--rate: must be at least 1"),
+        (&["servers", "--rate", "0"], "--rate 0 is out of range (accepted: 1 to"),
         (
             &["procs", "serve", "--listen", "not-an-address"],
             "--listen: 'not-an-address' is not an address",

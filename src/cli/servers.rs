@@ -117,7 +117,7 @@ fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
     }
     let mut out = Vec::new();
     for part in text.split(',') {
-        let m: Model = part.parse().map_err(usage)?;
+        let m: Model = part.parse().map_err(|e| usage(format!("--model: {e}")))?;
         if !out.contains(&m) {
             out.push(m);
         }
@@ -128,7 +128,7 @@ fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
 fn parse_requests(text: &str) -> anyhow::Result<Vec<Workload>> {
     let mut out = Vec::new();
     for part in text.split([',', '|']) {
-        let w: Workload = part.parse().map_err(usage)?;
+        let w: Workload = part.parse().map_err(|e| usage(format!("--request: {e}")))?;
         if !out.contains(&w) {
             out.push(w);
         }
