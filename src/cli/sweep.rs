@@ -53,12 +53,13 @@ pub struct QuickArgs {
     pub name: String,
 }
 
-/// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 3 repetitions, short
-/// cells, sized to finish within 90 s on a small machine.
+/// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 5 repetitions (the fewest
+/// with which a crossover or a `compare` of two quick runs can reach p < 0.05 after corrections),
+/// short cells, sized to finish in about a minute on a small machine.
 pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K,1M";
 pub const QUICK_THREADS: &str = "1,2";
-pub const QUICK_REPS: u32 = 3;
-pub const QUICK_DURATION: &str = "300ms";
+pub const QUICK_REPS: u32 = 5;
+pub const QUICK_DURATION: &str = "200ms";
 pub const QUICK_WARMUP: &str = "100ms";
 
 /// The preset plan of `iopath quick`: the `net stream` flags a user would type for it.
@@ -147,12 +148,12 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
             r.b_ahead_text(),
         ]);
     }
-    crate::say!("Crossover sizes (non-overlapping 95% CIs):")?;
+    crate::say!("Crossover sizes (higher median, Mann-Whitney U p < 0.05 over the repetitions):")?;
     super::output::out(table.render())
 }
 
 fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
-    let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI", "CV"]);
+    let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
         let s = metric.and_then(|m| m.summary.as_ref());
@@ -162,10 +163,9 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
             c.failures.len().to_string(),
             metric.map(|m| m.name.clone()).unwrap_or_else(|| "n/a".into()),
             fmt_num(s.map(|s| s.median)),
-            s.map(|s| format!("{}..{}", fmt_num(Some(s.ci95_low)), fmt_num(Some(s.ci95_high))))
+            s.map(|s| s.ci_text(|v| fmt_num(Some(v))))
                 .unwrap_or_else(|| "n/a".into()),
-            s.map(|s| format!("{:.1}%", s.cv * 100.0))
-                .unwrap_or_else(|| "n/a".into()),
+            s.map(|s| s.cv_text()).unwrap_or_else(|| "n/a".into()),
         ]);
     }
     super::output::out(table.render())

@@ -1,5 +1,8 @@
-//! Statistics for repeated measurements: median, mean, spread, a 95% confidence interval from
-//! Student's t, the coefficient of variation, and outliers by the MAD rule (flagged, not dropped).
+//! Statistics for repeated measurements. The headline is the median, with a distribution-free
+//! 95% confidence interval of the median from order statistics (as benchstat gives it: it
+//! needs at least 6 values); the mean, spread and coefficient of variation come beside it, and
+//! outliers by the MAD rule are flagged, not dropped. Fewer values than a statistic needs give
+//! no statistic, never a made-up one.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,18 +11,32 @@ pub struct Summary {
     pub n: usize,
     pub median: f64,
     pub mean: f64,
-    /// Sample standard deviation (n - 1).
-    pub stddev: f64,
+    /// Sample standard deviation (n - 1); None below 2 values.
+    pub stddev: Option<f64>,
     pub min: f64,
     pub max: f64,
-    /// 95% confidence interval of the mean (Student's t); equal to the mean when n < 2. The
-    /// lower end stops at 0 when no value is negative.
-    pub ci95_low: f64,
-    pub ci95_high: f64,
-    /// stddev / |mean|, 0 when the mean is 0.
-    pub cv: f64,
+    /// A confidence interval of the median with at least 95% coverage, from order statistics
+    /// (no assumption about the distribution); None below [`MIN_VALUES_FOR_CI`] values.
+    pub ci95: Option<(f64, f64)>,
+    /// stddev / |mean|; None below 2 values or when the mean is 0.
+    pub cv: Option<f64>,
     /// Indexes (into the input order) of values more than 3.5 scaled MADs from the median.
     pub outliers: Vec<usize>,
+}
+
+impl Summary {
+    /// The interval as `low..high` with `fmt`, or why there is none.
+    pub fn ci_text(&self, fmt: impl Fn(f64) -> String) -> String {
+        match self.ci95 {
+            Some((low, high)) => format!("{}..{}", fmt(low), fmt(high)),
+            None => format!("n/a (n={} < {MIN_VALUES_FOR_CI})", self.n),
+        }
+    }
+
+    /// The coefficient of variation as a percentage, or n/a.
+    pub fn cv_text(&self) -> String {
+        self.cv.map_or("n/a".into(), |cv| format!("{:.1}%", cv * 100.0))
+    }
 }
 
 /// Median of the values (sorts them in place). NaN for an empty slice.
@@ -51,6 +68,33 @@ pub fn t95(df: usize) -> f64 {
     }
 }
 
+/// The fewest values that have a distribution-free 95% interval of the median: with 5, even
+/// [min, max] covers the median only 93.75% of the time.
+pub const MIN_VALUES_FOR_CI: usize = 6;
+
+/// The 95% confidence interval of the median of `sorted` (ascending): [x_(j), x_(n+1-j)] with
+/// the largest j whose coverage 1 - 2 P(Binomial(n, 1/2) < j) is still at least 95%.
+pub fn median_ci95(sorted: &[f64]) -> Option<(f64, f64)> {
+    let n = sorted.len();
+    if n < MIN_VALUES_FOR_CI {
+        return None;
+    }
+    // P(B <= k) for B ~ Binomial(n, 1/2), summed in log space so large n does not underflow.
+    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+    let mut ln_choose = 0.0f64; // ln C(n, 0)
+    let mut cdf = 0.0f64;
+    let mut j = 0usize; // order statistics are 1-based: the interval is [x_(j), x_(n+1-j)]
+    for k in 0..n / 2 {
+        cdf += (ln_choose + ln_half_n).exp();
+        if 2.0 * cdf > 0.05 {
+            break;
+        }
+        j = k + 1;
+        ln_choose += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
+    }
+    (j >= 1).then(|| (sorted[j - 1], sorted[n - j]))
+}
+
 /// Summarise a sample. Returns None for an empty one or one containing NaN.
 pub fn summarize(values: &[f64]) -> Option<Summary> {
     if values.is_empty() || values.iter().any(|v| v.is_nan()) {
@@ -58,21 +102,9 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     }
     let n = values.len();
     let mean = values.iter().sum::<f64>() / n as f64;
-    let stddev = if n > 1 {
-        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-    } else {
-        0.0
-    };
+    let stddev = (n > 1).then(|| (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt());
     let mut sorted = values.to_vec();
     let med = median(&mut sorted);
-    let half = if n > 1 {
-        t95(n - 1) * stddev / (n as f64).sqrt()
-    } else {
-        0.0
-    };
-    // A sample with no negative value measures a quantity that cannot be negative (a rate, a
-    // time): the symmetric t-interval must not reach below zero.
-    let floor = if sorted[0] >= 0.0 { 0.0 } else { f64::NEG_INFINITY };
     Some(Summary {
         n,
         median: med,
@@ -80,9 +112,8 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
         stddev,
         min: sorted[0],
         max: sorted[n - 1],
-        ci95_low: (mean - half).max(floor),
-        ci95_high: mean + half,
-        cv: if mean != 0.0 { stddev / mean.abs() } else { 0.0 },
+        ci95: median_ci95(&sorted),
+        cv: stddev.filter(|_| mean != 0.0).map(|sd| sd / mean.abs()),
         outliers: mad_outliers(values),
     })
 }
@@ -123,28 +154,37 @@ mod tests {
         let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
         assert_eq!(s.n, 8);
         assert!((s.mean - 5.0).abs() < 1e-12);
-        assert!((s.stddev - 2.138089935).abs() < 1e-6);
+        assert!((s.stddev.unwrap() - 2.138089935).abs() < 1e-6);
         assert_eq!(s.median, 4.5);
-        let half = 2.365 * s.stddev / 8f64.sqrt();
-        assert!((s.ci95_high - (5.0 + half)).abs() < 1e-9);
+        // n = 8: P(B <= 0) = 1/256, P(B <= 1) = 9/256 > 0.025, so [x_(1), x_(8)].
+        assert_eq!(s.ci95, Some((2.0, 9.0)));
         assert_eq!(s.outliers, vec![7], "9 is 6 scaled MADs from the median");
     }
 
+    /// Found in review: one value printed `1.57..1.57 0.0%` as if it had a spread.
     #[test]
-    fn single_value_has_zero_width_interval() {
+    fn too_few_values_have_no_interval_and_no_spread() {
         let s = summarize(&[3.0]).unwrap();
-        assert_eq!((s.ci95_low, s.ci95_high, s.stddev), (3.0, 3.0, 0.0));
+        assert_eq!((s.ci95, s.stddev, s.cv), (None, None, None));
+        let five = summarize(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert_eq!(five.ci95, None, "5 values cannot give a 95% interval of the median");
         assert!(summarize(&[]).is_none());
         assert!(summarize(&[f64::NAN]).is_none());
     }
 
-    /// Found in review: the report showed [-12.27, 44.16] Gbit/s for a throughput.
     #[test]
-    fn interval_of_a_non_negative_sample_stops_at_zero() {
-        let s = summarize(&[1.0, 30.0, 2.0]).unwrap();
-        assert_eq!(s.ci95_low, 0.0);
-        let signed = summarize(&[-1.0, 30.0, 2.0]).unwrap();
-        assert!(signed.ci95_low < 0.0);
+    fn median_interval_matches_binomial_tables() {
+        let sorted: Vec<f64> = (1..=100).map(f64::from).collect();
+        // Tables give ranks 40 and 61 for n = 100 at >= 95%.
+        assert_eq!(median_ci95(&sorted), Some((40.0, 61.0)));
+        let six: Vec<f64> = (1..=6).map(f64::from).collect();
+        assert_eq!(median_ci95(&six), Some((1.0, 6.0)));
+        let many: Vec<f64> = (0..100_000).map(f64::from).collect();
+        let (lo, hi) = median_ci95(&many).unwrap();
+        assert!(
+            lo > 49_600.0 && hi < 50_400.0 && lo < 50_000.0 && hi > 50_000.0,
+            "{lo} {hi}"
+        );
     }
 
     /// Found in review: with 3 repetitions, one deviation is 0 and any spread got flagged.

@@ -163,18 +163,32 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
     let m = |suffix: &str, v: f64, unit: &str| {
         Metric::new(&format!("{name}{suffix}"), Role::System, v, unit, source.clone())
     };
+    let too_few = |suffix: &str, why: String| Metric::unavailable(&format!("{name}{suffix}"), Role::System, unit, why);
     obs.push(m("", s.median, unit));
     obs.push(m("_mean", s.mean, unit));
-    obs.push(m("_stddev", s.stddev, unit));
-    obs.push(m("_ci95_low", s.ci95_low, unit));
-    obs.push(m("_ci95_high", s.ci95_high, unit));
+    obs.push(match s.stddev {
+        Some(sd) => m("_stddev", sd, unit),
+        None => too_few("_stddev", "one sample has no spread".into()),
+    });
+    // The interval is of the median, the headline figure.
+    let no_ci = || format!("fewer than {} samples", crate::measure::stats::MIN_VALUES_FOR_CI);
+    match s.ci95 {
+        Some((low, high)) => {
+            obs.push(m("_ci95_low", low, unit));
+            obs.push(m("_ci95_high", high, unit));
+        }
+        None => {
+            obs.push(too_few("_ci95_low", no_ci()));
+            obs.push(too_few("_ci95_high", no_ci()));
+        }
+    }
     obs.push(m("_min", s.min, unit));
     obs.push(m("_max", s.max, unit));
     obs.push(m("_n", s.n as f64, "count"));
-    if s.cv > 0.05 && s.n > 2 {
+    if let Some(cv) = s.cv.filter(|cv| *cv > 0.05 && s.n > 2) {
         obs.warn(format!(
             "{name}: samples vary by {:.0}% (CV); the machine was busy or the figure is noisy, rerun with more --samples",
-            s.cv * 100.0
+            cv * 100.0
         ));
     }
 }

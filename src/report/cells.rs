@@ -201,7 +201,7 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
         };
         let name = metric.name.as_str();
         let Some(s) = &metric.summary else { continue };
-        if s.cv > NOISY_CV {
+        if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
             let pinned = match &cell.case {
                 Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
@@ -223,7 +223,7 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
             out.push(format!(
                 "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): {advice}",
                 cell.label,
-                s.cv * 100.0,
+                cv * 100.0,
                 s.n,
                 NOISY_CV * 100.0
             ));

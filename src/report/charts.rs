@@ -25,7 +25,9 @@ fn register_font() {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
     pub x: f64,
-    pub mean: f64,
+    /// The median of the repetitions, the headline everywhere.
+    pub median: f64,
+    /// The 95% interval of the median; equal to the median when there are too few values.
     pub low: f64,
     pub high: f64,
 }
@@ -83,7 +85,7 @@ impl ChartSpec {
         let values: Vec<f64> = self
             .series
             .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.mean))
+            .flat_map(|s| s.points.iter().map(|p| p.median))
             .collect();
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -164,7 +166,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
     for p in points {
         x0 = x0.min(tx(p.x));
         x1 = x1.max(tx(p.x));
-        for y in [p.low, p.high, p.mean] {
+        for y in [p.low, p.high, p.median] {
             if y.is_finite() && (!log_y || y > 0.0) {
                 y0 = y0.min(ty(y));
                 y1 = y1.max(ty(y));
@@ -172,7 +174,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         }
     }
     // A quantity that cannot be negative keeps its axis at 0 even when a wide CI dips below.
-    let non_negative = spec.series.iter().flat_map(|s| &s.points).all(|p| p.mean >= 0.0);
+    let non_negative = spec.series.iter().flat_map(|s| &s.points).all(|p| p.median >= 0.0);
     if !log_y {
         y0 = if non_negative { 0.0 } else { y0.min(0.0) };
     }
@@ -238,7 +240,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         let color = RGBColor(series.color.0, series.color.1, series.color.2);
         let mut pts = series.points.clone();
         pts.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let line: Vec<(f64, f64)> = pts.iter().map(|p| (tx(p.x), ty(p.mean))).collect();
+        let line: Vec<(f64, f64)> = pts.iter().map(|p| (tx(p.x), ty(p.median))).collect();
         chart
             .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
             .map_err(draw_err)?
@@ -359,13 +361,13 @@ mod tests {
         let pts = vec![
             Point {
                 x: 1024.0,
-                mean: 1.0,
+                median: 1.0,
                 low: 0.9,
                 high: 1.1,
             },
             Point {
                 x: 65536.0,
-                mean: 8.0,
+                median: 8.0,
                 low: 7.5,
                 high: 8.5,
             },

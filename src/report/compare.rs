@@ -57,7 +57,12 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
             (2.0 * normal_upper_tail(z)).min(1.0)
         }
     };
-    Some(MannWhitney { u, p })
+    // The normal approximation (used with ties) can claim more than any arrangement of so few
+    // values allows: no p is smaller than the exact test's smallest.
+    Some(MannWhitney {
+        u,
+        p: p.max(smallest_possible_p(n1, n2)),
+    })
 }
 
 /// Exact two-sided p: 2 P(U <= min(u, n1 n2 - u)) from the count of arrangements per U.

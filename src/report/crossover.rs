@@ -1,10 +1,13 @@
 //! Crossover sizes: for two copy modes A and B at one thread count, the smallest message size
-//! from which A beats B with non-overlapping 95% confidence intervals (and never loses so again
-//! at a larger size), with the size where the mean curves cross, interpolated on log2(size).
+//! from which A beats B significantly (a higher median, and a two-sided Mann-Whitney U test at
+//! p < 0.05 on the repetitions — the test `compare` uses) and never loses so again at a larger
+//! size, with the size where the median curves cross, interpolated on log2(size). With too few
+//! repetitions for the test to reach significance (fewer than 4 a side) nothing is claimed.
 
 use super::cells::CellSummary;
+use super::compare::{mann_whitney, ALPHA};
 use crate::case::{format_bytes, Case, CopyMode};
-use crate::measure::stats::Summary;
+use crate::measure::stats::median;
 use crate::observation::Role;
 
 /// The pairs the seeds ask about: does the cheaper path pay off, and from which size?
@@ -14,18 +17,43 @@ pub const MODE_PAIRS: [(CopyMode, CopyMode); 3] = [
     (CopyMode::ZeroCopy, CopyMode::OneCopy),
 ];
 
-/// A and B at one size.
+/// A's and B's repetitions at one size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SizePoint {
     pub size: u64,
-    pub a: Summary,
-    pub b: Summary,
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+}
+
+impl SizePoint {
+    /// A's median minus B's, signed so that positive means A is better.
+    fn lead(&self, higher_is_better: bool) -> f64 {
+        let diff = median(&mut self.a.clone()) - median(&mut self.b.clone());
+        if higher_is_better {
+            diff
+        } else {
+            -diff
+        }
+    }
+
+    /// Whether the difference between A and B is significant.
+    fn significant(&self) -> bool {
+        mann_whitney(&self.a, &self.b).is_some_and(|t| t.p < ALPHA)
+    }
+
+    fn a_wins(&self, higher_is_better: bool) -> bool {
+        self.lead(higher_is_better) > 0.0 && self.significant()
+    }
+
+    fn b_wins(&self, higher_is_better: bool) -> bool {
+        self.lead(higher_is_better) < 0.0 && self.significant()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Crossover {
     /// A beats B significantly from `size` on. `crosses_at` is the interpolated size where the
-    /// means cross, None when A was already ahead at the smallest size.
+    /// medians cross, None when A was already ahead at the smallest size.
     From {
         size: u64,
         crosses_at: Option<f64>,
@@ -41,7 +69,7 @@ impl Crossover {
                 crosses_at: Some(x),
             } => {
                 format!(
-                    "from {} (means cross at ~{})",
+                    "from {} (medians cross at ~{})",
                     format_bytes(*size),
                     format_bytes(x.round() as u64)
                 )
@@ -58,27 +86,13 @@ impl Crossover {
 pub fn find_crossover(points: &[SizePoint], higher_is_better: bool) -> Crossover {
     let mut points = points.to_vec();
     points.sort_by_key(|p| p.size);
-    let sign = if higher_is_better { 1.0 } else { -1.0 };
-    // Positive: A ahead by mean.
-    let lead = |p: &SizePoint| sign * (p.a.mean - p.b.mean);
-    let wins = |p: &SizePoint| {
-        if higher_is_better {
-            p.a.ci95_low > p.b.ci95_high
-        } else {
-            p.a.ci95_high < p.b.ci95_low
-        }
-    };
-    let loses = |p: &SizePoint| {
-        if higher_is_better {
-            p.a.ci95_high < p.b.ci95_low
-        } else {
-            p.a.ci95_low > p.b.ci95_high
-        }
-    };
+    let lead = |p: &SizePoint| p.lead(higher_is_better);
+    let wins = |p: &SizePoint| p.a_wins(higher_is_better);
+    let loses = |p: &SizePoint| p.b_wins(higher_is_better);
     let Some(first) = (0..points.len()).find(|&i| wins(&points[i]) && !points[i + 1..].iter().any(loses)) else {
         return Crossover::NoCrossover;
     };
-    // The last size before `first` where A was not ahead by mean brackets the crossing.
+    // The last size before `first` where A was not ahead by median brackets the crossing.
     let crosses_at = (0..first).rev().find(|&k| lead(&points[k]) <= 0.0).map(|k| {
         let (lo, hi) = (&points[k], &points[k + 1]);
         let (d0, d1) = (lead(lo), lead(hi));
@@ -101,7 +115,7 @@ pub struct CrossoverRow {
     pub result: Crossover,
     /// Sizes where both modes have a summary.
     pub sizes_compared: usize,
-    /// Sizes where B is ahead with non-overlapping intervals (the other half of the answer).
+    /// Sizes where B is significantly ahead (the other half of the answer).
     pub b_ahead: Vec<u64>,
 }
 
@@ -120,17 +134,11 @@ impl CrossoverRow {
     }
 }
 
-/// Sizes at which B beats A with non-overlapping intervals.
+/// Sizes at which B beats A significantly.
 pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
     let mut sizes: Vec<u64> = points
         .iter()
-        .filter(|p| {
-            if higher_is_better {
-                p.b.ci95_low > p.a.ci95_high
-            } else {
-                p.b.ci95_high < p.a.ci95_low
-            }
-        })
+        .filter(|p| p.b_wins(higher_is_better))
         .map(|p| p.size)
         .collect();
     sizes.sort_unstable();
@@ -139,10 +147,13 @@ pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u
 
 /// Every mode pair and thread count present in a run's stream cells, on throughput.
 pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
-    let stream: Vec<(&crate::case::StreamCase, &Summary)> = cells
+    let stream: Vec<(&crate::case::StreamCase, &Vec<f64>)> = cells
         .iter()
         .filter_map(|c| match &c.case {
-            Case::NetStream(s) => c.summary("throughput_gbps", Role::System).map(|sum| (s, sum)),
+            Case::NetStream(s) => c
+                .metric("throughput_gbps", Role::System)
+                .filter(|m| !m.values.is_empty())
+                .map(|m| (s, &m.values)),
             _ => None,
         })
         .collect();
@@ -156,7 +167,7 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
                 stream
                     .iter()
                     .find(|(s, _)| s.mode == mode && s.threads == t && s.size == size)
-                    .map(|(_, sum)| (*sum).clone())
+                    .map(|(_, values)| (*values).clone())
             };
             let mut sizes: Vec<u64> = stream
                 .iter()
@@ -194,17 +205,36 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::stats::summarize;
 
-    /// A at each size from its values, B from its values.
+    /// Five repetitions a side: the three given and two close to the outer ones, so the test
+    /// can reach significance (with 3 against 3 it never can).
+    fn five(v: &[f64; 3]) -> Vec<f64> {
+        vec![v[0], v[1], v[2], v[0] + 0.01, v[2] - 0.01]
+    }
+
     fn points(rows: &[(u64, [f64; 3], [f64; 3])]) -> Vec<SizePoint> {
         rows.iter()
             .map(|(size, a, b)| SizePoint {
                 size: *size,
-                a: summarize(a).unwrap(),
-                b: summarize(b).unwrap(),
+                a: five(a),
+                b: five(b),
             })
             .collect()
+    }
+
+    /// Found in review: an interrupted quick with one value per case claimed "B significantly
+    /// ahead at 1KiB, 4KiB, ...".
+    #[test]
+    fn one_or_three_values_a_side_claim_nothing() {
+        for n in [1, 3] {
+            let p = vec![SizePoint {
+                size: 1024,
+                a: vec![1.0; n],
+                b: vec![9.0; n],
+            }];
+            assert_eq!(find_crossover(&p, false), Crossover::NoCrossover);
+            assert!(sizes_where_b_wins(&p, true).is_empty(), "n = {n}");
+        }
     }
 
     #[test]
@@ -257,7 +287,7 @@ mod tests {
 
     #[test]
     fn overlapping_noisy_intervals_are_not_a_crossover() {
-        // A ahead by mean everywhere, but the intervals overlap.
+        // A ahead by median everywhere, but not significantly.
         let p = points(&[
             (64, [1.0, 3.0, 2.2], [1.5, 2.5, 1.8]),
             (128, [1.0, 4.0, 2.9], [2.0, 3.0, 2.5]),

@@ -44,11 +44,12 @@ const PALETTE: [(u8, u8, u8); 8] = [
 
 fn point(x: f64, metric: &MetricCell) -> Option<Point> {
     let s = metric.summary.as_ref()?;
+    let (low, high) = s.ci95.unwrap_or((s.median, s.median));
     Some(Point {
         x,
-        mean: s.mean,
-        low: s.ci95_low,
-        high: s.ci95_high,
+        median: s.median,
+        low,
+        high,
     })
 }
 
@@ -394,7 +395,7 @@ pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     if points.is_empty() {
         return Vec::new();
     }
-    let curve: Vec<(u64, f64)> = points.iter().map(|p| (p.x as u64, p.mean)).collect();
+    let curve: Vec<(u64, f64)> = points.iter().map(|p| (p.x as u64, p.median)).collect();
     vec![ChartSpec {
         stem: "memlat_vs_size".into(),
         title: "Memory load latency vs working set".into(),

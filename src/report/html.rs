@@ -111,8 +111,8 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
     html! {
         table {
             tr {
-                th { "cell" } th { "ok" } th { "failed" } th { "metric" } th { "median" } th { "mean" }
-                th { "95% CI" } th { "CV" } th { "outliers (MAD)" } th { "source" }
+                th { "cell" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
+                th { "95% CI of the median" } th { "mean" } th { "CV" } th { "outliers (MAD)" } th { "source" }
             }
             @for cell in cells {
                 @let metric = cell.headline_metric();
@@ -123,10 +123,10 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
                     td.num { @if cell.failures.is_empty() { "0" } @else { span.failed title=(cell.failures.join("\n")) { (cell.failures.len()) } } }
                     td { @if let Some(m) = metric { (m.role) "." (m.name) } @else { "n/a" } }
                     td.num { (fmt_num(summary.map(|s| s.median))) }
+                    td.num { @if let Some(s) = summary { (s.ci_text(|v| fmt_num(Some(v)))) } @else { "n/a" } }
                     td.num { (fmt_num(summary.map(|s| s.mean))) }
-                    td.num { @if let Some(s) = summary { "[" (fmt_num(Some(s.ci95_low))) ", " (fmt_num(Some(s.ci95_high))) "]" } @else { "n/a" } }
-                    td.num { @if let Some(s) = summary { (format!("{:.1}%", s.cv * 100.0)) } @else { "n/a" } }
-                    td.num { @if let Some(s) = summary { (s.outliers.len()) } @else { "n/a" } }
+                    td.num { @if let Some(s) = summary { (s.cv_text()) } @else { "n/a" } }
+                    td.num { @if let Some(s) = summary.filter(|s| s.n >= 5) { (s.outliers.len()) } @else { "n/a (n < 5)" } }
                     td { @if let Some(m) = metric { (source_badge(&m.source_text())) } @else { "missing" } }
                 }
             }
@@ -143,17 +143,17 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
                     p.failed { "failed repetitions: " (cell.failures.join(" | ")) }
                 }
                 table {
-                    tr { th { "role" } th { "metric" } th { "unit" } th { "n" } th { "median" } th { "mean" } th { "stddev" } th { "95% CI" } th { "CV" } th { "values per repetition" } th { "source" } }
+                    tr { th { "role" } th { "metric" } th { "unit" } th { "n" } th { "median" } th { "95% CI of the median" } th { "mean" } th { "stddev" } th { "CV" } th { "values per repetition" } th { "source" } }
                     @for m in &cell.metrics {
                         @let s = m.summary.as_ref();
                         tr {
                             td { (m.role) } td { (m.name) } td { (m.unit) }
                             td.num { (m.values.len()) }
                             td.num { (fmt_num(s.map(|s| s.median))) }
+                            td.num { @if let Some(s) = s { (s.ci_text(|v| fmt_num(Some(v)))) } @else { "n/a" } }
                             td.num { (fmt_num(s.map(|s| s.mean))) }
-                            td.num { (fmt_num(s.map(|s| s.stddev))) }
-                            td.num { @if let Some(s) = s { "[" (fmt_num(Some(s.ci95_low))) ", " (fmt_num(Some(s.ci95_high))) "]" } @else { "n/a" } }
-                            td.num { @if let Some(s) = s { (format!("{:.1}%", s.cv * 100.0)) } @else { "n/a" } }
+                            td.num { (fmt_num(s.and_then(|s| s.stddev))) }
+                            td.num { @if let Some(s) = s { (s.cv_text()) } @else { "n/a" } }
                             td.num { (m.values.iter().map(|v| fmt_num(Some(*v))).collect::<Vec<_>>().join(", ")) }
                             td { (source_badge(&m.source_text())) }
                         }
@@ -210,7 +210,7 @@ pub fn render(input: &ReportInput<'_>) -> String {
                 @for c in input.caveats { div.caveat { (c) } }
                 @if !input.crossovers.is_empty() {
                     h2 id="crossover" { "Crossover sizes" }
-                    p { "The smallest message size from which mode A has higher throughput than mode B with non-overlapping 95% confidence intervals (and never significantly lower at a larger size); the means cross at the interpolated size (log scale)." }
+                    p { "The smallest message size from which mode A has a higher median throughput than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and is never significantly lower at a larger size; the medians cross at the interpolated size (log scale). With fewer than 4 repetitions a side nothing can be significant, so nothing is claimed." }
                     table {
                         tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
                         @for row in input.crossovers {

@@ -273,10 +273,16 @@ mod tests {
     #[test]
     fn report_holds_every_chart_the_crossover_table_and_caveats() {
         let data = run_data(vec![
-            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![2.0, 2.1, 1.9]),
-            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
-            (stream_case(CopyMode::TwoCopy, 65536, 1), vec![4.0, 4.1, 3.9]),
-            (stream_case(CopyMode::OneCopy, 65536, 1), vec![8.0, 8.1, f64::NAN]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![2.0, 2.1, 1.9, 2.05, 1.95]),
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9, 1.05, 0.95]),
+            (
+                stream_case(CopyMode::TwoCopy, 65536, 1),
+                vec![4.0, 4.1, 3.9, 4.05, 3.95],
+            ),
+            (
+                stream_case(CopyMode::OneCopy, 65536, 1),
+                vec![8.0, 8.1, 7.9, 8.05, f64::NAN],
+            ),
         ]);
         let dir = tempfile::tempdir().unwrap();
         let files = write_report(&data, &dir.path().join("r.html")).unwrap();
