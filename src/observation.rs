@@ -99,8 +99,16 @@ pub struct Metric {
     pub source: Source,
 }
 
+/// Why a computed value that is not a finite number (x/0, 0/0, an overflow) is missing.
+pub const NOT_FINITE: &str = "no finite value (a ratio over zero: nothing was counted in the window)";
+
 impl Metric {
+    /// A measured number. A value that is not finite is never shown as a number: it becomes
+    /// `unavailable` with [`NOT_FINITE`] as the reason, in every output.
     pub fn new(name: &str, role: Role, value: f64, unit: &str, source: Source) -> Metric {
+        if !value.is_finite() {
+            return Metric::unavailable(name, role, unit, NOT_FINITE);
+        }
         Metric {
             name: name.into(),
             role,
@@ -136,6 +144,22 @@ impl Metric {
     /// The column key used by exports: `<role>_<name>`.
     pub fn key(&self) -> String {
         format!("{}_{}", self.role.as_str(), self.name)
+    }
+}
+
+#[cfg(test)]
+mod metric_tests {
+    use super::*;
+
+    /// Found by review: x/0 reached JSON as `null` beside a `tool` source and CSV as `NaN`.
+    #[test]
+    fn a_value_that_is_not_finite_is_unavailable_with_a_reason() {
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let m = Metric::tool("messages_per_s", Role::System, v, "msg/s");
+            assert_eq!(m.value, None);
+            assert_eq!(m.source, Source::Unavailable(NOT_FINITE.into()));
+        }
+        assert_eq!(Metric::tool("x", Role::System, 2.0, "u").value, Some(2.0));
     }
 }
 
