@@ -156,7 +156,7 @@ fn fake_resume_runs_only_the_cells_an_interrupted_run_is_missing() {
             "sweep",
             "fake",
             "--cells",
-            "ok:1,sleep:1s",
+            "ok:1,sleep:3s",
             "--reps",
             "2",
             "--db",
