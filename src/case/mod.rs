@@ -1,11 +1,17 @@
 //! A Case is one fully specified experiment point: which workload and all its parameters.
 //! Cases are plain data: serialisable, hashable, and printable as a short label.
 
+pub mod cpus;
 mod micro;
+mod model;
+mod request;
 mod servers;
 mod stream;
 
+pub use cpus::CpuList;
 pub use micro::MicroCase;
+pub use model::Model;
+pub use request::Request;
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
 

@@ -141,8 +141,8 @@ impl StreamGrid {
                         threads,
                         duration_ms: self.duration_ms,
                         warmup_ms: self.warmup_ms,
-                        client_cpus: self.client_cpus.clone(),
-                        server_cpus: self.server_cpus.clone(),
+                        client_cpus: self.client_cpus.clone().map(Into::into),
+                        server_cpus: self.server_cpus.clone().map(Into::into),
                         verify: self.verify,
                         endpoint: Endpoint::Loopback { port: 0 },
                         perf: self.perf,
@@ -389,7 +389,7 @@ fn stream_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
 }
 
 fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
-    use crate::servers::{workload::Workload, Model};
+    use crate::servers::{Model, Request};
     refuse_foreign(
         "servers",
         &[
@@ -406,7 +406,7 @@ fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
         "all" => Model::ALL.to_vec(),
         text => flag("model", parse_list(text))?,
     };
-    let requests: Vec<Workload> = flag("request", parse_list(args.request.as_deref().unwrap_or("echo:64")))?;
+    let requests: Vec<Request> = flag("request", parse_list(args.request.as_deref().unwrap_or("echo:64")))?;
     let clients = flag(
         "clients",
         parse_count_list(args.clients.as_deref().unwrap_or("1,10,100")),
@@ -431,9 +431,9 @@ fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
         "warmup",
         parse_duration_or_zero(args.warmup.as_deref().unwrap_or("500ms")),
     )?;
-    let cpus = |name: &str, text: &Option<String>| -> anyhow::Result<Option<String>> {
+    let cpus = |name: &str, text: &Option<String>| -> anyhow::Result<Option<crate::case::CpuList>> {
         match text {
-            Some(t) => flag(name, parse_cpu_list(t)).map(|_| Some(t.trim().to_string())),
+            Some(t) => flag(name, parse_cpu_list(t)).map(|c| Some(c.into())),
             None => Ok(None),
         }
     };
@@ -446,8 +446,8 @@ fn servers_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
         for model in &models {
             for &c in &clients {
                 cases.push(Case::Servers(crate::case::ServersCase {
-                    model: model.to_string(),
-                    request: request.to_string(),
+                    model: *model,
+                    request: *request,
                     clients: c,
                     duration_ms: (duration.as_millis() as u64).max(1),
                     warmup_ms: warmup.as_millis() as u64,

@@ -291,10 +291,10 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         return Vec::new();
     }
     // One series per model and request kind (echo:64, procs:2...).
-    let mut models: Vec<(&str, &str)> = Vec::new();
+    let mut models: Vec<(crate::case::Model, crate::case::Request)> = Vec::new();
     for (s, _) in &servers {
-        if !models.contains(&(s.model.as_str(), s.request.as_str())) {
-            models.push((&s.model, &s.request));
+        if !models.contains(&(s.model, s.request)) {
+            models.push((s.model, s.request));
         }
     }
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
@@ -508,11 +508,11 @@ mod tests {
     fn servers_runs_get_requests_and_p99_per_model() {
         use crate::observation::{Metric, Source};
         let mut cases = Vec::new();
-        for model in ["threads", "epoll"] {
+        for model in [crate::case::Model::Threads, crate::case::Model::Epoll] {
             for clients in [1usize, 4, 16] {
                 let case = Case::Servers(crate::case::ServersCase {
                     warmup_ms: 10,
-                    ..crate::case::ServersCase::new(model, "echo:64", clients, 100)
+                    ..crate::case::ServersCase::new(model, crate::case::Request::Echo(64), clients, 100)
                 });
                 let metrics = vec![
                     Metric::new(

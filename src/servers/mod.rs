@@ -11,16 +11,17 @@ pub mod protocol;
 pub mod query;
 pub mod server;
 pub mod window;
-pub mod workload;
 
+pub use crate::case::Request;
 pub use model::Model;
-pub use workload::Workload;
+
+// An echo request must fit in one protocol frame.
+const _: () = assert!(Request::MAX_ECHO_BYTES <= protocol::MAX_PAYLOAD);
 
 use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
 use crate::observation::{Metric, Observation, Role, Source};
-use crate::sys::procfs::parse_cpu_list;
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
 use std::sync::Arc;
@@ -48,16 +49,6 @@ pub fn raise_fd_limit(needed: u64) -> Option<String> {
     })
 }
 
-fn cpus(text: &Option<String>, what: &str) -> anyhow::Result<Option<Vec<usize>>> {
-    match text {
-        None => Ok(None),
-        Some(t) => parse_cpu_list(t)
-            .filter(|c| !c.is_empty())
-            .map(Some)
-            .ok_or_else(|| anyhow::anyhow!("bad {what} CPU list '{t}'")),
-    }
-}
-
 /// Run one server-model case: start the model on 127.0.0.1 in this process (server threads
 /// measured with per-thread counters), drive it with the load generator for the case's
 /// duration, and return client-side latency/throughput and server-side counters.
@@ -67,8 +58,7 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    let model: Model = case.model.parse().map_err(anyhow::Error::msg)?;
-    let workload: Workload = case.request.parse().map_err(anyhow::Error::msg)?;
+    let model = case.model;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
@@ -82,7 +72,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     config.max_conns = usize::MAX;
     config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
     config.pool_size = case.pool_size.max(1);
-    config.cpus = cpus(&case.server_cpus, "server")?;
+    config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
     let server = match server::start(config, Some(window.clone())) {
         Ok(s) => s,
         Err(e) if model == Model::Uring && e.to_string().contains("io_uring unavailable") => {
@@ -99,12 +89,12 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         addr: server.addr,
         clients: case.clients,
         threads: case.client_threads.max(1),
-        workload,
+        workload: case.request,
         warmup: Duration::from_millis(case.warmup_ms),
         duration: Duration::from_millis(case.duration_ms),
         rate: case.rate.map(|r| r as f64),
         timeout: Duration::from_secs(1),
-        cpus: cpus(&case.client_cpus, "client")?,
+        cpus: case.client_cpus.as_ref().map(|c| c.to_vec()),
     };
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;

@@ -255,7 +255,7 @@ mod tests {
             duration_ms: 100,
             warmup_ms: 10,
             client_cpus: None,
-            server_cpus: Some(vec![1]),
+            server_cpus: Some(vec![1].into()),
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
