@@ -1,6 +1,7 @@
 //! A Case is one fully specified experiment point: which workload and all its parameters.
 //! Cases are plain data: serialisable, hashable, and printable as a short label.
 
+mod bench;
 pub mod cpus;
 mod micro;
 mod model;
@@ -8,6 +9,7 @@ mod request;
 mod servers;
 mod stream;
 
+pub use bench::Bench;
 pub use cpus::CpuList;
 pub use micro::MicroCase;
 pub use model::Model;

@@ -6,7 +6,7 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case, MicroCase};
-use crate::micro::{self, harness, Settings, BENCHES};
+use crate::micro::{self, harness, Bench, Settings};
 use crate::observation::{Observation, Role};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::Record;
@@ -112,36 +112,36 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
             print!("{}", list());
             Ok(())
         }
-        MicroCommand::All(a) => run_benches(&BENCHES.iter().map(|b| b.0).collect::<Vec<_>>(), a),
-        MicroCommand::Timer(a) => run_benches(&["timer"], a),
-        MicroCommand::Call(a) => run_benches(&["call"], a),
-        MicroCommand::Syscall(a) => run_benches(&["syscall"], a),
-        MicroCommand::Proc(a) => run_benches(&["proc"], a),
-        MicroCommand::Thread(a) => run_benches(&["thread"], a),
-        MicroCommand::Ctxswitch(a) => run_benches(&["ctxswitch"], a),
-        MicroCommand::Memlat(a) => run_benches(&["memlat"], a),
-        MicroCommand::Membw(a) => run_benches(&["membw"], a),
-        MicroCommand::Pagefault(a) => run_benches(&["pagefault"], a),
-        MicroCommand::Tcp(a) => run_benches(&["tcp"], a),
-        MicroCommand::Fs(a) => run_benches(&["fs"], a),
+        MicroCommand::All(a) => run_benches(&Bench::ALL, a),
+        MicroCommand::Timer(a) => run_benches(&[Bench::Timer], a),
+        MicroCommand::Call(a) => run_benches(&[Bench::Call], a),
+        MicroCommand::Syscall(a) => run_benches(&[Bench::Syscall], a),
+        MicroCommand::Proc(a) => run_benches(&[Bench::Proc], a),
+        MicroCommand::Thread(a) => run_benches(&[Bench::Thread], a),
+        MicroCommand::Ctxswitch(a) => run_benches(&[Bench::Ctxswitch], a),
+        MicroCommand::Memlat(a) => run_benches(&[Bench::Memlat], a),
+        MicroCommand::Membw(a) => run_benches(&[Bench::Membw], a),
+        MicroCommand::Pagefault(a) => run_benches(&[Bench::Pagefault], a),
+        MicroCommand::Tcp(a) => run_benches(&[Bench::Tcp], a),
+        MicroCommand::Fs(a) => run_benches(&[Bench::Fs], a),
     }
 }
 
 fn list() -> String {
     let mut t = Table::new(&["bench", "variants", "what it measures"]);
-    for (name, what) in BENCHES {
-        let v = micro::variants(name);
+    for bench in Bench::ALL {
+        let v = bench.variants();
         t.row(vec![
-            name.to_string(),
+            bench.to_string(),
             if v.is_empty() { "-".into() } else { v.join(",") },
-            what.to_string(),
+            bench.description().to_string(),
         ]);
     }
     t.render()
 }
 
 /// Stage two: check the flags and turn them into Settings.
-fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
+fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
     if a.samples == Some(0) {
         return Err(usage("--samples must be at least 1"));
     }
@@ -209,14 +209,11 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
         None => None,
         Some(text) => {
             let wanted: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
-            let known: Vec<&str> = benches
-                .iter()
-                .flat_map(|b| micro::variants(b).iter().copied())
-                .collect();
+            let known: Vec<&str> = benches.iter().flat_map(|b| b.variants().iter().copied()).collect();
             if let Some(bad) = wanted.iter().find(|w| !known.contains(&w.as_str())) {
                 return Err(usage(format!(
                     "--variant '{bad}' is not a variant of {} (accepted: {})",
-                    benches.join(", "),
+                    benches.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "),
                     if known.is_empty() {
                         "none".to_string()
                     } else {
@@ -288,7 +285,7 @@ fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
+fn run_benches(benches: &[Bench], args: Box<RunArgs>) -> anyhow::Result<()> {
     let s = settings(benches, &args)?;
     let cases: Vec<MicroCase> = benches
         .iter()
@@ -298,7 +295,7 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
             if let Some(v) = &s.variants {
                 let mine: Vec<String> = v
                     .iter()
-                    .filter(|x| micro::variants(b).contains(&x.as_str()))
+                    .filter(|x| b.variants().contains(&x.as_str()))
                     .cloned()
                     .collect();
                 own.variants = if mine.is_empty() && benches.len() > 1 {
@@ -307,7 +304,7 @@ fn run_benches(benches: &[&str], args: Box<RunArgs>) -> anyhow::Result<()> {
                     Some(mine)
                 };
             }
-            micro::plan(b, &own)
+            micro::plan(*b, &own)
         })
         .collect();
     let mut db = match &args.db {
@@ -466,7 +463,7 @@ fn size_of(r: &Record, option: &str) -> Option<u64> {
     }
 }
 
-fn is_bench(r: &Record, bench: &str, variant: Option<&str>) -> bool {
+fn is_bench(r: &Record, bench: Bench, variant: Option<&str>) -> bool {
     matches!(&r.case, Case::Micro(c) if c.bench == bench && (variant.is_none() || c.option("variant") == variant))
 }
 
@@ -474,7 +471,7 @@ fn is_bench(r: &Record, bench: &str, variant: Option<&str>) -> bool {
 fn memlat_levels(records: &[Record]) -> String {
     let points: Vec<(u64, f64)> = records
         .iter()
-        .filter(|r| is_bench(r, "memlat", None))
+        .filter(|r| is_bench(r, Bench::Memlat, None))
         .filter_map(|r| {
             Some((
                 size_of(r, "size_bytes")?,
@@ -515,7 +512,7 @@ fn cache_knee(records: &[Record]) -> String {
     let read = |name: &str| -> Vec<(u64, f64)> {
         records
             .iter()
-            .filter(|r| is_bench(r, "fs", Some("cache_read")))
+            .filter(|r| is_bench(r, Bench::Fs, Some("cache_read")))
             .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
             .collect()
     };

@@ -485,11 +485,10 @@ fn micro_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
             ("server-cpus", args.server_cpus.is_some()),
         ],
     )?;
-    let known: Vec<&str> = crate::micro::BENCHES.iter().map(|(name, _)| *name).collect();
     let Some(list) = args.bench.as_deref() else {
         return Err(usage(format!(
             "micro sweeps need --bench (accepted: {})",
-            known.join(", ")
+            crate::micro::Bench::names()
         )));
     };
     let settings = crate::micro::Settings {
@@ -498,12 +497,7 @@ fn micro_cases(args: &SweepArgs) -> anyhow::Result<Vec<Case>> {
     };
     let mut cases = Vec::new();
     for bench in list.split(',').map(str::trim) {
-        if !known.contains(&bench) {
-            return Err(usage(format!(
-                "--bench: unknown benchmark '{bench}' (accepted: {})",
-                known.join(", ")
-            )));
-        }
+        let bench: crate::micro::Bench = bench.parse().map_err(|e| usage(format!("--bench: {e}")))?;
         cases.extend(crate::micro::plan(bench, &settings).into_iter().map(Case::Micro));
     }
     Ok(cases)

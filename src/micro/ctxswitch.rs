@@ -12,7 +12,7 @@ use crate::sys::{affinity, futex, process, syscall};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const VARIANTS: [&str; 2] = ["pipe_procs", "futex_threads"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Ctxswitch.variants();
 
 /// Restores the calling thread's CPU affinity when dropped.
 struct AffinityGuard(Vec<usize>);

@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-pub const VARIANTS: [&str; 4] = ["seq_read", "rand_read", "cache_read", "contention"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Fs.variants();
 const BLOCK: usize = 4096;
 const MIB: f64 = (1u64 << 20) as f64;
 

@@ -8,7 +8,7 @@ use crate::observation::{Observation, Source};
 use crate::sys::mem::{AnonMap, HugePages};
 use std::hint::black_box;
 
-pub const VARIANTS: [&str; 3] = ["read", "write", "copy"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Membw.variants();
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The default buffer: 4x the last-level cache, at least 64 MiB (256 MiB when the LLC is unknown).

@@ -12,7 +12,7 @@ use crate::sys::mem::{self, AnonMap, FileMap, HugePages};
 use crate::sys::rusage;
 use std::io::Write;
 
-pub const VARIANTS: [&str; 2] = ["minor", "major"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Pagefault.variants();
 
 pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     let quick = harness::is_quick(case);

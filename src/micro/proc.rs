@@ -7,7 +7,7 @@ use crate::case::MicroCase;
 use crate::observation::{Metric, Observation, Role, Source};
 use crate::sys::process::{self, Program};
 
-pub const VARIANTS: [&str; 3] = ["fork_exit", "fork_exec", "posix_spawn"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Proc.variants();
 pub const DEFAULT_PROGRAM: &str = "/bin/true";
 
 pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {

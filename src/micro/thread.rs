@@ -5,7 +5,7 @@ use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
 
-pub const VARIANTS: [&str; 2] = ["create_join", "start_latency"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Thread.variants();
 
 pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);

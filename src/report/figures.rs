@@ -375,7 +375,7 @@ pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut points = Vec::new();
     for cell in cells {
         let Case::Micro(m) = &cell.case else { continue };
-        if m.bench != "memlat" {
+        if m.bench != crate::case::Bench::Memlat {
             continue;
         }
         let Some(size) = m
@@ -487,7 +487,7 @@ mod tests {
         let cases = curve
             .map(|(size, ns)| {
                 let case = Case::Micro(crate::case::MicroCase {
-                    bench: "memlat".into(),
+                    bench: crate::case::Bench::Memlat,
                     options: vec![("size_bytes".into(), size.to_string())],
                 });
                 (

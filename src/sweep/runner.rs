@@ -108,8 +108,8 @@ mod tests {
 
     fn case(name: &str) -> Case {
         Case::Micro(MicroCase {
-            bench: name.into(),
-            options: vec![],
+            bench: crate::case::Bench::Timer,
+            options: vec![("name".into(), name.into())],
         })
     }
 
@@ -120,7 +120,7 @@ mod tests {
         let mut calls = 0;
         let mut execute = |c: &Case| -> anyhow::Result<Observation> {
             calls += 1;
-            if c.label() == "bad" {
+            if c.label().ends_with("name=bad") {
                 anyhow::bail!("boom")
             }
             let mut o = Observation::default();
