@@ -21,7 +21,7 @@ const _: () = assert!(Request::MAX_ECHO_BYTES <= protocol::MAX_PAYLOAD);
 use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source, Unsupported};
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
 use std::sync::Arc;
@@ -75,15 +75,18 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
     let server = match server::start(config, Some(window.clone())) {
         Ok(s) => s,
-        Err(e) if model == Model::Uring && e.to_string().contains("io_uring unavailable") => {
-            let reason = e.to_string();
-            obs.warn(reason.clone());
-            for (name, role, unit) in METRIC_UNITS {
-                obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            // The kernel refuses the model (io_uring disabled): a result, not a failure.
+            Some(refused) => {
+                let reason = refused.to_string();
+                obs.warn(reason.clone());
+                for (name, role, unit) in METRIC_UNITS {
+                    obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
+                }
+                return Ok(obs);
             }
-            return Ok(obs);
-        }
-        Err(e) => return Err(e),
+            None => return Err(e),
+        },
     };
     let load_config = LoadConfig {
         addr: server.addr,
