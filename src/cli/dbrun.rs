@@ -60,7 +60,11 @@ impl DbRun {
 
     /// Close the run as complete or interrupted and say where it is.
     pub fn finish(mut self, interrupted: bool) -> anyhow::Result<()> {
-        let status = if interrupted { "interrupted" } else { "complete" };
+        let status = if interrupted {
+            crate::store::RunStatus::Interrupted
+        } else {
+            crate::store::RunStatus::Complete
+        };
         self.store.set_run_status(self.run_id, status)?;
         eprintln!(
             "stored as run {id} ({status}) in {db}; `iopath report {id} --db {db}` draws it",

@@ -8,7 +8,7 @@ use super::values::{
 };
 use crate::case::{Case, CopyMode, Endpoint, StreamCase};
 use crate::report::{self, fmt_num};
-use crate::store::{NewRun, RunRecorder, Store, StoreError, DEFAULT_DB_PATH};
+use crate::store::{NewRun, RunRecorder, RunStatus, Store, StoreError, DEFAULT_DB_PATH};
 use crate::sweep::{environment::RunEnvironment, order_cells, progress::Progress, run_cells, RunOptions};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -258,7 +258,7 @@ fn execute_run(store: &mut Store, run_id: i64) -> anyhow::Result<bool> {
             cells.len()
         );
     }
-    store.set_run_status(run_id, "running")?;
+    store.set_run_status(run_id, RunStatus::Running)?;
     let progress = Progress::new(cells.len());
     let options = RunOptions {
         warmup_cell: run.warmup_cell,
@@ -275,7 +275,14 @@ fn execute_run(store: &mut Store, run_id: i64) -> anyhow::Result<bool> {
             &progress,
         )?
     };
-    store.set_run_status(run_id, if end.interrupted { "interrupted" } else { "complete" })?;
+    store.set_run_status(
+        run_id,
+        if end.interrupted {
+            RunStatus::Interrupted
+        } else {
+            RunStatus::Complete
+        },
+    )?;
     if end.failed > 0 {
         eprintln!(
             "{} cells failed; their errors are stored (see the report or `iopath export`)",

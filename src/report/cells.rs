@@ -320,7 +320,7 @@ pub(crate) mod tests {
                 tool_version: "0".into(),
                 started_at: "2026-01-01T00:00:00Z".into(),
                 ended_at: None,
-                status: "complete".into(),
+                status: crate::store::RunStatus::Complete,
                 repetitions: 3,
                 shuffle: false,
                 seed: 0,

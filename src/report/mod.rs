@@ -14,7 +14,7 @@ pub mod html;
 
 use crate::case::{Case, CopyMode, Endpoint};
 use crate::observation::Role;
-use crate::store::RunData;
+use crate::store::{RunData, RunStatus};
 use cells::CellSummary;
 use std::path::{Path, PathBuf};
 
@@ -92,13 +92,12 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
         ));
     }
     let run = &data.run;
-    if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != "complete" {
+    if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != RunStatus::Complete {
         out.push(format!(
             "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
-            if run.status == "running" {
-                "unfinished (still running, or killed)"
-            } else {
-                run.status.as_str()
+            match run.status {
+                RunStatus::Running => "unfinished (still running, or killed)",
+                other => other.as_str(),
             },
             run.cells_ok + run.cells_failed,
             run.cells_planned(),

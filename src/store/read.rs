@@ -1,7 +1,7 @@
 //! Reading runs back: the list of runs, and one run with its cases and every stored cell.
 
 use super::db::{Store, StoreError};
-use super::Record;
+use super::{Record, RunStatus};
 use crate::case::Case;
 use crate::observation::{Metric, Observation, Role};
 use rusqlite::{params, OptionalExtension, Row};
@@ -14,8 +14,7 @@ pub struct RunSummary {
     pub tool_version: String,
     pub started_at: String,
     pub ended_at: Option<String>,
-    /// running (or killed while running), complete, interrupted.
-    pub status: String,
+    pub status: RunStatus,
     pub repetitions: u32,
     pub shuffle: bool,
     pub seed: u64,
@@ -441,8 +440,33 @@ mod tests {
         .unwrap();
         let data = store.load_run(id).unwrap();
         assert_eq!((data.cases.len(), data.run.repetitions, data.run.cells_ok), (2, 2, 4));
-        assert_eq!(data.run.status, "complete");
+        assert_eq!(data.run.status, RunStatus::Complete);
         assert_eq!(data.records()[3].observation, obs);
+    }
+
+    #[test]
+    fn run_status_is_stored_as_text_and_an_unknown_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let mut store = Store::create_or_open(&path).unwrap();
+        let id = store.create_run(&new_run(vec![stream(64)])).unwrap();
+        assert_eq!(store.run(id).unwrap().status, RunStatus::Running);
+        store.set_run_status(id, RunStatus::Interrupted).unwrap();
+        let text = |store: &Store| -> String {
+            store
+                .conn
+                .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(text(&store), "interrupted");
+        assert_eq!(store.run(id).unwrap().status, RunStatus::Interrupted);
+        store
+            .conn
+            .execute("UPDATE runs SET status = 'paused' WHERE id = ?1", [id])
+            .unwrap();
+        let err = store.run(id).err().unwrap();
+        assert!(err.to_string().contains("unknown run status 'paused'"), "{err}");
+        assert!(store.list_runs().is_err());
     }
 
     #[test]
