@@ -18,3 +18,4 @@ pub mod store;
 pub mod sweep;
 pub mod sys;
 pub mod sysinfo;
+pub mod warning;

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub use crate::warning::{Warning, WarningKind};
+
 /// Where a number came from. A missing number is `Unavailable` with the reason, never a 0.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
@@ -190,7 +192,7 @@ pub struct ThreadPlacement {
 pub struct Observation {
     pub metrics: Vec<Metric>,
     /// Things the user should know about this result (copied zero-copy sends, unpinned run...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     pub placement: Vec<ThreadPlacement>,
 }
 
@@ -209,11 +211,17 @@ impl Observation {
         self.get(name, role).and_then(|m| m.value)
     }
 
-    pub fn warn(&mut self, text: impl Into<String>) {
-        let text = text.into();
-        if !self.warnings.contains(&text) {
-            self.warnings.push(text);
+    /// Add a warning of this kind (once: an identical one is not repeated).
+    pub fn warn(&mut self, kind: WarningKind, text: impl Into<String>) {
+        let warning = Warning::new(kind, text);
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
         }
+    }
+
+    /// Whether any warning is of this kind.
+    pub fn has_warning(&self, kind: WarningKind) -> bool {
+        self.warnings.iter().any(|w| w.kind == kind)
     }
 }
 

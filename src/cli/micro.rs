@@ -343,7 +343,7 @@ fn run_benches(benches: &[Bench], args: Box<RunArgs>) -> anyhow::Result<()> {
                 eprintln!("error: {}: {err}", case.label());
                 failures.push(case.label());
                 let mut obs = Observation::default();
-                obs.warn(format!("failed: {err}"));
+                obs.warn(crate::observation::WarningKind::CellFailed, format!("failed: {err}"));
                 (obs, Some(err))
             }
         };

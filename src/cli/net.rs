@@ -281,7 +281,7 @@ pub fn render_stream_table(records: &[Record]) -> String {
     }
     let mut text = table.render();
     text.push_str(&sources_legend(records, &COLS));
-    let mut notes: Vec<&String> = Vec::new();
+    let mut notes: Vec<&crate::observation::Warning> = Vec::new();
     for r in records {
         for w in &r.observation.warnings {
             if !notes.contains(&w) {

@@ -7,7 +7,7 @@
 
 use super::harness::{self, push_summary, push_value, Budget};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Role, Source, ThreadPlacement};
+use crate::observation::{Observation, Role, Source, ThreadPlacement, WarningKind};
 use crate::sys::{affinity, futex, process, syscall};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -49,7 +49,7 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
         ),
     }
     if !pinned && allowed.len() > 1 {
-        obs.warn("unpinned: the two sides may run on different CPUs, so this is cross-CPU wake-up latency, not a pure context switch");
+        obs.warn(WarningKind::Unpinned, "unpinned: the two sides may run on different CPUs, so this is cross-CPU wake-up latency, not a pure context switch");
     }
     harness::push_overheads(&mut obs);
     Ok(obs)

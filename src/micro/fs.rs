@@ -8,7 +8,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source};
+use crate::observation::{Observation, Source, WarningKind};
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
 use rand::{Rng, SeedableRng};
@@ -79,7 +79,7 @@ fn direct_reads(case: &MicroCase, quick: bool, random: bool, dir: &Path, obs: &m
     write_file(&path, size)?;
     let (file, direct) = open_direct(&path)?;
     if !direct {
-        obs.warn(NO_DIRECT_NOTE);
+        obs.warn(WarningKind::Substituted, NO_DIRECT_NOTE);
     }
     let mut buf = AnonMap::new(BLOCK, HugePages::Refuse)?;
     let blocks = size / BLOCK as u64;
@@ -187,7 +187,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, obs: &mut Observation) 
         files.push(f);
     }
     if !direct_everywhere {
-        obs.warn(NO_DIRECT_NOTE);
+        obs.warn(WarningKind::Substituted, NO_DIRECT_NOTE);
     }
     let mut buf = AnonMap::new(64 << 10, HugePages::Refuse)?;
     let mut per_proc = Vec::new();

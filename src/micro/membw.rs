@@ -4,7 +4,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source};
+use crate::observation::{Observation, Source, WarningKind};
 use crate::sys::mem::{AnonMap, HugePages};
 use std::hint::black_box;
 
@@ -76,9 +76,12 @@ pub fn run(case: &MicroCase) -> anyhow::Result<Observation> {
     push_summary(&mut obs, "bandwidth_gib_s", "GiB/s", &gib_s, Source::Tool);
     if let Some(llc) = crate::sys::cache::last_level_bytes() {
         if size < 4 * llc {
-            obs.warn(format!(
+            obs.warn(
+                WarningKind::CacheResident,
+                format!(
                 "buffer of {size} bytes is less than 4x the last-level cache ({llc} bytes): caches inflate the figure"
-            ));
+            ),
+            );
         }
     }
     harness::push_overheads(&mut obs);

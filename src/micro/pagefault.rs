@@ -7,7 +7,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::sys::mem::{self, AnonMap, FileMap, HugePages};
 use crate::sys::rusage;
 use std::io::Write;
@@ -125,7 +125,7 @@ fn major(case: &MicroCase, quick: bool, samples: usize) -> anyhow::Result<Observ
         Source::Rusage,
     ));
     if ratio < 0.9 {
-        obs.warn(format!(
+        obs.warn(WarningKind::PartialFaults, format!(
             "only {:.0}% of the pages took a major fault (readahead or fault-around filled the rest); the time is per fault taken",
             ratio * 100.0
         ));

@@ -21,7 +21,7 @@ const _: () = assert!(Request::MAX_ECHO_BYTES <= protocol::MAX_PAYLOAD);
 use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
-use crate::observation::{Metric, Observation, Role, Source, Unsupported};
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
 use std::sync::Arc;
@@ -62,11 +62,11 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
-        obs.warn(w);
+        obs.warn(WarningKind::FdLimit, w);
     }
     let window = Arc::new(Window::new(case.perf));
     if let Some(note) = &window.policy().note {
-        obs.warn(note.clone());
+        obs.warn(WarningKind::CountersRestricted, note.clone());
     }
     let mut config = ServerConfig::new(model, "127.0.0.1:0".parse()?);
     config.max_conns = usize::MAX;
@@ -79,7 +79,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
             // The kernel refuses the model (io_uring disabled): a result, not a failure.
             Some(refused) => {
                 let reason = refused.to_string();
-                obs.warn(reason.clone());
+                obs.warn(WarningKind::Unsupported, reason.clone());
                 for (name, role, unit) in METRIC_UNITS {
                     obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
                 }
@@ -106,9 +106,10 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     let client_samples = window.client_samples();
     let summary = server.stop();
     if late > 0 {
-        obs.warn(format!(
-            "{late} server thread(s) did not close their counter window in time"
-        ));
+        obs.warn(
+            WarningKind::Starved,
+            format!("{late} server thread(s) did not close their counter window in time"),
+        );
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
@@ -219,7 +220,7 @@ fn describe(
     obs.push(tool("protocol_errors", Role::Client, "errors", e.protocol as f64));
     obs.push(tool("io_errors", Role::Client, "errors", e.io as f64));
     if load.starved > 0 {
-        obs.warn(format!(
+        obs.warn(WarningKind::Starved, format!(
             "{} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds), so p99 shows the clients this model left waiting",
             load.starved,
             loadgen::STARVED.as_millis()
@@ -280,24 +281,30 @@ fn describe(
     ));
 
     if e.total() > 0 {
-        obs.warn(format!(
-            "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
-            e.total(),
-            e.connect,
-            e.refused,
-            e.timeouts,
-            e.protocol,
-            e.io,
-            load.samples.join("; ")
-        ));
+        obs.warn(
+            WarningKind::RequestErrors,
+            format!(
+                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
+                e.total(),
+                e.connect,
+                e.refused,
+                e.timeouts,
+                e.protocol,
+                e.io,
+                load.samples.join("; ")
+            ),
+        );
     }
     if model == Model::Iterative && case.clients > 1 {
-        obs.warn("iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
+        obs.warn(WarningKind::ModelLimit, "iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
     }
     if model == Model::Pool && case.clients > case.pool_size {
-        obs.warn(format!(
-            "pool: {} workers share {} connections through one epoll instance",
-            case.pool_size, case.clients
-        ));
+        obs.warn(
+            WarningKind::ModelLimit,
+            format!(
+                "pool: {} workers share {} connections through one epoll instance",
+                case.pool_size, case.clients
+            ),
+        );
     }
 }

@@ -89,7 +89,8 @@ impl Exporter for CsvExporter {
             }
             row.push(if r.error.is_some() { "failed" } else { "ok" }.to_string());
             row.push(r.error.clone().unwrap_or_default());
-            row.push(r.observation.warnings.join(" | "));
+            let warnings: Vec<&str> = r.observation.warnings.iter().map(|w| w.text.as_str()).collect();
+            row.push(warnings.join(" | "));
             w.write_record(&row)?;
         }
         Ok(w.into_inner()?)

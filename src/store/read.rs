@@ -3,7 +3,7 @@
 use super::db::{Store, StoreError};
 use super::{Record, RunStatus};
 use crate::case::Case;
-use crate::observation::{Metric, Observation, Role};
+use crate::observation::{Metric, Observation, Role, WarningKind};
 use rusqlite::{params, OptionalExtension, Row};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +48,7 @@ impl StoredCell {
     pub fn record(&self, run_id: i64) -> Record {
         let mut observation = self.observation.clone();
         if let Some(error) = &self.error {
-            observation.warn(format!("cell failed: {error}"));
+            observation.warn(WarningKind::CellFailed, format!("cell failed: {error}"));
         }
         Record {
             run_id: Some(run_id),
@@ -303,7 +303,7 @@ mod tests {
             "cycles/B",
             Source::Estimate,
         ));
-        obs.warn("zero-copy was copied");
+        obs.warn(WarningKind::ZeroCopyCopied, "zero-copy was copied");
         let ok = CellOutcome {
             result: Ok(obs.clone()),
             elapsed_s: 0.2,
@@ -344,7 +344,9 @@ mod tests {
         assert_eq!(data.run.cells_failed, 1);
         assert_eq!(data.run.cells_planned(), 4);
         let records = data.records();
-        assert!(records[1].observation.warnings[0].contains("cell failed: boom"));
+        let failed = &records[1].observation.warnings[0];
+        assert_eq!(failed.kind, WarningKind::CellFailed);
+        assert!(failed.text.contains("cell failed: boom"));
         let done = store.done_cells(id).unwrap();
         assert_eq!(done.len(), 1, "failed cells are retried on resume");
     }
