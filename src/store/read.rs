@@ -471,6 +471,41 @@ mod tests {
         assert!(store.list_runs().is_err());
     }
 
+    /// Rows written before warnings had kinds hold plain strings: they load as kind `other`.
+    #[test]
+    fn warnings_stored_as_plain_text_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create_or_open(&dir.path().join("x.db")).unwrap();
+        let id = store.create_run(&new_run(vec![stream(64)])).unwrap();
+        let mut obs = Observation::default();
+        obs.warn(WarningKind::Unpinned, "threads were not pinned");
+        let ok = CellOutcome {
+            result: Ok(obs),
+            elapsed_s: 0.1,
+        };
+        let cell = Cell {
+            position: 0,
+            repetition: 0,
+        };
+        store.record_cell(id, cell, &ok).unwrap();
+        let stored: String = store
+            .conn
+            .query_row("SELECT warnings_json FROM observations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, r#"[{"kind":"unpinned","text":"threads were not pinned"}]"#);
+        store
+            .conn
+            .execute(
+                "UPDATE observations SET warnings_json = '[\"2 threads migrated between CPUs during the window\"]'",
+                [],
+            )
+            .unwrap();
+        let data = store.load_run(id).unwrap();
+        let w = &data.cells[0].observation.warnings[0];
+        assert_eq!(w.kind, WarningKind::Other);
+        assert_eq!(w.text, "2 threads migrated between CPUs during the window");
+    }
+
     #[test]
     fn newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
