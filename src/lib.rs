@@ -19,3 +19,4 @@ pub mod store;
 pub mod sweep;
 pub mod sys;
 pub mod sysinfo;
+pub mod warning;

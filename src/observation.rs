@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub use crate::warning::{Warning, WarningKind};
+
 /// Where a number came from. A missing number is `Unavailable` with the reason, never a 0.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
@@ -163,6 +165,39 @@ mod metric_tests {
     }
 }
 
+/// The kernel refuses a feature a case needs (io_uring disabled, a syscall missing from this
+/// kernel...): the case cannot run here, which is a result to report, not a failure. Workloads
+/// return it inside their `anyhow::Error`; callers find it with `downcast_ref::<Unsupported>()`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} unavailable: {reason}")]
+pub struct Unsupported {
+    /// The feature, e.g. `io_uring`.
+    pub what: String,
+    /// Why not, with what the user can do about it.
+    pub reason: String,
+}
+
+impl Unsupported {
+    pub fn new(what: impl Into<String>, reason: impl Into<String>) -> Unsupported {
+        Unsupported {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// `Some` when `err` is the kernel refusing `what` (not permitted, not implemented, not
+    /// supported); None for any other error, which stays an error.
+    pub fn refused(what: &str, err: &std::io::Error) -> Option<Unsupported> {
+        let why = match err.raw_os_error()? {
+            libc::EPERM | libc::EACCES => "not permitted here (a sysctl such as kernel.io_uring_disabled, seccomp, or a container profile forbids it)",
+            libc::ENOSYS => "this kernel does not implement it",
+            libc::EOPNOTSUPP | libc::ENOPROTOOPT => "not supported here",
+            _ => return None,
+        };
+        Some(Unsupported::new(what, format!("{why} ({err})")))
+    }
+}
+
 /// Where one thread of a workload ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadPlacement {
@@ -181,7 +216,7 @@ pub struct ThreadPlacement {
 pub struct Observation {
     pub metrics: Vec<Metric>,
     /// Things the user should know about this result (copied zero-copy sends, unpinned run...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     pub placement: Vec<ThreadPlacement>,
 }
 
@@ -200,11 +235,17 @@ impl Observation {
         self.get(name, role).and_then(|m| m.value)
     }
 
-    pub fn warn(&mut self, text: impl Into<String>) {
-        let text = text.into();
-        if !self.warnings.contains(&text) {
-            self.warnings.push(text);
+    /// Add a warning of this kind (once: an identical one is not repeated).
+    pub fn warn(&mut self, kind: WarningKind, text: impl Into<String>) {
+        let warning = Warning::new(kind, text);
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
         }
+    }
+
+    /// Whether any warning is of this kind.
+    pub fn has_warning(&self, kind: WarningKind) -> bool {
+        self.warnings.iter().any(|w| w.kind == kind)
     }
 }
 
@@ -225,6 +266,19 @@ mod tests {
             assert_eq!(s.to_string().parse::<Source>().unwrap(), s);
         }
         assert!("bogus".parse::<Source>().is_err());
+    }
+
+    #[test]
+    fn kernel_refusals_are_unsupported_and_other_errors_are_not() {
+        let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
+        let u = Unsupported::refused("io_uring", &eperm).unwrap();
+        assert!(u.to_string().starts_with("io_uring unavailable: not permitted"), "{u}");
+        let err: anyhow::Error = u.clone().into();
+        assert_eq!(err.downcast_ref::<Unsupported>(), Some(&u));
+        let enosys = std::io::Error::from_raw_os_error(libc::ENOSYS);
+        assert!(Unsupported::refused("io_uring", &enosys).is_some());
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert_eq!(Unsupported::refused("io_uring", &emfile), None);
     }
 
     #[test]

@@ -331,7 +331,7 @@ fn fs_on_tmpfs_falls_back_with_a_note() {
 fn temp_files_removed_after_a_failure() {
     let dir = tempfile::tempdir().expect("temp dir");
     let case = iopath::case::MicroCase::new(
-        "fs",
+        iopath::case::Bench::Fs,
         vec![
             ("variant", "contention".into()),
             ("procs", "0".into()),

@@ -1,12 +1,13 @@
 //! Parameters of one OS microbenchmark point (`iopath micro`): one case is one figure, e.g.
 //! memlat at one working-set size, so the store and the report can hold curves.
 
+use super::Bench;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MicroCase {
-    /// The benchmark's name as `iopath micro list` prints it.
-    pub bench: String,
+    /// The benchmark (serialised as its name, as `iopath micro list` prints it).
+    pub bench: Bench,
     /// Its options as (name, value) text pairs, sorted by name.
     pub options: Vec<(String, String)>,
 }
@@ -29,13 +30,10 @@ const OPTION_COLUMNS: [&str; 12] = [
 
 impl MicroCase {
     /// A case with its options sorted by name (so equal cases have equal keys).
-    pub fn new(bench: &str, options: Vec<(&str, String)>) -> MicroCase {
+    pub fn new(bench: Bench, options: Vec<(&str, String)>) -> MicroCase {
         let mut options: Vec<(String, String)> = options.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         options.sort();
-        MicroCase {
-            bench: bench.to_string(),
-            options,
-        }
+        MicroCase { bench, options }
     }
 
     /// The value of one option, if set.
@@ -51,7 +49,7 @@ impl MicroCase {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         if opts.is_empty() {
-            self.bench.clone()
+            self.bench.to_string()
         } else {
             format!("{} {}", self.bench, opts.join(" "))
         }
@@ -59,7 +57,7 @@ impl MicroCase {
 
     /// `bench`, then one column per known option (empty when unset), then any other options.
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let mut out = vec![("bench", self.bench.clone())];
+        let mut out = vec![("bench", self.bench.to_string())];
         for name in OPTION_COLUMNS {
             out.push((name, self.option(name).unwrap_or_default().to_string()));
         }
@@ -81,7 +79,7 @@ mod tests {
     #[test]
     fn options_sorted_and_labelled() {
         let c = MicroCase::new(
-            "memlat",
+            Bench::Memlat,
             vec![("stride_bytes", "64".into()), ("size_bytes", "16384".into())],
         );
         assert_eq!(c.options[0].0, "size_bytes");
@@ -89,5 +87,8 @@ mod tests {
         assert_eq!(c.option("stride_bytes"), Some("64"));
         let params = c.params();
         assert!(params.contains(&("size_bytes", "16384".to_string())));
+        let json = r#"{"bench":"memlat","options":[["size_bytes","16384"],["stride_bytes","64"]]}"#;
+        assert_eq!(serde_json::to_string(&c).unwrap(), json);
+        assert_eq!(serde_json::from_str::<MicroCase>(json).unwrap(), c);
     }
 }

@@ -1,13 +1,21 @@
 //! A Case is one fully specified experiment point: which workload and all its parameters.
 //! Cases are plain data: serialisable, hashable, and printable as a short label.
 
+mod bench;
+pub mod cpus;
 mod fake;
 mod micro;
+mod model;
+mod request;
 mod servers;
 mod stream;
 
+pub use bench::Bench;
+pub use cpus::CpuList;
 pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
+pub use model::Model;
+pub use request::Request;
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
 

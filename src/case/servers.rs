@@ -1,14 +1,14 @@
 //! Parameters of the server concurrency-model benchmark (`iopath servers`).
 
+use super::{cpus, CpuList, Model, Request};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ServersCase {
-    /// iterative, threads, pool, select, poll, epoll, epoll-et, uring.
-    pub model: String,
+    pub model: Model,
     /// What each client asks for, `echo:<bytes>` or `procs:<k>` (the `--workload` flag). Not
     /// named `workload`: that is the Case enum's serde tag and the CSV's workload column.
-    pub request: String,
+    pub request: Request,
     /// Concurrent client connections.
     pub clients: usize,
     pub duration_ms: u64,
@@ -19,9 +19,11 @@ pub struct ServersCase {
     pub client_threads: usize,
     /// Workers of the pool model.
     pub pool_size: usize,
-    /// CPU lists (kernel syntax, e.g. "0" or "0-1") for the server and client threads.
-    pub server_cpus: Option<String>,
-    pub client_cpus: Option<String>,
+    /// CPU lists for the server and client threads, stored in kernel syntax (e.g. "0" or "0-1").
+    #[serde(with = "cpus::as_text")]
+    pub server_cpus: Option<CpuList>,
+    #[serde(with = "cpus::as_text")]
+    pub client_cpus: Option<CpuList>,
     /// Open perf counters on the server threads (they cost time at every context switch).
     pub perf: bool,
 }
@@ -29,10 +31,10 @@ pub struct ServersCase {
 impl ServersCase {
     /// A closed-loop, unpinned case with perf counters on, 1 s warm-up, one load-generator
     /// thread and a pool of 4: what a sweep grid fills in before overriding fields.
-    pub fn new(model: &str, request: &str, clients: usize, duration_ms: u64) -> ServersCase {
+    pub fn new(model: Model, request: Request, clients: usize, duration_ms: u64) -> ServersCase {
         ServersCase {
-            model: model.into(),
-            request: request.into(),
+            model,
+            request,
             clients,
             duration_ms,
             warmup_ms: 1000,
@@ -51,16 +53,22 @@ impl ServersCase {
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("model", self.model.clone()),
-            ("request", self.request.clone()),
+            ("model", self.model.to_string()),
+            ("request", self.request.to_string()),
             ("clients", self.clients.to_string()),
             ("duration_ms", self.duration_ms.to_string()),
             ("warmup_ms", self.warmup_ms.to_string()),
             ("rate", self.rate.map_or("closed".into(), |r| r.to_string())),
             ("client_threads", self.client_threads.to_string()),
             ("pool_size", self.pool_size.to_string()),
-            ("server_cpus", self.server_cpus.clone().unwrap_or_else(|| "any".into())),
-            ("client_cpus", self.client_cpus.clone().unwrap_or_else(|| "any".into())),
+            (
+                "server_cpus",
+                self.server_cpus.as_ref().map_or("any".into(), |c| c.to_string()),
+            ),
+            (
+                "client_cpus",
+                self.client_cpus.as_ref().map_or("any".into(), |c| c.to_string()),
+            ),
             ("perf", if self.perf { "on".into() } else { "off".into() }),
         ]
     }
@@ -73,7 +81,7 @@ mod tests {
 
     #[test]
     fn serde_round_trip_keeps_the_workload_tag_apart() {
-        let case = Case::Servers(ServersCase::new("epoll", "echo:64", 100, 5000));
+        let case = Case::Servers(ServersCase::new(Model::Epoll, Request::Echo(64), 100, 5000));
         let json = serde_json::to_string(&case).unwrap();
         assert!(json.contains("\"workload\":\"servers\""), "{json}");
         assert!(json.contains("\"request\":\"echo:64\""), "{json}");
@@ -81,5 +89,26 @@ mod tests {
         assert_eq!(case.label(), "epoll echo:64 c100");
         let names: Vec<_> = case.params().into_iter().map(|(n, _)| n).collect();
         assert!(names.contains(&"model") && names.contains(&"clients") && !names.contains(&"workload"));
+    }
+
+    /// Cases stored by earlier versions (model, request and CPU lists as text) load into the
+    /// typed case and serialise back byte for byte, so old result databases keep working.
+    #[test]
+    fn stored_json_loads_typed_and_serialises_unchanged() {
+        let stored = [
+            r#"{"workload":"servers","model":"epoll-et","request":"echo:64","clients":100,"duration_ms":5000,"warmup_ms":1000,"rate":null,"client_threads":1,"pool_size":4,"server_cpus":"0-1","client_cpus":"2","perf":true}"#,
+            r#"{"workload":"servers","model":"uring","request":"procs:2","clients":10,"duration_ms":3000,"warmup_ms":500,"rate":2000,"client_threads":2,"pool_size":8,"server_cpus":null,"client_cpus":"0,2","perf":false}"#,
+            r#"{"workload":"net-stream","mode":"zero-copy","size":65536,"fields":8,"threads":2,"duration_ms":5000,"warmup_ms":1000,"client_cpus":[0,1],"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#,
+        ];
+        for json in stored {
+            let case: Case = serde_json::from_str(json).unwrap();
+            assert_eq!(serde_json::to_string(&case).unwrap(), json);
+        }
+        let Case::Servers(s) = serde_json::from_str(stored[0]).unwrap() else {
+            panic!("not a servers case")
+        };
+        assert_eq!((s.model, s.request), (Model::EpollEt, Request::Echo(64)));
+        assert_eq!(s.server_cpus.as_deref(), Some(&[0, 1][..]));
+        assert!(serde_json::from_str::<Case>(&stored[0].replace("epoll-et", "forking")).is_err());
     }
 }

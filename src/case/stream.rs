@@ -1,6 +1,6 @@
 //! Parameters of the network stream benchmark (`iopath net stream`).
 
-use super::format_bytes;
+use super::{format_bytes, CpuList};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -65,8 +65,8 @@ pub struct StreamCase {
     pub threads: usize,
     pub duration_ms: u64,
     pub warmup_ms: u64,
-    pub client_cpus: Option<Vec<usize>>,
-    pub server_cpus: Option<Vec<usize>>,
+    pub client_cpus: Option<CpuList>,
+    pub server_cpus: Option<CpuList>,
     /// Check every received byte against the sender's pattern.
     pub verify: bool,
     pub endpoint: Endpoint,
@@ -86,7 +86,7 @@ impl StreamCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<Vec<usize>>| match c {
+        let cpus = |c: &Option<CpuList>| match c {
             Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
             None => "any".to_string(),
         };

@@ -6,7 +6,7 @@ use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case};
-use crate::micro::{self, harness, Settings, BENCHES};
+use crate::micro::{self, harness, Bench, Settings};
 use crate::observation::{Observation, Role};
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -99,30 +99,30 @@ pub struct RunArgs {
 
 impl MicroCommand {
     /// The benchmarks this command names and its flags; None for `list`.
-    pub fn benches(&self) -> Option<(Vec<&'static str>, &RunArgs)> {
-        fn one<'a>(name: &'static str, a: &'a RunArgs) -> Option<(Vec<&'static str>, &'a RunArgs)> {
-            Some((vec![name], a))
+    pub fn benches(&self) -> Option<(Vec<Bench>, &RunArgs)> {
+        fn one(bench: Bench, a: &RunArgs) -> Option<(Vec<Bench>, &RunArgs)> {
+            Some((vec![bench], a))
         }
         match self {
             MicroCommand::List => None,
-            MicroCommand::All(a) => Some((BENCHES.iter().map(|b| b.0).collect(), a.as_ref())),
-            MicroCommand::Timer(a) => one("timer", a),
-            MicroCommand::Call(a) => one("call", a),
-            MicroCommand::Syscall(a) => one("syscall", a),
-            MicroCommand::Proc(a) => one("proc", a),
-            MicroCommand::Thread(a) => one("thread", a),
-            MicroCommand::Ctxswitch(a) => one("ctxswitch", a),
-            MicroCommand::Memlat(a) => one("memlat", a),
-            MicroCommand::Membw(a) => one("membw", a),
-            MicroCommand::Pagefault(a) => one("pagefault", a),
-            MicroCommand::Tcp(a) => one("tcp", a),
-            MicroCommand::Fs(a) => one("fs", a),
+            MicroCommand::All(a) => Some((Bench::ALL.to_vec(), a.as_ref())),
+            MicroCommand::Timer(a) => one(Bench::Timer, a),
+            MicroCommand::Call(a) => one(Bench::Call, a),
+            MicroCommand::Syscall(a) => one(Bench::Syscall, a),
+            MicroCommand::Proc(a) => one(Bench::Proc, a),
+            MicroCommand::Thread(a) => one(Bench::Thread, a),
+            MicroCommand::Ctxswitch(a) => one(Bench::Ctxswitch, a),
+            MicroCommand::Memlat(a) => one(Bench::Memlat, a),
+            MicroCommand::Membw(a) => one(Bench::Membw, a),
+            MicroCommand::Pagefault(a) => one(Bench::Pagefault, a),
+            MicroCommand::Tcp(a) => one(Bench::Tcp, a),
+            MicroCommand::Fs(a) => one(Bench::Fs, a),
         }
     }
 }
 
 /// The plan of `micro <bench>` and `sweep micro <bench>`: one case per figure.
-pub fn micro_plan(benches: &[&str], args: &RunArgs) -> anyhow::Result<Plan> {
+pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
     let s = settings(benches, args)?;
     let cases = benches
         .iter()
@@ -132,7 +132,7 @@ pub fn micro_plan(benches: &[&str], args: &RunArgs) -> anyhow::Result<Plan> {
             if let Some(v) = &s.variants {
                 let mine: Vec<String> = v
                     .iter()
-                    .filter(|x| micro::variants(b).contains(&x.as_str()))
+                    .filter(|x| b.variants().contains(&x.as_str()))
                     .cloned()
                     .collect();
                 own.variants = if mine.is_empty() && benches.len() > 1 {
@@ -141,7 +141,7 @@ pub fn micro_plan(benches: &[&str], args: &RunArgs) -> anyhow::Result<Plan> {
                     Some(mine)
                 };
             }
-            micro::plan(b, &own)
+            micro::plan(*b, &own)
         })
         .map(Case::Micro)
         .collect();
@@ -161,12 +161,12 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
 
 fn list() -> String {
     let mut t = Table::new(&["bench", "variants", "what it measures"]);
-    for (name, what) in BENCHES {
-        let v = micro::variants(name);
+    for bench in Bench::ALL {
+        let v = bench.variants();
         t.row(vec![
-            name.to_string(),
+            bench.to_string(),
             if v.is_empty() { "-".into() } else { v.join(",") },
-            what.to_string(),
+            bench.description().to_string(),
         ]);
     }
     t.render()
@@ -176,7 +176,7 @@ fn list() -> String {
 const MAX_SAMPLES: usize = 100_000;
 
 /// Stage two: check the flags and turn them into Settings.
-fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
+fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
     if let Some(n) = a.samples.filter(|n| !(1..=MAX_SAMPLES).contains(n)) {
         return Err(usage(format!(
             "--samples {n} is out of range (accepted: 1 to {MAX_SAMPLES})"
@@ -250,14 +250,11 @@ fn settings(benches: &[&str], a: &RunArgs) -> anyhow::Result<Settings> {
         None => None,
         Some(text) => {
             let wanted: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
-            let known: Vec<&str> = benches
-                .iter()
-                .flat_map(|b| micro::variants(b).iter().copied())
-                .collect();
+            let known: Vec<&str> = benches.iter().flat_map(|b| b.variants().iter().copied()).collect();
             if let Some(bad) = wanted.iter().find(|w| !known.contains(&w.as_str())) {
                 return Err(usage(format!(
                     "--variant '{bad}' is not a variant of {} (accepted: {})",
-                    benches.join(", "),
+                    benches.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "),
                     if known.is_empty() {
                         "none".to_string()
                     } else {
@@ -424,7 +421,7 @@ fn size_of(r: &Record, option: &str) -> Option<u64> {
     }
 }
 
-fn is_bench(r: &Record, bench: &str, variant: Option<&str>) -> bool {
+fn is_bench(r: &Record, bench: Bench, variant: Option<&str>) -> bool {
     matches!(&r.case, Case::Micro(c) if c.bench == bench && (variant.is_none() || c.option("variant") == variant))
 }
 
@@ -432,7 +429,7 @@ fn is_bench(r: &Record, bench: &str, variant: Option<&str>) -> bool {
 fn memlat_levels(records: &[Record]) -> String {
     let points: Vec<(u64, f64)> = records
         .iter()
-        .filter(|r| is_bench(r, "memlat", None))
+        .filter(|r| is_bench(r, Bench::Memlat, None))
         .filter_map(|r| {
             Some((
                 size_of(r, "size_bytes")?,
@@ -473,7 +470,7 @@ fn cache_knee(records: &[Record]) -> String {
     let read = |name: &str| -> Vec<(u64, f64)> {
         records
             .iter()
-            .filter(|r| is_bench(r, "fs", Some("cache_read")))
+            .filter(|r| is_bench(r, Bench::Fs, Some("cache_read")))
             .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
             .collect()
     };

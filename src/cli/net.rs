@@ -153,8 +153,8 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                     threads,
                     duration_ms: args.duration.as_millis() as u64,
                     warmup_ms: args.warmup.as_millis() as u64,
-                    client_cpus: args.client_cpus.clone(),
-                    server_cpus: args.server_cpus.clone(),
+                    client_cpus: args.client_cpus.clone().map(Into::into),
+                    server_cpus: args.server_cpus.clone().map(Into::into),
                     verify: args.verify,
                     endpoint: endpoint.clone(),
                     perf: !args.no_perf,
@@ -261,7 +261,7 @@ pub fn render_stream_table(records: &[Record]) -> String {
     }
     let mut text = table.render();
     text.push_str(&sources_legend(records, &COLS));
-    let mut notes: Vec<&String> = Vec::new();
+    let mut notes: Vec<&crate::observation::Warning> = Vec::new();
     for r in records {
         for w in &r.observation.warnings {
             if !notes.contains(&w) {

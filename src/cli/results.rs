@@ -127,7 +127,7 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
             r.id.to_string(),
             r.name.clone().unwrap_or_default(),
             r.started_at.clone(),
-            r.status.clone(),
+            r.status.to_string(),
             r.cells_ok.to_string(),
             r.cells_failed.to_string(),
             r.cells_planned().to_string(),

@@ -7,7 +7,7 @@ use super::error::usage;
 use super::sweep::{command_line, open_for_writing, store_error};
 use crate::case::Case;
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
-use crate::store::{NewRun, Record, Store, StoreError, StoreSink};
+use crate::store::{NewRun, Record, RunStatus, Store, StoreError, StoreSink};
 use crate::sweep::{progress::Progress, run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::collections::HashSet;
@@ -134,7 +134,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
         Destination::Resume(path, id) => {
             let mut store = open_for_writing(path)?;
             let done = store.done_cells(id)?;
-            store.set_run_status(id, "running")?;
+            store.set_run_status(id, RunStatus::Running)?;
             (Some(store), Some(id), done)
         }
     };
@@ -179,8 +179,8 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
     if let (Some(store), Some(id)) = (store.as_mut(), run_id) {
         // Close the run even when a sink failed, so it is never left `running`.
         let status = match &end {
-            Ok(e) if !e.interrupted => "complete",
-            _ => "interrupted",
+            Ok(e) if !e.interrupted => RunStatus::Complete,
+            _ => RunStatus::Interrupted,
         };
         store.set_run_status(id, status)?;
     }

@@ -9,7 +9,7 @@ use crate::case::{Case, ServersCase};
 use crate::observation::Role;
 use crate::servers::protocol::Rank;
 use crate::servers::server::{self, ServerConfig};
-use crate::servers::{self as srv, Model, Workload};
+use crate::servers::{self as srv, Model, Request};
 use crate::store::Record;
 use crate::sweep::Plan;
 use clap::{Args, Subcommand};
@@ -125,10 +125,10 @@ fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
     Ok(out)
 }
 
-fn parse_requests(text: &str) -> anyhow::Result<Vec<Workload>> {
+fn parse_requests(text: &str) -> anyhow::Result<Vec<Request>> {
     let mut out = Vec::new();
     for part in text.split([',', '|']) {
-        let w: Workload = part.parse().map_err(|e| usage(format!("--request: {e}")))?;
+        let w: Request = part.parse().map_err(|e| usage(format!("--request: {e}")))?;
         if !out.contains(&w) {
             out.push(w);
         }
@@ -136,13 +136,12 @@ fn parse_requests(text: &str) -> anyhow::Result<Vec<Workload>> {
     Ok(out)
 }
 
-fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<String>> {
+fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<crate::case::CpuList>> {
     match text {
         None => Ok(None),
-        Some(t) => {
-            parse_cpu_list(t).map_err(|e| usage(format!("{flag}: {e}")))?;
-            Ok(Some(t.trim().to_string()))
-        }
+        Some(t) => Ok(Some(
+            parse_cpu_list(t).map_err(|e| usage(format!("{flag}: {e}")))?.into(),
+        )),
     }
 }
 
@@ -188,8 +187,8 @@ pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
         for &m in &models {
             for &c in &clients {
                 cases.push(ServersCase {
-                    model: m.to_string(),
-                    request: w.to_string(),
+                    model: m,
+                    request: w,
                     clients: c,
                     duration_ms: (duration.as_millis() as u64).max(1),
                     warmup_ms: warmup.as_millis() as u64,
@@ -241,8 +240,8 @@ fn table(records: &[Record]) -> String {
         let Case::Servers(c) = &r.case else { continue };
         let o = &r.observation;
         t.row(vec![
-            c.model.clone(),
-            c.request.clone(),
+            c.model.to_string(),
+            c.request.to_string(),
             c.clients.to_string(),
             (r.repetition + 1).to_string(),
             num(o.value("requests_per_s", Role::System)),
@@ -432,7 +431,7 @@ mod tests {
             .is_some());
         assert_eq!(
             parse_requests("echo:64|procs:2").unwrap(),
-            vec![Workload::Echo(64), Workload::Procs(2)]
+            vec![Request::Echo(64), Request::Procs(2)]
         );
     }
 }

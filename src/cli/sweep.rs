@@ -271,22 +271,16 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
     print_crossovers(&analysis.crossovers)?;
-    let workload_warnings = analysis
-        .caveats
-        .iter()
-        .filter(|c| c.starts_with(report::WORKLOAD_WARNING))
-        .count();
-    for c in analysis
-        .caveats
-        .iter()
-        .filter(|c| !c.starts_with(report::WORKLOAD_WARNING))
-    {
+    for c in &analysis.caveats {
         crate::say!("caveat: {c}")?;
     }
-    if workload_warnings > 0 {
-        crate::say!(
-            "{workload_warnings} kinds of workload warnings (unpinned threads, migrations...): see the report"
-        )?;
+    if !analysis.warnings.is_empty() {
+        let kinds: Vec<String> = analysis
+            .warnings
+            .iter()
+            .map(|g| format!("{} ({} cells)", g.kind.title(), g.cells))
+            .collect();
+        crate::say!("workload warnings: {}: see the report", kinds.join(", "))?;
     }
     if !analysis.noise.is_empty() {
         crate::say!(

@@ -7,13 +7,13 @@
 
 use super::harness::{self, push_summary, push_value, Budget};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Role, Source, ThreadPlacement};
+use crate::observation::{Observation, Role, Source, ThreadPlacement, WarningKind};
 use crate::stop::Stop;
 use crate::sys::{affinity, futex, process, syscall};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub const VARIANTS: [&str; 2] = ["pipe_procs", "futex_threads"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Ctxswitch.variants();
 
 /// Restores the calling thread's CPU affinity when dropped.
 struct AffinityGuard(Vec<usize>);
@@ -50,7 +50,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         ),
     }
     if !pinned && allowed.len() > 1 {
-        obs.warn("unpinned: the two sides may run on different CPUs, so this is cross-CPU wake-up latency, not a pure context switch");
+        obs.warn(WarningKind::Unpinned, "unpinned: the two sides may run on different CPUs, so this is cross-CPU wake-up latency, not a pure context switch");
     }
     harness::push_overheads(&mut obs);
     Ok(obs)

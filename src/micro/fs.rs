@@ -8,7 +8,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source};
+use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
@@ -19,7 +19,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-pub const VARIANTS: [&str; 4] = ["seq_read", "rand_read", "cache_read", "contention"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Fs.variants();
 const BLOCK: usize = 4096;
 const MIB: f64 = (1u64 << 20) as f64;
 /// 4 KiB reads between looks at the stop flag: a read takes microseconds (milliseconds at
@@ -95,7 +95,7 @@ fn direct_reads(
     write_file(&path, size, stop)?;
     let (file, direct) = open_direct(&path)?;
     if !direct {
-        obs.warn(NO_DIRECT_NOTE);
+        obs.warn(WarningKind::Substituted, NO_DIRECT_NOTE);
     }
     let mut buf = AnonMap::new(BLOCK, HugePages::Refuse)?;
     let blocks = size / BLOCK as u64;
@@ -207,7 +207,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut O
         files.push(f);
     }
     if !direct_everywhere {
-        obs.warn(NO_DIRECT_NOTE);
+        obs.warn(WarningKind::Substituted, NO_DIRECT_NOTE);
     }
     let mut buf = AnonMap::new(64 << 10, HugePages::Refuse)?;
     let mut per_proc = Vec::new();

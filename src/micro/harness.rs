@@ -5,7 +5,7 @@
 use crate::case::MicroCase;
 use crate::measure::clock::{Clock, ClockKind};
 use crate::measure::stats::{self, summarize};
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -154,10 +154,10 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
     if s.median <= 0.0 {
         let reason = "at or below the subtracted loop and clock overhead: too small to resolve here";
         obs.push(Metric::unavailable(name, Role::System, unit, reason));
-        obs.warn(format!(
-            "{name}: {reason} (median {:.2} {unit} after subtraction)",
-            s.median
-        ));
+        obs.warn(
+            WarningKind::BelowResolution,
+            format!("{name}: {reason} (median {:.2} {unit} after subtraction)", s.median),
+        );
         return;
     }
     let m = |suffix: &str, v: f64, unit: &str| {
@@ -186,7 +186,7 @@ pub fn push_summary(obs: &mut Observation, name: &str, unit: &str, values: &[f64
     obs.push(m("_max", s.max, unit));
     obs.push(m("_n", s.n as f64, "count"));
     if let Some(cv) = s.cv.filter(|cv| *cv > 0.05 && s.n > 2) {
-        obs.warn(format!(
+        obs.warn(WarningKind::Noisy, format!(
             "{name}: samples vary by {:.0}% (CV); the machine was busy or the figure is noisy, rerun with more --samples",
             cv * 100.0
         ));

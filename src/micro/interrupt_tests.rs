@@ -106,7 +106,7 @@ fn proc_stops_while_waiting_for_a_long_program_and_leaves_no_process() {
         let _ = std::fs::remove_file(dir.path().join("pid"));
         let _ = std::fs::remove_file(dir.path().join("sleep"));
         let case = MicroCase::new(
-            "proc",
+            crate::case::Bench::Proc,
             vec![("variant", variant.into()), ("program", script.display().to_string())],
         );
         // Stop once the program runs and has started its own child.
@@ -133,9 +133,12 @@ fn proc_stops_while_waiting_for_a_long_program_and_leaves_no_process() {
 fn memory_benchmarks_stop_inside_long_samples() {
     // Sizes where every sample takes a good part of a second in a debug build.
     let cases = [
-        MicroCase::new("memlat", vec![("size_bytes", (128u64 << 20).to_string())]),
         MicroCase::new(
-            "membw",
+            crate::case::Bench::Memlat,
+            vec![("size_bytes", (128u64 << 20).to_string())],
+        ),
+        MicroCase::new(
+            crate::case::Bench::Membw,
             vec![("variant", "read".into()), ("size_bytes", (256u64 << 20).to_string())],
         ),
     ];
@@ -151,7 +154,7 @@ fn a_stop_requested_before_the_case_ends_it_at_once() {
     stop.request();
     let t = Instant::now();
     let result = run_case(
-        &MicroCase::new("ctxswitch", vec![("variant", "pipe_procs".into())]),
+        &MicroCase::new(crate::case::Bench::Ctxswitch, vec![("variant", "pipe_procs".into())]),
         stop,
     );
     assert_interrupted(&result, t.elapsed(), "ctxswitch");

@@ -4,12 +4,12 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source};
+use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, HugePages};
 use std::hint::black_box;
 
-pub const VARIANTS: [&str; 3] = ["read", "write", "copy"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Membw.variants();
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The default buffer: 4x the last-level cache, at least 64 MiB (256 MiB when the LLC is unknown).
@@ -105,9 +105,12 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     push_summary(&mut obs, "bandwidth_gib_s", "GiB/s", &gib_s, Source::Tool);
     if let Some(llc) = crate::sys::cache::last_level_bytes() {
         if size < 4 * llc {
-            obs.warn(format!(
+            obs.warn(
+                WarningKind::CacheResident,
+                format!(
                 "buffer of {size} bytes is less than 4x the last-level cache ({llc} bytes): caches inflate the figure"
-            ));
+            ),
+            );
         }
     }
     harness::push_overheads(&mut obs);

@@ -6,7 +6,7 @@
 use super::harness::{self, push_summary, Budget};
 use super::sattolo;
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source};
+use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{ChaseBuffer, HugePages};
 use rand::SeedableRng;
@@ -87,7 +87,10 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     if huge == HugePages::Want {
         let thp = crate::sys::procfs::read_trimmed("/sys/kernel/mm/transparent_hugepage/enabled");
         if thp.as_deref().is_some_and(|t| t.contains("[never]")) || thp.is_none() {
-            obs.warn("hugepages=yes but transparent huge pages are off here: 4 KiB pages were used");
+            obs.warn(
+                WarningKind::Substituted,
+                "hugepages=yes but transparent huge pages are off here: 4 KiB pages were used",
+            );
         }
     }
     harness::push_overheads(&mut obs);

@@ -23,40 +23,12 @@ pub mod timer;
 
 pub use levels::{detect_levels, Level};
 
+pub use crate::case::Bench;
+
 use crate::case::MicroCase;
 use crate::observation::Observation;
 use crate::stop::{Interrupted, Stop};
 use std::path::PathBuf;
-
-/// The benchmarks, in the order `micro all` runs them, with one line each for `micro list`.
-pub const BENCHES: [(&str, &str); 11] = [
-    (
-        "timer",
-        "clock read cost and resolution, loop overhead, TSC frequency check",
-    ),
-    ("call", "procedure call with 0..7 arguments"),
-    ("syscall", "getppid (raw syscall), getcwd, 1-byte read of /dev/zero"),
-    ("proc", "fork+exit+wait, fork+exec+wait, posix_spawn+wait"),
-    ("thread", "thread create+join, time until a new thread runs"),
-    (
-        "ctxswitch",
-        "process pipe ping-pong and thread futex ping-pong, pinned and unpinned",
-    ),
-    (
-        "memlat",
-        "pointer-chase latency over working sets, cache levels detected",
-    ),
-    (
-        "membw",
-        "memory read, write and copy bandwidth over buffers >= 4x the LLC",
-    ),
-    ("pagefault", "minor (anonymous) and major (evicted file) page faults"),
-    ("tcp", "loopback TCP round trip, bandwidth, connect, teardown"),
-    (
-        "fs",
-        "O_DIRECT 4 KiB sequential/random reads, file cache size, read contention",
-    ),
-];
 
 /// What the user chose; `plan` turns it into cases.
 #[derive(Debug, Clone, Default)]
@@ -86,23 +58,8 @@ pub struct Settings {
     pub variants: Option<Vec<String>>,
 }
 
-/// The variants a benchmark has (empty when it has one figure per size instead).
-pub fn variants(bench: &str) -> &'static [&'static str] {
-    match bench {
-        "syscall" => &syscall::VARIANTS,
-        "proc" => &proc::VARIANTS,
-        "thread" => &thread::VARIANTS,
-        "ctxswitch" => &ctxswitch::VARIANTS,
-        "membw" => &membw::VARIANTS,
-        "pagefault" => &pagefault::VARIANTS,
-        "tcp" => &tcp::VARIANTS,
-        "fs" => &fs::VARIANTS,
-        _ => &[],
-    }
-}
-
-/// The cases one benchmark runs under these settings. Unknown benchmark: empty.
-pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
+/// The cases one benchmark runs under these settings.
+pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
     let mut common: Vec<(&str, String)> = Vec::new();
     if s.quick {
         common.push(("quick", "1".into()));
@@ -115,7 +72,8 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
         opts.extend(extra);
         MicroCase::new(bench, opts)
     };
-    let chosen: Vec<&str> = variants(bench)
+    let chosen: Vec<&str> = bench
+        .variants()
         .iter()
         .copied()
         .filter(|v| s.variants.as_ref().is_none_or(|want| want.iter().any(|w| w == v)))
@@ -129,10 +87,12 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
     };
     let mut out = Vec::new();
     match bench {
-        "timer" => out.push(case(vec![])),
-        "call" => out.extend((0..=7).map(|n| case(vec![("args", n.to_string())]))),
-        "syscall" | "thread" | "tcp" => out.extend(chosen.iter().map(|v| case(vec![("variant", v.to_string())]))),
-        "proc" => {
+        Bench::Timer => out.push(case(vec![])),
+        Bench::Call => out.extend((0..=7).map(|n| case(vec![("args", n.to_string())]))),
+        Bench::Syscall | Bench::Thread | Bench::Tcp => {
+            out.extend(chosen.iter().map(|v| case(vec![("variant", v.to_string())])))
+        }
+        Bench::Proc => {
             for v in &chosen {
                 let mut o = vec![("variant", v.to_string())];
                 if *v != "fork_exit" {
@@ -144,7 +104,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                 out.push(case(o));
             }
         }
-        "ctxswitch" => {
+        Bench::Ctxswitch => {
             let pins: Vec<&str> = match s.pinned {
                 Some(true) => vec!["yes"],
                 Some(false) => vec!["no"],
@@ -156,7 +116,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                 }
             }
         }
-        "memlat" => {
+        Bench::Memlat => {
             let max = s.memlat_max.unwrap_or(if s.quick { 8 << 20 } else { 256 << 20 });
             let min = s.memlat_min.unwrap_or(1024);
             let stride = s.stride.unwrap_or(memlat::DEFAULT_STRIDE);
@@ -168,7 +128,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                 out.push(case(o));
             }
         }
-        "membw" => {
+        Bench::Membw => {
             let size = s.membw_size.unwrap_or_else(membw::default_size);
             out.extend(
                 chosen
@@ -176,7 +136,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                     .map(|v| case(vec![("variant", v.to_string()), ("size_bytes", size.to_string())])),
             );
         }
-        "pagefault" => {
+        Bench::Pagefault => {
             for v in &chosen {
                 let mut o = vec![("variant", v.to_string())];
                 if *v == "major" {
@@ -188,7 +148,7 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                 out.push(case(o));
             }
         }
-        "fs" => {
+        Bench::Fs => {
             for v in &chosen {
                 let base = with_dir(vec![("variant", v.to_string())]);
                 match *v {
@@ -224,7 +184,6 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
                 }
             }
         }
-        _ => {}
     }
     out
 }
@@ -235,22 +194,18 @@ pub fn plan(bench: &str, s: &Settings) -> Vec<MicroCase> {
 /// `Err(Interrupted)`, also when the stop surfaced as some other failure on the way out (a
 /// child killed, a pipe closed).
 pub fn run_case(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
-    let result = match case.bench.as_str() {
-        "timer" => timer::run(case, stop),
-        "call" => call::run(case, stop),
-        "syscall" => syscall::run(case, stop),
-        "proc" => proc::run(case, stop),
-        "thread" => thread::run(case, stop),
-        "ctxswitch" => ctxswitch::run(case, stop),
-        "memlat" => memlat::run(case, stop),
-        "membw" => membw::run(case, stop),
-        "pagefault" => pagefault::run(case, stop),
-        "tcp" => tcp::run(case, stop),
-        "fs" => fs::run(case, stop),
-        other => {
-            let names: Vec<&str> = BENCHES.iter().map(|b| b.0).collect();
-            anyhow::bail!("unknown microbenchmark '{other}' (known: {})", names.join(", "))
-        }
+    let result = match case.bench {
+        Bench::Timer => timer::run(case, stop),
+        Bench::Call => call::run(case, stop),
+        Bench::Syscall => syscall::run(case, stop),
+        Bench::Proc => proc::run(case, stop),
+        Bench::Thread => thread::run(case, stop),
+        Bench::Ctxswitch => ctxswitch::run(case, stop),
+        Bench::Memlat => memlat::run(case, stop),
+        Bench::Membw => membw::run(case, stop),
+        Bench::Pagefault => pagefault::run(case, stop),
+        Bench::Tcp => tcp::run(case, stop),
+        Bench::Fs => fs::run(case, stop),
     };
     match result {
         Err(_) if stop.requested() => Err(anyhow::Error::new(Interrupted)),
@@ -268,12 +223,11 @@ mod tests {
             quick: true,
             ..Default::default()
         };
-        for (bench, _) in BENCHES {
+        for bench in Bench::ALL {
             let cases = plan(bench, &s);
             assert!(!cases.is_empty(), "{bench} planned nothing");
-            assert!(cases.iter().all(|c| c.option("quick") == Some("1")));
+            assert!(cases.iter().all(|c| c.option("quick") == Some("1") && c.bench == bench));
         }
-        assert!(plan("bogus", &s).is_empty());
     }
 
     #[test]
@@ -282,7 +236,7 @@ mod tests {
             variants: Some(vec!["getcwd".into()]),
             ..Default::default()
         };
-        let cases = plan("syscall", &s);
+        let cases = plan(Bench::Syscall, &s);
         assert_eq!(cases.len(), 1);
         assert_eq!(cases[0].option("variant"), Some("getcwd"));
     }

@@ -7,13 +7,13 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{self, AnonMap, FileMap, HugePages};
 use crate::sys::rusage;
 use std::io::Write;
 
-pub const VARIANTS: [&str; 2] = ["minor", "major"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Pagefault.variants();
 
 /// Bytes of pages faulted in between looks at the stop flag: 1,024 pages, so one atomic load
 /// per thousand faults (and a major fault from a slow disk batch still ends in well under
@@ -141,7 +141,7 @@ fn major(case: &MicroCase, quick: bool, samples: usize, stop: Stop) -> anyhow::R
         Source::Rusage,
     ));
     if ratio < 0.9 {
-        obs.warn(format!(
+        obs.warn(WarningKind::PartialFaults, format!(
             "only {:.0}% of the pages took a major fault (readahead or fault-around filled the rest); the time is per fault taken",
             ratio * 100.0
         ));

@@ -8,7 +8,7 @@ use crate::observation::{Metric, Observation, Role, Source};
 use crate::stop::Stop;
 use crate::sys::process::{self, Program};
 
-pub const VARIANTS: [&str; 3] = ["fork_exit", "fork_exec", "posix_spawn"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Proc.variants();
 pub const DEFAULT_PROGRAM: &str = "/bin/true";
 
 pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {

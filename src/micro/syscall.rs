@@ -9,7 +9,7 @@ use crate::sys::syscall;
 use std::hint::black_box;
 use std::os::fd::AsRawFd;
 
-pub const VARIANTS: [&str; 3] = ["getppid", "getcwd", "read_dev_zero"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Syscall.variants();
 
 pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);

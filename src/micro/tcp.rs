@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-pub const VARIANTS: [&str; 4] = ["rtt", "bandwidth", "connect", "teardown"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Tcp.variants();
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Wakes the server's accept() and tells it to stop, when dropped.

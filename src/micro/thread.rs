@@ -6,7 +6,7 @@ use crate::case::MicroCase;
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 
-pub const VARIANTS: [&str; 2] = ["create_join", "start_latency"];
+pub const VARIANTS: &[&str] = crate::case::Bench::Thread.variants();
 
 pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);

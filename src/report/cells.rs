@@ -3,7 +3,7 @@
 
 use crate::case::Case;
 use crate::measure::stats::{summarize, Summary};
-use crate::observation::{Observation, Role};
+use crate::observation::{Observation, Role, Warning};
 use crate::store::RunData;
 
 /// CV above this earns a noise warning.
@@ -45,7 +45,7 @@ pub struct CellSummary {
     pub failures: Vec<String>,
     pub metrics: Vec<MetricCell>,
     /// Every distinct warning the workload gave for this case.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl CellSummary {
@@ -173,7 +173,7 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
                     metrics.push(cell);
                 }
             }
-            let mut warnings: Vec<String> = Vec::new();
+            let mut warnings: Vec<Warning> = Vec::new();
             for w in observations.iter().flat_map(|o| &o.warnings) {
                 if !warnings.contains(w) {
                     warnings.push(w.clone());
@@ -321,7 +321,7 @@ pub(crate) mod tests {
                 tool_version: "0".into(),
                 started_at: "2026-01-01T00:00:00Z".into(),
                 ended_at: None,
-                status: "complete".into(),
+                status: crate::store::RunStatus::Complete,
                 repetitions: 3,
                 shuffle: false,
                 seed: 0,

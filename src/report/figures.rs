@@ -292,10 +292,10 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         return Vec::new();
     }
     // One series per model and request kind (echo:64, procs:2...).
-    let mut models: Vec<(&str, &str)> = Vec::new();
+    let mut models: Vec<(crate::case::Model, crate::case::Request)> = Vec::new();
     for (s, _) in &servers {
-        if !models.contains(&(s.model.as_str(), s.request.as_str())) {
-            models.push((&s.model, &s.request));
+        if !models.contains(&(s.model, s.request)) {
+            models.push((s.model, s.request));
         }
     }
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
@@ -376,7 +376,7 @@ pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut points = Vec::new();
     for cell in cells {
         let Case::Micro(m) = &cell.case else { continue };
-        if m.bench != "memlat" {
+        if m.bench != crate::case::Bench::Memlat {
             continue;
         }
         let Some(size) = m
@@ -488,7 +488,7 @@ mod tests {
         let cases = curve
             .map(|(size, ns)| {
                 let case = Case::Micro(crate::case::MicroCase {
-                    bench: "memlat".into(),
+                    bench: crate::case::Bench::Memlat,
                     options: vec![("size_bytes".into(), size.to_string())],
                 });
                 (
@@ -509,11 +509,11 @@ mod tests {
     fn servers_runs_get_requests_and_p99_per_model() {
         use crate::observation::{Metric, Source};
         let mut cases = Vec::new();
-        for model in ["threads", "epoll"] {
+        for model in [crate::case::Model::Threads, crate::case::Model::Epoll] {
             for clients in [1usize, 4, 16] {
                 let case = Case::Servers(crate::case::ServersCase {
                     warmup_ms: 10,
-                    ..crate::case::ServersCase::new(model, "echo:64", clients, 100)
+                    ..crate::case::ServersCase::new(model, crate::case::Request::Echo(64), clients, 100)
                 });
                 let metrics = vec![
                     Metric::new(

@@ -22,6 +22,7 @@ pub struct ReportInput<'a> {
     pub cells: &'a [CellSummary],
     pub crossovers: &'a [CrossoverRow],
     pub caveats: &'a [String],
+    pub warnings: &'a [super::WarningGroup],
     pub noise: &'a [String],
     pub charts: &'a [RenderedChart],
     pub summary_sheet: Option<&'a RenderedChart>,
@@ -206,8 +207,12 @@ pub fn render(input: &ReportInput<'_>) -> String {
                     tr { td { "iopath" } td { (run.tool_version) } }
                 }
                 h2 id="caveats" { "Caveats" }
-                @if input.caveats.is_empty() { p { "None found." } }
+                @if input.caveats.is_empty() && input.warnings.is_empty() { p { "None found." } }
                 @for c in input.caveats { div.caveat { (c) } }
+                @if !input.warnings.is_empty() {
+                    h3 { "Workload warnings, by kind" }
+                    @for g in input.warnings { div.caveat { (g.line()) } }
+                }
                 @if !input.crossovers.is_empty() {
                     h2 id="crossover" { "Crossover sizes" }
                     p { "The smallest message size from which mode A has a higher median throughput than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and is never significantly lower at a larger size; the medians cross at the interpolated size (log scale). With fewer than 4 repetitions a side nothing can be significant, so nothing is claimed." }

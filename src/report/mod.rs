@@ -13,13 +13,98 @@ pub use crate::format::format_number as fmt_num;
 pub mod html;
 
 use crate::case::{Case, CopyMode, Endpoint};
-use crate::observation::Role;
-use crate::store::RunData;
+use crate::observation::{Role, WarningKind};
+use crate::store::{RunData, RunStatus};
 use cells::CellSummary;
 use std::path::{Path, PathBuf};
 
-/// How caveats that repeat a workload's own warnings begin.
-pub const WORKLOAD_WARNING: &str = "Workload warning";
+/// The workloads' own warnings of one kind across a run's cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarningGroup {
+    pub kind: WarningKind,
+    /// Cells (cases) with at least one warning of this kind.
+    pub cells: usize,
+    /// The text of the first one.
+    pub example: String,
+    /// Whether the texts differ between cells, so `example` is one of several.
+    pub varied: bool,
+}
+
+impl WarningGroup {
+    /// One line for the report: what it is, how often, an example, and what to do.
+    pub fn line(&self) -> String {
+        let example = if self.varied { "e.g. " } else { "" };
+        let mut line = format!(
+            "{} ({} cells): {example}{}",
+            self.kind.title(),
+            self.cells,
+            self.example
+        );
+        if !self.kind.advice().is_empty() {
+            line.push_str(&format!(". What to do: {}.", self.kind.advice()));
+        }
+        line
+    }
+}
+
+/// Untyped warnings (from older databases) are told apart by their text with the numbers
+/// blanked, so one sort of warning is one group however its numbers vary.
+fn text_shape(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !out.ends_with('#') {
+                out.push('#');
+            }
+        } else if !(c == '.' && out.ends_with('#')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The workloads' warnings grouped by kind (untyped ones by text shape), counted in cells,
+/// in the order of the kinds.
+pub fn warning_groups(cells: &[CellSummary]) -> Vec<WarningGroup> {
+    let mut groups: Vec<(WarningKind, String, WarningGroup)> = Vec::new();
+    for cell in cells {
+        let mut seen: Vec<(WarningKind, String)> = Vec::new();
+        for w in &cell.warnings {
+            let shape = if w.kind == WarningKind::Other {
+                text_shape(&w.text)
+            } else {
+                String::new()
+            };
+            let key = (w.kind, shape);
+            let counted = seen.contains(&key);
+            match groups.iter_mut().find(|(k, s, _)| (*k, s) == (key.0, &key.1)) {
+                Some((_, _, g)) => {
+                    g.varied |= g.example != w.text;
+                    g.cells += usize::from(!counted);
+                }
+                None => groups.push((
+                    key.0,
+                    key.1.clone(),
+                    WarningGroup {
+                        kind: w.kind,
+                        cells: 1,
+                        example: w.text.clone(),
+                        varied: false,
+                    },
+                )),
+            }
+            if !counted {
+                seen.push(key);
+            }
+        }
+    }
+    // Kinds in their declared order; untyped groups (the last kind) as they came, at most 12.
+    groups.sort_by_key(|(kind, _, _)| *kind);
+    let mut out: Vec<WarningGroup> = groups.into_iter().map(|(_, _, g)| g).collect();
+    let typed = out.iter().filter(|g| g.kind != WarningKind::Other).count();
+    out.truncate(typed + 12);
+    out
+}
 
 /// What the reader must know before trusting the numbers, found in the run itself.
 pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
@@ -92,45 +177,17 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
         ));
     }
     let run = &data.run;
-    if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != "complete" {
+    if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != RunStatus::Complete {
         out.push(format!(
             "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
-            if run.status == "running" {
-                "unfinished (still running, or killed)"
-            } else {
-                run.status.as_str()
+            match run.status {
+                RunStatus::Running => "unfinished (still running, or killed)",
+                other => other.as_str(),
             },
             run.cells_ok + run.cells_failed,
             run.cells_planned(),
             run.id
         ));
-    }
-    // Workload warnings grouped by their text with the numbers blanked, so one kind of warning
-    // is one line however its numbers vary from cell to cell.
-    let shape = |text: &str| -> String {
-        let mut out = String::new();
-        for c in text.chars() {
-            if c.is_ascii_digit() {
-                if !out.ends_with('#') {
-                    out.push('#');
-                }
-            } else if !(c == '.' && out.ends_with('#')) {
-                out.push(c);
-            }
-        }
-        out
-    };
-    let mut warnings: Vec<(String, &String, usize)> = Vec::new();
-    for w in cells.iter().flat_map(|c| &c.warnings) {
-        let key = shape(w);
-        match warnings.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, _, n)) => *n += 1,
-            None => warnings.push((key, w, 1)),
-        }
-    }
-    for (_, w, n) in warnings.into_iter().take(12) {
-        let example = if n > 1 && shape(w) != *w { ", e.g." } else { "" };
-        out.push(format!("{WORKLOAD_WARNING} ({n} cells{example}): {w}"));
     }
     out
 }
@@ -148,6 +205,8 @@ pub struct Analysis {
     pub cells: Vec<CellSummary>,
     pub crossovers: Vec<crossover::CrossoverRow>,
     pub caveats: Vec<String>,
+    /// The workloads' own warnings, grouped by kind.
+    pub warnings: Vec<WarningGroup>,
     pub noise: Vec<String>,
 }
 
@@ -156,6 +215,7 @@ pub fn analyze(data: &RunData) -> Analysis {
     Analysis {
         crossovers: crossover::stream_crossovers(&cells),
         caveats: caveats(data, &cells),
+        warnings: warning_groups(&cells),
         noise: cells::noise_warnings(&cells),
         cells,
     }
@@ -225,6 +285,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
         cells: &analysis.cells,
         crossovers: &analysis.crossovers,
         caveats: &analysis.caveats,
+        warnings: &analysis.warnings,
         noise: &analysis.noise,
         charts: &rendered,
         summary_sheet: sheet.as_ref(),
@@ -251,15 +312,44 @@ mod tests {
             (stream_case(CopyMode::OneCopy, 4096, 1), vec![2.0, 2.1]),
         ]);
         for (i, cell) in data.cells.iter_mut().enumerate() {
-            cell.observation
-                .warn(format!("zero-copy: the kernel copied 100% of sends ({i} of {i})"));
+            cell.observation.warn(
+                WarningKind::ZeroCopyCopied,
+                format!("zero-copy: the kernel copied 100% of sends ({i} of {i})"),
+            );
+            cell.observation.warn(WarningKind::Unpinned, "threads were not pinned");
+            // As an older database stored them: text only, twice the same shape.
+            cell.observation.warnings.push(
+                serde_json::from_str(&format!("\"{i} threads migrated between CPUs during the window\"")).unwrap(),
+            );
         }
         data.run.cells_ok = 4;
         data.run.repetitions = 2;
-        let caveats = caveats(&data, &cells::summarize_run(&data));
-        let workload: Vec<&String> = caveats.iter().filter(|c| c.starts_with(WORKLOAD_WARNING)).collect();
-        assert_eq!(workload.len(), 1, "{caveats:?}");
-        assert!(workload[0].contains("(4 cells, e.g.)"), "{}", workload[0]);
+        let summaries = cells::summarize_run(&data);
+        let caveats = caveats(&data, &summaries);
+        let groups = warning_groups(&summaries);
+        let kinds: Vec<(WarningKind, usize, bool)> = groups.iter().map(|g| (g.kind, g.cells, g.varied)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (WarningKind::Unpinned, 2, false),
+                (WarningKind::ZeroCopyCopied, 2, true),
+                (WarningKind::Other, 2, true)
+            ],
+            "{groups:?}"
+        );
+        assert!(groups[0]
+            .line()
+            .starts_with("Threads not pinned (2 cells): threads were not pinned. What to do: pin"));
+        assert!(
+            groups[1].line().contains("(2 cells): e.g. zero-copy"),
+            "{}",
+            groups[1].line()
+        );
+        assert!(
+            groups[2].line().starts_with("Workload warning (2 cells): e.g. "),
+            "{}",
+            groups[2].line()
+        );
         assert!(caveats
             .iter()
             .any(|c| c == "Not measured here (no hardware PMU): cache_misses_per_kib."));

@@ -5,7 +5,7 @@
 
 use super::protocol::{self, Decoded, ErrorCode, Rank, Response};
 use super::window::{ThreadWindow, Window};
-use super::workload::Workload;
+use super::Request;
 use crate::measure::histogram::LatencyHistogram;
 use crate::sys::multiplex::{Epoll, EpollEvent};
 use std::collections::VecDeque;
@@ -24,7 +24,7 @@ pub struct LoadConfig {
     pub addr: SocketAddr,
     pub clients: usize,
     pub threads: usize,
-    pub workload: Workload,
+    pub workload: Request,
     pub warmup: Duration,
     pub duration: Duration,
     /// Open loop at this many requests per second in total; None is closed loop.
@@ -136,12 +136,12 @@ impl Driver<'_> {
         let seq = c.next_seq;
         c.next_seq += 1;
         match self.config.workload {
-            Workload::Echo(size) => {
+            Request::Echo(size) => {
                 self.payload.resize(size, 0);
                 fill_payload(seq, &mut self.payload);
                 protocol::encode_echo_request(&self.payload, &mut c.out);
             }
-            Workload::Procs(k) => protocol::encode_procs_request(k, Rank::Total, &mut c.out),
+            Request::Procs(k) => protocol::encode_procs_request(k, Rank::Total, &mut c.out),
         }
         c.outstanding.push_back((counts_from, seq));
     }
@@ -180,7 +180,7 @@ impl Driver<'_> {
             let rest = &input[used..];
             let (ok, len) = match self.config.workload {
                 // Fast path: check the header and the payload in place.
-                Workload::Echo(size) => match protocol::peek_frame(rest) {
+                Request::Echo(size) => match protocol::peek_frame(rest) {
                     Decoded::Incomplete(_) => break,
                     Decoded::Frame((protocol::KIND_ECHO_REPLY, n), len) => {
                         let seq = c.outstanding.front().map_or(u64::MAX, |o| o.1);
@@ -197,7 +197,7 @@ impl Driver<'_> {
                         Decoded::Invalid(e) => (self.bad(c, format!("bad reply: {e}")), rest.len()),
                     },
                 },
-                Workload::Procs(_) => match protocol::decode_response(rest) {
+                Request::Procs(_) => match protocol::decode_response(rest) {
                     Decoded::Incomplete(_) => break,
                     Decoded::Frame(resp, len) => (self.check_other(c, resp), len),
                     Decoded::Invalid(e) => (self.bad(c, format!("bad reply: {e}")), rest.len()),
@@ -233,8 +233,8 @@ impl Driver<'_> {
     fn request_len(&self) -> usize {
         protocol::HEADER_LEN
             + match self.config.workload {
-                Workload::Echo(size) => size,
-                Workload::Procs(_) => 3,
+                Request::Echo(size) => size,
+                Request::Procs(_) => 3,
             }
     }
 
@@ -249,7 +249,7 @@ impl Driver<'_> {
     fn check_other(&mut self, c: &mut Client, resp: Response) -> bool {
         match resp {
             Response::Procs(r) => {
-                let Workload::Procs(k) = self.config.workload else {
+                let Request::Procs(k) = self.config.workload else {
                     return self.bad(c, "procs reply to an echo request".into());
                 };
                 let sorted = r.entries.windows(2).all(|w| w[0].ranked_ticks >= w[1].ranked_ticks);

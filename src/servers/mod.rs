@@ -11,16 +11,17 @@ pub mod protocol;
 pub mod query;
 pub mod server;
 pub mod window;
-pub mod workload;
 
+pub use crate::case::Request;
 pub use model::Model;
-pub use workload::Workload;
+
+// An echo request must fit in one protocol frame.
+const _: () = assert!(Request::MAX_ECHO_BYTES <= protocol::MAX_PAYLOAD);
 
 use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
-use crate::observation::{Metric, Observation, Role, Source};
-use crate::sys::procfs::parse_cpu_list;
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
 use std::sync::Arc;
@@ -48,16 +49,6 @@ pub fn raise_fd_limit(needed: u64) -> Option<String> {
     })
 }
 
-fn cpus(text: &Option<String>, what: &str) -> anyhow::Result<Option<Vec<usize>>> {
-    match text {
-        None => Ok(None),
-        Some(t) => parse_cpu_list(t)
-            .filter(|c| !c.is_empty())
-            .map(Some)
-            .ok_or_else(|| anyhow::anyhow!("bad {what} CPU list '{t}'")),
-    }
-}
-
 /// Run one server-model case: start the model on 127.0.0.1 in this process (server threads
 /// measured with per-thread counters), drive it with the load generator for the case's
 /// duration, and return client-side latency/throughput and server-side counters.
@@ -67,44 +58,46 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    let model: Model = case.model.parse().map_err(anyhow::Error::msg)?;
-    let workload: Workload = case.request.parse().map_err(anyhow::Error::msg)?;
+    let model = case.model;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
     if let Some(w) = raise_fd_limit(2 * case.clients as u64 + 256) {
-        obs.warn(w);
+        obs.warn(WarningKind::FdLimit, w);
     }
     let window = Arc::new(Window::new(case.perf));
     if let Some(note) = &window.policy().note {
-        obs.warn(note.clone());
+        obs.warn(WarningKind::CountersRestricted, note.clone());
     }
     let mut config = ServerConfig::new(model, "127.0.0.1:0".parse()?);
     config.max_conns = usize::MAX;
     config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
     config.pool_size = case.pool_size.max(1);
-    config.cpus = cpus(&case.server_cpus, "server")?;
+    config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
     let server = match server::start(config, Some(window.clone())) {
         Ok(s) => s,
-        Err(e) if model == Model::Uring && e.to_string().contains("io_uring unavailable") => {
-            let reason = e.to_string();
-            obs.warn(reason.clone());
-            for (name, role, unit) in METRIC_UNITS {
-                obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            // The kernel refuses the model (io_uring disabled): a result, not a failure.
+            Some(refused) => {
+                let reason = refused.to_string();
+                obs.warn(WarningKind::Unsupported, reason.clone());
+                for (name, role, unit) in METRIC_UNITS {
+                    obs.push(Metric::unavailable(name, *role, unit, reason.clone()));
+                }
+                return Ok(obs);
             }
-            return Ok(obs);
-        }
-        Err(e) => return Err(e),
+            None => return Err(e),
+        },
     };
     let load_config = LoadConfig {
         addr: server.addr,
         clients: case.clients,
         threads: case.client_threads.max(1),
-        workload,
+        workload: case.request,
         warmup: Duration::from_millis(case.warmup_ms),
         duration: Duration::from_millis(case.duration_ms),
         rate: case.rate.map(|r| r as f64),
         timeout: Duration::from_secs(1),
-        cpus: cpus(&case.client_cpus, "client")?,
+        cpus: case.client_cpus.as_ref().map(|c| c.to_vec()),
     };
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
@@ -113,9 +106,10 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     let client_samples = window.client_samples();
     let summary = server.stop();
     if late > 0 {
-        obs.warn(format!(
-            "{late} server thread(s) did not close their counter window in time"
-        ));
+        obs.warn(
+            WarningKind::Starved,
+            format!("{late} server thread(s) did not close their counter window in time"),
+        );
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
@@ -226,7 +220,7 @@ fn describe(
     obs.push(tool("protocol_errors", Role::Client, "errors", e.protocol as f64));
     obs.push(tool("io_errors", Role::Client, "errors", e.io as f64));
     if load.starved > 0 {
-        obs.warn(format!(
+        obs.warn(WarningKind::Starved, format!(
             "{} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds), so p99 shows the clients this model left waiting",
             load.starved,
             loadgen::STARVED.as_millis()
@@ -287,24 +281,30 @@ fn describe(
     ));
 
     if e.total() > 0 {
-        obs.warn(format!(
-            "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
-            e.total(),
-            e.connect,
-            e.refused,
-            e.timeouts,
-            e.protocol,
-            e.io,
-            load.samples.join("; ")
-        ));
+        obs.warn(
+            WarningKind::RequestErrors,
+            format!(
+                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
+                e.total(),
+                e.connect,
+                e.refused,
+                e.timeouts,
+                e.protocol,
+                e.io,
+                load.samples.join("; ")
+            ),
+        );
     }
     if model == Model::Iterative && case.clients > 1 {
-        obs.warn("iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
+        obs.warn(WarningKind::ModelLimit, "iterative serves one connection at a time: with persistent connections the other clients wait (and time out) until it closes");
     }
     if model == Model::Pool && case.clients > case.pool_size {
-        obs.warn(format!(
-            "pool: {} workers share {} connections through one epoll instance",
-            case.pool_size, case.clients
-        ));
+        obs.warn(
+            WarningKind::ModelLimit,
+            format!(
+                "pool: {} workers share {} connections through one epoll instance",
+                case.pool_size, case.clients
+            ),
+        );
     }
 }

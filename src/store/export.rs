@@ -89,7 +89,8 @@ impl Exporter for CsvExporter {
             }
             row.push(if r.error.is_some() { "failed" } else { "ok" }.to_string());
             row.push(r.error.clone().unwrap_or_default());
-            row.push(r.observation.warnings.join(" | "));
+            let warnings: Vec<&str> = r.observation.warnings.iter().map(|w| w.text.as_str()).collect();
+            row.push(warnings.join(" | "));
             w.write_record(&row)?;
         }
         Ok(w.into_inner()?)
@@ -99,12 +100,12 @@ impl Exporter for CsvExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, MicroCase};
+    use crate::case::{Bench, Case, MicroCase};
     use crate::observation::{Metric, Observation, Role, Source};
 
-    fn record(bench: &str, metric: Option<&str>, error: Option<&str>) -> Record {
+    fn record(bench: Bench, metric: Option<&str>, error: Option<&str>) -> Record {
         let case = Case::Micro(MicroCase {
-            bench: bench.into(),
+            bench,
             options: Vec::new(),
         });
         let mut observation = Observation::default();
@@ -126,9 +127,9 @@ mod tests {
     #[test]
     fn csv_has_status_and_error_and_says_what_a_case_does_not_measure() {
         let rows = [
-            record("syscall", Some("a_ns"), None),
-            record("call", Some("b_ns"), None),
-            record("fs", None, Some("boom")),
+            record(Bench::Syscall, Some("a_ns"), None),
+            record(Bench::Call, Some("b_ns"), None),
+            record(Bench::Fs, None, Some("boom")),
         ];
         let text = String::from_utf8(CsvExporter.serialize(&rows).unwrap()).unwrap();
         let mut reader = csv::Reader::from_reader(text.as_bytes());

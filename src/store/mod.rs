@@ -6,10 +6,12 @@ pub mod db;
 pub mod export;
 pub mod read;
 pub mod schema;
+pub mod status;
 pub mod write;
 
 pub use db::{Store, StoreError, DEFAULT_DB_PATH};
 pub use read::{RunData, RunSummary, StoredCell};
+pub use status::RunStatus;
 pub use write::{mark_interrupted_if_running, save_records, NewRun, StoreSink};
 
 use crate::case::Case;

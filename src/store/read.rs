@@ -1,9 +1,9 @@
 //! Reading runs back: the list of runs, and one run with its cases and every stored cell.
 
 use super::db::{Store, StoreError};
-use super::Record;
+use super::{Record, RunStatus};
 use crate::case::Case;
-use crate::observation::{Metric, Observation, Role};
+use crate::observation::{Metric, Observation, Role, WarningKind};
 use rusqlite::{params, OptionalExtension, Row};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -14,8 +14,7 @@ pub struct RunSummary {
     pub tool_version: String,
     pub started_at: String,
     pub ended_at: Option<String>,
-    /// running (or killed while running), complete, interrupted.
-    pub status: String,
+    pub status: RunStatus,
     pub repetitions: u32,
     pub shuffle: bool,
     pub seed: u64,
@@ -49,7 +48,7 @@ impl StoredCell {
     pub fn record(&self, run_id: i64) -> Record {
         let mut observation = self.observation.clone();
         if let Some(error) = &self.error {
-            observation.warn(format!("cell failed: {error}"));
+            observation.warn(WarningKind::CellFailed, format!("cell failed: {error}"));
         }
         Record {
             run_id: Some(run_id),
@@ -255,7 +254,7 @@ mod tests {
             duration_ms: 100,
             warmup_ms: 10,
             client_cpus: None,
-            server_cpus: Some(vec![1]),
+            server_cpus: Some(vec![1].into()),
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
@@ -304,7 +303,7 @@ mod tests {
             "cycles/B",
             Source::Estimate,
         ));
-        obs.warn("zero-copy was copied");
+        obs.warn(WarningKind::ZeroCopyCopied, "zero-copy was copied");
         let ok = CellOutcome {
             result: Ok(obs.clone()),
             elapsed_s: 0.2,
@@ -345,7 +344,9 @@ mod tests {
         assert_eq!(data.run.cells_failed, 1);
         assert_eq!(data.run.cells_planned(), 4);
         let records = data.records();
-        assert!(records[1].observation.warnings[0].contains("cell failed: boom"));
+        let failed = &records[1].observation.warnings[0];
+        assert_eq!(failed.kind, WarningKind::CellFailed);
+        assert!(failed.text.contains("cell failed: boom"));
         let done = store.done_cells(id).unwrap();
         assert_eq!(done.len(), 1, "failed cells are retried on resume");
     }
@@ -441,8 +442,68 @@ mod tests {
         .unwrap();
         let data = store.load_run(id).unwrap();
         assert_eq!((data.cases.len(), data.run.repetitions, data.run.cells_ok), (2, 2, 4));
-        assert_eq!(data.run.status, "complete");
+        assert_eq!(data.run.status, RunStatus::Complete);
         assert_eq!(data.records()[3].observation, obs);
+    }
+
+    #[test]
+    fn run_status_is_stored_as_text_and_an_unknown_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let mut store = Store::create_or_open(&path).unwrap();
+        let id = store.create_run(&new_run(vec![stream(64)])).unwrap();
+        assert_eq!(store.run(id).unwrap().status, RunStatus::Running);
+        store.set_run_status(id, RunStatus::Interrupted).unwrap();
+        let text = |store: &Store| -> String {
+            store
+                .conn
+                .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(text(&store), "interrupted");
+        assert_eq!(store.run(id).unwrap().status, RunStatus::Interrupted);
+        store
+            .conn
+            .execute("UPDATE runs SET status = 'paused' WHERE id = ?1", [id])
+            .unwrap();
+        let err = store.run(id).err().unwrap();
+        assert!(err.to_string().contains("unknown run status 'paused'"), "{err}");
+        assert!(store.list_runs().is_err());
+    }
+
+    /// Rows written before warnings had kinds hold plain strings: they load as kind `other`.
+    #[test]
+    fn warnings_stored_as_plain_text_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create_or_open(&dir.path().join("x.db")).unwrap();
+        let id = store.create_run(&new_run(vec![stream(64)])).unwrap();
+        let mut obs = Observation::default();
+        obs.warn(WarningKind::Unpinned, "threads were not pinned");
+        let ok = CellOutcome {
+            result: Ok(obs),
+            elapsed_s: 0.1,
+        };
+        let cell = Cell {
+            position: 0,
+            repetition: 0,
+        };
+        store.record_cell(id, cell, &ok).unwrap();
+        let stored: String = store
+            .conn
+            .query_row("SELECT warnings_json FROM observations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, r#"[{"kind":"unpinned","text":"threads were not pinned"}]"#);
+        store
+            .conn
+            .execute(
+                "UPDATE observations SET warnings_json = '[\"2 threads migrated between CPUs during the window\"]'",
+                [],
+            )
+            .unwrap();
+        let data = store.load_run(id).unwrap();
+        let w = &data.cells[0].observation.warnings[0];
+        assert_eq!(w.kind, WarningKind::Other);
+        assert_eq!(w.text, "2 threads migrated between CPUs during the window");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! it exists (so a kill loses at most the cell in flight), and close the run.
 
 use super::db::Store;
+use super::RunStatus;
 use crate::case::Case;
 use crate::sweep::{Cell, CellOutcome, Plan, Sink};
 use rusqlite::{params, OptionalExtension};
@@ -53,7 +54,7 @@ impl Store {
             &format!(
                 "INSERT INTO runs (name, command_line, tool_version, started_at, status, repetitions, shuffle,
                  seed, warmup_cell, machine_json, environment_json)
-                 VALUES (?1, ?2, ?3, {NOW}, 'running', ?4, ?5, ?6, ?7, ?8, ?9)"
+                 VALUES (?1, ?2, ?3, {NOW}, ?10, ?4, ?5, ?6, ?7, ?8, ?9)"
             ),
             params![
                 run.name,
@@ -64,7 +65,8 @@ impl Store {
                 run.seed as i64,
                 run.warmup_cell,
                 run.machine_json,
-                run.environment_json
+                run.environment_json,
+                RunStatus::Running
             ],
         )?;
         let run_id = tx.last_insert_rowid();
@@ -86,9 +88,9 @@ impl Store {
         Ok(run_id)
     }
 
-    /// Mark a run as running again (resume) or finished: `complete` or `interrupted`.
-    pub fn set_run_status(&mut self, run_id: i64, status: &str) -> anyhow::Result<()> {
-        let ended = if status == "running" { "NULL" } else { NOW };
+    /// Mark a run as running again (resume) or finished: complete or interrupted.
+    pub fn set_run_status(&mut self, run_id: i64, status: RunStatus) -> anyhow::Result<()> {
+        let ended = if status.is_finished() { NOW } else { "NULL" };
         self.conn.execute(
             &format!("UPDATE runs SET status = ?1, ended_at = {ended} WHERE id = ?2"),
             params![status, run_id],
@@ -218,7 +220,7 @@ pub fn save_records(
             &outcome,
         )?;
     }
-    store.set_run_status(run_id, "complete")?;
+    store.set_run_status(run_id, RunStatus::Complete)?;
     Ok(run_id)
 }
 

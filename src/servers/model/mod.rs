@@ -12,7 +12,6 @@ mod uring;
 
 use super::server::{bind_listener, ServerCtx};
 use crate::sys::multiplex;
-use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -20,79 +19,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Model {
-    /// One connection at a time, blocking calls.
-    Iterative,
-    /// A new thread per connection, blocking calls.
-    Threads,
-    /// A fixed pool of threads sharing one epoll instance (EPOLLONESHOT hands each ready
-    /// connection to exactly one worker).
-    Pool,
-    /// One thread, select(2).
-    Select,
-    /// One thread, poll(2).
-    Poll,
-    /// One thread, epoll level-triggered.
-    Epoll,
-    /// One thread, epoll edge-triggered (reads and writes until EAGAIN).
-    EpollEt,
-    /// One thread, io_uring accept/recv/send completions.
-    Uring,
-}
+pub use crate::case::Model;
 
+/// The servers' side of a model (its name and parsing live with the case).
 impl Model {
-    pub const ALL: [Model; 8] = [
-        Model::Iterative,
-        Model::Threads,
-        Model::Pool,
-        Model::Select,
-        Model::Poll,
-        Model::Epoll,
-        Model::EpollEt,
-        Model::Uring,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Model::Iterative => "iterative",
-            Model::Threads => "threads",
-            Model::Pool => "pool",
-            Model::Select => "select",
-            Model::Poll => "poll",
-            Model::Epoll => "epoll",
-            Model::EpollEt => "epoll-et",
-            Model::Uring => "uring",
-        }
-    }
-
     /// The highest fd the model can watch, if it has such a limit (select's FD_SETSIZE).
     pub fn fd_limit(self) -> Option<i32> {
         (self == Model::Select).then_some(multiplex::FD_SETSIZE)
-    }
-}
-
-impl fmt::Display for Model {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Model {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let alias = match s {
-            "epoll-lt" => "epoll",
-            "io_uring" | "io-uring" => "uring",
-            "thread" | "thread-per-conn" => "threads",
-            other => other,
-        };
-        Model::ALL.into_iter().find(|m| m.as_str() == alias).ok_or_else(|| {
-            format!(
-                "unknown model '{s}' (accepted: iterative, threads, pool, select, poll, epoll, epoll-et, uring, all)"
-            )
-        })
     }
 }
 
@@ -162,18 +95,4 @@ fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<
         .name(name.into())
         .spawn(f)
         .map_err(|e| anyhow::anyhow!("cannot start server thread: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_names_round_trip() {
-        for m in Model::ALL {
-            assert_eq!(m.as_str().parse::<Model>(), Ok(m));
-        }
-        assert_eq!("io_uring".parse::<Model>(), Ok(Model::Uring));
-        assert!("forking".parse::<Model>().unwrap_err().contains("accepted"));
-    }
 }

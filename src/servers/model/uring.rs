@@ -2,6 +2,7 @@
 //! replies as completions; no readiness step at all.
 
 use super::spawn_named;
+use crate::observation::Unsupported;
 use crate::servers::conn::{Session, TICK};
 use crate::servers::handler::ServerStats;
 use crate::servers::server::{bind_listener, ServerCtx, Slot};
@@ -33,7 +34,10 @@ fn token(id: u64, op: u64) -> u64 {
 }
 
 pub fn spawn(ctx: &Arc<ServerCtx>) -> anyhow::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
-    let ring = Ring::new(4096).map_err(|e| anyhow::anyhow!("io_uring unavailable: {e}"))?;
+    let ring = Ring::new(4096).map_err(|e| match Unsupported::refused("io_uring", &e) {
+        Some(refused) => anyhow::Error::new(refused),
+        None => anyhow::anyhow!("cannot set up an io_uring: {e}"),
+    })?;
     let listener =
         bind_listener(ctx.config.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", ctx.config.listen))?;
     // io_uring answers EAGAIN instead of waiting on an O_NONBLOCK socket.

@@ -15,7 +15,7 @@ use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use anyhow::{anyhow, bail, Context};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -312,10 +312,10 @@ fn build_observation(
         })
     };
     if let Some(w) = idle("client", clients.iter().map(|c| &c.tally).collect()) {
-        obs.warn(w);
+        obs.warn(WarningKind::Starved, w);
     }
     if let Some(w) = idle("server", server.threads.iter().collect()) {
-        obs.warn(w);
+        obs.warn(WarningKind::Starved, w);
     }
     obs.push(Metric::tool(
         "throughput_gbps",
@@ -336,10 +336,10 @@ fn build_observation(
         if let Some(note) = (!sample.kernel_included)
             .then_some("counters exclude the kernel (not permitted here): context switches and kernel time are missing")
         {
-            obs.warn(note);
+            obs.warn(WarningKind::CountersRestricted, note);
         }
         if let (true, Err(reason)) = (case.perf, &sample.cycles) {
-            obs.warn(format!(
+            obs.warn(WarningKind::NoHardwareCounters, format!(
                 "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
             ));
         }
@@ -424,13 +424,13 @@ fn build_observation(
             "waits",
         ));
         if c.unexpected > 0 {
-            obs.warn(format!(
-                "{} zero-copy completion ids did not match any send call",
-                c.unexpected
-            ));
+            obs.warn(
+                WarningKind::Anomaly,
+                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+            );
         }
         if c.completed > 0 && c.copied > 0 {
-            obs.warn(format!(
+            obs.warn(WarningKind::ZeroCopyCopied, format!(
                 "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
                 100.0 * c.copied as f64 / c.completed as f64
             ));
@@ -449,9 +449,15 @@ fn build_observation(
             server.corrupt_messages as f64,
             "messages",
         ));
-        obs.warn("--verify writes and checks every byte: throughput and CPU include that work");
+        obs.warn(
+            WarningKind::VerifyCost,
+            "--verify writes and checks every byte: throughput and CPU include that work",
+        );
         if server.corrupt_messages > 0 {
-            obs.warn(format!("{} messages arrived corrupted", server.corrupt_messages));
+            obs.warn(
+                WarningKind::Anomaly,
+                format!("{} messages arrived corrupted", server.corrupt_messages),
+            );
         }
     }
 
@@ -462,9 +468,10 @@ fn build_observation(
         .collect();
     match (&case.client_cpus, &case.server_cpus) {
         (None, None) => obs.warn(
+            WarningKind::Unpinned,
             "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
         ),
-        (None, Some(_)) | (Some(_), None) => obs.warn("only one side was pinned; the other ran where the scheduler put it"),
+        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
         _ => {}
     }
     let moved = obs
@@ -473,9 +480,15 @@ fn build_observation(
         .filter(|p| p.migrations.is_some_and(|m| m > 0))
         .count();
     if moved > 0 {
-        obs.warn(format!("{moved} threads migrated between CPUs during the window"));
+        obs.warn(
+            WarningKind::Migrated,
+            format!("{moved} threads migrated between CPUs during the window"),
+        );
     }
-    obs.warnings.extend(server.warnings.iter().cloned());
+    // A remote server's warnings come as text over the control connection.
+    for w in &server.warnings {
+        obs.warn(WarningKind::Other, w.clone());
+    }
     obs
 }
 
@@ -569,10 +582,10 @@ mod tests {
         assert!(obs
             .warnings
             .iter()
-            .any(|w| w.starts_with("1 server threads moved no message")));
+            .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 server threads moved no message")));
         assert!(obs
             .warnings
             .iter()
-            .any(|w| w.starts_with("1 client threads moved no message")));
+            .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 client threads moved no message")));
     }
 }

@@ -1,18 +1,25 @@
-//! What the clients ask for: `echo:<bytes>` or `procs:<k>`.
+//! What the clients of a servers case ask for: `echo:<bytes>` or `procs:<k>` (`--workload`).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// One kind of request. Serialises as its text (`echo:64`, `procs:2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Workload {
+pub enum Request {
     /// Echo a payload of this many bytes.
     Echo(usize),
     /// The top-k CPU consumers.
     Procs(u16),
 }
 
+impl Request {
+    /// The largest echo payload (the protocol's frame limit).
+    pub const MAX_ECHO_BYTES: usize = 1 << 20;
+}
+
 const HELP: &str = "accepted: echo:<bytes> (e.g. echo:64, echo:4K, up to 1MiB) or procs:<k> (e.g. procs:2, k 1..1000)";
 
-impl std::str::FromStr for Workload {
+impl std::str::FromStr for Request {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, arg) = s.trim().split_once(':').unwrap_or((s.trim(), ""));
@@ -20,15 +27,15 @@ impl std::str::FromStr for Workload {
             "echo" => {
                 let arg = if arg.is_empty() { "64" } else { arg };
                 let size = parse_bytes(arg).ok_or_else(|| format!("workload '{s}': bad size '{arg}' ({HELP})"))?;
-                if size > super::protocol::MAX_PAYLOAD as u64 {
+                if size > Request::MAX_ECHO_BYTES as u64 {
                     return Err(format!("workload '{s}': echo payload above 1MiB ({HELP})"));
                 }
-                Ok(Workload::Echo(size as usize))
+                Ok(Request::Echo(size as usize))
             }
             "procs" => {
                 let arg = if arg.is_empty() { "2" } else { arg };
                 match arg.parse::<u16>() {
-                    Ok(k) if (1..=1000).contains(&k) => Ok(Workload::Procs(k)),
+                    Ok(k) if (1..=1000).contains(&k) => Ok(Request::Procs(k)),
                     _ => Err(format!("workload '{s}': bad k '{arg}' ({HELP})")),
                 }
             }
@@ -51,12 +58,24 @@ fn parse_bytes(text: &str) -> Option<u64> {
     n.checked_mul(mult).filter(|&b| b > 0)
 }
 
-impl fmt::Display for Workload {
+impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Workload::Echo(n) => write!(f, "echo:{n}"),
-            Workload::Procs(k) => write!(f, "procs:{k}"),
+            Request::Echo(n) => write!(f, "echo:{n}"),
+            Request::Procs(k) => write!(f, "procs:{k}"),
         }
+    }
+}
+
+impl Serialize for Request {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Request {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -66,12 +85,13 @@ mod tests {
 
     #[test]
     fn parses_and_prints() {
-        assert_eq!("echo:64".parse(), Ok(Workload::Echo(64)));
-        assert_eq!("echo:4K".parse(), Ok(Workload::Echo(4096)));
-        assert_eq!("procs:2".parse(), Ok(Workload::Procs(2)));
-        assert_eq!(Workload::Echo(64).to_string(), "echo:64");
-        assert!("echo:2M".parse::<Workload>().is_err());
-        assert!("procs:0".parse::<Workload>().is_err());
-        assert!("ftp:1".parse::<Workload>().unwrap_err().contains("accepted"));
+        assert_eq!("echo:64".parse(), Ok(Request::Echo(64)));
+        assert_eq!("echo:4K".parse(), Ok(Request::Echo(4096)));
+        assert_eq!("procs:2".parse(), Ok(Request::Procs(2)));
+        assert_eq!(Request::Echo(64).to_string(), "echo:64");
+        assert_eq!(serde_json::to_string(&Request::Procs(3)).unwrap(), "\"procs:3\"");
+        assert!("echo:2M".parse::<Request>().is_err());
+        assert!("procs:0".parse::<Request>().is_err());
+        assert!("ftp:1".parse::<Request>().unwrap_err().contains("accepted"));
     }
 }
