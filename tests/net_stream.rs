@@ -721,3 +721,67 @@ fn db_keeps_the_run_for_report_and_export() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(std::fs::read_to_string(&report).unwrap().contains("Machine"));
 }
+
+/// Names of this process's threads whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// Serialises the in-process runs of this file (the other tests run the binary).
+static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Run a long stream case in-process, request a stop after `after`, and check it comes back
+/// as Interrupted within a second of the request with every thread of the run gone.
+fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Duration) {
+    // One at a time: each checks that no thread of a run is left in this process.
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    use iopath::case::{Endpoint, StreamCase};
+    let case = StreamCase {
+        mode,
+        size: 64 << 10,
+        fields: 4,
+        threads: 2,
+        duration_ms: 30_000,
+        warmup_ms,
+        client_cpus: None,
+        server_cpus: None,
+        verify: false,
+        endpoint: Endpoint::Loopback { port: 0 },
+        perf: false,
+    };
+    let stop = iopath::stop::Stop::fresh();
+    let run = std::thread::spawn(move || iopath::net::workload::stream::run(&case, stop));
+    std::thread::sleep(after);
+    let asked = Instant::now();
+    stop.request();
+    while !run.is_finished() && asked.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = asked.elapsed();
+    assert!(run.is_finished(), "the run did not stop within 5 s");
+    let err = run.join().unwrap().expect_err("a stopped run is not an observation");
+    assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    let left = [threads_named("iopath-server"), threads_named("iopath-client")].concat();
+    assert!(left.is_empty(), "threads left behind: {left:?}");
+}
+
+#[test]
+fn a_stop_in_the_window_interrupts_the_run_within_a_second() {
+    stop_stream_after(0, iopath::case::CopyMode::OneCopy, Duration::from_millis(300));
+}
+
+#[test]
+fn a_stop_in_the_warm_up_interrupts_a_zero_copy_run_within_a_second() {
+    stop_stream_after(30_000, iopath::case::CopyMode::ZeroCopy, Duration::from_millis(300));
+}
+
+#[test]
+fn a_stop_before_the_run_connects_interrupts_it_at_once() {
+    stop_stream_after(0, iopath::case::CopyMode::TwoCopy, Duration::ZERO);
+}

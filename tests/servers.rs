@@ -679,3 +679,46 @@ fn sigterm_stops_the_service_like_sigint() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("1 thread(s) joined"), "{err}");
 }
+
+/// Serialises the in-process runs of this file (the other tests run the binary).
+static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Run a long servers case in-process, request a stop after `after`, and check it comes back
+/// as Interrupted (not a cut-short observation) within a second, the server's threads gone.
+fn stop_servers_after(model: &str, warmup_ms: u64, after: Duration) {
+    // One at a time: each checks that no thread of a run is left in this process.
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut case = iopath::case::ServersCase::new(model.parse().unwrap(), "echo:64".parse().unwrap(), 8, 30_000);
+    case.warmup_ms = warmup_ms;
+    case.perf = false;
+    let stop = iopath::stop::Stop::fresh();
+    let run = std::thread::spawn(move || iopath::servers::run_case(&case, stop));
+    std::thread::sleep(after);
+    let asked = Instant::now();
+    stop.request();
+    while !run.is_finished() && asked.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = asked.elapsed();
+    assert!(run.is_finished(), "the run did not stop within 5 s");
+    let err = run.join().unwrap().expect_err("a stopped run is not an observation");
+    assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    let left: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| n.starts_with("srv-"))
+        .collect();
+    assert!(left.is_empty(), "server threads left behind: {left:?}");
+}
+
+#[test]
+fn a_stop_in_the_window_interrupts_a_servers_run_within_a_second() {
+    stop_servers_after("epoll", 0, Duration::from_millis(300));
+}
+
+#[test]
+fn a_stop_in_the_warm_up_interrupts_a_servers_run_within_a_second() {
+    stop_servers_after("threads", 30_000, Duration::from_millis(300));
+}

@@ -1,6 +1,7 @@
-//! Measuring: clocks with their own overhead, per-thread counters with provenance, statistics.
+//! Measuring: clocks with their own overhead, per-thread counters with provenance, statistics, and the measured window with its probes.
 
 pub mod clock;
 pub mod counters;
 pub mod histogram;
 pub mod stats;
+pub mod window;

@@ -5,6 +5,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
+use crate::net::topology::Topology;
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 use std::io::{Read, Write};
@@ -39,13 +40,16 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     let budget = Budget::of(case);
     let quick = harness::is_quick(case);
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let topology = Topology::Loopback;
+    let listener = topology.bind(0)?;
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     let (ends_tx, ends_rx) = mpsc::channel::<u64>();
     let mut obs = Observation::default();
     std::thread::scope(|scope| -> anyhow::Result<()> {
-        let server = scope.spawn(|| serve(&listener, &server_stop, &variant, ends_tx));
+        let server = topology.spawn_server(scope, "iopath-tcp-server", || {
+            serve(&listener, &server_stop, &variant, ends_tx)
+        })?;
         let guard = StopServer {
             stop: &server_stop,
             addr,

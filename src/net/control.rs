@@ -92,6 +92,11 @@ impl ControlChannel {
         })
     }
 
+    /// Whether received bytes wait in the buffer (a poll on the socket would not see them).
+    pub fn has_buffered(&self) -> bool {
+        !self.reader.buffer().is_empty()
+    }
+
     pub fn stream(&self) -> &TcpStream {
         &self.writer
     }

@@ -4,4 +4,5 @@ pub mod completions;
 pub mod control;
 pub mod message;
 pub mod mode;
+pub mod topology;
 pub mod workload;

@@ -7,6 +7,9 @@ use super::protocol::{self, Decoded, ErrorCode, Rank, Response};
 use super::window::{ThreadWindow, Window};
 use super::Request;
 use crate::measure::histogram::LatencyHistogram;
+use crate::measure::window::SystemProbes;
+use crate::observation::Metric;
+use crate::stop::Interrupted;
 use crate::sys::multiplex::{Epoll, EpollEvent};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -73,6 +76,8 @@ pub struct LoadResult {
     pub starved: u64,
     /// The first few error messages, for warnings.
     pub samples: Vec<String>,
+    /// What the system-wide probes measured over the window.
+    pub system: Vec<Metric>,
 }
 
 /// A request in flight this long at the end of the window was starved, not merely in flight.
@@ -326,36 +331,56 @@ fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
     Ok(s)
 }
 
-/// Drive the server: connect, wait for every thread, warm up, open the window for
-/// `duration`, close it, stop. `stop` ends the run early (Ctrl-C).
-pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync)) -> LoadResult {
+/// Drive the server: connect, wait for every thread, warm up, open the window (and the
+/// system-wide probes) for `duration`, close it, stop. `stop` ends the run within about one
+/// TICK in any phase, every client thread joined, as `Err(Interrupted)`.
+pub fn run(
+    config: &LoadConfig,
+    window: &Window,
+    system: &mut SystemProbes,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<LoadResult, Interrupted> {
     let threads = config.threads.clamp(1, config.clients.max(1));
     let finished = AtomicBool::new(false);
     let barrier = Barrier::new(threads + 1);
     let mut window_len = Duration::ZERO;
+    let mut system_metrics = Vec::new();
+    let mut stopped = false;
     let results: Vec<ThreadResult> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let count = config.clients / threads + usize::from(t < config.clients % threads);
                 let (barrier, finished) = (&barrier, &finished);
-                scope.spawn(move || client_thread(config, window, t, count, barrier, finished))
+                scope.spawn(move || client_thread(config, window, t, count, barrier, finished, stop))
             })
             .collect();
         barrier.wait();
-        let sleep_until = |deadline: Instant| {
-            while Instant::now() < deadline && !stop() {
+        // True when the whole time passed, false as soon as a stop was requested.
+        let sleep_until = |deadline: Instant| -> bool {
+            while Instant::now() < deadline {
+                if stop() {
+                    return false;
+                }
                 std::thread::sleep((deadline - Instant::now()).min(TICK));
             }
+            !stop()
         };
-        sleep_until(Instant::now() + config.warmup);
-        let t0 = Instant::now();
-        window.begin();
-        sleep_until(t0 + config.duration);
-        window.end();
-        window_len = t0.elapsed();
+        if sleep_until(Instant::now() + config.warmup) {
+            let t0 = Instant::now();
+            window.begin(system);
+            stopped = !sleep_until(t0 + config.duration);
+            system_metrics = window.end(system);
+            window_len = t0.elapsed();
+        } else {
+            stopped = true;
+            window.end(system);
+        }
         finished.store(true, Ordering::SeqCst);
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
+    if stopped {
+        return Err(Interrupted);
+    }
     let mut out = LoadResult {
         latency: LatencyHistogram::new(),
         completed: 0,
@@ -366,6 +391,7 @@ pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync
         unanswered: 0,
         starved: 0,
         samples: Vec::new(),
+        system: system_metrics,
     };
     for r in &results {
         out.latency.merge(&r.latency);
@@ -381,7 +407,7 @@ pub fn run(config: &LoadConfig, window: &Window, stop: &(dyn Fn() -> bool + Sync
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn client_thread(
@@ -391,6 +417,7 @@ fn client_thread(
     count: usize,
     barrier: &Barrier,
     finished: &AtomicBool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> ThreadResult {
     if let Some(cpus) = &config.cpus {
         let _ = crate::sys::affinity::pin_current_thread(cpus);
@@ -426,6 +453,10 @@ fn client_thread(
     };
     let mut clients = Vec::with_capacity(count);
     for _ in 0..if event_driven && epoll.is_none() { 0 } else { count } {
+        // Connecting thousands of clients takes a while: a stop ends it at once.
+        if stop() {
+            break;
+        }
         match connect(config.addr) {
             Ok(stream) => clients.push(Client {
                 stream,

@@ -21,7 +21,10 @@ const _: () = assert!(Request::MAX_ECHO_BYTES <= protocol::MAX_PAYLOAD);
 use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
+use crate::measure::window::SystemProbes;
+use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
+use crate::stop::Interrupted;
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
 use std::sync::Arc;
@@ -49,15 +52,18 @@ pub fn raise_fd_limit(needed: u64) -> Option<String> {
     })
 }
 
-/// Run one server-model case: start the model on 127.0.0.1 in this process (server threads
-/// measured with per-thread counters), drive it with the load generator for the case's
-/// duration, and return client-side latency/throughput and server-side counters.
+/// Run one server-model case: start the model where the topology puts the server (loopback,
+/// in this process; server threads measured with per-thread counters), drive it with the load
+/// generator for the case's duration, and return client-side latency/throughput and
+/// server-side counters. A stop request ends it within about 100 ms in any phase, the server
+/// stopped and every thread joined, as `Err(Interrupted)`.
 pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<Observation> {
     run_case_until(case, &|| stop.requested())
 }
 
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
+    let topology = Topology::Loopback;
     let model = case.model;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
@@ -68,12 +74,12 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     if let Some(note) = &window.policy().note {
         obs.warn(WarningKind::CountersRestricted, note.clone());
     }
-    let mut config = ServerConfig::new(model, "127.0.0.1:0".parse()?);
+    let mut config = ServerConfig::new(model, topology.listen_addr(0)?);
     config.max_conns = usize::MAX;
     config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
     config.pool_size = case.pool_size.max(1);
     config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
-    let server = match server::start(config, Some(window.clone())) {
+    let server = match topology.on_server_side(|| server::start(config, Some(window.clone()))) {
         Ok(s) => s,
         Err(e) => match e.downcast_ref::<Unsupported>() {
             // The kernel refuses the model (io_uring disabled): a result, not a failure.
@@ -101,7 +107,13 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     };
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
-    let load = loadgen::run(&load_config, &window, stop);
+    let mut system = SystemProbes::default();
+    let load = topology.on_client_side(|| loadgen::run(&load_config, &window, &mut system, stop));
+    let Ok(load) = load else {
+        // Interrupted: a cut-short window is no data. Stop and join the server first.
+        server.stop();
+        return Err(anyhow::Error::new(Interrupted));
+    };
     let (samples, late) = window.collect(Duration::from_secs(2));
     let client_samples = window.client_samples();
     let summary = server.stop();
@@ -113,6 +125,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
+    obs.metrics.extend(load.system.iter().cloned());
     obs.push(Metric::new(
         "clock_overhead_ns",
         Role::Client,

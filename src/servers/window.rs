@@ -1,22 +1,18 @@
-//! The measured window shared by the load generator and the server threads: the generator
-//! opens and closes it; each server thread turns its own counters on and off as it notices.
+//! The servers' use of the measured window (measure/window.rs): the load generator opens and
+//! closes it; each server thread (started by a model, so it hands back nothing when joined)
+//! leaves its counters' sample here when its view closes.
 
-use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters, PERF_OFF};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
+use crate::measure::window::{self, SystemProbes, View};
+use crate::observation::Metric;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-const WARMUP: u8 = 0;
-const MEASURING: u8 = 1;
-const DONE: u8 = 2;
+use std::time::Duration;
 
 pub struct Window {
-    phase: AtomicU8,
+    window: window::Window,
     /// Open perf counters on server threads (false: getrusage only, no per-switch cost).
     perf: bool,
     policy: KernelPolicy,
-    /// Server threads whose counters are running.
-    running: AtomicUsize,
     samples: Mutex<Vec<CounterSample>>,
     /// Load-generator threads (getrusage only, so the client's latency is not disturbed).
     client_samples: Mutex<Vec<CounterSample>>,
@@ -30,25 +26,27 @@ impl Window {
     /// measure getrusage only (a perf event on a thread costs time at every context switch).
     pub fn new(perf: bool) -> Window {
         Window {
+            window: window::Window::new(),
             perf,
-            phase: AtomicU8::new(WARMUP),
             policy: kernel_policy(),
-            running: AtomicUsize::new(0),
             samples: Mutex::new(Vec::new()),
             client_samples: Mutex::new(Vec::new()),
         }
     }
 
-    pub fn begin(&self) {
-        self.phase.store(MEASURING, Ordering::SeqCst);
+    /// Open the window (system-wide probes first).
+    pub fn begin(&self, system: &mut SystemProbes) {
+        self.window.open(system);
     }
 
-    pub fn end(&self) {
-        self.phase.store(DONE, Ordering::SeqCst);
+    /// Close the window; returns the system-wide probes' metrics.
+    pub fn end(&self, system: &mut SystemProbes) -> Vec<Metric> {
+        self.window.close(system)
     }
 
+    #[inline]
     pub fn measuring(&self) -> bool {
-        self.phase.load(Ordering::Relaxed) == MEASURING
+        self.window.is_open()
     }
 
     pub fn policy(&self) -> &KernelPolicy {
@@ -56,13 +54,10 @@ impl Window {
     }
 
     /// After `end()`: wait (bounded) until every server thread has stopped its counters, then
-    /// return the samples collected. Threads notice within one wait tick (about 100 ms).
+    /// return the samples collected and how many threads were late. Threads notice within one
+    /// wait tick (about 100 ms).
     pub fn collect(&self, patience: Duration) -> (Vec<CounterSample>, usize) {
-        let deadline = Instant::now() + patience;
-        while self.running.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let late = self.running.load(Ordering::SeqCst);
+        let late = self.window.wait_views_closed(patience);
         let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
         (samples, late)
     }
@@ -82,41 +77,26 @@ impl Default for Window {
 /// One server thread's view of the window: call `tick()` in its loop (between requests and
 /// on every wait timeout) and `finish()` before it exits.
 pub struct ThreadWindow<'a> {
-    window: Option<&'a Window>,
-    counters: Option<ThreadCounters>,
-    running: bool,
-    done: bool,
-    client: bool,
+    /// None: a server started without a window (`procs serve`), which measures nothing.
+    view: Option<View<'a, ThreadCounters>>,
 }
 
 impl<'a> ThreadWindow<'a> {
     pub fn new(window: Option<&'a Window>) -> ThreadWindow<'a> {
-        let counters = window.map(|w| {
-            if w.perf {
-                ThreadCounters::open(w.policy())
-            } else {
-                ThreadCounters::rusage_only(PERF_OFF)
-            }
+        let view = window.map(|w| {
+            let counters = window::thread_counters(w.perf, w.policy());
+            View::delivering_to(&w.window, counters, &w.samples)
         });
-        let mut tw = ThreadWindow {
-            window,
-            counters,
-            running: false,
-            done: false,
-            client: false,
-        };
+        let mut tw = ThreadWindow { view };
         tw.tick();
         tw
     }
 
     /// A load-generator thread's view: getrusage only, samples kept apart from the server's.
     pub fn client(window: &'a Window) -> ThreadWindow<'a> {
+        let counters = ThreadCounters::rusage_only(LOAD_GENERATOR_RUSAGE_ONLY);
         let mut tw = ThreadWindow {
-            window: Some(window),
-            counters: Some(ThreadCounters::rusage_only(LOAD_GENERATOR_RUSAGE_ONLY)),
-            running: false,
-            done: false,
-            client: true,
+            view: Some(View::delivering_to(&window.window, counters, &window.client_samples)),
         };
         tw.tick();
         tw
@@ -124,44 +104,15 @@ impl<'a> ThreadWindow<'a> {
 
     #[inline]
     pub fn tick(&mut self) {
-        let Some(window) = self.window else { return };
-        if self.done {
-            return;
-        }
-        match window.phase.load(Ordering::Relaxed) {
-            MEASURING if !self.running => {
-                window.running.fetch_add(1, Ordering::SeqCst);
-                if let Some(c) = self.counters.as_mut() {
-                    c.start();
-                }
-                self.running = true;
-            }
-            DONE => self.finish(),
-            _ => {}
+        if let Some(view) = self.view.as_mut() {
+            view.tick();
         }
     }
 
     /// Stop the counters if they run and hand the sample to the window.
     pub fn finish(&mut self) {
-        let Some(window) = self.window else { return };
-        if self.done {
-            return;
-        }
-        self.done = true;
-        if self.running {
-            if let Some(c) = self.counters.as_mut() {
-                let sample = c.stop();
-                let list = if self.client {
-                    &window.client_samples
-                } else {
-                    &window.samples
-                };
-                if let Ok(mut s) = list.lock() {
-                    s.push(sample);
-                }
-            }
-            window.running.fetch_sub(1, Ordering::SeqCst);
-            self.running = false;
+        if let Some(view) = self.view.as_mut() {
+            view.finish();
         }
     }
 }

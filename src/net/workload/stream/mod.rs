@@ -13,16 +13,20 @@ pub use server::serve_session;
 use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
+use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
+use socket2::{Domain, Socket, Type};
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread::{End, Shared, StartGate, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use thread::{End, Shared, StartGate, ThreadOutcome, ThreadPlan};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -74,94 +78,156 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     Ok(())
 }
 
-/// Bind the loopback listener for an in-process server; a taken port is a clear error.
-pub fn bind_loopback(port: u16) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            anyhow!("port {port} on 127.0.0.1 is busy (address in use): choose another with --port, or leave --port out to use a free one")
-        } else {
-            anyhow!("could not listen on 127.0.0.1:{port}: {e}")
+/// Run one stream case and return its observation. A stop request ends it within about
+/// 100 ms in any phase, with every thread joined and the in-process server released, as
+/// `Err(Interrupted)`.
+pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
+    // Calibrate before any window opens so it never disturbs one.
+    let tsc_hz = clock::tsc_hz();
+    let topology = Topology::from(&case.endpoint);
+    if let Some(addr) = topology.remote_addr()? {
+        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+    }
+    let port = match case.endpoint {
+        Endpoint::Loopback { port } => port,
+        Endpoint::Remote { .. } => 0,
+    };
+    let listener = topology.bind(port)?;
+    let addr = listener.local_addr()?;
+    let server_stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let server = topology
+            .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
+            .context("could not start the server thread")?;
+        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+        // If the client never connected, the server is still waiting: release it.
+        server_stop.store(true, Ordering::SeqCst);
+        let server_result = server
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
+        match (result, server_result) {
+            (Ok(obs), Ok(())) => Ok(obs),
+            (Err(client), _) => Err(client),
+            (Ok(_), Err(server)) => Err(server.context("server")),
         }
     })
 }
 
-/// Run one stream case and return its observation.
-pub fn run(case: &StreamCase, _stop: crate::stop::Stop) -> anyhow::Result<Observation> {
-    // Calibrate before any window opens so it never disturbs one.
-    let tsc_hz = clock::tsc_hz();
-    match &case.endpoint {
-        Endpoint::Loopback { port } => {
-            let listener = bind_loopback(*port)?;
-            let addr = listener.local_addr()?;
-            let server_stop = AtomicBool::new(false);
-            std::thread::scope(|scope| {
-                let server = std::thread::Builder::new()
-                    .name("iopath-server".into())
-                    .spawn_scoped(scope, || serve_session(&listener, Some(&server_stop)))
-                    .context("could not start the server thread")?;
-                let result = run_client(case, addr, tsc_hz);
-                // If the client never connected, the server is still waiting: release it.
-                server_stop.store(true, Ordering::SeqCst);
-                let server_result = server
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
-                match (result, server_result) {
-                    (Ok(obs), Ok(())) => Ok(obs),
-                    (Err(client), _) => Err(client),
-                    (Ok(_), Err(server)) => Err(server.context("server")),
-                }
-            })
-        }
-        Endpoint::Remote { addr } => {
-            let resolved = addr
-                .to_socket_addrs()
-                .with_context(|| format!("cannot resolve '{addr}'"))?
-                .next()
-                .ok_or_else(|| anyhow!("'{addr}' resolves to no address"))?;
-            run_client(case, resolved, tsc_hz)
-        }
-    }
+pub(crate) fn interrupted() -> anyhow::Error {
+    anyhow::Error::new(Interrupted)
 }
 
-fn connect(addr: SocketAddr) -> anyhow::Result<TcpStream> {
-    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| format!("could not connect to {addr}"))
+/// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
+fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
+    socket.set_nonblocking(true).map_err(failed)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == std::io::ErrorKind::WouldBlock => {
+            let deadline = Instant::now() + CONNECT_TIMEOUT;
+            loop {
+                if stop.requested() {
+                    return Err(interrupted());
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(failed(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "connection timed out",
+                    )));
+                }
+                let wait = PollTimeout::from(left.min(Stop::POLL).as_millis() as u16);
+                let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
+                match poll(&mut fds, wait) {
+                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) => break,
+                    Err(e) => return Err(failed(e.into())),
+                }
+            }
+            if let Some(e) = socket.take_error().map_err(failed)? {
+                return Err(failed(e));
+            }
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    socket.set_nonblocking(false).map_err(failed)?;
+    Ok(socket.into())
+}
+
+/// The next control message within `timeout`, giving up as soon as a stop is requested.
+fn recv_watching(
+    control: &mut ControlChannel,
+    timeout: Duration,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Control> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + timeout;
+    while !control.has_buffered() {
+        if stopped() {
+            return Err(interrupted());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break; // let recv() report the timeout
+        }
+        let mut fds = [PollFd::new(control.stream().as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left.min(Stop::POLL).as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => break,
+            Err(e) => bail!("poll failed: {e}"),
+        }
+    }
+    // Data (or EOF) is there: a line in flight arrives within the read timeout.
+    control.set_read_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1)),
+    ))?;
+    Ok(control.recv()?)
 }
 
 /// The client side: set up the session, run the sending threads through warm-up and the
 /// measured window, collect the server's report, and build the observation.
-fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyhow::Result<Observation> {
-    let mut control = ControlChannel::new(connect(addr)?)?;
+fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: Stop) -> anyhow::Result<Observation> {
+    let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.set_read_timeout(Some(Duration::from_secs(10)))?;
     control.send(&Control::Hello {
         version: PROTOCOL_VERSION,
         case: case.clone(),
     })?;
-    let token = match control.recv().context("waiting for the server to accept the case")? {
-        Control::Ready { token } => token,
-        Control::Refused { error } => bail!("the server refused the case: {error}"),
-        other => bail!("unexpected answer from the server: {other:?}"),
+    let answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    let token = match answer {
+        Err(e) if e.is::<Interrupted>() => return Err(e),
+        other => match other.context("waiting for the server to accept the case")? {
+            Control::Ready { token } => token,
+            Control::Refused { error } => bail!("the server refused the case: {error}"),
+            other => bail!("unexpected answer from the server: {other:?}"),
+        },
     };
     let mut data = Vec::with_capacity(case.threads);
     for i in 0..case.threads {
-        let mut s = connect(addr)?;
+        let mut s = connect(addr, stop)?;
         s.write_all(&encode_data_header(token, i as u32))?;
         s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
         data.push(s);
     }
 
     let policy = kernel_policy();
-    let phase = AtomicU8::new(WARMUP);
+    let window = Window::new();
+    let mut system = SystemProbes::default();
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
     let size = case.size as usize;
 
     let shared = Shared {
-        phase: &phase,
+        window: &window,
         ready: &ready,
         policy: &policy,
     };
-    let (outcomes, window_error) = std::thread::scope(|scope| {
+    let (outcomes, window_result) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
             .enumerate()
@@ -183,22 +249,22 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
-        let window_error = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
-            drive_phases(case, &phase, &failed, &mut control)
+        let window_result = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
+            drive_phases(case, &window, &mut system, &failed, stop, &mut control)
         } else {
             ready.abandon();
-            phase.store(DONE, Ordering::Relaxed);
+            window.close(&mut system);
             control.send(&Control::Done).ok();
             Err(anyhow!("could not start all {} client threads", handles.len()))
         };
-        if window_error.is_err() || failed.load(Ordering::SeqCst) {
+        if window_result.is_err() || failed.load(Ordering::SeqCst) {
             // Wake any thread blocked on a peer that is gone.
             for s in &data {
                 s.shutdown(Shutdown::Both).ok();
             }
         }
         let outcomes = thread::join_all(handles);
-        (outcomes, window_error)
+        (outcomes, window_result)
     });
 
     let mut threads = Vec::with_capacity(outcomes.len());
@@ -211,7 +277,10 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
             }
         }
     }
-    window_error?;
+    let system_metrics = window_result?;
+    if stop.requested() {
+        return Err(interrupted());
+    }
     if let Some(e) = first_error {
         // The server's account, if any, usually says more (e.g. it failed first).
         control.set_read_timeout(Some(Duration::from_secs(2))).ok();
@@ -220,40 +289,46 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>) -> anyho
         }
         bail!("the run failed: {e}");
     }
-    control.set_read_timeout(Some(REPORT_TIMEOUT))?;
-    let report = match control.recv().context("waiting for the server's report")? {
-        Control::Report(report) => *report,
-        Control::Failed { error } => bail!("the server failed: {error}"),
-        other => bail!("unexpected message from the server: {other:?}"),
+    let report = match recv_watching(&mut control, REPORT_TIMEOUT, &|| stop.requested()) {
+        Err(e) if e.is::<Interrupted>() => return Err(e),
+        other => match other.context("waiting for the server's report")? {
+            Control::Report(report) => *report,
+            Control::Failed { error } => bail!("the server failed: {error}"),
+            other => bail!("unexpected message from the server: {other:?}"),
+        },
     };
-    Ok(build_observation(case, &threads, &report, tsc_hz))
+    let mut obs = build_observation(case, &threads, &report, tsc_hz);
+    obs.metrics.extend(system_metrics);
+    Ok(obs)
 }
 
-/// Warm up, open the window on both ends, hold it for the duration, close it. Returns early
-/// when a sending thread failed.
+/// Warm up, open the window on both ends, hold it for the duration, close it; returns the
+/// system-wide probes' metrics. Returns early when a sending thread failed, and with
+/// `Interrupted` when a stop was requested (the window is closed on both ends either way).
 fn drive_phases(
     case: &StreamCase,
-    phase: &AtomicU8,
+    window: &Window,
+    system: &mut SystemProbes,
     failed: &AtomicBool,
+    stop: Stop,
     control: &mut ControlChannel,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Metric>> {
     let sleep_watching = |d: Duration| -> bool {
         let until = Instant::now() + d;
-        while Instant::now() < until {
-            if failed.load(Ordering::SeqCst) {
+        loop {
+            if failed.load(Ordering::SeqCst) || stop.requested() {
                 return false;
             }
-            std::thread::sleep(
-                until
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(20)),
-            );
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Stop::POLL));
         }
-        true
     };
     let mut result = Ok(());
     if sleep_watching(Duration::from_millis(case.warmup_ms)) {
-        phase.store(MEASURE, Ordering::Relaxed);
+        window.open(system);
         result = control
             .send(&Control::Measure)
             .context("the server closed the control connection");
@@ -261,11 +336,14 @@ fn drive_phases(
             sleep_watching(Duration::from_millis(case.duration_ms));
         }
     }
-    phase.store(DONE, Ordering::Relaxed);
+    let metrics = window.close(system);
     let done = control
         .send(&Control::Done)
         .context("the server closed the control connection");
-    result.and(done)
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    result.and(done).map(|()| metrics)
 }
 
 fn per(total: f64, count: f64) -> f64 {

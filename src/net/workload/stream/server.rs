@@ -2,21 +2,23 @@
 //! connections, receive on one thread per connection, report what was counted.
 //! Used by the in-process loopback run and by `iopath net serve`.
 
-use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan, DONE, MEASURE, WARMUP};
+use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
 use crate::case::StreamCase;
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{
     decode_data_header, Control, ControlChannel, ServerReport, DATA_HEADER_LEN, PROTOCOL_VERSION,
 };
 use crate::net::mode;
 use crate::observation::{Metric, Role, Source};
+use crate::stop::Interrupted;
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
 use std::io::Read;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long each setup step may take before the session is abandoned.
@@ -84,8 +86,8 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
     let control_stream = accept_until(listener, None, None, stop)?;
     control_stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(control_stream)?;
-    control.set_read_timeout(Some(SETUP_TIMEOUT))?;
-    let case = match control.recv()? {
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+    let case = match super::recv_watching(&mut control, SETUP_TIMEOUT, &stopped)? {
         Control::Hello { version, case } if version == PROTOCOL_VERSION => case,
         Control::Hello { version, .. } => {
             let error = format!("protocol version {version} not supported (this server speaks {PROTOCOL_VERSION})");
@@ -128,7 +130,7 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
         s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
 
-    let outcome = run_receivers(&case, &data, &mut control);
+    let outcome = run_receivers(&case, &data, &mut control, &stopped);
     let report = match outcome {
         Ok(report) => report,
         Err(e) => {
@@ -147,14 +149,23 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
 }
 
 /// Run one receiving thread per data connection while following the client's phase messages.
-fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlChannel) -> anyhow::Result<ServerReport> {
+/// A stop (`stopped`) ends the session within about 100 ms as `Interrupted`.
+fn run_receivers(
+    case: &StreamCase,
+    data: &[TcpStream],
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
     let tsc_hz = clock::tsc_hz();
-    let phase = AtomicU8::new(WARMUP);
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    let mut system_metrics = Vec::new();
+    let mut interrupted = false;
     let ready = StartGate::default();
     let size = case.size as usize;
     let shared = Shared {
-        phase: &phase,
+        window: &window,
         ready: &ready,
         policy: &policy,
     };
@@ -182,16 +193,16 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
         // Follow the client: Measure opens the window, Done closes it. Anything else
         // (EOF, timeout) closes it too, and the data connections are shut so no thread waits.
         let longest = Duration::from_millis(case.warmup_ms.saturating_add(case.duration_ms)) + Duration::from_secs(30);
-        control.set_read_timeout(Some(longest)).ok();
         loop {
-            match control.recv() {
-                Ok(Control::Measure) => phase.store(MEASURE, Ordering::Relaxed),
+            match super::recv_watching(control, longest, stopped) {
+                Ok(Control::Measure) => window.open(&mut system),
                 Ok(Control::Done) => {
-                    phase.store(DONE, Ordering::Relaxed);
+                    system_metrics = window.close(&mut system);
                     break;
                 }
-                Ok(_) | Err(_) => {
-                    phase.store(DONE, Ordering::Relaxed);
+                other => {
+                    interrupted = other.is_err_and(|e| e.is::<Interrupted>());
+                    window.close(&mut system);
                     for s in data {
                         s.shutdown(Shutdown::Both).ok();
                     }
@@ -201,6 +212,9 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
         }
         thread::join_all(handles)
     });
+    if interrupted {
+        return Err(super::interrupted());
+    }
     let mut threads = Vec::new();
     for outcome in outcomes {
         threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
@@ -211,6 +225,7 @@ fn run_receivers(case: &StreamCase, data: &[TcpStream], control: &mut ControlCha
     let counters =
         CounterSample::sum(threads.iter().map(|t| &t.counters)).ok_or_else(|| anyhow!("no server threads"))?;
     let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
+    metrics.extend(system_metrics);
     metrics.push(Metric::tool("bytes_received", Role::Server, bytes as f64, "B"));
     metrics.push(Metric::tool(
         "messages_received",

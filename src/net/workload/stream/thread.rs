@@ -2,20 +2,16 @@
 //! until told to stop, and count only inside the measured window.
 
 use crate::case::StreamCase;
-use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters, PERF_OFF};
+use crate::measure::counters::{CounterSample, KernelPolicy};
+use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::control::ThreadTally;
 use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
 use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-pub const WARMUP: u8 = 0;
-pub const MEASURE: u8 = 1;
-pub const DONE: u8 = 2;
 
 /// Which way the data goes on this thread.
 pub enum End {
@@ -47,7 +43,7 @@ pub struct ThreadPlan<'a> {
     pub pin: Option<usize>,
     pub fd: RawFd,
     pub message_size: u64,
-    pub phase: &'a AtomicU8,
+    pub window: &'a Window,
     pub ready: &'a StartGate,
     pub policy: &'a KernelPolicy,
     /// Open perf counters (false: getrusage only).
@@ -119,7 +115,7 @@ impl StartGate {
 
 /// What all threads of a session share.
 pub struct Shared<'a> {
-    pub phase: &'a AtomicU8,
+    pub window: &'a Window,
     pub ready: &'a StartGate,
     pub policy: &'a KernelPolicy,
 }
@@ -142,7 +138,7 @@ impl<'a> ThreadPlan<'a> {
             pin: cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[index % c.len()]),
             fd,
             message_size: case.size,
-            phase: shared.phase,
+            window: shared.window,
             ready: shared.ready,
             policy: shared.policy,
             perf: case.perf,
@@ -170,45 +166,25 @@ pub fn join_all(
         .collect()
 }
 
-/// An open measured window: where the counts stood when it opened.
-struct Window {
-    started: Instant,
-    messages_before: u64,
-    syscalls_before: u64,
-    cpu_at_start: Option<usize>,
-}
-
-/// What a thread counted between its window's edges.
-struct ClosedWindow {
-    elapsed: Duration,
+/// Where the thread's own counts stood when its window opened.
+struct Before {
     messages: u64,
     syscalls: u64,
-    sample: CounterSample,
-    cpu_at_start: Option<usize>,
+    cpu: Option<usize>,
 }
 
-impl Window {
-    fn close(self, counters: &mut ThreadCounters, messages_now: u64, syscalls_now: u64) -> ClosedWindow {
-        let sample = counters.stop();
-        ClosedWindow {
-            elapsed: self.started.elapsed(),
-            messages: messages_now - self.messages_before,
-            syscalls: syscalls_now - self.syscalls_before,
-            sample,
-            cpu_at_start: self.cpu_at_start,
-        }
-    }
+/// What the thread counted itself inside its window.
+struct Counted {
+    messages: u64,
+    syscalls: u64,
+    cpu_at_start: Option<usize>,
 }
 
 /// Run the thread's loop. The barrier is always reached, even when pinning fails, so the
 /// coordinator never waits forever.
 pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     let pinned = plan.pin.map(|cpu| affinity::pin_current_thread(&[cpu]).map(|_| cpu));
-    let mut counters = if plan.perf {
-        ThreadCounters::open(plan.policy)
-    } else {
-        ThreadCounters::rusage_only(PERF_OFF)
-    };
+    let mut view = View::new(plan.window, thread_counters(plan.perf, plan.policy));
     if !plan.ready.arrive_and_wait() {
         return Err(io::Error::other(
             "the start was abandoned: another thread of the run failed to start",
@@ -222,26 +198,31 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     }
 
     let mut seq: u64 = 0;
-    let mut window: Option<Window> = None;
-    let mut closed: Option<ClosedWindow> = None;
+    let mut before = Before {
+        messages: 0,
+        syscalls: 0,
+        cpu: None,
+    };
+    let mut counted: Option<Counted> = None;
+    let count = |before: &Before, seq: u64, syscalls: u64| Counted {
+        messages: seq - before.messages,
+        syscalls: syscalls - before.syscalls,
+        cpu_at_start: before.cpu,
+    };
     loop {
-        let phase = plan.phase.load(Ordering::Relaxed);
-        if phase >= MEASURE && window.is_none() && closed.is_none() {
-            counters.start();
-            window = Some(Window {
-                started: Instant::now(),
-                messages_before: seq,
-                syscalls_before: end.syscalls(),
-                cpu_at_start: affinity::current_cpu(),
-            });
+        match view.tick() {
+            Edge::Opened => {
+                before = Before {
+                    messages: seq,
+                    syscalls: end.syscalls(),
+                    cpu: affinity::current_cpu(),
+                }
+            }
+            Edge::Closed => counted = Some(count(&before, seq, end.syscalls())),
+            Edge::None => {}
         }
-        if phase == DONE {
-            if let Some(w) = window.take() {
-                closed = Some(w.close(&mut counters, seq, end.syscalls()));
-            }
-            if matches!(end, End::Send(_)) {
-                break;
-            }
+        if view.closed() && matches!(end, End::Send(_)) {
+            break;
         }
         let more = match &mut end {
             End::Send(s) => s.send(plan.fd, seq).map(|_| true),
@@ -252,9 +233,10 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
         }
         seq += 1;
     }
-    // A receiver whose peer closed before it saw DONE ends its window at the close.
-    if let Some(w) = window.take() {
-        closed = Some(w.close(&mut counters, seq, end.syscalls()));
+    // A receiver whose peer closed before it saw the window close ends its window at the close.
+    if view.is_open() {
+        view.finish();
+        counted = Some(count(&before, seq, end.syscalls()));
     }
     let cpu_at_end = affinity::current_cpu();
     if let End::Send(s) = &mut end {
@@ -263,30 +245,31 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     // A thread can miss the window entirely: a receiver blocked in recv() the whole time
     // because its sender was starved, or a thread that first looked after the window closed.
     // Its window is empty (zero length, nothing counted), not an error; the caller warns.
-    let window = closed.unwrap_or_else(|| {
-        counters.start();
-        Window {
-            started: Instant::now(),
-            messages_before: 0,
-            syscalls_before: 0,
-            cpu_at_start: affinity::current_cpu(),
-        }
-        .close(&mut counters, 0, 0)
-    });
-    let migrations = window.sample.cpu_migrations.as_ref().ok().copied();
+    let (measured, counted) = match (view.take(), counted) {
+        (Some(m), Some(c)) => (m, c),
+        _ => (
+            view.empty(),
+            Counted {
+                messages: 0,
+                syscalls: 0,
+                cpu_at_start: affinity::current_cpu(),
+            },
+        ),
+    };
+    let migrations = measured.sample.cpu_migrations.as_ref().ok().copied();
     Ok(ThreadOutcome {
         tally: ThreadTally {
-            bytes: window.messages * plan.message_size,
-            messages: window.messages,
-            window_s: window.elapsed.as_secs_f64(),
-            syscalls: window.syscalls,
+            bytes: counted.messages * plan.message_size,
+            messages: counted.messages,
+            window_s: measured.elapsed.as_secs_f64(),
+            syscalls: counted.syscalls,
         },
-        counters: window.sample,
+        counters: measured.sample,
         placement: ThreadPlacement {
             role: plan.role,
             index: plan.index,
             pinned: plan.pin.map(|c| vec![c]),
-            cpu_at_start: window.cpu_at_start,
+            cpu_at_start: counted.cpu_at_start,
             cpu_at_end,
             migrations,
         },
