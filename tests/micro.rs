@@ -172,6 +172,65 @@ fn proc() {
     check_figure(&r, "time_per_process_us", "us", 1e6);
 }
 
+/// Whether process `pid` is gone: no such process, or a zombie waiting for its new parent.
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Found in review: `micro proc --program X` waited forever for a program that never exits.
+/// Each wait is bounded: the program (here a script that starts a long sleep and waits for
+/// it) is killed with its process group, reaped, and the case fails saying why.
+#[test]
+fn proc_program_that_never_exits_is_killed_and_the_case_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("hang.sh");
+    std::fs::write(&script, "#!/bin/sh\n/bin/sleep 600 &\necho $! >> \"$0.pids\"\nwait\n").expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let program = script.to_str().expect("utf-8 path");
+    let started = std::time::Instant::now();
+    let out = common::finish_within(
+        common::spawn(&[
+            "micro",
+            "proc",
+            "--quick",
+            "--variant",
+            "fork_exec,posix_spawn",
+            "--program",
+            program,
+        ]),
+        std::time::Duration::from_secs(90),
+    );
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", common::stderr(&out));
+    let failures: Vec<&str> = text.lines().filter(|l| l.starts_with("failed:")).collect();
+    assert_eq!(failures.len(), 2, "{text}");
+    for line in failures {
+        assert!(
+            line.contains(
+                "the program did not exit within 10 s (a benchmark program must exit at once, like /bin/true)"
+            ),
+            "{line}"
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(20),
+        "each wait lasted the limit"
+    );
+    let pids = std::fs::read_to_string(dir.path().join("hang.sh.pids")).expect("the script ran");
+    let pids: Vec<i32> = pids.lines().map(|l| l.trim().parse().expect("a pid")).collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in pids {
+        assert!(process_gone(pid), "the program's child {pid} was left running");
+    }
+}
+
 #[test]
 fn thread() {
     check_figure(
