@@ -350,6 +350,10 @@ fn fs_in_a_named_dir_leaves_nothing() {
         assert!((0.0..=1.0).contains(&f), "resident fraction {f}");
     }
     check_figure(&by("variant=contention"), "bandwidth_total_mib_s", "MiB/s", 1e7);
+    for rec in &r {
+        let magic = metric(rec, "fs_type_magic").expect("the file system is recorded");
+        assert!(magic["value"].as_f64().is_some_and(|m| m > 0.0), "{magic}");
+    }
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
 }
 
@@ -384,6 +388,40 @@ fn fs_on_tmpfs_falls_back_with_a_note() {
         assert_eq!(o_direct, Some(0.0), "{warnings}");
         assert!(warnings.contains("refuses O_DIRECT"), "{warnings}");
     }
+}
+
+/// Found in review: this kernel accepts O_DIRECT on tmpfs, and `micro fs` reported
+/// memory-speed "disk" reads without a word. The file system is recorded (statfs f_type) and
+/// the result says what was really measured.
+#[test]
+fn fs_on_tmpfs_says_it_measured_memory() {
+    let shm = tempfile::tempdir_in("/dev/shm").expect("a folder on the /dev/shm tmpfs");
+    let d = shm.path().to_str().expect("utf-8 path");
+    let r = records(&[
+        "fs",
+        "--variant",
+        "seq_read,cache_read",
+        "--dir",
+        d,
+        "--file-size",
+        "1M",
+        "--cache-max",
+        "1M",
+    ]);
+    assert_eq!(r.len(), 2);
+    for rec in &r {
+        let magic = metric(rec, "fs_type_magic").and_then(|m| m["value"].as_f64());
+        assert_eq!(magic, Some(f64::from(0x0102_1994)), "tmpfs magic recorded: {rec}");
+        let warnings = rec["observation"]["warnings"].to_string();
+        assert!(warnings.contains("the directory is on tmpfs (memory)"), "{warnings}");
+        assert!(
+            warnings.contains("use --dir on a disk-backed file system"),
+            "{warnings}"
+        );
+    }
+    assert!(r[0]["observation"]["warnings"]
+        .to_string()
+        .contains("reads measure memory copies, not a disk"));
 }
 
 #[test]
