@@ -172,6 +172,65 @@ fn proc() {
     check_figure(&r, "time_per_process_us", "us", 1e6);
 }
 
+/// Whether process `pid` is gone: no such process, or a zombie waiting for its new parent.
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Found in review: `micro proc --program X` waited forever for a program that never exits.
+/// Each wait is bounded: the program (here a script that starts a long sleep and waits for
+/// it) is killed with its process group, reaped, and the case fails saying why.
+#[test]
+fn proc_program_that_never_exits_is_killed_and_the_case_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("hang.sh");
+    std::fs::write(&script, "#!/bin/sh\n/bin/sleep 600 &\necho $! >> \"$0.pids\"\nwait\n").expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let program = script.to_str().expect("utf-8 path");
+    let started = std::time::Instant::now();
+    let out = common::finish_within(
+        common::spawn(&[
+            "micro",
+            "proc",
+            "--quick",
+            "--variant",
+            "fork_exec,posix_spawn",
+            "--program",
+            program,
+        ]),
+        std::time::Duration::from_secs(90),
+    );
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", common::stderr(&out));
+    let failures: Vec<&str> = text.lines().filter(|l| l.starts_with("failed:")).collect();
+    assert_eq!(failures.len(), 2, "{text}");
+    for line in failures {
+        assert!(
+            line.contains(
+                "the program did not exit within 10 s (a benchmark program must exit at once, like /bin/true)"
+            ),
+            "{line}"
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(20),
+        "each wait lasted the limit"
+    );
+    let pids = std::fs::read_to_string(dir.path().join("hang.sh.pids")).expect("the script ran");
+    let pids: Vec<i32> = pids.lines().map(|l| l.trim().parse().expect("a pid")).collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in pids {
+        assert!(process_gone(pid), "the program's child {pid} was left running");
+    }
+}
+
 #[test]
 fn thread() {
     check_figure(
@@ -207,14 +266,52 @@ fn memlat_curve() {
     check_figure(&r, "latency_ns", "ns", 10_000.0);
 }
 
+/// Found in review: with `--max` below the L3 the last plateau was called DRAM, and the report
+/// and the terminal could disagree. A curve that ends below the last-level cache the kernel
+/// reports has not reached main memory, and the report shows the very same levels text.
 #[test]
-fn memlat_table_names_the_levels_detected() {
-    iopath()
-        .args(["micro", "memlat", "--quick", "--max", "256K"])
+fn memlat_levels_are_read_against_sysfs_and_the_report_says_the_same() {
+    let (dir, db) = temp_db("memlat.db");
+    let db_arg = db.to_str().expect("utf-8 path");
+    let out = iopath()
+        .args(["micro", "memlat", "--quick", "--max", "256K", "--db", db_arg])
         .assert()
         .success()
-        .stdout(predicate::str::contains("memory levels detected"))
-        .stdout(predicate::str::contains("L1"));
+        .get_output()
+        .clone();
+    let text = common::stdout(&out);
+    let heading = iopath::micro::levels::HEADING;
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with(heading))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(lines.first().is_some_and(|l| l.starts_with("L1")), "{text}");
+    match iopath::sys::cache::last_level_bytes() {
+        Some(llc) if llc > 256 << 10 => {
+            assert!(lines.iter().any(|l| l.starts_with("DRAM: not reached")), "{text}");
+            assert!(!lines.iter().any(|l| l.starts_with("DRAM: 1")), "called DRAM: {text}");
+        }
+        _ => println!("sysfs reports no cache above 256KiB here: the not-reached reading was not checked"),
+    }
+    let html = dir.path().join("report.html");
+    iopath()
+        .args(["report", "1", "--db", db_arg, "-o", html.to_str().expect("utf-8 path")])
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html)
+        .expect("the report")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    assert!(page.contains(heading), "no levels heading in the report");
+    for line in lines {
+        assert!(page.contains(line), "the report lacks the terminal's line: {line}");
+    }
 }
 
 #[test]
@@ -291,6 +388,10 @@ fn fs_in_a_named_dir_leaves_nothing() {
         assert!((0.0..=1.0).contains(&f), "resident fraction {f}");
     }
     check_figure(&by("variant=contention"), "bandwidth_total_mib_s", "MiB/s", 1e7);
+    for rec in &r {
+        let magic = metric(rec, "fs_type_magic").expect("the file system is recorded");
+        assert!(magic["value"].as_f64().is_some_and(|m| m > 0.0), "{magic}");
+    }
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
 }
 
@@ -325,6 +426,40 @@ fn fs_on_tmpfs_falls_back_with_a_note() {
         assert_eq!(o_direct, Some(0.0), "{warnings}");
         assert!(warnings.contains("refuses O_DIRECT"), "{warnings}");
     }
+}
+
+/// Found in review: this kernel accepts O_DIRECT on tmpfs, and `micro fs` reported
+/// memory-speed "disk" reads without a word. The file system is recorded (statfs f_type) and
+/// the result says what was really measured.
+#[test]
+fn fs_on_tmpfs_says_it_measured_memory() {
+    let shm = tempfile::tempdir_in("/dev/shm").expect("a folder on the /dev/shm tmpfs");
+    let d = shm.path().to_str().expect("utf-8 path");
+    let r = records(&[
+        "fs",
+        "--variant",
+        "seq_read,cache_read",
+        "--dir",
+        d,
+        "--file-size",
+        "1M",
+        "--cache-max",
+        "1M",
+    ]);
+    assert_eq!(r.len(), 2);
+    for rec in &r {
+        let magic = metric(rec, "fs_type_magic").and_then(|m| m["value"].as_f64());
+        assert_eq!(magic, Some(f64::from(0x0102_1994)), "tmpfs magic recorded: {rec}");
+        let warnings = rec["observation"]["warnings"].to_string();
+        assert!(warnings.contains("the directory is on tmpfs (memory)"), "{warnings}");
+        assert!(
+            warnings.contains("use --dir on a disk-backed file system"),
+            "{warnings}"
+        );
+    }
+    assert!(r[0]["observation"]["warnings"]
+        .to_string()
+        .contains("reads measure memory copies, not a disk"));
 }
 
 #[test]

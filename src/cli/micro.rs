@@ -425,7 +425,9 @@ fn is_bench(r: &Record, bench: Bench, variant: Option<&str>) -> bool {
     matches!(&r.case, Case::Micro(c) if c.bench == bench && (variant.is_none() || c.option("variant") == variant))
 }
 
-/// The detected memory levels next to the caches the kernel reports.
+/// The memory levels detected in the latency curve (the median latency per working set over
+/// repetitions), read against the caches the kernel reports: the same lines the report shows
+/// under its memlat chart.
 fn memlat_levels(records: &[Record]) -> String {
     let points: Vec<(u64, f64)> = records
         .iter()
@@ -437,31 +439,14 @@ fn memlat_levels(records: &[Record]) -> String {
             ))
         })
         .collect();
-    if points.len() < 2 {
+    if micro::levels::median_per_size(&points).len() < 2 {
         return String::new();
     }
-    let mut out = String::from("\nmemory levels detected in the latency curve:\n");
-    let levels = micro::detect_levels(&points);
-    let caches = crate::sys::cache::cpu0_caches();
-    let mut t = Table::new(&["level", "working sets", "latency_ns", "kernel says"]);
-    for l in &levels {
-        let says = match l.name.strip_prefix('L').and_then(|n| n.parse::<u32>().ok()) {
-            Some(n) => caches
-                .iter()
-                .find(|c| c.level == n && c.kind != "Instruction")
-                .map_or("no such cache in sysfs".into(), |c| {
-                    format!("L{n} {} {}", c.kind.to_lowercase(), format_bytes(c.size_bytes))
-                }),
-            None => "main memory".into(),
-        };
-        t.row(vec![
-            l.name.clone(),
-            format!("{}..{}", format_bytes(l.min_bytes), format_bytes(l.max_bytes)),
-            num(Some(l.latency_ns)),
-            says,
-        ]);
+    let hierarchy = micro::levels::read_levels(&points, &crate::sys::cache::cpu0_caches());
+    let mut out = format!("\n{}:\n", micro::levels::HEADING);
+    for line in hierarchy.lines() {
+        out.push_str(&format!("  {line}\n"));
     }
-    out.push_str(&t.render());
     out
 }
 

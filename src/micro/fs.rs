@@ -3,15 +3,18 @@
 //! cache where the filesystem refuses O_DIRECT, e.g. tmpfs, with a note), the file cache size
 //! (re-read time per MiB against file size, and how much of each file mincore finds resident:
 //! the knee is where files stop staying in the page cache), and read
-//! contention among 1..N processes each reading its own file.
+//! contention among 1..N processes each reading its own file. The directory's file system
+//! (statfs) is recorded with every result, with a note where it is not a disk: on tmpfs the
+//! "disk" reads are memory copies, and this kernel accepts O_DIRECT there.
 
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
-use crate::observation::{Observation, Source, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
+use crate::sys::statfs::{self, Backing, FsType};
 use rand::{Rng, SeedableRng};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -34,7 +37,22 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let quick = harness::is_quick(case);
     let scratch = ScratchDir::new(&scratch::base_dir(case.option("dir")))?;
     let mut obs = Observation::default();
-    match case.option("variant").unwrap_or("seq_read") {
+    let variant = case.option("variant").unwrap_or("seq_read");
+    match statfs::fs_type(scratch.path()) {
+        Ok(fs) => {
+            harness::push_value(&mut obs, "fs_type_magic", "f_type", fs.magic as f64);
+            if let Some(note) = filesystem_note(fs, variant == "cache_read") {
+                obs.warn(WarningKind::Substituted, note);
+            }
+        }
+        Err(e) => obs.push(Metric::unavailable(
+            "fs_type_magic",
+            Role::System,
+            "f_type",
+            format!("statfs failed: {e}"),
+        )),
+    }
+    match variant {
         v @ ("seq_read" | "rand_read") => direct_reads(case, quick, v == "rand_read", scratch.path(), stop, &mut obs)?,
         "cache_read" => cache_read(case, quick, scratch.path(), stop, &mut obs)?,
         "contention" => contention(case, quick, scratch.path(), stop, &mut obs)?,
@@ -42,6 +60,34 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     harness::push_overheads(&mut obs);
     Ok(obs)
+}
+
+/// What was really measured when the directory is not on a disk-backed file system; None on a
+/// disk. `cache_read` re-reads cached files, the others read past the page cache.
+pub fn filesystem_note(fs: FsType, cache_read: bool) -> Option<String> {
+    let name = fs.name;
+    Some(match (fs.backing, cache_read) {
+        (Backing::Disk, _) => return None,
+        (Backing::Memory, false) => format!(
+            "the directory is on {name} (memory): O_DIRECT reads measure memory copies, not a disk; use --dir on a disk-backed file system"
+        ),
+        (Backing::Memory, true) => format!(
+            "the directory is on {name} (memory): its files are never evicted to a disk, so they always stay resident and no file cache knee can show; use --dir on a disk-backed file system"
+        ),
+        (Backing::Overlay, _) => format!(
+            "the directory is on {name} (a container's root): reads pass through to the file system below it (its upper or lower layer), which statfs cannot name from here; if that is tmpfs the reads measure memory, so use --dir on a disk-backed mount (a volume)"
+        ),
+        (Backing::Network, _) => format!(
+            "the directory is on {name} (network): reads go to a server and its caches, O_DIRECT bypasses only this machine's page cache; use --dir on a local disk to measure a disk"
+        ),
+        (Backing::Fuse, _) => format!(
+            "the directory is on {name} (a FUSE daemon such as virtiofs or sshfs): what a read reaches, and whether O_DIRECT is honoured, is up to the daemon; use --dir on a local disk to measure a disk"
+        ),
+        (Backing::Unknown, _) => format!(
+            "the directory is on a file system iopath does not know (statfs f_type {:#x}): check that it is disk-backed before reading these figures as disk reads",
+            fs.magic
+        ),
+    })
 }
 
 /// Write `size` bytes of a pattern to `path` and fsync it.
@@ -270,5 +316,26 @@ mod tests {
         let mut rev = pts.to_vec();
         rev.reverse();
         assert_eq!(detect_knee(&rev), Some(8 * m));
+    }
+
+    #[test]
+    fn a_directory_in_memory_says_what_was_measured() {
+        let tmpfs = statfs::classify(0x0102_1994);
+        let note = filesystem_note(tmpfs, false).unwrap();
+        assert!(
+            note.starts_with("the directory is on tmpfs (memory): O_DIRECT reads measure memory copies, not a disk")
+        );
+        assert!(filesystem_note(tmpfs, true).unwrap().contains("no file cache knee"));
+        assert!(filesystem_note(statfs::classify(0x794c_7630), false)
+            .unwrap()
+            .contains("pass through"));
+        assert!(filesystem_note(statfs::classify(0x1234), false)
+            .unwrap()
+            .contains("0x1234"));
+        assert_eq!(
+            filesystem_note(statfs::classify(0x5846_5342), false),
+            None,
+            "xfs is a disk"
+        );
     }
 }

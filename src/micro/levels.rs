@@ -1,7 +1,11 @@
 //! Finding the memory hierarchy in a latency curve: plateaus of nearly constant latency over
-//! growing working sets are the cache levels, the last high one is DRAM. Pure, so the report
-//! can run it on stored curve points.
+//! growing working sets are the cache levels, the last high one is DRAM. Then reading them
+//! against the caches the kernel reports: a level the sweep did not reach past is "not
+//! reached", and a boundary that contradicts sysfs says so and why it may. Pure, so the
+//! terminal and the report run the same code on the same points and print the same text.
 
+use crate::format::format_bytes;
+use crate::sys::cache::CacheInfo;
 use serde::{Deserialize, Serialize};
 
 /// One detected level of the hierarchy.
@@ -91,6 +95,318 @@ pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
         levels.push(level("DRAM".into(), &dram));
     }
     levels
+}
+
+/// A working set this many times the last-level cache is needed before the curve can be said
+/// to have reached main memory: at 1x a random chase still hits in the cache about half the
+/// time (and less of the cache is usable: other data, associativity, a VM's share).
+pub const BEYOND_LLC: u64 = 2;
+
+/// The heading above [`Hierarchy::lines`] in the terminal and the report.
+pub const HEADING: &str =
+    "memory levels in the latency curve (median latency per working set; kernel: the cpu0 caches in sysfs)";
+
+/// One line of the reading: a level found in the curve, or one it did not reach.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelRow {
+    /// "L1", "L3 (or beyond)", "beyond L3", "DRAM".
+    pub name: String,
+    /// The plateau, or None when the curve did not reach (or start below) this level.
+    pub level: Option<Level>,
+    /// What the kernel reports for it, e.g. "L1 data 48KiB", "main memory".
+    pub kernel: String,
+    /// Why there is no plateau ("not reached", "not measured").
+    pub missing: Option<String>,
+}
+
+/// The levels of a curve read against the kernel's caches, with a note for each contradiction.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Hierarchy {
+    pub rows: Vec<LevelRow>,
+    pub notes: Vec<String>,
+}
+
+impl Hierarchy {
+    /// The text both the terminal and the report show: one line per level, then the notes.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| match (&r.level, &r.missing) {
+                (Some(l), _) => format!(
+                    "{}: {}..{}, {} ns; kernel: {}",
+                    r.name,
+                    format_bytes(l.min_bytes),
+                    format_bytes(l.max_bytes),
+                    ns_text(l.latency_ns),
+                    r.kernel
+                ),
+                (None, missing) => format!(
+                    "{}: {}; kernel: {}",
+                    r.name,
+                    missing.as_deref().unwrap_or("not found in the curve"),
+                    r.kernel
+                ),
+            })
+            .collect();
+        out.extend(self.notes.iter().map(|n| format!("note: {n}")));
+        out
+    }
+}
+
+/// A latency with three significant digits.
+pub fn ns_text(ns: f64) -> String {
+    if ns < 10.0 {
+        format!("{ns:.2}")
+    } else if ns < 100.0 {
+        format!("{ns:.1}")
+    } else {
+        format!("{ns:.0}")
+    }
+}
+
+/// One point per working set: the median of its latencies (one per repetition; each is itself
+/// the median of that repetition's samples). Both the terminal and the report read levels
+/// from this, never from a mean. Sorted by size; points that are not finite and positive are
+/// left out.
+pub fn median_per_size(points: &[(u64, f64)]) -> Vec<(u64, f64)> {
+    let mut sizes: Vec<u64> = points.iter().map(|p| p.0).filter(|s| *s > 0).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .filter_map(|size| {
+            let mut lat: Vec<f64> = points
+                .iter()
+                .filter(|p| p.0 == size && p.1.is_finite() && p.1 > 0.0)
+                .map(|p| p.1)
+                .collect();
+            (!lat.is_empty()).then(|| (size, crate::measure::stats::median(&mut lat)))
+        })
+        .collect()
+}
+
+/// The data (or unified) cache of each level the kernel reports, by level.
+fn data_caches(caches: &[CacheInfo]) -> Vec<&CacheInfo> {
+    let mut out: Vec<&CacheInfo> = Vec::new();
+    for c in caches.iter().filter(|c| c.kind != "Instruction" && c.size_bytes > 0) {
+        if !out.iter().any(|o| o.level == c.level) {
+            out.push(c);
+        }
+    }
+    out.sort_by_key(|c| c.level);
+    out
+}
+
+fn cache_text(c: &CacheInfo) -> String {
+    format!("L{} {} {}", c.level, c.kind.to_lowercase(), format_bytes(c.size_bytes))
+}
+
+/// Why a cache boundary seen in a latency curve may not be where the kernel puts it.
+fn boundary_reasons(c: &CacheInfo, last_level: bool) -> String {
+    let mut why = vec![
+        "TLB reach (with 4 KiB pages the TLBs cover far less than the larger caches, and beyond them every load also walks the page tables; rerun with --hugepages to tell)",
+    ];
+    if last_level {
+        why.insert(
+            0,
+            "the share of this cache the run really gets (a VM, an L3 split among core complexes, other tenants)",
+        );
+        why.push("an inclusive cache also holding copies of the levels below it");
+    }
+    if c.level >= 2 {
+        why.push("prefetching and the replacement policy blurring the edge");
+    }
+    format!("this may be due to {}", why.join("; "))
+}
+
+/// Read the levels of a latency curve (points: working-set bytes, latency ns; several per size
+/// are reduced to their median) against the caches the kernel reports. The last plateau is
+/// called DRAM only when the curve reached past [`BEYOND_LLC`] times the last-level cache;
+/// levels the curve did not reach, or started above, are rows without a plateau; a plateau
+/// whose edge contradicts the kernel's size gets a note saying what may explain it.
+pub fn read_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
+    let curve = median_per_size(points);
+    let mut out = Hierarchy::default();
+    let (Some(first), Some(last)) = (curve.first(), curve.last()) else {
+        return out;
+    };
+    let (sweep_min, sweep_max) = (first.0, last.0);
+    let detected = detect_levels(&curve);
+    let kernel = data_caches(caches);
+    let Some(llc) = kernel.last().copied() else {
+        for l in detected {
+            out.rows.push(LevelRow {
+                name: l.name.clone(),
+                kernel: if l.name == "DRAM" {
+                    "main memory".into()
+                } else {
+                    "no cache sizes (sysfs)".into()
+                },
+                level: Some(l),
+                missing: None,
+            });
+        }
+        out.notes.push(
+            "the kernel reports no cache sizes (sysfs): the levels are not checked against the machine, and the last one is called DRAM by its latency alone".into(),
+        );
+        return out;
+    };
+    // Caches smaller than the smallest working set cannot show in the curve.
+    let skipped: Vec<&CacheInfo> = kernel.iter().copied().filter(|c| c.size_bytes < sweep_min).collect();
+    for c in &skipped {
+        out.rows.push(LevelRow {
+            name: format!("L{}", c.level),
+            level: None,
+            kernel: cache_text(c),
+            missing: Some(format!(
+                "not measured: the curve starts at {}, above this cache (lower --min)",
+                format_bytes(sweep_min)
+            )),
+        });
+    }
+    let offset = skipped.last().map_or(0, |c| c.level);
+    let reached_memory = sweep_max >= llc.size_bytes.saturating_mul(BEYOND_LLC);
+    let next_above = |bytes: u64| curve.iter().map(|p| p.0).find(|s| *s > bytes);
+    let mut number = offset;
+    let mut dram: Option<Level> = None;
+    for l in detected {
+        if l.name == "DRAM" {
+            dram = Some(l);
+            continue;
+        }
+        number += 1;
+        let name = format!("L{number}");
+        let Some(c) = kernel.iter().find(|c| c.level == number) else {
+            out.notes.push(format!(
+                "{name}: a plateau beyond the caches the kernel reports (up to L{}): TLB reach (page walks added to each load beyond it; rerun with --hugepages) or a memory-side cache",
+                llc.level
+            ));
+            out.rows.push(LevelRow {
+                name,
+                level: Some(l),
+                kernel: "no such cache in sysfs".into(),
+                missing: None,
+            });
+            continue;
+        };
+        let lower: u64 = kernel.iter().filter(|k| k.level < number).map(|k| k.size_bytes).sum();
+        let is_llc = c.level == llc.level;
+        match next_above(l.max_bytes) {
+            Some(hi) if c.size_bytes > hi => out.notes.push(format!(
+                "{name}: the curve leaves it between {} and {}, below the {} the kernel reports; {}",
+                format_bytes(l.max_bytes),
+                format_bytes(hi),
+                format_bytes(c.size_bytes),
+                boundary_reasons(c, is_llc)
+            )),
+            _ if l.max_bytes > c.size_bytes => {
+                let why = if lower > 0 && l.max_bytes <= c.size_bytes + lower {
+                    "an exclusive (victim) cache, which also holds what the levels below it evicted"
+                } else {
+                    "prefetching, or a curve too noisy to show the edge (rerun with more --samples)"
+                };
+                out.notes.push(format!(
+                    "{name}: the plateau goes on to {}, past the {} the kernel reports; this may be due to {why}",
+                    format_bytes(l.max_bytes),
+                    format_bytes(c.size_bytes),
+                ))
+            }
+            _ => {}
+        }
+        out.rows.push(LevelRow {
+            name,
+            level: Some(l),
+            kernel: cache_text(c),
+            missing: None,
+        });
+    }
+    let raise = format!(
+        "raise --max to at least {}",
+        format_bytes(llc.size_bytes.saturating_mul(BEYOND_LLC))
+    );
+    if reached_memory {
+        // Kernel caches the curve passed without a plateau were merged into a neighbour or
+        // crossed in a transition: say nothing more than the rows above show.
+        out.rows.push(LevelRow {
+            name: "DRAM".into(),
+            missing: dram.is_none().then(|| "not found in the curve".into()),
+            level: dram,
+            kernel: "main memory".into(),
+        });
+        return out;
+    }
+    // The curve ends below (or near) the last-level cache: its last plateau cannot be called
+    // main memory, and the levels past it were not reached.
+    let ends = if sweep_max < llc.size_bytes {
+        format!(
+            "the curve ends at {}, below the {} L{} the kernel reports",
+            format_bytes(sweep_max),
+            format_bytes(llc.size_bytes),
+            llc.level
+        )
+    } else {
+        format!(
+            "the curve ends at {}, less than {}x the {} L{} the kernel reports, so part of it still hits in that cache",
+            format_bytes(sweep_max),
+            BEYOND_LLC,
+            format_bytes(llc.size_bytes),
+            llc.level
+        )
+    };
+    let dram_seen = dram.is_some();
+    if let Some(l) = dram {
+        let (name, kernel_text) = match kernel.iter().find(|c| c.level == number + 1) {
+            Some(c) => {
+                number += 1;
+                (format!("L{number} (or beyond)"), cache_text(c))
+            }
+            None => (format!("beyond L{number}"), cache_text(llc)),
+        };
+        let mut note = format!("{name}: {ends} — {raise}");
+        if l.latency_ns >= DRAM_NS {
+            note.push_str(&format!(
+                "; its latency ({} ns) is already that of main memory: {}",
+                ns_text(l.latency_ns),
+                boundary_reasons(llc, true)
+            ));
+        }
+        out.notes.push(note);
+        out.rows.push(LevelRow {
+            name,
+            level: Some(l),
+            kernel: kernel_text,
+            missing: None,
+        });
+    }
+    // The first level without a plateau says why; the ones after it only what to do.
+    let mut explained = dram_seen;
+    let mut not_reached = |c: Option<&CacheInfo>| {
+        let text = match (explained, c) {
+            (true, _) => format!("not reached — {raise}"),
+            (false, Some(c)) if c.level != llc.level => {
+                format!("not reached: the curve ends at {} — {raise}", format_bytes(sweep_max))
+            }
+            (false, _) => format!("not reached: {ends} — {raise}"),
+        };
+        explained = true;
+        text
+    };
+    for c in kernel.iter().filter(|c| c.level > number) {
+        out.rows.push(LevelRow {
+            name: format!("L{}", c.level),
+            level: None,
+            kernel: cache_text(c),
+            missing: Some(not_reached(Some(c))),
+        });
+    }
+    out.rows.push(LevelRow {
+        name: "DRAM".into(),
+        level: None,
+        kernel: "main memory".into(),
+        missing: Some(not_reached(None)),
+    });
+    out
 }
 
 fn within(a: f64, b: f64) -> bool {
@@ -269,5 +585,264 @@ mod tests {
     fn a_curve_ending_in_a_single_dram_point_keeps_it() {
         let levels = detect_levels(&[(K, 1.0), (2 * K, 1.0), (8 * M, 90.0)]);
         assert_eq!(levels.last().map(|l| l.name.as_str()), Some("DRAM"));
+    }
+
+    /// The caches sysfs reports on the 2-vCPU EPYC VM these curves come from.
+    fn epyc_vm() -> Vec<CacheInfo> {
+        let cache = |level: u32, kind: &str, size_bytes: u64| CacheInfo {
+            level,
+            kind: kind.into(),
+            size_bytes,
+            line_bytes: Some(64),
+            ways: None,
+            shared_cpus: None,
+        };
+        vec![
+            cache(1, "Data", 48 * K),
+            cache(1, "Instruction", 32 * K),
+            cache(2, "Unified", M),
+            cache(3, "Unified", 32 * M),
+        ]
+    }
+
+    fn names(h: &Hierarchy) -> Vec<&str> {
+        h.rows.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    fn row<'a>(h: &'a Hierarchy, name: &str) -> &'a LevelRow {
+        h.rows
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no {name}: {h:?}"))
+    }
+
+    /// Found in review: `micro all --quick` printed `DRAM 8MiB..8MiB` and no L3 on a machine
+    /// whose L3 is 32 MiB. A curve that ends below the L3 has not reached main memory.
+    #[test]
+    fn a_curve_ending_below_the_l3_has_not_reached_dram() {
+        let curve = [
+            (K, 1.2),
+            (2 * K, 1.2),
+            (4 * K, 1.2),
+            (8 * K, 1.2),
+            (16 * K, 1.2),
+            (32 * K, 1.25),
+            (64 * K, 3.8),
+            (128 * K, 3.7),
+            (256 * K, 3.7),
+            (512 * K, 10.2),
+            (M, 14.5),
+            (2 * M, 25.0),
+            (4 * M, 60.0),
+            (8 * M, 300.0),
+        ];
+        assert_eq!(detect_levels(&curve).last().unwrap().name, "DRAM", "the old reading");
+        let h = read_levels(&curve, &epyc_vm());
+        assert_eq!(names(&h), ["L1", "L2", "L3 (or beyond)", "DRAM"]);
+        let l3 = row(&h, "L3 (or beyond)");
+        assert_eq!(l3.level.as_ref().map(|l| l.max_bytes), Some(8 * M));
+        assert_eq!(l3.kernel, "L3 unified 32MiB");
+        let dram = row(&h, "DRAM");
+        assert!(dram.level.is_none());
+        assert_eq!(
+            dram.missing.as_deref(),
+            Some("not reached — raise --max to at least 64MiB")
+        );
+        let note = h
+            .notes
+            .iter()
+            .find(|n| n.starts_with("L3 (or beyond)"))
+            .expect("a note");
+        assert!(
+            note.contains(
+                "the curve ends at 8MiB, below the 32MiB L3 the kernel reports — raise --max to at least 64MiB"
+            ),
+            "{note}"
+        );
+        assert!(note.contains("already that of main memory"), "{note}");
+        assert!(note.contains("share of this cache"), "{note}");
+        let lines = h.lines();
+        assert!(lines.iter().any(|l| l.starts_with("DRAM: not reached")), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("DRAM: 8MiB")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_curve_ending_before_any_dram_like_point_lists_the_levels_not_reached() {
+        let curve = [
+            (K, 1.2),
+            (4 * K, 1.2),
+            (16 * K, 1.2),
+            (64 * K, 3.8),
+            (128 * K, 3.7),
+            (256 * K, 3.8),
+        ];
+        let h = read_levels(&curve, &epyc_vm());
+        assert_eq!(names(&h), ["L1", "L2", "L3", "DRAM"]);
+        let l3 = row(&h, "L3");
+        assert!(l3.level.is_none());
+        assert_eq!(
+            l3.missing.as_deref(),
+            Some("not reached: the curve ends at 256KiB, below the 32MiB L3 the kernel reports — raise --max to at least 64MiB")
+        );
+        assert_eq!(
+            row(&h, "DRAM").missing.as_deref(),
+            Some("not reached — raise --max to at least 64MiB")
+        );
+    }
+
+    #[test]
+    fn ending_just_past_the_l3_is_not_yet_main_memory() {
+        let curve = [
+            (K, 1.2),
+            (4 * K, 1.2),
+            (64 * K, 3.8),
+            (128 * K, 3.8),
+            (2 * M, 15.0),
+            (4 * M, 15.5),
+            (48 * M, 90.0),
+            (56 * M, 95.0),
+        ];
+        let h = read_levels(&curve, &epyc_vm());
+        assert_eq!(names(&h), ["L1", "L2", "L3", "beyond L3", "DRAM"]);
+        assert!(
+            h.notes.iter().any(|n| n.contains("less than 2x the 32MiB L3")),
+            "{:?}",
+            h.notes
+        );
+        assert!(row(&h, "DRAM").level.is_none());
+    }
+
+    /// Found in review: `memlat --max 64M` placed the L3 at 1.5-4 MiB on a machine whose
+    /// sysfs says 32 MiB, without a word.
+    #[test]
+    fn an_l3_edge_far_below_the_kernels_size_says_why_it_may_be() {
+        let curve = [
+            (K, 1.2),
+            (4 * K, 1.2),
+            (16 * K, 1.2),
+            (32 * K, 1.3),
+            (48 * K, 3.7),
+            (64 * K, 3.8),
+            (256 * K, 3.9),
+            (512 * K, 7.5),
+            (3 * M / 2, 15.0),
+            (2 * M, 16.0),
+            (4 * M, 18.0),
+            (6 * M, 80.0),
+            (8 * M, 95.0),
+            (16 * M, 100.0),
+            (64 * M, 110.0),
+        ];
+        let h = read_levels(&curve, &epyc_vm());
+        assert_eq!(names(&h), ["L1", "L2", "L3", "DRAM"]);
+        assert!(
+            row(&h, "DRAM").level.is_some(),
+            "64MiB is 2x the L3: main memory reached"
+        );
+        assert!(
+            !h.notes.iter().any(|n| n.starts_with("L1:")),
+            "L1 edge 32..48KiB fits 48KiB: {:?}",
+            h.notes
+        );
+        let l2 = h
+            .notes
+            .iter()
+            .find(|n| n.starts_with("L2:"))
+            .expect("L2 ends at 256KiB, not 1MiB");
+        assert!(
+            l2.contains("between 256KiB and 512KiB, below the 1MiB the kernel reports"),
+            "{l2}"
+        );
+        assert!(l2.contains("TLB reach"), "{l2}");
+        let l3 = h.notes.iter().find(|n| n.starts_with("L3:")).expect("a note on the L3");
+        assert!(
+            l3.contains("between 4MiB and 6MiB, below the 32MiB the kernel reports"),
+            "{l3}"
+        );
+        assert!(l3.contains("share of this cache the run really gets"), "{l3}");
+        assert!(l3.contains("inclusive"), "{l3}");
+    }
+
+    #[test]
+    fn a_plateau_past_the_kernels_size_may_be_an_exclusive_cache() {
+        let curve = |l2_end: u64| {
+            [
+                (K, 1.2),
+                (8 * K, 1.2),
+                (32 * K, 1.2),
+                (64 * K, 4.0),
+                (512 * K, 4.0),
+                (l2_end, 4.1),
+                (4 * M, 15.0),
+                (8 * M, 15.0),
+                (80 * M, 100.0),
+                (128 * M, 100.0),
+            ]
+        };
+        let h = read_levels(&curve(M + 32 * K), &epyc_vm());
+        let l2 = h
+            .notes
+            .iter()
+            .find(|n| n.starts_with("L2:"))
+            .expect("L2 goes on past 1MiB");
+        assert!(l2.contains("goes on to 1.0MiB, past the 1MiB"), "{l2}");
+        assert!(l2.contains("exclusive"), "{l2}");
+        // Past even L1 + L2: not an exclusive cache.
+        let h = read_levels(&curve(3 * M), &epyc_vm());
+        let l2 = h
+            .notes
+            .iter()
+            .find(|n| n.starts_with("L2:"))
+            .expect("L2 goes on to 3MiB");
+        assert!(l2.contains("prefetching"), "{l2}");
+    }
+
+    #[test]
+    fn a_curve_starting_above_l1_numbers_from_l2() {
+        let curve = [
+            (64 * K, 3.8),
+            (128 * K, 3.8),
+            (256 * K, 3.9),
+            (2 * M, 15.0),
+            (4 * M, 15.5),
+            (80 * M, 100.0),
+            (128 * M, 105.0),
+        ];
+        let h = read_levels(&curve, &epyc_vm());
+        assert_eq!(names(&h), ["L1", "L2", "L3", "DRAM"]);
+        assert!(row(&h, "L1")
+            .missing
+            .as_deref()
+            .unwrap()
+            .starts_with("not measured: the curve starts at 64KiB"));
+        assert_eq!(row(&h, "L2").level.as_ref().map(|l| l.min_bytes), Some(64 * K));
+    }
+
+    #[test]
+    fn without_sysfs_caches_the_levels_are_not_checked_and_say_so() {
+        let h = read_levels(&[(K, 1.0), (2 * K, 1.0), (8 * M, 90.0)], &[]);
+        assert_eq!(names(&h), ["L1", "DRAM"]);
+        assert!(h.notes[0].contains("no cache sizes"), "{:?}", h.notes);
+        assert!(read_levels(&[], &epyc_vm()).rows.is_empty());
+    }
+
+    #[test]
+    fn repetitions_are_reduced_to_their_median_per_working_set() {
+        let pts = [
+            (2 * K, 5.0),
+            (K, 1.0),
+            (K, 9.0),
+            (K, 2.0),
+            (2 * K, 6.0),
+            (4 * K, f64::NAN),
+        ];
+        assert_eq!(median_per_size(&pts), vec![(K, 2.0), (2 * K, 5.5)]);
+    }
+
+    #[test]
+    fn latencies_have_three_significant_digits() {
+        assert_eq!(ns_text(1.234), "1.23");
+        assert_eq!(ns_text(21.04), "21.0");
+        assert_eq!(ns_text(308.6), "309");
     }
 }

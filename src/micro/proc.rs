@@ -1,15 +1,33 @@
 //! Process creation: fork + exit + wait, fork + exec of a tiny program + wait, and
 //! posix_spawn + wait. The program (default /bin/true) is dynamically linked, so the exec
-//! figures include the dynamic loader; the program is printed with the result.
+//! figures include the dynamic loader; the program is printed with the result. A program that
+//! has not exited [`PROGRAM_TIMEOUT`] after it was started is killed with its process group and
+//! reaped, and the case fails saying so.
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::observation::{Metric, Observation, Role, Source};
 use crate::stop::Stop;
 use crate::sys::process::{self, Program};
+use std::time::Duration;
 
 pub const VARIANTS: &[&str] = crate::case::Bench::Proc.variants();
 pub const DEFAULT_PROGRAM: &str = "/bin/true";
+/// How long one run of the program may take. /bin/true takes about a millisecond; a program
+/// still running after this is not a process-creation benchmark (it waits for input, serves,
+/// sleeps) and would otherwise hang the run.
+pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The failure of a program that did not exit within [`PROGRAM_TIMEOUT`].
+fn timeout_error(program: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "{program}: the program did not exit within {} (a benchmark program must exit at once, like /bin/true); it was killed with its process group",
+            process::seconds(PROGRAM_TIMEOUT)
+        ),
+    )
+}
 
 pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let mut budget = Budget::of(case);
@@ -37,14 +55,15 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
                 return Ok(obs);
             }
             let program = Program::new(program_path)?;
+            let limit = Some(PROGRAM_TIMEOUT);
+            let bounded = |waited: std::io::Result<i32>| match waited {
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(timeout_error(program_path)),
+                other => other.and_then(check_status),
+            };
             if variant == "fork_exec" {
-                harness::time_per_op(budget, stop, || {
-                    process::fork_exec_wait(&program, stop).and_then(check_status)
-                })?
+                harness::time_per_op(budget, stop, || bounded(process::fork_exec_wait(&program, stop, limit)))?
             } else {
-                harness::time_per_op(budget, stop, || {
-                    process::spawn_wait(&program, stop).and_then(check_status)
-                })?
+                harness::time_per_op(budget, stop, || bounded(process::spawn_wait(&program, stop, limit)))?
             }
         }
         other => anyhow::bail!("proc: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),

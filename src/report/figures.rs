@@ -5,7 +5,9 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis};
 use crate::case::{format_bytes, Case, CopyMode, StreamCase};
+use crate::micro::levels;
 use crate::observation::Role;
+use crate::sys::cache::CacheInfo;
 
 fn mode_color(mode: CopyMode) -> (u8, u8, u8) {
     match mode {
@@ -83,7 +85,7 @@ impl Provenance {
             return format!("{what}; not measured in any cell: {}", self.unavailable.join("; "));
         }
         let mut line = format!(
-            "{what}; source: {}; error bars: 95% CI of the mean over up to {} repetitions",
+            "{what}; source: {}; error bars: 95% CI of the median over up to {} repetitions",
             if self.sources.is_empty() {
                 "none".into()
             } else {
@@ -356,24 +358,41 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     ]
 }
 
-/// Cache-level plateaus of the memory-latency curve, from the micro workload's detector, as
-/// markers at the largest working set of each plateau: (size in bytes, "L1 1.2 ns").
-pub fn memlat_levels(points: &[(u64, f64)]) -> Vec<(f64, String)> {
-    crate::micro::detect_levels(points)
-        .into_iter()
-        .map(|level| {
-            (
-                level.max_bytes as f64,
-                format!("{} {:.1} ns", level.name, level.latency_ns),
-            )
-        })
-        .collect()
+/// The caches the kernel reported on the machine the run was stored with (its `caches`), or
+/// none when the stored description has none.
+pub fn machine_caches(machine_json: &str) -> Vec<CacheInfo> {
+    serde_json::from_str::<serde_json::Value>(machine_json)
+        .ok()
+        .and_then(|m| serde_json::from_value(m.get("caches")?.clone()).ok())
+        .unwrap_or_default()
 }
 
-/// Micro memlat: latency against working-set size.
-pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+/// The memory levels of a latency curve read against the machine's caches (the same reading
+/// and text as `iopath micro memlat` prints), as markers at the largest working set of each
+/// plateau, ("L1 1.22 ns"), and the lines for the caption.
+pub fn memlat_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> (Vec<(f64, String)>, Vec<String>) {
+    let hierarchy = levels::read_levels(points, caches);
+    let markers = hierarchy
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let l = r.level.as_ref()?;
+            Some((
+                l.max_bytes as f64,
+                format!("{} {} ns", r.name, levels::ns_text(l.latency_ns)),
+            ))
+        })
+        .collect();
+    (markers, hierarchy.lines())
+}
+
+/// Micro memlat: latency against working-set size. Each point is the median over repetitions
+/// of the per-repetition figure (itself the median of its samples), the statistic the terminal
+/// prints; the levels are read from the same medians.
+pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
     let mut provenance = Provenance::default();
     let mut points = Vec::new();
+    let mut values: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
         let Case::Micro(m) = &cell.case else { continue };
         if m.bench != crate::case::Bench::Memlat {
@@ -390,35 +409,46 @@ pub fn micro_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         if let Some(metric) = cell.metric("latency_ns", Role::System) {
             provenance.add(metric);
             points.extend(point(size as f64, metric));
+            values.extend(metric.values.iter().map(|v| (size, *v)));
         }
     }
     if points.is_empty() {
         return Vec::new();
     }
-    let curve: Vec<(u64, f64)> = points.iter().map(|p| (p.x as u64, p.median)).collect();
+    let (markers, lines) = memlat_levels(&values, caches);
+    let mut caption =
+        provenance.caption("y: system latency_ns (random pointer chase), the median per working set over repetitions");
+    if !lines.is_empty() {
+        caption.push_str(&format!("\n{}:", levels::HEADING));
+        for line in lines {
+            caption.push('\n');
+            caption.push_str(&line);
+        }
+    }
     vec![ChartSpec {
         stem: "memlat_vs_size".into(),
         title: "Memory load latency vs working set".into(),
         x_desc: "working set (bytes, log scale)".into(),
         x_axis: XAxis::LogBytes,
-        y_desc: "latency per load (ns)".into(),
-        caption: provenance.caption("y: system latency_ns (random pointer chase)"),
+        y_desc: "latency per load (ns, median)".into(),
+        caption,
         empty_reason: provenance.empty_reason(),
         series: vec![Series {
             name: "memlat".into(),
             color: PALETTE[0],
             points,
         }],
-        markers: memlat_levels(&curve),
+        markers,
         y_range: None,
     }]
 }
 
 /// Every chart for the workloads present in the run.
-pub fn all_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+/// `caches`: the machine's caches as stored with the run ([`machine_caches`]).
+pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
     let mut figures = stream_figures(cells);
     figures.extend(servers_figures(cells));
-    figures.extend(micro_figures(cells));
+    figures.extend(micro_figures(cells, caches));
     figures
 }
 
@@ -435,7 +465,7 @@ mod tests {
             (stream_case(CopyMode::OneCopy, 4096, 1), vec![2.0, 2.1, 1.9]),
             (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
         ]);
-        let figures = all_figures(&summarize_run(&data));
+        let figures = all_figures(&summarize_run(&data), &[]);
         assert_eq!(figures.len(), 6);
         assert_eq!(figures[0].series.len(), 2);
         let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
@@ -451,7 +481,7 @@ mod tests {
             for repetition in 0..3 {
                 data.cells.push(crate::store::StoredCell {
                     position,
-                    repetition,
+                    repetition: repetition as u32,
                     case: case.clone(),
                     observation: crate::observation::Observation {
                         metrics: metrics.clone(),
@@ -497,12 +527,83 @@ mod tests {
                 )
             })
             .collect();
-        let figures = all_figures(&summarize_run(&run_of(cases)));
+        let figures = all_figures(&summarize_run(&run_of(cases)), &[]);
         assert_eq!(figures.len(), 1);
         assert_eq!(figures[0].stem, "memlat_vs_size");
         assert_eq!(figures[0].series[0].points.len(), 11);
         assert!(!figures[0].markers.is_empty(), "the plateaus should be marked");
         assert!(figures[0].markers[0].1.starts_with("L1"), "{:?}", figures[0].markers);
+    }
+
+    /// Found in review: the report and the terminal must read the same statistic (the median
+    /// per working set, not a mean) and print the same levels text, checked against the
+    /// machine's caches stored with the run.
+    #[test]
+    fn memlat_chart_plots_medians_and_reads_levels_like_the_terminal() {
+        use crate::observation::{Metric, Source};
+        // Three repetitions per working set; the third is an outlier 10x off, so a mean would
+        // differ from the median.
+        let curve = [
+            (1u64 << 10, 1.2),
+            (1 << 12, 1.2),
+            (1 << 14, 1.2),
+            (1 << 16, 3.8),
+            (1 << 17, 3.8),
+            (1 << 18, 3.9),
+            (1 << 21, 60.0),
+            (1 << 23, 300.0),
+        ];
+        let mut data = run_of(vec![]);
+        for (position, (size, ns)) in curve.iter().enumerate() {
+            let case = Case::Micro(crate::case::MicroCase {
+                bench: crate::case::Bench::Memlat,
+                options: vec![("size_bytes".into(), size.to_string())],
+            });
+            for (repetition, factor) in [1.0, 1.02, 10.0].into_iter().enumerate() {
+                data.cells.push(crate::store::StoredCell {
+                    position,
+                    repetition: repetition as u32,
+                    case: case.clone(),
+                    observation: crate::observation::Observation {
+                        metrics: vec![Metric::new("latency_ns", Role::System, ns * factor, "ns", Source::Tool)],
+                        ..Default::default()
+                    },
+                    error: None,
+                    elapsed_s: 0.1,
+                });
+            }
+            data.cases.push(case);
+        }
+        let machine = r#"{"caches": [
+            {"level": 1, "kind": "Data", "size_bytes": 49152, "line_bytes": 64, "ways": 12, "shared_cpus": "0"},
+            {"level": 2, "kind": "Unified", "size_bytes": 1048576, "line_bytes": 64, "ways": 8, "shared_cpus": "0"},
+            {"level": 3, "kind": "Unified", "size_bytes": 33554432, "line_bytes": 64, "ways": 16, "shared_cpus": "0-1"}]}"#;
+        let caches = machine_caches(machine);
+        assert_eq!(caches.len(), 3);
+        let figures = all_figures(&summarize_run(&data), &caches);
+        let chart = &figures[0];
+        let plotted: Vec<f64> = chart.series[0].points.iter().map(|p| p.median).collect();
+        let medians: Vec<f64> = curve.iter().map(|(_, ns)| ns * 1.02).collect();
+        assert_eq!(plotted, medians, "the median of the repetitions, not their mean");
+        // The terminal's reading of the same records: every repetition's point.
+        let points: Vec<(u64, f64)> = curve
+            .iter()
+            .flat_map(|(size, ns)| [1.0, 1.02, 10.0].map(|f| (*size, ns * f)))
+            .collect();
+        let lines = levels::read_levels(&points, &caches).lines();
+        for line in &lines {
+            assert!(
+                chart.caption.lines().any(|l| l == line),
+                "{line} not in {}",
+                chart.caption
+            );
+        }
+        assert!(chart.caption.contains("DRAM: not reached"), "{}", chart.caption);
+        assert!(chart.caption.contains(levels::HEADING));
+        let names: Vec<&str> = chart.markers.iter().map(|m| m.1.split(" ").next().unwrap()).collect();
+        assert_eq!(names, ["L1", "L2", "L3"], "{:?}", chart.markers);
+        assert!(chart.markers[2].1.starts_with("L3 (or beyond)"), "{:?}", chart.markers);
+        assert!(!chart.caption.contains("of the mean"), "{}", chart.caption);
     }
 
     #[test]
@@ -528,7 +629,7 @@ mod tests {
                 cases.push((case, metrics));
             }
         }
-        let figures = all_figures(&summarize_run(&run_of(cases)));
+        let figures = all_figures(&summarize_run(&run_of(cases)), &[]);
         let stems: Vec<&str> = figures.iter().map(|f| f.stem.as_str()).collect();
         assert_eq!(stems, vec!["servers_requests_vs_clients", "servers_p99_vs_clients"]);
         assert_eq!(figures[0].series.len(), 2);
@@ -537,6 +638,6 @@ mod tests {
 
     #[test]
     fn runs_without_stream_cells_get_no_stream_charts() {
-        assert!(all_figures(&[]).is_empty());
+        assert!(all_figures(&[], &[]).is_empty());
     }
 }

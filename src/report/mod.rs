@@ -257,7 +257,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
                 svg,
             })
         };
-    let specs = figures::all_figures(&analysis.cells);
+    let specs = figures::all_figures(&analysis.cells, &figures::machine_caches(&data.run.machine_json));
     let stream_specs = figures::stream_figures(&analysis.cells);
     let mut rendered = Vec::new();
     for spec in specs {

@@ -13,6 +13,7 @@ pub mod process;
 pub mod procfs;
 pub mod rusage;
 pub mod signal;
+pub mod statfs;
 pub mod syscall;
 pub mod tsc;
 pub mod uring;

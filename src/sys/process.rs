@@ -19,12 +19,38 @@ use crate::sys::signal::{self, ForcedExitGuard};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How a bounded wait for a child ended.
+enum Ending {
+    Exited,
+    Stopped,
+    TimedOut,
+}
 
 /// The error of a wait or read given up because a stop was requested. It wraps
 /// [`crate::stop::Interrupted`] (not `ErrorKind::Interrupted`, which callers retry as EINTR).
 pub fn stopped() -> io::Error {
     io::Error::other(crate::stop::Interrupted)
+}
+
+/// The error of a wait given up because the child did not exit within `limit`
+/// (`ErrorKind::TimedOut`; the child's group was killed and the child reaped).
+pub fn timed_out(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the child did not exit within {}", seconds(limit)),
+    )
+}
+
+/// A duration as "10 s" or "0.2 s".
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
 }
 
 /// Whether `err` is [`stopped`].
@@ -58,11 +84,29 @@ impl Child {
     /// Wait for the child to exit; returns its exit status (or 128 + signal). When `stop` is
     /// requested first, the child's group is killed, the child reaped and the error is
     /// [`stopped`]. The stop is looked at every [`Stop::POLL`] at most.
-    pub fn wait(mut self, stop: Stop) -> io::Result<i32> {
-        let exited = self.wait_exit(stop);
-        if !matches!(exited, Ok(true)) {
-            self.kill_and_reap();
-            return Err(exited.err().unwrap_or_else(stopped));
+    pub fn wait(self, stop: Stop) -> io::Result<i32> {
+        self.wait_within(stop, None)
+    }
+
+    /// [`Child::wait`], bounded: when the child has not exited within `limit`, its group is
+    /// killed, the child reaped and the error is [`timed_out`] (`ErrorKind::TimedOut`).
+    pub fn wait_within(mut self, stop: Stop, limit: Option<Duration>) -> io::Result<i32> {
+        let deadline = limit.map(|l| Instant::now() + l);
+        let exited = self.wait_exit(stop, deadline);
+        match exited {
+            Ok(Ending::Exited) => {}
+            Ok(Ending::Stopped) => {
+                self.kill_and_reap();
+                return Err(stopped());
+            }
+            Ok(Ending::TimedOut) => {
+                self.kill_and_reap();
+                return Err(timed_out(limit.unwrap_or_default()));
+            }
+            Err(e) => {
+                self.kill_and_reap();
+                return Err(e);
+            }
         }
         // Exited and not yet reaped: the PID (and so the group ID) is still ours while the
         // forced-exit action is unregistered, so that action can never hit a stranger.
@@ -72,15 +116,22 @@ impl Child {
         status
     }
 
-    /// Block until the child has exited, without reaping it: Ok(true); Ok(false) as soon as
-    /// `stop` is requested.
-    fn wait_exit(&self, stop: Stop) -> io::Result<bool> {
+    /// Block until the child has exited, without reaping it; give up as soon as `stop` is
+    /// requested or `deadline` passes.
+    fn wait_exit(&self, stop: Stop, deadline: Option<Instant>) -> io::Result<Ending> {
         let pidfd = pidfd_open(self.pid);
         let mut nap = Duration::from_micros(50);
         loop {
             if stop.requested() {
-                return Ok(false);
+                return Ok(Ending::Stopped);
             }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return Ok(Ending::TimedOut),
+                },
+                None => Stop::POLL,
+            };
             match &pidfd {
                 Some(fd) => {
                     let mut p = libc::pollfd {
@@ -88,10 +139,12 @@ impl Child {
                         events: libc::POLLIN,
                         revents: 0,
                     };
+                    // At least 1 ms, so a deadline less than 1 ms away is not a busy loop.
+                    let ms = left.min(Stop::POLL).as_millis().max(1) as libc::c_int;
                     // SAFETY: p is one valid pollfd; the pidfd is open for the whole call.
-                    let rc = unsafe { libc::poll(&mut p, 1, Stop::POLL.as_millis() as libc::c_int) };
+                    let rc = unsafe { libc::poll(&mut p, 1, ms) };
                     if rc > 0 {
-                        return Ok(true);
+                        return Ok(Ending::Exited);
                     }
                     if rc < 0 {
                         let err = io::Error::last_os_error();
@@ -103,9 +156,9 @@ impl Child {
                 // No pidfd (Linux before 5.3): look without blocking, in short naps.
                 None => {
                     if self.has_exited()? {
-                        return Ok(true);
+                        return Ok(Ending::Exited);
                     }
-                    std::thread::sleep(nap);
+                    std::thread::sleep(nap.min(left));
                     nap = (nap * 2).min(Stop::POLL);
                 }
             }
@@ -299,8 +352,9 @@ impl Drop for Program {
 }
 
 /// fork + execve of `program` + wait. Status 127 means exec failed in the child. Gives up with
-/// [`stopped`] (the child's group killed and the child reaped) when `stop` is requested.
-pub fn fork_exec_wait(program: &Program, stop: Stop) -> io::Result<i32> {
+/// [`stopped`] (the child's group killed and the child reaped) when `stop` is requested, and
+/// with [`timed_out`] (likewise) when the child has not exited within `limit`.
+pub fn fork_exec_wait(program: &Program, stop: Stop, limit: Option<Duration>) -> io::Result<i32> {
     let (path, argv, envp) = (program.path.as_ptr(), program.argv.as_ptr(), program.envp.as_ptr());
     let child = fork_with(move || {
         // SAFETY: path, argv and envp are NUL-terminated arrays built before the fork and still
@@ -308,12 +362,12 @@ pub fn fork_exec_wait(program: &Program, stop: Stop) -> io::Result<i32> {
         unsafe { libc::execve(path, argv, envp) };
         127
     })?;
-    child.wait(stop)
+    child.wait_within(stop, limit)
 }
 
 /// posix_spawn of `program` (in a process group of its own) + wait; gives up like
 /// [`fork_exec_wait`].
-pub fn spawn_wait(program: &Program, stop: Stop) -> io::Result<i32> {
+pub fn spawn_wait(program: &Program, stop: Stop, limit: Option<Duration>) -> io::Result<i32> {
     let mut pid: libc::pid_t = 0;
     // SAFETY: pid is a valid out-pointer; path/argv/envp are NUL-terminated and alive; the
     // attributes were initialised in Program::new; null file actions mean the defaults.
@@ -330,7 +384,7 @@ pub fn spawn_wait(program: &Program, stop: Stop) -> io::Result<i32> {
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    Child::adopt(pid).wait(stop)
+    Child::adopt(pid).wait_within(stop, limit)
 }
 
 /// A pipe: (read end, write end), close-on-exec.
@@ -580,6 +634,31 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(1));
         assert!(gone(pid));
         stopper.join().unwrap();
+    }
+
+    /// A child that never exits (here: an echo child nobody writes to or closes) ends a bounded
+    /// wait at the limit, killed with its group and reaped.
+    #[test]
+    fn a_child_that_does_not_exit_in_time_is_killed_and_reaped() {
+        let (child, _w, _r) = blocked_echo();
+        let pid = child.pid();
+        let t = std::time::Instant::now();
+        let err = child
+            .wait_within(Stop::fresh(), Some(Duration::from_millis(200)))
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("within 0.2 s"), "{err}");
+        assert!(!is_stopped(&err));
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(200), "gave up early: {waited:?}");
+        assert!(gone(pid));
+        // A child that exits in time is not affected by the limit.
+        let (child, w, _r) = blocked_echo();
+        drop(w);
+        assert_eq!(
+            child.wait_within(Stop::fresh(), Some(Duration::from_secs(10))).unwrap(),
+            0
+        );
     }
 
     #[test]
