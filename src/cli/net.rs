@@ -261,17 +261,7 @@ pub fn render_stream_table(records: &[Record]) -> String {
     }
     let mut text = table.render();
     text.push_str(&sources_legend(records, &COLS));
-    let mut notes: Vec<&crate::observation::Warning> = Vec::new();
-    for r in records {
-        for w in &r.observation.warnings {
-            if !notes.contains(&w) {
-                notes.push(w);
-            }
-        }
-    }
-    for note in notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
+    text.push_str(&super::output::notes(records));
     text.push_str(&placement_summary(records));
     text
 }

@@ -115,3 +115,14 @@ macro_rules! say {
         $crate::cli::output::out(format!("{}\n", format_args!($($arg)*)))
     };
 }
+
+/// The distinct warnings of `records`, one `note: ...` line each, in the order first seen.
+pub fn notes(records: &[crate::store::Record]) -> String {
+    let mut seen: Vec<&crate::observation::Warning> = Vec::new();
+    for w in records.iter().flat_map(|r| &r.observation.warnings) {
+        if !seen.contains(&w) {
+            seen.push(w);
+        }
+    }
+    seen.iter().map(|w| format!("note: {w}\n")).collect()
+}

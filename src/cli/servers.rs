@@ -255,7 +255,7 @@ fn table(records: &[Record]) -> String {
             num(o.value("context_switches_per_req", Role::Server)),
         ]);
     }
-    t.render()
+    t.render() + &super::output::notes(records)
 }
 
 pub fn run_procs(cmd: ProcsCommand) -> anyhow::Result<()> {

@@ -31,6 +31,23 @@ use std::sync::Arc;
 use std::time::Duration;
 use window::Window;
 
+fn fd_soft_limit() -> Option<u64> {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .ok()
+        .map(|(soft, _)| soft)
+}
+
+/// How many client connections fit in the file descriptors still free, leaving each its
+/// server side, one epoll per load-generator thread and some slack for the server's own use.
+fn connectable_clients(client_threads: usize) -> usize {
+    const SLACK: u64 = 16;
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as u64;
+    match fd_soft_limit() {
+        Some(limit) => (limit.saturating_sub(open + client_threads as u64 + SLACK) / 2) as usize,
+        None => usize::MAX,
+    }
+}
+
 /// Raise the soft RLIMIT_NOFILE to cover `needed` fds; a warning when the hard limit is lower.
 pub fn raise_fd_limit(needed: u64) -> Option<String> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -104,7 +121,19 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         rate: case.rate.map(|r| r as f64),
         timeout: Duration::from_secs(1),
         cpus: case.client_cpus.as_ref().map(|c| c.to_vec()),
+        connectable: connectable_clients(case.client_threads.max(1)),
     };
+    if load_config.connectable < case.clients {
+        obs.warn(
+            WarningKind::FdLimit,
+            format!(
+                "only {} of {} clients could connect: the file-descriptor limit (RLIMIT_NOFILE {}) leaves room for that many connections with their server side in this process; raise it with `ulimit -n`",
+                load_config.connectable,
+                case.clients,
+                fd_soft_limit().map_or("unknown".into(), |l| l.to_string())
+            ),
+        );
+    }
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let mut system = SystemProbes::default();
@@ -297,14 +326,18 @@ fn describe(
         obs.warn(
             WarningKind::RequestErrors,
             format!(
-                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io; e.g. {}",
+                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io{}",
                 e.total(),
                 e.connect,
                 e.refused,
                 e.timeouts,
                 e.protocol,
                 e.io,
-                load.samples.join("; ")
+                if load.samples.is_empty() {
+                    String::new()
+                } else {
+                    format!("; e.g. {}", load.samples.join("; "))
+                }
             ),
         );
     }
