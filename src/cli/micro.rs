@@ -145,7 +145,9 @@ pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
         })
         .map(Case::Micro)
         .collect();
-    Ok(args.run.plan(cases, "lo"))
+    Ok(args
+        .run
+        .plan(cases, crate::net::topology::Topology::Loopback.interface()))
 }
 
 pub fn run(args: MicroArgs) -> anyhow::Result<()> {

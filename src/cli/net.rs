@@ -5,6 +5,7 @@ use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values;
 use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
+use crate::net::topology::Topology;
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
 use crate::store::Record;
@@ -104,15 +105,6 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     }
 }
 
-/// The interface a stream's traffic uses, for the run's environment record.
-fn stream_interface(args: &StreamArgs) -> &'static str {
-    if args.connect.is_some() {
-        "unknown (remote peer)"
-    } else {
-        "lo"
-    }
-}
-
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     let endpoint = match &args.connect {
@@ -191,8 +183,15 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
 impl TryFrom<&StreamArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &StreamArgs) -> anyhow::Result<Plan> {
-        let cases = stream_cases(args)?.into_iter().map(Case::NetStream).collect();
-        Ok(args.run.plan(cases, stream_interface(args)))
+        let cases = stream_cases(args)?;
+        // Every case of one command shares its endpoint, so the first names the interface.
+        let topology = cases
+            .first()
+            .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
+        let interface = topology.interface().to_string();
+        Ok(args
+            .run
+            .plan(cases.into_iter().map(Case::NetStream).collect(), &interface))
     }
 }
 

@@ -209,7 +209,9 @@ impl TryFrom<&ServersArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &ServersArgs) -> anyhow::Result<Plan> {
         let cases = servers_cases(args)?.into_iter().map(Case::Servers).collect();
-        Ok(args.run.plan(cases, "lo"))
+        Ok(args
+            .run
+            .plan(cases, crate::net::topology::Topology::Loopback.interface()))
     }
 }
 
