@@ -4,6 +4,7 @@
 
 pub mod db;
 pub mod export;
+mod lock;
 pub mod read;
 pub mod schema;
 pub mod write;
