@@ -5,6 +5,7 @@
 pub mod db;
 pub mod export;
 mod lock;
+pub mod output;
 pub mod read;
 pub mod schema;
 pub mod write;
