@@ -1,4 +1,6 @@
-//! `iopath runs|report|export|compare`: read the results database, never change it.
+//! `iopath runs|report|export|compare`: read the results database, never change it (it is
+//! opened read-only; `runs --upgrade` is the one deliberate write). Output files never land on
+//! the database or any SQLite file, and are written whole or not at all.
 
 use super::error::usage;
 use super::output::Table;
@@ -6,6 +8,7 @@ use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
 use crate::report::{self, fmt_num};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
+use crate::store::output::{check_output, write_atomic};
 use crate::store::{Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -15,6 +18,10 @@ pub struct RunsArgs {
     /// Results database.
     #[arg(long, default_value = DEFAULT_DB_PATH)]
     pub db: PathBuf,
+    /// Bring a database written by an older iopath up to date first (the only time a reading
+    /// command writes to the database).
+    #[arg(long)]
+    pub upgrade: bool,
 }
 
 #[derive(Args, Debug)]
@@ -76,6 +83,13 @@ fn pick_run(store: &Store, id: Option<i64>) -> anyhow::Result<i64> {
     }
 }
 
+/// Refuse an output path that is the database `db` (or any SQLite file), or that we cannot
+/// write, before doing any work: exit code 2.
+pub fn check_output_path(path: &Path, db: &Path) -> anyhow::Result<()> {
+    check_output(path, db).map_err(store_error)?;
+    check_writable(path)
+}
+
 /// Refuse an output path we cannot write before doing any work: exit code 2.
 pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
@@ -95,6 +109,10 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
             dir.display()
         )));
     }
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        // A device or FIFO (/dev/stdout) is written in place, not created in its folder.
+        return Ok(());
+    }
     let probe = dir.join(format!(".iopath-write-test-{}", std::process::id()));
     match std::fs::File::create(&probe) {
         Ok(_) => {
@@ -106,8 +124,11 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
 }
 
 pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
+    if args.upgrade {
+        drop(Store::upgrade(&args.db).map_err(store_error)?);
+    }
     let store = open(&args.db)?;
-    let runs = store.list_runs()?;
+    let runs = store.list_runs().map_err(store_error)?;
     if runs.is_empty() {
         crate::say!("no runs in {}", args.db.display())?;
         return Ok(());
@@ -142,8 +163,8 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
-    check_writable(&html)?;
-    let data = store.load_run(id)?;
+    check_output_path(&html, &args.db)?;
+    let data = store.load_run(id).map_err(store_error)?;
     let files = report::write_report(&data, &html)?;
     crate::say!(
         "report of run {id}: {} ({} chart files in {})",
@@ -158,17 +179,15 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     if let Some(out) = &args.output {
-        check_writable(out)?;
+        check_output_path(out, &args.db)?;
     }
-    let records = store.load_run(id)?.records();
+    let records = store.load_run(id).map_err(store_error)?.records();
     let bytes = match args.format {
         ExportFormat::Csv => CsvExporter.serialize(&records)?,
         ExportFormat::Json => JsonExporter.serialize(&records)?,
     };
     match &args.output {
-        Some(path) => {
-            std::fs::write(path, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?
-        }
+        Some(path) => write_atomic(path, &bytes).map_err(store_error)?,
         None => super::output::out(String::from_utf8_lossy(&bytes))?,
     }
     Ok(())
@@ -194,8 +213,12 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     let metric = args.metric.as_deref().map(parse_metric).transpose()?;
     let store = open(&args.db)?;
-    let a = store.load_run(pick_run(&store, Some(args.run_a))?)?;
-    let b = store.load_run(pick_run(&store, Some(args.run_b))?)?;
+    let a = store
+        .load_run(pick_run(&store, Some(args.run_a))?)
+        .map_err(store_error)?;
+    let b = store
+        .load_run(pick_run(&store, Some(args.run_b))?)
+        .map_err(store_error)?;
     let cells_a = report::cells::summarize_run(&a);
     let cells_b = report::cells::summarize_run(&b);
     if let Some((role, name)) = &metric {

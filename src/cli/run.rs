@@ -3,7 +3,6 @@
 //! the collector the printers read at the end. Stop, failure and resume behave the same for
 //! `net stream`, `servers`, `micro`, `quick` and every `sweep`.
 
-use super::error::usage;
 use super::sweep::{command_line, open_for_writing, store_error};
 use crate::case::Case;
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
@@ -129,10 +128,13 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
             let id = store
                 .create_run(&NewRun::of_plan(plan, command_line()))
                 .map_err(store_error)?;
+            // Held until the run is closed: `sweep --resume` refuses a run this process executes.
+            store.lock_run(id).map_err(store_error)?;
             (Some(store), Some(id), HashSet::new())
         }
         Destination::Resume(path, id) => {
             let mut store = open_for_writing(path)?;
+            store.lock_run(id).map_err(store_error)?;
             let done = store.done_cells(id)?;
             store.set_run_status(id, RunStatus::Running)?;
             (Some(store), Some(id), done)
@@ -257,19 +259,23 @@ pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The most repetitions a resumed run may have: what `--reps` accepts.
+const MAX_REPS: u32 = 1000;
+
 /// Resume needs a database that exists and holds the run.
 pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
-    if !db.is_file() {
-        return Err(store_error(StoreError::Missing(db.to_path_buf()).into()));
-    }
-    let store = Store::open_existing(db).map_err(store_error)?;
+    // Resuming writes: an existing database is brought up to date like any writer does.
+    let store = Store::upgrade(db).map_err(store_error)?;
     let run = store.run(run_id).map_err(store_error)?;
-    let cases = store.cases(run_id)?;
-    if run.repetitions == 0 {
-        return Err(usage(format!(
-            "run {run_id} in {} has no repetitions to run",
-            db.display()
-        )));
+    let cases = store.cases(run_id).map_err(store_error)?;
+    if run.repetitions > MAX_REPS {
+        return Err(store_error(
+            StoreError::Corrupt {
+                path: db.to_path_buf(),
+                detail: format!("run {run_id} has {} repetitions (at most {MAX_REPS})", run.repetitions),
+            }
+            .into(),
+        ));
     }
     let environment: serde_json::Value = serde_json::from_str(&run.environment_json).unwrap_or_default();
     Ok(Plan {

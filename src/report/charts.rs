@@ -288,12 +288,25 @@ pub fn render_svg(spec: &ChartSpec) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// Why a PNG could not be written, as one line: plotters formats an io error with Debug
+/// (`ImageError(IoError(Custom { kind: Other, error: "No space left on device (os error 28)" }))`);
+/// keep its message.
+fn png_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    let text = e.to_string();
+    let reason = ["message: \"", "error: \""]
+        .iter()
+        .find_map(|key| text.split_once(key))
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(message, _)| message.to_string())
+        .unwrap_or(text);
+    anyhow::anyhow!("cannot write {}: {reason}", path.display())
+}
+
 /// The chart as a PNG file.
 pub fn render_png(spec: &ChartSpec, path: &Path) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     draw(&root, spec)?;
-    root.present()
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e:?}", path.display()))
+    root.present().map_err(|e| png_error(path, e))
 }
 
 /// Several charts on one sheet, `columns` wide.
@@ -329,8 +342,7 @@ pub fn render_sheet_svg(specs: &[ChartSpec], columns: usize) -> anyhow::Result<S
 pub fn render_sheet_png(specs: &[ChartSpec], columns: usize, path: &Path) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, sheet_size(specs.len(), columns)).into_drawing_area();
     draw_sheet(&root, specs, columns)?;
-    root.present()
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e:?}", path.display()))
+    root.present().map_err(|e| png_error(path, e))
 }
 
 #[cfg(test)]

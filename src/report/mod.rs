@@ -222,8 +222,9 @@ pub fn analyze(data: &RunData) -> Analysis {
 }
 
 /// Write the HTML report to `html_path` and every chart as SVG and PNG into a folder beside it
-/// (`<name>-charts/`). The HTML is written last, through a temporary file, so a failure never
-/// leaves half a report.
+/// (`<name>-charts/`). Every file is written into a temporary folder first and moved into place
+/// only when all of them exist (the HTML last), so a failure (a full disk) leaves no file
+/// changed and nothing half-written; an SQLite file is never replaced.
 pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFiles> {
     let analysis = analyze(data);
     let dir = html_path
@@ -233,7 +234,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
     let stem = html_path.file_stem().and_then(|s| s.to_str()).unwrap_or("report");
     let charts_name = format!("{stem}-charts");
     let charts_dir = dir.join(&charts_name);
-    std::fs::create_dir_all(&charts_dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", charts_dir.display()))?;
+    let mut staging = crate::store::output::Staging::new(dir)?;
     let mut chart_files = Vec::new();
     let mut render =
         |spec: charts::ChartSpec, sheet: Option<&[charts::ChartSpec]>| -> anyhow::Result<html::RenderedChart> {
@@ -243,11 +244,19 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
                 Some(specs) => charts::render_sheet_svg(specs, 2)?,
                 None => charts::render_svg(&spec)?,
             };
-            std::fs::write(&svg_path, &svg).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg_path.display()))?;
+            staging.write(&svg_path, svg.as_bytes())?;
+            let staged_png = staging.file(&png_path);
             match sheet {
-                Some(specs) => charts::render_sheet_png(specs, 2, &png_path)?,
-                None => charts::render_png(&spec, &png_path)?,
+                Some(specs) => charts::render_sheet_png(specs, 2, &staged_png),
+                None => charts::render_png(&spec, &staged_png),
             }
+            .map_err(|e| {
+                // Name the file the user asked for, not the temporary one.
+                let text = e.to_string();
+                let staged = format!("cannot write {}: ", staged_png.display());
+                let reason = text.strip_prefix(&staged).unwrap_or(&text);
+                anyhow::anyhow!("cannot write {}: {reason}", png_path.display())
+            })?;
             chart_files.push(svg_path);
             chart_files.push(png_path);
             Ok(html::RenderedChart {
@@ -290,9 +299,8 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
         charts: &rendered,
         summary_sheet: sheet.as_ref(),
     });
-    let tmp = dir.join(format!(".{stem}.html.tmp"));
-    std::fs::write(&tmp, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, html_path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", html_path.display()))?;
+    staging.write(html_path, page.as_bytes())?;
+    staging.commit()?;
     Ok(ReportFiles {
         html: html_path.to_path_buf(),
         charts_dir,

@@ -1,15 +1,25 @@
-//! Opening the results database: refuse files that are not SQLite or not iopath's, switch on WAL
-//! and foreign keys, and bring the schema up to date inside a transaction.
+//! Opening the results database. Writers (`create_or_open`) refuse files that are not SQLite or
+//! not iopath's, bring the schema up to date inside one `BEGIN IMMEDIATE` transaction (so
+//! several processes creating the same database at once do not trip over each other), switch on
+//! WAL and make every later transaction `IMMEDIATE`. Readers (`open_existing`) open the file
+//! read-only and change nothing: no migration, no WAL switch, no `-wal`/`-shm` files left behind.
 
+use super::lock;
 use super::schema::{current_version, APPLICATION_ID, MIGRATIONS};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Where sweeps write unless `--db` says otherwise.
 pub const DEFAULT_DB_PATH: &str = "iopath-results/iopath.db";
 
-/// Errors a caller branches on: all of them are the user pointing at the wrong thing.
+/// How long a command waits for other iopath processes holding the database before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Errors a caller branches on: all of them are the user pointing at the wrong thing, or at a
+/// database iopath will not use as it is (exit code 2 in readers and writers alike).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("no results database at {0} (run `iopath quick` or `iopath sweep` first, or pass --db PATH)")]
@@ -24,120 +34,366 @@ pub enum StoreError {
     UnknownRun { id: i64, path: String },
     #[error("{0} has no runs yet (run `iopath quick` or `iopath sweep` first)")]
     Empty(PathBuf),
+    #[error(
+        "{0} is not a regular file (a FIFO, a device or a folder); pass --db with an iopath results database file"
+    )]
+    NotAFile(PathBuf),
+    #[error("{0} is an empty file, not an iopath database (a writing command such as `iopath sweep ... --db {0}` makes it one)")]
+    EmptyFile(PathBuf),
+    #[error("{0} is an empty SQLite database, not an iopath database yet (a writing command with --db makes it one)")]
+    Uninitialised(PathBuf),
+    #[error(
+        "{path} was written by an older iopath (schema {found}, this iopath uses {known}); reading commands do not \
+         change it: run any writing command with --db {path} once, or `iopath runs --upgrade --db {path}`"
+    )]
+    Outdated { path: PathBuf, found: i64, known: i64 },
+    #[error("{path} is damaged: {detail}; iopath will not use it")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error(
+        "run {id} in {path} is being run by another iopath process right now; wait for it to end (or stop it \
+         with Ctrl-C), then resume"
+    )]
+    RunBusy { id: i64, path: PathBuf },
+    #[error("refusing to write {output}: {why}")]
+    OutputIsDatabase { output: PathBuf, why: String },
 }
 
 pub struct Store {
     pub(super) conn: Connection,
     pub(super) path: PathBuf,
+    /// Descriptors holding iopath's own locks on the database file (a reader's guard, the runs
+    /// this process executes). Declared after `conn` so they are closed after it: closing any
+    /// descriptor of the file drops the process's POSIX locks, SQLite's included.
+    pub(super) locks: Vec<File>,
 }
 
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+pub(super) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// Check the first bytes before SQLite touches the file, so a wrong path is never written to.
-fn check_header(path: &Path) -> Result<(), anyhow::Error> {
-    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-    let mut head = [0u8; 16];
+/// The first `n` bytes of a regular file (fewer when it is shorter).
+fn read_head(path: &Path, n: usize) -> Result<Vec<u8>, anyhow::Error> {
+    let mut file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let mut head = vec![0u8; n];
     let mut got = 0;
-    while got < head.len() {
+    while got < n {
         match file.read(&mut head[got..]) {
             Ok(0) => break,
-            Ok(n) => got += n,
+            Ok(k) => got += k,
             Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
         }
     }
-    if got == 0 {
-        return Ok(()); // an empty file is an empty database
+    head.truncate(got);
+    Ok(head)
+}
+
+/// Whether a regular file begins with SQLite's header magic.
+pub fn is_sqlite_file(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => read_head(path, SQLITE_MAGIC.len()).is_ok_and(|h| h == SQLITE_MAGIC),
+        _ => false,
     }
-    if got < head.len() || &head != SQLITE_MAGIC {
+}
+
+/// What is at the path: refused unless it is a regular file (checked before anything opens
+/// it, so a FIFO never blocks and a device is never written). None when nothing is there.
+fn regular_file(path: &Path) -> Result<Option<std::fs::Metadata>, anyhow::Error> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(Some(m)),
+        Ok(_) => Err(StoreError::NotAFile(path.to_path_buf()).into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => anyhow::bail!("cannot open {}: {e}", path.display()),
+    }
+}
+
+/// The 100-byte SQLite header of a non-empty regular file, or NotSqlite.
+fn check_header(path: &Path) -> Result<Vec<u8>, anyhow::Error> {
+    let head = read_head(path, 100)?;
+    if head.len() < SQLITE_MAGIC.len() || &head[..SQLITE_MAGIC.len()] != SQLITE_MAGIC {
         return Err(StoreError::NotSqlite(path.to_path_buf()).into());
     }
-    Ok(())
+    Ok(head)
+}
+
+/// `<db>-wal`, `<db>-shm`: the files SQLite keeps beside a WAL database while it is in use.
+pub(super) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn sqlite_error(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        if f.code == rusqlite::ErrorCode::NotADatabase {
+            return StoreError::NotSqlite(path.to_path_buf()).into();
+        }
+    }
+    anyhow::anyhow!("{}: {e}", path.display())
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// Why a schema found in a database cannot be used; Ok(true) when it still needs migrations.
+fn judge_schema(path: &Path, app: i64, version: i64, tables: i64) -> anyhow::Result<bool> {
+    if app != APPLICATION_ID {
+        return Err(if app == 0 && tables == 0 {
+            StoreError::Uninitialised(path.to_path_buf())
+        } else {
+            StoreError::Foreign(path.to_path_buf())
+        }
+        .into());
+    }
+    if version > current_version() {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            known: current_version(),
+        }
+        .into());
+    }
+    Ok(version < current_version())
+}
+
+/// Failures of opening as a writer: busy ones are retried, the others are final.
+enum OpenError {
+    Busy(rusqlite::Error),
+    Fatal(anyhow::Error),
 }
 
 impl Store {
-    /// Open the database for writing, creating it (and its folder) when missing.
+    /// Open the database for writing, creating it (and its folder) when missing. A 0-byte file
+    /// is initialised as a new database (the user named it as the place to write).
     pub fn create_or_open(path: &Path) -> anyhow::Result<Store> {
-        if path.exists() {
-            check_header(path)?;
-        } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("cannot create the folder {} for the database: {e}", dir.display()))?;
+        match regular_file(path)? {
+            Some(meta) if meta.len() > 0 => {
+                check_header(path)?;
+            }
+            Some(_) => {}
+            None => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        anyhow::anyhow!("cannot create the folder {} for the database: {e}", dir.display())
+                    })?;
+                }
+            }
         }
-        let conn = Connection::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-        Store::prepare(conn, path)
+        // Several iopath processes may create or migrate the same database at once: each step
+        // waits for the others (busy timeout), and a step SQLite refuses at once because of a
+        // lock is tried again from the start until the timeout.
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        let mut attempt = 0u64;
+        loop {
+            match Store::open_writer(path) {
+                Ok(store) => return Ok(store),
+                Err(OpenError::Busy(e)) if Instant::now() < deadline => {
+                    attempt += 1;
+                    let jitter = (std::process::id() as u64 * 7 + attempt * 13) % 40;
+                    std::thread::sleep(Duration::from_millis(10 + jitter));
+                    let _ = e;
+                }
+                Err(OpenError::Busy(e)) => {
+                    anyhow::bail!(
+                        "{} stayed locked by other processes for {} s: {e}",
+                        path.display(),
+                        BUSY_TIMEOUT.as_secs()
+                    )
+                }
+                Err(OpenError::Fatal(e)) => return Err(e),
+            }
+        }
     }
 
-    /// Open an existing database (for reading commands); a missing file is an error, not a new
-    /// database.
-    pub fn open_existing(path: &Path) -> anyhow::Result<Store> {
-        if !path.is_file() {
+    fn open_writer(path: &Path) -> Result<Store, OpenError> {
+        let fatal = |e: rusqlite::Error| {
+            if is_busy(&e) {
+                OpenError::Busy(e)
+            } else {
+                OpenError::Fatal(sqlite_error(path, e))
+            }
+        };
+        let mut conn = Connection::open(path)
+            .map_err(|e| OpenError::Fatal(anyhow::anyhow!("cannot open {}: {e}", path.display())))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fatal)?;
+        // Every transaction of a writer takes the write lock at BEGIN: a deferred one that read
+        // first could not be upgraded while another process writes (SQLITE_BUSY at once).
+        conn.set_transaction_behavior(TransactionBehavior::Immediate);
+        {
+            // Check and migrate inside one write transaction: a process creating the schema
+            // at the same moment is either wholly before or wholly after this one.
+            let tx = conn.transaction().map_err(fatal)?;
+            let read = |sql: &str| tx.query_row(sql, [], |r| r.get::<_, i64>(0));
+            let app = read("PRAGMA application_id").map_err(fatal)?;
+            let version = read("PRAGMA user_version").map_err(fatal)?;
+            let tables = read("SELECT count(*) FROM sqlite_master").map_err(fatal)?;
+            let migrate = match judge_schema(path, app, version, tables) {
+                Ok(migrate) => migrate,
+                // An empty SQLite database (or a 0-byte file) becomes iopath's.
+                Err(e) if matches!(e.downcast_ref::<StoreError>(), Some(StoreError::Uninitialised(_))) => true,
+                Err(e) => return Err(OpenError::Fatal(e)),
+            };
+            if migrate {
+                for sql in MIGRATIONS.iter().skip(version.max(0) as usize) {
+                    tx.execute_batch(sql).map_err(fatal)?;
+                }
+                tx.execute_batch(&format!(
+                    "PRAGMA user_version = {}; PRAGMA application_id = {APPLICATION_ID};",
+                    current_version()
+                ))
+                .map_err(fatal)?;
+            }
+            tx.commit().map_err(fatal)?;
+        }
+        // WAL: readers never block the sweep writing; synchronous=NORMAL keeps every committed
+        // cell across a crash of the process (only a power loss can lose the last commits).
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(fatal)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(fatal)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(OpenError::Fatal(anyhow::anyhow!(
+                    "{}: cannot switch the database to WAL mode (it stays '{mode}')",
+                    path.display()
+                )));
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .map_err(fatal)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            locks: Vec::new(),
+        })
+    }
+
+    /// Bring an existing database up to date (the one write a reading command makes, when
+    /// asked with `iopath runs --upgrade`).
+    pub fn upgrade(path: &Path) -> anyhow::Result<Store> {
+        if regular_file(path)?.is_none() {
             return Err(StoreError::Missing(path.to_path_buf()).into());
         }
-        check_header(path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-        Store::prepare(conn, path)
+        Store::create_or_open(path)
+    }
+
+    /// Open an existing database for reading commands, read-only: a missing, empty or special
+    /// file is refused, nothing is migrated or switched, and no file is created. A database
+    /// that needs a migration is refused with `StoreError::Outdated`.
+    ///
+    /// A WAL database that no process has open (no `-shm`, no non-empty `-wal`) is read with
+    /// `immutable=1`, which creates no `-wal`/`-shm` and works on read-only media; iopath holds
+    /// a read lock on SQLite's shared-lock bytes meanwhile, so a writer that starts and ends
+    /// while we read cannot fold its WAL back into the file under us. A database in use is
+    /// opened with `mode=ro` and reads through the writers' `-shm` and `-wal`.
+    pub fn open_existing(path: &Path) -> anyhow::Result<Store> {
+        let Some(meta) = regular_file(path)? else {
+            return Err(StoreError::Missing(path.to_path_buf()).into());
+        };
+        if meta.len() == 0 {
+            return Err(StoreError::EmptyFile(path.to_path_buf()).into());
+        }
+        let head = check_header(path)?;
+        // Bytes 18 and 19 (file format write/read version) are 2 for a WAL database.
+        let wal_mode = head.len() >= 20 && head[18] == 2 && head[19] == 2;
+        let in_use =
+            || sidecar(path, "-shm").exists() || std::fs::metadata(sidecar(path, "-wal")).is_ok_and(|m| m.len() > 0);
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        let mut locks = Vec::new();
+        let immutable = loop {
+            if !wal_mode || in_use() {
+                break false;
+            }
+            // (No SQLite connection to the file is open yet: closing a guard here is harmless.)
+            match lock::shared_guard(path)? {
+                (guard, true) if !in_use() => {
+                    locks.push(guard);
+                    break true;
+                }
+                // A writer appeared between the look and the lock: read through its files.
+                (_, true) => break false,
+                // A writer is closing (it holds SQLite's exclusive lock to fold its WAL in).
+                (_, false) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                (_, false) => anyhow::bail!("{} stayed locked by a closing writer", path.display()),
+            }
+        };
+        let uri = uri_of(path, if immutable { "immutable=1" } else { "mode=ro" })?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&uri, flags)
+            .map_err(|e| anyhow::anyhow!("cannot open {} for reading: {e}", path.display()))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| sqlite_error(path, e))?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+            locks,
+        };
+        store.check_readable()?;
+        Ok(store)
+    }
+
+    /// The schema as found, in one read transaction: usable as it is, or why not.
+    fn check_readable(&mut self) -> anyhow::Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| sqlite_error(&path, e))?;
+        let read = |sql: &str| {
+            tx.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map_err(|e| sqlite_error(&path, e))
+        };
+        let app = read("PRAGMA application_id")?;
+        let version = read("PRAGMA user_version")?;
+        let tables = read("SELECT count(*) FROM sqlite_master")?;
+        if judge_schema(&path, app, version, tables)? {
+            return Err(StoreError::Outdated {
+                path,
+                found: version,
+                known: current_version(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn prepare(mut conn: Connection, path: &Path) -> anyhow::Result<Store> {
-        let not_sqlite = |e: rusqlite::Error| -> anyhow::Error {
-            if let rusqlite::Error::SqliteFailure(f, _) = &e {
-                if f.code == rusqlite::ErrorCode::NotADatabase {
-                    return StoreError::NotSqlite(path.to_path_buf()).into();
-                }
+    /// Mark run `id` as executed by this process until the store is dropped (an advisory lock
+    /// the kernel releases when the process ends, however it ends). Refused with
+    /// `StoreError::RunBusy` while another process holds it.
+    pub fn lock_run(&mut self, id: i64) -> anyhow::Result<()> {
+        let (file, held) = lock::run_lock(&self.path, id)?;
+        // Kept even when not held: it must be closed after the connection.
+        self.locks.push(file);
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::RunBusy {
+                id,
+                path: self.path.clone(),
             }
-            anyhow::anyhow!("{}: {e}", path.display())
-        };
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(not_sqlite)?;
-        let app: i64 = conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(not_sqlite)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(not_sqlite)?;
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(not_sqlite)?;
-        if app != APPLICATION_ID && !(app == 0 && tables == 0) {
-            return Err(StoreError::Foreign(path.to_path_buf()).into());
+            .into())
         }
-        if version > current_version() {
-            return Err(StoreError::TooNew {
-                path: path.to_path_buf(),
-                found: version,
-                known: current_version(),
-            }
-            .into());
-        }
-        // WAL: readers never block the sweep writing; synchronous=NORMAL keeps every committed
-        // cell across a crash of the process (only a power loss can lose the last commits).
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(not_sqlite)?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
-            .map_err(not_sqlite)?;
-        for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-            let tx = conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.execute_batch(&format!(
-                "PRAGMA user_version = {}; PRAGMA application_id = {APPLICATION_ID};",
-                index + 1
-            ))?;
-            tx.commit()?;
-        }
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-        })
     }
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> anyhow::Result<i64> {
         Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
+}
+
+/// An SQLite URI for the file with the given query, the path percent-encoded where it must be.
+fn uri_of(path: &Path, query: &str) -> anyhow::Result<String> {
+    let absolute = std::path::absolute(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut uri = String::from("file:");
+    for &b in absolute.as_os_str().as_encoded_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => uri.push(b as char),
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    Ok(uri)
 }

@@ -4,6 +4,8 @@
 
 pub mod db;
 pub mod export;
+mod lock;
+pub mod output;
 pub mod read;
 pub mod schema;
 pub mod status;

@@ -82,16 +82,35 @@ const RUN_COLUMNS: &str = "r.id, r.name, r.command_line, r.tool_version, r.start
     (SELECT count(*) FROM observations o JOIN cases c ON c.id = o.case_id WHERE c.run_id = r.id AND o.status = 'ok'),
     (SELECT count(*) FROM observations o JOIN cases c ON c.id = o.case_id WHERE c.run_id = r.id AND o.status = 'failed')";
 
+/// A stored value iopath will not obey: the database was damaged or edited by hand.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadValue(String);
+
+fn bad_value(column: usize, detail: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Integer, Box::new(BadValue(detail)))
+}
+
 fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunSummary> {
+    let id: i64 = r.get(0)?;
+    let repetitions: i64 = r.get(7)?;
+    let repetitions = u32::try_from(repetitions)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| bad_value(7, format!("run {id} has {repetitions} repetitions")))?;
+    let status_text: String = r.get(6)?;
+    let status: super::RunStatus = status_text
+        .parse()
+        .map_err(|_| bad_value(6, format!("run {id} has the unknown status '{status_text}'")))?;
     Ok(RunSummary {
-        id: r.get(0)?,
+        id,
         name: r.get(1)?,
         command_line: r.get(2)?,
         tool_version: r.get(3)?,
         started_at: r.get(4)?,
         ended_at: r.get(5)?,
-        status: r.get(6)?,
-        repetitions: r.get::<_, i64>(7)? as u32,
+        status,
+        repetitions,
         shuffle: r.get(8)?,
         seed: r.get::<_, i64>(9)? as u64,
         warmup_cell: r.get(10)?,
@@ -113,12 +132,38 @@ fn parse_role(text: &str) -> anyhow::Result<Role> {
 }
 
 impl Store {
+    /// A value that does not fit what iopath wrote is `StoreError::Corrupt`, never obeyed.
+    fn stored(&self, e: rusqlite::Error) -> anyhow::Error {
+        let detail = match &e {
+            rusqlite::Error::FromSqlConversionFailure(_, _, inner) => match inner.downcast_ref::<BadValue>() {
+                Some(bad) => bad.0.clone(),
+                None => format!("a stored value does not convert ({e})"),
+            },
+            rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::IntegralValueOutOfRange(..) => {
+                format!("a stored value has the wrong type ({e})")
+            }
+            _ => return e.into(),
+        };
+        self.corrupt(detail)
+    }
+
+    fn corrupt(&self, detail: String) -> anyhow::Error {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            detail,
+        }
+        .into()
+    }
+
     /// Every run, oldest first.
     pub fn list_runs(&self) -> anyhow::Result<Vec<RunSummary>> {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT {RUN_COLUMNS} FROM runs r ORDER BY r.id"))?;
-        let runs = stmt.query_map([], run_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        let runs = stmt
+            .query_map([], run_from_row)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.stored(e))?;
         Ok(runs)
     }
 
@@ -130,7 +175,8 @@ impl Store {
                 [id],
                 run_from_row,
             )
-            .optional()?
+            .optional()
+            .map_err(|e| self.stored(e))?
             .ok_or_else(|| {
                 StoreError::UnknownRun {
                     id,
@@ -157,7 +203,10 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         texts
             .iter()
-            .map(|t| serde_json::from_str(t).map_err(|e| anyhow::anyhow!("stored case does not parse: {e}")))
+            .map(|t| {
+                serde_json::from_str(t)
+                    .map_err(|e| self.corrupt(format!("a case of run {run_id} does not parse ({e})")))
+            })
             .collect()
     }
 
@@ -184,16 +233,20 @@ impl Store {
                     r.get(7)?,
                 ))
             })?
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.stored(e))?;
         let mut metric_stmt = self
             .conn
             .prepare("SELECT role, name, value, unit, source FROM metrics WHERE observation_id = ?1 ORDER BY rowid")?;
         let mut cells = Vec::with_capacity(rows.len());
         for (obs_id, position, repetition, status, error, elapsed_s, warnings, placement) in rows {
-            let case = cases
-                .get(position as usize)
+            let case = usize::try_from(position)
+                .ok()
+                .and_then(|p| cases.get(p))
                 .cloned()
-                .ok_or_else(|| anyhow::anyhow!("observation {obs_id} refers to a missing case"))?;
+                .ok_or_else(|| self.corrupt(format!("observation {obs_id} refers to a missing case")))?;
+            let repetition = u32::try_from(repetition)
+                .map_err(|_| self.corrupt(format!("observation {obs_id} has the repetition {repetition}")))?;
             let metric_rows = metric_stmt
                 .query_map(params![obs_id], |r| {
                     Ok((
@@ -222,7 +275,7 @@ impl Store {
             };
             cells.push(StoredCell {
                 position: position as usize,
-                repetition: repetition as u32,
+                repetition,
                 case,
                 observation,
                 error: if status == "failed" {
@@ -467,7 +520,7 @@ mod tests {
             .execute("UPDATE runs SET status = 'paused' WHERE id = ?1", [id])
             .unwrap();
         let err = store.run(id).err().unwrap();
-        assert!(err.to_string().contains("unknown run status 'paused'"), "{err}");
+        assert!(err.to_string().contains("unknown status 'paused'"), "{err}");
         assert!(store.list_runs().is_err());
     }
 

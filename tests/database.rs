@@ -1,0 +1,584 @@
+//! The results database is never damaged and always readable, with the binary run as a user
+//! runs it: outputs never land on the database, outputs are whole or absent, readers open it
+//! read-only (also on read-only media), empty, outdated, special and corrupt files are refused
+//! with exit 2, several writers at once all succeed, and a run another process is executing is
+//! not resumed.
+//!
+//! Tests that need a read-only or a full filesystem mount a small tmpfs, which needs root; when
+//! not root they say so and use what an ordinary user has (a 0555 folder, /dev/full).
+
+use assert_cmd::Command;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn iopath() -> Command {
+    let mut cmd = Command::cargo_bin("iopath").unwrap();
+    cmd.timeout(Duration::from_secs(60));
+    cmd
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The hidden deterministic workload: 2 cases x 3 repetitions, stored in `db`.
+fn fake_sweep(db: &Path) -> Output {
+    iopath()
+        .args(["sweep", "fake", "--cells", "ok:1,ok:2", "--reps", "3", "--db"])
+        .arg(db)
+        .output()
+        .unwrap()
+}
+
+fn run_ok(args: &[&str], db: &Path) -> Output {
+    let out = iopath().args(args).arg("--db").arg(db).output().unwrap();
+    assert!(
+        out.status.success(),
+        "iopath {args:?} --db {}: {}",
+        db.display(),
+        stderr(&out)
+    );
+    out
+}
+
+/// Exit code 2 with one line on stderr that contains `needle`.
+fn assert_refused(out: &Output, needle: &str, what: &str) {
+    let err = stderr(out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: expected exit 2, got {:?}: {err}",
+        out.status
+    );
+    assert!(err.contains(needle), "{what}: expected '{needle}' in: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: one line expected: {err}");
+}
+
+/// The names in a folder, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// A tmpfs mounted for one test (root only), unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Tmpfs {
+        assert!(is_root());
+        std::fs::create_dir_all(path).unwrap();
+        let status = StdCommand::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "root cannot mount a tmpfs at {}", path.display());
+        Tmpfs(path.to_path_buf())
+    }
+
+    fn remount_read_only(&self) {
+        let status = StdCommand::new("mount")
+            .args(["-o", "remount,ro"])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "cannot remount {} read-only", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = StdCommand::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A small real net-stream run: it has charts, so a report writes PNG and SVG files.
+fn stream_run(db: &Path) {
+    let out = iopath()
+        .args([
+            "sweep",
+            "net-stream",
+            "--mode",
+            "two-copy",
+            "--size",
+            "1K",
+            "--threads",
+            "1",
+        ])
+        .args(["--reps", "1", "--duration", "100ms", "--warmup", "100ms", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn an_output_path_that_is_the_database_or_any_sqlite_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    assert!(fake_sweep(&db).status.success());
+    let before = std::fs::read(&db).unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    let hard = dir.path().join("hard.db");
+    std::fs::hard_link(&db, &hard).unwrap();
+    let other = dir.path().join("other.sqlite");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (x); INSERT INTO notes VALUES (1);")
+        .unwrap();
+    let other_before = std::fs::read(&other).unwrap();
+    let dotted = dir.path().join("sub/../iopath.db");
+    let wal = dir.path().join("iopath.db-wal");
+
+    for (command, target) in [
+        ("export", &db),
+        ("export", &link),
+        ("export", &hard),
+        ("export", &dotted),
+        ("export", &wal),
+        ("report", &db),
+        ("report", &link),
+        ("report", &dotted),
+        ("export", &other),
+        ("report", &other),
+    ] {
+        let out = iopath()
+            .arg(command)
+            .arg("-o")
+            .arg(target)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_refused(&out, "refusing to write", &format!("{command} -o {}", target.display()));
+    }
+    // quick refuses before it measures anything (it would run for a minute otherwise).
+    for target in [&db, &dotted] {
+        let out = iopath()
+            .args(["quick", "-o"])
+            .arg(target)
+            .arg("--db")
+            .arg(&db)
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_refused(&out, "refusing to write", "quick -o <the database>");
+    }
+    assert!(std::fs::read(&db).unwrap() == before, "the database was changed");
+    assert!(
+        std::fs::read(&other).unwrap() == other_before,
+        "another SQLite file was changed"
+    );
+    assert!(!wal.exists());
+    run_ok(&["runs"], &db);
+}
+
+#[test]
+fn outputs_are_whole_or_absent_when_the_disk_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    stream_run(&db);
+
+    // A single file that cannot be written: one clear line, exit 1.
+    let out = iopath()
+        .args(["export", "-o", "/dev/full", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot write /dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+
+    if !is_root() {
+        eprintln!("not root: cannot mount a tiny tmpfs, so only /dev/full was checked");
+        return;
+    }
+    let tiny = Tmpfs::mount(&dir.path().join("tiny"), "300k");
+    // The report with its 14 chart files does not fit: nothing of it may stay.
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(tiny.0.join("r.html"))
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    for debug_dump in ["Custom {", "Os {", "IoError(", "kind:"] {
+        assert!(!err.contains(debug_dump), "a debug dump, not a message: {err}");
+    }
+    assert_eq!(listing(&tiny.0), Vec::<String>::new(), "a failed report left files");
+
+    // An export that fits, then a fuller disk: the next export fails and the first file stays
+    // whole.
+    let csv = tiny.0.join("out.csv");
+    run_ok(&["export", "-o", csv.to_str().unwrap()], &db);
+    let first = std::fs::read(&csv).unwrap();
+    let mut filler = std::fs::File::create(tiny.0.join("filler")).unwrap();
+    let block = vec![7u8; 4096];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    drop(filler);
+    let out = iopath()
+        .args(["export", "--format", "json", "-o"])
+        .arg(&csv)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(std::fs::read(&csv).unwrap() == first, "the earlier export was damaged");
+    assert_eq!(listing(&tiny.0), vec!["filler".to_string(), "out.csv".to_string()]);
+}
+
+/// Every reading command, each writing its files outside the database's folder.
+fn read_everything(db: &Path, out_dir: &Path) {
+    let runs = run_ok(&["runs"], db);
+    assert!(stdout(&runs).contains("complete"), "{}", stdout(&runs));
+    let html = out_dir.join("r.html");
+    run_ok(&["report", "1", "-o", html.to_str().unwrap()], db);
+    assert!(html.is_file());
+    let export = run_ok(&["export", "1", "--format", "csv"], db);
+    assert_eq!(stdout(&export).lines().count(), 7, "{}", stdout(&export));
+    let csv = out_dir.join("x.csv");
+    run_ok(&["export", "1", "-o", csv.to_str().unwrap()], db);
+    run_ok(&["compare", "1", "1"], db);
+}
+
+#[test]
+fn readers_change_nothing_and_work_on_read_only_media() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let db = data.join("iopath.db");
+    assert!(fake_sweep(&db).status.success());
+    let bytes = std::fs::read(&db).unwrap();
+    assert_eq!(listing(&data), vec!["iopath.db"]);
+
+    // A writable folder: no -wal or -shm is left, not a byte changes.
+    read_everything(&db, &out_dir);
+    assert_eq!(
+        listing(&data),
+        vec!["iopath.db"],
+        "a reader left files beside the database"
+    );
+    assert!(std::fs::read(&db).unwrap() == bytes, "a reader changed the database");
+
+    // Read-only media (root: a tmpfs remounted read-only; otherwise a 0555 folder).
+    let ro_dir = dir.path().join("ro");
+    let _mount = if is_root() {
+        let mount = Tmpfs::mount(&ro_dir, "4m");
+        std::fs::copy(&db, ro_dir.join("iopath.db")).unwrap();
+        mount.remount_read_only();
+        assert!(
+            std::fs::File::create(ro_dir.join("probe")).is_err(),
+            "the mount is not read-only"
+        );
+        Some(mount)
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(&ro_dir).unwrap();
+        std::fs::copy(&db, ro_dir.join("iopath.db")).unwrap();
+        std::fs::set_permissions(&ro_dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        None
+    };
+    read_everything(&ro_dir.join("iopath.db"), &out_dir);
+    assert_eq!(listing(&ro_dir), vec!["iopath.db"]);
+}
+
+#[test]
+fn readers_see_what_a_live_writer_committed_and_leave_its_files_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    assert!(fake_sweep(&db).status.success());
+    // Another process keeps the database open: the next run stays in the WAL.
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    let runs: i64 = holder.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)).unwrap();
+    assert_eq!(runs, 1);
+    assert!(fake_sweep(&db).status.success());
+    assert!(dir.path().join("iopath.db-wal").is_file() && dir.path().join("iopath.db-shm").is_file());
+    let runs = run_ok(&["runs"], &db);
+    assert_eq!(stdout(&runs).matches("complete").count(), 2, "{}", stdout(&runs));
+    run_ok(&["export", "2"], &db);
+    drop(holder);
+}
+
+#[test]
+fn empty_uninitialised_and_outdated_databases_are_reported_not_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let readers: [&[&str]; 4] = [
+        &["runs"],
+        &["report", "-o", out.to_str().unwrap()],
+        &["export"],
+        &["compare", "1", "1"],
+    ];
+
+    // A 0-byte file: readers refuse it and leave it empty.
+    let empty = dir.path().join("empty.db");
+    std::fs::File::create(&empty).unwrap();
+    for args in readers {
+        let out = iopath().args(args).arg("--db").arg(&empty).output().unwrap();
+        assert_refused(&out, "empty file, not an iopath database", &format!("{args:?}"));
+    }
+    assert_eq!(
+        std::fs::metadata(&empty).unwrap().len(),
+        0,
+        "a reader initialised a 0-byte file"
+    );
+
+    // An SQLite database with nothing in it is not iopath's yet.
+    let blank = dir.path().join("blank.db");
+    rusqlite::Connection::open(&blank)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x); DROP TABLE t;")
+        .unwrap();
+    let blank_bytes = std::fs::read(&blank).unwrap();
+    for args in readers {
+        let out = iopath().args(args).arg("--db").arg(&blank).output().unwrap();
+        assert_refused(&out, "not an iopath database yet", &format!("{args:?}"));
+    }
+    assert!(std::fs::read(&blank).unwrap() == blank_bytes);
+
+    // Written by an older iopath (iopath's application id, schema 0): reported, not migrated.
+    let old = dir.path().join("old.db");
+    rusqlite::Connection::open(&old)
+        .unwrap()
+        .execute_batch("PRAGMA application_id = 1768910945; PRAGMA user_version = 0;")
+        .unwrap();
+    let old_bytes = std::fs::read(&old).unwrap();
+    for args in readers {
+        let out = iopath().args(args).arg("--db").arg(&old).output().unwrap();
+        assert_refused(&out, "written by an older iopath", &format!("{args:?}"));
+    }
+    assert!(
+        std::fs::read(&old).unwrap() == old_bytes,
+        "a reader migrated the database"
+    );
+    assert_eq!(listing(dir.path()), vec!["blank.db", "empty.db", "old.db"]);
+    // The deliberate upgrade, then an ordinary read.
+    let upgraded = run_ok(&["runs", "--upgrade"], &old);
+    assert!(stdout(&upgraded).contains("no runs"), "{}", stdout(&upgraded));
+    run_ok(&["runs"], &old);
+
+    // Writers initialise a 0-byte file (documented in docs/output.md).
+    assert!(fake_sweep(&empty).status.success());
+    run_ok(&["runs"], &empty);
+}
+
+/// Start `n` fake sweeps on `db` at the same moment and wait for all of them.
+fn sweeps_at_once(db: &Path, n: usize) -> Vec<Output> {
+    let bin = assert_cmd::cargo::cargo_bin("iopath");
+    let children: Vec<_> = (0..n)
+        .map(|_| {
+            StdCommand::new(&bin)
+                .args(["sweep", "fake", "--cells", "ok:1,ok:2", "--reps", "3", "--db"])
+                .arg(db)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+}
+
+fn assert_all_succeeded(outputs: &[Output], db: &Path, runs: i64) {
+    for out in outputs {
+        assert!(out.status.success(), "a concurrent sweep failed: {}", stderr(out));
+    }
+    assert_eq!(count(db, "SELECT count(*) FROM runs WHERE status = 'complete'"), runs);
+    assert_eq!(
+        count(db, "SELECT count(*) FROM observations WHERE status = 'ok'"),
+        runs * 6
+    );
+    let integrity: String = rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+}
+
+#[test]
+fn four_writers_at_once_all_succeed_on_a_new_and_an_existing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    // New databases: the four race to create the schema (several rounds: the race is short).
+    for round in 0..3 {
+        let db = dir.path().join(format!("new-{round}/iopath.db"));
+        let outputs = sweeps_at_once(&db, 4);
+        assert_all_succeeded(&outputs, &db, 4);
+    }
+    // A 0-byte file the four initialise together.
+    let db = dir.path().join("empty.db");
+    std::fs::File::create(&db).unwrap();
+    assert_all_succeeded(&sweeps_at_once(&db, 4), &db, 4);
+    // An existing database.
+    let db = dir.path().join("existing.db");
+    assert!(fake_sweep(&db).status.success());
+    let outputs = sweeps_at_once(&db, 4);
+    assert_all_succeeded(&outputs, &db, 5);
+}
+
+/// Poll `iopath runs` until run 1 is listed as running.
+fn wait_until_running(db: &Path) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if db.exists() {
+            let out = iopath().arg("runs").arg("--db").arg(db).output().unwrap();
+            if stdout(&out).contains("running") {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the sweep never showed up as running");
+}
+
+#[test]
+fn a_run_another_process_is_executing_is_not_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    let mut owner = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+        .args(["sweep", "fake", "--cells", "ok,sleep:2s", "--db"])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until_running(&db);
+    let out = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let refused = out.status.code() == Some(2);
+    // The owner is killed outright: its run stays `running`, and may now be resumed.
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    assert!(
+        refused,
+        "resume of a running run was not refused: {:?} {}",
+        out.status,
+        stderr(&out)
+    );
+    assert_refused(&out, "being run by another iopath process", "resume while running");
+    assert!(stdout(&run_ok(&["runs"], &db)).contains("running"));
+    run_ok(&["sweep", "--resume", "1"], &db);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs WHERE status = 'complete'"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"), 2);
+}
+
+#[test]
+fn special_and_wrong_files_are_refused_with_exit_2_by_readers_and_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.db");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let text = dir.path().join("notes.db");
+    std::fs::write(&text, "not a database").unwrap();
+    let newer = dir.path().join("newer.db");
+    assert!(fake_sweep(&newer).status.success());
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let cases: [(&Path, &str); 5] = [
+        (&fifo, "not a regular file"),
+        (Path::new("/dev/null"), "not a regular file"),
+        (dir.path(), "not a regular file"),
+        (&text, "not an SQLite database"),
+        (&newer, "newer than this iopath"),
+    ];
+    for (db, needle) in cases {
+        for args in [
+            &["runs"][..],
+            &["export"],
+            &["sweep", "fake", "--cells", "ok"],
+            &["fake", "--cells", "ok"],
+            &["sweep", "--resume", "1"],
+        ] {
+            let out = iopath()
+                .args(args)
+                .arg("--db")
+                .arg(db)
+                .timeout(Duration::from_secs(10))
+                .output()
+                .unwrap();
+            assert_refused(&out, needle, &format!("{args:?} --db {}", db.display()));
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&text).unwrap(), "not a database");
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+}
+
+#[test]
+fn corrupt_stored_values_are_refused_not_obeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath.db");
+    assert!(fake_sweep(&db).status.success());
+    let edit = |sql: &str| rusqlite::Connection::open(&db).unwrap().execute_batch(sql).unwrap();
+
+    // A negative seed is how a seed above i64::MAX is stored: fine.
+    edit("UPDATE runs SET seed = -5");
+    run_ok(&["runs"], &db);
+
+    edit("UPDATE runs SET repetitions = -3");
+    for args in [
+        &["runs"][..],
+        &["report", "1", "-o", dir.path().join("r.html").to_str().unwrap()],
+        &["export", "1"],
+        &["compare", "1", "1"],
+        &["sweep", "--resume", "1"],
+    ] {
+        let out = iopath().args(args).arg("--db").arg(&db).output().unwrap();
+        assert_refused(&out, "run 1 has -3 repetitions", &format!("{args:?}"));
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM observations"),
+        6,
+        "a corrupt run was resumed"
+    );
+
+    edit("UPDATE runs SET repetitions = 3, status = 'exploded'");
+    for args in [&["runs"][..], &["export", "1"], &["sweep", "--resume", "1"]] {
+        let out = iopath().args(args).arg("--db").arg(&db).output().unwrap();
+        assert_refused(&out, "unknown status 'exploded'", &format!("{args:?}"));
+    }
+
+    edit("UPDATE runs SET status = 'complete', repetitions = 100000");
+    let out = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "damaged", "resume with 100000 repetitions");
+}
