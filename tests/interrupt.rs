@@ -421,19 +421,18 @@ fn program_pid(pid_file: &Path) -> Option<i32> {
     std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
 }
 
-#[test]
-fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_kills_the_child() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db");
-    let (script, pid_file) = slow_program(dir.path());
+/// `micro proc` with the slow program, the given variants and a database; returns once the
+/// program runs, with its PID.
+fn start_slow_proc(dir: &Path, variants: &str) -> (Running, PathBuf, i32) {
+    let (script, pid_file) = slow_program(dir);
     let run = Running::start(
-        dir.path(),
+        dir,
         &[
             "micro",
             "proc",
             "--quick",
             "--variant",
-            "fork_exit,fork_exec",
+            variants,
             "--program",
             script.to_str().unwrap(),
             "--db",
@@ -444,6 +443,13 @@ fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_ki
         program_pid(&pid_file).is_some()
     });
     let child = program_pid(&pid_file).unwrap();
+    (run, dir.join("r.db"), child)
+}
+
+#[test]
+fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_kills_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, db, child) = start_slow_proc(dir.path(), "fork_exit,fork_exec");
     assert_eq!(observations(&db), 1, "fork_exit finished first");
     run.signal();
     let (code, waited, out, err) = run.wait(Duration::from_secs(10));
@@ -456,26 +462,7 @@ fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_ki
 #[test]
 fn micro_second_signal_kills_the_child_and_leaves_no_run_running() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db");
-    let (script, pid_file) = slow_program(dir.path());
-    let run = Running::start(
-        dir.path(),
-        &[
-            "micro",
-            "proc",
-            "--quick",
-            "--variant",
-            "fork_exec",
-            "--program",
-            script.to_str().unwrap(),
-            "--db",
-            "r.db",
-        ],
-    );
-    wait_until("the slow program", Duration::from_secs(30), || {
-        program_pid(&pid_file).is_some()
-    });
-    let child = program_pid(&pid_file).unwrap();
+    let (run, db, child) = start_slow_proc(dir.path(), "fork_exec");
     run.signal();
     run.signal();
     let (code, _, _, err) = run.wait(Duration::from_secs(10));
