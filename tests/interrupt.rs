@@ -523,7 +523,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn servers_one_failed_model_does_not_lose_the_other() {
-    // 1024 pool workers cannot start under a 1.2 GB address-space limit; epoll needs one thread.
+    // 1024 pool workers do not fit under a 1.2 GB address-space limit (refused before any
+    // starts); epoll needs one thread.
     let dir = tempfile::tempdir().unwrap();
     let bin = assert_cmd::cargo::cargo_bin("iopath");
     let script = format!(
@@ -546,4 +547,19 @@ fn servers_one_failed_model_does_not_lose_the_other() {
         query(&db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
         1
     );
+    // The records say the same: both cases, the failed one with its error.
+    let json = Command::new("sh")
+        .current_dir(dir.path())
+        .args(["-c", &script.replace("--db r.db", "--json")])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(1));
+    let records: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(
+        records[0]["error"].as_str().unwrap().contains("RLIMIT_AS"),
+        "{records:?}"
+    );
+    assert!(records[1]["error"].is_null());
 }

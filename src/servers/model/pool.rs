@@ -113,7 +113,42 @@ impl Pool {
     }
 }
 
+/// Address space one worker takes: Rust's default 2 MiB stack plus its guard page.
+const WORKER_ADDRESS_SPACE: u64 = (2 << 20) + 4096;
+/// What the rest of the process and glibc's per-thread malloc arenas (64 MiB each, at most 8 per
+/// CPU) may still need once the workers run.
+const ADDRESS_SPACE_MARGIN: u64 = 256 << 20;
+
+/// Refuse a pool whose stacks cannot fit under RLIMIT_AS (`ulimit -v`) before starting any of
+/// it: spawning until the address space runs out leaves no room for anything else, and the
+/// next allocation anywhere aborts the process.
+fn check_address_space(workers: usize) -> anyhow::Result<()> {
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let Ok((limit, _)) = getrlimit(Resource::RLIMIT_AS) else {
+        return Ok(());
+    };
+    if limit == RLIM_INFINITY {
+        return Ok(());
+    }
+    let used = crate::sys::procfs::read_trimmed("/proc/self/status")
+        .and_then(|t| crate::sys::procfs::meminfo_field(&t, "VmSize:"))
+        .unwrap_or(0);
+    let arenas =
+        (workers as u64).min(8 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64) * (64 << 20);
+    let need = workers as u64 * WORKER_ADDRESS_SPACE + arenas + ADDRESS_SPACE_MARGIN;
+    if used.saturating_add(need) > limit {
+        anyhow::bail!(
+            "the pool's {workers} workers need about {} of address space (thread stacks and malloc arenas) but RLIMIT_AS (ulimit -v) is {} with {} in use: use a smaller --pool-size or raise ulimit -v",
+            crate::format::format_bytes(need),
+            crate::format::format_bytes(limit),
+            crate::format::format_bytes(used)
+        );
+    }
+    Ok(())
+}
+
 pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    check_address_space(ctx.config.pool_size.max(1))?;
     let epoll = Epoll::new()?;
     epoll.add(listener.as_raw_fd(), ONESHOT | libc::EPOLLIN as u32, LISTENER)?;
     let pool = Arc::new(Pool {
