@@ -50,11 +50,14 @@ pub struct Errors {
     pub timeouts: u64,
     pub protocol: u64,
     pub io: u64,
+    /// Open loop: requests not sent because [`MAX_BACKLOG`] were already waiting on their
+    /// connection (the server cannot keep up with the rate).
+    pub shed: u64,
 }
 
 impl Errors {
     pub fn total(&self) -> u64 {
-        self.connect + self.refused + self.timeouts + self.protocol + self.io
+        self.connect + self.refused + self.timeouts + self.protocol + self.io + self.shed
     }
 
     fn add(&mut self, o: &Errors) {
@@ -63,8 +66,14 @@ impl Errors {
         self.timeouts += o.timeouts;
         self.protocol += o.protocol;
         self.io += o.io;
+        self.shed += o.shed;
     }
 }
+
+/// Open loop: the most requests one connection may have waiting for replies. Beyond it the
+/// generator sheds requests (counted) instead of queueing without bound when the rate is
+/// more than the server serves.
+pub const MAX_BACKLOG: usize = 1024;
 
 pub struct LoadResult {
     pub latency: LatencyHistogram,
@@ -572,6 +581,14 @@ fn event_loop(
         if let Some(g) = gap {
             for c in clients.iter_mut().filter(|c| !c.dead) {
                 while c.next_send <= now {
+                    if c.outstanding.len() >= MAX_BACKLOG {
+                        // Every send due until now would overflow the backlog: shed them at once.
+                        let behind = now.duration_since(c.next_send).as_secs_f64() / g.as_secs_f64();
+                        let missed = behind.floor() as u64 + 1;
+                        d.result.errors.shed += missed;
+                        c.next_send += g.mul_f64(missed as f64);
+                        break;
+                    }
                     let due = c.next_send;
                     d.enqueue(c, due);
                     c.next_send += g;

@@ -326,13 +326,15 @@ fn describe(
         obs.warn(
             WarningKind::RequestErrors,
             format!(
-                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io{}",
+                "{} error(s): {} connect, {} refused, {} timeouts, {} protocol, {} io, {} shed (open loop: over {} waiting on a connection){}",
                 e.total(),
                 e.connect,
                 e.refused,
                 e.timeouts,
                 e.protocol,
                 e.io,
+                e.shed,
+                loadgen::MAX_BACKLOG,
                 if load.samples.is_empty() {
                     String::new()
                 } else {
