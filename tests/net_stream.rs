@@ -3,6 +3,7 @@
 mod common;
 
 use common::{bin, iopath, role_metric, stderr, stdout, temp_db, wait_for_cells};
+use iopath::net::control::PROTOCOL_VERSION;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as StdCommand, Stdio};
@@ -393,7 +394,7 @@ fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": case})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": case})
     )
     .unwrap();
     let mut reader = BufReader::new(control.try_clone().unwrap());
@@ -434,7 +435,7 @@ fn hello(addr: &str, case: Value) -> Value {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": case})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": case})
     )
     .unwrap();
     let mut line = String::new();
@@ -494,7 +495,7 @@ fn a_stray_connection_during_setup_is_ignored() {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": small_case()})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": small_case()})
     )
     .unwrap();
     let mut reader = BufReader::new(control.try_clone().unwrap());

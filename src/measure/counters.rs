@@ -153,6 +153,24 @@ impl CounterSample {
         }
     }
 
+    /// A sample in which every counter is unavailable for `reason` (no thread measured).
+    pub fn missing(reason: &str) -> CounterSample {
+        let r = || Err(reason.to_string());
+        CounterSample {
+            cycles: r(),
+            instructions: r(),
+            cache_references: r(),
+            cache_misses: r(),
+            branch_misses: r(),
+            task_clock_ns: r(),
+            context_switches: r(),
+            cpu_migrations: r(),
+            page_faults: r(),
+            usage: Err(reason.to_string()),
+            kernel_included: true,
+        }
+    }
+
     /// Sum of many samples; None for none.
     pub fn sum<'a>(samples: impl IntoIterator<Item = &'a CounterSample>) -> Option<CounterSample> {
         samples.into_iter().fold(None, |acc: Option<CounterSample>, s| {
