@@ -446,7 +446,7 @@ fn build_observation(
     let syscalls: u64 = clients.iter().map(|c| c.tally.syscalls).sum();
     if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.counters.as_ref())) {
         if let Some(note) = (!sample.kernel_included)
-            .then_some("counters exclude the kernel (not permitted here): context switches and kernel time are missing")
+            .then_some("counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted")
         {
             obs.warn(WarningKind::CountersRestricted, note);
         }
