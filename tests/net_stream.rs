@@ -3,6 +3,7 @@
 mod common;
 
 use common::{bin, iopath, role_metric, stderr, stdout, temp_db, wait_for_cells};
+use iopath::net::control::PROTOCOL_VERSION;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as StdCommand, Stdio};
@@ -393,7 +394,7 @@ fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": case})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": case})
     )
     .unwrap();
     let mut reader = BufReader::new(control.try_clone().unwrap());
@@ -434,7 +435,7 @@ fn hello(addr: &str, case: Value) -> Value {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": case})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": case})
     )
     .unwrap();
     let mut line = String::new();
@@ -494,7 +495,7 @@ fn a_stray_connection_during_setup_is_ignored() {
     writeln!(
         control,
         "{}",
-        serde_json::json!({"type": "hello", "version": 1, "case": small_case()})
+        serde_json::json!({"type": "hello", "version": PROTOCOL_VERSION, "case": small_case()})
     )
     .unwrap();
     let mut reader = BufReader::new(control.try_clone().unwrap());
@@ -784,4 +785,177 @@ fn a_stop_in_the_warm_up_interrupts_a_zero_copy_run_within_a_second() {
 #[test]
 fn a_stop_before_the_run_connects_interrupts_it_at_once() {
     stop_stream_after(0, iopath::case::CopyMode::TwoCopy, Duration::ZERO);
+}
+
+/// A server that speaks the control protocol by hand for `sessions` sessions: it accepts
+/// the case, drains the data connections, and answers every session with a report whose
+/// threads are `threads` (the server's account, as a real server would send it).
+fn scripted_server(threads: Value, sessions: usize) -> (std::thread::JoinHandle<()>, String) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        for _ in 0..sessions {
+            let (control, _) = listener.accept().unwrap();
+            control.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut writer = control.try_clone().unwrap();
+            let mut reader = BufReader::new(control);
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let hello: Value = serde_json::from_str(&line).unwrap();
+            let n = hello["case"]["threads"].as_u64().unwrap();
+            writeln!(writer, "{}", serde_json::json!({"type": "ready", "token": 7})).unwrap();
+            let drains: Vec<_> = (0..n)
+                .map(|_| {
+                    let (mut data, _) = listener.accept().unwrap();
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut data, &mut std::io::sink());
+                    })
+                })
+                .collect();
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap() == 0 {
+                    return;
+                }
+                if line.contains("\"done\"") {
+                    break;
+                }
+            }
+            for d in drains {
+                d.join().unwrap();
+            }
+            let mut report = serde_json::json!({"type": "report", "metrics": [], "placement": [],
+                "verified_messages": 0, "corrupt_messages": 0, "warnings": []});
+            report["threads"] = threads.clone();
+            writeln!(writer, "{report}").unwrap();
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        }
+    });
+    (handle, addr)
+}
+
+fn stream_against(addr: &str, output: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "net",
+        "stream",
+        "--connect",
+        addr,
+        "--mode",
+        "two-copy",
+        "--size",
+        "1000",
+        "--threads",
+        "2",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "0",
+    ];
+    args.extend_from_slice(output);
+    let out = iopath().args(&args).timeout(Duration::from_secs(60)).output().unwrap();
+    assert!(out.status.success(), "iopath {args:?}: {}", stderr(&out));
+    out
+}
+
+/// A1 through the protocol: one of the two server threads never saw the window (it says
+/// `window_s: null`). The throughput is what the other received over its own window,
+/// not twice that (a ~0 window averaged in used to halve the mean window).
+#[test]
+fn a_server_thread_without_a_window_does_not_inflate_the_throughput() {
+    let threads = serde_json::json!([
+        {"bytes": 8_000_000, "messages": 8000, "window_s": 1.0, "syscalls": 8000},
+        {"bytes": 0, "messages": 0, "window_s": null, "syscalls": 0},
+    ]);
+    let (server, addr) = scripted_server(threads, 1);
+    let out = stream_against(&addr, &["--json"]);
+    server.join().unwrap();
+    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gbps = value(&records[0], "system", "throughput_gbps");
+    assert!(
+        (gbps - 0.064).abs() < 1e-9,
+        "8 MB in a 1 s window is 0.064 Gbit/s, got {gbps}"
+    );
+    assert!((value(&records[0], "system", "messages_per_s") - 8000.0).abs() < 1e-6);
+    assert!(records[0]["observation"]["warnings"]
+        .to_string()
+        .contains("1 server threads moved no message"));
+}
+
+/// A2 in every output: when no server thread saw the window, the throughput (bytes over a
+/// window that does not exist, a ratio over zero) is unavailable with the reason — JSON
+/// `null` beside `unavailable: …`, CSV an empty value beside it, the table `n/a` with the
+/// reason in its sources line — and never NaN, 0 or a `tool` source without a value.
+#[test]
+fn a_rate_over_no_window_is_unavailable_in_json_csv_and_table() {
+    let threads = serde_json::json!([
+        {"bytes": 0, "messages": 0, "window_s": null, "syscalls": 0},
+        {"bytes": 0, "messages": 0, "window_s": null, "syscalls": 0},
+    ]);
+    let (server, addr) = scripted_server(threads, 3);
+    let json = stream_against(&addr, &["--json"]);
+    let csv = stream_against(&addr, &["--csv"]);
+    let table = stream_against(&addr, &[]);
+    server.join().unwrap();
+    for out in [&json, &csv, &table] {
+        let text = stdout(out);
+        assert!(!text.contains("NaN"), "{text}");
+    }
+
+    let records: Value = serde_json::from_slice(&json.stdout).unwrap();
+    for m in records[0]["observation"]["metrics"].as_array().unwrap() {
+        let source = m["source"].as_str().unwrap();
+        assert_eq!(
+            m["value"].is_null(),
+            source.starts_with("unavailable: "),
+            "a value is null exactly when its source is unavailable: {m}"
+        );
+    }
+    for name in ["throughput_gbps", "messages_per_s"] {
+        let m = metric(&records[0], "system", name);
+        assert!(m["value"].is_null(), "{m}");
+        assert!(
+            m["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("unavailable: no server thread saw the measured window"),
+            "{m}"
+        );
+    }
+
+    let text = stdout(&csv);
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let header = rows.headers().unwrap().clone();
+    let row = rows.records().next().unwrap().unwrap();
+    assert!(row.iter().all(|cell| !["inf", "-inf", "NaN"].contains(&cell)), "{text}");
+    let col = |name: &str| {
+        &row[header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no {name}"))]
+    };
+    assert_eq!(col("system_throughput_gbps"), "");
+    assert!(col("system_throughput_gbps_source").starts_with("unavailable: no server thread saw"));
+    for (i, h) in header.iter().enumerate() {
+        if let Some(base) = h.strip_suffix("_source") {
+            if let Some(j) = header.iter().position(|x| x == base) {
+                assert_eq!(
+                    row[j].is_empty(),
+                    row[i].starts_with("unavailable: ") || &row[i] == "not measured by this case",
+                    "{base}: value '{}' beside source '{}'",
+                    &row[j],
+                    &row[i]
+                );
+            }
+        }
+    }
+
+    let text = stdout(&table);
+    let data_row = text.lines().nth(1).unwrap();
+    assert!(data_row.contains("n/a"), "{text}");
+    assert!(
+        text.contains("Gbit/s: unavailable: no server thread saw the measured window"),
+        "{text}"
+    );
 }

@@ -19,11 +19,40 @@ pub struct KernelPolicy {
     pub note: Option<String>,
 }
 
-/// Kernel events are countable by root, with CAP_PERFMON, or when perf_event_paranoid <= 1.
+/// Capability bits in `CapEff` of /proc/self/status that let perf count the kernel when
+/// perf_event_paranoid > 1 (the kernel's perfmon_capable(): CAP_PERFMON, since Linux 5.8, or
+/// CAP_SYS_ADMIN).
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+
+/// The effective capability set in a /proc/<pid>/status text; None when it has none.
+fn effective_caps(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+}
+
+/// Whether counters may include kernel events for this process.
 pub fn kernel_policy() -> KernelPolicy {
-    let paranoid = procfs::read_i64("/proc/sys/kernel/perf_event_paranoid");
-    let root = nix::unistd::geteuid().is_root();
-    if root || paranoid.is_some_and(|p| p <= 1) {
+    kernel_policy_for(
+        procfs::read_i64("/proc/sys/kernel/perf_event_paranoid"),
+        procfs::read_trimmed("/proc/self/status").as_deref(),
+        nix::unistd::geteuid().is_root(),
+    )
+}
+
+/// The decision behind [`kernel_policy`], from perf_event_paranoid, the text of
+/// /proc/self/status and whether the effective user is root. Kernel events are countable when
+/// perf_event_paranoid <= 1, or with CAP_PERFMON or CAP_SYS_ADMIN in the effective set (what
+/// the kernel checks; a root without them, as in many containers, may not). Only when the
+/// capabilities cannot be read does being root stand for them.
+pub fn kernel_policy_for(paranoid: Option<i64>, status: Option<&str>, root: bool) -> KernelPolicy {
+    let capable = match status.and_then(effective_caps) {
+        Some(caps) => caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) != 0,
+        None => root,
+    };
+    if capable || paranoid.is_some_and(|p| p <= 1) {
         KernelPolicy {
             include_kernel: true,
             note: None,
@@ -32,7 +61,7 @@ pub fn kernel_policy() -> KernelPolicy {
         KernelPolicy {
             include_kernel: false,
             note: Some(format!(
-                "counters exclude the kernel (perf_event_paranoid={}, not root): context switches and kernel cycles are not counted; run as root or set kernel.perf_event_paranoid=1",
+                "counters exclude the kernel (perf_event_paranoid={}, without CAP_PERFMON or CAP_SYS_ADMIN): context switches, migrations and kernel cycles are not counted; set kernel.perf_event_paranoid=1 or grant CAP_PERFMON",
                 paranoid.map_or("?".into(), |p| p.to_string())
             )),
         }
@@ -80,26 +109,43 @@ impl PerfGroup {
         Ok(PerfGroup { group, members })
     }
 
-    /// Values scaled for multiplexing (enabled / running); Err when never scheduled.
-    fn read(&mut self) -> Result<Vec<u64>, String> {
-        let data = self.group.read().map_err(|e| format!("reading counters failed: {e}"))?;
-        let (enabled, running) = (data.time_enabled(), data.time_running());
-        let scale = match (enabled, running) {
-            (Some(e), Some(r)) if r.is_zero() && !e.is_zero() => {
-                return Err("counter never scheduled (multiplexed out)".to_string())
-            }
-            (Some(e), Some(r)) if !r.is_zero() => e.as_secs_f64() / r.as_secs_f64(),
-            _ => 1.0,
-        };
-        Ok(self
-            .members
-            .iter()
-            .map(|c| {
-                data.get(c)
-                    .map_or(0, |entry| (entry.value() as f64 * scale).round() as u64)
-            })
-            .collect())
+    /// Each member's value scaled for multiplexing; the reason for each that cannot be read.
+    fn read(&mut self) -> Vec<Result<u64, String>> {
+        match self.group.read() {
+            Ok(data) => scale_group(
+                data.time_enabled(),
+                data.time_running(),
+                self.members.iter().map(|c| data.get(c).map(|entry| entry.value())),
+            ),
+            Err(e) => vec![Err(format!("reading counters failed: {e}")); self.members.len()],
+        }
     }
+}
+
+/// The members' values of one group read, scaled by time enabled / time running (the
+/// group was multiplexed). A group that never ran in the window (time running 0: never
+/// scheduled, or enabling it failed) counted nothing, and a member missing from the read has
+/// no value: both are `Err(reason)`, never 0.
+fn scale_group(
+    enabled: Option<std::time::Duration>,
+    running: Option<std::time::Duration>,
+    values: impl Iterator<Item = Option<u64>>,
+) -> Vec<Result<u64, String>> {
+    let scale = match (enabled, running) {
+        (Some(e), Some(r)) if r.is_zero() && !e.is_zero() => {
+            Err("counter never scheduled in the window (multiplexed out)")
+        }
+        (_, Some(r)) if r.is_zero() => Err("counter never ran in the window (enabling it failed)"),
+        (Some(e), Some(r)) => Ok(e.as_secs_f64() / r.as_secs_f64()),
+        _ => Ok(1.0),
+    };
+    values
+        .map(|v| match (scale, v) {
+            (Err(reason), _) => Err(reason.to_string()),
+            (Ok(_), None) => Err("counter missing from the group read".to_string()),
+            (Ok(scale), Some(v)) => Ok((v as f64 * scale).round() as u64),
+        })
+        .collect()
 }
 
 /// Counter values from one or more threads' windows, each Ok(value) or Err(reason).
@@ -150,6 +196,60 @@ impl CounterSample {
                 (Err(e), _) | (_, Err(e)) => Err(e.clone()),
             },
             kernel_included: self.kernel_included && other.kernel_included,
+        }
+    }
+
+    /// A sample in which every counter is unavailable for `reason` (no thread measured).
+    pub fn missing(reason: &str) -> CounterSample {
+        let r = || Err(reason.to_string());
+        CounterSample {
+            cycles: r(),
+            instructions: r(),
+            cache_references: r(),
+            cache_misses: r(),
+            branch_misses: r(),
+            task_clock_ns: r(),
+            context_switches: r(),
+            cpu_migrations: r(),
+            page_faults: r(),
+            usage: Err(reason.to_string()),
+            kernel_included: true,
+        }
+    }
+
+    /// A sample from one window's reads: the hardware group's five members (cycles,
+    /// instructions, cache references, cache misses, branch misses), the software group's
+    /// four (task clock, context switches, migrations, page faults), and rusage. When the
+    /// kernel is excluded (`kernel_excluded` says why), context switches and migrations, which
+    /// only happen in the kernel, read 0 without being measured: they are unavailable.
+    pub fn from_reads(
+        hw: Vec<Result<u64, String>>,
+        sw: Vec<Result<u64, String>>,
+        usage: Result<rusage::Usage, String>,
+        kernel_excluded: Option<&str>,
+    ) -> CounterSample {
+        let mut hw = hw.into_iter();
+        let mut sw = sw.into_iter();
+        let next = |it: &mut std::vec::IntoIter<Result<u64, String>>| {
+            it.next()
+                .unwrap_or_else(|| Err("counter missing from the group read".into()))
+        };
+        let in_kernel = |v: Result<u64, String>| match (kernel_excluded, v) {
+            (Some(why), Ok(_)) => Err(why.to_string()),
+            (_, v) => v,
+        };
+        CounterSample {
+            cycles: next(&mut hw),
+            instructions: next(&mut hw),
+            cache_references: next(&mut hw),
+            cache_misses: next(&mut hw),
+            branch_misses: next(&mut hw),
+            task_clock_ns: next(&mut sw),
+            context_switches: in_kernel(next(&mut sw)),
+            cpu_migrations: in_kernel(next(&mut sw)),
+            page_faults: next(&mut sw),
+            usage,
+            kernel_included: kernel_excluded.is_none(),
         }
     }
 
@@ -293,7 +393,8 @@ pub struct ThreadCounters {
     hardware: Result<PerfGroup, String>,
     software: Result<PerfGroup, String>,
     usage_at_start: Result<rusage::Usage, String>,
-    kernel_included: bool,
+    /// Why the kernel is excluded from counting (the policy's note), None when it is not.
+    kernel_excluded: Option<String>,
 }
 
 impl ThreadCounters {
@@ -322,7 +423,12 @@ impl ThreadCounters {
             hardware: PerfGroup::open(&hw, policy.include_kernel, "hardware"),
             software: PerfGroup::open(&sw, policy.include_kernel, "software"),
             usage_at_start: Err("window not started".into()),
-            kernel_included: policy.include_kernel,
+            kernel_excluded: (!policy.include_kernel).then(|| {
+                policy
+                    .note
+                    .clone()
+                    .unwrap_or_else(|| "counters exclude the kernel".to_string())
+            }),
         }
     }
 
@@ -334,7 +440,7 @@ impl ThreadCounters {
             software: Err(reason.to_string()),
             usage_at_start: Err("window not started".into()),
             // Nothing excludes the kernel: there is simply nothing to count it with.
-            kernel_included: true,
+            kernel_excluded: None,
         }
     }
 
@@ -354,31 +460,19 @@ impl ThreadCounters {
             let _ = g.group.disable();
         }
         let read = |g: &mut Result<PerfGroup, String>, n: usize| -> Vec<Result<u64, String>> {
-            match g.as_mut().map_err(|e| e.clone()).and_then(|g| g.read()) {
-                Ok(values) => values.into_iter().map(Ok).collect(),
-                Err(reason) => vec![Err(reason); n],
+            match g {
+                Ok(g) => g.read(),
+                Err(reason) => vec![Err(reason.clone()); n],
             }
         };
-        let mut hw = read(&mut self.hardware, 5).into_iter();
-        let mut sw = read(&mut self.software, 4).into_iter();
-        let next = |it: &mut std::vec::IntoIter<Result<u64, String>>| it.next().unwrap_or(Err("missing".into()));
-        CounterSample {
-            cycles: next(&mut hw),
-            instructions: next(&mut hw),
-            cache_references: next(&mut hw),
-            cache_misses: next(&mut hw),
-            branch_misses: next(&mut hw),
-            task_clock_ns: next(&mut sw),
-            context_switches: next(&mut sw),
-            cpu_migrations: next(&mut sw),
-            page_faults: next(&mut sw),
-            usage: match (&self.usage_at_start, usage_end) {
-                (Ok(a), Ok(b)) => Ok(b.since(a)),
-                (Err(e), _) => Err(e.clone()),
-                (_, Err(e)) => Err(e),
-            },
-            kernel_included: self.kernel_included,
-        }
+        let hw = read(&mut self.hardware, 5);
+        let sw = read(&mut self.software, 4);
+        let usage = match (&self.usage_at_start, usage_end) {
+            (Ok(a), Ok(b)) => Ok(b.since(a)),
+            (Err(e), _) => Err(e.clone()),
+            (_, Err(e)) => Err(e),
+        };
+        CounterSample::from_reads(hw, sw, usage, self.kernel_excluded.as_deref())
     }
 
     /// Whether the hardware group opened (false on VMs without a PMU).
@@ -467,5 +561,122 @@ mod tests {
         assert_eq!(misses.source.to_string(), "unavailable: no hardware PMU");
         let cs = m.iter().find(|m| m.name == "context_switches_per_msg").unwrap();
         assert_eq!(cs.value, Some(1.0));
+    }
+
+    const STATUS_NO_CAPS: &str =
+        "Name:\tiopath\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n";
+
+    fn status_with_caps(caps: u64) -> String {
+        format!("Name:\tiopath\nCapPrm:\t{caps:016x}\nCapEff:\t{caps:016x}\nCapBnd:\t000001ffffffffff\n")
+    }
+
+    /// The docs promised CAP_PERFMON; the code looked at the user id only. What the kernel
+    /// checks above perf_event_paranoid 1 is CAP_PERFMON or CAP_SYS_ADMIN in the effective set.
+    #[test]
+    fn the_kernel_is_counted_with_cap_perfmon_or_cap_sys_admin_or_paranoid_at_most_1() {
+        let perfmon = status_with_caps(1 << 38);
+        let sys_admin = status_with_caps(1 << 21);
+        let other_caps = status_with_caps(!(1u64 << 38 | 1 << 21) & 0x1ff_ffff_ffff);
+        assert!(kernel_policy_for(Some(2), Some(&perfmon), false).include_kernel);
+        assert!(kernel_policy_for(Some(2), Some(&sys_admin), false).include_kernel);
+        assert!(kernel_policy_for(Some(1), Some(STATUS_NO_CAPS), false).include_kernel);
+        assert!(kernel_policy_for(Some(-1), None, false).include_kernel);
+        // A root without either capability (a container) is refused by the kernel.
+        let p = kernel_policy_for(Some(2), Some(&other_caps), true);
+        assert!(!p.include_kernel);
+        let note = p.note.unwrap();
+        assert!(
+            note.contains("perf_event_paranoid=2") && note.contains("CAP_PERFMON"),
+            "{note}"
+        );
+        assert!(!kernel_policy_for(Some(3), Some(STATUS_NO_CAPS), false).include_kernel);
+        // Capabilities unreadable: root stands for them.
+        assert!(kernel_policy_for(Some(2), None, true).include_kernel);
+        assert!(!kernel_policy_for(Some(2), Some("Name:\tx\n"), false).include_kernel);
+        assert!(!kernel_policy_for(None, None, false).include_kernel);
+    }
+
+    fn all_ok(n: usize) -> Vec<Result<u64, String>> {
+        (1..=n as u64).map(|v| Ok(v * 10)).collect()
+    }
+
+    fn metric<'a>(m: &'a [Metric], name: &str) -> &'a Metric {
+        m.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// With the kernel excluded, context switches and migrations read 0 without having been
+    /// counted (they happen only in the kernel): they are unavailable with the reason, while
+    /// what user space does (page faults, task clock) stays a software count.
+    #[test]
+    fn kernel_only_counts_are_unavailable_when_the_kernel_is_excluded() {
+        let why = kernel_policy_for(Some(2), Some(STATUS_NO_CAPS), false).note.unwrap();
+        let zeros = vec![Ok(0u64); 4];
+        let sample = CounterSample::from_reads(all_ok(5), zeros, Ok(Default::default()), Some(&why));
+        assert!(!sample.kernel_included);
+        let m = sample.metrics(Role::Server, 1000, 10, "msg", None);
+        for name in ["context_switches", "context_switches_per_msg", "cpu_migrations"] {
+            assert_eq!(metric(&m, name).value, None, "{name}");
+            assert_eq!(metric(&m, name).source, Source::Unavailable(why.clone()), "{name}");
+        }
+        assert_eq!(metric(&m, "page_faults").source, Source::Software);
+        assert_eq!(metric(&m, "page_faults").value, Some(0.0));
+        assert_eq!(metric(&m, "task_clock_s").source, Source::Software);
+        // Kernel included: the same zeros are real counts.
+        let sample = CounterSample::from_reads(all_ok(5), vec![Ok(0); 4], Ok(Default::default()), None);
+        let m = sample.metrics(Role::Server, 1000, 10, "msg", None);
+        assert_eq!(metric(&m, "context_switches").value, Some(0.0));
+        assert_eq!(metric(&m, "context_switches").source, Source::Software);
+    }
+
+    /// A group member that could not be read, or a group that never ran in the window, is
+    /// unavailable with the reason; it used to read 0.
+    #[test]
+    fn an_unread_or_unscheduled_counter_is_unavailable_not_0() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        // Multiplexed half the time: scaled x2.
+        let v = scale_group(Some(ms(10)), Some(ms(5)), [Some(3), Some(4)].into_iter());
+        assert_eq!(v, vec![Ok(6), Ok(8)]);
+        // Never scheduled, or never enabled: nothing was counted.
+        for (enabled, running) in [(ms(10), ms(0)), (ms(0), ms(0))] {
+            let v = scale_group(Some(enabled), Some(running), [Some(0), Some(0)].into_iter());
+            assert!(
+                v.iter().all(|r| r.as_ref().is_err_and(|e| e.contains("never"))),
+                "{v:?}"
+            );
+        }
+        // One member missing from the read.
+        let v = scale_group(Some(ms(10)), Some(ms(10)), [Some(5), None, Some(7)].into_iter());
+        assert_eq!(v[0], Ok(5));
+        assert_eq!(v[1], Err("counter missing from the group read".to_string()));
+        assert_eq!(v[2], Ok(7));
+
+        // Through the sample to the metrics: the missing member (instructions) is
+        // unavailable with its reason; its neighbours keep their values.
+        let mut hw = all_ok(5);
+        hw[1] = v[1].clone();
+        let sw = scale_group(Some(ms(10)), Some(ms(0)), [Some(0); 4].into_iter());
+        let sample = CounterSample::from_reads(hw, sw, Ok(Default::default()), None);
+        let m = sample.metrics(Role::Client, 1000, 10, "msg", Some(1e9));
+        assert_eq!(metric(&m, "instructions").value, None);
+        assert_eq!(
+            metric(&m, "instructions").source,
+            Source::Unavailable("counter missing from the group read".into())
+        );
+        assert_eq!(metric(&m, "cycles").value, Some(10.0));
+        assert_eq!(metric(&m, "cache_references").value, Some(30.0));
+        for name in ["task_clock_s", "context_switches", "cpu_migrations", "page_faults"] {
+            assert_eq!(metric(&m, name).value, None, "{name}");
+            assert!(
+                metric(&m, name)
+                    .source
+                    .to_string()
+                    .starts_with("unavailable: counter never"),
+                "{name}"
+            );
+        }
+        // Fewer values than members: the rest are missing, not 0.
+        let sample = CounterSample::from_reads(vec![Ok(1)], vec![], Ok(Default::default()), None);
+        assert!(sample.branch_misses.is_err() && sample.page_faults.is_err());
     }
 }

@@ -271,18 +271,6 @@ impl<'w, P: Probe> View<'w, P> {
             _ => None,
         }
     }
-
-    /// An empty window, for a thread that missed the real one: the probe opened and closed
-    /// at once, so it reads (nearly) nothing rather than nothing at all.
-    pub fn empty(&mut self) -> Measured<P::Sample> {
-        let started = Instant::now();
-        self.probe.open();
-        let sample = self.probe.close();
-        Measured {
-            elapsed: started.elapsed(),
-            sample,
-        }
-    }
 }
 
 impl<P: Probe> Drop for View<'_, P> {

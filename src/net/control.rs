@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: a thread that missed the measured window reports `window_s: null` (1 sent a ~1e-7 s
+/// window that inflated the peer's rates).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The longest control message accepted (a report of 1024 threads fits many times over).
 const MAX_LINE: u64 = 4 << 20;
 /// Bytes each data connection sends first: the session token (8) and the thread index (4).
@@ -21,7 +23,10 @@ pub const DATA_HEADER_LEN: usize = 12;
 pub struct ThreadTally {
     pub bytes: u64,
     pub messages: u64,
-    pub window_s: f64,
+    /// How long the thread's window was open; `None` (JSON `null`, always written) when the
+    /// thread never saw the window open (e.g. blocked in recv() the whole time): it measured
+    /// nothing, and rates are computed over the threads that did.
+    pub window_s: Option<f64>,
     pub syscalls: u64,
 }
 
@@ -152,6 +157,21 @@ mod tests {
     fn header_round_trip() {
         let h = encode_data_header(0xdead_beef_1234, 7);
         assert_eq!(decode_data_header(&h), (0xdead_beef_1234, 7));
+    }
+
+    /// A thread without a window is `null` on the wire, never a number a peer could average.
+    #[test]
+    fn a_missing_window_is_null_on_the_wire() {
+        let idle = ThreadTally::default();
+        let text = serde_json::to_string(&idle).unwrap();
+        assert!(text.contains("\"window_s\":null"), "{text}");
+        assert_eq!(serde_json::from_str::<ThreadTally>(&text).unwrap().window_s, None);
+        let busy = ThreadTally {
+            window_s: Some(1.5),
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&busy).unwrap();
+        assert_eq!(serde_json::from_str::<ThreadTally>(&text).unwrap(), busy);
     }
 
     #[test]

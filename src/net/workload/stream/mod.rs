@@ -14,7 +14,7 @@ use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, PROTOCOL_VERSION};
+use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
@@ -354,6 +354,38 @@ fn per(total: f64, count: f64) -> f64 {
     }
 }
 
+/// Why the server side's rates and counters are missing when none of its threads measured.
+pub(crate) const NO_SERVER_WINDOW: &str =
+    "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
+/// Why the client side's figures are missing when none of its threads measured.
+const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+
+/// The mean length of the windows of the threads that had one; None when no thread had one.
+/// A thread without a window measured nothing and is left out (counting it as a window of
+/// length ~0 would halve the mean and double every rate over it).
+fn mean_window<'a>(tallies: impl IntoIterator<Item = &'a ThreadTally>) -> Option<f64> {
+    let seen: Vec<f64> = tallies.into_iter().filter_map(|t| t.window_s).collect();
+    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
+}
+
+/// The sum of the counters of the threads that measured, or every counter unavailable with
+/// `why` when none did (a thread without a window has no sample, not a sample of zeros).
+pub(crate) fn measured_counters<'a>(
+    samples: impl IntoIterator<Item = &'a Option<CounterSample>>,
+    why: &str,
+) -> CounterSample {
+    CounterSample::sum(samples.into_iter().flatten()).unwrap_or_else(|| CounterSample::missing(why))
+}
+
+/// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
+fn checked(metric: &Metric) -> Metric {
+    match (&metric.value, &metric.source) {
+        (None, Source::Unavailable(_)) => metric.clone(),
+        (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),
+        (Some(v), source) => Metric::new(&metric.name, metric.role, *v, &metric.unit, source.clone()),
+    }
+}
+
 /// Turn both sides' counts into the observation: throughput from what the receivers got
 /// inside their windows, per-role CPU and counters, and the zero-copy truth.
 fn build_observation(
@@ -363,25 +395,23 @@ fn build_observation(
     tsc_hz: Option<f64>,
 ) -> Observation {
     let mut obs = Observation::default();
-    // Receivers' windows: a thread that saw no window (window_s 0) received nothing in it and
-    // adds 0 bytes; the rate is over the mean length of the windows that were seen.
-    let mean_window = |windows: Vec<f64>| -> f64 {
-        let seen: Vec<f64> = windows.into_iter().filter(|w| *w > 0.0).collect();
-        per(seen.iter().sum(), seen.len() as f64)
+    // Rates over the receivers that measured: what they received inside their windows over
+    // the mean length of those windows (docs/methodology.md).
+    let server_window = mean_window(&server.threads).ok_or_else(|| NO_SERVER_WINDOW.to_string());
+    let received: u64 = server.threads.iter().map(|t| t.bytes).sum();
+    let received_msgs: u64 = server.threads.iter().map(|t| t.messages).sum();
+    let busy_clients: Vec<(f64, u64)> = clients
+        .iter()
+        .filter_map(|c| c.tally.window_s.map(|w| (w, c.tally.messages)))
+        .filter(|(_, m)| *m > 0)
+        .collect();
+    let time_per_msg = if busy_clients.is_empty() {
+        Err("no client thread sent a message inside its window".to_string())
+    } else {
+        Ok(busy_clients.iter().map(|(w, m)| w / *m as f64).sum::<f64>() / busy_clients.len() as f64)
     };
-    let server_window = mean_window(server.threads.iter().map(|t| t.window_s).collect());
-    let recv_rate = per(server.threads.iter().map(|t| t.bytes as f64).sum(), server_window);
-    let msg_rate = per(server.threads.iter().map(|t| t.messages as f64).sum(), server_window);
-    let busy_clients: Vec<&ThreadOutcome> = clients.iter().filter(|c| c.tally.messages > 0).collect();
-    let time_per_msg = per(
-        busy_clients
-            .iter()
-            .map(|c| c.tally.window_s / c.tally.messages as f64)
-            .sum(),
-        busy_clients.len() as f64,
-    );
-    let window = mean_window(clients.iter().map(|c| c.tally.window_s).collect());
-    let idle = |role: &str, tallies: Vec<&crate::net::control::ThreadTally>| -> Option<String> {
+    let window = mean_window(clients.iter().map(|c| &c.tally)).ok_or_else(|| NO_CLIENT_WINDOW.to_string());
+    let idle = |role: &str, tallies: Vec<&ThreadTally>| -> Option<String> {
         let n = tallies.iter().filter(|t| t.messages == 0).count();
         (n > 0).then(|| {
             format!(
@@ -395,24 +425,28 @@ fn build_observation(
     if let Some(w) = idle("server", server.threads.iter().collect()) {
         obs.warn(WarningKind::Starved, w);
     }
-    obs.push(Metric::tool(
+    let tool = |name: &str, unit: &str, value: Result<f64, String>| {
+        Metric::from_result(name, Role::System, unit, Source::Tool, value)
+    };
+    obs.push(tool(
         "throughput_gbps",
-        Role::System,
-        recv_rate * 8.0 / 1e9,
         "Gbit/s",
+        server_window.clone().map(|w| received as f64 * 8.0 / 1e9 / w),
     ));
-    obs.push(Metric::tool("messages_per_s", Role::System, msg_rate, "msg/s"));
-    obs.push(Metric::tool("time_per_msg_us", Role::System, time_per_msg * 1e6, "us"));
-    obs.push(Metric::tool("window_s", Role::System, window, "s"));
+    obs.push(tool(
+        "messages_per_s",
+        "msg/s",
+        server_window.map(|w| received_msgs as f64 / w),
+    ));
+    obs.push(tool("time_per_msg_us", "us", time_per_msg.map(|t| t * 1e6)));
+    obs.push(tool("window_s", "s", window));
 
     let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
     let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
     let syscalls: u64 = clients.iter().map(|c| c.tally.syscalls).sum();
-    if let Some(sample) = CounterSample::sum(clients.iter().map(|c| &c.counters)) {
-        obs.metrics
-            .extend(sample.metrics(Role::Client, bytes_sent, msgs_sent, "msg", tsc_hz));
+    if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.counters.as_ref())) {
         if let Some(note) = (!sample.kernel_included)
-            .then_some("counters exclude the kernel (not permitted here): context switches and kernel time are missing")
+            .then_some("counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted")
         {
             obs.warn(WarningKind::CountersRestricted, note);
         }
@@ -422,6 +456,9 @@ fn build_observation(
             ));
         }
     }
+    let sample = measured_counters(clients.iter().map(|c| &c.counters), NO_CLIENT_WINDOW);
+    obs.metrics
+        .extend(sample.metrics(Role::Client, bytes_sent, msgs_sent, "msg", tsc_hz));
     obs.push(Metric::tool("bytes_sent", Role::Client, bytes_sent as f64, "B"));
     obs.push(Metric::tool(
         "messages_sent",
@@ -436,7 +473,7 @@ fn build_observation(
         "syscalls/msg",
         Source::Tool,
     ));
-    obs.metrics.extend(server.metrics.iter().cloned());
+    obs.metrics.extend(server.metrics.iter().map(checked));
 
     if case.mode == CopyMode::ZeroCopy {
         let zc = clients
@@ -575,6 +612,7 @@ mod tests {
     use super::*;
     use crate::net::control::ThreadTally;
     use crate::observation::ThreadPlacement;
+    use std::net::TcpListener;
 
     fn outcome(role: Role, index: usize, bytes: u64, messages: u64, window_s: f64) -> ThreadOutcome {
         let zero = || Ok(0u64);
@@ -582,10 +620,10 @@ mod tests {
             tally: ThreadTally {
                 bytes,
                 messages,
-                window_s,
+                window_s: Some(window_s),
                 syscalls: messages,
             },
-            counters: CounterSample {
+            counters: Some(CounterSample {
                 cycles: Err("no hardware PMU".into()),
                 instructions: Err("no hardware PMU".into()),
                 cache_references: Err("no hardware PMU".into()),
@@ -597,7 +635,7 @@ mod tests {
                 page_faults: zero(),
                 usage: Ok(Default::default()),
                 kernel_included: true,
-            },
+            }),
             placement: ThreadPlacement {
                 role,
                 index,
@@ -627,29 +665,57 @@ mod tests {
         }
     }
 
+    /// Run the real thread loop (`thread::run`) for one `role` thread whose first look at the
+    /// window finds it closed: a receiver blocked in recv() for the whole window, or a sender
+    /// that starts too late. Its peer sends nothing and closes.
+    fn thread_that_missed_the_window(role: Role) -> ThreadOutcome {
+        let window = Window::new();
+        let mut system = SystemProbes::default();
+        window.open(&mut system);
+        window.close(&mut system);
+        let ready = StartGate::default();
+        let policy = kernel_policy();
+        let shared = Shared {
+            window: &window,
+            ready: &ready,
+            policy: &policy,
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        let c = case();
+        let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
+        let end = match role {
+            Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false)),
+            _ => End::Recv(mode::receiver(c.mode, c.size as usize, c.fields, false)),
+        };
+        std::thread::scope(|s| {
+            let h = s.spawn(|| thread::run(plan, end));
+            assert!(ready.open_when(1, Duration::from_secs(10)));
+            peer.shutdown(Shutdown::Write).unwrap();
+            h.join().unwrap().expect("a missed window is not an error")
+        })
+    }
+
     /// Seen in `iopath quick` on a loaded 2-CPU machine: a server thread blocked in recv()
-    /// for the whole window because its client was starved. That is an empty window, not a
-    /// failed run, and the rate must not be divided by its zero length.
+    /// for the whole window because its client was starved. It used to report a ~1e-7 s
+    /// window of its own, which halved the mean window and doubled the throughput. Its
+    /// outcome has no window now, and the rates are over the threads that measured.
     #[test]
-    fn a_thread_that_missed_the_window_counts_as_idle_not_as_failure() {
-        let clients = vec![
-            outcome(Role::Client, 0, 2_000_000, 2000, 1.0),
-            outcome(Role::Client, 1, 0, 0, 0.0),
-        ];
+    fn a_thread_that_missed_the_window_has_none_and_does_not_inflate_the_rates() {
+        let idle_server = thread_that_missed_the_window(Role::Server);
+        assert_eq!(idle_server.tally.window_s, None, "{:?}", idle_server.tally);
+        assert_eq!(idle_server.tally.messages, 0);
+        assert!(idle_server.counters.is_none());
+        let idle_client = thread_that_missed_the_window(Role::Client);
+        assert_eq!(idle_client.tally.window_s, None, "{:?}", idle_client.tally);
+        assert!(idle_client.counters.is_none());
+
+        let clients = vec![outcome(Role::Client, 0, 2_000_000, 2000, 1.0), idle_client];
         let server = ServerReport {
             threads: vec![
-                ThreadTally {
-                    bytes: 2_000_000,
-                    messages: 2000,
-                    window_s: 1.0,
-                    syscalls: 2000,
-                },
-                ThreadTally {
-                    bytes: 0,
-                    messages: 0,
-                    window_s: 0.0,
-                    syscalls: 0,
-                },
+                outcome(Role::Server, 0, 2_000_000, 2000, 1.0).tally,
+                idle_server.tally.clone(),
             ],
             ..Default::default()
         };
@@ -657,6 +723,12 @@ mod tests {
         assert_eq!(obs.value("throughput_gbps", Role::System), Some(0.016));
         assert_eq!(obs.value("messages_per_s", Role::System), Some(2000.0));
         assert_eq!(obs.value("time_per_msg_us", Role::System), Some(500.0));
+        assert_eq!(obs.value("window_s", Role::System), Some(1.0));
+        // The idle client's counters are not summed in as zeros, nor do they hide the busy one's.
+        assert_eq!(
+            obs.get("context_switches", Role::Client).unwrap().source,
+            Source::Software
+        );
         assert!(obs
             .warnings
             .iter()
@@ -665,5 +737,36 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 client threads moved no message")));
+    }
+
+    /// When no receiver measured there is no rate: unavailable with the reason, not 0 or NaN.
+    #[test]
+    fn no_receiver_window_means_no_rate_and_no_counters() {
+        let clients = vec![outcome(Role::Client, 0, 2_000_000, 2000, 1.0)];
+        let server = ServerReport {
+            threads: vec![ThreadTally::default()],
+            metrics: vec![Metric {
+                name: "cpu_user_s".into(),
+                role: Role::Server,
+                value: None,
+                unit: "s".into(),
+                source: Source::Rusage,
+            }],
+            ..Default::default()
+        };
+        let obs = build_observation(&case(), &clients, &server, Some(1e9));
+        for name in ["throughput_gbps", "messages_per_s"] {
+            let m = obs.get(name, Role::System).unwrap();
+            assert_eq!(m.value, None);
+            assert_eq!(m.source, Source::Unavailable(NO_SERVER_WINDOW.into()), "{name}");
+        }
+        // A peer's metric without a value reads unavailable, never `null` beside a source.
+        let m = obs.get("cpu_user_s", Role::Server).unwrap();
+        assert_eq!(m.source, Source::Unavailable("the server sent no value".into()));
+        let counters = measured_counters(&[None], NO_SERVER_WINDOW);
+        for m in counters.metrics(Role::Server, 0, 0, "msg", Some(1e9)) {
+            assert_eq!(m.value, None, "{m:?}");
+            assert_eq!(m.source, Source::Unavailable(NO_SERVER_WINDOW.into()), "{m:?}");
+        }
     }
 }

@@ -5,7 +5,7 @@
 use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
 use crate::case::StreamCase;
 use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{
     decode_data_header, Control, ControlChannel, ServerReport, DATA_HEADER_LEN, PROTOCOL_VERSION,
@@ -222,8 +222,9 @@ fn run_receivers(
     let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
     let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
     let syscalls: u64 = threads.iter().map(|t| t.tally.syscalls).sum();
-    let counters =
-        CounterSample::sum(threads.iter().map(|t| &t.counters)).ok_or_else(|| anyhow!("no server threads"))?;
+    // Only the threads that saw the window have counters; none at all is a result (every
+    // counter unavailable, with the reason), not an error.
+    let counters = super::measured_counters(threads.iter().map(|t| &t.counters), super::NO_SERVER_WINDOW);
     let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
     metrics.extend(system_metrics);
     metrics.push(Metric::tool("bytes_received", Role::Server, bytes as f64, "B"));

@@ -31,7 +31,8 @@ impl End {
 /// What a thread hands back when it is done.
 pub struct ThreadOutcome {
     pub tally: ThreadTally,
-    pub counters: CounterSample,
+    /// What the thread's counters measured in its window; None when it had no window.
+    pub counters: Option<CounterSample>,
     pub placement: ThreadPlacement,
     pub send_counts: Option<SendCounts>,
     pub recv_counts: Option<RecvCounts>,
@@ -244,11 +245,12 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     }
     // A thread can miss the window entirely: a receiver blocked in recv() the whole time
     // because its sender was starved, or a thread that first looked after the window closed.
-    // Its window is empty (zero length, nothing counted), not an error; the caller warns.
+    // It has no window (not an empty one): it measured nothing, so it must not count in the
+    // mean window length or the rates; the caller warns.
     let (measured, counted) = match (view.take(), counted) {
-        (Some(m), Some(c)) => (m, c),
+        (Some(m), Some(c)) => (Some(m), c),
         _ => (
-            view.empty(),
+            None,
             Counted {
                 messages: 0,
                 syscalls: 0,
@@ -256,15 +258,18 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
             },
         ),
     };
-    let migrations = measured.sample.cpu_migrations.as_ref().ok().copied();
+    let migrations = measured
+        .as_ref()
+        .and_then(|m| m.sample.cpu_migrations.as_ref().ok().copied());
+    let window_s = measured.as_ref().map(|m| m.elapsed.as_secs_f64());
     Ok(ThreadOutcome {
         tally: ThreadTally {
             bytes: counted.messages * plan.message_size,
             messages: counted.messages,
-            window_s: measured.elapsed.as_secs_f64(),
+            window_s,
             syscalls: counted.syscalls,
         },
-        counters: measured.sample,
+        counters: measured.map(|m| m.sample),
         placement: ThreadPlacement {
             role: plan.role,
             index: plan.index,
