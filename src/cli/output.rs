@@ -51,7 +51,8 @@ impl Table {
 pub use crate::format::format_number as num;
 
 /// One record per case, in the order the cases first appear, each metric the median of the
-/// case's repetitions (its source from the first); with the number of repetitions merged.
+/// repetitions that measured it (its source from the first of those; unavailable when none
+/// did); with the number of repetitions merged.
 /// Warnings and placement come from the first repetition.
 pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Record, usize)> {
     let mut groups: Vec<Vec<&crate::store::Record>> = Vec::new();
@@ -66,13 +67,16 @@ pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Re
         .map(|group| {
             let mut merged = group[0].clone();
             for m in merged.observation.metrics.iter_mut() {
-                let mut values: Vec<f64> = group
+                let measured: Vec<&crate::observation::Metric> = group
                     .iter()
-                    .filter_map(|r| r.observation.value(&m.name, m.role))
-                    .filter(|v| v.is_finite())
+                    .filter_map(|r| r.observation.get(&m.name, m.role))
+                    .filter(|x| x.value.is_some_and(f64::is_finite))
                     .collect();
-                if !values.is_empty() {
+                let mut values: Vec<f64> = measured.iter().filter_map(|x| x.value).collect();
+                if let Some(first) = measured.first() {
+                    // The value and its source come from repetitions that measured it.
                     m.value = Some(crate::measure::stats::median(&mut values));
+                    m.source = first.source.clone();
                 }
             }
             for r in &group[1..] {
@@ -125,4 +129,43 @@ pub fn notes(records: &[crate::store::Record]) -> String {
         }
     }
     seen.iter().map(|w| format!("note: {w}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Case, FakeBehaviour, FakeCase};
+    use crate::observation::{Metric, Observation, Role, Source};
+    use crate::store::Record;
+
+    fn record(repetition: u32, metric: Metric) -> Record {
+        let mut observation = Observation::default();
+        observation.push(metric);
+        Record {
+            run_id: None,
+            label: "fake".into(),
+            case: Case::Fake(FakeCase {
+                index: 0,
+                behaviour: FakeBehaviour::Ok { value: 1 },
+            }),
+            repetition,
+            observation,
+            error: None,
+        }
+    }
+
+    /// Found in review: a first repetition without the value put its "unavailable" source
+    /// beside the median of the others.
+    #[test]
+    fn the_median_takes_its_source_from_the_repetitions_that_measured() {
+        let merged = median_records(&[
+            record(0, Metric::unavailable("x", Role::System, "u", "not counted")),
+            record(1, Metric::new("x", Role::System, 2.0, "u", Source::Software)),
+            record(2, Metric::new("x", Role::System, 4.0, "u", Source::Software)),
+        ]);
+        let m = &merged[0].0.observation.metrics[0];
+        assert_eq!((m.value, &m.source, merged[0].1), (Some(3.0), &Source::Software, 3));
+        let none = median_records(&[record(0, Metric::unavailable("x", Role::System, "u", "no"))]);
+        assert_eq!(none[0].0.observation.metrics[0].value, None);
+    }
 }
