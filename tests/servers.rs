@@ -722,3 +722,90 @@ fn a_stop_in_the_window_interrupts_a_servers_run_within_a_second() {
 fn a_stop_in_the_warm_up_interrupts_a_servers_run_within_a_second() {
     stop_servers_after("threads", 30_000, Duration::from_millis(300));
 }
+
+/// The server process's CPU time so far (utime + stime from /proc/<pid>/stat), in seconds.
+fn process_cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
+    // Fields 14 and 15 of proc(5), counted from 3 (state) after the name.
+    let ticks: u64 = rest[14 - 3].parse::<u64>().unwrap() + rest[15 - 3].parse::<u64>().unwrap();
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap_or(100) as f64;
+    ticks as f64 / hz
+}
+
+/// Start `procs serve` under `ulimit -n 32` (the shell execs it, so the child is the server).
+fn start_with_fd_limit(model: &str) -> Option<Served> {
+    let script = format!(
+        "ulimit -n 32 && exec '{}' procs serve --model {model} --listen 127.0.0.1:0 --idle-timeout 30s",
+        bin().display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if line.is_empty() {
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        if model == "uring" && err.contains("io_uring unavailable") {
+            eprintln!("skipping uring: {err}");
+            return None;
+        }
+        panic!("server {model} did not start: {err}");
+    }
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    Some(Served {
+        child: Some(child),
+        addr,
+    })
+}
+
+/// Issue D: at the descriptor limit accept() fails with EMFILE while the listener stays
+/// readable. No model may spin a CPU on it (level-triggered loops and the pool did), and the
+/// edge-triggered loop must accept again once descriptors are free (no new edge comes for the
+/// connections that waited in the backlog).
+#[test]
+fn at_the_fd_limit_no_model_spins_and_every_model_accepts_again() {
+    for model in MODELS {
+        let Some(server) = start_with_fd_limit(model) else {
+            continue;
+        };
+        let pid = server.child.as_ref().unwrap().id();
+        // More connections than 32 descriptors hold: the rest wait in the backlog.
+        let crowd: Vec<TcpStream> = (0..48).map(|_| connect(server.addr)).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let before = process_cpu_s(pid);
+        std::thread::sleep(Duration::from_secs(1));
+        let used = process_cpu_s(pid) - before;
+        assert!(
+            used < 0.3,
+            "{model}: the server used {used:.2} s of CPU in 1 s while out of descriptors"
+        );
+        drop(crowd);
+        // Descriptors free up as the server sees the closes; a new client is served.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let addr = server.addr;
+        let client = std::thread::spawn(move || {
+            well_behaved(addr);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "{model}: no new client was served after the descriptors were freed"
+        );
+        client.join().unwrap();
+        let (code, err) = server.interrupt();
+        assert_eq!(code, 0, "{model}: {err}");
+    }
+}

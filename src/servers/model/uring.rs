@@ -1,7 +1,7 @@
 //! io_uring: one thread keeps an accept, and per connection a recv, in flight, and sends
 //! replies as completions; no readiness step at all.
 
-use super::spawn_named;
+use super::{spawn_named, ACCEPT_BACKOFF};
 use crate::observation::Unsupported;
 use crate::servers::conn::{Session, TICK};
 use crate::servers::handler::ServerStats;
@@ -53,6 +53,9 @@ struct Loop<'a> {
     ring: Ring,
     conns: HashMap<u64, UConn>,
     next_id: u64,
+    /// Out of descriptors: the next accept is submitted only then (an accept submitted at once
+    /// would fail at once, and the loop would spin).
+    accept_paused_until: Option<Instant>,
 }
 
 impl Loop<'_> {
@@ -106,7 +109,8 @@ impl Loop<'_> {
                     }
                 }
             } else if -done.result == libc::EMFILE || -done.result == libc::ENFILE {
-                std::thread::sleep(Duration::from_millis(5));
+                self.accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+                return;
             }
             if accepting {
                 let _ = self.ring.accept(listen_fd, ACCEPT);
@@ -164,6 +168,7 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
         ring,
         conns: HashMap::new(),
         next_id: 1,
+        accept_paused_until: None,
     };
     if lp.ring.accept(listen_fd, ACCEPT).is_err() {
         return;
@@ -191,7 +196,19 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
                 break;
             }
         }
-        if lp.ring.submit_and_wait(TICK, &mut completions).is_err() {
+        let mut wait = TICK;
+        if let Some(until) = lp.accept_paused_until {
+            let now = Instant::now();
+            if stopping_since.is_some() {
+                lp.accept_paused_until = None;
+            } else if now >= until {
+                lp.accept_paused_until = None;
+                let _ = lp.ring.accept(listen_fd, ACCEPT);
+            } else {
+                wait = wait.min(until - now);
+            }
+        }
+        if lp.ring.submit_and_wait(wait, &mut completions).is_err() {
             std::thread::sleep(Duration::from_millis(10));
         }
         let accepting = stopping_since.is_none();
