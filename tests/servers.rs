@@ -32,22 +32,22 @@ struct Served {
 impl Served {
     /// Start the server, or None (with the reason printed) when the model cannot run here.
     fn start(model: &str, extra: &[&str]) -> Option<Served> {
-        let mut child = Command::new(bin())
-            .args([
-                "procs",
-                "serve",
-                "--model",
-                model,
-                "--listen",
-                "127.0.0.1:0",
-                "--idle-timeout",
-                "1s",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let idle: &[&str] = if extra.contains(&"--idle-timeout") {
+            &[]
+        } else {
+            &["--idle-timeout", "1s"]
+        };
+        let mut command = Command::new(bin());
+        command
+            .args(["procs", "serve", "--model", model, "--listen", "127.0.0.1:0"])
+            .args(idle)
+            .args(extra);
+        Served::launch(model, command)
+    }
+
+    /// Spawn the server `command` starts (stdout and stderr piped) and read its address.
+    fn launch(model: &str, mut command: Command) -> Option<Served> {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -741,34 +741,9 @@ fn start_with_fd_limit(model: &str) -> Option<Served> {
         "ulimit -n 32 && exec '{}' procs serve --model {model} --listen 127.0.0.1:0 --idle-timeout 30s",
         bin().display()
     );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    if line.is_empty() {
-        let out = child.wait_with_output().unwrap();
-        let err = stderr(&out);
-        if model == "uring" && err.contains("io_uring unavailable") {
-            eprintln!("skipping uring: {err}");
-            return None;
-        }
-        panic!("server {model} did not start: {err}");
-    }
-    let addr = line
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-    Some(Served {
-        child: Some(child),
-        addr,
-    })
+    let mut command = Command::new("sh");
+    command.args(["-c", &script]);
+    Served::launch(model, command)
 }
 
 /// Issue D: at the descriptor limit accept() fails with EMFILE while the listener stays
@@ -807,5 +782,90 @@ fn at_the_fd_limit_no_model_spins_and_every_model_accepts_again() {
         client.join().unwrap();
         let (code, err) = server.interrupt();
         assert_eq!(code, 0, "{model}: {err}");
+    }
+}
+
+/// Whether the server closed `s` within `limit` (EOF or a reset), sending `trickle` one byte at
+/// a time every 100 ms meanwhile when given.
+fn closed_within(s: &mut TcpStream, limit: Duration, trickle: Option<&[u8]>) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let started = Instant::now();
+    let mut next = 0;
+    let mut buf = [0u8; 256];
+    while started.elapsed() < limit {
+        if let Some(bytes) = trickle {
+            if next < bytes.len() && s.write_all(&bytes[next..next + 1]).is_err() {
+                return true;
+            }
+            next += 1;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Issue D: a client trickling a frame one byte at a time is closed after the frame timeout
+/// (it never goes idle, so the idle timeout never fired), and `--max-conns` idle clients
+/// cannot lock everyone out: while newcomers are refused, connections idle over 1 s are
+/// closed to make room (the iterative model: while others wait in its backlog).
+#[test]
+fn slow_and_idle_clients_cannot_hold_the_service() {
+    for model in MODELS {
+        let Some(server) = Served::start(
+            model,
+            &["--max-conns", "2", "--idle-timeout", "60s", "--frame-timeout", "1s"],
+        ) else {
+            continue;
+        };
+        let addr = server.addr;
+        // The trickler: a 200-byte echo frame, one byte per 100 ms (20 s in all).
+        let mut frame = Vec::new();
+        protocol::encode_echo_request(&payload(200, 3), &mut frame);
+        let mut slow = connect(addr);
+        let started = Instant::now();
+        assert!(
+            closed_within(&mut slow, Duration::from_secs(6), Some(&frame)),
+            "{model}: a client trickling a frame was not closed within 6 s"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{model}: closed too early"
+        );
+        drop(slow);
+
+        // Two idle clients take both slots (iterative: one, the other queues behind it).
+        let mut a = connect(addr);
+        echo(&mut a, b"a");
+        let mut b = connect(addr);
+        if model != "iterative" {
+            echo(&mut b, b"b");
+        }
+        // A newcomer is served within a few seconds, retrying after a refusal.
+        let deadline = Instant::now() + Duration::from_secs(6);
+        loop {
+            let mut d = connect(addr);
+            let mut req = Vec::new();
+            protocol::encode_echo_request(b"d", &mut req);
+            d.write_all(&req).unwrap();
+            match read_reply(&mut d) {
+                Some(Response::Echo(p)) if p == b"d" => break,
+                other => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{model}: idle clients kept a newcomer out for 6 s: {other:?}"
+                    );
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        drop((a, b));
+        let (code, err) = server.interrupt();
+        assert_eq!(code, 0, "{model}: {err}");
+        assert!(err.contains("1 too slow"), "{model}: {err}");
     }
 }

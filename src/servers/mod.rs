@@ -94,6 +94,8 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     let mut config = ServerConfig::new(model, topology.listen_addr(0)?);
     config.max_conns = usize::MAX;
     config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
+    // A measured run never closes a client for being slow: its latency shows it.
+    config.frame_timeout = config.idle_timeout;
     config.pool_size = case.pool_size.max(1);
     config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
     let server = match topology.on_server_side(|| server::start(config, Some(window.clone()))) {

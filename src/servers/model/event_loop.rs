@@ -3,7 +3,6 @@
 
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
-use crate::servers::handler::ServerStats;
 use crate::servers::server::ServerCtx;
 use crate::servers::window::ThreadWindow;
 use std::collections::HashMap;
@@ -119,15 +118,14 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
         let now = Instant::now();
         if now.duration_since(last_sweep) >= TICK {
             last_sweep = now;
-            let idle: Vec<RawFd> = conns
+            let expired: Vec<RawFd> = conns
                 .iter()
-                .filter(|(_, c)| c.session.idle_for(now) >= ctx.config.idle_timeout)
+                .filter(|(_, c)| ctx.expired(&c.session, now, false))
                 .map(|(fd, _)| *fd)
                 .collect();
-            for fd in idle {
+            for fd in expired {
                 poller.deregister(fd);
                 conns.remove(&fd);
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
             }
         }
     }

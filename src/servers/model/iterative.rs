@@ -1,7 +1,7 @@
 //! Iterative: one thread accepts a connection and serves it to the end before accepting the
 //! next. Other clients wait in the listen backlog.
 
-use super::{accept_within, spawn_named};
+use super::{accept_within, listener_ready, spawn_named};
 use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
 use crate::servers::window::ThreadWindow;
@@ -20,7 +20,9 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
             match accept_within(&listener, TICK) {
                 Ok(Some(stream)) => {
                     if let Some((stream, _slot)) = ctx.admit(stream) {
-                        serve_blocking(stream, &ctx, &mut window, &mut scratch);
+                        // Clients queued behind this one: it may not idle away their turn.
+                        let waiting = || matches!(listener_ready(&listener), Ok(true));
+                        serve_blocking(stream, &ctx, &mut window, &mut scratch, &waiting);
                     }
                 }
                 Ok(None) => {}

@@ -54,6 +54,16 @@ pub fn spawn(ctx: &Arc<ServerCtx>) -> anyhow::Result<(SocketAddr, Vec<JoinHandle
     }
 }
 
+/// Whether a connection waits in the listener's backlog (without accepting it).
+fn listener_ready(listener: &TcpListener) -> io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    Ok(multiplex::poll(&mut fds, Duration::ZERO)? > 0)
+}
+
 /// Wait up to `timeout` for a connection on a non-blocking listener.
 fn accept_within(listener: &TcpListener, timeout: Duration) -> io::Result<Option<TcpStream>> {
     let mut fds = [libc::pollfd {

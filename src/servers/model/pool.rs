@@ -4,7 +4,6 @@
 
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
-use crate::servers::handler::ServerStats;
 use crate::servers::server::ServerCtx;
 use crate::servers::window::ThreadWindow;
 use crate::sys::multiplex::Epoll;
@@ -120,10 +119,7 @@ impl Pool {
         let idle: Vec<u64> = match self.conns.lock() {
             Ok(conns) => conns
                 .iter()
-                .filter(|(_, c)| {
-                    c.try_lock()
-                        .is_ok_and(|c| c.session.idle_for(now) >= ctx.config.idle_timeout)
-                })
+                .filter(|(_, c)| c.try_lock().is_ok_and(|c| ctx.expired(&c.session, now, false)))
                 .map(|(t, _)| *t)
                 .collect(),
             Err(_) => return,
@@ -133,7 +129,6 @@ impl Pool {
                 if let Ok(c) = conn.lock() {
                     let _ = self.epoll.delete(c.stream.as_raw_fd());
                 }
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
             }
         }
     }

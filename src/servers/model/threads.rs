@@ -33,7 +33,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
                             worker_ctx.pin_thread();
                             let mut window = ThreadWindow::new(worker_ctx.window.as_deref());
                             let mut scratch = vec![0u8; READ_CHUNK];
-                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch);
+                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch, &|| false);
                         });
                     // No thread (out of memory or task limit): the connection is dropped,
                     // which the client sees as a closed connection.

@@ -221,14 +221,13 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
             let idle: Vec<u64> = lp
                 .conns
                 .iter()
-                .filter(|(_, c)| !c.shut && c.session.idle_for(now) >= ctx.config.idle_timeout)
+                .filter(|(_, c)| !c.shut && ctx.expired(&c.session, now, false))
                 .map(|(id, _)| *id)
                 .collect();
             for id in idle {
                 if let Some(c) = lp.conns.get_mut(&id) {
                     c.shut = true;
                 }
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
                 lp.drive(id, None);
             }
         }
