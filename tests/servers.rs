@@ -869,3 +869,44 @@ fn slow_and_idle_clients_cannot_hold_the_service() {
         assert!(err.contains("1 too slow"), "{model}: {err}");
     }
 }
+
+/// Issue D: `procs query --timeout` is a deadline for the reply as a whole. A server that
+/// trickles a reply one byte every 200 ms never let a read time out, so the client waited as
+/// long as the server liked; now it gives up after 1 s and says so in words (not "Resource
+/// temporarily unavailable (os error 11)").
+#[test]
+fn procs_query_gives_up_on_a_trickled_reply_at_its_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut request = [0u8; 11];
+        s.read_exact(&mut request).unwrap();
+        // The start of a procs reply frame, then its payload, one byte at a time (20 s in all).
+        let mut reply = b"io\x01\x82\x00\x00\x00\x40".to_vec();
+        reply.extend([0u8; 92]);
+        let started = Instant::now();
+        for byte in reply {
+            if s.write_all(&[byte]).is_err() || started.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let started = Instant::now();
+    let out = iopath()
+        .args(["procs", "query", &addr.to_string(), "--timeout", "1s"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    server.join().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        took < Duration::from_secs(4),
+        "the client waited {took:?} with --timeout 1s: {err}"
+    );
+    assert!(err.contains("timed out after 1 s"), "{err}");
+    assert!(!err.contains("os error 11"), "{err}");
+}

@@ -107,7 +107,8 @@ pub struct QueryArgs {
     /// Rank by CPU used during the server's last interval (server started with --interval).
     #[arg(long)]
     pub interval: bool,
-    /// Give up on a step (connect, send, reply) after this long.
+    /// Give up on a step (connect, send, the whole reply) after this long: a deadline per
+    /// step, however slowly the bytes come.
     #[arg(long, default_value = "5s")]
     pub timeout: String,
     /// Print the replies as JSON.
