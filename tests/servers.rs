@@ -910,3 +910,53 @@ fn procs_query_gives_up_on_a_trickled_reply_at_its_deadline() {
     assert!(err.contains("timed out after 1 s"), "{err}");
     assert!(!err.contains("os error 11"), "{err}");
 }
+
+/// The records of `iopath servers` run through `sh -c` (so `taskset` can wrap it).
+fn servers_json_via_shell(prefix: &str, args: &str) -> serde_json::Value {
+    let script = format!("{prefix} '{}' servers {args} --json", bin().display());
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{script}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Issue A5: a servers record says where each side's threads ran (CPU at the window's edges,
+/// migrations), and warns when client and server shared a CPU while left to the scheduler
+/// (repetitions differed 4x depending on it). Before, `placement` was always empty.
+#[test]
+fn servers_records_where_each_side_ran_and_warns_when_they_shared_a_cpu() {
+    let common = "--model threads --request echo:64 --clients 2 --duration 300ms --warmup 100ms";
+    // The whole process confined to CPU 0: both sides share it, neither is pinned.
+    let v = servers_json_via_shell("taskset -c 0", common);
+    let obs = &v[0]["observation"];
+    let placement = obs["placement"].as_array().unwrap();
+    for role in ["server", "client"] {
+        let side: Vec<_> = placement.iter().filter(|p| p["role"] == role).collect();
+        assert!(!side.is_empty(), "no {role} threads in {placement:?}");
+        for p in side {
+            assert_eq!(p["cpu_at_start"], 0, "{p}");
+            assert_eq!(p["cpu_at_end"], 0, "{p}");
+            assert!(p["pinned"].is_null(), "{p}");
+            assert!(p["migrations"].is_u64(), "{p}");
+        }
+    }
+    let shared = obs["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "unpinned" && w["text"].as_str().unwrap().contains("same CPU (0)"));
+    assert!(shared.is_some(), "no shared-CPU warning: {}", obs["warnings"]);
+
+    // Pinned apart (when there are two CPUs): each side where it was put, no such warning.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return;
+    }
+    let v = servers_json_via_shell("", &format!("{common} --server-cpus 1 --client-cpus 0"));
+    let obs = &v[0]["observation"];
+    for p in obs["placement"].as_array().unwrap() {
+        let cpu = if p["role"] == "server" { 1 } else { 0 };
+        assert_eq!(p["pinned"], serde_json::json!([cpu]), "{p}");
+        assert_eq!(p["cpu_at_start"], cpu, "{p}");
+        assert_eq!(p["cpu_at_end"], cpu, "{p}");
+    }
+    assert!(!obs["warnings"].to_string().contains("same CPU"), "{}", obs["warnings"]);
+}

@@ -5,7 +5,7 @@ use super::conn::Session;
 use super::handler::{Handler, ServerStats};
 use super::model::{self, Model};
 use super::protocol::{self, ErrorCode, ProtocolError};
-use super::window::Window;
+use super::window::{ThreadWindow, Window};
 use crate::sys::multiplex;
 use socket2::{Domain, Socket, Type};
 use std::io::{self, Write};
@@ -118,6 +118,12 @@ impl ServerCtx {
 
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// The calling server thread's view of the measured window (if any), which also records
+    /// where the thread ran.
+    pub fn thread_window(&self) -> ThreadWindow<'_> {
+        ThreadWindow::new(self.window.as_deref(), self.config.cpus.as_deref())
     }
 
     /// Pin the calling server thread where the config says (errors are reported once by start).

@@ -4,7 +4,6 @@
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use std::collections::HashMap;
 use std::io;
 use std::net::TcpListener;
@@ -47,7 +46,7 @@ pub fn spawn<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, poller: P) 
 /// Run the loop on the calling thread until the server is asked to stop.
 pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let mut scratch = vec![0u8; READ_CHUNK];
     let drain = poller.edge_triggered();
     let listen_fd = listener.as_raw_fd();

@@ -4,7 +4,6 @@
 use super::{accept_within, listener_ready, spawn_named};
 use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -13,7 +12,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
     let ctx = ctx.clone();
     let t = spawn_named("srv-iterative", move || {
         ctx.pin_thread();
-        let mut window = ThreadWindow::new(ctx.window.as_deref());
+        let mut window = ctx.thread_window();
         let mut scratch = vec![0u8; READ_CHUNK];
         while !ctx.stop_requested() {
             window.tick();

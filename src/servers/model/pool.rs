@@ -5,7 +5,6 @@
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use crate::sys::multiplex::Epoll;
 use std::collections::HashMap;
 use std::io;
@@ -167,7 +166,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
 
 fn worker(ctx: &Arc<ServerCtx>, pool: &Pool, index: usize) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let mut scratch = vec![0u8; READ_CHUNK];
     let mut events = Vec::with_capacity(1);
     let mut last_sweep = Instant::now();

@@ -6,7 +6,6 @@ use crate::observation::Unsupported;
 use crate::servers::conn::{Session, TICK};
 use crate::servers::handler::ServerStats;
 use crate::servers::server::{bind_listener, ServerCtx, Slot};
-use crate::servers::window::ThreadWindow;
 use crate::sys::multiplex;
 use crate::sys::uring::{adopt_accepted, Completion, Ring};
 use std::collections::HashMap;
@@ -161,7 +160,7 @@ impl Loop<'_> {
 
 fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let listen_fd = listener.as_raw_fd();
     let mut lp = Loop {
         ctx,
