@@ -959,3 +959,158 @@ fn a_rate_over_no_window_is_unavailable_in_json_csv_and_table() {
         "{text}"
     );
 }
+
+/// A connection that writes `bytes` one at a time every `every` until `stop` is set or the
+/// peer goes away; the thread ends either way.
+fn trickle(
+    addr: &str,
+    bytes: &'static [u8],
+    every: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    std::thread::spawn(move || {
+        for b in bytes.iter().cycle().take(600) {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) || s.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(every);
+        }
+    })
+}
+
+/// Issue D: one idle and one trickling connection must not hold up `net serve`: each new
+/// connection has 5 s in all to say what it is, and is greeted on its own, so a real client
+/// is served at once beside them. A client speaking another protocol version is told so in
+/// words. SIGTERM ends the server within about 100 ms while bytes still trickle in.
+#[test]
+fn net_serve_is_not_held_up_by_slow_connections_and_stops_at_once() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (mut server, addr) = start_server();
+    let _idle = std::net::TcpStream::connect(&addr).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let slow = trickle(&addr, b"{\"type\":\"hello\",", Duration::from_millis(100), stop.clone());
+    std::thread::sleep(Duration::from_millis(200));
+
+    let started = Instant::now();
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "a client beside two slow connections took {took:?}"
+    );
+
+    // Another protocol version: the version is checked before the rest of the hello.
+    let mut other = std::net::TcpStream::connect(&addr).unwrap();
+    other.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    writeln!(
+        other,
+        "{}",
+        serde_json::json!({"type": "hello", "version": 99, "case": {"renamed": 1}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(other).read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(answer["type"], "refused", "{line}");
+    assert_eq!(
+        answer["error"],
+        format!(
+            "protocol version 99, this server speaks {}",
+            iopath::net::control::PROTOCOL_VERSION
+        ),
+        "{line}"
+    );
+
+    // SIGTERM while a connection trickles its hello.
+    let slow2 = trickle(&addr, b"{\"type\":", Duration::from_millis(30), stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "net serve ignored SIGTERM for 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = asked.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    slow.join().unwrap();
+    slow2.join().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_millis(400), "net serve took {took:?} to stop");
+}
+
+/// Issue D: the client's control connection has a deadline per step, not per read. A server
+/// that accepts the hello and trickles its answer one byte every 300 ms never let a read time
+/// out; now the client gives up after its 10 s and says it timed out.
+#[test]
+fn a_server_trickling_its_answer_cannot_hold_the_client_past_the_deadline() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 64];
+        let _ = s.read(&mut hello);
+        let started = Instant::now();
+        for b in b"{\"type\":\"ready\",\"token\":12345678901234567890".iter().cycle() {
+            if s.write_all(&[*b]).is_err() || started.elapsed() > Duration::from_secs(30) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    let started = Instant::now();
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
+        .timeout(Duration::from_secs(40))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    fake.join().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(14), "the client waited {took:?}: {err}");
+    assert!(err.contains("timed out after 10 s"), "{err}");
+    assert!(!err.contains("os error 11"), "{err}");
+}

@@ -76,9 +76,13 @@ pub struct ServeArgs {
     /// Connections served at once; more are refused with a server-full error.
     #[arg(long, default_value_t = 1024)]
     pub max_conns: usize,
-    /// Close a connection that sends nothing for this long.
+    /// Close a connection that sends nothing for this long (1 s while the server is full and
+    /// turning newcomers away).
     #[arg(long, default_value = "30s")]
     pub idle_timeout: String,
+    /// Close a connection whose frame has not arrived whole this long after its first byte.
+    #[arg(long, default_value = "5s")]
+    pub frame_timeout: String,
     /// Also rank by CPU used during each interval of this length (e.g. 1s).
     #[arg(long)]
     pub interval: Option<String>,
@@ -103,7 +107,8 @@ pub struct QueryArgs {
     /// Rank by CPU used during the server's last interval (server started with --interval).
     #[arg(long)]
     pub interval: bool,
-    /// Give up on a step (connect, send, reply) after this long.
+    /// Give up on a step (connect, send, the whole reply) after this long: a deadline per
+    /// step, however slowly the bytes come.
     #[arg(long, default_value = "5s")]
     pub timeout: String,
     /// Print the replies as JSON.
@@ -285,6 +290,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         return Err(usage("--pool-size: accepted 1..1024"));
     }
     let idle = parse_duration(&args.idle_timeout).map_err(|e| usage(format!("--idle-timeout: {e}")))?;
+    let frame_timeout = parse_duration(&args.frame_timeout).map_err(|e| usage(format!("--frame-timeout: {e}")))?;
     let interval = match &args.interval {
         None => None,
         Some(t) => {
@@ -309,24 +315,33 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(model, listen);
     config.max_conns = args.max_conns;
     config.idle_timeout = idle;
+    config.frame_timeout = frame_timeout;
     config.pool_size = args.pool_size;
     config.cpus = cpus;
     config.procs_interval = interval;
     config.follow_signals = true;
     let running = server::start(config, None)?;
     crate::say!(
-        "listening on {} (model {model}, max-conns {}, idle-timeout {}); Ctrl-C stops",
+        "listening on {} (model {model}, max-conns {}, idle-timeout {}, frame-timeout {}); Ctrl-C stops",
         running.addr,
         args.max_conns,
-        args.idle_timeout
+        args.idle_timeout,
+        args.frame_timeout
     )?;
     while !stop.requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let s = running.stop();
     eprintln!(
-        "stopped: {} connections accepted, {} refused, {} requests, {} bad frames, {} idle closed; {} thread(s) joined",
-        s.accepted, s.refused, s.requests, s.protocol_errors, s.idle_closed, s.threads_joined
+        "stopped: {} connections accepted, {} refused, {} requests, {} bad frames, {} idle closed, {} too slow, {} evicted for newcomers; {} thread(s) joined",
+        s.accepted,
+        s.refused,
+        s.requests,
+        s.protocol_errors,
+        s.idle_closed,
+        s.slow_closed,
+        s.evicted,
+        s.threads_joined
     );
     Ok(())
 }

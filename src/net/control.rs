@@ -7,8 +7,9 @@
 use crate::case::StreamCase;
 use crate::observation::{Metric, ThreadPlacement};
 use serde::{Deserialize, Serialize};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 /// 2: a thread that missed the measured window reports `window_s: null` (1 sent a ~1e-7 s
 /// window that inflated the peer's rates).
@@ -53,10 +54,39 @@ pub enum Control {
     Failed { error: String },
 }
 
-/// A control connection: buffered line reads, unbuffered line writes.
+/// How often a wait on the control connection looks at its stop check.
+const STOP_SLICE: Duration = Duration::from_millis(20);
+
+/// An I/O error in words that name its cause: a timeout as "timed out after 10 s" (a read
+/// timeout surfaces as EAGAIN, "Resource temporarily unavailable (os error 11)"), running out
+/// of file descriptors with the limit that was hit.
+pub fn describe_io_error(e: &io::Error, waited: Duration) -> String {
+    match (e.kind(), e.raw_os_error()) {
+        (io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut, _) => {
+            format!(
+                "timed out after {}",
+                crate::format::format_duration_s(waited.as_secs_f64())
+            )
+        }
+        (_, Some(libc::EMFILE)) => {
+            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+                .map_or("unknown".to_string(), |(soft, _)| soft.to_string());
+            format!("too many open files (RLIMIT_NOFILE {limit}; raise it with ulimit -n)")
+        }
+        (_, Some(libc::ENFILE)) => "the system's file table is full (ENFILE; see /proc/sys/fs/file-max)".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// A control connection: buffered line reads, unbuffered line writes. Its read timeout is a
+/// deadline for a whole message, not for each read: a peer that trickles one byte a second
+/// cannot keep the other end waiting past it.
 pub struct ControlChannel {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    read_timeout: Option<Duration>,
+    /// When the current wait for the peer began (the last message sent or received).
+    waiting_since: Instant,
 }
 
 impl ControlChannel {
@@ -64,32 +94,96 @@ impl ControlChannel {
         Ok(ControlChannel {
             writer: stream.try_clone()?,
             reader: BufReader::new(stream),
+            read_timeout: None,
+            waiting_since: Instant::now(),
         })
     }
 
     pub fn send(&mut self, message: &Control) -> io::Result<()> {
         let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
         line.push(b'\n');
-        self.writer.write_all(&line)
+        self.writer.write_all(&line)?;
+        self.waiting_since = Instant::now();
+        Ok(())
     }
 
-    /// The next message; an error on EOF, timeout or a malformed line.
+    /// The next message, whole within the read timeout; an error on EOF, timeout or a
+    /// malformed line.
     pub fn recv(&mut self) -> io::Result<Control> {
-        let mut line = String::new();
-        let n = Read::take(&mut self.reader, MAX_LINE).read_line(&mut line)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the peer closed the control connection",
-            ));
+        let deadline = self.read_timeout.map(|t| Instant::now() + t);
+        let line = self.recv_line(deadline, &|| false)?;
+        Self::parse(&line)
+    }
+
+    /// One line (newline included) by `deadline`; `stopped` is checked every 20 ms and ends
+    /// the wait as `ErrorKind::Interrupted`.
+    pub fn recv_line(&mut self, deadline: Option<Instant>, stopped: &dyn Fn() -> bool) -> io::Result<Vec<u8>> {
+        let mut line = Vec::new();
+        loop {
+            let buffered = self.reader.buffer();
+            if let Some(end) = buffered.iter().position(|&b| b == b'\n') {
+                line.extend_from_slice(&buffered[..=end]);
+                self.reader.consume(end + 1);
+                self.waiting_since = Instant::now();
+                return Ok(line);
+            }
+            let n = buffered.len();
+            line.extend_from_slice(buffered);
+            self.reader.consume(n);
+            if line.len() as u64 >= MAX_LINE {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "control message longer than 4 MiB",
+                ));
+            }
+            if stopped() {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped"));
+            }
+            let slice = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) {
+                    Some(left) => Some(left.min(STOP_SLICE)),
+                    None => return Err(self.timed_out(&line)),
+                },
+                None => Some(STOP_SLICE),
+            };
+            self.writer.set_read_timeout(slice)?;
+            match self.reader.fill_buf() {
+                Ok([]) if line.is_empty() => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer closed the control connection",
+                    ))
+                }
+                Ok([]) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer closed the control connection in the middle of a message",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
         }
-        if !line.ends_with('\n') && n as u64 == MAX_LINE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "control message longer than 4 MiB",
-            ));
-        }
-        serde_json::from_str(&line).map_err(|e| {
+    }
+
+    fn timed_out(&self, partial: &[u8]) -> io::Error {
+        let waited = describe_io_error(&io::ErrorKind::TimedOut.into(), self.waiting_since.elapsed());
+        let what = if partial.is_empty() {
+            "no message from the peer".to_string()
+        } else {
+            format!("only {} bytes of a message from the peer", partial.len())
+        };
+        io::Error::new(io::ErrorKind::TimedOut, format!("{what}: {waited}"))
+    }
+
+    /// Decode one control line.
+    pub fn parse(line: &[u8]) -> io::Result<Control> {
+        serde_json::from_slice(line).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("bad control message from the peer: {e}"),
@@ -106,8 +200,60 @@ impl ControlChannel {
         &self.writer
     }
 
-    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
-        self.writer.set_read_timeout(timeout)
+    /// The deadline each `recv` gives a whole message (None: wait for ever).
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if timeout == Some(Duration::ZERO) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a zero timeout"));
+        }
+        self.read_timeout = timeout;
+        Ok(())
+    }
+}
+
+/// Why a first control line is not a hello this server can serve.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HelloError {
+    /// The client speaks another protocol version: answer it in words it can show.
+    Version(String),
+    /// Not a hello, or not one this version can read.
+    Malformed(String),
+}
+
+/// Read a client's first control line as a hello. The type and the protocol version are
+/// checked before the rest is decoded, so a client of another version hears "protocol version
+/// 99, this server speaks 2", not a decoding error about a field it has renamed.
+pub fn parse_hello(line: &[u8]) -> Result<StreamCase, HelloError> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        #[serde(rename = "type")]
+        kind: Option<serde_json::Value>,
+        version: Option<serde_json::Value>,
+    }
+    let envelope: Envelope = serde_json::from_slice(line)
+        .map_err(|e| HelloError::Malformed(format!("not a control message (JSON): {e}")))?;
+    if envelope.kind != Some(serde_json::Value::from("hello")) {
+        return Err(HelloError::Malformed(format!(
+            "expected a hello, got a message of type {}",
+            envelope.kind.map_or("(none)".to_string(), |k| k.to_string())
+        )));
+    }
+    match envelope.version {
+        Some(v) if v == PROTOCOL_VERSION => {}
+        Some(v) => {
+            return Err(HelloError::Version(format!(
+                "protocol version {v}, this server speaks {PROTOCOL_VERSION}"
+            )))
+        }
+        None => {
+            return Err(HelloError::Version(format!(
+                "a hello without a protocol version, this server speaks {PROTOCOL_VERSION}"
+            )))
+        }
+    }
+    match serde_json::from_slice::<Control>(line) {
+        Ok(Control::Hello { case, .. }) => Ok(case),
+        Ok(other) => Err(HelloError::Malformed(format!("expected a hello, got {other:?}"))),
+        Err(e) => Err(HelloError::Malformed(format!("bad hello: {e}"))),
     }
 }
 
@@ -149,6 +295,53 @@ mod tests {
         let mut channel = ControlChannel::new(stream).unwrap();
         let err = channel.recv().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        drop(channel);
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn the_version_is_checked_before_the_rest_of_the_hello() {
+        let other = br#"{"type":"hello","version":99,"case":{"renamed":true}}"#;
+        assert_eq!(
+            parse_hello(other),
+            Err(HelloError::Version(format!(
+                "protocol version 99, this server speaks {PROTOCOL_VERSION}"
+            )))
+        );
+        assert!(matches!(parse_hello(b"GET / HTTP/1.1"), Err(HelloError::Malformed(_))));
+        let current = format!(r#"{{"type":"hello","version":{PROTOCOL_VERSION},"case":{{}}}}"#);
+        assert!(matches!(parse_hello(current.as_bytes()), Err(HelloError::Malformed(_))));
+    }
+
+    /// A peer trickling one byte every 50 ms never lets a read time out: the deadline is for
+    /// the whole message.
+    #[test]
+    fn a_trickled_message_times_out_at_the_deadline() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = std::thread::spawn({
+            let done = done.clone();
+            move || {
+                let mut peer = TcpStream::connect(addr).unwrap();
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    if peer.write_all(b" ").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let mut channel = ControlChannel::new(stream).unwrap();
+        channel.set_read_timeout(Some(Duration::from_millis(400))).unwrap();
+        let started = Instant::now();
+        let err = channel.recv().unwrap_err();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("timed out after"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         drop(channel);
         writer.join().unwrap();
     }

@@ -29,6 +29,8 @@ pub struct Session {
     /// The peer closed its side: answer what was received, then close.
     pub peer_closed: bool,
     pub last_active: Instant,
+    /// When the partial frame waiting in `input` began arriving (None: no partial frame).
+    pub frame_started: Option<Instant>,
 }
 
 impl Session {
@@ -40,6 +42,7 @@ impl Session {
             closing: false,
             peer_closed: false,
             last_active: Instant::now(),
+            frame_started: None,
         }
     }
 
@@ -63,6 +66,11 @@ impl Session {
         if handled.close {
             self.closing = true;
             self.input = Vec::new();
+        }
+        if self.input.is_empty() {
+            self.frame_started = None;
+        } else if self.frame_started.is_none() {
+            self.frame_started = Some(self.last_active);
         }
     }
 
@@ -200,10 +208,17 @@ impl Conn {
     }
 }
 
-/// Serve one connection with blocking calls until it closes, goes idle, or the server stops
-/// (replies to requests already received are still sent). Used by the iterative, thread per
-/// connection models.
-pub fn serve_blocking(stream: TcpStream, ctx: &ServerCtx, window: &mut ThreadWindow<'_>, scratch: &mut [u8]) {
+/// Serve one connection with blocking calls until it closes, goes idle, is too slow to send a
+/// frame, or the server stops (replies to requests already received are still sent). Used by
+/// the iterative, thread per connection models; `others_waiting` says whether other clients
+/// wait for this thread (iterative), which shortens the idle timeout as a full server does.
+pub fn serve_blocking(
+    stream: TcpStream,
+    ctx: &ServerCtx,
+    window: &mut ThreadWindow<'_>,
+    scratch: &mut [u8],
+    others_waiting: &dyn Fn() -> bool,
+) {
     let handler = &ctx.handler;
     if stream.set_read_timeout(Some(TICK)).is_err() || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
         return;
@@ -234,11 +249,14 @@ pub fn serve_blocking(stream: TcpStream, ctx: &ServerCtx, window: &mut ThreadWin
             Ok(0) => session.peer_closed = true,
             Ok(n) => {
                 ServerStats::bump(&handler.stats.bytes_in, n as u64);
-                session.feed(&scratch[..n], handler)
+                session.feed(&scratch[..n], handler);
+                // A client trickling a frame never lets the read time out: check here too.
+                if session.frame_started.is_some() && ctx.expired(&session, Instant::now(), false) {
+                    return;
+                }
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                if session.idle_for(Instant::now()) >= ctx.config.idle_timeout {
-                    ServerStats::bump(&handler.stats.idle_closed, 1);
+                if ctx.expired(&session, Instant::now(), others_waiting()) {
                     return;
                 }
             }

@@ -14,6 +14,10 @@ pub struct ServerStats {
     pub requests: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub idle_closed: AtomicU64,
+    /// Closed for sending a frame slower than the frame timeout.
+    pub slow_closed: AtomicU64,
+    /// Closed while idle to make room for refused newcomers.
+    pub evicted: AtomicU64,
     pub io_errors: AtomicU64,
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,

@@ -463,7 +463,8 @@ fn client_thread(
         Some(Err(e)) => {
             d.result.errors.io += count as u64;
             d.note(format!(
-                "epoll_create failed ({e}); this thread's {count} connections were not made"
+                "epoll_create failed ({}); this thread's {count} connections were not made",
+                crate::net::control::describe_io_error(&e, Duration::ZERO)
             ));
             None
         }
@@ -489,13 +490,16 @@ fn client_thread(
             }),
             Err(e) => {
                 d.result.errors.connect += 1;
-                d.note(format!("connect failed: {e}"));
+                d.note(format!(
+                    "connect failed: {}",
+                    crate::net::control::describe_io_error(&e, CONNECT_TIMEOUT)
+                ));
             }
         }
     }
     d.result.connected = clients.len();
     barrier.wait();
-    let mut probe = ThreadWindow::client(window);
+    let mut probe = ThreadWindow::client(window, config.cpus.as_deref());
     match &epoll {
         Some(epoll) if !clients.is_empty() => event_loop(&mut d, epoll, &mut clients, finished, &mut probe),
         None if clients.len() == 1 => blocking_loop(&mut d, &mut clients[0], finished, &mut probe),

@@ -23,10 +23,11 @@ use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
 use crate::measure::window::SystemProbes;
 use crate::net::topology::Topology;
-use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Interrupted;
 use loadgen::{LoadConfig, LoadResult};
 use server::{ServerConfig, ServerSummary};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use window::Window;
@@ -94,6 +95,8 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     let mut config = ServerConfig::new(model, topology.listen_addr(0)?);
     config.max_conns = usize::MAX;
     config.idle_timeout = Duration::from_millis(case.duration_ms + case.warmup_ms) + Duration::from_secs(30);
+    // A measured run never closes a client for being slow: its latency shows it.
+    config.frame_timeout = config.idle_timeout;
     config.pool_size = case.pool_size.max(1);
     config.cpus = case.server_cpus.as_ref().map(|c| c.to_vec());
     let server = match topology.on_server_side(|| server::start(config, Some(window.clone()))) {
@@ -143,8 +146,8 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         server.stop();
         return Err(anyhow::Error::new(Interrupted));
     };
-    let (samples, late) = window.collect(Duration::from_secs(2));
-    let client_samples = window.client_samples();
+    let (samples, server_placement, late) = window.collect(Duration::from_secs(2));
+    let (client_samples, client_placement) = window.client_samples();
     let summary = server.stop();
     if late > 0 {
         obs.warn(
@@ -154,6 +157,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     }
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
+    describe_placement(&mut obs, case, server_placement, client_placement);
     obs.metrics.extend(load.system.iter().cloned());
     obs.push(Metric::new(
         "clock_overhead_ns",
@@ -163,6 +167,55 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         Source::Tool,
     ));
     Ok(obs)
+}
+
+/// Where each side's threads ran (CPU at the window's edges, migrations inside it), and a
+/// warning when client and server threads met on one CPU while left to the scheduler: whether
+/// they share a CPU changes the figures several-fold, and it changes between repetitions.
+fn describe_placement(
+    obs: &mut Observation,
+    case: &ServersCase,
+    server: Vec<ThreadPlacement>,
+    client: Vec<ThreadPlacement>,
+) {
+    let cpus = |threads: &[ThreadPlacement]| -> BTreeSet<usize> {
+        threads
+            .iter()
+            .flat_map(|p| [p.cpu_at_start, p.cpu_at_end])
+            .flatten()
+            .collect()
+    };
+    let shared: Vec<String> = cpus(&server)
+        .intersection(&cpus(&client))
+        .map(|c| c.to_string())
+        .collect();
+    let left_to_scheduler = case.server_cpus.is_none() || case.client_cpus.is_none();
+    if !shared.is_empty() && left_to_scheduler {
+        obs.warn(
+            WarningKind::Unpinned,
+            format!(
+                "client and server threads ran on the same CPU ({}) at a window edge: left to the scheduler, the two sides share a CPU in some repetitions and not in others, which changes the figures several-fold; pin them apart with --server-cpus and --client-cpus",
+                shared.join(", ")
+            ),
+        );
+    }
+    let moved: Vec<&ThreadPlacement> = server
+        .iter()
+        .chain(&client)
+        .filter(|p| p.migrations.is_some_and(|m| m > 0))
+        .collect();
+    if !moved.is_empty() {
+        let total: u64 = moved.iter().filter_map(|p| p.migrations).sum();
+        obs.warn(
+            WarningKind::Migrated,
+            format!(
+                "{} of {} threads migrated between CPUs during the window ({total} migrations)",
+                moved.len(),
+                server.len() + client.len()
+            ),
+        );
+    }
+    obs.placement = server.into_iter().chain(client).collect();
 }
 
 /// The load generator's own CPU in the window (getrusage per client thread, summed).

@@ -1,19 +1,20 @@
 //! Starting and stopping a server of any model: its configuration, the state its threads
 //! share, connection admission (`--max-conns`), and the handle that stops and joins it.
 
+use super::conn::Session;
 use super::handler::{Handler, ServerStats};
 use super::model::{self, Model};
 use super::protocol::{self, ErrorCode, ProtocolError};
-use super::window::Window;
+use super::window::{ThreadWindow, Window};
 use crate::sys::multiplex;
 use socket2::{Domain, Socket, Type};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -23,6 +24,9 @@ pub struct ServerConfig {
     pub max_conns: usize,
     /// A connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// A frame must arrive whole within this long of its first byte, or the connection is
+    /// closed (a client trickling bytes cannot hold a slot).
+    pub frame_timeout: Duration,
     /// Worker threads of the pool model.
     pub pool_size: usize,
     /// CPUs the server threads are pinned to.
@@ -40,6 +44,7 @@ impl ServerConfig {
             listen,
             max_conns: 10_000,
             idle_timeout: Duration::from_secs(30),
+            frame_timeout: Duration::from_secs(5),
             pool_size: 4,
             cpus: None,
             procs_interval: None,
@@ -55,9 +60,53 @@ pub struct ServerCtx {
     pub window: Option<Arc<Window>>,
     stop: AtomicBool,
     active: AtomicUsize,
+    started: Instant,
+    /// When a newcomer was last refused for want of a slot, in ms since `started` (+1; 0: never).
+    refused_at_ms: AtomicU64,
 }
 
+/// While newcomers are being refused (`--max-conns` reached), connections idle this long are
+/// closed to make room, whatever `--idle-timeout` says.
+pub const FULL_IDLE: Duration = Duration::from_secs(1);
+/// How long after a refusal the server counts as turning clients away.
+const TURNING_AWAY: Duration = Duration::from_secs(5);
+
 impl ServerCtx {
+    /// Whether a connection must be closed now (the reason is counted): a frame begun more
+    /// than the frame timeout ago, or idle past the idle timeout. While the server is full and
+    /// turning newcomers away, or `others_waiting` (the iterative model's backlog), a
+    /// connection with nothing owed either way is idle after FULL_IDLE already.
+    pub fn expired(&self, session: &Session, now: Instant, others_waiting: bool) -> bool {
+        let stats = &self.handler.stats;
+        if session
+            .frame_started
+            .is_some_and(|t| now.saturating_duration_since(t) >= self.config.frame_timeout)
+        {
+            ServerStats::bump(&stats.slow_closed, 1);
+            return true;
+        }
+        let idle = session.idle_for(now);
+        if idle >= self.config.idle_timeout {
+            ServerStats::bump(&stats.idle_closed, 1);
+            return true;
+        }
+        let quiet = session.frame_started.is_none() && session.pending().is_empty();
+        if quiet && idle >= FULL_IDLE && (others_waiting || self.turning_away(now)) {
+            ServerStats::bump(&stats.evicted, 1);
+            return true;
+        }
+        false
+    }
+
+    /// Full, and a newcomer was refused lately.
+    fn turning_away(&self, now: Instant) -> bool {
+        let at = self.refused_at_ms.load(Ordering::Relaxed);
+        at > 0
+            && self.active() >= self.config.max_conns
+            && now.saturating_duration_since(self.started).as_millis() as u64
+                <= at - 1 + TURNING_AWAY.as_millis() as u64
+    }
+
     pub fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || (self.config.follow_signals && crate::sys::signal::stop_requested())
     }
@@ -69,6 +118,12 @@ impl ServerCtx {
 
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// The calling server thread's view of the measured window (if any), which also records
+    /// where the thread ran.
+    pub fn thread_window(&self) -> ThreadWindow<'_> {
+        ThreadWindow::new(self.window.as_deref(), self.config.cpus.as_deref())
     }
 
     /// Pin the calling server thread where the config says (errors are reported once by start).
@@ -94,7 +149,13 @@ impl ServerCtx {
                     multiplex::FD_SETSIZE
                 )
             } else {
-                format!("server full: max-conns {} reached", self.config.max_conns)
+                let now = self.started.elapsed().as_millis() as u64 + 1;
+                self.refused_at_ms.store(now, Ordering::Relaxed);
+                format!(
+                    "server full: max-conns {} reached; connections idle over {} s are being closed, retry shortly",
+                    self.config.max_conns,
+                    FULL_IDLE.as_secs()
+                )
             };
             refuse(stream, &message);
             ServerStats::bump(&self.handler.stats.refused, 1);
@@ -149,6 +210,8 @@ pub struct ServerSummary {
     pub requests: u64,
     pub protocol_errors: u64,
     pub idle_closed: u64,
+    pub slow_closed: u64,
+    pub evicted: u64,
     pub io_errors: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -184,6 +247,8 @@ impl RunningServer {
             requests: get(&s.requests),
             protocol_errors: get(&s.protocol_errors),
             idle_closed: get(&s.idle_closed),
+            slow_closed: get(&s.slow_closed),
+            evicted: get(&s.evicted),
             io_errors: get(&s.io_errors),
             bytes_in: get(&s.bytes_in),
             bytes_out: get(&s.bytes_out),
@@ -223,6 +288,8 @@ pub fn start(config: ServerConfig, window: Option<Arc<Window>>) -> anyhow::Resul
         window,
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
+        started: Instant::now(),
+        refused_at_ms: AtomicU64::new(0),
     });
     let (addr, threads) = model::spawn(&ctx).inspect_err(|_| ctx.handler.shutdown())?;
     Ok(RunningServer { addr, ctx, threads })

@@ -1,21 +1,74 @@
 //! The servers' use of the measured window (measure/window.rs): the load generator opens and
 //! closes it; each server thread (started by a model, so it hands back nothing when joined)
-//! leaves its counters' sample here when its view closes.
+//! leaves its counters' sample here when its view closes, with where it ran.
 
 use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
-use crate::measure::window::{self, SystemProbes, View};
-use crate::observation::Metric;
+use crate::measure::window::{self, Probe, SystemProbes, View};
+use crate::observation::{Metric, Role, ThreadPlacement};
+use crate::sys::affinity;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// What one thread leaves when its view closes: its counters and where it ran.
+type Placed = (CounterSample, ThreadPlacement);
 
 pub struct Window {
     window: window::Window,
     /// Open perf counters on server threads (false: getrusage only, no per-switch cost).
     perf: bool,
     policy: KernelPolicy,
-    samples: Mutex<Vec<CounterSample>>,
+    samples: Mutex<Vec<Placed>>,
     /// Load-generator threads (getrusage only, so the client's latency is not disturbed).
-    client_samples: Mutex<Vec<CounterSample>>,
+    client_samples: Mutex<Vec<Placed>>,
+    /// Index of the next thread of each side to open its view.
+    next_server: AtomicUsize,
+    next_client: AtomicUsize,
+}
+
+/// CPU migrations of the calling thread so far (scheduler statistics), when the kernel has them.
+fn thread_migrations() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
+    let line = text.lines().find(|l| l.starts_with("se.nr_migrations"))?;
+    line.rsplit(':').next()?.trim().parse().ok()
+}
+
+/// The thread counters plus where the thread ran at the window's edges: sched_getcpu (and, when
+/// perf has no migration count, /proc/thread-self/sched) read at the two edges only, never in
+/// the hot path.
+struct PlacedCounters<'a> {
+    counters: ThreadCounters,
+    role: Role,
+    next_index: &'a AtomicUsize,
+    pinned: Option<Vec<usize>>,
+    start: Option<(usize, Option<usize>, Option<u64>)>,
+}
+
+impl Probe for PlacedCounters<'_> {
+    type Sample = Placed;
+    fn open(&mut self) {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        self.start = Some((index, affinity::current_cpu(), thread_migrations()));
+        self.counters.start();
+    }
+    fn close(&mut self) -> Placed {
+        let sample = self.counters.stop();
+        let cpu_at_end = affinity::current_cpu();
+        let (index, cpu_at_start, migrations_before) = self.start.take().unwrap_or((0, None, None));
+        let migrations = match &sample.cpu_migrations {
+            Ok(n) => Some(*n),
+            Err(_) => migrations_before.and_then(|before| Some(thread_migrations()?.saturating_sub(before))),
+        };
+        let placement = ThreadPlacement {
+            role: self.role,
+            index,
+            pinned: self.pinned.clone(),
+            cpu_at_start,
+            cpu_at_end,
+            migrations,
+        };
+        (sample, placement)
+    }
 }
 
 /// Why the load generator's perf metrics are missing: it is measured with getrusage only.
@@ -31,6 +84,8 @@ impl Window {
             policy: kernel_policy(),
             samples: Mutex::new(Vec::new()),
             client_samples: Mutex::new(Vec::new()),
+            next_server: AtomicUsize::new(0),
+            next_client: AtomicUsize::new(0),
         }
     }
 
@@ -54,18 +109,24 @@ impl Window {
     }
 
     /// After `end()`: wait (bounded) until every server thread has stopped its counters, then
-    /// return the samples collected and how many threads were late. Threads notice within one
-    /// wait tick (about 100 ms).
-    pub fn collect(&self, patience: Duration) -> (Vec<CounterSample>, usize) {
+    /// return the samples collected, where those threads ran, and how many threads were late.
+    /// Threads notice within one wait tick (about 100 ms).
+    pub fn collect(&self, patience: Duration) -> (Vec<CounterSample>, Vec<ThreadPlacement>, usize) {
         let late = self.window.wait_views_closed(patience);
-        let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
-        (samples, late)
+        let (samples, placement) = split(&self.samples);
+        (samples, placement, late)
     }
 
-    /// The load-generator threads' samples (all joined before this is called).
-    pub fn client_samples(&self) -> Vec<CounterSample> {
-        self.client_samples.lock().map(|s| s.clone()).unwrap_or_default()
+    /// The load-generator threads' samples and placement (all joined before this is called).
+    pub fn client_samples(&self) -> (Vec<CounterSample>, Vec<ThreadPlacement>) {
+        split(&self.client_samples)
     }
+}
+
+fn split(list: &Mutex<Vec<Placed>>) -> (Vec<CounterSample>, Vec<ThreadPlacement>) {
+    let mut list = list.lock().map(|s| s.clone()).unwrap_or_default();
+    list.sort_by_key(|(_, p)| p.index);
+    list.into_iter().unzip()
 }
 
 impl Default for Window {
@@ -78,14 +139,21 @@ impl Default for Window {
 /// on every wait timeout) and `finish()` before it exits.
 pub struct ThreadWindow<'a> {
     /// None: a server started without a window (`procs serve`), which measures nothing.
-    view: Option<View<'a, ThreadCounters>>,
+    view: Option<View<'a, PlacedCounters<'a>>>,
 }
 
 impl<'a> ThreadWindow<'a> {
-    pub fn new(window: Option<&'a Window>) -> ThreadWindow<'a> {
+    /// A server thread's view; `pinned` is the CPU list it was pinned to, if any.
+    pub fn new(window: Option<&'a Window>, pinned: Option<&[usize]>) -> ThreadWindow<'a> {
         let view = window.map(|w| {
-            let counters = window::thread_counters(w.perf, w.policy());
-            View::delivering_to(&w.window, counters, &w.samples)
+            let probe = PlacedCounters {
+                counters: window::thread_counters(w.perf, w.policy()),
+                role: Role::Server,
+                next_index: &w.next_server,
+                pinned: pinned.map(<[usize]>::to_vec),
+                start: None,
+            };
+            View::delivering_to(&w.window, probe, &w.samples)
         });
         let mut tw = ThreadWindow { view };
         tw.tick();
@@ -93,10 +161,16 @@ impl<'a> ThreadWindow<'a> {
     }
 
     /// A load-generator thread's view: getrusage only, samples kept apart from the server's.
-    pub fn client(window: &'a Window) -> ThreadWindow<'a> {
-        let counters = ThreadCounters::rusage_only(LOAD_GENERATOR_RUSAGE_ONLY);
+    pub fn client(window: &'a Window, pinned: Option<&[usize]>) -> ThreadWindow<'a> {
+        let probe = PlacedCounters {
+            counters: ThreadCounters::rusage_only(LOAD_GENERATOR_RUSAGE_ONLY),
+            role: Role::Client,
+            next_index: &window.next_client,
+            pinned: pinned.map(<[usize]>::to_vec),
+            start: None,
+        };
         let mut tw = ThreadWindow {
-            view: Some(View::delivering_to(&window.window, counters, &window.client_samples)),
+            view: Some(View::delivering_to(&window.window, probe, &window.client_samples)),
         };
         tw.tick();
         tw

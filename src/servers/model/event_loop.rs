@@ -1,11 +1,9 @@
 //! The single-threaded readiness event loop behind the select, poll and epoll models: the
 //! same loop, with the readiness system call behind the `Poller` trait.
 
-use super::spawn_named;
+use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
-use crate::servers::handler::ServerStats;
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use std::collections::HashMap;
 use std::io;
 use std::net::TcpListener;
@@ -48,7 +46,7 @@ pub fn spawn<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, poller: P) 
 /// Run the loop on the calling thread until the server is asked to stop.
 pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let mut scratch = vec![0u8; READ_CHUNK];
     let drain = poller.edge_triggered();
     let listen_fd = listener.as_raw_fd();
@@ -60,7 +58,8 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
     let mut ready = Vec::with_capacity(1024);
     let mut stopping_since: Option<Instant> = None;
     let mut last_sweep = Instant::now();
-
+    // Out of descriptors: the listener is out of the watched set until then.
+    let mut accept_paused_until: Option<Instant> = None;
     loop {
         window.tick();
         if stopping_since.is_none() && ctx.stop_requested() {
@@ -81,14 +80,35 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
                 break;
             }
         }
-        if poller.wait(TICK, &mut ready).is_err() {
+        let mut wait = TICK;
+        if let (Some(until), Some(l)) = (accept_paused_until, &listener) {
+            let now = Instant::now();
+            if now >= until {
+                // Watch it again, and accept at once: edge-triggered, no new report would
+                // come for the connections that waited in the backlog meanwhile.
+                accept_paused_until = None;
+                if poller.register(listen_fd, true, false).is_ok()
+                    && accept_batch(l, ctx, &mut poller, &mut conns, drain) == Accepted::OutOfFds
+                {
+                    poller.deregister(listen_fd);
+                    accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+                }
+            } else {
+                wait = wait.min(until - now);
+            }
+        }
+        if poller.wait(wait, &mut ready).is_err() {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
         for r in ready.drain(..) {
             if r.fd == listen_fd {
-                if let Some(l) = &listener {
-                    accept_batch(l, ctx, &mut poller, &mut conns, drain);
+                if let (Some(l), None) = (&listener, accept_paused_until) {
+                    if accept_batch(l, ctx, &mut poller, &mut conns, drain) == Accepted::OutOfFds {
+                        // The listener stays readable: watching it would spin this thread.
+                        poller.deregister(listen_fd);
+                        accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+                    }
                 }
             } else if conns.contains_key(&r.fd) {
                 update(&mut poller, &mut conns, r.fd, drain, ctx, &mut scratch, true);
@@ -97,15 +117,14 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
         let now = Instant::now();
         if now.duration_since(last_sweep) >= TICK {
             last_sweep = now;
-            let idle: Vec<RawFd> = conns
+            let expired: Vec<RawFd> = conns
                 .iter()
-                .filter(|(_, c)| c.session.idle_for(now) >= ctx.config.idle_timeout)
+                .filter(|(_, c)| ctx.expired(&c.session, now, false))
                 .map(|(fd, _)| *fd)
                 .collect();
-            for fd in idle {
+            for fd in expired {
                 poller.deregister(fd);
                 conns.remove(&fd);
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
             }
         }
     }
@@ -116,6 +135,14 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
     window.finish();
 }
 
+#[derive(Debug, PartialEq, Eq)]
+enum Accepted {
+    /// The backlog is empty, or a batch was taken (level-triggered reports the rest).
+    Done,
+    /// accept() failed for want of file descriptors: pause accepting (ACCEPT_BACKOFF).
+    OutOfFds,
+}
+
 /// Accept waiting connections. Edge-triggered, the backlog must be drained: no new report
 /// comes for connections already waiting (regression: 36 of 100 clients never accepted).
 fn accept_batch<P: Poller>(
@@ -124,13 +151,15 @@ fn accept_batch<P: Poller>(
     poller: &mut P,
     conns: &mut HashMap<RawFd, Conn>,
     drain: bool,
-) {
+) -> Accepted {
     let limit = if drain { usize::MAX } else { ACCEPT_BATCH };
     for _ in 0..limit {
         let stream = match listener.accept() {
             Ok((stream, _)) => stream,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return, // WouldBlock, or EMFILE/ECONNABORTED: try again on the next report
+            Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            Err(e) if out_of_fds(&e) => return Accepted::OutOfFds,
+            Err(_) => return Accepted::Done, // WouldBlock: the backlog is empty
         };
         let Some((stream, slot)) = ctx.admit(stream) else {
             continue;
@@ -141,6 +170,7 @@ fn accept_batch<P: Poller>(
             conns.insert(fd, conn);
         }
     }
+    Accepted::Done
 }
 
 /// Pump one connection (when `io` is set) and re-register its interest, or close it.

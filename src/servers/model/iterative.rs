@@ -1,10 +1,9 @@
 //! Iterative: one thread accepts a connection and serves it to the end before accepting the
 //! next. Other clients wait in the listen backlog.
 
-use super::{accept_within, spawn_named};
+use super::{accept_within, listener_ready, spawn_named};
 use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -13,14 +12,16 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
     let ctx = ctx.clone();
     let t = spawn_named("srv-iterative", move || {
         ctx.pin_thread();
-        let mut window = ThreadWindow::new(ctx.window.as_deref());
+        let mut window = ctx.thread_window();
         let mut scratch = vec![0u8; READ_CHUNK];
         while !ctx.stop_requested() {
             window.tick();
             match accept_within(&listener, TICK) {
                 Ok(Some(stream)) => {
                     if let Some((stream, _slot)) = ctx.admit(stream) {
-                        serve_blocking(stream, &ctx, &mut window, &mut scratch);
+                        // Clients queued behind this one: it may not idle away their turn.
+                        let waiting = || matches!(listener_ready(&listener), Ok(true));
+                        serve_blocking(stream, &ctx, &mut window, &mut scratch, &waiting);
                     }
                 }
                 Ok(None) => {}

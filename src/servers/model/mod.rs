@@ -54,6 +54,16 @@ pub fn spawn(ctx: &Arc<ServerCtx>) -> anyhow::Result<(SocketAddr, Vec<JoinHandle
     }
 }
 
+/// Whether a connection waits in the listener's backlog (without accepting it).
+fn listener_ready(listener: &TcpListener) -> io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    Ok(multiplex::poll(&mut fds, Duration::ZERO)? > 0)
+}
+
 /// Wait up to `timeout` for a connection on a non-blocking listener.
 fn accept_within(listener: &TcpListener, timeout: Duration) -> io::Result<Option<TcpStream>> {
     let mut fds = [libc::pollfd {
@@ -75,19 +85,25 @@ fn accept_now(listener: &TcpListener) -> io::Result<Option<TcpStream>> {
             Ok(Some(stream))
         }
         Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
-        // The peer gave up before we accepted (ECONNABORTED) or fds ran out (EMFILE): the
-        // listener itself is fine; back off briefly so EMFILE does not spin.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ECONNABORTED) | Some(libc::EMFILE) | Some(libc::ENFILE)
-            ) =>
-        {
-            std::thread::sleep(Duration::from_millis(5));
+        // The peer gave up before we accepted: the listener itself is fine.
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
+        // Descriptors ran out: the listener stays readable, so back off instead of spinning.
+        Err(e) if out_of_fds(&e) => {
+            std::thread::sleep(ACCEPT_BACKOFF);
             Ok(None)
         }
         Err(e) => Err(e),
     }
+}
+
+/// How long a model stops accepting after accept() failed for want of file descriptors
+/// (EMFILE/ENFILE). The connection stays in the backlog; polling the still-readable listener
+/// meanwhile would spin a CPU. Short enough that a freed descriptor is used promptly.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// accept() failed because this process (EMFILE) or the system (ENFILE) has no descriptor left.
+pub fn out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
 fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> anyhow::Result<JoinHandle<()>> {

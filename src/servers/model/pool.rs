@@ -2,11 +2,9 @@
 //! with EPOLLONESHOT, so a ready connection goes to exactly one worker, which serves what it
 //! has received and re-arms it. Workers also take turns accepting.
 
-use super::spawn_named;
+use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
 use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
-use crate::servers::handler::ServerStats;
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use crate::sys::multiplex::Epoll;
 use std::collections::HashMap;
 use std::io;
@@ -15,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const LISTENER: u64 = 0;
 const ONESHOT: u32 = (libc::EPOLLONESHOT | libc::EPOLLRDHUP) as u32;
@@ -25,6 +23,8 @@ struct Pool {
     listener: TcpListener,
     conns: Mutex<HashMap<u64, Arc<Mutex<Conn>>>>,
     next_token: AtomicU64,
+    /// Out of descriptors: the listener is left disarmed until then (worker 0 re-arms it).
+    accept_paused_until: Mutex<Option<Instant>>,
 }
 
 fn interest(conn: &Conn) -> u32 {
@@ -48,6 +48,15 @@ impl Pool {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+                Err(e) if out_of_fds(&e) => {
+                    // Re-arming now would report the still-readable listener at once, and the
+                    // workers would spin: leave it disarmed for a moment.
+                    if let Ok(mut paused) = self.accept_paused_until.lock() {
+                        *paused = Some(Instant::now() + ACCEPT_BACKOFF);
+                    }
+                    return;
+                }
                 Err(_) => break,
             };
             let Some((stream, slot)) = ctx.admit(stream) else {
@@ -66,6 +75,21 @@ impl Pool {
         let _ = self
             .epoll
             .modify(self.listener.as_raw_fd(), ONESHOT | libc::EPOLLIN as u32, LISTENER);
+    }
+
+    /// Re-arm the listener once an out-of-descriptors pause is over; how long until then.
+    fn resume_accepting(&self) -> Option<Duration> {
+        let mut paused = self.accept_paused_until.lock().ok()?;
+        let until = (*paused)?;
+        let now = Instant::now();
+        if now < until {
+            return Some(until - now);
+        }
+        *paused = None;
+        let _ = self
+            .epoll
+            .modify(self.listener.as_raw_fd(), ONESHOT | libc::EPOLLIN as u32, LISTENER);
+        None
     }
 
     /// Serve one ready connection and re-arm it, or close it.
@@ -94,10 +118,7 @@ impl Pool {
         let idle: Vec<u64> = match self.conns.lock() {
             Ok(conns) => conns
                 .iter()
-                .filter(|(_, c)| {
-                    c.try_lock()
-                        .is_ok_and(|c| c.session.idle_for(now) >= ctx.config.idle_timeout)
-                })
+                .filter(|(_, c)| c.try_lock().is_ok_and(|c| ctx.expired(&c.session, now, false)))
                 .map(|(t, _)| *t)
                 .collect(),
             Err(_) => return,
@@ -107,7 +128,6 @@ impl Pool {
                 if let Ok(c) = conn.lock() {
                     let _ = self.epoll.delete(c.stream.as_raw_fd());
                 }
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
             }
         }
     }
@@ -156,6 +176,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
         listener,
         conns: Mutex::new(HashMap::new()),
         next_token: AtomicU64::new(LISTENER + 1),
+        accept_paused_until: Mutex::new(None),
     });
     let mut threads = Vec::new();
     for index in 0..ctx.config.pool_size.max(1) {
@@ -180,13 +201,19 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
 
 fn worker(ctx: &Arc<ServerCtx>, pool: &Pool, index: usize) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let mut scratch = vec![0u8; READ_CHUNK];
     let mut events = Vec::with_capacity(1);
     let mut last_sweep = Instant::now();
     while !ctx.stop_requested() {
         window.tick();
-        if pool.epoll.wait(&mut events, 1, TICK).is_err() {
+        let mut wait = TICK;
+        if index == 0 {
+            if let Some(left) = pool.resume_accepting() {
+                wait = wait.min(left);
+            }
+        }
+        if pool.epoll.wait(&mut events, 1, wait).is_err() {
             continue;
         }
         for ev in events.drain(..) {

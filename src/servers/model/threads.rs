@@ -5,7 +5,6 @@
 use super::{accept_within, spawn_named};
 use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
 use crate::servers::server::ServerCtx;
-use crate::servers::window::ThreadWindow;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,7 +14,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
     let t = spawn_named("srv-acceptor", move || {
         ctx.pin_thread();
         // The acceptor's own CPU counts too.
-        let mut window = ThreadWindow::new(ctx.window.as_deref());
+        let mut window = ctx.thread_window();
         let mut workers: Vec<JoinHandle<()>> = Vec::new();
         while !ctx.stop_requested() {
             window.tick();
@@ -31,9 +30,9 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
                         .spawn(move || {
                             let _slot = slot;
                             worker_ctx.pin_thread();
-                            let mut window = ThreadWindow::new(worker_ctx.window.as_deref());
+                            let mut window = worker_ctx.thread_window();
                             let mut scratch = vec![0u8; READ_CHUNK];
-                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch);
+                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch, &|| false);
                         });
                     // No thread (out of memory or task limit): the connection is dropped,
                     // which the client sees as a closed connection.

@@ -1,12 +1,11 @@
 //! io_uring: one thread keeps an accept, and per connection a recv, in flight, and sends
 //! replies as completions; no readiness step at all.
 
-use super::spawn_named;
+use super::{spawn_named, ACCEPT_BACKOFF};
 use crate::observation::Unsupported;
 use crate::servers::conn::{Session, TICK};
 use crate::servers::handler::ServerStats;
 use crate::servers::server::{bind_listener, ServerCtx, Slot};
-use crate::servers::window::ThreadWindow;
 use crate::sys::multiplex;
 use crate::sys::uring::{adopt_accepted, Completion, Ring};
 use std::collections::HashMap;
@@ -53,6 +52,9 @@ struct Loop<'a> {
     ring: Ring,
     conns: HashMap<u64, UConn>,
     next_id: u64,
+    /// Out of descriptors: the next accept is submitted only then (an accept submitted at once
+    /// would fail at once, and the loop would spin).
+    accept_paused_until: Option<Instant>,
 }
 
 impl Loop<'_> {
@@ -106,7 +108,8 @@ impl Loop<'_> {
                     }
                 }
             } else if -done.result == libc::EMFILE || -done.result == libc::ENFILE {
-                std::thread::sleep(Duration::from_millis(5));
+                self.accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+                return;
             }
             if accepting {
                 let _ = self.ring.accept(listen_fd, ACCEPT);
@@ -157,13 +160,14 @@ impl Loop<'_> {
 
 fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
     ctx.pin_thread();
-    let mut window = ThreadWindow::new(ctx.window.as_deref());
+    let mut window = ctx.thread_window();
     let listen_fd = listener.as_raw_fd();
     let mut lp = Loop {
         ctx,
         ring,
         conns: HashMap::new(),
         next_id: 1,
+        accept_paused_until: None,
     };
     if lp.ring.accept(listen_fd, ACCEPT).is_err() {
         return;
@@ -191,7 +195,19 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
                 break;
             }
         }
-        if lp.ring.submit_and_wait(TICK, &mut completions).is_err() {
+        let mut wait = TICK;
+        if let Some(until) = lp.accept_paused_until {
+            let now = Instant::now();
+            if stopping_since.is_some() {
+                lp.accept_paused_until = None;
+            } else if now >= until {
+                lp.accept_paused_until = None;
+                let _ = lp.ring.accept(listen_fd, ACCEPT);
+            } else {
+                wait = wait.min(until - now);
+            }
+        }
+        if lp.ring.submit_and_wait(wait, &mut completions).is_err() {
             std::thread::sleep(Duration::from_millis(10));
         }
         let accepting = stopping_since.is_none();
@@ -204,14 +220,13 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
             let idle: Vec<u64> = lp
                 .conns
                 .iter()
-                .filter(|(_, c)| !c.shut && c.session.idle_for(now) >= ctx.config.idle_timeout)
+                .filter(|(_, c)| !c.shut && ctx.expired(&c.session, now, false))
                 .map(|(id, _)| *id)
                 .collect();
             for id in idle {
                 if let Some(c) = lp.conns.get_mut(&id) {
                     c.shut = true;
                 }
-                ServerStats::bump(&ctx.handler.stats.idle_closed, 1);
                 lp.drive(id, None);
             }
         }

@@ -1,6 +1,10 @@
 //! The receiving end of a stream session: accept the control connection and the data
 //! connections, receive on one thread per connection, report what was counted.
 //! Used by the in-process loopback run and by `iopath net serve`.
+//!
+//! Every new connection is greeted on a thread of its own with a deadline for what it must say
+//! first (a whole hello line, or a data connection's header), so one slow, idle or stray
+//! connection holds up nobody else, and a stop ends every wait within about 20 ms.
 
 use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
 use crate::case::StreamCase;
@@ -8,99 +12,268 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{
-    decode_data_header, Control, ControlChannel, ServerReport, DATA_HEADER_LEN, PROTOCOL_VERSION,
+    decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloError, ServerReport,
+    DATA_HEADER_LEN,
 };
 use crate::net::mode;
 use crate::observation::{Metric, Role, Source};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
-use std::io::Read;
+use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long each setup step may take before the session is abandoned.
+/// How long the client has, after the server said Ready, to open every data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a new data connection may take to say which session it belongs to.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a new connection may take to say what it is: a whole hello line, or a data
+/// connection's header. A deadline for the whole message, not for each read.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a data connection may stay silent before the peer is declared gone.
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often every wait looks at the stop flag.
+const SLICE: Duration = Duration::from_millis(20);
+/// Connections being greeted at once; a connection beyond this is closed at once.
+const MAX_GREETING: usize = 64;
+/// Accepting pauses this long when the process is out of file descriptors.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
-/// Wait for a connection on `listener` until `deadline`; give up early when `watch` (the
-/// control connection) reaches EOF or `stop` is raised. Control data that arrives early (the
-/// client may announce the window before every data connection was accepted) stays queued.
-fn accept_until(
-    listener: &TcpListener,
-    deadline: Option<Instant>,
-    watch: Option<&TcpStream>,
-    stop: Option<&AtomicBool>,
-) -> anyhow::Result<TcpStream> {
+/// What a new connection turned out to be.
+enum Greeting {
+    /// A client's control connection with the case it asks for.
+    Hello(ControlChannel, StreamCase),
+    /// A data connection: the session token it carries and its thread index.
+    Data(u64, u32, TcpStream),
+}
+
+/// Wait until `stream` is readable (or at EOF) by `deadline`, watching `quit`.
+fn readable_by(stream: &TcpStream, deadline: Instant, quit: &dyn Fn() -> bool) -> anyhow::Result<()> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut watch = watch;
     loop {
-        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+        if quit() {
             bail!("stopped");
         }
-        let wait_ms = match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    bail!("timed out waiting for the client's connections");
-                }
-                left.as_millis().min(200) as u16
-            }
-            None => 200,
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
+            bail!("said nothing: timed out after {}", secs(HELLO_DEADLINE));
         };
-        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        if let Some(w) = watch {
-            fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
-        }
-        match poll(&mut fds, PollTimeout::from(wait_ms)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
+        let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left.min(SLICE).as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => return Ok(()),
             Err(e) => bail!("poll failed: {e}"),
-        }
-        let listener_ready = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
-        let control_ready = fds.get(1).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
-        if listener_ready {
-            let (stream, _) = listener.accept().context("accept failed")?;
-            return Ok(stream);
-        }
-        if let (true, Some(w)) = (control_ready, watch) {
-            let mut byte = [0u8; 1];
-            match sock::recv(w.as_raw_fd(), &mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
-                Ok(0) | Err(_) => bail!("the client closed the control connection during set-up"),
-                // A message is waiting: it is read after set-up; stop polling it meanwhile.
-                Ok(_) => watch = None,
-            }
         }
     }
 }
 
-/// Serve one session on `listener`: a client's control connection, then its data connections.
-/// Returns after the client finished (or failed) and every thread is joined.
-pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyhow::Result<()> {
-    let control_stream = accept_until(listener, None, None, stop)?;
-    control_stream.set_nodelay(true).ok();
-    let mut control = ControlChannel::new(control_stream)?;
-    let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
-    let case = match super::recv_watching(&mut control, SETUP_TIMEOUT, &stopped)? {
-        Control::Hello { version, case } if version == PROTOCOL_VERSION => case,
-        Control::Hello { version, .. } => {
-            let error = format!("protocol version {version} not supported (this server speaks {PROTOCOL_VERSION})");
-            control.send(&Control::Refused { error: error.clone() }).ok();
-            bail!(error);
+fn secs(d: Duration) -> String {
+    crate::format::format_duration_s(d.as_secs_f64())
+}
+
+/// Fill `buf` from `stream` by `deadline` (one deadline for all of it), watching `quit`.
+fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &dyn Fn() -> bool) -> anyhow::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        if quit() {
+            bail!("stopped");
         }
-        other => bail!("expected a hello from the client, got {other:?}"),
-    };
-    if let Err(error) = super::check_case(&case, Role::Server, crate::sys::procfs::meminfo_bytes("MemAvailable:")) {
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
+            bail!(
+                "sent {got} of {} header bytes: timed out after {}",
+                buf.len(),
+                secs(HELLO_DEADLINE)
+            );
+        };
+        stream.set_read_timeout(Some(left.min(SLICE)))?;
+        match (&mut &*stream).read(&mut buf[got..]) {
+            Ok(0) => bail!("closed after {got} of {} header bytes", buf.len()),
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => bail!("reading the header failed: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Find out what a new connection is, within HELLO_DEADLINE: a control connection's first
+/// byte is `{` (session tokens never start with it), anything else is a data header. A hello
+/// of another protocol version, or one that is not a hello, is answered with a refusal.
+fn greet(stream: TcpStream, quit: &dyn Fn() -> bool) -> anyhow::Result<Greeting> {
+    let deadline = Instant::now() + HELLO_DEADLINE;
+    readable_by(&stream, deadline, quit)?;
+    let mut first = [0u8; 1];
+    match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+        Ok(0) => bail!("closed without saying anything"),
+        Ok(_) => {}
+        Err(e) => bail!("reading failed: {e}"),
+    }
+    if first[0] == b'{' {
+        stream.set_nodelay(true).ok();
+        let mut control = ControlChannel::new(stream)?;
+        let line = control.recv_line(Some(deadline), quit).map_err(|e| match e.kind() {
+            io::ErrorKind::Interrupted => anyhow!("stopped"),
+            io::ErrorKind::TimedOut => anyhow!("no whole hello: timed out after {}", secs(HELLO_DEADLINE)),
+            _ => anyhow!("reading the hello failed: {e}"),
+        })?;
+        return match parse_hello(&line) {
+            Ok(case) => Ok(Greeting::Hello(control, case)),
+            Err(HelloError::Version(error) | HelloError::Malformed(error)) => {
+                control.send(&Control::Refused { error: error.clone() }).ok();
+                Err(anyhow!(error))
+            }
+        };
+    }
+    let mut header = [0u8; DATA_HEADER_LEN];
+    read_exact_by(&stream, &mut header, deadline, quit)?;
+    let (token, index) = decode_data_header(&header);
+    Ok(Greeting::Data(token, index, stream))
+}
+
+/// A session token; its first byte on the wire (little-endian) is never `{`, so a data
+/// connection is never taken for a control connection.
+fn new_token() -> u64 {
+    rand::random::<u64>() | 0x80
+}
+
+/// The session being served: its token and where its data connections go.
+type Route = Mutex<Option<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
+
+/// Serve one session on `listener`: a client's control connection, then its data connections.
+/// Connections are greeted concurrently, each within HELLO_DEADLINE; a second client's hello
+/// while a session runs is refused as busy. Returns the first session's result once it is over,
+/// every connection that arrived meanwhile has been greeted (one that brings a hello then gets
+/// its session too; its outcome is logged) and every thread is joined. A raised `stop` ends
+/// every phase within about 20 ms.
+pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyhow::Result<()> {
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the listener non-blocking")?;
+    let route: Route = Mutex::new(None);
+    let busy = AtomicBool::new(false);
+    let ended = AtomicBool::new(false);
+    let greeting = AtomicUsize::new(0);
+    let sessions = AtomicUsize::new(0);
+    let result: Mutex<Option<anyhow::Result<()>>> = Mutex::new(None);
+    let accepted = std::thread::scope(|scope| -> anyhow::Result<()> {
+        // After the first session, accept on until no connection is left saying hello, so
+        // none is dropped unheard and none waits in the backlog behind a silent one.
+        let finished = || ended.load(Ordering::SeqCst) && greeting.load(Ordering::SeqCst) == 0;
+        while !stopped() && !finished() {
+            let stream = match accept_within(listener, SLICE)? {
+                Some(s) => s,
+                None => continue,
+            };
+            if greeting.load(Ordering::SeqCst) >= MAX_GREETING {
+                continue; // dropped: too many connections are still saying hello
+            }
+            greeting.fetch_add(1, Ordering::SeqCst);
+            let (route, busy, ended, greeting, result, sessions) =
+                (&route, &busy, &ended, &greeting, &result, &sessions);
+            let spawned = std::thread::Builder::new()
+                .name("iopath-greet".into())
+                .spawn_scoped(scope, move || {
+                    match greet(stream, &stopped) {
+                        Ok(Greeting::Hello(mut control, case)) => {
+                            if busy.swap(true, Ordering::SeqCst) {
+                                let error = "busy: another client's session is running; try again when it ends";
+                                control.send(&Control::Refused { error: error.into() }).ok();
+                            } else {
+                                let outcome = run_session(control, &case, route, &stopped);
+                                if let Ok(mut r) = route.lock() {
+                                    *r = None;
+                                }
+                                if sessions.fetch_add(1, Ordering::SeqCst) == 0 {
+                                    if let Ok(mut r) = result.lock() {
+                                        *r = Some(outcome);
+                                    }
+                                } else {
+                                    match outcome {
+                                        Ok(()) => eprintln!("session finished"),
+                                        Err(e) => eprintln!("session failed: {e:#}"),
+                                    }
+                                }
+                                ended.store(true, Ordering::SeqCst);
+                                busy.store(false, Ordering::SeqCst);
+                            }
+                        }
+                        Ok(Greeting::Data(token, index, stream)) => {
+                            let to = route.lock().ok().and_then(|r| r.clone());
+                            if let Some((_, tx)) = to.filter(|(t, _)| *t == token) {
+                                let _ = tx.send((index, stream));
+                            }
+                            // Otherwise a stray connection (a port scanner, a late or
+                            // foreign data connection): dropped.
+                        }
+                        Err(_) => {} // refused or silent: dropped (a refusal was sent)
+                    }
+                    greeting.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                greeting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    });
+    let outcome = result.lock().ok().and_then(|mut r| r.take());
+    match outcome {
+        Some(outcome) => outcome,
+        None => {
+            accepted?;
+            bail!("stopped")
+        }
+    }
+}
+
+/// Wait up to `wait` for a connection; out of descriptors, pause instead of spinning.
+fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Option<TcpStream>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(wait.as_millis() as u16)) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => bail!("poll failed: {e}"),
+    }
+    match listener.accept() {
+        Ok((stream, _)) => {
+            stream.set_nonblocking(false)?;
+            Ok(Some(stream))
+        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+            // The listener stays readable: polling it at once again would spin.
+            std::thread::sleep(ACCEPT_BACKOFF);
+            Ok(None)
+        }
+        Err(e) => bail!("accept failed: {}", describe_io_error(&e, Duration::ZERO)),
+    }
+}
+
+/// Run the session a hello asked for: check the case, hand out the token, collect the data
+/// connections (routed here by the greeters), receive, report.
+fn run_session(
+    mut control: ControlChannel,
+    case: &StreamCase,
+    route: &Route,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<()> {
+    if let Err(error) = super::check_case(case, Role::Server, crate::sys::procfs::meminfo_bytes("MemAvailable:")) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
     }
-    let token: u64 = rand::random();
+    let token = new_token();
+    let (tx, rx) = mpsc::channel();
+    if let Ok(mut r) = route.lock() {
+        *r = Some((token, tx));
+    }
     control.send(&Control::Ready { token })?;
 
     // The data connections, each tagged with the token and its thread index.
@@ -108,29 +281,37 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
     let mut data: Vec<Option<TcpStream>> = (0..case.threads).map(|_| None).collect();
     let mut accepted = 0;
     while accepted < case.threads {
-        let mut s = accept_until(listener, Some(deadline), Some(control.stream()), stop)?;
-        // A stray connection (a port scanner, another client) is dropped, not fatal; a silent
-        // one costs at most the header timeout.
-        s.set_read_timeout(Some(HEADER_TIMEOUT))?;
-        let mut header = [0u8; DATA_HEADER_LEN];
-        if s.read_exact(&mut header).is_err() {
-            continue;
+        if stopped() {
+            return Err(super::interrupted());
         }
-        let (their_token, index) = decode_data_header(&header);
-        if let Some(slot) = data
-            .get_mut(index as usize)
-            .filter(|slot| their_token == token && slot.is_none())
-        {
-            *slot = Some(s);
-            accepted += 1;
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
+            bail!(
+                "the client opened {accepted} of {} data connections: timed out after {}",
+                case.threads,
+                secs(SETUP_TIMEOUT)
+            );
+        };
+        control_still_open(&control)?;
+        match rx.recv_timeout(left.min(SLICE)) {
+            Ok((index, s)) => {
+                if let Some(slot) = data.get_mut(index as usize).filter(|slot| slot.is_none()) {
+                    *slot = Some(s);
+                    accepted += 1;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the session's route was closed"),
         }
+    }
+    if let Ok(mut r) = route.lock() {
+        *r = None;
     }
     let data: Vec<TcpStream> = data.into_iter().flatten().collect();
     for s in &data {
         s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
 
-    let outcome = run_receivers(&case, &data, &mut control, &stopped);
+    let outcome = run_receivers(case, &data, &mut control, stopped);
     let report = match outcome {
         Ok(report) => report,
         Err(e) => {
@@ -146,6 +327,26 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
         .send(&Control::Report(Box::new(report)))
         .context("sending the report to the client")?;
     Ok(())
+}
+
+/// An error once the client has closed its control connection. Control data that arrives
+/// early (the client may announce the window before every data connection was accepted) stays
+/// queued.
+fn control_still_open(control: &ControlChannel) -> anyhow::Result<()> {
+    if control.has_buffered() {
+        return Ok(());
+    }
+    let mut byte = [0u8; 1];
+    match sock::recv(
+        control.stream().as_raw_fd(),
+        &mut byte,
+        libc::MSG_PEEK | libc::MSG_DONTWAIT,
+    ) {
+        Ok(0) => bail!("the client closed the control connection during set-up"),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+        Err(e) => bail!("the control connection failed during set-up: {e}"),
+    }
 }
 
 /// Run one receiving thread per data connection while following the client's phase messages.
