@@ -294,6 +294,36 @@ pub(crate) mod tests {
         o
     }
 
+    /// Found in review: servers repetitions differed 4x because client and server shared a CPU
+    /// in some of them and not in others, and nothing said so.
+    #[test]
+    fn repetitions_with_different_placements_are_named() {
+        use crate::observation::ThreadPlacement;
+        let mut data = run_data(vec![(stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 4.0, 4.1])]);
+        let place = |client: usize, server: usize| {
+            [(Role::Client, client), (Role::Server, server)]
+                .map(|(role, cpu)| ThreadPlacement {
+                    role,
+                    index: 0,
+                    pinned: None,
+                    cpu_at_start: Some(cpu),
+                    cpu_at_end: Some(cpu),
+                    migrations: Some(0),
+                })
+                .to_vec()
+        };
+        data.cells[0].observation.placement = place(0, 0);
+        data.cells[1].observation.placement = place(0, 1);
+        data.cells[2].observation.placement = place(1, 0);
+        let warnings = placement_warnings(&data);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("repetitions 1 but not in 2, 3"), "{warnings:?}");
+        for cell in &mut data.cells {
+            cell.observation.placement = place(0, 1);
+        }
+        assert!(placement_warnings(&data).is_empty());
+    }
+
     /// A run from (case, per-repetition throughput) pairs; NaN makes a failed repetition.
     pub fn run_data(cases: Vec<(Case, Vec<f64>)>) -> RunData {
         let mut cells = Vec::new();
@@ -368,4 +398,54 @@ pub(crate) mod tests {
         assert!(warnings[0].starts_with("two-copy 1KiB t1"));
         assert!(warnings[0].contains("--duration"));
     }
+}
+
+/// Whether the client and server threads of one repetition ran on a common CPU (at the start or
+/// the end of the window); None when the placement was not recorded.
+fn shared_a_cpu(obs: &Observation) -> Option<bool> {
+    let cpus = |role: Role| -> Vec<usize> {
+        obs.placement
+            .iter()
+            .filter(|p| p.role == role)
+            .flat_map(|p| [p.cpu_at_start, p.cpu_at_end])
+            .flatten()
+            .collect()
+    };
+    let (client, server) = (cpus(Role::Client), cpus(Role::Server));
+    if client.is_empty() || server.is_empty() {
+        return None;
+    }
+    Some(client.iter().any(|c| server.contains(c)))
+}
+
+/// Cases whose client and server shared a CPU in some repetitions and not in others: their
+/// repetitions measured two different placements (on loopback that alone can change a result
+/// several-fold), so their spread is not noise of one setup.
+pub fn placement_warnings(data: &RunData) -> Vec<String> {
+    let mut out = Vec::new();
+    for (position, case) in data.cases.iter().enumerate() {
+        let mut shared = Vec::new();
+        let mut apart = Vec::new();
+        for cell in data
+            .cells
+            .iter()
+            .filter(|c| c.position == position && c.error.is_none())
+        {
+            match shared_a_cpu(&cell.observation) {
+                Some(true) => shared.push(cell.repetition + 1),
+                Some(false) => apart.push(cell.repetition + 1),
+                None => {}
+            }
+        }
+        if !shared.is_empty() && !apart.is_empty() {
+            let list = |reps: &[u32]| reps.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+            out.push(format!(
+                "{}: client and server shared a CPU in repetitions {} but not in {}: the repetitions measured different placements; pin both sides (--client-cpus, --server-cpus)",
+                case.label(),
+                list(&shared),
+                list(&apart)
+            ));
+        }
+    }
+    out
 }

@@ -216,7 +216,10 @@ pub fn analyze(data: &RunData) -> Analysis {
         crossovers: crossover::stream_crossovers(&cells),
         caveats: caveats(data, &cells),
         warnings: warning_groups(&cells),
-        noise: cells::noise_warnings(&cells),
+        noise: cells::noise_warnings(&cells)
+            .into_iter()
+            .chain(cells::placement_warnings(data))
+            .collect(),
         cells,
     }
 }
