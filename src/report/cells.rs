@@ -239,6 +239,56 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
     out
 }
 
+/// Whether the client and server threads of one repetition ran on a common CPU (at the start or
+/// the end of the window); None when the placement was not recorded.
+fn shared_a_cpu(obs: &Observation) -> Option<bool> {
+    let cpus = |role: Role| -> Vec<usize> {
+        obs.placement
+            .iter()
+            .filter(|p| p.role == role)
+            .flat_map(|p| [p.cpu_at_start, p.cpu_at_end])
+            .flatten()
+            .collect()
+    };
+    let (client, server) = (cpus(Role::Client), cpus(Role::Server));
+    if client.is_empty() || server.is_empty() {
+        return None;
+    }
+    Some(client.iter().any(|c| server.contains(c)))
+}
+
+/// Cases whose client and server shared a CPU in some repetitions and not in others: their
+/// repetitions measured two different placements (on loopback that alone can change a result
+/// several-fold), so their spread is not noise of one setup.
+pub fn placement_warnings(data: &RunData) -> Vec<String> {
+    let mut out = Vec::new();
+    for (position, case) in data.cases.iter().enumerate() {
+        let mut shared = Vec::new();
+        let mut apart = Vec::new();
+        for cell in data
+            .cells
+            .iter()
+            .filter(|c| c.position == position && c.error.is_none())
+        {
+            match shared_a_cpu(&cell.observation) {
+                Some(true) => shared.push(cell.repetition + 1),
+                Some(false) => apart.push(cell.repetition + 1),
+                None => {}
+            }
+        }
+        if !shared.is_empty() && !apart.is_empty() {
+            let list = |reps: &[u32]| reps.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+            out.push(format!(
+                "{}: client and server shared a CPU in repetitions {} but not in {}: the repetitions measured different placements; pin both sides (--client-cpus, --server-cpus)",
+                case.label(),
+                list(&shared),
+                list(&apart)
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -398,54 +448,4 @@ pub(crate) mod tests {
         assert!(warnings[0].starts_with("two-copy 1KiB t1"));
         assert!(warnings[0].contains("--duration"));
     }
-}
-
-/// Whether the client and server threads of one repetition ran on a common CPU (at the start or
-/// the end of the window); None when the placement was not recorded.
-fn shared_a_cpu(obs: &Observation) -> Option<bool> {
-    let cpus = |role: Role| -> Vec<usize> {
-        obs.placement
-            .iter()
-            .filter(|p| p.role == role)
-            .flat_map(|p| [p.cpu_at_start, p.cpu_at_end])
-            .flatten()
-            .collect()
-    };
-    let (client, server) = (cpus(Role::Client), cpus(Role::Server));
-    if client.is_empty() || server.is_empty() {
-        return None;
-    }
-    Some(client.iter().any(|c| server.contains(c)))
-}
-
-/// Cases whose client and server shared a CPU in some repetitions and not in others: their
-/// repetitions measured two different placements (on loopback that alone can change a result
-/// several-fold), so their spread is not noise of one setup.
-pub fn placement_warnings(data: &RunData) -> Vec<String> {
-    let mut out = Vec::new();
-    for (position, case) in data.cases.iter().enumerate() {
-        let mut shared = Vec::new();
-        let mut apart = Vec::new();
-        for cell in data
-            .cells
-            .iter()
-            .filter(|c| c.position == position && c.error.is_none())
-        {
-            match shared_a_cpu(&cell.observation) {
-                Some(true) => shared.push(cell.repetition + 1),
-                Some(false) => apart.push(cell.repetition + 1),
-                None => {}
-            }
-        }
-        if !shared.is_empty() && !apart.is_empty() {
-            let list = |reps: &[u32]| reps.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-            out.push(format!(
-                "{}: client and server shared a CPU in repetitions {} but not in {}: the repetitions measured different placements; pin both sides (--client-cpus, --server-cpus)",
-                case.label(),
-                list(&shared),
-                list(&apart)
-            ));
-        }
-    }
-    out
 }
