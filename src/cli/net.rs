@@ -17,26 +17,12 @@ use std::time::Duration;
 pub enum NetCommand {
     /// Stream messages from client threads to server threads (one TCP connection each) and
     /// measure what each copy mode costs per byte, per message and per role.
-    #[command(after_help = STREAM_EXAMPLES)]
+    #[command(after_help = super::examples::NET_STREAM)]
     Stream(Box<StreamArgs>),
     /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
+    #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
 }
-
-pub const STREAM_EXAMPLES: &str = "\
-Examples:
-  iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
-  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 1
-  iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
-  iopath net stream --connect 10.0.0.2:5201 --mode zero-copy   (with `iopath net serve` there)
-
-Modes:
-  two-copy   serialise the fields into one buffer in user space, then send() it
-  one-copy   sendmsg() with one iovec per field: only the kernel copies
-  zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
-             copies them anyway at delivery, and iopath reports the fraction it copied
-
-Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
 
 #[derive(Args, Debug)]
 pub struct StreamArgs {
