@@ -11,7 +11,7 @@ Examples:
 pub const NET_STREAM: &str = "\
 Examples:
   iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
-  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 0
+  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 0  # one CPU
   iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
   iopath net stream --size 4K..1M --reps 5 --db lab.db      # kept for report, export, compare
   iopath net stream --connect 10.0.0.2:5201 --mode zero-copy  # with `iopath net serve` there
