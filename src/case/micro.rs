@@ -46,7 +46,11 @@ impl MicroCase {
             .options
             .iter()
             .filter(|(k, _)| k != "samples" && k != "quick" && k != "dir")
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| match (k.strip_suffix("_bytes"), v.parse::<u64>()) {
+                // Sizes read as sizes in every label: size=16KiB, not size_bytes=16384.
+                (Some(name), Ok(bytes)) => format!("{name}={}", crate::format::format_bytes(bytes)),
+                _ => format!("{k}={v}"),
+            })
             .collect();
         if opts.is_empty() {
             self.bench.to_string()
@@ -83,7 +87,7 @@ mod tests {
             vec![("stride_bytes", "64".into()), ("size_bytes", "16384".into())],
         );
         assert_eq!(c.options[0].0, "size_bytes");
-        assert_eq!(c.label(), "memlat size_bytes=16384 stride_bytes=64");
+        assert_eq!(c.label(), "memlat size=16KiB stride=64B");
         assert_eq!(c.option("stride_bytes"), Some("64"));
         let params = c.params();
         assert!(params.contains(&("size_bytes", "16384".to_string())));

@@ -22,30 +22,43 @@ pub struct MicroArgs {
 #[derive(Subcommand, Debug)]
 pub enum MicroCommand {
     /// List the benchmarks and their variants.
+    #[command(after_help = super::examples::MICRO_LIST)]
     List,
     /// Run every benchmark (about 75 s here; with --quick a few seconds).
+    #[command(after_help = super::examples::MICRO_ALL)]
     All(Box<RunArgs>),
     /// Clock read cost and resolution, loop overhead, TSC frequency check.
+    #[command(after_help = super::examples::MICRO_TIMER)]
     Timer(Box<RunArgs>),
     /// Procedure call with 0..7 arguments.
+    #[command(after_help = super::examples::MICRO_CALL)]
     Call(Box<RunArgs>),
     /// System calls: getppid (raw), getcwd, 1-byte read of /dev/zero.
+    #[command(after_help = super::examples::MICRO_SYSCALL)]
     Syscall(Box<RunArgs>),
     /// Process creation: fork+exit, fork+exec, posix_spawn.
+    #[command(after_help = super::examples::MICRO_PROC)]
     Proc(Box<RunArgs>),
     /// Thread creation: create+join, start latency.
+    #[command(after_help = super::examples::MICRO_THREAD)]
     Thread(Box<RunArgs>),
     /// Context switch: processes over pipes, threads over a futex; pinned and unpinned.
+    #[command(after_help = super::examples::MICRO_CTXSWITCH)]
     Ctxswitch(Box<RunArgs>),
     /// Memory latency curve (pointer chase) with the cache levels detected.
+    #[command(after_help = super::examples::MICRO_MEMLAT)]
     Memlat(Box<RunArgs>),
     /// Memory read, write and copy bandwidth.
+    #[command(after_help = super::examples::MICRO_MEMBW)]
     Membw(Box<RunArgs>),
     /// Minor and major page faults.
+    #[command(after_help = super::examples::MICRO_PAGEFAULT)]
     Pagefault(Box<RunArgs>),
     /// TCP over loopback: round trip, bandwidth, connect, teardown.
+    #[command(after_help = super::examples::MICRO_TCP)]
     Tcp(Box<RunArgs>),
     /// File system: O_DIRECT reads, file cache size, read contention.
+    #[command(after_help = super::examples::MICRO_FS)]
     Fs(Box<RunArgs>),
 }
 
@@ -84,7 +97,8 @@ pub struct RunArgs {
     /// fs cache_read: largest file (default 256MiB, 16MiB with --quick).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub cache_max: Option<u64>,
-    /// fs contention: reader process counts (default 1,2,4; 1,2 with --quick).
+    /// fs contention: reader process counts, a list 1,2,4 or a range 1..8 (both ends and the
+    /// powers of two between; default 1,2,4, 1,2 with --quick).
     #[arg(long, value_name = "LIST")]
     pub procs: Option<String>,
     /// ctxswitch: yes, no or both (default both).

@@ -2,6 +2,7 @@
 //! stages. `run` dispatches a parsed command; exit codes are decided in main.rs.
 
 pub mod error;
+pub mod examples;
 pub mod fake;
 pub mod micro;
 pub mod net;
@@ -15,13 +16,45 @@ pub mod values;
 
 pub use error::UsageError;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The version line: the package version, the commit it was built from (`git describe` at
+/// build time, "unknown" outside a git checkout) and the build profile.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("IOPATH_COMMIT"),
+    ", ",
+    env!("IOPATH_PROFILE"),
+    " build)"
+);
+
+const EXAMPLES: &str = "\
+Examples:
+  iopath quick                                  # every copy mode on loopback, with an HTML report
+  iopath net stream --mode one-copy,zero-copy --size 4K..1M
+  iopath sweep net-stream --size 1K..1M --reps 5 --shuffle
+  iopath servers --model epoll,uring --clients 1,100
+  iopath micro list
+  iopath runs
+  iopath report                                 # the newest run in iopath-results/iopath.db
+  iopath completions bash > ~/.local/share/bash-completion/completions/iopath
+
+Every command has examples in its --help; `iopath man -o DIR` writes the manual pages.";
 
 /// iopath measures what moving data through this machine costs: throughput, time per
 /// message, CPU time, cycles, cache misses and context switches for each I/O primitive, with
 /// the source of every number (pmu, software, rusage, tool, estimate).
 #[derive(Parser, Debug)]
-#[command(name = "iopath", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "iopath",
+    version = VERSION,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = EXAMPLES
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -30,29 +63,45 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Network benchmarks: stream a structured message with two-copy, one-copy or zero-copy sends.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::NET)]
     Net(net::NetCommand),
     /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.
+    #[command(after_help = examples::QUICK)]
     Quick(sweep::QuickArgs),
     /// Run any measuring command as a stored run (the same flags), or resume one.
+    #[command(after_help = examples::SWEEP)]
     Sweep(Box<sweep::SweepArgs>),
     /// List the runs in the results database.
+    #[command(after_help = examples::RUNS)]
     Runs(results::RunsArgs),
     /// Write the self-contained HTML report (and PNG/SVG charts) of a run.
+    #[command(after_help = examples::REPORT)]
     Report(results::ReportArgs),
     /// Export a run's observations as CSV or JSON.
+    #[command(after_help = examples::EXPORT)]
     Export(results::ExportArgs),
     /// Compare two runs cell by cell, with a significance test.
+    #[command(after_help = examples::COMPARE)]
     Compare(results::CompareArgs),
     /// OS microbenchmarks in the style of lmbench: syscalls, context switches, memory, disks.
+    #[command(after_help = examples::MICRO)]
     Micro(micro::MicroArgs),
     /// Describe this machine: CPU, caches, memory, NICs, kernel, counters, io_uring.
+    #[command(after_help = examples::SYSINFO)]
     Sysinfo(sysinfo::SysinfoArgs),
     /// Compare server concurrency models (iterative, threads, pool, select, poll, epoll, io_uring).
+    #[command(after_help = examples::SERVERS)]
     Servers(servers::ServersArgs),
     /// The top-k CPU process service: serve it, or query a running one.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::PROCS)]
     Procs(servers::ProcsCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    #[command(after_help = examples::COMPLETIONS)]
+    Completions(CompletionsArgs),
+    /// Write the manual pages: iopath.1 on stdout, or iopath.1 and one page per subcommand
+    /// into a folder.
+    #[command(after_help = examples::MAN)]
+    Man(ManArgs),
     /// The deterministic test workload: cells that return, sleep, fail or panic on command.
     #[command(hide = true)]
     Fake(fake::FakeArgs),
@@ -73,5 +122,68 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Servers(args) => servers::run(args),
         Command::Procs(cmd) => servers::run_procs(cmd),
         Command::Fake(args) => fake::run(args),
+        Command::Completions(args) => {
+            output::out(String::from_utf8_lossy(&completions(args.shell)))?;
+            Ok(())
+        }
+        Command::Man(args) => run_man(args),
     }
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write iopath.1 and one page per subcommand (iopath-net-stream.1, ...) into this folder,
+    /// created if missing, instead of iopath.1 on stdout.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+}
+
+/// The completion script for `shell`.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "iopath", &mut script);
+    script
+}
+
+/// Every manual page: (file name, roff text) for iopath.1 and each visible subcommand at
+/// every level (iopath-net-stream.1, iopath-sweep-micro-memlat.1, ...).
+pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    fn walk(cmd: &clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        let man = clap_mangen::Man::new(cmd.clone());
+        let mut page = Vec::new();
+        man.render(&mut page)?;
+        pages.push((man.get_filename(), page));
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub, pages)?;
+        }
+        Ok(())
+    }
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut pages = Vec::new();
+    walk(&cmd, &mut pages)?;
+    Ok(pages)
+}
+
+fn run_man(args: ManArgs) -> anyhow::Result<()> {
+    let pages = man_pages()?;
+    let Some(dir) = args.output else {
+        let (_, page) = pages.first().ok_or_else(|| anyhow::anyhow!("no manual page"))?;
+        output::out(String::from_utf8_lossy(page))?;
+        return Ok(());
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| error::usage(format!("cannot create {}: {e}", dir.display())))?;
+    for (name, page) in &pages {
+        let path = dir.join(name);
+        std::fs::write(&path, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    eprintln!("wrote {} manual pages into {}", pages.len(), dir.display());
+    Ok(())
 }

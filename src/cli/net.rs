@@ -17,39 +17,29 @@ use std::time::Duration;
 pub enum NetCommand {
     /// Stream messages from client threads to server threads (one TCP connection each) and
     /// measure what each copy mode costs per byte, per message and per role.
-    #[command(after_help = STREAM_EXAMPLES)]
+    #[command(after_help = super::examples::NET_STREAM)]
     Stream(Box<StreamArgs>),
     /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
+    #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
 }
-
-pub const STREAM_EXAMPLES: &str = "\
-Examples:
-  iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
-  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 1
-  iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
-  iopath net stream --connect 10.0.0.2:5201 --mode zero-copy   (with `iopath net serve` there)
-
-Modes:
-  two-copy   serialise the fields into one buffer in user space, then send() it
-  one-copy   sendmsg() with one iovec per field: only the kernel copies
-  zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
-             copies them anyway at delivery, and iopath reports the fraction it copied
-
-Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
 
 #[derive(Args, Debug)]
 pub struct StreamArgs {
     /// Copy modes, comma-separated: two-copy, one-copy, zero-copy.
     #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
     pub mode: ModeList,
-    /// Message sizes: 64, 4K, 4KiB, 1M, lists (1K,64K) and power-of-two ranges (1K..16M).
+    /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which
+    /// are both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K). Each
+    /// size must be at least --fields bytes.
     #[arg(long, default_value = "64K", value_parser = values::parse_size_list)]
     pub size: values::SizeList,
-    /// Client threads (each with its own connection and server thread): 1,2,4 or 1..8.
+    /// Client threads (each with its own connection and server thread): 1,2,4 or a range 1..8
+    /// (both ends and the powers of two between).
     #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
     pub threads: values::CountList,
-    /// Separately heap-allocated fields per message; the size is split evenly among them.
+    /// Separately heap-allocated fields per message (1 to 1024); the size is split evenly
+    /// among them, the remainder to the last, so every size must be at least this many bytes.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fields: u32,
     /// Length of the measured window of each case (5s, 500ms, 1.5s).
@@ -129,6 +119,17 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
             format_bytes(*big)
+        )));
+    }
+    // A field is at least one byte: fewer bytes than fields would send empty iovecs and
+    // measure fewer fields than the label claims.
+    let fields = u64::from(args.fields);
+    if let Some(small) = args.size.iter().find(|s| **s < fields) {
+        return Err(usage(format!(
+            "--size {} with --fields {fields}: a message of {} cannot have {fields} fields of at least 1 byte each (use --fields {small} or fewer, or sizes of at least {})",
+            format_bytes(*small),
+            format_bytes(*small),
+            format_bytes(fields)
         )));
     }
     if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
@@ -343,4 +344,41 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Stream {
+        #[command(flatten)]
+        args: StreamArgs,
+    }
+
+    fn cases(argv: &[&str]) -> anyhow::Result<Vec<StreamCase>> {
+        let parsed = Stream::try_parse_from(std::iter::once("stream").chain(argv.iter().copied()))?;
+        stream_cases(&parsed.args)
+    }
+
+    /// A message of 4 bytes cannot have 8 fields of at least one byte: refused as bad input
+    /// with a message that names both numbers and what would do.
+    #[test]
+    fn sizes_smaller_than_the_field_count_are_refused() {
+        let err = cases(&["--size", "4", "--fields", "8"]).unwrap_err();
+        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("--size 4B with --fields 8"), "{text}");
+        assert!(text.contains("--fields 4 or fewer"), "{text}");
+        let err = cases(&["--size", "4,64K"]).unwrap_err().to_string();
+        assert!(err.contains("--size 4B"), "the default of 8 fields: {err}");
+        assert_eq!(cases(&["--size", "8", "--fields", "8"]).unwrap().len(), 3);
+        assert_eq!(
+            cases(&["--size", "4", "--fields", "1", "--mode", "one-copy"])
+                .unwrap()
+                .len(),
+            1
+        );
+    }
 }

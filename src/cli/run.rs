@@ -154,7 +154,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
         }
         _ => None,
     };
-    let progress = Progress::planned(cells.len(), plan.planned_seconds(&cells));
+    let progress = Progress::for_plan(plan, &cells);
     let mut collect = Collect {
         records: Vec::new(),
         run_id,

@@ -25,7 +25,8 @@ pub struct ServersArgs {
     /// (the top-k CPU processes, e.g. procs:2).
     #[arg(long, default_value = "echo:64")]
     pub request: String,
-    /// Concurrent client connections, e.g. 1,10,100,1000.
+    /// Concurrent client connections: a list 1,10,100,1000 or a range A..B (both ends and every
+    /// power of two between: 3..10 is 3,4,8,10).
     #[arg(long, default_value = "1,10,100")]
     pub clients: String,
     /// Measured window per case.
@@ -60,8 +61,10 @@ pub struct ServersArgs {
 #[derive(Subcommand, Debug)]
 pub enum ProcsCommand {
     /// Serve the top-k CPU process list until Ctrl-C (SIGINT) or SIGTERM.
+    #[command(after_help = super::examples::PROCS_SERVE)]
     Serve(ServeArgs),
     /// Ask a running service for its top-k CPU consumers.
+    #[command(after_help = super::examples::PROCS_QUERY)]
     Query(QueryArgs),
 }
 

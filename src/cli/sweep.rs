@@ -29,11 +29,13 @@ pub struct SweepArgs {
 #[derive(Subcommand, Debug)]
 pub enum SweepWorkload {
     /// The flags of `iopath net stream`, stored as a run.
-    #[command(after_help = super::net::STREAM_EXAMPLES)]
+    #[command(after_help = super::examples::SWEEP_NET_STREAM)]
     NetStream(Box<super::net::StreamArgs>),
     /// The flags of `iopath servers`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_SERVERS)]
     Servers(super::servers::ServersArgs),
     /// The subcommands and flags of `iopath micro`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_MICRO)]
     Micro(super::micro::MicroArgs),
     /// The deterministic test workload (hidden).
     #[command(hide = true)]

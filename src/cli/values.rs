@@ -9,8 +9,7 @@ pub type SizeList = Vec<u64>;
 pub type CountList = Vec<usize>;
 pub type CpuList = Vec<usize>;
 
-const SIZE_HELP: &str =
-    "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), or a range 1K..16M (powers of two)";
+const SIZE_HELP: &str = "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), a list 1K,64K, or a range A..B: both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K)";
 
 /// One byte size: `64`, `4K`, `4KiB`, `4k`, `1M`, `1MiB`, `1G`. Zero is refused.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -39,8 +38,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// A list of sizes: comma-separated sizes and ranges `A..B` (every power of two from A to B;
-/// A itself and B itself included even when they are not powers of two).
+/// A list of sizes: comma-separated sizes and ranges `A..B`. A range is both of its ends and
+/// every power of two strictly between them: `1K..8K` is 1K,2K,4K,8K; `1K..3K` is 1K,2K,3K;
+/// `100..300` is 100,128,256,300. The flags' help says the same (see the unit tests).
 pub fn parse_size_list(text: &str) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim) {
@@ -110,9 +110,10 @@ pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
 /// smaller limit), checked before anything is expanded.
 pub const MAX_COUNT: usize = 1_000_000;
 
-/// A list of positive whole numbers: `1,2,4,8` or ranges `1..8` (powers of two), e.g. threads.
+/// A list of positive whole numbers: `1,2,4,8` or ranges `A..B`, which are both ends and every
+/// power of two strictly between them (`1..8` is 1,2,4,8; `3..10` is 3,4,8,10), e.g. threads.
 pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
-    let help = "accepted: positive whole numbers like 1,2,4 or a range 1..8 (powers of two)";
+    let help = "accepted: positive whole numbers like 1,2,4, or a range A..B: both ends and every power of two between them (1..8; 3..10 is 3,4,8,10)";
     let one = |s: &str| -> Result<usize, String> {
         let t = s.trim();
         match t.parse::<usize>() {
@@ -241,6 +242,22 @@ mod tests {
         assert!(parse_size_list("1K,,2K").is_err());
     }
 
+    /// Ranges behave as their help says: both ends, and every power of two between them.
+    #[test]
+    fn ranges_are_both_ends_and_the_powers_of_two_between() {
+        const K: u64 = 1024;
+        assert_eq!(parse_size_list("1K..3K").unwrap(), vec![K, 2 * K, 3 * K]);
+        assert_eq!(parse_size_list("3K..16K").unwrap(), vec![3 * K, 4 * K, 8 * K, 16 * K]);
+        assert_eq!(parse_size_list("1K..1K").unwrap(), vec![K]);
+        assert_eq!(parse_size_list("1..4").unwrap(), vec![1, 2, 4]);
+        assert_eq!(parse_count_list("3..10").unwrap(), vec![3, 4, 8, 10]);
+        assert_eq!(parse_count_list("1..3").unwrap(), vec![1, 2, 3]);
+        assert_eq!(parse_count_list("5..5").unwrap(), vec![5]);
+        // The help texts describe exactly this.
+        assert!(SIZE_HELP.contains("1K..3K is 1K,2K,3K"), "{SIZE_HELP}");
+        assert!(parse_count_list("x").unwrap_err().contains("3..10 is 3,4,8,10"));
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
@@ -281,6 +298,23 @@ mod tests {
             prop_assert_eq!(list[0], lo);
             prop_assert_eq!(*list.last().unwrap(), hi);
             prop_assert!(list.windows(2).all(|w| w[0] < w[1]));
+            // Everything between the ends is a power of two, and none is skipped.
+            let inner = &list[1..list.len().saturating_sub(1)];
+            prop_assert!(inner.iter().all(|v| v.is_power_of_two()));
+            let powers = (0..64).map(|i| 1u64 << i).filter(|p| *p > lo && *p < hi).count();
+            prop_assert_eq!(inner.len(), powers);
+        }
+
+        #[test]
+        fn count_ranges_are_both_ends_and_the_powers_between(lo in 1usize..5000, span in 0usize..100_000) {
+            let hi = lo + span;
+            let list = parse_count_list(&format!("{lo}..{hi}")).unwrap();
+            prop_assert_eq!(list[0], lo);
+            prop_assert_eq!(*list.last().unwrap(), hi);
+            let inner = &list[1..list.len().saturating_sub(1)];
+            prop_assert!(inner.iter().all(|v| v.is_power_of_two()));
+            let powers = (0..40).map(|i| 1usize << i).filter(|p| *p > lo && *p < hi).count();
+            prop_assert_eq!(inner.len(), powers);
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod plan;
 pub mod progress;
 pub mod runner;
 
-pub use plan::{order_cells, Cell, Plan};
+pub use plan::{order_cells, Cell, Estimate, Plan};
 pub use runner::{run_plan, CellOutcome, RunEnd, Sink};
 
 use crate::case::Case;

@@ -45,6 +45,36 @@ impl Plan {
             .map(Case::planned_seconds)
             .sum()
     }
+
+    /// About how long running `cells` takes, announced before the first: every cell's window,
+    /// warm-up and set-up, plus the warm-up cell (the first cell's case once more). Micro
+    /// benchmarks' cells take a time not known in advance; they are counted, not guessed.
+    pub fn estimate(&self, cells: &[Cell]) -> Estimate {
+        let cases: Vec<&Case> = cells.iter().filter_map(|c| self.cases.get(c.position)).collect();
+        let warmup = self.warmup_cell.then(|| cases.first().copied()).flatten();
+        let unknown = |c: &Case| matches!(c, Case::Micro(_));
+        Estimate {
+            seconds: cases
+                .iter()
+                .chain(warmup.iter())
+                .filter(|c| !unknown(c))
+                .map(|c| c.planned_seconds())
+                .sum(),
+            unknown_cells: cases.iter().filter(|c| unknown(c)).count(),
+            warmup_cell: warmup.is_some(),
+        }
+    }
+}
+
+/// How long a plan's cells take, as far as is known before they run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// The cells of known length and the warm-up cell.
+    pub seconds: f64,
+    /// Cells whose length is not known in advance (micro benchmarks).
+    pub unknown_cells: usize,
+    /// A warm-up cell runs first and is discarded.
+    pub warmup_cell: bool,
 }
 
 /// The cells still to run, repetition-major (every case once, then every case again) so that
@@ -90,6 +120,33 @@ mod tests {
             order_cells(10, 3, &HashSet::new(), false, 0),
             "30 cells shuffled stay in order"
         );
+    }
+
+    #[test]
+    fn the_estimate_counts_the_warm_up_cell_and_leaves_micro_unknown() {
+        use crate::case::{FakeBehaviour, FakeCase};
+        let fake = |index, ms| {
+            Case::Fake(FakeCase {
+                index,
+                behaviour: FakeBehaviour::Sleep { ms },
+            })
+        };
+        let mut plan = Plan {
+            cases: vec![fake(0, 2000), fake(1, 500)],
+            repetitions: 3,
+            shuffle: false,
+            seed: 0,
+            warmup_cell: false,
+            name: None,
+            interface: "lo".into(),
+        };
+        let cells = plan.cells(&HashSet::new());
+        let e = plan.estimate(&cells);
+        assert_eq!((e.seconds, e.unknown_cells, e.warmup_cell), (7.5, 0, false));
+        plan.warmup_cell = true;
+        let e = plan.estimate(&cells);
+        assert_eq!((e.seconds, e.warmup_cell), (9.5, true), "the first case once more");
+        assert_eq!(plan.estimate(&[]).seconds, 0.0);
     }
 
     #[test]

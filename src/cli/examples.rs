@@ -1,0 +1,225 @@
+//! The "Examples:" section of every command's `--help` (and manual page). Each example line
+//! is a real command: tests/help.rs walks every subcommand's help and parses every line after
+//! `Examples:` with the same clap parser (text after `#`, `>` or `|` is the shell's, not
+//! iopath's). Keep them short, runnable, and about what the command is for.
+
+pub const NET: &str = "\
+Examples:
+  iopath net stream --mode one-copy,zero-copy --size 4K..1M
+  iopath net serve --listen 0.0.0.0:5201            # the far end for net stream --connect";
+
+pub const NET_STREAM: &str = "\
+Examples:
+  iopath net stream --mode two-copy,one-copy,zero-copy --size 1K,64K,1M --threads 1,2
+  iopath net stream --mode one-copy --fields 1 --size 64K --client-cpus 0 --server-cpus 0  # one CPU
+  iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
+  iopath net stream --size 4K..1M --reps 5 --db lab.db      # kept for report, export, compare
+  iopath net stream --connect 10.0.0.2:5201 --mode zero-copy  # with `iopath net serve` there
+
+Modes:
+  two-copy   serialise the fields into one buffer in user space, then send() it
+  one-copy   sendmsg() with one iovec per field: only the kernel copies
+  zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
+             copies them anyway at delivery, and iopath reports the fraction it copied
+
+Sizes: 64, 4K, 1M, lists 1K,64K, ranges A..B (both ends and every power of two between:
+1K..3K is 1K,2K,3K). Each size must be at least --fields bytes.
+Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
+
+pub const NET_SERVE: &str = "\
+Examples:
+  iopath net serve                                  # listen on 0.0.0.0:5201 until Ctrl-C
+  iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
+  iopath net stream --connect 10.0.0.1:5201         # the client, on the other host";
+
+pub const QUICK: &str = "\
+Examples:
+  iopath quick                                      # about a minute; report beside the database
+  iopath quick --db lab.db -o quick.html --name before-upgrade";
+
+pub const SWEEP: &str = "\
+Examples:
+  iopath sweep net-stream --size 1K..1M --reps 5 --shuffle
+  iopath sweep servers --model epoll,uring --clients 1,10,100 --reps 3
+  iopath sweep micro memlat --reps 3
+  iopath sweep --resume 4                           # finish run 4 after Ctrl-C or a crash
+  iopath sweep --resume 4 --db lab.db";
+
+pub const SWEEP_NET_STREAM: &str = "\
+Examples:
+  iopath sweep net-stream --mode two-copy,one-copy,zero-copy --size 1K..1M --reps 5
+  iopath sweep net-stream --size 64K --threads 1..8 --reps 3 --shuffle --name threads
+  iopath sweep net-stream --size 4K..64K --warmup-cell --db lab.db
+  iopath sweep net-stream --size 1M --duration 1s --json > run.json
+
+The flags are those of `iopath net stream` (see its --help for the modes and sizes).";
+
+pub const SWEEP_SERVERS: &str = "\
+Examples:
+  iopath sweep servers --reps 3                     # every model, echo:64, 1, 10, 100 clients
+  iopath sweep servers --model epoll,uring --request echo:4K --clients 1..256 --reps 5 --shuffle
+  iopath sweep servers --model pool,threads --clients 100 --db lab.db --name pool-vs-threads
+
+The flags are those of `iopath servers`.";
+
+pub const SWEEP_MICRO: &str = "\
+Examples:
+  iopath sweep micro memlat --reps 3
+  iopath sweep micro syscall --reps 5 --shuffle
+  iopath sweep micro all --quick --db lab.db
+
+The subcommands and flags are those of `iopath micro`.";
+
+pub const SERVERS: &str = "\
+Examples:
+  iopath servers                                    # every model, echo:64, 1, 10 and 100 clients
+  iopath servers --model epoll,uring --clients 1000 --client-threads 2
+  iopath servers --model pool --pool-size 8 --request procs:2 --clients 10
+  iopath servers --model epoll --rate 20000 --clients 100   # open loop: latency under a fixed load
+  iopath servers --model threads,epoll --clients 1..64 --reps 3 --db lab.db
+
+Clients: lists 1,10,100 or ranges A..B (both ends and every power of two between).";
+
+pub const PROCS: &str = "\
+Examples:
+  iopath procs serve --model epoll --listen 127.0.0.1:7070
+  iopath procs query 127.0.0.1:7070 -k 5";
+
+pub const PROCS_SERVE: &str = "\
+Examples:
+  iopath procs serve                                # epoll on 127.0.0.1:7070 until Ctrl-C
+  iopath procs serve --model uring --listen 127.0.0.1:0 --interval 1s
+  iopath procs serve --model pool --pool-size 8 --max-conns 100 --cpus 0";
+
+pub const PROCS_QUERY: &str = "\
+Examples:
+  iopath procs query 127.0.0.1:7070
+  iopath procs query 127.0.0.1:7070 -k 10 --json
+  iopath procs query 127.0.0.1:7070 --interval --clients 50   # the server runs with --interval";
+
+pub const RUNS: &str = "\
+Examples:
+  iopath runs                                       # runs in iopath-results/iopath.db
+  iopath runs --db lab.db
+  iopath runs --upgrade --db old.db                 # a database from an older iopath";
+
+pub const REPORT: &str = "\
+Examples:
+  iopath report                                     # the newest run, beside the database
+  iopath report 3 -o run3.html                      # charts in run3-charts/
+  iopath report 3 --db lab.db";
+
+pub const EXPORT: &str = "\
+Examples:
+  iopath export > newest.csv
+  iopath export 3 --format json -o run3.json
+  iopath export 3 --db lab.db --format csv";
+
+pub const COMPARE: &str = "\
+Examples:
+  iopath compare 3 4                                # each workload's headline metric
+  iopath compare 3 4 --metric client.cycles_per_byte
+  iopath compare 1 2 --db lab.db --metric system.requests_per_s";
+
+pub const SYSINFO: &str = "\
+Examples:
+  iopath sysinfo
+  iopath sysinfo --json > machine.json";
+
+pub const MICRO: &str = "\
+Examples:
+  iopath micro list
+  iopath micro all --quick                          # every benchmark in a few seconds
+  iopath micro memlat --max 64M --hugepages
+  iopath micro syscall --json
+  iopath sweep micro ctxswitch --reps 3             # the same, stored as a run";
+
+pub const MICRO_LIST: &str = "\
+Examples:
+  iopath micro list";
+
+pub const MICRO_ALL: &str = "\
+Examples:
+  iopath micro all --quick
+  iopath micro all --samples 11 --db lab.db
+  iopath sweep micro all --quick --reps 3";
+
+pub const MICRO_TIMER: &str = "\
+Examples:
+  iopath micro timer
+  iopath micro timer --samples 51
+  iopath sweep micro timer --reps 3";
+
+pub const MICRO_CALL: &str = "\
+Examples:
+  iopath micro call
+  iopath micro call --samples 51 --json
+  iopath sweep micro call --reps 3";
+
+pub const MICRO_SYSCALL: &str = "\
+Examples:
+  iopath micro syscall
+  iopath micro syscall --variant getppid,read_dev_zero
+  iopath sweep micro syscall --reps 5 --shuffle";
+
+pub const MICRO_PROC: &str = "\
+Examples:
+  iopath micro proc
+  iopath micro proc --variant posix_spawn --program /bin/true
+  iopath sweep micro proc --reps 3";
+
+pub const MICRO_THREAD: &str = "\
+Examples:
+  iopath micro thread
+  iopath micro thread --variant start_latency --samples 51
+  iopath sweep micro thread --reps 3";
+
+pub const MICRO_CTXSWITCH: &str = "\
+Examples:
+  iopath micro ctxswitch
+  iopath micro ctxswitch --pinned yes --variant futex_threads
+  iopath sweep micro ctxswitch --reps 3";
+
+pub const MICRO_MEMLAT: &str = "\
+Examples:
+  iopath micro memlat --quick
+  iopath micro memlat --min 4K --max 64M --stride 128 --hugepages
+  iopath sweep micro memlat --reps 3";
+
+pub const MICRO_MEMBW: &str = "\
+Examples:
+  iopath micro membw
+  iopath micro membw --size 256M --variant copy
+  iopath sweep micro membw --reps 3";
+
+pub const MICRO_PAGEFAULT: &str = "\
+Examples:
+  iopath micro pagefault
+  iopath micro pagefault --variant major --dir /var/tmp --file-size 64M
+  iopath sweep micro pagefault --reps 3";
+
+pub const MICRO_TCP: &str = "\
+Examples:
+  iopath micro tcp
+  iopath micro tcp --variant rtt,connect --samples 51
+  iopath sweep micro tcp --reps 3";
+
+pub const MICRO_FS: &str = "\
+Examples:
+  iopath micro fs --quick
+  iopath micro fs --dir /var/tmp --file-size 256M --procs 1..8
+  iopath micro fs --variant cache_read --cache-max 1G
+  iopath sweep micro fs --quick --reps 3";
+
+pub const COMPLETIONS: &str = "\
+Examples:
+  iopath completions bash > ~/.local/share/bash-completion/completions/iopath
+  iopath completions zsh > ~/.zfunc/_iopath         # with fpath=(~/.zfunc $fpath) in .zshrc
+  iopath completions fish > ~/.config/fish/completions/iopath.fish
+  iopath completions elvish
+  iopath completions powershell";
+
+pub const MAN: &str = "\
+Examples:
+  iopath man | man -l -                             # read iopath(1) now
+  iopath man -o /usr/local/share/man/man1           # iopath.1, iopath-net-stream.1, ...";
