@@ -284,7 +284,7 @@ fn net_stream_first_signal_keeps_the_finished_repetition() {
             "--size",
             "4K",
             "--duration",
-            "1s",
+            "3s",
             "--warmup",
             "0",
             "--reps",

@@ -71,8 +71,11 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
             View::Bar(bar)
-        } else {
+        } else if total > 1 {
             View::Lines
+        } else {
+            // One cell: its own output follows at once, lines about it would only be noise.
+            View::Hidden
         };
         Progress::with_view(view, total)
     }
