@@ -359,3 +359,83 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
         interface: environment["interface"].as_str().unwrap_or("lo").to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{FakeBehaviour, FakeCase};
+
+    fn outcome(result: Result<f64, &str>) -> CellOutcome {
+        CellOutcome {
+            result: result
+                .map(|v| {
+                    let mut o = crate::observation::Observation::default();
+                    o.push(crate::observation::Metric::new(
+                        "value",
+                        crate::observation::Role::System,
+                        v,
+                        "1",
+                        crate::observation::Source::Tool,
+                    ));
+                    o
+                })
+                .map_err(String::from),
+            elapsed_s: 0.5,
+        }
+    }
+
+    /// A writer that counts flushes and can play a closed pipe.
+    struct Pipe {
+        bytes: Vec<u8>,
+        flushes: usize,
+        closed: bool,
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.closed {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.flushes += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn ndjson_sink_writes_and_flushes_one_line_per_cell_and_survives_a_closed_pipe() {
+        let case = Case::Fake(FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Ok { value: 3 },
+        });
+        let pipe = Pipe {
+            bytes: Vec::new(),
+            flushes: 0,
+            closed: false,
+        };
+        let mut sink = NdjsonSink::new(pipe, Some(7));
+        let cell = |repetition| Cell {
+            position: 0,
+            repetition,
+        };
+        sink.cell(&case, cell(0), &outcome(Ok(3.0))).unwrap();
+        sink.cell(&case, cell(1), &outcome(Err("boom"))).unwrap();
+        assert_eq!(sink.out.flushes, 2, "a flush per line");
+        let text = String::from_utf8(sink.out.bytes.clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["run_id"], 7);
+        assert_eq!(lines[0]["metrics"][0]["value"], 3);
+        assert_eq!(
+            (lines[1]["status"].as_str(), lines[1]["error"].as_str()),
+            (Some("failed"), Some("boom"))
+        );
+        sink.out.closed = true;
+        sink.cell(&case, cell(2), &outcome(Ok(3.0))).unwrap();
+        sink.cell(&case, cell(3), &outcome(Ok(3.0))).unwrap();
+        assert_eq!(sink.out.bytes.len(), text.len(), "nothing more after the reader left");
+    }
+}
