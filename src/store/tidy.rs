@@ -182,7 +182,8 @@ pub fn ndjson(data: &RunData) -> anyhow::Result<Vec<u8>> {
 /// The machine fields repeated on every long CSV row.
 const MACHINE_COLUMNS: [&str; 3] = ["hostname", "kernel", "cpu_model"];
 
-fn csv_text(v: &Value) -> String {
+/// A typed value as CSV text: null is empty, text is itself, numbers and booleans as JSON.
+pub fn csv_text(v: &Value) -> String {
     match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
