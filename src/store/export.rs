@@ -197,7 +197,7 @@ mod tests {
             error: None,
         };
         let json: serde_json::Value =
-            serde_json::from_slice(&JsonExporter.serialize(&[record.clone()]).unwrap()).unwrap();
+            serde_json::from_slice(&JsonExporter.serialize(std::slice::from_ref(&record)).unwrap()).unwrap();
         assert_eq!(json[0]["params"]["size_bytes"], 4096);
         assert_eq!(json[0]["params"]["client_cpus"], serde_json::Value::Null);
         assert_eq!(json[0]["case"]["size"], 4096, "the stored case is unchanged");
