@@ -303,3 +303,78 @@ fn pandas_pivot_of_the_long_export_matches_what_iopath_printed() {
     assert_eq!(pivot["fake#0 ok:100~10"]["0"], 90);
     assert_eq!(pivot["fake#2 ok:7"]["5"], 7);
 }
+
+const STREAM_PIVOT: &str = r#"
+import json, sys
+try:
+    import pandas as pd
+except ImportError as e:
+    print("PANDAS MISSING: " + str(e))
+    sys.exit(3)
+df = pd.read_csv(sys.argv[1], float_precision="round_trip")
+assert str(df["param_size_bytes"].dtype) == "int64", df["param_size_bytes"].dtype
+assert df["param_client_cpus"].isna().all(), "unpinned CPU lists are empty, read as missing"
+t = df[(df["role"] == "system") & (df["metric"] == "throughput_gbps")]
+pivot = t.pivot_table(index="param_size_bytes", columns="param_mode", values="value", aggfunc="median")
+print(json.dumps({str(size): {mode: float(x) for mode, x in row.items()} for size, row in pivot.iterrows()}))
+"#;
+
+/// The same with a tiny real sweep: throughput by size x mode from the long CSV equals the
+/// throughput iopath printed for each case.
+#[test]
+fn pandas_pivot_of_a_net_stream_sweep_matches_the_printed_throughput() {
+    let (dir, db) = temp_db("stream.db");
+    let printed = run(
+        &[
+            "sweep",
+            "net-stream",
+            "--mode",
+            "one-copy,two-copy",
+            "--size",
+            "4K,64K",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "0",
+            "--json",
+        ],
+        &db,
+    );
+    let records = json_records(&printed);
+    assert_eq!(records.len(), 4);
+    let csv = dir.path().join("long.csv");
+    run(&["export", "--format", "long", "-o", csv.to_str().unwrap()], &db);
+    let script = dir.path().join("pivot.py");
+    std::fs::write(&script, STREAM_PIVOT).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&csv)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): .ci/run needs python3 with pandas"));
+    let text = stdout(&out);
+    assert!(
+        !text.contains("PANDAS MISSING"),
+        "python3 cannot import pandas ({text}); install it as .ci/run does: python3 -m pip install pandas"
+    );
+    assert!(
+        out.status.success(),
+        "the pandas script failed: {}{}",
+        text,
+        stderr(&out)
+    );
+    let pivot: Value = serde_json::from_str(text.trim()).unwrap();
+    for r in &records {
+        let size = r["params"]["size_bytes"].as_u64().unwrap().to_string();
+        let mode = r["params"]["mode"].as_str().unwrap();
+        let printed_value = common::role_metric(r, "system", "throughput_gbps").unwrap()["value"]
+            .as_f64()
+            .unwrap();
+        let got = pivot[&size][mode]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {size} x {mode} in {pivot}"));
+        assert!(
+            (got - printed_value).abs() <= 1e-12 * printed_value.abs(),
+            "{size} x {mode}: pandas {got} vs printed {printed_value}"
+        );
+    }
+}
