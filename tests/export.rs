@@ -378,3 +378,26 @@ fn pandas_pivot_of_a_net_stream_sweep_matches_the_printed_throughput() {
         );
     }
 }
+
+/// `--json-stream` is one of the run flags every measuring command and sweep share.
+#[test]
+fn every_measuring_command_takes_json_stream() {
+    let commands: [&[&str]; 8] = [
+        &["net", "stream"],
+        &["servers"],
+        &["micro", "syscall"],
+        &["fake"],
+        &["sweep", "net-stream"],
+        &["sweep", "servers"],
+        &["sweep", "micro", "syscall"],
+        &["sweep", "fake"],
+    ];
+    for command in commands {
+        let out = iopath().args(command).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains("--json-stream"),
+            "{command:?} lacks --json-stream"
+        );
+    }
+}
