@@ -6,16 +6,42 @@
 use crate::case::{FakeBehaviour, FakeCase};
 use crate::observation::{Metric, Observation, Role, Source};
 use crate::stop::{Interrupted, Stop};
+use std::sync::Mutex;
 use std::time::Duration;
 
+/// Multiplies every value when set (tests): two runs of the same cases then differ by a known
+/// ratio while their cases, and so their keys, stay equal.
+pub const SCALE_ENV: &str = "IOPATH_FAKE_SCALE";
+
+/// The n-th call of the case at `index` in this process, counted from 0.
+fn call_number(index: usize) -> u64 {
+    static CALLS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let mut calls = CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    if calls.len() <= index {
+        calls.resize(index + 1, 0);
+    }
+    calls[index] += 1;
+    calls[index] - 1
+}
+
 pub fn run(case: &FakeCase, stop: Stop) -> anyhow::Result<Observation> {
+    let scale: f64 = std::env::var(SCALE_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
     let observe = |value: f64| {
+        let value = value * scale;
         let mut obs = Observation::default();
         obs.push(Metric::new("value", Role::System, value, "1", Source::Tool));
         obs
     };
     match case.behaviour {
         FakeBehaviour::Ok { value } => Ok(observe(value as f64)),
+        FakeBehaviour::Jitter { value, jitter } => {
+            const STEPS: [f64; 6] = [-1.0, -0.6, -0.2, 0.2, 0.6, 1.0];
+            let step = STEPS[(call_number(case.index) % 6) as usize];
+            Ok(observe(value as f64 + step * jitter as f64))
+        }
         FakeBehaviour::Sleep { ms } => {
             if stop.sleep(Duration::from_millis(ms)) {
                 Ok(observe(ms as f64))

@@ -11,6 +11,10 @@ use std::fmt;
 pub enum FakeBehaviour {
     /// Return at once with `value` as its only metric.
     Ok { value: u64 },
+    /// Return `value` plus a deterministic jitter of at most `jitter`, which repeats every six
+    /// calls of the case in one process (-1, -0.6, -0.2, 0.2, 0.6, 1 times `jitter`), so
+    /// repetitions spread like a measurement and compare verdicts can be tested.
+    Jitter { value: u64, jitter: u64 },
     /// Sleep `ms` while watching the stop request, then return like `Ok`.
     Sleep { ms: u64 },
     /// Sleep `ms` ignoring the stop request (a workload that cannot be interrupted), holding a
@@ -26,6 +30,7 @@ impl fmt::Display for FakeBehaviour {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FakeBehaviour::Ok { value } => write!(f, "ok:{value}"),
+            FakeBehaviour::Jitter { value, jitter } => write!(f, "ok:{value}~{jitter}"),
             FakeBehaviour::Sleep { ms } => write!(f, "sleep:{ms}ms"),
             FakeBehaviour::Stubborn { ms } => write!(f, "stubborn:{ms}ms"),
             FakeBehaviour::Fail => f.write_str("fail"),

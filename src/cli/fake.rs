@@ -13,7 +13,8 @@ use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct FakeArgs {
-    /// What each case does, comma-separated: ok[:VALUE], sleep:DURATION (stoppable),
+    /// What each case does, comma-separated: ok[:VALUE], ok:VALUE~JITTER (VALUE plus a
+    /// deterministic jitter repeating every six calls), sleep:DURATION (stoppable),
     /// stubborn:DURATION (ignores the stop; holds a child and a scratch file), fail, panic.
     #[arg(long, default_value = "ok")]
     pub cells: String,
@@ -27,6 +28,13 @@ fn parse_behaviour(text: &str) -> Result<FakeBehaviour, String> {
         None if text.trim() == "ok" => Ok(FakeBehaviour::Ok { value: 1 }),
         None if text.trim() == "fail" => Ok(FakeBehaviour::Fail),
         None if text.trim() == "panic" => Ok(FakeBehaviour::Panic),
+        Some(("ok", v)) if v.contains('~') => {
+            let (value, jitter) = v.split_once('~').unwrap_or_default();
+            match (value.parse(), jitter.parse()) {
+                (Ok(value), Ok(jitter)) => Ok(FakeBehaviour::Jitter { value, jitter }),
+                _ => Err(format!("'{v}' is not VALUE~JITTER in whole numbers")),
+            }
+        }
         Some(("ok", v)) => v
             .parse()
             .map(|value| FakeBehaviour::Ok { value })
@@ -34,7 +42,7 @@ fn parse_behaviour(text: &str) -> Result<FakeBehaviour, String> {
         Some(("sleep", d)) => ms(d).map(|ms| FakeBehaviour::Sleep { ms }),
         Some(("stubborn", d)) => ms(d).map(|ms| FakeBehaviour::Stubborn { ms }),
         _ => Err(format!(
-            "unknown behaviour '{text}' (accepted: ok[:N], sleep:DURATION, stubborn:DURATION, fail, panic)"
+            "unknown behaviour '{text}' (accepted: ok[:N], ok:N~J, sleep:DURATION, stubborn:DURATION, fail, panic)"
         )),
     }
 }

@@ -6,11 +6,13 @@ use super::error::usage;
 use super::output::Table;
 use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
+use crate::report::compare::{CompareOptions, Comparison, Difference, Verdict};
 use crate::report::{self, fmt_num};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::output::{check_output, write_atomic};
-use crate::store::{Store, DEFAULT_DB_PATH};
+use crate::store::{tidy, RunData, RunSummary, Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
@@ -22,6 +24,9 @@ pub struct RunsArgs {
     /// command writes to the database).
     #[arg(long)]
     pub upgrade: bool,
+    /// Print the runs as a JSON array (docs/output.md) instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -39,8 +44,17 @@ pub struct ReportArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ExportFormat {
+    /// Wide CSV: one row per case and repetition, a value and a source column per metric.
     Csv,
+    /// The nested JSON records, one per case and repetition.
     Json,
+    /// Tidy CSV: one row per value (run, parameters, repetition, role, metric, unit, value,
+    /// source), ready for a dataframe pivot.
+    Long,
+    /// The long rows as NDJSON, after one line with the run, machine and environment.
+    Ndjson,
+    /// JSON summary of the run: per-cell statistics, crossovers and findings.
+    Summary,
 }
 
 #[derive(Args, Debug)]
@@ -57,12 +71,70 @@ pub struct ExportArgs {
     pub db: PathBuf,
 }
 
+/// A run named on the command line: `3` (in --db), `other.db:3`, or `other.db` (its newest run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRef {
+    pub db: Option<PathBuf>,
+    pub id: Option<i64>,
+}
+
+fn parse_run_ref(text: &str) -> Result<RunRef, String> {
+    if text.is_empty() {
+        return Err("empty run: give RUN_ID, DB:RUN_ID or DB".into());
+    }
+    if let Ok(id) = text.parse::<i64>() {
+        return Ok(RunRef { db: None, id: Some(id) });
+    }
+    if let Some((path, id)) = text.rsplit_once(':') {
+        if let Ok(id) = id.parse::<i64>() {
+            if path.is_empty() {
+                return Err(format!("'{text}' names no database before ':'"));
+            }
+            return Ok(RunRef {
+                db: Some(PathBuf::from(path)),
+                id: Some(id),
+            });
+        }
+    }
+    Ok(RunRef {
+        db: Some(PathBuf::from(text)),
+        id: None,
+    })
+}
+
+/// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
+fn parse_threshold(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%');
+    match number.parse::<f64>() {
+        Ok(v) if (0.0..100.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(format!(
+            "'{text}' is not a percentage from 0 to below 100 (e.g. 3 or 2.5%)"
+        )),
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The baseline run.
-    pub run_a: i64,
-    /// The run compared with it.
-    pub run_b: i64,
+    /// The baseline run: RUN_ID in --db, DB:RUN_ID in another database, or DB for its newest run.
+    #[arg(value_parser = parse_run_ref)]
+    pub run_a: RunRef,
+    /// The run compared with it, named the same ways (`iopath compare main.db:3 pr.db:1`).
+    #[arg(value_parser = parse_run_ref)]
+    pub run_b: RunRef,
+    /// The noise band in percent: a change whose whole 95% interval lies within ±THRESHOLD is
+    /// "no change"; one beyond it (and significant) is "faster" or "slower".
+    #[arg(long, default_value = "3", value_parser = parse_threshold, value_name = "PERCENT")]
+    pub threshold: f64,
+    /// Exit 1 when any cell is slower beyond the noise band and significant (after the
+    /// correction for the many cells compared): a gate for CI.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Print a Markdown summary for a pull-request comment instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
+    /// Print the comparison as JSON (docs/output.md) instead of the table.
+    #[arg(long)]
+    pub json: bool,
     /// The metric to compare as role.name (e.g. client.cycles_per_byte); default: each
     /// workload's headline (throughput_gbps for net-stream).
     #[arg(long)]
@@ -129,6 +201,13 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     }
     let store = open(&args.db)?;
     let runs = store.list_runs().map_err(store_error)?;
+    if args.json {
+        let list: Vec<Value> = runs.iter().map(run_json).collect();
+        let mut text = serde_json::to_string_pretty(&list)?;
+        text.push('\n');
+        super::output::out(text)?;
+        return Ok(());
+    }
     if runs.is_empty() {
         crate::say!("no runs in {}", args.db.display())?;
         return Ok(());
@@ -181,10 +260,17 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.output {
         check_output_path(out, &args.db)?;
     }
-    let records = store.load_run(id).map_err(store_error)?.records();
+    let data = store.load_run(id).map_err(store_error)?;
     let bytes = match args.format {
-        ExportFormat::Csv => CsvExporter.serialize(&records)?,
-        ExportFormat::Json => JsonExporter.serialize(&records)?,
+        ExportFormat::Csv => CsvExporter.serialize(&data.records())?,
+        ExportFormat::Json => JsonExporter.serialize(&data.records())?,
+        ExportFormat::Long => tidy::long_csv(&data)?,
+        ExportFormat::Ndjson => tidy::ndjson(&data)?,
+        ExportFormat::Summary => {
+            let mut out = serde_json::to_vec_pretty(&summary_json(&data))?;
+            out.push(b'\n');
+            out
+        }
     };
     match &args.output {
         Some(path) => write_atomic(path, &bytes).map_err(store_error)?,
@@ -210,17 +296,234 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
     Ok((role, name.to_string()))
 }
 
+/// A run as `runs --json` lists it (and as the summary and compare name it).
+fn run_json(r: &RunSummary) -> Value {
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "command_line": r.command_line,
+        "tool_version": r.tool_version,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "status": r.status.to_string(),
+        "repetitions": r.repetitions,
+        "shuffle": r.shuffle,
+        "seed": r.seed,
+        "warmup_cell": r.warmup_cell,
+        "cases": r.cases,
+        "cells_ok": r.cells_ok,
+        "cells_failed": r.cells_failed,
+        "cells_planned": r.cells_planned(),
+    })
+}
+
+/// `export --format summary`: the run, per-cell statistics of every metric, the crossovers and
+/// the findings (caveats, noise, workload warnings), with the schema version.
+pub fn summary_json(data: &RunData) -> Value {
+    let analysis = report::analyze(data);
+    let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
+    let cells: Vec<Value> = analysis
+        .cells
+        .iter()
+        .map(|c| {
+            let metrics: Vec<Value> = c
+                .metrics
+                .iter()
+                .map(|m| {
+                    let s = m.summary.as_ref();
+                    json!({
+                        "role": m.role.as_str(),
+                        "metric": m.name,
+                        "unit": m.unit,
+                        "source": m.source_text(),
+                        "n": m.values.len(),
+                        "median": s.map(|s| tidy::number(Some(s.median))),
+                        "mean": s.map(|s| s.mean),
+                        "stddev": s.and_then(|s| s.stddev),
+                        "min": s.map(|s| tidy::number(Some(s.min))),
+                        "max": s.map(|s| tidy::number(Some(s.max))),
+                        "ci95": s.and_then(|s| s.ci95).map(|(lo, hi)| [lo, hi]),
+                        "cv": s.and_then(|s| s.cv),
+                        "outliers": s.map(|s| s.outliers.iter().filter_map(|&i| m.values.get(i)).collect::<Vec<_>>()),
+                    })
+                })
+                .collect();
+            json!({
+                "position": c.position,
+                "workload": c.case.workload(),
+                "label": c.label,
+                "params": tidy::params(&c.case),
+                "ok": c.ok,
+                "failed": c.failures.len(),
+                "failures": c.failures,
+                "headline": c.headline_metric().map(|m| format!("{}.{}", m.role, m.name)),
+                "metrics": metrics,
+                "warnings": c.warnings,
+            })
+        })
+        .collect();
+    let crossovers: Vec<Value> = analysis
+        .crossovers
+        .iter()
+        .map(|x| {
+            let (from, crosses_at) = match &x.result {
+                report::crossover::Crossover::From { size, crosses_at } => (Some(*size), *crosses_at),
+                report::crossover::Crossover::NoCrossover => (None, None),
+            };
+            json!({
+                "a": x.a.to_string(),
+                "b": x.b.to_string(),
+                "threads": x.threads,
+                "a_ahead_from_size_bytes": from,
+                "medians_cross_at_bytes": crosses_at.map(|v| v.round() as u64),
+                "sizes_compared": x.sizes_compared,
+                "b_ahead_size_bytes": x.b_ahead,
+                "text": x.result.describe(),
+            })
+        })
+        .collect();
+    json!({
+        "type": "summary",
+        "schema_version": tidy::SCHEMA_VERSION,
+        "run": run_json(&data.run),
+        "machine": parse(&data.run.machine_json),
+        "environment": parse(&data.run.environment_json),
+        "cells": cells,
+        "crossovers": crossovers,
+        "findings": {
+            "caveats": analysis.caveats,
+            "noise": analysis.noise,
+            "warnings": analysis.warnings.iter().map(|g| json!({
+                "kind": g.kind,
+                "cells": g.cells,
+                "text": g.line(),
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// A run to compare, loaded from its own database.
+struct Side {
+    db: PathBuf,
+    data: RunData,
+}
+
+impl Side {
+    fn load(run: &RunRef, default_db: &Path) -> anyhow::Result<Side> {
+        let db = run.db.clone().unwrap_or_else(|| default_db.to_path_buf());
+        let store = open(&db)?;
+        let id = pick_run(&store, run.id)?;
+        let data = store.load_run(id).map_err(store_error)?;
+        Ok(Side { db, data })
+    }
+
+    fn name(&self, same_db: bool) -> String {
+        let mut text = format!("run {}", self.data.run.id);
+        if let Some(name) = &self.data.run.name {
+            text.push_str(&format!(" ({name})"));
+        }
+        if !same_db {
+            text.push_str(&format!(" in {}", self.db.display()));
+        }
+        text
+    }
+
+    fn json(&self) -> Value {
+        let mut v = run_json(&self.data.run);
+        v["db"] = json!(self.db.display().to_string());
+        v
+    }
+}
+
+fn ratio_text(r: &crate::report::compare::CompareRow) -> (String, String) {
+    let ratio = r.ratio.map_or("n/a".into(), |v| format!("{v:.3}"));
+    let ci = r
+        .ratio_ci95
+        .map_or("n/a".into(), |(lo, hi)| format!("{lo:.3}..{hi:.3}"));
+    (ratio, ci)
+}
+
+fn compare_table(c: &Comparison) -> String {
+    let mut table = Table::new(&[
+        "cell", "metric", "median A", "median B", "B/A", "95% CI", "p (Holm)", "verdict",
+    ]);
+    for r in &c.rows {
+        let (ratio, ci) = ratio_text(r);
+        table.row(vec![
+            r.label.clone(),
+            r.metric.clone(),
+            fmt_num(Some(r.median_a)),
+            fmt_num(Some(r.median_b)),
+            ratio,
+            ci,
+            format!("{:.3}", r.p_holm),
+            r.verdict.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> String {
+    let mut md = format!("### iopath compare: {a} (A) → {b} (B)\n\n");
+    let regressions = c.count(Verdict::Slower);
+    let lead = if regressions > 0 {
+        format!(":warning: **{regressions} slower**")
+    } else {
+        "**0 slower**".to_string()
+    };
+    md.push_str(&format!(
+        "{lead}, {} faster, {} no change, {} inconclusive over {} matching cells \
+         (noise band ±{}%, 95% bootstrap interval of B/A, Mann-Whitney U with Holm correction).\n\n",
+        c.count(Verdict::Faster),
+        c.count(Verdict::NoChange),
+        c.count(Verdict::Inconclusive),
+        c.rows.len(),
+        c.threshold * 100.0
+    ));
+    if !c.rows.is_empty() {
+        md.push_str("| cell | metric | median A | median B | B/A | 95% CI | p (Holm) | verdict |\n");
+        md.push_str("|---|---|--:|--:|--:|--:|--:|---|\n");
+        for r in &c.rows {
+            let (ratio, ci) = ratio_text(r);
+            let verdict = match r.verdict {
+                Verdict::Slower => "**slower**".to_string(),
+                v => v.to_string(),
+            };
+            md.push_str(&format!(
+                "| {} | `{}` | {} | {} | {ratio} | {ci} | {:.3} | {verdict} |\n",
+                r.label.replace('|', "\\|"),
+                r.metric,
+                fmt_num(Some(r.median_a)),
+                fmt_num(Some(r.median_b)),
+                r.p_holm
+            ));
+        }
+        md.push('\n');
+    }
+    for w in &c.warnings {
+        md.push_str(&format!("> warning: {w}\n"));
+    }
+    for line in c.mismatch_lines() {
+        md.push_str(&format!("- {}\n", line.trim()));
+    }
+    if !env.is_empty() {
+        md.push_str("\n<details><summary>Environment differences</summary>\n\n");
+        for d in env {
+            md.push_str(&format!("- `{}`: A `{}`, B `{}`\n", d.name, d.a, d.b));
+        }
+        md.push_str("\n</details>\n");
+    }
+    md
+}
+
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     let metric = args.metric.as_deref().map(parse_metric).transpose()?;
-    let store = open(&args.db)?;
-    let a = store
-        .load_run(pick_run(&store, Some(args.run_a))?)
-        .map_err(store_error)?;
-    let b = store
-        .load_run(pick_run(&store, Some(args.run_b))?)
-        .map_err(store_error)?;
-    let cells_a = report::cells::summarize_run(&a);
-    let cells_b = report::cells::summarize_run(&b);
+    let a = Side::load(&args.run_a, &args.db)?;
+    let b = Side::load(&args.run_b, &args.db)?;
+    let cells_a = report::cells::summarize_run(&a.data);
+    let cells_b = report::cells::summarize_run(&b.data);
+    let same_db = a.db == b.db;
+    let (name_a, name_b) = (a.name(same_db), b.name(same_db));
     if let Some((role, name)) = &metric {
         let held = |cells: &[report::cells::CellSummary]| cells.iter().any(|c| c.metric(name, *role).is_some());
         if !held(&cells_a) || !held(&cells_b) {
@@ -231,29 +534,86 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             known.sort();
             known.dedup();
             return Err(usage(format!(
-                "--metric {role}.{name} is not in both runs (run {} has: {})",
-                args.run_a,
+                "--metric {role}.{name} is not in both runs ({name_a} has: {})",
                 known.join(", ")
             )));
         }
     }
-    let comparison = report::compare::compare_cells(&cells_a, &cells_b, metric.as_ref().map(|(r, n)| (*r, n.as_str())));
-    let mut table = Table::new(&["cell", "metric", "median A", "median B", "change", "p", "verdict"]);
-    for r in &comparison.rows {
-        table.row(vec![
-            r.label.clone(),
-            r.metric.clone(),
-            fmt_num(Some(r.median_a)),
-            fmt_num(Some(r.median_b)),
-            format!("{:+.1}%", r.change * 100.0),
-            format!("{:.3}", r.p),
-            r.verdict(),
-        ]);
+    let options = CompareOptions {
+        threshold: args.threshold,
+        ..CompareOptions::default()
+    };
+    let comparison = report::compare::compare_cells(
+        &cells_a,
+        &cells_b,
+        metric.as_ref().map(|(r, n)| (*r, n.as_str())),
+        &options,
+    );
+    let env = report::compare::environment_differences(&a.data.run, &b.data.run);
+    if args.json {
+        let doc = json!({
+            "type": "comparison",
+            "schema_version": tidy::SCHEMA_VERSION,
+            "a": a.json(),
+            "b": b.json(),
+            "threshold": comparison.threshold,
+            "alpha": comparison.alpha,
+            "interval": format!(
+                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {}",
+                report::compare::BOOTSTRAP_RESAMPLES,
+                report::compare::BOOTSTRAP_SEED
+            ),
+            "test": "two-sided Mann-Whitney U",
+            "correction": "holm",
+            "verdicts": {
+                "faster": comparison.count(Verdict::Faster),
+                "slower": comparison.count(Verdict::Slower),
+                "no-change": comparison.count(Verdict::NoChange),
+                "inconclusive": comparison.count(Verdict::Inconclusive),
+            },
+            "rows": comparison.rows,
+            "only_in_a": comparison.only_in_a,
+            "only_in_b": comparison.only_in_b,
+            "parameter_differences": comparison.parameter_differences,
+            "environment_differences": env,
+            "warnings": comparison.warnings,
+        });
+        let mut text = serde_json::to_string_pretty(&doc)?;
+        text.push('\n');
+        super::output::out(text)?;
+    } else if args.markdown {
+        super::output::out(compare_markdown(&comparison, &name_a, &name_b, &env))?;
+    } else {
+        crate::say!("{name_a} (A) vs {name_b} (B)")?;
+        if !comparison.rows.is_empty() {
+            super::output::out(compare_table(&comparison))?;
+        }
+        crate::say!("{}", comparison.summary_line())?;
+        for w in &comparison.warnings {
+            crate::say!("warning: {w}")?;
+        }
+        for line in comparison.mismatch_lines() {
+            crate::say!("{line}")?;
+        }
+        if !env.is_empty() {
+            crate::say!("environment differences:")?;
+            for d in &env {
+                crate::say!("  {}: A {}, B {}", d.name, d.a, d.b)?;
+            }
+        }
     }
-    crate::say!("run {} (A) vs run {} (B)", args.run_a, args.run_b)?;
-    if !comparison.rows.is_empty() {
-        super::output::out(table.render())?;
+    let regressions = comparison.regressions();
+    if args.fail_on_regression && !regressions.is_empty() {
+        anyhow::bail!(
+            "{} cell(s) slower beyond the ±{}% band and significant (--fail-on-regression): {}",
+            regressions.len(),
+            args.threshold * 100.0,
+            regressions
+                .iter()
+                .map(|r| r.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
-    crate::say!("{}", comparison.summary_line())?;
     Ok(())
 }

@@ -10,7 +10,9 @@ use crate::store::{NewRun, Record, RunStatus, Store, StoreError, StoreSink};
 use crate::sweep::{progress::Progress, run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The flags every measuring command shares, with the same names, defaults and limits in the
 /// direct command and in its sweep.
@@ -38,16 +40,25 @@ pub struct RunFlags {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Print JSON records (docs/output.md) instead of the table; failed cells carry their error.
-    #[arg(long, conflicts_with = "csv")]
+    #[arg(long, conflicts_with_all = ["csv", "json_stream"])]
     pub json: bool,
     /// Print CSV, one row per case and repetition, with a value and a source column per metric.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json_stream")]
     pub csv: bool,
+    /// Print one NDJSON record per cell the moment it finishes, flushed line by line (like
+    /// iperf3 --json-stream), instead of the table at the end (docs/output.md).
+    #[arg(long)]
+    pub json_stream: bool,
 }
 
+/// `--json-stream` asked for by the flags this process parsed (set by `RunFlags::plan`, read by
+/// `execute`, which adds the NDJSON sink).
+static JSON_STREAM: AtomicBool = AtomicBool::new(false);
+
 impl RunFlags {
-    /// The plan's run settings from these flags.
+    /// The plan's run settings from these flags. Also notes `--json-stream` for `execute`.
     pub fn plan(&self, cases: Vec<Case>, interface: &str) -> Plan {
+        JSON_STREAM.store(self.json_stream, Ordering::Relaxed);
         Plan {
             cases,
             repetitions: self.reps,
@@ -90,6 +101,56 @@ impl Sink for Collect {
             error,
         });
         Ok(())
+    }
+}
+
+/// `--json-stream`: each cell as one NDJSON line on `out` the moment it finishes, flushed (docs/
+/// output.md, `tidy::cell_record`). A closed pipe (`| head -1`) ends the writing quietly; the
+/// run goes on and is still stored.
+pub struct NdjsonSink<W: Write> {
+    pub out: W,
+    pub run_id: Option<i64>,
+    closed: bool,
+}
+
+impl<W: Write> NdjsonSink<W> {
+    pub fn new(out: W, run_id: Option<i64>) -> Self {
+        NdjsonSink {
+            out,
+            run_id,
+            closed: false,
+        }
+    }
+}
+
+impl<W: Write> Sink for NdjsonSink<W> {
+    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let empty = crate::observation::Observation::default();
+        let (observation, error) = match &outcome.result {
+            Ok(obs) => (obs, None),
+            Err(e) => (&empty, Some(e.as_str())),
+        };
+        let record = crate::store::tidy::cell_record(
+            self.run_id,
+            case,
+            cell.repetition,
+            observation,
+            error,
+            outcome.elapsed_s,
+        );
+        let mut line = serde_json::to_vec(&record)?;
+        line.push(b'\n');
+        match self.out.write_all(&line).and_then(|()| self.out.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            Err(e) => Err(anyhow::anyhow!("cannot write the NDJSON stream: {e}")),
+        }
     }
 }
 
@@ -164,8 +225,14 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
             .as_mut()
             .zip(run_id)
             .map(|(store, run_id)| StoreSink { store, run_id });
+        let mut stream = JSON_STREAM
+            .load(Ordering::Relaxed)
+            .then(|| NdjsonSink::new(std::io::stdout(), run_id));
         let mut sinks: Vec<&mut dyn Sink> = vec![&mut collect];
         if let Some(s) = store_sink.as_mut() {
+            sinks.push(s);
+        }
+        if let Some(s) = stream.as_mut() {
             sinks.push(s);
         }
         run_plan(
@@ -213,6 +280,10 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
 /// Print the records as JSON or CSV when asked, otherwise with `table`; then list the failed
 /// cells. A closed stdout (a pipe to `head`) ends the printing quietly.
 pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Record]) -> String) -> anyhow::Result<()> {
+    if flags.json_stream {
+        // Every cell was printed as it finished.
+        return Ok(());
+    }
     let bytes = if flags.json {
         JsonExporter.serialize(records)?
     } else if flags.csv {
@@ -287,4 +358,84 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
         name: run.name,
         interface: environment["interface"].as_str().unwrap_or("lo").to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{FakeBehaviour, FakeCase};
+
+    fn outcome(result: Result<f64, &str>) -> CellOutcome {
+        CellOutcome {
+            result: result
+                .map(|v| {
+                    let mut o = crate::observation::Observation::default();
+                    o.push(crate::observation::Metric::new(
+                        "value",
+                        crate::observation::Role::System,
+                        v,
+                        "1",
+                        crate::observation::Source::Tool,
+                    ));
+                    o
+                })
+                .map_err(String::from),
+            elapsed_s: 0.5,
+        }
+    }
+
+    /// A writer that counts flushes and can play a closed pipe.
+    struct Pipe {
+        bytes: Vec<u8>,
+        flushes: usize,
+        closed: bool,
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.closed {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.flushes += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn ndjson_sink_writes_and_flushes_one_line_per_cell_and_survives_a_closed_pipe() {
+        let case = Case::Fake(FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Ok { value: 3 },
+        });
+        let pipe = Pipe {
+            bytes: Vec::new(),
+            flushes: 0,
+            closed: false,
+        };
+        let mut sink = NdjsonSink::new(pipe, Some(7));
+        let cell = |repetition| Cell {
+            position: 0,
+            repetition,
+        };
+        sink.cell(&case, cell(0), &outcome(Ok(3.0))).unwrap();
+        sink.cell(&case, cell(1), &outcome(Err("boom"))).unwrap();
+        assert_eq!(sink.out.flushes, 2, "a flush per line");
+        let text = String::from_utf8(sink.out.bytes.clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["run_id"], 7);
+        assert_eq!(lines[0]["metrics"][0]["value"], 3);
+        assert_eq!(
+            (lines[1]["status"].as_str(), lines[1]["error"].as_str()),
+            (Some("failed"), Some("boom"))
+        );
+        sink.out.closed = true;
+        sink.cell(&case, cell(2), &outcome(Ok(3.0))).unwrap();
+        sink.cell(&case, cell(3), &outcome(Ok(3.0))).unwrap();
+        assert_eq!(sink.out.bytes.len(), text.len(), "nothing more after the reader left");
+    }
 }

@@ -211,7 +211,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let (Some(db), Some(run_id)) = (executed.db.clone(), executed.run_id) else {
         anyhow::bail!("the sweep stored no run");
     };
-    if let Some(flags) = flags.filter(|f| f.json || f.csv) {
+    if let Some(flags) = flags.filter(|f| f.json || f.csv || f.json_stream) {
         run::print_records(flags, &executed.records, |_| String::new())?;
         return run::conclude(&executed);
     }

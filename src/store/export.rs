@@ -15,9 +15,29 @@ pub trait Exporter {
 pub struct JsonExporter;
 pub struct CsvExporter;
 
+/// A record as JSON: the stored shape, plus `params` (typed, named as in every other format)
+/// and whole-number metric values as integers.
+fn record_json(record: &Record) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(record)?;
+    if let Some(metrics) = v["observation"]["metrics"].as_array_mut() {
+        for m in metrics {
+            let value = m["value"].as_f64();
+            m["value"] = super::tidy::number(value);
+        }
+    }
+    if let Some(object) = v.as_object_mut() {
+        object.insert(
+            "params".into(),
+            serde_json::Value::Object(super::tidy::params(&record.case)),
+        );
+    }
+    Ok(v)
+}
+
 impl Exporter for JsonExporter {
     fn serialize(&self, records: &[Record]) -> anyhow::Result<Vec<u8>> {
-        let mut out = serde_json::to_vec_pretty(records)?;
+        let values = records.iter().map(record_json).collect::<anyhow::Result<Vec<_>>>()?;
+        let mut out = serde_json::to_vec_pretty(&values)?;
         out.push(b'\n');
         Ok(out)
     }
@@ -69,7 +89,7 @@ impl Exporter for CsvExporter {
                     case_params
                         .iter()
                         .find(|(n, _)| n == p)
-                        .map(|(_, v)| v.clone())
+                        .map(|(n, v)| super::tidy::csv_text(&super::tidy::param_value(n, v)))
                         .unwrap_or_default(),
                 );
             }
@@ -142,5 +162,53 @@ mod tests {
         assert_eq!(&rows[2][col("status")], "failed");
         assert_eq!(&rows[2][col("error")], "boom");
         assert_eq!(header.iter().next_back(), Some("warnings"));
+    }
+
+    /// The issue "Results that speak": `size` vs `size_bytes`, `any` vs `null`, `12.0` counts.
+    #[test]
+    fn json_and_csv_use_the_same_parameter_names_and_values() {
+        let case = Case::NetStream(crate::case::StreamCase {
+            mode: crate::case::CopyMode::OneCopy,
+            size: 4096,
+            fields: 8,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 10,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: crate::case::Endpoint::Loopback { port: 0 },
+            perf: true,
+        });
+        let mut observation = Observation::default();
+        observation.push(Metric::new(
+            "messages_sent",
+            Role::Client,
+            12.0,
+            "messages",
+            Source::Tool,
+        ));
+        let record = Record {
+            run_id: None,
+            label: case.label(),
+            case,
+            repetition: 0,
+            observation,
+            error: None,
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&JsonExporter.serialize(std::slice::from_ref(&record)).unwrap()).unwrap();
+        assert_eq!(json[0]["params"]["size_bytes"], 4096);
+        assert_eq!(json[0]["params"]["client_cpus"], serde_json::Value::Null);
+        assert_eq!(json[0]["case"]["size"], 4096, "the stored case is unchanged");
+        assert!(json[0]["observation"]["metrics"][0]["value"].is_u64());
+        let text = String::from_utf8(CsvExporter.serialize(&[record]).unwrap()).unwrap();
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        let row = reader.records().next().unwrap().unwrap();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        assert_eq!(&row[col("size_bytes")], "4096");
+        assert_eq!(&row[col("client_cpus")], "", "unpinned is empty, as null in JSON");
+        assert_eq!(&row[col("client_messages_sent")], "12");
     }
 }

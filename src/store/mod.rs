@@ -9,6 +9,7 @@ pub mod output;
 pub mod read;
 pub mod schema;
 pub mod status;
+pub mod tidy;
 pub mod write;
 
 pub use db::{Store, StoreError, DEFAULT_DB_PATH};

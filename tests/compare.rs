@@ -1,0 +1,293 @@
+//! `iopath compare` as a CI gate: the four verdicts, the warning about too few repetitions,
+//! runs from two databases, `--fail-on-regression`, `--json`/`--markdown`, and the
+//! explanations (differing parameters, differing environment). Driven with the hidden `fake`
+//! workload: `ok:N~J` gives N plus a fixed jitter per repetition, and `IOPATH_FAKE_SCALE`
+//! multiplies every value, so two runs of the same cases differ by a known ratio.
+
+mod common;
+
+use common::{iopath, stderr, stdout, temp_db};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// Steady (±1%), noisy (±30%) and constant cells.
+const CELLS: &str = "ok:100~1,ok:10~3,ok:20";
+
+/// A fake sweep into `db` with every value multiplied by `scale`.
+fn sweep(db: &Path, cells: &str, reps: u32, scale: f64) {
+    let out = iopath()
+        .args(["sweep", "fake", "--cells", cells, "--reps", &reps.to_string(), "--db"])
+        .arg(db)
+        .env("IOPATH_FAKE_SCALE", scale.to_string())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sweep: {}", stderr(&out));
+}
+
+fn compare(args: &[&str], db: &Path) -> std::process::Output {
+    iopath()
+        .arg("compare")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap()
+}
+
+fn compare_json(args: &[&str], db: &Path) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = compare(&all, db);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(&out), stderr(&out)))
+}
+
+/// Verdict of each row, by label.
+fn verdicts(doc: &Value) -> Vec<(String, String)> {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["label"].as_str().unwrap().to_string(),
+                r["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn verdict_of(doc: &Value, label: &str) -> String {
+    verdicts(doc)
+        .into_iter()
+        .find(|(l, _)| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no row {label}: {doc}"))
+        .1
+}
+
+#[test]
+fn each_verdict_faster_slower_no_change_inconclusive() {
+    let (_dir, db) = temp_db("v.db");
+    sweep(&db, CELLS, 6, 1.0); // run 1
+    sweep(&db, CELLS, 6, 1.2); // run 2: everything 20% higher
+    sweep(&db, CELLS, 6, 1.0); // run 3: run 1 again
+
+    // value is higher-is-better: +20% beyond the ±3% band, significant.
+    let up = compare_json(&["1", "2"], &db);
+    assert_eq!(verdict_of(&up, "fake#0"), "faster", "{up}");
+    assert_eq!(verdict_of(&up, "fake#2"), "faster", "{up}");
+    // ±30% jitter: the interval of the ratio straddles the band.
+    assert_eq!(verdict_of(&up, "fake#1"), "inconclusive", "{up}");
+    let noisy = &up["rows"][1];
+    assert!(noisy["reason"].as_str().unwrap().contains("straddles"), "{noisy}");
+    let (lo, hi) = (
+        noisy["ratio_ci95"][0].as_f64().unwrap(),
+        noisy["ratio_ci95"][1].as_f64().unwrap(),
+    );
+    assert!(lo < 1.03 && hi > 1.03, "{lo}..{hi}");
+    let steady = &up["rows"][0];
+    assert!((steady["ratio"].as_f64().unwrap() - 1.2).abs() < 1e-9, "{steady}");
+    assert_eq!(steady["n_a"], 6);
+    assert_eq!(up["correction"], "holm");
+    assert_eq!(up["verdicts"]["faster"], 2);
+
+    let down = compare_json(&["2", "1"], &db);
+    assert_eq!(verdict_of(&down, "fake#0"), "slower", "{down}");
+    assert_eq!(verdict_of(&down, "fake#1"), "inconclusive", "{down}");
+
+    // The same values again: steady cells show no change; the noisy one cannot rule out ±3%.
+    let same = compare_json(&["1", "3"], &db);
+    assert_eq!(verdict_of(&same, "fake#0"), "no-change", "{same}");
+    assert_eq!(verdict_of(&same, "fake#2"), "no-change", "{same}");
+    assert_eq!(verdict_of(&same, "fake#1"), "inconclusive", "{same}");
+    assert_eq!(same["warnings"].as_array().unwrap().len(), 0, "{same}");
+
+    // A wider band swallows the +20%.
+    let wide = compare_json(&["1", "2", "--threshold", "25%"], &db);
+    assert_eq!(verdict_of(&wide, "fake#0"), "no-change", "{wide}");
+
+    // The table says the same in words.
+    let out = compare(&["1", "2"], &db);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("3 matching cells: 2 faster, 0 slower, 0 no change, 1 inconclusive"),
+        "{text}"
+    );
+}
+
+#[test]
+fn too_few_repetitions_are_inconclusive_with_a_warning() {
+    let (_dir, db) = temp_db("few.db");
+    sweep(&db, "ok:100~1", 3, 1.0);
+    sweep(&db, "ok:100~1", 3, 2.0);
+    let doc = compare_json(&["1", "2"], &db);
+    assert_eq!(verdict_of(&doc, "fake#0"), "inconclusive", "{doc}");
+    assert!(doc["rows"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("too few repetitions"));
+    let warning = doc["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("too few repetitions") && warning.contains("--reps"),
+        "{warning}"
+    );
+    let text = stdout(&compare(&["1", "2"], &db));
+    assert!(text.contains("warning: too few repetitions"), "{text}");
+}
+
+#[test]
+fn runs_from_two_databases() {
+    let (dir, main_db) = temp_db("main.db");
+    let pr_db = dir.path().join("pr.db");
+    sweep(&main_db, "ok:1", 6, 1.0); // run 1 in main.db: another grid
+    sweep(&main_db, CELLS, 6, 1.0); // run 2 in main.db
+    sweep(&pr_db, CELLS, 6, 0.8); // run 1 in pr.db: 20% lower
+    let (a, b) = (format!("{}:2", main_db.display()), format!("{}:1", pr_db.display()));
+    // --db names neither run; it is not even read.
+    let missing = dir.path().join("none.db");
+    let doc = compare_json(&[&a, &b], &missing);
+    assert_eq!(doc["a"]["id"], 2);
+    assert_eq!(doc["a"]["db"], main_db.display().to_string());
+    assert_eq!(doc["b"]["db"], pr_db.display().to_string());
+    assert_eq!(verdict_of(&doc, "fake#0"), "slower", "{doc}");
+    // A database alone means its newest run.
+    let newest = compare_json(&[main_db.to_str().unwrap(), pr_db.to_str().unwrap()], &missing);
+    assert_eq!(newest["a"]["id"], 2);
+    assert_eq!(newest["rows"], doc["rows"]);
+    // A run id alone is in --db.
+    let mixed = compare_json(&["2", &b], &main_db);
+    assert_eq!(mixed["rows"], doc["rows"]);
+    let out = compare(&[&a, &b], &missing);
+    let text = stdout(&out);
+    assert!(
+        text.contains("run 2 in ") && text.contains("main.db (A) vs run 1 in "),
+        "{text}"
+    );
+    // An unknown run in the other database is a usage error naming it.
+    let out = compare(&[&a, &format!("{}:9", pr_db.display())], &missing);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no run 9"), "{}", stderr(&out));
+}
+
+#[test]
+fn fail_on_regression_exits_1_only_for_a_significant_slowdown_beyond_the_band() {
+    let (_dir, db) = temp_db("gate.db");
+    sweep(&db, CELLS, 6, 1.0); // 1
+    sweep(&db, CELLS, 6, 0.8); // 2: 20% slower
+    sweep(&db, CELLS, 6, 0.99); // 3: 1% lower, inside the band
+    let out = compare(&["1", "2", "--fail-on-regression"], &db);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("2 cell(s) slower") && err.contains("fake#0"), "{err}");
+    assert!(
+        !err.contains("fake#1"),
+        "the noisy cell is inconclusive, not a regression: {err}"
+    );
+    assert!(stdout(&out).contains("slower"), "the comparison is printed first");
+    // Without the flag the same comparison exits 0.
+    assert_eq!(compare(&["1", "2"], &db).status.code(), Some(0));
+    // Faster is no regression; neither is a change inside the band.
+    assert_eq!(compare(&["2", "1", "--fail-on-regression"], &db).status.code(), Some(0));
+    let small = compare(&["1", "3", "--fail-on-regression", "--json"], &db);
+    assert_eq!(small.status.code(), Some(0), "{}", stderr(&small));
+    let doc: Value = serde_json::from_slice(&small.stdout).unwrap();
+    assert_eq!(verdict_of(&doc, "fake#0"), "no-change", "{doc}");
+    // A band wider than the slowdown lets it pass.
+    assert_eq!(
+        compare(&["1", "2", "--fail-on-regression", "--threshold", "30"], &db)
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn markdown_summary_for_a_pull_request() {
+    let (_dir, db) = temp_db("md.db");
+    sweep(&db, CELLS, 6, 1.0);
+    sweep(&db, CELLS, 6, 0.8);
+    let out = compare(&["1", "2", "--markdown"], &db);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = stdout(&out);
+    assert!(md.starts_with("### iopath compare: run 1 (A) → run 2 (B)"), "{md}");
+    assert!(md.contains("**2 slower**"), "{md}");
+    assert!(md.contains("| cell | metric | median A | median B | B/A | 95% CI | p (Holm) | verdict |"));
+    assert!(
+        md.contains("| fake#0 ok:100~1 | `system.value` | 100.0 | 80.00 | 0.800 |"),
+        "{md}"
+    );
+    assert!(md.contains("| **slower** |"), "{md}");
+    let err = common::usage_error(&[
+        "compare",
+        "1",
+        "2",
+        "--markdown",
+        "--json",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--json"), "{err}");
+}
+
+#[test]
+fn zero_matching_cells_are_explained_by_the_parameters_that_differ() {
+    let (_dir, db) = temp_db("p.db");
+    sweep(&db, "ok:5,ok:7", 2, 1.0);
+    sweep(&db, "ok:6", 2, 1.0);
+    let out = compare(&["1", "2"], &db);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("0 matching cells because the case parameters differ:"),
+        "{text}"
+    );
+    assert!(text.contains("behaviour: run A ok:5, ok:7, run B ok:6"), "{text}");
+    let doc = compare_json(&["1", "2"], &db);
+    let diffs = doc["parameter_differences"].as_array().unwrap();
+    assert!(
+        diffs.iter().any(|d| d["name"] == "behaviour" && d["b"] == "ok:6"),
+        "{doc}"
+    );
+    assert_eq!(
+        (doc["only_in_a"].as_u64(), doc["only_in_b"].as_u64()),
+        (Some(2), Some(1))
+    );
+}
+
+#[test]
+fn environment_differences_are_listed() {
+    let (_dir, db) = temp_db("env.db");
+    sweep(&db, "ok:5", 4, 1.0);
+    sweep(&db, "ok:5", 4, 1.0);
+    // Same machine, same version: nothing differs (the load average is left out).
+    let same = compare_json(&["1", "2"], &db);
+    assert_eq!(same["environment_differences"], Value::Array(vec![]), "{same}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "UPDATE runs SET tool_version = '9.9.9',
+             environment_json = json_set(environment_json, '$.kernel', '1.2.3-other', '$.governor', 'powersave'),
+             machine_json = json_set(machine_json, '$.mitigations.spectre_v2', 'Vulnerable')
+         WHERE id = 2",
+    )
+    .unwrap();
+    drop(conn);
+    let doc = compare_json(&["1", "2"], &db);
+    let names: Vec<&str> = doc["environment_differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    for name in ["iopath_version", "kernel", "governor", "mitigations.spectre_v2"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let text = stdout(&compare(&["1", "2"], &db));
+    assert!(text.contains("environment differences:"), "{text}");
+    assert!(
+        text.contains("kernel: A ") && text.contains(", B 1.2.3-other"),
+        "{text}"
+    );
+}
