@@ -73,7 +73,7 @@ pub fn table(records: &[Record]) -> String {
 
 pub fn run(args: FakeArgs) -> anyhow::Result<()> {
     let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run))?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
     run::print_records(&args.run, &executed.records, table)?;
     run::conclude(&executed)
 }

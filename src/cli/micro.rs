@@ -170,7 +170,7 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let plan = micro_plan(&benches, flags)?;
-    let executed = run::execute(&plan, run::direct_destination(&flags.run))?;
+    let executed = run::execute(&plan, run::direct_destination(&flags.run), (&flags.run).into())?;
     run::print_records(&flags.run, &executed.records, render)?;
     run::conclude(&executed)
 }

@@ -198,7 +198,7 @@ impl TryFrom<&StreamArgs> for Plan {
 
 fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run))?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
     run::print_records(&args.run, &executed.records, render_stream_table)?;
     if let Some(corrupt) = executed
         .records

@@ -12,7 +12,6 @@ use clap::Args;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The flags every measuring command shares, with the same names, defaults and limits in the
 /// direct command and in its sweep.
@@ -51,14 +50,9 @@ pub struct RunFlags {
     pub json_stream: bool,
 }
 
-/// `--json-stream` asked for by the flags this process parsed (set by `RunFlags::plan`, read by
-/// `execute`, which adds the NDJSON sink).
-static JSON_STREAM: AtomicBool = AtomicBool::new(false);
-
 impl RunFlags {
-    /// The plan's run settings from these flags. Also notes `--json-stream` for `execute`.
+    /// The plan's run settings from these flags.
     pub fn plan(&self, cases: Vec<Case>, interface: &str) -> Plan {
-        JSON_STREAM.store(self.json_stream, Ordering::Relaxed);
         Plan {
             cases,
             repetitions: self.reps,
@@ -178,9 +172,24 @@ pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
     }
 }
 
+/// Sinks a run adds besides the collector and the database, as the flags ask.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outputs {
+    /// `--json-stream`: one NDJSON line per cell on stdout as it finishes.
+    pub json_stream: bool,
+}
+
+impl From<&RunFlags> for Outputs {
+    fn from(flags: &RunFlags) -> Outputs {
+        Outputs {
+            json_stream: flags.json_stream,
+        }
+    }
+}
+
 /// Run `plan` through the runner into the collector and, when asked, the database. Prints the
 /// closing lines (where it is stored, how to resume); the caller prints the records.
-pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Executed> {
+pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<Executed> {
     let stop = crate::sys::signal::install_stop_handler();
     let (mut store, run_id, done) = match destination {
         Destination::Terminal => (None, None, HashSet::new()),
@@ -225,9 +234,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
             .as_mut()
             .zip(run_id)
             .map(|(store, run_id)| StoreSink { store, run_id });
-        let mut stream = JSON_STREAM
-            .load(Ordering::Relaxed)
-            .then(|| NdjsonSink::new(std::io::stdout(), run_id));
+        let mut stream = outputs.json_stream.then(|| NdjsonSink::new(std::io::stdout(), run_id));
         let mut sinks: Vec<&mut dyn Sink> = vec![&mut collect];
         if let Some(s) = store_sink.as_mut() {
             sinks.push(s);

@@ -225,7 +225,7 @@ impl TryFrom<&ServersArgs> for Plan {
 
 pub fn run(args: ServersArgs) -> anyhow::Result<()> {
     let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run))?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
     run::print_records(&args.run, &executed.records, table)?;
     run::conclude(&executed)
 }

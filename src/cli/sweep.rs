@@ -195,12 +195,15 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         (Some(workload), _) => {
             let (plan, flags) = plan_of(workload)?;
             let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            let executed = run::execute(&plan, Destination::NewRun(&db))?;
+            let executed = run::execute(&plan, Destination::NewRun(&db), flags.into())?;
             (executed, Some(flags))
         }
         (None, Some(id)) => {
             let plan = run::resume_plan(&args.db, id)?;
-            (run::execute(&plan, Destination::Resume(&args.db, id))?, None)
+            (
+                run::execute(&plan, Destination::Resume(&args.db, id), Default::default())?,
+                None,
+            )
         }
         (None, None) => {
             return Err(usage(
@@ -260,7 +263,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         plan.cases.len() * QUICK_REPS as usize,
         args.db.display()
     );
-    let executed = run::execute(&plan, Destination::NewRun(&args.db))?;
+    let executed = run::execute(&plan, Destination::NewRun(&args.db), Default::default())?;
     let Some(run_id) = executed.run_id else {
         anyhow::bail!("quick stored no run");
     };
