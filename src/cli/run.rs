@@ -43,11 +43,18 @@ pub struct RunFlags {
     /// Print CSV, one row per case and repetition, with a value and a source column per metric.
     #[arg(long)]
     pub csv: bool,
+    /// Show the run in a live terminal view (progress, results so far, warnings; q stops it
+    /// like Ctrl-C). Needs a terminal: refused (exit 2) on a pipe.
+    #[arg(long)]
+    pub live: bool,
 }
 
 impl RunFlags {
     /// The plan's run settings from these flags.
     pub fn plan(&self, cases: Vec<Case>, interface: &str) -> Plan {
+        if self.live {
+            super::live::request();
+        }
         Plan {
             cases,
             repetitions: self.reps,
@@ -120,6 +127,9 @@ pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
 /// Run `plan` through the runner into the collector and, when asked, the database. Prints the
 /// closing lines (where it is stored, how to resume); the caller prints the records.
 pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Executed> {
+    if super::live::requested() {
+        super::live::check_terminal()?;
+    }
     let stop = crate::sys::signal::install_stop_handler();
     let (mut store, run_id, done) = match destination {
         Destination::Terminal => (None, None, HashSet::new()),
@@ -154,7 +164,15 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
         }
         _ => None,
     };
-    let progress = Progress::planned(cells.len(), plan.planned_seconds(&cells));
+    let live = match super::live::requested() {
+        true => Some(super::live::LiveView::start(plan, &cells, stop)?),
+        false => None,
+    };
+    let mut live_sink = live.as_ref().map(|v| v.sink());
+    let progress = match live {
+        Some(_) => Progress::hidden(cells.len()),
+        None => Progress::planned(cells.len(), plan.planned_seconds(&cells)),
+    };
     let mut collect = Collect {
         records: Vec::new(),
         run_id,
@@ -168,6 +186,9 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
         if let Some(s) = store_sink.as_mut() {
             sinks.push(s);
         }
+        if let Some(s) = live_sink.as_mut() {
+            sinks.push(s);
+        }
         run_plan(
             plan,
             &cells,
@@ -177,6 +198,9 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
             &progress,
         )
     };
+    if let Some(view) = live {
+        view.finish();
+    }
     let db = store.as_ref().map(|s| s.path().to_path_buf());
     if let (Some(store), Some(id)) = (store.as_mut(), run_id) {
         // Close the run even when a sink failed, so it is never left `running`.
