@@ -71,15 +71,20 @@ impl Tmux {
 
     /// Wait until the screen shows `text`; panics with the screen after `limit`.
     fn wait_for(&self, text: &str, limit: Duration) -> String {
+        self.wait_for_all(&[text], limit)
+    }
+
+    /// Wait until the screen shows every one of `texts` at once.
+    fn wait_for_all(&self, texts: &[&str], limit: Duration) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
-            if screen.contains(text) {
+            if texts.iter().all(|t| screen.contains(t)) {
                 return screen;
             }
             assert!(
                 start.elapsed() < limit,
-                "the terminal never showed {text:?} within {limit:?}:\n{screen}"
+                "the terminal never showed {texts:?} within {limit:?}:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -189,20 +194,49 @@ fn live_view_on_a_sweep_in_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("v.db");
     let command = format!(
-        "{} sweep fake --cells sleep:250ms,ok:3,fail --reps 2 --db {} --live",
+        "{} sweep fake --cells sleep:250ms,ok:3,fail --reps 6 --db {} --live",
         bin().display(),
         db.display()
     );
     let t = Tmux::start("live", dir.path(), &command);
     let screen = t.wait_for("q: stop", Duration::from_secs(20));
     assert!(screen.contains("iopath fake") && screen.contains("eta"), "{screen}");
-    let screen = t.wait_for("failed: fake#2 fail rep 1", Duration::from_secs(20));
-    assert!(screen.contains("warnings and failed cells"), "{screen}");
+    t.wait_for_all(
+        &["warnings and failed cells (", "failed: fake#2 fail rep 1: fake failure"],
+        Duration::from_secs(20),
+    );
     let screen = t.wait_for("IOPATH-EXIT=", Duration::from_secs(30));
     assert!(screen.contains("IOPATH-EXIT=1"), "failed cells exit 1: {screen}");
     assert!(screen.contains("fake#1 ok:3"), "the table follows the view: {screen}");
-    assert_eq!(stored_cells(&db), 6);
+    assert!(
+        screen.contains("cell failed: fake#2 fail rep 1"),
+        "stderr written during the view comes out after it: {screen}"
+    );
+    assert_eq!(stored_cells(&db), 18);
     assert_eq!(run_status(&db, 1), "complete");
+}
+
+/// Ctrl-C in the view (a key in raw mode) is Ctrl-C: the run stops cleanly and is
+/// interrupted, with the finished cells kept.
+#[test]
+fn ctrl_c_in_the_live_view_stops_like_the_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let command = format!(
+        "{} fake --cells sleep:300ms --reps 30 --db {} --live",
+        bin().display(),
+        db.display()
+    );
+    let t = Tmux::start("ctrlc", dir.path(), &command);
+    t.wait_for("q: stop", Duration::from_secs(20));
+    wait_for_cells(&db, 2, Duration::from_secs(30));
+    t.key("C-c");
+    let screen = t.wait_for("IOPATH-EXIT=", Duration::from_secs(20));
+    assert!(screen.contains("IOPATH-EXIT=0"), "{screen}");
+    assert!(screen.contains("stopped:"), "{screen}");
+    assert_eq!(run_status(&db, 1), "interrupted");
+    let cells = stored_cells(&db);
+    assert!((2..30).contains(&cells), "{cells} cells");
 }
 
 /// Without a terminal `iopath` never prompts: it prints the help and exits 2 at once, even

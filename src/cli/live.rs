@@ -177,10 +177,67 @@ impl Sink for LiveSink {
 pub struct LiveView {
     state: Arc<Mutex<State>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    stderr: Option<StderrCapture>,
     _restore_on_forced_exit: crate::sys::signal::ForcedExitGuard,
 }
 
+/// The real stderr while the view holds the terminal (-1: not captured).
+static SAVED_STDERR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Lines written to stderr while the view is up (the runner's notes, a workload's messages)
+/// would be drawn over it: they go to a pipe and are written out once the terminal is back.
+struct StderrCapture {
+    reader: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl StderrCapture {
+    fn start() -> Option<StderrCapture> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let (read, write) = nix::unistd::pipe().ok()?;
+        let saved = nix::unistd::dup(2).ok()?;
+        if nix::unistd::dup2(write.as_raw_fd(), 2).is_err() {
+            let _ = nix::unistd::close(saved);
+            return None;
+        }
+        drop(write);
+        SAVED_STDERR.store(saved, Ordering::SeqCst);
+        let reader = std::thread::Builder::new()
+            .name("iopath-live-stderr".into())
+            .spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = std::fs::File::from(read).read_to_end(&mut bytes);
+                bytes
+            });
+        match reader {
+            Ok(reader) => Some(StderrCapture { reader }),
+            Err(_) => {
+                release_stderr();
+                None
+            }
+        }
+    }
+
+    /// Give stderr back and write out what was captured.
+    fn finish(self) {
+        release_stderr();
+        if let Ok(bytes) = self.reader.join() {
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(&bytes);
+        }
+    }
+}
+
+fn release_stderr() {
+    let saved = SAVED_STDERR.swap(-1, Ordering::SeqCst);
+    if saved >= 0 {
+        let _ = nix::unistd::dup2(saved, 2);
+        let _ = nix::unistd::close(saved);
+    }
+}
+
 fn restore_terminal() {
+    release_stderr();
     let _ = crossterm::terminal::disable_raw_mode();
     let _ = crossterm::execute!(
         std::io::stdout(),
@@ -232,6 +289,7 @@ impl LiveView {
             crossterm::cursor::Hide
         )?;
         let guard = crate::sys::signal::on_forced_exit(restore_terminal);
+        let stderr = StderrCapture::start();
         let shared = state.clone();
         let thread = std::thread::Builder::new().name("iopath-live".into()).spawn(move || {
             if let Some(cpus) = pin {
@@ -243,12 +301,16 @@ impl LiveView {
             Ok(t) => t,
             Err(e) => {
                 restore_terminal();
+                if let Some(c) = stderr {
+                    c.finish();
+                }
                 return Err(e.into());
             }
         };
         Ok(LiveView {
             state,
             thread: Some(thread),
+            stderr,
             _restore_on_forced_exit: guard,
         })
     }
@@ -269,6 +331,9 @@ impl LiveView {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
             restore_terminal();
+        }
+        if let Some(c) = self.stderr.take() {
+            c.finish();
         }
     }
 }
