@@ -241,8 +241,9 @@ fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option
         let cells = plan.cells(&Default::default());
         p.say(&format!("\nThe equivalent command:\n  {}", file.command_line()))?;
         p.say(&format!(
-            "{} cells, about {} of measuring.",
+            "{} cell{}, about {} of measuring.",
             cells.len(),
+            if cells.len() == 1 { "" } else { "s" },
             crate::format::format_duration_s(plan.planned_seconds(&cells))
         ))?;
         let save = p.ask("save the plan as TOML (a path, or Enter for no)", "")?;
@@ -370,6 +371,28 @@ mod tests {
         assert!(line.starts_with("iopath sweep servers --model poll,epoll "), "{line}");
         assert!(line.contains("--clients 1,10") && line.contains("--reps 2"), "{line}");
         assert!(line.ends_with("--name srv --db x.db"), "{line}");
+    }
+
+    #[test]
+    fn a_refused_answer_is_shown_and_the_questions_start_again() {
+        let input = [
+            "fake", "bogus", "", "", "x.db", "fake", "ok:2", "1", "", "x.db", "", "n",
+        ];
+        let text = input.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let mut out = Vec::new();
+        let decided = decide(&mut Prompter {
+            input: std::io::Cursor::new(text),
+            output: &mut out,
+        })
+        .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.contains("That is not a valid experiment: --cells"), "{out}");
+        assert!(
+            out.contains("iopath sweep fake --cells ok:2 --reps 1 --db x.db"),
+            "{out}"
+        );
+        assert!(out.contains("1 cell, about"), "{out}");
+        assert!(decided.is_none(), "the person said no");
     }
 
     #[test]

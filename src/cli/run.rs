@@ -164,8 +164,11 @@ pub fn execute(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<Exec
         }
         _ => None,
     };
+    // The run exists already: a view that cannot start must not leave it `running`.
     let live = match super::live::requested() {
-        true => Some(super::live::LiveView::start(plan, &cells, stop)?),
+        true => super::live::LiveView::start(plan, &cells, stop)
+            .map_err(|e| eprintln!("note: no live view ({e:#}); the run goes on without it"))
+            .ok(),
         false => None,
     };
     let mut live_sink = live.as_ref().map(|v| v.sink());
