@@ -98,7 +98,11 @@ struct State {
     planned_done_s: f64,
     /// Case position -> (case, values so far).
     values: BTreeMap<usize, (Case, Vec<f64>)>,
-    warnings: Vec<String>,
+    /// Failed cells, in the order they came.
+    failures: Vec<String>,
+    /// Workload warnings by kind, in the order each kind first came: (title, cells, the
+    /// latest cell and text).
+    warnings: Vec<(String, usize, String)>,
     stopping: bool,
     finished: bool,
     placement: String,
@@ -154,12 +158,20 @@ impl Sink for LiveSink {
         match &outcome.result {
             Ok(obs) => {
                 for w in &obs.warnings {
-                    s.warnings.push(format!("{label}: {}: {}", w.kind.title(), w.text));
+                    let title = w.kind.title().to_string();
+                    let latest = format!("{label}: {}", w.text);
+                    match s.warnings.iter_mut().find(|k| k.0 == title) {
+                        Some(k) => {
+                            k.1 += 1;
+                            k.2 = latest;
+                        }
+                        None => s.warnings.push((title, 1, latest)),
+                    }
                 }
             }
             Err(e) => {
                 s.failed += 1;
-                s.warnings.push(format!("failed: {label}: {e}"));
+                s.failures.push(format!("failed: {label}: {e}"));
             }
         }
         let entry = s
@@ -401,7 +413,7 @@ fn median(values: &[f64]) -> Option<f64> {
 }
 
 fn draw(f: &mut Frame, s: &State) {
-    let warn_rows = (s.warnings.len().min(6) as u16).max(1) + 2;
+    let warn_rows = ((s.warnings.len() + s.failures.len().min(3)).min(8) as u16).max(1) + 2;
     let [top, chart, warnings, help] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Min(6),
@@ -439,23 +451,31 @@ fn draw(f: &mut Frame, s: &State) {
     f.render_widget(gauge, g);
     f.render_widget(Paragraph::new(current), c);
     draw_chart(f, chart, s);
-    let lines: Vec<Line> = if s.warnings.is_empty() {
-        vec![Line::from("none so far")]
-    } else {
-        s.warnings
-            .iter()
-            .rev()
-            .take(6)
-            .rev()
-            .map(|w| Line::from(w.as_str()).style(Style::default().fg(Color::Yellow)))
-            .collect()
-    };
+    let mut lines: Vec<Line> = s
+        .failures
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(|w| Line::from(w.as_str()).style(Style::default().fg(Color::Red)))
+        .collect();
+    lines.extend(s.warnings.iter().map(|(title, cells, latest)| {
+        Line::from(vec![
+            Span::styled(format!("{title} ({cells} cells): "), Style::default().fg(Color::Yellow)),
+            Span::raw(latest.as_str()),
+        ])
+    }));
+    if lines.is_empty() {
+        lines.push(Line::from("none so far"));
+    }
     f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: true }).block(
-            Block::default()
-                .borders(Borders::TOP)
-                .title(format!(" warnings and failed cells ({}) ", s.warnings.len())),
-        ),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(Block::default().borders(Borders::TOP).title(format!(
+                " failed cells ({}) and warnings ({} kinds) ",
+                s.failures.len(),
+                s.warnings.len()
+            ))),
         warnings,
     );
     f.render_widget(
@@ -525,6 +545,8 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
         .collect();
     let y1 = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
     let chart = Chart::new(datasets)
+        .legend_position(Some(ratatui::widgets::LegendPosition::TopLeft))
+        .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
         .block(
             Block::default()
                 .borders(Borders::TOP)
@@ -654,9 +676,29 @@ mod tests {
             &failed,
         )
         .unwrap();
+        for rep in [2, 3] {
+            let mut obs = crate::observation::Observation::default();
+            obs.warn(crate::warning::WarningKind::Unpinned, format!("unpinned {rep}"));
+            let warned = CellOutcome {
+                result: Ok(obs),
+                elapsed_s: 0.1,
+            };
+            sink.cell(
+                &case,
+                Cell {
+                    position: 0,
+                    repetition: rep,
+                },
+                &warned,
+            )
+            .unwrap();
+        }
         let s = state.lock().unwrap();
-        assert_eq!((s.done, s.failed), (2, 1));
-        assert!(s.warnings[0].contains("boom"), "{:?}", s.warnings);
+        assert_eq!((s.done, s.failed), (4, 1));
+        assert_eq!(s.warnings.len(), 1, "one line per kind: {:?}", s.warnings);
+        assert_eq!(s.warnings[0].1, 2);
+        assert!(s.warnings[0].2.ends_with("rep 4: unpinned 3"), "{:?}", s.warnings);
+        assert!(s.failures[0].contains("boom"), "{:?}", s.failures);
     }
 
     #[test]
