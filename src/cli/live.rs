@@ -20,7 +20,7 @@ use crate::observation::Role;
 use crate::stop::Stop;
 use crate::sweep::{Cell, CellOutcome, Plan, Sink};
 use ratatui::prelude::*;
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph, Wrap};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -469,13 +469,11 @@ fn draw(f: &mut Frame, s: &State) {
         lines.push(Line::from("none so far"));
     }
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(Block::default().borders(Borders::TOP).title(format!(
-                " failed cells ({}) and warnings ({} kinds) ",
-                s.failures.len(),
-                s.warnings.len()
-            ))),
+        Paragraph::new(lines).block(Block::default().borders(Borders::TOP).title(format!(
+            " failed cells ({}) and warnings ({} kinds) ",
+            s.failures.len(),
+            s.warnings.len()
+        ))),
         warnings,
     );
     f.render_widget(
