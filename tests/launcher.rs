@@ -267,12 +267,24 @@ fn without_a_terminal_iopath_alone_prints_help_and_never_prompts() {
 /// `--live` without a terminal is refused before anything runs or is stored.
 #[test]
 fn live_without_a_terminal_is_refused() {
-    let (_dir, db) = temp_db("r.db");
+    let (dir, db) = temp_db("r.db");
     let line = usage_error(&["sweep", "fake", "--cells", "ok", "--db", db.to_str().unwrap(), "--live"]);
     assert!(line.contains("--live needs a terminal"), "{line}");
     assert!(!db.exists(), "a refused run created the database");
     let line = usage_error(&["fake", "--cells", "ok", "--live"]);
     assert!(line.contains("--live needs a terminal"), "{line}");
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "version = 1\ncommand = [\"sweep\", \"fake\", \"--db\", \"{}\"]\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap(), "--live"]);
+    assert!(line.contains("--live needs a terminal"), "{line}");
+    assert!(!db.exists(), "a refused run created the database");
 }
 
 /// A plan file runs non-interactively with the same validation as the command line, and the

@@ -14,18 +14,21 @@ use super::planfile::PlanFile;
 use super::sweep::{self, SweepArgs};
 use crate::case::{Bench, CopyMode, Model};
 use crate::store::{Store, DEFAULT_DB_PATH};
-use std::io::{BufRead, IsTerminal, Write};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 /// Whether `iopath` with no arguments opens the launcher here: only on a terminal.
 pub fn available() -> bool {
-    super::live::terminal_ok() && std::io::stderr().is_terminal()
+    super::live::terminal_ok()
 }
 
 /// One question: its text, its default, and the answer.
 struct Prompter<R: BufRead, W: Write> {
     input: R,
     output: W,
+    /// The answers given so far, by question: the defaults when the questions come again.
+    memory: HashMap<String, String>,
 }
 
 impl<R: BufRead, W: Write> Prompter<R, W> {
@@ -34,8 +37,20 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         Ok(())
     }
 
-    /// Ask; Enter keeps `default`. End of input quits the launcher.
+    /// Ask; Enter keeps `default` (or the answer given last time). End of input quits.
     fn ask(&mut self, question: &str, default: &str) -> anyhow::Result<String> {
+        let default = self
+            .memory
+            .get(question)
+            .cloned()
+            .unwrap_or_else(|| default.to_string());
+        let answer = self.ask_fresh(question, &default)?;
+        self.memory.insert(question.to_string(), answer.clone());
+        Ok(answer)
+    }
+
+    /// Ask without remembering (yes/no and file questions).
+    fn ask_fresh(&mut self, question: &str, default: &str) -> anyhow::Result<String> {
         if default.is_empty() {
             write!(self.output, "{question}: ")?;
         } else {
@@ -234,7 +249,9 @@ fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option
         let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
-                p.say(&format!("\nThat is not a valid experiment: {e}\nLet's try again.\n"))?;
+                p.say(&format!(
+                    "\nThat is not a valid experiment: {e}\nAgain, with your answers as defaults:\n"
+                ))?;
                 continue;
             }
         };
@@ -246,12 +263,12 @@ fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option
             if cells.len() == 1 { "" } else { "s" },
             crate::format::format_duration_s(plan.planned_seconds(&cells))
         ))?;
-        let save = p.ask("save the plan as TOML (a path, or Enter for no)", "")?;
+        let save = p.ask_fresh("save the plan as TOML (a path, or Enter for no)", "")?;
         if !save.is_empty() {
             file.save(&PathBuf::from(&save))?;
             p.say(&format!("saved: `iopath sweep --plan {save}` runs it again"))?;
         }
-        let go = p.ask("run it now with the live view? y/n (e to edit)", "y")?;
+        let go = p.ask_fresh("run it now with the live view? y/n (e to edit)", "y")?;
         match go.chars().next() {
             Some('y') | Some('Y') => return Ok(Some(file)),
             Some('e') => continue,
@@ -281,6 +298,7 @@ pub fn run() -> anyhow::Result<()> {
     let mut prompter = Prompter {
         input: stdin.lock(),
         output: std::io::stdout(),
+        memory: HashMap::new(),
     };
     let file = match decide(&mut prompter) {
         Ok(Some(file)) => file,
@@ -341,6 +359,7 @@ mod tests {
             let mut p = Prompter {
                 input: std::io::Cursor::new(text),
                 output: &mut out,
+                memory: HashMap::new(),
             };
             ask_command(&mut p)
         };
@@ -383,10 +402,15 @@ mod tests {
         let decided = decide(&mut Prompter {
             input: std::io::Cursor::new(text),
             output: &mut out,
+            memory: HashMap::new(),
         })
         .unwrap();
         let out = String::from_utf8_lossy(&out);
         assert!(out.contains("That is not a valid experiment: --cells"), "{out}");
+        assert!(
+            out.contains("experiment [fake]: cells [bogus]:"),
+            "answers are remembered: {out}"
+        );
         assert!(
             out.contains("iopath sweep fake --cells ok:2 --reps 1 --db x.db"),
             "{out}"
