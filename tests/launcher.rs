@@ -187,6 +187,41 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     assert_eq!(run_status(&db, 2), "complete");
 }
 
+/// The copy-modes family with a short real net-stream: the launcher's defaults and answers
+/// become a valid plan, the view draws the throughput chart, the cells are stored.
+#[test]
+fn the_launcher_runs_a_short_net_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("n.db");
+    let t = Tmux::start("stream", dir.path(), &bin().display().to_string());
+    t.answer("experiment [1]:", "1");
+    t.answer("modes [all]:", "2");
+    t.answer("message sizes", "4K");
+    t.answer("client threads", "");
+    t.answer("measured window per cell [1s]:", "200ms");
+    t.answer("warm-up per cell [200ms]:", "100ms");
+    t.answer("pin client threads", "");
+    t.answer("pin server threads", "");
+    t.answer("repetitions (3 or more", "3");
+    t.answer("a name for the run [none]:", "");
+    t.answer("results database [", &db.display().to_string());
+    let screen = t.wait_for("save the plan as TOML", Duration::from_secs(20));
+    assert!(
+        screen.contains(
+            "iopath sweep net-stream --mode one-copy --size 4K --threads 1 --duration 200ms --warmup 100ms --reps 3"
+        ),
+        "{screen}"
+    );
+    t.line("");
+    t.answer("run it now with the live view?", "y");
+    t.wait_for("throughput (Gbit/s, median so far)", Duration::from_secs(20));
+    let screen = t.wait_for("IOPATH-EXIT=", Duration::from_secs(60));
+    assert!(screen.contains("IOPATH-EXIT=0"), "{screen}");
+    assert!(screen.contains("one-copy 4KiB t1"), "the cell table follows: {screen}");
+    assert_eq!(stored_cells(&db), 3);
+    assert_eq!(run_status(&db, 1), "complete");
+}
+
 /// `--live` on a direct sweep in a terminal: the view shows progress and results, the run
 /// completes and stores every cell, and the table is printed after the view closes.
 #[test]

@@ -108,6 +108,10 @@ struct State {
     placement: String,
     warmup: bool,
     title: String,
+    /// Every case is a net-stream case: the chart is throughput against size.
+    stream: bool,
+    /// The headline metric the bars show (the first case's workload's).
+    metric: &'static str,
 }
 
 impl State {
@@ -287,6 +291,12 @@ impl LiveView {
             cell_started: Some(Instant::now()),
             placement,
             warmup: plan.warmup_cell,
+            metric: plan.cases.first().map_or("headline metric", |c| match c {
+                // latency_ns, or the first system metric of a benchmark without it.
+                Case::Micro(_) => "headline metric",
+                _ => crate::report::cells::headline(c).0,
+            }),
+            stream: !plan.cases.is_empty() && plan.cases.iter().all(|c| matches!(c, Case::NetStream(_))),
             title: format!(
                 "iopath {}{}",
                 plan.cases.first().map_or("", |c| c.workload()),
@@ -493,8 +503,7 @@ const COLORS: [Color; 6] = [
 ];
 
 fn draw_chart(f: &mut Frame, area: Rect, s: &State) {
-    let stream = s.values.values().all(|(c, _)| matches!(c, Case::NetStream(_))) && !s.values.is_empty();
-    if stream {
+    if s.stream {
         draw_stream_chart(f, area, s);
     } else {
         draw_bars(f, area, s);
@@ -569,12 +578,7 @@ fn draw_bars(f: &mut Frame, area: Rect, s: &State) {
         .values()
         .map(|(case, values)| (case.label(), median(values)))
         .collect();
-    let metric = s
-        .values
-        .values()
-        .next()
-        .map(|(c, _)| crate::report::cells::headline(c).0)
-        .unwrap_or("value");
+    let metric = s.metric;
     let max = rows.iter().filter_map(|r| r.1).fold(0.0f64, f64::max);
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).min(40);
     let bar_w = (area.width as usize).saturating_sub(label_w + 16).max(4);
@@ -703,6 +707,7 @@ mod tests {
     fn the_view_draws_both_charts() {
         use ratatui::backend::TestBackend;
         let mut state = State {
+            metric: "value",
             labels: vec!["x".into()],
             planned_s: vec![1.0],
             ..State::default()
