@@ -376,5 +376,8 @@ fn a_plan_file_runs_without_a_terminal() {
     assert!(line.contains("cannot read"), "{line}");
     let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap(), "--resume", "1"]);
     assert!(line.contains("--resume") || line.contains("--plan"), "{line}");
+    // The database is the plan's own --db: a second one beside --plan is refused, not ignored.
+    let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap(), "--db", "other.db"]);
+    assert!(line.contains("--db") && line.contains("--plan"), "{line}");
     assert_eq!(stored_cells(&db), 4);
 }

@@ -26,7 +26,7 @@ pub struct SweepArgs {
     pub db: PathBuf,
     /// Run a plan saved as TOML (by the launcher, or written by hand: docs/output.md), with the
     /// same validation as the command it holds; its --db says where the run is stored.
-    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "db"])]
     pub plan: Option<PathBuf>,
     /// Show the run of --plan or --resume in the live terminal view (workloads take --live).
     #[arg(long)]
