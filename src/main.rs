@@ -52,6 +52,10 @@ fn subcommands_at_error() -> Vec<String> {
 }
 
 fn main() -> ExitCode {
+    // `iopath` alone on a terminal opens the launcher; anywhere else it prints the help (exit 2).
+    if std::env::args_os().len() == 1 && cli::launcher::available() {
+        return exit_code(cli::launcher::run());
+    }
     let parsed = match cli::Cli::try_parse() {
         Ok(parsed) => parsed,
         Err(err) => {
@@ -74,7 +78,11 @@ fn main() -> ExitCode {
             }
         }
     };
-    match cli::run(parsed) {
+    exit_code(cli::run(parsed))
+}
+
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.downcast_ref::<UsageError>().is_some() => {
             eprintln!("error: {err}");

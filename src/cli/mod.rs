@@ -4,9 +4,12 @@
 pub mod error;
 pub mod examples;
 pub mod fake;
+pub mod launcher;
+pub mod live;
 pub mod micro;
 pub mod net;
 pub mod output;
+pub mod planfile;
 pub mod results;
 pub mod run;
 pub mod servers;

@@ -48,6 +48,10 @@ pub struct RunFlags {
     /// iperf3 --json-stream), instead of the table at the end (docs/output.md).
     #[arg(long)]
     pub json_stream: bool,
+    /// Show the run in a live terminal view (progress, results so far, warnings; q stops it
+    /// like Ctrl-C). Needs a terminal: refused (exit 2) on a pipe.
+    #[arg(long)]
+    pub live: bool,
 }
 
 impl RunFlags {
@@ -177,12 +181,15 @@ pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
 pub struct Outputs {
     /// `--json-stream`: one NDJSON line per cell on stdout as it finishes.
     pub json_stream: bool,
+    /// `--live`: the live terminal view (needs a terminal).
+    pub live: bool,
 }
 
 impl From<&RunFlags> for Outputs {
     fn from(flags: &RunFlags) -> Outputs {
         Outputs {
             json_stream: flags.json_stream,
+            live: flags.live,
         }
     }
 }
@@ -190,6 +197,9 @@ impl From<&RunFlags> for Outputs {
 /// Run `plan` through the runner into the collector and, when asked, the database. Prints the
 /// closing lines (where it is stored, how to resume); the caller prints the records.
 pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<Executed> {
+    if outputs.live {
+        super::live::check_terminal()?;
+    }
     let stop = crate::sys::signal::install_stop_handler();
     let (mut store, run_id, done) = match destination {
         Destination::Terminal => (None, None, HashSet::new()),
@@ -224,7 +234,18 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         }
         _ => None,
     };
-    let progress = Progress::for_plan(plan, &cells);
+    // The run exists already: a view that cannot start must not leave it `running`.
+    let live = match outputs.live {
+        true => super::live::LiveView::start(plan, &cells, stop)
+            .map_err(|e| eprintln!("note: no live view ({e:#}); the run goes on without it"))
+            .ok(),
+        false => None,
+    };
+    let mut live_sink = live.as_ref().map(|v| v.sink());
+    let progress = match live {
+        Some(_) => Progress::hidden(cells.len()),
+        None => Progress::for_plan(plan, &cells),
+    };
     let mut collect = Collect {
         records: Vec::new(),
         run_id,
@@ -242,6 +263,9 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         if let Some(s) = stream.as_mut() {
             sinks.push(s);
         }
+        if let Some(s) = live_sink.as_mut() {
+            sinks.push(s);
+        }
         run_plan(
             plan,
             &cells,
@@ -251,6 +275,9 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             &progress,
         )
     };
+    if let Some(view) = live {
+        view.finish();
+    }
     let db = store.as_ref().map(|s| s.path().to_path_buf());
     if let (Some(store), Some(id)) = (store.as_mut(), run_id) {
         // Close the run even when a sink failed, so it is never left `running`.

@@ -24,6 +24,13 @@ pub struct SweepArgs {
     /// The results database of the run to resume.
     #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]
     pub db: PathBuf,
+    /// Run a plan saved as TOML (by the launcher, or written by hand: docs/output.md), with the
+    /// same validation as the command it holds; its --db says where the run is stored.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "db"])]
+    pub plan: Option<PathBuf>,
+    /// Show the run of --plan or --resume in the live terminal view (workloads take --live).
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -107,7 +114,18 @@ pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// The command line stored with a run started from a plan file: the plan's own command.
+static COMMAND_LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Store `line` as the command line of the run this process starts (plan files, the launcher).
+pub(super) fn set_command_line(line: String) {
+    let _ = COMMAND_LINE.set(line);
+}
+
 pub(super) fn command_line() -> String {
+    if let Some(line) = COMMAND_LINE.get() {
+        return line.clone();
+    }
     std::env::args()
         .map(|a| {
             if a.contains(char::is_whitespace) || a.is_empty() {
@@ -174,7 +192,7 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
 }
 
 /// The workload's plan and its flags shared with the direct command.
-fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
+pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
     Ok(match workload {
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
@@ -191,23 +209,38 @@ fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
 }
 
 pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
+    let mut args = args;
+    if let Some(path) = args.plan.take() {
+        let (file, workload) = super::planfile::PlanFile::load(&path)?;
+        set_command_line(file.command_line());
+        args.workload = Some(workload);
+    }
     let (executed, flags) = match (&args.workload, args.resume) {
         (Some(workload), _) => {
             let (plan, flags) = plan_of(workload)?;
             let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            let executed = run::execute(&plan, Destination::NewRun(&db), flags.into())?;
+            let mut outputs = run::Outputs::from(flags);
+            outputs.live |= args.live;
+            let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
             (executed, Some(flags))
         }
         (None, Some(id)) => {
             let plan = run::resume_plan(&args.db, id)?;
             (
-                run::execute(&plan, Destination::Resume(&args.db, id), Default::default())?,
+                run::execute(
+                    &plan,
+                    Destination::Resume(&args.db, id),
+                    run::Outputs {
+                        live: args.live,
+                        ..Default::default()
+                    },
+                )?,
                 None,
             )
         }
         (None, None) => {
             return Err(usage(
-                "sweep needs a workload (net-stream, servers, micro) or --resume RUN_ID",
+                "sweep needs a workload (net-stream, servers, micro), --plan FILE or --resume RUN_ID",
             ))
         }
     };

@@ -1,0 +1,433 @@
+//! The launcher: `iopath` with no arguments on a terminal asks what to measure — the
+//! experiment family, then its parameters with sensible defaults (Enter keeps the default in
+//! brackets) — shows the equivalent command line and how long it takes, optionally saves the
+//! plan as TOML, and runs it with the live view. At the end it says where the results and
+//! the report are and, when the database holds an earlier run of the same cases, prints the
+//! `iopath compare` command.
+//!
+//! It only ever builds the argv of `iopath sweep <workload> ...` and hands it to the same
+//! parser and validation as the command line (via [`PlanFile`]), so it cannot offer a
+//! parameter the command would refuse. Without a terminal on stdin and stdout it never opens:
+//! `iopath` alone then prints the help and exits 2, as before.
+
+use super::planfile::PlanFile;
+use super::sweep::{self, SweepArgs};
+use crate::case::{Bench, CopyMode, Model};
+use crate::store::{Store, DEFAULT_DB_PATH};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+/// Whether `iopath` with no arguments opens the launcher here: only on a terminal.
+pub fn available() -> bool {
+    super::live::terminal_ok()
+}
+
+/// One question: its text, its default, and the answer.
+struct Prompter<R: BufRead, W: Write> {
+    input: R,
+    output: W,
+    /// The answers given so far, by question: the defaults when the questions come again.
+    memory: HashMap<String, String>,
+}
+
+impl<R: BufRead, W: Write> Prompter<R, W> {
+    fn say(&mut self, text: &str) -> anyhow::Result<()> {
+        writeln!(self.output, "{text}")?;
+        Ok(())
+    }
+
+    /// Ask; Enter keeps `default` (or the answer given last time). End of input quits.
+    fn ask(&mut self, question: &str, default: &str) -> anyhow::Result<String> {
+        let default = self
+            .memory
+            .get(question)
+            .cloned()
+            .unwrap_or_else(|| default.to_string());
+        let answer = self.ask_fresh(question, &default)?;
+        self.memory.insert(question.to_string(), answer.clone());
+        Ok(answer)
+    }
+
+    /// Ask without remembering (yes/no and file questions).
+    fn ask_fresh(&mut self, question: &str, default: &str) -> anyhow::Result<String> {
+        if default.is_empty() {
+            write!(self.output, "{question}: ")?;
+        } else {
+            write!(self.output, "{question} [{default}]: ")?;
+        }
+        self.output.flush()?;
+        let mut line = String::new();
+        if self.input.read_line(&mut line)? == 0 {
+            anyhow::bail!(Quit);
+        }
+        let answer = line.trim();
+        Ok(if answer.is_empty() {
+            default.to_string()
+        } else {
+            answer.to_string()
+        })
+    }
+
+    /// Pick one of `choices` (by number or name).
+    fn choose(&mut self, question: &str, choices: &[(&str, &str)], default: usize) -> anyhow::Result<String> {
+        for (i, (name, about)) in choices.iter().enumerate() {
+            self.say(&format!("  {}) {name:<22} {about}", i + 1))?;
+        }
+        loop {
+            let answer = self.ask(question, &(default + 1).to_string())?;
+            if let Some(name) = pick(&answer, choices) {
+                return Ok(name);
+            }
+            self.say(&format!("  '{answer}' is not one of 1 to {}", choices.len()))?;
+        }
+    }
+
+    /// Pick several of `names` (numbers or names, comma-separated; `all`).
+    fn choose_many(&mut self, question: &str, names: &[&str], default: &str) -> anyhow::Result<String> {
+        let listed: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{}) {n}", i + 1))
+            .collect();
+        self.say(&format!("  {}", listed.join("  ")))?;
+        loop {
+            let answer = self.ask(question, default)?;
+            if answer == "all" {
+                return Ok(names.join(","));
+            }
+            let picked: Option<Vec<String>> = answer
+                .split(',')
+                .map(|a| pick(a.trim(), &names.iter().map(|n| (*n, "")).collect::<Vec<_>>()))
+                .collect();
+            match picked {
+                Some(p) if !p.is_empty() => return Ok(p.join(",")),
+                _ => self.say(&format!(
+                    "  '{answer}': give numbers 1 to {} or names, comma-separated",
+                    names.len()
+                ))?,
+            }
+        }
+    }
+}
+
+fn pick(answer: &str, choices: &[(&str, &str)]) -> Option<String> {
+    if let Ok(n) = answer.parse::<usize>() {
+        return choices.get(n.checked_sub(1)?).map(|c| c.0.to_string());
+    }
+    choices.iter().find(|c| c.0 == answer).map(|c| c.0.to_string())
+}
+
+/// The person left the launcher (end of input).
+#[derive(Debug, thiserror::Error)]
+#[error("the launcher was left before anything ran")]
+struct Quit;
+
+const FAMILIES: [(&str, &str); 3] = [
+    (
+        "copy modes",
+        "net-stream: what two-copy, one-copy and zero-copy sends cost",
+    ),
+    (
+        "server models",
+        "servers: iterative, threads, pool, select, poll, epoll, io_uring",
+    ),
+    (
+        "OS microbenchmarks",
+        "micro: syscalls, context switches, memory, TCP, files",
+    ),
+];
+
+/// Push `--flag value` when the value is not empty or "none".
+fn flag(argv: &mut Vec<String>, name: &str, value: &str) {
+    if !value.is_empty() && value != "none" {
+        argv.push(name.to_string());
+        argv.push(value.to_string());
+    }
+}
+
+/// Ask for the parameters of one family and build the `sweep` argv. `hidden` families
+/// (`fake`, for tests) are reached by typing their name.
+fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Vec<String>> {
+    p.say("What do you want to measure?")?;
+    let family = loop {
+        for (i, (name, about)) in FAMILIES.iter().enumerate() {
+            p.say(&format!("  {}) {name:<20} {about}", i + 1))?;
+        }
+        let answer = p.ask("experiment", "1")?;
+        if answer == "fake" {
+            break "fake".to_string();
+        }
+        match pick(&answer, &FAMILIES) {
+            Some(f) => break f,
+            None => p.say(&format!("  '{answer}' is not one of 1 to {}", FAMILIES.len()))?,
+        }
+    };
+    let mut argv: Vec<String> = vec!["sweep".into()];
+    match family.as_str() {
+        "copy modes" => {
+            argv.push("net-stream".into());
+            let names: Vec<&str> = CopyMode::ALL.iter().map(|m| m.as_str()).collect();
+            let modes = p.choose_many("modes", &names, "all")?;
+            flag(&mut argv, "--mode", &modes);
+            flag(
+                &mut argv,
+                "--size",
+                &p.ask("message sizes (4K,64K or 1K..1M)", "4K,64K,1M")?,
+            );
+            flag(&mut argv, "--threads", &p.ask("client threads (1,2 or 1..4)", "1")?);
+            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
+            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+            flag(
+                &mut argv,
+                "--client-cpus",
+                &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
+            );
+            flag(
+                &mut argv,
+                "--server-cpus",
+                &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
+            );
+            flag(
+                &mut argv,
+                "--reps",
+                &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
+            );
+        }
+        "server models" => {
+            argv.push("servers".into());
+            let names: Vec<&str> = Model::ALL.iter().map(|m| m.as_str()).collect();
+            let models = p.choose_many("models", &names, "all")?;
+            flag(&mut argv, "--model", &models);
+            flag(&mut argv, "--request", &p.ask("request (echo:64, procs:2)", "echo:64")?);
+            flag(&mut argv, "--clients", &p.ask("concurrent clients", "1,10,100")?);
+            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
+            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+            flag(
+                &mut argv,
+                "--server-cpus",
+                &p.ask("pin server threads to CPUs (none, 1, 0-1)", "none")?,
+            );
+            flag(
+                &mut argv,
+                "--client-cpus",
+                &p.ask("pin load-generator threads to CPUs", "none")?,
+            );
+            flag(&mut argv, "--reps", &p.ask("repetitions", "3")?);
+        }
+        "OS microbenchmarks" => {
+            argv.push("micro".into());
+            let benches: Vec<(String, &str)> = std::iter::once(("all".to_string(), "every benchmark"))
+                .chain(Bench::ALL.iter().map(|b| (b.to_string(), b.description())))
+                .collect();
+            let borrowed: Vec<(&str, &str)> = benches.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+            argv.push(p.choose("benchmark", &borrowed, 0)?);
+            if p.ask("quick (fewer samples, smaller sizes)? y/n", "y")?
+                .starts_with('y')
+            {
+                argv.push("--quick".into());
+            }
+            flag(&mut argv, "--reps", &p.ask("repetitions", "1")?);
+        }
+        _ => {
+            argv.push("fake".into());
+            flag(&mut argv, "--cells", &p.ask("cells", "sleep:300ms,sleep:300ms")?);
+            flag(&mut argv, "--reps", &p.ask("repetitions", "3")?);
+        }
+    }
+    flag(&mut argv, "--name", &p.ask("a name for the run", "none")?);
+    flag(&mut argv, "--db", &p.ask("results database", DEFAULT_DB_PATH)?);
+    Ok(argv)
+}
+
+/// What the launcher decided: the plan file to run, or nothing (the person said no).
+fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option<PlanFile>> {
+    p.say("iopath: what moving data through this machine costs. Enter keeps the [default].")?;
+    loop {
+        let file = PlanFile::new(ask_command(p)?);
+        let plan = file.workload().and_then(|w| sweep::plan_of(&w).map(|(plan, _)| plan));
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(e) => {
+                p.say(&format!(
+                    "\nThat is not a valid experiment: {e}\nAgain, with your answers as defaults:\n"
+                ))?;
+                continue;
+            }
+        };
+        let cells = plan.cells(&Default::default());
+        p.say(&format!("\nThe equivalent command:\n  {}", file.command_line()))?;
+        p.say(&format!(
+            "{} cell{}, about {} of measuring.",
+            cells.len(),
+            if cells.len() == 1 { "" } else { "s" },
+            crate::format::format_duration_s(plan.planned_seconds(&cells))
+        ))?;
+        let save = p.ask_fresh("save the plan as TOML (a path, or Enter for no)", "")?;
+        if !save.is_empty() {
+            file.save(&PathBuf::from(&save))?;
+            p.say(&format!("saved: `iopath sweep --plan {save}` runs it again"))?;
+        }
+        let go = p.ask_fresh("run it now with the live view? y/n (e to edit)", "y")?;
+        match go.chars().next() {
+            Some('y') | Some('Y') => return Ok(Some(file)),
+            Some('e') => continue,
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// The earlier run in `db` with exactly these cases, if any.
+fn previous_run(db: &std::path::Path, run_id: i64) -> Option<i64> {
+    let store = Store::open_existing(db).ok()?;
+    let keys = |id: i64| -> Option<Vec<String>> { Some(store.cases(id).ok()?.iter().map(|c| c.key()).collect()) };
+    let mine = keys(run_id)?;
+    store
+        .list_runs()
+        .ok()?
+        .iter()
+        .rev()
+        .filter(|r| r.id < run_id)
+        .find(|r| keys(r.id).as_ref() == Some(&mine))
+        .map(|r| r.id)
+}
+
+/// Run the launcher on this terminal.
+pub fn run() -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let mut prompter = Prompter {
+        input: stdin.lock(),
+        output: std::io::stdout(),
+        memory: HashMap::new(),
+    };
+    let file = match decide(&mut prompter) {
+        Ok(Some(file)) => file,
+        Ok(None) => {
+            eprintln!("nothing ran.");
+            return Ok(());
+        }
+        Err(e) if e.downcast_ref::<Quit>().is_some() => {
+            eprintln!("\nnothing ran.");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    drop(prompter);
+    let workload = file.workload()?;
+    let db = sweep::plan_of(&workload)?
+        .1
+        .db
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
+    sweep::set_command_line(file.command_line());
+    let result = sweep::run_sweep(SweepArgs {
+        workload: Some(workload),
+        resume: None,
+        db: PathBuf::from(DEFAULT_DB_PATH),
+        plan: None,
+        live: true,
+    });
+    let db_text = db.display().to_string();
+    if let Some(run_id) = Store::open_existing(&db).ok().and_then(|s| {
+        s.list_runs()
+            .ok()?
+            .iter()
+            .rev()
+            .find(|r| r.command_line == file.command_line())
+            .map(|r| r.id)
+    }) {
+        eprintln!("results: run {run_id} in {db_text}");
+        eprintln!("report:  iopath report {run_id} --db {db_text}");
+        if let Some(previous) = previous_run(&db, run_id) {
+            eprintln!(
+                "compare with the previous run of the same cases: iopath compare {previous} {run_id} --db {db_text}"
+            );
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers(lines: &[&str]) -> (anyhow::Result<Vec<String>>, String) {
+        let text = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let mut out = Vec::new();
+        let result = {
+            let mut p = Prompter {
+                input: std::io::Cursor::new(text),
+                output: &mut out,
+                memory: HashMap::new(),
+            };
+            ask_command(&mut p)
+        };
+        (result, String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[test]
+    fn defaults_give_a_valid_copy_mode_sweep() {
+        let (argv, _) = answers(&["", "", "", "", "", "", "", "", "", "", ""]);
+        let file = PlanFile::new(argv.unwrap());
+        assert_eq!(file.command[..2], ["sweep", "net-stream"]);
+        assert!(
+            file.command_line().contains("--mode two-copy,one-copy,zero-copy"),
+            "{}",
+            file.command_line()
+        );
+        let (plan, _) = sweep::plan_of(&file.workload().unwrap()).unwrap();
+        assert_eq!(plan.cases.len(), 9);
+        assert_eq!(plan.repetitions, 3);
+    }
+
+    #[test]
+    fn choices_by_number_and_name_and_a_second_try() {
+        let (argv, out) = answers(&["9", "2", "5,epoll", "", "1,10", "", "", "", "", "2", "srv", "x.db"]);
+        let argv = argv.unwrap();
+        assert!(out.contains("'9' is not one of 1 to 3"), "{out}");
+        let line = PlanFile::new(argv).command_line();
+        assert!(line.starts_with("iopath sweep servers --model poll,epoll "), "{line}");
+        assert!(line.contains("--clients 1,10") && line.contains("--reps 2"), "{line}");
+        assert!(line.ends_with("--name srv --db x.db"), "{line}");
+    }
+
+    #[test]
+    fn a_refused_answer_is_shown_and_the_questions_start_again() {
+        let input = [
+            "fake", "bogus", "", "", "x.db", "fake", "ok:2", "1", "", "x.db", "", "n",
+        ];
+        let text = input.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let mut out = Vec::new();
+        let decided = decide(&mut Prompter {
+            input: std::io::Cursor::new(text),
+            output: &mut out,
+            memory: HashMap::new(),
+        })
+        .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.contains("That is not a valid experiment: --cells"), "{out}");
+        assert!(
+            out.contains("experiment [fake]: cells [bogus]:"),
+            "answers are remembered: {out}"
+        );
+        assert!(
+            out.contains("iopath sweep fake --cells ok:2 --reps 1 --db x.db"),
+            "{out}"
+        );
+        assert!(out.contains("1 cell, about"), "{out}");
+        assert!(decided.is_none(), "the person said no");
+    }
+
+    #[test]
+    fn end_of_input_quits() {
+        let (result, _) = answers(&["2"]);
+        assert!(result.unwrap_err().downcast_ref::<Quit>().is_some());
+    }
+
+    #[test]
+    fn microbenchmarks_are_picked_by_name() {
+        let (argv, _) = answers(&["3", "memlat", "y", "", "", "m.db"]);
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert_eq!(line, "iopath sweep micro memlat --quick --reps 1 --db m.db");
+    }
+}
