@@ -77,8 +77,17 @@ pub struct StreamArgs {
     /// Run only the client, against `iopath net serve` at HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
+    /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
+    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
+    /// tbf, e.g. 1gbit), or remote HOST:PORT (same as --connect). Namespaces need root.
+    #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
+    pub topology: Option<Topology>,
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
+    text.parse()
 }
 
 #[derive(Args, Debug)]
@@ -107,8 +116,31 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
 
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
-    let endpoint = match &args.connect {
-        Some(addr) => {
+    let topology = match (&args.topology, &args.connect) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "--topology and --connect both say where the server is: give one (--topology remote HOST:PORT is --connect)",
+            ))
+        }
+        (Some(t), None) => t.clone(),
+        (None, Some(addr)) => Topology::Remote { addr: addr.clone() },
+        (None, None) => Topology::Loopback,
+    };
+    if args.port.is_some() && !topology.starts_server() {
+        return Err(usage(
+            "--port is for the in-process server: a remote topology starts none",
+        ));
+    }
+    topology.check().map_err(usage)?;
+    let port = args.port.unwrap_or(0);
+    let endpoint = match &topology {
+        Topology::Loopback => Endpoint::Loopback { port },
+        Topology::Netns => Endpoint::Netns { port },
+        Topology::Veth(link) => Endpoint::Veth {
+            port,
+            link: link.clone(),
+        },
+        Topology::Remote { addr } => {
             let port_ok = addr
                 .rsplit_once(':')
                 .filter(|(host, _)| !host.is_empty())
@@ -121,9 +153,6 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
             }
             Endpoint::Remote { addr: addr.clone() }
         }
-        None => Endpoint::Loopback {
-            port: args.port.unwrap_or(0),
-        },
     };
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
@@ -161,7 +190,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     }
     if let Some(headroom) = crate::sys::procfs::memory_headroom() {
         let process_bytes = |case: &StreamCase| {
-            let server = if args.connect.is_none() {
+            let server = if topology.starts_server() {
                 stream::buffer_bytes(case, Role::Server)
             } else {
                 0
@@ -188,7 +217,7 @@ impl TryFrom<&StreamArgs> for Plan {
         let topology = cases
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
-        let interface = topology.interface().to_string();
+        let interface = topology.interface();
         Ok(args
             .run
             .plan(cases.into_iter().map(Case::NetStream).collect(), &interface))

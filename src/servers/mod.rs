@@ -22,7 +22,6 @@ use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
 use crate::measure::window::SystemProbes;
-use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Interrupted;
 use loadgen::{LoadConfig, LoadResult};
@@ -81,7 +80,7 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    let topology = Topology::Loopback;
+    let topology = case.topology.establish()?;
     let model = case.model;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.

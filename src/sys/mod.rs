@@ -9,6 +9,7 @@ pub mod futex;
 pub mod mem;
 pub mod multiplex;
 pub mod net;
+pub mod netns;
 pub mod process;
 pub mod procfs;
 pub mod rusage;

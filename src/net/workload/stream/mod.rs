@@ -10,7 +10,7 @@ mod thread;
 
 pub use server::serve_session;
 
-use crate::case::{CopyMode, Endpoint, StreamCase};
+use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
@@ -84,15 +84,11 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
 pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint);
+    let topology = Topology::from(&case.endpoint).establish()?;
     if let Some(addr) = topology.remote_addr()? {
         return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
     }
-    let port = match case.endpoint {
-        Endpoint::Loopback { port } => port,
-        Endpoint::Remote { .. } => 0,
-    };
-    let listener = topology.bind(port)?;
+    let listener = topology.bind(case.endpoint.port())?;
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -610,6 +606,7 @@ fn build_observation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::Endpoint;
     use crate::net::control::ThreadTally;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;

@@ -45,7 +45,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 /// What a new connection turned out to be.
 enum Greeting {
     /// A client's control connection with the case it asks for.
-    Hello(ControlChannel, StreamCase),
+    Hello(ControlChannel, Box<StreamCase>),
     /// A data connection: the session token it carries and its thread index.
     Data(u64, u32, TcpStream),
 }
@@ -123,7 +123,7 @@ fn greet(stream: TcpStream, quit: &dyn Fn() -> bool) -> anyhow::Result<Greeting>
             _ => anyhow!("reading the hello failed: {e}"),
         })?;
         return match parse_hello(&line) {
-            Ok(case) => Ok(Greeting::Hello(control, case)),
+            Ok(case) => Ok(Greeting::Hello(control, Box::new(case))),
             Err(HelloError::Version(error) | HelloError::Malformed(error)) => {
                 control.send(&Control::Refused { error: error.clone() }).ok();
                 Err(anyhow!(error))
