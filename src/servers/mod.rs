@@ -139,6 +139,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, topology.server_namespace());
     let load = topology.on_client_side(|| loadgen::run(&load_config, &window, &mut system, stop));
     let Ok(load) = load else {
         // Interrupted: a cut-short window is no data. Stop and join the server first.
@@ -157,6 +158,9 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
     describe_placement(&mut obs, case, server_placement, client_placement);
+    if let Some(w) = crate::measure::system::contended(&load.system) {
+        obs.warn(WarningKind::Contended, w);
+    }
     obs.metrics.extend(load.system.iter().cloned());
     obs.push(Metric::new(
         "clock_overhead_ns",

@@ -16,6 +16,7 @@ pub mod rusage;
 pub mod signal;
 pub mod statfs;
 pub mod syscall;
+pub mod tcpinfo;
 pub mod tsc;
 pub mod uring;
 pub mod zerocopy;

@@ -86,7 +86,7 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     let tsc_hz = clock::tsc_hz();
     let topology = Topology::from(&case.endpoint).establish()?;
     if let Some(addr) = topology.remote_addr()? {
-        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
     let listener = topology.bind(case.endpoint.port())?;
     let addr = listener.local_addr()?;
@@ -95,7 +95,8 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
         let server = topology
             .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
             .context("could not start the server thread")?;
-        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+        let tcp_ns = topology.server_namespace();
+        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
         // If the client never connected, the server is still waiting: release it.
         server_stop.store(true, Ordering::SeqCst);
         let server_result = server
@@ -186,7 +187,14 @@ fn recv_watching(
 
 /// The client side: set up the session, run the sending threads through warm-up and the
 /// measured window, collect the server's report, and build the observation.
-fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: Stop) -> anyhow::Result<Observation> {
+/// `tcp_ns`: the namespace whose TCP counters count this run's connections (None: ours).
+fn run_client(
+    case: &StreamCase,
+    addr: SocketAddr,
+    tsc_hz: Option<f64>,
+    stop: Stop,
+    tcp_ns: Option<&crate::sys::netns::NetNs>,
+) -> anyhow::Result<Observation> {
     let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -214,6 +222,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
     let policy = kernel_policy();
     let window = Window::new();
     let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, tcp_ns);
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
     let size = case.size as usize;
@@ -273,7 +282,10 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
             }
         }
     }
-    let system_metrics = window_result?;
+    let mut system_metrics = window_result?;
+    // The senders' view of each connection as the window closed.
+    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
+    system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
     if stop.requested() {
         return Err(interrupted());
     }
@@ -294,6 +306,9 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
         },
     };
     let mut obs = build_observation(case, &threads, &report, tsc_hz);
+    if let Some(w) = crate::measure::system::contended(&system_metrics) {
+        obs.warn(WarningKind::Contended, w);
+    }
     obs.metrics.extend(system_metrics);
     Ok(obs)
 }
