@@ -102,6 +102,26 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
         assert!(received > 0.0, "{t}: no bytes arrived");
         let kind = record["case"]["endpoint"]["kind"].as_str().unwrap().to_string();
         assert!(t.starts_with(&kind), "{t}: the case says {kind}");
+        for (name, role) in [
+            ("tcp_segments_out", "system"),
+            ("tcp_retransmits", "system"),
+            ("tcpi_rtt_us", "client"),
+            ("tcpi_delivery_rate_gbps", "client"),
+            ("runqueue_wait_max_pct", "system"),
+            ("system_cpu_softirq_s", "system"),
+        ] {
+            let m = record["observation"]["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == name && m["role"] == role)
+                .unwrap_or_else(|| panic!("{t}: no {name}"));
+            assert_eq!(m["source"], "kernel", "{t}: {name}");
+        }
+        // In a private namespace the TCP counters count this run's segments only.
+        if t != "loopback" {
+            assert!(metric(&record, "tcp_segments_in", "system").unwrap() > 0.0, "{t}");
+        }
         if let Some(mtu) = t.strip_prefix("veth:mtu=") {
             assert_eq!(record["case"]["endpoint"]["mtu"].as_u64().unwrap().to_string(), mtu);
         }
