@@ -289,3 +289,10 @@ fn sigint_twice_and_sigkill_leave_nothing_behind() {
     // kill -9: no code of ours runs, and still nothing survives.
     assert!(signalled(&[SIGKILL]).code().is_none());
 }
+
+#[test]
+fn net_serve_listens_on_loopback_by_default() {
+    let out = Command::new(bin()).args(["net", "serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[default: 127.0.0.1:5201]"), "{help}");
+}

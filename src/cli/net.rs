@@ -92,8 +92,9 @@ pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0:5201")]
+    /// Address to listen on. Loopback by default, so a server left running is reachable from
+    /// this machine only; give an interface address (or 0.0.0.0:5201) to serve other hosts.
+    #[arg(long, default_value = "127.0.0.1:5201")]
     pub listen: String,
     /// Serve one session, then exit.
     #[arg(long)]
