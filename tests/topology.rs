@@ -296,3 +296,77 @@ fn net_serve_listens_on_loopback_by_default() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("[default: 127.0.0.1:5201]"), "{help}");
 }
+
+/// A `net serve --psk-file` on a free loopback port; killed (by its pid) when dropped.
+/// Its stderr stays open: a server writing to a closed pipe would die of it.
+struct Server(
+    std::process::Child,
+    String,
+    #[allow(dead_code)] std::io::BufReader<std::process::ChildStderr>,
+);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn psk_server(key: &std::path::Path) -> Server {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(bin())
+        .args(["net", "serve", "--listen", "127.0.0.1:0", "--psk-file"])
+        .arg(key)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line}"))
+        .to_string();
+    Server(child, addr, stderr)
+}
+
+#[test]
+fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (right, wrong) = (dir.path().join("right"), dir.path().join("wrong"));
+    std::fs::write(&right, "correct horse battery staple 0123\n").unwrap();
+    std::fs::write(&wrong, "another key entirely, also long\n").unwrap();
+    let server = psk_server(&right);
+    let client = |key: Option<&std::path::Path>| {
+        let mut c = Command::new(bin());
+        c.args(["net", "stream", "--connect", &server.1, "--mode", "one-copy"])
+            .args(["--duration", "200ms", "--warmup", "50ms"]);
+        if let Some(k) = key {
+            c.arg("--psk-file").arg(k);
+        }
+        c.timeout(Duration::from_secs(30)).output().unwrap()
+    };
+    let ok = client(Some(&right));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let bad = client(Some(&wrong));
+    assert!(!bad.status.success());
+    let bad_err = String::from_utf8_lossy(&bad.stderr);
+    assert!(bad_err.contains("wrong or missing pre-shared key"), "{bad_err}");
+    let none = client(None);
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("requires a pre-shared key"));
+    // The server is still there for the right key after refusing others.
+    assert!(client(Some(&right)).status.success());
+    // A short key is refused at start, exit 2.
+    let short = dir.path().join("short");
+    std::fs::write(&short, "abc").unwrap();
+    let out = Command::new(bin())
+        .args(["net", "serve", "--listen", "127.0.0.1:0", "--psk-file"])
+        .arg(&short)
+        .timeout(Duration::from_secs(10))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

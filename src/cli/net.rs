@@ -82,6 +82,9 @@ pub struct StreamArgs {
     /// tbf, e.g. 1gbit), or remote HOST:PORT (same as --connect). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
     pub topology: Option<Topology>,
+    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -99,6 +102,11 @@ pub struct ServeArgs {
     /// Serve one session, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Accept only clients that prove they hold this key (HMAC-SHA256 challenge-response; the
+    /// key never crosses the wire). A file of at least 16 bytes, e.g.
+    /// `head -c 32 /dev/urandom | base64 > key`.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
 }
 
 /// See values::SizeList for why this is an alias.
@@ -133,6 +141,9 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
         ));
     }
     topology.check().map_err(usage)?;
+    if let Some(path) = &args.psk_file {
+        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
+    }
     let port = args.port.unwrap_or(0);
     let endpoint = match &topology {
         Topology::Loopback => Endpoint::Loopback { port },
@@ -344,6 +355,10 @@ fn placement_summary(records: &[Record]) -> String {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let key = match &args.psk_file {
+        Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
+        None => None,
+    };
     let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
         usage(format!(
             "--listen '{}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)",
@@ -363,7 +378,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
-        match stream::serve_session(&listener, Some(stop.flag())) {
+        match stream::serve_session_with_key(&listener, Some(stop.flag()), key.as_deref()) {
             Ok(()) => eprintln!("session finished"),
             Err(_) if stop.requested() => break,
             Err(e) => eprintln!("session failed: {e:#}"),

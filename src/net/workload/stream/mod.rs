@@ -8,7 +8,7 @@
 mod server;
 mod thread;
 
-pub use server::serve_session;
+pub use server::{serve_session, serve_session_with_key};
 
 use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;
@@ -202,11 +202,23 @@ fn run_client(
         version: PROTOCOL_VERSION,
         case: case.clone(),
     })?;
-    let answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    let mut answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    if let Ok(Control::Challenge { nonce }) = &answer {
+        let Some(key) = crate::net::auth::client_key() else {
+            bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+        };
+        control.send(&Control::Auth {
+            mac: crate::net::auth::answer(key, nonce),
+        })?;
+        answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    }
     let token = match answer {
         Err(e) if e.is::<Interrupted>() => return Err(e),
         other => match other.context("waiting for the server to accept the case")? {
             Control::Ready { token } => token,
+            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
+                bail!("the server {error}")
+            }
             Control::Refused { error } => bail!("the server refused the case: {error}"),
             other => bail!("unexpected answer from the server: {other:?}"),
         },
