@@ -293,7 +293,10 @@ fn sigint_twice_and_sigkill_leave_nothing_behind() {
 #[test]
 fn net_serve_listens_on_loopback_by_default() {
     let out = Command::new(bin()).args(["net", "serve", "--help"]).output().unwrap();
-    let help = String::from_utf8_lossy(&out.stdout);
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(help.contains("[default: 127.0.0.1:5201]"), "{help}");
 }
 
@@ -315,7 +318,15 @@ impl Drop for Server {
 fn psk_server(key: &std::path::Path) -> Server {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(bin())
-        .args(["net", "serve", "--listen", "127.0.0.1:0", "--psk-file"])
+        .args([
+            "net",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-session",
+            "2s",
+            "--psk-file",
+        ])
         .arg(key)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -359,6 +370,26 @@ fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
     assert!(String::from_utf8_lossy(&none.stderr).contains("requires a pre-shared key"));
     // The server is still there for the right key after refusing others.
     assert!(client(Some(&right)).status.success());
+    // A session longer than --max-session is refused with the limit named.
+    let long = Command::new(bin())
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &server.1,
+            "--mode",
+            "one-copy",
+            "--duration",
+            "3s",
+        ])
+        .arg("--psk-file")
+        .arg(&right)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!long.status.success());
+    let err = String::from_utf8_lossy(&long.stderr);
+    assert!(err.contains("at most 2.0 s (--max-session)"), "{err}");
     // A short key is refused at start, exit 2.
     let short = dir.path().join("short");
     std::fs::write(&short, "abc").unwrap();

@@ -107,6 +107,10 @@ pub struct ServeArgs {
     /// `head -c 32 /dev/urandom | base64 > key`.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// The longest session (warm-up + measured window) a client may ask for; longer cases are
+    /// refused with the limit named. One session runs at a time; others are told "busy".
+    #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
+    pub max_session: Duration,
 }
 
 /// See values::SizeList for why this is an alias.
@@ -359,6 +363,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
         None => None,
     };
+    let options = stream::ServeOptions {
+        key,
+        max_session: Some(args.max_session),
+    };
     let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
         usage(format!(
             "--listen '{}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)",
@@ -378,7 +386,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
-        match stream::serve_session_with_key(&listener, Some(stop.flag()), key.as_deref()) {
+        match stream::serve_session_with(&listener, Some(stop.flag()), &options) {
             Ok(()) => eprintln!("session finished"),
             Err(_) if stop.requested() => break,
             Err(e) => eprintln!("session failed: {e:#}"),

@@ -8,7 +8,7 @@
 mod server;
 mod thread;
 
-pub use server::{serve_session, serve_session_with_key};
+pub use server::{serve_session, serve_session_with, ServeOptions};
 
 use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;

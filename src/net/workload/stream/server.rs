@@ -182,15 +182,25 @@ type Route = Mutex<Option<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
 /// its session too; its outcome is logged) and every thread is joined. A raised `stop` ends
 /// every phase within about 20 ms.
 pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyhow::Result<()> {
-    serve_session_with_key(listener, stop, None)
+    serve_session_with(listener, stop, &ServeOptions::default())
 }
 
-/// [`serve_session`] where every client must first prove it holds `key` (`--psk-file`).
-pub fn serve_session_with_key(
+/// What a server left running enforces (`net serve` flags).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Every client must first prove it holds this key (`--psk-file`).
+    pub key: Option<Vec<u8>>,
+    /// The longest session (warm-up + window) a client may ask for (`--max-session`).
+    pub max_session: Option<Duration>,
+}
+
+/// [`serve_session`] with a server's limits.
+pub fn serve_session_with(
     listener: &TcpListener,
     stop: Option<&AtomicBool>,
-    key: Option<&[u8]>,
+    options: &ServeOptions,
 ) -> anyhow::Result<()> {
+    let key = options.key.as_deref();
     let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
     listener
         .set_nonblocking(true)
@@ -221,7 +231,15 @@ pub fn serve_session_with_key(
                 .spawn_scoped(scope, move || {
                     match greet(stream, &stopped, key) {
                         Ok(Greeting::Hello(mut control, case)) => {
-                            if busy.swap(true, Ordering::SeqCst) {
+                            let asked = Duration::from_millis(case.duration_ms.saturating_add(case.warmup_ms));
+                            if let Some(max) = options.max_session.filter(|max| asked > *max) {
+                                let error = format!(
+                                    "the case asks for a {:.1} s session (warm-up + window); this server allows at most {:.1} s (--max-session)",
+                                    asked.as_secs_f64(),
+                                    max.as_secs_f64()
+                                );
+                                control.send(&Control::Refused { error }).ok();
+                            } else if busy.swap(true, Ordering::SeqCst) {
                                 let error = "busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
                             } else {
