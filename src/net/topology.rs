@@ -632,4 +632,30 @@ mod tests {
         });
         assert!(gone, "{host_if} is still there");
     }
+
+    #[test]
+    fn a_setup_that_fails_halfway_leaves_nothing() {
+        if !netns::can_build_namespaces() || netns::kernel_config_has("CONFIG_NET_SCH_NETEM") != Some(false) {
+            return;
+        }
+        // Past the check on purpose: the pair and its addresses exist when `tc ... netem` fails.
+        let link = Link {
+            delay_us: Some(1000),
+            ..Link::default()
+        };
+        let n = VETH_COUNT.load(Ordering::Relaxed);
+        let err = build_veth(&Topology::Veth(link.clone()), &link)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tc"), "{err}");
+        // Any pair this test process built since (tests run in parallel) must go too.
+        let mine: Vec<String> = (n..VETH_COUNT.load(Ordering::Relaxed))
+            .map(|i| format!("iop{}c{}", std::process::id(), i % 1000))
+            .collect();
+        let gone = (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !std::path::Path::new(&format!("/sys/class/net/{}", mine[0])).exists()
+        });
+        assert!(gone, "{} is still there after the failed setup", mine[0]);
+    }
 }
