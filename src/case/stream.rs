@@ -122,3 +122,24 @@ impl StreamCase {
         ]
     }
 }
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    #[test]
+    fn namespace_endpoints_round_trip_through_json() {
+        let veth = Endpoint::Veth {
+            port: 0,
+            link: crate::net::topology::Link {
+                mtu: Some(4148),
+                rate_bps: Some(100_000_000),
+                ..Default::default()
+            },
+        };
+        for e in [Endpoint::Netns { port: 7 }, veth, Endpoint::Loopback { port: 0 }] {
+            let text = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<Endpoint>(&text).unwrap(), e, "{text}");
+        }
+    }
+}
