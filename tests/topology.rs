@@ -401,3 +401,29 @@ fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn without_the_capabilities_a_namespace_topology_is_one_line_and_exit_2() {
+    // Root with every capability dropped (setpriv from util-linux), where available.
+    if !is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        return;
+    }
+    for (cmd, t) in [("net", "netns"), ("servers", "veth"), ("micro", "veth:mtu=9000")] {
+        let mut c = Command::new("/usr/bin/setpriv");
+        c.args(["--bounding-set", "-all", "--inh-caps", "-all"]).arg(bin());
+        match cmd {
+            "net" => c.args(["net", "stream"]),
+            "servers" => c.args(["servers"]),
+            _ => c.args(["micro", "tcp"]),
+        };
+        let out = c
+            .args(["--topology", t])
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd} {t}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"), "{err}");
+    }
+}
