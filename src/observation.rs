@@ -16,6 +16,9 @@ pub enum Source {
     Rusage,
     /// Counted or timed by iopath itself.
     Tool,
+    /// Read from the kernel's own accounting: /proc/net/snmp and netstat, TCP_INFO,
+    /// /proc/<tid>/schedstat, /proc/stat, /proc/pressure (docs/output.md names the file).
+    Kernel,
     /// Derived from other numbers by a stated model (e.g. cycles = CPU time x TSC frequency).
     Estimate,
     /// Could not be measured here; the reason says why.
@@ -30,6 +33,7 @@ impl fmt::Display for Source {
             Source::Rusage => f.write_str("rusage"),
             Source::Tool => f.write_str("tool"),
             Source::Estimate => f.write_str("estimate"),
+            Source::Kernel => f.write_str("kernel"),
             Source::Unavailable(reason) => write!(f, "unavailable: {reason}"),
         }
     }
@@ -44,6 +48,7 @@ impl std::str::FromStr for Source {
             "rusage" => Source::Rusage,
             "tool" => Source::Tool,
             "estimate" => Source::Estimate,
+            "kernel" => Source::Kernel,
             other => match other.strip_prefix("unavailable") {
                 Some(rest) => Source::Unavailable(rest.trim_start_matches(':').trim().to_string()),
                 None => return Err(format!("unknown metric source '{other}'")),

@@ -18,6 +18,8 @@ pub enum WarningKind {
     Migrated,
     /// Threads or requests that got no service (no CPU, left waiting, late to report).
     Starved,
+    /// A measured thread waited on a CPU run queue for more than a few percent of the window.
+    Contended,
     /// The kernel copied MSG_ZEROCOPY / SEND_ZC data anyway.
     ZeroCopyCopied,
     /// The file-descriptor limit was raised, or could not be raised enough.
@@ -49,12 +51,13 @@ pub enum WarningKind {
 }
 
 impl WarningKind {
-    pub const ALL: [WarningKind; 19] = [
+    pub const ALL: [WarningKind; 20] = [
         WarningKind::CountersRestricted,
         WarningKind::NoHardwareCounters,
         WarningKind::Unpinned,
         WarningKind::Migrated,
         WarningKind::Starved,
+        WarningKind::Contended,
         WarningKind::ZeroCopyCopied,
         WarningKind::FdLimit,
         WarningKind::Unsupported,
@@ -79,6 +82,7 @@ impl WarningKind {
             WarningKind::Unpinned => "unpinned",
             WarningKind::Migrated => "migrated",
             WarningKind::Starved => "starved",
+            WarningKind::Contended => "contended",
             WarningKind::ZeroCopyCopied => "zero-copy-copied",
             WarningKind::FdLimit => "fd-limit",
             WarningKind::Unsupported => "unsupported",
@@ -104,6 +108,7 @@ impl WarningKind {
             WarningKind::Unpinned => "Threads not pinned",
             WarningKind::Migrated => "Threads migrated between CPUs",
             WarningKind::Starved => "Threads or requests starved",
+            WarningKind::Contended => "Threads waited for a CPU",
             WarningKind::ZeroCopyCopied => "Zero-copy data copied by the kernel",
             WarningKind::FdLimit => "File-descriptor limit",
             WarningKind::Unsupported => "Not supported on this machine",
@@ -133,6 +138,7 @@ impl WarningKind {
             WarningKind::Unpinned => "pin both sides (--client-cpus and --server-cpus; micro: --pinned yes) for figures that repeat",
             WarningKind::Migrated => "pin threads to CPUs and keep other load off them",
             WarningKind::Starved => "use no more busy threads than CPUs, or read the tail latencies as the cost of waiting",
+            WarningKind::Contended => "keep other load off the machine (see /proc/loadavg) and use no more busy threads than CPUs",
             WarningKind::ZeroCopyCopied => {
                 "local delivery (loopback, veth) copies the pages: measure between two hosts to see zero-copy save the copy"
             }

@@ -26,6 +26,9 @@ pub struct ServersCase {
     pub client_cpus: Option<CpuList>,
     /// Open perf counters on the server threads (they cost time at every context switch).
     pub perf: bool,
+    /// Where the server and the load generator live (`--topology`; absent: loopback).
+    #[serde(default, skip_serializing_if = "crate::net::topology::Topology::is_loopback")]
+    pub topology: crate::net::topology::Topology,
 }
 
 impl ServersCase {
@@ -44,6 +47,7 @@ impl ServersCase {
             server_cpus: None,
             client_cpus: None,
             perf: true,
+            topology: Default::default(),
         }
     }
 

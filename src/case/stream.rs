@@ -52,6 +52,24 @@ pub enum Endpoint {
     Loopback { port: u16 },
     /// The client here, the server an `iopath net serve` at this address.
     Remote { addr: String },
+    /// Both ends in this process on the loopback of a fresh private network namespace.
+    Netns { port: u16 },
+    /// The client here, the server in a fresh namespace behind a veth pair.
+    Veth {
+        port: u16,
+        #[serde(flatten)]
+        link: crate::net::topology::Link,
+    },
+}
+
+impl Endpoint {
+    /// The port the in-process server listens on (0: any free one; remote: none).
+    pub fn port(&self) -> u16 {
+        match self {
+            Endpoint::Loopback { port } | Endpoint::Netns { port } | Endpoint::Veth { port, .. } => *port,
+            Endpoint::Remote { .. } => 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,5 +120,26 @@ impl StreamCase {
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    #[test]
+    fn namespace_endpoints_round_trip_through_json() {
+        let veth = Endpoint::Veth {
+            port: 0,
+            link: crate::net::topology::Link {
+                mtu: Some(4148),
+                rate_bps: Some(100_000_000),
+                ..Default::default()
+            },
+        };
+        for e in [Endpoint::Netns { port: 7 }, veth, Endpoint::Loopback { port: 0 }] {
+            let text = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<Endpoint>(&text).unwrap(), e, "{text}");
+        }
     }
 }

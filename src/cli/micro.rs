@@ -107,6 +107,10 @@ pub struct RunArgs {
     /// proc: the program fork+exec and posix_spawn start (default /bin/true).
     #[arg(long, value_name = "PATH")]
     pub program: Option<String>,
+    /// tcp: where the two ends live: loopback, netns (both in a fresh private network
+    /// namespace) or veth[:mtu=N][,rate=R] (the server behind a veth pair). Namespaces need root.
+    #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
+    pub topology: Option<crate::net::topology::Topology>,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -138,6 +142,18 @@ impl MicroCommand {
 /// The plan of `micro <bench>` and `sweep micro <bench>`: one case per figure.
 pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
     let s = settings(benches, args)?;
+    let topology = args.topology.clone().unwrap_or_default();
+    if !topology.is_loopback() {
+        if !benches.contains(&Bench::Tcp) {
+            return Err(super::error::usage("--topology is for micro tcp only"));
+        }
+        if !topology.starts_server() {
+            return Err(super::error::usage(format!(
+                "--topology {topology}: micro tcp starts its own server (accepted: loopback, netns, veth[:mtu=N][,rate=R])"
+            )));
+        }
+        topology.check().map_err(super::error::usage)?;
+    }
     let cases = benches
         .iter()
         .flat_map(|b| {
@@ -157,11 +173,15 @@ pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
             }
             micro::plan(*b, &own)
         })
-        .map(Case::Micro)
+        .map(|mut case| {
+            if case.bench == Bench::Tcp && !topology.is_loopback() {
+                case.options.push(("topology".into(), topology.to_string()));
+                case.options.sort();
+            }
+            Case::Micro(case)
+        })
         .collect();
-    Ok(args
-        .run
-        .plan(cases, crate::net::topology::Topology::Loopback.interface()))
+    Ok(args.run.plan(cases, &topology.interface()))
 }
 
 pub fn run(args: MicroArgs) -> anyhow::Result<()> {

@@ -67,18 +67,40 @@ pub struct StreamArgs {
     /// Run only the client, against `iopath net serve` at HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
+    /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
+    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
+    /// tbf, e.g. 1gbit), or remote HOST:PORT (same as --connect). Namespaces need root.
+    #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
+    pub topology: Option<Topology>,
+    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunFlags,
 }
 
+pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
+    text.parse()
+}
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0:5201")]
+    /// Address to listen on. Loopback by default, so a server left running is reachable from
+    /// this machine only; give an interface address (or 0.0.0.0:5201) to serve other hosts.
+    #[arg(long, default_value = "127.0.0.1:5201")]
     pub listen: String,
     /// Serve one session, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Accept only clients that prove they hold this key (HMAC-SHA256 challenge-response; the
+    /// key never crosses the wire). A file of at least 16 bytes, e.g.
+    /// `head -c 32 /dev/urandom | base64 > key`.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    /// The longest session (warm-up + measured window) a client may ask for; longer cases are
+    /// refused with the limit named. One session runs at a time; others are told "busy".
+    #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
+    pub max_session: Duration,
 }
 
 /// See values::SizeList for why this is an alias.
@@ -97,8 +119,34 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
 
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
-    let endpoint = match &args.connect {
-        Some(addr) => {
+    let topology = match (&args.topology, &args.connect) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "--topology and --connect both say where the server is: give one (--topology remote HOST:PORT is --connect)",
+            ))
+        }
+        (Some(t), None) => t.clone(),
+        (None, Some(addr)) => Topology::Remote { addr: addr.clone() },
+        (None, None) => Topology::Loopback,
+    };
+    if args.port.is_some() && !topology.starts_server() {
+        return Err(usage(
+            "--port is for the in-process server: a remote topology starts none",
+        ));
+    }
+    topology.check().map_err(usage)?;
+    if let Some(path) = &args.psk_file {
+        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
+    }
+    let port = args.port.unwrap_or(0);
+    let endpoint = match &topology {
+        Topology::Loopback => Endpoint::Loopback { port },
+        Topology::Netns => Endpoint::Netns { port },
+        Topology::Veth(link) => Endpoint::Veth {
+            port,
+            link: link.clone(),
+        },
+        Topology::Remote { addr } => {
             let port_ok = addr
                 .rsplit_once(':')
                 .filter(|(host, _)| !host.is_empty())
@@ -111,9 +159,6 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
             }
             Endpoint::Remote { addr: addr.clone() }
         }
-        None => Endpoint::Loopback {
-            port: args.port.unwrap_or(0),
-        },
     };
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
@@ -162,7 +207,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     }
     if let Some(headroom) = crate::sys::procfs::memory_headroom() {
         let process_bytes = |case: &StreamCase| {
-            let server = if args.connect.is_none() {
+            let server = if topology.starts_server() {
                 stream::buffer_bytes(case, Role::Server)
             } else {
                 0
@@ -189,7 +234,7 @@ impl TryFrom<&StreamArgs> for Plan {
         let topology = cases
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
-        let interface = topology.interface().to_string();
+        let interface = topology.interface();
         Ok(args
             .run
             .plan(cases.into_iter().map(Case::NetStream).collect(), &interface))
@@ -315,6 +360,14 @@ fn placement_summary(records: &[Record]) -> String {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let key = match &args.psk_file {
+        Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
+        None => None,
+    };
+    let options = stream::ServeOptions {
+        key,
+        max_session: Some(args.max_session),
+    };
     let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
         usage(format!(
             "--listen '{}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)",
@@ -334,7 +387,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
-        match stream::serve_session(&listener, Some(stop.flag())) {
+        match stream::serve_session_with(&listener, Some(stop.flag()), &options) {
             Ok(()) => eprintln!("session finished"),
             Err(_) if stop.requested() => break,
             Err(e) => eprintln!("session failed: {e:#}"),

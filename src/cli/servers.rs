@@ -54,6 +54,11 @@ pub struct ServersArgs {
     /// cost (about 2 us per round trip on a VM) shows in latency.
     #[arg(long)]
     pub no_perf: bool,
+    /// Where the server and the load generator live: loopback, netns (both in a fresh private
+    /// network namespace) or veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a
+    /// veth pair). Namespaces need root.
+    #[arg(long, value_name = "TOPOLOGY", value_parser = boxed)]
+    pub topology: Option<Box<String>>,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -153,6 +158,27 @@ fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<crate::c
     }
 }
 
+/// `--topology`: where the server and the load generator live, checked against this machine.
+fn parse_topology(text: Option<&String>) -> anyhow::Result<crate::net::topology::Topology> {
+    let Some(text) = text else {
+        return Ok(Default::default());
+    };
+    let topology: crate::net::topology::Topology = text.parse().map_err(|e| usage(format!("--topology: {e}")))?;
+    if !topology.starts_server() {
+        return Err(usage(format!(
+            "--topology {topology}: servers starts its own server (accepted: loopback, netns, veth[:mtu=N][,rate=R])"
+        )));
+    }
+    topology.check().map_err(usage)?;
+    Ok(topology)
+}
+
+/// Boxed: the flag keeps `sweep servers`' arguments small.
+#[allow(clippy::box_collection, clippy::unnecessary_box_returns)]
+fn boxed(text: &str) -> Result<Box<String>, String> {
+    Ok(Box::new(text.to_string()))
+}
+
 const MAX_CLIENTS: usize = 20_000;
 /// The open loop sends one request every 1/rate s; above this the gap is below 100 ns.
 const MAX_RATE: u64 = 10_000_000;
@@ -188,6 +214,7 @@ pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
             args.pool_size
         )));
     }
+    let topology = parse_topology(args.topology.as_deref())?;
     let server_cpus = cpu_text(&args.server_cpus, "--server-cpus")?;
     let client_cpus = cpu_text(&args.client_cpus, "--client-cpus")?;
     let mut cases = Vec::new();
@@ -206,6 +233,7 @@ pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
                     server_cpus: server_cpus.clone(),
                     client_cpus: client_cpus.clone(),
                     perf: !args.no_perf,
+                    topology: topology.clone(),
                 });
             }
         }
@@ -219,7 +247,7 @@ impl TryFrom<&ServersArgs> for Plan {
         let cases = servers_cases(args)?.into_iter().map(Case::Servers).collect();
         Ok(args
             .run
-            .plan(cases, crate::net::topology::Topology::Loopback.interface()))
+            .plan(cases, &parse_topology(args.topology.as_deref())?.interface()))
     }
 }
 

@@ -4,4 +4,5 @@ pub mod clock;
 pub mod counters;
 pub mod histogram;
 pub mod stats;
+pub mod system;
 pub mod window;

@@ -5,7 +5,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
-use crate::net::topology::Topology;
+use crate::net::topology::{Net, Topology};
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 use std::io::{Read, Write};
@@ -21,12 +21,17 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 struct StopServer<'a> {
     stop: &'a AtomicBool,
     addr: SocketAddr,
+    /// Where the client lives: the wake-up connection must come from there.
+    net: &'a Net,
 }
 
 impl Drop for StopServer<'_> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let addr = self.addr;
+        let _ = self
+            .net
+            .on_client_side(|| TcpStream::connect_timeout(&addr, Duration::from_secs(1)));
     }
 }
 
@@ -40,7 +45,14 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     let budget = Budget::of(case);
     let quick = harness::is_quick(case);
-    let topology = Topology::Loopback;
+    let topology = match case.option("topology") {
+        Some(text) => text.parse::<Topology>().map_err(|e| anyhow::anyhow!("tcp: {e}"))?,
+        None => Topology::Loopback,
+    };
+    if !topology.starts_server() {
+        anyhow::bail!("tcp: the micro benchmark starts its own server; --topology {topology} is not accepted");
+    }
+    let topology = topology.establish()?;
     let listener = topology.bind(0)?;
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
@@ -53,8 +65,10 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         let guard = StopServer {
             stop: &server_stop,
             addr,
+            net: &topology,
         };
-        let result = client(&variant, addr, budget, stop, quick, &ends_rx, &mut obs);
+        let (v, o) = (variant.as_str(), &mut obs);
+        let result = topology.on_client_side(move || client(v, addr, budget, stop, quick, &ends_rx, o));
         drop(guard);
         let served = server
             .join()

@@ -45,13 +45,30 @@ pub struct ServerReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Control {
-    Hello { version: u32, case: StreamCase },
-    Ready { token: u64 },
-    Refused { error: String },
+    Hello {
+        version: u32,
+        case: StreamCase,
+    },
+    Ready {
+        token: u64,
+    },
+    Refused {
+        error: String,
+    },
+    /// The server holds a pre-shared key: prove you hold it too (net/auth.rs).
+    Challenge {
+        nonce: String,
+    },
+    /// HMAC-SHA256(key, nonce), hex.
+    Auth {
+        mac: String,
+    },
     Measure,
     Done,
     Report(Box<ServerReport>),
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }
 
 /// How often a wait on the control connection looks at its stop check.

@@ -1,28 +1,64 @@
 //! Where the two ends of a network experiment live: which interface the traffic crosses,
 //! where the server listens and the client connects, and where each side's code runs.
 //!
-//! Only loopback (both ends in this process) and a remote `iopath net serve` peer exist
-//! today. Namespaces are next: in a private netns or behind a veth pair, sockets and the
-//! threads using them must be created inside the namespace (setns() is per thread), which is
-//! why the server side's and the client side's code run through [`Topology::on_server_side`]
-//! and [`Topology::on_client_side`] rather than wherever the caller happens to be.
+//! [`Topology`] is the plan (a case's field, parsed from `--topology`); [`Topology::establish`]
+//! builds it and returns a [`Net`], which owns what was built and is where code runs:
+//! sockets and the threads using them must be created inside a namespace (setns() is per
+//! thread), so the server side's and the client side's code run through
+//! [`Net::on_server_side`] and [`Net::on_client_side`].
+//!
+//! Namespaces are anonymous, held by a file descriptor; a veth pair has one end inside one.
+//! When the process ends in any way (also kill -9) the descriptor closes, the kernel
+//! destroys the namespace and with it the veth pair (both ends) and its qdiscs: nothing is
+//! left behind and nothing needs cleaning at the next start.
 
 use crate::case::Endpoint;
-use anyhow::{anyhow, Context};
+use crate::sys::netns::{self, NetNs};
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::thread::{Scope, ScopedJoinHandle};
 
 /// Where the two ends of a network experiment live.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Topology {
     /// Both ends in this process, over the loopback interface.
     #[default]
     Loopback,
+    /// Both ends in this process, on the loopback of a fresh private network namespace.
+    Netns,
+    /// The client here; the server in a fresh namespace behind a veth pair.
+    Veth(Link),
     /// The client here; the server is already running at `addr` (`iopath net serve`), so this
     /// process starts no server.
     Remote { addr: String },
 }
+
+/// The veth link's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Link {
+    /// MTU of both ends (None: the kernel's default, 1500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Rate limit in bits per second, both directions (tbf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bps: Option<u64>,
+    /// One-way delay in microseconds (netem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_us: Option<u64>,
+    /// Loss in parts per million (netem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_ppm: Option<u32>,
+}
+
+/// Why a delay or loss cannot be had on a kernel without netem.
+pub const NO_NETEM: &str = "unavailable: the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)";
 
 /// The address the loopback server listens on and the client connects to.
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -31,17 +67,176 @@ impl From<&Endpoint> for Topology {
     fn from(endpoint: &Endpoint) -> Topology {
         match endpoint {
             Endpoint::Loopback { .. } => Topology::Loopback,
+            Endpoint::Netns { .. } => Topology::Netns,
+            Endpoint::Veth { link, .. } => Topology::Veth(link.clone()),
             Endpoint::Remote { addr } => Topology::Remote { addr: addr.clone() },
         }
     }
 }
 
-impl Topology {
-    /// The interface the traffic crosses on this machine, for the run's environment record.
-    pub fn interface(&self) -> &str {
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Topology::Loopback => "lo",
-            Topology::Remote { .. } => "unknown (remote peer)",
+            Topology::Loopback => f.write_str("loopback"),
+            Topology::Netns => f.write_str("netns"),
+            Topology::Veth(link) => {
+                f.write_str("veth")?;
+                let mut opts = Vec::new();
+                if let Some(m) = link.mtu {
+                    opts.push(format!("mtu={m}"));
+                }
+                if let Some(r) = link.rate_bps {
+                    opts.push(format!("rate={}", format_rate(r)));
+                }
+                if let Some(d) = link.delay_us {
+                    opts.push(match d % 1000 {
+                        0 => format!("delay={}ms", d / 1000),
+                        _ => format!("delay={d}us"),
+                    });
+                }
+                if let Some(l) = link.loss_ppm {
+                    opts.push(format!("loss={}%", l as f64 / 10_000.0));
+                }
+                if !opts.is_empty() {
+                    write!(f, ":{}", opts.join(","))?;
+                }
+                Ok(())
+            }
+            Topology::Remote { addr } => write!(f, "remote {addr}"),
+        }
+    }
+}
+
+fn format_rate(bps: u64) -> String {
+    for (unit, div) in [("gbit", 1_000_000_000), ("mbit", 1_000_000), ("kbit", 1_000)] {
+        if bps >= div && bps % div == 0 {
+            return format!("{}{unit}", bps / div);
+        }
+    }
+    format!("{bps}bit")
+}
+
+/// `100mbit`, `1gbit`, `500kbit`, `64000bit` or a bare number of bits per second.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (num, mult) = [
+        ("gbit", 1_000_000_000u64),
+        ("mbit", 1_000_000),
+        ("kbit", 1_000),
+        ("bit", 1),
+    ]
+    .into_iter()
+    .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.to_string(), m)))
+    .unwrap_or((t.clone(), 1));
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("rate '{text}' is not a rate (e.g. 100mbit, 1gbit)"))?;
+    let bps = (v * mult as f64) as u64;
+    if !(8_000..=400_000_000_000).contains(&bps) {
+        return Err(format!("rate '{text}' is out of range (8kbit to 400gbit)"));
+    }
+    Ok(bps)
+}
+
+fn parse_delay_us(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = [("ms", 1000.0), ("us", 1.0), ("s", 1_000_000.0)]
+        .into_iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, m)))
+        .ok_or_else(|| format!("delay '{text}' needs a unit (e.g. 1ms, 500us)"))?;
+    let v: f64 = num.parse().map_err(|_| format!("delay '{text}' is not a duration"))?;
+    Ok((v * mult) as u64)
+}
+
+fn parse_loss_ppm(text: &str) -> Result<u32, String> {
+    let v: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("loss '{text}' is not a percentage (e.g. 0.1%)"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("loss '{text}' is not between 0% and 100%"));
+    }
+    Ok((v * 10_000.0) as u32)
+}
+
+impl std::str::FromStr for Topology {
+    type Err = String;
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote HOST:PORT`.
+    fn from_str(text: &str) -> Result<Topology, String> {
+        let t = text.trim();
+        if let Some(addr) = t
+            .strip_prefix("remote")
+            .map(|r| r.trim_start_matches([' ', ':', '=']).trim())
+        {
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port > 0);
+            if !port_ok {
+                return Err(format!(
+                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote 10.0.0.2:5201)"
+                ));
+            }
+            return Ok(Topology::Remote { addr: addr.to_string() });
+        }
+        match t {
+            "loopback" | "lo" => return Ok(Topology::Loopback),
+            "netns" => return Ok(Topology::Netns),
+            _ => {}
+        }
+        let Some(rest) = t.strip_prefix("veth") else {
+            return Err(format!(
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote HOST:PORT)"
+            ));
+        };
+        let mut link = Link::default();
+        let opts = match rest {
+            "" => "",
+            r => r
+                .strip_prefix(':')
+                .ok_or_else(|| format!("unknown topology '{t}' (veth options follow a colon: veth:mtu=9000)"))?,
+        };
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            let (key, value) = opt
+                .split_once('=')
+                .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE"))?;
+            match key {
+                "mtu" => {
+                    let mtu: u32 = value.parse().map_err(|_| format!("mtu '{value}' is not a number"))?;
+                    if !(68..=65535).contains(&mtu) {
+                        return Err(format!("mtu {mtu} is out of range (68 to 65535)"));
+                    }
+                    link.mtu = Some(mtu);
+                }
+                "rate" => link.rate_bps = Some(parse_rate(value)?),
+                "delay" => link.delay_us = Some(parse_delay_us(value)?),
+                "loss" => link.loss_ppm = Some(parse_loss_ppm(value)?),
+                _ => {
+                    return Err(format!(
+                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss)"
+                    ))
+                }
+            }
+        }
+        Ok(Topology::Veth(link))
+    }
+}
+
+impl Topology {
+    pub fn is_loopback(&self) -> bool {
+        *self == Topology::Loopback
+    }
+
+    /// The interface the traffic crosses on this machine, for the run's environment record.
+    pub fn interface(&self) -> String {
+        match self {
+            Topology::Loopback => "lo".into(),
+            Topology::Netns => "lo (private network namespace)".into(),
+            Topology::Veth(link) => format!("veth (mtu {})", link.mtu.unwrap_or(1500)),
+            Topology::Remote { .. } => "unknown (remote peer)".into(),
         }
     }
 
@@ -50,11 +245,187 @@ impl Topology {
         !matches!(self, Topology::Remote { .. })
     }
 
+    /// Whether this machine and this process can build the topology: netem for delay or
+    /// loss, root for namespaces. The error is one line for the user (exit 2).
+    pub fn check(&self) -> Result<(), String> {
+        let needs_ns = matches!(self, Topology::Netns | Topology::Veth(_));
+        if let Topology::Veth(link) = self {
+            if (link.delay_us.is_some() || link.loss_ppm.is_some())
+                && netns::kernel_config_has("CONFIG_NET_SCH_NETEM") == Some(false)
+            {
+                return Err(format!("--topology {self}: {NO_NETEM}"));
+            }
+        }
+        if needs_ns && !netns::can_build_namespaces() {
+            return Err(format!(
+                "--topology {self} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create a network namespace: run as root, or use --topology loopback"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Build the topology: namespaces, links, addresses, qdiscs. What is built lives as long
+    /// as the returned [`Net`] (and at most as long as this process).
+    pub fn establish(&self) -> anyhow::Result<Net> {
+        self.check().map_err(|e| anyhow!(e))?;
+        match self {
+            Topology::Loopback | Topology::Remote { .. } => Ok(Net {
+                topology: self.clone(),
+                ns: None,
+                server_ip: LOOPBACK,
+                host_if: None,
+            }),
+            Topology::Netns => {
+                let ns = NetNs::new().context("could not create a network namespace")?;
+                Ok(Net {
+                    topology: self.clone(),
+                    ns: Some(Arc::new(ns)),
+                    server_ip: LOOPBACK,
+                    host_if: None,
+                })
+            }
+            Topology::Veth(link) => build_veth(self, link),
+        }
+    }
+}
+
+/// Veth pairs made by this process so far (part of the host end's name and its subnet).
+static VETH_COUNT: AtomicU32 = AtomicU32::new(0);
+
+/// The name of the server's end inside its namespace.
+const INNER_IF: &str = "iopath0";
+
+/// Run `ip` or `tc` in the calling thread's namespace; its failure is an error that says
+/// which command failed and what it printed.
+fn iproute(program: &str, args: &[String]) -> anyhow::Result<()> {
+    let out = Command::new(program).args(args).output().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            anyhow!(
+                "`{program}` (iproute2) is needed to build the topology and is not installed: apt-get install iproute2"
+            )
+        } else {
+            anyhow!("could not run {program}: {e}")
+        }
+    })?;
+    if !out.status.success() {
+        bail!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// The qdisc arguments that shape one end of the link (None: leave the kernel's default).
+fn shaping(link: &Link, dev: &str) -> Option<Vec<String>> {
+    let mut args = words(&format!("qdisc add dev {dev} root"));
+    if link.delay_us.is_some() || link.loss_ppm.is_some() {
+        args.push("netem".into());
+        if let Some(d) = link.delay_us {
+            args.extend(words(&format!("delay {d}us")));
+        }
+        if let Some(l) = link.loss_ppm {
+            args.extend(words(&format!("loss {}%", l as f64 / 10_000.0)));
+        }
+        if let Some(r) = link.rate_bps {
+            args.extend(words(&format!("rate {r}bit")));
+        }
+        return Some(args);
+    }
+    let rate = link.rate_bps?;
+    // A bucket of 4 ms at the rate (one tick at HZ=250), at least two full frames.
+    let mtu = link.mtu.unwrap_or(1500) as u64;
+    let burst = (rate / 8 / 250).max(2 * (mtu + 14)).max(3000);
+    args.extend(words(&format!("tbf rate {rate}bit burst {burst} latency 50ms")));
+    Some(args)
+}
+
+fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
+    let ns = NetNs::new().context("could not create a network namespace")?;
+    let n = VETH_COUNT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    let host_if = format!("iop{pid}c{}", n % 1000);
+    // A /30 of 198.18.0.0/15 (reserved for benchmarking, RFC 2544) per pair.
+    let index = (pid as u64 * 64 + n as u64) % (1 << 15);
+    let base = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (index as u32) * 4;
+    let host_ip = Ipv4Addr::from(base + 1);
+    let server_ip = Ipv4Addr::from(base + 2);
+    let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+    // The peer is created directly inside the namespace: if this process dies at any point
+    // from here on, the namespace goes and takes both ends with it.
+    iproute(
+        "ip",
+        &words(&format!(
+            "link add {host_if}{mtu} type veth peer name {INNER_IF}{mtu} netns {}",
+            ns.path()
+        )),
+    )?;
+    iproute("ip", &words(&format!("addr add {host_ip}/30 dev {host_if}")))?;
+    iproute("ip", &words(&format!("link set {host_if} up")))?;
+    if let Some(args) = shaping(link, &host_if) {
+        iproute("tc", &args)?;
+    }
+    ns.run(|| -> anyhow::Result<()> {
+        iproute("ip", &words(&format!("addr add {server_ip}/30 dev {INNER_IF}")))?;
+        iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
+        if let Some(args) = shaping(link, INNER_IF) {
+            iproute("tc", &args)?;
+        }
+        Ok(())
+    })??;
+    Ok(Net {
+        topology: topology.clone(),
+        ns: Some(Arc::new(ns)),
+        server_ip: IpAddr::V4(server_ip),
+        host_if: Some(host_if),
+    })
+}
+
+/// A built topology: where the server listens, and where each side's code runs. Dropping it
+/// (or the process ending) destroys its namespace and links.
+#[derive(Debug)]
+pub struct Net {
+    topology: Topology,
+    /// The namespace the server lives in (netns: both ends).
+    ns: Option<Arc<NetNs>>,
+    server_ip: IpAddr,
+    /// The host end of a veth pair.
+    host_if: Option<String>,
+}
+
+impl Net {
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The host end of the veth pair, if any.
+    pub fn host_interface(&self) -> Option<&str> {
+        self.host_if.as_deref()
+    }
+
+    /// The namespace the server side lives in (None: this process's own).
+    pub fn server_namespace(&self) -> Option<&NetNs> {
+        self.ns.as_deref()
+    }
+
+    /// The namespace the client side lives in (None: this process's own).
+    pub fn client_namespace(&self) -> Option<&NetNs> {
+        match self.topology {
+            Topology::Netns => self.ns.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The address a server started by this process listens on (`port` 0: a free one).
     pub fn listen_addr(&self, port: u16) -> anyhow::Result<SocketAddr> {
-        match self {
-            Topology::Loopback => Ok(SocketAddr::new(LOOPBACK, port)),
+        match &self.topology {
             Topology::Remote { addr } => Err(anyhow!("the server at {addr} is remote: nothing listens here")),
+            _ => Ok(SocketAddr::new(self.server_ip, port)),
         }
     }
 
@@ -73,26 +444,26 @@ impl Topology {
     /// The address of a remote peer, resolved (None when this process starts the server; the
     /// client then connects to the address its listener got).
     pub fn remote_addr(&self) -> anyhow::Result<Option<SocketAddr>> {
-        match self {
+        match &self.topology {
             Topology::Remote { addr } => addr
                 .to_socket_addrs()
                 .with_context(|| format!("cannot resolve '{addr}'"))?
                 .next()
                 .map(Some)
                 .ok_or_else(|| anyhow!("'{addr}' resolves to no address")),
-            Topology::Loopback => Ok(None),
+            _ => Ok(None),
         }
     }
 
-    /// Run `f` where the server lives; threads it starts live there too (a netns topology
-    /// will run it on a thread that entered the namespace). Loopback: right here.
+    /// Run `f` where the server lives; threads it starts live there too (in a namespace: on
+    /// a thread that entered it). Loopback: right here.
     pub fn on_server_side<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        f()
+        run_in(self.ns.as_deref(), f)
     }
 
-    /// Run `f` where the client lives (a netns topology puts both ends inside). Today: here.
+    /// Run `f` where the client lives (netns: inside with the server; veth and loopback: here).
     pub fn on_client_side<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        f()
+        run_in(self.client_namespace(), f)
     }
 
     /// Start the in-process peer: a named thread of `scope` that runs `serve` where the server
@@ -103,10 +474,27 @@ impl Topology {
         name: &str,
         serve: impl FnOnce() -> T + Send + 'scope,
     ) -> io::Result<ScopedJoinHandle<'scope, T>> {
-        let topology = self.clone();
+        let ns = self.ns.clone();
         std::thread::Builder::new()
             .name(name.to_string())
-            .spawn_scoped(scope, move || topology.on_server_side(serve))
+            .spawn_scoped(scope, move || {
+                if let Some(ns) = ns {
+                    // Entering a namespace this process holds open does not fail short of a
+                    // kernel bug; a server outside it would measure the wrong path.
+                    ns.enter().expect("could not enter the server's network namespace");
+                }
+                serve()
+            })
+    }
+}
+
+/// Run `f` in `ns` (on a thread that entered it) or right here.
+fn run_in<T: Send>(ns: Option<&NetNs>, f: impl FnOnce() -> T + Send) -> T {
+    match ns {
+        None => f(),
+        Some(ns) => ns
+            .run(f)
+            .unwrap_or_else(|e| panic!("could not run inside the network namespace: {e}")),
     }
 }
 
@@ -116,17 +504,19 @@ mod tests {
 
     #[test]
     fn loopback_listens_on_lo_and_remote_starts_nothing() {
-        let lo = Topology::from(&Endpoint::Loopback { port: 0 });
-        assert_eq!(lo.interface(), "lo");
-        assert!(lo.starts_server());
+        let lo = Topology::from(&Endpoint::Loopback { port: 0 }).establish().unwrap();
+        assert_eq!(lo.topology().interface(), "lo");
+        assert!(lo.topology().starts_server());
         let listener = lo.bind(0).unwrap();
         assert!(listener.local_addr().unwrap().ip().is_loopback());
         assert_eq!(lo.remote_addr().unwrap(), None);
 
         let remote = Topology::from(&Endpoint::Remote {
             addr: "127.0.0.1:9".into(),
-        });
-        assert!(!remote.starts_server());
+        })
+        .establish()
+        .unwrap();
+        assert!(!remote.topology().starts_server());
         assert!(remote.bind(0).is_err());
         assert_eq!(remote.remote_addr().unwrap(), Some("127.0.0.1:9".parse().unwrap()));
     }
@@ -135,16 +525,137 @@ mod tests {
     fn a_busy_port_says_so() {
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = taken.local_addr().unwrap().port();
-        let err = Topology::Loopback.bind(port).unwrap_err().to_string();
+        let err = Topology::Loopback
+            .establish()
+            .unwrap()
+            .bind(port)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("busy"), "{err}");
     }
 
     #[test]
     fn the_server_thread_runs_and_is_joined() {
+        let net = Topology::Loopback.establish().unwrap();
         let got = std::thread::scope(|s| {
-            let h = Topology::Loopback.spawn_server(s, "t", || 7).unwrap();
+            let h = net.spawn_server(s, "t", || 7).unwrap();
             h.join().unwrap()
         });
         assert_eq!(got, 7);
+    }
+
+    #[test]
+    fn topologies_parse_and_print_back() {
+        for text in [
+            "loopback",
+            "netns",
+            "veth",
+            "veth:mtu=4148",
+            "veth:mtu=9000,rate=100mbit",
+            "veth:delay=1ms",
+            "remote 10.0.0.2:5201",
+        ] {
+            let t: Topology = text.parse().unwrap();
+            assert_eq!(t.to_string(), text);
+        }
+        assert_eq!(
+            "remote:h:1".parse::<Topology>().unwrap(),
+            Topology::Remote { addr: "h:1".into() }
+        );
+        let t: Topology = "veth:delay=1ms,loss=0.5%".parse().unwrap();
+        assert_eq!(
+            t,
+            Topology::Veth(Link {
+                delay_us: Some(1000),
+                loss_ppm: Some(5000),
+                ..Link::default()
+            })
+        );
+        for bad in [
+            "vet",
+            "veth:mtu=10",
+            "veth:mtu",
+            "veth:color=red",
+            "veth:rate=fast",
+            "remote nowhere",
+            "vethx",
+        ] {
+            assert!(bad.parse::<Topology>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn netem_is_refused_on_a_kernel_without_it() {
+        if netns::kernel_config_has("CONFIG_NET_SCH_NETEM") != Some(false) {
+            return;
+        }
+        let t: Topology = "veth:delay=1ms".parse().unwrap();
+        assert!(t.check().unwrap_err().contains(NO_NETEM));
+        assert!(t.establish().is_err());
+    }
+
+    #[test]
+    fn a_veth_server_is_reached_across_the_pair() {
+        if !netns::can_build_namespaces() {
+            return;
+        }
+        let net = "veth:mtu=4148".parse::<Topology>().unwrap().establish().unwrap();
+        let host_if = net.host_interface().unwrap().to_string();
+        let mtu = std::fs::read_to_string(format!("/sys/class/net/{host_if}/mtu")).unwrap();
+        assert_eq!(mtu.trim(), "4148");
+        let listener = net.bind(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        assert!(matches!(addr.ip(), IpAddr::V4(ip) if ip.octets()[..2] == [198, 18] || ip.octets()[..2] == [198, 19]));
+        std::thread::scope(|s| {
+            let server = net
+                .spawn_server(s, "t", || {
+                    use std::io::Read;
+                    let (mut c, _) = listener.accept().unwrap();
+                    let mut got = String::new();
+                    c.read_to_string(&mut got).unwrap();
+                    got
+                })
+                .unwrap();
+            net.on_client_side(|| {
+                use std::io::Write;
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.write_all(b"across").unwrap();
+            });
+            assert_eq!(server.join().unwrap(), "across");
+        });
+        drop(listener);
+        drop(net);
+        // The namespace goes with its last reference and takes the pair with it.
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !std::path::Path::new(&format!("/sys/class/net/{host_if}")).exists()
+        });
+        assert!(gone, "{host_if} is still there");
+    }
+
+    #[test]
+    fn a_setup_that_fails_halfway_leaves_nothing() {
+        if !netns::can_build_namespaces() || netns::kernel_config_has("CONFIG_NET_SCH_NETEM") != Some(false) {
+            return;
+        }
+        // Past the check on purpose: the pair and its addresses exist when `tc ... netem` fails.
+        let link = Link {
+            delay_us: Some(1000),
+            ..Link::default()
+        };
+        let n = VETH_COUNT.load(Ordering::Relaxed);
+        let err = build_veth(&Topology::Veth(link.clone()), &link)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tc"), "{err}");
+        // Any pair this test process built since (tests run in parallel) must go too.
+        let mine: Vec<String> = (n..VETH_COUNT.load(Ordering::Relaxed))
+            .map(|i| format!("iop{}c{}", std::process::id(), i % 1000))
+            .collect();
+        let gone = (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !std::path::Path::new(&format!("/sys/class/net/{}", mine[0])).exists()
+        });
+        assert!(gone, "{} is still there after the failed setup", mine[0]);
     }
 }

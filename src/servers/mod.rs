@@ -22,7 +22,6 @@ use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
 use crate::measure::window::SystemProbes;
-use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Interrupted;
 use loadgen::{LoadConfig, LoadResult};
@@ -81,7 +80,7 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 
 /// `run_case` with an explicit early-stop check.
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    let topology = Topology::Loopback;
+    let topology = case.topology.establish()?;
     let model = case.model;
     let mut obs = Observation::default();
     // Both ends live in this process: two fds per connection plus slack.
@@ -140,6 +139,7 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     // Latencies are Instant::now() differences: state what one read of that clock costs.
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, topology.server_namespace());
     let load = topology.on_client_side(|| loadgen::run(&load_config, &window, &mut system, stop));
     let Ok(load) = load else {
         // Interrupted: a cut-short window is no data. Stop and join the server first.
@@ -158,6 +158,9 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
     describe(&mut obs, model, case, &load, &samples, &summary);
     describe_client_cpu(&mut obs, &load, &client_samples);
     describe_placement(&mut obs, case, server_placement, client_placement);
+    if let Some(w) = crate::measure::system::contended(&load.system) {
+        obs.warn(WarningKind::Contended, w);
+    }
     obs.metrics.extend(load.system.iter().cloned());
     obs.push(Metric::new(
         "clock_overhead_ns",

@@ -8,9 +8,9 @@
 mod server;
 mod thread;
 
-pub use server::serve_session;
+pub use server::{serve_session, serve_session_with, ServeOptions};
 
-use crate::case::{CopyMode, Endpoint, StreamCase};
+use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
@@ -84,22 +84,19 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
 pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint);
+    let topology = Topology::from(&case.endpoint).establish()?;
     if let Some(addr) = topology.remote_addr()? {
-        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
-    let port = match case.endpoint {
-        Endpoint::Loopback { port } => port,
-        Endpoint::Remote { .. } => 0,
-    };
-    let listener = topology.bind(port)?;
+    let listener = topology.bind(case.endpoint.port())?;
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let server = topology
             .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
             .context("could not start the server thread")?;
-        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop));
+        let tcp_ns = topology.server_namespace();
+        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
         // If the client never connected, the server is still waiting: release it.
         server_stop.store(true, Ordering::SeqCst);
         let server_result = server
@@ -190,7 +187,14 @@ fn recv_watching(
 
 /// The client side: set up the session, run the sending threads through warm-up and the
 /// measured window, collect the server's report, and build the observation.
-fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: Stop) -> anyhow::Result<Observation> {
+/// `tcp_ns`: the namespace whose TCP counters count this run's connections (None: ours).
+fn run_client(
+    case: &StreamCase,
+    addr: SocketAddr,
+    tsc_hz: Option<f64>,
+    stop: Stop,
+    tcp_ns: Option<&crate::sys::netns::NetNs>,
+) -> anyhow::Result<Observation> {
     let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -198,11 +202,23 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
         version: PROTOCOL_VERSION,
         case: case.clone(),
     })?;
-    let answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    let mut answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    if let Ok(Control::Challenge { nonce }) = &answer {
+        let Some(key) = crate::net::auth::client_key() else {
+            bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+        };
+        control.send(&Control::Auth {
+            mac: crate::net::auth::answer(key, nonce),
+        })?;
+        answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
+    }
     let token = match answer {
         Err(e) if e.is::<Interrupted>() => return Err(e),
         other => match other.context("waiting for the server to accept the case")? {
             Control::Ready { token } => token,
+            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
+                bail!("the server {error}")
+            }
             Control::Refused { error } => bail!("the server refused the case: {error}"),
             other => bail!("unexpected answer from the server: {other:?}"),
         },
@@ -218,6 +234,7 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
     let policy = kernel_policy();
     let window = Window::new();
     let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, tcp_ns);
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
     let size = case.size as usize;
@@ -277,7 +294,10 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
             }
         }
     }
-    let system_metrics = window_result?;
+    let mut system_metrics = window_result?;
+    // The senders' view of each connection as the window closed.
+    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
+    system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
     if stop.requested() {
         return Err(interrupted());
     }
@@ -298,6 +318,9 @@ fn run_client(case: &StreamCase, addr: SocketAddr, tsc_hz: Option<f64>, stop: St
         },
     };
     let mut obs = build_observation(case, &threads, &report, tsc_hz);
+    if let Some(w) = crate::measure::system::contended(&system_metrics) {
+        obs.warn(WarningKind::Contended, w);
+    }
     obs.metrics.extend(system_metrics);
     Ok(obs)
 }
@@ -610,6 +633,7 @@ fn build_observation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::Endpoint;
     use crate::net::control::ThreadTally;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;

@@ -45,7 +45,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 /// What a new connection turned out to be.
 enum Greeting {
     /// A client's control connection with the case it asks for.
-    Hello(ControlChannel, StreamCase),
+    Hello(ControlChannel, Box<StreamCase>),
     /// A data connection: the session token it carries and its thread index.
     Data(u64, u32, TcpStream),
 }
@@ -105,7 +105,7 @@ fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &d
 /// Find out what a new connection is, within HELLO_DEADLINE: a control connection's first
 /// byte is `{` (session tokens never start with it), anything else is a data header. A hello
 /// of another protocol version, or one that is not a hello, is answered with a refusal.
-fn greet(stream: TcpStream, quit: &dyn Fn() -> bool) -> anyhow::Result<Greeting> {
+fn greet(stream: TcpStream, quit: &dyn Fn() -> bool, key: Option<&[u8]>) -> anyhow::Result<Greeting> {
     let deadline = Instant::now() + HELLO_DEADLINE;
     readable_by(&stream, deadline, quit)?;
     let mut first = [0u8; 1];
@@ -123,7 +123,12 @@ fn greet(stream: TcpStream, quit: &dyn Fn() -> bool) -> anyhow::Result<Greeting>
             _ => anyhow!("reading the hello failed: {e}"),
         })?;
         return match parse_hello(&line) {
-            Ok(case) => Ok(Greeting::Hello(control, case)),
+            Ok(case) => {
+                if let Some(key) = key {
+                    challenge(&mut control, key, deadline, quit)?;
+                }
+                Ok(Greeting::Hello(control, Box::new(case)))
+            }
             Err(HelloError::Version(error) | HelloError::Malformed(error)) => {
                 control.send(&Control::Refused { error: error.clone() }).ok();
                 Err(anyhow!(error))
@@ -134,6 +139,31 @@ fn greet(stream: TcpStream, quit: &dyn Fn() -> bool) -> anyhow::Result<Greeting>
     read_exact_by(&stream, &mut header, deadline, quit)?;
     let (token, index) = decode_data_header(&header);
     Ok(Greeting::Data(token, index, stream))
+}
+
+/// With a pre-shared key: send a nonce, check the answer, refuse with one clear line if it is
+/// missing or wrong.
+fn challenge(
+    control: &mut ControlChannel,
+    key: &[u8],
+    deadline: Instant,
+    quit: &dyn Fn() -> bool,
+) -> anyhow::Result<()> {
+    let nonce = crate::net::auth::nonce();
+    control.send(&Control::Challenge { nonce: nonce.clone() })?;
+    let line = control
+        .recv_line(Some(deadline), quit)
+        .map_err(|e| anyhow!("no answer to the key challenge: {e}"))?;
+    let ok = match serde_json::from_slice::<Control>(&line) {
+        Ok(Control::Auth { mac }) => crate::net::auth::verify(key, &nonce, &mac),
+        _ => false,
+    };
+    if !ok {
+        let error = "refused: wrong or missing pre-shared key (this server was started with --psk-file; give the client the same key with --psk-file)";
+        control.send(&Control::Refused { error: error.into() }).ok();
+        bail!("a client failed the key challenge");
+    }
+    Ok(())
 }
 
 /// A session token; its first byte on the wire (little-endian) is never `{`, so a data
@@ -152,6 +182,25 @@ type Route = Mutex<Option<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
 /// its session too; its outcome is logged) and every thread is joined. A raised `stop` ends
 /// every phase within about 20 ms.
 pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyhow::Result<()> {
+    serve_session_with(listener, stop, &ServeOptions::default())
+}
+
+/// What a server left running enforces (`net serve` flags).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Every client must first prove it holds this key (`--psk-file`).
+    pub key: Option<Vec<u8>>,
+    /// The longest session (warm-up + window) a client may ask for (`--max-session`).
+    pub max_session: Option<Duration>,
+}
+
+/// [`serve_session`] with a server's limits.
+pub fn serve_session_with(
+    listener: &TcpListener,
+    stop: Option<&AtomicBool>,
+    options: &ServeOptions,
+) -> anyhow::Result<()> {
+    let key = options.key.as_deref();
     let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
     listener
         .set_nonblocking(true)
@@ -180,9 +229,17 @@ pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>) -> anyho
             let spawned = std::thread::Builder::new()
                 .name("iopath-greet".into())
                 .spawn_scoped(scope, move || {
-                    match greet(stream, &stopped) {
+                    match greet(stream, &stopped, key) {
                         Ok(Greeting::Hello(mut control, case)) => {
-                            if busy.swap(true, Ordering::SeqCst) {
+                            let asked = Duration::from_millis(case.duration_ms.saturating_add(case.warmup_ms));
+                            if let Some(max) = options.max_session.filter(|max| asked > *max) {
+                                let error = format!(
+                                    "the case asks for a {:.1} s session (warm-up + window); this server allows at most {:.1} s (--max-session)",
+                                    asked.as_secs_f64(),
+                                    max.as_secs_f64()
+                                );
+                                control.send(&Control::Refused { error }).ok();
+                            } else if busy.swap(true, Ordering::SeqCst) {
                                 let error = "busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
                             } else {

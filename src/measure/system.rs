@@ -1,0 +1,394 @@
+//! The kernel's own evidence over a measured window, as [`SystemProbe`]s whose metrics have
+//! source `kernel`: TCP counters of the run's network namespace (/proc/net/snmp and
+//! /proc/net/netstat), run-queue wait of this process's threads (/proc/<tid>/schedstat),
+//! CPU pressure (/proc/pressure/cpu) and system-wide CPU time by kind (/proc/stat, counted
+//! in scheduler ticks).
+
+use crate::measure::window::{Probe, SystemProbes};
+use crate::observation::{Metric, Role, Source};
+use crate::sys::netns::NetNs;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Instant;
+
+/// A thread that waited for a CPU longer than this share of the window makes the result
+/// "contended".
+pub const CONTENDED_PCT: f64 = 5.0;
+
+/// The standard probes of a network run; `tcp_ns` is the namespace whose TCP counters count
+/// the run's connections (None: this process's own, shared with everything else here).
+pub fn push_network_probes(system: &mut SystemProbes, tcp_ns: Option<&NetNs>) {
+    let tcp = match tcp_ns {
+        None => TcpCounters::open_here(),
+        Some(ns) => ns.run(TcpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
+    };
+    system.push(Box::new(tcp.unwrap_or_else(TcpCounters::failed)));
+    push_cpu_probes(system);
+}
+
+/// The CPU probes every run can have: run-queue wait, CPU pressure, CPU time by kind.
+pub fn push_cpu_probes(system: &mut SystemProbes) {
+    system.push(Box::new(RunQueue::default()));
+    system.push(Box::new(CpuPressure::default()));
+    system.push(Box::new(CpuByKind::default()));
+}
+
+/// The warning text when a thread waited for a CPU more than [`CONTENDED_PCT`] of the window.
+pub fn contended(metrics: &[Metric]) -> Option<String> {
+    let pct = metrics
+        .iter()
+        .find(|m| m.name == "runqueue_wait_max_pct")
+        .and_then(|m| m.value)?;
+    (pct > CONTENDED_PCT).then(|| {
+        format!(
+            "a measured thread waited {pct:.1}% of the window for a CPU (run-queue wait from /proc/<tid>/schedstat): the machine was busy"
+        )
+    })
+}
+
+fn reread(file: &mut File) -> std::io::Result<String> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// `Prefix: Name Name..` / `Prefix: 1 2..` line pairs into `Prefix.Name` -> value.
+pub fn parse_snmp(text: &str, into: &mut HashMap<String, i64>) {
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((prefix, names)), Some((_, values))) = (names.split_once(':'), values.split_once(':')) else {
+            continue;
+        };
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            if let Ok(v) = v.parse() {
+                into.insert(format!("{prefix}.{n}"), v);
+            }
+        }
+    }
+}
+
+/// TCP counters of one network namespace, from files opened inside it (a /proc/net file
+/// keeps the namespace it was opened in).
+pub struct TcpCounters {
+    files: Result<(File, File), String>,
+    before: Option<HashMap<String, i64>>,
+}
+
+/// (metric, counters summed, unit)
+const TCP_METRICS: &[(&str, &[&str], &str)] = &[
+    ("tcp_segments_out", &["Tcp.OutSegs"], "segments"),
+    ("tcp_segments_in", &["Tcp.InSegs"], "segments"),
+    ("tcp_retransmits", &["Tcp.RetransSegs"], "segments"),
+    ("tcp_dsacks", &["TcpExt.TCPDSACKRecv"], "events"),
+    (
+        "tcp_reordering",
+        &["TcpExt.TCPSACKReorder", "TcpExt.TCPTSReorder", "TcpExt.TCPRenoReorder"],
+        "events",
+    ),
+];
+
+impl TcpCounters {
+    /// Open the calling thread's namespace's counters.
+    pub fn open_here() -> Result<TcpCounters, String> {
+        let open = |name: &str| File::open(format!("/proc/thread-self/net/{name}")).map_err(|e| format!("{name}: {e}"));
+        Ok(TcpCounters {
+            files: Ok((open("snmp")?, open("netstat")?)),
+            before: None,
+        })
+    }
+
+    fn failed(reason: String) -> TcpCounters {
+        TcpCounters {
+            files: Err(reason),
+            before: None,
+        }
+    }
+
+    fn read(&mut self) -> Option<HashMap<String, i64>> {
+        let (snmp, netstat) = self.files.as_mut().ok()?;
+        let mut map = HashMap::new();
+        parse_snmp(&reread(snmp).ok()?, &mut map);
+        parse_snmp(&reread(netstat).ok()?, &mut map);
+        Some(map)
+    }
+}
+
+impl Probe for TcpCounters {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = self.read();
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        let after = self.read();
+        TCP_METRICS
+            .iter()
+            .map(|(name, keys, unit)| match (&self.before, &after, &self.files) {
+                (Some(b), Some(a), _) => {
+                    let sum = |m: &HashMap<String, i64>| keys.iter().filter_map(|k| m.get(*k)).sum::<i64>();
+                    Metric::new(name, Role::System, (sum(a) - sum(b)) as f64, unit, Source::Kernel)
+                }
+                (_, _, Err(reason)) => Metric::unavailable(
+                    name,
+                    Role::System,
+                    unit,
+                    format!("cannot read /proc/net/snmp: {reason}"),
+                ),
+                _ => Metric::unavailable(name, Role::System, unit, "cannot read /proc/net/snmp"),
+            })
+            .collect()
+    }
+}
+
+/// Run-queue wait (time runnable but not running) of every thread of this process, from
+/// the second field of /proc/self/task/<tid>/schedstat (nanoseconds).
+#[derive(Default)]
+pub struct RunQueue {
+    before: HashMap<u32, u64>,
+    opened: Option<Instant>,
+}
+
+fn run_delays() -> HashMap<u32, u64> {
+    let mut out = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        if let Some(wait) = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        {
+            out.insert(tid, wait);
+        }
+    }
+    out
+}
+
+impl Probe for RunQueue {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = run_delays();
+        self.opened = Some(Instant::now());
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        let after = run_delays();
+        let window_ns = self.opened.map_or(0.0, |t| t.elapsed().as_nanos() as f64);
+        if self.before.is_empty() || window_ns <= 0.0 {
+            let why = "cannot read /proc/self/task/<tid>/schedstat";
+            return vec![
+                Metric::unavailable("runqueue_wait_s", Role::System, "s", why),
+                Metric::unavailable("runqueue_wait_max_pct", Role::System, "%", why),
+            ];
+        }
+        // Threads alive at both edges: the measured threads all are.
+        let waits: Vec<u64> = after
+            .iter()
+            .filter_map(|(tid, a)| Some(a.saturating_sub(*self.before.get(tid)?)))
+            .collect();
+        let total = waits.iter().sum::<u64>() as f64 / 1e9;
+        let max = waits.iter().copied().max().unwrap_or(0) as f64 / window_ns * 100.0;
+        vec![
+            Metric::new("runqueue_wait_s", Role::System, total, "s", Source::Kernel),
+            Metric::new("runqueue_wait_max_pct", Role::System, max, "%", Source::Kernel),
+        ]
+    }
+}
+
+/// Time some task waited for a CPU, system-wide: the `some` line's total (microseconds) of
+/// /proc/pressure/cpu. Unavailable when the kernel runs with PSI off.
+#[derive(Default)]
+pub struct CpuPressure {
+    before: Option<Result<u64, String>>,
+}
+
+fn cpu_pressure_us() -> Result<u64, String> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").map_err(|e| match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => "PSI is off in this kernel (boot with psi=1)".to_string(),
+        _ => format!("cannot read /proc/pressure/cpu: {e}"),
+    })?;
+    text.lines()
+        .find(|l| l.starts_with("some"))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("total=")))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "no 'some total=' in /proc/pressure/cpu".to_string())
+}
+
+impl Probe for CpuPressure {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = Some(cpu_pressure_us());
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        let name = "cpu_pressure_some_s";
+        match (self.before.take(), cpu_pressure_us()) {
+            (Some(Ok(b)), Ok(a)) => vec![Metric::new(
+                name,
+                Role::System,
+                a.saturating_sub(b) as f64 / 1e6,
+                "s",
+                Source::Kernel,
+            )],
+            (Some(Err(e)), _) | (_, Err(e)) => vec![Metric::unavailable(name, Role::System, "s", e)],
+            (None, _) => vec![],
+        }
+    }
+}
+
+/// CPU time of all CPUs by kind from /proc/stat (user+nice, system, irq, softirq), in
+/// scheduler ticks (USER_HZ, 10 ms here): a resolution of one tick per CPU.
+#[derive(Default)]
+pub struct CpuByKind {
+    before: Option<Vec<[u64; 4]>>,
+}
+
+/// Per CPU: [user+nice, system, irq, softirq] ticks.
+fn per_cpu_ticks() -> Option<Vec<[u64; 4]>> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpus = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .filter_map(|l| {
+            let f: Vec<u64> = l.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+            (f.len() >= 7).then(|| [f[0] + f[1], f[2], f[5], f[6]])
+        })
+        .collect::<Vec<_>>();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+impl Probe for CpuByKind {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = per_cpu_ticks();
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        const NAMES: [&str; 4] = [
+            "system_cpu_user_s",
+            "system_cpu_system_s",
+            "system_cpu_irq_s",
+            "system_cpu_softirq_s",
+        ];
+        let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|t| *t > 0)
+            .map_or(0.01, |t| 1.0 / t as f64);
+        let (Some(before), Some(after)) = (self.before.take(), per_cpu_ticks()) else {
+            return NAMES
+                .iter()
+                .map(|n| Metric::unavailable(n, Role::System, "s", "cannot read /proc/stat"))
+                .collect();
+        };
+        let mut out: Vec<Metric> = (0..4)
+            .map(|k| {
+                let ticks: u64 = after.iter().zip(&before).map(|(a, b)| a[k].saturating_sub(b[k])).sum();
+                Metric::new(NAMES[k], Role::System, ticks as f64 * tick, "s", Source::Kernel)
+            })
+            .collect();
+        let busiest_softirq = after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a[3].saturating_sub(b[3]))
+            .max()
+            .unwrap_or(0);
+        out.push(Metric::new(
+            "softirq_busiest_cpu_s",
+            Role::System,
+            busiest_softirq as f64 * tick,
+            "s",
+            Source::Kernel,
+        ));
+        out.push(Metric::new("proc_stat_tick_s", Role::System, tick, "s", Source::Kernel));
+        out
+    }
+}
+
+/// TCP_INFO of the run's connections at window end, from `role`'s sockets: smoothed RTT and
+/// its variation (mean over connections), delivery rate (sum), retransmits (sum) and the
+/// time the connections were busy, limited by the peer's receive window and by the send
+/// buffer (summed; these count from the connection's start, warm-up included).
+pub fn tcp_info_metrics(fds: &[std::os::fd::RawFd], role: Role) -> Vec<Metric> {
+    use crate::sys::tcpinfo::{tcp_info, WITH_LIMITED_TIMES};
+    let infos: Vec<_> = fds.iter().filter_map(|fd| tcp_info(*fd).ok()).collect();
+    let names: [(&str, &str); 7] = [
+        ("tcpi_rtt_us", "us"),
+        ("tcpi_rttvar_us", "us"),
+        ("tcpi_delivery_rate_gbps", "Gbit/s"),
+        ("tcpi_total_retrans", "segments"),
+        ("tcpi_busy_s", "s"),
+        ("tcpi_rwnd_limited_s", "s"),
+        ("tcpi_sndbuf_limited_s", "s"),
+    ];
+    if infos.is_empty() || infos.iter().any(|(_, len)| *len < WITH_LIMITED_TIMES) {
+        let why = if infos.is_empty() {
+            "TCP_INFO failed on every connection"
+        } else {
+            "this kernel's TCP_INFO lacks the delivery-rate and limited-time fields (Linux 4.10+)"
+        };
+        return names
+            .iter()
+            .map(|(n, u)| Metric::unavailable(n, role, u, why))
+            .collect();
+    }
+    let n = infos.len() as f64;
+    let sum = |f: &dyn Fn(&crate::sys::tcpinfo::TcpInfo) -> f64| infos.iter().map(|(i, _)| f(i)).sum::<f64>();
+    let values = [
+        sum(&|i| i.rtt as f64) / n,
+        sum(&|i| i.rttvar as f64) / n,
+        sum(&|i| i.delivery_rate as f64 * 8.0 / 1e9),
+        sum(&|i| i.total_retrans as f64),
+        sum(&|i| i.busy_time as f64 / 1e6),
+        sum(&|i| i.rwnd_limited as f64 / 1e6),
+        sum(&|i| i.sndbuf_limited as f64 / 1e6),
+    ];
+    names
+        .iter()
+        .zip(values)
+        .map(|((name, unit), v)| Metric::new(name, role, v, unit, Source::Kernel))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_pairs_parse() {
+        let mut m = HashMap::new();
+        parse_snmp(
+            "Tcp: RtoAlgorithm OutSegs\nTcp: 1 42\nUdp: InDatagrams\nUdp: 3\n",
+            &mut m,
+        );
+        assert_eq!(m["Tcp.OutSegs"], 42);
+        assert_eq!(m["Udp.InDatagrams"], 3);
+    }
+
+    #[test]
+    fn probes_count_loopback_traffic_with_sources() {
+        use crate::measure::window::Window;
+        let mut system = SystemProbes::default();
+        push_network_probes(&mut system, None);
+        let window = Window::new();
+        window.open(&mut system);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        std::io::Write::write_all(&mut c, &[1; 10000]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let metrics = window.close(&mut system);
+        let get = |n: &str| metrics.iter().find(|m| m.name == n).unwrap();
+        assert!(get("tcp_segments_out").value.unwrap() >= 2.0);
+        for n in [
+            "tcp_retransmits",
+            "runqueue_wait_max_pct",
+            "system_cpu_softirq_s",
+            "proc_stat_tick_s",
+        ] {
+            assert_eq!(get(n).source, Source::Kernel, "{n}");
+        }
+        assert!(metrics.iter().any(|m| m.name == "cpu_pressure_some_s"));
+    }
+}

@@ -1,0 +1,94 @@
+//! Pre-shared-key challenge-response for `iopath net serve --psk-file`: the server sends a
+//! random nonce after the client's hello; the client answers with HMAC-SHA256(key, nonce);
+//! the server compares in constant time. The key never crosses the wire and a recorded
+//! answer is useless for another nonce. (No encryption: the data stream is a benchmark.)
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::path::Path;
+use std::sync::OnceLock;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// What the MAC covers besides the nonce, so a MAC for another purpose never fits.
+const CONTEXT: &[u8] = b"iopath net stream v2 challenge";
+
+/// The client's key for this process (`net stream --psk-file`), set once by the CLI before
+/// the run; cases never carry it, so it is never stored.
+static CLIENT_KEY: OnceLock<Vec<u8>> = OnceLock::new();
+
+pub fn set_client_key(key: Vec<u8>) {
+    let _ = CLIENT_KEY.set(key);
+}
+
+pub fn client_key() -> Option<&'static [u8]> {
+    CLIENT_KEY.get().map(Vec::as_slice)
+}
+
+/// Read a key file: its bytes, surrounding whitespace trimmed; at least 16 bytes.
+pub fn read_key(path: &Path) -> Result<Vec<u8>, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("--psk-file {}: {e}", path.display()))?;
+    let key = raw.trim_ascii().to_vec();
+    if key.len() < 16 {
+        return Err(format!(
+            "--psk-file {}: the key is {} bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64 > key)",
+            path.display(),
+            key.len()
+        ));
+    }
+    Ok(key)
+}
+
+/// A fresh nonce, hex.
+pub fn nonce() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    hex(&bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn mac(key: &[u8], nonce: &str) -> HmacSha256 {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    m.update(CONTEXT);
+    m.update(nonce.as_bytes());
+    m
+}
+
+/// The client's answer to `nonce`.
+pub fn answer(key: &[u8], nonce: &str) -> String {
+    hex(&mac(key, nonce).finalize().into_bytes())
+}
+
+/// Whether `answer` proves knowledge of `key` for `nonce` (constant-time comparison).
+pub fn verify(key: &[u8], nonce: &str, answer: &str) -> bool {
+    let Some(bytes) = (0..answer.len())
+        .step_by(2)
+        .map(|i| answer.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect::<Option<Vec<u8>>>()
+    else {
+        return false;
+    };
+    mac(key, nonce).verify_slice(&bytes).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_right_key_passes_and_others_do_not() {
+        let n = nonce();
+        assert_eq!(n.len(), 64);
+        assert_ne!(n, nonce());
+        let a = answer(b"0123456789abcdef", &n);
+        assert!(verify(b"0123456789abcdef", &n, &a));
+        assert!(!verify(b"0123456789abcdeX", &n, &a));
+        assert!(!verify(b"0123456789abcdef", &nonce(), &a));
+        assert!(!verify(b"0123456789abcdef", &n, "zz"));
+        assert!(!verify(b"0123456789abcdef", &n, ""));
+    }
+}
