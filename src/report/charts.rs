@@ -68,7 +68,7 @@ pub struct ChartSpec {
 }
 
 impl ChartSpec {
-    fn has_points(&self) -> bool {
+    pub fn has_points(&self) -> bool {
         self.series.iter().any(|s| !s.points.is_empty())
     }
 
