@@ -11,6 +11,7 @@ use super::compare::{mann_whitney, ALPHA};
 use super::crossover::{Crossover, CrossoverRow};
 use crate::case::{format_bytes, Case, CopyMode, Endpoint};
 use crate::observation::Role;
+use crate::sys::cache::CacheInfo;
 
 /// The winner at one point (a message size, a number of clients) of a group.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,8 +24,9 @@ pub struct Winner {
     pub runner_up: Option<(String, f64)>,
     /// Whether the winner is ahead of the runner-up significantly (Mann-Whitney U, p < 0.05).
     pub significant: bool,
-    /// Every contender's factor behind the winner at this point (the winner's is 1).
-    pub behind: Vec<(String, f64)>,
+    /// Every contender's factor behind the winner at this point (the winner's is 1), and
+    /// whether the winner is significantly ahead of it.
+    pub behind: Vec<(String, f64, bool)>,
 }
 
 /// One comparison group: the contenders at each point and the sentences about them.
@@ -102,7 +104,7 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
             format!("servers, {}", s.request),
             s.model.to_string(),
             s.clients as u64,
-            format!("{} clients", s.clients),
+            format!("{} client{}", s.clients, if s.clients == 1 { "" } else { "s" }),
         ),
         // A microbenchmark has one contender per run: nothing to rank.
         Case::Micro(_) | Case::Fake(_) => return None,
@@ -137,6 +139,23 @@ fn segments(winners: &[Winner]) -> Vec<(usize, usize)> {
     out
 }
 
+/// "a", "a and b", "a, b and c".
+fn join_and(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn capitalized(line: &str) -> String {
+    let mut chars = line.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    }
+}
+
 /// The headline metric's name as a word.
 fn metric_word(name: &str) -> &str {
     match name {
@@ -169,7 +188,8 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
 }
 
 /// The findings of a run's cases. `crossovers` are those found in the same cases.
-pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings {
+/// `caches`: the machine's caches stored with the run, to read a memlat curve's levels.
+pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[CacheInfo]) -> Findings {
     let entries: Vec<Entry> = cells.iter().filter_map(entry).collect();
     let mut group_names: Vec<&str> = Vec::new();
     for e in &entries {
@@ -214,7 +234,13 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
                     .get(1)
                     .and_then(|r| mann_whitney(here[0].2, r.2))
                     .is_some_and(|t| t.p < ALPHA),
-                behind: here.iter().map(|r| (r.0.contender.clone(), factor(r.1))).collect(),
+                behind: here
+                    .iter()
+                    .map(|r| {
+                        let significant = mann_whitney(here[0].2, r.2).is_some_and(|t| t.p < ALPHA);
+                        (r.0.contender.clone(), factor(r.1), significant)
+                    })
+                    .collect(),
             });
         }
         if winners.is_empty() {
@@ -246,8 +272,15 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
         let metric_name = metric_word(metric_name);
         for &(first, last) in &segs {
             let span = &winners[first..=last];
+            let range = |a: &str, b: &str| {
+                // "1-100 clients", "1KiB-1MiB".
+                let unit = b.find(' ').map(|i| &b[i..]).unwrap_or("");
+                let a = a.split(' ').next().unwrap_or(a);
+                let b = b.split(' ').next().unwrap_or(b);
+                format!("{a}-{b}{unit}")
+            };
             let where_ = if segs.len() == 1 && winners.len() > 1 {
-                format!("at {every} ({}-{})", span[0].x_text, span[span.len() - 1].x_text)
+                format!("at {every} ({})", range(&span[0].x_text, &span[span.len() - 1].x_text))
             } else if first == last {
                 format!("at {}", span[0].x_text)
             } else {
@@ -281,7 +314,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
                         } else {
                             "model"
                         },
-                        names.join(" and ")
+                        join_and(&names)
                     )
                 }
             } else {
@@ -295,11 +328,6 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
                     ),
                     _ => format!("{w} is {best_word} {where_}"),
                 }
-            };
-            let mut chars = line.chars();
-            let line = match chars.next() {
-                Some(c) => c.to_uppercase().collect::<String>() + chars.as_str(),
-                None => line,
             };
             lines.push(format!("{line}."));
         }
@@ -322,10 +350,15 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
             if winners.iter().any(|w| &w.winner == c) {
                 continue;
             }
-            let behind: Vec<f64> = winners
+            let behind: Vec<(f64, bool)> = winners
                 .iter()
-                .filter_map(|w| w.behind.iter().find(|(n, _)| n == c).map(|(_, f)| *f))
+                .filter_map(|w| w.behind.iter().find(|(n, _, _)| n == c).map(|(_, f, s)| (*f, *s)))
                 .collect();
+            // Only a contender the best beats significantly somewhere is called slower.
+            if !behind.iter().any(|(_, s)| *s) {
+                continue;
+            }
+            let behind: Vec<f64> = behind.into_iter().map(|(f, _)| f).collect();
             let (Some(lo), Some(hi)) = (
                 behind.iter().copied().reduce(f64::min),
                 behind.iter().copied().reduce(f64::max),
@@ -334,7 +367,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
             };
             let worse = if higher_is_better { "slower" } else { "higher" };
             let mut line = format!(
-                "{c} wins nowhere: {} {worse} than the best at each {}",
+                "{c} is never the best: {} {worse} than the best at each {}",
                 factor_range(lo, hi),
                 if matches!(members[0].cell.case, Case::NetStream(_)) {
                     "size"
@@ -369,13 +402,43 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow]) -> Findings 
         groups.push(FindingGroup {
             title: name.to_string(),
             winners,
-            lines,
+            lines: lines.into_iter().map(|l| capitalized(&l)).collect(),
         });
+    }
+    if let Some(g) = memlat_group(cells, caches) {
+        groups.push(g);
     }
     Findings {
         groups,
         noise: noise_verdict(cells),
     }
+}
+
+/// A memlat curve's levels, read as the terminal reads them.
+fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGroup> {
+    let mut values: Vec<(u64, f64)> = Vec::new();
+    for cell in cells {
+        let Case::Micro(m) = &cell.case else { continue };
+        if m.bench != crate::case::Bench::Memlat {
+            continue;
+        }
+        let size = m
+            .options
+            .iter()
+            .find(|(k, _)| k == "size_bytes")
+            .and_then(|(_, v)| v.parse::<u64>().ok());
+        if let (Some(size), Some(metric)) = (size, cell.metric("latency_ns", Role::System)) {
+            values.extend(metric.values.iter().map(|v| (size, *v)));
+        }
+    }
+    if values.is_empty() {
+        return None;
+    }
+    Some(FindingGroup {
+        title: format!("micro memlat: {}", crate::micro::levels::HEADING),
+        winners: Vec::new(),
+        lines: crate::micro::levels::read_levels(&values, caches).lines(),
+    })
 }
 
 /// One line on the noise: how many cases' headline varies more than 5% between repetitions.
@@ -448,7 +511,7 @@ mod tests {
             (stream_case(CopyMode::ZeroCopy, 1 << 20, 1), five(6.0)),
         ]);
         let cells = summarize_run(&data);
-        let f = findings(&cells, &stream_crossovers(&cells));
+        let f = findings(&cells, &stream_crossovers(&cells), &[]);
         assert_eq!(f.groups.len(), 1);
         let g = &f.groups[0];
         assert_eq!(g.title, "net stream, 1 thread");
@@ -483,7 +546,7 @@ mod tests {
         assert!(
             g.lines
                 .iter()
-                .any(|l| l.starts_with("zero-copy wins nowhere: 4.0-8.0x slower")),
+                .any(|l| l.starts_with("Zero-copy is never the best: 4.0-8.0x slower")),
             "{:?}",
             g.lines
         );
@@ -499,7 +562,7 @@ mod tests {
             (stream_case(CopyMode::OneCopy, 4096, 2), vec![6.0, 6.1]),
         ]);
         let cells = summarize_run(&data);
-        let f = findings(&cells, &stream_crossovers(&cells));
+        let f = findings(&cells, &stream_crossovers(&cells), &[]);
         let g = &f.groups[0];
         assert_eq!(g.title, "net stream, 2 threads");
         assert!(

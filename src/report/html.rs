@@ -12,8 +12,6 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 /// A chart as the report shows it: inline SVG and the file names written beside the report.
 pub struct RenderedChart {
     pub spec: ChartSpec,
-    /// A table shown beside the chart (HTML), e.g. memlat's detected levels.
-    pub side_table: Option<String>,
     pub svg: String,
     pub svg_file: String,
     pub png_file: String,
@@ -46,11 +44,12 @@ th { background: #f3f3f3; }
 .caveat { background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .noise { background: #fdeeee; border-left: 4px solid #c03030; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .failed { color: #b00000; } .est { color: #a05a00; font-weight: bold; }
-figure { margin: 1em 0; max-width: 1000px; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1em 0; max-width: 1300px; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figure.empty { margin: 0.4em 0; }
 figcaption { font-size: 0.85em; color: #555; }
 .meta td:first-child { font-weight: bold; }
-.side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; } .side figure { flex: 1 1 560px; }
+.side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 280px; }
 ";
 
 /// Bytes as the reader reads them: `23.5GiB`, `48KiB`, `4MiB` (TiB for disks).
@@ -82,6 +81,9 @@ pub fn human_value(key: &str, value: &serde_json::Value) -> String {
             } else {
                 n.to_string()
             }
+        }
+        serde_json::Value::String(s) if bytes_key && s.parse::<f64>().is_ok() => {
+            human_bytes(s.parse::<f64>().unwrap_or_default())
         }
         serde_json::Value::String(s) if last == "tcp_wmem" || last == "tcp_rmem" => {
             let parts: Vec<String> = s
@@ -188,7 +190,7 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
     html! {
         div.scroll { table {
             tr {
-                th { "cell" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
+                th { "case" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
                 th { "95% CI of the median" } th { "mean" } th { "CV" } th { "outliers (MAD)" } th { "source" }
             }
             @for cell in cells {
@@ -257,9 +259,18 @@ fn chart_figure(chart: &RenderedChart) -> Markup {
             }
         };
     }
+    let table = html! {
+        @if let Some((head, rows)) = spec.table.split_first() {
+            div.scroll { table {
+                tr { @for h in head { th { (h) } } }
+                @for row in rows { tr { @for c in row { td { (c) } } } }
+            } }
+        }
+    };
     html! {
         figure id=(spec.stem) {
-            (PreEscaped(chart.svg.as_str()))
+            @if spec.table.is_empty() { (PreEscaped(chart.svg.as_str())) }
+            @else { div.side { div.chart { (PreEscaped(chart.svg.as_str())) } (table) } }
             figcaption {
                 strong { (spec.title) "." } " "
                 @for line in spec.caption.lines() {
@@ -267,7 +278,6 @@ fn chart_figure(chart: &RenderedChart) -> Markup {
                 }
                 " Files: " a href=(chart.svg_file) { (chart.svg_file) } ", " a href=(chart.png_file) { (chart.png_file) }
             }
-            @if let Some(table) = &chart.side_table { div.scroll { (PreEscaped(table.as_str())) } }
         }
     }
 }
@@ -281,7 +291,7 @@ fn findings_block(input: &ReportInput<'_>) -> Markup {
                 ul { @for line in &g.lines { li { (line) } } }
             }
             @if f.groups.is_empty() {
-                p { "Nothing to rank in this run: one contender per point (see the charts and the table below)." }
+                p { "Nothing to rank in this run: one contender per point (see the charts and the statistics below)." }
             }
             @if !input.caveats.is_empty() || !input.warnings.is_empty() {
                 h3 { "Caveats: unavailable, estimated and substituted" }

@@ -277,7 +277,7 @@ pub fn analyze(data: &RunData) -> Analysis {
     let crossovers = crossover::stream_crossovers(&cells);
     let (caveats, warnings) = merge_caveats(typed_caveats(data, &cells), &warning_groups(&cells));
     Analysis {
-        findings: findings::findings(&cells, &crossovers),
+        findings: findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json)),
         crossovers,
         caveats,
         warnings,
@@ -325,7 +325,6 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
             chart_files.push(svg_path);
             chart_files.push(png_path);
             Ok(html::RenderedChart {
-                side_table: None,
                 svg_file: format!("{charts_name}/{}.svg", spec.stem),
                 png_file: format!("{charts_name}/{}.png", spec.stem),
                 spec,
@@ -349,9 +348,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
             y_desc: String::new(),
             series: Vec::new(),
             caption: String::new(),
-            markers: Vec::new(),
-            y_range: None,
-            empty_reason: None,
+            ..Default::default()
         };
         Some(render(sheet_spec, Some(&stream_specs))?)
     };
