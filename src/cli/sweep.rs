@@ -171,7 +171,7 @@ fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
 }
 
 fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
-    let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
+    let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
         let s = metric.and_then(|m| m.summary.as_ref());

@@ -299,36 +299,34 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                     }
                 }
             }
-            let line = if !span[0].significant {
-                let apart = match (lo, hi) {
-                    (Some(lo), Some(hi)) => format!(" (best medians {} apart)", factor_range(lo, hi)),
-                    _ => String::new(),
-                };
-                if span.iter().all(|p| p.runner_up.is_none()) {
-                    format!("{} alone was measured {where_}", span[0].winner)
-                } else {
-                    format!(
-                        "{where_} no {} is significantly ahead: {} are within the noise of the repetitions{apart}",
-                        if matches!(members[0].cell.case, Case::NetStream(_)) {
-                            "mode"
-                        } else {
-                            "model"
-                        },
+            let line =
+                if !span[0].significant {
+                    let apart = match (lo, hi) {
+                        (Some(lo), Some(hi)) => format!(" (best medians {} apart)", factor_range(lo, hi)),
+                        _ => String::new(),
+                    };
+                    if span.iter().all(|p| p.runner_up.is_none()) {
+                        format!("{} alone was measured {where_}", span[0].winner)
+                    } else {
+                        format!(
+                        "{where_} no {} is significantly ahead of the next best: {} lead by turns, within the noise \
+                         of the repetitions{apart}",
+                        if matches!(members[0].cell.case, Case::NetStream(_)) { "mode" } else { "model" },
                         join_and(&names)
                     )
-                }
-            } else {
-                let w = &span[0].winner;
-                let seconds: Vec<&str> = names.iter().copied().filter(|n| n != w).collect();
-                match (lo, hi) {
-                    (Some(lo), Some(hi)) => format!(
-                        "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}",
-                        factor_range(lo, hi),
-                        seconds.join(" / ")
-                    ),
-                    _ => format!("{w} is {best_word} {where_}"),
-                }
-            };
+                    }
+                } else {
+                    let w = &span[0].winner;
+                    let seconds: Vec<&str> = names.iter().copied().filter(|n| n != w).collect();
+                    match (lo, hi) {
+                        (Some(lo), Some(hi)) => format!(
+                            "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}",
+                            factor_range(lo, hi),
+                            seconds.join(" / ")
+                        ),
+                        _ => format!("{w} is {best_word} {where_}"),
+                    }
+                };
             lines.push(format!("{line}."));
         }
         // Crossovers of this group (stream only): one sentence each, or that there is none.
@@ -566,7 +564,9 @@ mod tests {
         let g = &f.groups[0];
         assert_eq!(g.title, "net stream, 2 threads");
         assert!(
-            g.lines[0].starts_with("At every size (1KiB-4KiB) no mode is significantly ahead: two-copy and one-copy"),
+            g.lines[0].starts_with(
+                "At every size (1KiB-4KiB) no mode is significantly ahead of the next best: two-copy and one-copy"
+            ),
             "{:?}",
             g.lines
         );
