@@ -52,6 +52,7 @@ fn report_holds_every_chart_and_the_crossover_table() {
     let charts = [
         "throughput_vs_size",
         "time_per_msg_vs_threads",
+        "cpu_per_byte_vs_size",
         "cycles_per_byte_vs_size",
         "cache_misses_vs_size",
         "context_switches_vs_size",

@@ -91,6 +91,9 @@ pub struct ChartSpec {
     pub log_y: bool,
     /// Rows of a table shown beside the chart (first row: headings), e.g. memlat's levels.
     pub table: Vec<Vec<String>>,
+    /// Series of a panel stacked in order as filled bands (CPU user + system per role); no
+    /// error bars, linear y.
+    pub stacked: bool,
 }
 
 impl ChartSpec {
@@ -120,8 +123,31 @@ impl ChartSpec {
         self.x_axis == XAxis::LogBytes || (min >= 1.0 && max / min > 16.0)
     }
 
+    /// Each series' points with the medians stacked on those before it in its panel:
+    /// (x, bottom, top), in the series' order.
+    pub fn stacked_bands(&self) -> Vec<Vec<(f64, f64, f64)>> {
+        let mut out: Vec<Vec<(f64, f64, f64)>> = Vec::new();
+        for (i, s) in self.series.iter().enumerate() {
+            let mut band = Vec::new();
+            for p in &s.points {
+                let below: f64 = self.series[..i]
+                    .iter()
+                    .filter(|o| o.panel == s.panel)
+                    .filter_map(|o| o.points.iter().find(|q| q.x == p.x).map(|q| q.median))
+                    .sum();
+                band.push((p.x, below, below + p.median));
+            }
+            band.sort_by(|a, b| a.0.total_cmp(&b.0));
+            out.push(band);
+        }
+        out
+    }
+
     /// Log y when forced, or when all values are positive and span more than two decades.
     fn log_y(&self) -> bool {
+        if self.stacked {
+            return false;
+        }
         let values: Vec<f64> = self
             .series
             .iter()
@@ -250,6 +276,10 @@ fn axes(spec: &ChartSpec) -> Axes {
         }
     }
     xs.sort_by(f64::total_cmp);
+    if spec.stacked {
+        y0 = 0.0;
+        y1 = spec.stacked_bands().iter().flatten().map(|b| b.2).fold(0.0, f64::max);
+    }
     let non_negative = spec.series.iter().flat_map(|s| &s.points).all(|p| p.median >= 0.0);
     if !log_y {
         y0 = if non_negative { 0.0 } else { y0.min(0.0) };
@@ -343,8 +373,17 @@ pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &Cha
     let axes = axes(spec);
     let panels = spec.panels();
     let areas = body.split_evenly((1, panels.len().max(1)));
+    // One legend when every panel holds the same series; else one per panel.
+    let names = |p: &str| -> Vec<&str> {
+        spec.series
+            .iter()
+            .filter(|s| s.panel == p)
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    let same = panels.iter().all(|p| names(p) == names(panels[0]));
     for (i, (area, panel)) in areas.iter().zip(&panels).enumerate() {
-        draw_panel(area, spec, panel, i == 0, &axes, k)?;
+        draw_panel(area, spec, panel, i == 0, i == 0 || !same, &axes, k)?;
     }
     Ok(())
 }
@@ -354,6 +393,7 @@ fn draw_panel<DB: DrawingBackend>(
     spec: &ChartSpec,
     panel: &str,
     first: bool,
+    legend: bool,
     axes: &Axes,
     k: f64,
 ) -> anyhow::Result<()> {
@@ -467,6 +507,35 @@ fn draw_panel<DB: DrawingBackend>(
             .draw_series(std::iter::once(Text::new(format!("{label} "), (x, label_y), style)))
             .map_err(draw_err)?;
     }
+    if spec.stacked {
+        let bands = spec.stacked_bands();
+        for (series, band) in spec.series.iter().zip(&bands).filter(|(s, _)| s.panel == panel) {
+            let color = RGBColor(series.color.0, series.color.1, series.color.2);
+            let mut outline: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
+            outline.extend(band.iter().rev().map(|b| (tx(b.0), b.1)));
+            chart
+                .draw_series(std::iter::once(Polygon::new(outline, color.mix(0.75).filled())))
+                .map_err(draw_err)?
+                .label(series.name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.mix(0.75).filled()));
+            let top: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
+            chart
+                .draw_series(LineSeries::new(top, color.stroke_width(size(1.0))))
+                .map_err(draw_err)?;
+        }
+        if !legend {
+            return Ok(());
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12.0))
+            .draw()
+            .map_err(draw_err)?;
+        return Ok(());
+    }
     let clip = |v: f64| if axes.non_negative && !log_y { v.max(0.0) } else { v };
     for series in spec.series.iter().filter(|s| s.panel == panel) {
         let color = RGBColor(series.color.0, series.color.1, series.color.2);
@@ -512,7 +581,7 @@ fn draw_panel<DB: DrawingBackend>(
             )
             .map_err(draw_err)?;
     }
-    if first || spec.panels().len() > 1 {
+    if legend {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)

@@ -202,6 +202,89 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
     }
 }
 
+/// CPU time per byte moved, split into user and system time of the client and the server,
+/// stacked: one panel per mode at the smallest thread count. Each band is the median over the
+/// repetitions of (CPU seconds / bytes) of that role.
+fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) -> ChartSpec {
+    let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
+    let t = threads.first().copied().unwrap_or(1);
+    let layers = [
+        (Role::Client, "cpu_user_s", "bytes_sent", "client user", OKABE_ITO[0]),
+        (Role::Client, "cpu_sys_s", "bytes_sent", "client system", OKABE_ITO[5]),
+        (
+            Role::Server,
+            "cpu_user_s",
+            "bytes_received",
+            "server user",
+            OKABE_ITO[1],
+        ),
+        (
+            Role::Server,
+            "cpu_sys_s",
+            "bytes_received",
+            "server system",
+            OKABE_ITO[3],
+        ),
+    ];
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for &mode in modes {
+        for (role, cpu, bytes, name, color) in layers {
+            let mut points = Vec::new();
+            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
+                let (Some(c), Some(b)) = (cell.metric(cpu, role), cell.metric(bytes, role)) else {
+                    continue;
+                };
+                provenance.add(c);
+                if c.values.len() != b.values.len() {
+                    continue;
+                }
+                let mut per_byte: Vec<f64> = c
+                    .values
+                    .iter()
+                    .zip(&b.values)
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(c, b)| c / b * 1e9)
+                    .collect();
+                if per_byte.is_empty() {
+                    continue;
+                }
+                let median = crate::measure::stats::median(&mut per_byte);
+                points.push(Point {
+                    x: s.size as f64,
+                    median,
+                    low: median,
+                    high: median,
+                });
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: name.into(),
+                    color,
+                    points,
+                    panel: mode.to_string(),
+                    style: 0,
+                });
+            }
+        }
+    }
+    let caption = provenance.caption(
+        "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received, the median per size, stacked",
+    );
+    ChartSpec {
+        stem: "cpu_per_byte_vs_size".into(),
+        title: format!("CPU time per byte, user and system per side ({})", threads_panel(t)),
+        x_desc: "message size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: "CPU ns per byte (stacked)".into(),
+        caption: caption.replace("error bars: 95% CI of the median", "no error bars (stacked medians)"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        stacked: true,
+        ..Default::default()
+    }
+}
+
 /// The six stream charts (empty when the run has no stream cells).
 pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let stream = stream_cells(cells);
@@ -243,6 +326,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     vec![
         throughput,
         stream_vs_threads(&stream, &modes),
+        stream_cpu_per_byte(&stream, &modes),
         stream_vs_size(
             &stream,
             &modes,
@@ -562,7 +646,7 @@ mod tests {
             (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
         ]);
         let figures = all_figures(&summarize_run(&data), &[]);
-        assert_eq!(figures.len(), 6);
+        assert_eq!(figures.len(), 7);
         assert_eq!(figures[0].series.len(), 2);
         let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
         assert!(cycles.caption.contains("ESTIMATE"), "{}", cycles.caption);
