@@ -164,7 +164,8 @@ fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     for g in &analysis.warnings {
         crate::say!("warning: {}", g.line())?;
     }
-    for n in &analysis.noise {
+    // The full lists are in the report; six cases a line are enough here.
+    for n in report::cells::noise_lines(&analysis.cells, 6) {
         crate::say!("noise: {n}")?;
     }
     Ok(())

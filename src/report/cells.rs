@@ -196,6 +196,19 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
 /// headline CV is above 5% (with their CV), and one line listing the MAD outliers (kept, not
 /// dropped). "Cases" are the distinct parameter sets; "cells" are case x repetition.
 pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
+    noise_lines(cells, usize::MAX)
+}
+
+/// The noise warnings with at most `max_items` cases listed per line ("… and 27 more"), for
+/// the terminal.
+pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
+    let list = |items: &[String]| {
+        if items.len() > max_items {
+            format!("{} and {} more", items[..max_items].join(", "), items.len() - max_items)
+        } else {
+            items.join(", ")
+        }
+    };
     let mut noisy: Vec<(&'static str, Vec<String>)> = Vec::new();
     let mut outliers: Vec<String> = Vec::new();
     let mut judged = 0;
@@ -245,14 +258,14 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
             "{} of {judged} cases vary with a CV above {:.0}% between repetitions: {}. What to do: {advice}.",
             items.len(),
             NOISY_CV * 100.0,
-            items.join(", ")
+            list(&items)
         ));
     }
     if !outliers.is_empty() {
         out.push(format!(
             "{} repetitions are outliers by the MAD rule (kept in the statistics): {}.",
             outliers.len(),
-            outliers.join(", ")
+            list(&outliers)
         ));
     }
     out

@@ -1,6 +1,7 @@
 //! Which charts a run gets: built from its cell summaries, one set per workload present
-//! (stream: six charts and a summary sheet; servers: requests/s and p99 vs clients; micro
-//! memlat: latency vs working-set size). Every caption names the metric's sources.
+//! (stream: seven charts as small multiples and a summary sheet; servers: requests/s and p99 vs
+//! clients and the latency spectrum; micro memlat: latency vs working-set size with its levels).
+//! Every caption names the metric's sources.
 
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};

@@ -24,6 +24,9 @@ pub struct Winner {
     pub runner_up: Option<(String, f64)>,
     /// Whether the winner is ahead of the runner-up significantly (Mann-Whitney U, p < 0.05).
     pub significant: bool,
+    /// Whether the test could say so: at least 4 repetitions a side (with fewer, no difference
+    /// reaches p < 0.05).
+    pub tested: bool,
     /// Every contender's factor behind the winner at this point (the winner's is 1), and
     /// whether the winner is significantly ahead of it.
     pub behind: Vec<(String, f64, bool)>,
@@ -125,10 +128,13 @@ fn values(cell: &CellSummary) -> Option<(f64, &[f64])> {
     Some((s.median, &m.values))
 }
 
-/// Runs of consecutive points with the same significant winner, or with no significant
-/// winner: (first, last).
+/// The fewest repetitions a side with which the rank test can reach p < 0.05.
+const MIN_TESTED: usize = 4;
+
+/// Runs of consecutive points with the same significant (or untested) winner, or with no
+/// significant winner: (first, last).
 fn segments(winners: &[Winner]) -> Vec<(usize, usize)> {
-    let key = |w: &Winner| w.significant.then(|| w.winner.clone());
+    let key = |w: &Winner| (w.significant || !w.tested).then(|| (w.winner.clone(), w.tested));
     let mut out: Vec<(usize, usize)> = Vec::new();
     for (i, w) in winners.iter().enumerate() {
         match out.last_mut() {
@@ -234,6 +240,9 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                     .get(1)
                     .and_then(|r| mann_whitney(here[0].2, r.2))
                     .is_some_and(|t| t.p < ALPHA),
+                tested: here
+                    .get(1)
+                    .is_some_and(|r| here[0].2.len() >= MIN_TESTED && r.2.len() >= MIN_TESTED),
                 behind: here
                     .iter()
                     .map(|r| {
@@ -300,7 +309,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                 }
             }
             let line =
-                if !span[0].significant {
+                if !span[0].significant && span[0].tested {
                     let apart = match (lo, hi) {
                         (Some(lo), Some(hi)) => format!(" (best medians {} apart)", factor_range(lo, hi)),
                         _ => String::new(),
@@ -318,9 +327,17 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                 } else {
                     let w = &span[0].winner;
                     let seconds: Vec<&str> = names.iter().copied().filter(|n| n != w).collect();
+                    let untested = if span[0].tested || span.iter().all(|p| p.runner_up.is_none()) {
+                        String::new()
+                    } else {
+                        format!(
+                            " (by the medians only: fewer than {MIN_TESTED} repetitions a side cannot be tested \
+                             for significance; --reps 5 can)"
+                        )
+                    };
                     match (lo, hi) {
                         (Some(lo), Some(hi)) => format!(
-                            "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}",
+                            "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}{untested}",
                             factor_range(lo, hi),
                             seconds.join(" / ")
                         ),
@@ -519,6 +536,7 @@ mod tests {
             vec![(1024, "two-copy"), (65536, "one-copy"), (1 << 20, "one-copy")]
         );
         let first = &g.winners[0];
+        assert!(first.tested);
         assert_eq!(
             first.runner_up.as_ref().map(|r| (r.0.as_str(), r.1)),
             Some(("one-copy", 2.0))
@@ -552,7 +570,7 @@ mod tests {
     }
 
     #[test]
-    fn one_winner_everywhere_is_one_sentence_and_too_few_repetitions_are_not_significant() {
+    fn one_winner_everywhere_is_one_sentence_and_too_few_repetitions_are_not_tested() {
         let data = run_data(vec![
             (stream_case(CopyMode::TwoCopy, 1024, 2), vec![4.0, 4.1]),
             (stream_case(CopyMode::OneCopy, 1024, 2), vec![2.0, 2.1]),
@@ -564,14 +582,13 @@ mod tests {
         let g = &f.groups[0];
         assert_eq!(g.title, "net stream, 2 threads");
         assert!(
-            g.lines[0].starts_with(
-                "At every size (1KiB-4KiB) no mode is significantly ahead of the next best: two-copy and one-copy"
-            ),
+            g.lines[0].starts_with("Two-copy is fastest at every size (1KiB-4KiB), 1.3-2.0x ahead of one-copy"),
             "{:?}",
             g.lines
         );
+        assert!(g.lines[0].contains("by the medians only"), "{:?}", g.lines);
         assert_eq!(g.winners[1].winner, "two-copy");
-        assert!(!g.winners[1].significant);
+        assert!(!g.winners[1].significant && !g.winners[1].tested);
         assert!(g.lines.iter().any(|l| l.starts_with("No crossover")), "{:?}", g.lines);
     }
 }

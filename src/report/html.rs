@@ -1,6 +1,8 @@
 //! The HTML report: one self-contained file (inline CSS, charts as inline SVG, no scripts, no
-//! network) with the run, caveats, crossover table, charts, per-cell statistics, noise warnings
-//! and the machine. Sections appear only for what the run holds.
+//! network; readable at phone width) telling the story first: the run and how to re-run it, the
+//! findings with the caveats said once and a noise verdict, then charts, the crossover table,
+//! per-case statistics, grouped noise warnings and the machine in human units. Sections appear
+//! only for what the run holds.
 
 use super::cells::CellSummary;
 use super::charts::ChartSpec;
