@@ -172,8 +172,27 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
     super::output::out(table.render())
 }
 
+/// The findings, caveats and grouped warnings: what the run says, after its tables.
+fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
+    crate::say!("Findings:")?;
+    for line in analysis.findings.lines() {
+        crate::say!("  {line}")?;
+    }
+    for c in &analysis.caveats {
+        crate::say!("caveat: {c}")?;
+    }
+    for g in &analysis.warnings {
+        crate::say!("warning: {}", g.line())?;
+    }
+    // The full lists are in the report; six cases a line are enough here.
+    for n in report::cells::noise_lines(&analysis.cells, 6) {
+        crate::say!("noise: {n}")?;
+    }
+    Ok(())
+}
+
 fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
-    let mut table = Table::new(&["cell", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
+    let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
         let s = metric.and_then(|m| m.summary.as_ref());
@@ -256,9 +275,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let analysis = report::analyze(&data);
     print_cells(&analysis.cells)?;
     print_crossovers(&analysis.crossovers)?;
-    for n in &analysis.noise {
-        eprintln!("warning: {n}");
-    }
+    print_findings(&analysis)?;
     if data.run.repetitions < 3 {
         eprintln!(
             "note: {} repetition(s) per case: no confidence intervals or significance; --reps 5 gives them",
@@ -309,23 +326,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
     print_crossovers(&analysis.crossovers)?;
-    for c in &analysis.caveats {
-        crate::say!("caveat: {c}")?;
-    }
-    if !analysis.warnings.is_empty() {
-        let kinds: Vec<String> = analysis
-            .warnings
-            .iter()
-            .map(|g| format!("{} ({} cells)", g.kind.title(), g.cells))
-            .collect();
-        crate::say!("workload warnings: {}: see the report", kinds.join(", "))?;
-    }
-    if !analysis.noise.is_empty() {
-        crate::say!(
-            "{} noise warnings (CV above 5% or outliers): see the report",
-            analysis.noise.len()
-        )?;
-    }
+    print_findings(&analysis)?;
     crate::say!(
         "{} cells in {:.0} s{}. Report: {} (charts in {})",
         data.cells.len(),

@@ -192,15 +192,33 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
         .collect()
 }
 
-/// Noise warnings with advice: a headline CV above 5%, and MAD outliers (kept, not dropped).
+/// Noise warnings with advice, grouped: one line per piece of advice listing the cases whose
+/// headline CV is above 5% (with their CV), and one line listing the MAD outliers (kept, not
+/// dropped). "Cases" are the distinct parameter sets; "cells" are case x repetition.
 pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
-    let mut out = Vec::new();
+    noise_lines(cells, usize::MAX)
+}
+
+/// The noise warnings with at most `max_items` cases listed per line ("… and 27 more"), for
+/// the terminal.
+pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
+    let list = |items: &[String]| {
+        if items.len() > max_items {
+            format!("{} and {} more", items[..max_items].join(", "), items.len() - max_items)
+        } else {
+            items.join(", ")
+        }
+    };
+    let mut noisy: Vec<(&'static str, Vec<String>)> = Vec::new();
+    let mut outliers: Vec<String> = Vec::new();
+    let mut judged = 0;
     for cell in cells {
         let Some(metric) = cell.headline_metric() else {
             continue;
         };
         let name = metric.name.as_str();
         let Some(s) = &metric.summary else { continue };
+        judged += usize::from(s.cv.is_some());
         if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
             let pinned = match &cell.case {
                 Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
@@ -212,7 +230,7 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
                     "add --reps, or stop other load on the machine (each repetition already takes many samples)"
                 }
                 _ if pinned => {
-                    "the threads are pinned, so look for other load on the machine (load_average under \
+                    "the threads are pinned, so look for other load on the machine (load average under \
                      Environment), then lengthen --duration or add --reps"
                 }
                 _ => {
@@ -220,21 +238,35 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
                      other load on the machine"
                 }
             };
-            out.push(format!(
-                "{}: {name} varies with CV {:.1}% over {} repetitions (above {:.0}%): {advice}",
-                cell.label,
-                cv * 100.0,
-                s.n,
-                NOISY_CV * 100.0
-            ));
+            let item = format!("{} ({name} {:.1}%, n={})", cell.label, cv * 100.0, s.n);
+            match noisy.iter_mut().find(|(a, _)| *a == advice) {
+                Some((_, items)) => items.push(item),
+                None => noisy.push((advice, vec![item])),
+            }
         }
         for &i in &s.outliers {
-            out.push(format!(
-                "{}: repetition value {} of {name} is an outlier by the MAD rule (kept in the statistics)",
+            outliers.push(format!(
+                "{} ({name} {})",
                 cell.label,
                 crate::report::fmt_num(metric.values.get(i).copied())
             ));
         }
+    }
+    let mut out = Vec::new();
+    for (advice, items) in noisy {
+        out.push(format!(
+            "{} of {judged} cases vary with a CV above {:.0}% between repetitions: {}. What to do: {advice}.",
+            items.len(),
+            NOISY_CV * 100.0,
+            list(&items)
+        ));
+    }
+    if !outliers.is_empty() {
+        out.push(format!(
+            "{} repetitions are outliers by the MAD rule (kept in the statistics): {}.",
+            outliers.len(),
+            list(&outliers)
+        ));
     }
     out
 }
@@ -445,7 +477,14 @@ pub(crate) mod tests {
         ]);
         let warnings = noise_warnings(&summarize_run(&data));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].starts_with("two-copy 1KiB t1"));
+        assert!(
+            warnings[0].starts_with("1 of 2 cases vary with a CV above 5%"),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[0].contains("two-copy 1KiB t1 (throughput_gbps"),
+            "{warnings:?}"
+        );
         assert!(warnings[0].contains("--duration"));
     }
 }

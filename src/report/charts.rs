@@ -4,6 +4,7 @@
 //! coordinate type.
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
@@ -21,7 +22,7 @@ fn register_font() {
     });
 }
 
-/// One point: x, and the mean with its 95% CI.
+/// One point: x, and the median with its 95% CI.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
     pub x: f64,
@@ -32,23 +33,42 @@ pub struct Point {
     pub high: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
     pub name: String,
     pub color: (u8, u8, u8),
     pub points: Vec<Point>,
+    /// The small multiple this series is drawn in (e.g. `1 thread`); empty: one panel.
+    pub panel: String,
+    /// Marker and dash pattern: 0 circle solid, 1 triangle dashed, 2 square dotted, 3 cross.
+    pub style: usize,
 }
 
+/// The Okabe-Ito palette (colour-blind safe), black last.
+pub const OKABE_ITO: [(u8, u8, u8); 8] = [
+    (0, 114, 178),   // blue
+    (213, 94, 0),    // vermillion
+    (0, 158, 115),   // bluish green
+    (230, 159, 0),   // orange
+    (204, 121, 167), // reddish purple
+    (86, 180, 233),  // sky blue
+    (240, 228, 66),  // yellow
+    (0, 0, 0),       // black
+];
+
 /// How the x axis is labelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XAxis {
     /// Bytes on a log2 axis.
     LogBytes,
     /// Plain whole numbers (threads, clients).
+    #[default]
     Count,
+    /// Percentiles on a tail axis: x is -log10(1 - q) (p50 0.3, p90 1, p99 2, p99.9 3; max 4).
+    Tail,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChartSpec {
     /// File name without extension, e.g. `throughput_vs_size`.
     pub stem: String,
@@ -57,31 +77,77 @@ pub struct ChartSpec {
     pub x_axis: XAxis,
     pub y_desc: String,
     pub series: Vec<Series>,
-    /// Where the numbers come from; drawn under the chart.
+    /// Where the numbers come from; shown once, under the chart in the report.
     pub caption: String,
-    /// Vertical markers (x, label), e.g. cache level boundaries.
+    /// Vertical markers (x, label) in every panel, e.g. cache level boundaries.
     pub markers: Vec<(f64, String)>,
+    /// Vertical markers in one panel: (panel, x, label), e.g. a crossover at 1 thread.
+    pub panel_markers: Vec<(String, f64, String)>,
     /// Why there is nothing to draw (e.g. `unavailable: no hardware PMU`).
     pub empty_reason: Option<String>,
     /// A fixed y range (e.g. 0..1 for fractions) instead of one fitted to the data.
     pub y_range: Option<(f64, f64)>,
+    /// Force a log y axis (latencies that span levels); otherwise log when > 100x.
+    pub log_y: bool,
+    /// Rows of a table shown beside the chart (first row: headings), e.g. memlat's levels.
+    pub table: Vec<Vec<String>>,
+    /// Series of a panel stacked in order as filled bands (CPU user + system per role); no
+    /// error bars, linear y.
+    pub stacked: bool,
 }
 
 impl ChartSpec {
-    fn has_points(&self) -> bool {
+    pub fn has_points(&self) -> bool {
         self.series.iter().any(|s| !s.points.is_empty())
+    }
+
+    /// The panels in order of first appearance.
+    pub fn panels(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in &self.series {
+            if !out.contains(&s.panel.as_str()) {
+                out.push(&s.panel);
+            }
+        }
+        out
     }
 
     /// Log2 x for bytes, and for counts spanning more than a factor of 16 (1, 10, 100 clients).
     fn log_x(&self) -> bool {
+        if self.x_axis == XAxis::Tail {
+            return false;
+        }
         let xs: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         self.x_axis == XAxis::LogBytes || (min >= 1.0 && max / min > 16.0)
     }
 
-    /// Log y when all values are positive and span more than two decades.
+    /// Each series' points with the medians stacked on those before it in its panel:
+    /// (x, bottom, top), in the series' order.
+    pub fn stacked_bands(&self) -> Vec<Vec<(f64, f64, f64)>> {
+        let mut out: Vec<Vec<(f64, f64, f64)>> = Vec::new();
+        for (i, s) in self.series.iter().enumerate() {
+            let mut band = Vec::new();
+            for p in &s.points {
+                let below: f64 = self.series[..i]
+                    .iter()
+                    .filter(|o| o.panel == s.panel)
+                    .filter_map(|o| o.points.iter().find(|q| q.x == p.x).map(|q| q.median))
+                    .sum();
+                band.push((p.x, below, below + p.median));
+            }
+            band.sort_by(|a, b| a.0.total_cmp(&b.0));
+            out.push(band);
+        }
+        out
+    }
+
+    /// Log y when forced, or when all values are positive and span more than two decades.
     fn log_y(&self) -> bool {
+        if self.stacked {
+            return false;
+        }
         let values: Vec<f64> = self
             .series
             .iter()
@@ -89,91 +155,131 @@ impl ChartSpec {
             .collect();
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        min > 0.0 && max / min > 100.0
+        min > 0.0 && (self.log_y || max / min > 100.0)
     }
 }
 
 pub const WIDTH: u32 = 900;
-pub const HEIGHT: u32 = 560;
+pub const HEIGHT: u32 = 520;
+/// PNGs are drawn at twice the size, for sharp text on high-density screens.
+pub const PNG_SCALE: u32 = 2;
 
-fn format_x(axis: XAxis, log: bool, v: f64) -> String {
-    match axis {
-        XAxis::LogBytes => crate::case::format_bytes(v.exp2().round().max(1.0) as u64),
-        XAxis::Count if log => format!("{}", v.exp2().round() as u64),
-        XAxis::Count => {
-            if (v - v.round()).abs() < 1e-9 {
-                format!("{}", v.round() as i64)
-            } else {
-                String::new()
-            }
-        }
+/// A tick value as a reader writes it: 1, 2, 5, 10, 200, 5k, 2M, 0.5, 0.02 (never 316.2 or
+/// 3.16e-3).
+pub fn tick_text(v: f64) -> String {
+    let a = v.abs();
+    let trim = |x: f64| {
+        let t = format!("{:.3}", x);
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e9 {
+        format!("{}G", trim(v / 1e9))
+    } else if a >= 1e6 {
+        format!("{}M", trim(v / 1e6))
+    } else if a >= 1e4 {
+        format!("{}k", trim(v / 1e3))
+    } else if a >= 1.0 {
+        trim(v)
+    } else {
+        // Enough decimals to show the first significant digit and one more.
+        let digits = (-a.log10()).ceil() as usize + 1;
+        let t = format!("{v:.digits$}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
-fn format_y(v: f64) -> String {
-    super::fmt_num(Some(v))
+/// Ticks at 1-2-5 of every decade in [lo, hi] (values, not logs); only 1 per decade when the
+/// range spans more than five decades, and 1-2-3-5 when it spans less than one.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi >= lo) {
+        return Vec::new();
+    }
+    let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let mantissas: &[f64] = match d1 - d0 {
+        n if n > 5 => &[1.0],
+        1 => &[1.0, 2.0, 3.0, 5.0],
+        _ => &[1.0, 2.0, 5.0],
+    };
+    let mut out = Vec::new();
+    for d in d0..=d1 {
+        for m in mantissas {
+            let v = m * 10f64.powi(d);
+            if v >= lo * 0.999 && v <= hi * 1.001 {
+                out.push(v);
+            }
+        }
+    }
+    out
 }
+
+/// Linear ticks at a 1-2-5 step, about six of them, covering [lo, hi].
+pub fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / 6.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// The tail axis: percentile name and x (-log10(1 - q); max at 4).
+pub const TAIL_POINTS: [(&str, f64); 5] = [
+    ("p50", std::f64::consts::LOG10_2),
+    ("p90", 1.0),
+    ("p99", 2.0),
+    ("p99.9", 3.0),
+    ("max", 4.0),
+];
 
 fn draw_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart failed: {e:?}")
 }
 
-/// Draw one chart into an area of any backend.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec) -> anyhow::Result<()> {
-    register_font();
-    root.fill(&WHITE).map_err(draw_err)?;
-    let (_, height) = root.dim_in_pixel();
-    let caption_lines = spec.caption.lines().count().max(1) as u32;
-    let (plot_area, caption_area) = root.split_vertically(height.saturating_sub(16 * caption_lines + 10));
-    for (i, line) in spec.caption.lines().enumerate() {
-        caption_area
-            .draw_text(
-                line,
-                &("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80)),
-                (12, 2 + 16 * i as i32),
-            )
-            .map_err(draw_err)?;
-    }
-    if !spec.has_points() {
-        let reason = spec
-            .empty_reason
-            .clone()
-            .unwrap_or_else(|| "no data in this run".into());
-        plot_area
-            .draw_text(&spec.title, &("sans-serif", 20).into_font().color(&BLACK), (12, 10))
-            .map_err(draw_err)?;
-        plot_area
-            .draw_text(
-                &format!("nothing to plot: {reason}"),
-                &("sans-serif", 16).into_font().color(&RED),
-                (12, 60),
-            )
-            .map_err(draw_err)?;
-        return Ok(());
-    }
+/// The axes every panel of a chart shares (in drawing coordinates: log2 x, log10 y when log).
+struct Axes {
+    log_x: bool,
+    log_y: bool,
+    x: (f64, f64),
+    y: (f64, f64),
+    x_ticks: Vec<f64>,
+    y_ticks: Vec<f64>,
+    non_negative: bool,
+}
+
+fn axes(spec: &ChartSpec) -> Axes {
     let log_y = spec.log_y();
-    let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
     let log_x = spec.log_x();
-    let tx = |v: f64| {
-        if log_x {
-            v.max(1.0).log2()
-        } else {
-            v
-        }
-    };
-    let points = spec.series.iter().flat_map(|s| &s.points);
+    let tx = |v: f64| if log_x { v.max(1.0).log2() } else { v };
+    let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
     let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
-    for p in points {
+    let mut xs: Vec<f64> = Vec::new();
+    for p in spec.series.iter().flat_map(|s| &s.points) {
         x0 = x0.min(tx(p.x));
         x1 = x1.max(tx(p.x));
+        if !xs.iter().any(|x| (*x - p.x).abs() < 1e-9) {
+            xs.push(p.x);
+        }
         for y in [p.low, p.high, p.median] {
             if y.is_finite() && (!log_y || y > 0.0) {
-                y0 = y0.min(ty(y));
-                y1 = y1.max(ty(y));
+                y0 = y0.min(y);
+                y1 = y1.max(y);
             }
         }
     }
-    // A quantity that cannot be negative keeps its axis at 0 even when a wide CI dips below.
+    xs.sort_by(f64::total_cmp);
+    if spec.stacked {
+        y0 = 0.0;
+        y1 = spec.stacked_bands().iter().flatten().map(|b| b.2).fold(0.0, f64::max);
+    }
     let non_negative = spec.series.iter().flat_map(|s| &s.points).all(|p| p.median >= 0.0);
     if !log_y {
         y0 = if non_negative { 0.0 } else { y0.min(0.0) };
@@ -181,73 +287,279 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
     if let Some((lo, hi)) = spec.y_range {
         (y0, y1) = (lo, hi);
     }
-    let clip = |v: f64| if non_negative && !log_y { v.max(0.0) } else { v };
+    // y ticks in values, then the range widened to whole ticks on a log axis.
+    let y_ticks: Vec<f64> = if log_y {
+        let lo = 10f64.powf(y0.log10().floor());
+        let hi = 10f64.powf(y1.log10().ceil());
+        let all = log_ticks(lo, hi);
+        // Keep the ticks inside the data range plus the one just below and above.
+        let below = all.iter().copied().filter(|t| *t <= y0).fold(lo, f64::max);
+        let above = all.iter().copied().filter(|t| *t >= y1).fold(hi, f64::min);
+        (y0, y1) = (below, above);
+        all.into_iter().filter(|t| *t >= below && *t <= above).collect()
+    } else {
+        let pad = (y1 - y0).abs() * 0.06 + 1e-12;
+        y1 += pad;
+        if !non_negative {
+            y0 -= pad;
+        }
+        linear_ticks(y0, y1)
+    };
+    let x_ticks: Vec<f64> = match spec.x_axis {
+        XAxis::Tail => TAIL_POINTS.iter().map(|(_, x)| *x).collect(),
+        // Ticks at the data points when there are few; else at powers of 2 (bytes) or 1-2-5.
+        _ if xs.len() <= 12 => xs.clone(),
+        XAxis::LogBytes => {
+            let (a, b) = (x0.floor() as i64, x1.ceil() as i64);
+            let step = ((b - a) / 10).max(1);
+            (a..=b).step_by(step as usize).map(|e| (e as f64).exp2()).collect()
+        }
+        XAxis::Count if log_x => log_ticks(xs[0], xs[xs.len() - 1]),
+        XAxis::Count => linear_ticks(xs[0], xs[xs.len() - 1]),
+    };
     let pad_x = ((x1 - x0) * 0.05).max(0.25);
-    let pad_y = ((y1 - y0) * 0.08).max(if log_y { 0.1 } else { y1.abs() * 0.05 + 1e-9 });
+    Axes {
+        log_x,
+        log_y,
+        x: (x0 - pad_x, x1 + pad_x),
+        y: (ty(y0), ty(y1)),
+        x_ticks: x_ticks.into_iter().map(tx).collect(),
+        y_ticks: y_ticks.into_iter().map(ty).collect(),
+        non_negative,
+    }
+}
+
+fn format_x(axis: XAxis, log: bool, v: f64) -> String {
+    match axis {
+        XAxis::LogBytes => crate::case::format_bytes(v.exp2().round().max(1.0) as u64),
+        XAxis::Tail => TAIL_POINTS
+            .iter()
+            .find(|(_, x)| (x - v).abs() < 1e-6)
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default(),
+        XAxis::Count if log => tick_text(v.exp2()),
+        XAxis::Count => tick_text(v),
+    }
+}
+
+/// Draw one chart into an area of any backend, at 1x.
+pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec) -> anyhow::Result<()> {
+    draw_scaled(root, spec, 1.0)
+}
+
+/// Draw one chart, every size (fonts, strokes, margins) multiplied by `k`.
+pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec, k: f64) -> anyhow::Result<()> {
+    register_font();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let px = |v: f64| (v * k).round() as i32;
+    let font = |size: f64| ("sans-serif", size * k).into_font();
+    let (title_area, body) = root.split_vertically(px(32.0));
+    title_area
+        .draw_text(&spec.title, &font(19.0).color(&BLACK), (px(12.0), px(8.0)))
+        .map_err(draw_err)?;
+    if !spec.has_points() {
+        let reason = spec
+            .empty_reason
+            .clone()
+            .unwrap_or_else(|| "no data in this run".into());
+        body.draw_text(
+            &format!("nothing to plot: {reason}"),
+            &font(15.0).color(&RGBColor(160, 30, 30)),
+            (px(12.0), px(8.0)),
+        )
+        .map_err(draw_err)?;
+        return Ok(());
+    }
+    let axes = axes(spec);
+    let panels = spec.panels();
+    let areas = body.split_evenly((1, panels.len().max(1)));
+    // One legend when every panel holds the same series; else one per panel.
+    let names = |p: &str| -> Vec<&str> {
+        spec.series
+            .iter()
+            .filter(|s| s.panel == p)
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    let same = panels.iter().all(|p| names(p) == names(panels[0]));
+    for (i, (area, panel)) in areas.iter().zip(&panels).enumerate() {
+        draw_panel(area, spec, panel, i == 0, i == 0 || !same, &axes, k)?;
+    }
+    Ok(())
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    panel: &str,
+    first: bool,
+    legend: bool,
+    axes: &Axes,
+    k: f64,
+) -> anyhow::Result<()> {
+    let px = |v: f64| (v * k).round() as i32;
+    let size = |v: f64| (v * k).round() as u32;
+    let font = |s: f64| ("sans-serif", s * k);
+    let (log_x, log_y) = (axes.log_x, axes.log_y);
+    let tx = |v: f64| if log_x { v.max(1.0).log2() } else { v };
+    let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
+    let (x0, x1) = axes.x;
+    let (y0, y1) = axes.y;
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin(px(8.0))
+        .margin_right(px(14.0))
+        .x_label_area_size(px(44.0))
+        .y_label_area_size(px(if first { 62.0 } else { 44.0 }));
+    if !panel.is_empty() {
+        builder.caption(panel, font(15.0));
+    }
+    let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(draw_err)?;
+    let x_axis = spec.x_axis;
+    let x_fmt = move |v: &f64| format_x(x_axis, log_x, *v);
+    let y_fmt = move |v: &f64| {
+        if log_y {
+            tick_text(10f64.powf(*v))
+        } else {
+            tick_text(*v)
+        }
+    };
     let y_desc = if log_y {
-        format!("{} (log scale)", spec.y_desc)
+        format!("{} (log)", spec.y_desc)
     } else {
         spec.y_desc.clone()
     };
-    let mut chart = ChartBuilder::on(&plot_area)
-        .caption(&spec.title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(72)
-        .build_cartesian_2d(
-            (x0 - pad_x)..(x1 + pad_x),
-            (y0 - if log_y { pad_y } else { 0.0 })..(y1 + pad_y),
-        )
-        .map_err(draw_err)?;
-    let x_axis = spec.x_axis;
-    let x_fmt = move |v: &f64| format_x(x_axis, log_x, *v);
-    let y_fmt = move |v: &f64| if log_y { format_y(10f64.powf(*v)) } else { format_y(*v) };
-    let x_labels = if log_x {
-        ((x1 - x0).round() as usize + 1).clamp(2, 24)
-    } else {
-        10
-    };
+    // Ticks, labels and grid drawn here at our 1-2-5 / data-point positions (plotters would
+    // pick its own key points).
     chart
         .configure_mesh()
+        .disable_mesh()
+        .x_labels(0)
+        .y_labels(0)
         .x_desc(&spec.x_desc)
-        .y_desc(&y_desc)
-        .x_labels(x_labels)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 15))
-        .light_line_style(RGBColor(235, 235, 235))
+        .y_desc(if first { y_desc.as_str() } else { "" })
+        .axis_desc_style(font(14.0))
+        .axis_style(RGBColor(120, 120, 120).stroke_width(size(1.0)))
         .draw()
         .map_err(draw_err)?;
-    // A marker is a line at x with its label ending at the line (over what lies left of it);
-    // labels alternate between two heights so neighbours do not overwrite each other.
-    for (i, (x, label)) in spec.markers.iter().enumerate() {
-        let x = tx(*x);
-        let top = y1 + pad_y * 0.5;
-        let label_y = top - (y1 - y0) * if i % 2 == 0 { 0.0 } else { 0.06 };
+    let grid = RGBColor(225, 225, 225).stroke_width(size(1.0));
+    let tick = RGBColor(120, 120, 120).stroke_width(size(1.0));
+    let base = area.get_base_pixel();
+    let label_style = |h: HPos, v: VPos| TextStyle::from(font(13.0).into_font()).pos(Pos::new(h, v));
+    for &t in axes.y_ticks.iter().filter(|t| **t >= y0 - 1e-9 && **t <= y1 + 1e-9) {
         chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(x, y0), (x, top)],
-                RGBColor(150, 150, 150).stroke_width(1),
+            .draw_series(std::iter::once(PathElement::new(vec![(x0, t), (x1, t)], grid)))
+            .map_err(draw_err)?;
+        let (bx, by) = chart.backend_coord(&(x0, t));
+        let (rx, ry) = (bx - base.0, by - base.1);
+        area.draw(&PathElement::new(vec![(rx - px(5.0), ry), (rx, ry)], tick))
+            .map_err(draw_err)?;
+        area.draw(&Text::new(
+            y_fmt(&t),
+            (rx - px(7.0), ry),
+            label_style(HPos::Right, VPos::Center),
+        ))
+        .map_err(draw_err)?;
+    }
+    let mut last_right = i32::MIN;
+    for &t in axes.x_ticks.iter().filter(|t| **t >= x0 && **t <= x1) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(t, y0), (t, y1)], grid)))
+            .map_err(draw_err)?;
+        let (bx, by) = chart.backend_coord(&(t, y0));
+        let (rx, ry) = (bx - base.0, by - base.1);
+        area.draw(&PathElement::new(vec![(rx, ry), (rx, ry + px(5.0))], tick))
+            .map_err(draw_err)?;
+        // Skip a label that would overlap the previous one.
+        let text = x_fmt(&t);
+        let half = (text.len() as f64 * 3.8 * k) as i32;
+        if rx - half > last_right {
+            area.draw(&Text::new(
+                text,
+                (rx, ry + px(7.0)),
+                label_style(HPos::Center, VPos::Top),
+            ))
+            .map_err(draw_err)?;
+            last_right = rx + half;
+        }
+    }
+    // Markers: a line at x with its label ending at the line; labels alternate between two
+    // heights so neighbours do not overwrite each other.
+    let markers = spec.markers.iter().map(|(x, l)| (*x, l)).chain(
+        spec.panel_markers
+            .iter()
+            .filter(|(p, _, _)| p == panel)
+            .map(|(_, x, l)| (*x, l)),
+    );
+    for (i, (x, label)) in markers.enumerate() {
+        let x = tx(x);
+        let label_y = y1 - (y1 - y0) * if i % 2 == 0 { 0.01 } else { 0.07 };
+        chart
+            .draw_series(std::iter::once(DashedPathElement::new(
+                vec![(x, y0), (x, y1)],
+                size(4.0),
+                size(3.0),
+                RGBColor(110, 110, 110).stroke_width(size(1.0)),
             )))
             .map_err(draw_err)?;
-        let style = TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Right, VPos::Top));
+        let style = TextStyle::from(font(12.0).into_font()).pos(Pos::new(HPos::Right, VPos::Top));
         chart
             .draw_series(std::iter::once(Text::new(format!("{label} "), (x, label_y), style)))
             .map_err(draw_err)?;
     }
-    for series in &spec.series {
+    if spec.stacked {
+        let bands = spec.stacked_bands();
+        for (series, band) in spec.series.iter().zip(&bands).filter(|(s, _)| s.panel == panel) {
+            let color = RGBColor(series.color.0, series.color.1, series.color.2);
+            let mut outline: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
+            outline.extend(band.iter().rev().map(|b| (tx(b.0), b.1)));
+            chart
+                .draw_series(std::iter::once(Polygon::new(outline, color.mix(0.75).filled())))
+                .map_err(draw_err)?
+                .label(series.name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.mix(0.75).filled()));
+            let top: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
+            chart
+                .draw_series(LineSeries::new(top, color.stroke_width(size(1.0))))
+                .map_err(draw_err)?;
+        }
+        if !legend {
+            return Ok(());
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12.0))
+            .draw()
+            .map_err(draw_err)?;
+        return Ok(());
+    }
+    let clip = |v: f64| if axes.non_negative && !log_y { v.max(0.0) } else { v };
+    for series in spec.series.iter().filter(|s| s.panel == panel) {
         let color = RGBColor(series.color.0, series.color.1, series.color.2);
         let mut pts = series.points.clone();
         pts.sort_by(|a, b| a.x.total_cmp(&b.x));
         let line: Vec<(f64, f64)> = pts.iter().map(|p| (tx(p.x), ty(p.median))).collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-            .map_err(draw_err)?
-            .label(series.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
-        // Error bars: the CI as a vertical line with caps (plotters' ErrorBar needs an extra feature).
-        let cap = (x1 - x0 + 2.0 * pad_x) * 0.006;
+        let stroke = color.stroke_width(size(2.0));
+        let style = series.style % 4;
+        let annotated = match style {
+            1 => chart.draw_series(DashedLineSeries::new(line.clone(), size(9.0), size(5.0), stroke)),
+            2 => chart.draw_series(DashedLineSeries::new(line.clone(), size(3.0), size(4.0), stroke)),
+            _ => chart.draw_series(LineSeries::new(line.clone(), stroke)),
+        }
+        .map_err(draw_err)?;
+        let r = size(4.0) as i32;
+        let legend_stroke = color.stroke_width(size(2.0));
+        let filled = color.filled();
+        annotated.label(series.name.clone()).legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 0), (4 * r + 4, 0)], legend_stroke)
+                + marker_shape(style, (2 * r + 2, 0), r, filled)
+        });
+        // Error bars: the CI as a vertical line with caps.
+        let cap = (x1 - x0) * 0.006;
         for p in pts.iter().filter(|p| p.high > p.low && (!log_y || p.low > 0.0)) {
             let (x, lo, hi) = (tx(p.x), ty(clip(p.low)), ty(p.high));
             let bar = [
@@ -258,23 +570,49 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
             chart
                 .draw_series(
                     bar.into_iter()
-                        .map(|path| PathElement::new(path, color.stroke_width(1))),
+                        .map(|path| PathElement::new(path, color.stroke_width(size(1.0)))),
                 )
                 .map_err(draw_err)?;
         }
         chart
-            .draw_series(line.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
+            .draw_series(
+                line.iter()
+                    .map(|&(x, y)| EmptyElement::at((x, y)) + marker_shape(style, (0, 0), r, filled)),
+            )
             .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(draw_err)?;
+    if legend {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(font(12.0))
+            .legend_area_size(px(26.0))
+            .draw()
+            .map_err(draw_err)?;
+    }
     Ok(())
+}
+
+/// A marker of one of four shapes centred at `at` (backend pixels relative to the anchor).
+fn marker_shape<DB: DrawingBackend>(
+    style: usize,
+    at: (i32, i32),
+    r: i32,
+    filled: ShapeStyle,
+) -> DynElement<'static, DB, (i32, i32)> {
+    let (x, y) = at;
+    match style % 4 {
+        1 => Polygon::new(vec![(x, y - r - 1), (x - r - 1, y + r), (x + r + 1, y + r)], filled).into_dyn(),
+        2 => Rectangle::new([(x - r, y - r), (x + r, y + r)], filled).into_dyn(),
+        3 => PathElement::new(
+            vec![(x - r, y - r), (x + r, y + r), (x, y), (x - r, y + r), (x + r, y - r)],
+            filled.stroke_width(2),
+        )
+        .into_dyn(),
+        _ => Circle::new((x, y), r, filled).into_dyn(),
+    }
 }
 
 /// The chart as SVG text.
@@ -304,8 +642,8 @@ fn png_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
 
 /// The chart as a PNG file.
 pub fn render_png(spec: &ChartSpec, path: &Path) -> anyhow::Result<()> {
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    draw(&root, spec)?;
+    let root = BitMapBackend::new(path, (WIDTH * PNG_SCALE, HEIGHT * PNG_SCALE)).into_drawing_area();
+    draw_scaled(&root, spec, PNG_SCALE as f64)?;
     root.present().map_err(|e| png_error(path, e))
 }
 
@@ -314,12 +652,13 @@ fn draw_sheet<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     specs: &[ChartSpec],
     columns: usize,
+    k: f64,
 ) -> anyhow::Result<()> {
     root.fill(&WHITE).map_err(draw_err)?;
     let rows = specs.len().div_ceil(columns.max(1));
     let areas = root.split_evenly((rows.max(1), columns.max(1)));
     for (area, spec) in areas.iter().zip(specs) {
-        draw(area, spec)?;
+        draw_scaled(area, spec, k)?;
     }
     Ok(())
 }
@@ -333,15 +672,16 @@ pub fn render_sheet_svg(specs: &[ChartSpec], columns: usize) -> anyhow::Result<S
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, sheet_size(specs.len(), columns)).into_drawing_area();
-        draw_sheet(&root, specs, columns)?;
+        draw_sheet(&root, specs, columns, 1.0)?;
         root.present().map_err(draw_err)?;
     }
     Ok(text)
 }
 
 pub fn render_sheet_png(specs: &[ChartSpec], columns: usize, path: &Path) -> anyhow::Result<()> {
-    let root = BitMapBackend::new(path, sheet_size(specs.len(), columns)).into_drawing_area();
-    draw_sheet(&root, specs, columns)?;
+    let (w, h) = sheet_size(specs.len(), columns);
+    let root = BitMapBackend::new(path, (w * PNG_SCALE, h * PNG_SCALE)).into_drawing_area();
+    draw_sheet(&root, specs, columns, PNG_SCALE as f64)?;
     root.present().map_err(|e| png_error(path, e))
 }
 
@@ -360,11 +700,11 @@ mod tests {
                 name: "one-copy t1".into(),
                 color: (30, 90, 200),
                 points,
+                ..Default::default()
             }],
             caption: "source: tool".into(),
             markers: vec![(32768.0, "L1".into())],
-            empty_reason: None,
-            y_range: None,
+            ..Default::default()
         }
     }
 
@@ -394,6 +734,63 @@ mod tests {
         render_png(&spec(pts), &png).unwrap();
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+    }
+
+    /// Found in review: log axes were labelled 316.2, 31.62, 3.16e-3.
+    #[test]
+    fn log_ticks_are_1_2_5_with_readable_labels() {
+        assert_eq!(log_ticks(0.3, 40.0), vec![0.5, 1.0, 2.0, 5.0, 10.0, 20.0]);
+        let labels: Vec<String> = log_ticks(0.001, 10.0).into_iter().map(tick_text).collect();
+        assert_eq!(
+            labels,
+            ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10"]
+        );
+        // More than five decades: one tick per decade.
+        assert_eq!(log_ticks(0.001, 1e4).len(), 8);
+        assert_eq!(tick_text(20000.0), "20k");
+        assert_eq!(tick_text(2_000_000.0), "2M");
+        assert_eq!(linear_ticks(0.0, 163.0), vec![0.0, 50.0, 100.0, 150.0]);
+    }
+
+    /// Found in review: servers data at 1, 10, 100 clients was ticked 1, 2, 4, ..., 64.
+    #[test]
+    fn count_axes_are_ticked_at_the_data_points() {
+        let mut s = spec(
+            [1.0, 10.0, 100.0]
+                .map(|x| Point {
+                    x,
+                    median: x,
+                    low: x,
+                    high: x,
+                })
+                .to_vec(),
+        );
+        s.x_axis = XAxis::Count;
+        s.markers.clear();
+        let a = axes(&s);
+        assert!(a.log_x);
+        let labels: Vec<String> = a.x_ticks.iter().map(|t| format_x(XAxis::Count, true, *t)).collect();
+        assert_eq!(labels, ["1", "10", "100"]);
+        let svg = render_svg(&s).unwrap();
+        assert!(svg.contains("\n100\n") && !svg.contains("\n64\n"), "{svg}");
+    }
+
+    #[test]
+    fn series_in_panels_draw_side_by_side() {
+        let pt = |x: f64| Point {
+            x,
+            median: 1.0,
+            low: 1.0,
+            high: 1.0,
+        };
+        let mut s = spec(vec![pt(1024.0), pt(4096.0)]);
+        let mut second = s.series[0].clone();
+        second.panel = "2 threads".into();
+        s.series[0].panel = "1 thread".into();
+        s.series.push(second);
+        assert_eq!(s.panels(), vec!["1 thread", "2 threads"]);
+        let svg = render_svg(&s).unwrap();
+        assert!(svg.contains("1 thread") && svg.contains("2 threads"));
     }
 
     #[test]

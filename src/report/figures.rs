@@ -1,48 +1,27 @@
 //! Which charts a run gets: built from its cell summaries, one set per workload present
-//! (stream: six charts and a summary sheet; servers: requests/s and p99 vs clients; micro
-//! memlat: latency vs working-set size). Every caption names the metric's sources.
+//! (stream: seven charts as small multiples and a summary sheet; servers: requests/s and p99 vs
+//! clients and the latency spectrum; micro memlat: latency vs working-set size with its levels).
+//! Every caption names the metric's sources.
 
 use super::cells::{CellSummary, MetricCell};
-use super::charts::{ChartSpec, Point, Series, XAxis};
+use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use crate::case::{format_bytes, Case, CopyMode, StreamCase};
 use crate::micro::levels;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
 
-fn mode_color(mode: CopyMode) -> (u8, u8, u8) {
+/// Each copy mode's colour (Okabe-Ito) and marker/dash style, the same in every chart.
+fn mode_style(mode: CopyMode) -> ((u8, u8, u8), usize) {
     match mode {
-        CopyMode::TwoCopy => (200, 55, 45),
-        CopyMode::OneCopy => (35, 95, 200),
-        CopyMode::ZeroCopy => (25, 150, 70),
+        CopyMode::TwoCopy => (OKABE_ITO[1], 0),
+        CopyMode::OneCopy => (OKABE_ITO[0], 1),
+        CopyMode::ZeroCopy => (OKABE_ITO[2], 2),
     }
 }
 
-/// The n-th shade of a colour: the base, then lighter, then darker.
-fn shade(color: (u8, u8, u8), n: usize) -> (u8, u8, u8) {
-    let mix = |c: u8, toward: f64, amount: f64| (c as f64 + (toward - c as f64) * amount).round() as u8;
-    let (toward, amount) = match n % 4 {
-        0 => (0.0, 0.0),
-        1 => (255.0, 0.45),
-        2 => (0.0, 0.45),
-        _ => (255.0, 0.7),
-    };
-    (
-        mix(color.0, toward, amount),
-        mix(color.1, toward, amount),
-        mix(color.2, toward, amount),
-    )
+fn threads_panel(t: usize) -> String {
+    format!("{t} thread{}", if t == 1 { "" } else { "s" })
 }
-
-const PALETTE: [(u8, u8, u8); 8] = [
-    (35, 95, 200),
-    (200, 55, 45),
-    (25, 150, 70),
-    (150, 70, 190),
-    (230, 140, 20),
-    (20, 160, 170),
-    (120, 120, 120),
-    (180, 60, 130),
-];
 
 fn point(x: f64, metric: &MetricCell) -> Option<Point> {
     let s = metric.summary.as_ref()?;
@@ -141,8 +120,9 @@ fn stream_vs_size(
     let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
-    for &mode in modes {
-        for (n, &t) in threads.iter().enumerate() {
+    // One panel per thread count, one series per mode in it.
+    for &t in &threads {
+        for &mode in modes {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
                 if let Some(m) = cell.metric(metric.name, metric.role) {
@@ -151,10 +131,17 @@ fn stream_vs_size(
                 }
             }
             if !points.is_empty() {
+                let (color, style) = mode_style(mode);
                 series.push(Series {
-                    name: format!("{mode} t{t}"),
-                    color: shade(mode_color(mode), n),
+                    name: mode.to_string(),
+                    color,
                     points,
+                    panel: if threads.len() > 1 {
+                        threads_panel(t)
+                    } else {
+                        String::new()
+                    },
+                    style,
                 });
             }
         }
@@ -168,8 +155,7 @@ fn stream_vs_size(
         caption: provenance.caption(&format!("y: {} {}", metric.role, metric.name)),
         empty_reason: provenance.empty_reason(),
         series,
-        markers: Vec::new(),
-        y_range: None,
+        ..Default::default()
     }
 }
 
@@ -182,8 +168,9 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
     };
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
-    for &mode in modes {
-        for (n, &size) in picked.iter().enumerate() {
+    // One panel per message size, one series per mode in it.
+    for &size in &picked {
+        for &mode in modes {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.size == size) {
                 if let Some(m) = cell.metric("time_per_msg_us", Role::System) {
@@ -192,10 +179,13 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
                 }
             }
             if !points.is_empty() {
+                let (color, style) = mode_style(mode);
                 series.push(Series {
-                    name: format!("{mode} {}", format_bytes(size)),
-                    color: shade(mode_color(mode), n),
+                    name: mode.to_string(),
+                    color,
                     points,
+                    panel: format!("{} messages", format_bytes(size)),
+                    style,
                 });
             }
         }
@@ -203,14 +193,96 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
     ChartSpec {
         stem: "time_per_msg_vs_threads".into(),
         title: "Time per message vs threads".into(),
-        x_desc: "client threads (each with its own connection and server thread)".into(),
+        x_desc: "client threads (one connection each)".into(),
         x_axis: XAxis::Count,
         y_desc: "time per message (us)".into(),
         caption: provenance.caption("y: system time_per_msg_us"),
         empty_reason: provenance.empty_reason(),
         series,
-        markers: Vec::new(),
-        y_range: None,
+        ..Default::default()
+    }
+}
+
+/// CPU time per byte moved, split into user and system time of the client and the server,
+/// stacked: one panel per mode at the smallest thread count. Each band is the median over the
+/// repetitions of (CPU seconds / bytes) of that role.
+fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) -> ChartSpec {
+    let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
+    let t = threads.first().copied().unwrap_or(1);
+    let layers = [
+        (Role::Client, "cpu_user_s", "bytes_sent", "client user", OKABE_ITO[0]),
+        (Role::Client, "cpu_sys_s", "bytes_sent", "client system", OKABE_ITO[5]),
+        (
+            Role::Server,
+            "cpu_user_s",
+            "bytes_received",
+            "server user",
+            OKABE_ITO[1],
+        ),
+        (
+            Role::Server,
+            "cpu_sys_s",
+            "bytes_received",
+            "server system",
+            OKABE_ITO[3],
+        ),
+    ];
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for &mode in modes {
+        for (role, cpu, bytes, name, color) in layers {
+            let mut points = Vec::new();
+            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
+                let (Some(c), Some(b)) = (cell.metric(cpu, role), cell.metric(bytes, role)) else {
+                    continue;
+                };
+                provenance.add(c);
+                if c.values.len() != b.values.len() {
+                    continue;
+                }
+                let mut per_byte: Vec<f64> = c
+                    .values
+                    .iter()
+                    .zip(&b.values)
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(c, b)| c / b * 1e9)
+                    .collect();
+                if per_byte.is_empty() {
+                    continue;
+                }
+                let median = crate::measure::stats::median(&mut per_byte);
+                points.push(Point {
+                    x: s.size as f64,
+                    median,
+                    low: median,
+                    high: median,
+                });
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: name.into(),
+                    color,
+                    points,
+                    panel: mode.to_string(),
+                    style: 0,
+                });
+            }
+        }
+    }
+    let caption = provenance.caption(
+        "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received, the median per size, stacked",
+    );
+    ChartSpec {
+        stem: "cpu_per_byte_vs_size".into(),
+        title: format!("CPU time per byte, user and system per side ({})", threads_panel(t)),
+        x_desc: "message size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: "CPU ns per byte (stacked)".into(),
+        caption: caption.replace("error bars: 95% CI of the median", "no error bars (stacked medians)"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        stacked: true,
+        ..Default::default()
     }
 }
 
@@ -222,15 +294,40 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     }
     let modes = sorted_unique(stream.iter().map(|(s, _)| s.mode));
     let m = |name, role, desc| Metric { name, role, desc };
+    let threads = sorted_unique(stream.iter().map(|(s, _)| s.threads));
+    // The crossovers found, marked in the panel of their thread count.
+    let crossover_marks: Vec<(String, f64, String)> = super::crossover::stream_crossovers(cells)
+        .into_iter()
+        .filter_map(|r| match r.result {
+            super::crossover::Crossover::From { size, crosses_at } => Some((
+                if threads.len() > 1 {
+                    threads_panel(r.threads)
+                } else {
+                    String::new()
+                },
+                crosses_at.unwrap_or(size as f64),
+                format!("{} > {}", r.a, r.b),
+            )),
+            super::crossover::Crossover::NoCrossover => None,
+        })
+        .collect();
+    let mut throughput = stream_vs_size(
+        &stream,
+        &modes,
+        m("throughput_gbps", Role::System, "throughput (Gbit/s)"),
+        "throughput_vs_size",
+        "Throughput vs message size",
+    );
+    if !crossover_marks.is_empty() {
+        throughput
+            .caption
+            .push_str("\ndashed verticals: crossovers (A > B from there, significant)");
+    }
+    throughput.panel_markers = crossover_marks;
     vec![
-        stream_vs_size(
-            &stream,
-            &modes,
-            m("throughput_gbps", Role::System, "throughput (Gbit/s)"),
-            "throughput_vs_size",
-            "Throughput vs message size",
-        ),
+        throughput,
         stream_vs_threads(&stream, &modes),
+        stream_cpu_per_byte(&stream, &modes),
         stream_vs_size(
             &stream,
             &modes,
@@ -322,8 +419,10 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                     } else {
                         format!("{model} {request}")
                     },
-                    color: PALETTE[i % PALETTE.len()],
+                    color: OKABE_ITO[i % OKABE_ITO.len()],
                     points,
+                    panel: String::new(),
+                    style: i,
                 });
             }
         }
@@ -336,9 +435,63 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             caption: provenance.caption(&format!("y: {role} {name}")),
             empty_reason: provenance.empty_reason(),
             series,
-            markers: Vec::new(),
-            y_range: None,
+            ..Default::default()
         }
+    };
+    // The latency spectrum: p50..max on a tail axis, one panel per number of clients.
+    let mut clients: Vec<usize> = servers.iter().map(|(s, _)| s.clients).collect();
+    clients.sort_unstable();
+    clients.dedup();
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for &n in &clients {
+        for (i, (model, request)) in models.iter().enumerate() {
+            let Some((_, cell)) = servers
+                .iter()
+                .find(|(s, _)| s.model == *model && s.request == *request && s.clients == n)
+            else {
+                continue;
+            };
+            let mut points = Vec::new();
+            let names = [
+                "latency_p50_us",
+                "latency_p90_us",
+                "latency_p99_us",
+                "latency_p999_us",
+                "latency_max_us",
+            ];
+            for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
+                if let Some(m) = cell.metric(name, Role::Client) {
+                    provenance.add(m);
+                    points.extend(point(x, m));
+                }
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: if one_request {
+                        model.to_string()
+                    } else {
+                        format!("{model} {request}")
+                    },
+                    color: OKABE_ITO[i % OKABE_ITO.len()],
+                    points,
+                    panel: format!("{n} client{}", if n == 1 { "" } else { "s" }),
+                    style: i,
+                });
+            }
+        }
+    }
+    let spectrum = ChartSpec {
+        stem: "servers_latency_spectrum".into(),
+        title: "Latency percentiles (p50 to max) per number of clients".into(),
+        x_desc: "percentile (tail axis)".into(),
+        x_axis: XAxis::Tail,
+        y_desc: "latency (us)".into(),
+        caption: provenance.caption("y: client latency_p50_us .. latency_max_us"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        log_y: true,
+        ..Default::default()
     };
     vec![
         chart(
@@ -355,6 +508,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "p99 latency vs clients",
             "p99 latency (us)",
         ),
+        spectrum,
     ]
 }
 
@@ -415,14 +569,38 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     if points.is_empty() {
         return Vec::new();
     }
-    let (markers, lines) = memlat_levels(&values, caches);
+    let (markers, _) = memlat_levels(&values, caches);
+    let hierarchy = levels::read_levels(&values, caches);
     let mut caption =
         provenance.caption("y: system latency_ns (random pointer chase), the median per working set over repetitions");
-    if !lines.is_empty() {
-        caption.push_str(&format!("\n{}:", levels::HEADING));
-        for line in lines {
-            caption.push('\n');
-            caption.push_str(&line);
+    // The levels as a table beside the chart; its notes stay in the caption.
+    let mut table = Vec::new();
+    if !hierarchy.rows.is_empty() {
+        caption.push_str(&format!("\nthe table: {}", levels::HEADING));
+        table.push(vec![
+            "level".to_string(),
+            "working sets".to_string(),
+            "latency (ns)".to_string(),
+            "kernel reports".to_string(),
+        ]);
+        for r in &hierarchy.rows {
+            table.push(match (&r.level, &r.missing) {
+                (Some(l), _) => vec![
+                    r.name.clone(),
+                    format!("{}..{}", format_bytes(l.min_bytes), format_bytes(l.max_bytes)),
+                    levels::ns_text(l.latency_ns),
+                    r.kernel.clone(),
+                ],
+                (None, missing) => vec![
+                    r.name.clone(),
+                    missing.clone().unwrap_or_else(|| "not found in the curve".into()),
+                    String::new(),
+                    r.kernel.clone(),
+                ],
+            });
+        }
+        for n in &hierarchy.notes {
+            caption.push_str(&format!("\nnote: {n}"));
         }
     }
     vec![ChartSpec {
@@ -435,11 +613,14 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
         empty_reason: provenance.empty_reason(),
         series: vec![Series {
             name: "memlat".into(),
-            color: PALETTE[0],
+            color: OKABE_ITO[0],
             points,
+            ..Default::default()
         }],
         markers,
-        y_range: None,
+        log_y: true,
+        table,
+        ..Default::default()
     }]
 }
 
@@ -466,7 +647,7 @@ mod tests {
             (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
         ]);
         let figures = all_figures(&summarize_run(&data), &[]);
-        assert_eq!(figures.len(), 6);
+        assert_eq!(figures.len(), 7);
         assert_eq!(figures[0].series.len(), 2);
         let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
         assert!(cycles.caption.contains("ESTIMATE"), "{}", cycles.caption);
@@ -590,16 +771,24 @@ mod tests {
             .iter()
             .flat_map(|(size, ns)| [1.0, 1.02, 10.0].map(|f| (*size, ns * f)))
             .collect();
-        let lines = levels::read_levels(&points, &caches).lines();
-        for line in &lines {
-            assert!(
-                chart.caption.lines().any(|l| l == line),
-                "{line} not in {}",
-                chart.caption
-            );
+        let hierarchy = levels::read_levels(&points, &caches);
+        assert_eq!(chart.table.len(), hierarchy.rows.len() + 1, "{:?}", chart.table);
+        for (row, level) in chart.table[1..].iter().zip(&hierarchy.rows) {
+            assert_eq!(row[0], level.name);
+            if let Some(l) = &level.level {
+                assert_eq!(row[2], levels::ns_text(l.latency_ns));
+            }
         }
-        assert!(chart.caption.contains("DRAM: not reached"), "{}", chart.caption);
+        assert!(
+            chart
+                .table
+                .iter()
+                .any(|r| r[0] == "DRAM" && r[1].starts_with("not reached")),
+            "{:?}",
+            chart.table
+        );
         assert!(chart.caption.contains(levels::HEADING));
+        assert!(chart.log_y, "latencies over levels are drawn on a log axis");
         let names: Vec<&str> = chart.markers.iter().map(|m| m.1.split(" ").next().unwrap()).collect();
         assert_eq!(names, ["L1", "L2", "L3"], "{:?}", chart.markers);
         assert!(chart.markers[2].1.starts_with("L3 (or beyond)"), "{:?}", chart.markers);
@@ -631,7 +820,17 @@ mod tests {
         }
         let figures = all_figures(&summarize_run(&run_of(cases)), &[]);
         let stems: Vec<&str> = figures.iter().map(|f| f.stem.as_str()).collect();
-        assert_eq!(stems, vec!["servers_requests_vs_clients", "servers_p99_vs_clients"]);
+        assert_eq!(
+            stems,
+            vec![
+                "servers_requests_vs_clients",
+                "servers_p99_vs_clients",
+                "servers_latency_spectrum"
+            ]
+        );
+        // One panel per number of clients, p99 at x = 2 on the tail axis.
+        assert_eq!(figures[2].panels(), vec!["1 client", "4 clients", "16 clients"]);
+        assert_eq!(figures[2].series[0].points[0].x, 2.0);
         assert_eq!(figures[0].series.len(), 2);
         assert_eq!(figures[1].series[0].points.len(), 3);
     }

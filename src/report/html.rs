@@ -1,6 +1,8 @@
 //! The HTML report: one self-contained file (inline CSS, charts as inline SVG, no scripts, no
-//! network) with the run, caveats, crossover table, charts, per-cell statistics, noise warnings
-//! and the machine. Sections appear only for what the run holds.
+//! network; readable at phone width) telling the story first: the run and how to re-run it, the
+//! findings with the caveats said once and a noise verdict, then charts, the crossover table,
+//! per-case statistics, grouped noise warnings and the machine in human units. Sections appear
+//! only for what the run holds.
 
 use super::cells::CellSummary;
 use super::charts::ChartSpec;
@@ -24,27 +26,81 @@ pub struct ReportInput<'a> {
     pub caveats: &'a [String],
     pub warnings: &'a [super::WarningGroup],
     pub noise: &'a [String],
+    pub findings: &'a super::findings::Findings,
     pub charts: &'a [RenderedChart],
     pub summary_sheet: Option<&'a RenderedChart>,
 }
 
 const STYLE: &str = "
-body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1300px;
-       color: #222; line-height: 1.4; padding: 0 1em; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 1.5em auto; max-width: 1300px;
+       color: #222; line-height: 1.4; padding: 0 0.8em; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f3f3f3; }
+.findings { background: #eef5ff; border-left: 4px solid #0072b2; padding: 0.5em 1em; margin: 0.8em 0; }
+.findings h3 { margin: 0.5em 0 0.2em; font-size: 1em; } .findings ul { margin: 0.2em 0 0.5em; padding-left: 1.3em; }
+.rerun { font-size: 0.95em; } .rerun code, .meta code { word-break: break-all; }
 .caveat { background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .noise { background: #fdeeee; border-left: 4px solid #c03030; padding: 0.4em 0.8em; margin: 0.4em 0; }
 .failed { color: #b00000; } .est { color: #a05a00; font-weight: bold; }
-figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1em 0; max-width: 1300px; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure.empty { margin: 0.4em 0; }
 figcaption { font-size: 0.85em; color: #555; }
 .meta td:first-child { font-weight: bold; }
+.side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 280px; }
 ";
 
-/// Flatten a JSON object into (key path, value) rows.
+/// Bytes as the reader reads them: `23.5GiB`, `48KiB`, `4MiB` (TiB for disks).
+fn human_bytes(v: f64) -> String {
+    if v >= (1u64 << 40) as f64 {
+        format!("{:.1}TiB", v / (1u64 << 40) as f64)
+    } else if v >= 0.0 {
+        crate::case::format_bytes(v.round() as u64)
+    } else {
+        v.to_string()
+    }
+}
+
+/// A stored machine or environment value in human units, judged by its key: `*_bytes`,
+/// `optmem_max` and `rlimit_*` in bytes, `*_hz` in GHz, `*_mbps` in Mbit/s, `tcp_[rw]mem`
+/// (min default max) in bytes; anything else as stored.
+pub fn human_value(key: &str, value: &serde_json::Value) -> String {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    let bytes_key = last.ends_with("bytes") || last == "optmem_max" || key.starts_with("rlimit_");
+    match value {
+        serde_json::Value::Number(n) => {
+            let v = n.as_f64().unwrap_or(f64::NAN);
+            if bytes_key {
+                human_bytes(v)
+            } else if last.ends_with("_hz") {
+                format!("{:.2} GHz", v / 1e9)
+            } else if last.ends_with("_mbps") {
+                format!("{v} Mbit/s")
+            } else {
+                n.to_string()
+            }
+        }
+        serde_json::Value::String(s) if bytes_key && s.parse::<f64>().is_ok() => {
+            human_bytes(s.parse::<f64>().unwrap_or_default())
+        }
+        serde_json::Value::String(s) if last == "tcp_wmem" || last == "tcp_rmem" => {
+            let parts: Vec<String> = s
+                .split_whitespace()
+                .map(|p| p.parse::<f64>().map_or(p.to_string(), human_bytes))
+                .collect();
+            format!("{} (min default max)", parts.join(" "))
+        }
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "unknown".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Flatten a JSON object into (key path, value) rows, values in human units.
 fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
     match value {
         serde_json::Value::Object(map) => {
@@ -68,9 +124,7 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, Strin
                 },
             ));
         }
-        serde_json::Value::Null => out.push((prefix.to_string(), "unknown".into())),
-        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
-        other => out.push((prefix.to_string(), other.to_string())),
+        other => out.push((prefix.to_string(), human_value(prefix, other))),
     }
 }
 
@@ -80,15 +134,41 @@ fn compact(value: &serde_json::Value) -> String {
         serde_json::Value::Object(map) => map
             .iter()
             .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{k}={s}"),
-                other => format!("{k}={other}"),
-            })
+            .map(|(k, v)| format!("{}={}", k.trim_end_matches("_bytes"), human_value(k, v)))
             .collect::<Vec<_>>()
             .join(" "),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+        other => human_value("", other),
     }
+}
+
+/// The machine in one line: CPU, CPUs, memory, kernel, virtualised or not.
+pub fn machine_line(machine_json: &str) -> Option<String> {
+    let m: serde_json::Value = serde_json::from_str(machine_json).ok()?;
+    let mut parts = Vec::new();
+    if let Some(cpu) = m.get("cpu_model").and_then(|v| v.as_str()) {
+        parts.push(cpu.to_string());
+    }
+    if let Some(n) = m.get("logical_cpus").and_then(|v| v.as_u64()) {
+        let smt = match m.get("smt_active").and_then(|v| v.as_bool()) {
+            Some(true) => ", SMT on",
+            Some(false) => ", SMT off",
+            None => "",
+        };
+        parts.push(format!("{n} logical CPUs{smt}"));
+    }
+    if let Some(hz) = m.get("tsc_hz").and_then(|v| v.as_f64()) {
+        parts.push(format!("TSC {:.2} GHz", hz / 1e9));
+    }
+    if let Some(b) = m.get("memory_total_bytes").and_then(|v| v.as_f64()) {
+        parts.push(format!("{} RAM", human_bytes(b)));
+    }
+    if let Some(k) = m.get("kernel").and_then(|v| v.as_str()) {
+        parts.push(format!("Linux {k}"));
+    }
+    if m.get("virtualized").and_then(|v| v.as_bool()) == Some(true) {
+        parts.push("virtual machine".into());
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 fn key_values(json: &str) -> Vec<(String, String)> {
@@ -110,9 +190,9 @@ fn source_badge(text: &str) -> Markup {
 
 fn cell_table(cells: &[CellSummary]) -> Markup {
     html! {
-        table {
+        div.scroll { table {
             tr {
-                th { "cell" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
+                th { "case" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
                 th { "95% CI of the median" } th { "mean" } th { "CV" } th { "outliers (MAD)" } th { "source" }
             }
             @for cell in cells {
@@ -131,7 +211,7 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
                     td { @if let Some(m) = metric { (source_badge(&m.source_text())) } @else { "missing" } }
                 }
             }
-        }
+        } }
     }
 }
 
@@ -143,7 +223,7 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
                 @if !cell.failures.is_empty() {
                     p.failed { "failed repetitions: " (cell.failures.join(" | ")) }
                 }
-                table {
+                div.scroll { table {
                     tr { th { "role" } th { "metric" } th { "unit" } th { "n" } th { "median" } th { "95% CI of the median" } th { "mean" } th { "stddev" } th { "CV" } th { "values per repetition" } th { "source" } }
                     @for m in &cell.metrics {
                         @let s = m.summary.as_ref();
@@ -159,7 +239,7 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
                             td { (source_badge(&m.source_text())) }
                         }
                     }
-                }
+                } }
                 @if !cell.warnings.is_empty() {
                     ul { @for w in &cell.warnings { li { (w) } } }
                 }
@@ -169,16 +249,60 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
 }
 
 fn chart_figure(chart: &RenderedChart) -> Markup {
+    let spec = &chart.spec;
+    if !spec.has_points() {
+        let reason = spec
+            .empty_reason
+            .clone()
+            .unwrap_or_else(|| "no data in this run".into());
+        return html! {
+            figure.empty id=(spec.stem) {
+                figcaption { strong { (spec.title) } ": nothing to plot (" (reason) ")." }
+            }
+        };
+    }
+    let table = html! {
+        @if let Some((head, rows)) = spec.table.split_first() {
+            div.scroll { table {
+                tr { @for h in head { th { (h) } } }
+                @for row in rows { tr { @for c in row { td { (c) } } } }
+            } }
+        }
+    };
     html! {
-        figure id=(chart.spec.stem) {
-            (PreEscaped(chart.svg.as_str()))
+        figure id=(spec.stem) {
+            @if spec.table.is_empty() { (PreEscaped(chart.svg.as_str())) }
+            @else { div.side { div.chart { (PreEscaped(chart.svg.as_str())) } (table) } }
             figcaption {
-                (chart.spec.title) ". "
-                @for line in chart.spec.caption.lines() {
+                strong { (spec.title) "." } " "
+                @for line in spec.caption.lines() {
                     @if line.starts_with("ESTIMATE") { span.est { (line) } } @else { (line) } " "
                 }
                 " Files: " a href=(chart.svg_file) { (chart.svg_file) } ", " a href=(chart.png_file) { (chart.png_file) }
             }
+        }
+    }
+}
+
+fn findings_block(input: &ReportInput<'_>) -> Markup {
+    let f = input.findings;
+    html! {
+        div.findings {
+            @for g in &f.groups {
+                h3 { (g.title) }
+                ul { @for line in &g.lines { li { (line) } } }
+            }
+            @if f.groups.is_empty() {
+                p { "Nothing to rank in this run: one contender per point (see the charts and the statistics below)." }
+            }
+            @if !input.caveats.is_empty() || !input.warnings.is_empty() {
+                h3 { "Caveats: unavailable, estimated and substituted" }
+                ul {
+                    @for c in input.caveats { li { (c) } }
+                    @for g in input.warnings { li { (g.line()) } }
+                }
+            }
+            p { strong { (f.noise) } }
         }
     }
 }
@@ -194,53 +318,51 @@ pub fn render(input: &ReportInput<'_>) -> String {
         html lang="en" {
             head {
                 meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) }
                 style { (PreEscaped(STYLE)) }
             }
             body {
                 h1 { (title) }
+                p.rerun { "Re-run this: " code { (run.command_line) } }
+                @if let Some(machine) = machine_line(&run.machine_json) { p { "On: " (machine) "." } }
                 table.meta {
-                    tr { td { "command" } td { code { (run.command_line) } } }
                     tr { td { "started / ended (UTC)" } td { (run.started_at) " / " (run.ended_at.clone().unwrap_or_else(|| "not finished".into())) } }
                     tr { td { "status" } td { (run.status) } }
-                    tr { td { "cells" } td { (run.cells_ok) " ok, " (run.cells_failed) " failed, " (run.cells_planned()) " planned (" (run.cases) " cases x " (run.repetitions) " repetitions" @if run.shuffle { ", shuffled with seed " (run.seed) } ")" } }
+                    tr { td { "cells" } td { (run.cells_ok) " ok, " (run.cells_failed) " failed, " (run.cells_planned()) " planned (" (run.cases) " cases x " (run.repetitions) " repetitions" @if run.shuffle { ", shuffled with seed " (run.seed) } "; a cell is one repetition of one case)" } }
                     tr { td { "iopath" } td { (run.tool_version) } }
                 }
-                h2 id="caveats" { "Caveats" }
-                @if input.caveats.is_empty() && input.warnings.is_empty() { p { "None found." } }
-                @for c in input.caveats { div.caveat { (c) } }
-                @if !input.warnings.is_empty() {
-                    h3 { "Workload warnings, by kind" }
-                    @for g in input.warnings { div.caveat { (g.line()) } }
-                }
-                @if !input.crossovers.is_empty() {
-                    h2 id="crossover" { "Crossover sizes" }
-                    p { "The smallest message size from which mode A has a higher median throughput than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and is never significantly lower at a larger size; the medians cross at the interpolated size (log scale). With fewer than 4 repetitions a side nothing can be significant, so nothing is claimed." }
-                    table {
-                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
-                        @for row in input.crossovers {
-                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td { (row.b_ahead_text()) } td.num { (row.sizes_compared) } }
-                        }
-                    }
-                }
+                h2 id="findings" { "Findings" }
+                (findings_block(input))
                 @if !input.charts.is_empty() {
                     h2 id="charts" { "Charts" }
+                    p { "Points are the median over the repetitions; error bars are the 95% interval of the median (from 6 repetitions on)." }
                     @if let Some(sheet) = input.summary_sheet {
                         p { "Summary sheet: " a href=(sheet.svg_file) { (sheet.svg_file) } ", " a href=(sheet.png_file) { (sheet.png_file) } }
                     }
                     @for chart in input.charts { (chart_figure(chart)) }
                 }
-                h2 id="cells" { "Per-cell statistics" }
-                p { "Headline metric per cell over its repetitions. Outliers are flagged by the MAD rule (modified z-score above 3.5) and kept." }
+                @if !input.crossovers.is_empty() {
+                    h2 id="crossover" { "Crossover sizes" }
+                    p { "The smallest message size from which mode A has a higher median throughput than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and is never significantly lower at a larger size; the medians cross at the interpolated size (log scale). With fewer than 4 repetitions a side nothing can be significant, so nothing is claimed." }
+                    div.scroll { table {
+                        tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
+                        @for row in input.crossovers {
+                            tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td { (row.b_ahead_text()) } td.num { (row.sizes_compared) } }
+                        }
+                    } }
+                }
+                h2 id="cells" { "Per-case statistics" }
+                p { "Headline metric per case over its repetitions (cells). Outliers are flagged by the MAD rule (modified z-score above 3.5) and kept." }
                 (cell_table(input.cells))
                 (all_metrics(input.cells))
                 h2 id="noise" { "Noise warnings" }
-                @if input.noise.is_empty() { p { "Every cell's coefficient of variation is at most 5%." } }
+                @if input.noise.is_empty() { p { "Every case's coefficient of variation is at most 5%." } }
                 @for n in input.noise { div.noise { (n) } }
                 h2 id="environment" { "Environment" }
-                table.meta { @for (k, v) in key_values(&run.environment_json) { tr { td { (k) } td { (v) } } } }
+                div.scroll { table.meta { @for (k, v) in key_values(&run.environment_json) { tr { td { (k) } td { (v) } } } } }
                 h2 id="machine" { "Machine" }
-                table.meta { @for (k, v) in key_values(&run.machine_json) { tr { td { (k) } td { (v) } } } }
+                div.scroll { table.meta { @for (k, v) in key_values(&run.machine_json) { tr { td { (k) } td { (v) } } } } }
                 p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with " code { "iopath report " (run.id) } "." } }
             }
         }

@@ -7,6 +7,7 @@ pub mod charts;
 pub mod compare;
 pub mod crossover;
 pub mod figures;
+pub mod findings;
 
 pub use crate::format::format_number as fmt_num;
 
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq)]
 pub struct WarningGroup {
     pub kind: WarningKind,
-    /// Cells (cases) with at least one warning of this kind.
+    /// Cases with at least one warning of this kind in any of their repetitions.
     pub cells: usize,
     /// The text of the first one.
     pub example: String,
@@ -35,9 +36,10 @@ impl WarningGroup {
     pub fn line(&self) -> String {
         let example = if self.varied { "e.g. " } else { "" };
         let mut line = format!(
-            "{} ({} cells): {example}{}",
+            "{} ({} {}): {example}{}",
             self.kind.title(),
             self.cells,
+            if self.cells == 1 { "case" } else { "cases" },
             self.example
         );
         if !self.kind.advice().is_empty() {
@@ -106,8 +108,9 @@ pub fn warning_groups(cells: &[CellSummary]) -> Vec<WarningGroup> {
     out
 }
 
-/// What the reader must know before trusting the numbers, found in the run itself.
-pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
+/// What the reader must know before trusting the numbers, found in the run itself: each with
+/// the kind of workload warning that says the same thing (so the two are said once).
+pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<WarningKind>, String)> {
     let mut out = Vec::new();
     let mut not_copied = Vec::new();
     let mut loopback = false;
@@ -130,9 +133,12 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
             } else {
                 ""
             };
-            out.push(format!(
-                "zero-copy was copied by the kernel in {:.0}% of sends{why}.",
-                copied * 100.0
+            out.push((
+                Some(WarningKind::ZeroCopyCopied),
+                format!(
+                    "zero-copy was copied by the kernel in {:.0}% of sends{why}.",
+                    copied * 100.0
+                ),
             ));
         }
     }
@@ -160,36 +166,90 @@ pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
         }
     }
     if !estimated.is_empty() {
-        out.push(format!(
-            "{} are estimates (CPU time x TSC frequency) because no hardware cycle counter was available: \
-             compare them between modes of this run, not with counted cycles from other machines.",
-            estimated.join(", ")
+        out.push((
+            Some(WarningKind::NoHardwareCounters),
+            format!(
+                "{} are estimates (CPU time x TSC frequency) because no hardware cycle counter was available: \
+                 compare them between modes of this run, not with counted cycles from other machines.",
+                estimated.join(", ")
+            ),
         ));
     }
     for (reason, names) in unavailable {
-        out.push(format!("Not measured here ({reason}): {}.", names.join(", ")));
+        let kind = if reason.contains("PMU") || reason.contains("hardware") {
+            Some(WarningKind::NoHardwareCounters)
+        } else if reason.contains("paranoid") || reason.contains("kernel") {
+            Some(WarningKind::CountersRestricted)
+        } else {
+            None
+        };
+        out.push((kind, format!("Not measured here ({reason}): {}.", names.join(", "))));
     }
     let failed: Vec<&String> = cells.iter().flat_map(|c| &c.failures).collect();
     if let Some(first) = failed.first() {
-        out.push(format!(
-            "{} cells failed (recorded, not retried in this report); first error: {first}",
-            failed.len()
+        out.push((
+            Some(WarningKind::CellFailed),
+            format!(
+                "{} cells failed (recorded, not retried in this report); first error: {first}",
+                failed.len()
+            ),
         ));
     }
     let run = &data.run;
     if run.cells_ok + run.cells_failed < run.cells_planned() || run.status != RunStatus::Complete {
-        out.push(format!(
-            "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
-            match run.status {
-                RunStatus::Running => "unfinished (still running, or killed)",
-                other => other.as_str(),
-            },
-            run.cells_ok + run.cells_failed,
-            run.cells_planned(),
-            run.id
+        out.push((
+            None,
+            format!(
+                "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
+                match run.status {
+                    RunStatus::Running => "unfinished (still running, or killed)",
+                    other => other.as_str(),
+                },
+                run.cells_ok + run.cells_failed,
+                run.cells_planned(),
+                run.id
+            ),
         ));
     }
     out
+}
+
+/// The caveats as text.
+pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
+    typed_caveats(data, cells).into_iter().map(|(_, t)| t).collect()
+}
+
+/// Caveats and workload warnings merged so that each thing is said once: caveats of one kind
+/// become one line, and the warning group of that kind adds its count and advice to it instead
+/// of a box of its own. Returns the merged caveats and the groups left over.
+pub fn merge_caveats(
+    caveats: Vec<(Option<WarningKind>, String)>,
+    groups: &[WarningGroup],
+) -> (Vec<String>, Vec<WarningGroup>) {
+    let mut merged: Vec<(Option<WarningKind>, String)> = Vec::new();
+    for (kind, text) in caveats {
+        match merged.iter_mut().find(|(k, _)| kind.is_some() && *k == kind) {
+            Some((_, line)) => {
+                line.push(' ');
+                line.push_str(&text);
+            }
+            None => merged.push((kind, text)),
+        }
+    }
+    let mut rest = Vec::new();
+    for g in groups {
+        match merged.iter_mut().find(|(k, _)| *k == Some(g.kind)) {
+            Some((_, line)) => {
+                let cases = if g.cells == 1 { "case" } else { "cases" };
+                *line = format!("{} ({} {cases}): {line}", g.kind.title(), g.cells);
+                if !g.kind.advice().is_empty() {
+                    line.push_str(&format!(" What to do: {}.", g.kind.advice()));
+                }
+            }
+            None => rest.push(g.clone()),
+        }
+    }
+    (merged.into_iter().map(|(_, t)| t).collect(), rest)
 }
 
 /// What `write_report` wrote.
@@ -208,14 +268,19 @@ pub struct Analysis {
     /// The workloads' own warnings, grouped by kind.
     pub warnings: Vec<WarningGroup>,
     pub noise: Vec<String>,
+    /// What the run says, first.
+    pub findings: findings::Findings,
 }
 
 pub fn analyze(data: &RunData) -> Analysis {
     let cells = cells::summarize_run(data);
+    let crossovers = crossover::stream_crossovers(&cells);
+    let (caveats, warnings) = merge_caveats(typed_caveats(data, &cells), &warning_groups(&cells));
     Analysis {
-        crossovers: crossover::stream_crossovers(&cells),
-        caveats: caveats(data, &cells),
-        warnings: warning_groups(&cells),
+        findings: findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json)),
+        crossovers,
+        caveats,
+        warnings,
         noise: cells::noise_warnings(&cells)
             .into_iter()
             .chain(cells::placement_warnings(data))
@@ -286,9 +351,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
             y_desc: String::new(),
             series: Vec::new(),
             caption: String::new(),
-            markers: Vec::new(),
-            y_range: None,
-            empty_reason: None,
+            ..Default::default()
         };
         Some(render(sheet_spec, Some(&stream_specs))?)
     };
@@ -299,6 +362,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
         caveats: &analysis.caveats,
         warnings: &analysis.warnings,
         noise: &analysis.noise,
+        findings: &analysis.findings,
         charts: &rendered,
         summary_sheet: sheet.as_ref(),
     });
@@ -350,14 +414,14 @@ mod tests {
         );
         assert!(groups[0]
             .line()
-            .starts_with("Threads not pinned (2 cells): threads were not pinned. What to do: pin"));
+            .starts_with("Threads not pinned (2 cases): threads were not pinned. What to do: pin"));
         assert!(
-            groups[1].line().contains("(2 cells): e.g. zero-copy"),
+            groups[1].line().contains("(2 cases): e.g. zero-copy"),
             "{}",
             groups[1].line()
         );
         assert!(
-            groups[2].line().starts_with("Workload warning (2 cells): e.g. "),
+            groups[2].line().starts_with("Workload warning (2 cases): e.g. "),
             "{}",
             groups[2].line()
         );
@@ -369,6 +433,41 @@ mod tests {
             !caveats.iter().any(|c| c.contains("--resume")),
             "a complete run needs no resume: {caveats:?}"
         );
+    }
+
+    /// Found in review: the zero-copy and the estimate caveats were each said twice, once as a
+    /// caveat and once as a workload warning of the same kind.
+    #[test]
+    fn caveats_and_warnings_of_one_kind_are_said_once() {
+        let caveats = vec![
+            (
+                Some(WarningKind::NoHardwareCounters),
+                "cycles are estimates.".to_string(),
+            ),
+            (
+                Some(WarningKind::NoHardwareCounters),
+                "Not measured here (no hardware PMU): x.".to_string(),
+            ),
+            (None, "The run is interrupted.".to_string()),
+        ];
+        let group = |kind, cells| WarningGroup {
+            kind,
+            cells,
+            example: "e".into(),
+            varied: false,
+        };
+        let groups = vec![
+            group(WarningKind::NoHardwareCounters, 3),
+            group(WarningKind::Unpinned, 1),
+        ];
+        let (merged, rest) = merge_caveats(caveats, &groups);
+        assert_eq!(merged.len(), 2, "{merged:?}");
+        assert!(
+            merged[0].starts_with("No hardware counters (3 cases): cycles are estimates. Not measured here"),
+            "{merged:?}"
+        );
+        assert!(merged[0].contains("What to do:"), "{merged:?}");
+        assert_eq!(rest, vec![group(WarningKind::Unpinned, 1)]);
     }
 
     #[test]
