@@ -63,14 +63,22 @@ impl Provenance {
         if self.max_n == 0 && !self.unavailable.is_empty() {
             return format!("{what}; not measured in any cell: {}", self.unavailable.join("; "));
         }
+        let bars = if self.max_n >= crate::measure::stats::MIN_VALUES_FOR_CI {
+            format!("error bars: 95% CI of the median over up to {} repetitions", self.max_n)
+        } else {
+            format!(
+                "no error bars: {} repetitions are too few for a 95% interval of the median (it needs {})",
+                self.max_n,
+                crate::measure::stats::MIN_VALUES_FOR_CI
+            )
+        };
         let mut line = format!(
-            "{what}; source: {}; error bars: 95% CI of the median over up to {} repetitions",
+            "{what}; source: {}; {bars}",
             if self.sources.is_empty() {
                 "none".into()
             } else {
                 self.sources.join(", ")
             },
-            self.max_n
         );
         if self.sources.iter().any(|s| s == "estimate") {
             line.push_str("\nESTIMATE: cycles = CPU time x TSC frequency (no hardware PMU), not a counted value");
