@@ -10,7 +10,7 @@ use crate::report::compare::{CompareOptions, Comparison, Difference, Verdict};
 use crate::report::{self, fmt_num};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::output::{check_output, write_atomic};
-use crate::store::{tidy, RunData, RunSummary, Store, DEFAULT_DB_PATH};
+use crate::store::{tidy, RunData, Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -202,7 +202,7 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let runs = store.list_runs().map_err(store_error)?;
     if args.json {
-        let list: Vec<Value> = runs.iter().map(run_json).collect();
+        let list: Vec<Value> = runs.iter().map(tidy::run_json).collect();
         let mut text = serde_json::to_string_pretty(&list)?;
         text.push('\n');
         super::output::out(text)?;
@@ -296,27 +296,6 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
     Ok((role, name.to_string()))
 }
 
-/// A run as `runs --json` lists it (and as the summary and compare name it).
-fn run_json(r: &RunSummary) -> Value {
-    json!({
-        "id": r.id,
-        "name": r.name,
-        "command_line": r.command_line,
-        "tool_version": r.tool_version,
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-        "status": r.status.to_string(),
-        "repetitions": r.repetitions,
-        "shuffle": r.shuffle,
-        "seed": r.seed,
-        "warmup_cell": r.warmup_cell,
-        "cases": r.cases,
-        "cells_ok": r.cells_ok,
-        "cells_failed": r.cells_failed,
-        "cells_planned": r.cells_planned(),
-    })
-}
-
 /// `export --format summary`: the run, per-cell statistics of every metric, the crossovers and
 /// the findings (caveats, noise, workload warnings), with the schema version.
 pub fn summary_json(data: &RunData) -> Value {
@@ -385,7 +364,7 @@ pub fn summary_json(data: &RunData) -> Value {
     json!({
         "type": "summary",
         "schema_version": tidy::SCHEMA_VERSION,
-        "run": run_json(&data.run),
+        "run": tidy::run_json(&data.run),
         "machine": parse(&data.run.machine_json),
         "environment": parse(&data.run.environment_json),
         "cells": cells,
@@ -429,7 +408,7 @@ impl Side {
     }
 
     fn json(&self) -> Value {
-        let mut v = run_json(&self.data.run);
+        let mut v = tidy::run_json(&self.data.run);
         v["db"] = json!(self.db.display().to_string());
         v
     }

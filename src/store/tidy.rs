@@ -86,6 +86,28 @@ pub fn cell_record(
     })
 }
 
+/// A run's own fields as every JSON output names them (`runs --json`, the summary, compare,
+/// the run line of NDJSON).
+pub fn run_json(r: &super::RunSummary) -> Value {
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "command_line": r.command_line,
+        "tool_version": r.tool_version,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "status": r.status.to_string(),
+        "repetitions": r.repetitions,
+        "shuffle": r.shuffle,
+        "seed": r.seed,
+        "warmup_cell": r.warmup_cell,
+        "cases": r.cases,
+        "cells_ok": r.cells_ok,
+        "cells_failed": r.cells_failed,
+        "cells_planned": r.cells_planned(),
+    })
+}
+
 /// The run's header record: the run's settings, the machine and the environment as stored.
 pub fn run_record(data: &RunData) -> Value {
     let r = &data.run;
@@ -93,22 +115,7 @@ pub fn run_record(data: &RunData) -> Value {
     json!({
         "type": "run",
         "schema_version": SCHEMA_VERSION,
-        "run": {
-            "id": r.id,
-            "name": r.name,
-            "command_line": r.command_line,
-            "tool_version": r.tool_version,
-            "started_at": r.started_at,
-            "ended_at": r.ended_at,
-            "status": r.status.to_string(),
-            "repetitions": r.repetitions,
-            "shuffle": r.shuffle,
-            "seed": r.seed,
-            "warmup_cell": r.warmup_cell,
-            "cases": r.cases,
-            "cells_ok": r.cells_ok,
-            "cells_failed": r.cells_failed,
-        },
+        "run": run_json(r),
         "machine": parse(&r.machine_json),
         "environment": parse(&r.environment_json),
     })
