@@ -724,15 +724,6 @@ fn db_keeps_the_run_for_report_and_export() {
 }
 
 /// Names of this process's threads whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .filter(|n| n.starts_with(prefix))
-        .collect()
-}
-
 /// Serialises the in-process runs of this file (the other tests run the binary).
 static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -756,20 +747,12 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         perf: false,
     };
     let stop = iopath::stop::Stop::fresh();
-    let run = std::thread::spawn(move || iopath::net::workload::stream::run(&case, stop));
-    std::thread::sleep(after);
-    let asked = Instant::now();
-    stop.request();
-    while !run.is_finished() && asked.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let took = asked.elapsed();
-    assert!(run.is_finished(), "the run did not stop within 5 s");
-    let err = run.join().unwrap().expect_err("a stopped run is not an observation");
-    assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
-    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
-    let left = [threads_named("iopath-server"), threads_named("iopath-client")].concat();
-    assert!(left.is_empty(), "threads left behind: {left:?}");
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::stream::run(&case, stop),
+        stop,
+        after,
+        &["iopath-server", "iopath-client"],
+    );
 }
 
 #[test]

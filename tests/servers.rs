@@ -692,25 +692,7 @@ fn stop_servers_after(model: &str, warmup_ms: u64, after: Duration) {
     case.warmup_ms = warmup_ms;
     case.perf = false;
     let stop = iopath::stop::Stop::fresh();
-    let run = std::thread::spawn(move || iopath::servers::run_case(&case, stop));
-    std::thread::sleep(after);
-    let asked = Instant::now();
-    stop.request();
-    while !run.is_finished() && asked.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let took = asked.elapsed();
-    assert!(run.is_finished(), "the run did not stop within 5 s");
-    let err = run.join().unwrap().expect_err("a stopped run is not an observation");
-    assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
-    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
-    let left: Vec<String> = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .filter(|n| n.starts_with("srv-"))
-        .collect();
-    assert!(left.is_empty(), "server threads left behind: {left:?}");
+    common::assert_stops_as_interrupted(move || iopath::servers::run_case(&case, stop), stop, after, &["srv-"]);
 }
 
 #[test]

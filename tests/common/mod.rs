@@ -173,3 +173,40 @@ pub fn role_metric<'a>(record: &'a Value, role: &str, name: &str) -> Option<&'a 
         .iter()
         .find(|m| m["role"] == role && m["name"] == name)
 }
+
+/// Names of this process's threads that start with `prefix` (from /proc/self/task/*/comm).
+#[allow(dead_code)]
+pub fn threads_named(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// Run `run` in-process on its own thread, request `stop` after `after`, and check it comes back
+/// as `Interrupted` (not a cut-short observation) within a second, with no thread whose name
+/// starts with one of `thread_prefixes` left behind.
+#[allow(dead_code)]
+pub fn assert_stops_as_interrupted(
+    run: impl FnOnce() -> anyhow::Result<iopath::observation::Observation> + Send + 'static,
+    stop: iopath::stop::Stop,
+    after: Duration,
+    thread_prefixes: &[&str],
+) {
+    let run = std::thread::spawn(run);
+    std::thread::sleep(after);
+    let asked = Instant::now();
+    stop.request();
+    while !run.is_finished() && asked.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = asked.elapsed();
+    assert!(run.is_finished(), "the run did not stop within 5 s");
+    let err = run.join().unwrap().expect_err("a stopped run is not an observation");
+    assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
+    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    let left: Vec<String> = thread_prefixes.iter().flat_map(|p| threads_named(p)).collect();
+    assert!(left.is_empty(), "threads left behind: {left:?}");
+}
