@@ -7,6 +7,7 @@ mod fake;
 mod micro;
 mod model;
 mod request;
+mod rr;
 mod servers;
 mod stream;
 
@@ -16,6 +17,7 @@ pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use model::Model;
 pub use request::Request;
+pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
 
@@ -27,6 +29,8 @@ pub enum Case {
     NetStream(StreamCase),
     Servers(ServersCase),
     Micro(MicroCase),
+    /// `net rr` and `net crr` (one case type; its `kind` says which).
+    NetRr(RrCase),
     /// Hidden test workload (see case/fake.rs).
     Fake(FakeCase),
 }
@@ -38,6 +42,10 @@ impl Case {
             Case::NetStream(_) => "net-stream",
             Case::Servers(_) => "servers",
             Case::Micro(_) => "micro",
+            Case::NetRr(c) => match c.kind {
+                RrKind::Rr => "net-rr",
+                RrKind::Crr => "net-crr",
+            },
             Case::Fake(_) => "fake",
         }
     }
@@ -48,6 +56,7 @@ impl Case {
             Case::NetStream(c) => c.label(),
             Case::Servers(c) => c.label(),
             Case::Micro(c) => c.label(),
+            Case::NetRr(c) => c.label(),
             Case::Fake(c) => c.label(),
         }
     }
@@ -63,6 +72,7 @@ impl Case {
             Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
             Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
             Case::Micro(_) => 1.0,
+            Case::NetRr(c) => c.session_ms() as f64 / 1e3 + 0.1,
             Case::Fake(c) => match c.behaviour {
                 FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
                 _ => 0.0,
@@ -76,6 +86,7 @@ impl Case {
             Case::NetStream(c) => c.params(),
             Case::Servers(c) => c.params(),
             Case::Micro(c) => c.params(),
+            Case::NetRr(c) => c.params(),
             Case::Fake(c) => c.params(),
         }
     }

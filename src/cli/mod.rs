@@ -11,6 +11,7 @@ pub mod net;
 pub mod output;
 pub mod planfile;
 pub mod results;
+pub mod rr;
 pub mod run;
 pub mod servers;
 pub mod sweep;

@@ -38,6 +38,12 @@ pub enum SweepWorkload {
     /// The flags of `iopath net stream`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_STREAM)]
     NetStream(Box<super::net::StreamArgs>),
+    /// The flags of `iopath net rr`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_RR)]
+    NetRr(Box<super::rr::RrArgs>),
+    /// The flags of `iopath net crr`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_CRR)]
+    NetCrr(Box<super::rr::CrrArgs>),
     /// The flags of `iopath servers`, stored as a run.
     #[command(after_help = super::examples::SWEEP_SERVERS)]
     Servers(super::servers::ServersArgs),
@@ -214,6 +220,8 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
 pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
     Ok(match workload {
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
         SweepWorkload::Micro(a) => {
             let Some((benches, flags)) = a.command.benches() else {

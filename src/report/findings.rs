@@ -109,6 +109,20 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
             s.clients as u64,
             format!("{} client{}", s.clients, if s.clients == 1 { "" } else { "s" }),
         ),
+        Case::NetRr(r) => (
+            format!(
+                "net {}, {} responses, {} in flight, {} thread{}{}",
+                r.kind.as_str(),
+                format_bytes(r.response_size),
+                r.inflight,
+                r.threads,
+                if r.threads == 1 { "" } else { "s" },
+                r.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
+            ),
+            r.mode.to_string(),
+            r.request_size,
+            format!("{} requests", format_bytes(r.request_size)),
+        ),
         // A microbenchmark has one contender per run: nothing to rank.
         Case::Micro(_) | Case::Fake(_) => return None,
     };

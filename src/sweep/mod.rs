@@ -21,6 +21,7 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::NetStream(c) => crate::net::workload::stream::run(c, stop),
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
+        Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
         Case::Fake(c) => crate::fake::run(c, stop),
     }
 }

@@ -1,3 +1,4 @@
 //! Network workloads, one per module.
 
+pub mod rr;
 pub mod stream;
