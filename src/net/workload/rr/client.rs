@@ -34,6 +34,8 @@ pub struct ClientOutcome {
     pub close: LatencyHistogram,
     /// Open loop: sends skipped in the window because the backlog was full.
     pub shed: u64,
+    /// Open loop: how late each request left after it was due (the generator's own lag).
+    pub send_lag: LatencyHistogram,
     pub recv_counts: Option<RecvCounts>,
 }
 
@@ -47,6 +49,7 @@ impl ClientOutcome {
             exchange: LatencyHistogram::new(),
             close: LatencyHistogram::new(),
             shed: 0,
+            send_lag: LatencyHistogram::new(),
             recv_counts: None,
         }
     }
@@ -154,9 +157,12 @@ pub fn open_sender(
     failed: &AtomicBool,
 ) -> io::Result<ClientOutcome> {
     let fd = stream.as_raw_fd();
+    // Sleeps end within microseconds of their deadline, not the default 50 us slack later.
+    let _ = nix::sys::prctl::set_timerslack(1);
     let mut meter = Meter::start(ctx, Role::Client, index)?;
     let mut next = Instant::now() + phase;
     let (mut sent, mut shed) = (0u64, 0u64);
+    let mut send_lag = LatencyHistogram::new();
     let result = loop {
         let open = meter.tick(|| sender.counts().syscalls);
         if meter.closed() || failed.load(Ordering::Relaxed) {
@@ -176,6 +182,9 @@ pub fn open_sender(
         }
         let slot = (sent % OPEN_LOOP_BACKLOG as u64) as usize;
         shared.intended[slot].store(nanos(next.duration_since(shared.origin)), Ordering::Release);
+        if open {
+            send_lag.record_ns(nanos(now - next));
+        }
         if let Err(e) = sender.send(fd, sent) {
             break Err(e);
         }
@@ -189,6 +198,7 @@ pub fn open_sender(
     drained?;
     let mut outcome = ClientOutcome::new(meter.finish(sender.counts().syscalls));
     outcome.shed = shed;
+    outcome.send_lag = send_lag;
     Ok(outcome)
 }
 

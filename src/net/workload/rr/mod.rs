@@ -603,6 +603,11 @@ fn build_observation(
     if let Some(rate) = case.rate {
         obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));
         let shed: u64 = clients.iter().map(|c| c.shed).sum();
+        let mut lag = LatencyHistogram::new();
+        for c in clients {
+            lag.merge(&c.send_lag);
+        }
+        percentiles(&mut obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
         obs.push(Metric::tool("shed", Role::Client, shed as f64, "txn"));
         if shed > 0 {
             obs.warn(WarningKind::Starved, format!(
