@@ -167,6 +167,17 @@ fn servers_and_micro_tcp_run_in_a_namespace() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(records[0]["case"]["topology"]["kind"], "veth");
+    // The load generator's connections report their own account (TCP_INFO) too.
+    for name in ["tcpi_rtt_us", "tcpi_total_retrans", "tcpi_busy_s"] {
+        let m = records[0]["observation"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name && m["role"] == "client")
+            .unwrap_or_else(|| panic!("servers: no {name}"));
+        assert_eq!(m["source"], "kernel", "{name}");
+        assert!(m["value"].as_f64().is_some(), "{name}: {m}");
+    }
     let out = Command::new(bin())
         .args([
             "micro",
