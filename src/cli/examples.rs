@@ -30,9 +30,10 @@ Every metric carries its source (pmu, software, rusage, tool, estimate); see doc
 
 pub const NET_SERVE: &str = "\
 Examples:
-  iopath net serve                                  # listen on 0.0.0.0:5201 until Ctrl-C
+  iopath net serve                                  # listen on 127.0.0.1:5201 until Ctrl-C
   iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
-  iopath net stream --connect 10.0.0.1:5201         # the client, on the other host";
+  iopath net serve --listen 0.0.0.0:5201 --psk-file key --max-session-bytes 50G  # other hosts
+  iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host";
 
 pub const NET_RR: &str = "\
 Examples:

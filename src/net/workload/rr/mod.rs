@@ -85,9 +85,22 @@ pub(crate) enum Phase {
     Finished,
 }
 
-/// The sender of one direction (requests: the client's; responses: the server's).
-fn data_sender(case: &RrCase, size: usize) -> Box<dyn Sender> {
-    mode::sender(case.mode, size, case.fields, case.verify)
+/// The sender of one direction (requests: the client's; responses: the server's); a mode the
+/// kernel refuses is `Unsupported`.
+fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
+    mode::sender(case.mode, size, case.fields, case.verify).map_err(|e| {
+        let what = format!("the {} send mode", case.mode);
+        match crate::observation::Unsupported::refused(&what, &e) {
+            Some(unsupported) => anyhow::Error::new(unsupported),
+            None => anyhow!("{what} could not be set up: {e}"),
+        }
+    })
+}
+
+/// The send modes whose completions are numbered per socket: they cannot follow crr's new
+/// connection every transaction.
+pub fn per_socket_completions(mode: CopyMode) -> bool {
+    matches!(mode, CopyMode::ZeroCopy | CopyMode::UringZc)
 }
 
 /// MERGE POINT (receive modes): the one place rr/crr build a receiver. When `RxMode` and the
@@ -120,8 +133,8 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
         if case.rate.is_some() {
             return Err("crr is closed loop (each thread connects, asks, hears and closes in turn): --rate is for net rr".into());
         }
-        if case.mode == CopyMode::ZeroCopy {
-            return Err("crr cannot use zero-copy: MSG_ZEROCOPY completions are numbered per socket and must all arrive before the socket closes, so a sender cannot follow a new connection every transaction (use two-copy or one-copy)".into());
+        if per_socket_completions(case.mode) {
+            return Err(format!("crr cannot use {}: zero-copy completions are numbered per socket and must all arrive before the socket closes, so a sender cannot follow a new connection every transaction (use two-copy or one-copy)", case.mode));
         }
     }
     if let Some(rate) = case.rate {
@@ -282,6 +295,12 @@ fn run_client(
     let gap = case
         .rate
         .map(|r| Duration::from_secs_f64(case.threads as f64 / r as f64));
+    // Every sender before any thread starts: a mode the kernel refuses ends the case here.
+    let mut senders = Vec::with_capacity(case.threads);
+    for _ in 0..case.threads {
+        senders.push(data_sender(case, req)?);
+    }
+    let mut senders = senders.into_iter();
     let (outcomes, phases) = std::thread::scope(|scope| {
         let (ctx, failed) = (&ctx, &failed);
         let watch = |result: io::Result<ClientOutcome>| {
@@ -296,7 +315,8 @@ fn run_client(
             let builder = || std::thread::Builder::new().name(name.clone());
             match (case.kind, gap) {
                 (RrKind::Rr, None) => {
-                    let (stream, sender, receiver) = (&data[i], data_sender(case, req), data_receiver(case, resp));
+                    let (stream, receiver) = (&data[i], data_receiver(case, resp));
+                    let sender = senders.next().expect("one sender per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
                         let r = watch(client::closed_loop(ctx, i, stream, sender, receiver, case.inflight));
                         if r.is_err() {
@@ -308,7 +328,7 @@ fn run_client(
                 (RrKind::Rr, Some(gap)) => {
                     let (stream, shared) = (&data[i], &open_shared[i]);
                     let phase = gap.mul_f64(i as f64 / case.threads as f64);
-                    let sender = data_sender(case, req);
+                    let sender = senders.next().expect("one sender per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::open_sender(ctx, i, stream, sender, shared, gap, phase, failed))
                     }));
@@ -322,7 +342,7 @@ fn run_client(
                     }));
                 }
                 (RrKind::Crr, _) => {
-                    let (sender, receiver) = (data_sender(case, req), data_receiver(case, resp));
+                    let (sender, receiver) = (senders.next().expect("one sender per thread"), data_receiver(case, resp));
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::crr_loop(
                             ctx,

@@ -145,12 +145,17 @@ fn run_threads(
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut interrupted = false;
     let mut system_metrics = Vec::new();
+    let mut senders = Vec::with_capacity(case.threads);
+    for _ in 0..case.threads {
+        senders.push(data_sender(case, resp)?);
+    }
+    let mut senders = senders.into_iter();
     let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
         let handles: Vec<_> = (0..case.threads)
             .map(|i| {
                 let receiver = data_receiver(case, req);
-                let sender = data_sender(case, resp);
+                let sender = senders.next().expect("one sender per thread");
                 let builder = std::thread::Builder::new().name(format!("iopath-rr-server-{i}"));
                 match case.kind {
                     RrKind::Rr => {
