@@ -264,6 +264,7 @@ pub fn crr_loop(
     mut receiver: Box<dyn Receiver>,
     failed: &AtomicBool,
     io_timeout: Duration,
+    verify: bool,
 ) -> io::Result<ClientOutcome> {
     let mut meter = Meter::start(ctx, Role::Client, index)?;
     let (mut latency, mut connect, mut exchange, mut close) = (
@@ -292,6 +293,12 @@ pub fn crr_loop(
         socket.connect(&target).map_err(|e| connect_error(e, addr))?;
         let connected = Instant::now();
         let fd: RawFd = socket.as_raw_fd();
+        if verify {
+            // Any server thread may accept this connection: both ends name the transaction's
+            // pattern by the client's port, which both know (one getsockname, verify only).
+            own_syscalls += 1;
+            seq = socket.local_addr()?.as_socket().map_or(0, |a| u64::from(a.port()));
+        }
         sender.send(fd, seq)?;
         if !receiver.recv(fd, seq)? {
             return Err(closed_early());

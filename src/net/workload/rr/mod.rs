@@ -352,6 +352,7 @@ fn run_client(
                             receiver,
                             failed,
                             DATA_IDLE_TIMEOUT,
+                            case.verify,
                         ))
                     }));
                 }

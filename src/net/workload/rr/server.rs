@@ -295,7 +295,7 @@ fn serve_crr(
     quit: &AtomicBool,
 ) -> io::Result<ServerOutcome> {
     let mut meter = Meter::start(ctx, Role::Server, index)?;
-    let (mut seq, mut transactions, mut own_syscalls) = (0u64, 0u64, 0u64);
+    let (mut transactions, mut own_syscalls) = (0u64, 0u64);
     let mut fin = [0u8; 1];
     loop {
         let open = meter.tick(|| own_syscalls + receiver.counts().syscalls + sender.counts().syscalls);
@@ -303,8 +303,9 @@ fn serve_crr(
             break;
         }
         own_syscalls += 1;
-        let stream = match listener.accept() {
-            Ok((stream, from)) if from.ip() == peer => stream,
+        // The transaction's pattern is named by the client's port (see crr_loop).
+        let (stream, seq) = match listener.accept() {
+            Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
             Ok(_) => continue,
             Err(e) if matches!(
                 e.kind(),
@@ -324,7 +325,6 @@ fn serve_crr(
             if open {
                 transactions += 1;
             }
-            seq += 1;
         }
         drop(stream);
         own_syscalls += 3;
