@@ -115,15 +115,7 @@ fn rr_open_loop_counts_from_the_due_time_and_keeps_the_rate() {
 
 #[test]
 fn crr_splits_connect_exchange_and_close() {
-    let records = run(&[
-        "net",
-        "crr",
-        "--threads",
-        "1,2",
-        "--response-size",
-        "2K",
-        "--verify",
-    ]);
+    let records = run(&["net", "crr", "--threads", "1,2", "--response-size", "2K", "--verify"]);
     assert_eq!(records.len(), 4, "two-copy and one-copy by default, 1 and 2 threads");
     for r in &records {
         check(r, true);
@@ -131,7 +123,11 @@ fn crr_splits_connect_exchange_and_close() {
         let total = value(r, "client", "latency_p50_us");
         for name in ["connect_p50_us", "exchange_p50_us", "close_p50_us"] {
             let part = value(r, "client", name);
-            assert!(part > 0.0 && part <= total * 1.5 + 50.0, "{}: {name} {part} vs {total}", r["label"]);
+            assert!(
+                part > 0.0 && part <= total * 1.5 + 50.0,
+                "{}: {name} {part} vs {total}",
+                r["label"]
+            );
         }
         // socket, two timeouts, connect, send, recv, shutdown, the FIN, close.
         assert!(value(r, "client", "syscalls_per_txn") >= 9.0, "{}", r["label"]);
@@ -203,7 +199,16 @@ fn rr_and_crr_against_a_net_serve_child() {
     check(&crr[0], false);
     // The same server still serves a stream session: stream hellos did not change.
     let stream = iopath()
-        .args(["net", "stream", "--connect", &addr, "--mode", "one-copy", "--size", "4K"])
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+        ])
         .args(["--duration", "200ms", "--warmup", "0", "--json"])
         .timeout(Duration::from_secs(60))
         .output()
@@ -295,7 +300,10 @@ fn bad_flags_are_one_line_and_exit_2() {
         (vec!["net", "rr", "--request-size", "0"], "request"),
         (vec!["net", "rr", "--request-size", "32M"], "too large"),
         (vec!["net", "rr", "--inflight", "64", "--request-size", "4K"], "64 KiB"),
-        (vec!["net", "rr", "--rate", "1", "--threads", "2"], "--rate 1 with 2 threads"),
+        (
+            vec!["net", "rr", "--rate", "1", "--threads", "2"],
+            "--rate 1 with 2 threads",
+        ),
         (vec!["net", "rr", "--mode", "three-copy"], "three-copy"),
         (vec!["net", "rr", "--connect", "nowhere"], "HOST:PORT"),
         (vec!["sweep", "net-crr", "--inflight", "3"], "--inflight is for net rr"),

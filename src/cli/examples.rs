@@ -38,7 +38,8 @@ Examples:
 pub const NET_RR: &str = "\
 Examples:
   iopath net rr                                     # 64 B ping-pong in every send mode
-  iopath net rr --mode one-copy --request-size 64,1K --response-size 64,16K --client-cpus 0 --server-cpus 1
+  iopath net rr --mode one-copy --request-size 64,1K --response-size 64,16K
+  iopath net rr --mode two-copy --client-cpus 0 --server-cpus 1   # pinned apart
   iopath net rr --inflight 1,4,16 --threads 2       # closed loop, N transactions in flight
   iopath net rr --mode two-copy --rate 20000 --duration 5s   # open loop: latency under a fixed load
   iopath net rr --topology netns --verify           # both ends in a fresh namespace (root)
@@ -50,7 +51,7 @@ system calls are per transaction, per role. See docs/output.md.";
 
 pub const NET_CRR: &str = "\
 Examples:
-  iopath net crr                                    # 64 B requests and responses, two-copy and one-copy
+  iopath net crr                        # 64 B requests and responses, two-copy and one-copy
   iopath net crr --threads 1,2 --request-size 64 --response-size 1K
   iopath net crr --connect 10.0.0.2:5201 --duration 2s
 

@@ -19,7 +19,8 @@ pub enum NetCommand {
     /// measure what each copy mode costs per byte, per message and per role.
     #[command(after_help = super::examples::NET_STREAM)]
     Stream(Box<StreamArgs>),
-    /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
+    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` on another host
+    /// or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
     /// Request/response on open connections: S-byte requests, R-byte responses, N in flight

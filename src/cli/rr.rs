@@ -202,7 +202,8 @@ pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
     run::print_records(&args.run, &executed.records, render_rr_table)?;
     if let Some(corrupt) = executed.records.iter().find(|r| {
         let o = &r.observation;
-        o.value("corrupt_messages", Role::Server).unwrap_or(0.0) + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
+        o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
+            + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
             > 0.0
     }) {
         anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
@@ -264,7 +265,9 @@ pub fn render_rr_table(records: &[Record]) -> String {
         table.row(row);
     }
     let mut text = table.render();
-    text.push_str("latency: client, request sent (open loop: due) until response received; crr: connect() until closed\n");
+    text.push_str(
+        "latency: client, request sent (open loop: due) until response received; crr: connect() until closed\n",
+    );
     text.push_str(&super::output::notes(records));
     text
 }
@@ -306,9 +309,12 @@ mod tests {
         let err = cases(&["--inflight", "64", "--request-size", "4K"], RrKind::Rr).unwrap_err();
         assert!(err.to_string().contains("64 KiB"), "{err}");
         assert_eq!(
-            cases(&["--inflight", "64", "--request-size", "4K", "--rate", "1000"], RrKind::Rr)
-                .unwrap()
-                .len(),
+            cases(
+                &["--inflight", "64", "--request-size", "4K", "--rate", "1000"],
+                RrKind::Rr
+            )
+            .unwrap()
+            .len(),
             3
         );
     }

@@ -429,6 +429,65 @@ mod tests {
         writer.join().unwrap();
     }
 
+    /// A hello names its workload; one without the field is a stream hello, as before.
+    #[test]
+    fn a_hello_names_its_workload_and_an_old_one_is_a_stream() {
+        use crate::case::{CopyMode, Endpoint, RrKind};
+        let rr = RrCase {
+            kind: RrKind::Crr,
+            mode: CopyMode::OneCopy,
+            request_size: 64,
+            response_size: 128,
+            fields: 1,
+            inflight: 1,
+            threads: 2,
+            rate: None,
+            duration_ms: 1000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: true,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        };
+        let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
+        assert_eq!(parse_hello(&line), Ok(HelloCase::Rr(rr.clone())));
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.contains(r#""workload":"crr""#), "{text}");
+        let mismatched = text.replace(r#""workload":"crr""#, r#""workload":"rr""#);
+        assert!(matches!(
+            parse_hello(mismatched.as_bytes()),
+            Err(HelloError::Malformed(_))
+        ));
+        let unknown = text.replace(r#""workload":"crr""#, r#""workload":"udp""#);
+        assert_eq!(
+            parse_hello(unknown.as_bytes()),
+            Err(HelloError::Malformed(
+                "unknown workload \"udp\" (this server serves stream, rr, crr)".into()
+            ))
+        );
+        let stream = StreamCase {
+            mode: CopyMode::TwoCopy,
+            size: 4096,
+            fields: 1,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
+        };
+        let old = serde_json::to_vec(&Control::Hello {
+            version: PROTOCOL_VERSION,
+            case: stream.clone(),
+        })
+        .unwrap();
+        assert!(!String::from_utf8_lossy(&old).contains("workload"));
+        assert_eq!(parse_hello(&old), Ok(HelloCase::Stream(stream)));
+    }
+
     #[test]
     fn header_round_trip() {
         let h = encode_data_header(0xdead_beef_1234, 7);

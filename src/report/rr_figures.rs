@@ -135,7 +135,11 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.mode.to_string(),
                 color,
                 points,
-                panel: if cdf_panels.len() > 1 { cdf_panel(c) } else { String::new() },
+                panel: if cdf_panels.len() > 1 {
+                    cdf_panel(c)
+                } else {
+                    String::new()
+                },
                 style,
             });
         }
@@ -208,8 +212,13 @@ mod tests {
             (case(CopyMode::TwoCopy, 64), vec![1.0, 1.0, 1.0]),
         ]);
         for cell in &mut data.cells {
-            cell.observation
-                .push(Metric::new("transactions_per_s", Role::System, 1e5, "txn/s", Source::Tool));
+            cell.observation.push(Metric::new(
+                "transactions_per_s",
+                Role::System,
+                1e5,
+                "txn/s",
+                Source::Tool,
+            ));
             for (i, (name, _)) in CDF_QUANTILES.iter().enumerate() {
                 cell.observation
                     .push(Metric::new(name, Role::Client, 5.0 + i as f64, "us", Source::Tool));
@@ -223,12 +232,18 @@ mod tests {
         let rate = &figures[0];
         assert_eq!(rate.series.len(), 2, "one series per mode");
         let one_copy = rate.series.iter().find(|s| s.name == "one-copy").unwrap();
-        assert_eq!(one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(), vec![64.0, 1024.0]);
+        assert_eq!(
+            one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(),
+            vec![64.0, 1024.0]
+        );
         let cdf = &figures[1];
         assert_eq!(cdf.table.len(), 4, "a heading and one row per case");
         let first = &cdf.series[0];
         assert_eq!(first.points.len(), CDF_QUANTILES.len() + 1);
-        assert!(first.points.windows(2).all(|w| w[0].x <= w[1].x && w[0].median <= w[1].median));
+        assert!(first
+            .points
+            .windows(2)
+            .all(|w| w[0].x <= w[1].x && w[0].median <= w[1].median));
         assert_eq!(first.points.last().unwrap().median, 1.0);
         assert!(cdf.caption.contains("source: tool"), "{}", cdf.caption);
     }

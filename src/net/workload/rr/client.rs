@@ -194,7 +194,13 @@ pub fn open_sender(
     // Either way the receiving half must end: after the last response (EOF from the server)
     // or at once.
     let drained = result.and_then(|()| sender.drain(fd, DRAIN_TIMEOUT));
-    stream.shutdown(if drained.is_ok() { Shutdown::Write } else { Shutdown::Both }).ok();
+    stream
+        .shutdown(if drained.is_ok() {
+            Shutdown::Write
+        } else {
+            Shutdown::Both
+        })
+        .ok();
     drained?;
     let mut outcome = ClientOutcome::new(meter.finish(sender.counts().syscalls));
     outcome.shed = shed;
@@ -256,6 +262,7 @@ pub fn connect_error(e: io::Error, addr: SocketAddr) -> io::Error {
 /// closes (the client sends its FIN first and waits for the server's). The socket is not
 /// bound before connect: connect() then picks the local port from the whole 4-tuple, the
 /// freedom IP_BIND_ADDRESS_NO_PORT would buy after an explicit bind.
+#[allow(clippy::too_many_arguments)]
 pub fn crr_loop(
     ctx: &Ctx<'_>,
     index: usize,
@@ -322,7 +329,8 @@ pub fn crr_loop(
         }
         seq += 1;
     }
-    let mut out = ClientOutcome::new(meter.finish(own_syscalls + sender.counts().syscalls + receiver.counts().syscalls));
+    let mut out =
+        ClientOutcome::new(meter.finish(own_syscalls + sender.counts().syscalls + receiver.counts().syscalls));
     out.transactions = transactions;
     out.latency = latency;
     out.connect = connect;

@@ -103,7 +103,11 @@ impl<'a> Meter<'a> {
         let saw_window = measured.is_some();
         Metered {
             counters: measured.map(|m| m.sample),
-            syscalls: if saw_window { self.counted_syscalls.unwrap_or(0) } else { 0 },
+            syscalls: if saw_window {
+                self.counted_syscalls.unwrap_or(0)
+            } else {
+                0
+            },
             placement: ThreadPlacement {
                 role: self.role,
                 index: self.index,

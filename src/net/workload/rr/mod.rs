@@ -17,6 +17,8 @@ mod server;
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
 pub use server::serve_session;
 
+#[cfg(test)]
+use crate::case::Case;
 use crate::case::{CopyMode, RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
@@ -131,7 +133,10 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
             return Err("crr has one transaction per connection: --inflight is for net rr".into());
         }
         if case.rate.is_some() {
-            return Err("crr is closed loop (each thread connects, asks, hears and closes in turn): --rate is for net rr".into());
+            return Err(
+                "crr is closed loop (each thread connects, asks, hears and closes in turn): --rate is for net rr"
+                    .into(),
+            );
         }
         if per_socket_completions(case.mode) {
             return Err(format!("crr cannot use {}: zero-copy completions are numbered per socket and must all arrive before the socket closes, so a sender cannot follow a new connection every transaction (use two-copy or one-copy)", case.mode));
@@ -342,7 +347,10 @@ fn run_client(
                     }));
                 }
                 (RrKind::Crr, _) => {
-                    let (sender, receiver) = (senders.next().expect("one sender per thread"), data_receiver(case, resp));
+                    let (sender, receiver) = (
+                        senders.next().expect("one sender per thread"),
+                        data_receiver(case, resp),
+                    );
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::crr_loop(
                             ctx,
@@ -360,7 +368,7 @@ fn run_client(
         }
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let phases = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
-            drive_phases(case, &window, &mut system, &failed, stop, &mut control)
+            drive_phases(case, &window, &mut system, failed, stop, &mut control)
         } else {
             ready.abandon();
             window.close(&mut system);
@@ -579,11 +587,7 @@ fn build_observation(
         });
     }
     if case.kind == RrKind::Crr {
-        percentiles(
-            &mut obs,
-            &connect,
-            &[("connect_p50_us", 0.5), ("connect_p99_us", 0.99)],
-        );
+        percentiles(&mut obs, &connect, &[("connect_p50_us", 0.5), ("connect_p99_us", 0.99)]);
         percentiles(
             &mut obs,
             &exchange,
@@ -597,8 +601,7 @@ fn build_observation(
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
     let syscalls: u64 = clients.iter().map(|c| c.metered.syscalls).sum();
-    let client_counters =
-        stream::measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
+    let client_counters = stream::measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
     if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.metered.counters.as_ref())) {
         if !sample.kernel_included {
             obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
@@ -654,8 +657,18 @@ fn build_observation(
             .filter_map(|c| c.recv_counts.as_ref())
             .map(|r| r.corrupt_messages)
             .sum();
-        obs.push(Metric::tool("verified_messages", Role::Client, verified as f64, "messages"));
-        obs.push(Metric::tool("corrupt_messages", Role::Client, corrupt as f64, "messages"));
+        obs.push(Metric::tool(
+            "verified_messages",
+            Role::Client,
+            verified as f64,
+            "messages",
+        ));
+        obs.push(Metric::tool(
+            "corrupt_messages",
+            Role::Client,
+            corrupt as f64,
+            "messages",
+        ));
         obs.push(Metric::tool(
             "verified_messages",
             Role::Server,
@@ -710,4 +723,64 @@ fn build_observation(
         obs.warn(WarningKind::Other, w.clone());
     }
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ephemeral ports used up is one error that names the sysctl and TIME_WAIT.
+    #[test]
+    fn no_free_local_port_is_one_clear_error() {
+        let addr: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        let e = connect_error(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL), addr).to_string();
+        for needle in [
+            "EADDRNOTAVAIL",
+            "net.ipv4.ip_local_port_range",
+            "TIME_WAIT",
+            "127.0.0.1:5201",
+        ] {
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+        let other = connect_error(io::Error::from_raw_os_error(libc::ECONNREFUSED), addr).to_string();
+        assert!(other.starts_with("connect to 127.0.0.1:5201 failed:"), "{other}");
+    }
+
+    /// Transactions per second lead the comparison, higher is better; latencies and CPU per
+    /// transaction are better lower.
+    #[test]
+    fn compare_reads_rates_up_and_latencies_down() {
+        use crate::report::compare::higher_is_better;
+        let case = Case::NetRr(RrCase {
+            kind: RrKind::Rr,
+            mode: CopyMode::OneCopy,
+            request_size: 64,
+            response_size: 64,
+            fields: 1,
+            inflight: 1,
+            threads: 1,
+            rate: None,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: crate::case::Endpoint::Loopback { port: 0 },
+            perf: true,
+        });
+        assert_eq!(
+            crate::report::cells::headline(&case),
+            ("transactions_per_s", Role::System, true)
+        );
+        assert!(higher_is_better(&case, Role::System, "transactions_per_s"));
+        for name in [
+            "latency_p50_us",
+            "latency_p999_us",
+            "connect_p50_us",
+            "cpu_us_per_txn",
+            "syscalls_per_txn",
+        ] {
+            assert!(!higher_is_better(&case, Role::Client, name), "{name}");
+        }
+    }
 }

@@ -62,7 +62,11 @@ pub fn serve_session(mut control: ControlChannel, case: &RrCase, stopped: &dyn F
             .context("sending the report to the client"),
         Err(e) => {
             if !e.is::<Interrupted>() {
-                control.send(&Control::Failed { error: format!("{e:#}") }).ok();
+                control
+                    .send(&Control::Failed {
+                        error: format!("{e:#}"),
+                    })
+                    .ok();
             }
             Err(e)
         }
@@ -162,9 +166,9 @@ fn run_threads(
                         let stream = &data[i];
                         builder.spawn_scoped(scope, move || serve_rr(ctx, i, stream, receiver, sender))
                     }
-                    RrKind::Crr => builder.spawn_scoped(scope, move || {
-                        serve_crr(ctx, i, listener, peer, receiver, sender, quit)
-                    }),
+                    RrKind::Crr => {
+                        builder.spawn_scoped(scope, move || serve_crr(ctx, i, listener, peer, receiver, sender, quit))
+                    }
                 }
             })
             .collect();
@@ -307,10 +311,14 @@ fn serve_crr(
         let (stream, seq) = match listener.accept() {
             Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
             Ok(_) => continue,
-            Err(e) if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-            ) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => return Err(io::Error::new(e.kind(), format!("accept failed: {e}"))),
         };
         // The accepted socket inherits the listener's short timeout: give it the data one.
