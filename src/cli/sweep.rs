@@ -70,12 +70,24 @@ pub struct QuickArgs {
 
 /// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 5 repetitions (the fewest
 /// with which a crossover or a `compare` of two quick runs can reach p < 0.05 after corrections),
-/// short cells, sized to finish in about a minute on a small machine.
+/// short cells, sized to finish in about a minute on a small machine; then the 64 B ping-pong of
+/// `net rr` in the same 3 modes (QUICK_RR), 5 repetitions each.
 pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K,1M";
 pub const QUICK_THREADS: &str = "1,2";
 pub const QUICK_REPS: u32 = 5;
 pub const QUICK_DURATION: &str = "200ms";
 pub const QUICK_WARMUP: &str = "100ms";
+/// The `net rr` flags of quick's request/response cases.
+pub const QUICK_RR: [&str; 8] = [
+    "--mode",
+    "two-copy,one-copy,zero-copy",
+    "--request-size",
+    "64",
+    "--response-size",
+    "64",
+    "--inflight",
+    "1",
+];
 
 /// The preset plan of `iopath quick`: the `net stream` flags a user would type for it.
 pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
@@ -105,10 +117,21 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
         net: super::net::NetCommand,
     }
     let preset = Preset::try_parse_from(std::iter::once("quick").chain(argv)).map_err(|e| usage(e.to_string()))?;
-    match preset.net {
-        super::net::NetCommand::Stream(args) => Plan::try_from(args.as_ref()),
+    let mut plan = match preset.net {
+        super::net::NetCommand::Stream(args) => Plan::try_from(args.as_ref())?,
         _ => unreachable!("the preset names net stream"),
+    };
+    // The same run measures latency too: 64 B ping-pong, parsed by `net rr`'s own flags.
+    let rr_argv = ["rr"]
+        .into_iter()
+        .chain(QUICK_RR)
+        .chain(["--duration", QUICK_DURATION, "--warmup", QUICK_WARMUP]);
+    let rr = Preset::try_parse_from(std::iter::once("quick").chain(rr_argv)).map_err(|e| usage(e.to_string()))?;
+    match rr.net {
+        super::net::NetCommand::Rr(args) => plan.cases.extend(Plan::try_from(args.as_ref())?.cases),
+        _ => unreachable!("the preset names net rr"),
     }
+    Ok(plan)
 }
 
 /// Store errors are the user pointing at the wrong file or run: exit code 2.
@@ -370,13 +393,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_grid_is_three_modes_six_sizes_two_thread_counts() {
+    fn quick_grid_is_three_modes_six_sizes_two_thread_counts_and_a_ping_pong_per_mode() {
         let plan = quick_plan("quick").unwrap();
-        assert_eq!(plan.cases.len(), 3 * 6 * 2);
+        assert_eq!(plan.cases.len(), 3 * 6 * 2 + 3);
         assert_eq!(plan.repetitions, QUICK_REPS);
         assert!(plan.warmup_cell);
         let labels: Vec<String> = plan.cases.iter().map(|c| c.label()).collect();
         assert!(labels.contains(&"two-copy 1KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"zero-copy 1MiB t2".to_string()), "{labels:?}");
+        assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
+        assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
     }
 }
