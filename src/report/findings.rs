@@ -181,6 +181,7 @@ fn metric_word(name: &str) -> &str {
     match name {
         "throughput_gbps" => "throughput",
         "requests_per_s" => "requests/s",
+        "transactions_per_s" => "transactions/s",
         "latency_ns" => "latency",
         other => other,
     }
@@ -281,14 +282,14 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
         };
         let best_word = if higher_is_better {
             match &members[0].cell.case {
-                Case::NetStream(_) => "fastest",
+                Case::NetStream(_) | Case::NetRr(_) => "fastest",
                 _ => "best",
             }
         } else {
             "lowest"
         };
         let every = match &members[0].cell.case {
-            Case::NetStream(_) => "every size",
+            Case::NetStream(_) | Case::NetRr(_) => "every size",
             _ => "every load",
         };
         let segs = segments(&winners);
@@ -334,7 +335,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                         format!(
                         "{where_} no {} is significantly ahead of the next best: {} lead by turns, within the noise \
                          of the repetitions{apart}",
-                        if matches!(members[0].cell.case, Case::NetStream(_)) { "mode" } else { "model" },
+                        if matches!(members[0].cell.case, Case::NetStream(_) | Case::NetRr(_)) { "mode" } else { "model" },
                         join_and(&names)
                     )
                     }
@@ -398,7 +399,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             let mut line = format!(
                 "{c} is never the best: {} {worse} than the best at each {}",
                 factor_range(lo, hi),
-                if matches!(members[0].cell.case, Case::NetStream(_)) {
+                if matches!(members[0].cell.case, Case::NetStream(_) | Case::NetRr(_)) {
                     "size"
                 } else {
                     "load"

@@ -170,7 +170,8 @@ pub fn open_sender(
         }
         let now = Instant::now();
         if next > now {
-            std::thread::sleep(next - now);
+            // In slices, so a slow schedule still sees the window close (or a failure) soon.
+            std::thread::sleep((next - now).min(crate::stop::Stop::POLL));
             continue;
         }
         if sent - shared.received.load(Ordering::Acquire) >= OPEN_LOOP_BACKLOG as u64 {
