@@ -217,18 +217,20 @@ fn rr_and_crr_against_a_net_serve_child() {
     drop(server);
 }
 
-#[test]
-fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
-    use iopath::case::{CopyMode, Endpoint, RrCase, RrKind};
-    let case = RrCase {
-        kind: RrKind::Crr,
+/// Serialises the in-process runs of this file: each checks no thread of a run is left.
+static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrCase {
+    use iopath::case::{CopyMode, Endpoint, RrCase};
+    RrCase {
+        kind,
         mode: CopyMode::TwoCopy,
         request_size: 64,
         response_size: 64,
         fields: 1,
         inflight: 1,
         threads: 2,
-        rate: None,
+        rate,
         duration_ms: 30_000,
         warmup_ms: 0,
         client_cpus: None,
@@ -236,7 +238,27 @@ fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
         verify: false,
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
-    };
+    }
+}
+
+/// An open loop whose schedule sends every half second still stops within a second.
+#[test]
+fn a_stop_in_a_slow_open_loop_ends_within_a_second_with_nothing_left() {
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let case = long_case(iopath::case::RrKind::Rr, Some(4));
+    let stop = iopath::stop::Stop::fresh();
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::rr::run(&case, stop),
+        stop,
+        Duration::from_millis(1200),
+        &["iopath-rr", "iopath-server", "iopath-greet"],
+    );
+}
+
+#[test]
+fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let case = long_case(iopath::case::RrKind::Crr, None);
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
         move || iopath::net::workload::rr::run(&case, stop),
