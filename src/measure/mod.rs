@@ -4,5 +4,6 @@ pub mod clock;
 pub mod counters;
 pub mod histogram;
 pub mod stats;
+pub mod memtraffic;
 pub mod system;
 pub mod window;
