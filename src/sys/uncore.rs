@@ -67,3 +67,42 @@ impl UncoreCounter {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The software PMU's cpu-clock stands in for an uncore event (this machine has none):
+    /// the same system-wide open on one CPU, enable, disable and read with times. Its type
+    /// is read from sysfs like any PMU's.
+    #[test]
+    fn a_system_wide_counter_counts_between_start_and_stop() {
+        let Some(pmu_type) = crate::sys::procfs::read_i64("/sys/bus/event_source/devices/software/type") else {
+            eprintln!("no software PMU in sysfs here");
+            return;
+        };
+        let attr = UncoreAttr {
+            pmu_type: pmu_type as u32,
+            config: 0, // PERF_COUNT_SW_CPU_CLOCK
+            config1: 0,
+            config2: 0,
+        };
+        let mut c = match UncoreCounter::open(attr, 0) {
+            Ok(c) => c,
+            Err(e) => {
+                // Not root, no CAP_PERFMON, perf_event_paranoid > 0: refused, as documented.
+                assert!(matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)), "{e}");
+                return;
+            }
+        };
+        assert_eq!(c.read().unwrap().count, 0, "disabled until started");
+        c.start().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        c.stop().unwrap();
+        let r = c.read().unwrap();
+        assert!(r.count > 0 && r.enabled >= Duration::from_millis(15), "{r:?}");
+        assert!(r.running <= r.enabled);
+        let again = c.read().unwrap();
+        assert_eq!(again.count, r.count, "stopped means stopped");
+    }
+}

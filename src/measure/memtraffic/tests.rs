@@ -405,6 +405,56 @@ fn resctrl_mbm_counts_every_group_and_domain_over_the_window() {
     assert!(total.source.to_string().contains("reads 'Unavailable'"), "{}", total.source);
 }
 
+/// The whole perf path of the probe (open on every CPU of the cpumask, enable at window
+/// open, disable, read, scale, sum by kind) with the software PMU's cpu-clock standing in
+/// for an uncore event, since this machine has none: the "bytes" are nanoseconds here.
+#[test]
+fn the_probe_opens_enables_reads_and_sums_real_counters() {
+    let Some(pmu_type) = procfs::read_i64("/sys/bus/event_source/devices/software/type") else {
+        return;
+    };
+    let stand_in = |counts, event: &str| discover::ResolvedEvent {
+        pmu: "software".into(),
+        event: event.into(),
+        counts,
+        pmu_type: pmu_type as u32,
+        encoded: format::Encoded::default(),
+        bytes_per_count: 1.0,
+        cpus: vec![0],
+    };
+    let found = Discovery {
+        devices: vec!["software".into()],
+        virtual_machine: false,
+        memory: Ok(Backend::Perf {
+            family: "stand-in",
+            events: vec![stand_in(Counts::Read, "cpu-clock"), stand_in(Counts::Write, "cpu-clock")],
+        }),
+        io: Err("none".into()),
+        problems: vec![],
+    };
+    let mut probe = MemoryTraffic::new(&found);
+    if let Err(why) = &probe.memory {
+        assert!(why.contains("not permitted") && why.contains("CAP_PERFMON"), "{why}");
+        return;
+    }
+    probe.open();
+    std::thread::sleep(Duration::from_millis(20));
+    let metrics = probe.close();
+    let get = |n: &str| metrics.iter().find(|m| m.name == n).unwrap();
+    let (r, w, total) = (
+        get(DRAM_READ_BYTES).value.unwrap(),
+        get(DRAM_WRITE_BYTES).value.unwrap(),
+        get(DRAM_BYTES).value.unwrap(),
+    );
+    assert!(r > 1e6 && w > 1e6, "cpu 0 was counted for ~20 ms: {r} {w}");
+    assert_eq!(total, r + w);
+    assert_eq!(get(DRAM_BYTES).source, Source::Pmu);
+    assert_eq!(get(PCIE_IN_BYTES).source, Source::Unavailable("none".into()));
+    let cost = get(PROBE_READ_NS);
+    assert_eq!(cost.source, Source::Tool);
+    assert!(cost.value.unwrap() > 0.0);
+}
+
 #[test]
 fn multiplexed_counts_are_scaled_and_unscheduled_ones_have_no_value() {
     let ms = Duration::from_millis;
