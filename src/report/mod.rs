@@ -492,13 +492,20 @@ mod tests {
 
         for cell in data.cells.iter_mut() {
             cell.observation.metrics.retain(|m| m.name != memtraffic::DRAM_BYTES);
-            cell.observation
-                .push(Metric::new(memtraffic::DRAM_BYTES, Role::System, 4096.0, "B", Source::Pmu));
+            cell.observation.push(Metric::new(
+                memtraffic::DRAM_BYTES,
+                Role::System,
+                4096.0,
+                "B",
+                Source::Pmu,
+            ));
         }
         let notes = caveats(&data, &cells::summarize_run(&data));
         assert!(!notes.iter().any(|c| c.contains("would show")), "{notes:?}");
         assert!(
-            notes.iter().any(|c| c.starts_with(&format!("Not measured here ({vm})"))),
+            notes
+                .iter()
+                .any(|c| c.starts_with(&format!("Not measured here ({vm})"))),
             "the figures still missing are listed as usual: {notes:?}"
         );
     }

@@ -33,14 +33,20 @@ pub struct UncoreCounter {
 
 impl UncoreCounter {
     /// perf_event_open(attr, pid -1, cpu, group -1), disabled, reading time enabled and
-    /// running. Uncore PMUs count everything on their box and refuse the exclude_* bits
-    /// (EINVAL), so kernel and hypervisor are included; the kernel then asks for
-    /// CAP_PERFMON (or CAP_SYS_ADMIN) or perf_event_paranoid <= 0, as for any CPU-wide event.
+    /// running. An uncore PMU counts its whole box; one marked PERF_PMU_CAP_NO_EXCLUDE (AMD's)
+    /// refuses any exclude_* bit with EINVAL (kernel/events/core.c), so kernel and hypervisor
+    /// are included. A CPU-wide event needs CAP_PERFMON (or CAP_SYS_ADMIN) or
+    /// perf_event_paranoid <= 0.
     pub fn open(attr: UncoreAttr, cpu: usize) -> io::Result<UncoreCounter> {
         let mut builder = Builder::new(Raw::new(attr.config).config1(attr.config1).config2(attr.config2));
         // Raw set PERF_TYPE_RAW; the PMU's dynamic type replaces it.
         builder.attrs_mut().type_ = attr.pmu_type;
-        builder.any_pid().one_cpu(cpu).exclude_kernel(false).exclude_hv(false).enabled(false);
+        builder
+            .any_pid()
+            .one_cpu(cpu)
+            .exclude_kernel(false)
+            .exclude_hv(false)
+            .enabled(false);
         Ok(UncoreCounter {
             counter: builder.build()?,
         })
@@ -91,7 +97,10 @@ mod tests {
             Ok(c) => c,
             Err(e) => {
                 // Not root, no CAP_PERFMON, perf_event_paranoid > 0: refused, as documented.
-                assert!(matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)), "{e}");
+                assert!(
+                    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)),
+                    "{e}"
+                );
                 return;
             }
         };

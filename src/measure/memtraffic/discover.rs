@@ -42,7 +42,10 @@ pub struct ResolvedEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Backend {
     /// Uncore PMU events through perf_event_open, summed over every instance.
-    Perf { family: &'static str, events: Vec<ResolvedEvent> },
+    Perf {
+        family: &'static str,
+        events: Vec<ResolvedEvent>,
+    },
     /// resctrl MBM: `mbm_total_bytes` of every monitoring group (the root group and every
     /// CTRL_MON group, whose files include their MON groups) and every L3 domain.
     Resctrl { files: Vec<PathBuf> },
@@ -145,7 +148,8 @@ fn sysfs_event(pmu: &Pmu, event: &str, counts: Counts) -> Result<ResolvedEvent, 
     };
     let unit = read(&pmu.dir.join("events").join(format!("{event}.unit")))
         .ok_or_else(|| format!("{name}: events/{event} has no .unit, so its counts are not bytes"))?;
-    let per_unit = unit_bytes(&unit).ok_or_else(|| format!("{name}: events/{event}.unit '{unit}' is not a byte unit"))?;
+    let per_unit =
+        unit_bytes(&unit).ok_or_else(|| format!("{name}: events/{event}.unit '{unit}' is not a byte unit"))?;
     resolved(pmu, event, &text, counts, scale * per_unit)
 }
 
@@ -201,7 +205,10 @@ fn intel_free_running(pmu: &Pmu) -> Result<Vec<ResolvedEvent>, String> {
 
 fn intel_imc(pmu: &Pmu) -> Result<Vec<ResolvedEvent>, String> {
     // Servers: CAS commands per channel; older clients: data_reads/data_writes.
-    sysfs_pair(pmu, &[("cas_count_read", "cas_count_write"), ("data_reads", "data_writes")])
+    sysfs_pair(
+        pmu,
+        &[("cas_count_read", "cas_count_write"), ("data_reads", "data_writes")],
+    )
 }
 
 /// One CAS command moves one 64-byte line (perf's amdzen4 memory-controller table; the
@@ -413,6 +420,9 @@ fn discover_io(pmus: &[(String, PathBuf)], vm: bool, problems: &mut Vec<String>)
     } else if vm {
         Err("no uncore I/O counters on this machine (virtual machine)".to_string())
     } else {
-        Err("no uncore_iio_free_running_* PMU with bw_in_port* events (Intel Xeon Skylake-SP and later have them)".to_string())
+        Err(
+            "no uncore_iio_free_running_* PMU with bw_in_port* events (Intel Xeon Skylake-SP and later have them)"
+                .to_string(),
+        )
     }
 }

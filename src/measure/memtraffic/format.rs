@@ -126,7 +126,11 @@ pub fn encode(event: &str, formats: &BTreeMap<String, FieldFormat>) -> Result<En
             let known: Vec<&str> = formats.keys().map(String::as_str).collect();
             return Err(format!(
                 "unknown term '{name}' in '{event}' (this PMU's format has: {})",
-                if known.is_empty() { "nothing".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    known.join(", ")
+                }
             ));
         }
     }
@@ -195,7 +199,10 @@ mod tests {
     fn unknown_terms_and_bad_values_are_errors() {
         let f = formats(&[("event", "config:0-7"), ("rdwrmask", "config:8-9")]);
         let err = encode("event=0x0a,umask=0x1", &f).unwrap_err();
-        assert!(err.contains("unknown term 'umask'") && err.contains("event, rdwrmask"), "{err}");
+        assert!(
+            err.contains("unknown term 'umask'") && err.contains("event, rdwrmask"),
+            "{err}"
+        );
         assert!(encode("event=0xzz", &f).unwrap_err().contains("not a number"));
         assert!(encode("rdwrmask=4", &f).unwrap_err().contains("does not fit"));
         assert_eq!(encode("event=0x0a,rdwrmask=0x2", &f).unwrap().config, 0x20a);

@@ -75,7 +75,12 @@ pub fn per_payload_byte(metrics: &[Metric], payload_bytes: Result<f64, String>) 
             unit,
             "no memory-traffic probe in this run",
         ),
-        (Some(Metric { value: None, source, .. }), _) => Metric {
+        (
+            Some(Metric {
+                value: None, source, ..
+            }),
+            _,
+        ) => Metric {
             name: DRAM_BYTES_PER_PAYLOAD_BYTE.into(),
             role: Role::System,
             value: None,
@@ -83,9 +88,12 @@ pub fn per_payload_byte(metrics: &[Metric], payload_bytes: Result<f64, String>) 
             source: source.clone(),
         },
         (Some(_), Err(why)) => Metric::unavailable(DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System, unit, why),
-        (Some(Metric { value: Some(d), source, .. }), Ok(p)) => {
-            Metric::new(DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System, d / p, unit, source.clone())
-        }
+        (
+            Some(Metric {
+                value: Some(d), source, ..
+            }),
+            Ok(p),
+        ) => Metric::new(DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System, d / p, unit, source.clone()),
     }
 }
 
@@ -155,7 +163,10 @@ fn sum_of(parts: &[(Counts, Result<f64, String>)], kind: Counts) -> Option<Resul
     if mine.is_empty() {
         return None;
     }
-    Some(mine.into_iter().try_fold(0.0, |acc, v| v.as_ref().map(|v| acc + v).map_err(Clone::clone)))
+    Some(
+        mine.into_iter()
+            .try_fold(0.0, |acc, v| v.as_ref().map(|v| acc + v).map_err(Clone::clone)),
+    )
 }
 
 /// Sum the counters by what they count. Counters of reads and writes together (AMD's data
@@ -260,7 +271,9 @@ impl Probe for MemoryTraffic {
         let mut readings: Vec<(Counts, f64, Result<Reading, String>)> = Vec::new();
         for c in self.counters() {
             let stopped = c.counter.stop();
-            let read = stopped.and_then(|_| c.counter.read()).map_err(|e| format!("reading {} failed: {e}", c.label));
+            let read = stopped
+                .and_then(|_| c.counter.read())
+                .map_err(|e| format!("reading {} failed: {e}", c.label));
             readings.push((c.counts, c.bytes_per_count, read));
         }
         let resctrl_after = match &self.memory {
@@ -300,10 +313,9 @@ impl Probe for MemoryTraffic {
             Ok(Counting::Resctrl { before, .. }) => {
                 let together = "resctrl MBM counts reads and writes together";
                 let total = match (before.take(), resctrl_after) {
-                    (Some(Ok(b)), Some(Ok(a))) => a
-                        .checked_sub(b)
-                        .map(|d| d as f64)
-                        .ok_or_else(|| "mbm_total_bytes went backwards in the window (a group was removed?)".to_string()),
+                    (Some(Ok(b)), Some(Ok(a))) => a.checked_sub(b).map(|d| d as f64).ok_or_else(|| {
+                        "mbm_total_bytes went backwards in the window (a group was removed?)".to_string()
+                    }),
                     (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
                     _ => Err("resctrl was not read at window open".to_string()),
                 };
@@ -393,16 +405,12 @@ pub fn describe(found: &Discovery) -> Vec<String> {
     }
     match &found.io {
         Ok(events) => {
-            lines.push(format!(
-                "PCIe in: {} bw_in_port events on {} PMU(s)",
-                events.len(),
-                {
-                    let mut p: Vec<&str> = events.iter().map(|e| e.pmu.as_str()).collect();
-                    p.sort_unstable();
-                    p.dedup();
-                    p.len()
-                }
-            ));
+            lines.push(format!("PCIe in: {} bw_in_port events on {} PMU(s)", events.len(), {
+                let mut p: Vec<&str> = events.iter().map(|e| e.pmu.as_str()).collect();
+                p.sort_unstable();
+                p.dedup();
+                p.len()
+            }));
         }
         Err(why) => lines.push(format!("PCIe in: unavailable: {why}")),
     }

@@ -27,7 +27,14 @@ impl Tree {
 
     /// A PMU directory: type, cpumask, format/* and events/* (name, text) where `.scale` and
     /// `.unit` are events of their own, as in sysfs.
-    fn pmu(&self, name: &str, pmu_type: u32, cpumask: &str, formats: &[(&str, &str)], events: &[(&str, &str)]) -> &Tree {
+    fn pmu(
+        &self,
+        name: &str,
+        pmu_type: u32,
+        cpumask: &str,
+        formats: &[(&str, &str)],
+        events: &[(&str, &str)],
+    ) -> &Tree {
         let dir = format!("sys/bus/event_source/devices/{name}");
         self.file(&format!("{dir}/type"), &pmu_type.to_string());
         if !cpumask.is_empty() {
@@ -51,7 +58,13 @@ impl Tree {
 
     /// The PMUs every x86 machine has, even a VM without a PMU (as on this one).
     fn core_pmus(&self) -> &Tree {
-        for (name, t) in [("software", 1), ("tracepoint", 2), ("breakpoint", 5), ("msr", 9), ("uprobe", 8)] {
+        for (name, t) in [
+            ("software", 1),
+            ("tracepoint", 2),
+            ("breakpoint", 5),
+            ("msr", 9),
+            ("uprobe", 8),
+        ] {
             self.pmu(name, t, "", &[], &[]);
         }
         self
@@ -94,12 +107,21 @@ fn intel_server() -> Tree {
     for i in 0..2 {
         let mut events = vec![("ioclk".to_string(), "event=0xff,umask=0x10".to_string())];
         for port in 0..4 {
-            events.push((format!("bw_in_port{port}"), format!("event=0xff,umask={:#x}", 0x20 + port)));
+            events.push((
+                format!("bw_in_port{port}"),
+                format!("event=0xff,umask={:#x}", 0x20 + port),
+            ));
             events.push((format!("bw_in_port{port}.scale"), "3.814697266e-6".into()));
             events.push((format!("bw_in_port{port}.unit"), "MiB".into()));
         }
         let events: Vec<(&str, &str)> = events.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        t.pmu(&format!("uncore_iio_free_running_{i}"), 50 + i, "0,28", FREE_RUNNING_FORMATS, &events);
+        t.pmu(
+            &format!("uncore_iio_free_running_{i}"),
+            50 + i,
+            "0,28",
+            FREE_RUNNING_FORMATS,
+            &events,
+        );
     }
     t
 }
@@ -128,16 +150,24 @@ fn an_intel_server_sums_cas_counts_over_every_imc_and_socket() {
         assert_eq!(e.cpus, vec![0, 28]);
         assert_eq!(e.bytes_per_count, 64.0, "6.103515625e-5 MiB is one 64-byte line");
     }
-    assert_eq!((events[0].event.as_str(), events[0].counts), ("cas_count_read", Counts::Read));
+    assert_eq!(
+        (events[0].event.as_str(), events[0].counts),
+        ("cas_count_read", Counts::Read)
+    );
     assert_eq!(events[0].encoded.config, 0x0304);
-    assert_eq!((events[1].event.as_str(), events[1].counts), ("cas_count_write", Counts::Write));
+    assert_eq!(
+        (events[1].event.as_str(), events[1].counts),
+        ("cas_count_write", Counts::Write)
+    );
     assert_eq!(events[1].encoded.config, 0x0c04);
     // uncore_imc does not take uncore_cha or the IIO's free-running PMUs.
     assert!(events.iter().all(|e| e.pmu.starts_with("uncore_imc_")));
 
     let io = d.io.as_ref().unwrap();
     assert_eq!(io.len(), 8, "4 ports x 2 IIO stacks");
-    assert!(io.iter().all(|e| e.counts == Counts::PcieIn && (e.bytes_per_count - 4.0).abs() < 1e-6));
+    assert!(io
+        .iter()
+        .all(|e| e.counts == Counts::PcieIn && (e.bytes_per_count - 4.0).abs() < 1e-6));
     assert_eq!(io[1].encoded.config, 0x21ff);
 
     let lines = describe(&d);
@@ -248,11 +278,17 @@ fn an_amd_zen3_counts_dram_channels_through_the_data_fabric() {
     let (family, events) = perf_events(&d);
     assert_eq!(family, "AMD data fabric");
     assert_eq!(events.len(), 8);
-    assert!(events.iter().all(|e| e.counts == Counts::ReadWrite && e.bytes_per_count == 64.0));
+    assert!(events
+        .iter()
+        .all(|e| e.counts == Counts::ReadWrite && e.bytes_per_count == 64.0));
     assert_eq!(events[0].encoded.config, 0x3807);
     assert_eq!(events[3].encoded.config, 0x38c7);
     assert_eq!(events[4].event, "dram_channel_data_controller_4");
-    assert_eq!(events[4].encoded.config, 0x3807 | 1 << 32, "event 0x107: bit 8 lands on config bit 32");
+    assert_eq!(
+        events[4].encoded.config,
+        0x3807 | 1 << 32,
+        "event 0x107: bit 8 lands on config bit 32"
+    );
     assert_eq!(events[7].encoded.config, 0x38c7 | 1 << 32);
     assert_eq!(events[0].cpus, vec![0, 64]);
     // Totals: reads and writes are not split here.
@@ -284,8 +320,14 @@ fn an_amd_zen4_counts_cas_commands_of_every_umc() {
     let (family, events) = perf_events(&d);
     assert_eq!(family, "AMD UMC");
     assert_eq!(events.len(), 8);
-    assert_eq!((events[0].event.as_str(), events[0].encoded.config), ("umc_cas_cmd.rd", 0x10a));
-    assert_eq!((events[1].event.as_str(), events[1].encoded.config), ("umc_cas_cmd.wr", 0x20a));
+    assert_eq!(
+        (events[0].event.as_str(), events[0].encoded.config),
+        ("umc_cas_cmd.rd", 0x10a)
+    );
+    assert_eq!(
+        (events[1].event.as_str(), events[1].encoded.config),
+        ("umc_cas_cmd.wr", 0x20a)
+    );
     assert_eq!(events[7].pmu_type, 16);
 
     // The same CPU on a kernel without amd_umc: the data fabric is PerfMonV2, whose Zen 2/3
@@ -296,7 +338,10 @@ fn an_amd_zen4_counts_cas_commands_of_every_umc() {
     t.file("proc/filesystems", "nodev\tsysfs\nnodev\tproc");
     let d = discover(t.root());
     let why = d.memory.unwrap_err();
-    assert!(why.starts_with("uncore memory PMUs found but unusable: amd_df: a PerfMonV2"), "{why}");
+    assert!(
+        why.starts_with("uncore memory PMUs found but unusable: amd_df: a PerfMonV2"),
+        "{why}"
+    );
     assert!(why.contains("amd_umc_*"), "{why}");
     assert!(why.contains("no resctrl filesystem"), "{why}");
 }
@@ -323,7 +368,10 @@ fn an_event_string_with_a_term_the_format_lacks_is_a_problem_not_a_guess() {
     assert_eq!(d.problems.len(), 1);
     assert!(d.problems[0].contains("unknown term 'ch_mask'"), "{:?}", d.problems);
     // Found but unusable says so, even on a VM.
-    assert!(d.memory.unwrap_err().starts_with("uncore memory PMUs found but unusable"));
+    assert!(d
+        .memory
+        .unwrap_err()
+        .starts_with("uncore memory PMUs found but unusable"));
 }
 
 /// What this machine looks like: a VM whose event_source has no hardware PMU at all.
@@ -350,24 +398,39 @@ fn a_vm_without_pmus_says_so_in_the_exact_words() {
         assert_eq!(m.role, Role::System);
     }
     let cost = metrics.iter().find(|m| m.name == PROBE_READ_NS).unwrap();
-    assert_eq!(cost.source.to_string(), format!("unavailable: nothing to read: {VM_REASON}"));
+    assert_eq!(
+        cost.source.to_string(),
+        format!("unavailable: nothing to read: {VM_REASON}")
+    );
     let ratio = per_payload_byte(&metrics, Ok(1e6));
-    assert_eq!((ratio.value, ratio.source), (None, Source::Unavailable(VM_REASON.into())));
+    assert_eq!(
+        (ratio.value, ratio.source),
+        (None, Source::Unavailable(VM_REASON.into()))
+    );
 
     // Bare metal without uncore PMUs: which directories are missing, and resctrl's state.
     let t = Tree::new();
     t.core_pmus().cpu_flags("cqm_mbm_total");
     t.file("proc/filesystems", "nodev\tsysfs\nnodev\tresctrl");
     let why = discover(t.root()).memory.unwrap_err();
-    assert!(why.contains("no uncore_imc_*, uncore_imc_free_running_*, amd_umc_* or amd_df PMU"), "{why}");
-    assert!(why.contains("resctrl is not mounted (as root: mount -t resctrl"), "{why}");
+    assert!(
+        why.contains("no uncore_imc_*, uncore_imc_free_running_*, amd_umc_* or amd_df PMU"),
+        "{why}"
+    );
+    assert!(
+        why.contains("resctrl is not mounted (as root: mount -t resctrl"),
+        "{why}"
+    );
 }
 
 #[test]
 fn resctrl_mbm_counts_every_group_and_domain_over_the_window() {
     let t = Tree::new();
     t.core_pmus().cpu_flags("hypervisor cqm_mbm_total");
-    t.file("sys/fs/resctrl/info/L3_MON/mon_features", "llc_occupancy\nmbm_total_bytes");
+    t.file(
+        "sys/fs/resctrl/info/L3_MON/mon_features",
+        "llc_occupancy\nmbm_total_bytes",
+    );
     t.file("sys/fs/resctrl/mon_data/mon_L3_00/mbm_total_bytes", "1000");
     t.file("sys/fs/resctrl/mon_data/mon_L3_01/mbm_total_bytes", "2000");
     // A MON group of the root: already inside the root's sums.
@@ -390,7 +453,10 @@ fn resctrl_mbm_counts_every_group_and_domain_over_the_window() {
     let get = |n: &str| metrics.iter().find(|m| m.name == n).unwrap();
     assert_eq!(get(DRAM_BYTES).value, Some(640.0 + 64.0));
     assert_eq!(get(DRAM_BYTES).source, Source::Kernel);
-    assert!(get(DRAM_READ_BYTES).source.to_string().contains("reads and writes together"));
+    assert!(get(DRAM_READ_BYTES)
+        .source
+        .to_string()
+        .contains("reads and writes together"));
     assert_eq!(get(PROBE_READ_NS).source, Source::Tool);
     assert!(get(LLC_IO_MISS_BYTES).source.to_string().contains("DDIO"));
     let ratio = per_payload_byte(&metrics, Ok(352.0));
@@ -402,7 +468,11 @@ fn resctrl_mbm_counts_every_group_and_domain_over_the_window() {
     let metrics = probe.close();
     let total = metrics.iter().find(|m| m.name == DRAM_BYTES).unwrap();
     assert_eq!(total.value, None);
-    assert!(total.source.to_string().contains("reads 'Unavailable'"), "{}", total.source);
+    assert!(
+        total.source.to_string().contains("reads 'Unavailable'"),
+        "{}",
+        total.source
+    );
 }
 
 /// The whole perf path of the probe (open on every CPU of the cpumask, enable at window
@@ -427,7 +497,10 @@ fn the_probe_opens_enables_reads_and_sums_real_counters() {
         virtual_machine: false,
         memory: Ok(Backend::Perf {
             family: "stand-in",
-            events: vec![stand_in(Counts::Read, "cpu-clock"), stand_in(Counts::Write, "cpu-clock")],
+            events: vec![
+                stand_in(Counts::Read, "cpu-clock"),
+                stand_in(Counts::Write, "cpu-clock"),
+            ],
         }),
         io: Err("none".into()),
         problems: vec![],
@@ -486,11 +559,17 @@ fn multiplexed_counts_are_scaled_and_unscheduled_ones_have_no_value() {
 fn the_ratio_per_payload_byte_follows_dram_bytes() {
     let dram = Metric::new(DRAM_BYTES, Role::System, 3000.0, "B", Source::Pmu);
     let m = per_payload_byte(std::slice::from_ref(&dram), Ok(1000.0));
-    assert_eq!((m.name.as_str(), m.value, m.unit.as_str()), (DRAM_BYTES_PER_PAYLOAD_BYTE, Some(3.0), "B/B"));
+    assert_eq!(
+        (m.name.as_str(), m.value, m.unit.as_str()),
+        (DRAM_BYTES_PER_PAYLOAD_BYTE, Some(3.0), "B/B")
+    );
     assert_eq!(m.source, Source::Pmu);
     let m = per_payload_byte(std::slice::from_ref(&dram), Ok(0.0));
     assert_eq!(m.value, None, "nothing moved: no ratio");
-    assert!(per_payload_byte(&[], Ok(1.0)).source.to_string().contains("no memory-traffic probe"));
+    assert!(per_payload_byte(&[], Ok(1.0))
+        .source
+        .to_string()
+        .contains("no memory-traffic probe"));
     let m = per_payload_byte(&[dram], Err("no receiver measured".into()));
     assert_eq!(m.source, Source::Unavailable("no receiver measured".into()));
 }
@@ -507,7 +586,10 @@ fn this_machine_gives_figures_or_the_reason() {
     window.open(&mut system);
     std::thread::sleep(Duration::from_millis(5));
     let metrics = window.close(&mut system);
-    let dram = metrics.iter().find(|m| m.name == DRAM_BYTES).expect("dram_bytes is always there");
+    let dram = metrics
+        .iter()
+        .find(|m| m.name == DRAM_BYTES)
+        .expect("dram_bytes is always there");
     match (&here.memory, &dram.source) {
         (Err(why), Source::Unavailable(reason)) => assert_eq!(why, reason),
         (Ok(_), Source::Unavailable(reason)) => assert!(!reason.is_empty()),
@@ -527,7 +609,12 @@ fn this_machine_gives_figures_or_the_reason() {
 fn the_report_note_says_what_the_figure_would_show_and_how_to_get_it() {
     let note = unavailable_note(VM_REASON);
     assert!(note.starts_with("Memory traffic not measured here (no uncore memory counters on this machine (virtual machine)): dram_read_bytes"));
-    for needle in ["bare metal", "CAP_PERFMON", "perf_event_paranoid <= 0", "DRAM bytes per payload byte"] {
+    for needle in [
+        "bare metal",
+        "CAP_PERFMON",
+        "perf_event_paranoid <= 0",
+        "DRAM bytes per payload byte",
+    ] {
         assert!(note.contains(needle), "{needle}: {note}");
     }
 }
