@@ -414,6 +414,11 @@ pub fn describe(found: &Discovery) -> Vec<String> {
         }
         Err(why) => lines.push(format!("PCIe in: unavailable: {why}")),
     }
+    // PMUs passed over because an event did not resolve (already in the reason when nothing
+    // else was found).
+    if found.memory.is_ok() {
+        lines.extend(found.problems.iter().map(|p| format!("skipped: {p}")));
+    }
     lines
 }
 

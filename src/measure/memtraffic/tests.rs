@@ -214,9 +214,25 @@ fn free_running_imc_counters_are_preferred_to_cas_counts() {
             ],
         );
     }
+    // A free-running PMU whose events do not resolve is passed over, and said so.
+    t.pmu(
+        "uncore_imc_free_running_2",
+        42,
+        "0",
+        FREE_RUNNING_FORMATS,
+        &[("dclk", "event=0xff,umask=0x10")],
+    );
     let d = discover(t.root());
     let (family, events) = perf_events(&d);
     assert_eq!(family, "Intel IMC free-running");
+    assert_eq!(
+        d.problems,
+        vec!["uncore_imc_free_running_2: no events data_read/data_write or read/write"]
+    );
+    assert_eq!(
+        describe(&d).last().unwrap(),
+        "skipped: uncore_imc_free_running_2: no events data_read/data_write or read/write"
+    );
     let names: Vec<(&str, &str)> = events.iter().map(|e| (e.pmu.as_str(), e.event.as_str())).collect();
     assert_eq!(
         names,
