@@ -18,5 +18,6 @@ pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;
 pub mod tsc;
+pub mod uncore;
 pub mod uring;
 pub mod zerocopy;

@@ -252,6 +252,7 @@ fn run_client(
     let window = Window::new();
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
 
@@ -338,6 +339,13 @@ fn run_client(
         obs.warn(WarningKind::Contended, w);
     }
     obs.metrics.extend(system_metrics);
+    // DRAM traffic per payload byte: over what the receivers got inside their windows (the
+    // bytes throughput counts).
+    let payload = mean_window(&report.threads)
+        .map(|_| report.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
+        .ok_or_else(|| NO_SERVER_WINDOW.to_string());
+    let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
+    obs.push(ratio);
     Ok(obs)
 }
 
