@@ -281,6 +281,7 @@ fn run_client(
     let window = Window::new();
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
     let ctx = Ctx {
@@ -436,6 +437,11 @@ fn run_client(
         obs.warn(WarningKind::Contended, w);
     }
     obs.metrics.extend(system_metrics);
+    // DRAM traffic per payload byte: over the requests and responses of the transactions
+    // counted in the window.
+    let transactions = obs.value("transactions", Role::Client).unwrap_or(0.0);
+    let payload = transactions * (case.request_size + case.response_size) as f64;
+    obs.push(crate::measure::memtraffic::per_payload_byte(&obs.metrics, Ok(payload)));
     Ok(obs)
 }
 
