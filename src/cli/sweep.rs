@@ -265,34 +265,35 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         set_command_line(file.command_line());
         args.workload = Some(workload);
     }
-    let (executed, flags) =
-        match (&args.workload, args.resume) {
-            (Some(workload), _) => {
-                let (plan, flags) = plan_of(workload)?;
-                let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-                let mut outputs = run::Outputs::from(flags);
-                outputs.live |= args.live;
-                let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
-                (executed, Some(flags))
-            }
-            (None, Some(id)) => {
-                let plan = run::resume_plan(&args.db, id)?;
-                (
-                    run::execute(
-                        &plan,
-                        Destination::Resume(&args.db, id),
-                        run::Outputs {
-                            live: args.live,
-                            ..Default::default()
-                        },
-                    )?,
-                    None,
-                )
-            }
-            (None, None) => return Err(usage(
-                "sweep needs a workload (net-stream, net-rr, net-crr, servers, micro), --plan FILE or --resume RUN_ID",
-            )),
-        };
+    let (executed, flags) = match (&args.workload, args.resume) {
+        (Some(workload), _) => {
+            let (plan, flags) = plan_of(workload)?;
+            let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
+            let mut outputs = run::Outputs::from(flags);
+            outputs.live |= args.live;
+            let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
+            (executed, Some(flags))
+        }
+        (None, Some(id)) => {
+            let plan = run::resume_plan(&args.db, id)?;
+            (
+                run::execute(
+                    &plan,
+                    Destination::Resume(&args.db, id),
+                    run::Outputs {
+                        live: args.live,
+                        ..Default::default()
+                    },
+                )?,
+                None,
+            )
+        }
+        (None, None) => {
+            return Err(usage(
+                "sweep needs a workload (net-stream, net-rr, net-crr, servers, micro), --plan or --resume",
+            ))
+        }
+    };
     let (Some(db), Some(run_id)) = (executed.db.clone(), executed.run_id) else {
         anyhow::bail!("the sweep stored no run");
     };
