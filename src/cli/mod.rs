@@ -66,7 +66,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Network benchmarks: stream a structured message with two-copy, one-copy or zero-copy sends.
+    /// Network benchmarks: stream a structured message, request/response (rr, crr), in every send mode.
     #[command(subcommand, after_help = examples::NET)]
     Net(net::NetCommand),
     /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.
