@@ -112,6 +112,11 @@ pub struct StreamCase {
     /// every context switch of the thread it watches).
     #[serde(default = "perf_default")]
     pub perf: bool,
+    /// Before the measured run, probe what the kernel does with the sender's bytes (copied or
+    /// by reference) on a loopback pair: net/alias.rs. Left out of the JSON when false, so the
+    /// keys of cases stored before it existed are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prove_copies: bool,
 }
 
 fn perf_default() -> bool {
@@ -139,6 +144,7 @@ impl StreamCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
+            ("prove_copies", self.prove_copies.to_string()),
         ]
     }
 }

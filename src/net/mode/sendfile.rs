@@ -93,3 +93,22 @@ impl Sender for SendfileSender {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whole messages arrive intact, including one larger than a socket buffer.
+    #[test]
+    fn messages_arrive_intact() {
+        for size in [1000, 3 << 20] {
+            let mut sender = SendfileSender::new(size, true).unwrap();
+            assert_eq!(
+                super::super::splice::tests::send_and_verify(&mut sender, size, 4, 4),
+                4,
+                "{size}"
+            );
+            assert!(sender.counts().syscalls >= 4);
+        }
+    }
+}
