@@ -766,6 +766,14 @@ fn a_stop_in_the_warm_up_interrupts_a_zero_copy_run_within_a_second() {
     stop_stream_after(30_000, iopath::case::CopyMode::ZeroCopy, Duration::from_millis(300));
 }
 
+/// sendfile and splice block in the kernel on a full socket like send does: a stop wakes them.
+#[test]
+fn a_stop_in_the_window_interrupts_sendfile_and_splice_runs_within_a_second() {
+    for mode in [iopath::case::CopyMode::Sendfile, iopath::case::CopyMode::Splice] {
+        stop_stream_after(0, mode, Duration::from_millis(300));
+    }
+}
+
 #[test]
 fn a_stop_before_the_run_connects_interrupts_it_at_once() {
     stop_stream_after(0, iopath::case::CopyMode::TwoCopy, Duration::ZERO);

@@ -25,8 +25,9 @@ Modes:
              copies them anyway at delivery, and iopath reports the fraction it copied
   sendfile   the message staged in a file in the page cache (a memfd), sent with sendfile()
   splice     vmsplice() the fields into a pipe, splice() the pipe into the socket
-             sendfile and splice have no completion notification: each keeps a ring larger
-             than the socket buffers can hold; --verify catches a slot reused too early
+             sendfile and splice have no completion notification: with --verify, which
+             rewrites every message, each keeps a ring larger than the socket buffers can
+             hold, and the check catches a slot the kernel still held when it was rewritten
 
 --prove-copies says, per case, what the kernel really did with the sender's bytes: it rewrites
 a sent message's source before the receiver reads it (old bytes: copied; new: by reference).

@@ -29,8 +29,9 @@ pub struct StreamArgs {
     /// Copy modes, comma-separated: two-copy, one-copy, zero-copy, uring, uring-zc, sendfile
     /// (the message staged in a memfd's page cache, sent with sendfile), splice (the fields
     /// vmspliced into a pipe, spliced into the socket). sendfile and splice have no completion
-    /// notification: they keep a ring larger than the socket buffers can hold, and --verify
-    /// catches a slot the kernel still held when it was rewritten.
+    /// notification: with --verify, which rewrites every message, they keep a ring larger than
+    /// the socket buffers can hold, and the check catches a slot the kernel still held when it
+    /// was rewritten (without it one message is sent again and again, as one-copy does).
     #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
     pub mode: ModeList,
     /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which

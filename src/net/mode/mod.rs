@@ -24,13 +24,19 @@ pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
 const UNNOTIFIED_RING_MIN: u64 = 8 << 20;
 
 /// How many messages of `size` bytes the ring of a mode without completion notifications
-/// (sendfile, splice) holds. With nothing to say when the kernel lets a message's pages go, a
+/// (sendfile, splice) holds: one without `verify`, when nothing ever rewrites a message's
+/// bytes (the same message is sent again and again, as one-copy does, so no reuse can corrupt
+/// and the footprint stays that of one message, like `iperf3 -Z`'s one file buffer). With
+/// `verify` every message is rewritten before it is sent. With nothing to say when the kernel lets a message's pages go, a
 /// slot is safe to rewrite only once more bytes than the kernel can hold have been sent after
 /// it: the sender's largest send buffer plus, over loopback or veth, where the receiving
 /// socket's queue holds the very same pages until they are read, the receiver's largest
 /// receive buffer (net.ipv4.tcp_wmem/tcp_rmem maxima, or net.core.wmem_max/rmem_max if
 /// larger). At least 8 MiB, like the zero-copy ring.
-pub fn unnotified_ring_slots(size: usize) -> usize {
+pub fn unnotified_ring_slots(size: usize, verify: bool) -> usize {
+    if !verify {
+        return 1;
+    }
     let ring = UNNOTIFIED_RING_MIN.max(kernel_held_bytes().unwrap_or(0));
     (ring.div_ceil(size.max(1) as u64) as usize).max(4)
 }
@@ -173,4 +179,21 @@ fn peer_error(err: io::Error, what: &str) -> io::Error {
         _ => format!("{what} failed: {err}"),
     };
     io::Error::new(err.kind(), text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without verify nothing is rewritten: one message. With it, at least 8 MiB and at least
+    /// what this machine's socket buffers can hold, with no cap on the count of messages.
+    #[test]
+    fn the_unnotified_ring_covers_what_the_kernel_can_hold_only_when_messages_are_rewritten() {
+        assert_eq!(unnotified_ring_slots(1024, false), 1);
+        let slots = unnotified_ring_slots(1024, true) as u64;
+        assert!(slots * 1024 >= UNNOTIFIED_RING_MIN, "{slots}");
+        assert!(slots * 1024 >= kernel_held_bytes().unwrap_or(0), "{slots}");
+        assert!(slots > 1024, "no zero-copy-like cap: {slots}");
+        assert_eq!(unnotified_ring_slots(1 << 30, true), 4);
+    }
 }

@@ -1,13 +1,14 @@
 //! sendfile: the message's bytes are staged in a file in the page cache (a memfd), one slot
 //! per message of a ring, and sent with sendfile(), which hands the socket references to the
 //! file's pages instead of copying user memory. The fields are written into the slot once,
-//! in order, as an application staging its message would (`--verify`: rewritten for every
-//! message with its pattern, which is the verify cost).
+//! in order, as an application staging its message would; without `--verify` nothing rewrites
+//! it again, so one slot is sent again and again. With `--verify` every message's slot is
+//! rewritten with its pattern before it is sent, which is the verify cost.
 //!
 //! No completion notification exists: the socket may still reference a slot's pages after
-//! sendfile returns (over loopback until the receiver has read them), so the ring holds more
-//! than the kernel can (`unnotified_ring_slots`) and a slot is rewritten only after the whole
-//! ring went by; if the kernel still held it, `--verify` finds the message corrupted.
+//! sendfile returns (over loopback until the receiver has read them), so with `--verify` the
+//! ring holds more than the kernel can (`unnotified_ring_slots`) and a slot is rewritten only
+//! after the whole ring went by; if the kernel still held it, `--verify` finds the message corrupted.
 
 use super::{peer_error, retry, SendCounts, Sender};
 use crate::net::message;
@@ -27,9 +28,10 @@ pub struct SendfileSender {
 }
 
 impl SendfileSender {
-    /// A memfd holding `ring_slots(size)` messages, each written with its slot's pattern.
+    /// A memfd holding `unnotified_ring_slots(size, verify)` messages, each written with its
+    /// slot's pattern.
     pub fn new(size: usize, verify: bool) -> io::Result<Self> {
-        let slots = super::unnotified_ring_slots(size);
+        let slots = super::unnotified_ring_slots(size, verify);
         let file = sp::memfd(c"iopath-sendfile")?;
         let mut map = SharedFileMap::new(&file, size.max(1) * slots)?;
         for (slot, bytes) in map.as_mut_slice().chunks_mut(size.max(1)).enumerate() {

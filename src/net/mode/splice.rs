@@ -4,9 +4,10 @@
 //! fields straddle more pages than the pipe has slots, goes in pieces).
 //!
 //! vmsplice has no completion notification: the socket may reference a message's pages long
-//! after splice returns (over loopback until the receiver has read them). So the sender keeps
-//! a ring of messages larger than the kernel can hold (`unnotified_ring_slots`) and reuses a
-//! slot only after the whole ring went by; if the kernel still held it, `--verify` finds the
+//! after splice returns (over loopback until the receiver has read them). Without `--verify`
+//! nothing rewrites a message, so one is sent again and again (as one-copy does). With it, the
+//! sender keeps a ring of messages larger than the kernel can hold (`unnotified_ring_slots`)
+//! and rewrites a slot only after the whole ring went by; if the kernel still held it, `--verify` finds the
 //! message corrupted. The ring lives in one anonymous mapping (each field at its own
 //! word-aligned offset): when the sender is dropped the pages the kernel still references
 //! stay intact, never handed to another allocation.
@@ -47,7 +48,7 @@ impl SpliceSender {
             at += len.div_ceil(FIELD_ALIGN) * FIELD_ALIGN;
         }
         let slot_stride = at.max(FIELD_ALIGN);
-        let slots = super::unnotified_ring_slots(size);
+        let slots = super::unnotified_ring_slots(size, verify);
         let ring = AnonMap::new(slot_stride * slots, HugePages::Refuse)?;
         let (pipe_r, pipe_w) = sp::pipe()?;
         // As large as the message (whole messages in one vmsplice/splice pair), bounded by
@@ -205,7 +206,7 @@ pub(super) mod tests {
     /// The ring slots hold the fields in order, so a slot reads back as the message.
     #[test]
     fn a_slot_holds_the_message_fields_in_order() {
-        let mut sender = SpliceSender::new(1000, 7, false).unwrap();
+        let mut sender = SpliceSender::new(1000, 7, true).unwrap();
         assert_eq!(send_and_verify(&mut sender, 1000, 7, 1), 1);
         let expected = Message::new(1000, 7, 5);
         let slot = sender.slot(5) * sender.slot_stride;

@@ -43,10 +43,10 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match (role, case.mode) {
         (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(case.size as usize) as u64,
-        // A ring with no completion notification: in user memory (splice) or in a memfd's
-        // page cache (sendfile).
+        // A ring with no completion notification (one message without --verify): in user
+        // memory (splice) or in a memfd's page cache (sendfile).
         (Role::Client, CopyMode::Splice | CopyMode::Sendfile) => {
-            case.size * mode::unnotified_ring_slots(case.size as usize) as u64
+            case.size * mode::unnotified_ring_slots(case.size as usize, case.verify) as u64
         }
         // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
         _ => case.size * 2,
