@@ -54,7 +54,7 @@ impl SharedFileMap {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
         }
         // SAFETY: ftruncate on a descriptor we borrow; the result is checked.
-        if unsafe { libc::ftruncate(file.as_raw_fd(), len as libc::off_t) } != 0 {
+        if unsafe { libc::ftruncate64(file.as_raw_fd(), len as libc::off64_t) } != 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: maps len bytes of a file just sized to len, with no address hint; checked below.
@@ -99,9 +99,9 @@ impl Drop for SharedFileMap {
 /// sendfile(2): up to `count` bytes of `file` from `*offset` to socket `out`; advances
 /// `*offset` by what was sent and returns that count.
 pub fn sendfile(out: RawFd, file: RawFd, offset: &mut i64, count: usize) -> io::Result<usize> {
-    // SAFETY: offset is a live, writable off_t the kernel updates; the descriptors are the
-    // caller's.
-    check(unsafe { libc::sendfile(out, file, offset as *mut i64 as *mut libc::off_t, count) })
+    // SAFETY: offset is a live, writable 64-bit offset the kernel updates (sendfile64, so the
+    // width holds on every target); the descriptors are the caller's.
+    check(unsafe { libc::sendfile64(out, file, offset as *mut i64 as *mut libc::off64_t, count) })
 }
 
 /// A pipe (O_CLOEXEC): (read end, write end).
