@@ -71,7 +71,7 @@ fn rr_closed_loop_every_mode_with_verify() {
         "net",
         "rr",
         "--mode",
-        "two-copy,one-copy,zero-copy",
+        "two-copy,one-copy,zero-copy,sendfile,splice",
         "--request-size",
         "64,4K",
         "--response-size",
@@ -82,7 +82,7 @@ fn rr_closed_loop_every_mode_with_verify() {
         "4",
         "--verify",
     ]);
-    assert_eq!(records.len(), 12);
+    assert_eq!(records.len(), 20);
     for r in &records {
         check(r, true);
         assert_eq!(r["case"]["workload"], "net-rr");
@@ -115,8 +115,18 @@ fn rr_open_loop_counts_from_the_due_time_and_keeps_the_rate() {
 
 #[test]
 fn crr_splits_connect_exchange_and_close() {
-    let records = run(&["net", "crr", "--threads", "1,2", "--response-size", "2K", "--verify"]);
-    assert_eq!(records.len(), 4, "two-copy and one-copy by default, 1 and 2 threads");
+    let records = run(&[
+        "net",
+        "crr",
+        "--mode",
+        "two-copy,one-copy,sendfile",
+        "--threads",
+        "1,2",
+        "--response-size",
+        "2K",
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 6, "three modes, 1 and 2 threads");
     for r in &records {
         check(r, true);
         assert_eq!(r["case"]["kind"], "crr");
