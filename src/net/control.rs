@@ -478,6 +478,7 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            prove_copies: false,
         };
         let old = serde_json::to_vec(&Control::Hello {
             version: PROTOCOL_VERSION,
