@@ -20,6 +20,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open loop: the most transactions one connection may have waiting for responses; beyond
 /// it sends are shed (counted) instead of queueing without bound.
 pub const OPEN_LOOP_BACKLOG: usize = 4096;
+/// Open loop: a request unanswered this long when the window closes was starved, not merely
+/// in flight; its age so far enters the latency (as `servers`' load generator does).
+pub const STARVED: Duration = Duration::from_millis(100);
 
 /// What one client thread hands back.
 pub struct ClientOutcome {
@@ -34,6 +37,9 @@ pub struct ClientOutcome {
     pub close: LatencyHistogram,
     /// Open loop: sends skipped in the window because the backlog was full.
     pub shed: u64,
+    /// Open loop: requests still unanswered when the window closed that had waited at least
+    /// STARVED (their ages are in `latency`, as lower bounds).
+    pub starved: u64,
     /// Open loop: how late each request left after it was due (the generator's own lag).
     pub send_lag: LatencyHistogram,
     pub recv_counts: Option<RecvCounts>,
@@ -49,6 +55,7 @@ impl ClientOutcome {
             exchange: LatencyHistogram::new(),
             close: LatencyHistogram::new(),
             shed: 0,
+            starved: 0,
             send_lag: LatencyHistogram::new(),
             recv_counts: None,
         }
@@ -192,6 +199,21 @@ pub fn open_sender(
         sent += 1;
         next += gap;
     };
+    // Requests a stalled server left waiting would vanish from the percentiles if only
+    // responses counted: those starved when the window closed enter with their age so far.
+    let mut starved = (LatencyHistogram::new(), 0u64);
+    if meter.closed() {
+        let closed_at = Instant::now();
+        for seq in shared.received.load(Ordering::Acquire)..sent {
+            let slot = (seq % OPEN_LOOP_BACKLOG as u64) as usize;
+            let due = shared.origin + Duration::from_nanos(shared.intended[slot].load(Ordering::Acquire));
+            let age = closed_at.saturating_duration_since(due);
+            if age >= STARVED {
+                starved.0.record_ns(nanos(age));
+                starved.1 += 1;
+            }
+        }
+    }
     // Either way the receiving half must end: after the last response (EOF from the server)
     // or at once.
     let drained = result.and_then(|()| sender.drain(fd, DRAIN_TIMEOUT));
@@ -206,6 +228,7 @@ pub fn open_sender(
     let mut outcome = ClientOutcome::new(meter.finish(sender.counts().syscalls));
     outcome.shed = shed;
     outcome.send_lag = send_lag;
+    (outcome.latency, outcome.starved) = starved;
     Ok(outcome)
 }
 
@@ -339,4 +362,64 @@ pub fn crr_loop(
     out.close = close;
     out.recv_counts = Some(receiver.counts());
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::counters::kernel_policy;
+    use crate::measure::window::{SystemProbes, Window};
+    use crate::net::workload::stream::thread::StartGate;
+    use std::io::Read;
+
+    /// A server that reads every request and answers none: the requests the open loop sent
+    /// enter the latency with their ages when the window closes, instead of vanishing.
+    #[test]
+    fn an_open_loop_counts_the_requests_a_stalled_server_never_answered() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let swallow = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while matches!(server.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        let (window, ready, policy) = (Window::new(), StartGate::default(), kernel_policy());
+        let ctx = Ctx {
+            window: &window,
+            ready: &ready,
+            policy: &policy,
+            perf: false,
+            cpus: None,
+        };
+        let shared = OpenShared::new(Instant::now());
+        let failed = AtomicBool::new(false);
+        let sender = crate::net::mode::sender(crate::case::CopyMode::TwoCopy, 64, 1, false).unwrap();
+        let outcome = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                open_sender(
+                    &ctx,
+                    0,
+                    &client,
+                    sender,
+                    &shared,
+                    Duration::from_millis(10),
+                    Duration::ZERO,
+                    &failed,
+                )
+            });
+            assert!(ready.open_when(1, Duration::from_secs(10)));
+            let mut system = SystemProbes::default();
+            window.open(&mut system);
+            std::thread::sleep(Duration::from_millis(400));
+            window.close(&mut system);
+            h.join().unwrap().unwrap()
+        });
+        swallow.join().unwrap();
+        // About 40 requests were due in the window; those due more than 100 ms before its end
+        // were starved.
+        assert!(outcome.starved >= 10, "{}", outcome.starved);
+        assert_eq!(outcome.latency.count(), outcome.starved);
+        assert!(outcome.latency.quantile_us(0.0).unwrap() >= 100_000.0);
+        assert_eq!(outcome.transactions, 0, "nothing was answered");
+    }
 }

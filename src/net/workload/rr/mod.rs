@@ -638,6 +638,14 @@ fn build_observation(
             lag.merge(&c.send_lag);
         }
         percentiles(&mut obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
+        let starved: u64 = clients.iter().map(|c| c.starved).sum();
+        obs.push(Metric::tool("unanswered_at_end", Role::Client, starved as f64, "txn"));
+        if starved > 0 {
+            obs.warn(WarningKind::Starved, format!(
+                "{starved} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds)",
+                client::STARVED.as_millis()
+            ));
+        }
         obs.push(Metric::tool("shed", Role::Client, shed as f64, "txn"));
         if shed > 0 {
             obs.warn(WarningKind::Starved, format!(
