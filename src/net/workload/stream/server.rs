@@ -252,7 +252,12 @@ pub fn serve_session_with(
                                     HelloCase::Stream(case) => {
                                         run_session(control, &case, route, &stopped, options.max_session_bytes)
                                     }
-                                    HelloCase::Rr(case) => crate::net::workload::rr::serve_session(control, &case, &stopped),
+                                    HelloCase::Rr(case) => crate::net::workload::rr::serve_session(
+                                        control,
+                                        &case,
+                                        &stopped,
+                                        options.max_session_bytes,
+                                    ),
                                 };
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;
@@ -494,7 +499,7 @@ fn run_receivers(
                 }
                 other => {
                     interrupted = other.is_err_and(|e| e.is::<Interrupted>());
-                    window.close(&mut system);
+                    window.abandon(&mut system);
                     for s in data {
                         s.shutdown(Shutdown::Both).ok();
                     }

@@ -222,7 +222,9 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
             Edge::Closed => counted = Some(count(&before, seq, end.syscalls())),
             Edge::None => {}
         }
-        if view.closed() && matches!(end, End::Send(_)) {
+        // A sender stops when the window closes; a receiver reads on until its peer closes,
+        // unless the run was cut short.
+        if view.closed() && (matches!(end, End::Send(_)) || view.abandoned()) {
             break;
         }
         let more = match &mut end {
