@@ -341,6 +341,8 @@ pub(crate) mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            zc_ring: None,
+            fixed_buffers: false,
         })
     }
 

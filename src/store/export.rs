@@ -179,6 +179,8 @@ mod tests {
             verify: false,
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: true,
+            zc_ring: None,
+            fixed_buffers: false,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

@@ -311,6 +311,8 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            zc_ring: None,
+            fixed_buffers: false,
         })
     }
 
