@@ -116,7 +116,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
     let mut loopback = false;
     for cell in cells {
         if let Case::NetStream(s) = &cell.case {
-            if s.mode == CopyMode::ZeroCopy {
+            if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
                     not_copied.extend(m.values.iter().copied());

@@ -884,6 +884,37 @@ mod tests {
             .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 client threads moved no message")));
     }
 
+    /// A sender's refusal reaches the user as `... unavailable: <reason>`: the typed
+    /// Unsupported a ring puts inside its io::Error keeps its own reason, and a bare EPERM
+    /// from a constructor becomes one too; other errors stay failures.
+    #[test]
+    fn a_refused_sender_is_unavailable_with_its_reason() {
+        use crate::observation::Unsupported;
+        let typed = std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            Unsupported::new(
+                "the uring-zc send mode",
+                "io_uring is switched off for every process (kernel.io_uring_disabled = 2)",
+            ),
+        );
+        let err = sender_error(CopyMode::UringZc, typed);
+        let refused = err.downcast_ref::<Unsupported>().expect("typed");
+        assert_eq!(
+            refused.to_string(),
+            "the uring-zc send mode unavailable: io_uring is switched off for every process (kernel.io_uring_disabled = 2)"
+        );
+        let eperm = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EPERM));
+        assert!(
+            eperm
+                .to_string()
+                .starts_with("the uring send mode unavailable: not permitted"),
+            "{eperm}"
+        );
+        let other = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(other.downcast_ref::<Unsupported>().is_none());
+        assert!(other.to_string().contains("could not be set up"), "{other}");
+    }
+
     /// When no receiver measured there is no rate: unavailable with the reason, not 0 or NaN.
     #[test]
     fn no_receiver_window_means_no_rate_and_no_counters() {
