@@ -13,7 +13,7 @@ pub use crate::format::format_number as fmt_num;
 
 pub mod html;
 
-use crate::case::{Case, CopyMode, Endpoint};
+use crate::case::{Case, Endpoint};
 use crate::observation::{Role, WarningKind};
 use crate::store::{RunData, RunStatus};
 use cells::CellSummary;
@@ -379,6 +379,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
 mod tests {
     use super::cells::tests::{run_data, stream_case};
     use super::*;
+    use crate::case::CopyMode;
 
     #[test]
     fn caveats_group_repeated_warnings_and_unavailable_metrics() {

@@ -887,6 +887,38 @@ mod tests {
         assert!(t.is_free(0) && t.is_free(1));
     }
 
+    /// A peer that stopped reading: the wait for the results ends with an error within its
+    /// timeout, and dropping the ring (cancel, bounded wait, leak what the kernel keeps) does
+    /// not hang either.
+    #[test]
+    fn a_peer_that_stopped_reading_is_an_error_within_the_timeout() {
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_silent, _) = listener.accept().unwrap();
+        for zero_copy in [false, true] {
+            let mut ring = SendRing::new(&SendRingConfig {
+                slots: 16,
+                field_sizes: vec![1 << 20; 4],
+                batch: 16,
+                zero_copy,
+                fixed_buffers: false,
+            })
+            .unwrap_or_else(|_| panic!("no io_uring here"));
+            let started = Instant::now();
+            let patience = Duration::from_millis(300);
+            let result = (0..16)
+                .try_for_each(|slot| ring.queue(slot, client.as_raw_fd(), patience))
+                .and_then(|()| ring.submit(patience));
+            let err = result.expect_err("64 MiB cannot fit in the socket buffers of a silent peer");
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+            assert!(err.to_string().contains("stopped reading"), "{err}");
+            assert!(ring.outstanding() > 0);
+            drop(ring);
+            assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+    }
+
     #[test]
     fn a_refused_setup_says_why() {
         let eperm = io::Error::from_raw_os_error(libc::EPERM);
