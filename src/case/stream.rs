@@ -161,14 +161,8 @@ impl StreamCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
-            (
-                "zc_ring_bytes",
-                match self.zc_ring {
-                    Some(bytes) => bytes.to_string(),
-                    None if self.mode.is_zero_copy() => "default".to_string(),
-                    None => "-".to_string(),
-                },
-            ),
+            // Empty (null when typed): the default ring, or a mode without one.
+            ("zc_ring_bytes", self.zc_ring.map_or(String::new(), |b| b.to_string())),
             ("fixed_buffers", self.fixed_buffers.to_string()),
         ]
     }
