@@ -150,7 +150,7 @@ impl StreamCase {
             Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
             None => "any".to_string(),
         };
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
             ("size_bytes", self.size.to_string()),
             ("fields", self.fields.to_string()),
@@ -161,10 +161,16 @@ impl StreamCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
-            // Empty (null when typed): the default ring, or a mode without one.
-            ("zc_ring_bytes", self.zc_ring.map_or(String::new(), |b| b.to_string())),
-            ("fixed_buffers", self.fixed_buffers.to_string()),
-        ]
+        ];
+        // Only when given, so the columns of runs that never use them stay as they were (an
+        // export's columns are the union over its cases: the others' cells are empty).
+        if let Some(bytes) = self.zc_ring {
+            params.push(("zc_ring_bytes", bytes.to_string()));
+        }
+        if self.fixed_buffers {
+            params.push(("fixed_buffers", "true".to_string()));
+        }
+        params
     }
 }
 
@@ -181,6 +187,10 @@ mod endpoint_tests {
         assert_eq!((case.zc_ring, case.fixed_buffers), (None, false));
         assert_eq!(serde_json::to_string(&case).unwrap(), old);
         assert_eq!(case.label(), "zero-copy 64KiB t1");
+        assert!(case
+            .params()
+            .iter()
+            .all(|(n, _)| *n != "zc_ring_bytes" && *n != "fixed_buffers"));
         let ringed = StreamCase {
             mode: CopyMode::UringZc,
             zc_ring: Some(65536),
@@ -188,6 +198,9 @@ mod endpoint_tests {
             ..case
         };
         assert_eq!(ringed.label(), "uring-zc 64KiB t1 ring=64KiB fixed");
+        let params = ringed.params();
+        assert!(params.contains(&("zc_ring_bytes", "65536".to_string())));
+        assert!(params.contains(&("fixed_buffers", "true".to_string())));
         let text = serde_json::to_string(&ringed).unwrap();
         assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), ringed);
     }

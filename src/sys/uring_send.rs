@@ -612,6 +612,7 @@ impl SendRing {
             }
             self.tracker.submitted(slot);
         }
+        // Keep the Vec's capacity for the next chain.
         self.chain = chain;
         self.chain.clear();
         let deadline = Instant::now() + timeout;
@@ -704,9 +705,7 @@ impl SendRing {
             if matches!(cqe.user_data(), PROBE_TOKEN | CANCEL_TOKEN) {
                 continue;
             }
-            if let CqeEvent::Result { slot, res, .. } =
-                self.tracker.complete(cqe.user_data(), cqe.result(), cqe.flags())
-            {
+            if let CqeEvent::Result { res, .. } = self.tracker.complete(cqe.user_data(), cqe.result(), cqe.flags()) {
                 let failure = if res < 0 {
                     Some(Failure::Errno(-res))
                 } else if res as usize != self.message_len {
@@ -721,7 +720,6 @@ impl SendRing {
                 if self.failure.is_none() {
                     self.failure = failure;
                 }
-                let _ = slot;
             }
         }
     }
