@@ -277,6 +277,8 @@ pub struct SendRingConfig {
 struct Header {
     msg: libc::msghdr,
     iov: Vec<libc::iovec>,
+    /// Every non-empty field as an iovec: what a whole message sends.
+    whole: Vec<libc::iovec>,
 }
 
 // SAFETY: the raw pointers in a Header point into memory owned by the same SendRing (its
@@ -288,9 +290,11 @@ struct Slot {
     fields: Vec<Vec<u8>>,
     /// With fixed buffers: each field's (start, length) in the arena.
     ranges: Vec<(usize, usize)>,
-    /// Boxed so the SQE's pointer to it survives the slots Vec moving; never changed after
-    /// construction.
+    /// Boxed so the SQE's pointer to it survives the slots Vec moving; rewritten only while
+    /// the slot is free (`queue_bytes`).
     header: Box<Header>,
+    /// Bytes the op queued for this slot must send (a result short of it is a failure).
+    expected: usize,
 }
 
 /// Why the ring stopped: the first failed or short result.
@@ -400,10 +404,16 @@ impl SendRing {
             }
             // SAFETY: msghdr is plain data; zeroed means no address and no control data.
             let msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            let mut header = Box::new(Header { msg, iov });
+            let whole = iov.clone();
+            let mut header = Box::new(Header { msg, iov, whole });
             header.msg.msg_iov = header.iov.as_mut_ptr();
             header.msg.msg_iovlen = header.iov.len() as _;
-            slot_list.push(Slot { fields, ranges, header });
+            slot_list.push(Slot {
+                fields,
+                ranges,
+                header,
+                expected: message_len,
+            });
         }
         if config.fixed_buffers {
             let region = [libc::iovec {
@@ -572,10 +582,26 @@ impl SendRing {
         entry.user_data(slot as u64)
     }
 
-    /// Put a free slot's message in the next chain, to be sent on `fd`. A full chain is
+    /// Put a free slot's whole message in the next chain, to be sent on `fd`. A full chain is
     /// submitted first.
     pub fn queue(&mut self, slot: usize, fd: RawFd, timeout: Duration) -> io::Result<()> {
+        self.queue_bytes(slot, fd, self.message_len, timeout)
+    }
+
+    /// Like `queue`, for the first `len` bytes of the slot's fields (for messages of varying
+    /// length in slots of the largest; 1 to `message_len`).
+    pub fn queue_bytes(&mut self, slot: usize, fd: RawFd, len: usize, timeout: Duration) -> io::Result<()> {
         self.check_failure()?;
+        if len == 0 || len > self.message_len || slot >= self.slots.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "io_uring send of {len} bytes from slot {slot}: accepted 1 to {} bytes, slots 0 to {}",
+                    self.message_len,
+                    self.slots.len() - 1
+                ),
+            ));
+        }
         if self.chain.len() >= self.batch {
             self.submit(timeout)?;
         }
@@ -583,6 +609,27 @@ impl SendRing {
             return Err(io::Error::other(format!(
                 "io_uring slot {slot} is still in use by the kernel"
             )));
+        }
+        // The slot is free, so no op references its header: point it at the first len bytes.
+        let s = &mut self.slots[slot];
+        if s.expected != len {
+            let h = &mut *s.header;
+            h.iov.clear();
+            let mut left = len;
+            for v in &h.whole {
+                if left == 0 {
+                    break;
+                }
+                let n = v.iov_len.min(left);
+                h.iov.push(libc::iovec {
+                    iov_base: v.iov_base,
+                    iov_len: n,
+                });
+                left -= n;
+            }
+            h.msg.msg_iov = h.iov.as_mut_ptr();
+            h.msg.msg_iovlen = h.iov.len() as _;
+            s.expected = len;
         }
         self.chain.push((slot, fd));
         Ok(())
@@ -705,13 +752,16 @@ impl SendRing {
             if matches!(cqe.user_data(), PROBE_TOKEN | CANCEL_TOKEN) {
                 continue;
             }
-            if let CqeEvent::Result { res, .. } = self.tracker.complete(cqe.user_data(), cqe.result(), cqe.flags()) {
+            if let CqeEvent::Result { slot, res, .. } =
+                self.tracker.complete(cqe.user_data(), cqe.result(), cqe.flags())
+            {
+                let expected = self.slots[slot].expected;
                 let failure = if res < 0 {
                     Some(Failure::Errno(-res))
-                } else if res as usize != self.message_len {
+                } else if res as usize != expected {
                     Some(Failure::Short {
                         sent: res as usize,
-                        len: self.message_len,
+                        len: expected,
                     })
                 } else {
                     None
@@ -914,6 +964,54 @@ mod tests {
             assert!(ring.outstanding() > 0);
             drop(ring);
             assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+    }
+
+    /// Messages of varying length from slots of the largest (what a records sender needs):
+    /// each send carries exactly its prefix of the slot's fields, in order.
+    #[test]
+    fn prefixes_of_a_slot_go_out_whole_and_in_order() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        server.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        for zero_copy in [false, true] {
+            let mut ring = SendRing::new(&SendRingConfig {
+                slots: 4,
+                field_sizes: vec![100, 200],
+                batch: 4,
+                zero_copy,
+                fixed_buffers: false,
+            })
+            .unwrap_or_else(|_| panic!("no io_uring here"));
+            let lengths = [300usize, 1, 100, 150, 299, 300, 7, 200];
+            let mut expected = Vec::new();
+            for (i, &len) in lengths.iter().enumerate() {
+                let slot = i % 4;
+                ring.wait_free(slot, Duration::from_secs(5)).unwrap();
+                let fields = ring.fields_mut(slot).unwrap();
+                let mut k = 0u8;
+                for field in fields {
+                    for b in field.iter_mut() {
+                        *b = (i as u8).wrapping_mul(31).wrapping_add(k);
+                        k = k.wrapping_add(1);
+                    }
+                }
+                expected.extend((0..len).map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8)));
+                ring.queue_bytes(slot, client.as_raw_fd(), len, Duration::from_secs(5))
+                    .unwrap();
+            }
+            ring.wait_idle(Duration::from_secs(5)).unwrap();
+            let mut got = vec![0u8; expected.len()];
+            server.read_exact(&mut got).unwrap();
+            assert_eq!(got, expected, "zero_copy {zero_copy}");
+            assert_eq!(ring.counts().cqe.results, lengths.len() as u64);
+            let err = ring
+                .queue_bytes(0, client.as_raw_fd(), 301, Duration::from_secs(1))
+                .unwrap_err();
+            assert!(err.to_string().contains("accepted 1 to 300 bytes"), "{err}");
         }
     }
 
