@@ -35,7 +35,8 @@ fn verified_run(extra: &[&str]) -> Vec<Value> {
             "{label}: nothing verified"
         );
         assert_eq!(value(r, "server", "corrupt_messages"), 0.0, "{label}: corrupted bytes");
-        assert!(value(r, "system", "throughput_gbps") > 0.0, "{label}");
+        // No rate is asserted: on a busy machine a 150 ms window can pass with a thread starved
+        // (the rate is then `unavailable`, by design); the counts above cover the whole run.
     }
     records
 }
@@ -75,10 +76,12 @@ fn uring_modes_deliver_intact_bytes_and_say_what_the_kernel_did() {
             let label = r["label"].as_str().unwrap();
             let zc = label.starts_with("uring-zc");
             let submissions = value(r, "client", "uring_submissions_per_msg");
-            assert!(
-                submissions > 0.0 && submissions <= 1.0,
-                "{label}: {submissions} enters per message"
-            );
+            assert!(submissions > 0.0, "{label}: {submissions} enters per message");
+            if !zc {
+                // One enter submits a chain and waits for its results; uring-zc adds the waits
+                // for notifications, as many as the ring makes it wait.
+                assert!(submissions <= 1.0, "{label}: {submissions} enters per message");
+            }
             assert_eq!(value(r, "client", "uring_sqes_per_msg"), 1.0, "{label}");
             assert_eq!(
                 value(r, "client", "uring_completions_per_msg"),
