@@ -781,6 +781,8 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
         prove_copies: false,
+        zc_ring: None,
+        fixed_buffers: false,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(

@@ -117,15 +117,37 @@ pub struct StreamCase {
     /// keys of cases stored before it existed are unchanged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prove_copies: bool,
+    /// zero-copy and uring-zc: bytes of messages kept in flight (`--zc-ring`); None is the
+    /// default ring (8 MiB, at least 4 messages). Absent from cases stored before it existed
+    /// and left out of the JSON (and so the case key) when None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zc_ring: Option<u64>,
+    /// uring-zc: the ring's memory in one registered (fixed) buffer (`--fixed-buffers`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_buffers: bool,
 }
 
 fn perf_default() -> bool {
     true
 }
 
+impl CopyMode {
+    /// The modes that keep a ring of messages in flight until the kernel's completion.
+    pub fn is_zero_copy(self) -> bool {
+        matches!(self, CopyMode::ZeroCopy | CopyMode::UringZc)
+    }
+}
+
 impl StreamCase {
     pub fn label(&self) -> String {
-        format!("{} {} t{}", self.mode, format_bytes(self.size), self.threads)
+        let mut label = format!("{} {} t{}", self.mode, format_bytes(self.size), self.threads);
+        if let Some(ring) = self.zc_ring {
+            label.push_str(&format!(" ring={}", format_bytes(ring)));
+        }
+        if self.fixed_buffers {
+            label.push_str(" fixed");
+        }
+        label
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
@@ -133,7 +155,7 @@ impl StreamCase {
             Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
             None => "any".to_string(),
         };
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
             ("size_bytes", self.size.to_string()),
             ("fields", self.fields.to_string()),
@@ -145,7 +167,16 @@ impl StreamCase {
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
-        ]
+        ];
+        // Only when given, so the columns of runs that never use them stay as they were (an
+        // export's columns are the union over its cases: the others' cells are empty).
+        if let Some(bytes) = self.zc_ring {
+            params.push(("zc_ring_bytes", bytes.to_string()));
+        }
+        if self.fixed_buffers {
+            params.push(("fixed_buffers", "true".to_string()));
+        }
+        params
     }
 }
 
@@ -170,6 +201,8 @@ mod endpoint_tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         };
         let text = serde_json::to_string(&case).unwrap();
         assert!(!text.contains("prove_copies"), "{text}");
@@ -179,6 +212,33 @@ mod endpoint_tests {
         assert!(text.contains("\"prove_copies\":true"), "{text}");
         assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), case);
         assert!(case.params().contains(&("prove_copies", "true".to_string())));
+    }
+
+    /// A case stored before `zc_ring` and `fixed_buffers` existed loads with their defaults,
+    /// and a default case serialises (its key) exactly as before.
+    #[test]
+    fn old_cases_load_and_keep_their_key() {
+        let old = r#"{"mode":"zero-copy","size":65536,"fields":8,"threads":1,"duration_ms":300,"warmup_ms":100,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#;
+        let case: StreamCase = serde_json::from_str(old).unwrap();
+        assert_eq!((case.zc_ring, case.fixed_buffers), (None, false));
+        assert_eq!(serde_json::to_string(&case).unwrap(), old);
+        assert_eq!(case.label(), "zero-copy 64KiB t1");
+        assert!(case
+            .params()
+            .iter()
+            .all(|(n, _)| *n != "zc_ring_bytes" && *n != "fixed_buffers"));
+        let ringed = StreamCase {
+            mode: CopyMode::UringZc,
+            zc_ring: Some(65536),
+            fixed_buffers: true,
+            ..case
+        };
+        assert_eq!(ringed.label(), "uring-zc 64KiB t1 ring=64KiB fixed");
+        let params = ringed.params();
+        assert!(params.contains(&("zc_ring_bytes", "65536".to_string())));
+        assert!(params.contains(&("fixed_buffers", "true".to_string())));
+        let text = serde_json::to_string(&ringed).unwrap();
+        assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), ringed);
     }
 
     #[test]

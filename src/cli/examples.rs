@@ -19,18 +19,28 @@ Examples:
   iopath net stream --connect 10.0.0.2:5201 --mode zero-copy  # with `iopath net serve` there
   iopath net stream --mode sendfile,splice --size 1K,64K,1M --verify
   iopath net stream --mode one-copy,sendfile,splice --prove-copies  # copied or by reference?
+  iopath net stream --mode one-copy,uring,uring-zc --size 64K --verify  # io_uring's syscall model
+  iopath net stream --mode zero-copy,uring-zc --size 64K --zc-ring 1,1M,8M  # ring size vs speed
+  iopath net stream --mode uring-zc --size 1M --fixed-buffers --zc-ring 4M  # registered buffer
 
 Modes:
   two-copy   serialise the fields into one buffer in user space, then send() it
   one-copy   sendmsg() with one iovec per field: only the kernel copies
   zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
              copies them anyway at delivery, and iopath reports the fraction it copied
+  uring      io_uring SENDMSG with one iovec per field: one-copy's copies, io_uring's
+             syscall model (16 messages per io_uring_enter, linked so they stay in order)
+  uring-zc   io_uring SENDMSG_ZC: pages pinned; each message's notification says whether the
+             kernel copied after all, and its buffer is reused only after it
   sendfile   the message staged in a file in the page cache (a memfd), sent with sendfile()
   splice     vmsplice() the fields into a pipe, splice() the pipe into the socket
              sendfile and splice have no completion notification: with --verify, which
              rewrites every message, each keeps a ring larger than the socket buffers can
              hold, and the check catches a slot the kernel still held when it was rewritten
 
+--zc-ring sets how many bytes of messages the zero-copy modes keep in flight (default 8 MiB);
+--zc-ring 1 is one buffer reused after each completion. A mode the kernel refuses (io_uring
+disabled, no SENDMSG_ZC) reports `unavailable: <reason>`.
 --prove-copies says, per case, what the kernel really did with the sender's bytes: it rewrites
 a sent message's source before the receiver reads it (old bytes: copied; new: by reference).
 

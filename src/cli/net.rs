@@ -70,6 +70,18 @@ pub struct StreamArgs {
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
+    /// zero-copy and uring-zc: bytes of messages kept in flight, each buffer reused only after
+    /// the kernel's completion for it (default: 8 MiB, at least 4 messages). Anything up to
+    /// one message size means one message: one buffer, each send waiting for the previous
+    /// one's completion (--zc-ring 1). A list (64K,8M) runs each ring as its own case.
+    #[arg(long, value_name = "BYTES", value_parser = values::parse_size_list)]
+    pub zc_ring: Option<values::SizeList>,
+    /// uring-zc: put the ring's messages in one registered (fixed) buffer, so the kernel skips
+    /// pinning the pages on every send. Only SENDMSG_ZC takes them with an iovec per field
+    /// (Linux 6.15 or later; plain SENDMSG refuses them, so not for uring); the fields of a
+    /// message are then consecutive pieces of that buffer. At most 1 GiB of ring.
+    #[arg(long)]
+    pub fixed_buffers: bool,
     /// Count with getrusage only, no perf events (they cost time at every context switch);
     /// perf metrics then read `unavailable: perf counters off (--no-perf)`.
     #[arg(long)]
@@ -174,24 +186,45 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
         return Err(usage(format!("--threads {many} is too many (accepted: 1 to 1024)")));
     }
+    if args.zc_ring.is_some() && !args.mode.iter().any(|m| m.is_zero_copy()) {
+        return Err(usage(
+            "--zc-ring sizes the ring of the zero-copy modes: add zero-copy or uring-zc to --mode",
+        ));
+    }
+    if args.fixed_buffers && !args.mode.contains(&CopyMode::UringZc) {
+        return Err(usage(
+            "--fixed-buffers is for uring-zc (only SENDMSG_ZC takes registered buffers): add uring-zc to --mode",
+        ));
+    }
+    // The ring sizes of a zero-copy mode's cases (None: the default ring); other modes have none.
+    let rings = |mode: CopyMode| -> Vec<Option<u64>> {
+        match &args.zc_ring {
+            Some(list) if mode.is_zero_copy() => list.iter().map(|r| Some(*r)).collect(),
+            _ => vec![None],
+        }
+    };
     let mut cases: Vec<StreamCase> = Vec::new();
     for &mode in &args.mode {
         for &size in &args.size {
-            for &threads in &args.threads {
-                cases.push(StreamCase {
-                    mode,
-                    size,
-                    fields: args.fields as usize,
-                    threads,
-                    duration_ms: args.duration.as_millis() as u64,
-                    warmup_ms: args.warmup.as_millis() as u64,
-                    client_cpus: args.client_cpus.clone().map(Into::into),
-                    server_cpus: args.server_cpus.clone().map(Into::into),
-                    verify: args.verify,
-                    endpoint: endpoint.clone(),
-                    perf: !args.no_perf,
-                    prove_copies: args.prove_copies,
-                });
+            for zc_ring in rings(mode) {
+                for &threads in &args.threads {
+                    cases.push(StreamCase {
+                        mode,
+                        size,
+                        fields: args.fields as usize,
+                        threads,
+                        duration_ms: args.duration.as_millis() as u64,
+                        warmup_ms: args.warmup.as_millis() as u64,
+                        client_cpus: args.client_cpus.clone().map(Into::into),
+                        server_cpus: args.server_cpus.clone().map(Into::into),
+                        verify: args.verify,
+                        endpoint: endpoint.clone(),
+                        perf: !args.no_perf,
+                        zc_ring,
+                        fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
+                        prove_copies: args.prove_copies,
+                    });
+                }
             }
         }
     }
@@ -329,7 +362,14 @@ pub fn render_stream_table(records: &[Record]) -> String {
         header.push("reps");
     }
     header.extend(COLS.iter().map(|c| c.0));
-    header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
+    header.extend([
+        "cli faults",
+        "srv faults",
+        "zc compl",
+        "zc not copied",
+        "ur sub/msg",
+        "ur cqe/msg",
+    ]);
     // The alias probe's verdict, when any case ran it (--prove-copies).
     let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
     let any_probed = merged.iter().any(|(r, _)| probed(&r.observation).is_some());
@@ -355,6 +395,12 @@ pub fn render_stream_table(records: &[Record]) -> String {
             Some(m) => num(m.value),
             None => "-".into(),
         });
+        for name in ["uring_submissions_per_msg", "uring_completions_per_msg"] {
+            row.push(match o.get(name, Role::Client) {
+                Some(m) => num(m.value),
+                None => "-".into(),
+            });
+        }
         if any_probed {
             row.push(match probed(o) {
                 Some(Some(f)) => crate::net::alias::Verdict::from_fraction(f).to_string(),

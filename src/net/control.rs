@@ -479,6 +479,8 @@ mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         };
         let old = serde_json::to_vec(&Control::Hello {
             version: PROTOCOL_VERSION,

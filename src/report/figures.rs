@@ -377,7 +377,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             y_range: Some((0.0, 1.05)),
             ..stream_vs_size(
                 &stream,
-                &[CopyMode::ZeroCopy],
+                &[CopyMode::ZeroCopy, CopyMode::UringZc],
                 m(
                     "zerocopy_not_copied_fraction",
                     Role::System,

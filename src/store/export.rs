@@ -180,6 +180,8 @@ mod tests {
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

@@ -21,4 +21,5 @@ pub mod tcpinfo;
 pub mod tsc;
 pub mod uncore;
 pub mod uring;
+pub mod uring_send;
 pub mod zerocopy;

@@ -5,6 +5,7 @@ mod one_copy;
 mod sendfile;
 mod splice;
 mod two_copy;
+mod uring;
 mod zero_copy;
 
 use crate::case::CopyMode;
@@ -17,6 +18,7 @@ pub use one_copy::{OneCopyReceiver, OneCopySender};
 pub use sendfile::SendfileSender;
 pub use splice::SpliceSender;
 pub use two_copy::{TwoCopyReceiver, TwoCopySender};
+pub use uring::{ring_slots as uring_ring_slots, UringSender};
 pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
 
 /// The least bytes a ring without completion notifications (sendfile, splice) holds: the
@@ -57,6 +59,41 @@ pub struct SendCounts {
     /// System calls made: send/sendmsg, error-queue reads, polls.
     pub syscalls: u64,
     pub zerocopy: Option<ZeroCopyCounts>,
+    /// The io_uring modes' submissions and completions.
+    pub uring: Option<UringCounts>,
+}
+
+/// What an io_uring sender's ring counted (whole connection, warm-up included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UringCounts {
+    /// io_uring_enter calls: submissions and waits.
+    pub enters: u64,
+    /// Send SQEs handed to the kernel.
+    pub sqes: u64,
+    /// CQEs of those sends: results and notifications.
+    pub cqes: u64,
+    /// Messages whose result CQE arrived.
+    pub messages: u64,
+    /// uring-zc: notification CQEs (IORING_CQE_F_NOTIF).
+    pub notifications: u64,
+    /// Of the notifications of successful sends, those with IORING_NOTIF_USAGE_ZC_COPIED...
+    pub copied: u64,
+    /// ...and those without it (the pages went out by reference).
+    pub zero_copied: u64,
+    /// Results that were an error.
+    pub failed: u64,
+    /// CQEs that matched no op in flight (should stay 0).
+    pub unexpected: u64,
+}
+
+/// Options beyond mode, size, fields and verify that some senders take (from the case).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOptions {
+    /// Bytes of messages the zero-copy modes keep in flight; None: 8 MiB and at least 4
+    /// messages. Smaller than a message means one message.
+    pub zc_ring: Option<u64>,
+    /// uring-zc: the ring's memory in one registered (fixed) buffer.
+    pub fixed_buffers: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -99,18 +136,25 @@ pub trait Receiver: Send {
 /// write of every byte; otherwise the contents are written once). Fallible: some modes set up
 /// kernel resources (a ring, a file, a pipe) the kernel may refuse.
 pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Sender>> {
+    sender_with(mode, size, fields, verify, &SendOptions::default())
+}
+
+/// `sender` with the case's further options (ring size, registered buffers).
+pub fn sender_with(
+    mode: CopyMode,
+    size: usize,
+    fields: usize,
+    verify: bool,
+    options: &SendOptions,
+) -> io::Result<Box<dyn Sender>> {
     Ok(match mode {
         CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
         CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
-        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify)),
+        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify, options.zc_ring)),
+        CopyMode::Uring => Box::new(UringSender::new(size, fields, verify, false, options)?),
+        CopyMode::UringZc => Box::new(UringSender::new(size, fields, verify, true, options)?),
         CopyMode::Sendfile => Box::new(SendfileSender::new(size, verify)?),
         CopyMode::Splice => Box::new(SpliceSender::new(size, fields, verify)?),
-        CopyMode::Uring | CopyMode::UringZc => {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("the {mode} send mode is not in this build"),
-            ))
-        }
     })
 }
 

@@ -88,6 +88,7 @@ impl Sender for OneCopySender {
         SendCounts {
             syscalls: self.syscalls,
             zerocopy: None,
+            uring: None,
         }
     }
 

@@ -146,6 +146,7 @@ impl Sender for SpliceSender {
         SendCounts {
             syscalls: self.vmsplice_calls + self.splice_calls,
             zerocopy: None,
+            uring: None,
         }
     }
 

@@ -56,6 +56,7 @@ impl Sender for TwoCopySender {
         SendCounts {
             syscalls: self.syscalls,
             zerocopy: None,
+            uring: None,
         }
     }
 

@@ -41,12 +41,17 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// Memory the buffers of a case take on one end (messages, serialisation buffers, the
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
+    let size = case.size as usize;
     let per_thread = match (role, case.mode) {
-        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(case.size as usize) as u64,
+        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(size, case.zc_ring) as u64,
+        // The ring of message slots (uring-zc: the zero-copy ring).
+        (Role::Client, CopyMode::Uring | CopyMode::UringZc) => {
+            case.size * mode::uring_ring_slots(size, case.mode == CopyMode::UringZc, &send_options(case)) as u64
+        }
         // A ring with no completion notification (one message without --verify): in user
         // memory (splice) or in a memfd's page cache (sendfile).
         (Role::Client, CopyMode::Splice | CopyMode::Sendfile) => {
-            case.size * mode::unnotified_ring_slots(case.size as usize, case.verify) as u64
+            case.size * mode::unnotified_ring_slots(size, case.verify) as u64
         }
         // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
         _ => case.size * 2,
@@ -54,19 +59,37 @@ pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     per_thread * case.threads as u64
 }
 
+/// The case's options for its senders.
+fn send_options(case: &StreamCase) -> mode::SendOptions {
+    mode::SendOptions {
+        zc_ring: case.zc_ring,
+        fixed_buffers: case.fixed_buffers,
+    }
+}
+
 /// One sender per client thread; a mode the kernel refuses is `Unsupported`.
 fn make_senders(case: &StreamCase) -> anyhow::Result<Vec<Box<dyn mode::Sender>>> {
+    let options = send_options(case);
     (0..case.threads)
         .map(|_| {
-            mode::sender(case.mode, case.size as usize, case.fields, case.verify).map_err(|e| {
-                let what = format!("the {} send mode", case.mode);
-                match crate::observation::Unsupported::refused(&what, &e) {
-                    Some(unsupported) => anyhow::Error::new(unsupported),
-                    None => anyhow!("{what} could not be set up: {e}"),
-                }
-            })
+            mode::sender_with(case.mode, case.size as usize, case.fields, case.verify, &options)
+                .map_err(|e| sender_error(case.mode, e))
         })
         .collect()
+}
+
+/// A sender's set-up error as the run reports it: a refusal the sender already typed (its
+/// own reason), one the errno says, or a plain failure.
+fn sender_error(mode: CopyMode, e: std::io::Error) -> anyhow::Error {
+    use crate::observation::Unsupported;
+    if let Some(unsupported) = e.get_ref().and_then(|inner| inner.downcast_ref::<Unsupported>()) {
+        return anyhow::Error::new(unsupported.clone());
+    }
+    let what = format!("the {mode} send mode");
+    match Unsupported::refused(&what, &e) {
+        Some(unsupported) => anyhow::Error::new(unsupported),
+        None => anyhow!("{what} could not be set up: {e}"),
+    }
 }
 
 /// Whether a case can run: limits on every parameter, and buffers that fit in half of the
@@ -81,6 +104,22 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     }
     if case.threads > 1024 || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
+    }
+    if case.zc_ring == Some(0) {
+        return Err("--zc-ring must be at least 1 byte (up to one message means one message)".into());
+    }
+    if case.fixed_buffers {
+        if case.mode != CopyMode::UringZc {
+            return Err("registered (fixed) buffers are for uring-zc only".into());
+        }
+        let ring = buffer_bytes(case, Role::Client) / case.threads as u64;
+        if ring > crate::sys::uring_send::MAX_FIXED_BUFFER as u64 {
+            return Err(format!(
+                "{} with --fixed-buffers: its ring of {} is more than the 1 GiB one registered buffer may hold (use a smaller --zc-ring)",
+                case.label(),
+                crate::format::format_bytes(ring)
+            ));
+        }
     }
     if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
@@ -605,7 +644,7 @@ fn build_observation(
     ));
     obs.metrics.extend(server.metrics.iter().map(checked));
 
-    if case.mode == CopyMode::ZeroCopy {
+    if case.mode.is_zero_copy() {
         let zc = clients
             .iter()
             .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.zerocopy.clone()))
@@ -619,67 +658,25 @@ fn build_observation(
                 acc.slot_waits += z.slot_waits;
                 acc
             });
-        let c = &zc.completions;
-        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-        obs.push(Metric::tool(
-            "zerocopy_completions",
-            Role::System,
-            c.notifications as f64,
-            "notifications",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_completed_sends",
-            Role::System,
-            c.completed as f64,
-            "calls",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_copied_sends",
-            Role::System,
-            c.copied as f64,
-            "calls",
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_not_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .map(|f| 1.0 - f)
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_enobufs",
-            Role::System,
-            zc.enobufs as f64,
-            "errors",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_slot_waits",
-            Role::System,
-            zc.slot_waits as f64,
-            "waits",
-        ));
-        if c.unexpected > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-            );
-        }
-        if c.completed > 0 && c.copied > 0 {
-            obs.warn(WarningKind::ZeroCopyCopied, format!(
-                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
-                100.0 * c.copied as f64 / c.completed as f64
-            ));
-        }
+        push_zero_copy_metrics(&mut obs, case.mode, &zc);
+    }
+    let uring = clients
+        .iter()
+        .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.uring.clone()))
+        .reduce(|mut acc, u| {
+            acc.enters += u.enters;
+            acc.sqes += u.sqes;
+            acc.cqes += u.cqes;
+            acc.messages += u.messages;
+            acc.notifications += u.notifications;
+            acc.copied += u.copied;
+            acc.zero_copied += u.zero_copied;
+            acc.failed += u.failed;
+            acc.unexpected += u.unexpected;
+            acc
+        });
+    if let Some(u) = uring {
+        push_uring_metrics(&mut obs, case.mode, &u);
     }
     if case.verify {
         obs.push(Metric::tool(
@@ -735,6 +732,112 @@ fn build_observation(
         obs.warn(WarningKind::Other, w.clone());
     }
     obs
+}
+
+/// The zero-copy truth of zero-copy (MSG_ZEROCOPY error-queue completions) and uring-zc
+/// (SENDMSG_ZC notifications): how many sends completed and how many the kernel copied.
+fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCounts) {
+    let c = &zc.completions;
+    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+    obs.push(Metric::tool(
+        "zerocopy_completions",
+        Role::System,
+        c.notifications as f64,
+        "notifications",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_completed_sends",
+        Role::System,
+        c.completed as f64,
+        "calls",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_copied_sends",
+        Role::System,
+        c.copied as f64,
+        "calls",
+    ));
+    obs.push(Metric::from_result(
+        "zerocopy_not_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .ok_or_else(|| "no completion arrived".to_string()),
+    ));
+    obs.push(Metric::from_result(
+        "zerocopy_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .map(|f| 1.0 - f)
+            .ok_or_else(|| "no completion arrived".to_string()),
+    ));
+    if mode == CopyMode::ZeroCopy {
+        obs.push(Metric::tool(
+            "zerocopy_enobufs",
+            Role::System,
+            zc.enobufs as f64,
+            "errors",
+        ));
+    }
+    obs.push(Metric::tool(
+        "zerocopy_slot_waits",
+        Role::System,
+        zc.slot_waits as f64,
+        "waits",
+    ));
+    if c.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+        );
+    }
+    if c.completed > 0 && c.copied > 0 {
+        let evidence = match mode {
+            CopyMode::UringZc => "its io_uring notifications carry IORING_NOTIF_USAGE_ZC_COPIED",
+            _ => "its completions carry SO_EE_CODE_ZEROCOPY_COPIED",
+        };
+        obs.warn(WarningKind::ZeroCopyCopied, format!(
+            "{mode}: the kernel copied {:.0}% of sends ({evidence}): local delivery (loopback, veth) copies the pages, so zero copy saves no copy here",
+            100.0 * c.copied as f64 / c.completed as f64
+        ));
+    }
+}
+
+/// How the io_uring modes drove the kernel: submissions (io_uring_enter), SQEs and CQEs per
+/// message, counted by the sender over its whole connection.
+fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCounts) {
+    let messages = u.messages as f64;
+    let per_msg = |name: &str, unit: &str, count: u64| {
+        Metric::from_result(
+            name,
+            Role::Client,
+            unit,
+            Source::Tool,
+            (u.messages > 0)
+                .then(|| count as f64 / messages)
+                .ok_or_else(|| "no io_uring send completed".to_string()),
+        )
+    };
+    obs.push(per_msg("uring_submissions_per_msg", "enters/msg", u.enters));
+    obs.push(per_msg("uring_sqes_per_msg", "sqes/msg", u.sqes));
+    obs.push(per_msg("uring_completions_per_msg", "cqes/msg", u.cqes));
+    if mode == CopyMode::UringZc {
+        obs.push(Metric::tool(
+            "uring_notifications",
+            Role::Client,
+            u.notifications as f64,
+            "notifications",
+        ));
+    }
+    if u.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} io_uring CQEs matched no send in flight", u.unexpected),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -794,6 +897,8 @@ mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         }
     }
 
@@ -869,6 +974,37 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 client threads moved no message")));
+    }
+
+    /// A sender's refusal reaches the user as `... unavailable: <reason>`: the typed
+    /// Unsupported a ring puts inside its io::Error keeps its own reason, and a bare EPERM
+    /// from a constructor becomes one too; other errors stay failures.
+    #[test]
+    fn a_refused_sender_is_unavailable_with_its_reason() {
+        use crate::observation::Unsupported;
+        let typed = std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            Unsupported::new(
+                "the uring-zc send mode",
+                "io_uring is switched off for every process (kernel.io_uring_disabled = 2)",
+            ),
+        );
+        let err = sender_error(CopyMode::UringZc, typed);
+        let refused = err.downcast_ref::<Unsupported>().expect("typed");
+        assert_eq!(
+            refused.to_string(),
+            "the uring-zc send mode unavailable: io_uring is switched off for every process (kernel.io_uring_disabled = 2)"
+        );
+        let eperm = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EPERM));
+        assert!(
+            eperm
+                .to_string()
+                .starts_with("the uring send mode unavailable: not permitted"),
+            "{eperm}"
+        );
+        let other = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(other.downcast_ref::<Unsupported>().is_none());
+        assert!(other.to_string().contains("could not be set up"), "{other}");
     }
 
     /// When no receiver measured there is no rate: unavailable with the reason, not 0 or NaN.
