@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, RxMode, StreamCase};
 use crate::net::topology::Topology;
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
@@ -42,6 +42,14 @@ pub struct StreamArgs {
     /// was rewritten (without it one message is sent again and again, as one-copy does).
     #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
     pub mode: ModeList,
+    /// Receive modes, comma-separated; every --mode runs with every one of them:
+    /// copy (recv into one buffer), scatter (recvmsg into the fields), trunc (recv with
+    /// MSG_TRUNC: the kernel discards the bytes, so the sender's cost is seen alone; not with
+    /// --verify), zerocopy (TCP_ZEROCOPY_RECEIVE maps whole received pages instead of copying;
+    /// sets TCP_MAXSEG 4108 on loopback and netns; the mapped fraction is reported).
+    /// Default: copy for two-copy, scatter for the other modes.
+    #[arg(long, value_parser = parse_rx_modes, value_name = "RX_MODES")]
+    pub rx_mode: Option<RxModeList>,
     /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which
     /// are both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K). Each
     /// size must be at least --fields bytes.
@@ -137,6 +145,13 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
     values::parse_list(text)
 }
 
+/// See values::SizeList for why this is an alias.
+type RxModeList = Vec<RxMode>;
+
+fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
+    values::parse_list(text)
+}
+
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     match cmd {
         NetCommand::Stream(args) => run_stream(*args),
@@ -174,12 +189,22 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
         return Err(usage(format!("--threads {many} is too many (accepted: 1 to 1024)")));
     }
+    let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
+    if args.verify && rx_modes.contains(&RxMode::Trunc) {
+        return Err(usage(
+            "--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy",
+        ));
+    }
     let mut cases: Vec<StreamCase> = Vec::new();
     for &mode in &args.mode {
-        for &size in &args.size {
-            for &threads in &args.threads {
+        // No --rx-mode: each send mode with the receiver it always had, named in the case.
+        let paired = [RxMode::paired_with(mode)];
+        let rx_for_mode = if rx_modes.is_empty() { &paired[..] } else { rx_modes };
+        for &rx_mode in rx_for_mode {
+            for (&size, &threads) in args.size.iter().flat_map(|s| args.threads.iter().map(move |t| (s, t))) {
                 cases.push(StreamCase {
                     mode,
+                    rx_mode,
                     size,
                     fields: args.fields as usize,
                     threads,
@@ -336,11 +361,18 @@ pub fn render_stream_table(records: &[Record]) -> String {
     if any_probed {
         header.push("alias");
     }
+    // The receive side's zero-copy column only when a zerocopy receiver ran.
+    let zerocopy_rx = merged
+        .iter()
+        .any(|(r, _)| matches!(&r.case, Case::NetStream(c) if c.rx_mode == RxMode::Zerocopy));
+    if zerocopy_rx {
+        header.push("rx mapped");
+    }
     let mut table = Table::new(&header);
     for (r, reps) in &merged {
         let Case::NetStream(c) = &r.case else { continue };
         let o = &r.observation;
-        let mut row = vec![c.mode.to_string(), format_bytes(c.size), c.threads.to_string()];
+        let mut row = vec![c.path(false), format_bytes(c.size), c.threads.to_string()];
         if repeated {
             row.push(reps.to_string());
         }
@@ -359,6 +391,12 @@ pub fn render_stream_table(records: &[Record]) -> String {
             row.push(match probed(o) {
                 Some(Some(f)) => crate::net::alias::Verdict::from_fraction(f).to_string(),
                 Some(None) => "n/a".into(),
+                None => "-".into(),
+            });
+        }
+        if zerocopy_rx {
+            row.push(match o.get("rx_mapped_fraction", Role::Server) {
+                Some(m) => num(m.value),
                 None => "-".into(),
             });
         }

@@ -1,22 +1,31 @@
-//! The copy modes: how a message of separate fields is handed to the kernel and taken back.
-//! One file per mode behind a Sender/Receiver pair.
+//! The copy modes: how a message of separate fields is handed to the kernel (`Sender`, one
+//! file per send mode) and taken back (`Receiver`, one `rx_*` file per receive mode).
 
 mod one_copy;
+mod rx_copy;
+mod rx_scatter;
+mod rx_trunc;
+mod rx_zerocopy;
 mod sendfile;
 mod splice;
 mod two_copy;
 mod zero_copy;
 
-use crate::case::CopyMode;
+use crate::case::{CopyMode, RxMode};
 use crate::net::completions::CompletionCounts;
+use crate::observation::Unsupported;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-pub use one_copy::{OneCopyReceiver, OneCopySender};
+pub use one_copy::OneCopySender;
+pub use rx_copy::CopyReceiver;
+pub use rx_scatter::ScatterReceiver;
+pub use rx_trunc::TruncReceiver;
+pub use rx_zerocopy::ZeroCopyReceiver;
 pub use sendfile::SendfileSender;
 pub use splice::SpliceSender;
-pub use two_copy::{TwoCopyReceiver, TwoCopySender};
+pub use two_copy::TwoCopySender;
 pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
 
 /// The least bytes a ring without completion notifications (sendfile, splice) holds: the
@@ -68,12 +77,42 @@ pub struct ZeroCopyCounts {
     pub slot_waits: u64,
 }
 
-/// What a receiver counted so far.
+/// What a receiver counted so far (monotonic; windows are differences of two snapshots).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecvCounts {
     pub syscalls: u64,
     pub verified_messages: u64,
     pub corrupt_messages: u64,
+    /// Bytes the kernel copied into our buffers (recv/recvmsg).
+    pub bytes_copied: u64,
+    /// Bytes the kernel mapped into our address space instead (TCP_ZEROCOPY_RECEIVE).
+    pub bytes_mapped: u64,
+    /// Bytes the kernel dropped without copying (MSG_TRUNC).
+    pub bytes_discarded: u64,
+}
+
+impl RecvCounts {
+    /// What was counted since `earlier` (a snapshot of the same receiver).
+    pub fn since(&self, earlier: &RecvCounts) -> RecvCounts {
+        RecvCounts {
+            syscalls: self.syscalls - earlier.syscalls,
+            verified_messages: self.verified_messages - earlier.verified_messages,
+            corrupt_messages: self.corrupt_messages - earlier.corrupt_messages,
+            bytes_copied: self.bytes_copied - earlier.bytes_copied,
+            bytes_mapped: self.bytes_mapped - earlier.bytes_mapped,
+            bytes_discarded: self.bytes_discarded - earlier.bytes_discarded,
+        }
+    }
+
+    /// The sum of several receivers' counts.
+    pub fn add(&mut self, other: &RecvCounts) {
+        self.syscalls += other.syscalls;
+        self.verified_messages += other.verified_messages;
+        self.corrupt_messages += other.corrupt_messages;
+        self.bytes_copied += other.bytes_copied;
+        self.bytes_mapped += other.bytes_mapped;
+        self.bytes_discarded += other.bytes_discarded;
+    }
 }
 
 pub trait Sender: Send {
@@ -90,6 +129,12 @@ pub trait Sender: Send {
 }
 
 pub trait Receiver: Send {
+    /// Get ready to receive on `fd` before the first message (zerocopy maps the socket here,
+    /// so a kernel that refuses is found before any data moves). `recv` attaches by itself
+    /// when this was not called.
+    fn attach(&mut self, _fd: RawFd) -> io::Result<()> {
+        Ok(())
+    }
     /// Receive message number `seq` completely. Ok(false): the peer closed cleanly before it.
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool>;
     fn counts(&self) -> RecvCounts;
@@ -114,13 +159,44 @@ pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> io::R
     })
 }
 
-/// The receiver for a mode: two-copy receives into one contiguous buffer; the others scatter
-/// straight into per-field buffers with recvmsg.
-pub fn receiver(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Receiver> {
-    match mode {
-        CopyMode::TwoCopy => Box::new(TwoCopyReceiver::new(size, fields, verify)),
-        _ => Box::new(OneCopyReceiver::new(size, fields, verify)),
+/// The receiver for a receive mode. `verify` checks every byte received against the
+/// sender's pattern (`trunc` sees no byte: its callers refuse verify with it).
+pub fn receiver(rx: RxMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Receiver>> {
+    Ok(match rx {
+        RxMode::Copy => Box::new(CopyReceiver::new(size, fields, verify)),
+        RxMode::Scatter => Box::new(ScatterReceiver::new(size, fields, verify)),
+        RxMode::Trunc => Box::new(TruncReceiver::new(size)),
+        RxMode::Zerocopy => Box::new(ZeroCopyReceiver::new(size, verify)),
+    })
+}
+
+/// Whether this kernel can receive in mode `rx`, asked of a fresh, unconnected TCP socket
+/// (TCP_ZEROCOPY_RECEIVE answers on one): the refusal, if any, before a session starts.
+pub fn check_receiver(rx: RxMode) -> Result<(), Unsupported> {
+    if rx != RxMode::Zerocopy {
+        return Ok(());
     }
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| Unsupported::new("a TCP socket", e.to_string()))?;
+    let mut probe = ZeroCopyReceiver::new(page_size_bytes(), false);
+    match probe.attach(std::os::fd::AsRawFd::as_raw_fd(&socket)) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(unsupported_in(&e).unwrap_or_else(|| Unsupported::new("TCP receive zero-copy", e.to_string()))),
+    }
+}
+
+fn page_size_bytes() -> usize {
+    crate::sys::mem::page_size()
+}
+
+/// An I/O error that carries the kernel's refusal of a feature (see `unsupported_in`).
+pub(crate) fn unavailable(refusal: Unsupported) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, refusal)
+}
+
+/// The kernel's refusal inside an error from a `Sender` or `Receiver`, when that is what it is.
+pub fn unsupported_in(err: &io::Error) -> Option<Unsupported> {
+    err.get_ref()?.downcast_ref::<Unsupported>().cloned()
 }
 
 /// Retry a system call on EINTR; count every attempt.
