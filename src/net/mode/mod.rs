@@ -260,6 +260,8 @@ fn peer_error(err: io::Error, what: &str) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
 
     /// Without verify nothing is rewritten: one message. With it, at least 8 MiB and at least
     /// what this machine's socket buffers can hold, with no cap on the count of messages.
@@ -271,5 +273,40 @@ mod tests {
         assert!(slots * 1024 >= kernel_held_bytes().unwrap_or(0), "{slots}");
         assert!(slots > 1024, "no zero-copy-like cap: {slots}");
         assert_eq!(unnotified_ring_slots(1 << 30, true), 4);
+    }
+
+    /// A socket the kernel cannot map for receive zero-copy (UDP) is refused as Unsupported,
+    /// found by the caller in the I/O error; this kernel's TCP sockets are accepted.
+    #[test]
+    fn zerocopy_rx_on_a_socket_that_cannot_be_mapped_is_unsupported() {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, 65536, 1, false).unwrap();
+        let err = rx.attach(udp.as_raw_fd()).unwrap_err();
+        let refusal = unsupported_in(&err).unwrap_or_else(|| panic!("not a refusal: {err}"));
+        assert!(refusal.to_string().contains("cannot be mapped"), "{refusal}");
+        assert!(unsupported_in(&io::Error::other("plain")).is_none());
+        assert_eq!(check_receiver(RxMode::Scatter), Ok(()));
+    }
+
+    /// trunc takes whole messages without a buffer, counts them as discarded, and sees the
+    /// clean end after the last one.
+    #[test]
+    fn trunc_discards_whole_messages_then_sees_the_end() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            peer.write_all(&vec![7u8; 3 * 10_000]).unwrap();
+        });
+        let mut rx = receiver(RxMode::Trunc, 10_000, 4, false).unwrap();
+        for seq in 0..3 {
+            assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
+        }
+        writer.join().unwrap();
+        assert!(!rx.recv(conn.as_raw_fd(), 3).unwrap(), "the peer closed");
+        let counts = rx.counts();
+        assert_eq!(counts.bytes_discarded, 30_000);
+        assert_eq!(counts.bytes_copied, 0);
     }
 }

@@ -123,7 +123,15 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     if stop.requested() {
         return Err(interrupted());
     }
-    let mut obs = run_measured(case, stop)?;
+    let mut obs = match run_measured(case, stop) {
+        Ok(obs) => obs,
+        // The kernel refuses what the case needs (a send mode, TCP receive zero-copy): a
+        // result, not a failure, whose figures say why they are missing.
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refusal) => unavailable_observation(case, refusal),
+            None => return Err(e),
+        },
+    };
     if let Some(proof) = proof {
         publish_proof(&mut obs, case.mode, proof);
     }
@@ -192,6 +200,26 @@ fn publish_proof(obs: &mut Observation, mode: CopyMode, proof: Result<alias::Byt
             );
         }
     }
+}
+
+/// The observation of a case the kernel cannot run: its headline figures unavailable with the
+/// kernel's reason, and a warning saying the same.
+fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observation {
+    let reason = refusal.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    let mut figures = vec![
+        ("throughput_gbps", Role::System, "Gbit/s"),
+        ("messages_per_s", Role::System, "msg/s"),
+        ("time_per_msg_us", Role::System, "us"),
+    ];
+    if case.rx_mode == RxMode::Zerocopy {
+        figures.push(("rx_mapped_fraction", Role::Server, "fraction"));
+    }
+    for (name, role, unit) in figures {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
 }
 
 /// The measured run: topology, server, client, window.
