@@ -238,3 +238,27 @@ fn a_receive_mode_the_server_refuses_is_reported_unavailable() {
     let warnings = r["observation"]["warnings"].to_string();
     assert!(warnings.contains("not supported here"), "{warnings}");
 }
+
+/// In a private namespace (root only) the connections get TCP_MAXSEG 4108 like on loopback,
+/// so a zero-copy sender's pages are mapped there too.
+#[test]
+fn zerocopy_rx_maps_pages_in_a_private_namespace() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED zerocopy_rx_maps_pages_in_a_private_namespace: namespaces need root");
+        return;
+    }
+    let records = stream(&[
+        "--topology",
+        "netns",
+        "--mode",
+        "zero-copy",
+        "--rx-mode",
+        "zerocopy",
+        "--size",
+        "64K",
+        "--verify",
+    ]);
+    let r = &records[0];
+    assert!(value(r, "server", "rx_mapped_fraction") > 0.0, "{}", label(r));
+    assert_eq!(value(r, "server", "corrupt_messages"), 0.0);
+}
