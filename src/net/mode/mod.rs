@@ -288,6 +288,43 @@ mod tests {
         assert_eq!(check_receiver(RxMode::Scatter), Ok(()));
     }
 
+    /// Messages that are not a whole number of pages: a mapped page holding one message's tail
+    /// and the next one's head is read (and verified) by both receives, so pages are mapped
+    /// across message boundaries and every message still checks out.
+    #[test]
+    fn zerocopy_rx_maps_pages_across_message_boundaries_and_verifies_them() {
+        use socket2::{Domain, Socket, Type};
+        const SIZE: usize = 10_000;
+        const MESSAGES: u64 = 200;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), 4108).unwrap();
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), 4108).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let peer: TcpStream = socket.into();
+        let (conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut tx = sender(CopyMode::ZeroCopy, SIZE, 3, true).unwrap();
+            for seq in 0..MESSAGES {
+                tx.send(peer.as_raw_fd(), seq).unwrap();
+            }
+            tx.drain(peer.as_raw_fd(), std::time::Duration::from_secs(10)).unwrap();
+            peer.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut rx = receiver(RxMode::Zerocopy, SIZE, 3, true).unwrap();
+        for seq in 0..MESSAGES {
+            assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
+        }
+        assert!(!rx.recv(conn.as_raw_fd(), MESSAGES).unwrap(), "the peer closed");
+        writer.join().unwrap();
+        let counts = rx.counts();
+        assert_eq!(counts.verified_messages, MESSAGES);
+        assert_eq!(counts.corrupt_messages, 0);
+        assert_eq!(counts.bytes_mapped + counts.bytes_copied, SIZE as u64 * MESSAGES);
+        assert!(counts.bytes_mapped > 0, "{counts:?}");
+    }
+
     /// trunc takes whole messages without a buffer, counts them as discarded, and sees the
     /// clean end after the last one.
     #[test]

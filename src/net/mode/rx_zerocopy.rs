@@ -1,7 +1,9 @@
 //! The `zerocopy` receive mode: getsockopt(TCP_ZEROCOPY_RECEIVE) maps whole pages of the
 //! receive queue into a mmap of the socket instead of copying them; what the kernel cannot map
 //! (`recv_skip_hint`: data not held as whole, page-aligned pages) is read with recv(). The
-//! mapped bytes are read (verified) in place and given back with MADV_DONTNEED.
+//! mapped bytes are read (verified) in place and given back with MADV_DONTNEED. Pages are asked
+//! for rounded up past the message's end: the rest of the last page is the next message's head,
+//! kept mapped and read by the next call.
 //!
 //! The kernel maps a page only when every fragment is one 4 KiB page at offset 0, which needs
 //! a payload per segment that is a multiple of 4096 (the stream sets TCP_MAXSEG 4108 on
@@ -31,6 +33,8 @@ pub struct ZeroCopyReceiver {
     size: usize,
     verify: bool,
     mapping: Option<(RawFd, SocketMapping)>,
+    /// Mapped bytes not yet read: the head of the next message (indexes into the mapping).
+    carry: std::ops::Range<usize>,
     scratch: Vec<u8>,
     counts: RecvCounts,
 }
@@ -41,6 +45,7 @@ impl ZeroCopyReceiver {
             size,
             verify,
             mapping: None,
+            carry: 0..0,
             scratch: vec![0u8; size.clamp(1, MAX_SCRATCH)],
             counts: RecvCounts::default(),
         }
@@ -80,6 +85,7 @@ impl Receiver for ZeroCopyReceiver {
             return Ok(());
         }
         self.mapping = None;
+        self.carry = 0..0;
         let len = self.size.div_ceil(page_size()).clamp(1, MAX_MAP / page_size()) * page_size();
         let mut mapping = SocketMapping::new(fd, len).map_err(|e| {
             unavailable(Unsupported::new(
@@ -113,48 +119,51 @@ impl Receiver for ZeroCopyReceiver {
         let mut intact = true;
         let mut waited = false;
         while got < size {
-            let want = size - got;
-            let mut moved = 0;
-            if want >= page {
-                let Some((_, mapping)) = self.mapping.as_mut() else {
-                    return Err(io::Error::other("the socket is not mapped"));
-                };
-                self.counts.syscalls += 1;
-                let read = match mapping.receive(fd, want) {
-                    Ok(r) => r,
-                    Err(e) if e.raw_os_error() == Some(libc::EIO) => return closed(got),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(peer_error(e, "getsockopt(TCP_ZEROCOPY_RECEIVE)")),
-                };
-                if read.mapped > 0 {
-                    if self.verify {
-                        intact &= message::check(mapping.mapped(), seq, got as u64).is_ok();
-                    }
+            let Some((_, mapping)) = self.mapping.as_mut() else {
+                return Err(io::Error::other("the socket is not mapped"));
+            };
+            // Pages mapped by an earlier call that run past that message's end hold the start
+            // of this one: read them in place first.
+            if self.carry.start < self.carry.end {
+                let take = (self.carry.end - self.carry.start).min(size - got);
+                let bytes = &mapping.mapped()[self.carry.start..self.carry.start + take];
+                if self.verify {
+                    intact &= message::check(bytes, seq, got as u64).is_ok();
+                }
+                self.carry.start += take;
+                self.counts.bytes_mapped += take as u64;
+                got += take;
+                if self.carry.start == self.carry.end {
                     self.counts.syscalls += 1;
                     mapping.release()?;
-                    self.counts.bytes_mapped += read.mapped as u64;
-                    got += read.mapped;
-                    moved += read.mapped;
+                    self.carry = 0..0;
                 }
-                let hinted = read.skip_hint.min(size - got);
-                if hinted > 0 {
-                    let n = self.copy(fd, hinted, seq, got, &mut intact)?;
-                    if n == 0 {
-                        return closed(got);
-                    }
-                    got += n;
-                    moved += n;
-                }
-            } else {
-                // Less than a page left of this message: only recv() can take it.
-                let n = self.copy(fd, want, seq, got, &mut intact)?;
+                waited = false;
+                continue;
+            }
+            let want = size - got;
+            // Whole pages, rounded up: the page holding this message's tail and the next
+            // message's head is mapped once and read by both calls.
+            self.counts.syscalls += 1;
+            let read = match mapping.receive(fd, want.div_ceil(page) * page) {
+                Ok(r) => r,
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => return closed(got),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(peer_error(e, "getsockopt(TCP_ZEROCOPY_RECEIVE)")),
+            };
+            if read.mapped > 0 {
+                self.carry = 0..read.mapped;
+                continue;
+            }
+            // Nothing mapped: the head of the queue is not a whole page (or less than a page is
+            // queued); the kernel says how much of it recv() must take.
+            let hinted = read.skip_hint.min(want);
+            if hinted > 0 {
+                let n = self.copy(fd, hinted, seq, got, &mut intact)?;
                 if n == 0 {
                     return closed(got);
                 }
                 got += n;
-                moved += n;
-            }
-            if moved > 0 {
                 waited = false;
             } else if !waited {
                 // Nothing queued yet: wait for a page (SO_RCVLOWAT) or the end.
@@ -164,8 +173,8 @@ impl Receiver for ZeroCopyReceiver {
                 }
                 waited = true;
             } else {
-                // Readable, yet nothing to map and no hint: less than a page before the end,
-                // or the end itself. recv() takes it (0: closed).
+                // Readable, yet nothing to map and no hint: the end of the stream (or less than
+                // a page before it). recv() takes it; 0 is the end.
                 let n = self.copy(fd, want.min(page), seq, got, &mut intact)?;
                 if n == 0 {
                     return closed(got);
