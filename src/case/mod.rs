@@ -19,7 +19,7 @@ pub use model::Model;
 pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
-pub use stream::{CopyMode, Endpoint, StreamCase};
+pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 
 use serde::{Deserialize, Serialize};
 

@@ -333,6 +333,7 @@ pub(crate) mod tests {
     pub fn stream_case(mode: CopyMode, size: u64, threads: usize) -> Case {
         Case::NetStream(StreamCase {
             mode,
+            rx_mode: crate::case::RxMode::paired_with(mode),
             size,
             fields: 8,
             threads,

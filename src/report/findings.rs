@@ -99,7 +99,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
                 s.threads,
                 if s.threads == 1 { "" } else { "s" }
             ),
-            s.mode.to_string(),
+            // The send mode, with the receive mode when it is not the usual pairing.
+            s.path(false),
             s.size,
             format_bytes(s.size),
         ),

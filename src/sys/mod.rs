@@ -13,6 +13,7 @@ pub mod netns;
 pub mod process;
 pub mod procfs;
 pub mod rusage;
+pub mod rx_zerocopy;
 pub mod signal;
 pub mod splice;
 pub mod statfs;

@@ -178,7 +178,7 @@ impl Sender for UringSender {
 mod tests {
     use super::*;
     use crate::net::message::Message;
-    use crate::net::mode::{OneCopyReceiver, Receiver};
+    use crate::net::mode::{Receiver, ScatterReceiver};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
 
@@ -200,7 +200,7 @@ mod tests {
         };
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
-                let mut receiver = OneCopyReceiver::new(size, fields, true);
+                let mut receiver = ScatterReceiver::new(size, fields, true);
                 for seq in 0..count {
                     assert!(receiver.recv(server.as_raw_fd(), seq).unwrap(), "message {seq}");
                 }

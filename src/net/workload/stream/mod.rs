@@ -10,7 +10,7 @@ pub(crate) mod thread;
 
 pub use server::{serve_session, serve_session_with, ServeOptions};
 
-use crate::case::{CopyMode, StreamCase};
+use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
@@ -18,7 +18,7 @@ use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
-use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
 use socket2::{Domain, Socket, Type};
@@ -34,6 +34,17 @@ const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long threads may take to become ready (pin, open counters) before the run is abandoned.
 pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
+
+/// TCP_MAXSEG for zerocopy receive on loopback and in a namespace: 4096 bytes of payload plus
+/// the 12 bytes of the timestamp option, so every segment carries exactly one page.
+pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
+
+/// The MSS a case's connections are clamped to, if any: only zerocopy receive on loopback or a
+/// namespace's loopback (a veth takes its MTU, mtu=4148; a remote path is what it is).
+fn clamped_mss(case: &StreamCase) -> Option<i32> {
+    let local = matches!(case.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
+    (case.rx_mode == RxMode::Zerocopy && local).then_some(ZEROCOPY_RX_MAXSEG)
+}
 
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
@@ -124,6 +135,11 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
+    if case.verify && case.rx_mode == RxMode::Trunc {
+        return Err(
+            "--verify with --rx-mode trunc: the kernel discards the bytes, so there is nothing to check".into(),
+        );
+    }
     let need = buffer_bytes(case, role);
     if let Some(available) = mem_available {
         if need > available / 2 {
@@ -146,7 +162,15 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     if stop.requested() {
         return Err(interrupted());
     }
-    let mut obs = run_measured(case, stop)?;
+    let mut obs = match run_measured(case, stop) {
+        Ok(obs) => obs,
+        // The kernel refuses what the case needs (a send mode, TCP receive zero-copy): a
+        // result, not a failure, whose figures say why they are missing.
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refusal) => unavailable_observation(case, refusal),
+            None => return Err(e),
+        },
+    };
     if let Some(proof) = proof {
         publish_proof(&mut obs, case.mode, proof);
     }
@@ -217,6 +241,26 @@ fn publish_proof(obs: &mut Observation, mode: CopyMode, proof: Result<alias::Byt
     }
 }
 
+/// The observation of a case the kernel cannot run: its headline figures unavailable with the
+/// kernel's reason, and a warning saying the same.
+fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observation {
+    let reason = refusal.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    let mut figures = vec![
+        ("throughput_gbps", Role::System, "Gbit/s"),
+        ("messages_per_s", Role::System, "msg/s"),
+        ("time_per_msg_us", Role::System, "us"),
+    ];
+    if case.rx_mode == RxMode::Zerocopy {
+        figures.push(("rx_mapped_fraction", Role::Server, "fraction"));
+    }
+    for (name, role, unit) in figures {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
 /// The measured run: topology, server, client, window.
 fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
@@ -226,6 +270,10 @@ fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
         return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
     let listener = topology.bind(case.endpoint.port())?;
+    if let Some(mss) = clamped_mss(case) {
+        // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
+        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
+    }
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -253,9 +301,17 @@ pub(crate) fn interrupted() -> anyhow::Error {
 
 /// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
 pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    connect_with_mss(addr, stop, None)
+}
+
+/// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
+fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
+    if let Some(mss) = mss {
+        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
+    }
     socket.set_nonblocking(true).map_err(failed)?;
     match socket.connect(&addr.into()) {
         Ok(()) => {}
@@ -359,12 +415,13 @@ fn run_client(
                 bail!("the server {error}")
             }
             Control::Refused { error } => bail!("the server refused the case: {error}"),
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected answer from the server: {other:?}"),
         },
     };
     let mut data = Vec::with_capacity(case.threads);
     for i in 0..case.threads {
-        let mut s = connect(addr, stop)?;
+        let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
         s.write_all(&encode_data_header(token, i as u32))?;
         s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
         data.push(s);
@@ -433,6 +490,23 @@ fn run_client(
             }
         }
     }
+    if !stop.requested() && (window_result.is_err() || first_error.is_some()) {
+        // The server's account, if any, usually says more (it failed first, or the kernel
+        // refused its receive mode once the connections existed).
+        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        match control.recv() {
+            Ok(Control::Unavailable { what, reason }) => return Err(Unsupported::new(what, reason).into()),
+            Ok(Control::Failed { error }) => {
+                let ours = match (&first_error, &window_result) {
+                    (Some(e), _) => e.to_string(),
+                    (None, Err(e)) => format!("{e:#}"),
+                    (None, Ok(_)) => String::new(),
+                };
+                bail!("the run failed: {ours}; the server said: {error}");
+            }
+            _ => {}
+        }
+    }
     let mut system_metrics = window_result?;
     // The senders' view of each connection as the window closed.
     let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
@@ -441,11 +515,6 @@ fn run_client(
         return Err(interrupted());
     }
     if let Some(e) = first_error {
-        // The server's account, if any, usually says more (e.g. it failed first).
-        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
-        if let Ok(Control::Failed { error }) = control.recv() {
-            bail!("the run failed: {e}; the server said: {error}");
-        }
         bail!("the run failed: {e}");
     }
     let report = match recv_watching(&mut control, REPORT_TIMEOUT, &|| stop.requested()) {
@@ -453,6 +522,7 @@ fn run_client(
         other => match other.context("waiting for the server's report")? {
             Control::Report(report) => *report,
             Control::Failed { error } => bail!("the server failed: {error}"),
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected message from the server: {other:?}"),
         },
     };
@@ -880,12 +950,14 @@ mod tests {
             },
             send_counts: None,
             recv_counts: None,
+            recv_window: None,
         }
     }
 
     fn case() -> StreamCase {
         StreamCase {
             mode: CopyMode::TwoCopy,
+            rx_mode: crate::case::RxMode::Copy,
             size: 1000,
             fields: 1,
             threads: 2,
@@ -924,7 +996,7 @@ mod tests {
         let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
         let end = match role {
             Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false).unwrap()),
-            _ => End::Recv(mode::receiver(c.mode, c.size as usize, c.fields, false)),
+            _ => End::Recv(mode::receiver(c.rx_mode, c.size as usize, c.fields, false).unwrap()),
         };
         std::thread::scope(|s| {
             let h = s.spawn(|| thread::run(plan, end));
