@@ -68,15 +68,17 @@ pub struct QuickArgs {
     pub name: String,
 }
 
-/// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 5 repetitions (the fewest
-/// with which a crossover or a `compare` of two quick runs can reach p < 0.05 after corrections),
-/// short cells, sized to finish in about a minute on a small machine; then the 64 B ping-pong of
-/// `net rr` in the same 3 modes (QUICK_RR), 5 repetitions each.
-pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K,1M";
-pub const QUICK_THREADS: &str = "1,2";
+/// The grid `iopath quick` runs: every send mode x 5 sizes, one thread, 5 repetitions (the
+/// fewest with which a crossover or a `compare` of two quick runs can reach p < 0.05 after
+/// corrections), short cells, sized to finish within a minute on a small machine; then the
+/// 64 B ping-pong of `net rr` (QUICK_RR), 5 repetitions each. The sizes span the copy/zero-copy
+/// thresholds others quote (about 3 KB for io_uring, about 10 KB for MSG_ZEROCOPY).
+pub const QUICK_MODES: &str = "two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice";
+pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K";
+pub const QUICK_THREADS: &str = "1";
 pub const QUICK_REPS: u32 = 5;
 pub const QUICK_DURATION: &str = "200ms";
-pub const QUICK_WARMUP: &str = "100ms";
+pub const QUICK_WARMUP: &str = "50ms";
 /// The `net rr` flags of quick's request/response cases.
 pub const QUICK_RR: [&str; 8] = [
     "--mode",
@@ -96,7 +98,7 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
     let argv = [
         "stream",
         "--mode",
-        "two-copy,one-copy,zero-copy",
+        QUICK_MODES,
         "--size",
         QUICK_SIZES,
         "--threads",
@@ -394,14 +396,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_grid_is_three_modes_six_sizes_two_thread_counts_and_a_ping_pong_per_mode() {
+    fn quick_grid_is_every_send_mode_at_five_sizes_and_three_ping_pongs() {
         let plan = quick_plan("quick").unwrap();
-        assert_eq!(plan.cases.len(), 3 * 6 * 2 + 3);
+        assert_eq!(plan.cases.len(), crate::case::CopyMode::ALL.len() * 5 + 3);
         assert_eq!(plan.repetitions, QUICK_REPS);
         assert!(plan.warmup_cell);
         let labels: Vec<String> = plan.cases.iter().map(|c| c.label()).collect();
         assert!(labels.contains(&"two-copy 1KiB t1".to_string()), "{labels:?}");
-        assert!(labels.contains(&"zero-copy 1MiB t2".to_string()), "{labels:?}");
+        assert!(labels.contains(&"uring-zc 256KiB t1".to_string()), "{labels:?}");
+        assert!(labels.contains(&"splice 4KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
         assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
     }

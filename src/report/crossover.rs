@@ -12,12 +12,19 @@ use crate::measure::stats::median;
 use crate::observation::Role;
 use std::fmt;
 
-/// The pairs the seeds ask about: does the cheaper path pay off, and from which size?
-pub const MODE_PAIRS: [(CopyMode, CopyMode); 3] = [
-    (CopyMode::OneCopy, CopyMode::TwoCopy),
-    (CopyMode::ZeroCopy, CopyMode::TwoCopy),
-    (CopyMode::ZeroCopy, CopyMode::OneCopy),
-];
+/// Every pair of send modes among `present`, each later mode (in `CopyMode::ALL` order: the
+/// plainer paths first) against every earlier one — the seeds' question "does the other path
+/// pay off, and from which size?" asked of every pair that was run.
+pub fn mode_pairs(present: &[CopyMode]) -> Vec<(CopyMode, CopyMode)> {
+    let run: Vec<CopyMode> = CopyMode::ALL.into_iter().filter(|m| present.contains(m)).collect();
+    let mut pairs = Vec::new();
+    for (j, &a) in run.iter().enumerate() {
+        for &b in &run[..j] {
+            pairs.push((a, b));
+        }
+    }
+    pairs
+}
 
 /// The same question on the receiving side, the send mode held: does receiving with less
 /// copying pay off (trunc: what is left when the receiver does not copy at all)?
@@ -72,8 +79,12 @@ pub fn rx_crossed<'a>(cases: impl IntoIterator<Item = &'a StreamCase>) -> bool {
 /// The pairs of paths compared: the send-mode pairs (under each receive mode when crossed)
 /// and, when crossed, the receive-mode pairs under each send mode.
 fn path_pairs(cases: &[&StreamCase]) -> Vec<(StreamPath, StreamPath)> {
+    let mut modes: Vec<CopyMode> = cases.iter().map(|c| c.mode).collect();
+    modes.sort_unstable();
+    modes.dedup();
+    let send_pairs = mode_pairs(&modes);
     if !rx_crossed(cases.iter().copied()) {
-        return MODE_PAIRS
+        return send_pairs
             .iter()
             .map(|&(a, b)| (StreamPath { mode: a, rx: None }, StreamPath { mode: b, rx: None }))
             .collect();
@@ -81,12 +92,9 @@ fn path_pairs(cases: &[&StreamCase]) -> Vec<(StreamPath, StreamPath)> {
     let mut rx_modes: Vec<RxMode> = cases.iter().map(|c| c.rx_mode).collect();
     rx_modes.sort_unstable();
     rx_modes.dedup();
-    let mut modes: Vec<CopyMode> = cases.iter().map(|c| c.mode).collect();
-    modes.sort_unstable();
-    modes.dedup();
     let mut pairs = Vec::new();
     for &rx in &rx_modes {
-        for &(a, b) in &MODE_PAIRS {
+        for &(a, b) in &send_pairs {
             pairs.push((
                 StreamPath { mode: a, rx: Some(rx) },
                 StreamPath { mode: b, rx: Some(rx) },
@@ -290,6 +298,21 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_pair_of_the_modes_run_is_compared_later_against_earlier() {
+        let pairs = mode_pairs(&[CopyMode::Sendfile, CopyMode::TwoCopy, CopyMode::OneCopy]);
+        assert_eq!(
+            pairs,
+            vec![
+                (CopyMode::OneCopy, CopyMode::TwoCopy),
+                (CopyMode::Sendfile, CopyMode::TwoCopy),
+                (CopyMode::Sendfile, CopyMode::OneCopy),
+            ]
+        );
+        assert_eq!(mode_pairs(&CopyMode::ALL).len(), 21);
+        assert!(mode_pairs(&[CopyMode::Uring]).is_empty());
+    }
 
     /// Five repetitions a side: the three given and two close to the outer ones, so the test
     /// can reach significance (with 3 against 3 it never can).
