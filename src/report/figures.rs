@@ -328,20 +328,23 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     );
     let m = |name, role, desc| Metric { name, role, desc };
     let threads = sorted_unique(stream.iter().map(|(s, _)| s.threads));
-    // The crossovers found, marked in the panel of their thread count.
+    // The crossovers found inside the size range, marked in the panel of their thread count (a
+    // mode ahead from the smallest size on has no crossing to mark; the table says it).
     let crossover_marks: Vec<(String, f64, String)> = super::crossover::stream_crossovers(cells)
         .into_iter()
         .filter_map(|r| match r.result {
-            super::crossover::Crossover::From { size, crosses_at } => Some((
+            super::crossover::Crossover::From {
+                crosses_at: Some(at), ..
+            } => Some((
                 if threads.len() > 1 {
                     threads_panel(r.threads)
                 } else {
                     String::new()
                 },
-                crosses_at.unwrap_or(size as f64),
+                at,
                 format!("{} > {}", r.a, r.b),
             )),
-            super::crossover::Crossover::NoCrossover => None,
+            _ => None,
         })
         .collect();
     let mut throughput = stream_vs_size(
@@ -357,9 +360,12 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             .push_str("\ndashed verticals: crossovers (A > B from there, significant)");
     }
     throughput.panel_markers = crossover_marks;
-    let mut figures = vec![
-        throughput,
-        stream_vs_threads(&stream, &paths),
+    let mut figures = vec![throughput];
+    // Against threads only when the run varied them.
+    if threads.len() > 1 {
+        figures.push(stream_vs_threads(&stream, &paths));
+    }
+    figures.extend([
         stream_cpu_per_byte(&stream, &paths),
         stream_vs_size(
             &stream,
@@ -408,7 +414,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 "Zero-copy: fraction of sends the kernel did not copy",
             )
         },
-    ];
+    ]);
     // What the receive side's kernel mapped instead of copying, when a zerocopy receiver ran.
     if !zerocopy_rx_paths.is_empty() {
         figures.push(ChartSpec {
@@ -695,7 +701,9 @@ mod tests {
             (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
         ]);
         let figures = all_figures(&summarize_run(&data), &[]);
-        assert_eq!(figures.len(), 7);
+        // One thread count: no chart against threads.
+        assert_eq!(figures.len(), 6);
+        assert!(figures.iter().all(|f| f.stem != "time_per_msg_vs_threads"));
         assert_eq!(figures[0].series.len(), 2);
         let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
         assert!(cycles.caption.contains("ESTIMATE"), "{}", cycles.caption);
@@ -723,7 +731,7 @@ mod tests {
         let figures = all_figures(&summarize_run(&data), &[]);
         let names: Vec<&str> = figures[0].series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["one-copy/scatter", "one-copy/trunc", "zero-copy/zerocopy"]);
-        assert_eq!(figures.len(), 8);
+        assert_eq!(figures.len(), 7);
         assert!(figures.iter().any(|f| f.stem == "rx_mapped_vs_size"));
     }
 

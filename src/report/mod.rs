@@ -639,6 +639,8 @@ mod tests {
                 stream_case(CopyMode::OneCopy, 65536, 1),
                 vec![8.0, 8.1, 7.9, 8.05, f64::NAN],
             ),
+            // A second thread count, so the chart against threads is drawn.
+            (stream_case(CopyMode::OneCopy, 1024, 2), vec![1.0, 1.1, 0.9, 1.05, 0.95]),
         ]);
         let dir = tempfile::tempdir().unwrap();
         let files = write_report(&data, &dir.path().join("r.html")).unwrap();
