@@ -6,6 +6,7 @@ pub mod cpus;
 mod fake;
 mod micro;
 mod model;
+mod records;
 mod request;
 mod servers;
 mod stream;
@@ -15,6 +16,7 @@ pub use cpus::CpuList;
 pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use model::Model;
+pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "workload", rename_all = "kebab-case")]
 pub enum Case {
     NetStream(StreamCase),
+    NetRecords(RecordsCase),
     Servers(ServersCase),
     Micro(MicroCase),
     /// Hidden test workload (see case/fake.rs).
@@ -36,6 +39,7 @@ impl Case {
     pub fn workload(&self) -> &'static str {
         match self {
             Case::NetStream(_) => "net-stream",
+            Case::NetRecords(_) => "net-records",
             Case::Servers(_) => "servers",
             Case::Micro(_) => "micro",
             Case::Fake(_) => "fake",
@@ -46,6 +50,7 @@ impl Case {
     pub fn label(&self) -> String {
         match self {
             Case::NetStream(c) => c.label(),
+            Case::NetRecords(c) => c.label(),
             Case::Servers(c) => c.label(),
             Case::Micro(c) => c.label(),
             Case::Fake(c) => c.label(),
@@ -61,6 +66,8 @@ impl Case {
     pub fn planned_seconds(&self) -> f64 {
         match self {
             Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
+            // Filling the table takes about a second per GiB.
+            Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
             Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
             Case::Micro(_) => 1.0,
             Case::Fake(c) => match c.behaviour {
@@ -74,6 +81,7 @@ impl Case {
     pub fn params(&self) -> Vec<(&'static str, String)> {
         match self {
             Case::NetStream(c) => c.params(),
+            Case::NetRecords(c) => c.params(),
             Case::Servers(c) => c.params(),
             Case::Micro(c) => c.params(),
             Case::Fake(c) => c.params(),

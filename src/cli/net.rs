@@ -19,6 +19,10 @@ pub enum NetCommand {
     /// measure what each copy mode costs per byte, per message and per role.
     #[command(after_help = super::examples::NET_STREAM)]
     Stream(Box<StreamArgs>),
+    /// An in-memory store answers requests of N records of R bytes, sent copy-out, gather or
+    /// zero copy: responses/s, latency, CPU and memory traffic per payload byte.
+    #[command(after_help = super::examples::NET_RECORDS)]
+    Records(Box<super::records::RecordsArgs>),
     /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
@@ -113,6 +117,7 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     match cmd {
         NetCommand::Stream(args) => run_stream(*args),
+        NetCommand::Records(args) => super::records::run_records(*args),
         NetCommand::Serve(args) => run_serve(args),
     }
 }

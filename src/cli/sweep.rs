@@ -38,6 +38,9 @@ pub enum SweepWorkload {
     /// The flags of `iopath net stream`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_STREAM)]
     NetStream(Box<super::net::StreamArgs>),
+    /// The flags of `iopath net records`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
+    NetRecords(Box<super::records::RecordsArgs>),
     /// The flags of `iopath servers`, stored as a run.
     #[command(after_help = super::examples::SWEEP_SERVERS)]
     Servers(super::servers::ServersArgs),
@@ -214,6 +217,7 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
 pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
     Ok(match workload {
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
         SweepWorkload::Micro(a) => {
             let Some((benches, flags)) = a.command.benches() else {
@@ -259,7 +263,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         }
         (None, None) => {
             return Err(usage(
-                "sweep needs a workload (net-stream, servers, micro), --plan FILE or --resume RUN_ID",
+                "sweep needs a workload (net-stream, net-records, servers, micro), --plan FILE or --resume RUN_ID",
             ))
         }
     };

@@ -1,3 +1,4 @@
 //! Network workloads, one per module.
 
+pub mod records;
 pub mod stream;

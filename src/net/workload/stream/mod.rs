@@ -9,6 +9,7 @@ mod server;
 mod thread;
 
 pub use server::{serve_session, serve_session_with, ServeOptions};
+pub(crate) use thread::StartGate;
 
 use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;
@@ -26,7 +27,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread::{End, Shared, StartGate, ThreadOutcome, ThreadPlan};
+use thread::{End, Shared, ThreadOutcome, ThreadPlan};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
