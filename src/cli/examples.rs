@@ -30,9 +30,9 @@ Every metric carries its source (pmu, software, rusage, tool, estimate); see doc
 pub const NET_RECORDS: &str = "\
 Examples:
   iopath net records                                # 128 B and 1 KiB, 1..32 records, three modes
-  iopath net records --mode copy-out,zero-copy --record-size 128 --records 8,15,16,17 --outstanding 1,8
+  iopath net records --mode copy-out,zero-copy --record-size 128 --records 15,16,17
   iopath net records --table 16M --pick random,hot --records 16 --verify
-  iopath net records --topology veth --client-cpus 0 --server-cpus 1 --db lab.db
+  iopath net records --topology veth --outstanding 1,8 --client-cpus 0 --server-cpus 1
 
 Modes:
   copy-out   memcpy the N records into one transmit buffer, then send() it

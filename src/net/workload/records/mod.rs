@@ -335,10 +335,43 @@ fn connect_all(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<TcpStream>>
         .collect()
 }
 
+/// The headline metrics, which a case the kernel refuses reports as unavailable with the reason.
+const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
+    ("responses_per_s", Role::System, "responses/s"),
+    ("throughput_gbps", Role::System, "Gbit/s"),
+    ("latency_p50_us", Role::Client, "us"),
+    ("latency_p99_us", Role::Client, "us"),
+    ("cpu_us_per_response", Role::Client, "us/response"),
+    ("cpu_us_per_response", Role::Server, "us/response"),
+    ("user_copy_bytes_per_payload_byte", Role::Server, "B/B"),
+    ("dram_bytes_per_payload_byte", Role::System, "B/B"),
+    ("zerocopy_copied_fraction", Role::System, "fraction"),
+];
+
 /// Run one records case and return its observation. A stop request ends it within about
 /// 100 ms in any phase (the window closes, clients collect what is in flight and leave), as
-/// `Err(Interrupted)`.
+/// `Err(Interrupted)`. A feature the kernel refuses (MSG_ZEROCOPY, io_uring) is a result: the
+/// observation says `unavailable: <reason>` for every headline metric, never another mode's
+/// numbers.
 pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    match run_case(case, stop) {
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refused) => {
+                let reason = refused.to_string();
+                let mut obs = Observation::default();
+                obs.warn(WarningKind::Unsupported, reason.clone());
+                for (name, role, unit) in HEADLINE_METRICS {
+                    obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+                }
+                Ok(obs)
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
     if case.mode == RecordsMode::UringZc {
         return Err(Unsupported::new(
@@ -783,7 +816,7 @@ mod tests {
             Source::Unavailable("no uncore IMC PMU on this machine".into())
         );
         let counted = Metric::new("dram_bytes", Role::System, 3000.0, "B", Source::Pmu);
-        let m = dram_per_payload_byte(&[counted.clone()], 1000.0);
+        let m = dram_per_payload_byte(std::slice::from_ref(&counted), 1000.0);
         assert_eq!((m.value, m.source), (Some(3.0), Source::Pmu));
         let m = dram_per_payload_byte(&[counted], 0.0);
         assert_eq!(m.value, None);
