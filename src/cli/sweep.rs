@@ -175,6 +175,30 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
     super::output::out(table.render())
 }
 
+fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "A",
+        "vs B",
+        "setting",
+        "A sends more payload",
+        "B significantly ahead at",
+    ]);
+    for r in rows {
+        table.row(vec![
+            r.a.to_string(),
+            r.b.to_string(),
+            r.setting(),
+            r.describe(),
+            r.b_ahead_text(),
+        ]);
+    }
+    crate::say!("Crossover records counts (higher median payload throughput, Mann-Whitney U p < 0.05):")?;
+    super::output::out(table.render())
+}
+
 /// The findings, caveats and grouped warnings: what the run says, after its tables.
 fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     crate::say!("Findings:")?;
@@ -279,6 +303,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let analysis = report::analyze(&data);
     print_cells(&analysis.cells)?;
     print_crossovers(&analysis.crossovers)?;
+    print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     if data.run.repetitions < 3 {
         eprintln!(
@@ -330,6 +355,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
     print_crossovers(&analysis.crossovers)?;
+    print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     crate::say!(
         "{} cells in {:.0} s{}. Report: {} (charts in {})",
