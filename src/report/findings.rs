@@ -113,7 +113,7 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
             ),
             r.mode.to_string(),
             r.records as u64,
-            format!("{} records", r.records),
+            format!("{} record{}", r.records, if r.records == 1 { "" } else { "s" }),
         ),
         Case::Servers(s) => (
             format!("servers, {}", s.request),

@@ -382,10 +382,9 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
-    let table = Table::new(case.record_size as usize, case.table_records())?;
-    if stop.requested() {
+    let Some(table) = Table::new(case.record_size as usize, case.table_records(), &|| stop.requested())? else {
         return Err(interrupted());
-    }
+    };
     let net = Topology::from(&case.endpoint).establish()?;
     if net.remote_addr()?.is_some() {
         return Err(Unsupported::new(

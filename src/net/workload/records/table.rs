@@ -37,8 +37,9 @@ pub fn check_record(id: u64, record: &[u8]) -> bool {
 
 impl Table {
     /// Allocate and fill `count` records of `record_size` bytes (touching every page now, so
-    /// no page fault of the table lands inside a measured window).
-    pub fn new(record_size: usize, count: u64) -> anyhow::Result<Table> {
+    /// no page fault of the table lands inside a measured window). `stopped` is asked every
+    /// 16 MiB: a big table takes seconds to fill, and a stop must not wait for it (None then).
+    pub fn new(record_size: usize, count: u64, stopped: &dyn Fn() -> bool) -> anyhow::Result<Option<Table>> {
         let total = (record_size as u64)
             .checked_mul(count)
             .filter(|t| *t <= isize::MAX as u64)
@@ -47,11 +48,17 @@ impl Table {
         bytes
             .try_reserve_exact(total as usize)
             .map_err(|e| anyhow::anyhow!("could not allocate the {total}-byte table: {e}"))?;
-        bytes.resize(total as usize, 0);
-        for (id, record) in bytes.chunks_mut(record_size).enumerate() {
-            fill_record(id as u64, record);
+        // Written once, record by record (no zeroing pass first).
+        let mut record = vec![0u8; record_size];
+        let check_every = ((16 << 20) / record_size).max(1) as u64;
+        for id in 0..count {
+            if id % check_every == 0 && stopped() {
+                return Ok(None);
+            }
+            fill_record(id, &mut record);
+            bytes.extend_from_slice(&record);
         }
-        Ok(Table { bytes, record_size })
+        Ok(Some(Table { bytes, record_size }))
     }
 
     pub fn count(&self) -> u64 {
@@ -73,7 +80,7 @@ mod tests {
     #[test]
     fn every_record_checks_and_no_record_passes_for_another() {
         for size in [8usize, 13, 128, 1024] {
-            let table = Table::new(size, 50).unwrap();
+            let table = Table::new(size, 50, &|| false).unwrap().unwrap();
             assert_eq!(table.count(), 50);
             for id in 0..50 {
                 assert!(check_record(id, table.record(id)), "size {size} id {id}");
@@ -86,5 +93,9 @@ mod tests {
                 "a flipped last byte is caught (size {size})"
             );
         }
+        assert!(
+            Table::new(128, 1 << 20, &|| true).unwrap().is_none(),
+            "a stop ends the fill"
+        );
     }
 }
