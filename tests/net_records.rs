@@ -267,3 +267,67 @@ fn sigint_keeps_the_finished_cells_and_discards_the_one_in_flight() {
     );
     drop(dir);
 }
+
+#[test]
+fn sweep_net_records_is_stored_reported_with_its_charts_and_crossover_table() {
+    let (dir, db) = common::temp_db("r.db");
+    let db_text = db.to_str().unwrap();
+    let out = iopath()
+        .args([
+            "sweep",
+            "net-records",
+            "--mode",
+            "copy-out,zero-copy",
+            "--record-size",
+            "128",
+            "--records",
+            "1,4",
+            "--table",
+            "1M",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "0",
+            "--no-perf",
+            "--db",
+            db_text,
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = common::stdout(&out);
+    assert!(text.contains("Crossover records counts"), "{text}");
+    assert!(
+        text.contains("zero-copy  copy-out  128B records, random, 1 in flight, 1 thread"),
+        "{text}"
+    );
+    assert_eq!(common::stored_cells(&db), 4);
+    let html = dir.path().join("r.html");
+    let out = iopath()
+        .args(["report", "--db", db_text, "-o", html.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Crossover records counts"));
+    for stem in [
+        "records_throughput_vs_records",
+        "records_dram_per_byte_vs_records",
+        "records_server_cpu_vs_records",
+        "records_copy_out_over_zero_copy",
+    ] {
+        assert!(page.contains(stem), "{stem} missing from the report");
+    }
+    let out = iopath()
+        .args(["export", "--db", db_text, "--format", "summary"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = summary["records_crossovers"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r["a"] == "zero-copy" && r["b"] == "copy-out" && r["record_size_bytes"] == 128));
+}
