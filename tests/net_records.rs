@@ -67,14 +67,14 @@ fn every_mode_over_loopback_sends_the_right_records_and_counts_its_copies() {
     // 100 B: a record size that is not a multiple of the pattern's 8-byte words.
     let records = run_json(&[
         "--mode",
-        "copy-out,gather,zero-copy",
+        "copy-out,gather,zero-copy,uring-zc",
         "--record-size",
         "100,1K",
         "--records",
         "1,16",
         "--verify",
     ]);
-    assert_eq!(records.len(), 12);
+    assert_eq!(records.len(), 16);
     for r in &records {
         let case = &r["case"];
         assert_eq!(case["workload"], "net-records");
@@ -88,9 +88,11 @@ fn every_mode_over_loopback_sends_the_right_records_and_counts_its_copies() {
             _ => assert_eq!(copied, Some(0.0), "{mode}"),
         }
         assert_eq!(source(r, "server", "user_copy_bytes_per_payload_byte"), "tool");
-        // No memory-traffic probe in this build: unavailable with the reason, never 0.
+        // The unavailable path on this machine: no memory-traffic counters here (a VM without
+        // uncore PMU, and no probe in this build): unavailable with the reason, never 0.
+        assert_eq!(value(r, "system", "dram_bytes_per_payload_byte"), None);
         assert!(source(r, "system", "dram_bytes_per_payload_byte").starts_with("unavailable: "));
-        if mode == "zero-copy" {
+        if mode == "zero-copy" || mode == "uring-zc" {
             let sends = value(r, "system", "zerocopy_sends").unwrap();
             let completed = value(r, "system", "zerocopy_completed_sends").unwrap();
             assert!(sends > 0.0);
@@ -127,20 +129,6 @@ fn hot_and_random_picks_and_pipelined_requests_verify() {
     }
     assert!(records.iter().any(|r| r["case"]["pick"] == "hot"));
     assert!(records.iter().any(|r| r["case"]["outstanding"] == 8));
-}
-
-#[test]
-fn uring_zc_is_unavailable_with_its_reason_not_another_modes_numbers() {
-    let records = run_json(&["--mode", "uring-zc", "--record-size", "128", "--records", "4"]);
-    assert_eq!(records.len(), 1);
-    let r = &records[0];
-    for (role, name) in [("system", "responses_per_s"), ("system", "dram_bytes_per_payload_byte")] {
-        assert_eq!(value(r, role, name), None);
-        assert!(
-            source(r, role, name).starts_with("unavailable: uring-zc unavailable: "),
-            "{r}"
-        );
-    }
 }
 
 #[test]
@@ -201,7 +189,7 @@ fn bad_flags_are_one_line_and_exit_2() {
 #[test]
 fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
     use iopath::case::{Endpoint, Pick, RecordsCase, RecordsMode};
-    for mode in [RecordsMode::CopyOut, RecordsMode::ZeroCopy] {
+    for mode in [RecordsMode::CopyOut, RecordsMode::ZeroCopy, RecordsMode::UringZc] {
         let case = RecordsCase {
             mode,
             record_size: 1024,

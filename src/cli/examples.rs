@@ -29,7 +29,7 @@ Every metric carries its source (pmu, software, rusage, tool, estimate); see doc
 
 pub const NET_RECORDS: &str = "\
 Examples:
-  iopath net records                                # 128 B and 1 KiB, 1..32 records, three modes
+  iopath net records                                # 128 B and 1 KiB, 1..32 records, every mode
   iopath net records --mode copy-out,zero-copy --record-size 128 --records 15,16,17
   iopath net records --table 16M --pick random,hot --records 16 --verify
   iopath net records --topology veth --outstanding 1,8 --client-cpus 0 --server-cpus 1

@@ -20,7 +20,7 @@ pub struct RecordsArgs {
     /// them into one buffer, then send), gather (sendmsg with one iovec per record, in place),
     /// zero-copy (the same with MSG_ZEROCOPY: the kernel pins the table's pages), uring-zc
     /// (io_uring SENDMSG_ZC).
-    #[arg(long, default_value = "copy-out,gather,zero-copy", value_parser = parse_modes)]
+    #[arg(long, default_value = "copy-out,gather,zero-copy,uring-zc", value_parser = parse_modes)]
     pub mode: ModeList,
     /// Bytes per record (R): 128, 1K, lists 128,1K (8 B to 1 MiB).
     #[arg(long, default_value = "128,1K", value_parser = values::parse_size_list)]

@@ -19,4 +19,5 @@ pub mod syscall;
 pub mod tcpinfo;
 pub mod tsc;
 pub mod uring;
+pub mod uring_gather_zc;
 pub mod zerocopy;

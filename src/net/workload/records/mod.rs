@@ -356,29 +356,37 @@ const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
 pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     match run_case(case, stop) {
         Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refused) => {
-                let reason = refused.to_string();
-                let mut obs = Observation::default();
-                obs.warn(WarningKind::Unsupported, reason.clone());
-                for (name, role, unit) in HEADLINE_METRICS {
-                    obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-                }
-                Ok(obs)
-            }
+            Some(refused) => Ok(refused_observation(refused)),
             None => Err(e),
         },
         ok => ok,
     }
 }
 
+/// The observation of a case the kernel refused: every headline metric unavailable with the
+/// reason, and an `unsupported` warning.
+fn refused_observation(refused: &Unsupported) -> Observation {
+    let reason = refused.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    for (name, role, unit) in HEADLINE_METRICS {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
 fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
     if case.mode == RecordsMode::UringZc {
-        return Err(Unsupported::new(
-            "uring-zc",
-            "this build has no io_uring SENDMSG_ZC glue yet (src/sys/uring.rs); use zero-copy for MSG_ZEROCOPY",
-        )
-        .into());
+        // Refused here, before any thread or connection exists, when the kernel lacks it.
+        use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
+        GatherZcRing::new(server::URING_ENTRIES).map_err(|e| match e {
+            SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+            SetupError::Failed(e) => match Unsupported::refused("io_uring", &e) {
+                Some(u) => anyhow::Error::new(u),
+                None => anyhow!("io_uring setup failed: {e}"),
+            },
+        })?;
     }
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
@@ -822,6 +830,20 @@ mod tests {
         // The client's own dram_bytes metric (another role) is not the probe's.
         let other_role = Metric::new("dram_bytes", Role::Client, 1.0, "B", Source::Pmu);
         assert_eq!(dram_per_payload_byte(&[other_role], 1.0).value, None);
+    }
+
+    #[test]
+    fn a_refused_feature_is_an_observation_of_unavailable_headlines_not_numbers() {
+        let obs = refused_observation(&Unsupported::new("io_uring", "not permitted here (EPERM)"));
+        assert!(obs.has_warning(WarningKind::Unsupported));
+        for (name, role, _) in HEADLINE_METRICS {
+            let m = obs.get(name, role).unwrap();
+            assert_eq!(m.value, None);
+            assert_eq!(
+                m.source,
+                Source::Unavailable("io_uring unavailable: not permitted here (EPERM)".into())
+            );
+        }
     }
 
     #[test]

@@ -4,9 +4,10 @@
 use super::table::Table;
 use super::{recv_exact, send_all, Side, SideOutcome, Snapshot, ThreadStart};
 use crate::case::{RecordsCase, RecordsMode};
-use crate::net::completions::CompletionTracker;
+use crate::net::completions::{CompletionCounts, CompletionTracker};
 use crate::observation::Role;
 use crate::sys::net as sock;
+use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
 use crate::sys::zerocopy::{self, ErrQueueRead};
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 const REAP_AT: u64 = 64;
 /// How long the server waits for the kernel to give back every page at the end.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// SQEs of a uring-zc server thread's ring: one op is in flight at a time.
+pub const URING_ENTRIES: u32 = 8;
 
 /// Which way the records of one response reach the kernel, with the state each way needs.
 enum Way<'t> {
@@ -30,6 +33,10 @@ enum Way<'t> {
         iov: Vec<IoSlice<'t>>,
         tracker: CompletionTracker,
         enobufs: u64,
+    },
+    UringZc {
+        ring: Box<GatherZcRing<'t>>,
+        bufs: Vec<&'t [u8]>,
     },
 }
 
@@ -91,21 +98,28 @@ fn sendmsg_all(
 }
 
 impl<'t> Way<'t> {
-    fn new(case: &RecordsCase) -> Way<'t> {
-        match case.mode {
+    fn new(case: &RecordsCase) -> anyhow::Result<Way<'t>> {
+        Ok(match case.mode {
             RecordsMode::CopyOut => Way::CopyOut {
                 tx: vec![0; case.response_bytes() as usize],
             },
             RecordsMode::Gather => Way::Gather {
                 iov: Vec::with_capacity(case.records),
             },
-            // uring-zc never reaches a server thread (see `run`).
-            RecordsMode::ZeroCopy | RecordsMode::UringZc => Way::ZeroCopy {
+            RecordsMode::ZeroCopy => Way::ZeroCopy {
                 iov: Vec::with_capacity(case.records),
                 tracker: CompletionTracker::default(),
                 enobufs: 0,
             },
-        }
+            // The coordinator checked that the kernel takes SENDMSG_ZC before any thread started.
+            RecordsMode::UringZc => Way::UringZc {
+                ring: Box::new(GatherZcRing::new(URING_ENTRIES).map_err(|e| match e {
+                    SetupError::Refused(reason) => anyhow::anyhow!("io_uring SENDMSG_ZC refused: {reason}"),
+                    SetupError::Failed(e) => anyhow::anyhow!("io_uring setup failed: {e}"),
+                })?),
+                bufs: Vec::with_capacity(case.records),
+            },
+        })
     }
 
     /// Send the records `ids` as one response; returns the bytes user space copied.
@@ -167,11 +181,26 @@ impl<'t> Way<'t> {
                 }
                 Ok(0)
             }
+            Way::UringZc { ring, bufs } => {
+                bufs.clear();
+                bufs.extend(ids.iter().map(|id| table.record(*id)));
+                let before = ring.counts.enters;
+                let sent = ring.send(fd, bufs);
+                *syscalls += ring.counts.enters - before;
+                sent.map_err(|e| io::Error::new(e.kind(), format!("io_uring SENDMSG_ZC failed: {e}")))?;
+                Ok(0)
+            }
         }
     }
 
     /// Wait until the kernel holds none of the table's pages (zero copy); a no-op otherwise.
     fn drain(&mut self, fd: RawFd, syscalls: &mut u64) -> io::Result<()> {
+        if let Way::UringZc { ring, .. } = self {
+            let before = ring.counts.enters;
+            let drained = ring.drain(DRAIN_TIMEOUT);
+            *syscalls += ring.counts.enters - before;
+            return drained;
+        }
         let Way::ZeroCopy { tracker, .. } = self else {
             return Ok(());
         };
@@ -197,7 +226,7 @@ impl<'t> Way<'t> {
 /// endian; an id outside the table is a protocol error.
 pub fn serve(start: ThreadStart<'_>, case: &RecordsCase, table: &Table, fd: RawFd) -> anyhow::Result<SideOutcome> {
     let mut side = Side::begin(start, Role::Server)?;
-    let mut way = Way::new(case);
+    let mut way = Way::new(case)?;
     let mut request = vec![0u8; 8 + 8 * case.records];
     let mut ids = vec![0u64; case.records];
     let mut syscalls = 0u64;
@@ -227,8 +256,21 @@ pub fn serve(start: ThreadStart<'_>, case: &RecordsCase, table: &Table, fd: RawF
         user_copy,
     });
     way.drain(fd, &mut syscalls)?;
-    if let Way::ZeroCopy { tracker, enobufs, .. } = &way {
-        outcome.zerocopy = Some((tracker.counts.clone(), *enobufs));
+    match &way {
+        Way::ZeroCopy { tracker, enobufs, .. } => outcome.zerocopy = Some((tracker.counts.clone(), *enobufs)),
+        // One notification per op: each covers exactly the op it follows.
+        Way::UringZc { ring, .. } => {
+            let c = &ring.counts;
+            let counts = CompletionCounts {
+                sends: c.sends,
+                notifications: c.notifications,
+                completed: c.notifications,
+                copied: c.copied,
+                unexpected: 0,
+            };
+            outcome.zerocopy = Some((counts, 0));
+        }
+        _ => {}
     }
     Ok(outcome)
 }
