@@ -171,6 +171,10 @@ fn bad_flags_are_one_line_and_exit_2() {
         (vec!["--outstanding", "0"], "must be at least 1"),
         (vec!["--outstanding", "5000"], "accepted: 1 to 1024"),
         (vec!["--pick", "cold"], "accepted: random, hot"),
+        (
+            vec!["--outstanding", "1000", "--records", "32"],
+            "use fewer --outstanding or --records",
+        ),
         (vec!["--table", "1K", "--records", "32"], "use a larger --table"),
         (vec!["--table", "100G"], "accepted: up to 64G"),
         (

@@ -48,6 +48,8 @@ pub const MAX_RECORDS: usize = 1024;
 pub const MAX_OUTSTANDING: usize = 1024;
 pub const MAX_THREADS: usize = 256;
 pub const MAX_TABLE_BYTES: u64 = 64 << 30;
+/// Request bytes one connection may have in flight (below the smallest default receive buffer).
+const MAX_REQUEST_BYTES_IN_FLIGHT: u64 = 64 << 10;
 
 /// Memory one case takes in this process: the table, and per connection the transmit,
 /// request and response buffers of both ends.
@@ -76,6 +78,18 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
         return Err(format!(
             "{} outstanding requests is out of range (accepted: 1 to {MAX_OUTSTANDING})",
             case.outstanding
+        ));
+    }
+    // The client sends all its requests before reading an answer: if they could fill the
+    // server's receive buffer, both ends could block sending at once.
+    let in_flight_request_bytes = case.outstanding as u64 * (8 + 8 * case.records as u64);
+    if in_flight_request_bytes > MAX_REQUEST_BYTES_IN_FLIGHT {
+        return Err(format!(
+            "{} requests of {} records in flight are {} of requests, more than the {} a socket buffer surely holds: use fewer --outstanding or --records",
+            case.outstanding,
+            case.records,
+            crate::format::format_bytes(in_flight_request_bytes),
+            crate::format::format_bytes(MAX_REQUEST_BYTES_IN_FLIGHT)
         ));
     }
     if case.threads == 0 || case.threads > MAX_THREADS {
