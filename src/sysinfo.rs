@@ -41,6 +41,10 @@ pub struct Machine {
     /// Each perf event and whether it opens: "ok" or "unavailable: <reason>".
     pub perf_events: BTreeMap<String, String>,
     pub perf_event_paranoid: Option<i64>,
+    /// The memory-traffic counters found (uncore PMUs, resctrl MBM) or why there are none,
+    /// one line each (`measure::memtraffic::describe`).
+    #[serde(default)]
+    pub memory_traffic: Vec<String>,
     /// "available" or "unavailable: <reason>".
     pub io_uring: String,
     pub io_uring_disabled_sysctl: Option<i64>,
@@ -141,6 +145,7 @@ pub fn describe() -> Machine {
             })
             .collect(),
         perf_event_paranoid: read_i64("/proc/sys/kernel/perf_event_paranoid"),
+        memory_traffic: crate::measure::memtraffic::describe(&crate::measure::memtraffic::discover(Path::new("/"))),
         io_uring: io_uring_status(),
         io_uring_disabled_sysctl: read_i64("/proc/sys/kernel/io_uring_disabled"),
         optmem_max: read_i64("/proc/sys/net/core/optmem_max"),

@@ -105,6 +105,41 @@ fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
     }
 }
 
+/// Every stream cell carries the machine's memory traffic: figures with source `pmu` (or
+/// `kernel` from resctrl) where the machine has the counters, else one reason for them all;
+/// on a VM without any PMU (as here) exactly the VM's.
+#[test]
+fn every_cell_carries_memory_traffic_or_the_reason() {
+    let records = stream_json(&["--mode", "one-copy", "--size", "64K"]);
+    let r = &records[0];
+    let names = [
+        "dram_read_bytes",
+        "dram_write_bytes",
+        "dram_bytes",
+        "dram_bytes_per_payload_byte",
+    ];
+    let sources: Vec<String> = names
+        .iter()
+        .map(|n| metric(r, "system", n)["source"].as_str().unwrap().to_string())
+        .collect();
+    let dram = metric(r, "system", "dram_bytes");
+    if dram["value"].is_null() {
+        assert!(
+            sources.iter().all(|s| *s == sources[2]),
+            "one reason for all: {sources:?}"
+        );
+        let here = iopath::measure::memtraffic::discover(std::path::Path::new("/"));
+        if let Err(why) = here.memory {
+            assert_eq!(sources[2], format!("unavailable: {why}"));
+        }
+    } else {
+        assert!(["pmu", "kernel"].contains(&sources[2].as_str()), "{sources:?}");
+        assert!(value(r, "system", "dram_bytes_per_payload_byte") > 0.0);
+    }
+    let cost = metric(r, "system", "memtraffic_probe_read_ns");
+    assert!(cost["source"] == "tool" || cost["value"].is_null(), "{cost}");
+}
+
 #[test]
 fn pinned_run_records_where_threads_ran() {
     let records = stream_json(&[

@@ -14,6 +14,7 @@ fn text_lists_the_machine() {
         .stdout(predicate::str::contains("cpu"))
         .stdout(predicate::str::contains("tsc"))
         .stdout(predicate::str::contains("perf cycles"))
+        .stdout(predicate::str::contains("memory traffic     ").and(predicate::str::contains("DRAM")))
         .stdout(predicate::str::contains("io_uring"))
         .stdout(predicate::str::contains("loopback mtu"))
         .stdout(predicate::str::contains("RLIMIT_MEMLOCK"));
@@ -50,9 +51,18 @@ fn json_is_the_stored_description() {
         "smt_active",
         "loopback_mtu",
         "tsc_invariant",
+        "memory_traffic",
     ] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
+    // The memory-traffic counters: what was found, or one line saying why not.
+    let lines: Vec<&str> = v["memory_traffic"]
+        .as_array()
+        .expect("memory_traffic lines")
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(lines.iter().any(|l| l.starts_with("DRAM")), "{lines:?}");
     // Every perf event either opens or says why not.
     for (name, status) in v["perf_events"].as_object().expect("perf_events map") {
         let s = status.as_str().unwrap_or("");

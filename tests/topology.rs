@@ -167,6 +167,17 @@ fn servers_and_micro_tcp_run_in_a_namespace() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let records: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(records[0]["case"]["topology"]["kind"], "veth");
+    // The load generator's connections report their own account (TCP_INFO) too.
+    for name in ["tcpi_rtt_us", "tcpi_total_retrans", "tcpi_busy_s"] {
+        let m = records[0]["observation"]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name && m["role"] == "client")
+            .unwrap_or_else(|| panic!("servers: no {name}"));
+        assert_eq!(m["source"], "kernel", "{name}");
+        assert!(m["value"].as_f64().is_some(), "{name}: {m}");
+    }
     let out = Command::new(bin())
         .args([
             "micro",
@@ -316,18 +327,16 @@ impl Drop for Server {
 }
 
 fn psk_server(key: &std::path::Path) -> Server {
+    let key = key.to_str().unwrap();
+    server(&["--max-session", "2s", "--psk-file", key])
+}
+
+/// A `net serve` on a free loopback port with these extra flags.
+fn server(flags: &[&str]) -> Server {
     use std::io::{BufRead, BufReader};
     let mut child = std::process::Command::new(bin())
-        .args([
-            "net",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--max-session",
-            "2s",
-            "--psk-file",
-        ])
-        .arg(key)
+        .args(["net", "serve", "--listen", "127.0.0.1:0"])
+        .args(flags)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -341,6 +350,36 @@ fn psk_server(key: &std::path::Path) -> Server {
         .unwrap_or_else(|| panic!("no address in {line}"))
         .to_string();
     Server(child, addr, stderr)
+}
+
+#[test]
+fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named() {
+    let server = server(&["--max-session-bytes", "300M"]);
+    let client = |size: &str, duration: &str| {
+        Command::new(bin())
+            .args(["net", "stream", "--connect", &server.1, "--mode", "one-copy"])
+            .args(["--size", size, "--duration", duration, "--warmup", "20ms"])
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap()
+    };
+    // Far under the budget: served.
+    let small = client("1K", "50ms");
+    assert!(small.status.success(), "{}", String::from_utf8_lossy(&small.stderr));
+    // 64 KiB messages for 20 s pass 300 MB within the first second even in a debug build.
+    let started = std::time::Instant::now();
+    let big = client("64K", "20s");
+    assert!(!big.status.success());
+    let err = String::from_utf8_lossy(&big.stderr);
+    assert!(err.contains("byte budget of 300MiB"), "{err}");
+    assert!(err.contains("--max-session-bytes"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "not ended at the budget: {:?}",
+        started.elapsed()
+    );
+    // The server serves the next session.
+    assert!(client("1K", "50ms").status.success());
 }
 
 #[test]

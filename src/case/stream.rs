@@ -14,16 +14,36 @@ pub enum CopyMode {
     OneCopy,
     /// sendmsg(MSG_ZEROCOPY) with one iovec per field: the kernel pins the pages.
     ZeroCopy,
+    /// io_uring SENDMSG with one iovec per field: one-copy's copies, io_uring's syscall model.
+    Uring,
+    /// io_uring SENDMSG_ZC with one iovec per field; a slot is reused after its notification.
+    UringZc,
+    /// The message's bytes staged in a file (page cache), sent with sendfile().
+    Sendfile,
+    /// vmsplice() the fields into a pipe, splice() the pipe into the socket.
+    Splice,
 }
 
 impl CopyMode {
-    pub const ALL: [CopyMode; 3] = [CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy];
+    pub const ALL: [CopyMode; 7] = [
+        CopyMode::TwoCopy,
+        CopyMode::OneCopy,
+        CopyMode::ZeroCopy,
+        CopyMode::Uring,
+        CopyMode::UringZc,
+        CopyMode::Sendfile,
+        CopyMode::Splice,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             CopyMode::TwoCopy => "two-copy",
             CopyMode::OneCopy => "one-copy",
             CopyMode::ZeroCopy => "zero-copy",
+            CopyMode::Uring => "uring",
+            CopyMode::UringZc => "uring-zc",
+            CopyMode::Sendfile => "sendfile",
+            CopyMode::Splice => "splice",
         }
     }
 }
@@ -37,10 +57,10 @@ impl fmt::Display for CopyMode {
 impl std::str::FromStr for CopyMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        CopyMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("unknown mode '{s}' (accepted: two-copy, one-copy, zero-copy)"))
+        CopyMode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let accepted: Vec<&str> = CopyMode::ALL.iter().map(|m| m.as_str()).collect();
+            format!("unknown mode '{s}' (accepted: {})", accepted.join(", "))
+        })
     }
 }
 

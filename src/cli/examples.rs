@@ -53,9 +53,10 @@ The flags are those of `iopath net records` (see its --help for the modes).";
 
 pub const NET_SERVE: &str = "\
 Examples:
-  iopath net serve                                  # listen on 0.0.0.0:5201 until Ctrl-C
+  iopath net serve                                  # listen on 127.0.0.1:5201 until Ctrl-C
   iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
-  iopath net stream --connect 10.0.0.1:5201         # the client, on the other host";
+  iopath net serve --listen 0.0.0.0:5201 --psk-file key --max-session-bytes 50G  # other hosts
+  iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host";
 
 pub const QUICK: &str = "\
 Examples:

@@ -371,12 +371,13 @@ mod tests {
         let file = PlanFile::new(argv.unwrap());
         assert_eq!(file.command[..2], ["sweep", "net-stream"]);
         assert!(
-            file.command_line().contains("--mode two-copy,one-copy,zero-copy"),
+            file.command_line().contains("--mode two-copy,one-copy,zero-copy,uring"),
             "{}",
             file.command_line()
         );
         let (plan, _) = sweep::plan_of(&file.workload().unwrap()).unwrap();
-        assert_eq!(plan.cases.len(), 9);
+        // Every mode at the three default sizes.
+        assert_eq!(plan.cases.len(), CopyMode::ALL.len() * 3);
         assert_eq!(plan.repetitions, 3);
     }
 

@@ -127,6 +127,9 @@ pub fn render(m: &Machine) -> String {
         add(&format!("perf {k}"), v.clone());
     }
     add("perf_event_paranoid", opt(&m.perf_event_paranoid));
+    for line in &m.memory_traffic {
+        add("memory traffic", line.clone());
+    }
     add(
         "io_uring",
         format!(

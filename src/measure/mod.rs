@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod counters;
 pub mod histogram;
+pub mod memtraffic;
 pub mod stats;
 pub mod system;
 pub mod window;

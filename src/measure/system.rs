@@ -312,8 +312,17 @@ impl Probe for CpuByKind {
 /// time the connections were busy, limited by the peer's receive window and by the send
 /// buffer (summed; these count from the connection's start, warm-up included).
 pub fn tcp_info_metrics(fds: &[std::os::fd::RawFd], role: Role) -> Vec<Metric> {
-    use crate::sys::tcpinfo::{tcp_info, WITH_LIMITED_TIMES};
-    let infos: Vec<_> = fds.iter().filter_map(|fd| tcp_info(*fd).ok()).collect();
+    let infos: Vec<_> = fds
+        .iter()
+        .filter_map(|fd| crate::sys::tcpinfo::tcp_info(*fd).ok())
+        .collect();
+    tcp_info_summary(&infos, role)
+}
+
+/// The TCP_INFO metrics of connections whose TCP_INFO was already read (each with the length
+/// the kernel returned): means of rtt and rttvar, sums of the rest.
+pub fn tcp_info_summary(infos: &[(crate::sys::tcpinfo::TcpInfo, usize)], role: Role) -> Vec<Metric> {
+    use crate::sys::tcpinfo::WITH_LIMITED_TIMES;
     let names: [(&str, &str); 7] = [
         ("tcpi_rtt_us", "us"),
         ("tcpi_rttvar_us", "us"),

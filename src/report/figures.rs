@@ -16,6 +16,10 @@ fn mode_style(mode: CopyMode) -> ((u8, u8, u8), usize) {
         CopyMode::TwoCopy => (OKABE_ITO[1], 0),
         CopyMode::OneCopy => (OKABE_ITO[0], 1),
         CopyMode::ZeroCopy => (OKABE_ITO[2], 2),
+        CopyMode::Uring => (OKABE_ITO[3], 3),
+        CopyMode::UringZc => (OKABE_ITO[4], 4),
+        CopyMode::Sendfile => (OKABE_ITO[5], 5),
+        CopyMode::Splice => (OKABE_ITO[6], 6),
     }
 }
 

@@ -14,6 +14,7 @@ pub use crate::format::format_number as fmt_num;
 pub mod html;
 
 use crate::case::{Case, CopyMode, Endpoint};
+use crate::measure::memtraffic;
 use crate::observation::{Role, WarningKind};
 use crate::store::{RunData, RunStatus};
 use cells::CellSummary;
@@ -142,11 +143,20 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
             ));
         }
     }
+    // Memory traffic that no cell could count is said once, with what it would show and how
+    // to get it, instead of a line per reason.
+    let memory_note = memory_traffic_note(cells);
+    if let Some(note) = &memory_note {
+        out.push((None, note.clone()));
+    }
     let mut estimated: Vec<&str> = Vec::new();
     // Unavailable metrics grouped by reason: (reason, metric names).
     let mut unavailable: Vec<(String, Vec<&str>)> = Vec::new();
     for m in cells.iter().flat_map(|c| &c.metrics) {
         if m.name.starts_with("total_") {
+            continue;
+        }
+        if memory_note.is_some() && memtraffic::METRIC_NAMES.contains(&m.name.as_str()) {
             continue;
         }
         if m.is_estimate() && !estimated.contains(&m.name.as_str()) {
@@ -212,6 +222,27 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
         ));
     }
     out
+}
+
+/// The note when a run has memory-traffic figures and none of them has a value in any cell,
+/// with the reason dram_bytes gives.
+fn memory_traffic_note(cells: &[CellSummary]) -> Option<String> {
+    let figures: Vec<&cells::MetricCell> = cells
+        .iter()
+        .flat_map(|c| &c.metrics)
+        .filter(|m| memtraffic::METRIC_NAMES.contains(&m.name.as_str()))
+        .collect();
+    if figures.is_empty() || figures.iter().any(|m| !m.values.is_empty()) {
+        return None;
+    }
+    let reason = figures
+        .iter()
+        .filter(|m| m.name == memtraffic::DRAM_BYTES)
+        .chain(figures.iter())
+        .flat_map(|m| &m.sources)
+        .find_map(|s| s.strip_prefix("unavailable"))
+        .map(|r| r.trim_start_matches(':').trim().to_string())?;
+    Some(memtraffic::unavailable_note(&reason))
 }
 
 /// The caveats as text.
@@ -436,6 +467,50 @@ mod tests {
         assert!(
             !caveats.iter().any(|c| c.contains("--resume")),
             "a complete run needs no resume: {caveats:?}"
+        );
+    }
+
+    /// A run whose memory-traffic figures all read unavailable gets one note that says what
+    /// they would show and how to get them, and no per-reason line for them; a run where they
+    /// were counted gets no note.
+    #[test]
+    fn unavailable_memory_traffic_is_explained_once() {
+        use crate::observation::{Metric, Source};
+        let vm = memtraffic::VM_REASON;
+        let mut data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![2.0, 2.1]),
+        ]);
+        for cell in data.cells.iter_mut() {
+            for name in memtraffic::METRIC_NAMES {
+                cell.observation.push(Metric::unavailable(name, Role::System, "B", vm));
+            }
+        }
+        data.run.cells_ok = 4;
+        data.run.repetitions = 2;
+        let notes = caveats(&data, &cells::summarize_run(&data));
+        let about: Vec<&String> = notes.iter().filter(|c| c.contains("dram_bytes")).collect();
+        assert_eq!(about.len(), 1, "{notes:?}");
+        assert_eq!(*about[0], memtraffic::unavailable_note(vm));
+        assert!(about[0].contains("bare metal") && about[0].contains("CAP_PERFMON"));
+
+        for cell in data.cells.iter_mut() {
+            cell.observation.metrics.retain(|m| m.name != memtraffic::DRAM_BYTES);
+            cell.observation.push(Metric::new(
+                memtraffic::DRAM_BYTES,
+                Role::System,
+                4096.0,
+                "B",
+                Source::Pmu,
+            ));
+        }
+        let notes = caveats(&data, &cells::summarize_run(&data));
+        assert!(!notes.iter().any(|c| c.contains("would show")), "{notes:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|c| c.starts_with(&format!("Not measured here ({vm})"))),
+            "the figures still missing are listed as usual: {notes:?}"
         );
     }
 

@@ -11,6 +11,7 @@ use crate::measure::window::SystemProbes;
 use crate::observation::Metric;
 use crate::stop::Interrupted;
 use crate::sys::multiplex::{Epoll, EpollEvent};
+use crate::sys::tcpinfo::{tcp_info, TcpInfo};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -92,6 +93,8 @@ pub struct LoadResult {
     pub samples: Vec<String>,
     /// What the system-wide probes measured over the window.
     pub system: Vec<Metric>,
+    /// TCP_INFO of every live connection, read by its thread as the window closed.
+    pub tcp_info: Vec<(TcpInfo, usize)>,
 }
 
 /// A request in flight this long at the end of the window was starved, not merely in flight.
@@ -120,6 +123,7 @@ struct ThreadResult {
     unanswered: u64,
     starved: u64,
     samples: Vec<String>,
+    tcp_info: Vec<(TcpInfo, usize)>,
 }
 
 /// The echo payload for request `seq`: a pattern that shows any corrupted or misplaced byte.
@@ -410,6 +414,7 @@ pub fn run(
         starved: 0,
         samples: Vec::new(),
         system: system_metrics,
+        tcp_info: Vec::new(),
     };
     for r in &results {
         out.latency.merge(&r.latency);
@@ -419,6 +424,7 @@ pub fn run(
         out.connected += r.connected;
         out.unanswered += r.unanswered;
         out.starved += r.starved;
+        out.tcp_info.extend_from_slice(&r.tcp_info);
         for s in &r.samples {
             if out.samples.len() < 5 && !out.samples.contains(s) {
                 out.samples.push(s.clone());
@@ -452,6 +458,7 @@ fn client_thread(
             unanswered: 0,
             starved: 0,
             samples: Vec::new(),
+            tcp_info: Vec::new(),
         },
         payload: Vec::new(),
     };
@@ -506,6 +513,13 @@ fn client_thread(
         _ => {}
     }
     probe.finish();
+    // The connections' own account of the window (rtt, retransmits, what limited them), read
+    // now that the loop is done so the reads cost the measured traffic nothing.
+    d.result.tcp_info = clients
+        .iter()
+        .filter(|c| !c.dead)
+        .filter_map(|c| tcp_info(c.stream.as_raw_fd()).ok())
+        .collect();
     // A request still unanswered when the window closed waited at least this long; leaving it
     // out would hide exactly the clients a model starves (coordinated omission).
     let closed_at = Instant::now();

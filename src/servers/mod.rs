@@ -162,6 +162,8 @@ pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> a
         obs.warn(WarningKind::Contended, w);
     }
     obs.metrics.extend(load.system.iter().cloned());
+    obs.metrics
+        .extend(crate::measure::system::tcp_info_summary(&load.tcp_info, Role::Client));
     obs.push(Metric::new(
         "clock_overhead_ns",
         Role::Client,

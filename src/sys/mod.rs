@@ -18,6 +18,7 @@ pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;
 pub mod tsc;
+pub mod uncore;
 pub mod uring;
 pub mod uring_gather_zc;
 pub mod zerocopy;

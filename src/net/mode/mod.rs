@@ -46,6 +46,11 @@ pub trait Sender: Send {
     /// Wait (up to `timeout`) until the kernel no longer holds any of our buffers.
     fn drain(&mut self, fd: RawFd, timeout: Duration) -> io::Result<()>;
     fn counts(&self) -> SendCounts;
+    /// Overwrite, in place, the source bytes handed to the kernel for message `seq` (the slot,
+    /// buffer or file pages its send read from) with message `seq + 1`'s pattern, making no
+    /// new buffer. The alias probe calls it after `send` returns and before the receiver reads:
+    /// a receiver that then sees the new bytes got them by reference, the old ones by copy.
+    fn rewrite(&mut self, seq: u64) -> io::Result<()>;
 }
 
 pub trait Receiver: Send {
@@ -55,13 +60,20 @@ pub trait Receiver: Send {
 }
 
 /// The sender for a mode. `verify` refills the message for every sequence number (costs a
-/// write of every byte; otherwise the contents are written once).
-pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Sender> {
-    match mode {
+/// write of every byte; otherwise the contents are written once). Fallible: some modes set up
+/// kernel resources (a ring, a file, a pipe) the kernel may refuse.
+pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Sender>> {
+    Ok(match mode {
         CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
         CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
         CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify)),
-    }
+        CopyMode::Uring | CopyMode::UringZc | CopyMode::Sendfile | CopyMode::Splice => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {mode} send mode is not in this build"),
+            ))
+        }
+    })
 }
 
 /// The receiver for a mode: two-copy receives into one contiguous buffer; the others scatter
@@ -69,7 +81,7 @@ pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<d
 pub fn receiver(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Receiver> {
     match mode {
         CopyMode::TwoCopy => Box::new(TwoCopyReceiver::new(size, fields, verify)),
-        CopyMode::OneCopy | CopyMode::ZeroCopy => Box::new(OneCopyReceiver::new(size, fields, verify)),
+        _ => Box::new(OneCopyReceiver::new(size, fields, verify)),
     }
 }
 

@@ -90,6 +90,11 @@ impl Sender for OneCopySender {
             zerocopy: None,
         }
     }
+
+    fn rewrite(&mut self, seq: u64) -> io::Result<()> {
+        self.message.fill(seq + 1);
+        Ok(())
+    }
 }
 
 pub struct OneCopyReceiver {

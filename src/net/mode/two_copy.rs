@@ -58,6 +58,12 @@ impl Sender for TwoCopySender {
             zerocopy: None,
         }
     }
+
+    /// The kernel read the wire buffer, so that is what is rewritten.
+    fn rewrite(&mut self, seq: u64) -> io::Result<()> {
+        crate::net::message::fill(&mut self.wire, seq + 1, 0);
+        Ok(())
+    }
 }
 
 pub struct TwoCopyReceiver {

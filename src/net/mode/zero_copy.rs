@@ -191,4 +191,12 @@ impl Sender for ZeroCopySender {
             }),
         }
     }
+
+    /// Rewrites the ring slot message `seq` was sent from, deliberately without waiting for
+    /// its completion: the alias probe asks what the kernel holds at that moment.
+    fn rewrite(&mut self, seq: u64) -> io::Result<()> {
+        let slot = (seq % self.ring.len() as u64) as usize;
+        self.ring[slot].fill(seq + 1);
+        Ok(())
+    }
 }

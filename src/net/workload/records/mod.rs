@@ -437,7 +437,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     let window = Window::new();
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, net.server_namespace());
-    // LEAD: enable at merge (memory-traffic branch): crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
     let pin =
@@ -513,7 +513,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     // holds no page of the table when it is freed.
     drop(table);
 
-    let (mut system_metrics, system_window_s) = drive_result?;
+    let mut system_metrics = drive_result?;
     if stop.requested() {
         return Err(interrupted());
     }
@@ -523,7 +523,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     let server_fds: Vec<RawFd> = servers.iter().map(|s| s.as_raw_fd()).collect();
     system_metrics.extend(crate::measure::system::tcp_info_metrics(&server_fds, Role::Server));
-    let mut obs = build_observation(case, &threads, tsc_hz, &system_metrics, system_window_s);
+    let mut obs = build_observation(case, &threads, tsc_hz, &system_metrics);
     if let Some(w) = crate::measure::system::contended(&system_metrics) {
         obs.warn(WarningKind::Contended, w);
     }
@@ -531,8 +531,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     Ok(obs)
 }
 
-/// Warm up, open the window, hold it, close it; returns the system probes' metrics and how
-/// long the window was open. Returns early (window closed) when a thread failed, and with
+/// Warm up, open the window, hold it, close it; returns the system probes' metrics. Returns early (window closed) when a thread failed, and with
 /// `Interrupted` when a stop was requested.
 fn drive(
     case: &RecordsCase,
@@ -540,7 +539,7 @@ fn drive(
     system: &mut SystemProbes,
     failed: &AtomicBool,
     stop: Stop,
-) -> anyhow::Result<(Vec<Metric>, f64)> {
+) -> anyhow::Result<Vec<Metric>> {
     let sleep_watching = |d: Duration| -> bool {
         let until = Instant::now() + d;
         loop {
@@ -554,18 +553,15 @@ fn drive(
             std::thread::sleep(left.min(Stop::POLL));
         }
     };
-    let mut opened = None;
     if sleep_watching(Duration::from_millis(case.warmup_ms)) {
         window.open(system);
-        opened = Some(Instant::now());
         sleep_watching(Duration::from_millis(case.duration_ms));
     }
     let metrics = window.close(system);
-    let open_s = opened.map_or(0.0, |t| t.elapsed().as_secs_f64());
     if stop.requested() {
         return Err(interrupted());
     }
-    Ok((metrics, open_s))
+    Ok(metrics)
 }
 
 /// Why the rates are missing when no client thread measured.
@@ -585,33 +581,6 @@ fn per(total: f64, count: f64) -> f64 {
     }
 }
 
-/// `dram_bytes_per_payload_byte`: the memory-traffic probe's `dram_bytes` (role system) over
-/// the payload bytes sent while it counted; unavailable with that metric's reason when it is
-/// unavailable, and with the reason below when no probe ran.
-pub fn dram_per_payload_byte(system_metrics: &[Metric], payload_bytes: f64) -> Metric {
-    const NAME: &str = "dram_bytes_per_payload_byte";
-    const UNIT: &str = "B/B";
-    match system_metrics
-        .iter()
-        .find(|m| m.name == "dram_bytes" && m.role == Role::System)
-    {
-        None => Metric::unavailable(
-            NAME,
-            Role::System,
-            UNIT,
-            "no memory-traffic probe ran (uncore DRAM counters are not read by this build)",
-        ),
-        Some(m) => match (&m.value, &m.source) {
-            (Some(_), _) if payload_bytes <= 0.0 => {
-                Metric::unavailable(NAME, Role::System, UNIT, "no payload was sent inside the window")
-            }
-            (Some(v), source) => Metric::new(NAME, Role::System, v / payload_bytes, UNIT, source.clone()),
-            (None, Source::Unavailable(reason)) => Metric::unavailable(NAME, Role::System, UNIT, reason.clone()),
-            (None, _) => Metric::unavailable(NAME, Role::System, UNIT, "dram_bytes has no value"),
-        },
-    }
-}
-
 /// Both sides' counts into the observation: responses/s and payload throughput from what the
 /// clients received inside their windows, latency percentiles, CPU and counters per role and
 /// per response, the user-space copy and the zero-copy truth.
@@ -620,7 +589,6 @@ fn build_observation(
     threads: &[SideOutcome],
     tsc_hz: Option<f64>,
     system_metrics: &[Metric],
-    system_window_s: f64,
 ) -> Observation {
     let mut obs = Observation::default();
     let clients: Vec<&SideOutcome> = threads.iter().filter(|t| t.role == Role::Client).collect();
@@ -629,6 +597,7 @@ fn build_observation(
     let client_window = mean_window(clients.iter().copied()).ok_or_else(|| NO_CLIENT_WINDOW.to_string());
     let received: u64 = clients.iter().map(|c| c.responses).sum();
     let rate = client_window.clone().map(|w| received as f64 / w);
+    let client_window_seen = client_window.clone();
     let tool = |name: &str, unit: &str, value: Result<f64, String>| {
         Metric::from_result(name, Role::System, unit, Source::Tool, value)
     };
@@ -723,8 +692,10 @@ fn build_observation(
             ));
         }
     }
-    let payload_in_system_window = rate.map_or(0.0, |r| r * response_bytes * system_window_s);
-    obs.push(dram_per_payload_byte(system_metrics, payload_in_system_window));
+    // DRAM traffic per payload byte: over the payload the clients received inside their
+    // windows (the bytes throughput counts), as net stream does.
+    let payload = client_window_seen.map(|_| (received * case.response_bytes()) as f64);
+    obs.push(crate::measure::memtraffic::per_payload_byte(system_metrics, payload));
 
     if case.mode.is_zero_copy() {
         let mut c = CompletionCounts::default();
@@ -824,27 +795,6 @@ fn build_observation(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dram_per_payload_byte_follows_the_probe_metric() {
-        let absent = dram_per_payload_byte(&[], 1000.0);
-        assert_eq!(absent.value, None);
-        assert!(matches!(&absent.source, Source::Unavailable(r) if r.contains("no memory-traffic probe")));
-        let refused = Metric::unavailable("dram_bytes", Role::System, "B", "no uncore IMC PMU on this machine");
-        let m = dram_per_payload_byte(&[refused], 1000.0);
-        assert_eq!(
-            m.source,
-            Source::Unavailable("no uncore IMC PMU on this machine".into())
-        );
-        let counted = Metric::new("dram_bytes", Role::System, 3000.0, "B", Source::Pmu);
-        let m = dram_per_payload_byte(std::slice::from_ref(&counted), 1000.0);
-        assert_eq!((m.value, m.source), (Some(3.0), Source::Pmu));
-        let m = dram_per_payload_byte(&[counted], 0.0);
-        assert_eq!(m.value, None);
-        // The client's own dram_bytes metric (another role) is not the probe's.
-        let other_role = Metric::new("dram_bytes", Role::Client, 1.0, "B", Source::Pmu);
-        assert_eq!(dram_per_payload_byte(&[other_role], 1.0).value, None);
-    }
 
     #[test]
     fn a_refused_feature_is_an_observation_of_unavailable_headlines_not_numbers() {

@@ -49,6 +49,21 @@ pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     per_thread * case.threads as u64
 }
 
+/// One sender per client thread; a mode the kernel refuses is `Unsupported`.
+fn make_senders(case: &StreamCase) -> anyhow::Result<Vec<Box<dyn mode::Sender>>> {
+    (0..case.threads)
+        .map(|_| {
+            mode::sender(case.mode, case.size as usize, case.fields, case.verify).map_err(|e| {
+                let what = format!("the {} send mode", case.mode);
+                match crate::observation::Unsupported::refused(&what, &e) {
+                    Some(unsupported) => anyhow::Error::new(unsupported),
+                    None => anyhow!("{what} could not be set up: {e}"),
+                }
+            })
+        })
+        .collect()
+}
+
 /// Whether a case can run: limits on every parameter, and buffers that fit in half of the
 /// memory available (MemAvailable; None skips that check). Used by the
 /// CLI before running and by a server before accepting a client's case.
@@ -196,6 +211,8 @@ fn run_client(
     stop: Stop,
     tcp_ns: Option<&crate::sys::netns::NetNs>,
 ) -> anyhow::Result<Observation> {
+    // Before talking to the server: a mode the kernel refuses ends the case here.
+    let mut senders = make_senders(case)?.into_iter();
     let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -236,9 +253,9 @@ fn run_client(
     let window = Window::new();
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let failed = AtomicBool::new(false);
     let ready = StartGate::default();
-    let size = case.size as usize;
 
     let shared = Shared {
         window: &window,
@@ -251,7 +268,7 @@ fn run_client(
             .enumerate()
             .map(|(i, stream)| {
                 let plan = ThreadPlan::new(case, Role::Client, i, stream.as_raw_fd(), &shared);
-                let end = End::Send(mode::sender(case.mode, size, case.fields, case.verify));
+                let end = End::Send(senders.next().expect("one sender per thread"));
                 let (failed, stream) = (&failed, stream);
                 std::thread::Builder::new()
                     .name(format!("iopath-client-{i}"))
@@ -323,6 +340,13 @@ fn run_client(
         obs.warn(WarningKind::Contended, w);
     }
     obs.metrics.extend(system_metrics);
+    // DRAM traffic per payload byte: over what the receivers got inside their windows (the
+    // bytes throughput counts).
+    let payload = mean_window(&report.threads)
+        .map(|_| report.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
+        .ok_or_else(|| NO_SERVER_WINDOW.to_string());
+    let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
+    obs.push(ratio);
     Ok(obs)
 }
 
@@ -711,7 +735,7 @@ mod tests {
         let c = case();
         let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
         let end = match role {
-            Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false)),
+            Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false).unwrap()),
             _ => End::Recv(mode::receiver(c.mode, c.size as usize, c.fields, false)),
         };
         std::thread::scope(|s| {

@@ -192,6 +192,9 @@ pub struct ServeOptions {
     pub key: Option<Vec<u8>>,
     /// The longest session (warm-up + window) a client may ask for (`--max-session`).
     pub max_session: Option<Duration>,
+    /// The most bytes one session may send this server (`--max-session-bytes`); a session
+    /// that reaches it is ended with the limit named.
+    pub max_session_bytes: Option<u64>,
 }
 
 /// [`serve_session`] with a server's limits.
@@ -243,7 +246,7 @@ pub fn serve_session_with(
                                 let error = "busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
                             } else {
-                                let outcome = run_session(control, &case, route, &stopped);
+                                let outcome = run_session(control, &case, route, &stopped, options.max_session_bytes);
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;
                                 }
@@ -321,6 +324,7 @@ fn run_session(
     case: &StreamCase,
     route: &Route,
     stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
     if let Err(error) = super::check_case(case, Role::Server, crate::sys::procfs::meminfo_bytes("MemAvailable:")) {
         control.send(&Control::Refused { error: error.clone() }).ok();
@@ -368,7 +372,7 @@ fn run_session(
         s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
 
-    let outcome = run_receivers(case, &data, &mut control, stopped);
+    let outcome = run_receivers(case, &data, &mut control, stopped, max_bytes);
     let report = match outcome {
         Ok(report) => report,
         Err(e) => {
@@ -406,13 +410,28 @@ fn control_still_open(control: &ControlChannel) -> anyhow::Result<()> {
     }
 }
 
+/// Whether the session's data connections have received more than `max` bytes, by the
+/// kernel's count (TCP_INFO bytes_received): read by the coordinator between its polls of the
+/// control connection, so the receiving threads' loop pays nothing for the budget.
+fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
+    let Some(max) = max else { return false };
+    let received: u64 = data
+        .iter()
+        .filter_map(|s| crate::sys::tcpinfo::tcp_info(s.as_raw_fd()).ok())
+        .map(|(info, _)| info.bytes_received)
+        .sum();
+    received > max
+}
+
 /// Run one receiving thread per data connection while following the client's phase messages.
-/// A stop (`stopped`) ends the session within about 100 ms as `Interrupted`.
+/// A stop (`stopped`) ends the session within about 100 ms as `Interrupted`; so does reaching
+/// the byte budget `max_bytes`, as an error naming it.
 fn run_receivers(
     case: &StreamCase,
     data: &[TcpStream],
     control: &mut ControlChannel,
     stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
     let tsc_hz = clock::tsc_hz();
@@ -420,6 +439,14 @@ fn run_receivers(
     let mut system = SystemProbes::default();
     let mut system_metrics = Vec::new();
     let mut interrupted = false;
+    let exceeded = std::cell::Cell::new(false);
+    let stopped_or_over = || {
+        if stopped() {
+            return true;
+        }
+        exceeded.set(over_budget(data, max_bytes));
+        exceeded.get()
+    };
     let ready = StartGate::default();
     let size = case.size as usize;
     let shared = Shared {
@@ -452,7 +479,7 @@ fn run_receivers(
         // (EOF, timeout) closes it too, and the data connections are shut so no thread waits.
         let longest = Duration::from_millis(case.warmup_ms.saturating_add(case.duration_ms)) + Duration::from_secs(30);
         loop {
-            match super::recv_watching(control, longest, stopped) {
+            match super::recv_watching(control, longest, &stopped_or_over) {
                 Ok(Control::Measure) => window.open(&mut system),
                 Ok(Control::Done) => {
                     system_metrics = window.close(&mut system);
@@ -470,6 +497,12 @@ fn run_receivers(
         }
         thread::join_all(handles)
     });
+    if exceeded.get() {
+        bail!(
+            "the session reached this server's byte budget of {} (--max-session-bytes) and was ended",
+            crate::case::format_bytes(max_bytes.unwrap_or(0))
+        );
+    }
     if interrupted {
         return Err(super::interrupted());
     }
