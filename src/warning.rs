@@ -22,6 +22,9 @@ pub enum WarningKind {
     Contended,
     /// The kernel copied MSG_ZEROCOPY / SEND_ZC data anyway.
     ZeroCopyCopied,
+    /// The alias probe found the kernel reading the sender's bytes after the send call
+    /// returned (sendfile, splice): a buffer reused too early corrupts the data.
+    ByReference,
     /// The file-descriptor limit was raised, or could not be raised enough.
     FdLimit,
     /// The kernel refuses a feature the case needs (io_uring disabled...).
@@ -51,7 +54,7 @@ pub enum WarningKind {
 }
 
 impl WarningKind {
-    pub const ALL: [WarningKind; 20] = [
+    pub const ALL: [WarningKind; 21] = [
         WarningKind::CountersRestricted,
         WarningKind::NoHardwareCounters,
         WarningKind::Unpinned,
@@ -59,6 +62,7 @@ impl WarningKind {
         WarningKind::Starved,
         WarningKind::Contended,
         WarningKind::ZeroCopyCopied,
+        WarningKind::ByReference,
         WarningKind::FdLimit,
         WarningKind::Unsupported,
         WarningKind::RequestErrors,
@@ -84,6 +88,7 @@ impl WarningKind {
             WarningKind::Starved => "starved",
             WarningKind::Contended => "contended",
             WarningKind::ZeroCopyCopied => "zero-copy-copied",
+            WarningKind::ByReference => "by-reference",
             WarningKind::FdLimit => "fd-limit",
             WarningKind::Unsupported => "unsupported",
             WarningKind::RequestErrors => "request-errors",
@@ -110,6 +115,7 @@ impl WarningKind {
             WarningKind::Starved => "Threads or requests starved",
             WarningKind::Contended => "Threads waited for a CPU",
             WarningKind::ZeroCopyCopied => "Zero-copy data copied by the kernel",
+            WarningKind::ByReference => "Sent by reference",
             WarningKind::FdLimit => "File-descriptor limit",
             WarningKind::Unsupported => "Not supported on this machine",
             WarningKind::RequestErrors => "Requests failed",
@@ -141,6 +147,9 @@ impl WarningKind {
             WarningKind::Contended => "keep other load off the machine (see /proc/loadavg) and use no more busy threads than CPUs",
             WarningKind::ZeroCopyCopied => {
                 "local delivery (loopback, veth) copies the pages: measure between two hosts to see zero-copy save the copy"
+            }
+            WarningKind::ByReference => {
+                "never rewrite a buffer the kernel may still read: wait for a completion where the mode has one; sendfile and splice have none, so keep a ring larger than the socket buffers (iopath does) or copy"
             }
             WarningKind::FdLimit => "raise the limit (ulimit -n, or ulimit -Hn as root) or use fewer clients",
             WarningKind::Unsupported => {

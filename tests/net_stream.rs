@@ -780,6 +780,7 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         verify: false,
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
+        prove_copies: false,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
@@ -798,6 +799,14 @@ fn a_stop_in_the_window_interrupts_the_run_within_a_second() {
 #[test]
 fn a_stop_in_the_warm_up_interrupts_a_zero_copy_run_within_a_second() {
     stop_stream_after(30_000, iopath::case::CopyMode::ZeroCopy, Duration::from_millis(300));
+}
+
+/// sendfile and splice block in the kernel on a full socket like send does: a stop wakes them.
+#[test]
+fn a_stop_in_the_window_interrupts_sendfile_and_splice_runs_within_a_second() {
+    for mode in [iopath::case::CopyMode::Sendfile, iopath::case::CopyMode::Splice] {
+        stop_stream_after(0, mode, Duration::from_millis(300));
+    }
 }
 
 #[test]
@@ -1131,4 +1140,93 @@ fn a_server_trickling_its_answer_cannot_hold_the_client_past_the_deadline() {
     assert!(took < Duration::from_secs(14), "the client waited {took:?}: {err}");
     assert!(err.contains("timed out after 10 s"), "{err}");
     assert!(!err.contains("os error 11"), "{err}");
+}
+
+/// sendfile and splice keep no completion notification, so a ring slot rewritten while the
+/// kernel still held it would arrive corrupted: --verify over loopback must find every byte
+/// intact, with 1 and 8 fields, several threads, and messages up to the pipe's size.
+#[test]
+fn sendfile_and_splice_deliver_intact_bytes_with_verify() {
+    for fields in ["1", "8"] {
+        let records = stream_json(&[
+            "--mode",
+            "sendfile,splice",
+            "--size",
+            "1K,64K,1M",
+            "--fields",
+            fields,
+            "--threads",
+            "3",
+            "--verify",
+            "--warmup",
+            "0",
+        ]);
+        assert_eq!(records.len(), 2 * 3);
+        for r in &records {
+            let label = r["label"].as_str().unwrap();
+            assert!(
+                value(r, "server", "verified_messages") > 0.0,
+                "{label} x{fields}: nothing verified"
+            );
+            assert_eq!(
+                value(r, "server", "corrupt_messages"),
+                0.0,
+                "{label} x{fields}: corrupted"
+            );
+            // sendfile: at least one call per message; splice: a vmsplice and a splice.
+            let least = if r["case"]["mode"] == "splice" { 2.0 } else { 1.0 };
+            assert!(value(r, "client", "syscalls_per_msg") >= least, "{label} x{fields}");
+        }
+    }
+}
+
+/// --prove-copies: the verdict of each mode on this kernel comes from what the receiver got,
+/// published as a metric with its source and, for by-reference sends, a typed warning.
+#[test]
+fn prove_copies_finds_one_copy_copied_and_sendfile_and_splice_by_reference() {
+    let records = stream_json(&["--mode", "one-copy,sendfile,splice", "--size", "64K", "--prove-copies"]);
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let mode = r["case"]["mode"].as_str().unwrap();
+        let fraction = metric(r, "system", "alias_by_reference_fraction");
+        assert_eq!(fraction["source"], "tool", "{mode}");
+        let expected = if mode == "one-copy" { 0.0 } else { 1.0 };
+        assert_eq!(fraction["value"].as_f64(), Some(expected), "{mode}: {fraction}");
+        assert_eq!(value(r, "system", "alias_corrupt_bytes"), 0.0, "{mode}");
+        assert!(value(r, "system", "alias_probed_bytes") > 0.0, "{mode}");
+        assert_eq!(r["case"]["prove_copies"], true, "{mode}");
+        let by_reference = r["observation"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "by-reference");
+        assert_eq!(
+            by_reference,
+            mode != "one-copy",
+            "{mode}: {}",
+            r["observation"]["warnings"]
+        );
+    }
+}
+
+/// Over --connect the probe cannot see the receiver: the metric is unavailable and says why.
+#[test]
+fn prove_copies_over_connect_is_unavailable_with_the_reason() {
+    let (_server, addr) = start_server();
+    let records = stream_json(&[
+        "--connect",
+        &addr,
+        "--mode",
+        "sendfile",
+        "--size",
+        "16K",
+        "--prove-copies",
+    ]);
+    let fraction = metric(&records[0], "system", "alias_by_reference_fraction");
+    assert_eq!(fraction["value"], Value::Null);
+    let source = fraction["source"].as_str().unwrap();
+    assert!(
+        source.starts_with("unavailable: ") && source.contains("--connect"),
+        "{source}"
+    );
 }

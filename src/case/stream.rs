@@ -112,6 +112,11 @@ pub struct StreamCase {
     /// every context switch of the thread it watches).
     #[serde(default = "perf_default")]
     pub perf: bool,
+    /// Before the measured run, probe what the kernel does with the sender's bytes (copied or
+    /// by reference) on a loopback pair: net/alias.rs. Left out of the JSON when false, so the
+    /// keys of cases stored before it existed are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prove_copies: bool,
 }
 
 fn perf_default() -> bool {
@@ -139,6 +144,7 @@ impl StreamCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
+            ("prove_copies", self.prove_copies.to_string()),
         ]
     }
 }
@@ -146,6 +152,34 @@ impl StreamCase {
 #[cfg(test)]
 mod endpoint_tests {
     use super::*;
+
+    /// prove_copies is left out when false, so the key (the JSON) of a case stored before the
+    /// field existed is unchanged and it reads back as false; when true it round-trips.
+    #[test]
+    fn prove_copies_keeps_old_keys_and_round_trips() {
+        let mut case = StreamCase {
+            mode: CopyMode::Sendfile,
+            size: 1024,
+            fields: 1,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
+            prove_copies: false,
+        };
+        let text = serde_json::to_string(&case).unwrap();
+        assert!(!text.contains("prove_copies"), "{text}");
+        assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), case);
+        case.prove_copies = true;
+        let text = serde_json::to_string(&case).unwrap();
+        assert!(text.contains("\"prove_copies\":true"), "{text}");
+        assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), case);
+        assert!(case.params().contains(&("prove_copies", "true".to_string())));
+    }
 
     #[test]
     fn namespace_endpoints_round_trip_through_json() {

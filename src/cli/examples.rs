@@ -16,12 +16,22 @@ Examples:
   iopath net stream --mode zero-copy --size 1M --verify --json > zc.json
   iopath net stream --size 4K..1M --reps 5 --db lab.db      # kept for report, export, compare
   iopath net stream --connect 10.0.0.2:5201 --mode zero-copy  # with `iopath net serve` there
+  iopath net stream --mode sendfile,splice --size 1K,64K,1M --verify
+  iopath net stream --mode one-copy,sendfile,splice --prove-copies  # copied or by reference?
 
 Modes:
   two-copy   serialise the fields into one buffer in user space, then send() it
   one-copy   sendmsg() with one iovec per field: only the kernel copies
   zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
              copies them anyway at delivery, and iopath reports the fraction it copied
+  sendfile   the message staged in a file in the page cache (a memfd), sent with sendfile()
+  splice     vmsplice() the fields into a pipe, splice() the pipe into the socket
+             sendfile and splice have no completion notification: with --verify, which
+             rewrites every message, each keeps a ring larger than the socket buffers can
+             hold, and the check catches a slot the kernel still held when it was rewritten
+
+--prove-copies says, per case, what the kernel really did with the sender's bytes: it rewrites
+a sent message's source before the receiver reads it (old bytes: copied; new: by reference).
 
 Sizes: 64, 4K, 1M, lists 1K,64K, ranges A..B (both ends and every power of two between:
 1K..3K is 1K,2K,3K). Each size must be at least --fields bytes.

@@ -30,7 +30,12 @@ pub enum NetCommand {
 
 #[derive(Args, Debug)]
 pub struct StreamArgs {
-    /// Copy modes, comma-separated: two-copy, one-copy, zero-copy.
+    /// Copy modes, comma-separated: two-copy, one-copy, zero-copy, uring, uring-zc, sendfile
+    /// (the message staged in a memfd's page cache, sent with sendfile), splice (the fields
+    /// vmspliced into a pipe, spliced into the socket). sendfile and splice have no completion
+    /// notification: with --verify, which rewrites every message, they keep a ring larger than
+    /// the socket buffers can hold, and the check catches a slot the kernel still held when it
+    /// was rewritten (without it one message is sent again and again, as one-copy does).
     #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
     pub mode: ModeList,
     /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which
@@ -65,6 +70,15 @@ pub struct StreamArgs {
     /// perf metrics then read `unavailable: perf counters off (--no-perf)`.
     #[arg(long)]
     pub no_perf: bool,
+    /// Before each case's measured run (outside it), prove what the kernel did with the
+    /// sender's bytes: on a fresh loopback connection whose receiver is not reading, send a
+    /// few messages, overwrite each one's source in place once its send call has returned, then
+    /// read it. Old bytes: the kernel copied them (two-copy, one-copy; zero-copy over
+    /// loopback). New bytes: it sent the sender's pages by reference (sendfile, splice), so
+    /// rewriting a buffer too early corrupts. Adds alias_by_reference_fraction and the `alias`
+    /// column; unavailable with --connect (the probe must see the receiver).
+    #[arg(long)]
+    pub prove_copies: bool,
     /// Loopback port for the in-process server (default: any free port).
     #[arg(long, conflicts_with = "connect")]
     pub port: Option<u16>,
@@ -206,6 +220,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                     verify: args.verify,
                     endpoint: endpoint.clone(),
                     perf: !args.no_perf,
+                    prove_copies: args.prove_copies,
                 });
             }
         }
@@ -293,6 +308,12 @@ pub fn render_stream_table(records: &[Record]) -> String {
     }
     header.extend(COLS.iter().map(|c| c.0));
     header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
+    // The alias probe's verdict, when any case ran it (--prove-copies).
+    let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
+    let any_probed = merged.iter().any(|(r, _)| probed(&r.observation).is_some());
+    if any_probed {
+        header.push("alias");
+    }
     let mut table = Table::new(&header);
     for (r, reps) in &merged {
         let Case::NetStream(c) = &r.case else { continue };
@@ -312,6 +333,13 @@ pub fn render_stream_table(records: &[Record]) -> String {
             Some(m) => num(m.value),
             None => "-".into(),
         });
+        if any_probed {
+            row.push(match probed(o) {
+                Some(Some(f)) => crate::net::alias::Verdict::from_fraction(f).to_string(),
+                Some(None) => "n/a".into(),
+                None => "-".into(),
+            });
+        }
         table.row(row);
     }
     let mut text = table.render();

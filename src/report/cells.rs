@@ -343,6 +343,7 @@ pub(crate) mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            prove_copies: false,
         })
     }
 

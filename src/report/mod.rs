@@ -109,6 +109,51 @@ pub fn warning_groups(cells: &[CellSummary]) -> Vec<WarningGroup> {
     out
 }
 
+/// The alias probe's verdict per send mode (`--prove-copies`: net/alias.rs), from the mean
+/// `alias_by_reference_fraction` of the mode's stream cells; None when no cell ran it. Said
+/// with the `by-reference` warnings when any mode went by reference.
+fn alias_verdicts(cells: &[CellSummary]) -> Option<(Option<WarningKind>, String)> {
+    use crate::net::alias::Verdict;
+    let mut fractions: Vec<(CopyMode, Vec<f64>)> = Vec::new();
+    for cell in cells {
+        let (Case::NetStream(s), Some(m)) = (&cell.case, cell.metric("alias_by_reference_fraction", Role::System))
+        else {
+            continue;
+        };
+        match fractions.iter_mut().find(|(mode, _)| *mode == s.mode) {
+            Some((_, values)) => values.extend(&m.values),
+            None => fractions.push((s.mode, m.values.clone())),
+        }
+    }
+    let mut by_verdict: Vec<(Verdict, Vec<String>)> = Vec::new();
+    for (mode, values) in fractions.iter().filter(|(_, v)| !v.is_empty()) {
+        let verdict = Verdict::from_fraction(values.iter().sum::<f64>() / values.len() as f64);
+        match by_verdict.iter_mut().find(|(v, _)| *v == verdict) {
+            Some((_, modes)) => modes.push(mode.to_string()),
+            None => by_verdict.push((verdict, vec![mode.to_string()])),
+        }
+    }
+    if by_verdict.is_empty() {
+        return None;
+    }
+    by_verdict.sort_by_key(|(v, _)| *v as u8);
+    let listed: Vec<String> = by_verdict
+        .iter()
+        .map(|(v, modes)| format!("{v}: {}", modes.join(", ")))
+        .collect();
+    let referenced = by_verdict.iter().any(|(v, _)| *v != Verdict::Copied);
+    let mut text = format!(
+        "What the kernel did with the sender's bytes (alias probe, --prove-copies): {}.",
+        listed.join("; ")
+    );
+    if referenced {
+        text.push_str(
+            " By reference: the kernel read the sender's bytes after the send call returned, so a buffer rewritten before the peer has read it arrives rewritten.",
+        );
+    }
+    Some((referenced.then_some(WarningKind::ByReference), text))
+}
+
 /// What the reader must know before trusting the numbers, found in the run itself: each with
 /// the kind of workload warning that says the same thing (so the two are said once).
 pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<WarningKind>, String)> {
@@ -148,6 +193,9 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
     let memory_note = memory_traffic_note(cells);
     if let Some(note) = &memory_note {
         out.push((None, note.clone()));
+    }
+    if let Some(caveat) = alias_verdicts(cells) {
+        out.push(caveat);
     }
     let mut estimated: Vec<&str> = Vec::new();
     // Unavailable metrics grouped by reason: (reason, metric names).
@@ -414,6 +462,37 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
 mod tests {
     use super::cells::tests::{run_data, stream_case};
     use super::*;
+
+    #[test]
+    fn alias_verdicts_are_one_caveat_per_run_with_the_by_reference_warnings() {
+        let mut data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 65536, 1), vec![1.0]),
+            (stream_case(CopyMode::Sendfile, 65536, 1), vec![1.0]),
+            (stream_case(CopyMode::Splice, 65536, 1), vec![1.0]),
+        ]);
+        for (cell, fraction) in data.cells.iter_mut().zip([0.0, 1.0, 1.0]) {
+            let metric =
+                crate::observation::Metric::tool("alias_by_reference_fraction", Role::System, fraction, "fraction");
+            cell.observation.push(metric);
+            if fraction > 0.0 {
+                cell.observation
+                    .warn(WarningKind::ByReference, "alias probe: by reference");
+            }
+        }
+        let summaries = cells::summarize_run(&data);
+        let (caveats, groups) = merge_caveats(typed_caveats(&data, &summaries), &warning_groups(&summaries));
+        let line = caveats
+            .iter()
+            .find(|c| c.contains("alias probe"))
+            .expect("an alias caveat");
+        assert!(
+            line.contains("copied: one-copy; by reference: sendfile, splice."),
+            "{line}"
+        );
+        assert!(line.starts_with("Sent by reference (2 cases):"), "{line}");
+        assert!(groups.iter().all(|g| g.kind != WarningKind::ByReference));
+        assert_eq!(alias_verdicts(&[]), None);
+    }
 
     #[test]
     fn caveats_group_repeated_warnings_and_unavailable_metrics() {

@@ -179,6 +179,7 @@ mod tests {
             verify: false,
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: true,
+            prove_copies: false,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

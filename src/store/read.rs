@@ -311,6 +311,7 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            prove_copies: false,
         })
     }
 

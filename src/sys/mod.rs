@@ -14,6 +14,7 @@ pub mod process;
 pub mod procfs;
 pub mod rusage;
 pub mod signal;
+pub mod splice;
 pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;

@@ -2,6 +2,8 @@
 //! One file per mode behind a Sender/Receiver pair.
 
 mod one_copy;
+mod sendfile;
+mod splice;
 mod two_copy;
 mod zero_copy;
 
@@ -12,8 +14,42 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 pub use one_copy::{OneCopyReceiver, OneCopySender};
+pub use sendfile::SendfileSender;
+pub use splice::SpliceSender;
 pub use two_copy::{TwoCopyReceiver, TwoCopySender};
 pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
+
+/// The least bytes a ring without completion notifications (sendfile, splice) holds: the
+/// zero-copy ring's 8 MiB.
+const UNNOTIFIED_RING_MIN: u64 = 8 << 20;
+
+/// How many messages of `size` bytes the ring of a mode without completion notifications
+/// (sendfile, splice) holds: one without `verify`, when nothing ever rewrites a message's
+/// bytes (the same message is sent again and again, as one-copy does, so no reuse can corrupt
+/// and the footprint stays that of one message, like `iperf3 -Z`'s one file buffer). With
+/// `verify` every message is rewritten before it is sent. With nothing to say when the kernel lets a message's pages go, a
+/// slot is safe to rewrite only once more bytes than the kernel can hold have been sent after
+/// it: the sender's largest send buffer plus, over loopback or veth, where the receiving
+/// socket's queue holds the very same pages until they are read, the receiver's largest
+/// receive buffer (net.ipv4.tcp_wmem/tcp_rmem maxima, or net.core.wmem_max/rmem_max if
+/// larger). At least 8 MiB, like the zero-copy ring.
+pub fn unnotified_ring_slots(size: usize, verify: bool) -> usize {
+    if !verify {
+        return 1;
+    }
+    let ring = UNNOTIFIED_RING_MIN.max(kernel_held_bytes().unwrap_or(0));
+    (ring.div_ceil(size.max(1) as u64) as usize).max(4)
+}
+
+/// The most payload bytes one TCP connection's two sockets can hold on this machine.
+fn kernel_held_bytes() -> Option<u64> {
+    use crate::sys::procfs::{read_i64, read_trimmed};
+    let triple_max = |path: &str| -> Option<u64> { read_trimmed(path)?.split_whitespace().nth(2)?.parse().ok() };
+    let single = |path: &str| read_i64(path).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+    let send = triple_max("/proc/sys/net/ipv4/tcp_wmem")?.max(single("/proc/sys/net/core/wmem_max"));
+    let recv = triple_max("/proc/sys/net/ipv4/tcp_rmem")?.max(single("/proc/sys/net/core/rmem_max"));
+    Some(send + recv)
+}
 
 /// What a sender counted so far (monotonic; windows are differences of two snapshots).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,7 +103,9 @@ pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> io::R
         CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
         CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
         CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify)),
-        CopyMode::Uring | CopyMode::UringZc | CopyMode::Sendfile | CopyMode::Splice => {
+        CopyMode::Sendfile => Box::new(SendfileSender::new(size, verify)?),
+        CopyMode::Splice => Box::new(SpliceSender::new(size, fields, verify)?),
+        CopyMode::Uring | CopyMode::UringZc => {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!("the {mode} send mode is not in this build"),
@@ -141,4 +179,21 @@ fn peer_error(err: io::Error, what: &str) -> io::Error {
         _ => format!("{what} failed: {err}"),
     };
     io::Error::new(err.kind(), text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without verify nothing is rewritten: one message. With it, at least 8 MiB and at least
+    /// what this machine's socket buffers can hold, with no cap on the count of messages.
+    #[test]
+    fn the_unnotified_ring_covers_what_the_kernel_can_hold_only_when_messages_are_rewritten() {
+        assert_eq!(unnotified_ring_slots(1024, false), 1);
+        let slots = unnotified_ring_slots(1024, true) as u64;
+        assert!(slots * 1024 >= UNNOTIFIED_RING_MIN, "{slots}");
+        assert!(slots * 1024 >= kernel_held_bytes().unwrap_or(0), "{slots}");
+        assert!(slots > 1024, "no zero-copy-like cap: {slots}");
+        assert_eq!(unnotified_ring_slots(1 << 30, true), 4);
+    }
 }

@@ -15,6 +15,7 @@ use crate::case::{CopyMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
+use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
@@ -43,6 +44,11 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match (role, case.mode) {
         (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(case.size as usize) as u64,
+        // A ring with no completion notification (one message without --verify): in user
+        // memory (splice) or in a memfd's page cache (sendfile).
+        (Role::Client, CopyMode::Splice | CopyMode::Sendfile) => {
+            case.size * mode::unnotified_ring_slots(case.size as usize, case.verify) as u64
+        }
         // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
         _ => case.size * 2,
     };
@@ -96,8 +102,85 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
 
 /// Run one stream case and return its observation. A stop request ends it within about
 /// 100 ms in any phase, with every thread joined and the in-process server released, as
-/// `Err(Interrupted)`.
+/// `Err(Interrupted)`. With `prove_copies`, the alias probe runs first, outside the window.
 pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
+    let proof = case.prove_copies.then(|| prove_copies(case));
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    let mut obs = run_measured(case, stop)?;
+    if let Some(proof) = proof {
+        publish_proof(&mut obs, case.mode, proof);
+    }
+    Ok(obs)
+}
+
+/// The alias probe's tally for the case's send mode (net/alias.rs), or why there is none.
+fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
+    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+        return Err(
+            "the alias probe needs to see the receiver, and over --connect it is remote (run without --connect)".into(),
+        );
+    }
+    alias::probe(case.mode, case.size, case.fields).map_err(|e| format!("the alias probe failed: {e}"))
+}
+
+/// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
+/// kernel sent bytes by reference or corrupted them, a warning of that kind.
+fn publish_proof(obs: &mut Observation, mode: CopyMode, proof: Result<alias::ByteTally, String>) {
+    let fraction = proof.clone().and_then(|t| {
+        t.by_reference_fraction()
+            .ok_or_else(|| "the alias probe received no bytes".to_string())
+    });
+    obs.push(Metric::from_result(
+        "alias_by_reference_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        fraction.clone(),
+    ));
+    let bytes = |count: fn(&alias::ByteTally) -> u64| proof.as_ref().map(|t| count(t) as f64).map_err(Clone::clone);
+    obs.push(Metric::from_result(
+        "alias_probed_bytes",
+        Role::System,
+        "B",
+        Source::Tool,
+        bytes(|t| t.total()),
+    ));
+    obs.push(Metric::from_result(
+        "alias_corrupt_bytes",
+        Role::System,
+        "B",
+        Source::Tool,
+        bytes(|t| t.neither),
+    ));
+    let Ok(tally) = proof else { return };
+    if tally.neither > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!(
+                "alias probe: {} of {} bytes arrived as neither the sent nor the rewritten pattern",
+                tally.neither,
+                tally.total()
+            ),
+        );
+    }
+    if let Ok(f) = fraction {
+        let verdict = alias::Verdict::from_fraction(f);
+        if verdict != alias::Verdict::Copied {
+            obs.warn(
+                WarningKind::ByReference,
+                format!(
+                    "alias probe: {mode} {verdict}: the kernel read {:.0}% of the sender's bytes after the send call returned",
+                    f * 100.0
+                ),
+            );
+        }
+    }
+}
+
+/// The measured run: topology, server, client, window.
+fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
     let topology = Topology::from(&case.endpoint).establish()?;
@@ -711,6 +794,7 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            prove_copies: false,
         }
     }
 
