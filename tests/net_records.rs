@@ -217,6 +217,7 @@ fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
             verify: true,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: false,
+            prove_copies: false,
         };
         let stop = iopath::stop::Stop::fresh();
         common::assert_stops_as_interrupted(
@@ -330,4 +331,38 @@ fn sweep_net_records_is_stored_reported_with_its_charts_and_crossover_table() {
     assert!(rows
         .iter()
         .any(|r| r["a"] == "zero-copy" && r["b"] == "copy-out" && r["record_size_bytes"] == 128));
+}
+
+#[test]
+fn prove_copies_classifies_every_probed_byte_outside_the_window() {
+    let records = run_json(&[
+        "--mode",
+        "copy-out,gather,zero-copy,uring-zc",
+        "--record-size",
+        "1K",
+        "--records",
+        "16",
+        "--prove-copies",
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        assert_verified(r, 16.0);
+        let mode = r["case"]["mode"].as_str().unwrap();
+        assert_eq!(r["case"]["prove_copies"], true);
+        if mode == "uring-zc" {
+            assert!(source(r, "system", "alias_by_reference_fraction")
+                .starts_with("unavailable: not applicable to uring-zc"));
+            continue;
+        }
+        // 4 responses of 16 KiB, every byte either the old or the new pattern, none corrupt.
+        assert_eq!(value(r, "system", "alias_probed_bytes"), Some(65536.0), "{mode}");
+        assert_eq!(value(r, "system", "alias_corrupt_bytes"), Some(0.0), "{mode}");
+        let f = value(r, "system", "alias_by_reference_fraction").unwrap();
+        assert!((0.0..=1.0).contains(&f), "{mode}: {f}");
+    }
+    // Without the flag the key does not change and no probe runs.
+    let plain = run_json(&["--mode", "gather", "--record-size", "128", "--records", "2"]);
+    assert!(plain[0]["case"].get("prove_copies").is_none());
+    assert!(role_metric(&plain[0], "system", "alias_by_reference_fraction").is_none());
 }

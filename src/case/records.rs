@@ -121,6 +121,10 @@ pub struct RecordsCase {
     pub endpoint: Endpoint,
     /// Open perf counters on every thread (false: getrusage only).
     pub perf: bool,
+    /// Run the alias probe before the window (`--prove-copies`). Left out of the key when
+    /// false, like the stream's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prove_copies: bool,
 }
 
 impl RecordsCase {
@@ -164,6 +168,7 @@ impl RecordsCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
+            ("prove_copies", self.prove_copies.to_string()),
         ]
     }
 }
@@ -198,6 +203,7 @@ mod tests {
             verify: true,
             endpoint: Endpoint::Netns { port: 0 },
             perf: false,
+            prove_copies: false,
         });
         let text = case.key();
         assert!(text.contains(r#""workload":"net-records""#), "{text}");

@@ -63,6 +63,12 @@ pub struct RecordsArgs {
     /// Count with getrusage only, no perf events (they cost time at every context switch).
     #[arg(long)]
     pub no_perf: bool,
+    /// Before each case's window, prove what the kernel did with the server's bytes: send one
+    /// response to a receiver that is not reading, overwrite what the send call was handed
+    /// (copy-out's transmit buffer, or the records) and see which bytes arrive. Adds
+    /// alias_by_reference_fraction (0 copied, 1 by reference); uring-zc's notifications say it.
+    #[arg(long)]
+    pub prove_copies: bool,
     /// Port of the in-process server (default: any free port).
     #[arg(long)]
     pub port: Option<u16>,
@@ -153,6 +159,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 verify: args.verify,
                                 endpoint: endpoint.clone(),
                                 perf: !args.no_perf,
+                                prove_copies: args.prove_copies,
                             });
                         }
                     }

@@ -890,6 +890,7 @@ mod tests {
             verify: false,
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: false,
+            prove_copies: false,
         })
     }
 

@@ -11,6 +11,7 @@
 //! may be in flight in several zero-copy sends at once. Every server thread drains its
 //! zero-copy completions before it returns, and the table outlives every thread.
 
+mod alias;
 mod client;
 mod server;
 mod table;
@@ -390,6 +391,26 @@ fn refused_observation(refused: &Unsupported) -> Observation {
 }
 
 fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    let proof = case.prove_copies.then(|| prove_copies(case));
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    let mut obs = run_measured(case, stop)?;
+    if let Some(proof) = proof {
+        crate::net::workload::stream::publish_proof(&mut obs, case.mode, proof);
+    }
+    Ok(obs)
+}
+
+/// The alias probe's tally for the case's mode (alias.rs), or why there is none.
+fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, String> {
+    if let Some(why) = alias::not_applicable(case.mode) {
+        return Err(why.to_string());
+    }
+    alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
+}
+
+fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
     if case.mode == RecordsMode::UringZc {
         // Refused here, before any thread or connection exists, when the kernel lacks it.
@@ -827,6 +848,7 @@ mod tests {
             verify: false,
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: false,
+            prove_copies: false,
         };
         assert_eq!(check_case(&case, None), Ok(()));
         let small = RecordsCase {

@@ -22,7 +22,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const URING_ENTRIES: u32 = 8;
 
 /// Which way the records of one response reach the kernel, with the state each way needs.
-enum Way<'t> {
+pub(super) enum Way<'t> {
     CopyOut {
         tx: Vec<u8>,
     },
@@ -98,7 +98,7 @@ fn sendmsg_all(
 }
 
 impl<'t> Way<'t> {
-    fn new(case: &RecordsCase) -> anyhow::Result<Way<'t>> {
+    pub(super) fn new(case: &RecordsCase) -> anyhow::Result<Way<'t>> {
         Ok(match case.mode {
             RecordsMode::CopyOut => Way::CopyOut {
                 tx: vec![0; case.response_bytes() as usize],
@@ -123,7 +123,7 @@ impl<'t> Way<'t> {
     }
 
     /// Send the records `ids` as one response; returns the bytes user space copied.
-    fn respond(&mut self, fd: RawFd, table: &'t Table, ids: &[u64], syscalls: &mut u64) -> io::Result<u64> {
+    pub(super) fn respond(&mut self, fd: RawFd, table: &'t Table, ids: &[u64], syscalls: &mut u64) -> io::Result<u64> {
         match self {
             Way::CopyOut { tx } => {
                 let size = tx.len() / ids.len().max(1);
@@ -190,6 +190,18 @@ impl<'t> Way<'t> {
                 sent.map_err(|e| io::Error::new(e.kind(), format!("io_uring SENDMSG_ZC failed: {e}")))?;
                 Ok(0)
             }
+        }
+    }
+
+    /// Copy-out: apply `rewrite` to the transmit buffer (the bytes its send call was handed)
+    /// and say so; the other ways were handed the records themselves (false).
+    pub(super) fn rewrite_transmit_buffer(&mut self, rewrite: impl FnOnce(&mut [u8])) -> bool {
+        match self {
+            Way::CopyOut { tx } => {
+                rewrite(tx);
+                true
+            }
+            _ => false,
         }
     }
 

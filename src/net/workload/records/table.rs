@@ -61,6 +61,16 @@ impl Table {
         Ok(Some(Table { bytes, record_size }))
     }
 
+    /// A table over `bytes` as they are (the alias probe's scratch records).
+    pub fn from_bytes(bytes: Vec<u8>, record_size: usize) -> Table {
+        Table { bytes, record_size }
+    }
+
+    /// The bytes back, for a caller that must rewrite them (never while a case runs).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
     pub fn count(&self) -> u64 {
         (self.bytes.len() / self.record_size) as u64
     }

@@ -127,7 +127,11 @@ fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
 
 /// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
 /// kernel sent bytes by reference or corrupted them, a warning of that kind.
-fn publish_proof(obs: &mut Observation, mode: CopyMode, proof: Result<alias::ByteTally, String>) {
+pub(crate) fn publish_proof(
+    obs: &mut Observation,
+    mode: impl std::fmt::Display,
+    proof: Result<alias::ByteTally, String>,
+) {
     let fraction = proof.clone().and_then(|t| {
         t.by_reference_fraction()
             .ok_or_else(|| "the alias probe received no bytes".to_string())
