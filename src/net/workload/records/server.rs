@@ -244,30 +244,41 @@ pub fn serve(start: ThreadStart<'_>, case: &RecordsCase, table: &Table, fd: RawF
     let mut syscalls = 0u64;
     let mut user_copy = 0u64;
     let mut responses = 0u64;
-    loop {
+    let served: anyhow::Result<()> = loop {
         side.tick(Snapshot {
             responses,
             syscalls,
             user_copy,
         });
-        if !recv_exact(fd, &mut request, &mut syscalls)? {
-            break;
+        match recv_exact(fd, &mut request, &mut syscalls) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e.into()),
         }
         for (id, bytes) in ids.iter_mut().zip(request[8..].chunks_exact(8)) {
             *id = u64::from_le_bytes(bytes.try_into().expect("8-byte chunk"));
-            if *id >= table.count() {
-                anyhow::bail!("the client asked for record {id}, beyond the table's {}", table.count());
-            }
         }
-        user_copy += way.respond(fd, table, &ids, &mut syscalls)?;
+        if let Some(id) = ids.iter().find(|id| **id >= table.count()) {
+            break Err(anyhow::anyhow!(
+                "the client asked for record {id}, beyond the table's {}",
+                table.count()
+            ));
+        }
+        match way.respond(fd, table, &ids, &mut syscalls) {
+            Ok(copied) => user_copy += copied,
+            Err(e) => break Err(e.into()),
+        }
         responses += 1;
-    }
+    };
     let mut outcome = side.end(Snapshot {
         responses,
         syscalls,
         user_copy,
     });
-    way.drain(fd, &mut syscalls)?;
+    // Drained on every path, a failed one included: the kernel gives the pages back first.
+    let drained = way.drain(fd, &mut syscalls);
+    served?;
+    drained?;
     match &way {
         Way::ZeroCopy { tracker, enobufs, .. } => outcome.zerocopy = Some((tracker.counts.clone(), *enobufs)),
         // One notification per op: each covers exactly the op it follows.
