@@ -140,29 +140,31 @@ fn hot_and_random_picks_and_pipelined_requests_verify() {
 }
 
 #[test]
-fn a_netns_run_carries_the_records_and_the_namespace_counters() {
+fn netns_and_veth_runs_carry_the_records_and_the_namespace_counters() {
     if !nix::unistd::geteuid().is_root() {
         return; // namespaces need root: tests/topology.rs covers the refusal
     }
-    let records = run_json(&[
-        "--topology",
-        "netns",
-        "--mode",
-        "copy-out,zero-copy",
-        "--record-size",
-        "1K",
-        "--records",
-        "4",
-        "--verify",
-    ]);
-    assert_eq!(records.len(), 2);
-    for r in &records {
-        assert_verified(r, 4.0);
-        assert_eq!(r["case"]["endpoint"]["kind"], "netns");
-        // The TCP counters were read inside the namespace that carried the run.
-        let segs = common::metric(r, "tcp_segments_out").expect("TCP counters of the run's namespace");
-        assert_eq!(segs["source"], "kernel");
-        assert!(segs["value"].as_f64().unwrap() > 0.0);
+    for topology in ["netns", "veth"] {
+        let records = run_json(&[
+            "--topology",
+            topology,
+            "--mode",
+            "copy-out,zero-copy",
+            "--record-size",
+            "1K",
+            "--records",
+            "4",
+            "--verify",
+        ]);
+        assert_eq!(records.len(), 2);
+        for r in &records {
+            assert_verified(r, 4.0);
+            assert_eq!(r["case"]["endpoint"]["kind"], topology);
+            // The TCP counters were read inside the namespace that carried the run.
+            let segs = common::metric(r, "tcp_segments_out").expect("TCP counters of the run's namespace");
+            assert_eq!(segs["source"], "kernel");
+            assert!(segs["value"].as_f64().unwrap() > 0.0);
+        }
     }
 }
 
