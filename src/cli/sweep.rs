@@ -355,7 +355,6 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
     print_crossovers(&analysis.crossovers)?;
-    print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     crate::say!(
         "{} cells in {:.0} s{}. Report: {} (charts in {})",

@@ -320,45 +320,42 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                     }
                 }
             }
-            let line = if !span[0].significant && span[0].tested {
-                let apart = match (lo, hi) {
-                    (Some(lo), Some(hi)) => format!(" (best medians {} apart)", factor_range(lo, hi)),
-                    _ => String::new(),
-                };
-                if span.iter().all(|p| p.runner_up.is_none()) {
-                    format!("{} alone was measured {where_}", span[0].winner)
-                } else {
-                    format!(
+            let line =
+                if !span[0].significant && span[0].tested {
+                    let apart = match (lo, hi) {
+                        (Some(lo), Some(hi)) => format!(" (best medians {} apart)", factor_range(lo, hi)),
+                        _ => String::new(),
+                    };
+                    if span.iter().all(|p| p.runner_up.is_none()) {
+                        format!("{} alone was measured {where_}", span[0].winner)
+                    } else {
+                        format!(
                         "{where_} no {} is significantly ahead of the next best: {} lead by turns, within the noise \
                          of the repetitions{apart}",
-                        if matches!(members[0].cell.case, Case::NetStream(_) | Case::NetRecords(_)) {
-                            "mode"
-                        } else {
-                            "model"
-                        },
+                        if matches!(members[0].cell.case, Case::NetStream(_)) { "mode" } else { "model" },
                         join_and(&names)
                     )
-                }
-            } else {
-                let w = &span[0].winner;
-                let seconds: Vec<&str> = names.iter().copied().filter(|n| n != w).collect();
-                let untested = if span[0].tested || span.iter().all(|p| p.runner_up.is_none()) {
-                    String::new()
+                    }
                 } else {
-                    format!(
-                        " (by the medians only: fewer than {MIN_TESTED} repetitions a side cannot be tested \
+                    let w = &span[0].winner;
+                    let seconds: Vec<&str> = names.iter().copied().filter(|n| n != w).collect();
+                    let untested = if span[0].tested || span.iter().all(|p| p.runner_up.is_none()) {
+                        String::new()
+                    } else {
+                        format!(
+                            " (by the medians only: fewer than {MIN_TESTED} repetitions a side cannot be tested \
                              for significance; --reps 5 can)"
-                    )
+                        )
+                    };
+                    match (lo, hi) {
+                        (Some(lo), Some(hi)) => format!(
+                            "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}{untested}",
+                            factor_range(lo, hi),
+                            seconds.join(" / ")
+                        ),
+                        _ => format!("{w} is {best_word} {where_}"),
+                    }
                 };
-                match (lo, hi) {
-                    (Some(lo), Some(hi)) => format!(
-                        "{w} is {best_word} {where_}, {} ahead of {} on {metric_name}{untested}",
-                        factor_range(lo, hi),
-                        seconds.join(" / ")
-                    ),
-                    _ => format!("{w} is {best_word} {where_}"),
-                }
-            };
             lines.push(format!("{line}."));
         }
         // Crossovers of this group (stream only): one sentence each, or that there is none.
