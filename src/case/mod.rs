@@ -8,6 +8,7 @@ mod micro;
 mod model;
 mod records;
 mod request;
+mod rr;
 mod servers;
 mod stream;
 
@@ -18,6 +19,7 @@ pub use micro::MicroCase;
 pub use model::Model;
 pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
+pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, StreamCase};
 
@@ -30,6 +32,8 @@ pub enum Case {
     NetRecords(RecordsCase),
     Servers(ServersCase),
     Micro(MicroCase),
+    /// `net rr` and `net crr` (one case type; its `kind` says which).
+    NetRr(RrCase),
     /// Hidden test workload (see case/fake.rs).
     Fake(FakeCase),
 }
@@ -42,6 +46,10 @@ impl Case {
             Case::NetRecords(_) => "net-records",
             Case::Servers(_) => "servers",
             Case::Micro(_) => "micro",
+            Case::NetRr(c) => match c.kind {
+                RrKind::Rr => "net-rr",
+                RrKind::Crr => "net-crr",
+            },
             Case::Fake(_) => "fake",
         }
     }
@@ -53,6 +61,7 @@ impl Case {
             Case::NetRecords(c) => c.label(),
             Case::Servers(c) => c.label(),
             Case::Micro(c) => c.label(),
+            Case::NetRr(c) => c.label(),
             Case::Fake(c) => c.label(),
         }
     }
@@ -70,6 +79,7 @@ impl Case {
             Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
             Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
             Case::Micro(_) => 1.0,
+            Case::NetRr(c) => c.session_ms() as f64 / 1e3 + 0.1,
             Case::Fake(c) => match c.behaviour {
                 FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
                 _ => 0.0,
@@ -84,6 +94,7 @@ impl Case {
             Case::NetRecords(c) => c.params(),
             Case::Servers(c) => c.params(),
             Case::Micro(c) => c.params(),
+            Case::NetRr(c) => c.params(),
             Case::Fake(c) => c.params(),
         }
     }

@@ -7,7 +7,9 @@ pub const NET: &str = "\
 Examples:
   iopath net stream --mode one-copy,zero-copy --size 4K..1M
   iopath net records --record-size 128,1K --records 1..32 --mode copy-out,zero-copy
-  iopath net serve --listen 0.0.0.0:5201            # the far end for net stream --connect";
+  iopath net rr --request-size 64,1K --response-size 64
+  iopath net crr --threads 2
+  iopath net serve --listen 0.0.0.0:5201            # the far end for net stream/rr/crr --connect";
 
 pub const NET_STREAM: &str = "\
 Examples:
@@ -67,6 +69,45 @@ Examples:
   iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
   iopath net serve --listen 0.0.0.0:5201 --psk-file key --max-session-bytes 50G  # other hosts
   iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host";
+
+pub const NET_RR: &str = "\
+Examples:
+  iopath net rr                                     # 64 B ping-pong in every send mode
+  iopath net rr --mode one-copy --request-size 64,1K --response-size 64,16K
+  iopath net rr --mode two-copy --client-cpus 0 --server-cpus 1   # pinned apart
+  iopath net rr --inflight 1,4,16 --threads 2       # closed loop, N transactions in flight
+  iopath net rr --mode two-copy --rate 20000 --duration 5s   # open loop: latency under a fixed load
+  iopath net rr --topology netns --verify           # both ends in a fresh namespace (root)
+  iopath net rr --connect 10.0.0.2:5201             # with `iopath net serve` there
+
+Latency is the client's: request sent (open loop: when it was due) until its response
+arrived, as HDR percentiles p50/p90/p99/p99.9/max; the CDF is stored for the report. CPU and
+system calls are per transaction, per role. See docs/output.md.";
+
+pub const NET_CRR: &str = "\
+Examples:
+  iopath net crr                        # 64 B requests and responses, two-copy and one-copy
+  iopath net crr --threads 1,2 --request-size 64 --response-size 1K
+  iopath net crr --connect 10.0.0.2:5201 --duration 2s
+
+Every transaction opens a connection, sends the request, reads the response and closes (the
+client closes first, so its ports wait in TIME_WAIT: a run that exhausts
+net.ipv4.ip_local_port_range stops with that named). Connect, exchange and close are timed
+apart (connect_p50_us, exchange_p50_us, close_p50_us).";
+
+pub const SWEEP_NET_RR: &str = "\
+Examples:
+  iopath sweep net-rr --request-size 64,1K,16K --response-size 64 --reps 5
+  iopath sweep net-rr --mode one-copy --inflight 1..16 --reps 3 --shuffle
+
+The flags are those of `iopath net rr`.";
+
+pub const SWEEP_NET_CRR: &str = "\
+Examples:
+  iopath sweep net-crr --threads 1,2 --reps 5
+  iopath sweep net-crr --response-size 64,4K --db lab.db
+
+The flags are those of `iopath net crr`.";
 
 pub const QUICK: &str = "\
 Examples:

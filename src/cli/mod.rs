@@ -12,6 +12,7 @@ pub mod output;
 pub mod planfile;
 pub mod records;
 pub mod results;
+pub mod rr;
 pub mod run;
 pub mod servers;
 pub mod sweep;
@@ -66,7 +67,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Network benchmarks: stream a structured message with two-copy, one-copy or zero-copy sends.
+    /// Network benchmarks: stream a structured message, request/response (rr, crr), in every send mode.
     #[command(subcommand, after_help = examples::NET)]
     Net(net::NetCommand),
     /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.

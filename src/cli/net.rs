@@ -23,9 +23,17 @@ pub enum NetCommand {
     /// zero copy: responses/s, latency, CPU and memory traffic per payload byte.
     #[command(after_help = super::examples::NET_RECORDS)]
     Records(Box<super::records::RecordsArgs>),
-    /// Serve stream sessions for `iopath net stream --connect` on another host or namespace.
+    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` on another host
+    /// or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
+    /// Request/response on open connections: S-byte requests, R-byte responses, N in flight
+    /// (closed loop) or at a rate (open loop); latency percentiles and CPU per transaction.
+    #[command(after_help = super::examples::NET_RR)]
+    Rr(Box<super::rr::RrArgs>),
+    /// Connect, request, response, close per transaction: connect and close timed apart.
+    #[command(after_help = super::examples::NET_CRR)]
+    Crr(Box<super::rr::CrrArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -138,52 +146,19 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
         NetCommand::Stream(args) => run_stream(*args),
         NetCommand::Records(args) => super::records::run_records(*args),
         NetCommand::Serve(args) => run_serve(args),
+        NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
+        NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),
     }
 }
 
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
-    let topology = match (&args.topology, &args.connect) {
-        (Some(_), Some(_)) => {
-            return Err(usage(
-                "--topology and --connect both say where the server is: give one (--topology remote HOST:PORT is --connect)",
-            ))
-        }
-        (Some(t), None) => t.clone(),
-        (None, Some(addr)) => Topology::Remote { addr: addr.clone() },
-        (None, None) => Topology::Loopback,
-    };
-    if args.port.is_some() && !topology.starts_server() {
-        return Err(usage(
-            "--port is for the in-process server: a remote topology starts none",
-        ));
-    }
-    topology.check().map_err(usage)?;
-    if let Some(path) = &args.psk_file {
-        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
-    }
-    let port = args.port.unwrap_or(0);
-    let endpoint = match &topology {
-        Topology::Loopback => Endpoint::Loopback { port },
-        Topology::Netns => Endpoint::Netns { port },
-        Topology::Veth(link) => Endpoint::Veth {
-            port,
-            link: link.clone(),
-        },
-        Topology::Remote { addr } => {
-            let port_ok = addr
-                .rsplit_once(':')
-                .filter(|(host, _)| !host.is_empty())
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_some_and(|port| port > 0);
-            if !port_ok {
-                return Err(usage(format!(
-                    "--connect '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
-                )));
-            }
-            Endpoint::Remote { addr: addr.clone() }
-        }
-    };
+    let (topology, endpoint) = endpoint_of(
+        args.topology.as_ref(),
+        args.connect.as_ref(),
+        args.port,
+        args.psk_file.as_deref(),
+    )?;
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
@@ -249,6 +224,58 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
         }
     }
     Ok(cases)
+}
+
+/// Where the two ends live, from --topology, --connect, --port and --psk-file: shared by
+/// every network command (net stream, net rr, net crr) so their rules cannot drift.
+pub(crate) fn endpoint_of(
+    topology: Option<&Topology>,
+    connect: Option<&String>,
+    port: Option<u16>,
+    psk_file: Option<&std::path::Path>,
+) -> anyhow::Result<(Topology, Endpoint)> {
+    let topology = match (topology, connect) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "--topology and --connect both say where the server is: give one (--topology remote HOST:PORT is --connect)",
+            ))
+        }
+        (Some(t), None) => t.clone(),
+        (None, Some(addr)) => Topology::Remote { addr: addr.clone() },
+        (None, None) => Topology::Loopback,
+    };
+    if port.is_some() && !topology.starts_server() {
+        return Err(usage(
+            "--port is for the in-process server: a remote topology starts none",
+        ));
+    }
+    topology.check().map_err(usage)?;
+    if let Some(path) = psk_file {
+        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
+    }
+    let port = port.unwrap_or(0);
+    let endpoint = match &topology {
+        Topology::Loopback => Endpoint::Loopback { port },
+        Topology::Netns => Endpoint::Netns { port },
+        Topology::Veth(link) => Endpoint::Veth {
+            port,
+            link: link.clone(),
+        },
+        Topology::Remote { addr } => {
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port > 0);
+            if !port_ok {
+                return Err(usage(format!(
+                    "--connect '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
+                )));
+            }
+            Endpoint::Remote { addr: addr.clone() }
+        }
+    };
+    Ok((topology, endpoint))
 }
 
 impl TryFrom<&StreamArgs> for Plan {

@@ -38,6 +38,12 @@ pub enum SweepWorkload {
     /// The flags of `iopath net stream`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_STREAM)]
     NetStream(Box<super::net::StreamArgs>),
+    /// The flags of `iopath net rr`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_RR)]
+    NetRr(Box<super::rr::RrArgs>),
+    /// The flags of `iopath net crr`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_CRR)]
+    NetCrr(Box<super::rr::CrrArgs>),
     /// The flags of `iopath net records`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
     NetRecords(Box<super::records::RecordsArgs>),
@@ -67,12 +73,24 @@ pub struct QuickArgs {
 
 /// The grid `iopath quick` runs: 3 modes x 6 sizes x 2 thread counts x 5 repetitions (the fewest
 /// with which a crossover or a `compare` of two quick runs can reach p < 0.05 after corrections),
-/// short cells, sized to finish in about a minute on a small machine.
+/// short cells, sized to finish in about a minute on a small machine; then the 64 B ping-pong of
+/// `net rr` in the same 3 modes (QUICK_RR), 5 repetitions each.
 pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K,1M";
 pub const QUICK_THREADS: &str = "1,2";
 pub const QUICK_REPS: u32 = 5;
 pub const QUICK_DURATION: &str = "200ms";
 pub const QUICK_WARMUP: &str = "100ms";
+/// The `net rr` flags of quick's request/response cases.
+pub const QUICK_RR: [&str; 8] = [
+    "--mode",
+    "two-copy,one-copy,zero-copy",
+    "--request-size",
+    "64",
+    "--response-size",
+    "64",
+    "--inflight",
+    "1",
+];
 
 /// The preset plan of `iopath quick`: the `net stream` flags a user would type for it.
 pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
@@ -102,10 +120,21 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
         net: super::net::NetCommand,
     }
     let preset = Preset::try_parse_from(std::iter::once("quick").chain(argv)).map_err(|e| usage(e.to_string()))?;
-    match preset.net {
-        super::net::NetCommand::Stream(args) => Plan::try_from(args.as_ref()),
+    let mut plan = match preset.net {
+        super::net::NetCommand::Stream(args) => Plan::try_from(args.as_ref())?,
         _ => unreachable!("the preset names net stream"),
+    };
+    // The same run measures latency too: 64 B ping-pong, parsed by `net rr`'s own flags.
+    let rr_argv = ["rr"]
+        .into_iter()
+        .chain(QUICK_RR)
+        .chain(["--duration", QUICK_DURATION, "--warmup", QUICK_WARMUP]);
+    let rr = Preset::try_parse_from(std::iter::once("quick").chain(rr_argv)).map_err(|e| usage(e.to_string()))?;
+    match rr.net {
+        super::net::NetCommand::Rr(args) => plan.cases.extend(Plan::try_from(args.as_ref())?.cases),
+        _ => unreachable!("the preset names net rr"),
     }
+    Ok(plan)
 }
 
 /// Store errors are the user pointing at the wrong file or run: exit code 2.
@@ -241,6 +270,8 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
 pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
     Ok(match workload {
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
         SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
         SweepWorkload::Micro(a) => {
@@ -262,35 +293,34 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         set_command_line(file.command_line());
         args.workload = Some(workload);
     }
-    let (executed, flags) = match (&args.workload, args.resume) {
-        (Some(workload), _) => {
-            let (plan, flags) = plan_of(workload)?;
-            let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            let mut outputs = run::Outputs::from(flags);
-            outputs.live |= args.live;
-            let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
-            (executed, Some(flags))
-        }
-        (None, Some(id)) => {
-            let plan = run::resume_plan(&args.db, id)?;
-            (
-                run::execute(
-                    &plan,
-                    Destination::Resume(&args.db, id),
-                    run::Outputs {
-                        live: args.live,
-                        ..Default::default()
-                    },
-                )?,
-                None,
-            )
-        }
-        (None, None) => {
-            return Err(usage(
-                "sweep needs a workload (net-stream, net-records, servers, micro), --plan FILE or --resume RUN_ID",
-            ))
-        }
-    };
+    let (executed, flags) =
+        match (&args.workload, args.resume) {
+            (Some(workload), _) => {
+                let (plan, flags) = plan_of(workload)?;
+                let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
+                let mut outputs = run::Outputs::from(flags);
+                outputs.live |= args.live;
+                let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
+                (executed, Some(flags))
+            }
+            (None, Some(id)) => {
+                let plan = run::resume_plan(&args.db, id)?;
+                (
+                    run::execute(
+                        &plan,
+                        Destination::Resume(&args.db, id),
+                        run::Outputs {
+                            live: args.live,
+                            ..Default::default()
+                        },
+                    )?,
+                    None,
+                )
+            }
+            (None, None) => return Err(usage(
+                "sweep needs a workload (net-stream, net-rr, net-crr, net-records, servers, micro), --plan or --resume",
+            )),
+        };
     let (Some(db), Some(run_id)) = (executed.db.clone(), executed.run_id) else {
         anyhow::bail!("the sweep stored no run");
     };
@@ -392,13 +422,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_grid_is_three_modes_six_sizes_two_thread_counts() {
+    fn quick_grid_is_three_modes_six_sizes_two_thread_counts_and_a_ping_pong_per_mode() {
         let plan = quick_plan("quick").unwrap();
-        assert_eq!(plan.cases.len(), 3 * 6 * 2);
+        assert_eq!(plan.cases.len(), 3 * 6 * 2 + 3);
         assert_eq!(plan.repetitions, QUICK_REPS);
         assert!(plan.warmup_cell);
         let labels: Vec<String> = plan.cases.iter().map(|c| c.label()).collect();
         assert!(labels.contains(&"two-copy 1KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"zero-copy 1MiB t2".to_string()), "{labels:?}");
+        assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
+        assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
     }
 }

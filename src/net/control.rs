@@ -4,7 +4,7 @@
 //! its threads counted. The same protocol drives an in-process loopback server and a remote
 //! `iopath net serve`.
 
-use crate::case::StreamCase;
+use crate::case::{RrCase, StreamCase};
 use crate::observation::{Metric, ThreadPlacement};
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, BufReader, Write};
@@ -117,6 +117,11 @@ impl ControlChannel {
     }
 
     pub fn send(&mut self, message: &Control) -> io::Result<()> {
+        self.send_json(message)
+    }
+
+    /// Send any serialisable message as one line (a workload's own hello or phase messages).
+    pub fn send_json<T: Serialize>(&mut self, message: &T) -> io::Result<()> {
         let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
         line.push(b'\n');
         self.writer.write_all(&line)?;
@@ -236,15 +241,57 @@ pub enum HelloError {
     Malformed(String),
 }
 
+/// What a hello asks a server to run: its `workload` field names it (absent: `stream`, so
+/// a hello of a stream-only client still reads as it did).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HelloCase {
+    Stream(StreamCase),
+    /// `"workload":"rr"` or `"crr"` (the case's own `kind` says which; both must agree).
+    Rr(RrCase),
+}
+
+impl HelloCase {
+    /// Warm-up + window: what `net serve --max-session` limits.
+    pub fn session_ms(&self) -> u64 {
+        match self {
+            HelloCase::Stream(c) => c.duration_ms.saturating_add(c.warmup_ms),
+            HelloCase::Rr(c) => c.session_ms(),
+        }
+    }
+}
+
+/// The hello of a request/response client: `{"type":"hello","version":2,"workload":"rr",
+/// "case":{...}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RrHello {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub workload: String,
+    pub case: RrCase,
+}
+
+impl RrHello {
+    pub fn new(case: &RrCase) -> RrHello {
+        RrHello {
+            kind: "hello".into(),
+            version: PROTOCOL_VERSION,
+            workload: case.kind.as_str().into(),
+            case: case.clone(),
+        }
+    }
+}
+
 /// Read a client's first control line as a hello. The type and the protocol version are
 /// checked before the rest is decoded, so a client of another version hears "protocol version
 /// 99, this server speaks 2", not a decoding error about a field it has renamed.
-pub fn parse_hello(line: &[u8]) -> Result<StreamCase, HelloError> {
+pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
     #[derive(Deserialize)]
     struct Envelope {
         #[serde(rename = "type")]
         kind: Option<serde_json::Value>,
         version: Option<serde_json::Value>,
+        workload: Option<serde_json::Value>,
     }
     let envelope: Envelope = serde_json::from_slice(line)
         .map_err(|e| HelloError::Malformed(format!("not a control message (JSON): {e}")))?;
@@ -267,8 +314,27 @@ pub fn parse_hello(line: &[u8]) -> Result<StreamCase, HelloError> {
             )))
         }
     }
+    match envelope.workload.as_ref().map(|w| w.as_str()) {
+        None | Some(Some("stream")) => {}
+        Some(Some(workload @ ("rr" | "crr"))) => {
+            return match serde_json::from_slice::<RrHello>(line) {
+                Ok(hello) if hello.case.kind.as_str() == workload => Ok(HelloCase::Rr(hello.case)),
+                Ok(hello) => Err(HelloError::Malformed(format!(
+                    "a {workload} hello with a {} case",
+                    hello.case.kind.as_str()
+                ))),
+                Err(e) => Err(HelloError::Malformed(format!("bad {workload} hello: {e}"))),
+            };
+        }
+        Some(_) => {
+            return Err(HelloError::Malformed(format!(
+                "unknown workload {} (this server serves stream, rr, crr)",
+                envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
+            )))
+        }
+    }
     match serde_json::from_slice::<Control>(line) {
-        Ok(Control::Hello { case, .. }) => Ok(case),
+        Ok(Control::Hello { case, .. }) => Ok(HelloCase::Stream(case)),
         Ok(other) => Err(HelloError::Malformed(format!("expected a hello, got {other:?}"))),
         Err(e) => Err(HelloError::Malformed(format!("bad hello: {e}"))),
     }
@@ -361,6 +427,66 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         drop(channel);
         writer.join().unwrap();
+    }
+
+    /// A hello names its workload; one without the field is a stream hello, as before.
+    #[test]
+    fn a_hello_names_its_workload_and_an_old_one_is_a_stream() {
+        use crate::case::{CopyMode, Endpoint, RrKind};
+        let rr = RrCase {
+            kind: RrKind::Crr,
+            mode: CopyMode::OneCopy,
+            request_size: 64,
+            response_size: 128,
+            fields: 1,
+            inflight: 1,
+            threads: 2,
+            rate: None,
+            duration_ms: 1000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: true,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        };
+        let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
+        assert_eq!(parse_hello(&line), Ok(HelloCase::Rr(rr.clone())));
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.contains(r#""workload":"crr""#), "{text}");
+        let mismatched = text.replace(r#""workload":"crr""#, r#""workload":"rr""#);
+        assert!(matches!(
+            parse_hello(mismatched.as_bytes()),
+            Err(HelloError::Malformed(_))
+        ));
+        let unknown = text.replace(r#""workload":"crr""#, r#""workload":"udp""#);
+        assert_eq!(
+            parse_hello(unknown.as_bytes()),
+            Err(HelloError::Malformed(
+                "unknown workload \"udp\" (this server serves stream, rr, crr)".into()
+            ))
+        );
+        let stream = StreamCase {
+            mode: CopyMode::TwoCopy,
+            size: 4096,
+            fields: 1,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
+            prove_copies: false,
+        };
+        let old = serde_json::to_vec(&Control::Hello {
+            version: PROTOCOL_VERSION,
+            case: stream.clone(),
+        })
+        .unwrap();
+        assert!(!String::from_utf8_lossy(&old).contains("workload"));
+        assert_eq!(parse_hello(&old), Ok(HelloCase::Stream(stream)));
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub fn headline(case: &Case) -> (&'static str, Role, bool) {
         Case::NetStream(_) => ("throughput_gbps", Role::System, true),
         Case::NetRecords(_) => ("responses_per_s", Role::System, true),
         Case::Servers(_) => ("requests_per_s", Role::System, true),
+        Case::NetRr(_) => ("transactions_per_s", Role::System, true),
         Case::Micro(_) => ("latency_ns", Role::System, false),
         Case::Fake(_) => ("value", Role::System, true),
     }
@@ -225,6 +226,7 @@ pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
                 Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::NetRecords(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::NetRr(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Micro(_) | Case::Fake(_) => false,
             };
             let advice = match &cell.case {

@@ -11,7 +11,7 @@ use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
 
 /// Each copy mode's colour (Okabe-Ito) and marker/dash style, the same in every chart.
-fn mode_style(mode: CopyMode) -> ((u8, u8, u8), usize) {
+pub(super) fn mode_style(mode: CopyMode) -> ((u8, u8, u8), usize) {
     match mode {
         CopyMode::TwoCopy => (OKABE_ITO[1], 0),
         CopyMode::OneCopy => (OKABE_ITO[0], 1),
@@ -27,7 +27,7 @@ fn threads_panel(t: usize) -> String {
     format!("{t} thread{}", if t == 1 { "" } else { "s" })
 }
 
-fn point(x: f64, metric: &MetricCell) -> Option<Point> {
+pub(super) fn point(x: f64, metric: &MetricCell) -> Option<Point> {
     let s = metric.summary.as_ref()?;
     let (low, high) = s.ci95.unwrap_or((s.median, s.median));
     Some(Point {
@@ -40,14 +40,14 @@ fn point(x: f64, metric: &MetricCell) -> Option<Point> {
 
 /// Sources and unavailable reasons seen over the metric cells drawn.
 #[derive(Default)]
-struct Provenance {
+pub(super) struct Provenance {
     sources: Vec<String>,
     unavailable: Vec<String>,
     max_n: usize,
 }
 
 impl Provenance {
-    fn add(&mut self, metric: &MetricCell) {
+    pub(super) fn add(&mut self, metric: &MetricCell) {
         for s in &metric.sources {
             let list = if s.starts_with("unavailable") {
                 &mut self.unavailable
@@ -63,7 +63,7 @@ impl Provenance {
         }
     }
 
-    fn caption(&self, what: &str) -> String {
+    pub(super) fn caption(&self, what: &str) -> String {
         if self.max_n == 0 && !self.unavailable.is_empty() {
             return format!("{what}; not measured in any cell: {}", self.unavailable.join("; "));
         }
@@ -93,7 +93,7 @@ impl Provenance {
         line
     }
 
-    fn empty_reason(&self) -> Option<String> {
+    pub(super) fn empty_reason(&self) -> Option<String> {
         self.unavailable.first().cloned()
     }
 }
@@ -864,6 +864,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     let mut figures = stream_figures(cells);
     figures.extend(records_figures(cells));
     figures.extend(servers_figures(cells));
+    figures.extend(super::rr_figures::rr_figures(cells));
     figures.extend(micro_figures(cells, caches));
     figures
 }

@@ -121,6 +121,20 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
             s.clients as u64,
             format!("{} client{}", s.clients, if s.clients == 1 { "" } else { "s" }),
         ),
+        Case::NetRr(r) => (
+            format!(
+                "net {}, {} responses, {} in flight, {} thread{}{}",
+                r.kind.as_str(),
+                format_bytes(r.response_size),
+                r.inflight,
+                r.threads,
+                if r.threads == 1 { "" } else { "s" },
+                r.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
+            ),
+            r.mode.to_string(),
+            r.request_size,
+            format!("{} requests", format_bytes(r.request_size)),
+        ),
         // A microbenchmark has one contender per run: nothing to rank.
         Case::Micro(_) | Case::Fake(_) => return None,
     };
@@ -131,6 +145,12 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
         x_text,
         cell,
     })
+}
+
+/// Whether a workload's contenders are copy modes compared across message sizes (net stream,
+/// net rr/crr, net records), not server models across loads.
+fn by_size(case: &Case) -> bool {
+    matches!(case, Case::NetStream(_) | Case::NetRr(_) | Case::NetRecords(_))
 }
 
 /// The values of the cell's headline metric.
@@ -179,6 +199,7 @@ fn metric_word(name: &str) -> &str {
     match name {
         "throughput_gbps" => "throughput",
         "requests_per_s" => "requests/s",
+        "transactions_per_s" => "transactions/s",
         "latency_ns" => "latency",
         other => other,
     }
@@ -279,14 +300,14 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
         };
         let best_word = if higher_is_better {
             match &members[0].cell.case {
-                Case::NetStream(_) => "fastest",
+                Case::NetStream(_) | Case::NetRr(_) => "fastest",
                 _ => "best",
             }
         } else {
             "lowest"
         };
         let every = match &members[0].cell.case {
-            Case::NetStream(_) => "every size",
+            Case::NetStream(_) | Case::NetRr(_) => "every size",
             _ => "every load",
         };
         let segs = segments(&winners);
@@ -332,7 +353,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                         format!(
                         "{where_} no {} is significantly ahead of the next best: {} lead by turns, within the noise \
                          of the repetitions{apart}",
-                        if matches!(members[0].cell.case, Case::NetStream(_)) { "mode" } else { "model" },
+                        if by_size(&members[0].cell.case) { "mode" } else { "model" },
                         join_and(&names)
                     )
                     }
@@ -396,11 +417,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             let mut line = format!(
                 "{c} is never the best: {} {worse} than the best at each {}",
                 factor_range(lo, hi),
-                if matches!(members[0].cell.case, Case::NetStream(_)) {
-                    "size"
-                } else {
-                    "load"
-                }
+                if by_size(&members[0].cell.case) { "size" } else { "load" }
             );
             if c == &CopyMode::ZeroCopy.to_string() {
                 let zc: Vec<&CellSummary> = members.iter().map(|e| e.cell).collect();

@@ -22,6 +22,7 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::NetRecords(c) => crate::net::workload::records::run(c, stop),
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
+        Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
         Case::Fake(c) => crate::fake::run(c, stop),
     }
 }

@@ -6,7 +6,7 @@
 //! server can live in this process (loopback) or be a remote `iopath net serve`.
 
 mod server;
-mod thread;
+pub(crate) mod thread;
 
 pub use server::{serve_session, serve_session_with, ServeOptions};
 pub(crate) use thread::StartGate;
@@ -218,7 +218,7 @@ pub(crate) fn interrupted() -> anyhow::Error {
 }
 
 /// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
-fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
@@ -513,7 +513,7 @@ pub(crate) fn measured_counters<'a>(
 }
 
 /// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
-fn checked(metric: &Metric) -> Metric {
+pub(crate) fn checked(metric: &Metric) -> Metric {
     match (&metric.value, &metric.source) {
         (None, Source::Unavailable(_)) => metric.clone(),
         (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),

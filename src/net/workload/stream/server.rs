@@ -12,7 +12,7 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{
-    decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloError, ServerReport,
+    decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloCase, HelloError, ServerReport,
     DATA_HEADER_LEN,
 };
 use crate::net::mode;
@@ -44,8 +44,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// What a new connection turned out to be.
 enum Greeting {
-    /// A client's control connection with the case it asks for.
-    Hello(ControlChannel, Box<StreamCase>),
+    /// A client's control connection with the case it asks for (any workload).
+    Hello(ControlChannel, Box<HelloCase>),
     /// A data connection: the session token it carries and its thread index.
     Data(u64, u32, TcpStream),
 }
@@ -234,7 +234,7 @@ pub fn serve_session_with(
                 .spawn_scoped(scope, move || {
                     match greet(stream, &stopped, key) {
                         Ok(Greeting::Hello(mut control, case)) => {
-                            let asked = Duration::from_millis(case.duration_ms.saturating_add(case.warmup_ms));
+                            let asked = Duration::from_millis(case.session_ms());
                             if let Some(max) = options.max_session.filter(|max| asked > *max) {
                                 let error = format!(
                                     "the case asks for a {:.1} s session (warm-up + window); this server allows at most {:.1} s (--max-session)",
@@ -246,7 +246,14 @@ pub fn serve_session_with(
                                 let error = "busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
                             } else {
-                                let outcome = run_session(control, &case, route, &stopped, options.max_session_bytes);
+                                // The hello names the workload: rr/crr sessions run their own code
+                                // (the byte budget is not applied to them yet).
+                                let outcome = match *case {
+                                    HelloCase::Stream(case) => {
+                                        run_session(control, &case, route, &stopped, options.max_session_bytes)
+                                    }
+                                    HelloCase::Rr(case) => crate::net::workload::rr::serve_session(control, &case, &stopped),
+                                };
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;
                                 }

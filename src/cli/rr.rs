@@ -1,0 +1,321 @@
+//! `iopath net rr` and `iopath net crr` (and `sweep net-rr` / `sweep net-crr`, the same flags).
+
+use super::error::usage;
+use super::output::{num, Table};
+use super::run::{self, RunFlags};
+use super::values;
+use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
+use crate::net::topology::Topology;
+use crate::net::workload::rr;
+use crate::observation::Role;
+use crate::store::Record;
+use crate::sweep::Plan;
+use clap::Args;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct RrArgs {
+    /// Send modes, comma-separated: two-copy, one-copy, zero-copy, and those of `net stream`
+    /// (default: two-copy,one-copy,zero-copy for rr; two-copy,one-copy for crr, whose
+    /// connection per transaction zero-copy's completions cannot follow).
+    #[arg(long, value_parser = parse_modes)]
+    pub mode: Option<ModeList>,
+    /// Request sizes (client to server): 64, 1K, lists 64,1K and ranges 64..4K (both ends and
+    /// every power of two between). A sweep crosses them with --response-size.
+    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
+    pub request_size: values::SizeList,
+    /// Response sizes (server to client), the same forms as --request-size.
+    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
+    pub response_size: values::SizeList,
+    /// Transactions in flight per connection, closed loop: 1 is ping-pong (send, wait for the
+    /// answer, send again); N sends N requests first and then one per response. Lists and
+    /// ranges as --threads. rr only.
+    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    pub inflight: values::CountList,
+    /// Connections, each with its own client thread and server thread (crr: each client
+    /// thread connects again for every transaction): 1,2,4 or a range 1..8.
+    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    pub threads: values::CountList,
+    /// Open loop: this many transactions per second in total, spread evenly over the
+    /// connections, whatever the responses do; latency counts from when each request was
+    /// due, so a server that falls behind shows it (coordinated omission). Without it, closed
+    /// loop. rr only.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub rate: Option<u64>,
+    /// Separately heap-allocated fields per message (1 to 1024); every size must be at least
+    /// this many bytes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub fields: u32,
+    /// Length of the measured window of each case (5s, 500ms, 1.5s).
+    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// Warm-up before the window opens; nothing is counted during it (0 for none).
+    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
+    pub warmup: Duration,
+    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub client_cpus: Option<values::CpuList>,
+    /// Pin server thread i to the i-th CPU of this list (wrapping).
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub server_cpus: Option<values::CpuList>,
+    /// Fill every request and response with a pattern from its sequence number and check
+    /// every byte received, on both ends.
+    #[arg(long)]
+    pub verify: bool,
+    /// Count with getrusage only, no perf events (they cost time at every context switch).
+    #[arg(long)]
+    pub no_perf: bool,
+    /// Loopback port for the in-process server's control connection (default: any free one).
+    #[arg(long, conflicts_with = "connect")]
+    pub port: Option<u16>,
+    /// Run only the client, against `iopath net serve` at HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// Where the two ends live: loopback, netns, veth[:mtu=N][,rate=R], or remote HOST:PORT
+    /// (same as --connect). Namespaces need root.
+    #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
+    pub topology: Option<Topology>,
+    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+/// `net crr`: the flags of `net rr`, run as connect-request-response-close.
+#[derive(Args, Debug)]
+pub struct CrrArgs {
+    #[command(flatten)]
+    pub args: RrArgs,
+}
+
+type ModeList = Vec<CopyMode>;
+
+fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
+    values::parse_list(text)
+}
+
+/// The validated grid of cases, the same for the direct command and its sweep.
+pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
+    let (_, endpoint) = super::net::endpoint_of(
+        args.topology.as_ref(),
+        args.connect.as_ref(),
+        args.port,
+        args.psk_file.as_deref(),
+    )?;
+    let modes = match (&args.mode, kind) {
+        (Some(m), _) => m.clone(),
+        (None, RrKind::Rr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy],
+        (None, RrKind::Crr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy],
+    };
+    let fields = u64::from(args.fields);
+    for (flag, sizes) in [
+        ("--request-size", &args.request_size),
+        ("--response-size", &args.response_size),
+    ] {
+        if let Some(big) = sizes.iter().find(|s| **s > rr::MAX_MESSAGE) {
+            return Err(usage(format!(
+                "{flag} {} is too large (accepted: up to 16M)",
+                format_bytes(*big)
+            )));
+        }
+        if let Some(small) = sizes.iter().find(|s| **s < fields) {
+            return Err(usage(format!(
+                "{flag} {} with --fields {fields}: every field needs at least 1 byte (use --fields {small} or fewer)",
+                format_bytes(*small)
+            )));
+        }
+    }
+    if kind == RrKind::Crr {
+        if args.inflight.iter().any(|n| *n != 1) {
+            return Err(usage(
+                "--inflight is for net rr: crr carries one transaction per connection",
+            ));
+        }
+        if args.rate.is_some() {
+            return Err(usage(
+                "--rate is for net rr: crr is closed loop (each thread connects, asks, hears and closes in turn)",
+            ));
+        }
+    }
+    let mut cases = Vec::new();
+    for &mode in &modes {
+        for &request_size in &args.request_size {
+            for &response_size in &args.response_size {
+                for &inflight in &args.inflight {
+                    for &threads in &args.threads {
+                        cases.push(RrCase {
+                            kind,
+                            mode,
+                            request_size,
+                            response_size,
+                            fields: args.fields as usize,
+                            inflight,
+                            threads,
+                            rate: args.rate,
+                            duration_ms: args.duration.as_millis() as u64,
+                            warmup_ms: args.warmup.as_millis() as u64,
+                            client_cpus: args.client_cpus.clone().map(Into::into),
+                            server_cpus: args.server_cpus.clone().map(Into::into),
+                            verify: args.verify,
+                            endpoint: endpoint.clone(),
+                            perf: !args.no_perf,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for case in &cases {
+        rr::check_case(case).map_err(usage)?;
+    }
+    Ok(cases)
+}
+
+fn plan(args: &RrArgs, kind: RrKind) -> anyhow::Result<Plan> {
+    let cases = rr_cases(args, kind)?;
+    let topology = cases
+        .first()
+        .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
+    Ok(args
+        .run
+        .plan(cases.into_iter().map(Case::NetRr).collect(), &topology.interface()))
+}
+
+impl TryFrom<&RrArgs> for Plan {
+    type Error = anyhow::Error;
+    fn try_from(args: &RrArgs) -> anyhow::Result<Plan> {
+        plan(args, RrKind::Rr)
+    }
+}
+
+impl TryFrom<&CrrArgs> for Plan {
+    type Error = anyhow::Error;
+    fn try_from(args: &CrrArgs) -> anyhow::Result<Plan> {
+        plan(&args.args, RrKind::Crr)
+    }
+}
+
+pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
+    let plan = plan(args, kind)?;
+    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
+    run::print_records(&args.run, &executed.records, render_rr_table)?;
+    if let Some(corrupt) = executed.records.iter().find(|r| {
+        let o = &r.observation;
+        o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
+            + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
+            > 0.0
+    }) {
+        anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
+    }
+    run::conclude(&executed)
+}
+
+/// The human table: one row per case (the median of its repetitions), then notes.
+pub fn render_rr_table(records: &[Record]) -> String {
+    let merged = super::output::median_records(records);
+    let repeated = merged.iter().any(|(_, n)| *n > 1);
+    let crr = merged
+        .iter()
+        .any(|(r, _)| matches!(&r.case, Case::NetRr(c) if c.kind == RrKind::Crr));
+    type Col = (&'static str, &'static str, Role);
+    let mut cols: Vec<Col> = vec![
+        ("txn/s", "transactions_per_s", Role::System),
+        ("p50 us", "latency_p50_us", Role::Client),
+        ("p90 us", "latency_p90_us", Role::Client),
+        ("p99 us", "latency_p99_us", Role::Client),
+        ("p99.9 us", "latency_p999_us", Role::Client),
+        ("max us", "latency_max_us", Role::Client),
+    ];
+    if crr {
+        cols.extend([
+            ("conn p50", "connect_p50_us", Role::Client),
+            ("xchg p50", "exchange_p50_us", Role::Client),
+            ("close p50", "close_p50_us", Role::Client),
+        ]);
+    }
+    cols.extend([
+        ("cli us/txn", "cpu_us_per_txn", Role::Client),
+        ("srv us/txn", "cpu_us_per_txn", Role::Server),
+        ("cli sc/txn", "syscalls_per_txn", Role::Client),
+        ("srv sc/txn", "syscalls_per_txn", Role::Server),
+    ]);
+    let mut header = vec!["kind", "mode", "req", "resp", "n", "thr", "rate"];
+    if repeated {
+        header.push("reps");
+    }
+    header.extend(cols.iter().map(|c| c.0));
+    let mut table = Table::new(&header);
+    for (r, reps) in &merged {
+        let Case::NetRr(c) = &r.case else { continue };
+        let o = &r.observation;
+        let mut row = vec![
+            c.kind.as_str().to_string(),
+            c.mode.to_string(),
+            format_bytes(c.request_size),
+            format_bytes(c.response_size),
+            c.inflight.to_string(),
+            c.threads.to_string(),
+            c.rate.map_or("closed".to_string(), |r| r.to_string()),
+        ];
+        if repeated {
+            row.push(reps.to_string());
+        }
+        row.extend(cols.iter().map(|(_, name, role)| num(o.value(name, *role))));
+        table.row(row);
+    }
+    let mut text = table.render();
+    text.push_str(
+        "latency: client, request sent (open loop: due) until response received; crr: connect() until closed\n",
+    );
+    text.push_str(&super::output::notes(records));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: RrArgs,
+    }
+
+    fn cases(argv: &[&str], kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
+        let parsed = Cmd::try_parse_from(std::iter::once("rr").chain(argv.iter().copied()))?;
+        rr_cases(&parsed.args, kind)
+    }
+
+    #[test]
+    fn sizes_cross_and_crr_refuses_what_it_cannot_do() {
+        let grid = cases(
+            &["--request-size", "64,1K", "--response-size", "64", "--mode", "one-copy"],
+            RrKind::Rr,
+        )
+        .unwrap();
+        assert_eq!(grid.len(), 2);
+        assert_eq!(cases(&[], RrKind::Crr).unwrap().len(), 2, "crr defaults skip zero-copy");
+        for (argv, needle) in [
+            (vec!["--inflight", "4"], "--inflight is for net rr"),
+            (vec!["--rate", "100"], "--rate is for net rr"),
+            (vec!["--mode", "zero-copy"], "crr cannot use zero-copy"),
+        ] {
+            let err = cases(&argv, RrKind::Crr).unwrap_err();
+            assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        let err = cases(&["--inflight", "64", "--request-size", "4K"], RrKind::Rr).unwrap_err();
+        assert!(err.to_string().contains("64 KiB"), "{err}");
+        assert_eq!(
+            cases(
+                &["--inflight", "64", "--request-size", "4K", "--rate", "1000"],
+                RrKind::Rr
+            )
+            .unwrap()
+            .len(),
+            3
+        );
+    }
+}

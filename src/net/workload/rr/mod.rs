@@ -1,0 +1,800 @@
+//! The request/response workloads, `net rr` and `net crr`: client threads send requests of S
+//! bytes and server threads answer each with R bytes, in any copy mode. rr keeps connections
+//! open, closed loop (N transactions in flight per connection) or open loop at a rate (latency
+//! from the intended send time); crr opens and closes a connection per transaction, timing
+//! connect, exchange and close apart. Both ends count CPU, counters and system calls inside
+//! the same measured window; latencies go into HDR histograms.
+//!
+//! The client drives the session over the stream's control connection (net/control.rs) with
+//! a hello naming its workload, so the server can be in this process (loopback, netns, veth:
+//! the stream's in-process server dispatches the hello here) or a remote `iopath net serve`.
+//! The server answers with the port of a data listener of the session's own.
+
+mod client;
+mod meter;
+mod server;
+
+pub use client::{connect_error, OPEN_LOOP_BACKLOG};
+pub use server::serve_session;
+
+#[cfg(test)]
+use crate::case::Case;
+use crate::case::{CopyMode, RrCase, RrKind};
+use crate::measure::clock;
+use crate::measure::counters::{kernel_policy, CounterSample};
+use crate::measure::histogram::LatencyHistogram;
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
+use crate::net::mode::{self, Receiver, Sender};
+use crate::net::topology::Topology;
+use crate::net::workload::stream::{self, thread::StartGate};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::stop::{Interrupted, Stop};
+use anyhow::{anyhow, bail, Context};
+use client::{ClientOutcome, OpenShared};
+use meter::Ctx;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a data connection may stay silent before the peer is declared gone.
+pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+const START_PATIENCE: Duration = stream::START_PATIENCE;
+/// How long the client waits for the server's report after the window closed.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest window or warm-up a case may ask for.
+const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
+/// The largest request or response.
+pub const MAX_MESSAGE: u64 = 16 << 20;
+/// Closed loop with more than one transaction in flight: the requests of one connection must
+/// fit in this many bytes. Then a client blocked sending a request is impossible (they fit in
+/// the socket buffers), so it always gets back to reading responses and the two ends cannot
+/// both wait for the other to read.
+pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
+
+const NO_SERVER_WINDOW: &str = stream::NO_SERVER_WINDOW;
+const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+
+/// The server's answer to an rr/crr hello: a `ready` with the session's data port.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ReadyLine {
+    #[serde(rename = "type")]
+    kind: String,
+    token: u64,
+    port: u16,
+}
+
+impl ReadyLine {
+    fn new(port: u16) -> ReadyLine {
+        ReadyLine {
+            kind: "ready".into(),
+            token: 0,
+            port,
+        }
+    }
+}
+
+/// What an rr/crr client says after `ready`: the window opens (`measure`), closes (`done`),
+/// and its threads are finished (`finished`: a crr server stops accepting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Phase {
+    Measure,
+    Done,
+    Finished,
+}
+
+/// The sender of one direction (requests: the client's; responses: the server's); a mode the
+/// kernel refuses is `Unsupported`.
+fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
+    mode::sender(case.mode, size, case.fields, case.verify).map_err(|e| {
+        let what = format!("the {} send mode", case.mode);
+        match crate::observation::Unsupported::refused(&what, &e) {
+            Some(unsupported) => anyhow::Error::new(unsupported),
+            None => anyhow!("{what} could not be set up: {e}"),
+        }
+    })
+}
+
+/// The send modes whose completions are numbered per socket: they cannot follow crr's new
+/// connection every transaction.
+pub fn per_socket_completions(mode: CopyMode) -> bool {
+    matches!(mode, CopyMode::ZeroCopy | CopyMode::UringZc)
+}
+
+/// MERGE POINT (receive modes): the one place rr/crr build a receiver. When `RxMode` and the
+/// fallible `mode::receiver(rx, size, fields, verify)` land, give RrCase an `rx_mode` and call
+/// that here.
+fn data_receiver(case: &RrCase, size: usize) -> Box<dyn Receiver> {
+    mode::receiver(case.mode, size, case.fields, case.verify)
+}
+
+/// Whether a case can run: limits on every parameter. Used by the CLI before running and by a
+/// server before accepting a client's case.
+pub fn check_case(case: &RrCase) -> Result<(), String> {
+    if case.request_size == 0 || case.response_size == 0 || case.fields == 0 || case.threads == 0 || case.inflight == 0
+    {
+        return Err("request and response sizes, fields, threads and in-flight transactions must be at least 1".into());
+    }
+    if case.request_size > MAX_MESSAGE || case.response_size > MAX_MESSAGE {
+        return Err("requests and responses larger than 16 MiB are not accepted".into());
+    }
+    if case.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
+        return Err("at most 1024 threads, 1024 fields and 1024 transactions in flight".into());
+    }
+    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+        return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
+    }
+    if case.kind == RrKind::Crr {
+        if case.inflight != 1 {
+            return Err("crr has one transaction per connection: --inflight is for net rr".into());
+        }
+        if case.rate.is_some() {
+            return Err(
+                "crr is closed loop (each thread connects, asks, hears and closes in turn): --rate is for net rr"
+                    .into(),
+            );
+        }
+        if per_socket_completions(case.mode) {
+            return Err(format!("crr cannot use {}: zero-copy completions are numbered per socket and must all arrive before the socket closes, so a sender cannot follow a new connection every transaction (use two-copy or one-copy)", case.mode));
+        }
+    }
+    if let Some(rate) = case.rate {
+        if rate < case.threads as u64 || rate > 10_000_000 {
+            return Err(format!(
+                "--rate {rate} with {} threads: the rate is transactions per second in total, from one per second per connection up to 10000000",
+                case.threads
+            ));
+        }
+    } else if case.inflight > 1 && case.inflight as u64 * case.request_size > MAX_INFLIGHT_BYTES {
+        return Err(format!(
+            "--inflight {} with {}-byte requests: a closed loop sends every request in flight before it reads a response, and more than 64 KiB of them could fill both directions' socket buffers so that neither end reads; use fewer in flight, smaller requests, or --rate (open loop reads on a thread of its own)",
+            case.inflight, case.request_size
+        ));
+    }
+    Ok(())
+}
+
+/// Run one rr/crr case. A stop request ends it within about 100 ms in any phase, with every
+/// thread joined and the in-process server released, as `Err(Interrupted)`.
+pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
+    check_case(case).map_err(|e| anyhow!(e))?;
+    let tsc_hz = clock::tsc_hz();
+    let topology = Topology::from(&case.endpoint).establish()?;
+    if let Some(addr) = topology.remote_addr()? {
+        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
+    }
+    let listener = topology.bind(case.endpoint.port())?;
+    let addr = listener.local_addr()?;
+    let server_stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // The stream's session server: it reads the hello and hands rr/crr sessions here.
+        let server = topology
+            .spawn_server(scope, "iopath-server", || {
+                stream::serve_session(&listener, Some(&server_stop))
+            })
+            .context("could not start the server thread")?;
+        let tcp_ns = topology.server_namespace();
+        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
+        server_stop.store(true, Ordering::SeqCst);
+        let server_result = server
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
+        match (result, server_result) {
+            (Ok(obs), Ok(())) => Ok(obs),
+            (Err(client), _) => Err(client),
+            (Ok(_), Err(server)) => Err(server.context("server")),
+        }
+    })
+}
+
+fn interrupted() -> anyhow::Error {
+    anyhow::Error::new(Interrupted)
+}
+
+/// The next line on the control connection by `deadline`, a stop ending the wait.
+fn recv_line(control: &mut ControlChannel, wait: Duration, stop: Stop) -> anyhow::Result<Vec<u8>> {
+    control
+        .recv_line(Some(Instant::now() + wait), &|| stop.requested())
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::Interrupted && stop.requested() {
+                interrupted()
+            } else {
+                anyhow::Error::new(e)
+            }
+        })
+}
+
+/// Say hello, answer a key challenge, and get the session's data port.
+fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
+    control.send_json(&RrHello::new(case))?;
+    loop {
+        let line = recv_line(control, Duration::from_secs(10), stop).map_err(|e| {
+            if e.is::<Interrupted>() {
+                e
+            } else {
+                e.context("waiting for the server to accept the case")
+            }
+        })?;
+        match ControlChannel::parse(&line)? {
+            Control::Challenge { nonce } => {
+                let Some(key) = crate::net::auth::client_key() else {
+                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+                };
+                control.send(&Control::Auth {
+                    mac: crate::net::auth::answer(key, &nonce),
+                })?;
+            }
+            Control::Ready { .. } => {
+                #[derive(Deserialize)]
+                struct Port {
+                    port: Option<u16>,
+                }
+                let port: Port = serde_json::from_slice(&line).context("bad ready line")?;
+                return port.port.ok_or_else(|| {
+                    anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
+                });
+            }
+            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
+                bail!("the server {error}")
+            }
+            Control::Refused { error } => bail!("the server refused the case: {error}"),
+            other => bail!("unexpected answer from the server: {other:?}"),
+        }
+    }
+}
+
+/// One data connection of an rr client.
+fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    let s = stream::connect(addr, stop)?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    Ok(s)
+}
+
+/// The client side: set up the session, run the client threads through warm-up and the
+/// window, collect the server's report, build the observation. `tcp_ns`: the namespace whose
+/// TCP counters count this run's connections (None: ours).
+fn run_client(
+    case: &RrCase,
+    addr: SocketAddr,
+    tsc_hz: Option<f64>,
+    stop: Stop,
+    tcp_ns: Option<&crate::sys::netns::NetNs>,
+) -> anyhow::Result<Observation> {
+    let mut control = ControlChannel::new(stream::connect(addr, stop)?)?;
+    control.stream().set_nodelay(true).ok();
+    let port = handshake(&mut control, case, addr, stop)?;
+    let data_addr = SocketAddr::new(addr.ip(), port);
+    let mut data = Vec::new();
+    if case.kind == RrKind::Rr {
+        for _ in 0..case.threads {
+            data.push(data_connection(data_addr, stop)?);
+        }
+    }
+
+    let policy = kernel_policy();
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    let failed = AtomicBool::new(false);
+    let ready = StartGate::default();
+    let ctx = Ctx {
+        window: &window,
+        ready: &ready,
+        policy: &policy,
+        perf: case.perf,
+        cpus: case.client_cpus.as_ref(),
+    };
+    let (req, resp) = (case.request_size as usize, case.response_size as usize);
+    let origin = Instant::now();
+    let open_shared: Vec<OpenShared> = match (case.kind, case.rate) {
+        (RrKind::Rr, Some(_)) => data.iter().map(|_| OpenShared::new(origin)).collect(),
+        _ => Vec::new(),
+    };
+    // Open loop: each connection sends every `gap`, the connections staggered across it.
+    let gap = case
+        .rate
+        .map(|r| Duration::from_secs_f64(case.threads as f64 / r as f64));
+    // Every sender before any thread starts: a mode the kernel refuses ends the case here.
+    let mut senders = Vec::with_capacity(case.threads);
+    for _ in 0..case.threads {
+        senders.push(data_sender(case, req)?);
+    }
+    let mut senders = senders.into_iter();
+    let (outcomes, phases) = std::thread::scope(|scope| {
+        let (ctx, failed) = (&ctx, &failed);
+        let watch = |result: io::Result<ClientOutcome>| {
+            if result.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            result
+        };
+        let mut handles = Vec::new();
+        for i in 0..case.threads {
+            let name = format!("iopath-rr-client-{i}");
+            let builder = || std::thread::Builder::new().name(name.clone());
+            match (case.kind, gap) {
+                (RrKind::Rr, None) => {
+                    let (stream, receiver) = (&data[i], data_receiver(case, resp));
+                    let sender = senders.next().expect("one sender per thread");
+                    handles.push(builder().spawn_scoped(scope, move || {
+                        let r = watch(client::closed_loop(ctx, i, stream, sender, receiver, case.inflight));
+                        if r.is_err() {
+                            stream.shutdown(Shutdown::Both).ok();
+                        }
+                        r
+                    }));
+                }
+                (RrKind::Rr, Some(gap)) => {
+                    let (stream, shared) = (&data[i], &open_shared[i]);
+                    let phase = gap.mul_f64(i as f64 / case.threads as f64);
+                    let sender = senders.next().expect("one sender per thread");
+                    handles.push(builder().spawn_scoped(scope, move || {
+                        watch(client::open_sender(ctx, i, stream, sender, shared, gap, phase, failed))
+                    }));
+                    let receiver = data_receiver(case, resp);
+                    handles.push(builder().spawn_scoped(scope, move || {
+                        let r = watch(client::open_receiver(ctx, i, stream, receiver, shared));
+                        if r.is_err() {
+                            stream.shutdown(Shutdown::Both).ok();
+                        }
+                        r
+                    }));
+                }
+                (RrKind::Crr, _) => {
+                    let (sender, receiver) = (
+                        senders.next().expect("one sender per thread"),
+                        data_receiver(case, resp),
+                    );
+                    handles.push(builder().spawn_scoped(scope, move || {
+                        watch(client::crr_loop(
+                            ctx,
+                            i,
+                            data_addr,
+                            sender,
+                            receiver,
+                            failed,
+                            DATA_IDLE_TIMEOUT,
+                            case.verify,
+                        ))
+                    }));
+                }
+            }
+        }
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let phases = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+            drive_phases(case, &window, &mut system, failed, stop, &mut control)
+        } else {
+            ready.abandon();
+            window.close(&mut system);
+            control.send_json(&Phase::Done).ok();
+            Err(anyhow!("could not start all {} client threads", handles.len()))
+        };
+        if phases.is_err() || failed.load(Ordering::SeqCst) {
+            // Wake any thread blocked on a peer that is gone.
+            for s in &data {
+                s.shutdown(Shutdown::Both).ok();
+            }
+        }
+        let outcomes: Vec<io::Result<ClientOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a client thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect();
+        (outcomes, phases)
+    });
+    // Every client thread is done: a crr server may stop accepting.
+    control.send_json(&Phase::Finished).ok();
+    let mut threads = Vec::with_capacity(outcomes.len());
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let (mut system_metrics, window_s) = phases?;
+    if case.kind == RrKind::Rr {
+        let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
+        system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
+    }
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    if let Some(e) = first_error {
+        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        if let Ok(Control::Failed { error }) = control.recv() {
+            bail!("the run failed: {e}; the server said: {error}");
+        }
+        bail!("the run failed: {e}");
+    }
+    let line = recv_line(&mut control, REPORT_TIMEOUT, stop).map_err(|e| {
+        if e.is::<Interrupted>() {
+            e
+        } else {
+            e.context("waiting for the server's report")
+        }
+    })?;
+    let report = match ControlChannel::parse(&line)? {
+        Control::Report(report) => *report,
+        Control::Failed { error } => bail!("the server failed: {error}"),
+        other => bail!("unexpected message from the server: {other:?}"),
+    };
+    let mut obs = build_observation(case, &threads, &report, window_s, tsc_hz);
+    if let Some(w) = crate::measure::system::contended(&system_metrics) {
+        obs.warn(WarningKind::Contended, w);
+    }
+    obs.metrics.extend(system_metrics);
+    // DRAM traffic per payload byte: over the requests and responses of the transactions
+    // counted in the window.
+    let transactions = obs.value("transactions", Role::Client).unwrap_or(0.0);
+    let payload = transactions * (case.request_size + case.response_size) as f64;
+    obs.push(crate::measure::memtraffic::per_payload_byte(&obs.metrics, Ok(payload)));
+    Ok(obs)
+}
+
+/// Warm up, open the window on both ends, hold it, close it. Returns the system-wide probes'
+/// metrics and the window's length; early when a client thread failed, `Interrupted` on a stop.
+fn drive_phases(
+    case: &RrCase,
+    window: &Window,
+    system: &mut SystemProbes,
+    failed: &AtomicBool,
+    stop: Stop,
+    control: &mut ControlChannel,
+) -> anyhow::Result<(Vec<Metric>, f64)> {
+    let sleep_watching = |d: Duration| -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if failed.load(Ordering::SeqCst) || stop.requested() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Stop::POLL));
+        }
+    };
+    let mut result = Ok(());
+    let mut opened = None;
+    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+        result = control
+            .send_json(&Phase::Measure)
+            .context("the server closed the control connection");
+        window.open(system);
+        opened = Some(Instant::now());
+        if result.is_ok() {
+            sleep_watching(Duration::from_millis(case.duration_ms));
+        }
+    }
+    let metrics = window.close(system);
+    let window_s = opened.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let done = control
+        .send_json(&Phase::Done)
+        .context("the server closed the control connection");
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    result.and(done).map(|()| (metrics, window_s))
+}
+
+/// CPU time (user + system, getrusage) per transaction for one role.
+fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
+    Metric::from_result(
+        "cpu_us_per_txn",
+        role,
+        "us/txn",
+        Source::Rusage,
+        counters.usage.clone().and_then(|u| {
+            if transactions == 0 {
+                Err("no transaction completed inside the window".to_string())
+            } else {
+                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
+            }
+        }),
+    )
+}
+
+fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
+    Metric::from_result(
+        name,
+        role,
+        unit,
+        Source::Tool,
+        if transactions == 0 {
+            Err("no transaction completed inside the window".to_string())
+        } else {
+            Ok(total as f64 / transactions as f64)
+        },
+    )
+}
+
+/// The quantiles stored for the latency CDF (the report draws it from these), with their
+/// metric names; p50..p99.9 and max are the headline percentiles.
+pub const CDF_QUANTILES: [(&str, f64); 10] = [
+    ("latency_p1_us", 0.01),
+    ("latency_p10_us", 0.10),
+    ("latency_p25_us", 0.25),
+    ("latency_p50_us", 0.50),
+    ("latency_p75_us", 0.75),
+    ("latency_p90_us", 0.90),
+    ("latency_p95_us", 0.95),
+    ("latency_p99_us", 0.99),
+    ("latency_p999_us", 0.999),
+    ("latency_p9999_us", 0.9999),
+];
+
+/// Percentile metrics of one histogram: `prefix_pNN_us`, unavailable when it is empty.
+fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
+    let none = "no transaction completed inside the window";
+    for (name, q) in names {
+        obs.push(match hist.quantile_us(*q) {
+            Some(v) => Metric::tool(name, Role::Client, v, "us"),
+            None => Metric::unavailable(name, Role::Client, "us", none),
+        });
+    }
+}
+
+/// Both sides' counts into the observation.
+fn build_observation(
+    case: &RrCase,
+    clients: &[ClientOutcome],
+    server: &ServerReport,
+    window_s: f64,
+    tsc_hz: Option<f64>,
+) -> Observation {
+    let mut obs = Observation::default();
+    let transactions: u64 = clients.iter().map(|c| c.transactions).sum();
+    let mut latency = LatencyHistogram::new();
+    let (mut connect, mut exchange, mut close) = (
+        LatencyHistogram::new(),
+        LatencyHistogram::new(),
+        LatencyHistogram::new(),
+    );
+    for c in clients {
+        latency.merge(&c.latency);
+        connect.merge(&c.connect);
+        exchange.merge(&c.exchange);
+        close.merge(&c.close);
+    }
+    obs.push(Metric::from_result(
+        "transactions_per_s",
+        Role::System,
+        "txn/s",
+        Source::Tool,
+        if window_s > 0.0 {
+            Ok(transactions as f64 / window_s)
+        } else {
+            Err("the window did not open".to_string())
+        },
+    ));
+    percentiles(&mut obs, &latency, &CDF_QUANTILES);
+    let none = "no transaction completed inside the window";
+    for (name, value) in [
+        ("latency_max_us", latency.max_us()),
+        ("latency_mean_us", latency.mean_us()),
+    ] {
+        obs.push(match value {
+            Some(v) => Metric::tool(name, Role::Client, v, "us"),
+            None => Metric::unavailable(name, Role::Client, "us", none),
+        });
+    }
+    if case.kind == RrKind::Crr {
+        percentiles(&mut obs, &connect, &[("connect_p50_us", 0.5), ("connect_p99_us", 0.99)]);
+        percentiles(
+            &mut obs,
+            &exchange,
+            &[("exchange_p50_us", 0.5), ("exchange_p99_us", 0.99)],
+        );
+        percentiles(&mut obs, &close, &[("close_p50_us", 0.5), ("close_p99_us", 0.99)]);
+    }
+    obs.push(Metric::tool("window_s", Role::System, window_s, "s"));
+    obs.push(Metric::tool("transactions", Role::Client, transactions as f64, "txn"));
+
+    // The client's CPU and counters over the threads that measured.
+    let bytes = transactions * (case.request_size + case.response_size);
+    let syscalls: u64 = clients.iter().map(|c| c.metered.syscalls).sum();
+    let client_counters = stream::measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
+    if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.metered.counters.as_ref())) {
+        if !sample.kernel_included {
+            obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
+        }
+        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
+            obs.warn(WarningKind::NoHardwareCounters, format!(
+                "hardware counters unavailable ({reason}): cycles are an estimate from CPU time x TSC frequency; cache misses are not measured"
+            ));
+        }
+    }
+    obs.metrics
+        .extend(client_counters.metrics(Role::Client, bytes, transactions, "txn", tsc_hz));
+    obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
+    obs.push(per_transaction(
+        "syscalls_per_txn",
+        Role::Client,
+        syscalls,
+        transactions,
+        "syscalls/txn",
+    ));
+    obs.metrics.extend(server.metrics.iter().map(stream::checked));
+
+    if let Some(rate) = case.rate {
+        obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));
+        let shed: u64 = clients.iter().map(|c| c.shed).sum();
+        let mut lag = LatencyHistogram::new();
+        for c in clients {
+            lag.merge(&c.send_lag);
+        }
+        percentiles(&mut obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
+        let starved: u64 = clients.iter().map(|c| c.starved).sum();
+        obs.push(Metric::tool("unanswered_at_end", Role::Client, starved as f64, "txn"));
+        if starved > 0 {
+            obs.warn(WarningKind::Starved, format!(
+                "{starved} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds)",
+                client::STARVED.as_millis()
+            ));
+        }
+        obs.push(Metric::tool("shed", Role::Client, shed as f64, "txn"));
+        if shed > 0 {
+            obs.warn(WarningKind::Starved, format!(
+                "{shed} sends were shed: {OPEN_LOOP_BACKLOG} transactions were already waiting on their connection (the server does not keep up with --rate {rate})"
+            ));
+        }
+    }
+    let idle = clients.iter().filter(|c| c.metered.counters.is_none()).count();
+    if idle > 0 {
+        obs.warn(
+            WarningKind::Starved,
+            format!("{idle} client threads never saw the measured window (starved of CPU?)"),
+        );
+    }
+    if case.verify {
+        let verified: u64 = clients
+            .iter()
+            .filter_map(|c| c.recv_counts.as_ref())
+            .map(|r| r.verified_messages)
+            .sum();
+        let corrupt: u64 = clients
+            .iter()
+            .filter_map(|c| c.recv_counts.as_ref())
+            .map(|r| r.corrupt_messages)
+            .sum();
+        obs.push(Metric::tool(
+            "verified_messages",
+            Role::Client,
+            verified as f64,
+            "messages",
+        ));
+        obs.push(Metric::tool(
+            "corrupt_messages",
+            Role::Client,
+            corrupt as f64,
+            "messages",
+        ));
+        obs.push(Metric::tool(
+            "verified_messages",
+            Role::Server,
+            server.verified_messages as f64,
+            "messages",
+        ));
+        obs.push(Metric::tool(
+            "corrupt_messages",
+            Role::Server,
+            server.corrupt_messages as f64,
+            "messages",
+        ));
+        obs.warn(
+            WarningKind::VerifyCost,
+            "--verify writes and checks every byte: rates, latency and CPU include that work",
+        );
+        if corrupt + server.corrupt_messages > 0 {
+            obs.warn(
+                WarningKind::Anomaly,
+                format!(
+                    "{} responses and {} requests arrived corrupted",
+                    corrupt, server.corrupt_messages
+                ),
+            );
+        }
+    }
+    obs.placement = clients
+        .iter()
+        .map(|c| c.metered.placement.clone())
+        .chain(server.placement.iter().cloned())
+        .collect();
+    match (&case.client_cpus, &case.server_cpus) {
+        (None, None) => obs.warn(
+            WarningKind::Unpinned,
+            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
+        ),
+        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
+        _ => {}
+    }
+    let moved = obs
+        .placement
+        .iter()
+        .filter(|p| p.migrations.is_some_and(|m| m > 0))
+        .count();
+    if moved > 0 {
+        obs.warn(
+            WarningKind::Migrated,
+            format!("{moved} threads migrated between CPUs during the window"),
+        );
+    }
+    for w in &server.warnings {
+        obs.warn(WarningKind::Other, w.clone());
+    }
+    obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ephemeral ports used up is one error that names the sysctl and TIME_WAIT.
+    #[test]
+    fn no_free_local_port_is_one_clear_error() {
+        let addr: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        let e = connect_error(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL), addr).to_string();
+        for needle in [
+            "EADDRNOTAVAIL",
+            "net.ipv4.ip_local_port_range",
+            "TIME_WAIT",
+            "127.0.0.1:5201",
+        ] {
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+        let other = connect_error(io::Error::from_raw_os_error(libc::ECONNREFUSED), addr).to_string();
+        assert!(other.starts_with("connect to 127.0.0.1:5201 failed:"), "{other}");
+    }
+
+    /// Transactions per second lead the comparison, higher is better; latencies and CPU per
+    /// transaction are better lower.
+    #[test]
+    fn compare_reads_rates_up_and_latencies_down() {
+        use crate::report::compare::higher_is_better;
+        let case = Case::NetRr(RrCase {
+            kind: RrKind::Rr,
+            mode: CopyMode::OneCopy,
+            request_size: 64,
+            response_size: 64,
+            fields: 1,
+            inflight: 1,
+            threads: 1,
+            rate: None,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: crate::case::Endpoint::Loopback { port: 0 },
+            perf: true,
+        });
+        assert_eq!(
+            crate::report::cells::headline(&case),
+            ("transactions_per_s", Role::System, true)
+        );
+        assert!(higher_is_better(&case, Role::System, "transactions_per_s"));
+        for name in [
+            "latency_p50_us",
+            "latency_p999_us",
+            "connect_p50_us",
+            "cpu_us_per_txn",
+            "syscalls_per_txn",
+        ] {
+            assert!(!higher_is_better(&case, Role::Client, name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The serving end of an rr/crr session, run by `iopath net serve` (and by the in-process
+//! server of loopback, netns and veth runs) when a hello names `rr` or `crr`: a data listener
+//! of the session's own, one thread per connection (rr) or per client thread (crr: each
+//! accepts, answers and closes connection after connection), following the client's window,
+//! then a report of what its threads counted.
+
+use super::meter::{Ctx, Meter, Metered};
+use super::{data_receiver, data_sender, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
+use crate::case::{RrCase, RrKind};
+use crate::measure::clock;
+use crate::measure::counters::kernel_policy;
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::{Control, ControlChannel, ServerReport, ThreadTally};
+use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::workload::stream::thread::StartGate;
+use crate::observation::{Metric, Role};
+use crate::stop::Interrupted;
+use anyhow::{anyhow, bail, Context};
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the client has, after Ready, to open every rr data connection.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often waits look at the stop flag (and crr's accept at the end of the session).
+const SLICE: Duration = Duration::from_millis(20);
+
+struct ServerOutcome {
+    transactions: u64,
+    metered: Metered,
+    recv_counts: RecvCounts,
+}
+
+/// Serve one rr/crr session on its control connection (the hello has been read). A raised
+/// `stopped` ends it within about 100 ms.
+pub fn serve_session(mut control: ControlChannel, case: &RrCase, stopped: &dyn Fn() -> bool) -> anyhow::Result<()> {
+    if let Err(error) = super::check_case(case) {
+        control.send(&Control::Refused { error: error.clone() }).ok();
+        bail!(error);
+    }
+    let local = control.stream().local_addr()?;
+    let peer = control.stream().peer_addr()?.ip();
+    // The session's own data port, on the address the client reached us at.
+    let listener = match TcpListener::bind(SocketAddr::new(local.ip(), 0)) {
+        Ok(l) => l,
+        Err(e) => {
+            let error = format!("could not open a data port on {}: {e}", local.ip());
+            control.send(&Control::Refused { error: error.clone() }).ok();
+            bail!(error);
+        }
+    };
+    control.send_json(&ReadyLine::new(listener.local_addr()?.port()))?;
+    let data = match case.kind {
+        RrKind::Rr => accept_connections(&listener, case.threads, peer, stopped)?,
+        RrKind::Crr => Vec::new(),
+    };
+    match run_threads(case, &listener, peer, &data, &mut control, stopped) {
+        Ok(report) => control
+            .send(&Control::Report(Box::new(report)))
+            .context("sending the report to the client"),
+        Err(e) => {
+            if !e.is::<Interrupted>() {
+                control
+                    .send(&Control::Failed {
+                        error: format!("{e:#}"),
+                    })
+                    .ok();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The rr data connections: `count` of them from the client's address, within SETUP_TIMEOUT.
+fn accept_connections(
+    listener: &TcpListener,
+    count: usize,
+    peer: IpAddr,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Vec<TcpStream>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut data = Vec::with_capacity(count);
+    while data.len() < count {
+        if stopped() {
+            return Err(anyhow::Error::new(Interrupted));
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the client opened {} of {count} data connections: timed out after {} s",
+                data.len(),
+                SETUP_TIMEOUT.as_secs()
+            );
+        }
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(SLICE.as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => bail!("poll failed: {e}"),
+        }
+        match listener.accept() {
+            // Only the client's own address may join its session.
+            Ok((stream, from)) if from.ip() == peer => {
+                stream.set_nonblocking(false)?;
+                stream.set_nodelay(true)?;
+                stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+                stream.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
+                data.push(stream);
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            Err(e) => bail!("accept failed: {e}"),
+        }
+    }
+    listener.set_nonblocking(false)?;
+    Ok(data)
+}
+
+/// Run the serving threads while following the client's phase messages; the report.
+fn run_threads(
+    case: &RrCase,
+    listener: &TcpListener,
+    peer: IpAddr,
+    data: &[TcpStream],
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<ServerReport> {
+    let policy = kernel_policy();
+    let tsc_hz = clock::tsc_hz();
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    let ready = StartGate::default();
+    let quit = AtomicBool::new(false);
+    let ctx = Ctx {
+        window: &window,
+        ready: &ready,
+        policy: &policy,
+        perf: case.perf,
+        cpus: case.server_cpus.as_ref(),
+    };
+    if case.kind == RrKind::Crr {
+        // accept() wakes every SLICE to see whether the session is over.
+        socket2::SockRef::from(listener).set_read_timeout(Some(SLICE))?;
+    }
+    let (req, resp) = (case.request_size as usize, case.response_size as usize);
+    let mut interrupted = false;
+    let mut system_metrics = Vec::new();
+    let mut senders = Vec::with_capacity(case.threads);
+    for _ in 0..case.threads {
+        senders.push(data_sender(case, resp)?);
+    }
+    let mut senders = senders.into_iter();
+    let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
+        let (ctx, quit) = (&ctx, &quit);
+        let handles: Vec<_> = (0..case.threads)
+            .map(|i| {
+                let receiver = data_receiver(case, req);
+                let sender = senders.next().expect("one sender per thread");
+                let builder = std::thread::Builder::new().name(format!("iopath-rr-server-{i}"));
+                match case.kind {
+                    RrKind::Rr => {
+                        let stream = &data[i];
+                        builder.spawn_scoped(scope, move || serve_rr(ctx, i, stream, receiver, sender))
+                    }
+                    RrKind::Crr => {
+                        builder.spawn_scoped(scope, move || serve_crr(ctx, i, listener, peer, receiver, sender, quit))
+                    }
+                }
+            })
+            .collect();
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
+            ready.abandon();
+        } else {
+            let longest = Duration::from_millis(case.session_ms()) + Duration::from_secs(30);
+            let deadline = Instant::now() + longest;
+            loop {
+                let line = control.recv_line(Some(deadline), stopped);
+                match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
+                    Ok(Ok(Phase::Measure)) => window.open(&mut system),
+                    Ok(Ok(Phase::Done)) => system_metrics = window.close(&mut system),
+                    Ok(Ok(Phase::Finished)) => break,
+                    other => {
+                        interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
+                        window.close(&mut system);
+                        for s in data {
+                            s.shutdown(Shutdown::Both).ok();
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        window.close(&mut system);
+        quit.store(true, Ordering::SeqCst);
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect()
+    });
+    if interrupted {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    let mut threads = Vec::new();
+    for outcome in outcomes {
+        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+    }
+    let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
+    let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
+    let bytes = transactions * (case.request_size + case.response_size);
+    let counters = crate::net::workload::stream::measured_counters(
+        threads.iter().map(|t| &t.metered.counters),
+        super::NO_SERVER_WINDOW,
+    );
+    let mut metrics = counters.metrics(Role::Server, bytes, transactions, "txn", tsc_hz);
+    metrics.push(super::cpu_per_transaction(Role::Server, &counters, transactions));
+    metrics.push(super::per_transaction(
+        "syscalls_per_txn",
+        Role::Server,
+        syscalls,
+        transactions,
+        "syscalls/txn",
+    ));
+    metrics.push(Metric::tool(
+        "transactions_served",
+        Role::Server,
+        transactions as f64,
+        "txn",
+    ));
+    metrics.extend(system_metrics);
+    Ok(ServerReport {
+        metrics,
+        placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
+        verified_messages: threads.iter().map(|t| t.recv_counts.verified_messages).sum(),
+        corrupt_messages: threads.iter().map(|t| t.recv_counts.corrupt_messages).sum(),
+        warnings: Vec::new(),
+        threads: threads
+            .iter()
+            .map(|t| ThreadTally {
+                bytes: t.transactions * (case.request_size + case.response_size),
+                messages: t.transactions,
+                window_s: None,
+                syscalls: t.metered.syscalls,
+            })
+            .collect(),
+    })
+}
+
+/// rr: answer every request on one connection until the client closes it.
+fn serve_rr(
+    ctx: &Ctx<'_>,
+    index: usize,
+    stream: &TcpStream,
+    mut receiver: Box<dyn Receiver>,
+    mut sender: Box<dyn Sender>,
+) -> io::Result<ServerOutcome> {
+    let fd = stream.as_raw_fd();
+    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let (mut seq, mut transactions) = (0u64, 0u64);
+    loop {
+        let open = meter.tick(|| receiver.counts().syscalls + sender.counts().syscalls);
+        if !receiver.recv(fd, seq)? {
+            break;
+        }
+        sender.send(fd, seq)?;
+        if open {
+            transactions += 1;
+        }
+        seq += 1;
+    }
+    sender.drain(fd, Duration::from_secs(10))?;
+    // The client's receiving half ends at this EOF (open loop).
+    stream.shutdown(Shutdown::Write).ok();
+    Ok(ServerOutcome {
+        transactions,
+        metered: meter.finish(receiver.counts().syscalls + sender.counts().syscalls),
+        recv_counts: receiver.counts(),
+    })
+}
+
+/// crr: accept a connection, answer its one request, wait for the client's FIN, close; again
+/// until the session is over.
+fn serve_crr(
+    ctx: &Ctx<'_>,
+    index: usize,
+    listener: &TcpListener,
+    peer: IpAddr,
+    mut receiver: Box<dyn Receiver>,
+    mut sender: Box<dyn Sender>,
+    quit: &AtomicBool,
+) -> io::Result<ServerOutcome> {
+    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let (mut transactions, mut own_syscalls) = (0u64, 0u64);
+    let mut fin = [0u8; 1];
+    loop {
+        let open = meter.tick(|| own_syscalls + receiver.counts().syscalls + sender.counts().syscalls);
+        if quit.load(Ordering::Relaxed) {
+            break;
+        }
+        own_syscalls += 1;
+        // The transaction's pattern is named by the client's port (see crr_loop).
+        let (stream, seq) = match listener.accept() {
+            Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("accept failed: {e}"))),
+        };
+        // The accepted socket inherits the listener's short timeout: give it the data one.
+        stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+        let fd = stream.as_raw_fd();
+        if receiver.recv(fd, seq)? {
+            sender.send(fd, seq)?;
+            let n = crate::sys::net::recv(fd, &mut fin, 0)?;
+            if n != 0 {
+                return Err(io::Error::other("a crr client sent more than one request"));
+            }
+            if open {
+                transactions += 1;
+            }
+        }
+        drop(stream);
+        own_syscalls += 3;
+    }
+    Ok(ServerOutcome {
+        transactions,
+        metered: meter.finish(own_syscalls + receiver.counts().syscalls + sender.counts().syscalls),
+        recv_counts: receiver.counts(),
+    })
+}

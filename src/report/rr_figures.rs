@@ -1,0 +1,250 @@
+//! The charts of `net rr` / `net crr` runs: transactions per second against request size, and
+//! the latency CDF of every case (drawn from the quantiles each cell stores, the medians over
+//! repetitions) with its percentile table beside it.
+
+use super::cells::CellSummary;
+use super::charts::{ChartSpec, Point, Series, XAxis};
+use super::figures::{mode_style, point, Provenance};
+use crate::case::{format_bytes, Case, RrCase};
+use crate::net::workload::rr::CDF_QUANTILES;
+use crate::observation::Role;
+
+/// At most this many CDF panels (cases without their mode); more would be unreadable.
+const MAX_CDF_PANELS: usize = 12;
+
+/// What a case is apart from its mode and request size: the panel of the rate chart.
+fn rate_panel(c: &RrCase) -> String {
+    let mut text = format!(
+        "{} resp {} n{} t{}",
+        c.kind.as_str(),
+        format_bytes(c.response_size),
+        c.inflight,
+        c.threads
+    );
+    if let Some(rate) = c.rate {
+        text.push_str(&format!(" @{rate}/s"));
+    }
+    text
+}
+
+/// What a case is apart from its mode: the panel of the CDF.
+fn cdf_panel(c: &RrCase) -> String {
+    format!("{} req {}", rate_panel(c), format_bytes(c.request_size))
+}
+
+fn median(cell: &CellSummary, name: &str) -> Option<f64> {
+    cell.summary(name, Role::Client).map(|s| s.median)
+}
+
+pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let rr: Vec<(&RrCase, &CellSummary)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetRr(r) => Some((r, c)),
+            _ => None,
+        })
+        .collect();
+    if rr.is_empty() {
+        return Vec::new();
+    }
+    let mut modes: Vec<_> = rr.iter().map(|(c, _)| c.mode).collect();
+    modes.sort_unstable();
+    modes.dedup();
+
+    // Transactions per second against request size: a panel per everything else.
+    let mut panels: Vec<String> = Vec::new();
+    for (c, _) in &rr {
+        if !panels.contains(&rate_panel(c)) {
+            panels.push(rate_panel(c));
+        }
+    }
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for panel in &panels {
+        for &mode in &modes {
+            let mut points: Vec<Point> = Vec::new();
+            for (c, cell) in rr.iter().filter(|(c, _)| c.mode == mode && rate_panel(c) == *panel) {
+                if let Some(m) = cell.metric("transactions_per_s", Role::System) {
+                    provenance.add(m);
+                    points.extend(point(c.request_size as f64, m));
+                }
+            }
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            if !points.is_empty() {
+                let (color, style) = mode_style(mode);
+                series.push(Series {
+                    name: mode.to_string(),
+                    color,
+                    points,
+                    panel: if panels.len() > 1 { panel.clone() } else { String::new() },
+                    style,
+                });
+            }
+        }
+    }
+    let rate = ChartSpec {
+        stem: "rr_transactions_vs_size".into(),
+        title: "Transactions per second vs request size".into(),
+        x_desc: "request size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: "transactions/s".into(),
+        caption: provenance.caption("y: system transactions_per_s (transactions completed in the window / window)"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        ..Default::default()
+    };
+
+    // The latency CDF: x the latency at each stored quantile (median over repetitions), y the
+    // fraction of transactions at or below it; one panel per case without its mode.
+    let mut cdf_panels: Vec<String> = Vec::new();
+    for (c, _) in &rr {
+        if !cdf_panels.contains(&cdf_panel(c)) && cdf_panels.len() < MAX_CDF_PANELS {
+            cdf_panels.push(cdf_panel(c));
+        }
+    }
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    let crr = rr.iter().any(|(c, _)| c.kind == crate::case::RrKind::Crr);
+    let mut table = vec![{
+        let mut head: Vec<String> = ["case", "p50 us", "p90 us", "p99 us", "p99.9 us", "max us"]
+            .map(String::from)
+            .to_vec();
+        if crr {
+            head.extend(["connect p50", "close p50"].map(String::from));
+        }
+        head
+    }];
+    for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
+        let mut points = Vec::new();
+        for (name, q) in CDF_QUANTILES.iter().chain(&[("latency_max_us", 1.0)]) {
+            if let Some(m) = cell.metric(name, Role::Client) {
+                provenance.add(m);
+            }
+            if let Some(x) = median(cell, name) {
+                points.push(Point {
+                    x,
+                    median: *q,
+                    low: *q,
+                    high: *q,
+                });
+            }
+        }
+        let (color, style) = mode_style(c.mode);
+        if !points.is_empty() {
+            series.push(Series {
+                name: c.mode.to_string(),
+                color,
+                points,
+                panel: if cdf_panels.len() > 1 {
+                    cdf_panel(c)
+                } else {
+                    String::new()
+                },
+                style,
+            });
+        }
+        let text = |name: &str| super::fmt_num(median(cell, name));
+        let mut row = vec![
+            c.label(),
+            text("latency_p50_us"),
+            text("latency_p90_us"),
+            text("latency_p99_us"),
+            text("latency_p999_us"),
+            text("latency_max_us"),
+        ];
+        if crr {
+            row.push(text("connect_p50_us"));
+            row.push(text("close_p50_us"));
+        }
+        table.push(row);
+    }
+    let cdf = ChartSpec {
+        stem: "rr_latency_cdf".into(),
+        title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
+        x_desc: "latency (us)".into(),
+        x_axis: XAxis::Count,
+        y_desc: "fraction of transactions".into(),
+        caption: provenance.caption(
+            "x: client latency_p1_us .. latency_p9999_us and latency_max_us (the median over repetitions); rr: request sent (open loop: due) to response; crr: connect() to closed",
+        ),
+        empty_reason: provenance.empty_reason(),
+        series,
+        y_range: Some((0.0, 1.0)),
+        table,
+        ..Default::default()
+    };
+    vec![rate, cdf]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cells::summarize_run;
+    use super::super::cells::tests::run_data;
+    use super::*;
+    use crate::case::{CopyMode, Endpoint, RrKind};
+    use crate::observation::{Metric, Source};
+
+    fn case(mode: CopyMode, request_size: u64) -> Case {
+        Case::NetRr(RrCase {
+            kind: RrKind::Rr,
+            mode,
+            request_size,
+            response_size: 64,
+            fields: 1,
+            inflight: 1,
+            threads: 1,
+            rate: None,
+            duration_ms: 100,
+            warmup_ms: 10,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: true,
+        })
+    }
+
+    #[test]
+    fn rr_runs_get_a_rate_chart_and_a_cdf_with_its_table() {
+        let mut data = run_data(vec![
+            (case(CopyMode::OneCopy, 64), vec![1.0, 1.0, 1.0]),
+            (case(CopyMode::OneCopy, 1024), vec![1.0, 1.0, 1.0]),
+            (case(CopyMode::TwoCopy, 64), vec![1.0, 1.0, 1.0]),
+        ]);
+        for cell in &mut data.cells {
+            cell.observation.push(Metric::new(
+                "transactions_per_s",
+                Role::System,
+                1e5,
+                "txn/s",
+                Source::Tool,
+            ));
+            for (i, (name, _)) in CDF_QUANTILES.iter().enumerate() {
+                cell.observation
+                    .push(Metric::new(name, Role::Client, 5.0 + i as f64, "us", Source::Tool));
+            }
+            cell.observation
+                .push(Metric::new("latency_max_us", Role::Client, 100.0, "us", Source::Tool));
+        }
+        let cells = summarize_run(&data);
+        let figures = rr_figures(&cells);
+        assert_eq!(figures.len(), 2);
+        let rate = &figures[0];
+        assert_eq!(rate.series.len(), 2, "one series per mode");
+        let one_copy = rate.series.iter().find(|s| s.name == "one-copy").unwrap();
+        assert_eq!(
+            one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(),
+            vec![64.0, 1024.0]
+        );
+        let cdf = &figures[1];
+        assert_eq!(cdf.table.len(), 4, "a heading and one row per case");
+        let first = &cdf.series[0];
+        assert_eq!(first.points.len(), CDF_QUANTILES.len() + 1);
+        assert!(first
+            .points
+            .windows(2)
+            .all(|w| w[0].x <= w[1].x && w[0].median <= w[1].median));
+        assert_eq!(first.points.last().unwrap().median, 1.0);
+        assert!(cdf.caption.contains("source: tool"), "{}", cdf.caption);
+    }
+}

@@ -1,0 +1,346 @@
+//! `iopath net rr` and `iopath net crr`: every send mode over loopback with --verify, closed
+//! and open loop, crr's connect/exchange/close split, a netns topology (root), a remote
+//! `iopath net serve`, SIGINT in a 30 s window, and bad flags.
+
+mod common;
+
+use common::{iopath, json_records, role_metric, stderr, usage_error};
+use serde_json::Value;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(args: &[&str]) -> Vec<Value> {
+    let out = iopath()
+        .args(args)
+        .args(["--duration", "200ms", "--warmup", "50ms", "--json"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "iopath {args:?}: {}", stderr(&out));
+    json_records(&out)
+}
+
+fn value(record: &Value, role: &str, name: &str) -> f64 {
+    role_metric(record, role, name)
+        .and_then(|m| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("{name} ({role}) has no value in {}", record["label"]))
+}
+
+/// What every rr/crr record must show: transactions, ordered percentiles, CPU and system
+/// calls per transaction on both ends, and (with --verify) intact messages both ways.
+fn check(record: &Value, verify: bool) {
+    let label = record["label"].as_str().unwrap_or("?").to_string();
+    assert!(record["error"].is_null(), "{label}: {}", record["error"]);
+    assert!(value(record, "system", "transactions_per_s") > 0.0, "{label}");
+    let mut last = 0.0;
+    for name in [
+        "latency_p1_us",
+        "latency_p10_us",
+        "latency_p25_us",
+        "latency_p50_us",
+        "latency_p75_us",
+        "latency_p90_us",
+        "latency_p95_us",
+        "latency_p99_us",
+        "latency_p999_us",
+        "latency_p9999_us",
+        "latency_max_us",
+    ] {
+        let v = value(record, "client", name);
+        assert!(v > 0.0 && v >= last, "{label}: {name} = {v} after {last}");
+        last = v;
+    }
+    for role in ["client", "server"] {
+        assert!(value(record, role, "syscalls_per_txn") >= 2.0, "{label} {role}");
+        let cpu = role_metric(record, role, "cpu_us_per_txn").unwrap();
+        assert_eq!(cpu["source"], "rusage", "{label}");
+        assert!(value(record, role, "context_switches_per_txn") >= 0.0, "{label}");
+    }
+    assert!(role_metric(record, "system", "tcp_segments_out").is_some(), "{label}");
+    if verify {
+        for role in ["client", "server"] {
+            assert!(value(record, role, "verified_messages") > 0.0, "{label} {role}");
+            assert_eq!(value(record, role, "corrupt_messages"), 0.0, "{label} {role}");
+        }
+    }
+}
+
+#[test]
+fn rr_closed_loop_every_mode_with_verify() {
+    let records = run(&[
+        "net",
+        "rr",
+        "--mode",
+        "two-copy,one-copy,zero-copy,sendfile,splice",
+        "--request-size",
+        "64,4K",
+        "--response-size",
+        "1K",
+        "--inflight",
+        "1,4",
+        "--fields",
+        "4",
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 20);
+    for r in &records {
+        check(r, true);
+        assert_eq!(r["case"]["workload"], "net-rr");
+    }
+}
+
+#[test]
+fn rr_open_loop_counts_from_the_due_time_and_keeps_the_rate() {
+    let records = run(&[
+        "net",
+        "rr",
+        "--mode",
+        "one-copy,zero-copy",
+        "--rate",
+        "2000",
+        "--threads",
+        "2",
+        "--verify",
+    ]);
+    for r in &records {
+        check(r, true);
+        assert_eq!(value(r, "client", "offered_per_s"), 2000.0);
+        let rate = value(r, "system", "transactions_per_s");
+        // The schedule, not the server, sets the pace: 2000/s over a 200 ms window.
+        assert!((1000.0..3000.0).contains(&rate), "{}: {rate}", r["label"]);
+        assert!(role_metric(r, "client", "send_lag_p99_us").is_some());
+        assert!(role_metric(r, "client", "shed").is_some());
+    }
+}
+
+#[test]
+fn crr_splits_connect_exchange_and_close() {
+    let records = run(&[
+        "net",
+        "crr",
+        "--mode",
+        "two-copy,one-copy,sendfile",
+        "--threads",
+        "1,2",
+        "--response-size",
+        "2K",
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 6, "three modes, 1 and 2 threads");
+    for r in &records {
+        check(r, true);
+        assert_eq!(r["case"]["kind"], "crr");
+        let total = value(r, "client", "latency_p50_us");
+        for name in ["connect_p50_us", "exchange_p50_us", "close_p50_us"] {
+            let part = value(r, "client", name);
+            assert!(
+                part > 0.0 && part <= total * 1.5 + 50.0,
+                "{}: {name} {part} vs {total}",
+                r["label"]
+            );
+        }
+        // socket, two timeouts, connect, send, recv, shutdown, the FIN, close.
+        assert!(value(r, "client", "syscalls_per_txn") >= 9.0, "{}", r["label"]);
+        // accept, a timeout, recv, send, the FIN, close.
+        assert!(value(r, "server", "syscalls_per_txn") >= 6.0, "{}", r["label"]);
+    }
+}
+
+#[test]
+fn rr_and_crr_in_a_fresh_namespace() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: namespaces need root");
+        return;
+    }
+    for cmd in ["rr", "crr"] {
+        let records = run(&["net", cmd, "--topology", "netns", "--mode", "one-copy", "--verify"]);
+        assert_eq!(records[0]["case"]["endpoint"]["kind"], "netns");
+        check(&records[0], true);
+    }
+}
+
+/// A free loopback port (the listener is closed again; another process could take it, rarely).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        common::sigint(&self.0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.0.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn rr_and_crr_against_a_net_serve_child() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Server(
+        common::iopath_child()
+            .args(["net", "serve", "--listen", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "net serve did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rr = run(&["net", "rr", "--connect", &addr, "--mode", "two-copy", "--verify"]);
+    assert_eq!(rr[0]["case"]["endpoint"]["kind"], "remote");
+    check(&rr[0], true);
+    let crr = run(&["net", "crr", "--connect", &addr, "--mode", "one-copy", "--threads", "2"]);
+    check(&crr[0], false);
+    // The same server still serves a stream session: stream hellos did not change.
+    let stream = iopath()
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+        ])
+        .args(["--duration", "200ms", "--warmup", "0", "--json"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(stream.status.success(), "{}", stderr(&stream));
+    drop(server);
+}
+
+/// Serialises the in-process runs of this file: each checks no thread of a run is left.
+static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrCase {
+    use iopath::case::{CopyMode, Endpoint, RrCase};
+    RrCase {
+        kind,
+        mode: CopyMode::TwoCopy,
+        request_size: 64,
+        response_size: 64,
+        fields: 1,
+        inflight: 1,
+        threads: 2,
+        rate,
+        duration_ms: 30_000,
+        warmup_ms: 0,
+        client_cpus: None,
+        server_cpus: None,
+        verify: false,
+        endpoint: Endpoint::Loopback { port: 0 },
+        perf: false,
+    }
+}
+
+/// An open loop whose schedule sends every half second still stops within a second.
+#[test]
+fn a_stop_in_a_slow_open_loop_ends_within_a_second_with_nothing_left() {
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let case = long_case(iopath::case::RrKind::Rr, Some(4));
+    let stop = iopath::stop::Stop::fresh();
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::rr::run(&case, stop),
+        stop,
+        Duration::from_millis(1200),
+        &["iopath-rr", "iopath-server", "iopath-greet"],
+    );
+}
+
+#[test]
+fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
+    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let case = long_case(iopath::case::RrKind::Crr, None);
+    let stop = iopath::stop::Stop::fresh();
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::rr::run(&case, stop),
+        stop,
+        Duration::from_millis(1500),
+        &["iopath-rr", "iopath-server", "iopath-greet"],
+    );
+}
+
+#[test]
+fn sigint_keeps_the_finished_crr_cell_and_discards_the_cut_short_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let child = common::iopath_child()
+        .current_dir(dir.path())
+        .args(["net", "crr", "--mode", "two-copy", "--duration", "1s", "--warmup", "0"])
+        .args(["--reps", "1", "--request-size", "64,128", "--db", "r.db", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_cells(&db, 1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+    common::sigint(&child);
+    let asked = Instant::now();
+    let out = common::finish_within(child, Duration::from_secs(10));
+    assert!(asked.elapsed() < Duration::from_secs(2), "{:?}", asked.elapsed());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let records = json_records(&out);
+    assert_eq!(records.len(), 1, "the finished cell only");
+    assert_eq!(common::stored_cells(&db), 1);
+    assert!(stderr(&out).contains("was discarded"), "{}", stderr(&out));
+}
+
+#[test]
+fn sigint_in_a_30s_crr_window_stops_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = common::iopath_child()
+        .current_dir(dir.path())
+        .args(["net", "crr", "--mode", "one-copy", "--duration", "30s", "--warmup", "0"])
+        .args(["--db", "r.db"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    common::sigint(&child);
+    let asked = Instant::now();
+    let out = common::finish_within(child, Duration::from_secs(10));
+    assert!(asked.elapsed() < Duration::from_secs(1), "took {:?}", asked.elapsed());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(common::stored_cells(&dir.path().join("r.db")), 0);
+}
+
+#[test]
+fn bad_flags_are_one_line_and_exit_2() {
+    for (args, needle) in [
+        (vec!["net", "crr", "--inflight", "2"], "--inflight is for net rr"),
+        (vec!["net", "crr", "--rate", "100"], "--rate is for net rr"),
+        (vec!["net", "crr", "--mode", "zero-copy"], "crr cannot use zero-copy"),
+        (vec!["net", "rr", "--request-size", "0"], "request"),
+        (vec!["net", "rr", "--request-size", "32M"], "too large"),
+        (vec!["net", "rr", "--inflight", "64", "--request-size", "4K"], "64 KiB"),
+        (
+            vec!["net", "rr", "--rate", "1", "--threads", "2"],
+            "--rate 1 with 2 threads",
+        ),
+        (vec!["net", "rr", "--mode", "three-copy"], "three-copy"),
+        (vec!["net", "rr", "--connect", "nowhere"], "HOST:PORT"),
+        (vec!["sweep", "net-crr", "--inflight", "3"], "--inflight is for net rr"),
+    ] {
+        let line = usage_error(&args);
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+}
