@@ -187,9 +187,10 @@ fn bad_flags_are_one_line_and_exit_2() {
         ),
         (vec!["--table", "1K", "--records", "32"], "use a larger --table"),
         (vec!["--table", "100G"], "accepted: up to 64G"),
+        (vec!["--topology", "remote nohost"], "is not HOST:PORT"),
         (
-            vec!["--topology", "remote 10.0.0.2:5201"],
-            "net records runs its own server",
+            vec!["--topology", "remote 127.0.0.1:9", "--port", "5000"],
+            "--port is for the in-process server",
         ),
         (vec!["--table", "60G"], "more than half"),
     ] {
@@ -367,4 +368,78 @@ fn prove_copies_classifies_every_probed_byte_outside_the_window() {
     let plain = run_json(&["--mode", "gather", "--record-size", "128", "--records", "2"]);
     assert!(plain[0]["case"].get("prove_copies").is_none());
     assert!(role_metric(&plain[0], "system", "alias_by_reference_fraction").is_none());
+}
+
+/// A `net serve` on a free loopback port; killed (by its pid) when dropped. Its stderr stays
+/// open: a server writing to a closed pipe would die of it.
+struct Server(
+    std::process::Child,
+    String,
+    #[allow(dead_code)] std::io::BufReader<std::process::ChildStderr>,
+);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn net_serve() -> Server {
+    use std::io::BufRead;
+    let mut child = common::iopath_child()
+        .args(["net", "serve", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line}"))
+        .to_string();
+    Server(child, addr, stderr)
+}
+
+#[test]
+fn a_net_serve_holds_the_table_sends_the_records_and_reports_its_side() {
+    let server = net_serve();
+    let topology = format!("remote {}", server.1);
+    let records = run_json(&[
+        "--topology",
+        &topology,
+        "--mode",
+        "copy-out,zero-copy,uring-zc",
+        "--record-size",
+        "1K",
+        "--records",
+        "4",
+        "--verify",
+        "--prove-copies",
+    ]);
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_verified(r, 4.0);
+        assert_eq!(r["case"]["endpoint"]["kind"], "remote");
+        let mode = r["case"]["mode"].as_str().unwrap();
+        // The server's side came back in its report, with its sources.
+        assert_eq!(source(r, "server", "cpu_us_per_response"), "rusage");
+        assert_eq!(source(r, "server", "user_copy_bytes_per_payload_byte"), "tool");
+        let copied = value(r, "server", "user_copy_bytes_per_payload_byte").unwrap();
+        assert_eq!(copied, if mode == "copy-out" { 1.0 } else { 0.0 }, "{mode}");
+        if mode != "copy-out" {
+            assert_eq!(
+                value(r, "system", "zerocopy_sends"),
+                value(r, "system", "zerocopy_completed_sends"),
+                "{mode}"
+            );
+        }
+        // The probe cannot see a remote receiver: unavailable with the reason.
+        assert!(source(r, "system", "alias_by_reference_fraction").starts_with("unavailable: "));
+        // The memory traffic is the server machine's, with its own reason when it cannot count.
+        assert!(role_metric(r, "system", "dram_bytes_per_payload_byte").is_some());
+    }
 }

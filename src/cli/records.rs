@@ -72,11 +72,15 @@ pub struct RecordsArgs {
     /// Port of the in-process server (default: any free port).
     #[arg(long)]
     pub port: Option<u16>,
-    /// Where the two ends live: loopback, netns (both in a fresh private network namespace) or
-    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair). Namespaces
-    /// need root.
+    /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
+    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair), or remote
+    /// HOST:PORT (an `iopath net serve` there holds the table and sends: over a real NIC zero
+    /// copy really avoids the copy). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
     pub topology: Option<Topology>,
+    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -96,12 +100,15 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     let topology = args.topology.clone().unwrap_or(Topology::Loopback);
-    if !topology.starts_server() {
-        return Err(usage(format!(
-            "--topology {topology}: net records runs its own server (accepted: loopback, netns, veth[:mtu=N][,rate=R])"
-        )));
+    if args.port.is_some() && !topology.starts_server() {
+        return Err(usage(
+            "--port is for the in-process server: a remote topology starts none",
+        ));
     }
     topology.check().map_err(usage)?;
+    if let Some(path) = &args.psk_file {
+        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
+    }
     let port = args.port.unwrap_or(0);
     let endpoint = match &topology {
         Topology::Netns => Endpoint::Netns { port },
@@ -109,7 +116,20 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
             port,
             link: link.clone(),
         },
-        _ => Endpoint::Loopback { port },
+        Topology::Remote { addr } => {
+            let port_ok = addr
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_some_and(|port| port > 0);
+            if !port_ok {
+                return Err(usage(format!(
+                    "--topology remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
+                )));
+            }
+            Endpoint::Remote { addr: addr.clone() }
+        }
+        Topology::Loopback => Endpoint::Loopback { port },
     };
     if let Some(bad) = args
         .record_size
@@ -168,8 +188,8 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
         }
     }
     // One case runs at a time: each must fit, with its table, in half of what the machine and
-    // the memory cgroup still allow.
-    let headroom = crate::sys::procfs::memory_headroom();
+    // the memory cgroup still allow (a remote server checks its own memory).
+    let headroom = crate::sys::procfs::memory_headroom().filter(|_| topology.starts_server());
     for case in &cases {
         records::check_case(case, headroom).map_err(usage)?;
     }

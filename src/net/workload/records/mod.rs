@@ -13,10 +13,12 @@
 
 mod alias;
 mod client;
+mod remote;
 mod server;
 mod table;
 
 pub use client::pick_range;
+pub use remote::serve_session;
 pub use table::{check_record, fill_record};
 
 use crate::case::{RecordsCase, RecordsMode};
@@ -407,11 +409,22 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
     if let Some(why) = alias::not_applicable(case.mode) {
         return Err(why.to_string());
     }
+    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+        return Err("the alias probe needs to see the receiver, and with a remote server it is remote (run without --topology remote)".into());
+    }
     alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
 }
 
 fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
+    if let crate::case::Endpoint::Remote { .. } = case.endpoint {
+        // The table and the sending live on the server, which checks what it can do.
+        let net = Topology::from(&case.endpoint).establish()?;
+        let addr = net
+            .remote_addr()?
+            .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
+        return remote::run_client(case, addr, stop);
+    }
     if case.mode == RecordsMode::UringZc {
         // Refused here, before any thread or connection exists, when the kernel lacks it.
         use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
@@ -429,13 +442,6 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         return Err(interrupted());
     };
     let net = Topology::from(&case.endpoint).establish()?;
-    if net.remote_addr()?.is_some() {
-        return Err(Unsupported::new(
-            "net records to a remote server",
-            "net serve serves stream sessions only; run both ends here (loopback, netns, veth)",
-        )
-        .into());
-    }
     let listener = net.bind(case.endpoint.port())?;
     let addr = listener.local_addr()?;
     let clients = net.on_client_side(|| connect_all(addr, case.threads))?;

@@ -253,6 +253,9 @@ pub fn serve_session_with(
                                         run_session(control, &case, route, &stopped, options.max_session_bytes)
                                     }
                                     HelloCase::Rr(case) => crate::net::workload::rr::serve_session(control, &case, &stopped),
+                                    HelloCase::Records(case) => {
+                                        crate::net::workload::records::serve_session(control, &case, &stopped)
+                                    }
                                 };
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;
