@@ -9,6 +9,14 @@ use common::{iopath, json_records, role_metric, stderr, usage_error};
 use serde_json::Value;
 use std::time::Duration;
 
+/// In-process runs one at a time: each checks that no `iopath-records` thread is left, which
+/// another in-process run in parallel would break.
+static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn in_process() -> std::sync::MutexGuard<'static, ()> {
+    IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run_json(extra: &[&str]) -> Vec<Value> {
     let mut args = vec![
         "net",
@@ -203,6 +211,7 @@ fn bad_flags_are_one_line_and_exit_2() {
 
 #[test]
 fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
+    let _one_at_a_time = in_process();
     use iopath::case::{Endpoint, Pick, RecordsCase, RecordsMode};
     for mode in [RecordsMode::CopyOut, RecordsMode::ZeroCopy, RecordsMode::UringZc] {
         let case = RecordsCase {
@@ -442,4 +451,36 @@ fn a_net_serve_holds_the_table_sends_the_records_and_reports_its_side() {
         // The memory traffic is the server machine's, with its own reason when it cannot count.
         assert!(role_metric(r, "system", "dram_bytes_per_payload_byte").is_some());
     }
+}
+
+#[test]
+fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
+    let _one_at_a_time = in_process();
+    use iopath::case::{Endpoint, Pick, RecordsCase, RecordsMode};
+    let server = net_serve();
+    let case = RecordsCase {
+        mode: RecordsMode::ZeroCopy,
+        record_size: 1024,
+        records: 8,
+        table_bytes: 4 << 20,
+        pick: Pick::Random,
+        outstanding: 8,
+        threads: 2,
+        duration_ms: 30_000,
+        warmup_ms: 0,
+        client_cpus: None,
+        server_cpus: None,
+        verify: true,
+        endpoint: Endpoint::Remote { addr: server.1.clone() },
+        perf: false,
+        prove_copies: false,
+    };
+    let stop = iopath::stop::Stop::fresh();
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::records::run(&case, stop),
+        stop,
+        Duration::from_millis(700),
+        &["iopath-records"],
+    );
+    drop(server);
 }
