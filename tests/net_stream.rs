@@ -770,6 +770,7 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
     use iopath::case::{Endpoint, StreamCase};
     let case = StreamCase {
         mode,
+        rx_mode: iopath::case::RxMode::paired_with(mode),
         size: 64 << 10,
         fields: 4,
         threads: 2,
@@ -781,6 +782,8 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
         prove_copies: false,
+        zc_ring: None,
+        fixed_buffers: false,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
@@ -1063,7 +1066,8 @@ fn net_serve_is_not_held_up_by_slow_connections_and_stops_at_once() {
     assert_eq!(
         answer["error"],
         format!(
-            "protocol version 99, this server speaks {}",
+            "protocol version 99, this server speaks {} to {}",
+            iopath::net::control::OLDEST_CLIENT_VERSION,
             iopath::net::control::PROTOCOL_VERSION
         ),
         "{line}"

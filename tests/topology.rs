@@ -375,11 +375,21 @@ fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named(
     assert!(err.contains("--max-session-bytes"), "{err}");
     assert!(
         started.elapsed() < Duration::from_secs(15),
-        "not ended at the budget: {:?}",
+        "not ended at the budget: {:?}: {err}",
         started.elapsed()
     );
     // The server serves the next session.
     assert!(client("1K", "50ms").status.success());
+    // Request/response sessions count against the budget too: 64 KiB requests for 20 s.
+    let rr = Command::new(bin())
+        .args(["net", "rr", "--connect", &server.1, "--request-size", "64K"])
+        .args(["--duration", "20s", "--warmup", "20ms"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!rr.status.success());
+    let err = String::from_utf8_lossy(&rr.stderr);
+    assert!(err.contains("byte budget of 300MiB"), "{err}");
 }
 
 #[test]

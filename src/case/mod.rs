@@ -21,7 +21,7 @@ pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
-pub use stream::{CopyMode, Endpoint, StreamCase};
+pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 
 use serde::{Deserialize, Serialize};
 

@@ -64,6 +64,60 @@ impl std::str::FromStr for CopyMode {
     }
 }
 
+/// How the receiving end takes a message back from the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxMode {
+    /// recv() into one contiguous buffer (the fields are copied out of it only to verify).
+    Copy,
+    /// recvmsg() with one iovec per field: the kernel copies straight into the fields.
+    Scatter,
+    /// recv(MSG_TRUNC): the kernel discards the bytes without copying them anywhere, so the
+    /// sender's cost is seen alone (iperf3 --skip-rx-copy). Nothing can be verified.
+    Trunc,
+    /// getsockopt(TCP_ZEROCOPY_RECEIVE): whole pages of the receive queue are mapped into a
+    /// mmap of the socket; the rest (`recv_skip_hint`) is read with recv().
+    Zerocopy,
+}
+
+impl RxMode {
+    pub const ALL: [RxMode; 4] = [RxMode::Copy, RxMode::Scatter, RxMode::Trunc, RxMode::Zerocopy];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxMode::Copy => "copy",
+            RxMode::Scatter => "scatter",
+            RxMode::Trunc => "trunc",
+            RxMode::Zerocopy => "zerocopy",
+        }
+    }
+
+    /// The receive mode each send mode was paired with before receive modes were a choice:
+    /// two-copy received into one buffer, the others scattered into the fields.
+    pub fn paired_with(mode: CopyMode) -> RxMode {
+        match mode {
+            CopyMode::TwoCopy => RxMode::Copy,
+            _ => RxMode::Scatter,
+        }
+    }
+}
+
+impl fmt::Display for RxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RxMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        RxMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown receive mode '{s}' (accepted: copy, scatter, trunc, zerocopy)"))
+    }
+}
+
 /// Where the two ends of the stream live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -93,8 +147,12 @@ impl Endpoint {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "StoredStreamCase")]
 pub struct StreamCase {
     pub mode: CopyMode,
+    /// How the server receives. Always written; a case stored (or a hello sent) before receive
+    /// modes existed has none and reads as the pairing used then (`RxMode::paired_with`).
+    pub rx_mode: RxMode,
     /// Bytes per message (sum of all fields).
     pub size: u64,
     /// Separately allocated fields per message.
@@ -117,15 +175,97 @@ pub struct StreamCase {
     /// keys of cases stored before it existed are unchanged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prove_copies: bool,
+    /// zero-copy and uring-zc: bytes of messages kept in flight (`--zc-ring`); None is the
+    /// default ring (8 MiB, at least 4 messages). Absent from cases stored before it existed
+    /// and left out of the JSON (and so the case key) when None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zc_ring: Option<u64>,
+    /// uring-zc: the ring's memory in one registered (fixed) buffer (`--fixed-buffers`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_buffers: bool,
 }
 
 fn perf_default() -> bool {
     true
 }
 
+impl CopyMode {
+    /// The modes that keep a ring of messages in flight until the kernel's completion.
+    pub fn is_zero_copy(self) -> bool {
+        matches!(self, CopyMode::ZeroCopy | CopyMode::UringZc)
+    }
+}
+
+/// A `StreamCase` as read: `rx_mode` may be absent (older databases and clients).
+#[derive(Deserialize)]
+struct StoredStreamCase {
+    mode: CopyMode,
+    #[serde(default)]
+    rx_mode: Option<RxMode>,
+    size: u64,
+    fields: usize,
+    threads: usize,
+    duration_ms: u64,
+    warmup_ms: u64,
+    client_cpus: Option<CpuList>,
+    server_cpus: Option<CpuList>,
+    verify: bool,
+    endpoint: Endpoint,
+    #[serde(default = "perf_default")]
+    perf: bool,
+    #[serde(default)]
+    prove_copies: bool,
+    #[serde(default)]
+    zc_ring: Option<u64>,
+    #[serde(default)]
+    fixed_buffers: bool,
+}
+
+impl From<StoredStreamCase> for StreamCase {
+    fn from(c: StoredStreamCase) -> StreamCase {
+        StreamCase {
+            mode: c.mode,
+            rx_mode: c.rx_mode.unwrap_or(RxMode::paired_with(c.mode)),
+            size: c.size,
+            fields: c.fields,
+            threads: c.threads,
+            duration_ms: c.duration_ms,
+            warmup_ms: c.warmup_ms,
+            client_cpus: c.client_cpus,
+            server_cpus: c.server_cpus,
+            verify: c.verify,
+            endpoint: c.endpoint,
+            perf: c.perf,
+            prove_copies: c.prove_copies,
+            zc_ring: c.zc_ring,
+            fixed_buffers: c.fixed_buffers,
+        }
+    }
+}
+
 impl StreamCase {
+    /// `one-copy 64KiB t1`; the receive mode is named only when it is not the one the send
+    /// mode was always paired with (`one-copy/trunc 64KiB t1`), so labels of runs made before
+    /// receive modes existed stay what they were.
     pub fn label(&self) -> String {
-        format!("{} {} t{}", self.mode, format_bytes(self.size), self.threads)
+        let mut label = format!("{} {} t{}", self.path(false), format_bytes(self.size), self.threads);
+        if let Some(ring) = self.zc_ring {
+            label.push_str(&format!(" ring={}", format_bytes(ring)));
+        }
+        if self.fixed_buffers {
+            label.push_str(" fixed");
+        }
+        label
+    }
+
+    /// The send and receive modes as one name: `one-copy/scatter` with `always_rx`, otherwise
+    /// the send mode alone when the receive mode is its usual pairing.
+    pub fn path(&self, always_rx: bool) -> String {
+        if always_rx || self.rx_mode != RxMode::paired_with(self.mode) {
+            format!("{}/{}", self.mode, self.rx_mode)
+        } else {
+            self.mode.to_string()
+        }
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
@@ -133,8 +273,9 @@ impl StreamCase {
             Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
             None => "any".to_string(),
         };
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
+            ("rx_mode", self.rx_mode.to_string()),
             ("size_bytes", self.size.to_string()),
             ("fields", self.fields.to_string()),
             ("threads", self.threads.to_string()),
@@ -145,7 +286,16 @@ impl StreamCase {
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
-        ]
+        ];
+        // Only when given, so the columns of runs that never use them stay as they were (an
+        // export's columns are the union over its cases: the others' cells are empty).
+        if let Some(bytes) = self.zc_ring {
+            params.push(("zc_ring_bytes", bytes.to_string()));
+        }
+        if self.fixed_buffers {
+            params.push(("fixed_buffers", "true".to_string()));
+        }
+        params
     }
 }
 
@@ -159,6 +309,7 @@ mod endpoint_tests {
     fn prove_copies_keeps_old_keys_and_round_trips() {
         let mut case = StreamCase {
             mode: CopyMode::Sendfile,
+            rx_mode: RxMode::Scatter,
             size: 1024,
             fields: 1,
             threads: 1,
@@ -170,6 +321,8 @@ mod endpoint_tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         };
         let text = serde_json::to_string(&case).unwrap();
         assert!(!text.contains("prove_copies"), "{text}");
@@ -179,6 +332,60 @@ mod endpoint_tests {
         assert!(text.contains("\"prove_copies\":true"), "{text}");
         assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), case);
         assert!(case.params().contains(&("prove_copies", "true".to_string())));
+    }
+
+    /// A case stored before `zc_ring` and `fixed_buffers` existed loads with their defaults,
+    /// and a default case serialises (its key) exactly as before.
+    #[test]
+    fn old_cases_load_and_keep_their_key() {
+        let old = r#"{"mode":"zero-copy","size":65536,"fields":8,"threads":1,"duration_ms":300,"warmup_ms":100,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#;
+        let case: StreamCase = serde_json::from_str(old).unwrap();
+        assert_eq!((case.zc_ring, case.fixed_buffers), (None, false));
+        let text = serde_json::to_string(&case).unwrap();
+        assert!(!text.contains("zc_ring") && !text.contains("fixed_buffers"), "{text}");
+        assert_eq!(case.label(), "zero-copy 64KiB t1");
+        assert!(case
+            .params()
+            .iter()
+            .all(|(n, _)| *n != "zc_ring_bytes" && *n != "fixed_buffers"));
+        let ringed = StreamCase {
+            mode: CopyMode::UringZc,
+            zc_ring: Some(65536),
+            fixed_buffers: true,
+            ..case
+        };
+        assert_eq!(ringed.label(), "uring-zc 64KiB t1 ring=64KiB fixed");
+        let params = ringed.params();
+        assert!(params.contains(&("zc_ring_bytes", "65536".to_string())));
+        assert!(params.contains(&("fixed_buffers", "true".to_string())));
+        let text = serde_json::to_string(&ringed).unwrap();
+        assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), ringed);
+    }
+
+    /// A case stored before receive modes existed loads with the pairing used then, and is
+    /// written back naming it.
+    #[test]
+    fn a_case_without_rx_mode_reads_as_the_old_pairing() {
+        let old = |mode: &str| {
+            format!(
+                r#"{{"mode":"{mode}","size":1024,"fields":8,"threads":1,"duration_ms":100,"warmup_ms":0,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{{"kind":"loopback","port":0}}}}"#
+            )
+        };
+        let two: StreamCase = serde_json::from_str(&old("two-copy")).unwrap();
+        assert_eq!(two.rx_mode, RxMode::Copy);
+        let one: StreamCase = serde_json::from_str(&old("one-copy")).unwrap();
+        assert_eq!(one.rx_mode, RxMode::Scatter);
+        assert!(one.perf);
+        assert_eq!(one.label(), "one-copy 1KiB t1");
+        let text = serde_json::to_string(&one).unwrap();
+        assert!(text.contains(r#""rx_mode":"scatter""#), "{text}");
+        let trunc = StreamCase {
+            rx_mode: RxMode::Trunc,
+            ..one
+        };
+        assert_eq!(trunc.label(), "one-copy/trunc 1KiB t1");
+        let back: StreamCase = serde_json::from_str(&serde_json::to_string(&trunc).unwrap()).unwrap();
+        assert_eq!(back, trunc);
     }
 
     #[test]

@@ -20,20 +20,41 @@ Examples:
   iopath net stream --connect 10.0.0.2:5201 --mode zero-copy  # with `iopath net serve` there
   iopath net stream --mode sendfile,splice --size 1K,64K,1M --verify
   iopath net stream --mode one-copy,sendfile,splice --prove-copies  # copied or by reference?
+  iopath net stream --mode one-copy,uring,uring-zc --size 64K --verify  # io_uring's syscall model
+  iopath net stream --mode zero-copy,uring-zc --size 64K --zc-ring 1,1M,8M  # ring size vs speed
+  iopath net stream --mode uring-zc --size 1M --fixed-buffers --zc-ring 4M  # registered buffer
+  iopath net stream --mode one-copy,zero-copy --rx-mode scatter,trunc,zerocopy --size 64K,1M
+  iopath net stream --mode zero-copy --rx-mode zerocopy --size 1M --verify  # pages mapped?
 
-Modes:
+Modes (the sender):
   two-copy   serialise the fields into one buffer in user space, then send() it
   one-copy   sendmsg() with one iovec per field: only the kernel copies
   zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the pages; over loopback and veth it
              copies them anyway at delivery, and iopath reports the fraction it copied
+  uring      io_uring SENDMSG with one iovec per field: one-copy's copies, io_uring's
+             syscall model (16 messages per io_uring_enter, linked so they stay in order)
+  uring-zc   io_uring SENDMSG_ZC: pages pinned; each message's notification says whether the
+             kernel copied after all, and its buffer is reused only after it
   sendfile   the message staged in a file in the page cache (a memfd), sent with sendfile()
   splice     vmsplice() the fields into a pipe, splice() the pipe into the socket
              sendfile and splice have no completion notification: with --verify, which
              rewrites every message, each keeps a ring larger than the socket buffers can
              hold, and the check catches a slot the kernel still held when it was rewritten
 
+--zc-ring sets how many bytes of messages the zero-copy modes keep in flight (default 8 MiB);
+--zc-ring 1 is one buffer reused after each completion. A mode the kernel refuses (io_uring
+disabled, no SENDMSG_ZC) reports `unavailable: <reason>`.
 --prove-copies says, per case, what the kernel really did with the sender's bytes: it rewrites
 a sent message's source before the receiver reads it (old bytes: copied; new: by reference).
+
+Receive modes (--rx-mode; without it two-copy receives with copy, the others with scatter):
+  copy       recv() into one contiguous buffer
+  scatter    recvmsg() with one iovec per field: the kernel copies straight into the fields
+  trunc      recv(MSG_TRUNC): the kernel discards the bytes, so the sender's cost is seen
+             alone (iperf3 --skip-rx-copy); --verify is refused with it
+  zerocopy   TCP_ZEROCOPY_RECEIVE maps whole 4 KiB pages of the receive queue instead of
+             copying; rx_mapped_fraction says how much was mapped (on loopback: only from a
+             zero-copy sender; TCP_MAXSEG 4108 is set so segments are whole pages)
 
 Sizes: 64, 4K, 1M, lists 1K,64K, ranges A..B (both ends and every power of two between:
 1K..3K is 1K,2K,3K). Each size must be at least --fields bytes.
@@ -130,6 +151,7 @@ Examples:
   iopath sweep net-stream --size 64K --threads 1..8 --reps 3 --shuffle --name threads
   iopath sweep net-stream --size 4K..64K --warmup-cell --db lab.db
   iopath sweep net-stream --size 1M --duration 1s --json > run.json
+  iopath sweep net-stream --rx-mode scatter,zerocopy --size 4K..1M --reps 5
 
 The flags are those of `iopath net stream` (see its --help for the modes and sizes).";
 

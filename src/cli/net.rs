@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, RxMode, StreamCase};
 use crate::net::topology::Topology;
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
@@ -46,6 +46,14 @@ pub struct StreamArgs {
     /// was rewritten (without it one message is sent again and again, as one-copy does).
     #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
     pub mode: ModeList,
+    /// Receive modes, comma-separated; every --mode runs with every one of them:
+    /// copy (recv into one buffer), scatter (recvmsg into the fields), trunc (recv with
+    /// MSG_TRUNC: the kernel discards the bytes, so the sender's cost is seen alone; not with
+    /// --verify), zerocopy (TCP_ZEROCOPY_RECEIVE maps whole received pages instead of copying;
+    /// sets TCP_MAXSEG 4108 on loopback and netns; the mapped fraction is reported).
+    /// Default: copy for two-copy, scatter for the other modes.
+    #[arg(long, value_parser = parse_rx_modes, value_name = "RX_MODES")]
+    pub rx_mode: Option<RxModeList>,
     /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which
     /// are both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K). Each
     /// size must be at least --fields bytes.
@@ -74,6 +82,18 @@ pub struct StreamArgs {
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
+    /// zero-copy and uring-zc: bytes of messages kept in flight, each buffer reused only after
+    /// the kernel's completion for it (default: 8 MiB, at least 4 messages). Anything up to
+    /// one message size means one message: one buffer, each send waiting for the previous
+    /// one's completion (--zc-ring 1). A list (64K,8M) runs each ring as its own case.
+    #[arg(long, value_name = "BYTES", value_parser = values::parse_size_list)]
+    pub zc_ring: Option<values::SizeList>,
+    /// uring-zc: put the ring's messages in one registered (fixed) buffer, so the kernel skips
+    /// pinning the pages on every send. Only SENDMSG_ZC takes them with an iovec per field
+    /// (Linux 6.15 or later; plain SENDMSG refuses them, so not for uring); the fields of a
+    /// message are then consecutive pieces of that buffer. At most 1 GiB of ring.
+    #[arg(long)]
+    pub fixed_buffers: bool,
     /// Count with getrusage only, no perf events (they cost time at every context switch);
     /// perf metrics then read `unavailable: perf counters off (--no-perf)`.
     #[arg(long)]
@@ -141,6 +161,13 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
     values::parse_list(text)
 }
 
+/// See values::SizeList for why this is an alias.
+type RxModeList = Vec<RxMode>;
+
+fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
+    values::parse_list(text)
+}
+
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     match cmd {
         NetCommand::Stream(args) => run_stream(*args),
@@ -179,24 +206,57 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(many) = args.threads.iter().find(|t| **t > 1024) {
         return Err(usage(format!("--threads {many} is too many (accepted: 1 to 1024)")));
     }
+    if args.zc_ring.is_some() && !args.mode.iter().any(|m| m.is_zero_copy()) {
+        return Err(usage(
+            "--zc-ring sizes the ring of the zero-copy modes: add zero-copy or uring-zc to --mode",
+        ));
+    }
+    if args.fixed_buffers && !args.mode.contains(&CopyMode::UringZc) {
+        return Err(usage(
+            "--fixed-buffers is for uring-zc (only SENDMSG_ZC takes registered buffers): add uring-zc to --mode",
+        ));
+    }
+    // The ring sizes of a zero-copy mode's cases (None: the default ring); other modes have none.
+    let rings = |mode: CopyMode| -> Vec<Option<u64>> {
+        match &args.zc_ring {
+            Some(list) if mode.is_zero_copy() => list.iter().map(|r| Some(*r)).collect(),
+            _ => vec![None],
+        }
+    };
+    let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
+    if args.verify && rx_modes.contains(&RxMode::Trunc) {
+        return Err(usage(
+            "--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy",
+        ));
+    }
     let mut cases: Vec<StreamCase> = Vec::new();
     for &mode in &args.mode {
-        for &size in &args.size {
-            for &threads in &args.threads {
-                cases.push(StreamCase {
-                    mode,
-                    size,
-                    fields: args.fields as usize,
-                    threads,
-                    duration_ms: args.duration.as_millis() as u64,
-                    warmup_ms: args.warmup.as_millis() as u64,
-                    client_cpus: args.client_cpus.clone().map(Into::into),
-                    server_cpus: args.server_cpus.clone().map(Into::into),
-                    verify: args.verify,
-                    endpoint: endpoint.clone(),
-                    perf: !args.no_perf,
-                    prove_copies: args.prove_copies,
-                });
+        // No --rx-mode: each send mode with the receiver it always had, named in the case.
+        let paired = [RxMode::paired_with(mode)];
+        let rx_for_mode = if rx_modes.is_empty() { &paired[..] } else { rx_modes };
+        for &rx_mode in rx_for_mode {
+            for &size in &args.size {
+                for zc_ring in rings(mode) {
+                    for &threads in &args.threads {
+                        cases.push(StreamCase {
+                            mode,
+                            rx_mode,
+                            size,
+                            fields: args.fields as usize,
+                            threads,
+                            duration_ms: args.duration.as_millis() as u64,
+                            warmup_ms: args.warmup.as_millis() as u64,
+                            client_cpus: args.client_cpus.clone().map(Into::into),
+                            server_cpus: args.server_cpus.clone().map(Into::into),
+                            verify: args.verify,
+                            endpoint: endpoint.clone(),
+                            perf: !args.no_perf,
+                            zc_ring,
+                            fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
+                            prove_copies: args.prove_copies,
+                        });
+                    }
+                }
             }
         }
     }
@@ -334,18 +394,32 @@ pub fn render_stream_table(records: &[Record]) -> String {
         header.push("reps");
     }
     header.extend(COLS.iter().map(|c| c.0));
-    header.extend(["cli faults", "srv faults", "zc compl", "zc not copied"]);
+    header.extend([
+        "cli faults",
+        "srv faults",
+        "zc compl",
+        "zc not copied",
+        "ur sub/msg",
+        "ur cqe/msg",
+    ]);
     // The alias probe's verdict, when any case ran it (--prove-copies).
     let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
     let any_probed = merged.iter().any(|(r, _)| probed(&r.observation).is_some());
     if any_probed {
         header.push("alias");
     }
+    // The receive side's zero-copy column only when a zerocopy receiver ran.
+    let zerocopy_rx = merged
+        .iter()
+        .any(|(r, _)| matches!(&r.case, Case::NetStream(c) if c.rx_mode == RxMode::Zerocopy));
+    if zerocopy_rx {
+        header.push("rx mapped");
+    }
     let mut table = Table::new(&header);
     for (r, reps) in &merged {
         let Case::NetStream(c) = &r.case else { continue };
         let o = &r.observation;
-        let mut row = vec![c.mode.to_string(), format_bytes(c.size), c.threads.to_string()];
+        let mut row = vec![c.path(false), format_bytes(c.size), c.threads.to_string()];
         if repeated {
             row.push(reps.to_string());
         }
@@ -360,10 +434,22 @@ pub fn render_stream_table(records: &[Record]) -> String {
             Some(m) => num(m.value),
             None => "-".into(),
         });
+        for name in ["uring_submissions_per_msg", "uring_completions_per_msg"] {
+            row.push(match o.get(name, Role::Client) {
+                Some(m) => num(m.value),
+                None => "-".into(),
+            });
+        }
         if any_probed {
             row.push(match probed(o) {
                 Some(Some(f)) => crate::net::alias::Verdict::from_fraction(f).to_string(),
                 Some(None) => "n/a".into(),
+                None => "-".into(),
+            });
+        }
+        if zerocopy_rx {
+            row.push(match o.get("rx_mapped_fraction", Role::Server) {
+                Some(m) => num(m.value),
                 None => "-".into(),
             });
         }

@@ -79,6 +79,9 @@ pub enum Phase {
     Measure = 1,
     /// After the window (also after a stop or a failure).
     Done = 2,
+    /// After the window, and the run was cut short (a stop, a server's budget): threads that
+    /// would drain their peer leave at once instead.
+    Abandoned = 3,
 }
 
 /// The window all threads of one end share. The coordinator calls [`Window::open`] and
@@ -120,13 +123,21 @@ impl Window {
         }
     }
 
+    /// Close the window, telling the threads the run was cut short: a receiver leaves at its
+    /// next message instead of reading until its peer closes.
+    pub fn abandon(&self, system: &mut SystemProbes) {
+        self.close(system);
+        self.phase.store(Phase::Abandoned as u8, Ordering::SeqCst);
+    }
+
     /// The phase now (a relaxed load: cheap enough for every loop iteration).
     #[inline]
     pub fn phase(&self) -> Phase {
         match self.phase.load(Ordering::Relaxed) {
             0 => Phase::Warmup,
             1 => Phase::Measure,
-            _ => Phase::Done,
+            2 => Phase::Done,
+            _ => Phase::Abandoned,
         }
     }
 
@@ -215,11 +226,11 @@ impl<'w, P: Probe> View<'w, P> {
                 self.state = State::Open(Instant::now());
                 Edge::Opened
             }
-            (State::Waiting, Phase::Done) => {
+            (State::Waiting, Phase::Done | Phase::Abandoned) => {
                 self.state = State::Closed(None);
                 Edge::None
             }
-            (State::Open(_), Phase::Done) => {
+            (State::Open(_), Phase::Done | Phase::Abandoned) => {
                 self.finish();
                 Edge::Closed
             }
@@ -231,6 +242,11 @@ impl<'w, P: Probe> View<'w, P> {
     #[inline]
     pub fn closed(&self) -> bool {
         matches!(self.state, State::Closed(_))
+    }
+
+    /// Whether the run was cut short ([`Window::abandon`]).
+    pub fn abandoned(&self) -> bool {
+        self.window.phase() == Phase::Abandoned
     }
 
     /// Whether this view's probe is open.

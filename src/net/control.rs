@@ -12,8 +12,12 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// 2: a thread that missed the measured window reports `window_s: null` (1 sent a ~1e-7 s
-/// window that inflated the peer's rates).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// window that inflated the peer's rates). 3: the case names its receive mode (`rx_mode`) and
+/// a server may answer `unavailable` when the kernel refuses that mode.
+pub const PROTOCOL_VERSION: u32 = 3;
+/// The oldest client version a server still serves: a version-2 hello has no `rx_mode` and
+/// gets the receiver that version always had.
+pub const OLDEST_CLIENT_VERSION: u32 = 2;
 /// The longest control message accepted (a report of 1024 threads fits many times over).
 const MAX_LINE: u64 = 4 << 20;
 /// Bytes each data connection sends first: the session token (8) and the thread index (4).
@@ -68,6 +72,12 @@ pub enum Control {
     Report(Box<ServerReport>),
     Failed {
         error: String,
+    },
+    /// The kernel refuses what the case needs (e.g. TCP receive zero-copy): the client reports
+    /// the cell as `unavailable: reason` rather than failed. Version 3.
+    Unavailable {
+        what: String,
+        reason: String,
     },
 }
 
@@ -305,10 +315,12 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
         )));
     }
     match envelope.version {
-        Some(v) if v == PROTOCOL_VERSION => {}
+        Some(v)
+            if v.as_u64()
+                .is_some_and(|v| (OLDEST_CLIENT_VERSION as u64..=PROTOCOL_VERSION as u64).contains(&v)) => {}
         Some(v) => {
             return Err(HelloError::Version(format!(
-                "protocol version {v}, this server speaks {PROTOCOL_VERSION}"
+                "protocol version {v}, this server speaks {OLDEST_CLIENT_VERSION} to {PROTOCOL_VERSION}"
             )))
         }
         None => {
@@ -400,7 +412,7 @@ mod tests {
         assert_eq!(
             parse_hello(other),
             Err(HelloError::Version(format!(
-                "protocol version 99, this server speaks {PROTOCOL_VERSION}"
+                "protocol version 99, this server speaks {OLDEST_CLIENT_VERSION} to {PROTOCOL_VERSION}"
             )))
         );
         assert!(matches!(parse_hello(b"GET / HTTP/1.1"), Err(HelloError::Malformed(_))));
@@ -480,6 +492,7 @@ mod tests {
         );
         let stream = StreamCase {
             mode: CopyMode::TwoCopy,
+            rx_mode: crate::case::RxMode::Copy,
             size: 4096,
             fields: 1,
             threads: 1,
@@ -491,6 +504,8 @@ mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         };
         let old = serde_json::to_vec(&Control::Hello {
             version: PROTOCOL_VERSION,
@@ -499,6 +514,20 @@ mod tests {
         .unwrap();
         assert!(!String::from_utf8_lossy(&old).contains("workload"));
         assert_eq!(parse_hello(&old), Ok(HelloCase::Stream(stream)));
+    }
+
+    /// A version-2 client's hello has no rx_mode: it is served with the receiver it always had.
+    #[test]
+    fn a_version_2_hello_is_served_with_the_old_pairing() {
+        let v2 = br#"{"type":"hello","version":2,"case":{"mode":"two-copy","size":1024,"fields":8,"threads":1,"duration_ms":100,"warmup_ms":0,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}}"#;
+        let Ok(HelloCase::Stream(case)) = parse_hello(v2) else {
+            panic!("not a stream hello")
+        };
+        assert_eq!(case.rx_mode, crate::case::RxMode::Copy);
+        assert!(matches!(
+            parse_hello(br#"{"type":"hello","version":1,"case":{}}"#),
+            Err(HelloError::Version(_))
+        ));
     }
 
     #[test]

@@ -335,6 +335,7 @@ pub(crate) mod tests {
     pub fn stream_case(mode: CopyMode, size: u64, threads: usize) -> Case {
         Case::NetStream(StreamCase {
             mode,
+            rx_mode: crate::case::RxMode::paired_with(mode),
             size,
             fields: 8,
             threads,
@@ -346,6 +347,8 @@ pub(crate) mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         })
     }
 

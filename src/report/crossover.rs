@@ -1,4 +1,5 @@
-//! Crossover sizes: for two copy modes A and B at one thread count, the smallest message size
+//! Crossover sizes: for two paths A and B at one thread count (send modes, or, when a run
+//! crossed receive modes, send mode x receive mode pairs), the smallest message size
 //! from which A beats B significantly (a higher median, and a two-sided Mann-Whitney U test at
 //! p < 0.05 on the repetitions — the test `compare` uses) and never loses so again at a larger
 //! size, with the size where the median curves cross, interpolated on log2(size). With too few
@@ -6,9 +7,10 @@
 
 use super::cells::CellSummary;
 use super::compare::{mann_whitney, ALPHA};
-use crate::case::{format_bytes, Case, CopyMode, Pick, RecordsCase, RecordsMode};
+use crate::case::{format_bytes, Case, CopyMode, Pick, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::measure::stats::median;
 use crate::observation::Role;
+use std::fmt;
 
 /// The pairs the seeds ask about: does the cheaper path pay off, and from which size?
 pub const MODE_PAIRS: [(CopyMode, CopyMode); 3] = [
@@ -16,6 +18,88 @@ pub const MODE_PAIRS: [(CopyMode, CopyMode); 3] = [
     (CopyMode::ZeroCopy, CopyMode::TwoCopy),
     (CopyMode::ZeroCopy, CopyMode::OneCopy),
 ];
+
+/// The same question on the receiving side, the send mode held: does receiving with less
+/// copying pay off (trunc: what is left when the receiver does not copy at all)?
+pub const RX_PAIRS: [(RxMode, RxMode); 6] = [
+    (RxMode::Scatter, RxMode::Copy),
+    (RxMode::Zerocopy, RxMode::Copy),
+    (RxMode::Zerocopy, RxMode::Scatter),
+    (RxMode::Trunc, RxMode::Copy),
+    (RxMode::Trunc, RxMode::Scatter),
+    (RxMode::Trunc, RxMode::Zerocopy),
+];
+
+/// One series of the stream charts and one side of a crossover: a send mode, and the receive
+/// mode when the run crossed receive modes (None: every cell of the send mode, whatever
+/// receiver it was always paired with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamPath {
+    pub mode: CopyMode,
+    pub rx: Option<RxMode>,
+}
+
+impl StreamPath {
+    /// The path of a case: with its receive mode when `crossed`.
+    pub fn of(case: &StreamCase, crossed: bool) -> StreamPath {
+        StreamPath {
+            mode: case.mode,
+            rx: crossed.then_some(case.rx_mode),
+        }
+    }
+
+    pub fn matches(&self, case: &StreamCase) -> bool {
+        case.mode == self.mode && self.rx.is_none_or(|rx| rx == case.rx_mode)
+    }
+}
+
+impl fmt::Display for StreamPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.rx {
+            Some(rx) => write!(f, "{}/{rx}", self.mode),
+            None => write!(f, "{}", self.mode),
+        }
+    }
+}
+
+/// Whether a run crossed receive modes: some case received other than its send mode always
+/// did (so some send mode ran with a second receiver, or all with a chosen one). Otherwise
+/// charts and crossovers stay per send mode, as before receive modes existed.
+pub fn rx_crossed<'a>(cases: impl IntoIterator<Item = &'a StreamCase>) -> bool {
+    cases.into_iter().any(|c| c.rx_mode != RxMode::paired_with(c.mode))
+}
+
+/// The pairs of paths compared: the send-mode pairs (under each receive mode when crossed)
+/// and, when crossed, the receive-mode pairs under each send mode.
+fn path_pairs(cases: &[&StreamCase]) -> Vec<(StreamPath, StreamPath)> {
+    if !rx_crossed(cases.iter().copied()) {
+        return MODE_PAIRS
+            .iter()
+            .map(|&(a, b)| (StreamPath { mode: a, rx: None }, StreamPath { mode: b, rx: None }))
+            .collect();
+    }
+    let mut rx_modes: Vec<RxMode> = cases.iter().map(|c| c.rx_mode).collect();
+    rx_modes.sort_unstable();
+    rx_modes.dedup();
+    let mut modes: Vec<CopyMode> = cases.iter().map(|c| c.mode).collect();
+    modes.sort_unstable();
+    modes.dedup();
+    let mut pairs = Vec::new();
+    for &rx in &rx_modes {
+        for &(a, b) in &MODE_PAIRS {
+            pairs.push((
+                StreamPath { mode: a, rx: Some(rx) },
+                StreamPath { mode: b, rx: Some(rx) },
+            ));
+        }
+    }
+    for &mode in &modes {
+        for &(a, b) in &RX_PAIRS {
+            pairs.push((StreamPath { mode, rx: Some(a) }, StreamPath { mode, rx: Some(b) }));
+        }
+    }
+    pairs
+}
 
 /// A's and B's repetitions at one size.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,8 +193,8 @@ pub fn find_crossover(points: &[SizePoint], higher_is_better: bool) -> Crossover
 /// One row of the crossover table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrossoverRow {
-    pub a: CopyMode,
-    pub b: CopyMode,
+    pub a: StreamPath,
+    pub b: StreamPath,
     pub threads: usize,
     pub result: Crossover,
     /// Sizes where both modes have a summary.
@@ -145,9 +229,9 @@ pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u
     sizes
 }
 
-/// Every mode pair and thread count present in a run's stream cells, on throughput.
+/// Every pair of paths and thread count present in a run's stream cells, on throughput.
 pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
-    let stream: Vec<(&crate::case::StreamCase, &Vec<f64>)> = cells
+    let stream: Vec<(&StreamCase, &Vec<f64>)> = cells
         .iter()
         .filter_map(|c| match &c.case {
             Case::NetStream(s) => c
@@ -160,13 +244,14 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
     let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.threads).collect();
     threads.sort_unstable();
     threads.dedup();
+    let cases: Vec<&StreamCase> = stream.iter().map(|(s, _)| *s).collect();
     let mut rows = Vec::new();
-    for (a, b) in MODE_PAIRS {
+    for (a, b) in path_pairs(&cases) {
         for &t in &threads {
-            let find = |mode: CopyMode, size: u64| {
+            let find = |path: StreamPath, size: u64| {
                 stream
                     .iter()
-                    .find(|(s, _)| s.mode == mode && s.threads == t && s.size == size)
+                    .find(|(s, _)| path.matches(s) && s.threads == t && s.size == size)
                     .map(|(_, values)| (*values).clone())
             };
             let mut sizes: Vec<u64> = stream
@@ -441,6 +526,51 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Cells of one send mode under two receive modes: the rows compare the receive modes under
+    /// that send mode, named `send/rx`; a run of the old pairings keeps the send-mode rows.
+    #[test]
+    fn crossed_rx_modes_give_rows_per_send_and_rx_pair() {
+        use crate::report::cells::summarize_run as summarize;
+        use crate::report::cells::tests::{run_data, stream_case};
+        let with_rx = |case: Case, rx: RxMode| match case {
+            Case::NetStream(mut s) => {
+                s.rx_mode = rx;
+                Case::NetStream(s)
+            }
+            other => other,
+        };
+        let mut data = Vec::new();
+        for size in [1024u64, 4096, 16384] {
+            let slow = five(&[1.0, 1.1, 0.9]);
+            let fast = five(&[3.0, 3.1, 2.9]);
+            data.push((with_rx(stream_case(CopyMode::OneCopy, size, 1), RxMode::Scatter), slow));
+            data.push((with_rx(stream_case(CopyMode::OneCopy, size, 1), RxMode::Trunc), fast));
+        }
+        let cells = summarize(&run_data(data));
+        let rows = stream_crossovers(&cells);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].a.to_string(), "one-copy/trunc");
+        assert_eq!(rows[0].b.to_string(), "one-copy/scatter");
+        assert_eq!(
+            rows[0].result,
+            Crossover::From {
+                size: 1024,
+                crosses_at: None
+            }
+        );
+
+        let old = vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), five(&[3.0, 3.1, 2.9])),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), five(&[1.0, 1.1, 0.9])),
+        ];
+        let rows = stream_crossovers(&summarize(&run_data(old)));
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(
+            (rows[0].a.to_string(), rows[0].b.to_string()),
+            ("one-copy".into(), "two-copy".into())
+        );
     }
 
     #[test]

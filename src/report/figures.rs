@@ -5,7 +5,8 @@
 
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
-use crate::case::{format_bytes, Case, CopyMode, RecordsCase, RecordsMode, StreamCase};
+use super::crossover::{rx_crossed, StreamPath};
+use crate::case::{format_bytes, Case, CopyMode, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::micro::levels;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -21,6 +22,17 @@ pub(super) fn mode_style(mode: CopyMode) -> ((u8, u8, u8), usize) {
         CopyMode::Sendfile => (OKABE_ITO[5], 5),
         CopyMode::Splice => (OKABE_ITO[6], 6),
     }
+}
+
+/// A stream path's colour and style: the send mode's, except that when the run crossed receive
+/// modes the marker/dash style is the receive mode's (the colour stays the send mode's).
+fn path_style(path: StreamPath) -> ((u8, u8, u8), usize) {
+    let (color, style) = mode_style(path.mode);
+    let style = match path.rx {
+        None => style,
+        Some(rx) => RxMode::ALL.iter().position(|r| *r == rx).unwrap_or(0),
+    };
+    (color, style)
 }
 
 fn threads_panel(t: usize) -> String {
@@ -124,7 +136,7 @@ struct Metric<'a> {
 /// A stream metric against message size: one series per mode and thread count.
 fn stream_vs_size(
     cells: &[(&StreamCase, &CellSummary)],
-    modes: &[CopyMode],
+    paths: &[StreamPath],
     metric: Metric<'_>,
     stem: &str,
     title: &str,
@@ -134,18 +146,18 @@ fn stream_vs_size(
     let mut series = Vec::new();
     // One panel per thread count, one series per mode in it.
     for &t in &threads {
-        for &mode in modes {
+        for &path in paths {
             let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
+            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.threads == t) {
                 if let Some(m) = cell.metric(metric.name, metric.role) {
                     provenance.add(m);
                     points.extend(point(s.size as f64, m));
                 }
             }
             if !points.is_empty() {
-                let (color, style) = mode_style(mode);
+                let (color, style) = path_style(path);
                 series.push(Series {
-                    name: mode.to_string(),
+                    name: path.to_string(),
                     color,
                     points,
                     panel: if threads.len() > 1 {
@@ -172,7 +184,7 @@ fn stream_vs_size(
 }
 
 /// Time per message against threads, one series per mode at up to three sizes.
-fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) -> ChartSpec {
+fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
     let sizes = sorted_unique(cells.iter().map(|(s, _)| s.size));
     let picked: Vec<u64> = match sizes.len() {
         0..=3 => sizes.clone(),
@@ -182,18 +194,18 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
     let mut series = Vec::new();
     // One panel per message size, one series per mode in it.
     for &size in &picked {
-        for &mode in modes {
+        for &path in paths {
             let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.size == size) {
+            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.size == size) {
                 if let Some(m) = cell.metric("time_per_msg_us", Role::System) {
                     provenance.add(m);
                     points.extend(point(s.threads as f64, m));
                 }
             }
             if !points.is_empty() {
-                let (color, style) = mode_style(mode);
+                let (color, style) = path_style(path);
                 series.push(Series {
-                    name: mode.to_string(),
+                    name: path.to_string(),
                     color,
                     points,
                     panel: format!("{} messages", format_bytes(size)),
@@ -218,7 +230,7 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) 
 /// CPU time per byte moved, split into user and system time of the client and the server,
 /// stacked: one panel per mode at the smallest thread count. Each band is the median over the
 /// repetitions of (CPU seconds / bytes) of that role.
-fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]) -> ChartSpec {
+fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
     let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
     let t = threads.first().copied().unwrap_or(1);
     let layers = [
@@ -241,10 +253,10 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]
     ];
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
-    for &mode in modes {
+    for &path in paths {
         for (role, cpu, bytes, name, color) in layers {
             let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| s.mode == mode && s.threads == t) {
+            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.threads == t) {
                 let (Some(c), Some(b)) = (cell.metric(cpu, role), cell.metric(bytes, role)) else {
                     continue;
                 };
@@ -275,7 +287,7 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], modes: &[CopyMode]
                     name: name.into(),
                     color,
                     points,
-                    panel: mode.to_string(),
+                    panel: path.to_string(),
                     style: 0,
                 });
             }
@@ -304,7 +316,16 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     if stream.is_empty() {
         return Vec::new();
     }
-    let modes = sorted_unique(stream.iter().map(|(s, _)| s.mode));
+    // Per send mode, or per send x receive mode pair when the run crossed receive modes.
+    let crossed = rx_crossed(stream.iter().map(|(s, _)| *s));
+    let paths = sorted_unique(stream.iter().map(|(s, _)| StreamPath::of(s, crossed)));
+    let zero_copy_paths: Vec<StreamPath> = paths.iter().copied().filter(|p| p.mode.is_zero_copy()).collect();
+    let zerocopy_rx_paths: Vec<StreamPath> = sorted_unique(
+        stream
+            .iter()
+            .filter(|(s, _)| s.rx_mode == RxMode::Zerocopy)
+            .map(|(s, _)| StreamPath::of(s, true)),
+    );
     let m = |name, role, desc| Metric { name, role, desc };
     let threads = sorted_unique(stream.iter().map(|(s, _)| s.threads));
     // The crossovers found, marked in the panel of their thread count.
@@ -325,7 +346,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         .collect();
     let mut throughput = stream_vs_size(
         &stream,
-        &modes,
+        &paths,
         m("throughput_gbps", Role::System, "throughput (Gbit/s)"),
         "throughput_vs_size",
         "Throughput vs message size",
@@ -336,13 +357,13 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             .push_str("\ndashed verticals: crossovers (A > B from there, significant)");
     }
     throughput.panel_markers = crossover_marks;
-    vec![
+    let mut figures = vec![
         throughput,
-        stream_vs_threads(&stream, &modes),
-        stream_cpu_per_byte(&stream, &modes),
+        stream_vs_threads(&stream, &paths),
+        stream_cpu_per_byte(&stream, &paths),
         stream_vs_size(
             &stream,
-            &modes,
+            &paths,
             m(
                 "total_cycles_per_byte",
                 Role::System,
@@ -353,7 +374,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         ),
         stream_vs_size(
             &stream,
-            &modes,
+            &paths,
             m(
                 "total_cache_misses_per_kib",
                 Role::System,
@@ -364,7 +385,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         ),
         stream_vs_size(
             &stream,
-            &modes,
+            &paths,
             m(
                 "total_context_switches_per_msg",
                 Role::System,
@@ -377,7 +398,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             y_range: Some((0.0, 1.05)),
             ..stream_vs_size(
                 &stream,
-                &[CopyMode::ZeroCopy],
+                &zero_copy_paths,
                 m(
                     "zerocopy_not_copied_fraction",
                     Role::System,
@@ -387,7 +408,21 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 "Zero-copy: fraction of sends the kernel did not copy",
             )
         },
-    ]
+    ];
+    // What the receive side's kernel mapped instead of copying, when a zerocopy receiver ran.
+    if !zerocopy_rx_paths.is_empty() {
+        figures.push(ChartSpec {
+            y_range: Some((0.0, 1.05)),
+            ..stream_vs_size(
+                &stream,
+                &zerocopy_rx_paths,
+                m("rx_mapped_fraction", Role::Server, "fraction of bytes received mapped"),
+                "rx_mapped_vs_size",
+                "Receive zero-copy: fraction of received bytes the kernel mapped",
+            )
+        });
+    }
+    figures
 }
 
 /// Each records mode's colour and marker/dash style: copy-out and zero-copy keep the colours
@@ -960,6 +995,29 @@ mod tests {
         let cache = figures.iter().find(|f| f.stem == "cache_misses_vs_size").unwrap();
         assert!(cache.series.is_empty());
         assert_eq!(cache.empty_reason.as_deref(), Some("unavailable: no hardware PMU"));
+    }
+
+    /// A run that crossed receive modes: one series per send x receive pair, named
+    /// `send/rx`, and the mapped-fraction chart when a zerocopy receiver ran.
+    #[test]
+    fn crossed_rx_modes_get_a_series_per_pair() {
+        let rx = |mode, size, rx| match stream_case(mode, size, 1) {
+            Case::NetStream(mut s) => {
+                s.rx_mode = rx;
+                Case::NetStream(s)
+            }
+            other => other,
+        };
+        let data = run_data(vec![
+            (rx(CopyMode::OneCopy, 1024, RxMode::Scatter), vec![1.0, 1.1, 0.9]),
+            (rx(CopyMode::OneCopy, 1024, RxMode::Trunc), vec![2.0, 2.1, 1.9]),
+            (rx(CopyMode::ZeroCopy, 1024, RxMode::Zerocopy), vec![1.0, 1.1, 0.9]),
+        ]);
+        let figures = all_figures(&summarize_run(&data), &[]);
+        let names: Vec<&str> = figures[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["one-copy/scatter", "one-copy/trunc", "zero-copy/zerocopy"]);
+        assert_eq!(figures.len(), 8);
+        assert!(figures.iter().any(|f| f.stem == "rx_mapped_vs_size"));
     }
 
     fn run_of(cases: Vec<(Case, Vec<crate::observation::Metric>)>) -> crate::store::RunData {

@@ -99,7 +99,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
                 s.threads,
                 if s.threads == 1 { "" } else { "s" }
             ),
-            s.mode.to_string(),
+            // The send mode, with the receive mode when it is not the usual pairing.
+            s.path(false),
             s.size,
             format_bytes(s.size),
         ),
@@ -212,7 +213,7 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
     let mut loopback = false;
     for cell in cells {
         if let Case::NetStream(s) = &cell.case {
-            if s.mode == CopyMode::ZeroCopy {
+            if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
                     not_copied.extend(m.values.iter().copied());
@@ -419,7 +420,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                 factor_range(lo, hi),
                 if by_size(&members[0].cell.case) { "size" } else { "load" }
             );
-            if c == &CopyMode::ZeroCopy.to_string() {
+            if c == &CopyMode::ZeroCopy.to_string() || c == &CopyMode::UringZc.to_string() {
                 let zc: Vec<&CellSummary> = members.iter().map(|e| e.cell).collect();
                 if let Some((copied, loopback)) = zero_copy_copied(&zc) {
                     if copied >= 0.5 {

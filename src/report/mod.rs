@@ -163,7 +163,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
     let mut loopback = false;
     for cell in cells {
         if let Case::NetStream(s) = &cell.case {
-            if s.mode == CopyMode::ZeroCopy {
+            if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
                     not_copied.extend(m.values.iter().copied());
@@ -463,6 +463,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
 mod tests {
     use super::cells::tests::{run_data, stream_case};
     use super::*;
+    use crate::case::CopyMode;
 
     #[test]
     fn alias_verdicts_are_one_caveat_per_run_with_the_by_reference_warnings() {

@@ -169,6 +169,7 @@ mod tests {
     fn json_and_csv_use_the_same_parameter_names_and_values() {
         let case = Case::NetStream(crate::case::StreamCase {
             mode: crate::case::CopyMode::OneCopy,
+            rx_mode: crate::case::RxMode::Scatter,
             size: 4096,
             fields: 8,
             threads: 1,
@@ -180,6 +181,8 @@ mod tests {
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

@@ -301,6 +301,7 @@ mod tests {
     fn stream(size: u64) -> Case {
         Case::NetStream(StreamCase {
             mode: CopyMode::OneCopy,
+            rx_mode: crate::case::RxMode::Scatter,
             size,
             fields: 8,
             threads: 1,
@@ -312,6 +313,8 @@ mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         })
     }
 

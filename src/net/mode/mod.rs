@@ -1,22 +1,33 @@
-//! The copy modes: how a message of separate fields is handed to the kernel and taken back.
-//! One file per mode behind a Sender/Receiver pair.
+//! The copy modes: how a message of separate fields is handed to the kernel (`Sender`, one
+//! file per send mode) and taken back (`Receiver`, one `rx_*` file per receive mode).
 
 mod one_copy;
+mod rx_copy;
+mod rx_scatter;
+mod rx_trunc;
+mod rx_zerocopy;
 mod sendfile;
 mod splice;
 mod two_copy;
+mod uring;
 mod zero_copy;
 
-use crate::case::CopyMode;
+use crate::case::{CopyMode, RxMode};
 use crate::net::completions::CompletionCounts;
+use crate::observation::Unsupported;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-pub use one_copy::{OneCopyReceiver, OneCopySender};
+pub use one_copy::OneCopySender;
+pub use rx_copy::CopyReceiver;
+pub use rx_scatter::ScatterReceiver;
+pub use rx_trunc::TruncReceiver;
+pub use rx_zerocopy::ZeroCopyReceiver;
 pub use sendfile::SendfileSender;
 pub use splice::SpliceSender;
-pub use two_copy::{TwoCopyReceiver, TwoCopySender};
+pub use two_copy::TwoCopySender;
+pub use uring::{ring_slots as uring_ring_slots, UringSender};
 pub use zero_copy::{ring_slots as zero_copy_ring_slots, ZeroCopySender};
 
 /// The least bytes a ring without completion notifications (sendfile, splice) holds: the
@@ -57,6 +68,41 @@ pub struct SendCounts {
     /// System calls made: send/sendmsg, error-queue reads, polls.
     pub syscalls: u64,
     pub zerocopy: Option<ZeroCopyCounts>,
+    /// The io_uring modes' submissions and completions.
+    pub uring: Option<UringCounts>,
+}
+
+/// What an io_uring sender's ring counted (whole connection, warm-up included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UringCounts {
+    /// io_uring_enter calls: submissions and waits.
+    pub enters: u64,
+    /// Send SQEs handed to the kernel.
+    pub sqes: u64,
+    /// CQEs of those sends: results and notifications.
+    pub cqes: u64,
+    /// Messages whose result CQE arrived.
+    pub messages: u64,
+    /// uring-zc: notification CQEs (IORING_CQE_F_NOTIF).
+    pub notifications: u64,
+    /// Of the notifications of successful sends, those with IORING_NOTIF_USAGE_ZC_COPIED...
+    pub copied: u64,
+    /// ...and those without it (the pages went out by reference).
+    pub zero_copied: u64,
+    /// Results that were an error.
+    pub failed: u64,
+    /// CQEs that matched no op in flight (should stay 0).
+    pub unexpected: u64,
+}
+
+/// Options beyond mode, size, fields and verify that some senders take (from the case).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOptions {
+    /// Bytes of messages the zero-copy modes keep in flight; None: 8 MiB and at least 4
+    /// messages. Smaller than a message means one message.
+    pub zc_ring: Option<u64>,
+    /// uring-zc: the ring's memory in one registered (fixed) buffer.
+    pub fixed_buffers: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,12 +114,42 @@ pub struct ZeroCopyCounts {
     pub slot_waits: u64,
 }
 
-/// What a receiver counted so far.
+/// What a receiver counted so far (monotonic; windows are differences of two snapshots).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecvCounts {
     pub syscalls: u64,
     pub verified_messages: u64,
     pub corrupt_messages: u64,
+    /// Bytes the kernel copied into our buffers (recv/recvmsg).
+    pub bytes_copied: u64,
+    /// Bytes the kernel mapped into our address space instead (TCP_ZEROCOPY_RECEIVE).
+    pub bytes_mapped: u64,
+    /// Bytes the kernel dropped without copying (MSG_TRUNC).
+    pub bytes_discarded: u64,
+}
+
+impl RecvCounts {
+    /// What was counted since `earlier` (a snapshot of the same receiver).
+    pub fn since(&self, earlier: &RecvCounts) -> RecvCounts {
+        RecvCounts {
+            syscalls: self.syscalls - earlier.syscalls,
+            verified_messages: self.verified_messages - earlier.verified_messages,
+            corrupt_messages: self.corrupt_messages - earlier.corrupt_messages,
+            bytes_copied: self.bytes_copied - earlier.bytes_copied,
+            bytes_mapped: self.bytes_mapped - earlier.bytes_mapped,
+            bytes_discarded: self.bytes_discarded - earlier.bytes_discarded,
+        }
+    }
+
+    /// The sum of several receivers' counts.
+    pub fn add(&mut self, other: &RecvCounts) {
+        self.syscalls += other.syscalls;
+        self.verified_messages += other.verified_messages;
+        self.corrupt_messages += other.corrupt_messages;
+        self.bytes_copied += other.bytes_copied;
+        self.bytes_mapped += other.bytes_mapped;
+        self.bytes_discarded += other.bytes_discarded;
+    }
 }
 
 pub trait Sender: Send {
@@ -90,6 +166,12 @@ pub trait Sender: Send {
 }
 
 pub trait Receiver: Send {
+    /// Get ready to receive on `fd` before the first message (zerocopy maps the socket here,
+    /// so a kernel that refuses is found before any data moves). `recv` attaches by itself
+    /// when this was not called.
+    fn attach(&mut self, _fd: RawFd) -> io::Result<()> {
+        Ok(())
+    }
     /// Receive message number `seq` completely. Ok(false): the peer closed cleanly before it.
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool>;
     fn counts(&self) -> RecvCounts;
@@ -99,28 +181,66 @@ pub trait Receiver: Send {
 /// write of every byte; otherwise the contents are written once). Fallible: some modes set up
 /// kernel resources (a ring, a file, a pipe) the kernel may refuse.
 pub fn sender(mode: CopyMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Sender>> {
+    sender_with(mode, size, fields, verify, &SendOptions::default())
+}
+
+/// `sender` with the case's further options (ring size, registered buffers).
+pub fn sender_with(
+    mode: CopyMode,
+    size: usize,
+    fields: usize,
+    verify: bool,
+    options: &SendOptions,
+) -> io::Result<Box<dyn Sender>> {
     Ok(match mode {
         CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
         CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
-        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify)),
+        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify, options.zc_ring)),
+        CopyMode::Uring => Box::new(UringSender::new(size, fields, verify, false, options)?),
+        CopyMode::UringZc => Box::new(UringSender::new(size, fields, verify, true, options)?),
         CopyMode::Sendfile => Box::new(SendfileSender::new(size, verify)?),
         CopyMode::Splice => Box::new(SpliceSender::new(size, fields, verify)?),
-        CopyMode::Uring | CopyMode::UringZc => {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("the {mode} send mode is not in this build"),
-            ))
-        }
     })
 }
 
-/// The receiver for a mode: two-copy receives into one contiguous buffer; the others scatter
-/// straight into per-field buffers with recvmsg.
-pub fn receiver(mode: CopyMode, size: usize, fields: usize, verify: bool) -> Box<dyn Receiver> {
-    match mode {
-        CopyMode::TwoCopy => Box::new(TwoCopyReceiver::new(size, fields, verify)),
-        _ => Box::new(OneCopyReceiver::new(size, fields, verify)),
+/// The receiver for a receive mode. `verify` checks every byte received against the
+/// sender's pattern (`trunc` sees no byte: its callers refuse verify with it).
+pub fn receiver(rx: RxMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Receiver>> {
+    Ok(match rx {
+        RxMode::Copy => Box::new(CopyReceiver::new(size, fields, verify)),
+        RxMode::Scatter => Box::new(ScatterReceiver::new(size, fields, verify)),
+        RxMode::Trunc => Box::new(TruncReceiver::new(size)),
+        RxMode::Zerocopy => Box::new(ZeroCopyReceiver::new(size, verify)),
+    })
+}
+
+/// Whether this kernel can receive in mode `rx`, asked of a fresh, unconnected TCP socket
+/// (TCP_ZEROCOPY_RECEIVE answers on one): the refusal, if any, before a session starts.
+pub fn check_receiver(rx: RxMode) -> Result<(), Unsupported> {
+    if rx != RxMode::Zerocopy {
+        return Ok(());
     }
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| Unsupported::new("a TCP socket", e.to_string()))?;
+    let mut probe = ZeroCopyReceiver::new(page_size_bytes(), false);
+    match probe.attach(std::os::fd::AsRawFd::as_raw_fd(&socket)) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(unsupported_in(&e).unwrap_or_else(|| Unsupported::new("TCP receive zero-copy", e.to_string()))),
+    }
+}
+
+fn page_size_bytes() -> usize {
+    crate::sys::mem::page_size()
+}
+
+/// An I/O error that carries the kernel's refusal of a feature (see `unsupported_in`).
+pub(crate) fn unavailable(refusal: Unsupported) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, refusal)
+}
+
+/// The kernel's refusal inside an error from a `Sender` or `Receiver`, when that is what it is.
+pub fn unsupported_in(err: &io::Error) -> Option<Unsupported> {
+    err.get_ref()?.downcast_ref::<Unsupported>().cloned()
 }
 
 /// Retry a system call on EINTR; count every attempt.
@@ -184,6 +304,8 @@ fn peer_error(err: io::Error, what: &str) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
 
     /// Without verify nothing is rewritten: one message. With it, at least 8 MiB and at least
     /// what this machine's socket buffers can hold, with no cap on the count of messages.
@@ -195,5 +317,77 @@ mod tests {
         assert!(slots * 1024 >= kernel_held_bytes().unwrap_or(0), "{slots}");
         assert!(slots > 1024, "no zero-copy-like cap: {slots}");
         assert_eq!(unnotified_ring_slots(1 << 30, true), 4);
+    }
+
+    /// A socket the kernel cannot map for receive zero-copy (UDP) is refused as Unsupported,
+    /// found by the caller in the I/O error; this kernel's TCP sockets are accepted.
+    #[test]
+    fn zerocopy_rx_on_a_socket_that_cannot_be_mapped_is_unsupported() {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, 65536, 1, false).unwrap();
+        let err = rx.attach(udp.as_raw_fd()).unwrap_err();
+        let refusal = unsupported_in(&err).unwrap_or_else(|| panic!("not a refusal: {err}"));
+        assert!(refusal.to_string().contains("cannot be mapped"), "{refusal}");
+        assert!(unsupported_in(&io::Error::other("plain")).is_none());
+        assert_eq!(check_receiver(RxMode::Scatter), Ok(()));
+    }
+
+    /// Messages that are not a whole number of pages: a mapped page holding one message's tail
+    /// and the next one's head is read (and verified) by both receives, so pages are mapped
+    /// across message boundaries and every message still checks out.
+    #[test]
+    fn zerocopy_rx_maps_pages_across_message_boundaries_and_verifies_them() {
+        use socket2::{Domain, Socket, Type};
+        const SIZE: usize = 10_000;
+        const MESSAGES: u64 = 200;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), 4108).unwrap();
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), 4108).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let peer: TcpStream = socket.into();
+        let (conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut tx = sender(CopyMode::ZeroCopy, SIZE, 3, true).unwrap();
+            for seq in 0..MESSAGES {
+                tx.send(peer.as_raw_fd(), seq).unwrap();
+            }
+            tx.drain(peer.as_raw_fd(), std::time::Duration::from_secs(10)).unwrap();
+            peer.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut rx = receiver(RxMode::Zerocopy, SIZE, 3, true).unwrap();
+        for seq in 0..MESSAGES {
+            assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
+        }
+        assert!(!rx.recv(conn.as_raw_fd(), MESSAGES).unwrap(), "the peer closed");
+        writer.join().unwrap();
+        let counts = rx.counts();
+        assert_eq!(counts.verified_messages, MESSAGES);
+        assert_eq!(counts.corrupt_messages, 0);
+        assert_eq!(counts.bytes_mapped + counts.bytes_copied, SIZE as u64 * MESSAGES);
+        assert!(counts.bytes_mapped > 0, "{counts:?}");
+    }
+
+    /// trunc takes whole messages without a buffer, counts them as discarded, and sees the
+    /// clean end after the last one.
+    #[test]
+    fn trunc_discards_whole_messages_then_sees_the_end() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            peer.write_all(&vec![7u8; 3 * 10_000]).unwrap();
+        });
+        let mut rx = receiver(RxMode::Trunc, 10_000, 4, false).unwrap();
+        for seq in 0..3 {
+            assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
+        }
+        writer.join().unwrap();
+        assert!(!rx.recv(conn.as_raw_fd(), 3).unwrap(), "the peer closed");
+        let counts = rx.counts();
+        assert_eq!(counts.bytes_discarded, 30_000);
+        assert_eq!(counts.bytes_copied, 0);
     }
 }

@@ -1,10 +1,9 @@
-//! one-copy: sendmsg() with one iovec per field, so the only copy is the kernel's; the
-//! receiver scatters straight into per-field buffers with recvmsg().
+//! one-copy: sendmsg() with one iovec per field, so the only copy is the kernel's.
 
-use super::{peer_error, recv_whole, retry, tally_check, Receiver, RecvCounts, SendCounts, Sender};
+use super::{peer_error, retry, SendCounts, Sender};
 use crate::net::message::Message;
 use crate::sys::net as sock;
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -88,55 +87,12 @@ impl Sender for OneCopySender {
         SendCounts {
             syscalls: self.syscalls,
             zerocopy: None,
+            uring: None,
         }
     }
 
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         self.message.fill(seq + 1);
         Ok(())
-    }
-}
-
-pub struct OneCopyReceiver {
-    message: Message,
-    verify: bool,
-    counts: RecvCounts,
-}
-
-impl OneCopyReceiver {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
-        OneCopyReceiver {
-            message: Message::new(size, fields, 0),
-            verify,
-            counts: RecvCounts::default(),
-        }
-    }
-}
-
-impl Receiver for OneCopyReceiver {
-    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
-        let total = self.message.len();
-        let mut iov: Vec<IoSliceMut<'_>> = self
-            .message
-            .fields
-            .iter_mut()
-            .filter(|f| !f.is_empty())
-            .map(|f| IoSliceMut::new(f))
-            .collect();
-        let mut rest: &mut [IoSliceMut<'_>] = &mut iov;
-        let whole = recv_whole(total, &mut self.counts.syscalls, "recvmsg", |_| {
-            let n = sock::recvmsg(fd, rest, 0)?;
-            IoSliceMut::advance_slices(&mut rest, n);
-            Ok(n)
-        })?;
-        drop(iov);
-        if whole && self.verify {
-            tally_check(&mut self.counts, self.message.check(seq));
-        }
-        Ok(whole)
-    }
-
-    fn counts(&self) -> RecvCounts {
-        self.counts.clone()
     }
 }

@@ -85,6 +85,7 @@ impl Sender for SendfileSender {
         SendCounts {
             syscalls: self.syscalls,
             zerocopy: None,
+            uring: None,
         }
     }
 

@@ -146,6 +146,7 @@ impl Sender for SpliceSender {
         SendCounts {
             syscalls: self.vmsplice_calls + self.splice_calls,
             zerocopy: None,
+            uring: None,
         }
     }
 
@@ -161,7 +162,7 @@ impl Sender for SpliceSender {
 pub(super) mod tests {
     use super::*;
     use crate::net::message::Message;
-    use crate::net::mode::{OneCopyReceiver, Receiver};
+    use crate::net::mode::{Receiver, ScatterReceiver};
     use std::net::{TcpListener, TcpStream};
 
     /// Send `messages` messages with `sender` over a loopback connection while a thread
@@ -179,7 +180,7 @@ pub(super) mod tests {
         client.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
-                let mut receiver = OneCopyReceiver::new(size, fields, true);
+                let mut receiver = ScatterReceiver::new(size, fields, true);
                 for seq in 0..messages {
                     assert!(receiver.recv(server.as_raw_fd(), seq).unwrap());
                 }

@@ -1,7 +1,7 @@
 //! two-copy: the application serialises its fields into one contiguous buffer (copy one),
 //! then send() copies that into the kernel (copy two).
 
-use super::{peer_error, recv_whole, retry, tally_check, Receiver, RecvCounts, SendCounts, Sender};
+use super::{peer_error, retry, SendCounts, Sender};
 use crate::net::message::Message;
 use crate::sys::net as sock;
 use std::io;
@@ -56,6 +56,7 @@ impl Sender for TwoCopySender {
         SendCounts {
             syscalls: self.syscalls,
             zerocopy: None,
+            uring: None,
         }
     }
 
@@ -63,47 +64,5 @@ impl Sender for TwoCopySender {
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         crate::net::message::fill(&mut self.wire, seq + 1, 0);
         Ok(())
-    }
-}
-
-pub struct TwoCopyReceiver {
-    wire: Vec<u8>,
-    /// Only used when verifying: the fields the wire bytes are scattered back into.
-    message: Option<Message>,
-    counts: RecvCounts,
-}
-
-impl TwoCopyReceiver {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
-        TwoCopyReceiver {
-            wire: vec![0u8; size],
-            message: verify.then(|| Message::new(size, fields, 0)),
-            counts: RecvCounts::default(),
-        }
-    }
-}
-
-impl Receiver for TwoCopyReceiver {
-    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
-        let wire = &mut self.wire;
-        if !recv_whole(wire.len(), &mut self.counts.syscalls, "recv", |got| {
-            sock::recv(fd, &mut wire[got..], 0)
-        })? {
-            return Ok(false);
-        }
-        if let Some(message) = &mut self.message {
-            let mut at = 0;
-            for field in &mut message.fields {
-                let len = field.len();
-                field.copy_from_slice(&self.wire[at..at + len]);
-                at += len;
-            }
-            tally_check(&mut self.counts, message.check(seq));
-        }
-        Ok(true)
-    }
-
-    fn counts(&self) -> RecvCounts {
-        self.counts.clone()
     }
 }

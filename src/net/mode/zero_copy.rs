@@ -56,14 +56,20 @@ fn reap(fd: RawFd, tracker: &mut CompletionTracker, syscalls: &mut u64, wait: Op
     }
 }
 
-/// How many messages of `size` bytes the ring holds.
-pub fn ring_slots(size: usize) -> usize {
-    (RING_BYTES / size.max(1)).clamp(RING_MIN, RING_MAX)
+/// How many messages of `size` bytes a zero-copy ring holds (zero-copy and uring-zc): by
+/// default about RING_BYTES and at least RING_MIN; with `--zc-ring BYTES`, that many bytes of
+/// messages and at least one (one buffer, reused after its completion).
+pub fn ring_slots(size: usize, ring_bytes: Option<u64>) -> usize {
+    match ring_bytes {
+        None => (RING_BYTES / size.max(1)).clamp(RING_MIN, RING_MAX),
+        Some(bytes) => (bytes / size.max(1) as u64).clamp(1, RING_MAX as u64) as usize,
+    }
 }
 
 impl ZeroCopySender {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
-        let slots = ring_slots(size);
+    /// `ring_bytes`: `--zc-ring` (None: the default ring).
+    pub fn new(size: usize, fields: usize, verify: bool, ring_bytes: Option<u64>) -> Self {
+        let slots = ring_slots(size, ring_bytes);
         ZeroCopySender {
             ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
             slot_last_id: vec![None; slots],
@@ -189,6 +195,7 @@ impl Sender for ZeroCopySender {
                 enobufs: self.enobufs,
                 slot_waits: self.slot_waits,
             }),
+            uring: None,
         }
     }
 

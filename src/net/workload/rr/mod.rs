@@ -105,11 +105,15 @@ pub fn per_socket_completions(mode: CopyMode) -> bool {
     matches!(mode, CopyMode::ZeroCopy | CopyMode::UringZc)
 }
 
-/// MERGE POINT (receive modes): the one place rr/crr build a receiver. When `RxMode` and the
-/// fallible `mode::receiver(rx, size, fields, verify)` land, give RrCase an `rx_mode` and call
-/// that here.
+/// MERGE POINT (receive modes): the one place rr/crr build a receiver. `RxMode` and the
+/// fallible `mode::receiver(rx, size, fields, verify)` have landed; until RrCase has an
+/// `rx_mode` (then: call `mode::receiver` and build the receivers before the threads, as the
+/// senders are), each send mode gets the receiver it always had, neither of which can fail.
 fn data_receiver(case: &RrCase, size: usize) -> Box<dyn Receiver> {
-    mode::receiver(case.mode, size, case.fields, case.verify)
+    match crate::case::RxMode::paired_with(case.mode) {
+        crate::case::RxMode::Copy => Box::new(mode::CopyReceiver::new(size, case.fields, case.verify)),
+        _ => Box::new(mode::ScatterReceiver::new(size, case.fields, case.verify)),
+    }
 }
 
 /// Whether a case can run: limits on every parameter. Used by the CLI before running and by a

@@ -19,6 +19,7 @@ use anyhow::{anyhow, bail, Context};
 use std::io;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,12 @@ struct ServerOutcome {
 
 /// Serve one rr/crr session on its control connection (the hello has been read). A raised
 /// `stopped` ends it within about 100 ms.
-pub fn serve_session(mut control: ControlChannel, case: &RrCase, stopped: &dyn Fn() -> bool) -> anyhow::Result<()> {
+pub fn serve_session(
+    mut control: ControlChannel,
+    case: &RrCase,
+    stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
+) -> anyhow::Result<()> {
     if let Err(error) = super::check_case(case) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
@@ -56,7 +62,7 @@ pub fn serve_session(mut control: ControlChannel, case: &RrCase, stopped: &dyn F
         RrKind::Rr => accept_connections(&listener, case.threads, peer, stopped)?,
         RrKind::Crr => Vec::new(),
     };
-    match run_threads(case, &listener, peer, &data, &mut control, stopped) {
+    match run_threads(case, &listener, peer, &data, &mut control, stopped, max_bytes) {
         Ok(report) => control
             .send(&Control::Report(Box::new(report)))
             .context("sending the report to the client"),
@@ -128,8 +134,22 @@ fn run_threads(
     data: &[TcpStream],
     control: &mut ControlChannel,
     stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
+    // The byte budget: request bytes received, counted by the serving threads only when a
+    // budget is set (one relaxed add per transaction) and checked between the coordinator's
+    // polls of the control connection.
+    let received = AtomicU64::new(0);
+    let budget: Budget<'_> = max_bytes.map(|_| (&received, case.request_size));
+    let exceeded = std::cell::Cell::new(false);
+    let stopped_or_over = || {
+        if stopped() {
+            return true;
+        }
+        exceeded.set(max_bytes.is_some_and(|max| received.load(Ordering::Relaxed) > max));
+        exceeded.get()
+    };
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let mut system = SystemProbes::default();
@@ -164,11 +184,12 @@ fn run_threads(
                 match case.kind {
                     RrKind::Rr => {
                         let stream = &data[i];
-                        builder.spawn_scoped(scope, move || serve_rr(ctx, i, stream, receiver, sender))
+                        builder.spawn_scoped(scope, move || serve_rr(ctx, i, stream, receiver, sender, budget))
                     }
-                    RrKind::Crr => {
-                        builder.spawn_scoped(scope, move || serve_crr(ctx, i, listener, peer, receiver, sender, quit))
-                    }
+                    RrKind::Crr => builder.spawn_scoped(scope, move || {
+                        let ends = SessionEnds { quit, budget };
+                        serve_crr(ctx, i, (listener, peer), receiver, sender, ends)
+                    }),
                 }
             })
             .collect();
@@ -179,7 +200,7 @@ fn run_threads(
             let longest = Duration::from_millis(case.session_ms()) + Duration::from_secs(30);
             let deadline = Instant::now() + longest;
             loop {
-                let line = control.recv_line(Some(deadline), stopped);
+                let line = control.recv_line(Some(deadline), &stopped_or_over);
                 match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
                     Ok(Ok(Phase::Measure)) => window.open(&mut system),
                     Ok(Ok(Phase::Done)) => system_metrics = window.close(&mut system),
@@ -207,6 +228,12 @@ fn run_threads(
             })
             .collect()
     });
+    if exceeded.get() {
+        bail!(
+            "the session reached this server's byte budget of {} (--max-session-bytes) and was ended",
+            crate::case::format_bytes(max_bytes.unwrap_or(0))
+        );
+    }
     if interrupted {
         return Err(anyhow::Error::new(Interrupted));
     }
@@ -255,6 +282,22 @@ fn run_threads(
     })
 }
 
+/// The session's byte budget as the serving threads see it: the shared count of request bytes
+/// received and the bytes of one request; None when the server has no budget.
+type Budget<'a> = Option<(&'a AtomicU64, u64)>;
+
+/// What ends a crr server thread's loop: the session being over, and the budget it counts into.
+struct SessionEnds<'a> {
+    quit: &'a AtomicBool,
+    budget: Budget<'a>,
+}
+
+fn count_against(budget: Budget<'_>) {
+    if let Some((received, request_bytes)) = budget {
+        received.fetch_add(request_bytes, Ordering::Relaxed);
+    }
+}
+
 /// rr: answer every request on one connection until the client closes it.
 fn serve_rr(
     ctx: &Ctx<'_>,
@@ -262,6 +305,7 @@ fn serve_rr(
     stream: &TcpStream,
     mut receiver: Box<dyn Receiver>,
     mut sender: Box<dyn Sender>,
+    budget: Budget<'_>,
 ) -> io::Result<ServerOutcome> {
     let fd = stream.as_raw_fd();
     let mut meter = Meter::start(ctx, Role::Server, index)?;
@@ -272,6 +316,7 @@ fn serve_rr(
             break;
         }
         sender.send(fd, seq)?;
+        count_against(budget);
         if open {
             transactions += 1;
         }
@@ -292,12 +337,12 @@ fn serve_rr(
 fn serve_crr(
     ctx: &Ctx<'_>,
     index: usize,
-    listener: &TcpListener,
-    peer: IpAddr,
+    (listener, peer): (&TcpListener, IpAddr),
     mut receiver: Box<dyn Receiver>,
     mut sender: Box<dyn Sender>,
-    quit: &AtomicBool,
+    ends: SessionEnds<'_>,
 ) -> io::Result<ServerOutcome> {
+    let SessionEnds { quit, budget } = ends;
     let mut meter = Meter::start(ctx, Role::Server, index)?;
     let (mut transactions, mut own_syscalls) = (0u64, 0u64);
     let mut fin = [0u8; 1];
@@ -330,6 +375,7 @@ fn serve_crr(
             if n != 0 {
                 return Err(io::Error::other("a crr client sent more than one request"));
             }
+            count_against(budget);
             if open {
                 transactions += 1;
             }

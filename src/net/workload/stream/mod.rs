@@ -11,7 +11,7 @@ pub(crate) mod thread;
 pub use server::{serve_session, serve_session_with, ServeOptions};
 pub(crate) use thread::StartGate;
 
-use crate::case::{CopyMode, StreamCase};
+use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::window::{SystemProbes, Window};
@@ -19,7 +19,7 @@ use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
-use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
 use socket2::{Domain, Socket, Type};
@@ -36,18 +36,34 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long threads may take to become ready (pin, open counters) before the run is abandoned.
 pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
 
+/// TCP_MAXSEG for zerocopy receive on loopback and in a namespace: 4096 bytes of payload plus
+/// the 12 bytes of the timestamp option, so every segment carries exactly one page.
+pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
+
+/// The MSS a case's connections are clamped to, if any: only zerocopy receive on loopback or a
+/// namespace's loopback (a veth takes its MTU, mtu=4148; a remote path is what it is).
+fn clamped_mss(case: &StreamCase) -> Option<i32> {
+    let local = matches!(case.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
+    (case.rx_mode == RxMode::Zerocopy && local).then_some(ZEROCOPY_RX_MAXSEG)
+}
+
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 
 /// Memory the buffers of a case take on one end (messages, serialisation buffers, the
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
+    let size = case.size as usize;
     let per_thread = match (role, case.mode) {
-        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(case.size as usize) as u64,
+        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(size, case.zc_ring) as u64,
+        // The ring of message slots (uring-zc: the zero-copy ring).
+        (Role::Client, CopyMode::Uring | CopyMode::UringZc) => {
+            case.size * mode::uring_ring_slots(size, case.mode == CopyMode::UringZc, &send_options(case)) as u64
+        }
         // A ring with no completion notification (one message without --verify): in user
         // memory (splice) or in a memfd's page cache (sendfile).
         (Role::Client, CopyMode::Splice | CopyMode::Sendfile) => {
-            case.size * mode::unnotified_ring_slots(case.size as usize, case.verify) as u64
+            case.size * mode::unnotified_ring_slots(size, case.verify) as u64
         }
         // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
         _ => case.size * 2,
@@ -55,19 +71,37 @@ pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     per_thread * case.threads as u64
 }
 
+/// The case's options for its senders.
+fn send_options(case: &StreamCase) -> mode::SendOptions {
+    mode::SendOptions {
+        zc_ring: case.zc_ring,
+        fixed_buffers: case.fixed_buffers,
+    }
+}
+
 /// One sender per client thread; a mode the kernel refuses is `Unsupported`.
 fn make_senders(case: &StreamCase) -> anyhow::Result<Vec<Box<dyn mode::Sender>>> {
+    let options = send_options(case);
     (0..case.threads)
         .map(|_| {
-            mode::sender(case.mode, case.size as usize, case.fields, case.verify).map_err(|e| {
-                let what = format!("the {} send mode", case.mode);
-                match crate::observation::Unsupported::refused(&what, &e) {
-                    Some(unsupported) => anyhow::Error::new(unsupported),
-                    None => anyhow!("{what} could not be set up: {e}"),
-                }
-            })
+            mode::sender_with(case.mode, case.size as usize, case.fields, case.verify, &options)
+                .map_err(|e| sender_error(case.mode, e))
         })
         .collect()
+}
+
+/// A sender's set-up error as the run reports it: a refusal the sender already typed (its
+/// own reason), one the errno says, or a plain failure.
+fn sender_error(mode: CopyMode, e: std::io::Error) -> anyhow::Error {
+    use crate::observation::Unsupported;
+    if let Some(unsupported) = e.get_ref().and_then(|inner| inner.downcast_ref::<Unsupported>()) {
+        return anyhow::Error::new(unsupported.clone());
+    }
+    let what = format!("the {mode} send mode");
+    match Unsupported::refused(&what, &e) {
+        Some(unsupported) => anyhow::Error::new(unsupported),
+        None => anyhow!("{what} could not be set up: {e}"),
+    }
 }
 
 /// Whether a case can run: limits on every parameter, and buffers that fit in half of the
@@ -83,8 +117,29 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     if case.threads > 1024 || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
     }
+    if case.zc_ring == Some(0) {
+        return Err("--zc-ring must be at least 1 byte (up to one message means one message)".into());
+    }
+    if case.fixed_buffers {
+        if case.mode != CopyMode::UringZc {
+            return Err("registered (fixed) buffers are for uring-zc only".into());
+        }
+        let ring = buffer_bytes(case, Role::Client) / case.threads as u64;
+        if ring > crate::sys::uring_send::MAX_FIXED_BUFFER as u64 {
+            return Err(format!(
+                "{} with --fixed-buffers: its ring of {} is more than the 1 GiB one registered buffer may hold (use a smaller --zc-ring)",
+                case.label(),
+                crate::format::format_bytes(ring)
+            ));
+        }
+    }
     if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
+    }
+    if case.verify && case.rx_mode == RxMode::Trunc {
+        return Err(
+            "--verify with --rx-mode trunc: the kernel discards the bytes, so there is nothing to check".into(),
+        );
     }
     let need = buffer_bytes(case, role);
     if let Some(available) = mem_available {
@@ -108,7 +163,15 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     if stop.requested() {
         return Err(interrupted());
     }
-    let mut obs = run_measured(case, stop)?;
+    let mut obs = match run_measured(case, stop) {
+        Ok(obs) => obs,
+        // The kernel refuses what the case needs (a send mode, TCP receive zero-copy): a
+        // result, not a failure, whose figures say why they are missing.
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refusal) => unavailable_observation(case, refusal),
+            None => return Err(e),
+        },
+    };
     if let Some(proof) = proof {
         publish_proof(&mut obs, case.mode, proof);
     }
@@ -183,6 +246,26 @@ pub(crate) fn publish_proof(
     }
 }
 
+/// The observation of a case the kernel cannot run: its headline figures unavailable with the
+/// kernel's reason, and a warning saying the same.
+fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observation {
+    let reason = refusal.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    let mut figures = vec![
+        ("throughput_gbps", Role::System, "Gbit/s"),
+        ("messages_per_s", Role::System, "msg/s"),
+        ("time_per_msg_us", Role::System, "us"),
+    ];
+    if case.rx_mode == RxMode::Zerocopy {
+        figures.push(("rx_mapped_fraction", Role::Server, "fraction"));
+    }
+    for (name, role, unit) in figures {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
 /// The measured run: topology, server, client, window.
 fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
@@ -192,6 +275,10 @@ fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
         return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
     let listener = topology.bind(case.endpoint.port())?;
+    if let Some(mss) = clamped_mss(case) {
+        // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
+        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
+    }
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -219,9 +306,17 @@ pub(crate) fn interrupted() -> anyhow::Error {
 
 /// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
 pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    connect_with_mss(addr, stop, None)
+}
+
+/// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
+fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
+    if let Some(mss) = mss {
+        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
+    }
     socket.set_nonblocking(true).map_err(failed)?;
     match socket.connect(&addr.into()) {
         Ok(()) => {}
@@ -325,12 +420,13 @@ fn run_client(
                 bail!("the server {error}")
             }
             Control::Refused { error } => bail!("the server refused the case: {error}"),
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected answer from the server: {other:?}"),
         },
     };
     let mut data = Vec::with_capacity(case.threads);
     for i in 0..case.threads {
-        let mut s = connect(addr, stop)?;
+        let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
         s.write_all(&encode_data_header(token, i as u32))?;
         s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
         data.push(s);
@@ -399,6 +495,23 @@ fn run_client(
             }
         }
     }
+    if !stop.requested() && (window_result.is_err() || first_error.is_some()) {
+        // The server's account, if any, usually says more (it failed first, or the kernel
+        // refused its receive mode once the connections existed).
+        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
+        match control.recv() {
+            Ok(Control::Unavailable { what, reason }) => return Err(Unsupported::new(what, reason).into()),
+            Ok(Control::Failed { error }) => {
+                let ours = match (&first_error, &window_result) {
+                    (Some(e), _) => e.to_string(),
+                    (None, Err(e)) => format!("{e:#}"),
+                    (None, Ok(_)) => String::new(),
+                };
+                bail!("the run failed: {ours}; the server said: {error}");
+            }
+            _ => {}
+        }
+    }
     let mut system_metrics = window_result?;
     // The senders' view of each connection as the window closed.
     let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
@@ -407,11 +520,6 @@ fn run_client(
         return Err(interrupted());
     }
     if let Some(e) = first_error {
-        // The server's account, if any, usually says more (e.g. it failed first).
-        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
-        if let Ok(Control::Failed { error }) = control.recv() {
-            bail!("the run failed: {e}; the server said: {error}");
-        }
         bail!("the run failed: {e}");
     }
     let report = match recv_watching(&mut control, REPORT_TIMEOUT, &|| stop.requested()) {
@@ -419,6 +527,7 @@ fn run_client(
         other => match other.context("waiting for the server's report")? {
             Control::Report(report) => *report,
             Control::Failed { error } => bail!("the server failed: {error}"),
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected message from the server: {other:?}"),
         },
     };
@@ -610,7 +719,7 @@ fn build_observation(
     ));
     obs.metrics.extend(server.metrics.iter().map(checked));
 
-    if case.mode == CopyMode::ZeroCopy {
+    if case.mode.is_zero_copy() {
         let zc = clients
             .iter()
             .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.zerocopy.clone()))
@@ -624,67 +733,25 @@ fn build_observation(
                 acc.slot_waits += z.slot_waits;
                 acc
             });
-        let c = &zc.completions;
-        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-        obs.push(Metric::tool(
-            "zerocopy_completions",
-            Role::System,
-            c.notifications as f64,
-            "notifications",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_completed_sends",
-            Role::System,
-            c.completed as f64,
-            "calls",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_copied_sends",
-            Role::System,
-            c.copied as f64,
-            "calls",
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_not_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .map(|f| 1.0 - f)
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_enobufs",
-            Role::System,
-            zc.enobufs as f64,
-            "errors",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_slot_waits",
-            Role::System,
-            zc.slot_waits as f64,
-            "waits",
-        ));
-        if c.unexpected > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-            );
-        }
-        if c.completed > 0 && c.copied > 0 {
-            obs.warn(WarningKind::ZeroCopyCopied, format!(
-                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
-                100.0 * c.copied as f64 / c.completed as f64
-            ));
-        }
+        push_zero_copy_metrics(&mut obs, case.mode, &zc);
+    }
+    let uring = clients
+        .iter()
+        .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.uring.clone()))
+        .reduce(|mut acc, u| {
+            acc.enters += u.enters;
+            acc.sqes += u.sqes;
+            acc.cqes += u.cqes;
+            acc.messages += u.messages;
+            acc.notifications += u.notifications;
+            acc.copied += u.copied;
+            acc.zero_copied += u.zero_copied;
+            acc.failed += u.failed;
+            acc.unexpected += u.unexpected;
+            acc
+        });
+    if let Some(u) = uring {
+        push_uring_metrics(&mut obs, case.mode, &u);
     }
     if case.verify {
         obs.push(Metric::tool(
@@ -742,6 +809,112 @@ fn build_observation(
     obs
 }
 
+/// The zero-copy truth of zero-copy (MSG_ZEROCOPY error-queue completions) and uring-zc
+/// (SENDMSG_ZC notifications): how many sends completed and how many the kernel copied.
+fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCounts) {
+    let c = &zc.completions;
+    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+    obs.push(Metric::tool(
+        "zerocopy_completions",
+        Role::System,
+        c.notifications as f64,
+        "notifications",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_completed_sends",
+        Role::System,
+        c.completed as f64,
+        "calls",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_copied_sends",
+        Role::System,
+        c.copied as f64,
+        "calls",
+    ));
+    obs.push(Metric::from_result(
+        "zerocopy_not_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .ok_or_else(|| "no completion arrived".to_string()),
+    ));
+    obs.push(Metric::from_result(
+        "zerocopy_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .map(|f| 1.0 - f)
+            .ok_or_else(|| "no completion arrived".to_string()),
+    ));
+    if mode == CopyMode::ZeroCopy {
+        obs.push(Metric::tool(
+            "zerocopy_enobufs",
+            Role::System,
+            zc.enobufs as f64,
+            "errors",
+        ));
+    }
+    obs.push(Metric::tool(
+        "zerocopy_slot_waits",
+        Role::System,
+        zc.slot_waits as f64,
+        "waits",
+    ));
+    if c.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+        );
+    }
+    if c.completed > 0 && c.copied > 0 {
+        let evidence = match mode {
+            CopyMode::UringZc => "its io_uring notifications carry IORING_NOTIF_USAGE_ZC_COPIED",
+            _ => "its completions carry SO_EE_CODE_ZEROCOPY_COPIED",
+        };
+        obs.warn(WarningKind::ZeroCopyCopied, format!(
+            "{mode}: the kernel copied {:.0}% of sends ({evidence}): local delivery (loopback, veth) copies the pages, so zero copy saves no copy here",
+            100.0 * c.copied as f64 / c.completed as f64
+        ));
+    }
+}
+
+/// How the io_uring modes drove the kernel: submissions (io_uring_enter), SQEs and CQEs per
+/// message, counted by the sender over its whole connection.
+fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCounts) {
+    let messages = u.messages as f64;
+    let per_msg = |name: &str, unit: &str, count: u64| {
+        Metric::from_result(
+            name,
+            Role::Client,
+            unit,
+            Source::Tool,
+            (u.messages > 0)
+                .then(|| count as f64 / messages)
+                .ok_or_else(|| "no io_uring send completed".to_string()),
+        )
+    };
+    obs.push(per_msg("uring_submissions_per_msg", "enters/msg", u.enters));
+    obs.push(per_msg("uring_sqes_per_msg", "sqes/msg", u.sqes));
+    obs.push(per_msg("uring_completions_per_msg", "cqes/msg", u.cqes));
+    if mode == CopyMode::UringZc {
+        obs.push(Metric::tool(
+            "uring_notifications",
+            Role::Client,
+            u.notifications as f64,
+            "notifications",
+        ));
+    }
+    if u.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} io_uring CQEs matched no send in flight", u.unexpected),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -782,12 +955,14 @@ mod tests {
             },
             send_counts: None,
             recv_counts: None,
+            recv_window: None,
         }
     }
 
     fn case() -> StreamCase {
         StreamCase {
             mode: CopyMode::TwoCopy,
+            rx_mode: crate::case::RxMode::Copy,
             size: 1000,
             fields: 1,
             threads: 2,
@@ -799,6 +974,8 @@ mod tests {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
             prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
         }
     }
 
@@ -824,7 +1001,7 @@ mod tests {
         let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
         let end = match role {
             Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false).unwrap()),
-            _ => End::Recv(mode::receiver(c.mode, c.size as usize, c.fields, false)),
+            _ => End::Recv(mode::receiver(c.rx_mode, c.size as usize, c.fields, false).unwrap()),
         };
         std::thread::scope(|s| {
             let h = s.spawn(|| thread::run(plan, end));
@@ -874,6 +1051,37 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.kind == WarningKind::Starved && w.text.starts_with("1 client threads moved no message")));
+    }
+
+    /// A sender's refusal reaches the user as `... unavailable: <reason>`: the typed
+    /// Unsupported a ring puts inside its io::Error keeps its own reason, and a bare EPERM
+    /// from a constructor becomes one too; other errors stay failures.
+    #[test]
+    fn a_refused_sender_is_unavailable_with_its_reason() {
+        use crate::observation::Unsupported;
+        let typed = std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            Unsupported::new(
+                "the uring-zc send mode",
+                "io_uring is switched off for every process (kernel.io_uring_disabled = 2)",
+            ),
+        );
+        let err = sender_error(CopyMode::UringZc, typed);
+        let refused = err.downcast_ref::<Unsupported>().expect("typed");
+        assert_eq!(
+            refused.to_string(),
+            "the uring-zc send mode unavailable: io_uring is switched off for every process (kernel.io_uring_disabled = 2)"
+        );
+        let eperm = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EPERM));
+        assert!(
+            eperm
+                .to_string()
+                .starts_with("the uring send mode unavailable: not permitted"),
+            "{eperm}"
+        );
+        let other = sender_error(CopyMode::Uring, std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(other.downcast_ref::<Unsupported>().is_none());
+        assert!(other.to_string().contains("could not be set up"), "{other}");
     }
 
     /// When no receiver measured there is no rate: unavailable with the reason, not 0 or NaN.

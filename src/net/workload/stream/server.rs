@@ -7,7 +7,7 @@
 //! connection holds up nobody else, and a stop ends every wait within about 20 ms.
 
 use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
-use crate::case::StreamCase;
+use crate::case::{RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
@@ -15,8 +15,8 @@ use crate::net::control::{
     decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloCase, HelloError, ServerReport,
     DATA_HEADER_LEN,
 };
-use crate::net::mode;
-use crate::observation::{Metric, Role, Source};
+use crate::net::mode::{self, RecvCounts};
+use crate::observation::{Metric, Role, Source, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
@@ -252,7 +252,12 @@ pub fn serve_session_with(
                                     HelloCase::Stream(case) => {
                                         run_session(control, &case, route, &stopped, options.max_session_bytes)
                                     }
-                                    HelloCase::Rr(case) => crate::net::workload::rr::serve_session(control, &case, &stopped),
+                                    HelloCase::Rr(case) => crate::net::workload::rr::serve_session(
+                                        control,
+                                        &case,
+                                        &stopped,
+                                        options.max_session_bytes,
+                                    ),
                                     HelloCase::Records(case) => {
                                         crate::net::workload::records::serve_session(control, &case, &stopped)
                                     }
@@ -340,6 +345,11 @@ fn run_session(
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
     }
+    // A receive mode this kernel refuses is answered before any connection is made.
+    if let Err(refusal) = mode::check_receiver(case.rx_mode) {
+        control.send(&unavailable(&refusal)).ok();
+        return Err(refusal.into());
+    }
     let token = new_token();
     let (tx, rx) = mpsc::channel();
     if let Ok(mut r) = route.lock() {
@@ -386,11 +396,13 @@ fn run_session(
     let report = match outcome {
         Ok(report) => report,
         Err(e) => {
-            control
-                .send(&Control::Failed {
+            let answer = match e.downcast_ref::<Unsupported>() {
+                Some(refusal) => unavailable(refusal),
+                None => Control::Failed {
                     error: format!("{e:#}"),
-                })
-                .ok();
+                },
+            };
+            control.send(&answer).ok();
             return Err(e);
         }
     };
@@ -398,6 +410,13 @@ fn run_session(
         .send(&Control::Report(Box::new(report)))
         .context("sending the report to the client")?;
     Ok(())
+}
+
+fn unavailable(refusal: &Unsupported) -> Control {
+    Control::Unavailable {
+        what: refusal.what.clone(),
+        reason: refusal.reason.clone(),
+    }
 }
 
 /// An error once the client has closed its control connection. Control data that arrives
@@ -464,13 +483,27 @@ fn run_receivers(
         ready: &ready,
         policy: &policy,
     };
+    // Every receiver is made and attached to its connection before any thread starts, so a
+    // kernel that refuses the receive mode is found before the window.
+    let mut receivers = Vec::with_capacity(data.len());
+    for stream in data {
+        let mut receiver = mode::receiver(case.rx_mode, size, case.fields, case.verify)?;
+        receiver
+            .attach(stream.as_raw_fd())
+            .map_err(|e| match mode::unsupported_in(&e) {
+                Some(refusal) => anyhow::Error::new(refusal),
+                None => anyhow!("setting up the {} receiver: {e}", case.rx_mode),
+            })?;
+        receivers.push(receiver);
+    }
     let outcomes: Vec<std::io::Result<ThreadOutcome>> = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
+            .zip(receivers)
             .enumerate()
-            .map(|(i, stream)| {
+            .map(|(i, (stream, receiver))| {
                 let plan = ThreadPlan::new(case, Role::Server, i, stream.as_raw_fd(), &shared);
-                let end = End::Recv(mode::receiver(case.mode, size, case.fields, case.verify));
+                let end = End::Recv(receiver);
                 std::thread::Builder::new()
                     .name(format!("iopath-server-{i}"))
                     .spawn_scoped(scope, move || thread::run(plan, end))
@@ -497,7 +530,7 @@ fn run_receivers(
                 }
                 other => {
                     interrupted = other.is_err_and(|e| e.is::<Interrupted>());
-                    window.close(&mut system);
+                    window.abandon(&mut system);
                     for s in data {
                         s.shutdown(Shutdown::Both).ok();
                     }
@@ -518,7 +551,10 @@ fn run_receivers(
     }
     let mut threads = Vec::new();
     for outcome in outcomes {
-        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+        threads.push(outcome.map_err(|e| match mode::unsupported_in(&e) {
+            Some(refusal) => anyhow::Error::new(refusal),
+            None => anyhow!("server: {e}"),
+        })?);
     }
     let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
     let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
@@ -546,13 +582,64 @@ fn run_receivers(
         "syscalls/msg",
         Source::Tool,
     ));
+    let mut warnings = Vec::new();
+    if case.rx_mode == RxMode::Zerocopy {
+        let windows: Vec<&RecvCounts> = threads.iter().filter_map(|t| t.recv_window.as_ref()).collect();
+        let (rx_metrics, warning) = zerocopy_rx_metrics(&windows);
+        metrics.extend(rx_metrics);
+        warnings.extend(warning);
+    }
     let recv: Vec<_> = threads.iter().filter_map(|t| t.recv_counts.clone()).collect();
     Ok(ServerReport {
         metrics,
         placement: threads.iter().map(|t| t.placement.clone()).collect(),
         verified_messages: recv.iter().map(|r| r.verified_messages).sum(),
         corrupt_messages: recv.iter().map(|r| r.corrupt_messages).sum(),
-        warnings: Vec::new(),
+        warnings,
         threads: threads.into_iter().map(|t| t.tally).collect(),
     })
+}
+
+/// What TCP receive zero-copy did inside the window, from the receivers that measured: bytes
+/// mapped, bytes copied by recv(), the fraction mapped (source kernel: the kernel's own answer
+/// to each call), and a warning when it mapped nothing.
+fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>) {
+    let kernel = |name: &str, unit: &str, value: Result<f64, String>| {
+        Metric::from_result(name, Role::Server, unit, Source::Kernel, value)
+    };
+    if windows.is_empty() {
+        let none = || Err(super::NO_SERVER_WINDOW.to_string());
+        return (
+            vec![
+                kernel("rx_mapped_fraction", "fraction", none()),
+                kernel("rx_bytes_mapped", "B", none()),
+                kernel("rx_bytes_copied", "B", none()),
+            ],
+            None,
+        );
+    }
+    let mut sum = RecvCounts::default();
+    for w in windows {
+        sum.add(w);
+    }
+    let total = sum.bytes_mapped + sum.bytes_copied;
+    let fraction = if total == 0 {
+        Err("no byte was received inside the window".to_string())
+    } else {
+        Ok(sum.bytes_mapped as f64 / total as f64)
+    };
+    let warning = (total > 0 && sum.bytes_mapped == 0).then(|| {
+        format!(
+            "zerocopy receive: the kernel mapped none of the {} received in the window (all copied by recv): it maps only data held as whole 4 KiB pages, which on loopback takes a zero-copy sender and 4096-byte segments",
+            crate::format::format_bytes(total)
+        )
+    });
+    (
+        vec![
+            kernel("rx_mapped_fraction", "fraction", fraction),
+            kernel("rx_bytes_mapped", "B", Ok(sum.bytes_mapped as f64)),
+            kernel("rx_bytes_copied", "B", Ok(sum.bytes_copied as f64)),
+        ],
+        warning,
+    )
 }

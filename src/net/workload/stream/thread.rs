@@ -26,6 +26,13 @@ impl End {
             End::Recv(r) => r.counts().syscalls,
         }
     }
+
+    fn recv_counts(&self) -> Option<RecvCounts> {
+        match self {
+            End::Send(_) => None,
+            End::Recv(r) => Some(r.counts()),
+        }
+    }
 }
 
 /// What a thread hands back when it is done.
@@ -35,7 +42,10 @@ pub struct ThreadOutcome {
     pub counters: Option<CounterSample>,
     pub placement: ThreadPlacement,
     pub send_counts: Option<SendCounts>,
+    /// A receiver's counts over the whole session (warm-up included).
     pub recv_counts: Option<RecvCounts>,
+    /// A receiver's counts inside its measured window (None: no window, or a sender).
+    pub recv_window: Option<RecvCounts>,
 }
 
 pub struct ThreadPlan<'a> {
@@ -172,6 +182,7 @@ struct Before {
     messages: u64,
     syscalls: u64,
     cpu: Option<usize>,
+    recv: Option<RecvCounts>,
 }
 
 /// What the thread counted itself inside its window.
@@ -179,6 +190,7 @@ struct Counted {
     messages: u64,
     syscalls: u64,
     cpu_at_start: Option<usize>,
+    recv: Option<RecvCounts>,
 }
 
 /// Run the thread's loop. The barrier is always reached, even when pinning fails, so the
@@ -203,12 +215,17 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
         messages: 0,
         syscalls: 0,
         cpu: None,
+        recv: None,
     };
     let mut counted: Option<Counted> = None;
-    let count = |before: &Before, seq: u64, syscalls: u64| Counted {
+    let count = |before: &Before, seq: u64, end: &End| Counted {
         messages: seq - before.messages,
-        syscalls: syscalls - before.syscalls,
+        syscalls: end.syscalls() - before.syscalls,
         cpu_at_start: before.cpu,
+        recv: end
+            .recv_counts()
+            .zip(before.recv.as_ref())
+            .map(|(now, then)| now.since(then)),
     };
     loop {
         match view.tick() {
@@ -217,12 +234,15 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
                     messages: seq,
                     syscalls: end.syscalls(),
                     cpu: affinity::current_cpu(),
+                    recv: end.recv_counts(),
                 }
             }
-            Edge::Closed => counted = Some(count(&before, seq, end.syscalls())),
+            Edge::Closed => counted = Some(count(&before, seq, &end)),
             Edge::None => {}
         }
-        if view.closed() && matches!(end, End::Send(_)) {
+        // A sender stops when the window closes; a receiver reads on until its peer closes,
+        // unless the run was cut short.
+        if view.closed() && (matches!(end, End::Send(_)) || view.abandoned()) {
             break;
         }
         let more = match &mut end {
@@ -237,7 +257,7 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
     // A receiver whose peer closed before it saw the window close ends its window at the close.
     if view.is_open() {
         view.finish();
-        counted = Some(count(&before, seq, end.syscalls()));
+        counted = Some(count(&before, seq, &end));
     }
     let cpu_at_end = affinity::current_cpu();
     if let End::Send(s) = &mut end {
@@ -255,6 +275,7 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
                 messages: 0,
                 syscalls: 0,
                 cpu_at_start: affinity::current_cpu(),
+                recv: None,
             },
         ),
     };
@@ -282,10 +303,8 @@ pub fn run(plan: ThreadPlan<'_>, mut end: End) -> io::Result<ThreadOutcome> {
             End::Send(s) => Some(s.counts()),
             End::Recv(_) => None,
         },
-        recv_counts: match &end {
-            End::Recv(r) => Some(r.counts()),
-            End::Send(_) => None,
-        },
+        recv_counts: end.recv_counts(),
+        recv_window: counted.recv,
     })
 }
 

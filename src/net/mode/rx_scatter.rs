@@ -1,0 +1,55 @@
+//! The `scatter` receive mode: recvmsg() with one iovec per field, so the kernel copies
+//! straight into the separately allocated fields.
+
+use super::{recv_whole, tally_check, Receiver, RecvCounts};
+use crate::net::message::Message;
+use crate::sys::net as sock;
+use std::io::{self, IoSliceMut};
+use std::os::fd::RawFd;
+
+pub struct ScatterReceiver {
+    message: Message,
+    verify: bool,
+    counts: RecvCounts,
+}
+
+impl ScatterReceiver {
+    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+        ScatterReceiver {
+            message: Message::new(size, fields, 0),
+            verify,
+            counts: RecvCounts::default(),
+        }
+    }
+}
+
+impl Receiver for ScatterReceiver {
+    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
+        let total = self.message.len();
+        let mut iov: Vec<IoSliceMut<'_>> = self
+            .message
+            .fields
+            .iter_mut()
+            .filter(|f| !f.is_empty())
+            .map(|f| IoSliceMut::new(f))
+            .collect();
+        let mut rest: &mut [IoSliceMut<'_>] = &mut iov;
+        let whole = recv_whole(total, &mut self.counts.syscalls, "recvmsg", |_| {
+            let n = sock::recvmsg(fd, rest, 0)?;
+            IoSliceMut::advance_slices(&mut rest, n);
+            Ok(n)
+        })?;
+        drop(iov);
+        if whole {
+            self.counts.bytes_copied += total as u64;
+        }
+        if whole && self.verify {
+            tally_check(&mut self.counts, self.message.check(seq));
+        }
+        Ok(whole)
+    }
+
+    fn counts(&self) -> RecvCounts {
+        self.counts.clone()
+    }
+}

@@ -1,0 +1,1031 @@
+//! io_uring sends from a ring of message slots: SENDMSG, which copies like sendmsg(), and
+//! SENDMSG_ZC, which pins the pages instead and posts a second CQE, the notification, once
+//! the kernel no longer needs them. Used by the `uring` and `uring-zc` send modes; usable by
+//! anything that sends messages of fixed field sizes (it knows nothing of the stream's
+//! `Message`).
+//!
+//! The ring owns every byte the kernel may read — the fields, the iovecs, the msghdr — and
+//! hands a slot's fields out for writing only while no op references them, so the API is safe.
+//! What it relies on, checked on Linux 6.18 (docs/methodology.md, "io_uring send modes"):
+//! - a SENDMSG_ZC result CQE with IORING_CQE_F_MORE is followed by a notification CQE
+//!   (IORING_CQE_F_NOTIF, same user_data), also when the result is an error;
+//! - with IORING_SEND_ZC_REPORT_USAGE the notification's `res` has bit 31
+//!   (IORING_NOTIF_USAGE_ZC_COPIED) set when the kernel copied the data (or never used zero
+//!   copy), clear when the pages went out by reference;
+//! - MSG_WAITALL makes io_uring retry a short stream send inside the op, and IOSQE_IO_LINK
+//!   starts an op only when the one before it completed: a chain of sends on one socket
+//!   cannot interleave its bytes;
+//! - SENDMSG_ZC takes registered buffers (IORING_RECVSEND_FIXED_BUF; every iovec must lie
+//!   inside the buffer at sqe->buf_index) since Linux 6.15; plain SENDMSG refuses them (EINVAL).
+
+use io_uring::{opcode, squeue, types, IoUring, Probe};
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// sqe->ioprio for send ops: the buffer is a registered one (include/uapi/linux/io_uring.h).
+pub const RECVSEND_FIXED_BUF: u16 = 1 << 2;
+/// sqe->ioprio for SEND(MSG)_ZC: report in the notification whether the data was copied.
+pub const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// In a notification's res: the kernel copied (or did not use zero copy for) the data.
+pub const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+/// cqe->flags: another CQE for the same request follows (the notification).
+pub const CQE_F_MORE: u32 = 1 << 1;
+/// cqe->flags: this CQE is a zero-copy notification.
+pub const CQE_F_NOTIF: u32 = 1 << 3;
+
+/// user_data of the construction-time probe op and of cancellations (slots use their index).
+const PROBE_TOKEN: u64 = u64::MAX;
+const CANCEL_TOKEN: u64 = u64::MAX - 1;
+/// The kernel refuses a registered buffer larger than this (io_buffer_validate).
+pub const MAX_FIXED_BUFFER: usize = 1 << 30;
+/// How long Drop waits for the kernel to let go of slots after cancelling.
+const DROP_PATIENCE: Duration = Duration::from_secs(1);
+
+// ---------------------------------------------------------------------------------------
+// CQE bookkeeping, a pure state machine.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    /// No op references the slot: its fields may be written.
+    Free,
+    /// In the next chain, not yet handed to the kernel.
+    Queued,
+    /// Submitted; its result CQE has not arrived.
+    InFlight,
+    /// The result came with F_MORE: the kernel may still read the pages until the notification.
+    AwaitingNotif,
+    /// The notification came before the result (not seen, but not excluded by the ABI).
+    NotifFirst { copied: bool },
+}
+
+/// What the CQEs said so far (monotonic).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CqeCounts {
+    /// Send SQEs handed to the kernel.
+    pub sqes: u64,
+    /// Every CQE of a send: results and notifications.
+    pub cqes: u64,
+    pub results: u64,
+    /// Results that were an error (-errno).
+    pub failed_results: u64,
+    pub notifications: u64,
+    /// Notifications of successful sends with IORING_NOTIF_USAGE_ZC_COPIED set.
+    pub copied: u64,
+    /// Notifications of successful sends without it: the pages went out by reference.
+    pub zero_copied: u64,
+    /// Notifications of failed sends (their usage bit says nothing about the data path).
+    pub after_error: u64,
+    /// CQEs that matched no op in the state they claimed (should stay 0).
+    pub unexpected: u64,
+}
+
+/// What one CQE meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqeEvent {
+    /// The op's result: bytes sent or -errno; `more` says a notification follows.
+    Result {
+        slot: usize,
+        res: i32,
+        more: bool,
+    },
+    Notification {
+        slot: usize,
+        copied: bool,
+    },
+    Unexpected,
+}
+
+/// Which slots the kernel may still read, from the CQEs seen. A slot is free again after its
+/// result CQE when that has no F_MORE, otherwise only after its notification — whatever the
+/// result was, an error included.
+#[derive(Debug, Clone)]
+pub struct SlotTracker {
+    states: Vec<SlotState>,
+    /// The last result of each slot's op, to tell a failed send's notification apart.
+    results: Vec<i32>,
+    pub counts: CqeCounts,
+}
+
+impl SlotTracker {
+    pub fn new(slots: usize) -> SlotTracker {
+        SlotTracker {
+            states: vec![SlotState::Free; slots],
+            results: vec![0; slots],
+            counts: CqeCounts::default(),
+        }
+    }
+
+    pub fn is_free(&self, slot: usize) -> bool {
+        self.states.get(slot) == Some(&SlotState::Free)
+    }
+
+    pub fn is_queued(&self, slot: usize) -> bool {
+        self.states.get(slot) == Some(&SlotState::Queued)
+    }
+
+    /// Slots whose op the kernel has and has not finished with (results or notifications due).
+    pub fn outstanding(&self) -> usize {
+        self.states
+            .iter()
+            .filter(|s| !matches!(s, SlotState::Free | SlotState::Queued))
+            .count()
+    }
+
+    /// Slots whose result CQE is still due.
+    pub fn results_due(&self) -> usize {
+        self.states
+            .iter()
+            .filter(|s| matches!(s, SlotState::InFlight | SlotState::NotifFirst { .. }))
+            .count()
+    }
+
+    /// Put a free slot in the next chain; false when it is not free.
+    pub fn queue(&mut self, slot: usize) -> bool {
+        if !self.is_free(slot) {
+            return false;
+        }
+        self.states[slot] = SlotState::Queued;
+        true
+    }
+
+    /// A queued slot's SQE went to the kernel.
+    pub fn submitted(&mut self, slot: usize) {
+        if self.is_queued(slot) {
+            self.states[slot] = SlotState::InFlight;
+            self.counts.sqes += 1;
+        }
+    }
+
+    fn count_notification(&mut self, slot: usize, copied: bool) {
+        self.counts.notifications += 1;
+        if self.results[slot] < 0 {
+            self.counts.after_error += 1;
+        } else if copied {
+            self.counts.copied += 1;
+        } else {
+            self.counts.zero_copied += 1;
+        }
+    }
+
+    /// Apply one CQE of a slot's op.
+    pub fn complete(&mut self, user_data: u64, res: i32, flags: u32) -> CqeEvent {
+        self.counts.cqes += 1;
+        let slot = user_data as usize;
+        let Some(state) = usize::try_from(user_data)
+            .ok()
+            .and_then(|s| self.states.get(s).copied())
+        else {
+            self.counts.unexpected += 1;
+            return CqeEvent::Unexpected;
+        };
+        if flags & CQE_F_NOTIF != 0 {
+            let copied = res as u32 & NOTIF_USAGE_ZC_COPIED != 0;
+            match state {
+                SlotState::AwaitingNotif => {
+                    self.states[slot] = SlotState::Free;
+                    self.count_notification(slot, copied);
+                }
+                // Counted when the result says whether the send succeeded.
+                SlotState::InFlight => self.states[slot] = SlotState::NotifFirst { copied },
+                _ => {
+                    self.counts.unexpected += 1;
+                    return CqeEvent::Unexpected;
+                }
+            }
+            return CqeEvent::Notification { slot, copied };
+        }
+        let more = flags & CQE_F_MORE != 0;
+        match state {
+            SlotState::InFlight => {
+                self.states[slot] = if more {
+                    SlotState::AwaitingNotif
+                } else {
+                    SlotState::Free
+                };
+            }
+            SlotState::NotifFirst { copied } => {
+                self.states[slot] = SlotState::Free;
+                self.results[slot] = res;
+                if more {
+                    self.count_notification(slot, copied);
+                } else {
+                    self.counts.unexpected += 1;
+                }
+            }
+            _ => {
+                self.counts.unexpected += 1;
+                return CqeEvent::Unexpected;
+            }
+        }
+        self.results[slot] = res;
+        self.counts.results += 1;
+        if res < 0 {
+            self.counts.failed_results += 1;
+        }
+        CqeEvent::Result { slot, res, more }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The ring.
+
+/// Why a ring could not be set up: the kernel refusing the feature (a reason for the user),
+/// or any other error.
+#[derive(Debug)]
+pub enum SetupError {
+    Refused(String),
+    Failed(io::Error),
+}
+
+impl From<io::Error> for SetupError {
+    fn from(e: io::Error) -> SetupError {
+        SetupError::Failed(e)
+    }
+}
+
+/// Why io_uring_setup failed, as a refusal the user can act on; None when it is not one.
+/// `disabled` is /proc/sys/kernel/io_uring_disabled.
+pub fn setup_refusal(err: &io::Error, disabled: Option<i64>) -> Option<String> {
+    match err.raw_os_error()? {
+        libc::EPERM | libc::EACCES => Some(match disabled {
+            Some(2) => "io_uring is switched off for every process (kernel.io_uring_disabled = 2)".to_string(),
+            Some(1) => "io_uring is limited to CAP_SYS_ADMIN and the group in kernel.io_uring_group (kernel.io_uring_disabled = 1), and this process has neither".to_string(),
+            _ => format!("io_uring_setup was not permitted ({err}): a seccomp filter or container profile forbids it"),
+        }),
+        libc::ENOSYS => Some("this kernel has no io_uring (io_uring_setup: ENOSYS)".to_string()),
+        _ => None,
+    }
+}
+
+/// What a ring holds and how it sends.
+#[derive(Debug, Clone)]
+pub struct SendRingConfig {
+    /// Message slots; a slot is reused only when the kernel is done with it.
+    pub slots: usize,
+    /// Bytes of each field of a message (every slot alike).
+    pub field_sizes: Vec<usize>,
+    /// The most SQEs submitted as one linked chain.
+    pub batch: usize,
+    /// SENDMSG_ZC with IORING_SEND_ZC_REPORT_USAGE instead of SENDMSG.
+    pub zero_copy: bool,
+    /// Put all slots in one registered buffer (zero copy only: SENDMSG refuses them).
+    pub fixed_buffers: bool,
+}
+
+/// The msghdr of a slot and the iovecs it points to.
+struct Header {
+    msg: libc::msghdr,
+    iov: Vec<libc::iovec>,
+    /// Every non-empty field as an iovec: what a whole message sends.
+    whole: Vec<libc::iovec>,
+}
+
+// SAFETY: the raw pointers in a Header point into memory owned by the same SendRing (its
+// slots or arena); the ring moves between threads as a whole and is used by one at a time.
+unsafe impl Send for Header {}
+
+struct Slot {
+    /// Separately heap-allocated fields; empty with fixed buffers (the fields are in the arena).
+    fields: Vec<Vec<u8>>,
+    /// With fixed buffers: each field's (start, length) in the arena.
+    ranges: Vec<(usize, usize)>,
+    /// Boxed so the SQE's pointer to it survives the slots Vec moving; rewritten only while
+    /// the slot is free (`queue_bytes`).
+    header: Box<Header>,
+    /// Bytes the op queued for this slot must send (a result short of it is a failure).
+    expected: usize,
+}
+
+/// Why the ring stopped: the first failed or short result.
+#[derive(Debug, Clone, Copy)]
+enum Failure {
+    Errno(i32),
+    Short { sent: usize, len: usize },
+}
+
+/// Counts of a ring (monotonic).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RingCounts {
+    /// io_uring_enter calls (submissions and waits), the ring's only system calls once set up.
+    pub enters: u64,
+    pub cqe: CqeCounts,
+}
+
+pub struct SendRing {
+    // Declared first so the ring closes before the memory it was given is freed.
+    ring: IoUring,
+    tracker: SlotTracker,
+    slots: Vec<Slot>,
+    /// With fixed buffers: every slot's fields, registered as buffer 0.
+    arena: Vec<u8>,
+    message_len: usize,
+    /// Queued (slot, socket) pairs of the next chain, in send order.
+    chain: Vec<(usize, RawFd)>,
+    batch: usize,
+    zero_copy: bool,
+    fixed: bool,
+    enters: u64,
+    failure: Option<Failure>,
+}
+
+impl SendRing {
+    pub fn new(config: &SendRingConfig) -> Result<SendRing, SetupError> {
+        let slots = config.slots.max(1);
+        let batch = config.batch.clamp(1, slots);
+        let message_len: usize = config.field_sizes.iter().sum();
+        if config.fixed_buffers && !config.zero_copy {
+            return Err(SetupError::Failed(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "registered buffers need SENDMSG_ZC: the kernel refuses them for SENDMSG",
+            )));
+        }
+        if config.fixed_buffers && slots.saturating_mul(message_len) > MAX_FIXED_BUFFER {
+            return Err(SetupError::Failed(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the ring is larger than the 1 GiB a registered buffer may hold",
+            )));
+        }
+        let entries = (batch as u32 + 1).next_power_of_two().max(4);
+        // Room for a result and a notification per slot, so the CQ never overflows.
+        let cq_entries = (2 * slots as u32).next_power_of_two().clamp(2 * entries, 65536);
+        let ring = IoUring::builder()
+            .setup_cqsize(cq_entries)
+            .build(entries)
+            .map_err(|e| {
+                match setup_refusal(&e, crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled")) {
+                    Some(reason) => SetupError::Refused(reason),
+                    None => SetupError::Failed(e),
+                }
+            })?;
+        if config.zero_copy {
+            let mut probe = Probe::new();
+            if let Err(e) = ring.submitter().register_probe(&mut probe) {
+                return Err(SetupError::Refused(format!(
+                    "this kernel cannot list its io_uring opcodes (IORING_REGISTER_PROBE: {e})"
+                )));
+            }
+            if !probe.is_supported(opcode::SendMsgZc::CODE) {
+                return Err(SetupError::Refused(
+                    "this kernel has no IORING_OP_SENDMSG_ZC (Linux 6.1 or later has it)".to_string(),
+                ));
+            }
+        }
+
+        let mut arena = Vec::new();
+        let mut slot_list = Vec::with_capacity(slots);
+        if config.fixed_buffers {
+            arena = vec![0u8; slots * message_len];
+        }
+        for s in 0..slots {
+            let mut fields = Vec::new();
+            let mut ranges = Vec::new();
+            let mut iov = Vec::new();
+            if config.fixed_buffers {
+                let mut start = s * message_len;
+                for &n in &config.field_sizes {
+                    ranges.push((start, n));
+                    start += n;
+                }
+                for &(start, n) in ranges.iter().filter(|(_, n)| *n > 0) {
+                    iov.push(libc::iovec {
+                        iov_base: arena[start..start + n].as_mut_ptr().cast(),
+                        iov_len: n,
+                    });
+                }
+            } else {
+                fields = config.field_sizes.iter().map(|&n| vec![0u8; n]).collect();
+                for field in fields.iter_mut().filter(|f| !f.is_empty()) {
+                    iov.push(libc::iovec {
+                        iov_base: field.as_mut_ptr().cast(),
+                        iov_len: field.len(),
+                    });
+                }
+            }
+            // SAFETY: msghdr is plain data; zeroed means no address and no control data.
+            let msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            let whole = iov.clone();
+            let mut header = Box::new(Header { msg, iov, whole });
+            header.msg.msg_iov = header.iov.as_mut_ptr();
+            header.msg.msg_iovlen = header.iov.len() as _;
+            slot_list.push(Slot {
+                fields,
+                ranges,
+                header,
+                expected: message_len,
+            });
+        }
+        if config.fixed_buffers {
+            let region = [libc::iovec {
+                iov_base: arena.as_mut_ptr().cast(),
+                iov_len: arena.len(),
+            }];
+            // SAFETY: the arena is owned by the SendRing built below and never reallocated;
+            // the kernel pins its pages at registration, and the ring is dropped (closing the
+            // registration) no earlier than the arena.
+            if let Err(e) = unsafe { ring.submitter().register_buffers(&region) } {
+                return Err(match e.raw_os_error() {
+                    Some(libc::ENOMEM) | Some(libc::EPERM) => SetupError::Refused(format!(
+                        "registering the ring's {} bytes as a fixed buffer was refused ({e}): RLIMIT_MEMLOCK ({}) is too low; raise `ulimit -l` or run with CAP_IPC_LOCK",
+                        arena.len(),
+                        memlock_limit()
+                    )),
+                    _ => SetupError::Failed(e),
+                });
+            }
+        }
+        let mut send_ring = SendRing {
+            ring,
+            tracker: SlotTracker::new(slots),
+            slots: slot_list,
+            arena,
+            message_len,
+            chain: Vec::with_capacity(batch),
+            batch,
+            zero_copy: config.zero_copy,
+            fixed: config.fixed_buffers,
+            enters: 0,
+            failure: None,
+        };
+        if config.zero_copy {
+            send_ring.probe_zero_copy_flags()?;
+        }
+        Ok(send_ring)
+    }
+
+    /// Whether the kernel takes SENDMSG_ZC with the ioprio flags we use: a prep-time check
+    /// (EINVAL for a flag it does not know, or for registered buffers before Linux 6.15) on an
+    /// op with no socket (fd -1), which then fails with EBADF having sent nothing.
+    fn probe_zero_copy_flags(&mut self) -> Result<(), SetupError> {
+        let entry = self.build_entry(0, -1).user_data(PROBE_TOKEN);
+        // SAFETY: the entry points at slot 0's msghdr and memory, owned by self; the loop
+        // below waits for the op's result (and its notification) before returning.
+        unsafe { self.ring.submission().push(&entry) }
+            .map_err(|_| io::Error::other("the submission queue is full before any send"))?;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (mut result, mut more, mut notified) = (None, false, false);
+        while result.is_none() || (more && !notified) {
+            if Instant::now() > deadline {
+                return Err(SetupError::Failed(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the io_uring probe op did not complete within 2 s",
+                )));
+            }
+            self.enter(1, deadline)?;
+            for cqe in self.ring.completion() {
+                if cqe.user_data() != PROBE_TOKEN {
+                    continue;
+                }
+                if cqe.flags() & CQE_F_NOTIF != 0 {
+                    notified = true;
+                } else {
+                    result = Some(cqe.result());
+                    more = cqe.flags() & CQE_F_MORE != 0;
+                }
+            }
+        }
+        match result {
+            Some(res) if res == -libc::EINVAL => Err(SetupError::Refused(if self.fixed {
+                "this kernel's SENDMSG_ZC refuses registered buffers or IORING_SEND_ZC_REPORT_USAGE (EINVAL; Linux 6.15 or later takes both)".to_string()
+            } else {
+                "this kernel's SENDMSG_ZC refuses IORING_SEND_ZC_REPORT_USAGE (EINVAL; Linux 6.2 or later takes it)"
+                    .to_string()
+            })),
+            Some(res) if res == -libc::EOPNOTSUPP => Err(SetupError::Refused(
+                "this kernel does not support SENDMSG_ZC here (EOPNOTSUPP)".to_string(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Bytes of one message.
+    pub fn message_len(&self) -> usize {
+        self.message_len
+    }
+
+    pub fn is_free(&self, slot: usize) -> bool {
+        self.tracker.is_free(slot)
+    }
+
+    pub fn is_queued(&self, slot: usize) -> bool {
+        self.tracker.is_queued(slot)
+    }
+
+    /// Messages queued for the next chain.
+    pub fn queued(&self) -> usize {
+        self.chain.len()
+    }
+
+    /// Slots the kernel still holds (a result or a notification due).
+    pub fn outstanding(&self) -> usize {
+        self.tracker.outstanding()
+    }
+
+    pub fn counts(&self) -> RingCounts {
+        RingCounts {
+            enters: self.enters,
+            cqe: self.tracker.counts.clone(),
+        }
+    }
+
+    fn field_views<'a>(slot: &'a mut Slot, arena: &'a mut [u8]) -> Vec<&'a mut [u8]> {
+        if slot.ranges.is_empty() {
+            return slot.fields.iter_mut().map(|f| f.as_mut_slice()).collect();
+        }
+        let mut out = Vec::with_capacity(slot.ranges.len());
+        let Some(&(first, _)) = slot.ranges.first() else {
+            return out;
+        };
+        let total: usize = slot.ranges.iter().map(|(_, n)| n).sum();
+        let mut rest = &mut arena[first..first + total];
+        for &(_, n) in &slot.ranges {
+            let (field, tail) = rest.split_at_mut(n);
+            out.push(field);
+            rest = tail;
+        }
+        out
+    }
+
+    /// The fields of a slot no op references, for writing the next message; None while the
+    /// kernel may still read them.
+    pub fn fields_mut(&mut self, slot: usize) -> Option<Vec<&mut [u8]>> {
+        if !self.tracker.is_free(slot) {
+            return None;
+        }
+        Some(Self::field_views(&mut self.slots[slot], &mut self.arena))
+    }
+
+    /// The fields of a slot whatever the kernel is doing with them. The kernel only reads
+    /// these bytes, so writing races only with what it sends: the alias probe does it on
+    /// purpose, to see whether the receiver gets the bytes by reference.
+    pub fn fields_in_flight_mut(&mut self, slot: usize) -> Vec<&mut [u8]> {
+        Self::field_views(&mut self.slots[slot], &mut self.arena)
+    }
+
+    fn build_entry(&self, slot: usize, fd: RawFd) -> squeue::Entry {
+        let msg: *const libc::msghdr = &self.slots[slot].header.msg;
+        let flags = (libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32;
+        let entry = if self.zero_copy {
+            let ioprio = SEND_ZC_REPORT_USAGE | if self.fixed { RECVSEND_FIXED_BUF } else { 0 };
+            // buf_index stays 0: the arena is the only registered buffer.
+            opcode::SendMsgZc::new(types::Fd(fd), msg)
+                .ioprio(ioprio)
+                .flags(flags)
+                .build()
+        } else {
+            opcode::SendMsg::new(types::Fd(fd), msg).flags(flags).build()
+        };
+        entry.user_data(slot as u64)
+    }
+
+    /// Put a free slot's whole message in the next chain, to be sent on `fd`. A full chain is
+    /// submitted first.
+    pub fn queue(&mut self, slot: usize, fd: RawFd, timeout: Duration) -> io::Result<()> {
+        self.queue_bytes(slot, fd, self.message_len, timeout)
+    }
+
+    /// Like `queue`, for the first `len` bytes of the slot's fields (for messages of varying
+    /// length in slots of the largest; 1 to `message_len`).
+    pub fn queue_bytes(&mut self, slot: usize, fd: RawFd, len: usize, timeout: Duration) -> io::Result<()> {
+        self.check_failure()?;
+        if len == 0 || len > self.message_len || slot >= self.slots.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "io_uring send of {len} bytes from slot {slot}: accepted 1 to {} bytes, slots 0 to {}",
+                    self.message_len,
+                    self.slots.len() - 1
+                ),
+            ));
+        }
+        if self.chain.len() >= self.batch {
+            self.submit(timeout)?;
+        }
+        if !self.tracker.queue(slot) {
+            return Err(io::Error::other(format!(
+                "io_uring slot {slot} is still in use by the kernel"
+            )));
+        }
+        // The slot is free, so no op references its header: point it at the first len bytes.
+        let s = &mut self.slots[slot];
+        if s.expected != len {
+            let h = &mut *s.header;
+            h.iov.clear();
+            let mut left = len;
+            for v in &h.whole {
+                if left == 0 {
+                    break;
+                }
+                let n = v.iov_len.min(left);
+                h.iov.push(libc::iovec {
+                    iov_base: v.iov_base,
+                    iov_len: n,
+                });
+                left -= n;
+            }
+            h.msg.msg_iov = h.iov.as_mut_ptr();
+            h.msg.msg_iovlen = h.iov.len() as _;
+            s.expected = len;
+        }
+        self.chain.push((slot, fd));
+        Ok(())
+    }
+
+    /// Submit the queued messages as one linked chain and wait for their result CQEs (one
+    /// io_uring_enter when they all complete at once). Notifications are collected as they
+    /// come; wait for them with `wait_free` or `wait_idle`.
+    pub fn submit(&mut self, timeout: Duration) -> io::Result<()> {
+        if self.chain.is_empty() {
+            return self.check_failure();
+        }
+        self.reap();
+        let chain = std::mem::take(&mut self.chain);
+        let last = chain.len() - 1;
+        for (i, &(slot, fd)) in chain.iter().enumerate() {
+            let mut entry = self.build_entry(slot, fd);
+            if i < last {
+                // The next send starts only when this one has queued all its bytes.
+                entry = entry.flags(squeue::Flags::IO_LINK);
+            }
+            // SAFETY: the entry points at the slot's msghdr, iovecs and fields, all owned by
+            // self and not moved or handed out for writing (fields_mut) until the tracker
+            // has seen the op's last CQE; Drop leaks them if the kernel never lets go.
+            if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                return Err(io::Error::other("the io_uring submission queue is full"));
+            }
+            self.tracker.submitted(slot);
+        }
+        // Keep the Vec's capacity for the next chain.
+        self.chain = chain;
+        self.chain.clear();
+        let deadline = Instant::now() + timeout;
+        while self.tracker.results_due() > 0 {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("io_uring sends did not complete within {timeout:?}: the peer stopped reading"),
+                ));
+            }
+            self.enter(self.tracker.results_due(), deadline)?;
+            self.reap();
+        }
+        self.check_failure()
+    }
+
+    /// Wait until the kernel is done with `slot` (its result and, for zero copy, its
+    /// notification). Ok(true) when that took a wait.
+    pub fn wait_free(&mut self, slot: usize, timeout: Duration) -> io::Result<bool> {
+        if self.tracker.is_queued(slot) {
+            self.submit(timeout)?;
+        }
+        self.reap();
+        if self.tracker.is_free(slot) {
+            return self.check_failure().map(|()| false);
+        }
+        let deadline = Instant::now() + timeout;
+        while !self.tracker.is_free(slot) {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "an io_uring zero-copy notification did not arrive within {timeout:?}: the peer stopped reading"
+                    ),
+                ));
+            }
+            self.enter(1, deadline)?;
+            self.reap();
+        }
+        self.check_failure().map(|()| true)
+    }
+
+    /// Submit what is queued and wait until the kernel holds no slot.
+    pub fn wait_idle(&mut self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let submitted = self.submit(timeout);
+        self.reap();
+        while self.tracker.outstanding() > 0 {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} io_uring sends still held by the kernel after {timeout:?}",
+                        self.tracker.outstanding()
+                    ),
+                ));
+            }
+            self.enter(1, deadline)?;
+            self.reap();
+        }
+        submitted.and_then(|()| self.check_failure())
+    }
+
+    /// One io_uring_enter: submit whatever is in the SQ and wait (until `deadline`) for at
+    /// least `want` CQEs.
+    fn enter(&mut self, want: usize, deadline: Instant) -> io::Result<()> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let ts = types::Timespec::new().sec(left.as_secs()).nsec(left.subsec_nanos());
+        let args = types::SubmitArgs::new().timespec(&ts);
+        self.enters += 1;
+        match self.ring.submitter().submit_with_args(want, &args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(io::Error::new(e.kind(), format!("io_uring_enter failed: {e}"))),
+        }
+    }
+
+    /// Apply every CQE ready now (no system call: the CQ is shared memory).
+    fn reap(&mut self) {
+        for cqe in self.ring.completion() {
+            if matches!(cqe.user_data(), PROBE_TOKEN | CANCEL_TOKEN) {
+                continue;
+            }
+            if let CqeEvent::Result { slot, res, .. } =
+                self.tracker.complete(cqe.user_data(), cqe.result(), cqe.flags())
+            {
+                let expected = self.slots[slot].expected;
+                let failure = if res < 0 {
+                    Some(Failure::Errno(-res))
+                } else if res as usize != expected {
+                    Some(Failure::Short {
+                        sent: res as usize,
+                        len: expected,
+                    })
+                } else {
+                    None
+                };
+                // The first failure is the cause; later ones are usually its -ECANCELED links.
+                if self.failure.is_none() {
+                    self.failure = failure;
+                }
+            }
+        }
+    }
+
+    fn check_failure(&self) -> io::Result<()> {
+        match self.failure {
+            None => Ok(()),
+            Some(Failure::Errno(errno)) => {
+                let err = io::Error::from_raw_os_error(errno);
+                let op = if self.zero_copy { "SENDMSG_ZC" } else { "SENDMSG" };
+                Err(io::Error::new(err.kind(), format!("io_uring {op} failed: {err}")))
+            }
+            Some(Failure::Short { sent, len }) => Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("io_uring send queued {sent} of {len} bytes despite MSG_WAITALL: the byte stream is broken"),
+            )),
+        }
+    }
+}
+
+fn memlock_limit() -> String {
+    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK) {
+        Ok((soft, _)) if soft == libc::RLIM_INFINITY => "unlimited".to_string(),
+        Ok((soft, _)) => format!("{} KiB", soft / 1024),
+        Err(_) => "unknown".to_string(),
+    }
+}
+
+impl Drop for SendRing {
+    fn drop(&mut self) {
+        self.chain.clear();
+        if self.tracker.outstanding() == 0 {
+            return;
+        }
+        // Cancel what is still in flight and wait (bounded) for the kernel to let go; memory it
+        // still holds after that is leaked rather than freed under it.
+        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(CANCEL_TOKEN);
+        // SAFETY: a cancel op carries no pointer into our memory.
+        let _ = unsafe { self.ring.submission().push(&cancel) };
+        let deadline = Instant::now() + DROP_PATIENCE;
+        while self.tracker.outstanding() > 0 && Instant::now() < deadline {
+            if self
+                .enter(1, deadline.min(Instant::now() + Duration::from_millis(50)))
+                .is_err()
+            {
+                break;
+            }
+            self.reap();
+        }
+        if self.tracker.outstanding() > 0 {
+            std::mem::forget(std::mem::take(&mut self.slots));
+            std::mem::forget(std::mem::take(&mut self.arena));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COPIED: i32 = NOTIF_USAGE_ZC_COPIED as i32;
+
+    #[test]
+    fn a_result_with_more_holds_the_slot_until_its_notification() {
+        let mut t = SlotTracker::new(2);
+        assert!(t.queue(0));
+        assert!(!t.queue(0), "a queued slot is not free");
+        t.submitted(0);
+        assert_eq!(t.results_due(), 1);
+        assert_eq!(
+            t.complete(0, 4000, CQE_F_MORE),
+            CqeEvent::Result {
+                slot: 0,
+                res: 4000,
+                more: true
+            }
+        );
+        assert!(!t.is_free(0), "the kernel may still read the pages");
+        assert_eq!((t.results_due(), t.outstanding()), (0, 1));
+        assert_eq!(
+            t.complete(0, COPIED, CQE_F_NOTIF),
+            CqeEvent::Notification { slot: 0, copied: true }
+        );
+        assert!(t.is_free(0));
+        assert_eq!(t.outstanding(), 0);
+        assert_eq!(
+            (t.counts.notifications, t.counts.copied, t.counts.zero_copied),
+            (1, 1, 0)
+        );
+        // A notification without the usage bit: the pages went out by reference.
+        t.queue(1);
+        t.submitted(1);
+        t.complete(1, 10, CQE_F_MORE);
+        t.complete(1, 0, CQE_F_NOTIF);
+        assert_eq!((t.counts.copied, t.counts.zero_copied), (1, 1));
+        assert_eq!(t.counts.cqes, 4);
+        assert_eq!(t.counts.sqes, 2);
+        assert_eq!(t.counts.unexpected, 0);
+    }
+
+    /// Seen on 6.18: a send to a closed peer fails with -EPIPE *and* F_MORE; its notification
+    /// follows. Reusing the slot at the error would hand the kernel's pages back too early.
+    #[test]
+    fn an_error_with_more_still_waits_for_its_notification() {
+        let mut t = SlotTracker::new(1);
+        t.queue(0);
+        t.submitted(0);
+        assert_eq!(
+            t.complete(0, -libc::EPIPE, CQE_F_MORE),
+            CqeEvent::Result {
+                slot: 0,
+                res: -libc::EPIPE,
+                more: true
+            }
+        );
+        assert!(!t.is_free(0));
+        t.complete(0, COPIED, CQE_F_NOTIF);
+        assert!(t.is_free(0));
+        assert_eq!(t.counts.failed_results, 1);
+        // Its usage bit says nothing about the data path: not a copied send.
+        assert_eq!((t.counts.after_error, t.counts.copied, t.counts.zero_copied), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_result_without_more_frees_the_slot_at_once() {
+        let mut t = SlotTracker::new(1);
+        t.queue(0);
+        t.submitted(0);
+        t.complete(0, -libc::ECANCELED, 0);
+        assert!(t.is_free(0));
+        assert_eq!(t.outstanding(), 0);
+        // SENDMSG (copying) results never have F_MORE either.
+        t.queue(0);
+        t.submitted(0);
+        t.complete(0, 65536, 0);
+        assert!(t.is_free(0));
+        assert_eq!(t.counts.notifications, 0);
+        assert_eq!(t.counts.results, 2);
+    }
+
+    #[test]
+    fn a_notification_before_its_result_is_held_until_the_result() {
+        let mut t = SlotTracker::new(1);
+        t.queue(0);
+        t.submitted(0);
+        t.complete(0, 0, CQE_F_NOTIF);
+        assert!(!t.is_free(0), "the result is still due");
+        assert_eq!(t.results_due(), 1);
+        t.complete(0, 100, CQE_F_MORE);
+        assert!(t.is_free(0));
+        assert_eq!((t.counts.notifications, t.counts.zero_copied), (1, 1));
+    }
+
+    #[test]
+    fn stray_cqes_are_counted_not_trusted() {
+        let mut t = SlotTracker::new(2);
+        assert_eq!(t.complete(7, 1, 0), CqeEvent::Unexpected);
+        assert_eq!(t.complete(0, 1, 0), CqeEvent::Unexpected, "slot 0 was never submitted");
+        assert_eq!(t.complete(1, 0, CQE_F_NOTIF), CqeEvent::Unexpected);
+        assert_eq!(t.counts.unexpected, 3);
+        assert!(t.is_free(0) && t.is_free(1));
+    }
+
+    /// A peer that stopped reading: the wait for the results ends with an error within its
+    /// timeout, and dropping the ring (cancel, bounded wait, leak what the kernel keeps) does
+    /// not hang either.
+    #[test]
+    fn a_peer_that_stopped_reading_is_an_error_within_the_timeout() {
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_silent, _) = listener.accept().unwrap();
+        for zero_copy in [false, true] {
+            let mut ring = SendRing::new(&SendRingConfig {
+                slots: 16,
+                field_sizes: vec![1 << 20; 4],
+                batch: 16,
+                zero_copy,
+                fixed_buffers: false,
+            })
+            .unwrap_or_else(|_| panic!("no io_uring here"));
+            let started = Instant::now();
+            let patience = Duration::from_millis(300);
+            let result = (0..16)
+                .try_for_each(|slot| ring.queue(slot, client.as_raw_fd(), patience))
+                .and_then(|()| ring.submit(patience));
+            let err = result.expect_err("64 MiB cannot fit in the socket buffers of a silent peer");
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+            assert!(err.to_string().contains("stopped reading"), "{err}");
+            assert!(ring.outstanding() > 0);
+            drop(ring);
+            assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+    }
+
+    /// Messages of varying length from slots of the largest (what a records sender needs):
+    /// each send carries exactly its prefix of the slot's fields, in order.
+    #[test]
+    fn prefixes_of_a_slot_go_out_whole_and_in_order() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        server.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        for zero_copy in [false, true] {
+            let mut ring = SendRing::new(&SendRingConfig {
+                slots: 4,
+                field_sizes: vec![100, 200],
+                batch: 4,
+                zero_copy,
+                fixed_buffers: false,
+            })
+            .unwrap_or_else(|_| panic!("no io_uring here"));
+            let lengths = [300usize, 1, 100, 150, 299, 300, 7, 200];
+            let mut expected = Vec::new();
+            for (i, &len) in lengths.iter().enumerate() {
+                let slot = i % 4;
+                ring.wait_free(slot, Duration::from_secs(5)).unwrap();
+                let fields = ring.fields_mut(slot).unwrap();
+                let mut k = 0u8;
+                for field in fields {
+                    for b in field.iter_mut() {
+                        *b = (i as u8).wrapping_mul(31).wrapping_add(k);
+                        k = k.wrapping_add(1);
+                    }
+                }
+                expected.extend((0..len).map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8)));
+                ring.queue_bytes(slot, client.as_raw_fd(), len, Duration::from_secs(5))
+                    .unwrap();
+            }
+            ring.wait_idle(Duration::from_secs(5)).unwrap();
+            let mut got = vec![0u8; expected.len()];
+            server.read_exact(&mut got).unwrap();
+            assert_eq!(got, expected, "zero_copy {zero_copy}");
+            assert_eq!(ring.counts().cqe.results, lengths.len() as u64);
+            let err = ring
+                .queue_bytes(0, client.as_raw_fd(), 301, Duration::from_secs(1))
+                .unwrap_err();
+            assert!(err.to_string().contains("accepted 1 to 300 bytes"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_refused_setup_says_why() {
+        let eperm = io::Error::from_raw_os_error(libc::EPERM);
+        assert!(setup_refusal(&eperm, Some(2))
+            .unwrap()
+            .contains("io_uring_disabled = 2"));
+        assert!(setup_refusal(&eperm, Some(1)).unwrap().contains("io_uring_group"));
+        assert!(setup_refusal(&eperm, None).unwrap().contains("not permitted"));
+        let enosys = io::Error::from_raw_os_error(libc::ENOSYS);
+        assert!(setup_refusal(&enosys, Some(0)).unwrap().contains("no io_uring"));
+        let emfile = io::Error::from_raw_os_error(libc::EMFILE);
+        assert_eq!(setup_refusal(&emfile, Some(0)), None);
+    }
+}
