@@ -14,15 +14,8 @@ use std::marker::PhantomData;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-/// sqe->ioprio for SEND(MSG)_ZC: report in the notification whether the data was copied
-/// (include/uapi/linux/io_uring.h).
-pub const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
-/// In a notification's res: the kernel copied the data (or did not use zero copy).
-pub const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
-/// cqe->flags: another CQE for the same request follows (the notification).
-const CQE_F_MORE: u32 = 1 << 1;
-/// cqe->flags: this CQE is a zero-copy notification.
-const CQE_F_NOTIF: u32 = 1 << 3;
+// The ABI constants are the stream send ring's (uring_send.rs).
+use super::uring_send::{CQE_F_MORE, CQE_F_NOTIF, NOTIF_USAGE_ZC_COPIED, SEND_ZC_REPORT_USAGE};
 /// How long Drop waits for notifications still due.
 const DROP_PATIENCE: Duration = Duration::from_secs(1);
 

@@ -430,10 +430,13 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
         GatherZcRing::new(server::URING_ENTRIES).map_err(|e| match e {
             SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
-            SetupError::Failed(e) => match Unsupported::refused("io_uring", &e) {
-                Some(u) => anyhow::Error::new(u),
-                None => anyhow!("io_uring setup failed: {e}"),
-            },
+            SetupError::Failed(e) => {
+                let disabled = crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled");
+                match crate::sys::uring_send::setup_refusal(&e, disabled) {
+                    Some(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+                    None => anyhow!("io_uring setup failed: {e}"),
+                }
+            }
         })?;
     }
     // Calibrate before any window opens so it never disturbs one.
