@@ -160,7 +160,7 @@ impl WarningKind {
             WarningKind::VerifyCost => "leave --verify off for throughput and CPU figures",
             WarningKind::Anomaly => "rerun; if it repeats, report it with the results database",
             WarningKind::Substituted => "use a setting or filesystem that supports the method (e.g. --dir on ext4 or xfs)",
-            WarningKind::CacheResident => "use a buffer of at least 4x the last-level cache (--size)",
+            WarningKind::CacheResident => "use a buffer of at least 4x the last-level cache (--size; net records: --table)",
             WarningKind::PartialFaults => "the time is per fault taken; a larger file or no readahead faults more pages",
             WarningKind::BelowResolution => "nothing to fix: the operation costs less than the overheads subtracted",
             WarningKind::Noisy => "rerun on a quiet machine or with more --samples",

@@ -6,6 +6,7 @@ pub mod cpus;
 mod fake;
 mod micro;
 mod model;
+mod records;
 mod request;
 mod rr;
 mod servers;
@@ -16,6 +17,7 @@ pub use cpus::CpuList;
 pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use model::Model;
+pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
@@ -27,6 +29,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "workload", rename_all = "kebab-case")]
 pub enum Case {
     NetStream(StreamCase),
+    NetRecords(RecordsCase),
     Servers(ServersCase),
     Micro(MicroCase),
     /// `net rr` and `net crr` (one case type; its `kind` says which).
@@ -40,6 +43,7 @@ impl Case {
     pub fn workload(&self) -> &'static str {
         match self {
             Case::NetStream(_) => "net-stream",
+            Case::NetRecords(_) => "net-records",
             Case::Servers(_) => "servers",
             Case::Micro(_) => "micro",
             Case::NetRr(c) => match c.kind {
@@ -54,6 +58,7 @@ impl Case {
     pub fn label(&self) -> String {
         match self {
             Case::NetStream(c) => c.label(),
+            Case::NetRecords(c) => c.label(),
             Case::Servers(c) => c.label(),
             Case::Micro(c) => c.label(),
             Case::NetRr(c) => c.label(),
@@ -70,6 +75,8 @@ impl Case {
     pub fn planned_seconds(&self) -> f64 {
         match self {
             Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
+            // Filling the table takes about a second per GiB.
+            Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
             Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
             Case::Micro(_) => 1.0,
             Case::NetRr(c) => c.session_ms() as f64 / 1e3 + 0.1,
@@ -84,6 +91,7 @@ impl Case {
     pub fn params(&self) -> Vec<(&'static str, String)> {
         match self {
             Case::NetStream(c) => c.params(),
+            Case::NetRecords(c) => c.params(),
             Case::Servers(c) => c.params(),
             Case::Micro(c) => c.params(),
             Case::NetRr(c) => c.params(),

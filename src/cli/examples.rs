@@ -6,6 +6,7 @@
 pub const NET: &str = "\
 Examples:
   iopath net stream --mode one-copy,zero-copy --size 4K..1M
+  iopath net records --record-size 128,1K --records 1..32 --mode copy-out,zero-copy
   iopath net rr --request-size 64,1K --response-size 64
   iopath net crr --threads 2
   iopath net serve --listen 0.0.0.0:5201            # the far end for net stream/rr/crr --connect";
@@ -58,6 +59,31 @@ Receive modes (--rx-mode; without it two-copy receives with copy, the others wit
 Sizes: 64, 4K, 1M, lists 1K,64K, ranges A..B (both ends and every power of two between:
 1K..3K is 1K,2K,3K). Each size must be at least --fields bytes.
 Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
+
+pub const NET_RECORDS: &str = "\
+Examples:
+  iopath net records                                # 128 B and 1 KiB, 1..32 records, every mode
+  iopath net records --mode copy-out,zero-copy --record-size 128 --records 15,16,17
+  iopath net records --table 16M --pick random,hot --records 16 --verify
+  iopath net records --topology veth --outstanding 1,8 --client-cpus 0 --server-cpus 1
+  iopath net records --topology remote=10.0.0.1:5201 --mode copy-out,zero-copy  # net serve there
+
+Modes:
+  copy-out   memcpy the N records into one transmit buffer, then send() it
+  gather     sendmsg() with one iovec per record, straight from the table
+  zero-copy  sendmsg(MSG_ZEROCOPY): the kernel pins the table's pages; over loopback and veth
+             it copies them anyway at delivery, and iopath reports the fraction it copied
+  uring-zc   io_uring SENDMSG_ZC with one iovec per record
+
+The table (--table, default 256M) is filled once per case, before the window, and never
+written while it runs. DRAM B/B is memory traffic per payload byte (docs/output.md).";
+
+pub const SWEEP_NET_RECORDS: &str = "\
+Examples:
+  iopath sweep net-records --mode copy-out,zero-copy --record-size 128,1K --records 1..32 --reps 5
+  iopath sweep net-records --records 16 --outstanding 1,8 --reps 3 --shuffle --name pipelined
+
+The flags are those of `iopath net records` (see its --help for the modes).";
 
 pub const NET_SERVE: &str = "\
 Examples:
@@ -113,6 +139,7 @@ Examples:
 pub const SWEEP: &str = "\
 Examples:
   iopath sweep net-stream --size 1K..1M --reps 5 --shuffle
+  iopath sweep net-records --record-size 128,1K --records 1..32 --reps 5
   iopath sweep servers --model epoll,uring --clients 1,10,100 --reps 3
   iopath sweep micro memlat --reps 3
   iopath sweep --resume 4                           # finish run 4 after Ctrl-C or a crash

@@ -12,7 +12,7 @@
 
 use super::planfile::PlanFile;
 use super::sweep::{self, SweepArgs};
-use crate::case::{Bench, CopyMode, Model};
+use crate::case::{Bench, CopyMode, Model, RecordsMode};
 use crate::store::{Store, DEFAULT_DB_PATH};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -123,7 +123,7 @@ fn pick(answer: &str, choices: &[(&str, &str)]) -> Option<String> {
 #[error("the launcher was left before anything ran")]
 struct Quit;
 
-const FAMILIES: [(&str, &str); 3] = [
+const FAMILIES: [(&str, &str); 4] = [
     (
         "copy modes",
         "net-stream: what two-copy, one-copy and zero-copy sends cost",
@@ -135,6 +135,10 @@ const FAMILIES: [(&str, &str); 3] = [
     (
         "OS microbenchmarks",
         "micro: syscalls, context switches, memory, TCP, files",
+    ),
+    (
+        "record store",
+        "net-records: N records of R bytes sent copy-out, gather or zero copy",
     ),
 ];
 
@@ -228,6 +232,40 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
                 argv.push("--quick".into());
             }
             flag(&mut argv, "--reps", &p.ask("repetitions", "1")?);
+        }
+        "record store" => {
+            argv.push("net-records".into());
+            let names: Vec<&str> = RecordsMode::ALL.iter().map(|m| m.as_str()).collect();
+            let modes = p.choose_many("modes", &names, "all")?;
+            flag(&mut argv, "--mode", &modes);
+            flag(&mut argv, "--record-size", &p.ask("record sizes (128,1K)", "128,1K")?);
+            flag(
+                &mut argv,
+                "--records",
+                &p.ask("records per response (1,8,16 or 1..32)", "1..32")?,
+            );
+            flag(
+                &mut argv,
+                "--table",
+                &p.ask("table size (several times the last-level cache)", "256M")?,
+            );
+            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
+            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+            flag(
+                &mut argv,
+                "--client-cpus",
+                &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
+            );
+            flag(
+                &mut argv,
+                "--server-cpus",
+                &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
+            );
+            flag(
+                &mut argv,
+                "--reps",
+                &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
+            );
         }
         _ => {
             argv.push("fake".into());
@@ -385,7 +423,7 @@ mod tests {
     fn choices_by_number_and_name_and_a_second_try() {
         let (argv, out) = answers(&["9", "2", "5,epoll", "", "1,10", "", "", "", "", "2", "srv", "x.db"]);
         let argv = argv.unwrap();
-        assert!(out.contains("'9' is not one of 1 to 3"), "{out}");
+        assert!(out.contains("'9' is not one of 1 to 4"), "{out}");
         let line = PlanFile::new(argv).command_line();
         assert!(line.starts_with("iopath sweep servers --model poll,epoll "), "{line}");
         assert!(line.contains("--clients 1,10") && line.contains("--reps 2"), "{line}");
@@ -423,6 +461,16 @@ mod tests {
     fn end_of_input_quits() {
         let (result, _) = answers(&["2"]);
         assert!(result.unwrap_err().downcast_ref::<Quit>().is_some());
+    }
+
+    #[test]
+    fn the_record_store_is_the_fourth_family() {
+        let (argv, _) = answers(&["4", "1,3", "128", "1,16", "16M", "", "", "", "", "", "", "r.db"]);
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert_eq!(
+            line,
+            "iopath sweep net-records --mode copy-out,zero-copy --record-size 128 --records 1,16 --table 16M --duration 1s --warmup 200ms --reps 3 --db r.db"
+        );
     }
 
     #[test]

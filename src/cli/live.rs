@@ -54,6 +54,7 @@ pub fn experiment_cpus(plan: &Plan) -> Vec<usize> {
     for case in &plan.cases {
         let lists = match case {
             Case::NetStream(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
+            Case::NetRecords(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
             Case::Servers(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
             Case::NetRr(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
             Case::Micro(_) | Case::Fake(_) => [None, None],

@@ -19,8 +19,12 @@ pub enum NetCommand {
     /// measure what each copy mode costs per byte, per message and per role.
     #[command(after_help = super::examples::NET_STREAM)]
     Stream(Box<StreamArgs>),
-    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` on another host
-    /// or namespace.
+    /// An in-memory store answers requests of N records of R bytes, sent copy-out, gather or
+    /// zero copy: responses/s, latency, CPU and memory traffic per payload byte.
+    #[command(after_help = super::examples::NET_RECORDS)]
+    Records(Box<super::records::RecordsArgs>),
+    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` (and `net records
+    /// --topology remote`) on another host or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
     /// Request/response on open connections: S-byte requests, R-byte responses, N in flight
@@ -167,6 +171,7 @@ fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
     match cmd {
         NetCommand::Stream(args) => run_stream(*args),
+        NetCommand::Records(args) => super::records::run_records(*args),
         NetCommand::Serve(args) => run_serve(args),
         NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
         NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),

@@ -22,7 +22,15 @@ use std::path::Path;
 pub const VERSION: u32 = 1;
 
 /// The workloads a plan file may name after `sweep`.
-pub const WORKLOADS: [&str; 6] = ["net-stream", "net-rr", "net-crr", "servers", "micro", "fake"];
+pub const WORKLOADS: [&str; 7] = [
+    "net-stream",
+    "net-rr",
+    "net-crr",
+    "net-records",
+    "servers",
+    "micro",
+    "fake",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -361,6 +361,29 @@ pub fn summary_json(data: &RunData) -> Value {
             })
         })
         .collect();
+    let records_crossovers: Vec<Value> = analysis
+        .records_crossovers
+        .iter()
+        .map(|x| {
+            let (from, crosses_at) = match &x.result {
+                report::crossover::Crossover::From { size, crosses_at } => (Some(*size), *crosses_at),
+                report::crossover::Crossover::NoCrossover => (None, None),
+            };
+            json!({
+                "a": x.a.to_string(),
+                "b": x.b.to_string(),
+                "record_size_bytes": x.record_size,
+                "pick": x.pick.to_string(),
+                "outstanding": x.outstanding,
+                "threads": x.threads,
+                "a_ahead_from_records": from,
+                "medians_cross_at_records": crosses_at,
+                "counts_compared": x.counts_compared,
+                "b_ahead_records": x.b_ahead,
+                "text": x.describe(),
+            })
+        })
+        .collect();
     json!({
         "type": "summary",
         "schema_version": tidy::SCHEMA_VERSION,
@@ -369,6 +392,7 @@ pub fn summary_json(data: &RunData) -> Value {
         "environment": parse(&data.run.environment_json),
         "cells": cells,
         "crossovers": crossovers,
+        "records_crossovers": records_crossovers,
         "findings": {
             "caveats": analysis.caveats,
             "noise": analysis.noise,

@@ -44,6 +44,9 @@ pub enum SweepWorkload {
     /// The flags of `iopath net crr`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_CRR)]
     NetCrr(Box<super::rr::CrrArgs>),
+    /// The flags of `iopath net records`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
+    NetRecords(Box<super::records::RecordsArgs>),
     /// The flags of `iopath servers`, stored as a run.
     #[command(after_help = super::examples::SWEEP_SERVERS)]
     Servers(super::servers::ServersArgs),
@@ -203,6 +206,30 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
     super::output::out(table.render())
 }
 
+fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "A",
+        "vs B",
+        "setting",
+        "A sends more payload",
+        "B significantly ahead at",
+    ]);
+    for r in rows {
+        table.row(vec![
+            r.a.to_string(),
+            r.b.to_string(),
+            r.setting(),
+            r.describe(),
+            r.b_ahead_text(),
+        ]);
+    }
+    crate::say!("Crossover records counts (higher median payload throughput, Mann-Whitney U p < 0.05):")?;
+    super::output::out(table.render())
+}
+
 /// The findings, caveats and grouped warnings: what the run says, after its tables.
 fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     crate::say!("Findings:")?;
@@ -247,6 +274,7 @@ pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFla
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
+        SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
         SweepWorkload::Micro(a) => {
             let Some((benches, flags)) = a.command.benches() else {
@@ -267,35 +295,34 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         set_command_line(file.command_line());
         args.workload = Some(workload);
     }
-    let (executed, flags) = match (&args.workload, args.resume) {
-        (Some(workload), _) => {
-            let (plan, flags) = plan_of(workload)?;
-            let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            let mut outputs = run::Outputs::from(flags);
-            outputs.live |= args.live;
-            let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
-            (executed, Some(flags))
-        }
-        (None, Some(id)) => {
-            let plan = run::resume_plan(&args.db, id)?;
-            (
-                run::execute(
-                    &plan,
-                    Destination::Resume(&args.db, id),
-                    run::Outputs {
-                        live: args.live,
-                        ..Default::default()
-                    },
-                )?,
-                None,
-            )
-        }
-        (None, None) => {
-            return Err(usage(
-                "sweep needs a workload (net-stream, net-rr, net-crr, servers, micro), --plan or --resume",
-            ))
-        }
-    };
+    let (executed, flags) =
+        match (&args.workload, args.resume) {
+            (Some(workload), _) => {
+                let (plan, flags) = plan_of(workload)?;
+                let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
+                let mut outputs = run::Outputs::from(flags);
+                outputs.live |= args.live;
+                let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
+                (executed, Some(flags))
+            }
+            (None, Some(id)) => {
+                let plan = run::resume_plan(&args.db, id)?;
+                (
+                    run::execute(
+                        &plan,
+                        Destination::Resume(&args.db, id),
+                        run::Outputs {
+                            live: args.live,
+                            ..Default::default()
+                        },
+                    )?,
+                    None,
+                )
+            }
+            (None, None) => return Err(usage(
+                "sweep needs a workload (net-stream, net-rr, net-crr, net-records, servers, micro), --plan or --resume",
+            )),
+        };
     let (Some(db), Some(run_id)) = (executed.db.clone(), executed.run_id) else {
         anyhow::bail!("the sweep stored no run");
     };
@@ -308,6 +335,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let analysis = report::analyze(&data);
     print_cells(&analysis.cells)?;
     print_crossovers(&analysis.crossovers)?;
+    print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     if data.run.repetitions < 3 {
         eprintln!(

@@ -258,6 +258,8 @@ pub enum HelloCase {
     Stream(StreamCase),
     /// `"workload":"rr"` or `"crr"` (the case's own `kind` says which; both must agree).
     Rr(RrCase),
+    /// `"workload":"records"`: a net records case (the server holds the table).
+    Records(crate::case::RecordsCase),
 }
 
 impl HelloCase {
@@ -266,6 +268,7 @@ impl HelloCase {
         match self {
             HelloCase::Stream(c) => c.duration_ms.saturating_add(c.warmup_ms),
             HelloCase::Rr(c) => c.session_ms(),
+            HelloCase::Records(c) => c.duration_ms.saturating_add(c.warmup_ms),
         }
     }
 }
@@ -338,9 +341,18 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 Err(e) => Err(HelloError::Malformed(format!("bad {workload} hello: {e}"))),
             };
         }
+        Some(Some("records")) => {
+            #[derive(Deserialize)]
+            struct RecordsHello {
+                case: crate::case::RecordsCase,
+            }
+            return serde_json::from_slice::<RecordsHello>(line)
+                .map(|hello| HelloCase::Records(hello.case))
+                .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
+        }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr)",
+                "unknown workload {} (this server serves stream, rr, crr, records)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -475,7 +487,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records)".into()
             ))
         );
         let stream = StreamCase {

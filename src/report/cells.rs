@@ -62,6 +62,7 @@ impl CellSummary {
 pub fn headline(case: &Case) -> (&'static str, Role, bool) {
     match case {
         Case::NetStream(_) => ("throughput_gbps", Role::System, true),
+        Case::NetRecords(_) => ("responses_per_s", Role::System, true),
         Case::Servers(_) => ("requests_per_s", Role::System, true),
         Case::NetRr(_) => ("transactions_per_s", Role::System, true),
         Case::Micro(_) => ("latency_ns", Role::System, false),
@@ -223,6 +224,7 @@ pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
         if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
             let pinned = match &cell.case {
                 Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::NetRecords(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::NetRr(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
                 Case::Micro(_) | Case::Fake(_) => false,

@@ -7,7 +7,7 @@
 
 use super::cells::CellSummary;
 use super::compare::{mann_whitney, ALPHA};
-use crate::case::{format_bytes, Case, CopyMode, RxMode, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Pick, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::measure::stats::median;
 use crate::observation::Role;
 use std::fmt;
@@ -295,6 +295,135 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
     rows
 }
 
+/// The records pairs: does sending in place (gather, zero copy) beat copying out, and from
+/// how many records per response?
+pub const RECORDS_PAIRS: [(RecordsMode, RecordsMode); 4] = [
+    (RecordsMode::ZeroCopy, RecordsMode::CopyOut),
+    (RecordsMode::Gather, RecordsMode::CopyOut),
+    (RecordsMode::ZeroCopy, RecordsMode::Gather),
+    (RecordsMode::UringZc, RecordsMode::CopyOut),
+];
+
+/// One row of the records crossover table: for one record size (and pick, requests in flight,
+/// threads), the smallest records count from which A sends more payload than B, significantly
+/// (the same test as the stream's, with the records count in place of the message size).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordsCrossoverRow {
+    pub a: RecordsMode,
+    pub b: RecordsMode,
+    pub record_size: u64,
+    pub pick: Pick,
+    pub outstanding: usize,
+    pub threads: usize,
+    /// `size` in the result is a records count.
+    pub result: Crossover,
+    pub counts_compared: usize,
+    /// Records counts where B is significantly ahead.
+    pub b_ahead: Vec<u64>,
+}
+
+impl RecordsCrossoverRow {
+    /// "from 16 records of 128B (medians cross at ~13 records)".
+    pub fn describe(&self) -> String {
+        let of = format_bytes(self.record_size);
+        match self.result {
+            Crossover::From {
+                size,
+                crosses_at: Some(x),
+            } => format!("from {size} records of {of} (medians cross at ~{x:.0} records)"),
+            Crossover::From { size, crosses_at: None } => {
+                format!("from {size} records of {of} (ahead from the fewest records)")
+            }
+            Crossover::NoCrossover => "no crossover in the range".into(),
+        }
+    }
+
+    /// "the 1KiB records, random, 1 in flight, 1 thread".
+    pub fn setting(&self) -> String {
+        format!(
+            "{} records, {}, {} in flight, {} thread{}",
+            format_bytes(self.record_size),
+            self.pick,
+            self.outstanding,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" }
+        )
+    }
+
+    pub fn b_ahead_text(&self) -> String {
+        if self.b_ahead.is_empty() {
+            "none".into()
+        } else {
+            self.b_ahead
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+/// Every records mode pair and setting present in a run, on payload throughput.
+pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
+    let records: Vec<(&RecordsCase, &Vec<f64>)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetRecords(r) => c
+                .metric("throughput_gbps", Role::System)
+                .filter(|m| !m.values.is_empty())
+                .map(|m| (r, &m.values)),
+            _ => None,
+        })
+        .collect();
+    let setting = |r: &RecordsCase| (r.record_size, r.pick, r.outstanding, r.threads);
+    let mut settings: Vec<_> = records.iter().map(|(r, _)| setting(r)).collect();
+    settings.sort_unstable();
+    settings.dedup();
+    let mut rows = Vec::new();
+    for (a, b) in RECORDS_PAIRS {
+        for &s in &settings {
+            let find = |mode: RecordsMode, n: usize| {
+                records
+                    .iter()
+                    .find(|(r, _)| r.mode == mode && setting(r) == s && r.records == n)
+                    .map(|(_, values)| (*values).clone())
+            };
+            let mut counts: Vec<usize> = records
+                .iter()
+                .filter(|(r, _)| setting(r) == s)
+                .map(|(r, _)| r.records)
+                .collect();
+            counts.sort_unstable();
+            counts.dedup();
+            let points: Vec<SizePoint> = counts
+                .iter()
+                .filter_map(|&n| {
+                    Some(SizePoint {
+                        size: n as u64,
+                        a: find(a, n)?,
+                        b: find(b, n)?,
+                    })
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            rows.push(RecordsCrossoverRow {
+                a,
+                b,
+                record_size: s.0,
+                pick: s.1,
+                outstanding: s.2,
+                threads: s.3,
+                result: find_crossover(&points, true),
+                counts_compared: points.len(),
+                b_ahead: sizes_where_b_wins(&points, true),
+            });
+        }
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,6 +594,35 @@ mod tests {
             (rows[0].a.to_string(), rows[0].b.to_string()),
             ("one-copy".into(), "two-copy".into())
         );
+    }
+
+    #[test]
+    fn records_crossover_speaks_in_records_counts() {
+        let row = RecordsCrossoverRow {
+            a: RecordsMode::ZeroCopy,
+            b: RecordsMode::CopyOut,
+            record_size: 128,
+            pick: Pick::Random,
+            outstanding: 1,
+            threads: 1,
+            result: find_crossover(
+                &points(&[
+                    (8, [1.0, 1.1, 0.9], [2.0, 2.1, 1.9]),
+                    (16, [3.0, 3.1, 2.9], [2.0, 2.1, 1.9]),
+                ]),
+                true,
+            ),
+            counts_compared: 2,
+            b_ahead: vec![8],
+        };
+        assert!(
+            row.describe()
+                .starts_with("from 16 records of 128B (medians cross at ~"),
+            "{}",
+            row.describe()
+        );
+        assert_eq!(row.b_ahead_text(), "8");
+        assert_eq!(row.setting(), "128B records, random, 1 in flight, 1 thread");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::crossover::{rx_crossed, StreamPath};
-use crate::case::{format_bytes, Case, CopyMode, RxMode, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::micro::levels;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -431,6 +431,228 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     figures
 }
 
+/// Each records mode's colour and marker/dash style: copy-out and zero-copy keep the colours
+/// of the stream's two-copy and zero-copy, whose cost they share.
+fn records_mode_style(mode: RecordsMode) -> ((u8, u8, u8), usize) {
+    match mode {
+        RecordsMode::CopyOut => (OKABE_ITO[1], 0),
+        RecordsMode::Gather => (OKABE_ITO[0], 1),
+        RecordsMode::ZeroCopy => (OKABE_ITO[2], 2),
+        RecordsMode::UringZc => (OKABE_ITO[4], 3),
+    }
+}
+
+/// The panel of a records case: its record size, plus whichever other parameter varies in
+/// the run (pick, requests in flight, threads), so no panel mixes two settings.
+fn records_panel(case: &RecordsCase, all: &[(&RecordsCase, &CellSummary)]) -> String {
+    let varies = |f: &dyn Fn(&RecordsCase) -> String| {
+        let first = all.first().map(|(c, _)| f(c));
+        all.iter().any(|(c, _)| Some(f(c)) != first)
+    };
+    let mut panel = format!("{} records", format_bytes(case.record_size));
+    if varies(&|c| c.pick.to_string()) {
+        panel.push_str(&format!(", {}", case.pick));
+    }
+    if varies(&|c| c.outstanding.to_string()) {
+        panel.push_str(&format!(", {} in flight", case.outstanding));
+    }
+    if varies(&|c| c.threads.to_string()) {
+        panel.push_str(&format!(", {}", threads_panel(case.threads)));
+    }
+    panel
+}
+
+/// The records run's panels in order (record size first), each with its cases.
+fn records_panels<'a>(
+    cells: &[(&'a RecordsCase, &'a CellSummary)],
+) -> Vec<(String, Vec<(&'a RecordsCase, &'a CellSummary)>)> {
+    let mut keyed: Vec<((u64, crate::case::Pick, usize, usize), String)> = cells
+        .iter()
+        .map(|(c, _)| {
+            (
+                (c.record_size, c.pick, c.outstanding, c.threads),
+                records_panel(c, cells),
+            )
+        })
+        .collect();
+    keyed.sort();
+    keyed.dedup();
+    keyed
+        .into_iter()
+        .map(|((size, pick, outstanding, threads), name)| {
+            let members = cells
+                .iter()
+                .filter(|(c, _)| {
+                    (c.record_size, c.pick, c.outstanding, c.threads) == (size, pick, outstanding, threads)
+                })
+                .copied()
+                .collect();
+            (name, members)
+        })
+        .collect()
+}
+
+/// A records metric against records per response: one panel per record size, one series per mode.
+fn records_vs_n(cells: &[(&RecordsCase, &CellSummary)], metric: Metric<'_>, stem: &str, title: &str) -> ChartSpec {
+    let modes = sorted_unique(cells.iter().map(|(c, _)| c.mode));
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for (panel, members) in records_panels(cells) {
+        for &mode in &modes {
+            let mut points = Vec::new();
+            for (c, cell) in members.iter().filter(|(c, _)| c.mode == mode) {
+                if let Some(m) = cell.metric(metric.name, metric.role) {
+                    provenance.add(m);
+                    points.extend(point(c.records as f64, m));
+                }
+            }
+            if !points.is_empty() {
+                let (color, style) = records_mode_style(mode);
+                series.push(Series {
+                    name: mode.to_string(),
+                    color,
+                    points,
+                    panel: panel.clone(),
+                    style,
+                });
+            }
+        }
+    }
+    ChartSpec {
+        stem: stem.into(),
+        title: title.into(),
+        x_desc: "records per response (N)".into(),
+        x_axis: XAxis::Count,
+        y_desc: metric.desc.into(),
+        caption: provenance.caption(&format!("y: {} {}", metric.role, metric.name)),
+        empty_reason: provenance.empty_reason(),
+        series,
+        ..Default::default()
+    }
+}
+
+/// Copy-out over zero copy, per records count: the ratio of the medians of payload
+/// throughput and of memory traffic per payload byte (above 1: copy-out sends more, or costs
+/// more memory traffic per byte).
+fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    let ratios = [
+        ("throughput_gbps", "payload throughput", OKABE_ITO[0], 0),
+        (
+            "dram_bytes_per_payload_byte",
+            "DRAM bytes per payload byte",
+            OKABE_ITO[1],
+            1,
+        ),
+    ];
+    for (panel, members) in records_panels(cells) {
+        for (name, label, color, style) in ratios {
+            let mut points = Vec::new();
+            for (c, cell) in members.iter().filter(|(c, _)| c.mode == RecordsMode::CopyOut) {
+                let Some(zc) = members
+                    .iter()
+                    .find(|(z, _)| z.mode == RecordsMode::ZeroCopy && z.records == c.records)
+                else {
+                    continue;
+                };
+                let (Some(a), Some(b)) = (cell.metric(name, Role::System), zc.1.metric(name, Role::System)) else {
+                    continue;
+                };
+                provenance.add(a);
+                provenance.add(b);
+                let (Some(a), Some(b)) = (&a.summary, &b.summary) else {
+                    continue;
+                };
+                if b.median > 0.0 {
+                    let ratio = a.median / b.median;
+                    points.push(Point {
+                        x: c.records as f64,
+                        median: ratio,
+                        low: ratio,
+                        high: ratio,
+                    });
+                }
+            }
+            if !points.is_empty() {
+                series.push(Series {
+                    name: label.into(),
+                    color,
+                    points,
+                    panel: panel.clone(),
+                    style,
+                });
+            }
+        }
+    }
+    let caption = provenance.caption(
+        "y: copy-out's median over zero-copy's median of system throughput_gbps and of dram_bytes_per_payload_byte, per records count",
+    );
+    ChartSpec {
+        stem: "records_copy_out_over_zero_copy".into(),
+        title: "Copy-out / zero copy, per records count".into(),
+        x_desc: "records per response (N)".into(),
+        x_axis: XAxis::Count,
+        y_desc: "copy-out / zero-copy (ratio of medians)".into(),
+        caption: caption.replace("error bars: 95% CI of the median", "no error bars (ratio of medians)"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        ..Default::default()
+    }
+}
+
+/// Net records: payload throughput, memory traffic per payload byte and CPU per response
+/// against records per response by mode, and the copy-out / zero-copy ratio (empty when the
+/// run has no records cells).
+pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let records: Vec<(&RecordsCase, &CellSummary)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetRecords(r) => Some((r, c)),
+            _ => None,
+        })
+        .collect();
+    if records.is_empty() {
+        return Vec::new();
+    }
+    let m = |name, role, desc| Metric { name, role, desc };
+    let mut figures = vec![
+        records_vs_n(
+            &records,
+            m("throughput_gbps", Role::System, "payload throughput (Gbit/s)"),
+            "records_throughput_vs_records",
+            "Payload throughput vs records per response",
+        ),
+        records_vs_n(
+            &records,
+            m(
+                "dram_bytes_per_payload_byte",
+                Role::System,
+                "DRAM bytes read + written per payload byte",
+            ),
+            "records_dram_per_byte_vs_records",
+            "Memory traffic per payload byte vs records per response",
+        ),
+        records_vs_n(
+            &records,
+            m("cpu_us_per_response", Role::Server, "server CPU per response (us)"),
+            "records_server_cpu_vs_records",
+            "Server CPU per response vs records per response",
+        ),
+        records_vs_n(
+            &records,
+            m("cpu_us_per_response", Role::Client, "client CPU per response (us)"),
+            "records_client_cpu_vs_records",
+            "Client CPU per response vs records per response",
+        ),
+    ];
+    let modes = sorted_unique(records.iter().map(|(c, _)| c.mode));
+    if modes.contains(&RecordsMode::CopyOut) && modes.contains(&RecordsMode::ZeroCopy) {
+        figures.push(records_ratio(&records));
+    }
+    figures
+}
+
 /// Servers: requests/s and client p99 latency against clients, one series per model.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
@@ -681,6 +903,7 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
 /// `caches`: the machine's caches as stored with the run ([`machine_caches`]).
 pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
     let mut figures = stream_figures(cells);
+    figures.extend(records_figures(cells));
     figures.extend(servers_figures(cells));
     figures.extend(super::rr_figures::rr_figures(cells));
     figures.extend(micro_figures(cells, caches));
@@ -692,6 +915,76 @@ mod tests {
     use super::super::cells::summarize_run;
     use super::super::cells::tests::{run_data, stream_case};
     use super::*;
+
+    fn records_case(mode: RecordsMode, record_size: u64, records: usize) -> Case {
+        Case::NetRecords(RecordsCase {
+            mode,
+            record_size,
+            records,
+            table_bytes: 1 << 20,
+            pick: crate::case::Pick::Random,
+            outstanding: 1,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: crate::case::Endpoint::Loopback { port: 0 },
+            perf: false,
+            prove_copies: false,
+        })
+    }
+
+    #[test]
+    fn records_runs_get_panels_per_record_size_the_ratio_and_the_crossover() {
+        let five = |v: f64| vec![v, v * 1.01, v * 0.99, v * 1.02, v * 0.98];
+        let data = run_data(vec![
+            (records_case(RecordsMode::CopyOut, 128, 8), five(4.0)),
+            (records_case(RecordsMode::CopyOut, 128, 16), five(4.0)),
+            (records_case(RecordsMode::ZeroCopy, 128, 8), five(2.0)),
+            (records_case(RecordsMode::ZeroCopy, 128, 16), five(8.0)),
+            (records_case(RecordsMode::CopyOut, 1024, 8), five(4.0)),
+            (records_case(RecordsMode::ZeroCopy, 1024, 8), five(4.0)),
+        ]);
+        let cells = summarize_run(&data);
+        let figures = records_figures(&cells);
+        let stems: Vec<&str> = figures.iter().map(|f| f.stem.as_str()).collect();
+        assert_eq!(
+            stems,
+            [
+                "records_throughput_vs_records",
+                "records_dram_per_byte_vs_records",
+                "records_server_cpu_vs_records",
+                "records_client_cpu_vs_records",
+                "records_copy_out_over_zero_copy"
+            ]
+        );
+        assert_eq!(figures[0].panels(), ["128B records", "1KiB records"]);
+        assert!(figures[0].caption.contains("source: tool"), "{}", figures[0].caption);
+        // No DRAM metric in these cells: nothing drawn, never zeros.
+        assert!(!figures[1].has_points());
+        let ratio = &figures[4].series[0];
+        assert_eq!(ratio.name, "payload throughput");
+        assert_eq!(ratio.points.iter().map(|p| p.median).collect::<Vec<_>>(), [2.0, 0.5]);
+        let rows = crate::report::crossover::records_crossovers(&cells);
+        let zc = rows
+            .iter()
+            .find(|r| r.a == RecordsMode::ZeroCopy && r.b == RecordsMode::CopyOut && r.record_size == 128)
+            .unwrap();
+        assert!(
+            zc.describe().starts_with("from 16 records of 128B"),
+            "{}",
+            zc.describe()
+        );
+        assert_eq!(zc.b_ahead, vec![8]);
+        // Every chart of a stream-only run is unchanged: no records chart appears there.
+        assert!(records_figures(&summarize_run(&run_data(vec![(
+            stream_case(CopyMode::OneCopy, 1024, 1),
+            vec![1.0]
+        )])))
+        .is_empty());
+    }
 
     #[test]
     fn stream_runs_get_six_charts_with_sources_in_captions() {

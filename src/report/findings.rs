@@ -104,6 +104,18 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
             s.size,
             format_bytes(s.size),
         ),
+        Case::NetRecords(r) => (
+            format!(
+                "net records, {} records, {} outstanding, {} thread{}",
+                format_bytes(r.record_size),
+                r.outstanding,
+                r.threads,
+                if r.threads == 1 { "" } else { "s" }
+            ),
+            r.mode.to_string(),
+            r.records as u64,
+            format!("{} record{}", r.records, if r.records == 1 { "" } else { "s" }),
+        ),
         Case::Servers(s) => (
             format!("servers, {}", s.request),
             s.model.to_string(),
@@ -137,9 +149,9 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
 }
 
 /// Whether a workload's contenders are copy modes compared across message sizes (net stream,
-/// net rr/crr), not server models across loads.
+/// net rr/crr, net records), not server models across loads.
 fn by_size(case: &Case) -> bool {
-    matches!(case, Case::NetStream(_) | Case::NetRr(_))
+    matches!(case, Case::NetStream(_) | Case::NetRr(_) | Case::NetRecords(_))
 }
 
 /// The values of the cell's headline metric.

@@ -23,6 +23,7 @@ pub struct ReportInput<'a> {
     pub data: &'a RunData,
     pub cells: &'a [CellSummary],
     pub crossovers: &'a [CrossoverRow],
+    pub records_crossovers: &'a [super::crossover::RecordsCrossoverRow],
     pub caveats: &'a [String],
     pub warnings: &'a [super::WarningGroup],
     pub noise: &'a [String],
@@ -349,6 +350,16 @@ pub fn render(input: &ReportInput<'_>) -> String {
                         tr { th { "A" } th { "vs B" } th { "threads" } th { "A beats B" } th { "B significantly ahead at" } th { "sizes compared" } }
                         @for row in input.crossovers {
                             tr { td { (row.a) } td { (row.b) } td.num { (row.threads) } td { (row.result.describe()) } td { (row.b_ahead_text()) } td.num { (row.sizes_compared) } }
+                        }
+                    } }
+                }
+                @if !input.records_crossovers.is_empty() {
+                    h2 id="records-crossover" { "Crossover records counts" }
+                    p { "Net records: the fewest records per response from which mode A sends more payload per second than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and never significantly less with more records; the medians cross at the interpolated count. With fewer than 4 repetitions a side nothing is claimed." }
+                    div.scroll { table {
+                        tr { th { "A" } th { "vs B" } th { "setting" } th { "A beats B" } th { "B significantly ahead at (records)" } th { "counts compared" } }
+                        @for row in input.records_crossovers {
+                            tr { td { (row.a) } td { (row.b) } td { (row.setting()) } td { (row.describe()) } td { (row.b_ahead_text()) } td.num { (row.counts_compared) } }
                         }
                     } }
                 }

@@ -344,6 +344,8 @@ pub struct ReportFiles {
 pub struct Analysis {
     pub cells: Vec<CellSummary>,
     pub crossovers: Vec<crossover::CrossoverRow>,
+    /// Net records: from how many records per response one mode beats another.
+    pub records_crossovers: Vec<crossover::RecordsCrossoverRow>,
     pub caveats: Vec<String>,
     /// The workloads' own warnings, grouped by kind.
     pub warnings: Vec<WarningGroup>,
@@ -359,6 +361,7 @@ pub fn analyze(data: &RunData) -> Analysis {
     Analysis {
         findings: findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json)),
         crossovers,
+        records_crossovers: crossover::records_crossovers(&cells),
         caveats,
         warnings,
         noise: cells::noise_warnings(&cells)
@@ -439,6 +442,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
         data,
         cells: &analysis.cells,
         crossovers: &analysis.crossovers,
+        records_crossovers: &analysis.records_crossovers,
         caveats: &analysis.caveats,
         warnings: &analysis.warnings,
         noise: &analysis.noise,

@@ -19,6 +19,7 @@ use crate::observation::Observation;
 pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Observation> {
     match case {
         Case::NetStream(c) => crate::net::workload::stream::run(c, stop),
+        Case::NetRecords(c) => crate::net::workload::records::run(c, stop),
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
         Case::NetRr(c) => crate::net::workload::rr::run(c, stop),

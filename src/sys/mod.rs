@@ -22,5 +22,6 @@ pub mod tcpinfo;
 pub mod tsc;
 pub mod uncore;
 pub mod uring;
+pub mod uring_gather_zc;
 pub mod uring_send;
 pub mod zerocopy;

@@ -1,4 +1,5 @@
 //! Network workloads, one per module.
 
+pub mod records;
 pub mod rr;
 pub mod stream;

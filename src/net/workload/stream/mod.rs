@@ -9,6 +9,7 @@ mod server;
 pub(crate) mod thread;
 
 pub use server::{serve_session, serve_session_with, ServeOptions};
+pub(crate) use thread::StartGate;
 
 use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
 use crate::measure::clock;
@@ -27,7 +28,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use thread::{End, Shared, StartGate, ThreadOutcome, ThreadPlan};
+use thread::{End, Shared, ThreadOutcome, ThreadPlan};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -189,7 +190,11 @@ fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
 
 /// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
 /// kernel sent bytes by reference or corrupted them, a warning of that kind.
-fn publish_proof(obs: &mut Observation, mode: CopyMode, proof: Result<alias::ByteTally, String>) {
+pub(crate) fn publish_proof(
+    obs: &mut Observation,
+    mode: impl std::fmt::Display,
+    proof: Result<alias::ByteTally, String>,
+) {
     let fraction = proof.clone().and_then(|t| {
         t.by_reference_fraction()
             .ok_or_else(|| "the alias probe received no bytes".to_string())

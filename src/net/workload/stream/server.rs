@@ -258,6 +258,9 @@ pub fn serve_session_with(
                                         &stopped,
                                         options.max_session_bytes,
                                     ),
+                                    HelloCase::Records(case) => {
+                                        crate::net::workload::records::serve_session(control, &case, &stopped)
+                                    }
                                 };
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;

@@ -1,0 +1,214 @@
+//! Parameters of the in-memory record store workload (`iopath net records`): a server holds a
+//! table of fixed-size records and answers each request naming N record ids with those N
+//! records, sent in one of four ways.
+
+use super::{format_bytes, CpuList, Endpoint};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How the server hands the N records of a response to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordsMode {
+    /// memcpy the N records into one transmit buffer, then send() it.
+    CopyOut,
+    /// sendmsg() with one iovec per record, pointing into the table in place.
+    Gather,
+    /// sendmsg(MSG_ZEROCOPY) with one iovec per record: the kernel pins the table's pages.
+    ZeroCopy,
+    /// io_uring IORING_OP_SENDMSG_ZC with one iovec per record.
+    UringZc,
+}
+
+impl RecordsMode {
+    pub const ALL: [RecordsMode; 4] = [
+        RecordsMode::CopyOut,
+        RecordsMode::Gather,
+        RecordsMode::ZeroCopy,
+        RecordsMode::UringZc,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordsMode::CopyOut => "copy-out",
+            RecordsMode::Gather => "gather",
+            RecordsMode::ZeroCopy => "zero-copy",
+            RecordsMode::UringZc => "uring-zc",
+        }
+    }
+
+    /// Whether the kernel is asked to send the table's pages without copying them.
+    pub fn is_zero_copy(self) -> bool {
+        matches!(self, RecordsMode::ZeroCopy | RecordsMode::UringZc)
+    }
+}
+
+impl fmt::Display for RecordsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RecordsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        RecordsMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown mode '{s}' (accepted: copy-out, gather, zero-copy, uring-zc)"))
+    }
+}
+
+/// Which record ids a client asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pick {
+    /// Uniformly random over the whole table: most records come from DRAM, not the cache.
+    Random,
+    /// Uniformly random over the first HOT_SET_BYTES of the table: a set that stays cached.
+    Hot,
+}
+
+/// The part of the table `--pick hot` draws from: small enough for any L2 cache.
+pub const HOT_SET_BYTES: u64 = 256 << 10;
+
+impl Pick {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pick::Random => "random",
+            Pick::Hot => "hot",
+        }
+    }
+}
+
+impl fmt::Display for Pick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Pick {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "random" => Ok(Pick::Random),
+            "hot" => Ok(Pick::Hot),
+            _ => Err(format!("unknown pick '{s}' (accepted: random, hot)")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RecordsCase {
+    pub mode: RecordsMode,
+    /// Bytes per record (R).
+    pub record_size: u64,
+    /// Records per response (N).
+    pub records: usize,
+    /// Bytes of the server's table (a whole number of records).
+    pub table_bytes: u64,
+    pub pick: Pick,
+    /// Requests each client keeps in flight on its connection.
+    pub outstanding: usize,
+    /// Client threads, each with its own connection and its own server thread.
+    pub threads: usize,
+    pub duration_ms: u64,
+    pub warmup_ms: u64,
+    pub client_cpus: Option<CpuList>,
+    pub server_cpus: Option<CpuList>,
+    /// The client checks every byte of every record against the pattern of its id.
+    pub verify: bool,
+    pub endpoint: Endpoint,
+    /// Open perf counters on every thread (false: getrusage only).
+    pub perf: bool,
+    /// Run the alias probe before the window (`--prove-copies`). Left out of the key when
+    /// false, like the stream's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prove_copies: bool,
+}
+
+impl RecordsCase {
+    /// Payload bytes of one response.
+    pub fn response_bytes(&self) -> u64 {
+        self.record_size * self.records as u64
+    }
+
+    /// Records the table holds.
+    pub fn table_records(&self) -> u64 {
+        self.table_bytes / self.record_size.max(1)
+    }
+
+    pub fn label(&self) -> String {
+        format!(
+            "{} {}x{} o{} t{}",
+            self.mode,
+            self.records,
+            format_bytes(self.record_size),
+            self.outstanding,
+            self.threads
+        )
+    }
+
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        let cpus = |c: &Option<CpuList>| match c {
+            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
+            None => "any".to_string(),
+        };
+        vec![
+            ("mode", self.mode.to_string()),
+            ("record_size_bytes", self.record_size.to_string()),
+            ("records", self.records.to_string()),
+            ("table_bytes", self.table_bytes.to_string()),
+            ("pick", self.pick.to_string()),
+            ("outstanding", self.outstanding.to_string()),
+            ("threads", self.threads.to_string()),
+            ("duration_ms", self.duration_ms.to_string()),
+            ("warmup_ms", self.warmup_ms.to_string()),
+            ("client_cpus", cpus(&self.client_cpus)),
+            ("server_cpus", cpus(&self.server_cpus)),
+            ("verify", self.verify.to_string()),
+            ("perf", self.perf.to_string()),
+            ("prove_copies", self.prove_copies.to_string()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Case;
+
+    #[test]
+    fn modes_and_picks_parse_and_round_trip_through_json() {
+        for m in RecordsMode::ALL {
+            assert_eq!(m.as_str().parse::<RecordsMode>().unwrap(), m);
+        }
+        assert!("two-copy"
+            .parse::<RecordsMode>()
+            .unwrap_err()
+            .contains("accepted: copy-out"));
+        assert_eq!("hot".parse::<Pick>().unwrap(), Pick::Hot);
+        let case = Case::NetRecords(RecordsCase {
+            mode: RecordsMode::ZeroCopy,
+            record_size: 128,
+            records: 16,
+            table_bytes: 1 << 20,
+            pick: Pick::Random,
+            outstanding: 8,
+            threads: 1,
+            duration_ms: 1000,
+            warmup_ms: 100,
+            client_cpus: None,
+            server_cpus: None,
+            verify: true,
+            endpoint: Endpoint::Netns { port: 0 },
+            perf: false,
+            prove_copies: false,
+        });
+        let text = case.key();
+        assert!(text.contains(r#""workload":"net-records""#), "{text}");
+        assert!(text.contains(r#""mode":"zero-copy""#), "{text}");
+        assert_eq!(serde_json::from_str::<Case>(&text).unwrap(), case);
+        assert_eq!(case.label(), "zero-copy 16x128B o8 t1");
+    }
+}

@@ -1,0 +1,876 @@
+//! The record store workload (`iopath net records`): a server holds a table of fixed-size
+//! records, far larger than the last-level cache by default, and answers each request naming N
+//! record ids with those N records, sent copy-out (memcpy into a transmit buffer, then send),
+//! gather (sendmsg with one iovec per record, in place) or zero copy (the same with
+//! MSG_ZEROCOPY). Client threads keep `outstanding` requests in flight each; both ends count
+//! CPU, counters and system calls inside one measured window, and the system probes (TCP
+//! counters, the memory-traffic counters) cover it.
+//!
+//! Both ends live in this process (loopback, or namespaces of a topology); the table is
+//! allocated and filled before any connection exists and is never written again, so a record
+//! may be in flight in several zero-copy sends at once. Every server thread drains its
+//! zero-copy completions before it returns, and the table outlives every thread.
+
+mod alias;
+mod client;
+mod remote;
+mod server;
+mod table;
+
+pub use client::pick_range;
+pub use remote::serve_session;
+pub use table::{check_record, fill_record};
+
+use crate::case::{RecordsCase, RecordsMode};
+use crate::measure::clock;
+use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
+use crate::measure::histogram::LatencyHistogram;
+use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
+use crate::net::completions::CompletionCounts;
+use crate::net::topology::Topology;
+use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
+use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
+use crate::stop::Stop;
+use crate::sys::affinity;
+use crate::sys::net as sock;
+use anyhow::{anyhow, bail, Context};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use table::Table;
+
+/// A peer silent this long (a blocked send or receive) is gone: the thread fails instead of
+/// waiting forever.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest window or warm-up a case may ask for.
+const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
+pub const MAX_RECORD_SIZE: u64 = 1 << 20;
+pub const MAX_RECORDS: usize = 1024;
+pub const MAX_OUTSTANDING: usize = 1024;
+pub const MAX_THREADS: usize = 256;
+pub const MAX_TABLE_BYTES: u64 = 64 << 30;
+/// Request bytes one connection may have in flight (below the smallest default receive buffer).
+const MAX_REQUEST_BYTES_IN_FLIGHT: u64 = 64 << 10;
+
+/// Memory one case takes in this process: the table, and per connection the transmit,
+/// request and response buffers of both ends.
+pub fn buffer_bytes(case: &RecordsCase) -> u64 {
+    let per_connection = 2 * case.response_bytes() + 16 * case.records as u64 * case.outstanding as u64;
+    case.table_bytes
+        .saturating_add(per_connection.saturating_mul(case.threads as u64))
+}
+
+/// Whether a case can run: limits on every parameter, and a table that fits in half of the
+/// memory available (None skips that check). Used by the CLI before anything is allocated.
+pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), String> {
+    if case.record_size < 8 || case.record_size > MAX_RECORD_SIZE {
+        return Err(format!(
+            "record size {} is out of range (accepted: 8 B to 1 MiB)",
+            case.record_size
+        ));
+    }
+    if case.records == 0 || case.records > MAX_RECORDS {
+        return Err(format!(
+            "{} records per response is out of range (accepted: 1 to {MAX_RECORDS})",
+            case.records
+        ));
+    }
+    if case.outstanding == 0 || case.outstanding > MAX_OUTSTANDING {
+        return Err(format!(
+            "{} outstanding requests is out of range (accepted: 1 to {MAX_OUTSTANDING})",
+            case.outstanding
+        ));
+    }
+    // The client sends all its requests before reading an answer: if they could fill the
+    // server's receive buffer, both ends could block sending at once.
+    let in_flight_request_bytes = case.outstanding as u64 * (8 + 8 * case.records as u64);
+    if in_flight_request_bytes > MAX_REQUEST_BYTES_IN_FLIGHT {
+        return Err(format!(
+            "{} requests of {} records in flight are {} of requests, more than the {} a socket buffer surely holds: use fewer --outstanding or --records",
+            case.outstanding,
+            case.records,
+            crate::format::format_bytes(in_flight_request_bytes),
+            crate::format::format_bytes(MAX_REQUEST_BYTES_IN_FLIGHT)
+        ));
+    }
+    if case.threads == 0 || case.threads > MAX_THREADS {
+        return Err(format!(
+            "{} threads is out of range (accepted: 1 to {MAX_THREADS})",
+            case.threads
+        ));
+    }
+    if case.table_bytes > MAX_TABLE_BYTES {
+        return Err("tables larger than 64 GiB are not accepted".into());
+    }
+    if case.table_records() < case.records as u64 {
+        return Err(format!(
+            "a table of {} holds {} records of {}, fewer than the {} of one response: use a larger --table",
+            crate::format::format_bytes(case.table_bytes),
+            case.table_records(),
+            crate::format::format_bytes(case.record_size),
+            case.records
+        ));
+    }
+    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+        return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
+    }
+    let need = buffer_bytes(case);
+    if let Some(available) = mem_available {
+        if need > available / 2 {
+            return Err(format!(
+                "{} needs about {} (table and buffers), more than half of the {} available (MemAvailable and the memory cgroup's limit): use a smaller --table",
+                case.label(),
+                crate::format::format_bytes(need),
+                crate::format::format_bytes(available)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where counts a thread keeps itself stood at a moment (snapshotted at the window's edges).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Snapshot {
+    responses: u64,
+    syscalls: u64,
+    user_copy: u64,
+}
+
+impl Snapshot {
+    fn since(self, before: Snapshot) -> Snapshot {
+        Snapshot {
+            responses: self.responses - before.responses,
+            syscalls: self.syscalls - before.syscalls,
+            user_copy: self.user_copy - before.user_copy,
+        }
+    }
+}
+
+/// What a thread needs to start: where to pin, the window, the start gate.
+pub(crate) struct ThreadStart<'a> {
+    index: usize,
+    pin: Option<usize>,
+    window: &'a Window,
+    ready: &'a StartGate,
+    policy: &'a KernelPolicy,
+    perf: bool,
+}
+
+/// What one thread measured.
+pub(crate) struct SideOutcome {
+    role: Role,
+    /// Responses sent (server) or received whole (client) inside the thread's window.
+    responses: u64,
+    syscalls: u64,
+    /// Bytes user space copied inside the window (copy-out's memcpy into the transmit buffer).
+    user_copy_bytes: u64,
+    /// None when the thread never saw the window.
+    window_s: Option<f64>,
+    counters: Option<CounterSample>,
+    placement: ThreadPlacement,
+    /// Client: the latency of every response received inside the window.
+    latency: LatencyHistogram,
+    verified_records: u64,
+    corrupt_records: u64,
+    /// Server, zero copy: the completions and the ENOBUFS retries.
+    zerocopy: Option<(CompletionCounts, u64)>,
+}
+
+/// One measured thread's bookkeeping around the window: its view (probe), and the counts it
+/// keeps itself snapshotted at the same edges.
+pub(crate) struct Side<'a> {
+    view: View<'a, ThreadCounters>,
+    role: Role,
+    index: usize,
+    pin: Option<usize>,
+    before: Snapshot,
+    cpu_at_start: Option<usize>,
+    counted: Option<Snapshot>,
+}
+
+impl<'a> Side<'a> {
+    /// Pin, open the counters, and wait at the start gate with every other thread of the case.
+    fn begin(start: ThreadStart<'a>, role: Role) -> anyhow::Result<Side<'a>> {
+        let pinned = start.pin.map(|cpu| affinity::pin_current_thread(&[cpu]).map(|_| cpu));
+        let view = View::new(start.window, thread_counters(start.perf, start.policy));
+        if !start.ready.arrive_and_wait() {
+            bail!("the start was abandoned: another thread of the run failed to start");
+        }
+        if let Some(Err(e)) = pinned {
+            bail!("could not pin to CPU {}: {e}", start.pin.unwrap_or(0));
+        }
+        Ok(Side {
+            view,
+            role,
+            index: start.index,
+            pin: start.pin,
+            before: Snapshot::default(),
+            cpu_at_start: None,
+            counted: None,
+        })
+    }
+
+    /// Look at the window once; snapshot `now` at its edges.
+    #[inline]
+    fn tick(&mut self, now: Snapshot) {
+        match self.view.tick() {
+            Edge::Opened => {
+                self.before = now;
+                self.cpu_at_start = affinity::current_cpu();
+            }
+            Edge::Closed => self.counted = Some(now.since(self.before)),
+            Edge::None => {}
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.view.closed()
+    }
+
+    fn is_open(&self) -> bool {
+        self.view.is_open()
+    }
+
+    /// The thread is done: a window still open ends now (its peer left first).
+    fn end(mut self, now: Snapshot) -> SideOutcome {
+        if self.view.is_open() {
+            self.view.finish();
+            self.counted = Some(now.since(self.before));
+        }
+        let cpu_at_end = affinity::current_cpu();
+        let measured = self.view.take();
+        // A thread that never saw the window measured nothing: no window, no counts.
+        let (measured, counted) = match (measured, self.counted) {
+            (Some(m), Some(c)) => (Some(m), c),
+            _ => (None, Snapshot::default()),
+        };
+        SideOutcome {
+            role: self.role,
+            responses: counted.responses,
+            syscalls: counted.syscalls,
+            user_copy_bytes: counted.user_copy,
+            window_s: measured.as_ref().map(|m| m.elapsed.as_secs_f64()),
+            placement: ThreadPlacement {
+                role: self.role,
+                index: self.index,
+                pinned: self.pin.map(|c| vec![c]),
+                cpu_at_start: self.cpu_at_start.or(cpu_at_end),
+                cpu_at_end,
+                migrations: measured
+                    .as_ref()
+                    .and_then(|m| m.sample.cpu_migrations.as_ref().ok().copied()),
+            },
+            counters: measured.map(|m| m.sample),
+            latency: LatencyHistogram::new(),
+            verified_records: 0,
+            corrupt_records: 0,
+            zerocopy: None,
+        }
+    }
+}
+
+/// Send all of `buf`, continuing after partial sends.
+pub(crate) fn send_all(fd: RawFd, mut buf: &[u8], syscalls: &mut u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        *syscalls += 1;
+        match sock::send(fd, buf, sock::MSG_NOSIGNAL) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(peer_error(e, "send")),
+        }
+    }
+    Ok(())
+}
+
+/// Fill `buf` from the socket. Ok(false) when the peer closed cleanly before its first byte.
+pub(crate) fn recv_exact(fd: RawFd, buf: &mut [u8], syscalls: &mut u64) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        *syscalls += 1;
+        match sock::recv(fd, &mut buf[got..], 0) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection in the middle of a message",
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(peer_error(e, "recv")),
+        }
+    }
+    Ok(true)
+}
+
+fn peer_error(err: std::io::Error, what: &str) -> std::io::Error {
+    let text = match err.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("{what} timed out after {IDLE_TIMEOUT:?}: the peer stopped responding")
+        }
+        _ => format!("{what} failed: {err}"),
+    };
+    std::io::Error::new(err.kind(), text)
+}
+
+/// Accept `count` connections within CONNECT_TIMEOUT, giving up when a stop is requested.
+fn accept_all(listener: &TcpListener, count: usize, stop: Stop) -> anyhow::Result<Vec<TcpStream>> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let mut accepted = Vec::with_capacity(count);
+    while accepted.len() < count {
+        if stop.requested() {
+            return Err(interrupted());
+        }
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                accepted.push(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    bail!(
+                        "only {} of {count} connections arrived within {CONNECT_TIMEOUT:?}",
+                        accepted.len()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(anyhow!("accept failed: {e}")),
+        }
+    }
+    Ok(accepted)
+}
+
+fn connect_all(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<TcpStream>> {
+    (0..count)
+        .map(|_| {
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| format!("could not connect to {addr}"))
+        })
+        .collect()
+}
+
+/// The headline metrics, which a case the kernel refuses reports as unavailable with the reason.
+const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
+    ("responses_per_s", Role::System, "responses/s"),
+    ("throughput_gbps", Role::System, "Gbit/s"),
+    ("latency_p50_us", Role::Client, "us"),
+    ("latency_p99_us", Role::Client, "us"),
+    ("cpu_us_per_response", Role::Client, "us/response"),
+    ("cpu_us_per_response", Role::Server, "us/response"),
+    ("user_copy_bytes_per_payload_byte", Role::Server, "B/B"),
+    ("dram_bytes_per_payload_byte", Role::System, "B/B"),
+    ("zerocopy_copied_fraction", Role::System, "fraction"),
+];
+
+/// Run one records case and return its observation. A stop request ends it within about
+/// 100 ms in any phase (the window closes, clients collect what is in flight and leave), as
+/// `Err(Interrupted)`. A feature the kernel refuses (MSG_ZEROCOPY, io_uring) is a result: the
+/// observation says `unavailable: <reason>` for every headline metric, never another mode's
+/// numbers.
+pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    match run_case(case, stop) {
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refused) => Ok(refused_observation(refused)),
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+/// The observation of a case the kernel refused: every headline metric unavailable with the
+/// reason, and an `unsupported` warning.
+fn refused_observation(refused: &Unsupported) -> Observation {
+    let reason = refused.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    for (name, role, unit) in HEADLINE_METRICS {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
+fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    let proof = case.prove_copies.then(|| prove_copies(case));
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    let mut obs = run_measured(case, stop)?;
+    if let Some(proof) = proof {
+        crate::net::workload::stream::publish_proof(&mut obs, case.mode, proof);
+    }
+    Ok(obs)
+}
+
+/// The alias probe's tally for the case's mode (alias.rs), or why there is none.
+fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, String> {
+    if let Some(why) = alias::not_applicable(case.mode) {
+        return Err(why.to_string());
+    }
+    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+        return Err("the alias probe needs to see the receiver, and with a remote server it is remote (run without --topology remote)".into());
+    }
+    alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
+}
+
+fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    check_case(case, None).map_err(|e| anyhow!(e))?;
+    if let crate::case::Endpoint::Remote { .. } = case.endpoint {
+        // The table and the sending live on the server, which checks what it can do.
+        let net = Topology::from(&case.endpoint).establish()?;
+        let addr = net
+            .remote_addr()?
+            .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
+        return remote::run_client(case, addr, stop);
+    }
+    if case.mode == RecordsMode::UringZc {
+        // Refused here, before any thread or connection exists, when the kernel lacks it.
+        use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
+        GatherZcRing::new(server::URING_ENTRIES).map_err(|e| match e {
+            SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+            SetupError::Failed(e) => {
+                let disabled = crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled");
+                match crate::sys::uring_send::setup_refusal(&e, disabled) {
+                    Some(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+                    None => anyhow!("io_uring setup failed: {e}"),
+                }
+            }
+        })?;
+    }
+    // Calibrate before any window opens so it never disturbs one.
+    let tsc_hz = clock::tsc_hz();
+    let Some(table) = Table::new(case.record_size as usize, case.table_records(), &|| stop.requested())? else {
+        return Err(interrupted());
+    };
+    let net = Topology::from(&case.endpoint).establish()?;
+    let listener = net.bind(case.endpoint.port())?;
+    let addr = listener.local_addr()?;
+    let clients = net.on_client_side(|| connect_all(addr, case.threads))?;
+    let servers = accept_all(&listener, case.threads, stop)?;
+    for s in clients.iter().chain(&servers) {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IDLE_TIMEOUT))?;
+        s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+    }
+    if case.mode == RecordsMode::ZeroCopy {
+        for s in &servers {
+            sock::enable_zerocopy(s.as_raw_fd()).map_err(|e| match Unsupported::refused("MSG_ZEROCOPY", &e) {
+                Some(u) => anyhow::Error::new(u),
+                None => anyhow!("setsockopt(SO_ZEROCOPY) failed: {e}"),
+            })?;
+        }
+    }
+
+    let policy = kernel_policy();
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, net.server_namespace());
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    let ready = StartGate::default();
+    let failed = AtomicBool::new(false);
+    let pin =
+        |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[i % c.len()]);
+    let start = |index: usize, pin: Option<usize>| ThreadStart {
+        index,
+        pin,
+        window: &window,
+        ready: &ready,
+        policy: &policy,
+        perf: case.perf,
+    };
+
+    let (outcomes, drive_result) = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (i, stream) in servers.iter().enumerate() {
+            let (start, table, failed) = (start(i, pin(&case.server_cpus, i)), &table, &failed);
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("iopath-records-srv-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = server::serve(start, case, table, stream.as_raw_fd());
+                        if result.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                            // Wake the client blocked on this connection.
+                            stream.shutdown(Shutdown::Both).ok();
+                        }
+                        result
+                    }),
+            );
+        }
+        for (i, stream) in clients.iter().enumerate() {
+            let (start, failed) = (start(i, pin(&case.client_cpus, i)), &failed);
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("iopath-records-cli-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = client::run(start, case, i, stream.as_raw_fd());
+                        if result.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                            stream.shutdown(Shutdown::Both).ok();
+                        } else {
+                            // The server's thread reads EOF after the last request and leaves.
+                            stream.shutdown(Shutdown::Write).ok();
+                        }
+                        result
+                    }),
+            );
+        }
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+            drive(case, &window, &mut system, &failed, stop)
+        } else {
+            ready.abandon();
+            window.close(&mut system);
+            Err(anyhow!("could not start all {} threads of the case", handles.len()))
+        };
+        if drive_result.is_err() || failed.load(Ordering::SeqCst) {
+            for s in clients.iter().chain(&servers) {
+                s.shutdown(Shutdown::Both).ok();
+            }
+        }
+        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
+                Err(e) => Err(anyhow!("could not start a thread: {e}")),
+            })
+            .collect();
+        (outcomes, drive_result)
+    });
+    // Every server thread drained its zero-copy completions before returning: the kernel
+    // holds no page of the table when it is freed.
+    drop(table);
+
+    let mut system_metrics = drive_result?;
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    let mut threads = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        threads.push(outcome?);
+    }
+    let server_fds: Vec<RawFd> = servers.iter().map(|s| s.as_raw_fd()).collect();
+    system_metrics.extend(crate::measure::system::tcp_info_metrics(&server_fds, Role::Server));
+    let mut obs = build_observation(case, &threads, tsc_hz, &system_metrics);
+    if let Some(w) = crate::measure::system::contended(&system_metrics) {
+        obs.warn(WarningKind::Contended, w);
+    }
+    obs.metrics.extend(system_metrics);
+    Ok(obs)
+}
+
+/// Warm up, open the window, hold it, close it; returns the system probes' metrics. Returns early (window closed) when a thread failed, and with
+/// `Interrupted` when a stop was requested.
+fn drive(
+    case: &RecordsCase,
+    window: &Window,
+    system: &mut SystemProbes,
+    failed: &AtomicBool,
+    stop: Stop,
+) -> anyhow::Result<Vec<Metric>> {
+    let sleep_watching = |d: Duration| -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if failed.load(Ordering::SeqCst) || stop.requested() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Stop::POLL));
+        }
+    };
+    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+        window.open(system);
+        sleep_watching(Duration::from_millis(case.duration_ms));
+    }
+    let metrics = window.close(system);
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    Ok(metrics)
+}
+
+/// Why the rates are missing when no client thread measured.
+const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+const NO_SERVER_WINDOW: &str = "no server thread saw the measured window";
+
+fn mean_window<'a>(outcomes: impl IntoIterator<Item = &'a SideOutcome>) -> Option<f64> {
+    let seen: Vec<f64> = outcomes.into_iter().filter_map(|o| o.window_s).collect();
+    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
+}
+
+fn per(total: f64, count: f64) -> f64 {
+    if count == 0.0 {
+        f64::NAN
+    } else {
+        total / count
+    }
+}
+
+/// Both sides' counts into the observation: responses/s and payload throughput from what the
+/// clients received inside their windows, latency percentiles, CPU and counters per role and
+/// per response, the user-space copy and the zero-copy truth.
+fn build_observation(
+    case: &RecordsCase,
+    threads: &[SideOutcome],
+    tsc_hz: Option<f64>,
+    system_metrics: &[Metric],
+) -> Observation {
+    let mut obs = Observation::default();
+    let clients: Vec<&SideOutcome> = threads.iter().filter(|t| t.role == Role::Client).collect();
+    let servers: Vec<&SideOutcome> = threads.iter().filter(|t| t.role == Role::Server).collect();
+    let response_bytes = case.response_bytes() as f64;
+    let client_window = mean_window(clients.iter().copied()).ok_or_else(|| NO_CLIENT_WINDOW.to_string());
+    let received: u64 = clients.iter().map(|c| c.responses).sum();
+    let rate = client_window.clone().map(|w| received as f64 / w);
+    let client_window_seen = client_window.clone();
+    let tool = |name: &str, unit: &str, value: Result<f64, String>| {
+        Metric::from_result(name, Role::System, unit, Source::Tool, value)
+    };
+    obs.push(tool("responses_per_s", "responses/s", rate.clone()));
+    obs.push(tool(
+        "throughput_gbps",
+        "Gbit/s",
+        rate.clone().map(|r| r * response_bytes * 8.0 / 1e9),
+    ));
+    obs.push(tool("window_s", "s", client_window));
+
+    let mut latency = LatencyHistogram::new();
+    for c in &clients {
+        latency.merge(&c.latency);
+    }
+    let empty = || "no response arrived inside the window".to_string();
+    for (name, q) in [
+        ("latency_p50_us", 0.5),
+        ("latency_p90_us", 0.9),
+        ("latency_p99_us", 0.99),
+        ("latency_p999_us", 0.999),
+    ] {
+        obs.push(Metric::from_result(
+            name,
+            Role::Client,
+            "us",
+            Source::Tool,
+            latency.quantile_us(q).ok_or_else(empty),
+        ));
+    }
+    obs.push(Metric::from_result(
+        "latency_max_us",
+        Role::Client,
+        "us",
+        Source::Tool,
+        latency.max_us().ok_or_else(empty),
+    ));
+    obs.push(Metric::from_result(
+        "latency_mean_us",
+        Role::Client,
+        "us",
+        Source::Tool,
+        latency.mean_us().ok_or_else(empty),
+    ));
+
+    for (role, side, why) in [
+        (Role::Client, &clients, NO_CLIENT_WINDOW),
+        (Role::Server, &servers, NO_SERVER_WINDOW),
+    ] {
+        let responses: u64 = side.iter().map(|t| t.responses).sum();
+        let syscalls: u64 = side.iter().map(|t| t.syscalls).sum();
+        let payload = responses * case.response_bytes();
+        let sample = measured_counters(side.iter().map(|t| &t.counters), why);
+        let cpu_us_per_response = sample
+            .usage
+            .as_ref()
+            .map(|u| per((u.user + u.system).as_secs_f64() * 1e6, responses as f64))
+            .map_err(|e| e.clone());
+        obs.metrics
+            .extend(sample.metrics(role, payload, responses, "response", tsc_hz));
+        obs.push(Metric::from_result(
+            "cpu_us_per_response",
+            role,
+            "us/response",
+            Source::Rusage,
+            cpu_us_per_response,
+        ));
+        obs.push(Metric::new(
+            "syscalls_per_response",
+            role,
+            per(syscalls as f64, responses as f64),
+            "syscalls/response",
+            Source::Tool,
+        ));
+        obs.push(Metric::tool("responses", role, responses as f64, "responses"));
+        obs.push(Metric::tool("payload_bytes", role, payload as f64, "B"));
+        let idle = side.iter().filter(|t| t.responses == 0).count();
+        if idle > 0 {
+            obs.warn(
+                WarningKind::Starved,
+                format!("{idle} {role} threads moved no response inside the window (starved of CPU?): more threads than CPUs?"),
+            );
+        }
+        if role == Role::Server {
+            let copied: u64 = side.iter().map(|t| t.user_copy_bytes).sum();
+            obs.push(Metric::new(
+                "user_copy_bytes_per_payload_byte",
+                role,
+                per(copied as f64, payload as f64),
+                "B/B",
+                Source::Tool,
+            ));
+        }
+    }
+    // DRAM traffic per payload byte: over the payload the clients received inside their
+    // windows (the bytes throughput counts), as net stream does.
+    let payload = client_window_seen.map(|_| (received * case.response_bytes()) as f64);
+    obs.push(crate::measure::memtraffic::per_payload_byte(system_metrics, payload));
+
+    if case.mode.is_zero_copy() {
+        let mut c = CompletionCounts::default();
+        let mut enobufs = 0;
+        for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
+            c.sends += z.sends;
+            c.notifications += z.notifications;
+            c.completed += z.completed;
+            c.copied += z.copied;
+            c.unexpected += z.unexpected;
+            enobufs += e;
+        }
+        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+        obs.push(Metric::tool(
+            "zerocopy_completions",
+            Role::System,
+            c.notifications as f64,
+            "notifications",
+        ));
+        obs.push(Metric::tool(
+            "zerocopy_completed_sends",
+            Role::System,
+            c.completed as f64,
+            "calls",
+        ));
+        obs.push(Metric::tool(
+            "zerocopy_copied_sends",
+            Role::System,
+            c.copied as f64,
+            "calls",
+        ));
+        obs.push(Metric::from_result(
+            "zerocopy_copied_fraction",
+            Role::System,
+            "fraction",
+            Source::Tool,
+            c.not_copied_fraction()
+                .map(|f| 1.0 - f)
+                .ok_or_else(|| "no completion arrived".to_string()),
+        ));
+        obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
+        if c.unexpected > 0 {
+            obs.warn(
+                WarningKind::Anomaly,
+                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+            );
+        }
+        if c.completed > 0 && c.copied > 0 {
+            obs.warn(WarningKind::ZeroCopyCopied, format!(
+                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
+                100.0 * c.copied as f64 / c.completed as f64
+            ));
+        }
+    }
+    if case.verify {
+        let verified: u64 = clients.iter().map(|c| c.verified_records).sum();
+        let corrupt: u64 = clients.iter().map(|c| c.corrupt_records).sum();
+        obs.push(Metric::tool(
+            "verified_records",
+            Role::Client,
+            verified as f64,
+            "records",
+        ));
+        obs.push(Metric::tool("corrupt_records", Role::Client, corrupt as f64, "records"));
+        obs.warn(
+            WarningKind::VerifyCost,
+            "--verify reads and checks every record byte on the client: its CPU and the latency include that work",
+        );
+        if corrupt > 0 {
+            obs.warn(WarningKind::Anomaly, format!("{corrupt} records arrived corrupted"));
+        }
+    }
+    if case.pick == crate::case::Pick::Random {
+        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
+            obs.warn(
+                WarningKind::CacheResident,
+                format!(
+                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
+                    crate::format::format_bytes(case.table_bytes),
+                    crate::format::format_bytes(llc)
+                ),
+            );
+        }
+    }
+    obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
+    match (&case.client_cpus, &case.server_cpus) {
+        (None, None) => obs.warn(
+            WarningKind::Unpinned,
+            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
+        ),
+        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
+        _ => {}
+    }
+    obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_feature_is_an_observation_of_unavailable_headlines_not_numbers() {
+        let obs = refused_observation(&Unsupported::new("io_uring", "not permitted here (EPERM)"));
+        assert!(obs.has_warning(WarningKind::Unsupported));
+        for (name, role, _) in HEADLINE_METRICS {
+            let m = obs.get(name, role).unwrap();
+            assert_eq!(m.value, None);
+            assert_eq!(
+                m.source,
+                Source::Unavailable("io_uring unavailable: not permitted here (EPERM)".into())
+            );
+        }
+    }
+
+    #[test]
+    fn limits_name_what_is_accepted() {
+        let case = RecordsCase {
+            mode: RecordsMode::CopyOut,
+            record_size: 128,
+            records: 32,
+            table_bytes: 1 << 20,
+            pick: crate::case::Pick::Random,
+            outstanding: 1,
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: crate::case::Endpoint::Loopback { port: 0 },
+            perf: false,
+            prove_copies: false,
+        };
+        assert_eq!(check_case(&case, None), Ok(()));
+        let small = RecordsCase {
+            table_bytes: 1024,
+            ..case.clone()
+        };
+        assert!(check_case(&small, None).unwrap_err().contains("use a larger --table"));
+        let big = RecordsCase {
+            table_bytes: 1 << 30,
+            ..case.clone()
+        };
+        assert!(check_case(&big, Some(1 << 30)).unwrap_err().contains("more than half"));
+        let tiny = RecordsCase { record_size: 4, ..case };
+        assert!(check_case(&tiny, None).unwrap_err().contains("accepted: 8 B to 1 MiB"));
+    }
+}

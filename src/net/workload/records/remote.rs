@@ -1,0 +1,499 @@
+//! Net records against `iopath net serve` (`--topology remote HOST:PORT`): the hello names the
+//! workload `records`; the server fills the table, opens a data port of the session's own,
+//! accepts one connection per client thread from the client's address, runs its serving
+//! threads through the window the client announces (`measure`, `done`) and sends back its
+//! side's metrics in the `report` — its role `server` figures, the zero-copy completions, and
+//! its machine's memory traffic (the sender's DRAM is the figure the seed asked about).
+
+use super::server;
+use super::table::Table;
+use super::{
+    build_observation, check_case, client, interrupted, SideOutcome, ThreadStart, IDLE_TIMEOUT, START_PATIENCE,
+};
+use crate::case::{RecordsCase, RecordsMode};
+use crate::measure::clock;
+use crate::measure::counters::kernel_policy;
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::workload::stream::StartGate;
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
+use crate::stop::{Interrupted, Stop};
+use crate::sys::net as sock;
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long either end waits for the other to set up (data connections, the table) or report.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The hello of a records client.
+#[derive(Serialize)]
+struct RecordsHello<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    version: u32,
+    workload: &'static str,
+    case: &'a RecordsCase,
+}
+
+/// The server's `ready` with the session's data port.
+#[derive(Serialize, Deserialize)]
+struct ReadyLine {
+    #[serde(rename = "type")]
+    kind: String,
+    token: u64,
+    port: Option<u16>,
+}
+
+/// Metrics the server side measures and sends back: its role's, and the zero-copy completions
+/// (its sockets sent).
+fn server_owned(m: &Metric) -> bool {
+    m.role == Role::Server || m.name.starts_with("zerocopy_")
+}
+
+fn refuse(control: &mut ControlChannel, error: String) -> anyhow::Error {
+    control.send(&Control::Refused { error: error.clone() }).ok();
+    anyhow!(error)
+}
+
+/// Serve one records session on `control` (called by `net serve` for a `records` hello).
+pub fn serve_session(
+    mut control: ControlChannel,
+    case: &RecordsCase,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<()> {
+    if let Err(error) = check_case(case, crate::sys::procfs::memory_headroom()) {
+        return Err(refuse(&mut control, error));
+    }
+    if case.mode == RecordsMode::UringZc {
+        if let Err(e) = crate::sys::uring_gather_zc::GatherZcRing::new(server::URING_ENTRIES) {
+            return Err(refuse(
+                &mut control,
+                format!("uring-zc unavailable on the server: {e:?}"),
+            ));
+        }
+    }
+    let Some(table) = Table::new(case.record_size as usize, case.table_records(), stopped)? else {
+        return Err(anyhow::Error::new(Interrupted));
+    };
+    let local = control.stream().local_addr()?;
+    let peer = control.stream().peer_addr()?.ip();
+    let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0)).map_err(|e| {
+        refuse(
+            &mut control,
+            format!("could not open a data port on {}: {e}", local.ip()),
+        )
+    })?;
+    control.send_json(&ReadyLine {
+        kind: "ready".into(),
+        token: 0,
+        port: Some(listener.local_addr()?.port()),
+    })?;
+    let data = accept_from(&listener, case.threads, peer, stopped)?;
+    for s in &data {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IDLE_TIMEOUT))?;
+        s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+        if case.mode == RecordsMode::ZeroCopy {
+            sock::enable_zerocopy(s.as_raw_fd())
+                .map_err(|e| refuse(&mut control, format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
+        }
+    }
+    match serve_threads(case, &table, &data, &mut control, stopped) {
+        Ok(report) => control
+            .send(&Control::Report(Box::new(report)))
+            .context("sending the report to the client"),
+        Err(e) => {
+            if !e.is::<Interrupted>() {
+                control
+                    .send(&Control::Failed {
+                        error: format!("{e:#}"),
+                    })
+                    .ok();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `count` data connections from `peer`, within SETUP_TIMEOUT.
+fn accept_from(
+    listener: &TcpListener,
+    count: usize,
+    peer: IpAddr,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Vec<TcpStream>> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut data = Vec::with_capacity(count);
+    while data.len() < count {
+        if stopped() {
+            return Err(anyhow::Error::new(Interrupted));
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the client opened {} of {count} data connections in {SETUP_TIMEOUT:?}",
+                data.len()
+            );
+        }
+        match listener.accept() {
+            // Only the client's own address may join its session.
+            Ok((s, from)) if from.ip() == peer => {
+                s.set_nonblocking(false)?;
+                data.push(s);
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => bail!("accept failed: {e}"),
+        }
+    }
+    Ok(data)
+}
+
+/// The next control message within `wait`, giving up when `stopped`.
+fn next(control: &mut ControlChannel, wait: Duration, stopped: &dyn Fn() -> bool) -> anyhow::Result<Control> {
+    let line = control.recv_line(Some(Instant::now() + wait), stopped).map_err(|e| {
+        if e.kind() == io::ErrorKind::Interrupted && stopped() {
+            anyhow::Error::new(Interrupted)
+        } else {
+            anyhow::Error::new(e)
+        }
+    })?;
+    Ok(ControlChannel::parse(&line)?)
+}
+
+/// Run the serving threads through the client's window; their metrics as a report.
+fn serve_threads(
+    case: &RecordsCase,
+    table: &Table,
+    data: &[TcpStream],
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<ServerReport> {
+    let policy = kernel_policy();
+    let tsc_hz = clock::tsc_hz();
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    let ready = StartGate::default();
+    let pin = |i: usize| {
+        case.server_cpus
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| c[i % c.len()])
+    };
+    let session_wait = Duration::from_millis(case.warmup_ms + case.duration_ms) + SETUP_TIMEOUT;
+    let (outcomes, followed) = std::thread::scope(|scope| {
+        let handles: Vec<_> = data
+            .iter()
+            .enumerate()
+            .map(|(i, stream)| {
+                let start = ThreadStart {
+                    index: i,
+                    pin: pin(i),
+                    window: &window,
+                    ready: &ready,
+                    policy: &policy,
+                    perf: case.perf,
+                };
+                std::thread::Builder::new()
+                    .name(format!("iopath-records-srv-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = server::serve(start, case, table, stream.as_raw_fd());
+                        if result.is_err() {
+                            stream.shutdown(Shutdown::Both).ok();
+                        }
+                        result
+                    })
+            })
+            .collect();
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let followed = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+            // The client announces the window; the threads follow it through their views.
+            let mut metrics = Vec::new();
+            let mut result = Ok(());
+            loop {
+                match next(control, session_wait, stopped) {
+                    Ok(Control::Measure) => window.open(&mut system),
+                    Ok(Control::Done) => {
+                        metrics = window.close(&mut system);
+                        break;
+                    }
+                    Ok(other) => {
+                        result = Err(anyhow!("unexpected control message {other:?}"));
+                        break;
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if result.is_err() {
+                window.close(&mut system);
+                for s in data {
+                    s.shutdown(Shutdown::Both).ok();
+                }
+            }
+            result.map(|()| metrics)
+        } else {
+            ready.abandon();
+            Err(anyhow!("could not start all {} server threads", handles.len()))
+        };
+        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
+                Err(e) => Err(anyhow!("could not start a thread: {e}")),
+            })
+            .collect();
+        (outcomes, followed)
+    });
+    let system_metrics = followed?;
+    let mut threads = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        threads.push(outcome?);
+    }
+    let obs = build_observation(case, &threads, tsc_hz, &system_metrics);
+    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
+    let mut metrics: Vec<Metric> = obs.metrics.into_iter().filter(server_owned).collect();
+    metrics.extend(system_metrics);
+    metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Server));
+    let warnings = obs
+        .warnings
+        .into_iter()
+        .filter(|w| {
+            matches!(
+                w.kind,
+                WarningKind::ZeroCopyCopied | WarningKind::Anomaly | WarningKind::Starved
+            )
+        })
+        .map(|w| format!("server: {}", w.text))
+        .collect();
+    Ok(ServerReport {
+        threads: Vec::new(),
+        metrics,
+        placement: threads.into_iter().map(|t| t.placement).collect(),
+        verified_messages: 0,
+        corrupt_messages: 0,
+        warnings,
+    })
+}
+
+/// The client side against a remote server: hello, data connections, the client threads
+/// through the window this side announces, the server's report merged in.
+pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
+    let tsc_hz = clock::tsc_hz();
+    let mut control = ControlChannel::new(crate::net::workload::stream::connect(addr, stop)?)?;
+    control.stream().set_nodelay(true).ok();
+    control.send_json(&RecordsHello {
+        kind: "hello",
+        version: crate::net::control::PROTOCOL_VERSION,
+        workload: "records",
+        case,
+    })?;
+    let stopped = || stop.requested();
+    let port = loop {
+        // The server fills its table before it answers: allow for a large one.
+        let line = control
+            .recv_line(Some(Instant::now() + SETUP_TIMEOUT), &stopped)
+            .map_err(|e| {
+                if stop.requested() {
+                    interrupted()
+                } else {
+                    anyhow::Error::new(e).context("waiting for the server to accept the case")
+                }
+            })?;
+        match ControlChannel::parse(&line)? {
+            Control::Challenge { nonce } => {
+                let Some(key) = crate::net::auth::client_key() else {
+                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+                };
+                control.send(&Control::Auth {
+                    mac: crate::net::auth::answer(key, &nonce),
+                })?;
+            }
+            Control::Ready { .. } => {
+                let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
+                break ready.port.ok_or_else(|| {
+                    anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
+                })?;
+            }
+            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
+                bail!("the server {error}")
+            }
+            Control::Refused { error }
+                if error.starts_with("bad records hello") || error.contains("unknown workload") =>
+            {
+                return Err(Unsupported::new(
+                    "net records on this server",
+                    format!("it refused the hello ({error}): upgrade it"),
+                )
+                .into())
+            }
+            Control::Refused { error } => bail!("the server refused the case: {error}"),
+            other => bail!("unexpected answer from the server: {other:?}"),
+        }
+    };
+    let data_addr = SocketAddr::new(addr.ip(), port);
+    let data: Vec<TcpStream> = (0..case.threads)
+        .map(|_| crate::net::workload::stream::connect(data_addr, stop))
+        .collect::<anyhow::Result<_>>()?;
+    for s in &data {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IDLE_TIMEOUT))?;
+        s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+    }
+    let policy = kernel_policy();
+    let window = Window::new();
+    let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, None);
+    let ready = StartGate::default();
+    let failed = AtomicBool::new(false);
+    let pin = |i: usize| {
+        case.client_cpus
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| c[i % c.len()])
+    };
+    let (outcomes, drive_result) = std::thread::scope(|scope| {
+        let handles: Vec<_> = data
+            .iter()
+            .enumerate()
+            .map(|(i, stream)| {
+                let start = ThreadStart {
+                    index: i,
+                    pin: pin(i),
+                    window: &window,
+                    ready: &ready,
+                    policy: &policy,
+                    perf: case.perf,
+                };
+                let failed = &failed;
+                std::thread::Builder::new()
+                    .name(format!("iopath-records-cli-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let result = client::run(start, case, i, stream.as_raw_fd());
+                        if result.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                            stream.shutdown(Shutdown::Both).ok();
+                        } else {
+                            stream.shutdown(Shutdown::Write).ok();
+                        }
+                        result
+                    })
+            })
+            .collect();
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+            drive_remote(case, &window, &mut system, &failed, stop, &mut control)
+        } else {
+            ready.abandon();
+            window.close(&mut system);
+            control.send(&Control::Done).ok();
+            Err(anyhow!("could not start all {} client threads", handles.len()))
+        };
+        if drive_result.is_err() || failed.load(Ordering::SeqCst) {
+            for s in &data {
+                s.shutdown(Shutdown::Both).ok();
+            }
+        }
+        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
+                Err(e) => Err(anyhow!("could not start a thread: {e}")),
+            })
+            .collect();
+        (outcomes, drive_result)
+    });
+    let mut system_metrics = drive_result?;
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    let mut threads = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                if let Ok(Control::Failed { error }) = next(&mut control, Duration::from_secs(2), &stopped) {
+                    bail!("the run failed: {e}; the server said: {error}");
+                }
+                return Err(e);
+            }
+        }
+    }
+    let report = match next(&mut control, SETUP_TIMEOUT, &stopped).context("waiting for the server's report")? {
+        Control::Report(report) => *report,
+        Control::Failed { error } => bail!("the server failed: {error}"),
+        other => bail!("unexpected message from the server: {other:?}"),
+    };
+    // The server's machine-wide figures (its memory traffic) are the system's here: the
+    // sender's DRAM is what the records cost.
+    let (server_side, server_system): (Vec<Metric>, Vec<Metric>) = report.metrics.into_iter().partition(server_owned);
+    system_metrics.extend(server_system);
+    let mut obs = build_observation(case, &threads, tsc_hz, &system_metrics);
+    obs.metrics.retain(|m| !server_owned(m));
+    obs.metrics
+        .extend(server_side.into_iter().map(|m| match (&m.value, &m.source) {
+            (None, Source::Unavailable(_)) | (Some(_), _) => m,
+            (None, _) => Metric::unavailable(&m.name, m.role, &m.unit, "the server sent no value"),
+        }));
+    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
+    obs.metrics
+        .extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
+    obs.metrics.extend(system_metrics);
+    obs.placement.extend(report.placement);
+    for w in report.warnings {
+        obs.warn(WarningKind::Other, w);
+    }
+    Ok(obs)
+}
+
+/// Warm up, open the window here and on the server, hold it, close both.
+fn drive_remote(
+    case: &RecordsCase,
+    window: &Window,
+    system: &mut SystemProbes,
+    failed: &AtomicBool,
+    stop: Stop,
+    control: &mut ControlChannel,
+) -> anyhow::Result<Vec<Metric>> {
+    let sleep_watching = |d: Duration| -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if failed.load(Ordering::SeqCst) || stop.requested() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Stop::POLL));
+        }
+    };
+    let mut result = Ok(());
+    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+        window.open(system);
+        result = control
+            .send(&Control::Measure)
+            .context("the server closed the control connection");
+        if result.is_ok() {
+            sleep_watching(Duration::from_millis(case.duration_ms));
+        }
+    }
+    let metrics = window.close(system);
+    let done = control
+        .send(&Control::Done)
+        .context("the server closed the control connection");
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    result.and(done).map(|()| metrics)
+}
