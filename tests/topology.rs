@@ -390,6 +390,24 @@ fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named(
     assert!(!rr.status.success());
     let err = String::from_utf8_lossy(&rr.stderr);
     assert!(err.contains("byte budget of 300MiB"), "{err}");
+    // And records sessions: 32 records of 1 KiB per response for 20 s.
+    let records = Command::new(bin())
+        .args([
+            "net",
+            "records",
+            "--topology",
+            &format!("remote {}", server.1),
+            "--mode",
+            "gather",
+        ])
+        .args(["--record-size", "1K", "--records", "32", "--table", "8M"])
+        .args(["--duration", "20s", "--warmup", "20ms"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!records.status.success());
+    let err = String::from_utf8_lossy(&records.stderr);
+    assert!(err.contains("byte budget of 300MiB"), "{err}");
 }
 
 #[test]

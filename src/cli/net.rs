@@ -147,8 +147,8 @@ pub struct ServeArgs {
     /// refused with the limit named. One session runs at a time; others are told "busy".
     #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
     pub max_session: Duration,
-    /// The most bytes one session may send this server (e.g. 10G); a session that reaches it
-    /// is ended and its client told the limit. Unlimited by default (`--max-session` bounds
+    /// The most bytes one session may move through this server, either way (e.g. 10G); a
+    /// session that reaches it is ended and its client told the limit. Unlimited by default (`--max-session` bounds
     /// every session's time).
     #[arg(long, value_name = "BYTES", value_parser = values::parse_size)]
     pub max_session_bytes: Option<u64>,

@@ -65,6 +65,7 @@ pub fn serve_session(
     mut control: ControlChannel,
     case: &RecordsCase,
     stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
     if let Err(error) = check_case(case, crate::sys::procfs::memory_headroom()) {
         return Err(refuse(&mut control, error));
@@ -103,7 +104,7 @@ pub fn serve_session(
                 .map_err(|e| refuse(&mut control, format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
         }
     }
-    match serve_threads(case, &table, &data, &mut control, stopped) {
+    match serve_threads(case, &table, &data, &mut control, stopped, max_bytes) {
         Ok(report) => control
             .send(&Control::Report(Box::new(report)))
             .context("sending the report to the client"),
@@ -175,8 +176,18 @@ fn serve_threads(
     data: &[TcpStream],
     control: &mut ControlChannel,
     stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
+    // The byte budget, read from the kernel's counts between polls of the control connection.
+    let exceeded = std::cell::Cell::new(false);
+    let stopped_or_over = || {
+        if stopped() {
+            return true;
+        }
+        exceeded.set(crate::net::workload::stream::over_budget(data, max_bytes));
+        exceeded.get()
+    };
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let mut system = SystemProbes::default();
@@ -219,7 +230,7 @@ fn serve_threads(
             let mut metrics = Vec::new();
             let mut result = Ok(());
             loop {
-                match next(control, session_wait, stopped) {
+                match next(control, session_wait, &stopped_or_over) {
                     Ok(Control::Measure) => window.open(&mut system),
                     Ok(Control::Done) => {
                         metrics = window.close(&mut system);
@@ -235,8 +246,11 @@ fn serve_threads(
                     }
                 }
             }
+            if exceeded.get() {
+                result = Err(crate::net::workload::stream::budget_error(max_bytes));
+            }
             if result.is_err() {
-                window.close(&mut system);
+                window.abandon(&mut system);
                 for s in data {
                     s.shutdown(Shutdown::Both).ok();
                 }

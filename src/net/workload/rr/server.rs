@@ -137,11 +137,11 @@ fn run_threads(
     max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
-    // The byte budget: request bytes received, counted by the serving threads only when a
+    // The byte budget: request and response bytes moved, counted by the serving threads only when a
     // budget is set (one relaxed add per transaction) and checked between the coordinator's
     // polls of the control connection.
     let received = AtomicU64::new(0);
-    let budget: Budget<'_> = max_bytes.map(|_| (&received, case.request_size));
+    let budget: Budget<'_> = max_bytes.map(|_| (&received, case.request_size + case.response_size));
     let exceeded = std::cell::Cell::new(false);
     let stopped_or_over = || {
         if stopped() {
@@ -229,10 +229,7 @@ fn run_threads(
             .collect()
     });
     if exceeded.get() {
-        bail!(
-            "the session reached this server's byte budget of {} (--max-session-bytes) and was ended",
-            crate::case::format_bytes(max_bytes.unwrap_or(0))
-        );
+        return Err(crate::net::workload::stream::budget_error(max_bytes));
     }
     if interrupted {
         return Err(anyhow::Error::new(Interrupted));
@@ -282,8 +279,8 @@ fn run_threads(
     })
 }
 
-/// The session's byte budget as the serving threads see it: the shared count of request bytes
-/// received and the bytes of one request; None when the server has no budget.
+/// The session's byte budget as the serving threads see it: the shared count of bytes moved
+/// and the bytes of one transaction (request + response); None when the server has no budget.
 type Budget<'a> = Option<(&'a AtomicU64, u64)>;
 
 /// What ends a crr server thread's loop: the session being over, and the budget it counts into.
@@ -293,8 +290,8 @@ struct SessionEnds<'a> {
 }
 
 fn count_against(budget: Budget<'_>) {
-    if let Some((received, request_bytes)) = budget {
-        received.fetch_add(request_bytes, Ordering::Relaxed);
+    if let Some((moved, transaction_bytes)) = budget {
+        moved.fetch_add(transaction_bytes, Ordering::Relaxed);
     }
 }
 

@@ -8,6 +8,7 @@
 mod server;
 pub(crate) mod thread;
 
+pub(crate) use server::{budget_error, over_budget};
 pub use server::{serve_session, serve_session_with, ServeOptions};
 pub(crate) use thread::StartGate;
 

@@ -259,7 +259,12 @@ pub fn serve_session_with(
                                         options.max_session_bytes,
                                     ),
                                     HelloCase::Records(case) => {
-                                        crate::net::workload::records::serve_session(control, &case, &stopped)
+                                        crate::net::workload::records::serve_session(
+                                            control,
+                                            &case,
+                                            &stopped,
+                                            options.max_session_bytes,
+                                        )
                                     }
                                 };
                                 if let Ok(mut r) = route.lock() {
@@ -439,17 +444,26 @@ fn control_still_open(control: &ControlChannel) -> anyhow::Result<()> {
     }
 }
 
-/// Whether the session's data connections have received more than `max` bytes, by the
-/// kernel's count (TCP_INFO bytes_received): read by the coordinator between its polls of the
-/// control connection, so the receiving threads' loop pays nothing for the budget.
-fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
+/// Whether a session's data connections have moved more than `max` bytes through this
+/// server (received plus sent and acknowledged), by the kernel's count (TCP_INFO
+/// bytes_received + bytes_acked): read by the coordinator between its polls of the control
+/// connection, so the serving threads' loops pay nothing for the budget.
+pub(crate) fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
     let Some(max) = max else { return false };
-    let received: u64 = data
+    let moved: u64 = data
         .iter()
         .filter_map(|s| crate::sys::tcpinfo::tcp_info(s.as_raw_fd()).ok())
-        .map(|(info, _)| info.bytes_received)
+        .map(|(info, _)| info.bytes_received + info.bytes_acked)
         .sum();
-    received > max
+    moved > max
+}
+
+/// The error a session over its byte budget ends with (the client is told the same).
+pub(crate) fn budget_error(max: Option<u64>) -> anyhow::Error {
+    anyhow!(
+        "the session reached this server's byte budget of {} (--max-session-bytes) and was ended",
+        crate::case::format_bytes(max.unwrap_or(0))
+    )
 }
 
 /// Run one receiving thread per data connection while following the client's phase messages.
@@ -541,10 +555,7 @@ fn run_receivers(
         thread::join_all(handles)
     });
     if exceeded.get() {
-        bail!(
-            "the session reached this server's byte budget of {} (--max-session-bytes) and was ended",
-            crate::case::format_bytes(max_bytes.unwrap_or(0))
-        );
+        return Err(budget_error(max_bytes));
     }
     if interrupted {
         return Err(super::interrupted());
