@@ -235,6 +235,7 @@ fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrC
     RrCase {
         kind,
         mode: CopyMode::TwoCopy,
+        rx_mode: iopath::case::RxMode::Copy,
         request_size: 64,
         response_size: 64,
         fields: 1,

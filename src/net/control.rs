@@ -448,6 +448,7 @@ mod tests {
         let rr = RrCase {
             kind: RrKind::Crr,
             mode: CopyMode::OneCopy,
+            rx_mode: crate::case::RxMode::Scatter,
             request_size: 64,
             response_size: 128,
             fields: 1,

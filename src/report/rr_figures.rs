@@ -188,6 +188,7 @@ mod tests {
         Case::NetRr(RrCase {
             kind: RrKind::Rr,
             mode,
+            rx_mode: crate::case::RxMode::paired_with(mode),
             request_size,
             response_size: 64,
             fields: 1,

@@ -5,7 +5,7 @@
 //! then a report of what its threads counted.
 
 use super::meter::{Ctx, Meter, Metered};
-use super::{data_receiver, data_sender, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
+use super::{data_receivers, data_sender, receiver_error, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -45,6 +45,16 @@ pub fn serve_session(
     if let Err(error) = super::check_case(case) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
+    }
+    // A receive mode this kernel refuses is answered before any connection is made.
+    if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
+        control
+            .send(&Control::Unavailable {
+                what: refusal.what.clone(),
+                reason: refusal.reason.clone(),
+            })
+            .ok();
+        return Err(refusal.into());
     }
     let local = control.stream().local_addr()?;
     let peer = control.stream().peer_addr()?.ip();
@@ -174,11 +184,19 @@ fn run_threads(
         senders.push(data_sender(case, resp)?);
     }
     let mut senders = senders.into_iter();
+    // Every receiver made (and rr's attached to its connection) before any thread starts.
+    let mut receivers = data_receivers(case, req, case.threads)?;
+    for (receiver, stream) in receivers.iter_mut().zip(data) {
+        receiver
+            .attach(stream.as_raw_fd())
+            .map_err(|e| receiver_error(case, e))?;
+    }
+    let mut receivers = receivers.into_iter();
     let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
         let handles: Vec<_> = (0..case.threads)
             .map(|i| {
-                let receiver = data_receiver(case, req);
+                let receiver = receivers.next().expect("one receiver per thread");
                 let sender = senders.next().expect("one sender per thread");
                 let builder = std::thread::Builder::new().name(format!("iopath-rr-server-{i}"));
                 match case.kind {
@@ -369,6 +387,7 @@ fn serve_crr(
         // The accepted socket inherits the listener's short timeout: give it the data one.
         stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
         let fd = stream.as_raw_fd();
+        receiver.attach(fd)?;
         if receiver.recv(fd, seq)? {
             sender.send(fd, seq)?;
             let n = crate::sys::net::recv(fd, &mut fin, 0)?;
@@ -380,9 +399,13 @@ fn serve_crr(
                 transactions += 1;
             }
         }
+        // The next connection may get this fd number: nothing of this one may carry over.
+        receiver.detach();
         drop(stream);
         own_syscalls += 3;
     }
+    // uring-zc: the notifications of the last responses (the ring outlives its sockets).
+    sender.drain(-1, Duration::from_secs(10))?;
     Ok(ServerOutcome {
         transactions,
         metered: meter.finish(own_syscalls + receiver.counts().syscalls + sender.counts().syscalls),
