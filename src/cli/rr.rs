@@ -157,32 +157,32 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     let mut cases = Vec::new();
     for &mode in &modes {
         for rx_mode in super::net::rx_modes_for(mode, rx_modes) {
-        for &request_size in &args.request_size {
-            for &response_size in &args.response_size {
-                for &inflight in &args.inflight {
-                    for &threads in &args.threads {
-                        cases.push(RrCase {
-                            kind,
-                            mode,
-                            rx_mode,
-                            request_size,
-                            response_size,
-                            fields: args.fields as usize,
-                            inflight,
-                            threads,
-                            rate: args.rate,
-                            duration_ms: args.duration.as_millis() as u64,
-                            warmup_ms: args.warmup.as_millis() as u64,
-                            client_cpus: args.client_cpus.clone().map(Into::into),
-                            server_cpus: args.server_cpus.clone().map(Into::into),
-                            verify: args.verify,
-                            endpoint: endpoint.clone(),
-                            perf: !args.no_perf,
-                        });
+            for &request_size in &args.request_size {
+                for &response_size in &args.response_size {
+                    for &inflight in &args.inflight {
+                        for &threads in &args.threads {
+                            cases.push(RrCase {
+                                kind,
+                                mode,
+                                rx_mode,
+                                request_size,
+                                response_size,
+                                fields: args.fields as usize,
+                                inflight,
+                                threads,
+                                rate: args.rate,
+                                duration_ms: args.duration.as_millis() as u64,
+                                warmup_ms: args.warmup.as_millis() as u64,
+                                client_cpus: args.client_cpus.clone().map(Into::into),
+                                server_cpus: args.server_cpus.clone().map(Into::into),
+                                verify: args.verify,
+                                endpoint: endpoint.clone(),
+                                perf: !args.no_perf,
+                            });
+                        }
                     }
                 }
             }
-        }
         }
     }
     for case in &cases {

@@ -550,6 +550,31 @@ impl SendRing {
         out
     }
 
+    /// Hand every field of a slot no op references to `write`, in order, for writing the next
+    /// message (no list is built: the send path allocates nothing). False, and nothing
+    /// written, while the kernel may still read them.
+    pub fn write_fields(&mut self, slot: usize, mut write: impl FnMut(&mut [u8])) -> bool {
+        if !self.tracker.is_free(slot) {
+            return false;
+        }
+        let s = &mut self.slots[slot];
+        if s.ranges.is_empty() {
+            s.fields.iter_mut().for_each(|f| write(f));
+            return true;
+        }
+        let Some(&(first, _)) = s.ranges.first() else {
+            return true;
+        };
+        let total: usize = s.ranges.iter().map(|(_, n)| n).sum();
+        let mut rest = &mut self.arena[first..first + total];
+        for &(_, n) in &s.ranges {
+            let (field, tail) = rest.split_at_mut(n);
+            write(field);
+            rest = tail;
+        }
+        true
+    }
+
     /// The fields of a slot no op references, for writing the next message; None while the
     /// kernel may still read them.
     pub fn fields_mut(&mut self, slot: usize) -> Option<Vec<&mut [u8]>> {
@@ -662,8 +687,14 @@ impl SendRing {
         // Keep the Vec's capacity for the next chain.
         self.chain = chain;
         self.chain.clear();
-        let deadline = Instant::now() + timeout;
+        // The first wait takes the whole timeout without reading the clock (one message per
+        // submission, as request/response sends, is then one io_uring_enter and nothing
+        // else); only a wait that ends early starts a deadline, so the bound is 2 x timeout.
+        self.enter_for(self.tracker.results_due(), timeout)?;
+        self.reap();
+        let mut deadline = None;
         while self.tracker.results_due() > 0 {
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
             if Instant::now() > deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -729,6 +760,11 @@ impl SendRing {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
+        self.enter_for(want, left)
+    }
+
+    /// Submit what is queued and wait up to `left` for `want` completions.
+    fn enter_for(&mut self, want: usize, left: Duration) -> io::Result<()> {
         let ts = types::Timespec::new().sec(left.as_secs()).nsec(left.subsec_nanos());
         let args = types::SubmitArgs::new().timespec(&ts);
         self.enters += 1;

@@ -97,10 +97,11 @@ impl UringSender {
     }
 
     fn fill(&mut self, slot: usize, seq: u64) {
-        let Some(fields) = self.ring.fields_mut(slot) else {
-            return;
-        };
-        fill_fields(fields, seq);
+        let mut offset = 0u64;
+        self.ring.write_fields(slot, |field| {
+            message::fill(field, seq, offset);
+            offset += field.len() as u64;
+        });
     }
 }
 
