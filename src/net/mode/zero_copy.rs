@@ -77,7 +77,8 @@ impl ZeroCopySender {
             ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
             iov: IovecStore::with_capacity(fields),
             slot_last_id: vec![None; slots],
-            tracker: CompletionTracker::default(),
+            // Room for two send calls per slot (a message a partial send split).
+            tracker: CompletionTracker::with_room(2 * slots),
             verify,
             enabled_on: None,
             send_syscalls: 0,
