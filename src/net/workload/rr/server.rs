@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// How long the client has, after Ready, to open every rr data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often waits look at the stop flag (and crr's accept at the end of the session).
+/// How often the wait for the data connections looks at the stop flag.
 const SLICE: Duration = Duration::from_millis(20);
 
 struct ServerOutcome {
@@ -173,8 +173,10 @@ fn run_threads(
         cpus: case.server_cpus.as_ref(),
     };
     if case.kind == RrKind::Crr {
-        // accept() wakes every SLICE to see whether the session is over.
-        socket2::SockRef::from(listener).set_read_timeout(Some(SLICE))?;
+        // Accepted sockets inherit the listener's timeout: the data one, set once here rather
+        // than on every connection. accept() itself ends at the session's end, when the
+        // listener is shut down (and at worst after this long, to look at `quit`).
+        socket2::SockRef::from(listener).set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut interrupted = false;
@@ -236,6 +238,10 @@ fn run_threads(
         }
         window.close(&mut system);
         quit.store(true, Ordering::SeqCst);
+        if case.kind == RrKind::Crr {
+            // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
+            socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
+        }
         handles
             .into_iter()
             .map(|h| match h {
@@ -374,6 +380,8 @@ fn serve_crr(
         let (stream, seq) = match listener.accept() {
             Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
             Ok(_) => continue,
+            // The session is over: the listener was shut down under accept().
+            Err(_) if quit.load(Ordering::Relaxed) => break,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -384,12 +392,11 @@ fn serve_crr(
             }
             Err(e) => return Err(io::Error::new(e.kind(), format!("accept failed: {e}"))),
         };
-        // The accepted socket inherits the listener's short timeout: give it the data one.
-        stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
         let fd = stream.as_raw_fd();
         receiver.attach(fd)?;
         if receiver.recv(fd, seq)? {
             sender.send(fd, seq)?;
+            own_syscalls += 1;
             let n = crate::sys::net::recv(fd, &mut fin, 0)?;
             if n != 0 {
                 return Err(io::Error::other("a crr client sent more than one request"));
@@ -402,7 +409,8 @@ fn serve_crr(
         // The next connection may get this fd number: nothing of this one may carry over.
         receiver.detach();
         drop(stream);
-        own_syscalls += 3;
+        // close (accept and the read of the FIN counted above).
+        own_syscalls += 1;
     }
     // uring-zc: the notifications of the last responses (the ring outlives its sockets).
     sender.drain(-1, Duration::from_secs(10))?;
