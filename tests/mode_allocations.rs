@@ -85,7 +85,10 @@ fn no_send_or_receive_mode_allocates_per_message() {
             let before = allocations();
             ping(tx.as_mut(), rx.as_mut(), &from, &to, 64..1064);
             let during = allocations() - before;
-            assert_eq!(during, 0, "{send_mode} -> {rx_mode}: {during} allocations in 1000 messages");
+            assert_eq!(
+                during, 0,
+                "{send_mode} -> {rx_mode}: {during} allocations in 1000 messages"
+            );
             tx.drain(from.as_raw_fd(), Duration::from_secs(10)).unwrap();
             if verify {
                 let counts = rx.counts();
@@ -96,7 +99,12 @@ fn no_send_or_receive_mode_allocates_per_message() {
         }
     }
     // At least every mode that needs no kernel feature beyond TCP was measured.
-    for pair in ["two-copy->copy", "one-copy->scatter", "zero-copy->scatter", "splice->trunc"] {
+    for pair in [
+        "two-copy->copy",
+        "one-copy->scatter",
+        "zero-copy->scatter",
+        "splice->trunc",
+    ] {
         assert!(checked.iter().any(|c| c == pair), "{pair} not checked: {checked:?}");
     }
 }

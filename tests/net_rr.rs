@@ -105,9 +105,8 @@ fn run_short(args: &[&str]) -> Vec<Value> {
 /// naming TCP_ZEROCOPY_RECEIVE; true when `record` is one.
 fn refused_zerocopy_rx(record: &Value) -> bool {
     record["case"]["rx_mode"] == "zerocopy"
-        && role_metric(record, "system", "transactions_per_s").is_some_and(|m| {
-            m["value"].is_null() && m["reason"].as_str().unwrap_or("").contains("TCP_ZEROCOPY_RECEIVE")
-        })
+        && role_metric(record, "system", "transactions_per_s")
+            .is_some_and(|m| m["value"].is_null() && m["source"].to_string().contains("TCP_ZEROCOPY_RECEIVE"))
 }
 
 /// Every send mode with every receive mode that sees the bytes, both directions verified
@@ -135,7 +134,10 @@ fn rr_every_send_mode_with_every_receive_mode_that_sees_bytes() {
             continue;
         }
         check(r, true);
-        let (mode, rx) = (r["case"]["mode"].as_str().unwrap(), r["case"]["rx_mode"].as_str().unwrap());
+        let (mode, rx) = (
+            r["case"]["mode"].as_str().unwrap(),
+            r["case"]["rx_mode"].as_str().unwrap(),
+        );
         let label = r["label"].as_str().unwrap();
         // The label names the receive mode only when it is not the send mode's usual one.
         let usual = if mode == "two-copy" { "copy" } else { "scatter" };
@@ -420,8 +422,14 @@ fn bad_flags_are_one_line_and_exit_2() {
         (vec!["net", "crr", "--inflight", "2"], "--inflight is for net rr"),
         (vec!["net", "crr", "--rate", "100"], "--rate is for net rr"),
         (vec!["net", "crr", "--mode", "zero-copy"], "crr cannot use zero-copy"),
-        (vec!["net", "rr", "--rx-mode", "trunc", "--verify"], "--rx-mode trunc discards"),
-        (vec!["net", "crr", "--rx-mode", "copy,trunc", "--verify"], "--rx-mode trunc discards"),
+        (
+            vec!["net", "rr", "--rx-mode", "trunc", "--verify"],
+            "--rx-mode trunc discards",
+        ),
+        (
+            vec!["net", "crr", "--rx-mode", "copy,trunc", "--verify"],
+            "--rx-mode trunc discards",
+        ),
         (vec!["net", "rr", "--rx-mode", "mapped"], "mapped"),
         (vec!["net", "rr", "--request-size", "0"], "request"),
         (vec!["net", "rr", "--request-size", "32M"], "too large"),
