@@ -325,6 +325,25 @@ mod tests {
             assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
             assert!(err.to_string().contains(needle), "{err}");
         }
+        // Every send mode with every receive mode; without --rx-mode, the usual pairing.
+        let crossed = cases(
+            &["--mode", "two-copy,uring-zc", "--rx-mode", "copy,zerocopy"],
+            RrKind::Crr,
+        )
+        .unwrap();
+        let pairs: Vec<_> = crossed.iter().map(|c| c.path()).collect();
+        assert_eq!(
+            pairs,
+            ["two-copy", "two-copy/zerocopy", "uring-zc/copy", "uring-zc/zerocopy"]
+        );
+        let paired = cases(&["--mode", "two-copy,splice"], RrKind::Rr).unwrap();
+        assert_eq!(
+            paired.iter().map(|c| c.rx_mode).collect::<Vec<_>>(),
+            [crate::case::RxMode::Copy, crate::case::RxMode::Scatter]
+        );
+        let err = cases(&["--rx-mode", "scatter,trunc", "--verify"], RrKind::Rr).unwrap_err();
+        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
+        assert!(err.to_string().contains("--rx-mode trunc discards"), "{err}");
         let err = cases(&["--inflight", "64", "--request-size", "4K"], RrKind::Rr).unwrap_err();
         assert!(err.to_string().contains("64 KiB"), "{err}");
         assert_eq!(
