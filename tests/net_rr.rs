@@ -205,6 +205,45 @@ fn rr_open_loop_counts_from_the_due_time_and_keeps_the_rate() {
     }
 }
 
+/// A server whose kernel refuses the receive mode answers `unavailable` to the hello: the cell
+/// is a result whose headline figures are unavailable with that reason, not a failure. The
+/// server here is a stand-in that reads the hello, checks it names the receive mode, and
+/// answers as `net serve` does.
+#[test]
+fn a_receive_mode_the_server_refuses_is_an_unavailable_result() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut hello = String::new();
+        BufReader::new(&conn).read_line(&mut hello).unwrap();
+        let hello: Value = serde_json::from_str(&hello).unwrap();
+        let answer = r#"{"type":"unavailable","what":"TCP receive zero-copy (TCP_ZEROCOPY_RECEIVE)","reason":"not supported here"}"#;
+        (&conn).write_all(format!("{answer}\n").as_bytes()).unwrap();
+        hello
+    });
+    let records = run(&[
+        "net",
+        "rr",
+        "--connect",
+        &addr.to_string(),
+        "--mode",
+        "one-copy",
+        "--rx-mode",
+        "zerocopy",
+    ]);
+    let hello = server.join().unwrap();
+    assert_eq!(hello["workload"], "rr");
+    assert_eq!(hello["case"]["rx_mode"], "zerocopy");
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    assert!(refused_zerocopy_rx(r), "{r}");
+    assert!(r.to_string().contains("not supported here"), "{r}");
+}
+
 #[test]
 fn crr_splits_connect_exchange_and_close() {
     let records = run(&[
