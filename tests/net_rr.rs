@@ -470,7 +470,10 @@ fn bad_flags_are_one_line_and_exit_2() {
             "--rx-mode trunc discards",
         ),
         (vec!["net", "rr", "--rx-mode", "mapped"], "mapped"),
-        (vec!["sweep", "net-rr", "--rx-mode", "trunc", "--verify"], "--rx-mode trunc discards"),
+        (
+            vec!["sweep", "net-rr", "--rx-mode", "trunc", "--verify"],
+            "--rx-mode trunc discards",
+        ),
         (vec!["net", "rr", "--request-size", "0"], "request"),
         (vec!["net", "rr", "--request-size", "32M"], "too large"),
         (vec!["net", "rr", "--inflight", "64", "--request-size", "4K"], "64 KiB"),
