@@ -87,8 +87,9 @@ impl Receiver for ZeroCopyReceiver {
         if matches!(&self.mapping, Some((on, _)) if *on == fd) {
             return Ok(());
         }
-        self.mapping = None;
-        self.carry = 0..0;
+        self.detach();
+        // mmap, the getsockopt and SO_RCVLOWAT: per connection in crr, so counted.
+        self.counts.syscalls += 3;
         let len = self.size.div_ceil(page_size()).clamp(1, MAX_MAP / page_size()) * page_size();
         let mut mapping = SocketMapping::new(fd, len).map_err(|e| {
             unavailable(Unsupported::new(
@@ -117,7 +118,10 @@ impl Receiver for ZeroCopyReceiver {
     }
 
     fn detach(&mut self) {
-        self.mapping = None;
+        if self.mapping.take().is_some() {
+            // The munmap.
+            self.counts.syscalls += 1;
+        }
         self.carry = 0..0;
     }
 
