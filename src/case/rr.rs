@@ -1,6 +1,6 @@
 //! Parameters of the request/response benchmarks (`iopath net rr` and `iopath net crr`).
 
-use super::{format_bytes, CopyMode, CpuList, Endpoint};
+use super::{format_bytes, CopyMode, CpuList, Endpoint, RxMode};
 use serde::{Deserialize, Serialize};
 
 /// Request/response on long-lived connections, or a fresh connection per transaction.
@@ -23,10 +23,15 @@ impl RrKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "StoredRrCase")]
 pub struct RrCase {
     pub kind: RrKind,
     /// How requests and responses are handed to the kernel.
     pub mode: CopyMode,
+    /// How both ends take them back: the server its requests, the client its responses.
+    /// Always written; a case stored (or a hello sent) before rr had receive modes has none
+    /// and reads as the pairing used then (`RxMode::paired_with`).
+    pub rx_mode: RxMode,
     /// Bytes per request (client to server).
     pub request_size: u64,
     /// Bytes per response (server to client).
@@ -51,13 +56,60 @@ pub struct RrCase {
     pub perf: bool,
 }
 
+/// An `RrCase` as read: `rx_mode` may be absent (older databases, clients and plan files).
+#[derive(Deserialize)]
+struct StoredRrCase {
+    kind: RrKind,
+    mode: CopyMode,
+    #[serde(default)]
+    rx_mode: Option<RxMode>,
+    request_size: u64,
+    response_size: u64,
+    fields: usize,
+    inflight: usize,
+    threads: usize,
+    rate: Option<u64>,
+    duration_ms: u64,
+    warmup_ms: u64,
+    client_cpus: Option<CpuList>,
+    server_cpus: Option<CpuList>,
+    verify: bool,
+    endpoint: Endpoint,
+    perf: bool,
+}
+
+impl From<StoredRrCase> for RrCase {
+    fn from(c: StoredRrCase) -> RrCase {
+        RrCase {
+            kind: c.kind,
+            mode: c.mode,
+            rx_mode: c.rx_mode.unwrap_or(RxMode::paired_with(c.mode)),
+            request_size: c.request_size,
+            response_size: c.response_size,
+            fields: c.fields,
+            inflight: c.inflight,
+            threads: c.threads,
+            rate: c.rate,
+            duration_ms: c.duration_ms,
+            warmup_ms: c.warmup_ms,
+            client_cpus: c.client_cpus,
+            server_cpus: c.server_cpus,
+            verify: c.verify,
+            endpoint: c.endpoint,
+            perf: c.perf,
+        }
+    }
+}
+
 impl RrCase {
-    /// `rr one-copy 64B/1KiB n4 t2 @10000/s`.
+    /// `rr one-copy 64B/1KiB n4 t2 @10000/s`; the receive mode is named only when it is not
+    /// the send mode's usual pairing (`rr one-copy/zerocopy 64B/64B n1 t1`), so labels of runs
+    /// made before rr had receive modes stay what they were.
     pub fn label(&self) -> String {
         let mut label = format!(
             "{} {} {}/{}",
             self.kind.as_str(),
-            self.mode,
+            self.path(),
             format_bytes(self.request_size),
             format_bytes(self.response_size)
         );
@@ -71,6 +123,15 @@ impl RrCase {
         label
     }
 
+    /// The send mode, and `/rx` when the receive mode is not its usual pairing.
+    pub fn path(&self) -> String {
+        if self.rx_mode == RxMode::paired_with(self.mode) {
+            self.mode.to_string()
+        } else {
+            format!("{}/{}", self.mode, self.rx_mode)
+        }
+    }
+
     pub fn params(&self) -> Vec<(&'static str, String)> {
         let cpus = |c: &Option<CpuList>| match c {
             Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
@@ -79,6 +140,7 @@ impl RrCase {
         vec![
             ("kind", self.kind.as_str().to_string()),
             ("mode", self.mode.to_string()),
+            ("rx_mode", self.rx_mode.to_string()),
             ("request_bytes", self.request_size.to_string()),
             ("response_bytes", self.response_size.to_string()),
             ("fields", self.fields.to_string()),
@@ -109,6 +171,7 @@ mod tests {
         let case = RrCase {
             kind: RrKind::Rr,
             mode: CopyMode::OneCopy,
+            rx_mode: RxMode::Scatter,
             request_size: 64,
             response_size: 1024,
             fields: 1,
@@ -133,5 +196,45 @@ mod tests {
         assert_eq!(crr.label(), "crr one-copy 64B/1KiB t2");
         let text = serde_json::to_string(&crr).unwrap();
         assert_eq!(serde_json::from_str::<RrCase>(&text).unwrap(), crr);
+        let odd = RrCase {
+            rx_mode: RxMode::Zerocopy,
+            ..crr.clone()
+        };
+        assert_eq!(odd.label(), "crr one-copy/zerocopy 64B/1KiB t2");
+        assert!(odd.params().contains(&("rx_mode", "zerocopy".to_string())));
+    }
+
+    /// A case stored before rr had receive modes loads with the pairing it ran with, and is
+    /// written back naming it.
+    #[test]
+    fn a_stored_case_without_rx_mode_reads_as_the_old_pairing() {
+        let stored_before_rx_modes = |mode: CopyMode| {
+            let case = RrCase {
+                kind: RrKind::Rr,
+                mode,
+                rx_mode: RxMode::Trunc,
+                request_size: 64,
+                response_size: 64,
+                fields: 1,
+                inflight: 1,
+                threads: 1,
+                rate: None,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            };
+            let mut json = serde_json::to_value(&case).unwrap();
+            json.as_object_mut().unwrap().remove("rx_mode");
+            serde_json::from_value::<RrCase>(json).unwrap()
+        };
+        assert_eq!(stored_before_rx_modes(CopyMode::TwoCopy).rx_mode, RxMode::Copy);
+        let one = stored_before_rx_modes(CopyMode::OneCopy);
+        assert_eq!(one.rx_mode, RxMode::Scatter);
+        assert_eq!(one.label(), "rr one-copy 64B/64B n1 t1");
+        assert!(serde_json::to_string(&one).unwrap().contains(r#""rx_mode":"scatter""#));
     }
 }

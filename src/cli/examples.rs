@@ -101,16 +101,21 @@ Examples:
   iopath net rr --mode two-copy --rate 20000 --duration 5s   # open loop: latency under a fixed load
   iopath net rr --topology netns --verify           # both ends in a fresh namespace (root)
   iopath net rr --connect 10.0.0.2:5201             # with `iopath net serve` there
+  iopath net rr --mode one-copy,uring --rx-mode copy,zerocopy --verify   # send x receive
+  iopath net rr --mode two-copy --rx-mode trunc     # arrivals dropped: the send side alone
 
 Latency is the client's: request sent (open loop: when it was due) until its response
 arrived, as HDR percentiles p50/p90/p99/p99.9/max; the CDF is stored for the report. CPU and
-system calls are per transaction, per role. See docs/output.md.";
+system calls are per transaction, per role. --mode is how both ends send, --rx-mode how both
+ends receive (without it two-copy receives with copy, the others with scatter). See
+docs/output.md.";
 
 pub const NET_CRR: &str = "\
 Examples:
   iopath net crr                        # 64 B requests and responses, two-copy and one-copy
   iopath net crr --threads 1,2 --request-size 64 --response-size 1K
   iopath net crr --connect 10.0.0.2:5201 --duration 2s
+  iopath net crr --mode uring,uring-zc --rx-mode zerocopy   # any mode but zero-copy
 
 Every transaction opens a connection, sends the request, reads the response and closes (the
 client closes first, so its ports wait in TIME_WAIT: a run that exhausts
@@ -121,6 +126,7 @@ pub const SWEEP_NET_RR: &str = "\
 Examples:
   iopath sweep net-rr --request-size 64,1K,16K --response-size 64 --reps 5
   iopath sweep net-rr --mode one-copy --inflight 1..16 --reps 3 --shuffle
+  iopath sweep net-rr --mode one-copy,zero-copy --rx-mode scatter,zerocopy --reps 3
 
 The flags are those of `iopath net rr`.";
 

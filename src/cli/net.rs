@@ -162,10 +162,31 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 }
 
 /// See values::SizeList for why this is an alias.
-type RxModeList = Vec<RxMode>;
+pub(super) type RxModeList = Vec<RxMode>;
 
-fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
+/// `--rx-mode` of `net stream`, `net rr` and `net crr` (and their sweeps).
+pub(super) fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
     values::parse_list(text)
+}
+
+/// `--rx-mode` against `--verify`: trunc never sees the bytes, so there is nothing to check.
+pub(super) fn check_rx_modes(rx_modes: &[RxMode], verify: bool) -> anyhow::Result<()> {
+    if verify && rx_modes.contains(&RxMode::Trunc) {
+        return Err(usage(
+            "--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy",
+        ));
+    }
+    Ok(())
+}
+
+/// The receive modes a send mode runs with: every `--rx-mode` given, or without one the
+/// receiver that send mode was always paired with (named in the case).
+pub(super) fn rx_modes_for(mode: CopyMode, rx_modes: &[RxMode]) -> Vec<RxMode> {
+    if rx_modes.is_empty() {
+        vec![RxMode::paired_with(mode)]
+    } else {
+        rx_modes.to_vec()
+    }
 }
 
 pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
@@ -224,17 +245,10 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
         }
     };
     let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
-    if args.verify && rx_modes.contains(&RxMode::Trunc) {
-        return Err(usage(
-            "--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy",
-        ));
-    }
+    check_rx_modes(rx_modes, args.verify)?;
     let mut cases: Vec<StreamCase> = Vec::new();
     for &mode in &args.mode {
-        // No --rx-mode: each send mode with the receiver it always had, named in the case.
-        let paired = [RxMode::paired_with(mode)];
-        let rx_for_mode = if rx_modes.is_empty() { &paired[..] } else { rx_modes };
-        for &rx_mode in rx_for_mode {
+        for rx_mode in rx_modes_for(mode, rx_modes) {
             for &size in &args.size {
                 for zc_ring in rings(mode) {
                     for &threads in &args.threads {

@@ -15,11 +15,25 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct RrArgs {
-    /// Send modes, comma-separated: two-copy, one-copy, zero-copy, and those of `net stream`
-    /// (default: two-copy,one-copy,zero-copy for rr; two-copy,one-copy for crr, whose
-    /// connection per transaction zero-copy's completions cannot follow).
+    /// Send modes, comma-separated, for requests and responses alike: two-copy, one-copy,
+    /// zero-copy, uring, uring-zc, sendfile, splice (see `net stream --help`). The uring modes
+    /// submit every message on its own (one io_uring_enter that also waits for its result), as
+    /// a request must leave before its response can come. crr takes every mode but zero-copy:
+    /// MSG_ZEROCOPY's completions arrive on the socket's error queue, numbered per socket, and
+    /// a socket closed every transaction would take its uncollected completions with it
+    /// (uring-zc's notifications arrive on the ring instead, so it can follow).
+    /// Default: two-copy,one-copy,zero-copy for rr; two-copy,one-copy for crr.
     #[arg(long, value_parser = parse_modes)]
     pub mode: Option<ModeList>,
+    /// Receive modes, comma-separated, used by both ends (the server reading requests, the
+    /// client reading responses); every --mode runs with every one of them: copy (recv into
+    /// one buffer), scatter (recvmsg into the fields), trunc (recv with MSG_TRUNC: the kernel
+    /// drops the bytes, so what is left is the send and the kernel's own path; not with
+    /// --verify), zerocopy (TCP_ZEROCOPY_RECEIVE; messages smaller than a page are always
+    /// copied, and it is refused as unavailable where the kernel cannot map the socket).
+    /// Default: copy for two-copy, scatter for the other modes.
+    #[arg(long, value_parser = super::net::parse_rx_modes, value_name = "RX_MODES")]
+    pub rx_mode: Option<super::net::RxModeList>,
     /// Request sizes (client to server): 64, 1K, lists 64,1K and ranges 64..4K (both ends and
     /// every power of two between). A sweep crosses them with --response-size.
     #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
@@ -126,6 +140,8 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
             )));
         }
     }
+    let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
+    super::net::check_rx_modes(rx_modes, args.verify)?;
     if kind == RrKind::Crr {
         if args.inflight.iter().any(|n| *n != 1) {
             return Err(usage(
@@ -140,27 +156,30 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     }
     let mut cases = Vec::new();
     for &mode in &modes {
-        for &request_size in &args.request_size {
-            for &response_size in &args.response_size {
-                for &inflight in &args.inflight {
-                    for &threads in &args.threads {
-                        cases.push(RrCase {
-                            kind,
-                            mode,
-                            request_size,
-                            response_size,
-                            fields: args.fields as usize,
-                            inflight,
-                            threads,
-                            rate: args.rate,
-                            duration_ms: args.duration.as_millis() as u64,
-                            warmup_ms: args.warmup.as_millis() as u64,
-                            client_cpus: args.client_cpus.clone().map(Into::into),
-                            server_cpus: args.server_cpus.clone().map(Into::into),
-                            verify: args.verify,
-                            endpoint: endpoint.clone(),
-                            perf: !args.no_perf,
-                        });
+        for rx_mode in super::net::rx_modes_for(mode, rx_modes) {
+            for &request_size in &args.request_size {
+                for &response_size in &args.response_size {
+                    for &inflight in &args.inflight {
+                        for &threads in &args.threads {
+                            cases.push(RrCase {
+                                kind,
+                                mode,
+                                rx_mode,
+                                request_size,
+                                response_size,
+                                fields: args.fields as usize,
+                                inflight,
+                                threads,
+                                rate: args.rate,
+                                duration_ms: args.duration.as_millis() as u64,
+                                warmup_ms: args.warmup.as_millis() as u64,
+                                client_cpus: args.client_cpus.clone().map(Into::into),
+                                server_cpus: args.server_cpus.clone().map(Into::into),
+                                verify: args.verify,
+                                endpoint: endpoint.clone(),
+                                perf: !args.no_perf,
+                            });
+                        }
                     }
                 }
             }
@@ -251,7 +270,7 @@ pub fn render_rr_table(records: &[Record]) -> String {
         let o = &r.observation;
         let mut row = vec![
             c.kind.as_str().to_string(),
-            c.mode.to_string(),
+            c.path(),
             format_bytes(c.request_size),
             format_bytes(c.response_size),
             c.inflight.to_string(),
@@ -306,6 +325,25 @@ mod tests {
             assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
             assert!(err.to_string().contains(needle), "{err}");
         }
+        // Every send mode with every receive mode; without --rx-mode, the usual pairing.
+        let crossed = cases(
+            &["--mode", "two-copy,uring-zc", "--rx-mode", "copy,zerocopy"],
+            RrKind::Crr,
+        )
+        .unwrap();
+        let pairs: Vec<_> = crossed.iter().map(|c| c.path()).collect();
+        assert_eq!(
+            pairs,
+            ["two-copy", "two-copy/zerocopy", "uring-zc/copy", "uring-zc/zerocopy"]
+        );
+        let paired = cases(&["--mode", "two-copy,splice"], RrKind::Rr).unwrap();
+        assert_eq!(
+            paired.iter().map(|c| c.rx_mode).collect::<Vec<_>>(),
+            [crate::case::RxMode::Copy, crate::case::RxMode::Scatter]
+        );
+        let err = cases(&["--rx-mode", "scatter,trunc", "--verify"], RrKind::Rr).unwrap_err();
+        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
+        assert!(err.to_string().contains("--rx-mode trunc discards"), "{err}");
         let err = cases(&["--inflight", "64", "--request-size", "4K"], RrKind::Rr).unwrap_err();
         assert!(err.to_string().contains("64 KiB"), "{err}");
         assert_eq!(

@@ -47,6 +47,15 @@ impl CompletionTracker {
         }
     }
 
+    /// A new socket's tracker with room for `ids` outstanding send calls, so that recording
+    /// them allocates nothing (the ring of a zero-copy sender bounds how many are out).
+    pub fn with_room(ids: usize) -> CompletionTracker {
+        CompletionTracker {
+            done: VecDeque::with_capacity(ids),
+            ..Default::default()
+        }
+    }
+
     /// Record one send call and return the id the kernel gave it.
     pub fn record_send(&mut self) -> u32 {
         let id = self.base.wrapping_add(self.done.len() as u32);

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 /// 2: a thread that missed the measured window reports `window_s: null` (1 sent a ~1e-7 s
 /// window that inflated the peer's rates). 3: the case names its receive mode (`rx_mode`) and
-/// a server may answer `unavailable` when the kernel refuses that mode.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// a server may answer `unavailable` when the kernel refuses that mode. 4: an rr/crr case
+/// names its receive mode too (a version-3 server would have ignored it and received in the
+/// send mode's usual pairing), and an rr/crr server may answer `unavailable`.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest client version a server still serves: a version-2 hello has no `rx_mode` and
 /// gets the receiver that version always had.
 pub const OLDEST_CLIENT_VERSION: u32 = 2;
@@ -460,6 +462,7 @@ mod tests {
         let rr = RrCase {
             kind: RrKind::Crr,
             mode: CopyMode::OneCopy,
+            rx_mode: crate::case::RxMode::Scatter,
             request_size: 64,
             response_size: 128,
             fields: 1,

@@ -132,7 +132,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
                 if r.threads == 1 { "" } else { "s" },
                 r.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
             ),
-            r.mode.to_string(),
+            // The send mode, with the receive mode when it is not the usual pairing.
+            r.path(),
             r.request_size,
             format!("{} requests", format_bytes(r.request_size)),
         ),

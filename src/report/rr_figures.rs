@@ -47,7 +47,8 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     if rr.is_empty() {
         return Vec::new();
     }
-    let mut modes: Vec<_> = rr.iter().map(|(c, _)| c.mode).collect();
+    // A line per send mode and receive mode (named `send/rx` when not the usual pairing).
+    let mut modes: Vec<_> = rr.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
     modes.sort_unstable();
     modes.dedup();
 
@@ -61,9 +62,14 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     for panel in &panels {
-        for &mode in &modes {
+        for &(mode, rx_mode) in &modes {
             let mut points: Vec<Point> = Vec::new();
-            for (c, cell) in rr.iter().filter(|(c, _)| c.mode == mode && rate_panel(c) == *panel) {
+            let mut name = mode.to_string();
+            for (c, cell) in rr
+                .iter()
+                .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx_mode) && rate_panel(c) == *panel)
+            {
+                name = c.path();
                 if let Some(m) = cell.metric("transactions_per_s", Role::System) {
                     provenance.add(m);
                     points.extend(point(c.request_size as f64, m));
@@ -73,7 +79,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             if !points.is_empty() {
                 let (color, style) = mode_style(mode);
                 series.push(Series {
-                    name: mode.to_string(),
+                    name,
                     color,
                     points,
                     panel: if panels.len() > 1 { panel.clone() } else { String::new() },
@@ -132,7 +138,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         let (color, style) = mode_style(c.mode);
         if !points.is_empty() {
             series.push(Series {
-                name: c.mode.to_string(),
+                name: c.path(),
                 color,
                 points,
                 panel: if cdf_panels.len() > 1 {
@@ -188,6 +194,7 @@ mod tests {
         Case::NetRr(RrCase {
             kind: RrKind::Rr,
             mode,
+            rx_mode: crate::case::RxMode::paired_with(mode),
             request_size,
             response_size: 64,
             fields: 1,
@@ -206,10 +213,17 @@ mod tests {
 
     #[test]
     fn rr_runs_get_a_rate_chart_and_a_cdf_with_its_table() {
+        let zerocopy_rx = |mut case: Case| {
+            if let Case::NetRr(c) = &mut case {
+                c.rx_mode = crate::case::RxMode::Zerocopy;
+            }
+            case
+        };
         let mut data = run_data(vec![
             (case(CopyMode::OneCopy, 64), vec![1.0, 1.0, 1.0]),
             (case(CopyMode::OneCopy, 1024), vec![1.0, 1.0, 1.0]),
             (case(CopyMode::TwoCopy, 64), vec![1.0, 1.0, 1.0]),
+            (zerocopy_rx(case(CopyMode::OneCopy, 64)), vec![1.0, 1.0, 1.0]),
         ]);
         for cell in &mut data.cells {
             cell.observation.push(Metric::new(
@@ -230,14 +244,15 @@ mod tests {
         let figures = rr_figures(&cells);
         assert_eq!(figures.len(), 2);
         let rate = &figures[0];
-        assert_eq!(rate.series.len(), 2, "one series per mode");
+        assert_eq!(rate.series.len(), 3, "one series per send and receive mode");
+        assert!(rate.series.iter().any(|s| s.name == "one-copy/zerocopy"));
         let one_copy = rate.series.iter().find(|s| s.name == "one-copy").unwrap();
         assert_eq!(
             one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(),
             vec![64.0, 1024.0]
         );
         let cdf = &figures[1];
-        assert_eq!(cdf.table.len(), 4, "a heading and one row per case");
+        assert_eq!(cdf.table.len(), 5, "a heading and one row per case");
         let first = &cdf.series[0];
         assert_eq!(first.points.len(), CDF_QUANTILES.len() + 1);
         assert!(first

@@ -51,6 +51,55 @@ pub fn recvmsg(fd: RawFd, iov: &mut [IoSliceMut<'_>], flags: i32) -> io::Result<
     check(unsafe { libc::recvmsg(fd, &mut msg, flags) })
 }
 
+/// Room for a gather or scatter list, reused call after call: building a list writes the
+/// addresses of the slices into it and allocates nothing once it has held a list as long (the
+/// send and receive paths of the copy modes keep one each and build their list per message).
+pub struct IovecStore {
+    raw: Vec<libc::iovec>,
+}
+
+// SAFETY: between calls the store holds only stale addresses, never read: every list handed
+// out is rebuilt from slices borrowed for exactly as long as the list, on the thread using it.
+unsafe impl Send for IovecStore {}
+
+impl IovecStore {
+    /// Room for `entries` iovecs before the first list is built.
+    pub fn with_capacity(entries: usize) -> IovecStore {
+        IovecStore {
+            raw: Vec::with_capacity(entries),
+        }
+    }
+
+    /// The slices as a gather list (for sendmsg, vmsplice), in this store's room.
+    pub fn gather<'a>(&'a mut self, slices: impl IntoIterator<Item = &'a [u8]>) -> &'a mut [IoSlice<'a>] {
+        self.raw.clear();
+        self.raw.extend(slices.into_iter().map(|s| libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        }));
+        // SAFETY: IoSlice is guaranteed ABI-compatible with struct iovec on Unix (it is a
+        // transparent wrapper of one). Every iovec was made from a slice borrowed for 'a, so
+        // each IoSlice<'a> describes memory that stays readable and unchanged for 'a; the
+        // list borrows the store mutably for 'a, so nothing rewrites or frees the room
+        // meanwhile.
+        unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().cast::<IoSlice<'a>>(), self.raw.len()) }
+    }
+
+    /// The slices as a scatter list (for recvmsg), in this store's room.
+    pub fn scatter<'a>(&'a mut self, slices: impl IntoIterator<Item = &'a mut [u8]>) -> &'a mut [IoSliceMut<'a>] {
+        self.raw.clear();
+        self.raw.extend(slices.into_iter().map(|s| libc::iovec {
+            iov_base: s.as_mut_ptr().cast::<libc::c_void>(),
+            iov_len: s.len(),
+        }));
+        // SAFETY: IoSliceMut is guaranteed ABI-compatible with struct iovec on Unix. Every
+        // iovec was made from a slice borrowed mutably for 'a and consumed here, so each
+        // IoSliceMut<'a> is the only way to reach its memory for 'a (the same exclusive
+        // borrow, moved into the list); the list borrows the store mutably for 'a.
+        unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().cast::<IoSliceMut<'a>>(), self.raw.len()) }
+    }
+}
+
 fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: value is a live c_int and its size is passed.
     let rc = unsafe {

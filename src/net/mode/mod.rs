@@ -103,6 +103,10 @@ pub struct SendOptions {
     pub zc_ring: Option<u64>,
     /// uring-zc: the ring's memory in one registered (fixed) buffer.
     pub fixed_buffers: bool,
+    /// uring, uring-zc: hand every message to the kernel as it is sent (one io_uring_enter
+    /// that also waits for its result) instead of batching several; request/response needs
+    /// it, since a request must leave before its response can come.
+    pub unbatched: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -172,6 +176,10 @@ pub trait Receiver: Send {
     fn attach(&mut self, _fd: RawFd) -> io::Result<()> {
         Ok(())
     }
+    /// The connection `attach` (or `recv`) set up for is over: let go of what was kept for it
+    /// (zerocopy's mapping, which keeps the socket alive), so that a new socket given the same
+    /// fd number starts afresh. crr calls it before closing each connection.
+    fn detach(&mut self) {}
     /// Receive message number `seq` completely. Ok(false): the peer closed cleanly before it.
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool>;
     fn counts(&self) -> RecvCounts;

@@ -2,7 +2,7 @@
 
 use super::{peer_error, retry, SendCounts, Sender};
 use crate::net::message::Message;
-use crate::sys::net as sock;
+use crate::sys::net::{self as sock, IovecStore};
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -15,21 +15,17 @@ pub(super) enum SendEvent {
     NoBuffers,
 }
 
-/// Send all of `message` with sendmsg(flags), continuing after partial sends.
+/// Send all of `message` with sendmsg(flags), continuing after partial sends. The iovecs are
+/// built in `iov`, the sender's own room: nothing is allocated per message.
 pub(super) fn sendmsg_all(
     fd: RawFd,
     message: &Message,
+    iov: &mut IovecStore,
     flags: i32,
     syscalls: &mut u64,
     mut on_event: impl FnMut(SendEvent) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut iov: Vec<IoSlice<'_>> = message
-        .fields
-        .iter()
-        .filter(|f| !f.is_empty())
-        .map(|f| IoSlice::new(f))
-        .collect();
-    let mut rest: &mut [IoSlice<'_>] = &mut iov;
+    let mut rest: &mut [IoSlice<'_>] = iov.gather(non_empty(message));
     while !rest.is_empty() {
         match retry(syscalls, || sock::sendmsg(fd, rest, flags)) {
             Ok(n) => {
@@ -43,8 +39,14 @@ pub(super) fn sendmsg_all(
     Ok(())
 }
 
+/// The message's fields that hold bytes (an iovec of none would only lengthen the list).
+pub(super) fn non_empty(message: &Message) -> impl Iterator<Item = &[u8]> {
+    message.fields.iter().filter(|f| !f.is_empty()).map(|f| f.as_slice())
+}
+
 pub struct OneCopySender {
     message: Message,
+    iov: IovecStore,
     verify: bool,
     syscalls: u64,
 }
@@ -53,6 +55,7 @@ impl OneCopySender {
     pub fn new(size: usize, fields: usize, verify: bool) -> Self {
         OneCopySender {
             message: Message::new(size, fields, 0),
+            iov: IovecStore::with_capacity(fields),
             verify,
             syscalls: 0,
         }
@@ -67,6 +70,7 @@ impl Sender for OneCopySender {
         sendmsg_all(
             fd,
             &self.message,
+            &mut self.iov,
             sock::MSG_NOSIGNAL,
             &mut self.syscalls,
             |event| match event {

@@ -3,12 +3,14 @@
 
 use super::{recv_whole, tally_check, Receiver, RecvCounts};
 use crate::net::message::Message;
-use crate::sys::net as sock;
+use crate::sys::net::{self as sock, IovecStore};
 use std::io::{self, IoSliceMut};
 use std::os::fd::RawFd;
 
 pub struct ScatterReceiver {
     message: Message,
+    /// Room for the iovecs of a receive: nothing is allocated per message.
+    iov: IovecStore,
     verify: bool,
     counts: RecvCounts,
 }
@@ -17,6 +19,7 @@ impl ScatterReceiver {
     pub fn new(size: usize, fields: usize, verify: bool) -> Self {
         ScatterReceiver {
             message: Message::new(size, fields, 0),
+            iov: IovecStore::with_capacity(fields),
             verify,
             counts: RecvCounts::default(),
         }
@@ -26,20 +29,18 @@ impl ScatterReceiver {
 impl Receiver for ScatterReceiver {
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
         let total = self.message.len();
-        let mut iov: Vec<IoSliceMut<'_>> = self
+        let fields = self
             .message
             .fields
             .iter_mut()
             .filter(|f| !f.is_empty())
-            .map(|f| IoSliceMut::new(f))
-            .collect();
-        let mut rest: &mut [IoSliceMut<'_>] = &mut iov;
+            .map(|f| f.as_mut_slice());
+        let mut rest: &mut [IoSliceMut<'_>] = self.iov.scatter(fields);
         let whole = recv_whole(total, &mut self.counts.syscalls, "recvmsg", |_| {
             let n = sock::recvmsg(fd, rest, 0)?;
             IoSliceMut::advance_slices(&mut rest, n);
             Ok(n)
         })?;
-        drop(iov);
         if whole {
             self.counts.bytes_copied += total as u64;
         }

@@ -36,6 +36,8 @@ pub struct ZeroCopyReceiver {
     /// Mapped bytes not yet read: the head of the next message (indexes into the mapping).
     carry: std::ops::Range<usize>,
     scratch: Vec<u8>,
+    /// The socket's SO_RCVLOWAT as last set: what a wait for data waits for.
+    lowat: usize,
     counts: RecvCounts,
 }
 
@@ -47,6 +49,7 @@ impl ZeroCopyReceiver {
             mapping: None,
             carry: 0..0,
             scratch: vec![0u8; size.clamp(1, MAX_SCRATCH)],
+            lowat: 0,
             counts: RecvCounts::default(),
         }
     }
@@ -84,8 +87,9 @@ impl Receiver for ZeroCopyReceiver {
         if matches!(&self.mapping, Some((on, _)) if *on == fd) {
             return Ok(());
         }
-        self.mapping = None;
-        self.carry = 0..0;
+        self.detach();
+        // mmap, the getsockopt and SO_RCVLOWAT: per connection in crr, so counted.
+        self.counts.syscalls += 3;
         let len = self.size.div_ceil(page_size()).clamp(1, MAX_MAP / page_size()) * page_size();
         let mut mapping = SocketMapping::new(fd, len).map_err(|e| {
             unavailable(Unsupported::new(
@@ -105,10 +109,20 @@ impl Receiver for ZeroCopyReceiver {
             }
         }
         // Blocking reads and polls wait for a whole page (or the end), so a page is not
-        // copied piecemeal while it is still arriving.
-        zc::set_rcvlowat(fd, page_size() as i32)?;
+        // copied piecemeal while it is still arriving; a message smaller than a page, for
+        // the whole message (request/response: nothing more comes until it is answered).
+        self.lowat = page_size().min(self.size.max(1));
+        zc::set_rcvlowat(fd, self.lowat as i32)?;
         self.mapping = Some((fd, mapping));
         Ok(())
+    }
+
+    fn detach(&mut self) {
+        if self.mapping.take().is_some() {
+            // The munmap.
+            self.counts.syscalls += 1;
+        }
+        self.carry = 0..0;
     }
 
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
@@ -166,7 +180,14 @@ impl Receiver for ZeroCopyReceiver {
                 got += n;
                 waited = false;
             } else if !waited {
-                // Nothing queued yet: wait for a page (SO_RCVLOWAT) or the end.
+                // Nothing queued yet: wait for a page (SO_RCVLOWAT) or the end; for no more
+                // than the message still needs, which is all a request/response peer sends.
+                let needed = want.min(page);
+                if needed != self.lowat {
+                    self.counts.syscalls += 1;
+                    zc::set_rcvlowat(fd, needed as i32)?;
+                    self.lowat = needed;
+                }
                 self.counts.syscalls += 1;
                 if !zc::wait_readable(fd, WAIT_MS)? {
                     return Err(peer_error(io::ErrorKind::TimedOut.into(), "recv"));

@@ -15,6 +15,7 @@
 use super::{peer_error, retry, SendCounts, Sender};
 use crate::net::message;
 use crate::sys::mem::{AnonMap, HugePages};
+use crate::sys::net::IovecStore;
 use crate::sys::splice as sp;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -28,6 +29,8 @@ pub struct SpliceSender {
     ring: AnonMap,
     /// (offset in a slot, length) of every non-empty field.
     fields: Vec<(usize, usize)>,
+    /// Room for the iovecs of a vmsplice: nothing is allocated per message.
+    iov: IovecStore,
     slot_stride: usize,
     slots: usize,
     pipe_r: OwnedFd,
@@ -63,6 +66,7 @@ impl SpliceSender {
         };
         let mut sender = SpliceSender {
             ring,
+            iov: IovecStore::with_capacity(layout.len()),
             fields: layout,
             slot_stride,
             slots,
@@ -108,12 +112,8 @@ impl Sender for SpliceSender {
         }
         let base = slot * self.slot_stride;
         let bytes = self.ring.as_slice();
-        let mut iov: Vec<IoSlice<'_>> = self
-            .fields
-            .iter()
-            .map(|&(at, len)| IoSlice::new(&bytes[base + at..base + at + len]))
-            .collect();
-        let mut rest: &mut [IoSlice<'_>] = &mut iov;
+        let fields = self.fields.iter().map(|&(at, len)| &bytes[base + at..base + at + len]);
+        let mut rest: &mut [IoSlice<'_>] = self.iov.gather(fields);
         let (pipe_r, pipe_w) = (self.pipe_r.as_raw_fd(), self.pipe_w.as_raw_fd());
         while !rest.is_empty() {
             // The pipe is empty here: it takes as much as fits and returns.

@@ -47,6 +47,8 @@ pub struct UringSender {
     verify: bool,
     /// Times a slot was still held by the kernel when its next message was due.
     slot_waits: u64,
+    /// Messages per submission.
+    batch: usize,
 }
 
 /// A refusal of the ring's set-up as the typed `Unsupported` inside the io::Error, so the
@@ -71,10 +73,11 @@ impl UringSender {
             ));
         }
         let slots = ring_slots(size, zero_copy, options);
+        let batch = if options.unbatched { 1 } else { batch(size).min(slots) };
         let config = SendRingConfig {
             slots,
             field_sizes: field_sizes(size, fields),
-            batch: batch(size).min(slots),
+            batch,
             zero_copy,
             fixed_buffers: options.fixed_buffers,
         };
@@ -84,6 +87,7 @@ impl UringSender {
             zero_copy,
             verify,
             slot_waits: 0,
+            batch,
         };
         // Every slot starts with a message's contents (and every page touched).
         for slot in 0..sender.ring.slots() {
@@ -93,10 +97,11 @@ impl UringSender {
     }
 
     fn fill(&mut self, slot: usize, seq: u64) {
-        let Some(fields) = self.ring.fields_mut(slot) else {
-            return;
-        };
-        fill_fields(fields, seq);
+        let mut offset = 0u64;
+        self.ring.write_fields(slot, |field| {
+            message::fill(field, seq, offset);
+            offset += field.len() as u64;
+        });
     }
 }
 
@@ -120,7 +125,7 @@ impl Sender for UringSender {
             self.fill(slot, seq);
         }
         self.ring.queue(slot, fd, COMPLETION_TIMEOUT)?;
-        if self.ring.queued() >= batch(self.ring.message_len()).min(self.ring.slots()) {
+        if self.ring.queued() >= self.batch {
             self.ring.submit(COMPLETION_TIMEOUT)?;
         }
         Ok(())
@@ -262,6 +267,7 @@ mod tests {
         let options = SendOptions {
             fixed_buffers: true,
             zc_ring: Some(1 << 20),
+            ..Default::default()
         };
         let counts = round_trip(10_000, 8, true, options, 100);
         assert_eq!(counts.uring.unwrap().notifications, 100);
@@ -272,7 +278,7 @@ mod tests {
             false,
             &SendOptions {
                 fixed_buffers: true,
-                zc_ring: None
+                ..Default::default()
             }
         )
         .is_err());

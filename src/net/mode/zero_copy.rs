@@ -9,6 +9,7 @@ use super::{SendCounts, Sender, ZeroCopyCounts};
 use crate::net::completions::CompletionTracker;
 use crate::net::message::Message;
 use crate::sys::net as sock;
+use crate::sys::net::IovecStore;
 use crate::sys::zerocopy::{self, ErrQueueRead};
 use std::io;
 use std::os::fd::RawFd;
@@ -23,6 +24,8 @@ const COMPLETION_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct ZeroCopySender {
     ring: Vec<Message>,
+    /// Room for the iovecs of a send.
+    iov: IovecStore,
     /// The id of the last send call that referenced each ring slot.
     slot_last_id: Vec<Option<u32>>,
     tracker: CompletionTracker,
@@ -72,8 +75,10 @@ impl ZeroCopySender {
         let slots = ring_slots(size, ring_bytes);
         ZeroCopySender {
             ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
+            iov: IovecStore::with_capacity(fields),
             slot_last_id: vec![None; slots],
-            tracker: CompletionTracker::default(),
+            // Room for two send calls per slot (a message a partial send split).
+            tracker: CompletionTracker::with_room(2 * slots),
             verify,
             enabled_on: None,
             send_syscalls: 0,
@@ -135,6 +140,7 @@ impl Sender for ZeroCopySender {
         sendmsg_all(
             fd,
             &self.ring[slot],
+            &mut self.iov,
             sock::MSG_ZEROCOPY | sock::MSG_NOSIGNAL,
             &mut self.send_syscalls,
             |event| {

@@ -324,6 +324,8 @@ pub fn crr_loop(
         socket.connect(&target).map_err(|e| connect_error(e, addr))?;
         let connected = Instant::now();
         let fd: RawFd = socket.as_raw_fd();
+        // Per connection: zerocopy maps this socket (a kernel that refuses says so here).
+        receiver.attach(fd)?;
         if verify {
             // Any server thread may accept this connection: both ends name the transaction's
             // pattern by the client's port, which both know (one getsockname, verify only).
@@ -341,6 +343,8 @@ pub fn crr_loop(
         if n != 0 {
             return Err(io::Error::other("the server sent more than the response"));
         }
+        // The next socket may get this fd number: nothing of this one may carry over.
+        receiver.detach();
         drop(socket);
         own_syscalls += 3;
         let closed = Instant::now();
@@ -353,6 +357,8 @@ pub fn crr_loop(
         }
         seq += 1;
     }
+    // uring-zc: the notifications of the last sends (the ring outlives its sockets).
+    sender.drain(-1, DRAIN_TIMEOUT)?;
     let mut out =
         ClientOutcome::new(meter.finish(own_syscalls + sender.counts().syscalls + receiver.counts().syscalls));
     out.transactions = transactions;

@@ -19,7 +19,7 @@ pub use server::serve_session;
 
 #[cfg(test)]
 use crate::case::Case;
-use crate::case::{CopyMode, RrCase, RrKind};
+use crate::case::{CopyMode, RrCase, RrKind, RxMode};
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
@@ -28,7 +28,7 @@ use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::topology::Topology;
 use crate::net::workload::stream::{self, thread::StartGate};
-use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
 use client::{ClientOutcome, OpenShared};
@@ -88,32 +88,51 @@ pub(crate) enum Phase {
 }
 
 /// The sender of one direction (requests: the client's; responses: the server's); a mode the
-/// kernel refuses is `Unsupported`.
+/// kernel refuses is `Unsupported`. The uring modes hand every message to the kernel at once:
+/// batching would hold back a request whose response the sender then waits for.
 fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
-    mode::sender(case.mode, size, case.fields, case.verify).map_err(|e| {
+    let options = mode::SendOptions {
+        unbatched: true,
+        ..Default::default()
+    };
+    mode::sender_with(case.mode, size, case.fields, case.verify, &options).map_err(|e| {
+        if let Some(refusal) = mode::unsupported_in(&e) {
+            return anyhow::Error::new(refusal);
+        }
         let what = format!("the {} send mode", case.mode);
-        match crate::observation::Unsupported::refused(&what, &e) {
+        match Unsupported::refused(&what, &e) {
             Some(unsupported) => anyhow::Error::new(unsupported),
             None => anyhow!("{what} could not be set up: {e}"),
         }
     })
 }
 
-/// The send modes whose completions are numbered per socket: they cannot follow crr's new
-/// connection every transaction.
+/// The send modes whose completions are numbered per socket (MSG_ZEROCOPY's, read from the
+/// socket's error queue): they cannot follow crr's new connection every transaction, whose
+/// close would take the uncollected completions with it. uring-zc's notifications arrive on
+/// the ring, whatever became of the socket.
 pub fn per_socket_completions(mode: CopyMode) -> bool {
-    matches!(mode, CopyMode::ZeroCopy | CopyMode::UringZc)
+    matches!(mode, CopyMode::ZeroCopy)
 }
 
-/// MERGE POINT (receive modes): the one place rr/crr build a receiver. `RxMode` and the
-/// fallible `mode::receiver(rx, size, fields, verify)` have landed; until RrCase has an
-/// `rx_mode` (then: call `mode::receiver` and build the receivers before the threads, as the
-/// senders are), each send mode gets the receiver it always had, neither of which can fail.
-fn data_receiver(case: &RrCase, size: usize) -> Box<dyn Receiver> {
-    match crate::case::RxMode::paired_with(case.mode) {
-        crate::case::RxMode::Copy => Box::new(mode::CopyReceiver::new(size, case.fields, case.verify)),
-        _ => Box::new(mode::ScatterReceiver::new(size, case.fields, case.verify)),
+/// The receiver of one direction (requests: the server's; responses: the client's), in the
+/// case's receive mode; both ends use it.
+fn data_receiver(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Receiver>> {
+    mode::receiver(case.rx_mode, size, case.fields, case.verify).map_err(|e| receiver_error(case, e))
+}
+
+/// A receiver's set-up error as the run reports it: the kernel's refusal typed (an
+/// unavailable result), anything else a failure.
+fn receiver_error(case: &RrCase, e: io::Error) -> anyhow::Error {
+    match mode::unsupported_in(&e) {
+        Some(refusal) => anyhow::Error::new(refusal),
+        None => anyhow!("setting up the {} receiver: {e}", case.rx_mode),
     }
+}
+
+/// Receivers for `count` threads, made before any thread starts.
+fn data_receivers(case: &RrCase, size: usize, count: usize) -> anyhow::Result<Vec<Box<dyn Receiver>>> {
+    (0..count).map(|_| data_receiver(case, size)).collect()
 }
 
 /// Whether a case can run: limits on every parameter. Used by the CLI before running and by a
@@ -143,8 +162,11 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
             );
         }
         if per_socket_completions(case.mode) {
-            return Err(format!("crr cannot use {}: zero-copy completions are numbered per socket and must all arrive before the socket closes, so a sender cannot follow a new connection every transaction (use two-copy or one-copy)", case.mode));
+            return Err(format!("crr cannot use {}: MSG_ZEROCOPY's completions are numbered per socket and read from its error queue, so closing the socket every transaction would lose them (use uring-zc, whose notifications arrive on the ring, or another mode)", case.mode));
         }
+    }
+    if case.verify && case.rx_mode == RxMode::Trunc {
+        return Err("--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy".into());
     }
     if let Some(rate) = case.rate {
         if rate < case.threads as u64 || rate > 10_000_000 {
@@ -165,6 +187,34 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
 /// Run one rr/crr case. A stop request ends it within about 100 ms in any phase, with every
 /// thread joined and the in-process server released, as `Err(Interrupted)`.
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
+    match run_measured(case, stop) {
+        Ok(obs) => Ok(obs),
+        // The kernel refuses what the case needs (a send or receive mode): a result, not a
+        // failure, whose figures say why they are missing.
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refusal) => Ok(unavailable_observation(refusal)),
+            None => Err(e),
+        },
+    }
+}
+
+/// The observation of a case the kernel cannot run: its headline figures unavailable with the
+/// kernel's reason, and a warning saying the same.
+fn unavailable_observation(refusal: &Unsupported) -> Observation {
+    let reason = refusal.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    for (name, role, unit) in [
+        ("transactions_per_s", Role::System, "txn/s"),
+        ("latency_p50_us", Role::Client, "us"),
+        ("latency_p99_us", Role::Client, "us"),
+    ] {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
+fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let tsc_hz = clock::tsc_hz();
     let topology = Topology::from(&case.endpoint).establish()?;
@@ -246,6 +296,7 @@ fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop
                 bail!("the server {error}")
             }
             Control::Refused { error } => bail!("the server refused the case: {error}"),
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected answer from the server: {other:?}"),
         }
     }
@@ -311,6 +362,15 @@ fn run_client(
         senders.push(data_sender(case, req)?);
     }
     let mut senders = senders.into_iter();
+    // And every receiver, attached to its connection (crr: per connection, in the loop): a
+    // receive mode the kernel refuses ends the case here too.
+    let mut receivers = data_receivers(case, resp, case.threads)?;
+    for (receiver, stream) in receivers.iter_mut().zip(&data) {
+        receiver
+            .attach(stream.as_raw_fd())
+            .map_err(|e| receiver_error(case, e))?;
+    }
+    let mut receivers = receivers.into_iter();
     let (outcomes, phases) = std::thread::scope(|scope| {
         let (ctx, failed) = (&ctx, &failed);
         let watch = |result: io::Result<ClientOutcome>| {
@@ -325,7 +385,8 @@ fn run_client(
             let builder = || std::thread::Builder::new().name(name.clone());
             match (case.kind, gap) {
                 (RrKind::Rr, None) => {
-                    let (stream, receiver) = (&data[i], data_receiver(case, resp));
+                    let stream = &data[i];
+                    let receiver = receivers.next().expect("one receiver per thread");
                     let sender = senders.next().expect("one sender per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
                         let r = watch(client::closed_loop(ctx, i, stream, sender, receiver, case.inflight));
@@ -342,7 +403,7 @@ fn run_client(
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::open_sender(ctx, i, stream, sender, shared, gap, phase, failed))
                     }));
-                    let receiver = data_receiver(case, resp);
+                    let receiver = receivers.next().expect("one receiver per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
                         let r = watch(client::open_receiver(ctx, i, stream, receiver, shared));
                         if r.is_err() {
@@ -354,7 +415,7 @@ fn run_client(
                 (RrKind::Crr, _) => {
                     let (sender, receiver) = (
                         senders.next().expect("one sender per thread"),
-                        data_receiver(case, resp),
+                        receivers.next().expect("one receiver per thread"),
                     );
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::crr_loop(
@@ -418,6 +479,10 @@ fn run_client(
         return Err(interrupted());
     }
     if let Some(e) = first_error {
+        // crr attaches its receiver to every new connection: a refusal there is a result too.
+        if let Some(refusal) = mode::unsupported_in(&e) {
+            return Err(refusal.into());
+        }
         control.set_read_timeout(Some(Duration::from_secs(2))).ok();
         if let Ok(Control::Failed { error }) = control.recv() {
             bail!("the run failed: {e}; the server said: {error}");
@@ -772,6 +837,7 @@ mod tests {
         let case = Case::NetRr(RrCase {
             kind: RrKind::Rr,
             mode: CopyMode::OneCopy,
+            rx_mode: crate::case::RxMode::Scatter,
             request_size: 64,
             response_size: 64,
             fields: 1,

@@ -5,7 +5,7 @@
 //! then a report of what its threads counted.
 
 use super::meter::{Ctx, Meter, Metered};
-use super::{data_receiver, data_sender, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
+use super::{data_receivers, data_sender, receiver_error, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// How long the client has, after Ready, to open every rr data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often waits look at the stop flag (and crr's accept at the end of the session).
+/// How often the wait for the data connections looks at the stop flag.
 const SLICE: Duration = Duration::from_millis(20);
 
 struct ServerOutcome {
@@ -45,6 +45,16 @@ pub fn serve_session(
     if let Err(error) = super::check_case(case) {
         control.send(&Control::Refused { error: error.clone() }).ok();
         bail!(error);
+    }
+    // A receive mode this kernel refuses is answered before any connection is made.
+    if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
+        control
+            .send(&Control::Unavailable {
+                what: refusal.what.clone(),
+                reason: refusal.reason.clone(),
+            })
+            .ok();
+        return Err(refusal.into());
     }
     let local = control.stream().local_addr()?;
     let peer = control.stream().peer_addr()?.ip();
@@ -163,8 +173,10 @@ fn run_threads(
         cpus: case.server_cpus.as_ref(),
     };
     if case.kind == RrKind::Crr {
-        // accept() wakes every SLICE to see whether the session is over.
-        socket2::SockRef::from(listener).set_read_timeout(Some(SLICE))?;
+        // Accepted sockets inherit the listener's timeout: the data one, set once here rather
+        // than on every connection. accept() itself ends at the session's end, when the
+        // listener is shut down (and at worst after this long, to look at `quit`).
+        socket2::SockRef::from(listener).set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut interrupted = false;
@@ -174,11 +186,19 @@ fn run_threads(
         senders.push(data_sender(case, resp)?);
     }
     let mut senders = senders.into_iter();
+    // Every receiver made (and rr's attached to its connection) before any thread starts.
+    let mut receivers = data_receivers(case, req, case.threads)?;
+    for (receiver, stream) in receivers.iter_mut().zip(data) {
+        receiver
+            .attach(stream.as_raw_fd())
+            .map_err(|e| receiver_error(case, e))?;
+    }
+    let mut receivers = receivers.into_iter();
     let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
         let handles: Vec<_> = (0..case.threads)
             .map(|i| {
-                let receiver = data_receiver(case, req);
+                let receiver = receivers.next().expect("one receiver per thread");
                 let sender = senders.next().expect("one sender per thread");
                 let builder = std::thread::Builder::new().name(format!("iopath-rr-server-{i}"));
                 match case.kind {
@@ -218,6 +238,10 @@ fn run_threads(
         }
         window.close(&mut system);
         quit.store(true, Ordering::SeqCst);
+        if case.kind == RrKind::Crr {
+            // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
+            socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
+        }
         handles
             .into_iter()
             .map(|h| match h {
@@ -353,6 +377,8 @@ fn serve_crr(
         let (stream, seq) = match listener.accept() {
             Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
             Ok(_) => continue,
+            // The session is over: the listener was shut down under accept().
+            Err(_) if quit.load(Ordering::Relaxed) => break,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -363,11 +389,11 @@ fn serve_crr(
             }
             Err(e) => return Err(io::Error::new(e.kind(), format!("accept failed: {e}"))),
         };
-        // The accepted socket inherits the listener's short timeout: give it the data one.
-        stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
         let fd = stream.as_raw_fd();
+        receiver.attach(fd)?;
         if receiver.recv(fd, seq)? {
             sender.send(fd, seq)?;
+            own_syscalls += 1;
             let n = crate::sys::net::recv(fd, &mut fin, 0)?;
             if n != 0 {
                 return Err(io::Error::other("a crr client sent more than one request"));
@@ -377,9 +403,14 @@ fn serve_crr(
                 transactions += 1;
             }
         }
+        // The next connection may get this fd number: nothing of this one may carry over.
+        receiver.detach();
         drop(stream);
-        own_syscalls += 3;
+        // close (accept and the read of the FIN counted above).
+        own_syscalls += 1;
     }
+    // uring-zc: the notifications of the last responses (the ring outlives its sockets).
+    sender.drain(-1, Duration::from_secs(10))?;
     Ok(ServerOutcome {
         transactions,
         metered: meter.finish(own_syscalls + receiver.counts().syscalls + sender.counts().syscalls),

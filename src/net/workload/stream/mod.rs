@@ -77,6 +77,7 @@ fn send_options(case: &StreamCase) -> mode::SendOptions {
     mode::SendOptions {
         zc_ring: case.zc_ring,
         fixed_buffers: case.fixed_buffers,
+        unbatched: false,
     }
 }
 
