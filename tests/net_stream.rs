@@ -100,6 +100,15 @@ fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
     let cpb = metric(&records[0], "client", "cycles_per_byte");
     assert!(["pmu", "estimate"].contains(&cpb["source"].as_str().unwrap()), "{cpb}");
     for role in ["client", "server"] {
+        // On a machine busy with other tests a thread can sleep through the whole window
+        // (blocked in recv before it opened until after it closed): then its figures are
+        // unavailable with that reason, which is the honest answer, not a failure.
+        let starved = metric(&records[0], role, "cpu_sys_s")["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("saw the measured window"));
+        if starved {
+            continue;
+        }
         assert!(value(&records[0], role, "cpu_sys_s") >= 0.0);
         assert!(value(&records[0], role, "syscalls_per_msg") >= 1.0);
     }
