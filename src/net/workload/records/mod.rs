@@ -28,6 +28,7 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
 use crate::net::topology::Topology;
+use crate::net::workload::common::warn_unpinned;
 use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -570,22 +571,9 @@ fn drive(
     failed: &AtomicBool,
     stop: Stop,
 ) -> anyhow::Result<Vec<Metric>> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+    if stop.sleep_watching(Duration::from_millis(case.warmup_ms), failed) {
         window.open(system);
-        sleep_watching(Duration::from_millis(case.duration_ms));
+        stop.sleep_watching(Duration::from_millis(case.duration_ms), failed);
     }
     let metrics = window.close(system);
     if stop.requested() {
@@ -811,14 +799,7 @@ fn build_observation(
         }
     }
     obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
-    match (&case.client_cpus, &case.server_cpus) {
-        (None, None) => obs.warn(
-            WarningKind::Unpinned,
-            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
-        ),
-        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
-        _ => {}
-    }
+    warn_unpinned(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
     obs
 }
 

@@ -15,6 +15,7 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::workload::common::{drive_phases, relay_server_warnings};
 use crate::net::workload::stream::StartGate;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
@@ -406,7 +407,15 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
-            drive_remote(case, &window, &mut system, &failed, stop, &mut control)
+            drive_phases(
+                Duration::from_millis(case.warmup_ms),
+                Duration::from_millis(case.duration_ms),
+                &window,
+                &mut system,
+                &failed,
+                stop,
+                &mut control,
+            )
         } else {
             ready.abandon();
             window.close(&mut system);
@@ -464,50 +473,6 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         .extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
     obs.metrics.extend(system_metrics);
     obs.placement.extend(report.placement);
-    for w in report.warnings {
-        obs.warn(WarningKind::Other, w);
-    }
+    relay_server_warnings(&mut obs, &report.warnings);
     Ok(obs)
-}
-
-/// Warm up, open the window here and on the server, hold it, close both.
-fn drive_remote(
-    case: &RecordsCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    failed: &AtomicBool,
-    stop: Stop,
-    control: &mut ControlChannel,
-) -> anyhow::Result<Vec<Metric>> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    let mut result = Ok(());
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
-        window.open(system);
-        result = control
-            .send(&Control::Measure)
-            .context("the server closed the control connection");
-        if result.is_ok() {
-            sleep_watching(Duration::from_millis(case.duration_ms));
-        }
-    }
-    let metrics = window.close(system);
-    let done = control
-        .send(&Control::Done)
-        .context("the server closed the control connection");
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    result.and(done).map(|()| metrics)
 }
