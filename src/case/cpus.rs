@@ -38,6 +38,15 @@ impl std::ops::Deref for CpuList {
     }
 }
 
+/// A side's CPUs as a case parameter: space-separated in the order given, or `any` when the
+/// side was not pinned.
+pub fn param_text(cpus: &Option<CpuList>) -> String {
+    match cpus {
+        Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
+        None => "any".to_string(),
+    }
+}
+
 /// The kernel's list syntax: ascending runs of consecutive CPUs as `a-b`, others
 /// comma-separated, in the order given (`0-1`, `0,2`, `3,1`).
 impl fmt::Display for CpuList {
