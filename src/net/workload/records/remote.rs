@@ -15,15 +15,17 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
-use crate::net::workload::common::{drive_phases, relay_server_warnings};
+use crate::net::workload::common::{
+    accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
+};
 use crate::net::workload::stream::StartGate;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -39,15 +41,6 @@ struct RecordsHello<'a> {
     version: u32,
     workload: &'static str,
     case: &'a RecordsCase,
-}
-
-/// The server's `ready` with the session's data port.
-#[derive(Serialize, Deserialize)]
-struct ReadyLine {
-    #[serde(rename = "type")]
-    kind: String,
-    token: u64,
-    port: Option<u16>,
 }
 
 /// Metrics the server side measures and sends back: its role's, and the zero-copy completions
@@ -82,20 +75,8 @@ pub fn serve_session(
     let Some(table) = Table::new(case.record_size as usize, case.table_records(), stopped)? else {
         return Err(anyhow::Error::new(Interrupted));
     };
-    let local = control.stream().local_addr()?;
-    let peer = control.stream().peer_addr()?.ip();
-    let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0)).map_err(|e| {
-        refuse(
-            &mut control,
-            format!("could not open a data port on {}: {e}", local.ip()),
-        )
-    })?;
-    control.send_json(&ReadyLine {
-        kind: "ready".into(),
-        token: 0,
-        port: Some(listener.local_addr()?.port()),
-    })?;
-    let data = accept_from(&listener, case.threads, peer, stopped)?;
+    let (listener, peer) = open_data_port(&mut control)?;
+    let data = accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
     for s in &data {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -105,57 +86,8 @@ pub fn serve_session(
                 .map_err(|e| refuse(&mut control, format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
         }
     }
-    match serve_threads(case, &table, &data, &mut control, stopped, max_bytes) {
-        Ok(report) => control
-            .send(&Control::Report(Box::new(report)))
-            .context("sending the report to the client"),
-        Err(e) => {
-            if !e.is::<Interrupted>() {
-                control
-                    .send(&Control::Failed {
-                        error: format!("{e:#}"),
-                    })
-                    .ok();
-            }
-            Err(e)
-        }
-    }
-}
-
-/// `count` data connections from `peer`, within SETUP_TIMEOUT.
-fn accept_from(
-    listener: &TcpListener,
-    count: usize,
-    peer: IpAddr,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Vec<TcpStream>> {
-    listener.set_nonblocking(true)?;
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut data = Vec::with_capacity(count);
-    while data.len() < count {
-        if stopped() {
-            return Err(anyhow::Error::new(Interrupted));
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the client opened {} of {count} data connections in {SETUP_TIMEOUT:?}",
-                data.len()
-            );
-        }
-        match listener.accept() {
-            // Only the client's own address may join its session.
-            Ok((s, from)) if from.ip() == peer => {
-                s.set_nonblocking(false)?;
-                data.push(s);
-            }
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => bail!("accept failed: {e}"),
-        }
-    }
-    Ok(data)
+    let outcome = serve_threads(case, &table, &data, &mut control, stopped, max_bytes);
+    send_outcome(&mut control, outcome)
 }
 
 /// The next control message within `wait`, giving up when `stopped`.
