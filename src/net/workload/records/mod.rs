@@ -159,6 +159,45 @@ pub(crate) struct ThreadStart<'a> {
     perf: bool,
 }
 
+type SideHandle<'scope> = std::io::Result<std::thread::ScopedJoinHandle<'scope, anyhow::Result<SideOutcome>>>;
+
+/// Start client thread `start.index` on `stream`. On failure it sets `failed` and shuts the
+/// connection (waking its peer); otherwise it shuts its sending side, so the server's thread
+/// reads EOF after the last request and leaves.
+pub(crate) fn spawn_client<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    start: ThreadStart<'env>,
+    case: &'env RecordsCase,
+    stream: &'env TcpStream,
+    failed: &'env AtomicBool,
+) -> SideHandle<'scope> {
+    let i = start.index;
+    std::thread::Builder::new()
+        .name(format!("iopath-records-cli-{i}"))
+        .spawn_scoped(scope, move || {
+            let result = client::run(start, case, i, stream.as_raw_fd());
+            if result.is_err() {
+                failed.store(true, Ordering::SeqCst);
+                stream.shutdown(Shutdown::Both).ok();
+            } else {
+                stream.shutdown(Shutdown::Write).ok();
+            }
+            result
+        })
+}
+
+/// Join every thread of a case: each one's outcome, a panic or a thread that never started as
+/// its error.
+pub(crate) fn join_sides(handles: Vec<SideHandle<'_>>) -> Vec<anyhow::Result<SideOutcome>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
+            Err(e) => Err(anyhow!("could not start a thread: {e}")),
+        })
+        .collect()
+}
+
 /// What one thread measured.
 pub(crate) struct SideOutcome {
     role: Role,
@@ -471,8 +510,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin =
-        |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[i % c.len()]);
+    let pin = |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().and_then(|c| c.cpu_for(i));
     let start = |index: usize, pin: Option<usize>| ThreadStart {
         index,
         pin,
@@ -501,22 +539,13 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
             );
         }
         for (i, stream) in clients.iter().enumerate() {
-            let (start, failed) = (start(i, pin(&case.client_cpus, i)), &failed);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-cli-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = client::run(start, case, i, stream.as_raw_fd());
-                        if result.is_err() {
-                            failed.store(true, Ordering::SeqCst);
-                            stream.shutdown(Shutdown::Both).ok();
-                        } else {
-                            // The server's thread reads EOF after the last request and leaves.
-                            stream.shutdown(Shutdown::Write).ok();
-                        }
-                        result
-                    }),
-            );
+            handles.push(spawn_client(
+                scope,
+                start(i, pin(&case.client_cpus, i)),
+                case,
+                stream,
+                &failed,
+            ));
         }
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
@@ -531,14 +560,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
                 s.shutdown(Shutdown::Both).ok();
             }
         }
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
-        (outcomes, drive_result)
+        (join_sides(handles), drive_result)
     });
     // Every server thread drained its zero-copy completions before returning: the kernel
     // holds no page of the table when it is freed.

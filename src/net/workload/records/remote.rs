@@ -8,7 +8,7 @@
 use super::server;
 use super::table::Table;
 use super::{
-    build_observation, check_case, client, interrupted, SideOutcome, ThreadStart, IDLE_TIMEOUT, START_PATIENCE,
+    build_observation, check_case, interrupted, join_sides, spawn_client, ThreadStart, IDLE_TIMEOUT, START_PATIENCE,
 };
 use crate::case::{RecordsCase, RecordsMode};
 use crate::measure::clock;
@@ -126,12 +126,7 @@ fn serve_threads(
     let mut system = SystemProbes::default();
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
-    let pin = |i: usize| {
-        case.server_cpus
-            .as_ref()
-            .filter(|c| !c.is_empty())
-            .map(|c| c[i % c.len()])
-    };
+    let pin = |i: usize| case.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let session_wait = Duration::from_millis(case.warmup_ms + case.duration_ms) + SETUP_TIMEOUT;
     let (outcomes, followed) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
@@ -193,13 +188,7 @@ fn serve_threads(
             ready.abandon();
             Err(anyhow!("could not start all {} server threads", handles.len()))
         };
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
+        let outcomes = join_sides(handles);
         (outcomes, followed)
     });
     let system_metrics = followed?;
@@ -303,12 +292,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     crate::measure::system::push_network_probes(&mut system, None);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin = |i: usize| {
-        case.client_cpus
-            .as_ref()
-            .filter(|c| !c.is_empty())
-            .map(|c| c[i % c.len()])
-    };
+    let pin = |i: usize| case.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -322,19 +306,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                     policy: &policy,
                     perf: case.perf,
                 };
-                let failed = &failed;
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-cli-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = client::run(start, case, i, stream.as_raw_fd());
-                        if result.is_err() {
-                            failed.store(true, Ordering::SeqCst);
-                            stream.shutdown(Shutdown::Both).ok();
-                        } else {
-                            stream.shutdown(Shutdown::Write).ok();
-                        }
-                        result
-                    })
+                spawn_client(scope, start, case, stream, &failed)
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
@@ -359,13 +331,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                 s.shutdown(Shutdown::Both).ok();
             }
         }
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
+        let outcomes = join_sides(handles);
         (outcomes, drive_result)
     });
     let mut system_metrics = drive_result?;
