@@ -3,9 +3,10 @@
 //! about where the threads ran.
 
 use crate::measure::window::{SystemProbes, Window};
+use crate::net::completions::CompletionCounts;
 use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::workload::stream::interrupted;
-use crate::observation::{Metric, Observation, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -145,6 +146,53 @@ pub(crate) fn drive_phases(
     result.and(done).map(|()| metrics)
 }
 
+/// The zero-copy completion counts of a case's sockets as system metrics, in this order:
+/// zerocopy_sends, zerocopy_completions, zerocopy_completed_sends, zerocopy_copied_sends.
+pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts) {
+    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+    obs.push(Metric::tool(
+        "zerocopy_completions",
+        Role::System,
+        c.notifications as f64,
+        "notifications",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_completed_sends",
+        Role::System,
+        c.completed as f64,
+        "calls",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_copied_sends",
+        Role::System,
+        c.copied as f64,
+        "calls",
+    ));
+}
+
+/// zerocopy_copied_fraction: of the completed sends, those the kernel copied after all.
+pub(crate) fn copied_fraction(c: &CompletionCounts) -> Metric {
+    Metric::from_result(
+        "zerocopy_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .map(|f| 1.0 - f)
+            .ok_or_else(|| "no completion arrived".to_string()),
+    )
+}
+
+/// A completion id no send call took is a bookkeeping fault worth a warning.
+pub(crate) fn warn_unexpected_completions(obs: &mut Observation, c: &CompletionCounts) {
+    if c.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+        );
+    }
+}
+
 /// Warn when neither side, or only one, was pinned (`--client-cpus`, `--server-cpus`).
 pub(crate) fn warn_unpinned(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
     match (client_pinned, server_pinned) {
@@ -187,7 +235,7 @@ pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::{Role, ThreadPlacement};
+    use crate::observation::ThreadPlacement;
 
     fn placement(migrations: Option<u64>) -> ThreadPlacement {
         ThreadPlacement {

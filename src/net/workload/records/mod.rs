@@ -28,7 +28,9 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
 use crate::net::topology::Topology;
-use crate::net::workload::common::warn_unpinned;
+use crate::net::workload::common::{
+    copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
+};
 use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -741,48 +743,13 @@ fn build_observation(
         let mut c = CompletionCounts::default();
         let mut enobufs = 0;
         for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
-            c.sends += z.sends;
-            c.notifications += z.notifications;
-            c.completed += z.completed;
-            c.copied += z.copied;
-            c.unexpected += z.unexpected;
+            c.add(z);
             enobufs += e;
         }
-        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-        obs.push(Metric::tool(
-            "zerocopy_completions",
-            Role::System,
-            c.notifications as f64,
-            "notifications",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_completed_sends",
-            Role::System,
-            c.completed as f64,
-            "calls",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_copied_sends",
-            Role::System,
-            c.copied as f64,
-            "calls",
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .map(|f| 1.0 - f)
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
+        push_completion_counts(&mut obs, &c);
+        obs.push(copied_fraction(&c));
         obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
-        if c.unexpected > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-            );
-        }
+        warn_unexpected_completions(&mut obs, &c);
         if c.completed > 0 && c.copied > 0 {
             obs.warn(WarningKind::ZeroCopyCopied, format!(
                 "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",

@@ -20,7 +20,10 @@ use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
-use crate::net::workload::common::{drive_phases, relay_server_warnings, warn_placement};
+use crate::net::workload::common::{
+    copied_fraction, drive_phases, push_completion_counts, relay_server_warnings, warn_placement,
+    warn_unexpected_completions,
+};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
@@ -690,11 +693,7 @@ fn build_observation(
             .iter()
             .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.zerocopy.clone()))
             .fold(ZeroCopyCounts::default(), |mut acc, z| {
-                acc.completions.sends += z.completions.sends;
-                acc.completions.notifications += z.completions.notifications;
-                acc.completions.completed += z.completions.completed;
-                acc.completions.copied += z.completions.copied;
-                acc.completions.unexpected += z.completions.unexpected;
+                acc.completions.add(&z.completions);
                 acc.enobufs += z.enobufs;
                 acc.slot_waits += z.slot_waits;
                 acc
@@ -758,25 +757,7 @@ fn build_observation(
 /// (SENDMSG_ZC notifications): how many sends completed and how many the kernel copied.
 fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCounts) {
     let c = &zc.completions;
-    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-    obs.push(Metric::tool(
-        "zerocopy_completions",
-        Role::System,
-        c.notifications as f64,
-        "notifications",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_completed_sends",
-        Role::System,
-        c.completed as f64,
-        "calls",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_copied_sends",
-        Role::System,
-        c.copied as f64,
-        "calls",
-    ));
+    push_completion_counts(obs, c);
     obs.push(Metric::from_result(
         "zerocopy_not_copied_fraction",
         Role::System,
@@ -785,15 +766,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
         c.not_copied_fraction()
             .ok_or_else(|| "no completion arrived".to_string()),
     ));
-    obs.push(Metric::from_result(
-        "zerocopy_copied_fraction",
-        Role::System,
-        "fraction",
-        Source::Tool,
-        c.not_copied_fraction()
-            .map(|f| 1.0 - f)
-            .ok_or_else(|| "no completion arrived".to_string()),
-    ));
+    obs.push(copied_fraction(c));
     if mode == CopyMode::ZeroCopy {
         obs.push(Metric::tool(
             "zerocopy_enobufs",
@@ -808,12 +781,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
         zc.slot_waits as f64,
         "waits",
     ));
-    if c.unexpected > 0 {
-        obs.warn(
-            WarningKind::Anomaly,
-            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-        );
-    }
+    warn_unexpected_completions(obs, c);
     if c.completed > 0 && c.copied > 0 {
         let evidence = match mode {
             CopyMode::UringZc => "its io_uring notifications carry IORING_NOTIF_USAGE_ZC_COPIED",
