@@ -49,9 +49,15 @@ impl Stop {
     /// Sleep for `d` in steps of at most [`Stop::POLL`]. True when the whole time passed,
     /// false as soon as a stop was requested.
     pub fn sleep(&self, d: Duration) -> bool {
+        self.sleep_watching(d, &AtomicBool::new(false))
+    }
+
+    /// [`Stop::sleep`] that also gives up (false) as soon as `failed` is set: how a workload's
+    /// driver waits out its warm-up and window while its threads may fail.
+    pub fn sleep_watching(&self, d: Duration, failed: &AtomicBool) -> bool {
         let until = Instant::now() + d;
         loop {
-            if self.requested() {
+            if failed.load(Ordering::SeqCst) || self.requested() {
                 return false;
             }
             let left = until.saturating_duration_since(Instant::now());

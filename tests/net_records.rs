@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{iopath, json_records, role_metric, stderr, usage_error};
+use common::{iopath, json_records, net_serve, role_metric, stderr, usage_error, value_of};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -36,10 +36,6 @@ fn run_json(extra: &[&str]) -> Vec<Value> {
     json_records(&out)
 }
 
-fn value(record: &Value, role: &str, name: &str) -> Option<f64> {
-    role_metric(record, role, name).and_then(|m| m["value"].as_f64())
-}
-
 fn source(record: &Value, role: &str, name: &str) -> String {
     role_metric(record, role, name)
         .map(|m| m["source"].as_str().unwrap_or("").to_string())
@@ -49,23 +45,26 @@ fn source(record: &Value, role: &str, name: &str) -> String {
 /// Every record received whole and intact, with its ids' bytes: none corrupt, some verified.
 fn assert_verified(r: &Value, records_per_response: f64) {
     let label = r["label"].as_str().unwrap_or("?");
-    let verified = value(r, "client", "verified_records").unwrap_or(0.0);
+    let verified = value_of(r, "client", "verified_records").unwrap_or(0.0);
     assert!(verified >= records_per_response, "{label}: {verified} verified");
-    assert_eq!(value(r, "client", "corrupt_records"), Some(0.0), "{label}");
-    assert!(value(r, "system", "responses_per_s").unwrap_or(0.0) > 0.0, "{label}");
-    assert!(value(r, "system", "throughput_gbps").unwrap_or(0.0) > 0.0, "{label}");
-    let p50 = value(r, "client", "latency_p50_us").unwrap();
-    let p99 = value(r, "client", "latency_p99_us").unwrap();
-    let max = value(r, "client", "latency_max_us").unwrap();
+    assert_eq!(value_of(r, "client", "corrupt_records"), Some(0.0), "{label}");
+    assert!(value_of(r, "system", "responses_per_s").unwrap_or(0.0) > 0.0, "{label}");
+    assert!(value_of(r, "system", "throughput_gbps").unwrap_or(0.0) > 0.0, "{label}");
+    let p50 = value_of(r, "client", "latency_p50_us").unwrap();
+    let p99 = value_of(r, "client", "latency_p99_us").unwrap();
+    let max = value_of(r, "client", "latency_max_us").unwrap();
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{label}: {p50} {p99} {max}");
     // A response is at least one receive and one send on the server.
-    assert!(value(r, "server", "syscalls_per_response").unwrap() >= 2.0, "{label}");
-    assert!(value(r, "server", "cpu_us_per_response").is_some(), "{label}");
+    assert!(
+        value_of(r, "server", "syscalls_per_response").unwrap() >= 2.0,
+        "{label}"
+    );
+    assert!(value_of(r, "server", "cpu_us_per_response").is_some(), "{label}");
     // The server answered every request the client counted, give or take those in flight
     // at the window's edges.
     let (sent, got) = (
-        value(r, "server", "responses").unwrap(),
-        value(r, "client", "responses").unwrap(),
+        value_of(r, "server", "responses").unwrap(),
+        value_of(r, "client", "responses").unwrap(),
     );
     assert!(sent > 0.0 && got > 0.0, "{label}");
 }
@@ -88,7 +87,7 @@ fn every_mode_over_loopback_sends_the_right_records_and_counts_its_copies() {
         assert_eq!(case["workload"], "net-records");
         let n = case["records"].as_f64().unwrap();
         assert_verified(r, n);
-        let copied = value(r, "server", "user_copy_bytes_per_payload_byte");
+        let copied = value_of(r, "server", "user_copy_bytes_per_payload_byte");
         let mode = case["mode"].as_str().unwrap();
         match mode {
             // Every payload byte is memcpy'd once into the transmit buffer.
@@ -100,21 +99,21 @@ fn every_mode_over_loopback_sends_the_right_records_and_counts_its_copies() {
         // source where the uncore counters count, and where they cannot (this development VM)
         // unavailable with the probe's own reason, never 0.
         let per_byte = source(r, "system", "dram_bytes_per_payload_byte");
-        match value(r, "system", "dram_bytes") {
-            Some(_) => assert!(value(r, "system", "dram_bytes_per_payload_byte").unwrap() > 0.0),
+        match value_of(r, "system", "dram_bytes") {
+            Some(_) => assert!(value_of(r, "system", "dram_bytes_per_payload_byte").unwrap() > 0.0),
             None => {
-                assert_eq!(value(r, "system", "dram_bytes_per_payload_byte"), None);
+                assert_eq!(value_of(r, "system", "dram_bytes_per_payload_byte"), None);
                 assert!(per_byte.starts_with("unavailable: "), "{per_byte}");
                 assert_eq!(per_byte, source(r, "system", "dram_bytes"));
             }
         }
         if mode == "zero-copy" || mode == "uring-zc" {
-            let sends = value(r, "system", "zerocopy_sends").unwrap();
-            let completed = value(r, "system", "zerocopy_completed_sends").unwrap();
+            let sends = value_of(r, "system", "zerocopy_sends").unwrap();
+            let completed = value_of(r, "system", "zerocopy_completed_sends").unwrap();
             assert!(sends > 0.0);
             // Drained before the table was freed: every send call completed.
             assert_eq!(sends, completed, "{r}");
-            let fraction = value(r, "system", "zerocopy_copied_fraction").unwrap();
+            let fraction = value_of(r, "system", "zerocopy_copied_fraction").unwrap();
             assert!((0.0..=1.0).contains(&fraction));
         } else {
             assert!(role_metric(r, "system", "zerocopy_sends").is_none(), "{mode}");
@@ -368,9 +367,9 @@ fn prove_copies_classifies_every_probed_byte_outside_the_window() {
             continue;
         }
         // 4 responses of 16 KiB, every byte either the old or the new pattern, none corrupt.
-        assert_eq!(value(r, "system", "alias_probed_bytes"), Some(65536.0), "{mode}");
-        assert_eq!(value(r, "system", "alias_corrupt_bytes"), Some(0.0), "{mode}");
-        let f = value(r, "system", "alias_by_reference_fraction").unwrap();
+        assert_eq!(value_of(r, "system", "alias_probed_bytes"), Some(65536.0), "{mode}");
+        assert_eq!(value_of(r, "system", "alias_corrupt_bytes"), Some(0.0), "{mode}");
+        let f = value_of(r, "system", "alias_by_reference_fraction").unwrap();
         assert!((0.0..=1.0).contains(&f), "{mode}: {f}");
     }
     // Without the flag the key does not change and no probe runs.
@@ -379,44 +378,10 @@ fn prove_copies_classifies_every_probed_byte_outside_the_window() {
     assert!(role_metric(&plain[0], "system", "alias_by_reference_fraction").is_none());
 }
 
-/// A `net serve` on a free loopback port; killed (by its pid) when dropped. Its stderr stays
-/// open: a server writing to a closed pipe would die of it.
-struct Server(
-    std::process::Child,
-    String,
-    #[allow(dead_code)] std::io::BufReader<std::process::ChildStderr>,
-);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn net_serve() -> Server {
-    use std::io::BufRead;
-    let mut child = common::iopath_child()
-        .args(["net", "serve", "--listen", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line}"))
-        .to_string();
-    Server(child, addr, stderr)
-}
-
 #[test]
 fn a_net_serve_holds_the_table_sends_the_records_and_reports_its_side() {
-    let server = net_serve();
-    let topology = format!("remote {}", server.1);
+    let server = net_serve(&[]);
+    let topology = format!("remote {}", server.addr);
     let records = run_json(&[
         "--topology",
         &topology,
@@ -437,12 +402,12 @@ fn a_net_serve_holds_the_table_sends_the_records_and_reports_its_side() {
         // The server's side came back in its report, with its sources.
         assert_eq!(source(r, "server", "cpu_us_per_response"), "rusage");
         assert_eq!(source(r, "server", "user_copy_bytes_per_payload_byte"), "tool");
-        let copied = value(r, "server", "user_copy_bytes_per_payload_byte").unwrap();
+        let copied = value_of(r, "server", "user_copy_bytes_per_payload_byte").unwrap();
         assert_eq!(copied, if mode == "copy-out" { 1.0 } else { 0.0 }, "{mode}");
         if mode != "copy-out" {
             assert_eq!(
-                value(r, "system", "zerocopy_sends"),
-                value(r, "system", "zerocopy_completed_sends"),
+                value_of(r, "system", "zerocopy_sends"),
+                value_of(r, "system", "zerocopy_completed_sends"),
                 "{mode}"
             );
         }
@@ -457,7 +422,7 @@ fn a_net_serve_holds_the_table_sends_the_records_and_reports_its_side() {
 fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
     let _one_at_a_time = in_process();
     use iopath::case::{Endpoint, Pick, RecordsCase, RecordsMode};
-    let server = net_serve();
+    let server = net_serve(&[]);
     let case = RecordsCase {
         mode: RecordsMode::ZeroCopy,
         record_size: 1024,
@@ -471,7 +436,9 @@ fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
         client_cpus: None,
         server_cpus: None,
         verify: true,
-        endpoint: Endpoint::Remote { addr: server.1.clone() },
+        endpoint: Endpoint::Remote {
+            addr: server.addr.clone(),
+        },
         perf: false,
         prove_copies: false,
     };

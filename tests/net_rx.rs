@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{bin, iopath, json_records, role_metric, stderr, usage_error};
+use common::{iopath, json_records, net_serve, role_metric, stderr, usage_error, value};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command as StdCommand, Stdio};
 use std::time::Duration;
 
 /// `net stream` with short windows; the parsed JSON records.
@@ -26,13 +25,6 @@ fn stream(extra: &[&str]) -> Vec<Value> {
     let out = iopath().args(&args).timeout(Duration::from_secs(180)).output().unwrap();
     assert!(out.status.success(), "iopath {args:?} failed: {}", stderr(&out));
     json_records(&out)
-}
-
-fn value(record: &Value, role: &str, name: &str) -> f64 {
-    let m = role_metric(record, role, name).unwrap_or_else(|| panic!("no {role} {name} in {record}"));
-    m["value"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{role} {name} has no value: {m}"))
 }
 
 fn label(record: &Value) -> &str {
@@ -148,35 +140,11 @@ fn bad_rx_modes_and_trunc_with_verify_are_one_line_exit_2() {
     assert!(err.contains("unknown receive mode 'mmap'"), "{err}");
 }
 
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The receive mode travels in the hello: a separate `net serve` receives with it.
 #[test]
 fn net_serve_receives_in_the_mode_the_client_asks_for() {
-    let mut child = StdCommand::new(bin())
-        .args(["net", "serve", "--listen", "127.0.0.1:0", "--once"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
-    let server = Reaped(child);
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let server = net_serve(&["--once"]);
+    let addr = server.addr.clone();
     let records = stream(&[
         "--connect",
         &addr,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, iopath, role_metric, stderr, stdout, temp_db, wait_for_cells};
+use common::{bin, iopath, net_serve, role_metric, stderr, stdout, temp_db, value, wait_for_cells, Reaped};
 use iopath::net::control::PROTOCOL_VERSION;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -27,12 +27,6 @@ fn stream_json(extra: &[&str]) -> Vec<Value> {
 
 fn metric<'a>(record: &'a Value, role: &str, name: &str) -> &'a Value {
     role_metric(record, role, name).unwrap_or_else(|| panic!("no {role} {name} in {record}"))
-}
-
-fn value(record: &Value, role: &str, name: &str) -> f64 {
-    metric(record, role, name)["value"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{role} {name} has no value"))
 }
 
 #[test]
@@ -302,31 +296,10 @@ fn busy_port_is_a_clear_run_failure() {
     );
 }
 
-/// Start `iopath net serve` on a free port; returns the child (killed on drop) and its address.
-fn start_server() -> (Reaped, String) {
-    let mut child = StdCommand::new(bin())
-        .args(["net", "serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    // Keep reading what the server logs so it never writes into a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    (Reaped(child), addr)
-}
-
 #[test]
 fn a_session_with_a_separate_server_process_works() {
-    let (_server, addr) = start_server();
+    let server = net_serve(&[]);
+    let addr = server.addr.clone();
     let out = iopath()
         .args([
             "net",
@@ -356,7 +329,8 @@ fn a_session_with_a_separate_server_process_works() {
 #[test]
 fn a_vanishing_peer_fails_the_cell_and_keeps_the_finished_one() {
     let (_dir, db) = temp_db("iopath.db");
-    let (mut server, addr) = start_server();
+    let mut server = net_serve(&[]);
+    let addr = server.addr.clone();
     let client = StdCommand::new(bin())
         .args([
             "net",
@@ -382,8 +356,8 @@ fn a_vanishing_peer_fails_the_cell_and_keeps_the_finished_one() {
     // Once the first case is stored the second is under way: its window is 1 s.
     wait_for_cells(&db, 1, Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(200));
-    server.0.kill().unwrap();
-    server.0.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
     let started = Instant::now();
     let out = client.wait_with_output().unwrap();
     assert!(
@@ -429,7 +403,8 @@ fn connect_to_nothing_fails_fast() {
 #[test]
 fn a_window_announced_before_the_data_connections_does_not_end_the_session() {
     use std::io::{Read, Write};
-    let (server, addr) = start_server();
+    let server = net_serve(&[]);
+    let addr = server.addr.clone();
     let mut control = std::net::TcpStream::connect(&addr).unwrap();
     control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let case = serde_json::json!({"mode": "one-copy", "size": 1024, "fields": 1, "threads": 1,
@@ -497,7 +472,8 @@ fn small_case() -> Value {
 /// duration, 10^11 fields). The server refuses such cases and keeps serving.
 #[test]
 fn net_serve_refuses_hostile_cases_and_keeps_serving() {
-    let (_server, addr) = start_server();
+    let server = net_serve(&[]);
+    let addr = server.addr.clone();
     for (field, bad) in [
         ("duration_ms", serde_json::json!(u64::MAX)),
         ("fields", serde_json::json!(100_000_000_000u64)),
@@ -533,7 +509,8 @@ fn net_serve_refuses_hostile_cases_and_keeps_serving() {
 #[test]
 fn a_stray_connection_during_setup_is_ignored() {
     use std::io::Write;
-    let (_server, addr) = start_server();
+    let server = net_serve(&[]);
+    let addr = server.addr.clone();
     let mut control = std::net::TcpStream::connect(&addr).unwrap();
     control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     writeln!(
@@ -596,16 +573,6 @@ fn a_bad_listen_address_is_a_usage_error() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("IP:PORT"), "{err}");
-}
-
-/// A child process that is killed and reaped when the test ends, also when it fails.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A network namespace joined by a veth pair: the project's own test host. Removed on drop.
@@ -1027,7 +994,8 @@ fn trickle(
 fn net_serve_is_not_held_up_by_slow_connections_and_stops_at_once() {
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let (mut server, addr) = start_server();
+    let mut server = net_serve(&[]);
+    let addr = server.addr.clone();
     let _idle = std::net::TcpStream::connect(&addr).unwrap();
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let slow = trickle(&addr, b"{\"type\":\"hello\",", Duration::from_millis(100), stop.clone());
@@ -1087,12 +1055,12 @@ fn net_serve_is_not_held_up_by_slow_connections_and_stops_at_once() {
     std::thread::sleep(Duration::from_millis(300));
     let asked = Instant::now();
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(server.0.id() as i32),
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     let status = loop {
-        if let Some(status) = server.0.try_wait().unwrap() {
+        if let Some(status) = server.child.try_wait().unwrap() {
             break status;
         }
         assert!(
@@ -1225,7 +1193,8 @@ fn prove_copies_finds_one_copy_copied_and_sendfile_and_splice_by_reference() {
 /// Over --connect the probe cannot see the receiver: the metric is unavailable and says why.
 #[test]
 fn prove_copies_over_connect_is_unavailable_with_the_reason() {
-    let (_server, addr) = start_server();
+    let server = net_serve(&[]);
+    let addr = server.addr.clone();
     let records = stream_json(&[
         "--connect",
         &addr,

@@ -3,7 +3,10 @@
 //! was interrupted with SIGINT or killed with SIGKILL. Namespace topologies need root: the
 //! tests that build one skip themselves otherwise.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{bin, net_serve, value_of, NetServe};
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -14,10 +17,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn bin() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin("iopath")
 }
 
 fn is_root() -> bool {
@@ -78,15 +77,6 @@ fn stream(topology: &str) -> Value {
     records[0].clone()
 }
 
-fn metric(record: &Value, name: &str, role: &str) -> Option<f64> {
-    record["observation"]["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name && m["role"] == role)
-        .and_then(|m| m["value"].as_f64())
-}
-
 #[test]
 fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
     let _serial = serial();
@@ -98,7 +88,7 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
     for t in topologies {
         let record = stream(t);
         assert!(record["error"].is_null(), "{t}: {}", record["error"]);
-        let received = metric(&record, "bytes_received", "server").unwrap_or(0.0);
+        let received = value_of(&record, "server", "bytes_received").unwrap_or(0.0);
         assert!(received > 0.0, "{t}: no bytes arrived");
         let kind = record["case"]["endpoint"]["kind"].as_str().unwrap().to_string();
         assert!(t.starts_with(&kind), "{t}: the case says {kind}");
@@ -120,7 +110,7 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
         }
         // In a private namespace the TCP counters count this run's segments only.
         if t != "loopback" {
-            assert!(metric(&record, "tcp_segments_in", "system").unwrap() > 0.0, "{t}");
+            assert!(value_of(&record, "system", "tcp_segments_in").unwrap() > 0.0, "{t}");
         }
         if let Some(mtu) = t.strip_prefix("veth:mtu=") {
             assert_eq!(record["case"]["endpoint"]["mtu"].as_u64().unwrap().to_string(), mtu);
@@ -137,7 +127,7 @@ fn a_rate_limited_veth_delivers_about_its_rate() {
     }
     let before = our_links();
     let record = stream("veth:rate=100mbit");
-    let gbps = metric(&record, "throughput_gbps", "system").unwrap();
+    let gbps = value_of(&record, "system", "throughput_gbps").unwrap();
     // tbf lets a 4 ms bucket through at once: within a 250 ms window that is under 2%.
     assert!((0.03..=0.115).contains(&gbps), "100mbit link carried {gbps} Gbit/s");
     assert_nothing_left("veth:rate", &before);
@@ -311,53 +301,18 @@ fn net_serve_listens_on_loopback_by_default() {
     assert!(help.contains("[default: 127.0.0.1:5201]"), "{help}");
 }
 
-/// A `net serve --psk-file` on a free loopback port; killed (by its pid) when dropped.
-/// Its stderr stays open: a server writing to a closed pipe would die of it.
-struct Server(
-    std::process::Child,
-    String,
-    #[allow(dead_code)] std::io::BufReader<std::process::ChildStderr>,
-);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn psk_server(key: &std::path::Path) -> Server {
+/// A `net serve --psk-file KEY` on a free loopback port.
+fn psk_server(key: &std::path::Path) -> NetServe {
     let key = key.to_str().unwrap();
-    server(&["--max-session", "2s", "--psk-file", key])
-}
-
-/// A `net serve` on a free loopback port with these extra flags.
-fn server(flags: &[&str]) -> Server {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(bin())
-        .args(["net", "serve", "--listen", "127.0.0.1:0"])
-        .args(flags)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line}"))
-        .to_string();
-    Server(child, addr, stderr)
+    net_serve(&["--max-session", "2s", "--psk-file", key])
 }
 
 #[test]
 fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named() {
-    let server = server(&["--max-session-bytes", "300M"]);
+    let server = net_serve(&["--max-session-bytes", "300M"]);
     let client = |size: &str, duration: &str| {
         Command::new(bin())
-            .args(["net", "stream", "--connect", &server.1, "--mode", "one-copy"])
+            .args(["net", "stream", "--connect", &server.addr, "--mode", "one-copy"])
             .args(["--size", size, "--duration", duration, "--warmup", "20ms"])
             .timeout(Duration::from_secs(30))
             .output()
@@ -382,7 +337,7 @@ fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named(
     assert!(client("1K", "50ms").status.success());
     // Request/response sessions count against the budget too: 64 KiB requests for 20 s.
     let rr = Command::new(bin())
-        .args(["net", "rr", "--connect", &server.1, "--request-size", "64K"])
+        .args(["net", "rr", "--connect", &server.addr, "--request-size", "64K"])
         .args(["--duration", "20s", "--warmup", "20ms"])
         .timeout(Duration::from_secs(30))
         .output()
@@ -396,7 +351,7 @@ fn a_session_that_reaches_the_servers_byte_budget_is_ended_with_the_limit_named(
             "net",
             "records",
             "--topology",
-            &format!("remote {}", server.1),
+            &format!("remote {}", server.addr),
             "--mode",
             "gather",
         ])
@@ -419,7 +374,7 @@ fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
     let server = psk_server(&right);
     let client = |key: Option<&std::path::Path>| {
         let mut c = Command::new(bin());
-        c.args(["net", "stream", "--connect", &server.1, "--mode", "one-copy"])
+        c.args(["net", "stream", "--connect", &server.addr, "--mode", "one-copy"])
             .args(["--duration", "200ms", "--warmup", "50ms"]);
         if let Some(k) = key {
             c.arg("--psk-file").arg(k);
@@ -443,7 +398,7 @@ fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
             "net",
             "stream",
             "--connect",
-            &server.1,
+            &server.addr,
             "--mode",
             "one-copy",
             "--duration",

@@ -23,6 +23,12 @@ impl CpuList {
     pub fn to_vec(&self) -> Vec<usize> {
         self.0.clone()
     }
+
+    /// The CPU thread `index` of a side is pinned to: the list's entries in turn, wrapping;
+    /// None for an empty list.
+    pub fn cpu_for(&self, index: usize) -> Option<usize> {
+        (!self.0.is_empty()).then(|| self.0[index % self.0.len()])
+    }
 }
 
 impl From<Vec<usize>> for CpuList {
@@ -35,6 +41,15 @@ impl std::ops::Deref for CpuList {
     type Target = [usize];
     fn deref(&self) -> &[usize] {
         &self.0
+    }
+}
+
+/// A side's CPUs as a case parameter: space-separated in the order given, or `any` when the
+/// side was not pinned.
+pub fn param_text(cpus: &Option<CpuList>) -> String {
+    match cpus {
+        Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
+        None => "any".to_string(),
     }
 }
 
@@ -103,6 +118,9 @@ mod tests {
             assert_eq!(text.parse::<CpuList>().unwrap().to_string(), text);
         }
         assert_eq!("2,0".parse::<CpuList>().unwrap().as_slice(), &[2, 0]);
+        let wraps = CpuList::new(vec![3, 1]);
+        assert_eq!([0, 1, 2].map(|i| wraps.cpu_for(i)), [Some(3), Some(1), Some(3)]);
+        assert_eq!(CpuList::new(vec![]).cpu_for(0), None);
         assert!("".parse::<CpuList>().is_err());
         assert!("a".parse::<CpuList>().unwrap_err().contains("accepted"));
         assert_eq!(serde_json::to_string(&CpuList::new(vec![0, 1])).unwrap(), "[0,1]");

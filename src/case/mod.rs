@@ -1,6 +1,32 @@
 //! A Case is one fully specified experiment point: which workload and all its parameters.
 //! Cases are plain data: serialisable, hashable, and printable as a short label.
 
+/// `Display` (its `as_str`) and `FromStr` (one of its `ALL`, or "unknown NOUN 'x' (accepted:
+/// a, b, c)") for an enum of named choices such as a mode.
+macro_rules! named_choices {
+    ($ty:ty, $noun:literal) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                <$ty>::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+                    let accepted: Vec<&str> = <$ty>::ALL.iter().map(|m| m.as_str()).collect();
+                    format!(
+                        concat!("unknown ", $noun, " '{}' (accepted: {})"),
+                        s,
+                        accepted.join(", ")
+                    )
+                })
+            }
+        }
+    };
+}
+
 mod bench;
 pub mod cpus;
 mod fake;
@@ -101,3 +127,33 @@ impl Case {
 }
 
 pub use crate::format::format_bytes;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every named choice reads back from its text, and a wrong one names what is accepted.
+    #[test]
+    fn named_choices_round_trip_and_name_what_is_accepted() {
+        for m in CopyMode::ALL {
+            assert_eq!(m.to_string().parse::<CopyMode>(), Ok(m));
+        }
+        for p in Pick::ALL {
+            assert_eq!(p.to_string().parse::<Pick>(), Ok(p));
+        }
+        assert_eq!(
+            "x".parse::<RxMode>().unwrap_err(),
+            "unknown receive mode 'x' (accepted: copy, scatter, trunc, zerocopy)"
+        );
+        assert_eq!(
+            "x".parse::<RecordsMode>().unwrap_err(),
+            "unknown mode 'x' (accepted: copy-out, gather, zero-copy, uring-zc)"
+        );
+        assert_eq!(
+            "x".parse::<Pick>().unwrap_err(),
+            "unknown pick 'x' (accepted: random, hot)"
+        );
+        assert_eq!(cpus::param_text(&Some(CpuList::new(vec![2, 0]))), "2 0");
+        assert_eq!(cpus::param_text(&None), "any");
+    }
+}

@@ -2,9 +2,9 @@
 //! table of fixed-size records and answers each request naming N record ids with those N
 //! records, sent in one of four ways.
 
+use super::cpus::param_text;
 use super::{format_bytes, CpuList, Endpoint};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// How the server hands the N records of a response to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -43,21 +43,7 @@ impl RecordsMode {
     }
 }
 
-impl fmt::Display for RecordsMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for RecordsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        RecordsMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("unknown mode '{s}' (accepted: copy-out, gather, zero-copy, uring-zc)"))
-    }
-}
+named_choices!(RecordsMode, "mode");
 
 /// Which record ids a client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -73,6 +59,8 @@ pub enum Pick {
 pub const HOT_SET_BYTES: u64 = 256 << 10;
 
 impl Pick {
+    pub const ALL: [Pick; 2] = [Pick::Random, Pick::Hot];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Pick::Random => "random",
@@ -81,22 +69,7 @@ impl Pick {
     }
 }
 
-impl fmt::Display for Pick {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Pick {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "random" => Ok(Pick::Random),
-            "hot" => Ok(Pick::Hot),
-            _ => Err(format!("unknown pick '{s}' (accepted: random, hot)")),
-        }
-    }
-}
+named_choices!(Pick, "pick");
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RecordsCase {
@@ -150,10 +123,6 @@ impl RecordsCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<CpuList>| match c {
-            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
-            None => "any".to_string(),
-        };
         vec![
             ("mode", self.mode.to_string()),
             ("record_size_bytes", self.record_size.to_string()),
@@ -164,8 +133,8 @@ impl RecordsCase {
             ("threads", self.threads.to_string()),
             ("duration_ms", self.duration_ms.to_string()),
             ("warmup_ms", self.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.client_cpus)),
-            ("server_cpus", cpus(&self.server_cpus)),
+            ("client_cpus", param_text(&self.client_cpus)),
+            ("server_cpus", param_text(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),

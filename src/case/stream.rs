@@ -1,8 +1,8 @@
 //! Parameters of the network stream benchmark (`iopath net stream`).
 
+use super::cpus::param_text;
 use super::{format_bytes, CpuList};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// How a message of separately allocated fields is handed to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -48,21 +48,7 @@ impl CopyMode {
     }
 }
 
-impl fmt::Display for CopyMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for CopyMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        CopyMode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
-            let accepted: Vec<&str> = CopyMode::ALL.iter().map(|m| m.as_str()).collect();
-            format!("unknown mode '{s}' (accepted: {})", accepted.join(", "))
-        })
-    }
-}
+named_choices!(CopyMode, "mode");
 
 /// How the receiving end takes a message back from the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -102,21 +88,7 @@ impl RxMode {
     }
 }
 
-impl fmt::Display for RxMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for RxMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        RxMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("unknown receive mode '{s}' (accepted: copy, scatter, trunc, zerocopy)"))
-    }
-}
+named_choices!(RxMode, "receive mode");
 
 /// Where the two ends of the stream live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -269,10 +241,6 @@ impl StreamCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<CpuList>| match c {
-            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
-            None => "any".to_string(),
-        };
         let mut params = vec![
             ("mode", self.mode.to_string()),
             ("rx_mode", self.rx_mode.to_string()),
@@ -281,8 +249,8 @@ impl StreamCase {
             ("threads", self.threads.to_string()),
             ("duration_ms", self.duration_ms.to_string()),
             ("warmup_ms", self.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.client_cpus)),
-            ("server_cpus", cpus(&self.server_cpus)),
+            ("client_cpus", param_text(&self.client_cpus)),
+            ("server_cpus", param_text(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),

@@ -67,18 +67,8 @@ pub struct StreamArgs {
     /// among them, the remainder to the last, so every size must be at least this many bytes.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fields: u32,
-    /// Length of the measured window of each case (5s, 500ms, 1.5s).
-    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Warm-up before the window opens; nothing is counted during it (0 for none).
-    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
-    pub warmup: Duration,
-    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub client_cpus: Option<values::CpuList>,
-    /// Pin server thread i to the i-th CPU of this list (wrapping).
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub server_cpus: Option<values::CpuList>,
+    #[command(flatten)]
+    pub window: WindowFlags,
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
@@ -123,6 +113,42 @@ pub struct StreamArgs {
     pub psk_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+/// The measured window and where the threads run: the same flags, help and defaults for every
+/// network command (net stream, net records, net rr, net crr and their sweeps).
+#[derive(Args, Debug)]
+pub struct WindowFlags {
+    /// Length of the measured window of each case (5s, 500ms, 1.5s).
+    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// Warm-up before the window opens; nothing is counted during it (0 for none).
+    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
+    pub warmup: Duration,
+    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub client_cpus: Option<values::CpuList>,
+    /// Pin server thread i to the i-th CPU of this list (wrapping).
+    #[arg(long, value_parser = values::parse_cpu_list)]
+    pub server_cpus: Option<values::CpuList>,
+}
+
+impl WindowFlags {
+    pub fn duration_ms(&self) -> u64 {
+        self.duration.as_millis() as u64
+    }
+
+    pub fn warmup_ms(&self) -> u64 {
+        self.warmup.as_millis() as u64
+    }
+
+    pub fn client_cpus(&self) -> Option<crate::case::CpuList> {
+        self.client_cpus.clone().map(Into::into)
+    }
+
+    pub fn server_cpus(&self) -> Option<crate::case::CpuList> {
+        self.server_cpus.clone().map(Into::into)
+    }
 }
 
 pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
@@ -258,10 +284,10 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             size,
                             fields: args.fields as usize,
                             threads,
-                            duration_ms: args.duration.as_millis() as u64,
-                            warmup_ms: args.warmup.as_millis() as u64,
-                            client_cpus: args.client_cpus.clone().map(Into::into),
-                            server_cpus: args.server_cpus.clone().map(Into::into),
+                            duration_ms: args.window.duration_ms(),
+                            warmup_ms: args.window.warmup_ms(),
+                            client_cpus: args.window.client_cpus(),
+                            server_cpus: args.window.server_cpus(),
                             verify: args.verify,
                             endpoint: endpoint.clone(),
                             perf: !args.no_perf,
@@ -301,7 +327,8 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
 }
 
 /// Where the two ends live, from --topology, --connect, --port and --psk-file: shared by
-/// every network command (net stream, net rr, net crr) so their rules cannot drift.
+/// every network command (net stream, net rr, net crr, net records: no --connect) so their
+/// rules cannot drift.
 pub(crate) fn endpoint_of(
     topology: Option<&Topology>,
     connect: Option<&String>,
@@ -336,12 +363,7 @@ pub(crate) fn endpoint_of(
             link: link.clone(),
         },
         Topology::Remote { addr } => {
-            let port_ok = addr
-                .rsplit_once(':')
-                .filter(|(host, _)| !host.is_empty())
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_some_and(|port| port > 0);
-            if !port_ok {
+            if !crate::net::topology::is_host_port(addr) {
                 return Err(usage(format!(
                     "--connect '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
                 )));
@@ -371,13 +393,9 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     let plan = Plan::try_from(&args)?;
     let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
     run::print_records(&args.run, &executed.records, render_stream_table)?;
-    if let Some(corrupt) = executed
-        .records
-        .iter()
-        .find(|r| r.observation.value("corrupt_messages", Role::Server).unwrap_or(0.0) > 0.0)
-    {
-        anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
-    }
+    run::fail_on_corrupt(&executed, "messages", |o| {
+        o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
+    })?;
     run::conclude(&executed)
 }
 

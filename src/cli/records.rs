@@ -5,14 +5,13 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Case, Endpoint, Pick, RecordsCase, RecordsMode};
+use crate::case::{format_bytes, Case, Pick, RecordsCase, RecordsMode};
 use crate::net::topology::Topology;
 use crate::net::workload::records;
 use crate::observation::Role;
 use crate::store::Record;
 use crate::sweep::Plan;
 use clap::Args;
-use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct RecordsArgs {
@@ -44,18 +43,8 @@ pub struct RecordsArgs {
     /// Client threads, each with its own connection and its own server thread.
     #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
     pub threads: values::CountList,
-    /// Length of the measured window of each case (5s, 500ms, 1.5s).
-    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Load before the window opens; nothing is counted during it (0 for none).
-    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
-    pub warmup: Duration,
-    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub client_cpus: Option<values::CpuList>,
-    /// Pin server thread i to the i-th CPU of this list (wrapping).
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub server_cpus: Option<values::CpuList>,
+    #[command(flatten)]
+    pub window: super::net::WindowFlags,
     /// The client checks every byte of every record against the pattern of the id it asked
     /// for (costs client CPU; the run fails if any record arrives corrupted).
     #[arg(long)]
@@ -99,38 +88,9 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
-    let topology = args.topology.clone().unwrap_or(Topology::Loopback);
-    if args.port.is_some() && !topology.starts_server() {
-        return Err(usage(
-            "--port is for the in-process server: a remote topology starts none",
-        ));
-    }
-    topology.check().map_err(usage)?;
-    if let Some(path) = &args.psk_file {
-        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
-    }
-    let port = args.port.unwrap_or(0);
-    let endpoint = match &topology {
-        Topology::Netns => Endpoint::Netns { port },
-        Topology::Veth(link) => Endpoint::Veth {
-            port,
-            link: link.clone(),
-        },
-        Topology::Remote { addr } => {
-            let port_ok = addr
-                .rsplit_once(':')
-                .filter(|(host, _)| !host.is_empty())
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_some_and(|port| port > 0);
-            if !port_ok {
-                return Err(usage(format!(
-                    "--topology remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
-                )));
-            }
-            Endpoint::Remote { addr: addr.clone() }
-        }
-        Topology::Loopback => Endpoint::Loopback { port },
-    };
+    // No --connect: a remote server is `--topology remote HOST:PORT`.
+    let (topology, endpoint) =
+        super::net::endpoint_of(args.topology.as_ref(), None, args.port, args.psk_file.as_deref())?;
     if let Some(bad) = args
         .record_size
         .iter()
@@ -172,10 +132,10 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 pick,
                                 outstanding,
                                 threads,
-                                duration_ms: args.duration.as_millis() as u64,
-                                warmup_ms: args.warmup.as_millis() as u64,
-                                client_cpus: args.client_cpus.clone().map(Into::into),
-                                server_cpus: args.server_cpus.clone().map(Into::into),
+                                duration_ms: args.window.duration_ms(),
+                                warmup_ms: args.window.warmup_ms(),
+                                client_cpus: args.window.client_cpus(),
+                                server_cpus: args.window.server_cpus(),
                                 verify: args.verify,
                                 endpoint: endpoint.clone(),
                                 perf: !args.no_perf,
@@ -211,13 +171,9 @@ pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
     let plan = Plan::try_from(&args)?;
     let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
     run::print_records(&args.run, &executed.records, render_records_table)?;
-    if let Some(corrupt) = executed
-        .records
-        .iter()
-        .find(|r| r.observation.value("corrupt_records", Role::Client).unwrap_or(0.0) > 0.0)
-    {
-        anyhow::bail!("{}: records arrived corrupted", corrupt.label);
-    }
+    run::fail_on_corrupt(&executed, "records", |o| {
+        o.value("corrupt_records", Role::Client).unwrap_or(0.0)
+    })?;
     run::conclude(&executed)
 }
 

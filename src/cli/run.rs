@@ -340,6 +340,19 @@ pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Reco
 }
 
 /// After printing: say where the run is stored, and fail (exit 1) when cells failed.
+/// Fail the command, once its table is printed, at the first record in which `corrupt` counts
+/// data that arrived corrupted (`what`: "messages", "records").
+pub fn fail_on_corrupt(
+    executed: &Executed,
+    what: &str,
+    corrupt: impl Fn(&crate::observation::Observation) -> f64,
+) -> anyhow::Result<()> {
+    match executed.records.iter().find(|r| corrupt(&r.observation) > 0.0) {
+        Some(r) => anyhow::bail!("{}: {what} arrived corrupted", r.label),
+        None => Ok(()),
+    }
+}
+
 pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
         eprintln!(

@@ -26,6 +26,15 @@ impl CompletionCounts {
     pub fn not_copied_fraction(&self) -> Option<f64> {
         (self.completed > 0).then(|| (self.completed - self.copied) as f64 / self.completed as f64)
     }
+
+    /// Add another socket's counts (a case's threads summed).
+    pub fn add(&mut self, other: &CompletionCounts) {
+        self.sends += other.sends;
+        self.notifications += other.notifications;
+        self.completed += other.completed;
+        self.copied += other.copied;
+        self.unexpected += other.unexpected;
+    }
 }
 
 #[derive(Debug, Clone, Default)]

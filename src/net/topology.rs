@@ -161,6 +161,14 @@ fn parse_loss_ppm(text: &str) -> Result<u32, String> {
     Ok((v * 10_000.0) as u32)
 }
 
+/// Whether `addr` is HOST:PORT with a host and a port from 1 to 65535.
+pub fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty())
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+        .is_some_and(|port| port > 0)
+}
+
 impl std::str::FromStr for Topology {
     type Err = String;
     /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote HOST:PORT`.
@@ -170,12 +178,7 @@ impl std::str::FromStr for Topology {
             .strip_prefix("remote")
             .map(|r| r.trim_start_matches([' ', ':', '=']).trim())
         {
-            let port_ok = addr
-                .rsplit_once(':')
-                .filter(|(host, _)| !host.is_empty())
-                .and_then(|(_, port)| port.parse::<u16>().ok())
-                .is_some_and(|port| port > 0);
-            if !port_ok {
+            if !is_host_port(addr) {
                 return Err(format!(
                     "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote 10.0.0.2:5201)"
                 ));

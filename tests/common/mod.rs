@@ -174,6 +174,76 @@ pub fn role_metric<'a>(record: &'a Value, role: &str, name: &str) -> Option<&'a 
         .find(|m| m["role"] == role && m["name"] == name)
 }
 
+/// The value of `role`'s metric `name` in a JSON record; None when it is absent or unavailable.
+pub fn value_of(record: &Value, role: &str, name: &str) -> Option<f64> {
+    role_metric(record, role, name).and_then(|m| m["value"].as_f64())
+}
+
+/// The value of `role`'s metric `name` in a JSON record; panics naming it when it is absent or
+/// unavailable.
+pub fn value(record: &Value, role: &str, name: &str) -> f64 {
+    value_of(record, role, name).unwrap_or_else(|| panic!("{role} {name} has no value in {}", record["label"]))
+}
+
+/// A child process, killed (by its pid) and reaped when dropped.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `net serve` child on a free loopback port, killed (by its pid) and reaped when dropped.
+/// What it logs is read on as it runs, so it never writes into a full or closed pipe.
+pub struct NetServe {
+    pub child: Child,
+    /// Where it listens: `127.0.0.1:PORT`.
+    pub addr: String,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Start `iopath net serve --listen 127.0.0.1:0` with these extra flags; returns once it says
+/// where it listens.
+pub fn net_serve(flags: &[&str]) -> NetServe {
+    use std::io::BufRead;
+    let mut child = iopath_child()
+        .args(["net", "serve", "--listen", "127.0.0.1:0"])
+        .args(flags)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn net serve");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("net serve's first line");
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line}"))
+        .to_string();
+    let drain = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    });
+    NetServe {
+        child,
+        addr,
+        drain: Some(drain),
+    }
+}
+
+impl Drop for NetServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The pipe is closed now: the reader ends.
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+    }
+}
+
 /// Names of this process's threads that start with `prefix` (from /proc/self/task/*/comm).
 #[allow(dead_code)]
 pub fn threads_named(prefix: &str) -> Vec<String> {

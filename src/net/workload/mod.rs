@@ -1,5 +1,6 @@
 //! Network workloads, one per module.
 
+pub(crate) mod common;
 pub mod records;
 pub mod rr;
 pub mod stream;

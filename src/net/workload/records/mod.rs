@@ -28,6 +28,9 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
 use crate::net::topology::Topology;
+use crate::net::workload::common::{
+    copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
+};
 use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -156,6 +159,45 @@ pub(crate) struct ThreadStart<'a> {
     ready: &'a StartGate,
     policy: &'a KernelPolicy,
     perf: bool,
+}
+
+type SideHandle<'scope> = std::io::Result<std::thread::ScopedJoinHandle<'scope, anyhow::Result<SideOutcome>>>;
+
+/// Start client thread `start.index` on `stream`. On failure it sets `failed` and shuts the
+/// connection (waking its peer); otherwise it shuts its sending side, so the server's thread
+/// reads EOF after the last request and leaves.
+pub(crate) fn spawn_client<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    start: ThreadStart<'env>,
+    case: &'env RecordsCase,
+    stream: &'env TcpStream,
+    failed: &'env AtomicBool,
+) -> SideHandle<'scope> {
+    let i = start.index;
+    std::thread::Builder::new()
+        .name(format!("iopath-records-cli-{i}"))
+        .spawn_scoped(scope, move || {
+            let result = client::run(start, case, i, stream.as_raw_fd());
+            if result.is_err() {
+                failed.store(true, Ordering::SeqCst);
+                stream.shutdown(Shutdown::Both).ok();
+            } else {
+                stream.shutdown(Shutdown::Write).ok();
+            }
+            result
+        })
+}
+
+/// Join every thread of a case: each one's outcome, a panic or a thread that never started as
+/// its error.
+pub(crate) fn join_sides(handles: Vec<SideHandle<'_>>) -> Vec<anyhow::Result<SideOutcome>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
+            Err(e) => Err(anyhow!("could not start a thread: {e}")),
+        })
+        .collect()
 }
 
 /// What one thread measured.
@@ -470,8 +512,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin =
-        |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[i % c.len()]);
+    let pin = |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().and_then(|c| c.cpu_for(i));
     let start = |index: usize, pin: Option<usize>| ThreadStart {
         index,
         pin,
@@ -500,22 +541,13 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
             );
         }
         for (i, stream) in clients.iter().enumerate() {
-            let (start, failed) = (start(i, pin(&case.client_cpus, i)), &failed);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-cli-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = client::run(start, case, i, stream.as_raw_fd());
-                        if result.is_err() {
-                            failed.store(true, Ordering::SeqCst);
-                            stream.shutdown(Shutdown::Both).ok();
-                        } else {
-                            // The server's thread reads EOF after the last request and leaves.
-                            stream.shutdown(Shutdown::Write).ok();
-                        }
-                        result
-                    }),
-            );
+            handles.push(spawn_client(
+                scope,
+                start(i, pin(&case.client_cpus, i)),
+                case,
+                stream,
+                &failed,
+            ));
         }
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
@@ -530,14 +562,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
                 s.shutdown(Shutdown::Both).ok();
             }
         }
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
-        (outcomes, drive_result)
+        (join_sides(handles), drive_result)
     });
     // Every server thread drained its zero-copy completions before returning: the kernel
     // holds no page of the table when it is freed.
@@ -570,22 +595,9 @@ fn drive(
     failed: &AtomicBool,
     stop: Stop,
 ) -> anyhow::Result<Vec<Metric>> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+    if stop.sleep_watching(Duration::from_millis(case.warmup_ms), failed) {
         window.open(system);
-        sleep_watching(Duration::from_millis(case.duration_ms));
+        stop.sleep_watching(Duration::from_millis(case.duration_ms), failed);
     }
     let metrics = window.close(system);
     if stop.requested() {
@@ -731,48 +743,13 @@ fn build_observation(
         let mut c = CompletionCounts::default();
         let mut enobufs = 0;
         for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
-            c.sends += z.sends;
-            c.notifications += z.notifications;
-            c.completed += z.completed;
-            c.copied += z.copied;
-            c.unexpected += z.unexpected;
+            c.add(z);
             enobufs += e;
         }
-        obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-        obs.push(Metric::tool(
-            "zerocopy_completions",
-            Role::System,
-            c.notifications as f64,
-            "notifications",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_completed_sends",
-            Role::System,
-            c.completed as f64,
-            "calls",
-        ));
-        obs.push(Metric::tool(
-            "zerocopy_copied_sends",
-            Role::System,
-            c.copied as f64,
-            "calls",
-        ));
-        obs.push(Metric::from_result(
-            "zerocopy_copied_fraction",
-            Role::System,
-            "fraction",
-            Source::Tool,
-            c.not_copied_fraction()
-                .map(|f| 1.0 - f)
-                .ok_or_else(|| "no completion arrived".to_string()),
-        ));
+        push_completion_counts(&mut obs, &c);
+        obs.push(copied_fraction(&c));
         obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
-        if c.unexpected > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-            );
-        }
+        warn_unexpected_completions(&mut obs, &c);
         if c.completed > 0 && c.copied > 0 {
             obs.warn(WarningKind::ZeroCopyCopied, format!(
                 "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
@@ -811,14 +788,7 @@ fn build_observation(
         }
     }
     obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
-    match (&case.client_cpus, &case.server_cpus) {
-        (None, None) => obs.warn(
-            WarningKind::Unpinned,
-            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
-        ),
-        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
-        _ => {}
-    }
+    warn_unpinned(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
     obs
 }
 

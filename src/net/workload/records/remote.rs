@@ -8,21 +8,24 @@
 use super::server;
 use super::table::Table;
 use super::{
-    build_observation, check_case, client, interrupted, SideOutcome, ThreadStart, IDLE_TIMEOUT, START_PATIENCE,
+    build_observation, check_case, interrupted, join_sides, spawn_client, ThreadStart, IDLE_TIMEOUT, START_PATIENCE,
 };
 use crate::case::{RecordsCase, RecordsMode};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::workload::common::{
+    accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
+};
 use crate::net::workload::stream::StartGate;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -38,15 +41,6 @@ struct RecordsHello<'a> {
     version: u32,
     workload: &'static str,
     case: &'a RecordsCase,
-}
-
-/// The server's `ready` with the session's data port.
-#[derive(Serialize, Deserialize)]
-struct ReadyLine {
-    #[serde(rename = "type")]
-    kind: String,
-    token: u64,
-    port: Option<u16>,
 }
 
 /// Metrics the server side measures and sends back: its role's, and the zero-copy completions
@@ -81,20 +75,8 @@ pub fn serve_session(
     let Some(table) = Table::new(case.record_size as usize, case.table_records(), stopped)? else {
         return Err(anyhow::Error::new(Interrupted));
     };
-    let local = control.stream().local_addr()?;
-    let peer = control.stream().peer_addr()?.ip();
-    let listener = TcpListener::bind(SocketAddr::new(local.ip(), 0)).map_err(|e| {
-        refuse(
-            &mut control,
-            format!("could not open a data port on {}: {e}", local.ip()),
-        )
-    })?;
-    control.send_json(&ReadyLine {
-        kind: "ready".into(),
-        token: 0,
-        port: Some(listener.local_addr()?.port()),
-    })?;
-    let data = accept_from(&listener, case.threads, peer, stopped)?;
+    let (listener, peer) = open_data_port(&mut control)?;
+    let data = accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
     for s in &data {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -104,57 +86,8 @@ pub fn serve_session(
                 .map_err(|e| refuse(&mut control, format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
         }
     }
-    match serve_threads(case, &table, &data, &mut control, stopped, max_bytes) {
-        Ok(report) => control
-            .send(&Control::Report(Box::new(report)))
-            .context("sending the report to the client"),
-        Err(e) => {
-            if !e.is::<Interrupted>() {
-                control
-                    .send(&Control::Failed {
-                        error: format!("{e:#}"),
-                    })
-                    .ok();
-            }
-            Err(e)
-        }
-    }
-}
-
-/// `count` data connections from `peer`, within SETUP_TIMEOUT.
-fn accept_from(
-    listener: &TcpListener,
-    count: usize,
-    peer: IpAddr,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Vec<TcpStream>> {
-    listener.set_nonblocking(true)?;
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut data = Vec::with_capacity(count);
-    while data.len() < count {
-        if stopped() {
-            return Err(anyhow::Error::new(Interrupted));
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the client opened {} of {count} data connections in {SETUP_TIMEOUT:?}",
-                data.len()
-            );
-        }
-        match listener.accept() {
-            // Only the client's own address may join its session.
-            Ok((s, from)) if from.ip() == peer => {
-                s.set_nonblocking(false)?;
-                data.push(s);
-            }
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => bail!("accept failed: {e}"),
-        }
-    }
-    Ok(data)
+    let outcome = serve_threads(case, &table, &data, &mut control, stopped, max_bytes);
+    send_outcome(&mut control, outcome)
 }
 
 /// The next control message within `wait`, giving up when `stopped`.
@@ -193,12 +126,7 @@ fn serve_threads(
     let mut system = SystemProbes::default();
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
-    let pin = |i: usize| {
-        case.server_cpus
-            .as_ref()
-            .filter(|c| !c.is_empty())
-            .map(|c| c[i % c.len()])
-    };
+    let pin = |i: usize| case.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let session_wait = Duration::from_millis(case.warmup_ms + case.duration_ms) + SETUP_TIMEOUT;
     let (outcomes, followed) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
@@ -260,13 +188,7 @@ fn serve_threads(
             ready.abandon();
             Err(anyhow!("could not start all {} server threads", handles.len()))
         };
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
+        let outcomes = join_sides(handles);
         (outcomes, followed)
     });
     let system_metrics = followed?;
@@ -370,12 +292,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     crate::measure::system::push_network_probes(&mut system, None);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin = |i: usize| {
-        case.client_cpus
-            .as_ref()
-            .filter(|c| !c.is_empty())
-            .map(|c| c[i % c.len()])
-    };
+    let pin = |i: usize| case.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -389,24 +306,20 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                     policy: &policy,
                     perf: case.perf,
                 };
-                let failed = &failed;
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-cli-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = client::run(start, case, i, stream.as_raw_fd());
-                        if result.is_err() {
-                            failed.store(true, Ordering::SeqCst);
-                            stream.shutdown(Shutdown::Both).ok();
-                        } else {
-                            stream.shutdown(Shutdown::Write).ok();
-                        }
-                        result
-                    })
+                spawn_client(scope, start, case, stream, &failed)
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
-            drive_remote(case, &window, &mut system, &failed, stop, &mut control)
+            drive_phases(
+                Duration::from_millis(case.warmup_ms),
+                Duration::from_millis(case.duration_ms),
+                &window,
+                &mut system,
+                &failed,
+                stop,
+                &mut control,
+            )
         } else {
             ready.abandon();
             window.close(&mut system);
@@ -418,13 +331,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                 s.shutdown(Shutdown::Both).ok();
             }
         }
-        let outcomes: Vec<anyhow::Result<SideOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-                Err(e) => Err(anyhow!("could not start a thread: {e}")),
-            })
-            .collect();
+        let outcomes = join_sides(handles);
         (outcomes, drive_result)
     });
     let mut system_metrics = drive_result?;
@@ -464,50 +371,6 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         .extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
     obs.metrics.extend(system_metrics);
     obs.placement.extend(report.placement);
-    for w in report.warnings {
-        obs.warn(WarningKind::Other, w);
-    }
+    relay_server_warnings(&mut obs, &report.warnings);
     Ok(obs)
-}
-
-/// Warm up, open the window here and on the server, hold it, close both.
-fn drive_remote(
-    case: &RecordsCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    failed: &AtomicBool,
-    stop: Stop,
-    control: &mut ControlChannel,
-) -> anyhow::Result<Vec<Metric>> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    let mut result = Ok(());
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
-        window.open(system);
-        result = control
-            .send(&Control::Measure)
-            .context("the server closed the control connection");
-        if result.is_ok() {
-            sleep_watching(Duration::from_millis(case.duration_ms));
-        }
-    }
-    let metrics = window.close(system);
-    let done = control
-        .send(&Control::Done)
-        .context("the server closed the control connection");
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    result.and(done).map(|()| metrics)
 }

@@ -20,6 +20,10 @@ use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::topology::Topology;
+use crate::net::workload::common::{
+    copied_fraction, drive_phases, push_completion_counts, relay_server_warnings, warn_placement,
+    warn_unexpected_completions,
+};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
@@ -470,7 +474,15 @@ fn run_client(
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let window_result = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
-            drive_phases(case, &window, &mut system, &failed, stop, &mut control)
+            drive_phases(
+                Duration::from_millis(case.warmup_ms),
+                Duration::from_millis(case.duration_ms),
+                &window,
+                &mut system,
+                &failed,
+                stop,
+                &mut control,
+            )
         } else {
             ready.abandon();
             window.close(&mut system);
@@ -546,50 +558,6 @@ fn run_client(
     let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
     obs.push(ratio);
     Ok(obs)
-}
-
-/// Warm up, open the window on both ends, hold it for the duration, close it; returns the
-/// system-wide probes' metrics. Returns early when a sending thread failed, and with
-/// `Interrupted` when a stop was requested (the window is closed on both ends either way).
-fn drive_phases(
-    case: &StreamCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    failed: &AtomicBool,
-    stop: Stop,
-    control: &mut ControlChannel,
-) -> anyhow::Result<Vec<Metric>> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    let mut result = Ok(());
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
-        window.open(system);
-        result = control
-            .send(&Control::Measure)
-            .context("the server closed the control connection");
-        if result.is_ok() {
-            sleep_watching(Duration::from_millis(case.duration_ms));
-        }
-    }
-    let metrics = window.close(system);
-    let done = control
-        .send(&Control::Done)
-        .context("the server closed the control connection");
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    result.and(done).map(|()| metrics)
 }
 
 fn per(total: f64, count: f64) -> f64 {
@@ -726,11 +694,7 @@ fn build_observation(
             .iter()
             .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.zerocopy.clone()))
             .fold(ZeroCopyCounts::default(), |mut acc, z| {
-                acc.completions.sends += z.completions.sends;
-                acc.completions.notifications += z.completions.notifications;
-                acc.completions.completed += z.completions.completed;
-                acc.completions.copied += z.completions.copied;
-                acc.completions.unexpected += z.completions.unexpected;
+                acc.completions.add(&z.completions);
                 acc.enobufs += z.enobufs;
                 acc.slot_waits += z.slot_waits;
                 acc
@@ -785,29 +749,8 @@ fn build_observation(
         .map(|c| c.placement.clone())
         .chain(server.placement.iter().cloned())
         .collect();
-    match (&case.client_cpus, &case.server_cpus) {
-        (None, None) => obs.warn(
-            WarningKind::Unpinned,
-            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
-        ),
-        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
-        _ => {}
-    }
-    let moved = obs
-        .placement
-        .iter()
-        .filter(|p| p.migrations.is_some_and(|m| m > 0))
-        .count();
-    if moved > 0 {
-        obs.warn(
-            WarningKind::Migrated,
-            format!("{moved} threads migrated between CPUs during the window"),
-        );
-    }
-    // A remote server's warnings come as text over the control connection.
-    for w in &server.warnings {
-        obs.warn(WarningKind::Other, w.clone());
-    }
+    warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    relay_server_warnings(&mut obs, &server.warnings);
     obs
 }
 
@@ -815,25 +758,7 @@ fn build_observation(
 /// (SENDMSG_ZC notifications): how many sends completed and how many the kernel copied.
 fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCounts) {
     let c = &zc.completions;
-    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-    obs.push(Metric::tool(
-        "zerocopy_completions",
-        Role::System,
-        c.notifications as f64,
-        "notifications",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_completed_sends",
-        Role::System,
-        c.completed as f64,
-        "calls",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_copied_sends",
-        Role::System,
-        c.copied as f64,
-        "calls",
-    ));
+    push_completion_counts(obs, c);
     obs.push(Metric::from_result(
         "zerocopy_not_copied_fraction",
         Role::System,
@@ -842,15 +767,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
         c.not_copied_fraction()
             .ok_or_else(|| "no completion arrived".to_string()),
     ));
-    obs.push(Metric::from_result(
-        "zerocopy_copied_fraction",
-        Role::System,
-        "fraction",
-        Source::Tool,
-        c.not_copied_fraction()
-            .map(|f| 1.0 - f)
-            .ok_or_else(|| "no completion arrived".to_string()),
-    ));
+    obs.push(copied_fraction(c));
     if mode == CopyMode::ZeroCopy {
         obs.push(Metric::tool(
             "zerocopy_enobufs",
@@ -865,12 +782,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
         zc.slot_waits as f64,
         "waits",
     ));
-    if c.unexpected > 0 {
-        obs.warn(
-            WarningKind::Anomaly,
-            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-        );
-    }
+    warn_unexpected_completions(obs, c);
     if c.completed > 0 && c.copied > 0 {
         let evidence = match mode {
             CopyMode::UringZc => "its io_uring notifications carry IORING_NOTIF_USAGE_ZC_COPIED",

@@ -146,7 +146,7 @@ impl<'a> ThreadPlan<'a> {
         ThreadPlan {
             role,
             index,
-            pin: cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[index % c.len()]),
+            pin: cpus.as_ref().and_then(|c| c.cpu_for(index)),
             fd,
             message_size: case.size,
             window: shared.window,

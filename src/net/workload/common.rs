@@ -1,0 +1,305 @@
+//! What the network workloads do alike: a session server's own data port (records, rr/crr),
+//! the client driving the warm-up and measured window with a remote server, and the warnings
+//! about where the threads ran.
+
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::completions::CompletionCounts;
+use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::workload::stream::interrupted;
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::stop::{Interrupted, Stop};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// A session server's `ready` with the session's own data port. `port` is None from a server
+/// older than the workload (a stream server's `ready` has no port).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ReadyLine {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub token: u64,
+    pub port: Option<u16>,
+}
+
+/// Open the session's own data port on the address the client reached this server at and
+/// answer `ready` with it; returns the listener and the client's address, the only one that
+/// may join. A port that cannot be opened refuses the session.
+pub(crate) fn open_data_port(control: &mut ControlChannel) -> anyhow::Result<(TcpListener, IpAddr)> {
+    let local = control.stream().local_addr()?;
+    let peer = control.stream().peer_addr()?.ip();
+    let listener = match TcpListener::bind(SocketAddr::new(local.ip(), 0)) {
+        Ok(l) => l,
+        Err(e) => {
+            let error = format!("could not open a data port on {}: {e}", local.ip());
+            control.send(&Control::Refused { error: error.clone() }).ok();
+            bail!(error);
+        }
+    };
+    control.send_json(&ReadyLine {
+        kind: "ready".into(),
+        token: 0,
+        port: Some(listener.local_addr()?.port()),
+    })?;
+    Ok((listener, peer))
+}
+
+/// `count` data connections to `listener` from `peer` (any other address is turned away),
+/// within `setup`; they and the listener are left blocking.
+pub(crate) fn accept_from(
+    listener: &TcpListener,
+    count: usize,
+    peer: IpAddr,
+    setup: Duration,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Vec<TcpStream>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + setup;
+    let mut data = Vec::with_capacity(count);
+    while data.len() < count {
+        if stopped() {
+            return Err(anyhow::Error::new(Interrupted));
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the client opened {} of {count} data connections: timed out after {} s",
+                data.len(),
+                setup.as_secs()
+            );
+        }
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(Stop::POLL.as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => bail!("poll failed: {e}"),
+        }
+        match listener.accept() {
+            // Only the client's own address may join its session.
+            Ok((stream, from)) if from.ip() == peer => {
+                stream.set_nonblocking(false)?;
+                data.push(stream);
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+            Err(e) => bail!("accept failed: {e}"),
+        }
+    }
+    listener.set_nonblocking(false)?;
+    Ok(data)
+}
+
+/// End a served session: the report to the client, or what failed (nothing on a stop, which
+/// the client asked for or sees as the closed connection); the session's own result.
+pub(crate) fn send_outcome(control: &mut ControlChannel, outcome: anyhow::Result<ServerReport>) -> anyhow::Result<()> {
+    match outcome {
+        Ok(report) => control
+            .send(&Control::Report(Box::new(report)))
+            .context("sending the report to the client"),
+        Err(e) => {
+            if !e.is::<Interrupted>() {
+                control
+                    .send(&Control::Failed {
+                        error: format!("{e:#}"),
+                    })
+                    .ok();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Warm up, open the window here and on the server (`Measure`), hold it for `duration`, close
+/// it on both ends (`Done`); returns the system-wide probes' metrics. Returns early when a
+/// client thread failed, and with `Interrupted` when a stop was requested (the window is
+/// closed on both ends either way).
+pub(crate) fn drive_phases(
+    warmup: Duration,
+    duration: Duration,
+    window: &Window,
+    system: &mut SystemProbes,
+    failed: &AtomicBool,
+    stop: Stop,
+    control: &mut ControlChannel,
+) -> anyhow::Result<Vec<Metric>> {
+    let mut result = Ok(());
+    if stop.sleep_watching(warmup, failed) {
+        window.open(system);
+        result = control
+            .send(&Control::Measure)
+            .context("the server closed the control connection");
+        if result.is_ok() {
+            stop.sleep_watching(duration, failed);
+        }
+    }
+    let metrics = window.close(system);
+    let done = control
+        .send(&Control::Done)
+        .context("the server closed the control connection");
+    if stop.requested() {
+        return Err(interrupted());
+    }
+    result.and(done).map(|()| metrics)
+}
+
+/// The zero-copy completion counts of a case's sockets as system metrics, in this order:
+/// zerocopy_sends, zerocopy_completions, zerocopy_completed_sends, zerocopy_copied_sends.
+pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts) {
+    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+    obs.push(Metric::tool(
+        "zerocopy_completions",
+        Role::System,
+        c.notifications as f64,
+        "notifications",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_completed_sends",
+        Role::System,
+        c.completed as f64,
+        "calls",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_copied_sends",
+        Role::System,
+        c.copied as f64,
+        "calls",
+    ));
+}
+
+/// zerocopy_copied_fraction: of the completed sends, those the kernel copied after all.
+pub(crate) fn copied_fraction(c: &CompletionCounts) -> Metric {
+    Metric::from_result(
+        "zerocopy_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .map(|f| 1.0 - f)
+            .ok_or_else(|| "no completion arrived".to_string()),
+    )
+}
+
+/// A completion id no send call took is a bookkeeping fault worth a warning.
+pub(crate) fn warn_unexpected_completions(obs: &mut Observation, c: &CompletionCounts) {
+    if c.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+        );
+    }
+}
+
+/// Warn when neither side, or only one, was pinned (`--client-cpus`, `--server-cpus`).
+pub(crate) fn warn_unpinned(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
+    match (client_pinned, server_pinned) {
+        (false, false) => obs.warn(
+            WarningKind::Unpinned,
+            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
+        ),
+        (false, true) | (true, false) => obs.warn(
+            WarningKind::Unpinned,
+            "only one side was pinned; the other ran where the scheduler put it",
+        ),
+        (true, true) => {}
+    }
+}
+
+/// [`warn_unpinned`], and a warning when any thread in `obs.placement` migrated between CPUs
+/// inside the window.
+pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
+    warn_unpinned(obs, client_pinned, server_pinned);
+    let moved = obs
+        .placement
+        .iter()
+        .filter(|p| p.migrations.is_some_and(|m| m > 0))
+        .count();
+    if moved > 0 {
+        obs.warn(
+            WarningKind::Migrated,
+            format!("{moved} threads migrated between CPUs during the window"),
+        );
+    }
+}
+
+/// A remote server's warnings, which come as text over the control connection.
+pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) {
+    for w in warnings {
+        obs.warn(WarningKind::Other, w.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observation::ThreadPlacement;
+
+    fn placement(migrations: Option<u64>) -> ThreadPlacement {
+        ThreadPlacement {
+            role: Role::Client,
+            index: 0,
+            pinned: None,
+            cpu_at_start: None,
+            cpu_at_end: None,
+            migrations,
+        }
+    }
+
+    #[test]
+    fn pinning_both_sides_leaves_no_placement_warning_and_migrations_are_counted() {
+        let mut obs = Observation::default();
+        warn_placement(&mut obs, true, true);
+        assert!(obs.warnings.is_empty());
+        obs.placement = vec![
+            placement(Some(2)),
+            placement(Some(0)),
+            placement(None),
+            placement(Some(1)),
+        ];
+        warn_placement(&mut obs, true, false);
+        assert!(obs.has_warning(WarningKind::Unpinned));
+        let migrated: Vec<_> = obs
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::Migrated)
+            .collect();
+        assert_eq!(migrated.len(), 1);
+        assert!(
+            migrated[0].text.starts_with("2 threads migrated"),
+            "{}",
+            migrated[0].text
+        );
+    }
+
+    #[test]
+    fn a_failed_thread_ends_the_wait_early() {
+        let stop = Stop::never();
+        let failed = AtomicBool::new(true);
+        let start = std::time::Instant::now();
+        assert!(!stop.sleep_watching(Duration::from_secs(5), &failed));
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert!(stop.sleep_watching(Duration::from_millis(1), &AtomicBool::new(false)));
+    }
+
+    /// The client's connections are accepted and left blocking; too few within the setup time
+    /// is one error that says how many came.
+    #[test]
+    fn accepts_the_peers_connections_within_the_setup_time() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = TcpStream::connect(addr).unwrap();
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let data = accept_from(&listener, 1, peer, Duration::from_secs(5), &|| false).unwrap();
+        assert_eq!(data.len(), 1);
+        let e = accept_from(&listener, 1, peer, Duration::from_millis(50), &|| false).unwrap_err();
+        assert!(
+            e.to_string().starts_with("the client opened 0 of 1 data connections"),
+            "{e}"
+        );
+        let stopped = accept_from(&listener, 1, peer, Duration::from_secs(5), &|| true).unwrap_err();
+        assert!(stopped.is::<Interrupted>());
+    }
+}
