@@ -129,9 +129,9 @@ fn a_one_message_zero_copy_ring_works_for_both_zero_copy_modes() {
     assert_eq!(
         labels,
         [
-            "zero-copy 64KiB t2 ring=1B",
+            "zero-copy 64KiB t2 ring=1msg",
             "zero-copy 64KiB t2 ring=1MiB",
-            "uring-zc 64KiB t2 ring=1B",
+            "uring-zc 64KiB t2 ring=1msg",
             "uring-zc 64KiB t2 ring=1MiB"
         ]
     );

@@ -222,7 +222,12 @@ impl StreamCase {
     pub fn label(&self) -> String {
         let mut label = format!("{} {} t{}", self.path(false), format_bytes(self.size), self.threads);
         if let Some(ring) = self.zc_ring {
-            label.push_str(&format!(" ring={}", format_bytes(ring)));
+            // A ring smaller than one message holds one message: say so rather than "1B".
+            if ring < self.size {
+                label.push_str(" ring=1msg");
+            } else {
+                label.push_str(&format!(" ring={}", format_bytes(ring)));
+            }
         }
         if self.fixed_buffers {
             label.push_str(" fixed");
