@@ -27,6 +27,7 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::topology::Topology;
+use crate::net::workload::common;
 use crate::net::workload::stream::{self, thread::StartGate};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
@@ -57,25 +58,6 @@ pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
 
 const NO_SERVER_WINDOW: &str = stream::NO_SERVER_WINDOW;
 const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
-
-/// The server's answer to an rr/crr hello: a `ready` with the session's data port.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ReadyLine {
-    #[serde(rename = "type")]
-    kind: String,
-    token: u64,
-    port: u16,
-}
-
-impl ReadyLine {
-    fn new(port: u16) -> ReadyLine {
-        ReadyLine {
-            kind: "ready".into(),
-            token: 0,
-            port,
-        }
-    }
-}
 
 /// What an rr/crr client says after `ready`: the window opens (`measure`), closes (`done`),
 /// and its threads are finished (`finished`: a crr server stops accepting).
@@ -783,28 +765,8 @@ fn build_observation(
         .map(|c| c.metered.placement.clone())
         .chain(server.placement.iter().cloned())
         .collect();
-    match (&case.client_cpus, &case.server_cpus) {
-        (None, None) => obs.warn(
-            WarningKind::Unpinned,
-            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
-        ),
-        (None, Some(_)) | (Some(_), None) => obs.warn(WarningKind::Unpinned, "only one side was pinned; the other ran where the scheduler put it"),
-        _ => {}
-    }
-    let moved = obs
-        .placement
-        .iter()
-        .filter(|p| p.migrations.is_some_and(|m| m > 0))
-        .count();
-    if moved > 0 {
-        obs.warn(
-            WarningKind::Migrated,
-            format!("{moved} threads migrated between CPUs during the window"),
-        );
-    }
-    for w in &server.warnings {
-        obs.warn(WarningKind::Other, w.clone());
-    }
+    common::warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    common::relay_server_warnings(&mut obs, &server.warnings);
     obs
 }
 

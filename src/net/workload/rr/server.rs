@@ -5,19 +5,20 @@
 //! then a report of what its threads counted.
 
 use super::meter::{Ctx, Meter, Metered};
-use super::{data_receivers, data_sender, receiver_error, Phase, ReadyLine, DATA_IDLE_TIMEOUT};
+use super::{data_receivers, data_sender, receiver_error, Phase, DATA_IDLE_TIMEOUT};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::workload::common;
 use crate::net::workload::stream::thread::StartGate;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,8 +26,6 @@ use std::time::{Duration, Instant};
 
 /// How long the client has, after Ready, to open every rr data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the wait for the data connections looks at the stop flag.
-const SLICE: Duration = Duration::from_millis(20);
 
 struct ServerOutcome {
     transactions: u64,
@@ -56,84 +55,22 @@ pub fn serve_session(
             .ok();
         return Err(refusal.into());
     }
-    let local = control.stream().local_addr()?;
-    let peer = control.stream().peer_addr()?.ip();
     // The session's own data port, on the address the client reached us at.
-    let listener = match TcpListener::bind(SocketAddr::new(local.ip(), 0)) {
-        Ok(l) => l,
-        Err(e) => {
-            let error = format!("could not open a data port on {}: {e}", local.ip());
-            control.send(&Control::Refused { error: error.clone() }).ok();
-            bail!(error);
-        }
-    };
-    control.send_json(&ReadyLine::new(listener.local_addr()?.port()))?;
+    let (listener, peer) = common::open_data_port(&mut control)?;
     let data = match case.kind {
-        RrKind::Rr => accept_connections(&listener, case.threads, peer, stopped)?,
-        RrKind::Crr => Vec::new(),
-    };
-    match run_threads(case, &listener, peer, &data, &mut control, stopped, max_bytes) {
-        Ok(report) => control
-            .send(&Control::Report(Box::new(report)))
-            .context("sending the report to the client"),
-        Err(e) => {
-            if !e.is::<Interrupted>() {
-                control
-                    .send(&Control::Failed {
-                        error: format!("{e:#}"),
-                    })
-                    .ok();
-            }
-            Err(e)
-        }
-    }
-}
-
-/// The rr data connections: `count` of them from the client's address, within SETUP_TIMEOUT.
-fn accept_connections(
-    listener: &TcpListener,
-    count: usize,
-    peer: IpAddr,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Vec<TcpStream>> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    listener.set_nonblocking(true)?;
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut data = Vec::with_capacity(count);
-    while data.len() < count {
-        if stopped() {
-            return Err(anyhow::Error::new(Interrupted));
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the client opened {} of {count} data connections: timed out after {} s",
-                data.len(),
-                SETUP_TIMEOUT.as_secs()
-            );
-        }
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(SLICE.as_millis() as u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-            Ok(_) => {}
-            Err(e) => bail!("poll failed: {e}"),
-        }
-        match listener.accept() {
-            // Only the client's own address may join its session.
-            Ok((stream, from)) if from.ip() == peer => {
-                stream.set_nonblocking(false)?;
+        RrKind::Rr => {
+            let data = common::accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
+            for stream in &data {
                 stream.set_nodelay(true)?;
                 stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
                 stream.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
-                data.push(stream);
             }
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-            Err(e) => bail!("accept failed: {e}"),
+            data
         }
-    }
-    listener.set_nonblocking(false)?;
-    Ok(data)
+        RrKind::Crr => Vec::new(),
+    };
+    let outcome = run_threads(case, &listener, peer, &data, &mut control, stopped, max_bytes);
+    common::send_outcome(&mut control, outcome)
 }
 
 /// Run the serving threads while following the client's phase messages; the report.
