@@ -11,7 +11,6 @@ use crate::observation::Role;
 use crate::store::Record;
 use crate::sweep::Plan;
 use clap::Args;
-use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct RrArgs {
@@ -60,18 +59,8 @@ pub struct RrArgs {
     /// this many bytes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub fields: u32,
-    /// Length of the measured window of each case (5s, 500ms, 1.5s).
-    #[arg(long, default_value = "3s", value_parser = values::parse_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Warm-up before the window opens; nothing is counted during it (0 for none).
-    #[arg(long, default_value = "500ms", value_parser = values::parse_duration_or_zero, allow_hyphen_values = true)]
-    pub warmup: Duration,
-    /// Pin client thread i to the i-th CPU of this list (wrapping): 0, 0,1, 0-3.
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub client_cpus: Option<values::CpuList>,
-    /// Pin server thread i to the i-th CPU of this list (wrapping).
-    #[arg(long, value_parser = values::parse_cpu_list)]
-    pub server_cpus: Option<values::CpuList>,
+    #[command(flatten)]
+    pub window: super::net::WindowFlags,
     /// Fill every request and response with a pattern from its sequence number and check
     /// every byte received, on both ends.
     #[arg(long)]
@@ -171,10 +160,10 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 inflight,
                                 threads,
                                 rate: args.rate,
-                                duration_ms: args.duration.as_millis() as u64,
-                                warmup_ms: args.warmup.as_millis() as u64,
-                                client_cpus: args.client_cpus.clone().map(Into::into),
-                                server_cpus: args.server_cpus.clone().map(Into::into),
+                                duration_ms: args.window.duration_ms(),
+                                warmup_ms: args.window.warmup_ms(),
+                                client_cpus: args.window.client_cpus(),
+                                server_cpus: args.window.server_cpus(),
                                 verify: args.verify,
                                 endpoint: endpoint.clone(),
                                 perf: !args.no_perf,
