@@ -152,6 +152,32 @@ fn flag(argv: &mut Vec<String>, name: &str, value: &str) {
 
 /// Ask for the parameters of one family and build the `sweep` argv. `hidden` families
 /// (`fake`, for tests) are reached by typing their name.
+/// The questions every network family asks last, in this order: window, warm-up, where each
+/// side's threads run, repetitions.
+fn ask_window_cpus_and_reps<R: BufRead, W: Write>(
+    p: &mut Prompter<R, W>,
+    argv: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    flag(argv, "--duration", &p.ask("measured window per cell", "1s")?);
+    flag(argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+    flag(
+        argv,
+        "--client-cpus",
+        &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
+    );
+    flag(
+        argv,
+        "--server-cpus",
+        &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
+    );
+    flag(
+        argv,
+        "--reps",
+        &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
+    );
+    Ok(())
+}
+
 fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Vec<String>> {
     p.say("What do you want to measure?")?;
     let family = loop {
@@ -180,23 +206,7 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
                 &p.ask("message sizes (4K,64K or 1K..1M)", "4K,64K,1M")?,
             );
             flag(&mut argv, "--threads", &p.ask("client threads (1,2 or 1..4)", "1")?);
-            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
-            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
-            flag(
-                &mut argv,
-                "--client-cpus",
-                &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
-            );
-            flag(
-                &mut argv,
-                "--server-cpus",
-                &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
-            );
-            flag(
-                &mut argv,
-                "--reps",
-                &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
-            );
+            ask_window_cpus_and_reps(p, &mut argv)?;
         }
         "server models" => {
             argv.push("servers".into());
@@ -249,23 +259,7 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
                 "--table",
                 &p.ask("table size (several times the last-level cache)", "256M")?,
             );
-            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
-            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
-            flag(
-                &mut argv,
-                "--client-cpus",
-                &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
-            );
-            flag(
-                &mut argv,
-                "--server-cpus",
-                &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
-            );
-            flag(
-                &mut argv,
-                "--reps",
-                &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
-            );
+            ask_window_cpus_and_reps(p, &mut argv)?;
         }
         _ => {
             argv.push("fake".into());

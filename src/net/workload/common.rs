@@ -225,6 +225,12 @@ pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_
     }
 }
 
+/// The `--verify` counts of one role: messages checked intact and messages found corrupt.
+pub(crate) fn push_verify_counts(obs: &mut Observation, role: crate::observation::Role, verified: u64, corrupt: u64) {
+    obs.push(Metric::tool("verified_messages", role, verified as f64, "messages"));
+    obs.push(Metric::tool("corrupt_messages", role, corrupt as f64, "messages"));
+}
+
 /// A remote server's warnings, which come as text over the control connection.
 pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) {
     for w in warnings {

@@ -722,30 +722,13 @@ fn build_observation(
             .filter_map(|c| c.recv_counts.as_ref())
             .map(|r| r.corrupt_messages)
             .sum();
-        obs.push(Metric::tool(
-            "verified_messages",
-            Role::Client,
-            verified as f64,
-            "messages",
-        ));
-        obs.push(Metric::tool(
-            "corrupt_messages",
-            Role::Client,
-            corrupt as f64,
-            "messages",
-        ));
-        obs.push(Metric::tool(
-            "verified_messages",
+        common::push_verify_counts(&mut obs, Role::Client, verified, corrupt);
+        common::push_verify_counts(
+            &mut obs,
             Role::Server,
-            server.verified_messages as f64,
-            "messages",
-        ));
-        obs.push(Metric::tool(
-            "corrupt_messages",
-            Role::Server,
-            server.corrupt_messages as f64,
-            "messages",
-        ));
+            server.verified_messages,
+            server.corrupt_messages,
+        );
         obs.warn(
             WarningKind::VerifyCost,
             "--verify writes and checks every byte: rates, latency and CPU include that work",

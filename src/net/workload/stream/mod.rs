@@ -720,18 +720,12 @@ fn build_observation(
         push_uring_metrics(&mut obs, case.mode, &u);
     }
     if case.verify {
-        obs.push(Metric::tool(
-            "verified_messages",
+        crate::net::workload::common::push_verify_counts(
+            &mut obs,
             Role::Server,
-            server.verified_messages as f64,
-            "messages",
-        ));
-        obs.push(Metric::tool(
-            "corrupt_messages",
-            Role::Server,
-            server.corrupt_messages as f64,
-            "messages",
-        ));
+            server.verified_messages,
+            server.corrupt_messages,
+        );
         obs.warn(
             WarningKind::VerifyCost,
             "--verify writes and checks every byte: throughput and CPU include that work",
