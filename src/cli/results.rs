@@ -346,8 +346,8 @@ pub fn summary_json(data: &RunData) -> Value {
         .iter()
         .map(|x| {
             let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at } => (Some(*size), *crosses_at),
-                report::crossover::Crossover::NoCrossover => (None, None),
+                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
+                _ => (None, None),
             };
             json!({
                 "a": x.a.to_string(),
@@ -366,8 +366,8 @@ pub fn summary_json(data: &RunData) -> Value {
         .iter()
         .map(|x| {
             let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at } => (Some(*size), *crosses_at),
-                report::crossover::Crossover::NoCrossover => (None, None),
+                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
+                _ => (None, None),
             };
             json!({
                 "a": x.a.to_string(),

@@ -3,10 +3,11 @@
 //! from which A beats B significantly (a higher median, and a two-sided Mann-Whitney U test at
 //! p < 0.05 on the repetitions — the test `compare` uses) and never loses so again at a larger
 //! size, with the size where the median curves cross, interpolated on log2(size). With too few
-//! repetitions for the test to reach significance (fewer than 4 a side) nothing is claimed.
+//! repetitions for the test to reach significance (fewer than 4 a side) the pair is "not tested":
+//! neither a crossover nor its absence is claimed.
 
 use super::cells::CellSummary;
-use super::compare::{mann_whitney, ALPHA};
+use super::compare::{mann_whitney, smallest_possible_p, ALPHA};
 use crate::case::{format_bytes, Case, CopyMode, Pick, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::measure::stats::median;
 use crate::observation::Role;
@@ -140,17 +141,39 @@ impl SizePoint {
     fn b_wins(&self, higher_is_better: bool) -> bool {
         self.lead(higher_is_better) < 0.0 && self.significant()
     }
+
+    /// Whether the test can reach p < 0.05 with this many repetitions a side.
+    fn testable(&self) -> bool {
+        testable(self.a.len(), self.b.len())
+    }
+}
+
+/// Whether two samples of `n1` and `n2` repetitions can differ significantly at all: the
+/// smallest p the exact rank test can give is below 0.05 (from 4 against 4, or 3 against 5).
+pub fn testable(n1: usize, n2: usize) -> bool {
+    smallest_possible_p(n1, n2) < ALPHA
+}
+
+/// "1 repetition", "3 repetitions".
+pub fn repetitions_text(n: usize) -> String {
+    format!("{n} repetition{}", if n == 1 { "" } else { "s" })
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Crossover {
     /// A beats B significantly from `size` on. `crosses_at` is the interpolated size where the
-    /// medians cross, None when A was already ahead at the smallest size.
+    /// medians cross: None when A's median was ahead at every smaller size (`from_smallest`:
+    /// `size` is the smallest size compared, so there is nothing below it).
     From {
         size: u64,
         crosses_at: Option<f64>,
+        from_smallest: bool,
     },
+    /// Every size was tested and A never got significantly ahead to stay.
     NoCrossover,
+    /// Too few repetitions for the rank test to reach p < 0.05 at some size (`reps`: the fewest
+    /// a side): neither a crossover nor its absence can be claimed.
+    NotTested { reps: usize },
 }
 
 impl Crossover {
@@ -159,6 +182,7 @@ impl Crossover {
             Crossover::From {
                 size,
                 crosses_at: Some(x),
+                ..
             } => {
                 format!(
                     "from {} (medians cross at ~{})",
@@ -166,11 +190,46 @@ impl Crossover {
                     format_bytes(x.round() as u64)
                 )
             }
-            Crossover::From { size, crosses_at: None } => {
+            Crossover::From {
+                size,
+                crosses_at: None,
+                from_smallest: true,
+            } => {
                 format!("from {} (ahead from the smallest size)", format_bytes(*size))
             }
+            Crossover::From {
+                size, crosses_at: None, ..
+            } => {
+                format!(
+                    "from {} (ahead by the medians below it, not significantly)",
+                    format_bytes(*size)
+                )
+            }
             Crossover::NoCrossover => "no crossover in the range".into(),
+            Crossover::NotTested { reps } => not_tested_text(*reps),
         }
+    }
+
+    /// Whether A is significantly ahead from a size inside the range, after sizes where it was
+    /// not: a crossover to mark on a chart (at `size`).
+    pub fn inside_range(&self) -> Option<u64> {
+        match self {
+            Crossover::From {
+                size,
+                from_smallest: false,
+                ..
+            } => Some(*size),
+            _ => None,
+        }
+    }
+}
+
+/// "not tested (1 repetition)", "not tested (3 repetitions: too few for p < 0.05)".
+pub fn not_tested_text(reps: usize) -> String {
+    if reps == 1 {
+        "not tested (1 repetition)".into()
+    } else {
+        format!("not tested ({}: too few for p < 0.05)", repetitions_text(reps))
     }
 }
 
@@ -178,6 +237,10 @@ impl Crossover {
 pub fn find_crossover(points: &[SizePoint], higher_is_better: bool) -> Crossover {
     let mut points = points.to_vec();
     points.sort_by_key(|p| p.size);
+    if points.iter().any(|p| !p.testable()) {
+        let reps = points.iter().map(|p| p.a.len().min(p.b.len())).min().unwrap_or(0);
+        return Crossover::NotTested { reps };
+    }
     let lead = |p: &SizePoint| p.lead(higher_is_better);
     let wins = |p: &SizePoint| p.a_wins(higher_is_better);
     let loses = |p: &SizePoint| p.b_wins(higher_is_better);
@@ -195,6 +258,7 @@ pub fn find_crossover(points: &[SizePoint], higher_is_better: bool) -> Crossover
     Crossover::From {
         size: points[first].size,
         crosses_at,
+        from_smallest: first == 0,
     }
 }
 
@@ -330,11 +394,20 @@ impl RecordsCrossoverRow {
             Crossover::From {
                 size,
                 crosses_at: Some(x),
+                ..
             } => format!("from {size} records of {of} (medians cross at ~{x:.0} records)"),
-            Crossover::From { size, crosses_at: None } => {
-                format!("from {size} records of {of} (ahead from the fewest records)")
+            Crossover::From {
+                size,
+                crosses_at: None,
+                from_smallest: true,
+            } => format!("from {size} records of {of} (ahead from the fewest records)"),
+            Crossover::From {
+                size, crosses_at: None, ..
+            } => {
+                format!("from {size} records of {of} (ahead by the medians with fewer, not significantly)")
             }
             Crossover::NoCrossover => "no crossover in the range".into(),
+            Crossover::NotTested { reps } => not_tested_text(reps),
         }
     }
 
@@ -469,7 +542,7 @@ mod tests {
                 a: vec![1.0; n],
                 b: vec![9.0; n],
             }];
-            assert_eq!(find_crossover(&p, false), Crossover::NoCrossover);
+            assert_eq!(find_crossover(&p, false), Crossover::NotTested { reps: n });
             assert!(sizes_where_b_wins(&p, true).is_empty(), "n = {n}");
         }
     }
@@ -486,6 +559,7 @@ mod tests {
             Crossover::From {
                 size,
                 crosses_at: Some(x),
+                ..
             } => {
                 assert_eq!(size, 16384);
                 // Lead -0.5 at 4 KiB, +2.0 at 16 KiB: a fifth of the way in log2 = 2^(12.4).
@@ -505,7 +579,8 @@ mod tests {
             find_crossover(&p, true),
             Crossover::From {
                 size: 64,
-                crosses_at: None
+                crosses_at: None,
+                from_smallest: true,
             }
         );
         assert!(find_crossover(&p, true).describe().contains("from 64B"));
@@ -543,6 +618,7 @@ mod tests {
             Crossover::From {
                 size,
                 crosses_at: Some(x),
+                ..
             } => {
                 assert_eq!(size, 256);
                 assert!(x > 128.0 && x < 256.0);
@@ -580,7 +656,8 @@ mod tests {
             rows[0].result,
             Crossover::From {
                 size: 1024,
-                crosses_at: None
+                crosses_at: None,
+                from_smallest: true,
             }
         );
 
@@ -632,9 +709,60 @@ mod tests {
             find_crossover(&p, false),
             Crossover::From {
                 size: 64,
-                crosses_at: None
+                crosses_at: None,
+                from_smallest: true,
             }
         );
         assert_eq!(find_crossover(&p, true), Crossover::NoCrossover);
+    }
+
+    /// The issue: a marker sat at the interpolated median crossing (~19.5 KiB) while the table
+    /// said "from 1 MiB". Markers sit at the size from which A is significantly ahead; pairs
+    /// crossing at the same size share one marker; labels are letters, explained in the key.
+    #[test]
+    fn chart_markers_sit_where_a_is_significantly_ahead_one_per_size() {
+        let row = |a: CopyMode, b: CopyMode, threads: usize, result: Crossover| CrossoverRow {
+            a: StreamPath { mode: a, rx: None },
+            b: StreamPath { mode: b, rx: None },
+            threads,
+            result,
+            sizes_compared: 3,
+            b_ahead: Vec::new(),
+        };
+        let from = |size: u64, from_smallest: bool| Crossover::From {
+            size,
+            crosses_at: Some(19_500.0),
+            from_smallest,
+        };
+        let rows = vec![
+            row(CopyMode::OneCopy, CopyMode::TwoCopy, 1, from(1 << 20, false)),
+            row(CopyMode::Splice, CopyMode::TwoCopy, 1, from(1 << 20, false)),
+            row(CopyMode::Sendfile, CopyMode::TwoCopy, 1, from(16384, false)),
+            row(CopyMode::Uring, CopyMode::TwoCopy, 1, from(1024, true)),
+            row(
+                CopyMode::ZeroCopy,
+                CopyMode::TwoCopy,
+                1,
+                Crossover::NotTested { reps: 1 },
+            ),
+            row(CopyMode::OneCopy, CopyMode::TwoCopy, 2, from(16384, false)),
+        ];
+        let (marks, key) = crate::report::figures::crossover_markers(&rows, |t| format!("{t} thr"));
+        assert_eq!(
+            marks,
+            vec![
+                ("1 thr".to_string(), 16384.0, "a".to_string()),
+                ("1 thr".to_string(), 1048576.0, "b".to_string()),
+                ("2 thr".to_string(), 16384.0, "c".to_string()),
+            ]
+        );
+        assert_eq!(
+            key,
+            vec![
+                "a (16KiB, 1 thr): sendfile > two-copy",
+                "b (1MiB, 1 thr): one-copy > two-copy, splice > two-copy",
+                "c (16KiB, 2 thr): one-copy > two-copy",
+            ]
+        );
     }
 }

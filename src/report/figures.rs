@@ -310,6 +310,56 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
     }
 }
 
+/// The crossover markers of a throughput chart: one per panel and size, labelled with a
+/// letter so that labels stay one character wide and never overprint each other however many
+/// pairs cross at the same or neighbouring sizes; the key lines (`a (16KiB, 1 thread): one-copy > two-copy, ...`)
+/// go into the caption. `panel` names the panel of a thread count.
+pub fn crossover_markers(
+    rows: &[super::crossover::CrossoverRow],
+    panel: impl Fn(usize) -> String,
+) -> (Vec<(String, f64, String)>, Vec<String>) {
+    let mut at: Vec<(String, u64, Vec<String>)> = Vec::new();
+    let mut found: Vec<(usize, u64, String)> = rows
+        .iter()
+        .filter_map(|r| Some((r.threads, r.result.inside_range()?, format!("{} > {}", r.a, r.b))))
+        .collect();
+    found.sort_by_key(|f| (f.0, f.1));
+    for (threads, size, pair) in found {
+        let p = panel(threads);
+        match at.iter_mut().find(|(q, s, _)| *q == p && *s == size) {
+            Some((_, _, pairs)) => pairs.push(pair),
+            None => at.push((p, size, vec![pair])),
+        }
+    }
+    let letter = |i: usize| {
+        let (q, r) = (i / 26, i % 26);
+        let c = char::from(b'a' + r as u8);
+        if q == 0 {
+            c.to_string()
+        } else {
+            format!("{c}{q}")
+        }
+    };
+    let marks = at
+        .iter()
+        .enumerate()
+        .map(|(i, (p, size, _))| (p.clone(), *size as f64, letter(i)))
+        .collect();
+    let key = at
+        .iter()
+        .enumerate()
+        .map(|(i, (p, size, pairs))| {
+            let where_ = if p.is_empty() {
+                format_bytes(*size)
+            } else {
+                format!("{}, {p}", format_bytes(*size))
+            };
+            format!("{} ({where_}): {}", letter(i), pairs.join(", "))
+        })
+        .collect();
+    (marks, key)
+}
+
 /// The six stream charts (empty when the run has no stream cells).
 pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let stream = stream_cells(cells);
@@ -328,25 +378,16 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     );
     let m = |name, role, desc| Metric { name, role, desc };
     let threads = sorted_unique(stream.iter().map(|(s, _)| s.threads));
-    // The crossovers found inside the size range, marked in the panel of their thread count (a
-    // mode ahead from the smallest size on has no crossing to mark; the table says it).
-    let crossover_marks: Vec<(String, f64, String)> = super::crossover::stream_crossovers(cells)
-        .into_iter()
-        .filter_map(|r| match r.result {
-            super::crossover::Crossover::From {
-                crosses_at: Some(at), ..
-            } => Some((
-                if threads.len() > 1 {
-                    threads_panel(r.threads)
-                } else {
-                    String::new()
-                },
-                at,
-                format!("{} > {}", r.a, r.b),
-            )),
-            _ => None,
-        })
-        .collect();
+    // The crossovers found inside the size range, marked in the panel of their thread count at
+    // the size from which A is significantly ahead (what the caption promises); a mode ahead
+    // from the smallest size on has no crossing to mark (the table says it).
+    let (crossover_marks, crossover_key) = crossover_markers(&super::crossover::stream_crossovers(cells), |t| {
+        if threads.len() > 1 {
+            threads_panel(t)
+        } else {
+            String::new()
+        }
+    });
     let mut throughput = stream_vs_size(
         &stream,
         &paths,
@@ -355,9 +396,13 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         "Throughput vs message size",
     );
     if !crossover_marks.is_empty() {
-        throughput
-            .caption
-            .push_str("\ndashed verticals: crossovers (A > B from there, significant)");
+        throughput.caption.push_str(
+            "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
+             (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
+        );
+        for line in crossover_key {
+            throughput.caption.push_str(&format!("\n{line}"));
+        }
     }
     throughput.panel_markers = crossover_marks;
     let mut figures = vec![throughput];
