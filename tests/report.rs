@@ -104,11 +104,8 @@ fn report_holds_every_chart_and_the_crossover_table() {
     assert!(html.contains("name=\"viewport\""));
     // Machine figures in human units, not raw bytes and hertz.
     assert!(html.contains("RAM") && html.contains(" GHz"));
-    // Three pairs x two thread counts.
-    assert_eq!(
-        html.matches("no crossover in the range").count() + html.matches("<td>from ").count(),
-        6
-    );
+    // Three pairs x two thread counts, none testable with 2 repetitions a side.
+    assert_eq!(html.matches("not tested (2 repetitions").count(), 6);
     // Loopback copies every zero-copy send: the report must say so.
     assert!(
         html.contains("zero-copy was copied by the kernel"),

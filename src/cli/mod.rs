@@ -70,7 +70,7 @@ pub enum Command {
     /// Network benchmarks: stream a structured message, request/response (rr, crr), in every send mode.
     #[command(subcommand, after_help = examples::NET)]
     Net(net::NetCommand),
-    /// A short sweep of all copy modes on loopback, saved to the database, with an HTML report.
+    /// A one-minute sweep of the copy modes on loopback, saved to the database, with an HTML report.
     #[command(after_help = examples::QUICK)]
     Quick(sweep::QuickArgs),
     /// Run any measuring command as a stored run (the same flags), or resume one.

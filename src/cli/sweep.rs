@@ -71,17 +71,27 @@ pub struct QuickArgs {
     pub name: String,
 }
 
-/// The grid `iopath quick` runs: every send mode x 5 sizes, one thread, 5 repetitions (the
-/// fewest with which a crossover or a `compare` of two quick runs can reach p < 0.05 after
-/// corrections), short cells, sized to finish within a minute on a small machine; then the
-/// 64 B ping-pong of `net rr` (QUICK_RR), 5 repetitions each. The sizes span the copy/zero-copy
-/// thresholds others quote (about 3 KB for io_uring, about 10 KB for MSG_ZEROCOPY).
-pub const QUICK_MODES: &str = "two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice";
+/// The grid `iopath quick` runs: six send modes x 5 sizes, one thread, 6 repetitions (the
+/// fewest for which the 95% interval of the median exists, so every chart of the main job has
+/// error bars, and enough for a crossover to reach p < 0.05), short cells; then the 64 B
+/// ping-pong of `net rr` (QUICK_RR), 6 repetitions each. Client and server are pinned to two
+/// different CPUs when there are two (`quick_cpus`). The sizes span the copy/zero-copy thresholds
+/// others quote (about 3 KB for io_uring, about 10 KB for MSG_ZEROCOPY). To stay within a minute
+/// on 2 CPUs (`QUICK_BUDGET_S` of windows and warm-ups) one send mode is left out: `QUICK_LEFT_OUT`.
+pub const QUICK_MODES: &str = "two-copy,one-copy,zero-copy,uring,sendfile,splice";
 pub const QUICK_SIZES: &str = "1K,4K,16K,64K,256K";
 pub const QUICK_THREADS: &str = "1";
-pub const QUICK_REPS: u32 = 5;
+pub const QUICK_REPS: u32 = 6;
 pub const QUICK_DURATION: &str = "200ms";
 pub const QUICK_WARMUP: &str = "50ms";
+/// The most seconds of measured windows and warm-ups quick may plan (cells + the warm-up cell):
+/// with set-up between cells it then finishes within 60 s on a 2-CPU machine (190 cells of
+/// 200 + 50 ms ran in 50 s there).
+pub const QUICK_BUDGET_S: f64 = 52.0;
+/// What quick leaves out to fit the minute, and the command that measures it.
+pub const QUICK_LEFT_OUT: &str = "left out to fit a minute: uring-zc (io_uring SENDMSG_ZC; over loopback the kernel \
+     copies it as it copies zero-copy) and sizes above 256KiB; `iopath sweep net-stream --mode \
+     two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice --size 1K..16M --reps 6` measures them";
 /// The `net rr` flags of quick's request/response cases.
 pub const QUICK_RR: [&str; 8] = [
     "--mode",
@@ -94,10 +104,52 @@ pub const QUICK_RR: [&str; 8] = [
     "1",
 ];
 
-/// The preset plan of `iopath quick`: the `net stream` flags a user would type for it.
+/// The CPUs quick pins the client and the server to: the first allowed CPU for the client and,
+/// for the server, the first other allowed CPU on another core (`core_of`: a CPU's package and
+/// core, when the machine says), else the next allowed CPU. None with fewer than two CPUs.
+pub fn quick_cpus(allowed: &[usize], core_of: impl Fn(usize) -> Option<(u32, u32)>) -> Option<(usize, usize)> {
+    let (&client, others) = allowed.split_first()?;
+    let own_core = core_of(client);
+    let other_core = others
+        .iter()
+        .copied()
+        .find(|&c| own_core.is_some() && core_of(c).is_some_and(|core| Some(core) != own_core));
+    Some((client, other_core.or_else(|| others.first().copied())?))
+}
+
+/// A CPU's (package, core) from sysfs.
+fn sysfs_core(cpu: usize) -> Option<(u32, u32)> {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{name}"))
+            .ok()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    Some((read("physical_package_id")?, read("core_id")?))
+}
+
+/// The preset plan of `iopath quick`: the `net stream` and `net rr` flags a user would type for
+/// it, pinned to two CPUs of this machine when it has them.
 pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
+    let allowed = crate::sys::affinity::allowed_cpus().unwrap_or_default();
+    quick_plan_on(name, quick_cpus(&allowed, sysfs_core))
+}
+
+/// The preset plan with the client and server pinned to `cpus` (None: not pinned).
+pub fn quick_plan_on(name: &str, cpus: Option<(usize, usize)>) -> anyhow::Result<Plan> {
     use clap::Parser;
     let reps = QUICK_REPS.to_string();
+    let pin: Vec<String> = cpus
+        .map(|(c, s)| {
+            vec![
+                "--client-cpus".into(),
+                c.to_string(),
+                "--server-cpus".into(),
+                s.to_string(),
+            ]
+        })
+        .unwrap_or_default();
     let argv = [
         "stream",
         "--mode",
@@ -121,7 +173,12 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
         #[command(subcommand)]
         net: super::net::NetCommand,
     }
-    let preset = Preset::try_parse_from(std::iter::once("quick").chain(argv)).map_err(|e| usage(e.to_string()))?;
+    let preset = Preset::try_parse_from(
+        std::iter::once("quick")
+            .chain(argv)
+            .chain(pin.iter().map(String::as_str)),
+    )
+    .map_err(|e| usage(e.to_string()))?;
     let mut plan = match preset.net {
         super::net::NetCommand::Stream(args) => Plan::try_from(args.as_ref())?,
         _ => unreachable!("the preset names net stream"),
@@ -130,13 +187,55 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
     let rr_argv = ["rr"]
         .into_iter()
         .chain(QUICK_RR)
-        .chain(["--duration", QUICK_DURATION, "--warmup", QUICK_WARMUP]);
+        .chain(["--duration", QUICK_DURATION, "--warmup", QUICK_WARMUP])
+        .chain(pin.iter().map(String::as_str));
     let rr = Preset::try_parse_from(std::iter::once("quick").chain(rr_argv)).map_err(|e| usage(e.to_string()))?;
     match rr.net {
         super::net::NetCommand::Rr(args) => plan.cases.extend(Plan::try_from(args.as_ref())?.cases),
         _ => unreachable!("the preset names net rr"),
     }
     Ok(plan)
+}
+
+/// Seconds of measured windows and warm-ups a plan asks for: every cell's, plus the warm-up
+/// cell's (set-up between cells comes on top).
+pub fn window_seconds(plan: &Plan) -> f64 {
+    let of = |case: &crate::case::Case| match case {
+        crate::case::Case::NetStream(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
+        crate::case::Case::NetRr(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
+        _ => 0.0,
+    };
+    let cells: f64 = plan.cases.iter().map(of).sum::<f64>() * plan.repetitions as f64;
+    cells
+        + if plan.warmup_cell {
+            plan.cases.first().map_or(0.0, of)
+        } else {
+            0.0
+        }
+}
+
+/// What quick says before it starts, beside its first line: where the two ends are pinned (it
+/// is recorded with every case), and what it left out and how to get it.
+pub fn quick_notes(plan: &Plan) -> Vec<String> {
+    let pinned = plan.cases.iter().find_map(|c| match c {
+        crate::case::Case::NetStream(s) => Some((s.client_cpus.clone(), s.server_cpus.clone())),
+        _ => None,
+    });
+    let pin = match pinned {
+        Some((Some(c), Some(s))) => format!(
+            "pinned: client on CPU {c}, server on CPU {s} (--client-cpus {c} --server-cpus {s}, stored with every case)"
+        ),
+        _ => "not pinned: fewer than two CPUs are available to this process".into(),
+    };
+    vec![
+        pin,
+        format!(
+            "planned: {:.0} s of windows and warm-ups ({} repetitions: the fewest with a 95% interval of the median, so every chart has error bars)",
+            window_seconds(plan),
+            plan.repetitions
+        ),
+        QUICK_LEFT_OUT.to_string(),
+    ]
 }
 
 /// Store errors are the user pointing at the wrong file or run: exit code 2.
@@ -374,6 +473,9 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         plan.cases.len() * QUICK_REPS as usize,
         args.db.display()
     );
+    for note in quick_notes(&plan) {
+        eprintln!("  {note}");
+    }
     let executed = run::execute(&plan, Destination::NewRun(&args.db), Default::default())?;
     let Some(run_id) = executed.run_id else {
         anyhow::bail!("quick stored no run");
@@ -424,16 +526,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_grid_is_every_send_mode_at_five_sizes_and_three_ping_pongs() {
-        let plan = quick_plan("quick").unwrap();
-        assert_eq!(plan.cases.len(), crate::case::CopyMode::ALL.len() * 5 + 3);
+    fn quick_grid_is_six_send_modes_at_five_sizes_and_three_ping_pongs() {
+        let plan = quick_plan_on("quick", None).unwrap();
+        assert_eq!(plan.cases.len(), 6 * 5 + 3);
         assert_eq!(plan.repetitions, QUICK_REPS);
         assert!(plan.warmup_cell);
         let labels: Vec<String> = plan.cases.iter().map(|c| c.label()).collect();
         assert!(labels.contains(&"two-copy 1KiB t1".to_string()), "{labels:?}");
-        assert!(labels.contains(&"uring-zc 256KiB t1".to_string()), "{labels:?}");
+        assert!(labels.contains(&"uring 256KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"splice 4KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
+        assert!(!labels.iter().any(|l| l.starts_with("uring-zc")), "{labels:?}");
+        assert!(QUICK_LEFT_OUT.contains("uring-zc"));
         assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
+    }
+
+    /// Issue 18 C: every chart of the main job has error bars (the interval needs 6 values),
+    /// within a minute on 2 CPUs: the windows and warm-ups planned stay within the budget.
+    #[test]
+    fn quick_has_the_repetitions_for_error_bars_within_its_budget() {
+        let plan = quick_plan_on("quick", None).unwrap();
+        assert!(plan.repetitions as usize >= crate::measure::stats::MIN_VALUES_FOR_CI);
+        // 33 cases x 6 + the warm-up cell, 250 ms each.
+        assert_eq!(window_seconds(&plan), 199.0 * 0.25);
+        assert!(window_seconds(&plan) <= QUICK_BUDGET_S);
+        let notes = quick_notes(&plan);
+        assert!(
+            notes[1].starts_with("planned: 50 s of windows and warm-ups (6 repetitions"),
+            "{notes:?}"
+        );
+        assert!(notes[2].starts_with("left out to fit a minute: uring-zc"), "{notes:?}");
+    }
+
+    /// Client and server on different CPUs, on different cores when the machine says which,
+    /// and recorded with every case.
+    #[test]
+    fn quick_pins_client_and_server_to_different_cpus() {
+        // CPUs 0 and 1 are SMT siblings of core 0; 2 is core 1.
+        let core = |cpu: usize| Some((0, [0, 0, 1, 1][cpu]));
+        assert_eq!(quick_cpus(&[0, 1, 2, 3], core), Some((0, 2)));
+        assert_eq!(quick_cpus(&[0, 1], core), Some((0, 1)));
+        assert_eq!(quick_cpus(&[3, 5], |_| None), Some((3, 5)));
+        assert_eq!(quick_cpus(&[0], core), None);
+        assert_eq!(quick_cpus(&[], core), None);
+
+        // The plan checks the CPUs are online: this machine has at least two (CI's does).
+        let Some((a, b)) = quick_cpus(&crate::sys::affinity::allowed_cpus().unwrap(), |_| None) else {
+            return;
+        };
+        let plan = quick_plan_on("quick", Some((b, a))).unwrap();
+        for case in &plan.cases {
+            let (c, s) = match case {
+                crate::case::Case::NetStream(s) => (&s.client_cpus, &s.server_cpus),
+                crate::case::Case::NetRr(r) => (&r.client_cpus, &r.server_cpus),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                (c.as_ref().map(|l| l.to_string()), s.as_ref().map(|l| l.to_string())),
+                (Some(b.to_string()), Some(a.to_string())),
+                "{}",
+                case.label()
+            );
+        }
+        assert!(quick_notes(&plan)[0].starts_with(&format!("pinned: client on CPU {b}, server on CPU {a}")));
+        let alone = quick_plan_on("quick", None).unwrap();
+        assert!(quick_notes(&alone)[0].starts_with("not pinned"));
     }
 }
