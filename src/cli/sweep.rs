@@ -436,11 +436,16 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     print_crossovers(&analysis.crossovers)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
-    if data.run.repetitions < 3 {
-        eprintln!(
-            "note: {} repetition(s) per case: no confidence intervals or significance; --reps 5 gives them",
-            data.run.repetitions
-        );
+    // What the repetitions cannot support: the interval of the median needs 6, a significant
+    // difference 4 a side.
+    let reps = data.run.repetitions as usize;
+    if reps < crate::measure::stats::MIN_VALUES_FOR_CI {
+        let what = if report::crossover::testable(reps, reps) {
+            "confidence intervals of the median (6 needed)"
+        } else {
+            "confidence intervals of the median (6 needed) or significance (4 a side)"
+        };
+        eprintln!("note: {reps} repetition(s) per case: too few for {what}; --reps 6 gives them");
     }
     run::conclude(&executed)
 }
