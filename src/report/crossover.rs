@@ -273,6 +273,8 @@ pub struct CrossoverRow {
     pub sizes_compared: usize,
     /// Sizes where B is significantly ahead (the other half of the answer).
     pub b_ahead: Vec<u64>,
+    /// Sizes where A is significantly ahead (with no crossover: A led somewhere, B later).
+    pub a_ahead: Vec<u64>,
 }
 
 impl CrossoverRow {
@@ -288,6 +290,17 @@ impl CrossoverRow {
                 .join(", ")
         }
     }
+}
+
+/// Sizes at which A beats B significantly.
+pub fn sizes_where_a_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
+    let mut sizes: Vec<u64> = points
+        .iter()
+        .filter(|p| p.a_wins(higher_is_better))
+        .map(|p| p.size)
+        .collect();
+    sizes.sort_unstable();
+    sizes
 }
 
 /// Sizes at which B beats A significantly.
@@ -353,6 +366,7 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
                 result: find_crossover(&points, true),
                 sizes_compared: points.len(),
                 b_ahead: sizes_where_b_wins(&points, true),
+                a_ahead: sizes_where_a_wins(&points, true),
             });
         }
     }
@@ -728,6 +742,7 @@ mod tests {
             result,
             sizes_compared: 3,
             b_ahead: Vec::new(),
+            a_ahead: Vec::new(),
         };
         let from = |size: u64, from_smallest: bool| Crossover::From {
             size,

@@ -342,6 +342,14 @@ fn overtakes_sentence(r: &CrossoverRow) -> String {
             "{} never overtakes {} here: at no size do they differ significantly.",
             r.a, r.b
         ),
+        Crossover::NoCrossover if !r.a_ahead.is_empty() => format!(
+            "{} is significantly ahead of {} at {}, but {} is at {}: no lasting crossover.",
+            r.a,
+            r.b,
+            sizes_text(&r.a_ahead),
+            r.b,
+            sizes_text(&r.b_ahead)
+        ),
         Crossover::NoCrossover => format!("{} never overtakes {} here{behind}.", r.a, r.b),
         Crossover::NotTested { reps } => format!(
             "Whether {} overtakes {} is not tested ({} per case, too few for p < 0.05; --reps 6 tests it).",
@@ -982,5 +990,21 @@ mod tests {
             "{text}"
         );
         never_overclaims(&f.groups[0].lines);
+    }
+
+    /// One-copy ahead at small sizes and behind at large ones: no crossover, said as it is.
+    #[test]
+    fn a_lead_that_does_not_last_is_not_never_overtakes() {
+        let cells = summarize_run(&run_data(vec![
+            (stream_case(CopyMode::TwoCopy, 1024, 1), reps(2.0, 5)),
+            (stream_case(CopyMode::OneCopy, 1024, 1), reps(4.0, 5)),
+            (stream_case(CopyMode::TwoCopy, 65536, 1), reps(9.0, 5)),
+            (stream_case(CopyMode::OneCopy, 65536, 1), reps(6.0, 5)),
+        ]));
+        let f = findings(&cells, &stream_crossovers(&cells), &[]);
+        assert_eq!(
+            f.groups[0].lines[0],
+            "One-copy is significantly ahead of two-copy at 1KiB, but two-copy is at 64KiB: no lasting crossover."
+        );
     }
 }
