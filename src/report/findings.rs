@@ -560,7 +560,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             }
             let others = rows
                 .iter()
-                .filter(|r| !seed_pairs.contains(r) && matches!(r.result, Crossover::From { .. }))
+                .filter(|r| !seed_pairs.contains(r) && r.result.inside_range().is_some())
                 .count();
             if others > 0 {
                 lines.push(format!(
