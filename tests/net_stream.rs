@@ -284,13 +284,13 @@ fn busy_port_is_a_clear_run_failure() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     let lines: Vec<&str> = err.trim_end().lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
-    assert!(lines[0].starts_with("cell failed: one-copy 64KiB t1 rep 1:"), "{err}");
+    assert!(lines[0].starts_with("cell failed: one-copy 64KiB t1 rep 0:"), "{err}");
     assert!(lines[1].starts_with("error: 1 of 1 cells failed"), "{err}");
     for line in lines {
         assert!(line.contains("is busy") && line.contains("--port"), "{err}");
     }
     assert!(
-        stdout(&out).starts_with("failed: one-copy 64KiB t1 rep 1:"),
+        stdout(&out).starts_with("failed: one-copy 64KiB t1 rep 0:"),
         "{}",
         stdout(&out)
     );

@@ -365,47 +365,67 @@ fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The headline figures of a record: metrics that have a `<name>_n` companion.
-fn figures(obs: &Observation) -> Vec<&crate::observation::Metric> {
-    obs.metrics
+/// The figures of a record: metrics that have a `<name>_n` companion (or are unavailable),
+/// the case's headline (`MicroCase::headline`: what a user runs the bench for) first.
+fn figures<'a>(case: &Case, obs: &'a Observation) -> Vec<&'a crate::observation::Metric> {
+    let mut figures: Vec<&crate::observation::Metric> = obs
+        .metrics
         .iter()
         .filter(|m| {
             !harness::SUMMARY_SUFFIXES.iter().any(|s| m.name.ends_with(s))
                 && (obs.get(&format!("{}_n", m.name), m.role).is_some() || m.value.is_none())
         })
-        .collect()
+        .collect();
+    if let Case::Micro(c) = case {
+        let headline = c.headline().0;
+        figures.sort_by_key(|m| m.name != headline);
+    }
+    figures
 }
 
-/// The human-readable report: one row per figure, then notes.
-pub fn render(records: &[Record]) -> String {
-    let mut t = Table::new(&[
-        "case", "figure", "median", "mean", "stddev", "ci95", "min", "n", "unit", "source",
+/// The human-readable report: one row per figure, each case's headline first; by default the
+/// median, its 95% interval, n, the unit and the source in at most 100 characters (`--wide`
+/// adds mean, stddev and min); then the overheads subtracted, memory levels, the file cache
+/// knee and the notes. Repetitions are numbered as the store numbers them (from 0).
+pub fn render(records: &[Record], view: super::output::View) -> String {
+    use super::output::Show;
+    let mut t = Table::with_columns(&[
+        ("case", Show::Key),
+        ("figure", Show::Key),
+        ("median", Show::Default),
+        ("ci95", Show::Default),
+        ("n", Show::Default),
+        ("unit", Show::Default),
+        ("source", Show::Spare),
+        ("mean", Show::Wide),
+        ("stddev", Show::Wide),
+        ("min", Show::Wide),
     ]);
     let mut notes: Vec<String> = Vec::new();
     let repeated = records.iter().any(|r| r.repetition > 0);
     for r in records {
         let obs = &r.observation;
         let label = if repeated {
-            format!("{} rep {}", r.label, r.repetition + 1)
+            format!("{} rep {}", r.label, r.repetition)
         } else {
             r.label.clone()
         };
         let v = |name: &str, suffix: &str| obs.value(&format!("{name}{suffix}"), Role::System);
-        for m in figures(obs) {
+        for m in figures(&r.case, obs) {
             t.row(vec![
                 label.clone(),
                 m.name.clone(),
                 num(m.value),
-                num(v(&m.name, "_mean")),
-                num(v(&m.name, "_stddev")),
                 match (v(&m.name, "_ci95_low"), v(&m.name, "_ci95_high")) {
                     (Some(lo), Some(hi)) => format!("{}..{}", num(Some(lo)), num(Some(hi))),
                     _ => "n/a".into(),
                 },
-                num(v(&m.name, "_min")),
                 v(&m.name, "_n").map_or("n/a".into(), |n| format!("{n:.0}")),
                 m.unit.clone(),
                 m.source.to_string(),
+                num(v(&m.name, "_mean")),
+                num(v(&m.name, "_stddev")),
+                num(v(&m.name, "_min")),
             ]);
         }
         for p in &obs.placement {
@@ -418,11 +438,9 @@ pub fn render(records: &[Record]) -> String {
                 p.cpu_at_end.map_or("?".into(), |c| c.to_string()),
             ));
         }
-        for w in &obs.warnings {
-            notes.push(format!("{}: {w}", r.label));
-        }
     }
-    let mut out = t.render();
+    let (table, left_out) = t.render_view(view);
+    let mut out = table + &super::output::left_out_line(&left_out);
     if let Some(obs) = records
         .iter()
         .map(|r| &r.observation)
@@ -442,11 +460,12 @@ pub fn render(records: &[Record]) -> String {
     out.push_str(&memlat_levels(records));
     out.push_str(&cache_knee(records));
     if !notes.is_empty() {
-        out.push_str("\nnotes:\n");
+        out.push_str("\nplacement:\n");
         for n in notes {
-            out.push_str(&format!("  {n}\n"));
+            out.push_str(&super::output::wrap(&format!("  {n}"), 4));
         }
     }
+    out.push_str(&super::output::notes(records, view));
     out
 }
 

@@ -327,7 +327,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         anyhow::bail!("the sweep stored no run");
     };
     if let Some(flags) = flags.filter(|f| f.json || f.csv || f.json_stream) {
-        run::print_records(flags, &executed.records, |_| String::new())?;
+        run::print_records(flags, &executed.records, |_, _| String::new())?;
         return run::conclude(&executed);
     }
     let store = Store::open_existing(&db).map_err(store_error)?;

@@ -65,23 +65,20 @@ pub fn headline(case: &Case) -> (&'static str, Role, bool) {
         Case::NetRecords(_) => ("responses_per_s", Role::System, true),
         Case::Servers(_) => ("requests_per_s", Role::System, true),
         Case::NetRr(_) => ("transactions_per_s", Role::System, true),
-        Case::Micro(_) => ("latency_ns", Role::System, false),
+        Case::Micro(c) => {
+            let (name, higher_is_better) = c.headline();
+            (name, Role::System, higher_is_better)
+        }
         Case::Fake(_) => ("value", Role::System, true),
     }
 }
 
 impl CellSummary {
-    /// The cell's headline metric: the workload's (see `headline`); for a microbenchmark
-    /// without `latency_ns`, its first system metric that has values.
+    /// The cell's headline metric: the workload's, for a microbenchmark its bench's (see
+    /// `headline`).
     pub fn headline_metric(&self) -> Option<&MetricCell> {
         let (name, role, _) = headline(&self.case);
-        self.metric(name, role).or_else(|| match self.case {
-            Case::Micro(_) => self
-                .metrics
-                .iter()
-                .find(|m| m.role == Role::System && m.summary.is_some()),
-            _ => None,
-        })
+        self.metric(name, role)
     }
 }
 
@@ -307,8 +304,8 @@ pub fn placement_warnings(data: &RunData) -> Vec<String> {
             .filter(|c| c.position == position && c.error.is_none())
         {
             match shared_a_cpu(&cell.observation) {
-                Some(true) => shared.push(cell.repetition + 1),
-                Some(false) => apart.push(cell.repetition + 1),
+                Some(true) => shared.push(cell.repetition),
+                Some(false) => apart.push(cell.repetition),
                 None => {}
             }
         }
@@ -407,7 +404,10 @@ pub(crate) mod tests {
         data.cells[2].observation.placement = place(1, 0);
         let warnings = placement_warnings(&data);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("repetitions 1 but not in 2, 3"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("repetitions 0 but not in 1, 2"),
+            "the store's numbering: {warnings:?}"
+        );
         for cell in &mut data.cells {
             cell.observation.placement = place(0, 1);
         }

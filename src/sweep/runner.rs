@@ -87,7 +87,7 @@ pub fn run_plan(
                 plan.cases.len()
             );
         };
-        let label = format!("{} rep {}", case.label(), cell.repetition + 1);
+        let label = format!("{} rep {}", case.label(), cell.repetition);
         progress.start_cell(&label);
         let started = Instant::now();
         let result = execute_guarded(execute, case, stop);
