@@ -446,15 +446,19 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
         .map(|r| &r.observation)
         .find(|o| o.value("timer_overhead_ns", Role::System).is_some())
     {
-        out.push_str(&format!(
-            "\nsubtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})\n",
-            num(obs.value("timer_overhead_ns", Role::System)),
-            num(obs.value("loop_overhead_ns", Role::System)),
-            obs.value("clock_tsc_hz", Role::System)
-                .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
-                    "TSC at {:.3} GHz",
-                    hz / 1e9
-                )),
+        out.push('\n');
+        out.push_str(&super::output::wrap(
+            &format!(
+                "subtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})",
+                num(obs.value("timer_overhead_ns", Role::System)),
+                num(obs.value("loop_overhead_ns", Role::System)),
+                obs.value("clock_tsc_hz", Role::System)
+                    .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
+                        "TSC at {:.3} GHz",
+                        hz / 1e9
+                    )),
+            ),
+            2,
         ));
     }
     out.push_str(&memlat_levels(records));
@@ -521,18 +525,19 @@ fn cache_knee(records: &[Record]) -> String {
     };
     let fastest = times.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let slowest = times.iter().map(|p| p.1).fold(0.0, f64::max);
-    match micro::fs::detect_knee(&resident) {
+    let line = match micro::fs::detect_knee(&resident) {
         Some(knee) => format!(
-            "\nfile cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB\n",
+            "file cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB",
             format_bytes(knee),
             num(Some(fastest)),
             num(Some(slowest))
         ),
         None => format!(
-            "\nfile cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk\n",
+            "file cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk",
             format_bytes(largest),
             num(Some(fastest)),
             num(Some(slowest))
         ),
-    }
+    };
+    format!("\n{}", super::output::wrap(&line, 2))
 }
