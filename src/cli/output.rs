@@ -463,4 +463,90 @@ mod tests {
         let none = median_records(&[record(0, Metric::unavailable("x", Role::System, "u", "no"))]);
         assert_eq!(none[0].0.observation.metrics[0].value, None);
     }
+
+    fn table() -> Table {
+        let mut t = Table::with_columns(&[
+            ("key", Show::Key),
+            ("first", Show::Default),
+            ("second", Show::Default),
+            ("spare", Show::Spare),
+            ("hidden", Show::Wide),
+        ]);
+        t.row(vec![
+            "k".into(),
+            "1".repeat(40),
+            "2".repeat(40),
+            "3".repeat(30),
+            "4".into(),
+        ]);
+        t
+    }
+
+    /// The default view leaves out spare columns first, then default ones from the last, never
+    /// a key; `--wide` prints everything.
+    #[test]
+    fn the_default_view_fits_100_columns_and_wide_prints_every_column() {
+        let (text, left_out) = table().render_view(View::default());
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        assert_eq!(left_out, ["spare", "hidden"]);
+        assert!(text.starts_with("key  first"), "{text}");
+        let (text, left_out) = table().render_view(View { wide: true });
+        assert!(left_out.is_empty());
+        let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["key", "first", "second", "spare", "hidden"], "{text}");
+        let mut t = Table::with_columns(&[("key", Show::Key), ("a", Show::Default), ("b", Show::Default)]);
+        t.row(vec!["k".into(), "1".repeat(60), "2".repeat(60)]);
+        assert_eq!(t.render_view(View::default()).1, ["b"], "the last default goes first");
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_100_columns_with_a_hanging_indent() {
+        let text = format!("note: {}", "word ".repeat(60));
+        let wrapped = wrap(text.trim_end(), 6);
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert!(lines.len() >= 3, "{wrapped}");
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{wrapped}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("      word")), "{wrapped}");
+        assert_eq!(wrapped.split_whitespace().count(), 61, "no word lost");
+        assert_eq!(wrap("short line", 2), "short line\n");
+    }
+
+    /// Issue 18 D: placement and noise warnings are one line per kind, with the count.
+    #[test]
+    fn notes_are_one_line_per_kind_with_the_count_of_cases() {
+        use crate::observation::WarningKind;
+        let with = |index, warnings: &[(WarningKind, &str)]| {
+            let mut r = record(0, Metric::new("x", Role::System, 1.0, "u", Source::Tool));
+            r.case = Case::Fake(FakeCase {
+                index,
+                behaviour: FakeBehaviour::Ok { value: 1 },
+            });
+            for (kind, text) in warnings {
+                r.observation.warn(*kind, text.to_string());
+            }
+            r
+        };
+        let records = [
+            with(
+                0,
+                &[
+                    (WarningKind::Migrated, "1 threads migrated"),
+                    (WarningKind::Noisy, "x: 9%"),
+                ],
+            ),
+            with(1, &[(WarningKind::Migrated, "2 threads migrated")]),
+            with(2, &[(WarningKind::Migrated, "1 threads migrated")]),
+            with(3, &[]),
+        ];
+        let text = notes(&records, View::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "note: Threads migrated between CPUs (3 of 4 cases): e.g. 1 threads migrated",
+                "note: Noisy samples (1 of 4 cases): x: 9%",
+            ]
+        );
+        assert!(notes(&records, View { wide: true }).contains("What to do: pin threads"));
+    }
 }

@@ -525,4 +525,63 @@ mod tests {
         assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
         assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
     }
+
+    /// Issue 18 C: quick's terminal shows the numbers first, in at most 100 columns: Gbit/s per
+    /// send mode x size, and the ping-pong's p50 and p99.
+    #[test]
+    fn quick_headline_tables_fit_100_columns_with_every_mode_and_size() {
+        use crate::case::Case;
+        use crate::observation::Role;
+        use report::cells::{CellSummary, MetricCell};
+        let plan = quick_plan("quick").unwrap();
+        let metric = |role, name: &str, v: f64| MetricCell {
+            role,
+            name: name.into(),
+            unit: "u".into(),
+            sources: vec!["tool".into()],
+            values: vec![v; 5],
+            summary: crate::measure::stats::summarize(&[v; 5]),
+        };
+        let cells: Vec<CellSummary> = plan
+            .cases
+            .iter()
+            .enumerate()
+            .map(|(position, case)| CellSummary {
+                position,
+                case: case.clone(),
+                label: case.label(),
+                ok: 5,
+                failures: Vec::new(),
+                metrics: match case {
+                    Case::NetStream(_) => vec![metric(Role::System, "throughput_gbps", 12.345 + position as f64)],
+                    _ => vec![
+                        metric(Role::System, "transactions_per_s", 23456.0),
+                        metric(Role::Client, "latency_p50_us", 41.5),
+                        metric(Role::Client, "latency_p99_us", 1234.0),
+                    ],
+                },
+                warnings: Vec::new(),
+            })
+            .collect();
+        let text = headline_tables(&cells);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(!text.contains("with --wide"), "nothing left out: {text}");
+        let header = text.lines().next().unwrap();
+        for size in ["1KiB", "4KiB", "16KiB", "64KiB", "256KiB"] {
+            assert!(header.contains(size), "{header}");
+        }
+        for mode in crate::case::CopyMode::ALL {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{mode} "))),
+                "{mode}: {text}"
+            );
+        }
+        let two_copy_1k = text.lines().find(|l| l.starts_with("two-copy ")).unwrap();
+        assert!(two_copy_1k.contains("12.35"), "the first case's median: {two_copy_1k}");
+        let rr = text.lines().find(|l| l.starts_with("rr one-copy")).unwrap();
+        assert!(
+            rr.contains("64B/64B") && rr.contains("41.50") && rr.contains("1234"),
+            "{rr}"
+        );
+    }
 }

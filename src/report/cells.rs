@@ -414,6 +414,59 @@ pub(crate) mod tests {
         assert!(placement_warnings(&data).is_empty());
     }
 
+    /// Issue 19 E13: `micro fs` pushes `fs_type_magic` (the ext4 magic number) before its
+    /// figures, and the headline was the first system metric with values. Each bench names its
+    /// own: the time per block read, the bandwidth of the readers (higher is better).
+    #[test]
+    fn a_micro_bench_headlines_its_own_figure_not_the_first_metric() {
+        use crate::case::{Bench, MicroCase};
+        let cell = |variant: &str, metrics: &[(&str, f64)]| {
+            let case = Case::Micro(MicroCase::new(Bench::Fs, vec![("variant", variant.to_string())]));
+            CellSummary {
+                position: 0,
+                label: case.label(),
+                case,
+                ok: 1,
+                failures: Vec::new(),
+                metrics: metrics
+                    .iter()
+                    .map(|(name, v)| MetricCell {
+                        role: Role::System,
+                        name: name.to_string(),
+                        unit: "u".into(),
+                        sources: vec!["tool".into()],
+                        values: vec![*v],
+                        summary: summarize(&[*v]),
+                    })
+                    .collect(),
+                warnings: Vec::new(),
+            }
+        };
+        let seq = cell(
+            "seq_read",
+            &[
+                ("fs_type_magic", 61267.0),
+                ("time_per_read_us", 80.0),
+                ("bandwidth_mib_s", 48.0),
+            ],
+        );
+        assert_eq!(seq.headline_metric().map(|m| m.name.as_str()), Some("time_per_read_us"));
+        assert!(!headline(&seq.case).2, "a time: lower is better");
+        let contention = cell(
+            "contention",
+            &[("fs_type_magic", 61267.0), ("bandwidth_total_mib_s", 500.0)],
+        );
+        assert_eq!(
+            contention.headline_metric().map(|m| m.name.as_str()),
+            Some("bandwidth_total_mib_s")
+        );
+        assert!(headline(&contention.case).2, "a bandwidth: higher is better");
+        // Without its figure (every sample below resolution) a cell has no headline rather
+        // than a setting passed off as one.
+        let none = cell("cache_read", &[("fs_type_magic", 61267.0)]);
+        assert!(none.headline_metric().is_none());
+    }
+
     /// A run from (case, per-repetition throughput) pairs; NaN makes a failed repetition.
     pub fn run_data(cases: Vec<(Case, Vec<f64>)>) -> RunData {
         let mut cells = Vec::new();
