@@ -240,13 +240,16 @@ macro_rules! say {
     };
 }
 
+/// A column's cell: from a row's record and the number of repetitions merged into it.
+pub type Cell<'a> = Box<dyn Fn(&crate::store::Record, usize) -> String + 'a>;
+
 /// One column of a measuring command's table: its title, when it shows, its cell for a row
 /// (a case's merged record and how many repetitions were merged) and, for a figure, where its
 /// numbers came from.
 pub struct Column<'a> {
     pub title: &'static str,
     pub show: Show,
-    pub cell: Box<dyn Fn(&crate::store::Record, usize) -> String + 'a>,
+    pub cell: Cell<'a>,
     pub source: Option<String>,
 }
 
