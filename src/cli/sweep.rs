@@ -239,7 +239,9 @@ fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     use super::output::{out, wrap};
     crate::say!("Findings:")?;
     for line in analysis.findings.lines() {
-        out(wrap(&format!("  {line}"), 4))?;
+        // A wrapped line continues two columns right of where it starts.
+        let indent = 2 + line.len() - line.trim_start().len();
+        out(wrap(&format!("  {line}"), indent + 2))?;
     }
     for c in &analysis.caveats {
         out(wrap(&format!("caveat: {c}"), 4))?;
