@@ -690,7 +690,11 @@ mod tests {
         assert_eq!((s.done, s.failed), (4, 1));
         assert_eq!(s.warnings.len(), 1, "one line per kind: {:?}", s.warnings);
         assert_eq!(s.warnings[0].1, 2);
-        assert!(s.warnings[0].2.ends_with("rep 4: unpinned 3"), "{:?}", s.warnings);
+        assert!(
+            s.warnings[0].2.ends_with("rep 3: unpinned 3"),
+            "repetitions from 0, as stored: {:?}",
+            s.warnings
+        );
         assert!(s.failures[0].contains("boom"), "{:?}", s.failures);
     }
 
