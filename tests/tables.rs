@@ -425,3 +425,34 @@ fn micro_fs_headline_is_the_read_time_not_the_magic_number() {
     assert!(compared.contains("time_per_read_us"), "{compared}{}", stderr(&compare));
     assert!(!compared.contains("fs_type_magic"), "{compared}");
 }
+
+/// Issue 19 E13, the class: the headline of every micro bench and variant is a figure that
+/// bench really measures (a time or a bandwidth with its `_n` companion), never a setting.
+#[test]
+fn every_micro_bench_headlines_a_figure_it_measures() {
+    let _one = one_at_a_time();
+    let out = iopath()
+        .args(["micro", "all", "--quick", "--samples", "3", "--json"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let records = common::json_records(&out);
+    let mut benches = std::collections::BTreeSet::new();
+    for r in records.iter().filter(|r| r["error"].is_null()) {
+        let case: iopath::case::Case = serde_json::from_value(r["case"].clone()).unwrap();
+        let iopath::case::Case::Micro(micro) = &case else {
+            panic!("not a micro case: {r}")
+        };
+        let (name, _) = micro.headline();
+        let metrics = r["observation"]["metrics"].as_array().unwrap();
+        let has = |n: &str| metrics.iter().any(|m| m["name"] == n && m["role"] == "system");
+        assert!(has(name), "{}: no headline {name}", r["label"]);
+        assert!(
+            has(&format!("{name}_n")) || metrics.iter().any(|m| m["name"] == name && m["value"].is_null()),
+            "{}: {name} is not a repeated figure",
+            r["label"]
+        );
+        benches.insert(micro.bench.to_string());
+    }
+    assert!(benches.len() >= 10, "every bench ran: {benches:?}");
+}
