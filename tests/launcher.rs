@@ -237,14 +237,14 @@ fn live_view_on_a_sweep_in_a_terminal() {
     let screen = t.wait_for("q: stop", Duration::from_secs(20));
     assert!(screen.contains("iopath fake") && screen.contains("eta"), "{screen}");
     t.wait_for_all(
-        &["failed cells (", "failed: fake#2 fail rep 1: fake failure"],
+        &["failed cells (", "failed: fake#2 fail rep 0: fake failure"],
         Duration::from_secs(20),
     );
     let screen = t.wait_for("IOPATH-EXIT=", Duration::from_secs(30));
     assert!(screen.contains("IOPATH-EXIT=1"), "failed cells exit 1: {screen}");
     assert!(screen.contains("fake#1 ok:3"), "the table follows the view: {screen}");
     assert!(
-        screen.contains("cell failed: fake#2 fail rep 1"),
+        screen.contains("cell failed: fake#2 fail rep 0"),
         "stderr written during the view comes out after it: {screen}"
     );
     assert_eq!(stored_cells(&db), 18);

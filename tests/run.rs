@@ -142,7 +142,7 @@ fn a_panicking_cell_is_a_failed_cell_and_the_run_goes_on() {
     let text = stdout(&out);
     assert!(text.contains("fake#1 ok:3"), "the next cell ran: {text}");
     assert!(
-        text.contains("failed: fake#0 panic rep 1: the workload panicked: fake panic (as asked)"),
+        text.contains("failed: fake#0 panic rep 0: the workload panicked: fake panic (as asked)"),
         "{text}"
     );
 }
@@ -168,7 +168,7 @@ fn ctrl_c_prints_and_stores_the_finished_cells_and_exits_0() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("stopped: 1 cells finished; the cell cut short (fake#1 sleep:30000ms rep 1) was discarded"),
+        err.contains("stopped: 1 cells finished; the cell cut short (fake#1 sleep:30000ms rep 0) was discarded"),
         "{err}"
     );
     assert!(

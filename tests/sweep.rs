@@ -202,7 +202,7 @@ fn ctrl_c_discards_the_cell_in_flight_and_says_how_to_resume() {
         "{err}"
     );
     assert!(
-        err.contains("cut short (fake#1 sleep:30000ms rep 1) was discarded"),
+        err.contains("cut short (fake#1 sleep:30000ms rep 0) was discarded"),
         "{err}"
     );
     assert_eq!(stored_cells(&db), 1, "only the finished cell is stored");

@@ -59,6 +59,32 @@ impl MicroCase {
         }
     }
 
+    /// The figure a user runs this case for — a time per operation or a bandwidth, never a
+    /// setting such as the file system's magic number — and whether higher is better. The
+    /// headline of the terminal table, the report, the sweep summary and `compare`.
+    pub fn headline(&self) -> (&'static str, bool) {
+        let variant = self.option("variant").unwrap_or_default();
+        match (self.bench, variant) {
+            (Bench::Timer, _) => ("timer_read_ns", false),
+            (Bench::Call, _) | (Bench::Syscall, _) => ("time_per_call_ns", false),
+            (Bench::Proc, _) => ("time_per_process_us", false),
+            (Bench::Thread, "start_latency") => ("thread_start_latency_us", false),
+            (Bench::Thread, _) => ("time_per_thread_us", false),
+            (Bench::Ctxswitch, _) => ("time_per_switch_ns", false),
+            (Bench::Memlat, _) => ("latency_ns", false),
+            (Bench::Membw, _) => ("bandwidth_gib_s", true),
+            (Bench::Pagefault, "major") => ("time_per_fault_us", false),
+            (Bench::Pagefault, _) => ("time_per_fault_ns", false),
+            (Bench::Tcp, "bandwidth") => ("bandwidth_gbps", true),
+            (Bench::Tcp, "connect") => ("connect_time_us", false),
+            (Bench::Tcp, "teardown") => ("teardown_time_us", false),
+            (Bench::Tcp, _) => ("round_trip_us", false),
+            (Bench::Fs, "cache_read") => ("read_time_per_mib_us", false),
+            (Bench::Fs, "contention") => ("bandwidth_total_mib_s", true),
+            (Bench::Fs, _) => ("time_per_read_us", false),
+        }
+    }
+
     /// `bench`, then one column per known option (empty when unset), then any other options.
     pub fn params(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![("bench", self.bench.to_string())];

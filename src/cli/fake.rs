@@ -59,12 +59,13 @@ impl TryFrom<&FakeArgs> for Plan {
     }
 }
 
-pub fn table(records: &[Record]) -> String {
+/// One row per cell, repetitions numbered as the store numbers them (from 0).
+pub fn table(records: &[Record], _view: super::output::View) -> String {
     let mut t = Table::new(&["case", "rep", "value"]);
     for r in records {
         t.row(vec![
             r.label.clone(),
-            (r.repetition + 1).to_string(),
+            r.repetition.to_string(),
             num(r.observation.value("value", Role::System)),
         ]);
     }

@@ -144,7 +144,7 @@ pub struct LiveSink {
 impl Sink for LiveSink {
     fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let label = format!("{} rep {}", case.label(), cell.repetition + 1);
+        let label = format!("{} rep {}", case.label(), cell.repetition);
         s.elapsed_done_s += outcome.elapsed_s;
         s.planned_done_s += s.planned_s.get(s.done).copied().unwrap_or(0.0);
         s.done += 1;
@@ -271,7 +271,7 @@ impl LiveView {
                 .filter_map(|c| {
                     plan.cases
                         .get(c.position)
-                        .map(|k| format!("{} rep {}", k.label(), c.repetition + 1))
+                        .map(|k| format!("{} rep {}", k.label(), c.repetition))
                 })
                 .collect(),
             planned_s: cells
@@ -690,7 +690,11 @@ mod tests {
         assert_eq!((s.done, s.failed), (4, 1));
         assert_eq!(s.warnings.len(), 1, "one line per kind: {:?}", s.warnings);
         assert_eq!(s.warnings[0].1, 2);
-        assert!(s.warnings[0].2.ends_with("rep 4: unpinned 3"), "{:?}", s.warnings);
+        assert!(
+            s.warnings[0].2.ends_with("rep 3: unpinned 3"),
+            "repetitions from 0, as stored: {:?}",
+            s.warnings
+        );
         assert!(s.failures[0].contains("boom"), "{:?}", s.failures);
     }
 

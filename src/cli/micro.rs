@@ -365,47 +365,67 @@ fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The headline figures of a record: metrics that have a `<name>_n` companion.
-fn figures(obs: &Observation) -> Vec<&crate::observation::Metric> {
-    obs.metrics
+/// The figures of a record: metrics that have a `<name>_n` companion (or are unavailable),
+/// the case's headline (`MicroCase::headline`: what a user runs the bench for) first.
+fn figures<'a>(case: &Case, obs: &'a Observation) -> Vec<&'a crate::observation::Metric> {
+    let mut figures: Vec<&crate::observation::Metric> = obs
+        .metrics
         .iter()
         .filter(|m| {
             !harness::SUMMARY_SUFFIXES.iter().any(|s| m.name.ends_with(s))
                 && (obs.get(&format!("{}_n", m.name), m.role).is_some() || m.value.is_none())
         })
-        .collect()
+        .collect();
+    if let Case::Micro(c) = case {
+        let headline = c.headline().0;
+        figures.sort_by_key(|m| m.name != headline);
+    }
+    figures
 }
 
-/// The human-readable report: one row per figure, then notes.
-pub fn render(records: &[Record]) -> String {
-    let mut t = Table::new(&[
-        "case", "figure", "median", "mean", "stddev", "ci95", "min", "n", "unit", "source",
+/// The human-readable report: one row per figure, each case's headline first; by default the
+/// median, its 95% interval, n, the unit and the source in at most 100 characters (`--wide`
+/// adds mean, stddev and min); then the overheads subtracted, memory levels, the file cache
+/// knee and the notes. Repetitions are numbered as the store numbers them (from 0).
+pub fn render(records: &[Record], view: super::output::View) -> String {
+    use super::output::Show;
+    let mut t = Table::with_columns(&[
+        ("case", Show::Key),
+        ("figure", Show::Key),
+        ("median", Show::Default),
+        ("ci95", Show::Default),
+        ("n", Show::Default),
+        ("unit", Show::Default),
+        ("source", Show::Spare),
+        ("mean", Show::Wide),
+        ("stddev", Show::Wide),
+        ("min", Show::Wide),
     ]);
     let mut notes: Vec<String> = Vec::new();
     let repeated = records.iter().any(|r| r.repetition > 0);
     for r in records {
         let obs = &r.observation;
         let label = if repeated {
-            format!("{} rep {}", r.label, r.repetition + 1)
+            format!("{} rep {}", r.label, r.repetition)
         } else {
             r.label.clone()
         };
         let v = |name: &str, suffix: &str| obs.value(&format!("{name}{suffix}"), Role::System);
-        for m in figures(obs) {
+        for m in figures(&r.case, obs) {
             t.row(vec![
                 label.clone(),
                 m.name.clone(),
                 num(m.value),
-                num(v(&m.name, "_mean")),
-                num(v(&m.name, "_stddev")),
                 match (v(&m.name, "_ci95_low"), v(&m.name, "_ci95_high")) {
                     (Some(lo), Some(hi)) => format!("{}..{}", num(Some(lo)), num(Some(hi))),
                     _ => "n/a".into(),
                 },
-                num(v(&m.name, "_min")),
                 v(&m.name, "_n").map_or("n/a".into(), |n| format!("{n:.0}")),
                 m.unit.clone(),
                 m.source.to_string(),
+                num(v(&m.name, "_mean")),
+                num(v(&m.name, "_stddev")),
+                num(v(&m.name, "_min")),
             ]);
         }
         for p in &obs.placement {
@@ -418,35 +438,38 @@ pub fn render(records: &[Record]) -> String {
                 p.cpu_at_end.map_or("?".into(), |c| c.to_string()),
             ));
         }
-        for w in &obs.warnings {
-            notes.push(format!("{}: {w}", r.label));
-        }
     }
-    let mut out = t.render();
+    let (table, left_out) = t.render_view(view);
+    let mut out = table + &super::output::left_out_line(&left_out);
     if let Some(obs) = records
         .iter()
         .map(|r| &r.observation)
         .find(|o| o.value("timer_overhead_ns", Role::System).is_some())
     {
-        out.push_str(&format!(
-            "\nsubtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})\n",
-            num(obs.value("timer_overhead_ns", Role::System)),
-            num(obs.value("loop_overhead_ns", Role::System)),
-            obs.value("clock_tsc_hz", Role::System)
-                .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
-                    "TSC at {:.3} GHz",
-                    hz / 1e9
-                )),
+        out.push('\n');
+        out.push_str(&super::output::wrap(
+            &format!(
+                "subtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})",
+                num(obs.value("timer_overhead_ns", Role::System)),
+                num(obs.value("loop_overhead_ns", Role::System)),
+                obs.value("clock_tsc_hz", Role::System)
+                    .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
+                        "TSC at {:.3} GHz",
+                        hz / 1e9
+                    )),
+            ),
+            2,
         ));
     }
     out.push_str(&memlat_levels(records));
     out.push_str(&cache_knee(records));
     if !notes.is_empty() {
-        out.push_str("\nnotes:\n");
+        out.push_str("\nplacement:\n");
         for n in notes {
-            out.push_str(&format!("  {n}\n"));
+            out.push_str(&super::output::wrap(&format!("  {n}"), 4));
         }
     }
+    out.push_str(&super::output::notes(records, view));
     out
 }
 
@@ -502,18 +525,19 @@ fn cache_knee(records: &[Record]) -> String {
     };
     let fastest = times.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let slowest = times.iter().map(|p| p.1).fold(0.0, f64::max);
-    match micro::fs::detect_knee(&resident) {
+    let line = match micro::fs::detect_knee(&resident) {
         Some(knee) => format!(
-            "\nfile cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB\n",
+            "file cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB",
             format_bytes(knee),
             num(Some(fastest)),
             num(Some(slowest))
         ),
         None => format!(
-            "\nfile cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk\n",
+            "file cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk",
             format_bytes(largest),
             num(Some(fastest)),
             num(Some(slowest))
         ),
-    }
+    };
+    format!("\n{}", super::output::wrap(&line, 2))
 }

@@ -1,7 +1,7 @@
 //! `iopath net stream` and `iopath net serve`.
 
 use super::error::usage;
-use super::output::{num, Table};
+use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
 use crate::case::{format_bytes, Case, CopyMode, Endpoint, RxMode, StreamCase};
@@ -399,121 +399,131 @@ fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     run::conclude(&executed)
 }
 
+/// `cpu_ns_per_byte` of `role`, derived for the table: (user + system CPU of the role's
+/// threads in the window) × 10⁹ / the role's bytes in it (client: sent, server: received); its
+/// source is the CPU time's (`rusage`), unavailable with the reason when either is.
+pub fn with_cpu_ns_per_byte(records: &[Record]) -> Vec<Record> {
+    use crate::observation::Metric;
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for (role, bytes) in [(Role::Client, "bytes_sent"), (Role::Server, "bytes_received")] {
+                let o = &r.observation;
+                let parts = [o.get("cpu_user_s", role), o.get("cpu_sys_s", role), o.get(bytes, role)];
+                let metric = match parts {
+                    [Some(usr), Some(sys), Some(b)] => match (usr.value, sys.value, b.value) {
+                        (Some(u), Some(s), Some(b)) if b > 0.0 => {
+                            Metric::new(CPU_NS_PER_BYTE, role, (u + s) * 1e9 / b, "ns/B", usr.source.clone())
+                        }
+                        (Some(_), Some(_), Some(_)) => {
+                            Metric::unavailable(CPU_NS_PER_BYTE, role, "ns/B", "no byte moved in the window")
+                        }
+                        _ => {
+                            let missing = [usr, sys, b]
+                                .into_iter()
+                                .find(|m| m.value.is_none())
+                                .map(|m| m.source.to_string());
+                            let reason = missing.unwrap_or_default();
+                            let reason = reason.strip_prefix("unavailable: ").unwrap_or(&reason).to_string();
+                            Metric::unavailable(CPU_NS_PER_BYTE, role, "ns/B", reason)
+                        }
+                    },
+                    _ => continue,
+                };
+                r.observation.push(metric);
+            }
+            r
+        })
+        .collect()
+}
+
+/// The table's CPU per byte (see [`with_cpu_ns_per_byte`]).
+pub const CPU_NS_PER_BYTE: &str = "cpu_ns_per_byte";
+
 /// The human table: one row per case (the median of its repetitions, with a `reps` column
-/// when there are several), then which source each column came from, then notes.
-pub fn render_stream_table(records: &[Record]) -> String {
+/// when there are several). By default the columns a reader compares — mode, size, threads,
+/// Gbit/s, us/msg, CPU ns per byte of each side, the share of zero-copy sends not copied — in
+/// at most 100 characters; `--wide` adds every other column. Then the `sources:` line, the
+/// notes grouped by kind, and where the first case's threads ran.
+pub fn render_stream_table(records: &[Record], view: View) -> String {
+    use super::output::{Column, Show};
+    let records = &with_cpu_ns_per_byte(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    type Col = (&'static str, &'static str, Role);
-    const COLS: [Col; 14] = [
-        ("Gbit/s", "throughput_gbps", Role::System),
-        ("msg/s", "messages_per_s", Role::System),
-        ("us/msg", "time_per_msg_us", Role::System),
-        ("cli usr s", "cpu_user_s", Role::Client),
-        ("cli sys s", "cpu_sys_s", Role::Client),
-        ("srv usr s", "cpu_user_s", Role::Server),
-        ("srv sys s", "cpu_sys_s", Role::Server),
-        ("cli cyc/B", "cycles_per_byte", Role::Client),
-        ("srv cyc/B", "cycles_per_byte", Role::Server),
-        ("cli miss/KiB", "cache_misses_per_kib", Role::Client),
-        ("cli cs/msg", "context_switches_per_msg", Role::Client),
-        ("srv cs/msg", "context_switches_per_msg", Role::Server),
-        ("cli sc/msg", "syscalls_per_msg", Role::Client),
-        ("srv sc/msg", "syscalls_per_msg", Role::Server),
+    let stream = |r: &Record| match &r.case {
+        Case::NetStream(c) => Some(c.clone()),
+        _ => None,
+    };
+    let m = |title, show, name, role| Column::metric(title, show, name, role, records);
+    let mut cols = vec![
+        Column::key("mode", move |r, _| stream(r).map(|c| c.path(false)).unwrap_or_default()),
+        Column::key("size", move |r, _| {
+            stream(r).map(|c| format_bytes(c.size)).unwrap_or_default()
+        }),
+        Column::key("thr", move |r, _| {
+            stream(r).map(|c| c.threads.to_string()).unwrap_or_default()
+        }),
     ];
-    let mut header = vec!["mode", "size", "thr"];
     if repeated {
-        header.push("reps");
+        cols.push(Column::key("reps", |_, n| n.to_string()));
     }
-    header.extend(COLS.iter().map(|c| c.0));
-    header.extend([
-        "cli faults",
-        "srv faults",
-        "zc compl",
-        "zc not copied",
-        "ur sub/msg",
-        "ur cqe/msg",
+    cols.extend([
+        m("Gbit/s", Show::Default, "throughput_gbps", Role::System),
+        m("us/msg", Show::Default, "time_per_msg_us", Role::System),
+        m("cli ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Client),
+        m("srv ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Server),
+        m(
+            "zc not copied",
+            Show::Default,
+            "zerocopy_not_copied_fraction",
+            Role::System,
+        ),
     ]);
-    // The alias probe's verdict, when any case ran it (--prove-copies).
-    let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
-    let any_probed = merged.iter().any(|(r, _)| probed(&r.observation).is_some());
-    if any_probed {
-        header.push("alias");
-    }
     // The receive side's zero-copy column only when a zerocopy receiver ran.
     let zerocopy_rx = merged
         .iter()
         .any(|(r, _)| matches!(&r.case, Case::NetStream(c) if c.rx_mode == RxMode::Zerocopy));
     if zerocopy_rx {
-        header.push("rx mapped");
+        cols.push(m("rx mapped", Show::Default, "rx_mapped_fraction", Role::Server));
     }
-    let mut table = Table::new(&header);
-    for (r, reps) in &merged {
-        let Case::NetStream(c) = &r.case else { continue };
-        let o = &r.observation;
-        let mut row = vec![c.path(false), format_bytes(c.size), c.threads.to_string()];
-        if repeated {
-            row.push(reps.to_string());
-        }
-        row.extend(COLS.iter().map(|(_, name, role)| num(o.value(name, *role))));
-        row.push(num(o.value("page_faults", Role::Client)));
-        row.push(num(o.value("page_faults", Role::Server)));
-        row.push(match o.get("zerocopy_completions", Role::System) {
-            Some(m) => num(m.value),
-            None => "-".into(),
-        });
-        row.push(match o.get("zerocopy_not_copied_fraction", Role::System) {
-            Some(m) => num(m.value),
-            None => "-".into(),
-        });
-        for name in ["uring_submissions_per_msg", "uring_completions_per_msg"] {
-            row.push(match o.get(name, Role::Client) {
-                Some(m) => num(m.value),
-                None => "-".into(),
-            });
-        }
-        if any_probed {
-            row.push(match probed(o) {
+    // The alias probe's verdict, when any case ran it (--prove-copies).
+    let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
+    if merged.iter().any(|(r, _)| probed(&r.observation).is_some()) {
+        cols.push(Column {
+            title: "alias",
+            show: Show::Default,
+            cell: Box::new(move |r, _| match probed(&r.observation) {
                 Some(Some(f)) => crate::net::alias::Verdict::from_fraction(f).to_string(),
                 Some(None) => "n/a".into(),
                 None => "-".into(),
-            });
-        }
-        if zerocopy_rx {
-            row.push(match o.get("rx_mapped_fraction", Role::Server) {
-                Some(m) => num(m.value),
-                None => "-".into(),
-            });
-        }
-        table.row(row);
+            }),
+            source: super::output::metric_source(records, "alias_by_reference_fraction", Role::System),
+        });
     }
-    let mut text = table.render();
-    text.push_str(&sources_legend(records, &COLS));
-    text.push_str(&super::output::notes(records));
+    cols.extend([
+        m("msg/s", Show::Wide, "messages_per_s", Role::System),
+        m("cli usr s", Show::Wide, "cpu_user_s", Role::Client),
+        m("cli sys s", Show::Wide, "cpu_sys_s", Role::Client),
+        m("srv usr s", Show::Wide, "cpu_user_s", Role::Server),
+        m("srv sys s", Show::Wide, "cpu_sys_s", Role::Server),
+        m("cli cyc/B", Show::Wide, "cycles_per_byte", Role::Client),
+        m("srv cyc/B", Show::Wide, "cycles_per_byte", Role::Server),
+        m("cli miss/KiB", Show::Wide, "cache_misses_per_kib", Role::Client),
+        m("cli cs/msg", Show::Wide, "context_switches_per_msg", Role::Client),
+        m("srv cs/msg", Show::Wide, "context_switches_per_msg", Role::Server),
+        m("cli sc/msg", Show::Wide, "syscalls_per_msg", Role::Client),
+        m("srv sc/msg", Show::Wide, "syscalls_per_msg", Role::Server),
+        m("cli faults", Show::Wide, "page_faults", Role::Client),
+        m("srv faults", Show::Wide, "page_faults", Role::Server),
+        m("zc compl", Show::Wide, "zerocopy_completions", Role::System),
+        m("ur sub/msg", Show::Wide, "uring_submissions_per_msg", Role::Client),
+        m("ur cqe/msg", Show::Wide, "uring_completions_per_msg", Role::Client),
+    ]);
+    let mut text = super::output::render_table(&cols, &merged, view);
+    text.push_str(&super::output::notes(records, view));
     text.push_str(&placement_summary(records));
     text
-}
-
-fn sources_legend(records: &[Record], cols: &[(&'static str, &'static str, Role)]) -> String {
-    let mut parts = Vec::new();
-    for (title, name, role) in cols {
-        let mut sources: Vec<String> = records
-            .iter()
-            .filter_map(|r| r.observation.get(name, *role))
-            .map(|m| m.source.to_string())
-            .collect();
-        sources.dedup();
-        let text = match sources.as_slice() {
-            [] => continue,
-            [one] => one.clone(),
-            _ => "mixed".to_string(),
-        };
-        parts.push(format!("{title}: {text}"));
-    }
-    let mut out = String::from("sources: ");
-    out.push_str(&parts.join("; "));
-    out.push('\n');
-    out
 }
 
 fn placement_summary(records: &[Record]) -> String {
@@ -535,10 +545,13 @@ fn placement_summary(records: &[Record]) -> String {
             .collect();
         cpus.join(", ")
     };
-    format!(
-        "placement (first case): client {}; server {}\n",
-        describe(&first.observation, Role::Client),
-        describe(&first.observation, Role::Server)
+    super::output::wrap(
+        &format!(
+            "placement (first case): client {}; server {}",
+            describe(&first.observation, Role::Client),
+            describe(&first.observation, Role::Server)
+        ),
+        2,
     )
 }
 

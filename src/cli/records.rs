@@ -2,7 +2,7 @@
 //! of N records of R bytes, copy-out vs gather vs zero copy.
 
 use super::error::usage;
-use super::output::{num, Table};
+use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
 use crate::case::{format_bytes, Case, Pick, RecordsCase, RecordsMode};
@@ -177,63 +177,88 @@ pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
     run::conclude(&executed)
 }
 
-/// The human table: one row per case (the median of its repetitions), then notes.
-pub fn render_records_table(records: &[Record]) -> String {
+/// `kernel_copied_fraction`, derived for the table: the share of payload bytes the kernel
+/// copied into socket buffers. copy-out and gather send with plain send/sendmsg, which copies
+/// every byte (1, source `tool`: the call iopath made); zero-copy and uring-zc take the
+/// kernel's own word, `zerocopy_copied_fraction` (1 over loopback and veth).
+pub fn with_kernel_copied_fraction(records: &[Record]) -> Vec<Record> {
+    use crate::observation::Metric;
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let Case::NetRecords(c) = &r.case else { return r };
+            let metric = match c.mode {
+                RecordsMode::CopyOut | RecordsMode::Gather => {
+                    Metric::tool(KERNEL_COPIED_FRACTION, Role::System, 1.0, "fraction")
+                }
+                _ => match r.observation.get("zerocopy_copied_fraction", Role::System) {
+                    Some(m) => Metric {
+                        name: KERNEL_COPIED_FRACTION.into(),
+                        ..m.clone()
+                    },
+                    None => return r,
+                },
+            };
+            r.observation.push(metric);
+            r
+        })
+        .collect()
+}
+
+/// The table's kernel copied fraction (see [`with_kernel_copied_fraction`]).
+pub const KERNEL_COPIED_FRACTION: &str = "kernel_copied_fraction";
+
+/// The human table: one row per case (the median of its repetitions). By default the case,
+/// responses/s, Gbit/s, latency, the bytes user space copied per payload byte (`user copies
+/// B/B`: iopath's memcpy, 0 for gather and zero copy) beside the share the kernel copied
+/// (`kernel copied`), in at most 100 characters; `--wide` adds every other column. Then the
+/// `sources:` line and the notes grouped by kind.
+pub fn render_records_table(records: &[Record], view: View) -> String {
+    use super::output::{Column, Show};
+    let records = &with_kernel_copied_fraction(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    type Col = (&'static str, &'static str, Role);
-    const COLS: [Col; 12] = [
-        ("resp/s", "responses_per_s", Role::System),
-        ("Gbit/s", "throughput_gbps", Role::System),
-        ("p50_us", "latency_p50_us", Role::Client),
-        ("p99_us", "latency_p99_us", Role::Client),
-        ("p99.9_us", "latency_p999_us", Role::Client),
-        ("cli us/resp", "cpu_us_per_response", Role::Client),
-        ("srv us/resp", "cpu_us_per_response", Role::Server),
-        ("srv sc/resp", "syscalls_per_response", Role::Server),
-        ("srv cs/resp", "context_switches_per_response", Role::Server),
-        ("copied B/B", "user_copy_bytes_per_payload_byte", Role::Server),
-        ("DRAM B/B", "dram_bytes_per_payload_byte", Role::System),
-        ("zc copied", "zerocopy_copied_fraction", Role::System),
+    let case = |r: &Record| match &r.case {
+        Case::NetRecords(c) => Some(c.clone()),
+        _ => None,
+    };
+    let key = |title, f: fn(&RecordsCase) -> String| {
+        Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
+    };
+    let m = |title, show, name, role| Column::metric(title, show, name, role, records);
+    let mut cols = vec![
+        key("mode", |c| c.mode.to_string()),
+        key("R", |c| format_bytes(c.record_size)),
+        key("N", |c| c.records.to_string()),
+        key("pick", |c| c.pick.to_string()),
+        key("out", |c| c.outstanding.to_string()),
+        key("thr", |c| c.threads.to_string()),
     ];
-    let mut header = vec!["mode", "record", "N", "pick", "out", "thr"];
     if repeated {
-        header.push("reps");
+        cols.push(Column::key("reps", |_, n| n.to_string()));
     }
-    header.extend(COLS.iter().map(|c| c.0));
-    let mut table = Table::new(&header);
-    for (r, reps) in &merged {
-        let Case::NetRecords(c) = &r.case else { continue };
-        let o = &r.observation;
-        let mut row = vec![
-            c.mode.to_string(),
-            format_bytes(c.record_size),
-            c.records.to_string(),
-            c.pick.to_string(),
-            c.outstanding.to_string(),
-            c.threads.to_string(),
-        ];
-        if repeated {
-            row.push(reps.to_string());
-        }
-        row.extend(COLS.iter().map(|(_, name, role)| match o.get(name, *role) {
-            Some(m) => num(m.value),
-            None => "-".into(),
-        }));
-        table.row(row);
-    }
-    let mut text = table.render();
-    // Why DRAM B/B reads n/a, once, instead of in every row.
-    if let Some(reason) =
-        records.iter().find_map(
-            |r| match r.observation.get("dram_bytes_per_payload_byte", Role::System) {
-                Some(m) if m.value.is_none() => Some(m.source.to_string()),
-                _ => None,
-            },
-        )
-    {
-        text.push_str(&format!("DRAM B/B: {reason}\n"));
-    }
-    text.push_str(&super::output::notes(records));
+    cols.extend([
+        m("resp/s", Show::Default, "responses_per_s", Role::System),
+        m("Gbit/s", Show::Default, "throughput_gbps", Role::System),
+        m("p50 us", Show::Spare, "latency_p50_us", Role::Client),
+        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
+        m("srv us/resp", Show::Spare, "cpu_us_per_response", Role::Server),
+        m(
+            "user copies B/B",
+            Show::Default,
+            "user_copy_bytes_per_payload_byte",
+            Role::Server,
+        ),
+        m("kernel copied", Show::Default, KERNEL_COPIED_FRACTION, Role::System),
+        m("DRAM B/B", Show::Spare, "dram_bytes_per_payload_byte", Role::System),
+        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
+        m("cli us/resp", Show::Wide, "cpu_us_per_response", Role::Client),
+        m("srv sc/resp", Show::Wide, "syscalls_per_response", Role::Server),
+        m("srv cs/resp", Show::Wide, "context_switches_per_response", Role::Server),
+        m("zc copied", Show::Wide, "zerocopy_copied_fraction", Role::System),
+    ]);
+    let mut text = super::output::render_table(&cols, &merged, view);
+    text.push_str(&super::output::notes(records, view));
     text
 }

@@ -1,7 +1,7 @@
 //! `iopath net rr` and `iopath net crr` (and `sweep net-rr` / `sweep net-crr`, the same flags).
 
 use super::error::usage;
-use super::output::{num, Table};
+use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
 use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
@@ -219,64 +219,62 @@ pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
     run::conclude(&executed)
 }
 
-/// The human table: one row per case (the median of its repetitions), then notes.
-pub fn render_rr_table(records: &[Record]) -> String {
+/// The human table: one row per case (the median of its repetitions). By default the case,
+/// transactions/s, p50 and p99 latency (crr: the connect, exchange and close medians) and the
+/// CPU per transaction of each side, in at most 100 characters; `--wide` adds every other
+/// column. Then what the latency counts, the `sources:` line and the notes grouped by kind.
+pub fn render_rr_table(records: &[Record], view: View) -> String {
+    use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
     let crr = merged
         .iter()
         .any(|(r, _)| matches!(&r.case, Case::NetRr(c) if c.kind == RrKind::Crr));
-    type Col = (&'static str, &'static str, Role);
-    let mut cols: Vec<Col> = vec![
-        ("txn/s", "transactions_per_s", Role::System),
-        ("p50 us", "latency_p50_us", Role::Client),
-        ("p90 us", "latency_p90_us", Role::Client),
-        ("p99 us", "latency_p99_us", Role::Client),
-        ("p99.9 us", "latency_p999_us", Role::Client),
-        ("max us", "latency_max_us", Role::Client),
+    let rr = |r: &Record| match &r.case {
+        Case::NetRr(c) => Some(c.clone()),
+        _ => None,
+    };
+    let key =
+        |title, f: fn(&RrCase) -> String| Column::key(title, move |r, _| rr(r).map(|c| f(&c)).unwrap_or_default());
+    let m = |title, show, name, role| Column::metric(title, show, name, role, records);
+    let mut cols = vec![
+        key("kind", |c| c.kind.as_str().to_string()),
+        key("mode", |c| c.path()),
+        key("req", |c| format_bytes(c.request_size)),
+        key("resp", |c| format_bytes(c.response_size)),
+        key("n", |c| c.inflight.to_string()),
+        key("thr", |c| c.threads.to_string()),
+        key("rate", |c| c.rate.map_or("closed".to_string(), |r| r.to_string())),
     ];
+    if repeated {
+        cols.push(Column::key("reps", |_, n| n.to_string()));
+    }
+    cols.extend([
+        m("txn/s", Show::Default, "transactions_per_s", Role::System),
+        m("p50 us", Show::Default, "latency_p50_us", Role::Client),
+        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
+    ]);
     if crr {
         cols.extend([
-            ("conn p50", "connect_p50_us", Role::Client),
-            ("xchg p50", "exchange_p50_us", Role::Client),
-            ("close p50", "close_p50_us", Role::Client),
+            m("conn p50", Show::Default, "connect_p50_us", Role::Client),
+            m("xchg p50", Show::Default, "exchange_p50_us", Role::Client),
+            m("close p50", Show::Default, "close_p50_us", Role::Client),
         ]);
     }
     cols.extend([
-        ("cli us/txn", "cpu_us_per_txn", Role::Client),
-        ("srv us/txn", "cpu_us_per_txn", Role::Server),
-        ("cli sc/txn", "syscalls_per_txn", Role::Client),
-        ("srv sc/txn", "syscalls_per_txn", Role::Server),
+        m("cli us/txn", Show::Default, "cpu_us_per_txn", Role::Client),
+        m("srv us/txn", Show::Default, "cpu_us_per_txn", Role::Server),
+        m("p90 us", Show::Wide, "latency_p90_us", Role::Client),
+        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
+        m("max us", Show::Wide, "latency_max_us", Role::Client),
+        m("cli sc/txn", Show::Wide, "syscalls_per_txn", Role::Client),
+        m("srv sc/txn", Show::Wide, "syscalls_per_txn", Role::Server),
     ]);
-    let mut header = vec!["kind", "mode", "req", "resp", "n", "thr", "rate"];
-    if repeated {
-        header.push("reps");
-    }
-    header.extend(cols.iter().map(|c| c.0));
-    let mut table = Table::new(&header);
-    for (r, reps) in &merged {
-        let Case::NetRr(c) = &r.case else { continue };
-        let o = &r.observation;
-        let mut row = vec![
-            c.kind.as_str().to_string(),
-            c.path(),
-            format_bytes(c.request_size),
-            format_bytes(c.response_size),
-            c.inflight.to_string(),
-            c.threads.to_string(),
-            c.rate.map_or("closed".to_string(), |r| r.to_string()),
-        ];
-        if repeated {
-            row.push(reps.to_string());
-        }
-        row.extend(cols.iter().map(|(_, name, role)| num(o.value(name, *role))));
-        table.row(row);
-    }
-    let mut text = table.render();
+    let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(
         "latency: client, request sent (open loop: due) until response received; crr: connect() until closed\n",
     );
-    text.push_str(&super::output::notes(records));
+    text.push_str(&super::output::notes(records, view));
     text
 }
 

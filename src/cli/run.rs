@@ -3,6 +3,7 @@
 //! the collector the printers read at the end. Stop, failure and resume behave the same for
 //! `net stream`, `servers`, `micro`, `quick` and every `sweep`.
 
+use super::output::View;
 use super::sweep::{command_line, open_for_writing, store_error};
 use crate::case::Case;
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
@@ -48,6 +49,10 @@ pub struct RunFlags {
     /// iperf3 --json-stream), instead of the table at the end (docs/output.md).
     #[arg(long)]
     pub json_stream: bool,
+    /// Print every column of the table and the source of each; without it the table keeps
+    /// the columns that fit 100 characters and names the ones it left out.
+    #[arg(long, conflicts_with_all = ["json", "csv", "json_stream"])]
+    pub wide: bool,
     /// Show the run in a live terminal view (progress, results so far, warnings; q stops it
     /// like Ctrl-C). Needs a terminal: refused (exit 2) on a pipe.
     #[arg(long)]
@@ -311,9 +316,14 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     })
 }
 
-/// Print the records as JSON or CSV when asked, otherwise with `table`; then list the failed
-/// cells. A closed stdout (a pipe to `head`) ends the printing quietly.
-pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Record]) -> String) -> anyhow::Result<()> {
+/// Print the records as JSON or CSV when asked, otherwise with `table` (in the view `--wide`
+/// asks for); then list the failed cells, repetitions numbered as the store numbers them (from
+/// 0). A closed stdout (a pipe to `head`) ends the printing quietly.
+pub fn print_records(
+    flags: &RunFlags,
+    records: &[Record],
+    table: impl Fn(&[Record], View) -> String,
+) -> anyhow::Result<()> {
     if flags.json_stream {
         // Every cell was printed as it finished.
         return Ok(());
@@ -324,12 +334,13 @@ pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Reco
         CsvExporter.serialize(records)?
     } else {
         let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
-        let mut text = if ok.is_empty() { String::new() } else { table(&ok) };
+        let view = View { wide: flags.wide };
+        let mut text = if ok.is_empty() { String::new() } else { table(&ok, view) };
         for r in records.iter().filter(|r| r.error.is_some()) {
             text.push_str(&format!(
                 "failed: {} rep {}: {}\n",
                 r.label,
-                r.repetition + 1,
+                r.repetition,
                 r.error.as_deref().unwrap_or_default()
             ));
         }

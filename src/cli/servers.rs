@@ -2,7 +2,7 @@
 //! top-k CPU process service on its own).
 
 use super::error::usage;
-use super::output::{num, Table};
+use super::output::{num, Table, View};
 use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
 use crate::case::{Case, ServersCase};
@@ -258,42 +258,44 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
     run::conclude(&executed)
 }
 
-fn table(records: &[Record]) -> String {
-    let mut t = Table::new(&[
-        "model",
-        "request",
-        "clients",
-        "rep",
-        "req/s",
-        "p50_us",
-        "p90_us",
-        "p99_us",
-        "p99.9_us",
-        "max_us",
-        "errors",
-        "srv_cpu_us/req",
-        "srv_cs/req",
-    ]);
-    for r in records {
-        let Case::Servers(c) = &r.case else { continue };
-        let o = &r.observation;
-        t.row(vec![
-            c.model.to_string(),
-            c.request.to_string(),
-            c.clients.to_string(),
-            (r.repetition + 1).to_string(),
-            num(o.value("requests_per_s", Role::System)),
-            num(o.value("latency_p50_us", Role::Client)),
-            num(o.value("latency_p90_us", Role::Client)),
-            num(o.value("latency_p99_us", Role::Client)),
-            num(o.value("latency_p999_us", Role::Client)),
-            num(o.value("latency_max_us", Role::Client)),
-            num(o.value("errors", Role::Client)),
-            num(o.value("cpu_us_per_req", Role::Server)),
-            num(o.value("context_switches_per_req", Role::Server)),
-        ]);
+/// The human table: one row per case (the median of its repetitions, with a `reps` column
+/// when there are several). By default the case, requests/s, p50 and p99 latency, errors and
+/// the server's CPU per request, in at most 100 characters; `--wide` adds every other column.
+/// Then the `sources:` line and the notes grouped by kind.
+pub fn table(records: &[Record], view: View) -> String {
+    use super::output::{Column, Show};
+    let merged = super::output::median_records(records);
+    let repeated = merged.iter().any(|(_, n)| *n > 1);
+    let case = |r: &Record| match &r.case {
+        Case::Servers(c) => Some(c.clone()),
+        _ => None,
+    };
+    let key = |title, f: fn(&ServersCase) -> String| {
+        Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
+    };
+    let m = |title, show, name, role| Column::metric(title, show, name, role, records);
+    let mut cols = vec![
+        key("model", |c| c.model.to_string()),
+        key("request", |c| c.request.to_string()),
+        key("clients", |c| c.clients.to_string()),
+    ];
+    if repeated {
+        cols.push(Column::key("reps", |_, n| n.to_string()));
     }
-    t.render() + &super::output::notes(records)
+    cols.extend([
+        m("req/s", Show::Default, "requests_per_s", Role::System),
+        m("p50 us", Show::Default, "latency_p50_us", Role::Client),
+        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
+        m("errors", Show::Default, "errors", Role::Client),
+        m("srv us/req", Show::Default, "cpu_us_per_req", Role::Server),
+        m("srv cs/req", Show::Spare, "context_switches_per_req", Role::Server),
+        m("p90 us", Show::Wide, "latency_p90_us", Role::Client),
+        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
+        m("max us", Show::Wide, "latency_max_us", Role::Client),
+    ]);
+    let mut text = super::output::render_table(&cols, &merged, view);
+    text.push_str(&super::output::notes(records, view));
+    text
 }
 
 pub fn run_procs(cmd: ProcsCommand) -> anyhow::Result<()> {

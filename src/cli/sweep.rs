@@ -69,6 +69,9 @@ pub struct QuickArgs {
     /// A name for the run.
     #[arg(long, default_value = "quick")]
     pub name: String,
+    /// Print the crossover table too (every pair of send modes), after the headline tables.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// The grid `iopath quick` runs: six send modes x 5 sizes, one thread, 6 repetitions (the
@@ -329,21 +332,25 @@ fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> 
     super::output::out(table.render())
 }
 
-/// The findings, caveats and grouped warnings: what the run says, after its tables.
+/// The findings, caveats and grouped warnings: what the run says, after its tables, each
+/// wrapped at 100 columns.
 fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
+    use super::output::{out, wrap};
     crate::say!("Findings:")?;
     for line in analysis.findings.lines() {
-        crate::say!("  {line}")?;
+        // A wrapped line continues two columns right of where it starts.
+        let indent = 2 + line.len() - line.trim_start().len();
+        out(wrap(&format!("  {line}"), indent + 2))?;
     }
     for c in &analysis.caveats {
-        crate::say!("caveat: {c}")?;
+        out(wrap(&format!("caveat: {c}"), 4))?;
     }
     for g in &analysis.warnings {
-        crate::say!("warning: {}", g.line())?;
+        out(wrap(&format!("warning: {}", g.line()), 4))?;
     }
     // The full lists are in the report; six cases a line are enough here.
     for n in report::cells::noise_lines(&analysis.cells, 6) {
-        crate::say!("noise: {n}")?;
+        out(wrap(&format!("noise: {n}"), 4))?;
     }
     Ok(())
 }
@@ -426,7 +433,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         anyhow::bail!("the sweep stored no run");
     };
     if let Some(flags) = flags.filter(|f| f.json || f.csv || f.json_stream) {
-        run::print_records(flags, &executed.records, |_| String::new())?;
+        run::print_records(flags, &executed.records, |_, _| String::new())?;
         return run::conclude(&executed);
     }
     let store = Store::open_existing(&db).map_err(store_error)?;
@@ -466,6 +473,87 @@ pub(super) fn default_report_path(db: &Path, run_id: i64) -> PathBuf {
         .join(name)
 }
 
+/// The median of a cell's metric, as the tables print it.
+fn median_text(cell: &report::cells::CellSummary, name: &str, role: crate::observation::Role) -> String {
+    fmt_num(cell.summary(name, role).map(|s| s.median))
+}
+
+/// The numbers of a quick run before its findings, each table within 100 columns: the median
+/// Gbit/s of every stream case as send mode (rows) × message size (columns), one block per
+/// thread count, and the request/response cases' transactions/s with p50 and p99 latency.
+pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
+    use super::output::Show;
+    use crate::case::{format_bytes, Case};
+    use crate::observation::Role;
+    let mut out = String::new();
+    let streams: Vec<(&report::cells::CellSummary, &crate::case::StreamCase)> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetStream(s) => Some((c, s)),
+            _ => None,
+        })
+        .collect();
+    let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.threads).collect();
+    threads.sort();
+    threads.dedup();
+    for t in threads {
+        let these: Vec<_> = streams.iter().filter(|(_, s)| s.threads == t).collect();
+        let mut sizes: Vec<u64> = these.iter().map(|(_, s)| s.size).collect();
+        sizes.sort();
+        sizes.dedup();
+        let mut modes: Vec<String> = Vec::new();
+        for (_, s) in &these {
+            if !modes.contains(&s.path(false)) {
+                modes.push(s.path(false));
+            }
+        }
+        let size_titles: Vec<String> = sizes.iter().map(|b| format_bytes(*b)).collect();
+        let title = format!("Gbit/s t{t}");
+        let mut header: Vec<(&str, Show)> = vec![(title.as_str(), Show::Key)];
+        header.extend(size_titles.iter().map(|s| (s.as_str(), Show::Default)));
+        let mut table = super::output::Table::with_columns(&header);
+        for mode in &modes {
+            let mut row = vec![mode.clone()];
+            for size in &sizes {
+                row.push(
+                    these
+                        .iter()
+                        .find(|(_, s)| &s.path(false) == mode && s.size == *size)
+                        .map_or("-".into(), |(c, _)| median_text(c, "throughput_gbps", Role::System)),
+                );
+            }
+            table.row(row);
+        }
+        let (text, left_out) = table.render_view(super::output::View::default());
+        out.push_str(&text);
+        out.push_str(&super::output::left_out_line(&left_out));
+    }
+    let rr: Vec<_> = cells
+        .iter()
+        .filter_map(|c| match &c.case {
+            Case::NetRr(r) => Some((c, r)),
+            _ => None,
+        })
+        .collect();
+    if !rr.is_empty() {
+        let mut table = super::output::Table::new(&["latency", "req/resp", "txn/s", "p50 us", "p99 us"]);
+        for (c, r) in rr {
+            table.row(vec![
+                format!("{} {}", r.kind.as_str(), r.path()),
+                format!("{}/{}", format_bytes(r.request_size), format_bytes(r.response_size)),
+                median_text(c, "transactions_per_s", Role::System),
+                median_text(c, "latency_p50_us", Role::Client),
+                median_text(c, "latency_p99_us", Role::Client),
+            ]);
+        }
+        out.push_str(&table.render());
+    }
+    if !out.is_empty() {
+        out.push_str("medians of the repetitions; the report has every figure with its interval\n");
+    }
+    out
+}
+
 pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let plan = quick_plan(&args.name)?;
     if let Some(out) = &args.output {
@@ -493,7 +581,10 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| default_report_path(&args.db, run_id));
     let files = report::write_report(&data, &html)?;
     let analysis = report::analyze(&data);
-    print_crossovers(&analysis.crossovers)?;
+    super::output::out(headline_tables(&analysis.cells))?;
+    if args.wide {
+        print_crossovers(&analysis.crossovers)?;
+    }
     print_findings(&analysis)?;
     crate::say!(
         "{} cells in {:.0} s{}. Report: {} (charts in {})",
@@ -596,5 +687,64 @@ mod tests {
         assert!(quick_notes(&plan)[0].starts_with(&format!("pinned: client on CPU {b}, server on CPU {a}")));
         let alone = quick_plan_on("quick", None).unwrap();
         assert!(quick_notes(&alone)[0].starts_with("not pinned"));
+    }
+
+    /// Issue 18 C: quick's terminal shows the numbers first, in at most 100 columns: Gbit/s per
+    /// send mode x size, and the ping-pong's p50 and p99.
+    #[test]
+    fn quick_headline_tables_fit_100_columns_with_every_mode_and_size() {
+        use crate::case::Case;
+        use crate::observation::Role;
+        use report::cells::{CellSummary, MetricCell};
+        let plan = quick_plan("quick").unwrap();
+        let metric = |role, name: &str, v: f64| MetricCell {
+            role,
+            name: name.into(),
+            unit: "u".into(),
+            sources: vec!["tool".into()],
+            values: vec![v; 6],
+            summary: crate::measure::stats::summarize(&[v; 6]),
+        };
+        let cells: Vec<CellSummary> = plan
+            .cases
+            .iter()
+            .enumerate()
+            .map(|(position, case)| CellSummary {
+                position,
+                case: case.clone(),
+                label: case.label(),
+                ok: 6,
+                failures: Vec::new(),
+                metrics: match case {
+                    Case::NetStream(_) => vec![metric(Role::System, "throughput_gbps", 12.345 + position as f64)],
+                    _ => vec![
+                        metric(Role::System, "transactions_per_s", 23456.0),
+                        metric(Role::Client, "latency_p50_us", 41.5),
+                        metric(Role::Client, "latency_p99_us", 1234.0),
+                    ],
+                },
+                warnings: Vec::new(),
+            })
+            .collect();
+        let text = headline_tables(&cells);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(!text.contains("with --wide"), "nothing left out: {text}");
+        let header = text.lines().next().unwrap();
+        for size in ["1KiB", "4KiB", "16KiB", "64KiB", "256KiB"] {
+            assert!(header.contains(size), "{header}");
+        }
+        for mode in QUICK_MODES.split(',') {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{mode} "))),
+                "{mode}: {text}"
+            );
+        }
+        let two_copy_1k = text.lines().find(|l| l.starts_with("two-copy ")).unwrap();
+        assert!(two_copy_1k.contains("12.35"), "the first case's median: {two_copy_1k}");
+        let rr = text.lines().find(|l| l.starts_with("rr one-copy")).unwrap();
+        assert!(
+            rr.contains("64B/64B") && rr.contains("41.50") && rr.contains("1234"),
+            "{rr}"
+        );
     }
 }

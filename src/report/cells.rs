@@ -65,23 +65,20 @@ pub fn headline(case: &Case) -> (&'static str, Role, bool) {
         Case::NetRecords(_) => ("responses_per_s", Role::System, true),
         Case::Servers(_) => ("requests_per_s", Role::System, true),
         Case::NetRr(_) => ("transactions_per_s", Role::System, true),
-        Case::Micro(_) => ("latency_ns", Role::System, false),
+        Case::Micro(c) => {
+            let (name, higher_is_better) = c.headline();
+            (name, Role::System, higher_is_better)
+        }
         Case::Fake(_) => ("value", Role::System, true),
     }
 }
 
 impl CellSummary {
-    /// The cell's headline metric: the workload's (see `headline`); for a microbenchmark
-    /// without `latency_ns`, its first system metric that has values.
+    /// The cell's headline metric: the workload's, for a microbenchmark its bench's (see
+    /// `headline`).
     pub fn headline_metric(&self) -> Option<&MetricCell> {
         let (name, role, _) = headline(&self.case);
-        self.metric(name, role).or_else(|| match self.case {
-            Case::Micro(_) => self
-                .metrics
-                .iter()
-                .find(|m| m.role == Role::System && m.summary.is_some()),
-            _ => None,
-        })
+        self.metric(name, role)
     }
 }
 
@@ -307,8 +304,8 @@ pub fn placement_warnings(data: &RunData) -> Vec<String> {
             .filter(|c| c.position == position && c.error.is_none())
         {
             match shared_a_cpu(&cell.observation) {
-                Some(true) => shared.push(cell.repetition + 1),
-                Some(false) => apart.push(cell.repetition + 1),
+                Some(true) => shared.push(cell.repetition),
+                Some(false) => apart.push(cell.repetition),
                 None => {}
             }
         }
@@ -407,11 +404,67 @@ pub(crate) mod tests {
         data.cells[2].observation.placement = place(1, 0);
         let warnings = placement_warnings(&data);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("repetitions 1 but not in 2, 3"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("repetitions 0 but not in 1, 2"),
+            "the store's numbering: {warnings:?}"
+        );
         for cell in &mut data.cells {
             cell.observation.placement = place(0, 1);
         }
         assert!(placement_warnings(&data).is_empty());
+    }
+
+    /// Issue 19 E13: `micro fs` pushes `fs_type_magic` (the ext4 magic number) before its
+    /// figures, and the headline was the first system metric with values. Each bench names its
+    /// own: the time per block read, the bandwidth of the readers (higher is better).
+    #[test]
+    fn a_micro_bench_headlines_its_own_figure_not_the_first_metric() {
+        use crate::case::{Bench, MicroCase};
+        let cell = |variant: &str, metrics: &[(&str, f64)]| {
+            let case = Case::Micro(MicroCase::new(Bench::Fs, vec![("variant", variant.to_string())]));
+            CellSummary {
+                position: 0,
+                label: case.label(),
+                case,
+                ok: 1,
+                failures: Vec::new(),
+                metrics: metrics
+                    .iter()
+                    .map(|(name, v)| MetricCell {
+                        role: Role::System,
+                        name: name.to_string(),
+                        unit: "u".into(),
+                        sources: vec!["tool".into()],
+                        values: vec![*v],
+                        summary: summarize(&[*v]),
+                    })
+                    .collect(),
+                warnings: Vec::new(),
+            }
+        };
+        let seq = cell(
+            "seq_read",
+            &[
+                ("fs_type_magic", 61267.0),
+                ("time_per_read_us", 80.0),
+                ("bandwidth_mib_s", 48.0),
+            ],
+        );
+        assert_eq!(seq.headline_metric().map(|m| m.name.as_str()), Some("time_per_read_us"));
+        assert!(!headline(&seq.case).2, "a time: lower is better");
+        let contention = cell(
+            "contention",
+            &[("fs_type_magic", 61267.0), ("bandwidth_total_mib_s", 500.0)],
+        );
+        assert_eq!(
+            contention.headline_metric().map(|m| m.name.as_str()),
+            Some("bandwidth_total_mib_s")
+        );
+        assert!(headline(&contention.case).2, "a bandwidth: higher is better");
+        // Without its figure (every sample below resolution) a cell has no headline rather
+        // than a setting passed off as one.
+        let none = cell("cache_read", &[("fs_type_magic", 61267.0)]);
+        assert!(none.headline_metric().is_none());
     }
 
     /// A run from (case, per-repetition throughput) pairs; NaN makes a failed repetition.

@@ -1,6 +1,6 @@
 //! Progress on stderr while a plan runs. On a terminal: an indicatif bar (cell label, count,
 //! ETA). Anywhere else (a pipe, a log file, CI): plain lines such as
-//! `cell 12/108 one-copy 64KiB t1 rep 2  elapsed 1 min 05 s  eta 40 s`, at most one every
+//! `cell 12/108 one-copy 64KiB t1 rep 1  elapsed 1 min 05 s  eta 40 s`, at most one every
 //! five seconds plus the first and the last cell, and a closing line. Before the first cell,
 //! [`Progress::for_plan`] announces the number of cells and about how long they take.
 

@@ -87,7 +87,7 @@ pub fn run_plan(
                 plan.cases.len()
             );
         };
-        let label = format!("{} rep {}", case.label(), cell.repetition + 1);
+        let label = format!("{} rep {}", case.label(), cell.repetition);
         progress.start_cell(&label);
         let started = Instant::now();
         let result = execute_guarded(execute, case, stop);
@@ -207,7 +207,7 @@ mod tests {
         assert!(end.interrupted);
         assert_eq!(end.recorded, 1, "only the first cell finished");
         assert_eq!(sink.0.len(), 1);
-        assert_eq!(end.cut_short.as_deref(), Some("fake#1 sleep:30000ms rep 1"));
+        assert_eq!(end.cut_short.as_deref(), Some("fake#1 sleep:30000ms rep 0"));
     }
 
     #[test]
