@@ -653,7 +653,81 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     figures
 }
 
-/// Servers: requests/s and client p99 latency against clients, one series per model.
+/// Why a cell's figures come from a minority of its clients or connections: the median over
+/// its repetitions of the system `served_fraction` is below one half (or, for cells stored
+/// without it, a `minority-served` warning). Such a cell is never drawn as a contender.
+pub fn minority_served(cell: &CellSummary) -> Option<String> {
+    use crate::observation::WarningKind;
+    match cell.summary("served_fraction", Role::System) {
+        Some(s) if s.median < 0.5 => Some(format!(
+            "{}% of its clients served (median over repetitions)",
+            super::fmt_num(Some(s.median * 100.0))
+        )),
+        Some(_) => None,
+        None => cell
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::MinorityServed)
+            .then(|| "most of its clients failed".to_string()),
+    }
+}
+
+/// The servers cells' failure counts beside a figure: a row per model and clients with the
+/// figure's median, the clients served, and the failed and timed-out requests (medians over
+/// the repetitions), marked when the figures come from a minority of the clients.
+fn servers_table(servers: &[(&crate::case::ServersCase, &CellSummary)], name: &str, role: Role, head: &str) -> Vec<Vec<String>> {
+    let mut table = vec![[
+        "model",
+        "clients",
+        head,
+        "clients served",
+        "failed requests",
+        "timed out",
+        "status",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let med = |cell: &CellSummary, name: &str, role: Role| cell.summary(name, role).map(|s| s.median);
+    // Counts as whole numbers (a median of two repetitions may end in .5).
+    let count = |v: Option<f64>| match v {
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        other => super::fmt_num(other),
+    };
+    for (s, cell) in servers {
+        let failed = med(cell, "errors", Role::Client).map(|e| e - med(cell, "timeouts", Role::Client).unwrap_or(0.0));
+        table.push(vec![
+            format!("{} {}", s.model, s.request),
+            s.clients.to_string(),
+            super::fmt_num(med(cell, name, role)),
+            count(med(cell, "clients_served", Role::Client)),
+            count(failed),
+            count(med(cell, "timeouts", Role::Client)),
+            match minority_served(cell) {
+                Some(_) => "MOST CLIENTS FAILED: not drawn".into(),
+                None if cell.ok == 0 => "failed".into(),
+                None => "ok".into(),
+            },
+        ]);
+    }
+    table
+}
+
+/// The caption line naming the cells left out of a chart because their figures come from a
+/// minority of their clients.
+fn left_out_line(left_out: &[String]) -> String {
+    if left_out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nNOT DRAWN (figures from a minority of clients, never ranked): {}",
+            left_out.join("; ")
+        )
+    }
+}
+
+/// Servers: requests/s and client p99 latency against clients, one series per model, each
+/// with the failure counts beside it; cells whose figures come from a minority of their
+/// clients are left out of every chart and named.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
         .iter()
@@ -672,15 +746,22 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             models.push((s.model, s.request));
         }
     }
+    let left_out: Vec<String> = servers
+        .iter()
+        .filter_map(|(s, cell)| {
+            minority_served(cell).map(|why| format!("{} at {} clients ({why})", s.model, s.clients))
+        })
+        .collect();
+    let drawn = |cell: &CellSummary| minority_served(cell).is_none();
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
-    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str| {
+    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str| {
         let mut provenance = Provenance::default();
         let mut series = Vec::new();
         for (i, (model, request)) in models.iter().enumerate() {
             let mut points = Vec::new();
             for (s, cell) in servers
                 .iter()
-                .filter(|(s, _)| s.model == *model && s.request == *request)
+                .filter(|(s, c)| s.model == *model && s.request == *request && drawn(c))
             {
                 if let Some(m) = cell.metric(name, role) {
                     provenance.add(m);
@@ -707,9 +788,12 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             x_desc: "concurrent clients".into(),
             x_axis: XAxis::Count,
             y_desc: desc.into(),
-            caption: provenance.caption(&format!("y: {role} {name}")),
-            empty_reason: provenance.empty_reason(),
+            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(&left_out),
+            empty_reason: provenance
+                .empty_reason()
+                .or_else(|| (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())),
             series,
+            table: servers_table(&servers, name, role, head),
             ..Default::default()
         }
     };
@@ -723,7 +807,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         for (i, (model, request)) in models.iter().enumerate() {
             let Some((_, cell)) = servers
                 .iter()
-                .find(|(s, _)| s.model == *model && s.request == *request && s.clients == n)
+                .find(|(s, c)| s.model == *model && s.request == *request && s.clients == n && drawn(c))
             else {
                 continue;
             };
@@ -762,7 +846,9 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         x_desc: "percentile (tail axis)".into(),
         x_axis: XAxis::Tail,
         y_desc: "latency (us)".into(),
-        caption: provenance.caption("y: client latency_p50_us .. latency_max_us"),
+        caption: provenance.caption(
+            "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
+        ) + &left_out_line(&left_out),
         empty_reason: provenance.empty_reason(),
         series,
         log_y: true,
@@ -775,6 +861,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "servers_requests_vs_clients",
             "Requests per second vs clients",
             "requests/s",
+            "req/s",
         ),
         chart(
             "latency_p99_us",
@@ -782,6 +869,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "servers_p99_vs_clients",
             "p99 latency vs clients",
             "p99 latency (us)",
+            "p99 us",
         ),
         spectrum,
     ]
@@ -1205,6 +1293,59 @@ mod tests {
         assert_eq!(figures[2].series[0].points[0].x, 2.0);
         assert_eq!(figures[0].series.len(), 2);
         assert_eq!(figures[1].series[0].points.len(), 3);
+    }
+
+    /// Issue 19 E12: a model whose clients mostly failed is left out of every servers chart
+    /// (never ranked best), named in the captions, and its failure counts sit beside the
+    /// rate and the p99.
+    #[test]
+    fn servers_cells_served_by_a_minority_of_clients_are_not_drawn() {
+        use crate::observation::{Metric, Source};
+        let mut cases = Vec::new();
+        for (model, served, timeouts) in [
+            (crate::case::Model::Iterative, 0.001, 999.0),
+            (crate::case::Model::Epoll, 1.0, 0.0),
+        ] {
+            let case = Case::Servers(crate::case::ServersCase::new(
+                model,
+                crate::case::Request::Echo(64),
+                1000,
+                100,
+            ));
+            let tool = |name: &str, role, v: f64, unit: &str| Metric::new(name, role, v, unit, Source::Tool);
+            let metrics = vec![
+                // The iterative model's one client is fast: it would rank best.
+                tool("requests_per_s", Role::System, if served < 0.5 { 40391.0 } else { 9000.0 }, "req/s"),
+                tool("latency_p99_us", Role::Client, if served < 0.5 { 39.8 } else { 900.0 }, "us"),
+                tool("latency_p50_us", Role::Client, 20.0, "us"),
+                tool("served_fraction", Role::System, served, "fraction"),
+                tool("clients_served", Role::Client, served * 1000.0, "clients"),
+                tool("errors", Role::Client, timeouts, "errors"),
+                tool("timeouts", Role::Client, timeouts, "requests"),
+            ];
+            cases.push((case, metrics));
+        }
+        let cells = summarize_run(&run_of(cases));
+        assert!(minority_served(&cells[0]).is_some());
+        assert_eq!(minority_served(&cells[1]), None);
+        let figures = servers_figures(&cells);
+        for f in &figures {
+            let names: Vec<&str> = f.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(names, ["epoll"], "{}: only the model that served its clients", f.stem);
+            assert!(
+                f.caption.contains("NOT DRAWN") && f.caption.contains("iterative at 1000 clients"),
+                "{}",
+                f.caption
+            );
+        }
+        let table = &figures[1].table;
+        assert_eq!(table[0][2], "p99 us");
+        let iterative = table.iter().find(|r| r[0].starts_with("iterative")).unwrap();
+        assert_eq!(iterative[2], "39.80");
+        assert_eq!(iterative[3], "1", "clients served");
+        assert_eq!(iterative[5], "999", "timed out");
+        assert!(iterative[6].starts_with("MOST CLIENTS FAILED"));
+        assert_eq!(table.iter().find(|r| r[0].starts_with("epoll")).unwrap()[6], "ok");
     }
 
     #[test]

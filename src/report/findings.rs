@@ -92,6 +92,10 @@ struct Entry<'a> {
 }
 
 fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
+    // Figures from a minority of the cell's clients are not the contender's: never ranked.
+    if super::figures::minority_served(cell).is_some() {
+        return None;
+    }
     let (group, contender, x, x_text) = match &cell.case {
         Case::NetStream(s) => (
             format!(

@@ -200,7 +200,11 @@ fn cell_table(cells: &[CellSummary]) -> Markup {
                 @let metric = cell.headline_metric();
                 @let summary = metric.and_then(|m| m.summary.as_ref());
                 tr {
-                    td { (cell.label) }
+                    td { (cell.label)
+                        @if let Some(why) = super::figures::minority_served(cell) {
+                            br; span.failed { "MOST CLIENTS FAILED (" (why) "): its figures are those of the few served" }
+                        }
+                    }
                     td.num { (cell.ok) }
                     td.num { @if cell.failures.is_empty() { "0" } @else { span.failed title=(cell.failures.join("\n")) { (cell.failures.len()) } } }
                     td { @if let Some(m) = metric { (m.role) "." (m.name) } @else { "n/a" } }
