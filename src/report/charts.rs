@@ -94,6 +94,9 @@ pub struct ChartSpec {
     /// Series of a panel stacked in order as filled bands (CPU user + system per role); no
     /// error bars, linear y.
     pub stacked: bool,
+    /// Tail axes: the x ticks and their labels (`p99` at 2, `max` one step past the last
+    /// percentile); empty: [`TAIL_POINTS`].
+    pub x_labels: Vec<(f64, String)>,
 }
 
 impl ChartSpec {
@@ -306,6 +309,7 @@ fn axes(spec: &ChartSpec) -> Axes {
         linear_ticks(y0, y1)
     };
     let x_ticks: Vec<f64> = match spec.x_axis {
+        XAxis::Tail if !spec.x_labels.is_empty() => spec.x_labels.iter().map(|(x, _)| *x).collect(),
         XAxis::Tail => TAIL_POINTS.iter().map(|(_, x)| *x).collect(),
         // Ticks at the data points when there are few; else at powers of 2 (bytes) or 1-2-5.
         _ if xs.len() <= 12 => xs.clone(),
@@ -416,7 +420,10 @@ fn draw_panel<DB: DrawingBackend>(
     }
     let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(draw_err)?;
     let x_axis = spec.x_axis;
-    let x_fmt = move |v: &f64| format_x(x_axis, log_x, *v);
+    let x_fmt = |v: &f64| match spec.x_labels.iter().find(|(x, _)| (x - v).abs() < 1e-6) {
+        Some((_, label)) => label.clone(),
+        None => format_x(x_axis, log_x, *v),
+    };
     let y_fmt = move |v: &f64| {
         if log_y {
             tick_text(10f64.powf(*v))

@@ -987,6 +987,79 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     }]
 }
 
+/// A chart only where it carries information: a series whose every value is 0 is left out
+/// and named in the caption (when every series is, the chart is that one sentence); a chart
+/// whose points all share one x value (one message size, one number of clients) becomes a
+/// small table of its medians instead of dots over a lone tick. Tail axes and CDFs, whose x
+/// is the quantity drawn, are kept.
+pub fn informative(mut spec: ChartSpec) -> ChartSpec {
+    if !spec.has_points() {
+        return spec;
+    }
+    let zero = |s: &Series| s.points.iter().all(|p| p.median == 0.0 && p.low == 0.0 && p.high == 0.0);
+    let mut zeros: Vec<String> = Vec::new();
+    for s in spec.series.iter().filter(|s| !s.points.is_empty() && zero(s)) {
+        let name = if s.panel.is_empty() {
+            s.name.clone()
+        } else {
+            format!("{} ({})", s.name, s.panel)
+        };
+        if !zeros.contains(&name) {
+            zeros.push(name);
+        }
+    }
+    if !zeros.is_empty() {
+        spec.series.retain(|s| !zero(s));
+        if spec.has_points() {
+            spec.caption
+                .push_str(&format!("\nalways 0, not drawn: {}", zeros.join(", ")));
+        } else {
+            spec.empty_reason = Some(format!("every value is 0 ({})", zeros.join(", ")));
+            return spec;
+        }
+    }
+    let is_cdf = spec.y_range == Some((0.0, 1.0)) && spec.stem.ends_with("_cdf");
+    let mut xs: Vec<f64> = spec.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    if spec.x_axis == XAxis::Tail || is_cdf || xs.len() != 1 {
+        return spec;
+    }
+    let x_text = match spec.x_axis {
+        XAxis::LogBytes => format_bytes(xs[0] as u64),
+        _ => super::fmt_num(Some(xs[0])),
+    };
+    let what = spec.x_desc.split(" (").next().unwrap_or_default().to_string();
+    spec.empty_reason = Some(format!(
+        "one {what} only ({x_text}): the medians are in the table, a chart would be dots over one tick"
+    ));
+    if spec.table.is_empty() {
+        let mut table = vec![vec![
+            "series".to_string(),
+            format!("{} (median)", spec.y_desc),
+            "95% CI of the median".to_string(),
+        ]];
+        for s in &spec.series {
+            for p in &s.points {
+                let name = if s.panel.is_empty() {
+                    s.name.clone()
+                } else {
+                    format!("{}, {}", s.name, s.panel)
+                };
+                let ci = if p.high > p.low {
+                    format!("{} .. {}", super::fmt_num(Some(p.low)), super::fmt_num(Some(p.high)))
+                } else {
+                    "n/a".into()
+                };
+                table.push(vec![name, super::fmt_num(Some(p.median)), ci]);
+            }
+        }
+        spec.table = table;
+    }
+    spec.series.clear();
+    spec
+}
+
 /// Every chart for the workloads present in the run.
 /// `caches`: the machine's caches as stored with the run ([`machine_caches`]).
 pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
@@ -995,7 +1068,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     figures.extend(servers_figures(cells));
     figures.extend(super::rr_figures::rr_figures(cells));
     figures.extend(micro_figures(cells, caches));
-    figures
+    figures.into_iter().map(informative).collect()
 }
 
 #[cfg(test)]
@@ -1109,7 +1182,9 @@ mod tests {
             (rx(CopyMode::OneCopy, 1024, RxMode::Trunc), vec![2.0, 2.1, 1.9]),
             (rx(CopyMode::ZeroCopy, 1024, RxMode::Zerocopy), vec![1.0, 1.1, 0.9]),
         ]);
-        let figures = all_figures(&summarize_run(&data), &[]);
+        // One size only: the report shows these as tables (`informative`); the series are
+        // what they are built from.
+        let figures = stream_figures(&summarize_run(&data));
         let names: Vec<&str> = figures[0].series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["one-copy/scatter", "one-copy/trunc", "zero-copy/zerocopy"]);
         assert_eq!(figures.len(), 7);
@@ -1346,6 +1421,72 @@ mod tests {
         assert_eq!(iterative[5], "999", "timed out");
         assert!(iterative[6].starts_with("MOST CLIENTS FAILED"));
         assert_eq!(table.iter().find(|r| r[0].starts_with("epoll")).unwrap()[6], "ok");
+    }
+
+    /// Issue 18 E: no chart without information. A series constant at 0 is a sentence, not a
+    /// line along the axis; points at a single x are a table, not dots over one tick.
+    #[test]
+    fn constant_zero_series_and_single_x_charts_become_text_and_tables() {
+        let pt = |x: f64, v: f64| Point {
+            x,
+            median: v,
+            low: v,
+            high: v,
+        };
+        let series = |name: &str, points: Vec<Point>| Series {
+            name: name.into(),
+            points,
+            ..Default::default()
+        };
+        let chart = |series: Vec<Series>| ChartSpec {
+            stem: "s".into(),
+            title: "t".into(),
+            x_desc: "message size (bytes, log scale)".into(),
+            x_axis: XAxis::LogBytes,
+            y_desc: "context switches per message".into(),
+            caption: "y: system x".into(),
+            series,
+            ..Default::default()
+        };
+        // Every series 0: one sentence naming them.
+        let all_zero = informative(chart(vec![
+            series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+            series("two-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+        ]));
+        assert!(!all_zero.has_points());
+        assert_eq!(
+            all_zero.empty_reason.as_deref(),
+            Some("every value is 0 (one-copy, two-copy)")
+        );
+        // One series 0 among others: left out and named in the caption.
+        let one_zero = informative(chart(vec![
+            series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+            series("two-copy", vec![pt(1024.0, 2.0), pt(4096.0, 3.0)]),
+        ]));
+        assert_eq!(one_zero.series.len(), 1);
+        assert!(one_zero.caption.ends_with("always 0, not drawn: one-copy"), "{}", one_zero.caption);
+        // A value that is sometimes 0 is information: drawn as it is.
+        let some_zero = chart(vec![series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 1.0)])]);
+        assert_eq!(informative(some_zero.clone()), some_zero);
+        // One x value: a table of the medians with their intervals.
+        let mut single = chart(vec![
+            series("one-copy", vec![Point { x: 65536.0, median: 2.0, low: 1.5, high: 2.5 }]),
+            series("two-copy", vec![pt(65536.0, 3.0)]),
+        ]);
+        single.series[1].panel = "2 threads".into();
+        let single = informative(single);
+        assert!(!single.has_points());
+        assert_eq!(
+            single.empty_reason.as_deref(),
+            Some("one message size only (64KiB): the medians are in the table, a chart would be dots over one tick")
+        );
+        assert_eq!(single.table.len(), 3);
+        assert_eq!(single.table[1], ["one-copy", "2.00", "1.50 .. 2.50"]);
+        assert_eq!(single.table[2], ["two-copy, 2 threads", "3.00", "n/a"]);
+        // A tail axis keeps its one panel of percentiles.
+        let mut tail = chart(vec![series("epoll", vec![pt(2.0, 5.0)])]);
+        tail.x_axis = XAxis::Tail;
+        assert_eq!(informative(tail.clone()), tail);
     }
 
     #[test]

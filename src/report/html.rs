@@ -257,17 +257,6 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
 
 fn chart_figure(chart: &RenderedChart) -> Markup {
     let spec = &chart.spec;
-    if !spec.has_points() {
-        let reason = spec
-            .empty_reason
-            .clone()
-            .unwrap_or_else(|| "no data in this run".into());
-        return html! {
-            figure.empty id=(spec.stem) {
-                figcaption { strong { (spec.title) } ": nothing to plot (" (reason) ")." }
-            }
-        };
-    }
     let table = html! {
         @if let Some((head, rows)) = spec.table.split_first() {
             div.scroll { table {
@@ -276,6 +265,22 @@ fn chart_figure(chart: &RenderedChart) -> Markup {
             } }
         }
     };
+    if !spec.has_points() {
+        // Said in a sentence (and its small table, when it has one) instead of an empty chart.
+        let reason = spec
+            .empty_reason
+            .clone()
+            .unwrap_or_else(|| "no data in this run".into());
+        return html! {
+            figure.empty id=(spec.stem) {
+                figcaption { strong { (spec.title) } ": " (reason) "." }
+                (table)
+                @if !spec.table.is_empty() {
+                    figcaption { @for line in spec.caption.lines() { (line) " " } }
+                }
+            }
+        };
+    }
     html! {
         figure id=(spec.stem) {
             @if spec.table.is_empty() { (PreEscaped(chart.svg.as_str())) }

@@ -441,7 +441,12 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
             })
         };
     let specs = figures::all_figures(&analysis.cells, &figures::machine_caches(&data.run.machine_json));
-    let stream_specs = figures::stream_figures(&analysis.cells);
+    // The summary sheet holds only the stream charts that draw something.
+    let stream_specs: Vec<charts::ChartSpec> = figures::stream_figures(&analysis.cells)
+        .into_iter()
+        .map(figures::informative)
+        .filter(charts::ChartSpec::has_points)
+        .collect();
     let mut rendered = Vec::new();
     for spec in specs {
         rendered.push(render(spec, None)?);
