@@ -275,7 +275,7 @@ pub fn served_metrics(obs: &mut Observation, clients: usize, load: &LoadResult) 
         obs.warn(
             WarningKind::MinorityServed,
             format!(
-                "only {} of {clients} clients got a reply inside the window ({} failed: {} timed-out and {} other failed requests, {} connect errors): requests/s and the percentiles are those {} clients', not the model's under {clients}",
+                "only {} of {clients} clients got a reply inside the window ({} failed: {} timed-out and {} other failed requests, {} connect errors): requests/s and the percentiles are those of the {} served, not the model's under {clients} clients",
                 load.served,
                 load.failed,
                 e.timeouts,
