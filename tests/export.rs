@@ -260,7 +260,11 @@ fn ndjson_reads_into_pandas_without_a_junk_row() {
     let mut raw: Vec<&str> = value_keys.to_vec();
     raw.extend(["environment", "machine", "run"]);
     raw.sort();
-    assert_eq!(got["raw_columns"], serde_json::json!(raw), "only the run's own objects added: {got}");
+    assert_eq!(
+        got["raw_columns"],
+        serde_json::json!(raw),
+        "only the run's own objects added: {got}"
+    );
     assert_eq!(got["rows"], 6, "2 cases x 3 repetitions x 1 metric: {got}");
     assert_eq!(got["values"], serde_json::json!([5.0, 7.0]), "{got}");
     assert_eq!(got["values_missing"], 0, "{got}");

@@ -198,7 +198,10 @@ fn a_server_model_whose_clients_mostly_failed_is_marked_and_not_drawn() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let html = std::fs::read_to_string(&html_path).unwrap();
-    assert!(html.contains("MOST CLIENTS FAILED"), "the per-case table marks the cell");
+    assert!(
+        html.contains("MOST CLIENTS FAILED"),
+        "the per-case table marks the cell"
+    );
     assert!(
         html.contains("NOT DRAWN (figures from a minority of clients, never ranked): iterative at 3 clients"),
         "the charts say what they leave out"

@@ -675,19 +675,18 @@ pub fn minority_served(cell: &CellSummary) -> Option<String> {
 /// The servers cells' failure counts beside a figure: a row per model and clients with the
 /// figure's median, the clients served, and the failed and timed-out requests (medians over
 /// the repetitions), marked when the figures come from a minority of the clients.
-fn servers_table(servers: &[(&crate::case::ServersCase, &CellSummary)], name: &str, role: Role, head: &str) -> Vec<Vec<String>> {
+fn servers_table(
+    servers: &[(&crate::case::ServersCase, &CellSummary)],
+    name: &str,
+    role: Role,
+    head: &str,
+) -> Vec<Vec<String>> {
     let one_request = servers.iter().all(|(s, _)| s.request == servers[0].0.request);
-    let mut table = vec![[
-        "model",
-        "clients",
-        head,
-        "served",
-        "failed req",
-        "timed out",
-        "status",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let mut table = vec![
+        ["model", "clients", head, "served", "failed req", "timed out", "status"]
+            .map(String::from)
+            .to_vec(),
+    ];
     let med = |cell: &CellSummary, name: &str, role: Role| cell.summary(name, role).map(|s| s.median);
     // Counts as whole numbers (a median of two repetitions may end in .5).
     let count = |v: Option<f64>| match v {
@@ -794,9 +793,9 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             x_axis: XAxis::Count,
             y_desc: desc.into(),
             caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(&left_out),
-            empty_reason: provenance
-                .empty_reason()
-                .or_else(|| (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())),
+            empty_reason: provenance.empty_reason().or_else(|| {
+                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
+            }),
             series,
             table: servers_table(&servers, name, role, head),
             ..Default::default()
@@ -1001,7 +1000,11 @@ pub fn informative(mut spec: ChartSpec) -> ChartSpec {
     if !spec.has_points() {
         return spec;
     }
-    let zero = |s: &Series| s.points.iter().all(|p| p.median == 0.0 && p.low == 0.0 && p.high == 0.0);
+    let zero = |s: &Series| {
+        s.points
+            .iter()
+            .all(|p| p.median == 0.0 && p.low == 0.0 && p.high == 0.0)
+    };
     let mut zeros: Vec<String> = Vec::new();
     for s in spec.series.iter().filter(|s| !s.points.is_empty() && zero(s)) {
         let name = if s.panel.is_empty() {
@@ -1395,8 +1398,18 @@ mod tests {
             let tool = |name: &str, role, v: f64, unit: &str| Metric::new(name, role, v, unit, Source::Tool);
             let metrics = vec![
                 // The iterative model's one client is fast: it would rank best.
-                tool("requests_per_s", Role::System, if served < 0.5 { 40391.0 } else { 9000.0 }, "req/s"),
-                tool("latency_p99_us", Role::Client, if served < 0.5 { 39.8 } else { 900.0 }, "us"),
+                tool(
+                    "requests_per_s",
+                    Role::System,
+                    if served < 0.5 { 40391.0 } else { 9000.0 },
+                    "req/s",
+                ),
+                tool(
+                    "latency_p99_us",
+                    Role::Client,
+                    if served < 0.5 { 39.8 } else { 900.0 },
+                    "us",
+                ),
                 tool("latency_p50_us", Role::Client, 20.0, "us"),
                 tool("served_fraction", Role::System, served, "fraction"),
                 tool("clients_served", Role::Client, served * 1000.0, "clients"),
@@ -1469,13 +1482,25 @@ mod tests {
             series("two-copy", vec![pt(1024.0, 2.0), pt(4096.0, 3.0)]),
         ]));
         assert_eq!(one_zero.series.len(), 1);
-        assert!(one_zero.caption.ends_with("always 0, not drawn: one-copy"), "{}", one_zero.caption);
+        assert!(
+            one_zero.caption.ends_with("always 0, not drawn: one-copy"),
+            "{}",
+            one_zero.caption
+        );
         // A value that is sometimes 0 is information: drawn as it is.
         let some_zero = chart(vec![series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 1.0)])]);
         assert_eq!(informative(some_zero.clone()), some_zero);
         // One x value: a table of the medians with their intervals.
         let mut single = chart(vec![
-            series("one-copy", vec![Point { x: 65536.0, median: 2.0, low: 1.5, high: 2.5 }]),
+            series(
+                "one-copy",
+                vec![Point {
+                    x: 65536.0,
+                    median: 2.0,
+                    low: 1.5,
+                    high: 2.5,
+                }],
+            ),
             series("two-copy", vec![pt(65536.0, 3.0)]),
         ]);
         single.series[1].panel = "2 threads".into();

@@ -511,7 +511,10 @@ mod tests {
             }
         }
         let summaries = cells::summarize_run(&data);
-        let (caveats, groups) = merge_caveats(typed_caveats(&data, &summaries, Path::new("r.db")), &warning_groups(&summaries));
+        let (caveats, groups) = merge_caveats(
+            typed_caveats(&data, &summaries, Path::new("r.db")),
+            &warning_groups(&summaries),
+        );
         let line = caveats
             .iter()
             .find(|c| c.contains("alias probe"))
@@ -676,7 +679,11 @@ mod tests {
                 .find(|c| c.contains("--resume"))
                 .expect("a resume caveat")
         };
-        assert!(resume("lab.db").contains("`iopath sweep --resume 1 --db lab.db`"), "{}", resume("lab.db"));
+        assert!(
+            resume("lab.db").contains("`iopath sweep --resume 1 --db lab.db`"),
+            "{}",
+            resume("lab.db")
+        );
         assert!(resume(crate::store::DEFAULT_DB_PATH).contains("`iopath sweep --resume 1`"));
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lab.db");

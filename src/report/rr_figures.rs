@@ -312,7 +312,10 @@ mod tests {
         let labels: Vec<&str> = spectrum.x_labels.iter().map(|(_, l)| l.as_str()).collect();
         assert_eq!(labels, ["p50", "p75", "p90", "p95", "p99", "p99.9", "p99.99", "max"]);
         let xs: Vec<f64> = spectrum.series[0].points.iter().map(|p| p.x).collect();
-        assert!((xs[4] - 2.0).abs() < 1e-9 && (xs[6] - 4.0).abs() < 1e-9 && xs[7] == 5.0, "{xs:?}");
+        assert!(
+            (xs[4] - 2.0).abs() < 1e-9 && (xs[6] - 4.0).abs() < 1e-9 && xs[7] == 5.0,
+            "{xs:?}"
+        );
         assert!(spectrum.log_y);
         let rate = &figures[0];
         assert_eq!(rate.series.len(), 3, "one series per send and receive mode");

@@ -736,7 +736,10 @@ mod tests {
         assert_eq!(result.completed, 0);
         assert_eq!(result.served, 0);
         assert_eq!(result.failed, 3);
-        assert_eq!(result.errors.timeouts, 3, "one request in flight per client, each timed out");
+        assert_eq!(
+            result.errors.timeouts, 3,
+            "one request in flight per client, each timed out"
+        );
         let mut obs = Observation::default();
         super::super::served_metrics(&mut obs, config.clients, &result);
         assert_eq!(obs.value("clients_served", Role::Client), Some(0.0));
