@@ -203,7 +203,9 @@ fn a_server_model_whose_clients_mostly_failed_is_marked_and_not_drawn() {
         "the per-case table marks the cell"
     );
     assert!(
-        html.contains("NOT DRAWN (figures from a minority of clients, never ranked): iterative at 3 clients"),
+        html.contains(
+            "NOT DRAWN (figures from a minority of clients or connections, never ranked): iterative at 3 clients"
+        ),
         "the charts say what they leave out"
     );
     assert!(html.contains(&format!("iopath report 1 --db {}", db.display())));

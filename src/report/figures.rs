@@ -659,10 +659,17 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
 pub fn minority_served(cell: &CellSummary) -> Option<String> {
     use crate::observation::WarningKind;
     match cell.summary("served_fraction", Role::System) {
-        Some(s) if s.median < 0.5 => Some(format!(
-            "{}% of its clients served (median over repetitions)",
-            super::fmt_num(Some(s.median * 100.0))
-        )),
+        Some(s) if s.median < 0.5 => {
+            let pct = s.median * 100.0;
+            let pct = if pct >= 1.0 || pct == 0.0 {
+                format!("{pct:.0}")
+            } else {
+                format!("{pct:.1}")
+            };
+            Some(format!(
+                "{pct}% of its clients or connections served, median over repetitions"
+            ))
+        }
         Some(_) => None,
         None => cell
             .warnings
@@ -723,7 +730,7 @@ fn left_out_line(left_out: &[String]) -> String {
         String::new()
     } else {
         format!(
-            "\nNOT DRAWN (figures from a minority of clients, never ranked): {}",
+            "\nNOT DRAWN (figures from a minority of clients or connections, never ranked): {}",
             left_out.join("; ")
         )
     }
@@ -1071,12 +1078,39 @@ pub fn informative(mut spec: ChartSpec) -> ChartSpec {
 /// Every chart for the workloads present in the run.
 /// `caches`: the machine's caches as stored with the run ([`machine_caches`]).
 pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
-    let mut figures = stream_figures(cells);
-    figures.extend(records_figures(cells));
+    // Servers charts leave such cells out themselves, beside their failure tables; any other
+    // workload's cell whose figures come from a minority of its connections is left out here.
+    let (drawn, left_out) = drawable(cells);
+    let mut figures = stream_figures(&drawn);
+    figures.extend(records_figures(&drawn));
     figures.extend(servers_figures(cells));
-    figures.extend(super::rr_figures::rr_figures(cells));
-    figures.extend(micro_figures(cells, caches));
+    figures.extend(super::rr_figures::rr_figures(&drawn));
+    figures.extend(micro_figures(&drawn, caches));
+    for f in figures.iter_mut().filter(|f| !f.stem.starts_with("servers_")) {
+        f.caption.push_str(&left_out_line(&left_out));
+    }
     figures.into_iter().map(informative).collect()
+}
+
+/// The cells other than servers' whose figures come from the majority of their connections,
+/// and a description of each one left out (servers cells are all kept: their charts decide).
+pub fn drawable(cells: &[CellSummary]) -> (Vec<CellSummary>, Vec<String>) {
+    let mut left_out = Vec::new();
+    let drawn = cells
+        .iter()
+        .filter(|c| {
+            let why = match c.case {
+                Case::Servers(_) => None,
+                _ => minority_served(c),
+            };
+            if let Some(why) = &why {
+                left_out.push(format!("{} ({why})", c.label));
+            }
+            why.is_none()
+        })
+        .cloned()
+        .collect();
+    (drawn, left_out)
 }
 
 #[cfg(test)]
@@ -1517,6 +1551,41 @@ mod tests {
         let mut tail = chart(vec![series("epoll", vec![pt(2.0, 5.0)])]);
         tail.x_axis = XAxis::Tail;
         assert_eq!(informative(tail.clone()), tail);
+    }
+
+    /// The class of E12: any workload's cell whose figures come from a minority of its
+    /// connections (it publishes `served_fraction` below one half) is left out of its charts
+    /// and named, not only servers'.
+    #[test]
+    fn any_cell_served_by_a_minority_of_its_connections_is_left_out() {
+        let mut data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::OneCopy, 4096, 1), vec![9.0, 9.1, 8.9]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::TwoCopy, 4096, 1), vec![2.0, 2.1, 1.9]),
+        ]);
+        for cell in data.cells.iter_mut() {
+            // One-copy at 4 KiB: one of its four connections carried everything.
+            let served = if cell.position == 1 { 0.25 } else { 1.0 };
+            cell.observation.push(crate::observation::Metric::tool(
+                "served_fraction",
+                Role::System,
+                served,
+                "fraction",
+            ));
+        }
+        let figures = all_figures(&summarize_run(&data), &[]);
+        let throughput = &figures[0];
+        let one_copy = throughput.series.iter().find(|s| s.name == "one-copy").unwrap();
+        assert_eq!(one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(), [1024.0]);
+        assert!(
+            throughput.caption.contains("NOT DRAWN")
+                && throughput
+                    .caption
+                    .contains("one-copy 4KiB t1 (25% of its clients or connections served"),
+            "{}",
+            throughput.caption
+        );
     }
 
     #[test]

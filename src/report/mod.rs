@@ -442,7 +442,7 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
         };
     let specs = figures::all_figures(&analysis.cells, &figures::machine_caches(&data.run.machine_json));
     // The summary sheet holds only the stream charts that draw something.
-    let stream_specs: Vec<charts::ChartSpec> = figures::stream_figures(&analysis.cells)
+    let stream_specs: Vec<charts::ChartSpec> = figures::stream_figures(&figures::drawable(&analysis.cells).0)
         .into_iter()
         .map(figures::informative)
         .filter(charts::ChartSpec::has_points)
