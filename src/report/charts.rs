@@ -689,9 +689,22 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_err)?;
     }
     if legend {
+        // The corner the panel's data leaves free, so the legend never hides a point.
+        let points: Vec<(f64, f64)> = spec
+            .series
+            .iter()
+            .filter(|s| s.panel == panel)
+            .flat_map(|s| s.points.iter())
+            .map(|p| {
+                (
+                    (tx(p.x) - x0) / (x1 - x0),
+                    (ty(p.median.max(if log_y { f64::MIN_POSITIVE } else { f64::MIN })) - y0) / (y1 - y0),
+                )
+            })
+            .collect();
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend_corner(&points))
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font(font(12.0))
@@ -700,6 +713,31 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_err)?;
     }
     Ok(())
+}
+
+/// The corner of a panel holding the fewest data points (positions as fractions of the axes,
+/// y up), upper left first on a tie: where a legend hides nothing.
+fn legend_corner(points: &[(f64, f64)]) -> SeriesLabelPosition {
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, 0.0, 0.4, 0.6, 1.01),
+        (SeriesLabelPosition::UpperRight, 0.6, 1.01, 0.6, 1.01),
+        (SeriesLabelPosition::LowerRight, 0.6, 1.01, -0.01, 0.4),
+        (SeriesLabelPosition::LowerLeft, 0.0, 0.4, -0.01, 0.4),
+    ];
+    let inside = |(xa, xb, ya, yb): (f64, f64, f64, f64)| {
+        points
+            .iter()
+            .filter(|(x, y)| *x >= xa && *x <= xb && *y >= ya && *y <= yb)
+            .count()
+    };
+    let mut best = (usize::MAX, SeriesLabelPosition::UpperLeft);
+    for (corner, xa, xb, ya, yb) in corners {
+        let n = inside((xa, xb, ya, yb));
+        if n < best.0 {
+            best = (n, corner);
+        }
+    }
+    best.1
 }
 
 /// A marker of one of four shapes centred at `at` (backend pixels relative to the anchor).
@@ -899,6 +937,17 @@ mod tests {
         assert_eq!(s.panels(), vec!["1 thread", "2 threads"]);
         let svg = render_svg(&s).unwrap();
         assert!(svg.contains("1 thread") && svg.contains("2 threads"));
+    }
+
+    /// Found looking at the summary sheet: the legend sat on the first point of a falling line.
+    #[test]
+    fn the_legend_takes_the_corner_the_data_leaves_free() {
+        let falling = [(0.05, 0.95), (0.5, 0.5), (0.95, 0.1)];
+        assert!(matches!(legend_corner(&falling), SeriesLabelPosition::UpperRight));
+        let rising = [(0.05, 0.05), (0.5, 0.5), (0.95, 0.95)];
+        assert!(matches!(legend_corner(&rising), SeriesLabelPosition::UpperLeft));
+        let high = [(0.05, 0.9), (0.95, 0.9)];
+        assert!(matches!(legend_corner(&high), SeriesLabelPosition::LowerRight));
     }
 
     #[test]
