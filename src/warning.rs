@@ -31,6 +31,9 @@ pub enum WarningKind {
     Unsupported,
     /// Requests failed (connect errors, timeouts, protocol or I/O errors).
     RequestErrors,
+    /// The cell's figures come from a minority of its clients or connections: most of them
+    /// failed or got no reply inside the window (servers: 999 of 1,000 clients timed out).
+    MinorityServed,
     /// A property of the server model that shapes its numbers (iterative, pool sharing).
     ModelLimit,
     /// `--verify` adds its fill-and-check work to the figures.
@@ -54,7 +57,7 @@ pub enum WarningKind {
 }
 
 impl WarningKind {
-    pub const ALL: [WarningKind; 21] = [
+    pub const ALL: [WarningKind; 22] = [
         WarningKind::CountersRestricted,
         WarningKind::NoHardwareCounters,
         WarningKind::Unpinned,
@@ -66,6 +69,7 @@ impl WarningKind {
         WarningKind::FdLimit,
         WarningKind::Unsupported,
         WarningKind::RequestErrors,
+        WarningKind::MinorityServed,
         WarningKind::ModelLimit,
         WarningKind::VerifyCost,
         WarningKind::Anomaly,
@@ -92,6 +96,7 @@ impl WarningKind {
             WarningKind::FdLimit => "fd-limit",
             WarningKind::Unsupported => "unsupported",
             WarningKind::RequestErrors => "request-errors",
+            WarningKind::MinorityServed => "minority-served",
             WarningKind::ModelLimit => "model-limit",
             WarningKind::VerifyCost => "verify-cost",
             WarningKind::Anomaly => "anomaly",
@@ -119,6 +124,7 @@ impl WarningKind {
             WarningKind::FdLimit => "File-descriptor limit",
             WarningKind::Unsupported => "Not supported on this machine",
             WarningKind::RequestErrors => "Requests failed",
+            WarningKind::MinorityServed => "Figures from a minority of clients",
             WarningKind::ModelLimit => "Limits of the server model",
             WarningKind::VerifyCost => "Verification included in the figures",
             WarningKind::Anomaly => "Unexpected behaviour",
@@ -156,6 +162,9 @@ impl WarningKind {
                 "enable the feature (e.g. sysctl kernel.io_uring_disabled=0) or leave that case out"
             }
             WarningKind::RequestErrors => "see the error counts; use fewer clients or a longer timeout",
+            WarningKind::MinorityServed => {
+                "read its rate and percentiles as those of the few clients served, not of the load asked for (charts leave it out); use fewer clients or another model"
+            }
             WarningKind::ModelLimit => "expected of this model: compare its rows with that in mind",
             WarningKind::VerifyCost => "leave --verify off for throughput and CPU figures",
             WarningKind::Anomaly => "rerun; if it repeats, report it with the results database",

@@ -110,6 +110,11 @@ fn ndjson_export_has_the_run_then_one_line_per_value_with_the_same_names() {
     assert_eq!(lines.len(), 1 + 4);
     let head = &lines[0];
     assert_eq!(head["type"], "run");
+    assert_eq!(head["workload"], "fake");
+    assert_eq!(head["run_id"], 1);
+    for key in lines[1].as_object().unwrap().keys() {
+        assert!(head.get(key).is_some(), "the run line lacks {key}: {head}");
+    }
     assert_eq!(head["schema_version"], 1);
     assert_eq!(head["run"]["name"], "nd");
     assert!(head["machine"]["kernel"].is_string() || head["machine"]["kernel"].is_null());
@@ -180,6 +185,91 @@ fn runs_json_lists_every_run() {
         (Some(2), Some(2), Some(4))
     );
     assert_eq!(runs[1]["status"], "complete");
+    // Each run says what it measured, in the JSON and in the table.
+    assert!(runs.iter().all(|r| r["workload"] == "fake"), "{runs:?}");
+    let table = stdout(&run(&["runs"], &db));
+    let head: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(head[2], "workload", "{table}");
+    assert_eq!(table.lines().filter(|l| l.contains(" fake ")).count(), 2, "{table}");
+}
+
+const NDJSON_READ: &str = r#"
+import json, sys
+try:
+    import pandas as pd
+except ImportError as e:
+    print("PANDAS MISSING: " + str(e))
+    sys.exit(3)
+raw = pd.read_json(sys.argv[1], lines=True)
+# The one-liner of docs/output.md ("Long export and NDJSON").
+df = pd.read_json(sys.argv[1], lines=True).query("type == 'value'").drop(columns=["run", "machine", "environment"])
+print(json.dumps({
+    "raw_columns": sorted(raw.columns),
+    "columns": sorted(df.columns),
+    "rows": len(df),
+    "values": sorted(set(df["value"].tolist())),
+    "values_missing": int(df["value"].isna().sum()),
+    "run_rows": int((raw["type"] == "run").sum()),
+    "run_name": raw[raw["type"] == "run"]["run"].iloc[0]["name"],
+}))
+"#;
+
+/// `export --format ndjson` reads with `pandas.read_json(lines=True)`: the run line has the
+/// value lines' keys (plus its run, machine and environment), so the documented one-liner
+/// leaves exactly the value rows, every value present, and no column of the run line's.
+#[test]
+fn ndjson_reads_into_pandas_without_a_junk_row() {
+    let (dir, db) = temp_db("ndpandas.db");
+    run(
+        &["sweep", "fake", "--cells", "ok:5,ok:7", "--reps", "3", "--name", "nd"],
+        &db,
+    );
+    let file = dir.path().join("run.ndjson");
+    run(&["export", "--format", "ndjson", "-o", file.to_str().unwrap()], &db);
+    let script = dir.path().join("read.py");
+    std::fs::write(&script, NDJSON_READ).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): .ci/run needs python3 with pandas"));
+    let text = stdout(&out);
+    assert!(
+        !text.contains("PANDAS MISSING"),
+        "python3 cannot import pandas ({text}); install it as .ci/run does: python3 -m pip install pandas"
+    );
+    assert!(out.status.success(), "the pandas script failed: {text}{}", stderr(&out));
+    let got: Value = serde_json::from_str(text.trim()).unwrap();
+    let value_keys = [
+        "error",
+        "label",
+        "metric",
+        "params",
+        "repetition",
+        "role",
+        "run_id",
+        "schema_version",
+        "source",
+        "status",
+        "type",
+        "unit",
+        "value",
+        "workload",
+    ];
+    assert_eq!(got["columns"], serde_json::json!(value_keys), "{got}");
+    let mut raw: Vec<&str> = value_keys.to_vec();
+    raw.extend(["environment", "machine", "run"]);
+    raw.sort();
+    assert_eq!(
+        got["raw_columns"],
+        serde_json::json!(raw),
+        "only the run's own objects added: {got}"
+    );
+    assert_eq!(got["rows"], 6, "2 cases x 3 repetitions x 1 metric: {got}");
+    assert_eq!(got["values"], serde_json::json!([5.0, 7.0]), "{got}");
+    assert_eq!(got["values_missing"], 0, "{got}");
+    assert_eq!(got["run_rows"], 1);
+    assert_eq!(got["run_name"], "nd");
 }
 
 /// A line per cell, each flushed as the cell finishes: the first arrives while a later cell is

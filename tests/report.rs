@@ -136,3 +136,74 @@ fn quick_refuses_an_unwritable_report_path_before_running_anything() {
         "nothing may run or be stored before the output path is checked"
     );
 }
+
+/// Issue 19 E12, end to end: the iterative model serves one connection at a time, so of three
+/// persistent clients exactly one gets replies. The cell carries a `minority-served` warning and
+/// its counts, the report leaves it out of the charts and says why, and every command the
+/// report prints names the database it is in.
+#[test]
+fn a_server_model_whose_clients_mostly_failed_is_marked_and_not_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("lab.db");
+    let out = iopath()
+        .args([
+            "servers",
+            "--model",
+            "iterative",
+            "--clients",
+            "3",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "50ms",
+            "--json",
+            "--db",
+        ])
+        .arg(&db)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let obs = &records[0]["observation"];
+    let metric = |name: &str| {
+        obs["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["value"].as_f64())
+    };
+    assert_eq!(metric("clients_served"), Some(1.0), "{obs}");
+    assert_eq!(metric("served_fraction").map(|f| (f * 3.0).round()), Some(1.0));
+    assert!(
+        obs["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "minority-served" && w["text"].as_str().unwrap().starts_with("only 1 of 3 clients")),
+        "{obs}"
+    );
+
+    let html_path = dir.path().join("r.html");
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(&html_path)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains("MOST CLIENTS FAILED"),
+        "the per-case table marks the cell"
+    );
+    assert!(
+        html.contains(
+            "NOT DRAWN (figures from a minority of clients or connections, never ranked): iterative at 3 clients"
+        ),
+        "the charts say what they leave out"
+    );
+    assert!(html.contains(&format!("iopath report 1 --db {}", db.display())));
+}

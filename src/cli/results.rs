@@ -201,8 +201,22 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     }
     let store = open(&args.db)?;
     let runs = store.list_runs().map_err(store_error)?;
+    // What each run measured, from its cases (`net-stream`, `servers`, `net-stream+servers`).
+    let workloads: Vec<Value> = runs
+        .iter()
+        .map(|r| store.cases(r.id).map(|cases| tidy::workload_of(&cases)))
+        .collect::<anyhow::Result<_>>()
+        .map_err(store_error)?;
     if args.json {
-        let list: Vec<Value> = runs.iter().map(tidy::run_json).collect();
+        let list: Vec<Value> = runs
+            .iter()
+            .zip(&workloads)
+            .map(|(r, workload)| {
+                let mut run = tidy::run_json(r);
+                run["workload"] = workload.clone();
+                run
+            })
+            .collect();
         let mut text = serde_json::to_string_pretty(&list)?;
         text.push('\n');
         super::output::out(text)?;
@@ -215,6 +229,7 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     let mut table = Table::new(&[
         "id",
         "name",
+        "workload",
         "started (UTC)",
         "status",
         "cells ok",
@@ -222,10 +237,11 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
         "planned",
         "command",
     ]);
-    for r in runs {
+    for (r, workload) in runs.iter().zip(&workloads) {
         table.row(vec![
             r.id.to_string(),
             r.name.clone().unwrap_or_default(),
+            workload.as_str().unwrap_or("none").to_string(),
             r.started_at.clone(),
             r.status.to_string(),
             r.cells_ok.to_string(),
@@ -244,7 +260,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
     check_output_path(&html, &args.db)?;
     let data = store.load_run(id).map_err(store_error)?;
-    let files = report::write_report(&data, &html)?;
+    let files = report::write_report(&data, &html, &args.db)?;
     crate::say!(
         "report of run {id}: {} ({} chart files in {})",
         files.html.display(),
@@ -267,7 +283,7 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
         ExportFormat::Long => tidy::long_csv(&data)?,
         ExportFormat::Ndjson => tidy::ndjson(&data)?,
         ExportFormat::Summary => {
-            let mut out = serde_json::to_vec_pretty(&summary_json(&data))?;
+            let mut out = serde_json::to_vec_pretty(&summary_json(&data, &args.db))?;
             out.push(b'\n');
             out
         }
@@ -298,8 +314,8 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
 
 /// `export --format summary`: the run, per-cell statistics of every metric, the crossovers and
 /// the findings (caveats, noise, workload warnings), with the schema version.
-pub fn summary_json(data: &RunData) -> Value {
-    let analysis = report::analyze(data);
+pub fn summary_json(data: &RunData, db: &Path) -> Value {
+    let analysis = report::analyze(data, db);
     let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
     let cells: Vec<Value> = analysis
         .cells

@@ -438,7 +438,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     }
     let store = Store::open_existing(&db).map_err(store_error)?;
     let data = store.load_run(run_id)?;
-    let analysis = report::analyze(&data);
+    let analysis = report::analyze(&data, &db);
     print_cells(&analysis.cells)?;
     print_crossovers(&analysis.crossovers)?;
     print_records_crossovers(&analysis.records_crossovers)?;
@@ -579,8 +579,8 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| default_report_path(&args.db, run_id));
-    let files = report::write_report(&data, &html)?;
-    let analysis = report::analyze(&data);
+    let files = report::write_report(&data, &html, &args.db)?;
+    let analysis = report::analyze(&data, &args.db);
     super::output::out(headline_tables(&analysis.cells))?;
     if args.wide {
         print_crossovers(&analysis.crossovers)?;

@@ -94,6 +94,9 @@ pub struct ChartSpec {
     /// Series of a panel stacked in order as filled bands (CPU user + system per role); no
     /// error bars, linear y.
     pub stacked: bool,
+    /// Tail axes: the x ticks and their labels (`p99` at 2, `max` one step past the last
+    /// percentile); empty: [`TAIL_POINTS`].
+    pub x_labels: Vec<(f64, String)>,
 }
 
 impl ChartSpec {
@@ -255,9 +258,76 @@ struct Axes {
     non_negative: bool,
 }
 
+#[cfg(test)]
 fn axes(spec: &ChartSpec) -> Axes {
-    let log_y = spec.log_y();
-    let log_x = spec.log_x();
+    axes_with(spec, spec.log_x(), spec.log_y())
+}
+
+/// The panels of a chart with more than one: (columns, rows), at most three panels a row so a
+/// panel keeps room for its ticks and caption.
+pub fn grid(panels: usize) -> (usize, usize) {
+    let columns = panels.clamp(1, 3);
+    (columns, panels.max(1).div_ceil(columns))
+}
+
+/// The size a chart is drawn at: taller when its panels take more than one row.
+pub fn chart_size(spec: &ChartSpec) -> (u32, u32) {
+    let (_, rows) = grid(spec.panels().len());
+    if rows <= 1 {
+        (WIDTH, HEIGHT)
+    } else {
+        (WIDTH, 60 + 360 * rows as u32)
+    }
+}
+
+/// Each panel's axes: the chart's shared axes, or, when the panels' data differ by more than a
+/// factor of three in height (a 1 KiB panel near 10 beside a 64 KiB one at 130), each panel's
+/// own y range and ticks near its data, on the chart's scale type (log or linear). x ticks are
+/// always each panel's own data points.
+fn panel_axes(spec: &ChartSpec, panels: &[&str]) -> Vec<Axes> {
+    let (log_x, log_y) = (spec.log_x(), spec.log_y());
+    let own: Vec<Axes> = panels
+        .iter()
+        .map(|p| {
+            let sub = ChartSpec {
+                series: spec.series.iter().filter(|s| s.panel == *p).cloned().collect(),
+                ..spec.clone()
+            };
+            axes_with(&sub, log_x, log_y)
+        })
+        .collect();
+    let tops: Vec<f64> = panels
+        .iter()
+        .map(|p| {
+            spec.series
+                .iter()
+                .filter(|s| s.panel == *p)
+                .flat_map(|s| s.points.iter().map(|q| q.high.max(q.median).abs()))
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let (lo, hi) = tops
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
+    let free = panels.len() > 1 && spec.y_range.is_none() && lo > 0.0 && hi / lo > 3.0;
+    let shared = axes_with(spec, log_x, log_y);
+    own.into_iter()
+        .map(|a| {
+            if free {
+                a
+            } else {
+                Axes {
+                    y: shared.y,
+                    y_ticks: shared.y_ticks.clone(),
+                    x: shared.x,
+                    ..a
+                }
+            }
+        })
+        .collect()
+}
+
+fn axes_with(spec: &ChartSpec, log_x: bool, log_y: bool) -> Axes {
     let tx = |v: f64| if log_x { v.max(1.0).log2() } else { v };
     let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
     let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
@@ -306,6 +376,7 @@ fn axes(spec: &ChartSpec) -> Axes {
         linear_ticks(y0, y1)
     };
     let x_ticks: Vec<f64> = match spec.x_axis {
+        XAxis::Tail if !spec.x_labels.is_empty() => spec.x_labels.iter().map(|(x, _)| *x).collect(),
         XAxis::Tail => TAIL_POINTS.iter().map(|(_, x)| *x).collect(),
         // Ticks at the data points when there are few; else at powers of 2 (bytes) or 1-2-5.
         _ if xs.len() <= 12 => xs.clone(),
@@ -370,9 +441,25 @@ pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &Cha
         .map_err(draw_err)?;
         return Ok(());
     }
-    let axes = axes(spec);
     let panels = spec.panels();
-    let areas = body.split_evenly((1, panels.len().max(1)));
+    let axes = panel_axes(spec, &panels);
+    let (columns, rows) = grid(panels.len());
+    // Several panels: the x title once under them all, never one per narrow panel that runs
+    // into its neighbour's.
+    let body = if panels.len() > 1 {
+        let (body, foot) = body.split_vertically(body.dim_in_pixel().1 as i32 - px(24.0));
+        let (w, _) = foot.dim_in_pixel();
+        foot.draw(&Text::new(
+            spec.x_desc.clone(),
+            (w as i32 / 2, px(2.0)),
+            TextStyle::from(font(14.0)).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))
+        .map_err(draw_err)?;
+        body
+    } else {
+        body
+    };
+    let areas = body.split_evenly((rows, columns));
     // One legend when every panel holds the same series; else one per panel.
     let names = |p: &str| -> Vec<&str> {
         spec.series
@@ -382,17 +469,33 @@ pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &Cha
             .collect()
     };
     let same = panels.iter().all(|p| names(p) == names(panels[0]));
-    for (i, (area, panel)) in areas.iter().zip(&panels).enumerate() {
-        draw_panel(area, spec, panel, i == 0, i == 0 || !same, &axes, k)?;
+    let several = panels.len() > 1;
+    for (i, ((area, panel), axes)) in areas.iter().zip(&panels).zip(&axes).enumerate() {
+        let first = i % columns == 0;
+        draw_panel(area, spec, panel, (first, several), i == 0 || !same, axes, k)?;
     }
     Ok(())
+}
+
+/// A panel's caption at a size that fits its width: 15 px, down to 11, then cut with an
+/// ellipsis (DejaVu Sans averages about 0.6 em a character).
+fn fitted_caption(text: &str, width_px: f64, k: f64) -> (String, f64) {
+    let fits = |size: f64, n: usize| n as f64 * size * 0.6 * k <= width_px;
+    let n = text.chars().count();
+    for size in [15.0, 13.0, 11.0] {
+        if fits(size, n) {
+            return (text.to_string(), size);
+        }
+    }
+    let keep = ((width_px / (11.0 * 0.6 * k)) as usize).saturating_sub(1).max(1);
+    (format!("{}…", text.chars().take(keep).collect::<String>()), 11.0)
 }
 
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     spec: &ChartSpec,
     panel: &str,
-    first: bool,
+    (first, several): (bool, bool),
     legend: bool,
     axes: &Axes,
     k: f64,
@@ -409,14 +512,18 @@ fn draw_panel<DB: DrawingBackend>(
     builder
         .margin(px(8.0))
         .margin_right(px(14.0))
-        .x_label_area_size(px(44.0))
+        .x_label_area_size(px(if several { 26.0 } else { 44.0 }))
         .y_label_area_size(px(if first { 62.0 } else { 44.0 }));
     if !panel.is_empty() {
-        builder.caption(panel, font(15.0));
+        let (text, size) = fitted_caption(panel, area.dim_in_pixel().0 as f64 - 16.0 * k, k);
+        builder.caption(text, font(size));
     }
     let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(draw_err)?;
     let x_axis = spec.x_axis;
-    let x_fmt = move |v: &f64| format_x(x_axis, log_x, *v);
+    let x_fmt = |v: &f64| match spec.x_labels.iter().find(|(x, _)| (x - v).abs() < 1e-6) {
+        Some((_, label)) => label.clone(),
+        None => format_x(x_axis, log_x, *v),
+    };
     let y_fmt = move |v: &f64| {
         if log_y {
             tick_text(10f64.powf(*v))
@@ -436,7 +543,7 @@ fn draw_panel<DB: DrawingBackend>(
         .disable_mesh()
         .x_labels(0)
         .y_labels(0)
-        .x_desc(&spec.x_desc)
+        .x_desc(if several { "" } else { spec.x_desc.as_str() })
         .y_desc(if first { y_desc.as_str() } else { "" })
         .axis_desc_style(font(14.0))
         .axis_style(RGBColor(120, 120, 120).stroke_width(size(1.0)))
@@ -582,9 +689,22 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_err)?;
     }
     if legend {
+        // The corner the panel's data leaves free, so the legend never hides a point.
+        let points: Vec<(f64, f64)> = spec
+            .series
+            .iter()
+            .filter(|s| s.panel == panel)
+            .flat_map(|s| s.points.iter())
+            .map(|p| {
+                (
+                    (tx(p.x) - x0) / (x1 - x0),
+                    (ty(p.median.max(if log_y { f64::MIN_POSITIVE } else { f64::MIN })) - y0) / (y1 - y0),
+                )
+            })
+            .collect();
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend_corner(&points))
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font(font(12.0))
@@ -593,6 +713,31 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_err)?;
     }
     Ok(())
+}
+
+/// The corner of a panel holding the fewest data points (positions as fractions of the axes,
+/// y up), upper left first on a tie: where a legend hides nothing.
+fn legend_corner(points: &[(f64, f64)]) -> SeriesLabelPosition {
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, 0.0, 0.4, 0.6, 1.01),
+        (SeriesLabelPosition::UpperRight, 0.6, 1.01, 0.6, 1.01),
+        (SeriesLabelPosition::LowerRight, 0.6, 1.01, -0.01, 0.4),
+        (SeriesLabelPosition::LowerLeft, 0.0, 0.4, -0.01, 0.4),
+    ];
+    let inside = |(xa, xb, ya, yb): (f64, f64, f64, f64)| {
+        points
+            .iter()
+            .filter(|(x, y)| *x >= xa && *x <= xb && *y >= ya && *y <= yb)
+            .count()
+    };
+    let mut best = (usize::MAX, SeriesLabelPosition::UpperLeft);
+    for (corner, xa, xb, ya, yb) in corners {
+        let n = inside((xa, xb, ya, yb));
+        if n < best.0 {
+            best = (n, corner);
+        }
+    }
+    best.1
 }
 
 /// A marker of one of four shapes centred at `at` (backend pixels relative to the anchor).
@@ -619,7 +764,7 @@ fn marker_shape<DB: DrawingBackend>(
 pub fn render_svg(spec: &ChartSpec) -> anyhow::Result<String> {
     let mut text = String::new();
     {
-        let root = SVGBackend::with_string(&mut text, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut text, chart_size(spec)).into_drawing_area();
         draw(&root, spec)?;
         root.present().map_err(draw_err)?;
     }
@@ -642,7 +787,8 @@ fn png_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
 
 /// The chart as a PNG file.
 pub fn render_png(spec: &ChartSpec, path: &Path) -> anyhow::Result<()> {
-    let root = BitMapBackend::new(path, (WIDTH * PNG_SCALE, HEIGHT * PNG_SCALE)).into_drawing_area();
+    let (w, h) = chart_size(spec);
+    let root = BitMapBackend::new(path, (w * PNG_SCALE, h * PNG_SCALE)).into_drawing_area();
     draw_scaled(&root, spec, PNG_SCALE as f64)?;
     root.present().map_err(|e| png_error(path, e))
 }
@@ -791,6 +937,17 @@ mod tests {
         assert_eq!(s.panels(), vec!["1 thread", "2 threads"]);
         let svg = render_svg(&s).unwrap();
         assert!(svg.contains("1 thread") && svg.contains("2 threads"));
+    }
+
+    /// Found looking at the summary sheet: the legend sat on the first point of a falling line.
+    #[test]
+    fn the_legend_takes_the_corner_the_data_leaves_free() {
+        let falling = [(0.05, 0.95), (0.5, 0.5), (0.95, 0.1)];
+        assert!(matches!(legend_corner(&falling), SeriesLabelPosition::UpperRight));
+        let rising = [(0.05, 0.05), (0.5, 0.5), (0.95, 0.95)];
+        assert!(matches!(legend_corner(&rising), SeriesLabelPosition::UpperLeft));
+        let high = [(0.05, 0.9), (0.95, 0.9)];
+        assert!(matches!(legend_corner(&high), SeriesLabelPosition::LowerRight));
     }
 
     #[test]

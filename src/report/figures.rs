@@ -698,7 +698,92 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     figures
 }
 
-/// Servers: requests/s and client p99 latency against clients, one series per model.
+/// Why a cell's figures come from a minority of its clients or connections: the median over
+/// its repetitions of the system `served_fraction` is below one half (or, for cells stored
+/// without it, a `minority-served` warning). Such a cell is never drawn as a contender.
+pub fn minority_served(cell: &CellSummary) -> Option<String> {
+    use crate::observation::WarningKind;
+    match cell.summary("served_fraction", Role::System) {
+        Some(s) if s.median < 0.5 => {
+            let pct = s.median * 100.0;
+            let pct = if pct >= 1.0 || pct == 0.0 {
+                format!("{pct:.0}")
+            } else {
+                format!("{pct:.1}")
+            };
+            Some(format!(
+                "{pct}% of its clients or connections served, median over repetitions"
+            ))
+        }
+        Some(_) => None,
+        None => cell
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::MinorityServed)
+            .then(|| "most of its clients failed".to_string()),
+    }
+}
+
+/// The servers cells' failure counts beside a figure: a row per model and clients with the
+/// figure's median, the clients served, and the failed and timed-out requests (medians over
+/// the repetitions), marked when the figures come from a minority of the clients.
+fn servers_table(
+    servers: &[(&crate::case::ServersCase, &CellSummary)],
+    name: &str,
+    role: Role,
+    head: &str,
+) -> Vec<Vec<String>> {
+    let one_request = servers.iter().all(|(s, _)| s.request == servers[0].0.request);
+    let mut table = vec![
+        ["model", "clients", head, "served", "failed req", "timed out", "status"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let med = |cell: &CellSummary, name: &str, role: Role| cell.summary(name, role).map(|s| s.median);
+    // Counts as whole numbers (a median of two repetitions may end in .5).
+    let count = |v: Option<f64>| match v {
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        other => super::fmt_num(other),
+    };
+    for (s, cell) in servers {
+        let failed = med(cell, "errors", Role::Client).map(|e| e - med(cell, "timeouts", Role::Client).unwrap_or(0.0));
+        table.push(vec![
+            if one_request {
+                s.model.to_string()
+            } else {
+                format!("{} {}", s.model, s.request)
+            },
+            s.clients.to_string(),
+            super::fmt_num(med(cell, name, role)),
+            count(med(cell, "clients_served", Role::Client)),
+            count(failed),
+            count(med(cell, "timeouts", Role::Client)),
+            match minority_served(cell) {
+                Some(_) => "most clients failed: not drawn".into(),
+                None if cell.ok == 0 => "failed".into(),
+                None => "ok".into(),
+            },
+        ]);
+    }
+    table
+}
+
+/// The caption line naming the cells left out of a chart because their figures come from a
+/// minority of their clients.
+fn left_out_line(left_out: &[String]) -> String {
+    if left_out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nNOT DRAWN (figures from a minority of clients or connections, never ranked): {}",
+            left_out.join("; ")
+        )
+    }
+}
+
+/// Servers: requests/s and client p99 latency against clients, one series per model, each
+/// with the failure counts beside it; cells whose figures come from a minority of their
+/// clients are left out of every chart and named.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
         .iter()
@@ -717,15 +802,22 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             models.push((s.model, s.request));
         }
     }
+    let left_out: Vec<String> = servers
+        .iter()
+        .filter_map(|(s, cell)| {
+            minority_served(cell).map(|why| format!("{} at {} clients ({why})", s.model, s.clients))
+        })
+        .collect();
+    let drawn = |cell: &CellSummary| minority_served(cell).is_none();
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
-    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str| {
+    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str| {
         let mut provenance = Provenance::default();
         let mut series = Vec::new();
         for (i, (model, request)) in models.iter().enumerate() {
             let mut points = Vec::new();
             for (s, cell) in servers
                 .iter()
-                .filter(|(s, _)| s.model == *model && s.request == *request)
+                .filter(|(s, c)| s.model == *model && s.request == *request && drawn(c))
             {
                 if let Some(m) = cell.metric(name, role) {
                     provenance.add(m);
@@ -752,9 +844,12 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             x_desc: "concurrent clients".into(),
             x_axis: XAxis::Count,
             y_desc: desc.into(),
-            caption: provenance.caption(&format!("y: {role} {name}")),
-            empty_reason: provenance.empty_reason(),
+            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(&left_out),
+            empty_reason: provenance.empty_reason().or_else(|| {
+                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
+            }),
             series,
+            table: servers_table(&servers, name, role, head),
             ..Default::default()
         }
     };
@@ -768,7 +863,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         for (i, (model, request)) in models.iter().enumerate() {
             let Some((_, cell)) = servers
                 .iter()
-                .find(|(s, _)| s.model == *model && s.request == *request && s.clients == n)
+                .find(|(s, c)| s.model == *model && s.request == *request && s.clients == n && drawn(c))
             else {
                 continue;
             };
@@ -807,7 +902,9 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         x_desc: "percentile (tail axis)".into(),
         x_axis: XAxis::Tail,
         y_desc: "latency (us)".into(),
-        caption: provenance.caption("y: client latency_p50_us .. latency_max_us"),
+        caption: provenance.caption(
+            "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
+        ) + &left_out_line(&left_out),
         empty_reason: provenance.empty_reason(),
         series,
         log_y: true,
@@ -820,6 +917,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "servers_requests_vs_clients",
             "Requests per second vs clients",
             "requests/s",
+            "req/s",
         ),
         chart(
             "latency_p99_us",
@@ -827,6 +925,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "servers_p99_vs_clients",
             "p99 latency vs clients",
             "p99 latency (us)",
+            "p99 us",
         ),
         spectrum,
     ]
@@ -944,15 +1043,119 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     }]
 }
 
+/// A chart only where it carries information: a series whose every value is 0 is left out
+/// and named in the caption (when every series is, the chart is that one sentence); a chart
+/// whose points all share one x value (one message size, one number of clients) becomes a
+/// small table of its medians instead of dots over a lone tick. Tail axes and CDFs, whose x
+/// is the quantity drawn, are kept.
+pub fn informative(mut spec: ChartSpec) -> ChartSpec {
+    if !spec.has_points() {
+        return spec;
+    }
+    let zero = |s: &Series| {
+        s.points
+            .iter()
+            .all(|p| p.median == 0.0 && p.low == 0.0 && p.high == 0.0)
+    };
+    let mut zeros: Vec<String> = Vec::new();
+    for s in spec.series.iter().filter(|s| !s.points.is_empty() && zero(s)) {
+        let name = if s.panel.is_empty() {
+            s.name.clone()
+        } else {
+            format!("{} ({})", s.name, s.panel)
+        };
+        if !zeros.contains(&name) {
+            zeros.push(name);
+        }
+    }
+    if !zeros.is_empty() {
+        spec.series.retain(|s| !zero(s));
+        if spec.has_points() {
+            spec.caption
+                .push_str(&format!("\nalways 0, not drawn: {}", zeros.join(", ")));
+        } else {
+            spec.empty_reason = Some(format!("every value is 0 ({})", zeros.join(", ")));
+            return spec;
+        }
+    }
+    let is_cdf = spec.y_range == Some((0.0, 1.0)) && spec.stem.ends_with("_cdf");
+    let mut xs: Vec<f64> = spec.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    if spec.x_axis == XAxis::Tail || is_cdf || xs.len() != 1 {
+        return spec;
+    }
+    let x_text = match spec.x_axis {
+        XAxis::LogBytes => format_bytes(xs[0] as u64),
+        _ => super::fmt_num(Some(xs[0])),
+    };
+    let what = spec.x_desc.split(" (").next().unwrap_or_default().to_string();
+    spec.empty_reason = Some(format!(
+        "one {what} only ({x_text}): the medians are in the table, a chart would be dots over one tick"
+    ));
+    if spec.table.is_empty() {
+        let mut table = vec![vec![
+            "series".to_string(),
+            format!("{} (median)", spec.y_desc),
+            "95% CI of the median".to_string(),
+        ]];
+        for s in &spec.series {
+            for p in &s.points {
+                let name = if s.panel.is_empty() {
+                    s.name.clone()
+                } else {
+                    format!("{}, {}", s.name, s.panel)
+                };
+                let ci = if p.high > p.low {
+                    format!("{} .. {}", super::fmt_num(Some(p.low)), super::fmt_num(Some(p.high)))
+                } else {
+                    "n/a".into()
+                };
+                table.push(vec![name, super::fmt_num(Some(p.median)), ci]);
+            }
+        }
+        spec.table = table;
+    }
+    spec.series.clear();
+    spec
+}
+
 /// Every chart for the workloads present in the run.
 /// `caches`: the machine's caches as stored with the run ([`machine_caches`]).
 pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec> {
-    let mut figures = stream_figures(cells);
-    figures.extend(records_figures(cells));
+    // Servers charts leave such cells out themselves, beside their failure tables; any other
+    // workload's cell whose figures come from a minority of its connections is left out here.
+    let (drawn, left_out) = drawable(cells);
+    let mut figures = stream_figures(&drawn);
+    figures.extend(records_figures(&drawn));
     figures.extend(servers_figures(cells));
-    figures.extend(super::rr_figures::rr_figures(cells));
-    figures.extend(micro_figures(cells, caches));
-    figures
+    figures.extend(super::rr_figures::rr_figures(&drawn));
+    figures.extend(micro_figures(&drawn, caches));
+    for f in figures.iter_mut().filter(|f| !f.stem.starts_with("servers_")) {
+        f.caption.push_str(&left_out_line(&left_out));
+    }
+    figures.into_iter().map(informative).collect()
+}
+
+/// The cells other than servers' whose figures come from the majority of their connections,
+/// and a description of each one left out (servers cells are all kept: their charts decide).
+pub fn drawable(cells: &[CellSummary]) -> (Vec<CellSummary>, Vec<String>) {
+    let mut left_out = Vec::new();
+    let drawn = cells
+        .iter()
+        .filter(|c| {
+            let why = match c.case {
+                Case::Servers(_) => None,
+                _ => minority_served(c),
+            };
+            if let Some(why) = &why {
+                left_out.push(format!("{} ({why})", c.label));
+            }
+            why.is_none()
+        })
+        .cloned()
+        .collect();
+    (drawn, left_out)
 }
 
 #[cfg(test)]
@@ -1066,7 +1269,9 @@ mod tests {
             (rx(CopyMode::OneCopy, 1024, RxMode::Trunc), vec![2.0, 2.1, 1.9]),
             (rx(CopyMode::ZeroCopy, 1024, RxMode::Zerocopy), vec![1.0, 1.1, 0.9]),
         ]);
-        let figures = all_figures(&summarize_run(&data), &[]);
+        // One size only: the report shows these as tables (`informative`); the series are
+        // what they are built from.
+        let figures = stream_figures(&summarize_run(&data));
         let names: Vec<&str> = figures[0].series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["one-copy/scatter", "one-copy/trunc", "zero-copy/zerocopy"]);
         assert_eq!(figures.len(), 7);
@@ -1250,6 +1455,182 @@ mod tests {
         assert_eq!(figures[2].series[0].points[0].x, 2.0);
         assert_eq!(figures[0].series.len(), 2);
         assert_eq!(figures[1].series[0].points.len(), 3);
+    }
+
+    /// Issue 19 E12: a model whose clients mostly failed is left out of every servers chart
+    /// (never ranked best), named in the captions, and its failure counts sit beside the
+    /// rate and the p99.
+    #[test]
+    fn servers_cells_served_by_a_minority_of_clients_are_not_drawn() {
+        use crate::observation::{Metric, Source};
+        let mut cases = Vec::new();
+        for (model, served, timeouts) in [
+            (crate::case::Model::Iterative, 0.001, 999.0),
+            (crate::case::Model::Epoll, 1.0, 0.0),
+        ] {
+            let case = Case::Servers(crate::case::ServersCase::new(
+                model,
+                crate::case::Request::Echo(64),
+                1000,
+                100,
+            ));
+            let tool = |name: &str, role, v: f64, unit: &str| Metric::new(name, role, v, unit, Source::Tool);
+            let metrics = vec![
+                // The iterative model's one client is fast: it would rank best.
+                tool(
+                    "requests_per_s",
+                    Role::System,
+                    if served < 0.5 { 40391.0 } else { 9000.0 },
+                    "req/s",
+                ),
+                tool(
+                    "latency_p99_us",
+                    Role::Client,
+                    if served < 0.5 { 39.8 } else { 900.0 },
+                    "us",
+                ),
+                tool("latency_p50_us", Role::Client, 20.0, "us"),
+                tool("served_fraction", Role::System, served, "fraction"),
+                tool("clients_served", Role::Client, served * 1000.0, "clients"),
+                tool("errors", Role::Client, timeouts, "errors"),
+                tool("timeouts", Role::Client, timeouts, "requests"),
+            ];
+            cases.push((case, metrics));
+        }
+        let cells = summarize_run(&run_of(cases));
+        assert!(minority_served(&cells[0]).is_some());
+        assert_eq!(minority_served(&cells[1]), None);
+        let figures = servers_figures(&cells);
+        for f in &figures {
+            let names: Vec<&str> = f.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(names, ["epoll"], "{}: only the model that served its clients", f.stem);
+            assert!(
+                f.caption.contains("NOT DRAWN") && f.caption.contains("iterative at 1000 clients"),
+                "{}",
+                f.caption
+            );
+        }
+        let table = &figures[1].table;
+        assert_eq!(table[0][2], "p99 us");
+        let iterative = table.iter().find(|r| r[0] == "iterative").unwrap();
+        assert_eq!(iterative[2], "39.80");
+        assert_eq!(iterative[3], "1", "clients served");
+        assert_eq!(iterative[5], "999", "timed out");
+        assert!(iterative[6].starts_with("most clients failed"));
+        assert_eq!(table.iter().find(|r| r[0] == "epoll").unwrap()[6], "ok");
+    }
+
+    /// Issue 18 E: no chart without information. A series constant at 0 is a sentence, not a
+    /// line along the axis; points at a single x are a table, not dots over one tick.
+    #[test]
+    fn constant_zero_series_and_single_x_charts_become_text_and_tables() {
+        let pt = |x: f64, v: f64| Point {
+            x,
+            median: v,
+            low: v,
+            high: v,
+        };
+        let series = |name: &str, points: Vec<Point>| Series {
+            name: name.into(),
+            points,
+            ..Default::default()
+        };
+        let chart = |series: Vec<Series>| ChartSpec {
+            stem: "s".into(),
+            title: "t".into(),
+            x_desc: "message size (bytes, log scale)".into(),
+            x_axis: XAxis::LogBytes,
+            y_desc: "context switches per message".into(),
+            caption: "y: system x".into(),
+            series,
+            ..Default::default()
+        };
+        // Every series 0: one sentence naming them.
+        let all_zero = informative(chart(vec![
+            series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+            series("two-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+        ]));
+        assert!(!all_zero.has_points());
+        assert_eq!(
+            all_zero.empty_reason.as_deref(),
+            Some("every value is 0 (one-copy, two-copy)")
+        );
+        // One series 0 among others: left out and named in the caption.
+        let one_zero = informative(chart(vec![
+            series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 0.0)]),
+            series("two-copy", vec![pt(1024.0, 2.0), pt(4096.0, 3.0)]),
+        ]));
+        assert_eq!(one_zero.series.len(), 1);
+        assert!(
+            one_zero.caption.ends_with("always 0, not drawn: one-copy"),
+            "{}",
+            one_zero.caption
+        );
+        // A value that is sometimes 0 is information: drawn as it is.
+        let some_zero = chart(vec![series("one-copy", vec![pt(1024.0, 0.0), pt(4096.0, 1.0)])]);
+        assert_eq!(informative(some_zero.clone()), some_zero);
+        // One x value: a table of the medians with their intervals.
+        let mut single = chart(vec![
+            series(
+                "one-copy",
+                vec![Point {
+                    x: 65536.0,
+                    median: 2.0,
+                    low: 1.5,
+                    high: 2.5,
+                }],
+            ),
+            series("two-copy", vec![pt(65536.0, 3.0)]),
+        ]);
+        single.series[1].panel = "2 threads".into();
+        let single = informative(single);
+        assert!(!single.has_points());
+        assert_eq!(
+            single.empty_reason.as_deref(),
+            Some("one message size only (64KiB): the medians are in the table, a chart would be dots over one tick")
+        );
+        assert_eq!(single.table.len(), 3);
+        assert_eq!(single.table[1], ["one-copy", "2.00", "1.50 .. 2.50"]);
+        assert_eq!(single.table[2], ["two-copy, 2 threads", "3.00", "n/a"]);
+        // A tail axis keeps its one panel of percentiles.
+        let mut tail = chart(vec![series("epoll", vec![pt(2.0, 5.0)])]);
+        tail.x_axis = XAxis::Tail;
+        assert_eq!(informative(tail.clone()), tail);
+    }
+
+    /// The class of E12: any workload's cell whose figures come from a minority of its
+    /// connections (it publishes `served_fraction` below one half) is left out of its charts
+    /// and named, not only servers'.
+    #[test]
+    fn any_cell_served_by_a_minority_of_its_connections_is_left_out() {
+        let mut data = run_data(vec![
+            (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::OneCopy, 4096, 1), vec![9.0, 9.1, 8.9]),
+            (stream_case(CopyMode::TwoCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
+            (stream_case(CopyMode::TwoCopy, 4096, 1), vec![2.0, 2.1, 1.9]),
+        ]);
+        for cell in data.cells.iter_mut() {
+            // One-copy at 4 KiB: one of its four connections carried everything.
+            let served = if cell.position == 1 { 0.25 } else { 1.0 };
+            cell.observation.push(crate::observation::Metric::tool(
+                "served_fraction",
+                Role::System,
+                served,
+                "fraction",
+            ));
+        }
+        let figures = all_figures(&summarize_run(&data), &[]);
+        let throughput = &figures[0];
+        let one_copy = throughput.series.iter().find(|s| s.name == "one-copy").unwrap();
+        assert_eq!(one_copy.points.iter().map(|p| p.x).collect::<Vec<_>>(), [1024.0]);
+        assert!(
+            throughput.caption.contains("NOT DRAWN")
+                && throughput
+                    .caption
+                    .contains("one-copy 4KiB t1 (25% of its clients or connections served"),
+            "{}",
+            throughput.caption
+        );
     }
 
     #[test]

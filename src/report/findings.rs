@@ -122,6 +122,10 @@ const BY_REFERENCE: &str = "by reference (the same message's pages handed to the
                             completion to say when reusing them is safe; --verify rewrites every message)";
 
 fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
+    // Figures from a minority of the cell's clients are not the contender's: never ranked.
+    if super::figures::minority_served(cell).is_some() {
+        return None;
+    }
     let (group, contender, x, x_text) = match &cell.case {
         Case::NetStream(s) => (
             format!(

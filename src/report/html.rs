@@ -30,6 +30,8 @@ pub struct ReportInput<'a> {
     pub findings: &'a super::findings::Findings,
     pub charts: &'a [RenderedChart],
     pub summary_sheet: Option<&'a RenderedChart>,
+    /// ` --db PATH` when the run is not in the default database (`super::db_flag`).
+    pub db_flag: &'a str,
 }
 
 const STYLE: &str = "
@@ -52,7 +54,12 @@ figure.empty { margin: 0.4em 0; }
 figcaption { font-size: 0.85em; color: #555; }
 .meta td:first-child { font-weight: bold; }
 .side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 280px; }
+.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 360px; }
+td.case { min-width: 9em; max-width: 16em; }
+@media (max-width: 600px) {
+  body { padding: 0 0.3em; } table { font-size: 0.78em; } th, td { padding: 2px 4px; }
+  td.case { min-width: 7em; max-width: 10em; overflow-wrap: anywhere; }
+}
 ";
 
 /// Bytes as the reader reads them: `23.5GiB`, `48KiB`, `4MiB` (TiB for disks).
@@ -192,20 +199,25 @@ fn source_badge(text: &str) -> Markup {
 fn cell_table(cells: &[CellSummary]) -> Markup {
     html! {
         div.scroll { table {
+            // The median right after the case, so a phone shows both without scrolling sideways.
             tr {
-                th { "case" } th { "ok" } th { "failed" } th { "metric" } th { "median" }
-                th { "95% CI of the median" } th { "mean" } th { "CV" } th { "outliers (MAD)" } th { "source" }
+                th { "case" } th { "median" } th { "metric" } th { "95% CI of the median" }
+                th { "ok" } th { "failed" } th { "mean" } th { "CV" } th { "outliers (MAD)" } th { "source" }
             }
             @for cell in cells {
                 @let metric = cell.headline_metric();
                 @let summary = metric.and_then(|m| m.summary.as_ref());
                 tr {
-                    td { (cell.label) }
+                    td.case { (cell.label)
+                        @if let Some(why) = super::figures::minority_served(cell) {
+                            br; span.failed { "MOST CLIENTS FAILED (" (why) "): its figures are those of the few served" }
+                        }
+                    }
+                    td.num { (fmt_num(summary.map(|s| s.median))) }
+                    td { @if let Some(m) = metric { (m.role) "." (m.name) } @else { "n/a" } }
+                    td.num { @if let Some(s) = summary { (s.ci_text(|v| fmt_num(Some(v)))) } @else { "n/a" } }
                     td.num { (cell.ok) }
                     td.num { @if cell.failures.is_empty() { "0" } @else { span.failed title=(cell.failures.join("\n")) { (cell.failures.len()) } } }
-                    td { @if let Some(m) = metric { (m.role) "." (m.name) } @else { "n/a" } }
-                    td.num { (fmt_num(summary.map(|s| s.median))) }
-                    td.num { @if let Some(s) = summary { (s.ci_text(|v| fmt_num(Some(v)))) } @else { "n/a" } }
                     td.num { (fmt_num(summary.map(|s| s.mean))) }
                     td.num { @if let Some(s) = summary { (s.cv_text()) } @else { "n/a" } }
                     td.num { @if let Some(s) = summary.filter(|s| s.n >= 5) { (s.outliers.len()) } @else { "n/a (n < 5)" } }
@@ -251,17 +263,6 @@ fn all_metrics(cells: &[CellSummary]) -> Markup {
 
 fn chart_figure(chart: &RenderedChart) -> Markup {
     let spec = &chart.spec;
-    if !spec.has_points() {
-        let reason = spec
-            .empty_reason
-            .clone()
-            .unwrap_or_else(|| "no data in this run".into());
-        return html! {
-            figure.empty id=(spec.stem) {
-                figcaption { strong { (spec.title) } ": nothing to plot (" (reason) ")." }
-            }
-        };
-    }
     let table = html! {
         @if let Some((head, rows)) = spec.table.split_first() {
             div.scroll { table {
@@ -270,6 +271,22 @@ fn chart_figure(chart: &RenderedChart) -> Markup {
             } }
         }
     };
+    if !spec.has_points() {
+        // Said in a sentence (and its small table, when it has one) instead of an empty chart.
+        let reason = spec
+            .empty_reason
+            .clone()
+            .unwrap_or_else(|| "no data in this run".into());
+        return html! {
+            figure.empty id=(spec.stem) {
+                figcaption { strong { (spec.title) } ": " (reason) "." }
+                (table)
+                @if !spec.table.is_empty() {
+                    figcaption { @for line in spec.caption.lines() { (line) " " } }
+                }
+            }
+        };
+    }
     html! {
         figure id=(spec.stem) {
             @if spec.table.is_empty() { (PreEscaped(chart.svg.as_str())) }
@@ -374,7 +391,7 @@ pub fn render(input: &ReportInput<'_>) -> String {
                 div.scroll { table.meta { @for (k, v) in key_values(&run.environment_json) { tr { td { (k) } td { (v) } } } } }
                 h2 id="machine" { "Machine" }
                 div.scroll { table.meta { @for (k, v) in key_values(&run.machine_json) { tr { td { (k) } td { (v) } } } } }
-                p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with " code { "iopath report " (run.id) } "." } }
+                p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with " code { "iopath report " (run.id) (input.db_flag) } "." } }
             }
         }
     };

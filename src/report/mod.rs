@@ -155,9 +155,29 @@ fn alias_verdicts(cells: &[CellSummary]) -> Option<(Option<WarningKind>, String)
     Some((referenced.then_some(WarningKind::ByReference), text))
 }
 
+/// ` --db PATH` for a run stored anywhere but the default database (empty there), so every
+/// command printed for the run (resume, report) names the database it is in; a path with
+/// characters the shell would split or expand is single-quoted.
+pub fn db_flag(db: &Path) -> String {
+    if db == Path::new(crate::store::DEFAULT_DB_PATH) {
+        return String::new();
+    }
+    let text = db.display().to_string();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c));
+    if plain {
+        format!(" --db {text}")
+    } else {
+        format!(" --db '{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 /// What the reader must know before trusting the numbers, found in the run itself: each with
-/// the kind of workload warning that says the same thing (so the two are said once).
-pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<WarningKind>, String)> {
+/// the kind of workload warning that says the same thing (so the two are said once). `db`:
+/// the database the run is in, named in the resume command.
+pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(Option<WarningKind>, String)> {
     let mut out = Vec::new();
     let mut not_copied = Vec::new();
     let mut loopback = false;
@@ -259,14 +279,15 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary]) -> Vec<(Option<Warni
         out.push((
             None,
             format!(
-                "The run is {} with {} of {} cells stored: `iopath sweep --resume {}` runs the missing ones.",
+                "The run is {} with {} of {} cells stored: `iopath sweep --resume {}{}` runs the missing ones.",
                 match run.status {
                     RunStatus::Running => "unfinished (still running, or killed)",
                     other => other.as_str(),
                 },
                 run.cells_ok + run.cells_failed,
                 run.cells_planned(),
-                run.id
+                run.id,
+                db_flag(db)
             ),
         ));
     }
@@ -295,8 +316,8 @@ fn memory_traffic_note(cells: &[CellSummary]) -> Option<String> {
 }
 
 /// The caveats as text.
-pub fn caveats(data: &RunData, cells: &[CellSummary]) -> Vec<String> {
-    typed_caveats(data, cells).into_iter().map(|(_, t)| t).collect()
+pub fn caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<String> {
+    typed_caveats(data, cells, db).into_iter().map(|(_, t)| t).collect()
 }
 
 /// Caveats and workload warnings merged so that each thing is said once: caveats of one kind
@@ -354,10 +375,11 @@ pub struct Analysis {
     pub findings: findings::Findings,
 }
 
-pub fn analyze(data: &RunData) -> Analysis {
+/// `db`: the database the run is in (named in the commands the analysis prints).
+pub fn analyze(data: &RunData, db: &Path) -> Analysis {
     let cells = cells::summarize_run(data);
     let crossovers = crossover::stream_crossovers(&cells);
-    let (caveats, warnings) = merge_caveats(typed_caveats(data, &cells), &warning_groups(&cells));
+    let (caveats, warnings) = merge_caveats(typed_caveats(data, &cells, db), &warning_groups(&cells));
     Analysis {
         findings: findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json)),
         crossovers,
@@ -375,9 +397,10 @@ pub fn analyze(data: &RunData) -> Analysis {
 /// Write the HTML report to `html_path` and every chart as SVG and PNG into a folder beside it
 /// (`<name>-charts/`). Every file is written into a temporary folder first and moved into place
 /// only when all of them exist (the HTML last), so a failure (a full disk) leaves no file
-/// changed and nothing half-written; an SQLite file is never replaced.
-pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFiles> {
-    let analysis = analyze(data);
+/// changed and nothing half-written; an SQLite file is never replaced. `db`: the database the
+/// run is in, named in the commands the report prints.
+pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Result<ReportFiles> {
+    let analysis = analyze(data, db);
     let dir = html_path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -418,7 +441,12 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
             })
         };
     let specs = figures::all_figures(&analysis.cells, &figures::machine_caches(&data.run.machine_json));
-    let stream_specs = figures::stream_figures(&analysis.cells);
+    // The summary sheet holds only the stream charts that draw something.
+    let stream_specs: Vec<charts::ChartSpec> = figures::stream_figures(&figures::drawable(&analysis.cells).0)
+        .into_iter()
+        .map(figures::informative)
+        .filter(charts::ChartSpec::has_points)
+        .collect();
     let mut rendered = Vec::new();
     for spec in specs {
         rendered.push(render(spec, None)?);
@@ -449,6 +477,7 @@ pub fn write_report(data: &RunData, html_path: &Path) -> anyhow::Result<ReportFi
         findings: &analysis.findings,
         charts: &rendered,
         summary_sheet: sheet.as_ref(),
+        db_flag: &db_flag(db),
     });
     staging.write(html_path, page.as_bytes())?;
     staging.commit()?;
@@ -482,7 +511,10 @@ mod tests {
             }
         }
         let summaries = cells::summarize_run(&data);
-        let (caveats, groups) = merge_caveats(typed_caveats(&data, &summaries), &warning_groups(&summaries));
+        let (caveats, groups) = merge_caveats(
+            typed_caveats(&data, &summaries, Path::new("r.db")),
+            &warning_groups(&summaries),
+        );
         let line = caveats
             .iter()
             .find(|c| c.contains("alias probe"))
@@ -516,7 +548,7 @@ mod tests {
         data.run.cells_ok = 4;
         data.run.repetitions = 2;
         let summaries = cells::summarize_run(&data);
-        let caveats = caveats(&data, &summaries);
+        let caveats = caveats(&data, &summaries, Path::new("r.db"));
         let groups = warning_groups(&summaries);
         let kinds: Vec<(WarningKind, usize, bool)> = groups.iter().map(|g| (g.kind, g.cells, g.varied)).collect();
         assert_eq!(
@@ -569,7 +601,7 @@ mod tests {
         }
         data.run.cells_ok = 4;
         data.run.repetitions = 2;
-        let notes = caveats(&data, &cells::summarize_run(&data));
+        let notes = caveats(&data, &cells::summarize_run(&data), Path::new("r.db"));
         let about: Vec<&String> = notes.iter().filter(|c| c.contains("dram_bytes")).collect();
         assert_eq!(about.len(), 1, "{notes:?}");
         assert_eq!(*about[0], memtraffic::unavailable_note(vm));
@@ -585,7 +617,7 @@ mod tests {
                 Source::Pmu,
             ));
         }
-        let notes = caveats(&data, &cells::summarize_run(&data));
+        let notes = caveats(&data, &cells::summarize_run(&data), Path::new("r.db"));
         assert!(!notes.iter().any(|c| c.contains("would show")), "{notes:?}");
         assert!(
             notes
@@ -630,6 +662,39 @@ mod tests {
         assert_eq!(rest, vec![group(WarningKind::Unpinned, 1)]);
     }
 
+    /// Issue 18 F: every command the report prints for a run names its database unless it is
+    /// the default one.
+    #[test]
+    fn printed_commands_name_the_database_unless_it_is_the_default() {
+        assert_eq!(db_flag(Path::new(crate::store::DEFAULT_DB_PATH)), "");
+        assert_eq!(db_flag(Path::new("/tmp/x.db")), " --db /tmp/x.db");
+        assert_eq!(db_flag(Path::new("my runs/it's.db")), " --db 'my runs/it'\\''s.db'");
+        let mut data = run_data(vec![(stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0])]);
+        data.run.status = RunStatus::Interrupted;
+        data.run.cells_ok = 1;
+        let cells = cells::summarize_run(&data);
+        let resume = |db: &str| {
+            caveats(&data, &cells, Path::new(db))
+                .into_iter()
+                .find(|c| c.contains("--resume"))
+                .expect("a resume caveat")
+        };
+        assert!(
+            resume("lab.db").contains("`iopath sweep --resume 1 --db lab.db`"),
+            "{}",
+            resume("lab.db")
+        );
+        assert!(resume(crate::store::DEFAULT_DB_PATH).contains("`iopath sweep --resume 1`"));
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lab.db");
+        let files = write_report(&data, &dir.path().join("r.html"), &db).unwrap();
+        let html = std::fs::read_to_string(files.html).unwrap();
+        let with_db = format!("iopath sweep --resume 1 --db {}", db.display());
+        assert!(html.contains(&with_db), "the resume caveat names the database");
+        let report = format!("iopath report 1 --db {}", db.display());
+        assert!(html.contains(&report), "the footer names the database");
+    }
+
     #[test]
     fn report_holds_every_chart_the_crossover_table_and_caveats() {
         let data = run_data(vec![
@@ -647,7 +712,7 @@ mod tests {
             (stream_case(CopyMode::OneCopy, 1024, 2), vec![1.0, 1.1, 0.9, 1.05, 0.95]),
         ]);
         let dir = tempfile::tempdir().unwrap();
-        let files = write_report(&data, &dir.path().join("r.html")).unwrap();
+        let files = write_report(&data, &dir.path().join("r.html"), &dir.path().join("lab.db")).unwrap();
         let html = std::fs::read_to_string(&files.html).unwrap();
         for stem in [
             "throughput_vs_size",

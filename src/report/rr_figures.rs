@@ -1,6 +1,7 @@
-//! The charts of `net rr` / `net crr` runs: transactions per second against request size, and
-//! the latency CDF of every case (drawn from the quantiles each cell stores, the medians over
-//! repetitions) with its percentile table beside it.
+//! The charts of `net rr` / `net crr` runs: transactions per second against request size, the
+//! latency CDF of every case (drawn from the quantiles each cell stores, the medians over
+//! repetitions) with its percentile table beside it, and the same percentiles from p50 to the
+//! maximum as a spectrum on a nines axis.
 
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
@@ -164,6 +165,69 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         }
         table.push(row);
     }
+    // The same quantiles from p50 on against a "nines" axis (x = log10 1/(1-p): p90 at 1,
+    // p99 at 2, ...), the maximum one step past the last: the tail that a CDF squeezes
+    // against 1.
+    let tail: Vec<(&str, f64)> = CDF_QUANTILES.iter().copied().filter(|(_, q)| *q >= 0.5).collect();
+    let nines = |q: f64| -(1.0 - q).log10();
+    let max_x = tail.last().map_or(4.0, |(_, q)| nines(*q).round() + 1.0);
+    let mut x_labels: Vec<(f64, String)> = tail
+        .iter()
+        .map(|(name, q)| {
+            let label = name.trim_start_matches("latency_").trim_end_matches("_us");
+            // p999 is p99.9, p9999 p99.99.
+            let label = match label.strip_prefix("p99").filter(|rest| !rest.is_empty()) {
+                Some(rest) => format!("p99.{rest}"),
+                None => label.to_string(),
+            };
+            (nines(*q), label)
+        })
+        .collect();
+    x_labels.push((max_x, "max".into()));
+    let mut spectrum_provenance = Provenance::default();
+    let mut spectrum_series = Vec::new();
+    for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
+        let mut points = Vec::new();
+        for (name, x) in tail
+            .iter()
+            .map(|(name, q)| (*name, nines(*q)))
+            .chain([("latency_max_us", max_x)])
+        {
+            if let Some(m) = cell.metric(name, Role::Client) {
+                spectrum_provenance.add(m);
+                points.extend(point(x, m));
+            }
+        }
+        if !points.is_empty() {
+            let (color, style) = mode_style(c.mode);
+            spectrum_series.push(Series {
+                name: c.path(),
+                color,
+                points,
+                panel: if cdf_panels.len() > 1 {
+                    cdf_panel(c)
+                } else {
+                    String::new()
+                },
+                style,
+            });
+        }
+    }
+    let spectrum = ChartSpec {
+        stem: "rr_latency_spectrum".into(),
+        title: "Latency percentile spectrum per case (p50 to max on a nines axis)".into(),
+        x_desc: "percentile (x = log10 1/(1-p))".into(),
+        x_axis: XAxis::Tail,
+        y_desc: "latency (us)".into(),
+        caption: spectrum_provenance.caption(
+            "y: client latency_p50_us .. latency_p9999_us and latency_max_us (the median over repetitions); x: each percentile p at log10(1/(1-p)), the maximum one step past p99.99",
+        ),
+        empty_reason: spectrum_provenance.empty_reason(),
+        series: spectrum_series,
+        log_y: true,
+        x_labels,
+        ..Default::default()
+    };
     let cdf = ChartSpec {
         stem: "rr_latency_cdf".into(),
         title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
@@ -179,7 +243,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         table,
         ..Default::default()
     };
-    vec![rate, cdf]
+    vec![rate, cdf, spectrum]
 }
 
 #[cfg(test)]
@@ -242,7 +306,17 @@ mod tests {
         }
         let cells = summarize_run(&data);
         let figures = rr_figures(&cells);
-        assert_eq!(figures.len(), 2);
+        assert_eq!(figures.len(), 3);
+        let spectrum = &figures[2];
+        assert_eq!(spectrum.stem, "rr_latency_spectrum");
+        let labels: Vec<&str> = spectrum.x_labels.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(labels, ["p50", "p75", "p90", "p95", "p99", "p99.9", "p99.99", "max"]);
+        let xs: Vec<f64> = spectrum.series[0].points.iter().map(|p| p.x).collect();
+        assert!(
+            (xs[4] - 2.0).abs() < 1e-9 && (xs[6] - 4.0).abs() < 1e-9 && xs[7] == 5.0,
+            "{xs:?}"
+        );
+        assert!(spectrum.log_y);
         let rate = &figures[0];
         assert_eq!(rate.series.len(), 3, "one series per send and receive mode");
         assert!(rate.series.iter().any(|s| s.name == "one-copy/zerocopy"));

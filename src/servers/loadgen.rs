@@ -85,6 +85,12 @@ pub struct LoadResult {
     pub window: Duration,
     pub errors: Errors,
     pub connected: usize,
+    /// Connections that got at least one reply inside the measured window: the clients the
+    /// rate and the percentiles describe.
+    pub served: usize,
+    /// Clients that failed: never connected, or whose connection ended in an error (timed
+    /// out, refused, closed, a protocol or I/O error) before the run ended.
+    pub failed: usize,
     /// Requests still waiting for a reply when the run ended (not yet timed out).
     pub unanswered: u64,
     /// Of those, requests that had waited at least STARVED when the window closed.
@@ -112,6 +118,8 @@ struct Client {
     next_send: Instant,
     dead: bool,
     want_write: bool,
+    /// A reply arrived inside the measured window.
+    served: bool,
 }
 
 struct ThreadResult {
@@ -120,6 +128,8 @@ struct ThreadResult {
     bytes: u64,
     errors: Errors,
     connected: usize,
+    served: usize,
+    failed: usize,
     unanswered: u64,
     starved: u64,
     samples: Vec<String>,
@@ -246,6 +256,7 @@ impl Driver<'_> {
                     .record_ns(now.duration_since(since).as_nanos() as u64);
                 self.result.completed += 1;
                 self.result.bytes += (len + self.request_len()) as u64;
+                c.served = true;
             }
         }
         c.input = input;
@@ -410,6 +421,9 @@ pub fn run(
             ..Errors::default()
         },
         connected: 0,
+        served: 0,
+        // Clients beyond the file descriptors never connected.
+        failed: config.clients.saturating_sub(config.connectable),
         unanswered: 0,
         starved: 0,
         samples: Vec::new(),
@@ -422,6 +436,8 @@ pub fn run(
         out.bytes += r.bytes;
         out.errors.add(&r.errors);
         out.connected += r.connected;
+        out.served += r.served;
+        out.failed += r.failed;
         out.unanswered += r.unanswered;
         out.starved += r.starved;
         out.tcp_info.extend_from_slice(&r.tcp_info);
@@ -455,6 +471,8 @@ fn client_thread(
             bytes: 0,
             errors: Errors::default(),
             connected: 0,
+            served: 0,
+            failed: 0,
             unanswered: 0,
             starved: 0,
             samples: Vec::new(),
@@ -494,6 +512,7 @@ fn client_thread(
                 next_send: Instant::now(),
                 dead: false,
                 want_write: false,
+                served: false,
             }),
             Err(e) => {
                 d.result.errors.connect += 1;
@@ -537,6 +556,9 @@ fn client_thread(
         .filter(|c| !c.dead)
         .map(|c| c.outstanding.len() as u64)
         .sum();
+    d.result.served = clients.iter().filter(|c| c.served).count();
+    // A client that never connected (connect errors, or no epoll to watch it) failed too.
+    d.result.failed = count - clients.len() + clients.iter().filter(|c| c.dead).count();
     d.result
 }
 
@@ -667,6 +689,78 @@ fn event_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that accepts and never answers, with a timeout shorter than the window: every
+    /// client times out, none is served, and the observation marks the cell `minority-served`
+    /// beside the timeouts (issue 19 E12: 999 of 1,000 clients timed out yet the cell read ok).
+    #[test]
+    fn clients_a_server_never_answers_are_failed_not_served() {
+        use crate::observation::{Observation, Role, WarningKind};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let done = AtomicBool::new(false);
+        let config = LoadConfig {
+            addr,
+            clients: 3,
+            threads: 1,
+            workload: Request::Echo(64),
+            warmup: Duration::ZERO,
+            duration: Duration::from_millis(300),
+            rate: None,
+            timeout: Duration::from_millis(40),
+            cpus: None,
+            connectable: 3,
+        };
+        let window = Window::new(false);
+        let result = std::thread::scope(|scope| {
+            // Accept (and keep) every connection, answer nothing, for at most 10 s.
+            let acceptor = scope.spawn(|| {
+                let mut held = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    match listener.accept() {
+                        Ok((s, _)) => held.push(s),
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+                held.len()
+            });
+            let result = run(&config, &window, &mut SystemProbes::default(), &|| false);
+            done.store(true, Ordering::Relaxed);
+            let _ = acceptor.join();
+            result
+        })
+        .unwrap_or_else(|_| panic!("not interrupted"));
+        assert_eq!(result.connected, 3);
+        assert_eq!(result.completed, 0);
+        assert_eq!(result.served, 0);
+        assert_eq!(result.failed, 3);
+        assert_eq!(
+            result.errors.timeouts, 3,
+            "one request in flight per client, each timed out"
+        );
+        let mut obs = Observation::default();
+        super::super::served_metrics(&mut obs, config.clients, &result);
+        assert_eq!(obs.value("clients_served", Role::Client), Some(0.0));
+        assert_eq!(obs.value("clients_failed", Role::Client), Some(3.0));
+        assert_eq!(obs.value("served_fraction", Role::System), Some(0.0));
+        let w = obs
+            .warnings
+            .iter()
+            .find(|w| w.kind == WarningKind::MinorityServed)
+            .expect("a minority-served warning");
+        assert!(w.text.starts_with("only 0 of 3 clients"), "{}", w.text);
+        assert!(w.text.contains("3 timed-out"), "{}", w.text);
+    }
+
+    #[test]
+    fn a_cell_is_marked_when_fewer_than_half_its_clients_were_served() {
+        assert!(super::super::minority(1, 1000));
+        assert!(super::super::minority(0, 1));
+        assert!(!super::super::minority(1, 2));
+        assert!(!super::super::minority(1000, 1000));
+    }
 
     #[test]
     fn payload_pattern_catches_changes() {

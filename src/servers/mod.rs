@@ -256,6 +256,42 @@ fn describe_client_cpu(obs: &mut Observation, load: &LoadResult, samples: &[Coun
     ));
 }
 
+/// Whose figures these are: the clients that got a reply inside the window
+/// (`clients_served`), those that failed (`clients_failed`), their share of the clients asked
+/// for (`served_fraction`, system), and a `minority-served` warning when fewer than half were
+/// served, so no table, chart or finding reads the rate of the few as the model's.
+pub fn served_metrics(obs: &mut Observation, clients: usize, load: &LoadResult) {
+    let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
+    obs.push(tool("clients_served", Role::Client, "clients", load.served as f64));
+    obs.push(tool("clients_failed", Role::Client, "clients", load.failed as f64));
+    let fraction = if clients == 0 {
+        1.0
+    } else {
+        load.served as f64 / clients as f64
+    };
+    obs.push(tool("served_fraction", Role::System, "fraction", fraction));
+    if minority(load.served, clients) {
+        let e = &load.errors;
+        obs.warn(
+            WarningKind::MinorityServed,
+            format!(
+                "only {} of {clients} clients got a reply inside the window ({} failed: {} timed-out and {} other failed requests, {} connect errors): requests/s and the percentiles are those of the {} served, not the model's under {clients} clients",
+                load.served,
+                load.failed,
+                e.timeouts,
+                e.total() - e.timeouts - e.connect,
+                e.connect,
+                load.served,
+            ),
+        );
+    }
+}
+
+/// Fewer than half of `of` were served.
+pub fn minority(served: usize, of: usize) -> bool {
+    served * 2 < of
+}
+
 /// Every metric run_case reports, for the all-unavailable observation.
 const METRIC_UNITS: &[(&str, Role, &str)] = &[
     ("requests_per_s", Role::System, "req/s"),
@@ -340,6 +376,7 @@ fn describe(
     ));
     obs.push(tool("requests", Role::Client, "requests", load.completed as f64));
     obs.push(tool("window_s", Role::System, "s", secs));
+    served_metrics(obs, case.clients, load);
 
     // Server threads' counters, summed over threads (each counted only inside the window).
     match CounterSample::sum(samples) {

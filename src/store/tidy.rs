@@ -108,17 +108,68 @@ pub fn run_json(r: &super::RunSummary) -> Value {
     })
 }
 
-/// The run's header record: the run's settings, the machine and the environment as stored.
+/// The keys of an NDJSON value line, which the run line has too (null where they mean
+/// nothing for a run), so a dataframe read from the file has no column only the run line
+/// fills but `run`, `machine` and `environment`.
+pub const VALUE_KEYS: [&str; 14] = [
+    "type",
+    "schema_version",
+    "run_id",
+    "workload",
+    "label",
+    "params",
+    "repetition",
+    "status",
+    "error",
+    "role",
+    "metric",
+    "unit",
+    "value",
+    "source",
+];
+
+/// The run's header record: the run's settings, the machine and the environment as stored,
+/// with every key of a value line (`type` `run` tells it apart: docs/output.md).
 pub fn run_record(data: &RunData) -> Value {
     let r = &data.run;
     let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
-    json!({
+    let mut record = json!({
         "type": "run",
         "schema_version": SCHEMA_VERSION,
+        "run_id": r.id,
+        "workload": run_workload(data),
+        "params": {},
+        "status": r.status.to_string(),
         "run": run_json(r),
         "machine": parse(&r.machine_json),
         "environment": parse(&r.environment_json),
-    })
+    });
+    if let Some(object) = record.as_object_mut() {
+        for key in VALUE_KEYS {
+            object.entry(key).or_insert(Value::Null);
+        }
+    }
+    record
+}
+
+/// What a run measured: its cases' workload (`net-stream`), or their workloads joined with
+/// `+` in planned order when it mixed several (`net-stream+servers`); null without cases.
+pub fn workload_of(cases: &[Case]) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    for case in cases {
+        if !names.contains(&case.workload()) {
+            names.push(case.workload());
+        }
+    }
+    if names.is_empty() {
+        Value::Null
+    } else {
+        Value::from(names.join("+"))
+    }
+}
+
+fn run_workload(data: &RunData) -> Value {
+    workload_of(&data.cases)
 }
 
 /// One long row: the cell's identity and one metric (None: the row of a failed cell).
