@@ -551,6 +551,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         key,
         max_session: Some(args.max_session),
         max_session_bytes: args.max_session_bytes,
+        log: true,
     };
     let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
         usage(format!(
@@ -571,10 +572,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
+        // Every session (peer, workload, outcome) and every refused connection is logged as it
+        // ends; an error here is accepting's own.
         match stream::serve_session_with(&listener, Some(stop.flag()), &options) {
-            Ok(()) => eprintln!("session finished"),
+            Ok(()) => {}
             Err(_) if stop.requested() => break,
-            Err(e) => eprintln!("session failed: {e:#}"),
+            Err(e) => eprintln!("net serve: {e:#}"),
         }
         if args.once || stop.requested() {
             break;
