@@ -170,7 +170,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<std::path::PathBuf>,
     /// The longest session (warm-up + measured window) a client may ask for; longer cases are
-    /// refused with the limit named. One session runs at a time; others are told "busy".
+    /// refused with the limit named. One session runs at a time; others are told "server busy".
     #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
     pub max_session: Duration,
     /// The most bytes one session may move through this server, either way (e.g. 10G); a

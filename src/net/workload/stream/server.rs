@@ -494,7 +494,9 @@ impl Greeters {
         if let Ok(mut lingering) = self.lingering.lock() {
             lingering.push_back((Instant::now(), stream));
             while lingering.len() > MAX_LINGERING {
-                lingering.pop_front().map(|(_, s)| drain_and_close(s));
+                if let Some((_, s)) = lingering.pop_front() {
+                    drain_and_close(s);
+                }
             }
         }
     }
@@ -508,7 +510,9 @@ impl Greeters {
             if !all && since.elapsed() < LINGER {
                 break;
             }
-            lingering.pop_front().map(|(_, s)| drain_and_close(s));
+            if let Some((_, s)) = lingering.pop_front() {
+                drain_and_close(s);
+            }
         }
     }
 
