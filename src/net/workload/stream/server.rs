@@ -966,3 +966,79 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
         warning,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A connection to `listener` from `from` (any 127/8 address is loopback), and its accepted end.
+    fn connection(listener: &TcpListener, from: [u8; 4]) -> (TcpStream, TcpStream, SocketAddr) {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        (socket.into(), accepted, peer)
+    }
+
+    /// What a turned-away client reads: one refusal line, then EOF.
+    fn refusal(mut client: TcpStream) -> String {
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut text = String::new();
+        client.read_to_string(&mut text).unwrap();
+        match ControlChannel::parse(text.as_bytes()).unwrap() {
+            Control::Refused { error } => error,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The eviction policy: the oldest silent connection of a full address makes room; an
+    /// address whose connections all speak turns the newcomer away; a full table evicts its
+    /// oldest silent connection, whatever its address. Everyone turned away reads `server busy`.
+    #[test]
+    fn the_greeting_table_evicts_the_oldest_silent_connection_and_never_fills() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (greeters, log) = (Greeters::default(), ServeLog::new(false));
+        let mut local = Vec::new();
+        let mut seats = Vec::new();
+        for _ in 0..PER_ADDRESS {
+            let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+            seats.push(greeters.admit(&accepted, peer, &log).expect("room"));
+            local.push((client, accepted));
+        }
+        // A ninth from the same address: the first (oldest, silent) is evicted.
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        let ninth = greeters.admit(&accepted, peer, &log).expect("room made");
+        assert!(seats[0].evicted.load(Ordering::SeqCst));
+        assert!(!greeters.leave(seats[0].id), "an evicted connection has no seat");
+        let (first, _) = local.remove(0);
+        assert!(refusal(first).starts_with("server busy: more than 8 connections from 127.0.0.1"));
+        local.push((client, accepted));
+        // Every connection of the address speaking: the newcomer is turned away.
+        for seat in seats.iter().skip(1).chain([&ninth]) {
+            greeters.spoke(seat.id);
+        }
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        assert!(greeters.admit(&accepted, peer, &log).is_none());
+        drop(accepted);
+        assert!(refusal(client).starts_with("server busy: 8 connections from 127.0.0.1 are already saying hello"));
+        // Fill the table from other addresses; the 65th evicts the oldest silent one (the
+        // first of 127.0.0.2), not the older speaking ones of 127.0.0.1.
+        let mut others = Vec::new();
+        for host in 2..9u8 {
+            for _ in 0..PER_ADDRESS {
+                let (client, accepted, peer) = connection(&listener, [127, 0, 0, host]);
+                others.push((greeters.admit(&accepted, peer, &log).expect("room"), client, accepted));
+            }
+        }
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        let (_client, accepted, peer) = connection(&listener, [127, 0, 0, 9]);
+        assert!(greeters.admit(&accepted, peer, &log).is_some());
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        assert!(others[0].0.evicted.load(Ordering::SeqCst));
+        assert!(!ninth.evicted.load(Ordering::SeqCst));
+        let (_, client, _) = others.remove(0);
+        assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
+        greeters.close_lingering(true);
+    }
+}
