@@ -444,7 +444,11 @@ impl Greeters {
                 }
             }
         } else if table.len() >= MAX_GREETING {
-            oldest(&table, &|g| !g.spoke).or_else(|| oldest(&table, &|_| true)).map(|i| {
+            // Silent first; then speaking ones, the setting-up session's data connections last.
+            oldest(&table, &|g| !g.spoke)
+                .or_else(|| oldest(&table, &|g| expected != Some(g.peer.ip())))
+                .or_else(|| oldest(&table, &|_| true))
+                .map(|i| {
                 (
                     i,
                     format!("server busy: {MAX_GREETING} connections were saying hello at once and this one, the oldest, was closed to make room; try again"),
