@@ -15,6 +15,23 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Text from another machine (a server's refusal, a client's hello) made safe to print on a
+/// terminal: control characters (C0, DEL, C1: escape sequences, carriage returns, line breaks)
+/// and the bidirectional overrides that reorder what is shown are written as Rust escapes
+/// (`\u{1b}`), everything else as it is.
+pub fn sanitize_for_terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A number with about four significant digits, or "n/a" when missing or not finite.
 pub fn format_number(value: Option<f64>) -> String {
     match value {
@@ -32,6 +49,16 @@ pub fn format_number(value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_text_cannot_drive_the_terminal() {
+        assert_eq!(sanitize_for_terminal("busy: try again"), "busy: try again");
+        assert_eq!(
+            sanitize_for_terminal("a\u{1b}[2Jb\rc\nd\u{9b}e\u{202e}f"),
+            "a\\u{1b}[2Jb\\rc\\nd\\u{9b}e\\u{202e}f"
+        );
+        assert_eq!(sanitize_for_terminal("größe 4 KiB"), "größe 4 KiB");
+    }
 
     #[test]
     fn byte_labels() {

@@ -170,7 +170,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<std::path::PathBuf>,
     /// The longest session (warm-up + measured window) a client may ask for; longer cases are
-    /// refused with the limit named. One session runs at a time; others are told "busy".
+    /// refused with the limit named. One session runs at a time; others are told "server busy".
     #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
     pub max_session: Duration,
     /// The most bytes one session may move through this server, either way (e.g. 10G); a
@@ -564,6 +564,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         key,
         max_session: Some(args.max_session),
         max_session_bytes: args.max_session_bytes,
+        log: true,
     };
     let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
         usage(format!(
@@ -584,10 +585,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     loop {
+        // Every session (peer, workload, outcome) and every refused connection is logged as it
+        // ends; an error here is accepting's own.
         match stream::serve_session_with(&listener, Some(stop.flag()), &options) {
-            Ok(()) => eprintln!("session finished"),
+            Ok(()) => {}
             Err(_) if stop.requested() => break,
-            Err(e) => eprintln!("session failed: {e:#}"),
+            Err(e) => eprintln!("net serve: {e:#}"),
         }
         if args.once || stop.requested() {
             break;

@@ -83,6 +83,25 @@ pub enum Control {
     },
 }
 
+/// A case a server refused before answering `ready`, its text already sent to the client as
+/// `refused`: `net serve` logs the session as refused, not failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Send `error` to the client as `refused` and return it as a [`Refusal`].
+pub fn refuse(control: &mut ControlChannel, error: String) -> anyhow::Error {
+    control.send(&Control::Refused { error: error.clone() }).ok();
+    anyhow::Error::new(Refusal(error))
+}
+
 /// How often a wait on the control connection looks at its stop check.
 const STOP_SLICE: Duration = Duration::from_millis(20);
 
@@ -215,13 +234,25 @@ impl ControlChannel {
         io::Error::new(io::ErrorKind::TimedOut, format!("{what}: {waited}"))
     }
 
-    /// Decode one control line.
+    /// Decode one control line. The peer's words (a refusal, a failure, an unavailable
+    /// feature's reason, a decoding error quoting them) pass a control-character filter here,
+    /// so every error line that quotes them is safe to print on a terminal.
     pub fn parse(line: &[u8]) -> io::Result<Control> {
-        serde_json::from_slice(line).map_err(|e| {
+        use crate::format::sanitize_for_terminal as clean;
+        let message = serde_json::from_slice(line).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("bad control message from the peer: {e}"),
+                format!("bad control message from the peer: {}", clean(&e.to_string())),
             )
+        })?;
+        Ok(match message {
+            Control::Refused { error } => Control::Refused { error: clean(&error) },
+            Control::Failed { error } => Control::Failed { error: clean(&error) },
+            Control::Unavailable { what, reason } => Control::Unavailable {
+                what: clean(&what),
+                reason: clean(&reason),
+            },
+            other => other,
         })
     }
 
@@ -265,6 +296,15 @@ pub enum HelloCase {
 }
 
 impl HelloCase {
+    /// The workload the hello names, as `net serve` logs it.
+    pub fn workload(&self) -> &'static str {
+        match self {
+            HelloCase::Stream(_) => "stream",
+            HelloCase::Rr(c) => c.kind.as_str(),
+            HelloCase::Records(_) => "records",
+        }
+    }
+
     /// Warm-up + window: what `net serve --max-session` limits.
     pub fn session_ms(&self) -> u64 {
         match self {

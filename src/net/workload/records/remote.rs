@@ -50,8 +50,7 @@ fn server_owned(m: &Metric) -> bool {
 }
 
 fn refuse(control: &mut ControlChannel, error: String) -> anyhow::Error {
-    control.send(&Control::Refused { error: error.clone() }).ok();
-    anyhow!(error)
+    crate::net::control::refuse(control, error)
 }
 
 /// Serve one records session on `control` (called by `net serve` for a `records` hello).

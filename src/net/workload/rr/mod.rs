@@ -166,6 +166,43 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
     Ok(())
 }
 
+/// Memory one end of a case holds: per thread, its sender of the messages it sends (the
+/// ring of the mode, as the stream counts it), its receiver of the other end's messages and a
+/// verify copy (twice the size), and the transactions in flight, request and response, queued
+/// in the socket buffers (charged to the memory cgroup like any other memory).
+pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
+    let (send, receive) = match role {
+        Role::Client => (case.request_size, case.response_size),
+        _ => (case.response_size, case.request_size),
+    };
+    let options = mode::SendOptions {
+        unbatched: true,
+        ..Default::default()
+    };
+    let in_flight = (case.inflight as u64).saturating_mul(case.request_size.saturating_add(case.response_size));
+    stream::sender_bytes(case.mode, send, case.verify, &options)
+        .saturating_add(receive.saturating_mul(2))
+        .saturating_add(in_flight)
+        .saturating_mul(case.threads as u64)
+}
+
+/// Whether the buffers of `role`'s end fit in half of `headroom`
+/// (`sys::procfs::memory_headroom`: MemAvailable lowered by the memory cgroup's room; None
+/// skips the check). A server runs it on every hello before answering `ready`.
+pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<(), String> {
+    let Some(headroom) = headroom else { return Ok(()) };
+    let need = buffer_bytes(case, role);
+    if need > headroom / 2 {
+        return Err(format!(
+            "{} needs about {} of buffers on the {role} side, more than half of the {} available (MemAvailable and the memory cgroup's limit): use smaller messages, fewer in flight or fewer threads",
+            case.label(),
+            crate::format::format_bytes(need),
+            crate::format::format_bytes(headroom)
+        ));
+    }
+    Ok(())
+}
+
 /// Run one rr/crr case. A stop request ends it within about 100 ms in any phase, with every
 /// thread joined and the in-process server released, as `Err(Interrupted)`.
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {

@@ -16,7 +16,7 @@ use crate::net::workload::common;
 use crate::net::workload::stream::thread::StartGate;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
-use anyhow::{anyhow, bail};
+use anyhow::anyhow;
 use std::io;
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -41,9 +41,12 @@ pub fn serve_session(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
-    if let Err(error) = super::check_case(case) {
-        control.send(&Control::Refused { error: error.clone() }).ok();
-        bail!(error);
+    // The limits, then the memory the case would take here, against the same headroom the
+    // client side checks (MemAvailable and the memory cgroup's room), before `ready`.
+    if let Err(error) = super::check_case(case)
+        .and_then(|()| super::check_memory(case, Role::Server, crate::sys::procfs::memory_headroom()))
+    {
+        return Err(crate::net::control::refuse(&mut control, error));
     }
     // A receive mode this kernel refuses is answered before any connection is made.
     if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {

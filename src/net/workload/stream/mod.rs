@@ -58,22 +58,29 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// Memory the buffers of a case take on one end (messages, serialisation buffers, the
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
-    let size = case.size as usize;
-    let per_thread = match (role, case.mode) {
-        (Role::Client, CopyMode::ZeroCopy) => case.size * mode::zero_copy_ring_slots(size, case.zc_ring) as u64,
+    let per_thread = match role {
+        Role::Client => sender_bytes(case.mode, case.size, case.verify, &send_options(case)),
+        // The fields plus a contiguous wire buffer or a verify copy.
+        _ => case.size.saturating_mul(2),
+    };
+    per_thread.saturating_mul(case.threads as u64)
+}
+
+/// Memory one sender of `size`-byte messages in `mode` holds (shared with rr's estimate).
+pub(crate) fn sender_bytes(mode: CopyMode, size: u64, verify: bool, options: &mode::SendOptions) -> u64 {
+    let slots = match mode {
+        CopyMode::ZeroCopy => mode::zero_copy_ring_slots(size as usize, options.zc_ring) as u64,
         // The ring of message slots (uring-zc: the zero-copy ring).
-        (Role::Client, CopyMode::Uring | CopyMode::UringZc) => {
-            case.size * mode::uring_ring_slots(size, case.mode == CopyMode::UringZc, &send_options(case)) as u64
+        CopyMode::Uring | CopyMode::UringZc => {
+            mode::uring_ring_slots(size as usize, mode == CopyMode::UringZc, options) as u64
         }
         // A ring with no completion notification (one message without --verify): in user
         // memory (splice) or in a memfd's page cache (sendfile).
-        (Role::Client, CopyMode::Splice | CopyMode::Sendfile) => {
-            case.size * mode::unnotified_ring_slots(size, case.verify) as u64
-        }
+        CopyMode::Splice | CopyMode::Sendfile => mode::unnotified_ring_slots(size as usize, verify) as u64,
         // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
-        _ => case.size * 2,
+        _ => 2,
     };
-    per_thread * case.threads as u64
+    size.saturating_mul(slots)
 }
 
 /// The case's options for its senders.
@@ -111,7 +118,8 @@ fn sender_error(mode: CopyMode, e: std::io::Error) -> anyhow::Error {
 }
 
 /// Whether a case can run: limits on every parameter, and buffers that fit in half of the
-/// memory available (MemAvailable; None skips that check). Used by the
+/// memory available (`sys::procfs::memory_headroom`: MemAvailable lowered by the memory
+/// cgroup's room; None skips that check). Used by the
 /// CLI before running and by a server before accepting a client's case.
 pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> Result<(), String> {
     if case.size == 0 || case.fields == 0 || case.threads == 0 {
@@ -151,7 +159,7 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     if let Some(available) = mem_available {
         if need > available / 2 {
             return Err(format!(
-                "{} needs about {} of buffers on the {role} side, more than half of the {} available",
+                "{} needs about {} of buffers on the {role} side, more than half of the {} available (MemAvailable and the memory cgroup's limit)",
                 case.label(),
                 crate::format::format_bytes(need),
                 crate::format::format_bytes(available)

@@ -4,7 +4,10 @@
 //!
 //! Every new connection is greeted on a thread of its own with a deadline for what it must say
 //! first (a whole hello line, or a data connection's header), so one slow, idle or stray
-//! connection holds up nobody else, and a stop ends every wait within about 20 ms.
+//! connection holds up nobody else, and a stop ends every wait within about 20 ms. The
+//! connections being greeted sit in a table of bounded size with a cap per address; a
+//! newcomer evicts the oldest silent one rather than being dropped, so idle connections
+//! cannot starve a real client, and whoever is turned away reads `server busy: …`.
 
 use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
 use crate::case::{RxMode, StreamCase};
@@ -12,20 +15,21 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{
-    decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloCase, HelloError, ServerReport,
-    DATA_HEADER_LEN,
+    decode_data_header, describe_io_error, parse_hello, Control, ControlChannel, HelloCase, HelloError, Refusal,
+    ServerReport, DATA_HEADER_LEN,
 };
 use crate::net::mode::{self, RecvCounts};
 use crate::observation::{Metric, Role, Source, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
+use std::collections::VecDeque;
 use std::io::{self, Read};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the client has, after the server said Ready, to open every data connection.
@@ -37,8 +41,22 @@ pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often every wait looks at the stop flag.
 const SLICE: Duration = Duration::from_millis(20);
-/// Connections being greeted at once; a connection beyond this is closed at once.
+/// Connections being greeted at once; a newcomer beyond this evicts the oldest (a silent one
+/// first).
 const MAX_GREETING: usize = 64;
+/// Connections from one address greeted at once; a newcomer beyond this evicts the oldest of
+/// that address's connections that has said nothing yet, or, when all of them are speaking,
+/// is turned away.
+const PER_ADDRESS: usize = 8;
+/// How long a new connection may stay silent: clients speak as soon as they connect.
+pub const FIRST_BYTE_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a connection turned away stays open (its late bytes read and dropped), so that
+/// its peer reads `server busy`, not a reset.
+const LINGER: Duration = Duration::from_millis(500);
+/// Connections turned away and lingering at once; beyond this the oldest is closed.
+const MAX_LINGERING: usize = 256;
+/// Refused connections logged per second by `net serve`; the rest are counted in one line.
+const LOG_PER_SECOND: u32 = 20;
 /// Accepting pauses this long when the process is out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
@@ -58,7 +76,7 @@ fn readable_by(stream: &TcpStream, deadline: Instant, quit: &dyn Fn() -> bool) -
             bail!("stopped");
         }
         let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
-            bail!("said nothing: timed out after {}", secs(HELLO_DEADLINE));
+            bail!("said nothing: timed out after {}", secs(FIRST_BYTE_DEADLINE));
         };
         let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(left.min(SLICE).as_millis() as u16)) {
@@ -102,16 +120,25 @@ fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &d
     Ok(())
 }
 
-/// Find out what a new connection is, within HELLO_DEADLINE: a control connection's first
-/// byte is `{` (session tokens never start with it), anything else is a data header. A hello
-/// of another protocol version, or one that is not a hello, is answered with a refusal.
-fn greet(stream: TcpStream, quit: &dyn Fn() -> bool, key: Option<&[u8]>) -> anyhow::Result<Greeting> {
-    let deadline = Instant::now() + HELLO_DEADLINE;
-    readable_by(&stream, deadline, quit)?;
+/// Find out what a new connection is: its first byte within FIRST_BYTE_DEADLINE (then
+/// `spoke` is called), all of it within HELLO_DEADLINE. A control connection's first byte is
+/// `{` (session tokens never start with it), anything else is a data header. A hello of
+/// another protocol version, or one that is not a hello, is answered with a refusal.
+/// `workload` is set as soon as a hello names one (for the log).
+fn greet(
+    stream: TcpStream,
+    quit: &dyn Fn() -> bool,
+    key: Option<&[u8]>,
+    spoke: &dyn Fn(),
+    workload: &mut Option<&'static str>,
+) -> anyhow::Result<Greeting> {
+    let started = Instant::now();
+    let deadline = started + HELLO_DEADLINE;
+    readable_by(&stream, started + FIRST_BYTE_DEADLINE.min(HELLO_DEADLINE), quit)?;
     let mut first = [0u8; 1];
     match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
         Ok(0) => bail!("closed without saying anything"),
-        Ok(_) => {}
+        Ok(_) => spoke(),
         Err(e) => bail!("reading failed: {e}"),
     }
     if first[0] == b'{' {
@@ -124,6 +151,7 @@ fn greet(stream: TcpStream, quit: &dyn Fn() -> bool, key: Option<&[u8]>) -> anyh
         })?;
         return match parse_hello(&line) {
             Ok(case) => {
+                *workload = Some(case.workload());
                 if let Some(key) = key {
                     challenge(&mut control, key, deadline, quit)?;
                 }
@@ -161,7 +189,7 @@ fn challenge(
     if !ok {
         let error = "refused: wrong or missing pre-shared key (this server was started with --psk-file; give the client the same key with --psk-file)";
         control.send(&Control::Refused { error: error.into() }).ok();
-        bail!("a client failed the key challenge");
+        bail!("wrong or missing pre-shared key");
     }
     Ok(())
 }
@@ -195,9 +223,13 @@ pub struct ServeOptions {
     /// The most bytes one session may send this server (`--max-session-bytes`); a session
     /// that reaches it is ended with the limit named.
     pub max_session_bytes: Option<u64>,
+    /// Log every session and every refused connection on stderr (`net serve`).
+    pub log: bool,
 }
 
-/// [`serve_session`] with a server's limits.
+/// [`serve_session`] with a server's limits. With `options.log`, every session's outcome and
+/// every refused connection is logged on stderr (peer, workload, reason), and an error comes
+/// back only when accepting failed (or on a stop).
 pub fn serve_session_with(
     listener: &TcpListener,
     stop: Option<&AtomicBool>,
@@ -214,26 +246,36 @@ pub fn serve_session_with(
     let greeting = AtomicUsize::new(0);
     let sessions = AtomicUsize::new(0);
     let result: Mutex<Option<anyhow::Result<()>>> = Mutex::new(None);
+    let greeters = Greeters::default();
+    let log = ServeLog::new(options.log);
     let accepted = std::thread::scope(|scope| -> anyhow::Result<()> {
         // After the first session, accept on until no connection is left saying hello, so
         // none is dropped unheard and none waits in the backlog behind a silent one.
         let finished = || ended.load(Ordering::SeqCst) && greeting.load(Ordering::SeqCst) == 0;
         while !stopped() && !finished() {
-            let stream = match accept_within(listener, SLICE)? {
+            greeters.close_lingering(false);
+            let (stream, peer) = match accept_within(listener, SLICE)? {
                 Some(s) => s,
                 None => continue,
             };
-            if greeting.load(Ordering::SeqCst) >= MAX_GREETING {
-                continue; // dropped: too many connections are still saying hello
-            }
+            let Some(seat) = greeters.admit(&stream, peer, &log) else {
+                continue; // turned away: told `server busy` (and logged)
+            };
             greeting.fetch_add(1, Ordering::SeqCst);
-            let (route, busy, ended, greeting, result, sessions) =
-                (&route, &busy, &ended, &greeting, &result, &sessions);
+            let (route, busy, ended, greeting, result, sessions, greeters, log) =
+                (&route, &busy, &ended, &greeting, &result, &sessions, &greeters, &log);
             let spawned = std::thread::Builder::new()
                 .name("iopath-greet".into())
                 .spawn_scoped(scope, move || {
-                    match greet(stream, &stopped, key) {
+                    let quit = || stopped() || seat.evicted.load(Ordering::SeqCst);
+                    let mut workload = None;
+                    let greeted = greet(stream, &quit, key, &|| greeters.spoke(seat.id), &mut workload);
+                    // Evicted meanwhile: told `server busy` and logged by the evicter.
+                    let seated = greeters.leave(seat.id);
+                    match greeted {
+                        _ if !seated => {}
                         Ok(Greeting::Hello(mut control, case)) => {
+                            let workload = case.workload();
                             let asked = Duration::from_millis(case.session_ms());
                             if let Some(max) = options.max_session.filter(|max| asked > *max) {
                                 let error = format!(
@@ -241,13 +283,17 @@ pub fn serve_session_with(
                                     asked.as_secs_f64(),
                                     max.as_secs_f64()
                                 );
-                                control.send(&Control::Refused { error }).ok();
+                                control.send(&Control::Refused { error: error.clone() }).ok();
+                                log.refused(peer, workload, &error);
                             } else if busy.swap(true, Ordering::SeqCst) {
-                                let error = "busy: another client's session is running; try again when it ends";
+                                let error = "server busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
+                                log.refused(peer, workload, error);
                             } else {
-                                // The hello names the workload: rr/crr sessions run their own code
-                                // (the byte budget is not applied to them yet).
+                                // The session's own data connections come from this address:
+                                // they are not held to the per-address cap while it sets up.
+                                greeters.expect_data_from(Some(peer.ip()));
+                                // The hello names the workload: rr/crr sessions run their own code.
                                 let outcome = match *case {
                                     HelloCase::Stream(case) => {
                                         run_session(control, &case, route, &stopped, options.max_session_bytes)
@@ -267,14 +313,16 @@ pub fn serve_session_with(
                                         )
                                     }
                                 };
+                                greeters.expect_data_from(None);
                                 if let Ok(mut r) = route.lock() {
                                     *r = None;
                                 }
+                                log.session(peer, workload, &outcome);
                                 if sessions.fetch_add(1, Ordering::SeqCst) == 0 {
                                     if let Ok(mut r) = result.lock() {
                                         *r = Some(outcome);
                                     }
-                                } else {
+                                } else if !log.on {
                                     match outcome {
                                         Ok(()) => eprintln!("session finished"),
                                         Err(e) => eprintln!("session failed: {e:#}"),
@@ -286,24 +334,38 @@ pub fn serve_session_with(
                         }
                         Ok(Greeting::Data(token, index, stream)) => {
                             let to = route.lock().ok().and_then(|r| r.clone());
-                            if let Some((_, tx)) = to.filter(|(t, _)| *t == token) {
-                                let _ = tx.send((index, stream));
+                            match to.filter(|(t, _)| *t == token) {
+                                Some((_, tx)) => {
+                                    let _ = tx.send((index, stream));
+                                }
+                                // A stray connection (a port scanner, a late or foreign data
+                                // connection): dropped.
+                                None => log.refused(
+                                    peer,
+                                    "data",
+                                    "a data connection with no session's token (late, foreign or not iopath)",
+                                ),
                             }
-                            // Otherwise a stray connection (a port scanner, a late or
-                            // foreign data connection): dropped.
                         }
-                        Err(_) => {} // refused or silent: dropped (a refusal was sent)
+                        // Refused (the refusal was sent) or silent: dropped.
+                        Err(_) if stopped() => {}
+                        Err(e) => log.refused(peer, workload.unwrap_or("unknown"), &format!("{e:#}")),
                     }
                     greeting.fetch_sub(1, Ordering::SeqCst);
                 });
             if spawned.is_err() {
+                greeters.leave(seat.id);
                 greeting.fetch_sub(1, Ordering::SeqCst);
             }
         }
         Ok(())
     });
+    greeters.close_lingering(true);
+    log.flush();
     let outcome = result.lock().ok().and_then(|mut r| r.take());
     match outcome {
+        // Logged already.
+        Some(_) if options.log => Ok(()),
         Some(outcome) => outcome,
         None => {
             accepted?;
@@ -312,8 +374,261 @@ pub fn serve_session_with(
     }
 }
 
+/// One connection being greeted.
+struct Greeter {
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    /// Its first byte has arrived.
+    spoke: bool,
+    evicted: Arc<AtomicBool>,
+    /// A second descriptor of its socket, to refuse and close it when it is evicted.
+    stream: TcpStream,
+}
+
+/// A greeter thread's place in the table.
+struct Seat {
+    id: u64,
+    evicted: Arc<AtomicBool>,
+}
+
+/// The connections being greeted (at most MAX_GREETING, PER_ADDRESS from one address), and
+/// the connections turned away, kept open for LINGER so their peers read the refusal.
+#[derive(Default)]
+struct Greeters {
+    table: Mutex<Vec<Greeter>>,
+    next_id: AtomicU64,
+    /// The address of the session setting up, whose data connections are exempt from the
+    /// per-address cap.
+    expected: Mutex<Option<IpAddr>>,
+    lingering: Mutex<VecDeque<(Instant, TcpStream)>>,
+}
+
+impl Greeters {
+    /// Seat a new connection, evicting the oldest silent connection of its address when that
+    /// address is at PER_ADDRESS, or the oldest of all (silent first) when the table is full.
+    /// None when it was turned away instead (every connection of its address is speaking):
+    /// it has been told `server busy` and the refusal logged.
+    fn admit(&self, stream: &TcpStream, peer: SocketAddr, log: &ServeLog) -> Option<Seat> {
+        let Ok(second) = stream.try_clone() else {
+            log.refused(peer, "unknown", "out of file descriptors: closed at once");
+            return None;
+        };
+        let expected = self.expected.lock().ok().and_then(|e| *e);
+        let mut table = self.table.lock().ok()?;
+        let oldest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
+            (0..table.len())
+                .filter(|&i| pick(&table[i]))
+                .min_by_key(|&i| table[i].since)
+        };
+        let same = |g: &Greeter| g.peer.ip() == peer.ip();
+        let from_peer = table.iter().filter(|g| same(g)).count();
+        let victim = if from_peer >= PER_ADDRESS && expected != Some(peer.ip()) {
+            match oldest(&table, &|g| same(g) && !g.spoke) {
+                Some(i) => Some((
+                    i,
+                    format!(
+                        "server busy: more than {PER_ADDRESS} connections from {} were saying hello at once and this one, the oldest silent one, was closed to make room; try again",
+                        peer.ip()
+                    ),
+                )),
+                None => {
+                    drop(table);
+                    let error = format!(
+                        "server busy: {PER_ADDRESS} connections from {} are already saying hello; try again in a few seconds",
+                        peer.ip()
+                    );
+                    log.refused(peer, "unknown", &error);
+                    self.turn_away(second, &error);
+                    return None;
+                }
+            }
+        } else if table.len() >= MAX_GREETING {
+            // Silent first; then speaking ones, the setting-up session's data connections last.
+            oldest(&table, &|g| !g.spoke)
+                .or_else(|| oldest(&table, &|g| expected != Some(g.peer.ip())))
+                .or_else(|| oldest(&table, &|_| true))
+                .map(|i| {
+                (
+                    i,
+                    format!("server busy: {MAX_GREETING} connections were saying hello at once and this one, the oldest, was closed to make room; try again"),
+                )
+            })
+        } else {
+            None
+        };
+        let evicted = victim.map(|(i, why)| (table.swap_remove(i), why));
+        let seat = Seat {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            evicted: Arc::new(AtomicBool::new(false)),
+        };
+        // A client sends its hello (or header) as soon as it is connected: often it is here
+        // already, and the connection is not silent even before its greeter runs.
+        let mut first = [0u8; 1];
+        let spoke = matches!(
+            sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+            Ok(1)
+        );
+        table.push(Greeter {
+            id: seat.id,
+            peer,
+            since: Instant::now(),
+            spoke,
+            evicted: seat.evicted.clone(),
+            stream: second,
+        });
+        drop(table);
+        if let Some((victim, why)) = evicted {
+            victim.evicted.store(true, Ordering::SeqCst);
+            log.refused(victim.peer, "unknown", &why);
+            self.turn_away(victim.stream, &why);
+        }
+        Some(seat)
+    }
+
+    /// Tell a connection `error` as a refusal, close both directions (its greeter, if any,
+    /// wakes at once) and keep the socket open for LINGER, reading what still arrives, so the
+    /// peer reads the refusal rather than a reset.
+    fn turn_away(&self, stream: TcpStream, error: &str) {
+        if let Ok(mut line) = serde_json::to_vec(&Control::Refused { error: error.into() }) {
+            line.push(b'\n');
+            sock::send(stream.as_raw_fd(), &line, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL).ok();
+        }
+        stream.shutdown(Shutdown::Both).ok();
+        if let Ok(mut lingering) = self.lingering.lock() {
+            lingering.push_back((Instant::now(), stream));
+            while lingering.len() > MAX_LINGERING {
+                if let Some((_, s)) = lingering.pop_front() {
+                    drain_and_close(s);
+                }
+            }
+        }
+    }
+
+    /// Close the turned-away connections that have lingered long enough (`all`: every one).
+    fn close_lingering(&self, all: bool) {
+        let Ok(mut lingering) = self.lingering.lock() else {
+            return;
+        };
+        while let Some((since, _)) = lingering.front() {
+            if !all && since.elapsed() < LINGER {
+                break;
+            }
+            if let Some((_, s)) = lingering.pop_front() {
+                drain_and_close(s);
+            }
+        }
+    }
+
+    fn spoke(&self, id: u64) {
+        if let Some(g) = self
+            .table
+            .lock()
+            .ok()
+            .as_mut()
+            .and_then(|t| t.iter_mut().find(|g| g.id == id))
+        {
+            g.spoke = true;
+        }
+    }
+
+    /// Leave the table; false when the connection was evicted meanwhile.
+    fn leave(&self, id: u64) -> bool {
+        let Ok(mut table) = self.table.lock() else { return false };
+        match table.iter().position(|g| g.id == id) {
+            Some(i) => {
+                table.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expect_data_from(&self, ip: Option<IpAddr>) {
+        if let Ok(mut e) = self.expected.lock() {
+            *e = ip;
+        }
+    }
+}
+
+/// Read (and drop) what a turned-away peer still sent, so closing sends no reset, then close.
+fn drain_and_close(stream: TcpStream) {
+    let mut scrap = [0u8; 4096];
+    for _ in 0..16 {
+        match sock::recv(stream.as_raw_fd(), &mut scrap, libc::MSG_DONTWAIT) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+}
+
+/// What `net serve` logs on stderr: one line per session (peer, workload, outcome) and per
+/// refused connection, at most LOG_PER_SECOND refusals a second (the rest counted), so a
+/// flood of connections cannot flood the log. Remote text passes a control-character filter.
+struct ServeLog {
+    on: bool,
+    /// The second being counted, refusals logged in it, refusals left out since the last line.
+    budget: Mutex<(Instant, u32, u64)>,
+}
+
+impl ServeLog {
+    fn new(on: bool) -> ServeLog {
+        ServeLog {
+            on,
+            budget: Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
+
+    fn refused(&self, peer: SocketAddr, workload: &str, reason: &str) {
+        if !self.on {
+            return;
+        }
+        let Ok(mut budget) = self.budget.lock() else { return };
+        let (second, _, left_out) = &mut *budget;
+        if second.elapsed() >= Duration::from_secs(1) {
+            if *left_out > 0 {
+                eprintln!("({left_out} more refused connections were not logged)");
+            }
+            *budget = (Instant::now(), 0, 0);
+        }
+        let (_, logged, left_out) = &mut *budget;
+        if *logged >= LOG_PER_SECOND {
+            *left_out += 1;
+            return;
+        }
+        *logged += 1;
+        eprintln!(
+            "session refused: peer {peer}, workload {workload}: {}",
+            crate::format::sanitize_for_terminal(reason)
+        );
+    }
+
+    fn session(&self, peer: SocketAddr, workload: &str, outcome: &anyhow::Result<()>) {
+        if !self.on {
+            return;
+        }
+        match outcome {
+            Ok(()) => eprintln!("session finished: peer {peer}, workload {workload}"),
+            Err(e) if e.is::<Refusal>() || e.is::<Unsupported>() => self.refused(peer, workload, &format!("{e:#}")),
+            Err(e) => eprintln!(
+                "session failed: peer {peer}, workload {workload}: {}",
+                crate::format::sanitize_for_terminal(&format!("{e:#}"))
+            ),
+        }
+    }
+
+    /// Count the refusals left out, at the end.
+    fn flush(&self) {
+        if let Ok(budget) = self.budget.lock() {
+            if self.on && budget.2 > 0 {
+                eprintln!("({} more refused connections were not logged)", budget.2);
+            }
+        }
+    }
+}
+
 /// Wait up to `wait` for a connection; out of descriptors, pause instead of spinning.
-fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Option<TcpStream>> {
+fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Option<(TcpStream, SocketAddr)>> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
     match poll(&mut fds, PollTimeout::from(wait.as_millis() as u16)) {
@@ -322,9 +637,9 @@ fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Optio
         Err(e) => bail!("poll failed: {e}"),
     }
     match listener.accept() {
-        Ok((stream, _)) => {
+        Ok((stream, peer)) => {
             stream.set_nonblocking(false)?;
-            Ok(Some(stream))
+            Ok(Some((stream, peer)))
         }
         Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
@@ -346,9 +661,10 @@ fn run_session(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
-    if let Err(error) = super::check_case(case, Role::Server, crate::sys::procfs::meminfo_bytes("MemAvailable:")) {
-        control.send(&Control::Refused { error: error.clone() }).ok();
-        bail!(error);
+    // The same headroom the client side checks: MemAvailable lowered by the memory cgroup's
+    // room (a server in a 3 GiB cgroup on a large machine must not take MemAvailable's word).
+    if let Err(error) = super::check_case(case, Role::Server, crate::sys::procfs::memory_headroom()) {
+        return Err(crate::net::control::refuse(&mut control, error));
     }
     // A receive mode this kernel refuses is answered before any connection is made.
     if let Err(refusal) = mode::check_receiver(case.rx_mode) {
@@ -653,4 +969,80 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
         ],
         warning,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A connection to `listener` from `from` (any 127/8 address is loopback), and its accepted end.
+    fn connection(listener: &TcpListener, from: [u8; 4]) -> (TcpStream, TcpStream, SocketAddr) {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        (socket.into(), accepted, peer)
+    }
+
+    /// What a turned-away client reads: one refusal line, then EOF.
+    fn refusal(mut client: TcpStream) -> String {
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut text = String::new();
+        client.read_to_string(&mut text).unwrap();
+        match ControlChannel::parse(text.as_bytes()).unwrap() {
+            Control::Refused { error } => error,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The eviction policy: the oldest silent connection of a full address makes room; an
+    /// address whose connections all speak turns the newcomer away; a full table evicts its
+    /// oldest silent connection, whatever its address. Everyone turned away reads `server busy`.
+    #[test]
+    fn the_greeting_table_evicts_the_oldest_silent_connection_and_never_fills() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (greeters, log) = (Greeters::default(), ServeLog::new(false));
+        let mut local = Vec::new();
+        let mut seats = Vec::new();
+        for _ in 0..PER_ADDRESS {
+            let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+            seats.push(greeters.admit(&accepted, peer, &log).expect("room"));
+            local.push((client, accepted));
+        }
+        // A ninth from the same address: the first (oldest, silent) is evicted.
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        let ninth = greeters.admit(&accepted, peer, &log).expect("room made");
+        assert!(seats[0].evicted.load(Ordering::SeqCst));
+        assert!(!greeters.leave(seats[0].id), "an evicted connection has no seat");
+        let (first, _) = local.remove(0);
+        assert!(refusal(first).starts_with("server busy: more than 8 connections from 127.0.0.1"));
+        local.push((client, accepted));
+        // Every connection of the address speaking: the newcomer is turned away.
+        for seat in seats.iter().skip(1).chain([&ninth]) {
+            greeters.spoke(seat.id);
+        }
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        assert!(greeters.admit(&accepted, peer, &log).is_none());
+        drop(accepted);
+        assert!(refusal(client).starts_with("server busy: 8 connections from 127.0.0.1 are already saying hello"));
+        // Fill the table from other addresses; the 65th evicts the oldest silent one (the
+        // first of 127.0.0.2), not the older speaking ones of 127.0.0.1.
+        let mut others = Vec::new();
+        for host in 2..9u8 {
+            for _ in 0..PER_ADDRESS {
+                let (client, accepted, peer) = connection(&listener, [127, 0, 0, host]);
+                others.push((greeters.admit(&accepted, peer, &log).expect("room"), client, accepted));
+            }
+        }
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        let (_client, accepted, peer) = connection(&listener, [127, 0, 0, 9]);
+        assert!(greeters.admit(&accepted, peer, &log).is_some());
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        assert!(others[0].0.evicted.load(Ordering::SeqCst));
+        assert!(!ninth.evicted.load(Ordering::SeqCst));
+        let (_, client, _) = others.remove(0);
+        assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
+        greeters.close_lingering(true);
+    }
 }

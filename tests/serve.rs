@@ -1,0 +1,343 @@
+//! `net serve` left running on an open port (issue 19 A): idle connections cannot starve a real
+//! client, a hello cannot ask the server for more memory than it has, refused and failed
+//! sessions are logged with peer, workload and reason, and a server's refusal is shown to the
+//! client's terminal only through a control-character filter. Every child is reaped and every
+//! wait bounded.
+
+mod common;
+
+use common::{bin, iopath, stderr};
+use iopath::case::{CopyMode, Endpoint, RrCase, RrKind, RxMode, StreamCase};
+use iopath::net::control::{Control, RrHello, PROTOCOL_VERSION};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A `net serve` child whose stderr is kept: what it logged, read as it runs.
+struct Server {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(flags: &[&str]) -> Server {
+        let mut child = std::process::Command::new(bin())
+            .args(["net", "serve", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn net serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr"));
+        let mut first = String::new();
+        lines.read_line(&mut first).expect("net serve's first line");
+        let addr = first
+            .split_whitespace()
+            .find(|w| w.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("no address in {first}"))
+            .to_string();
+        let log = Arc::new(Mutex::new(String::new()));
+        let reader = std::thread::spawn({
+            let log = log.clone();
+            move || {
+                let mut line = String::new();
+                while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
+                    log.lock().unwrap().push_str(&line);
+                    line.clear();
+                }
+            }
+        });
+        Server {
+            child,
+            addr,
+            log,
+            reader: Some(reader),
+        }
+    }
+
+    /// Wait (at most 10 s) until the log has a line containing every one of `parts`; the line.
+    fn logged(&self, parts: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log.lock().unwrap().clone();
+            if let Some(line) = log.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return line.to_string();
+            }
+            assert!(Instant::now() < deadline, "no line with {parts:?} in the log:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// `n` connections that connect and say nothing.
+fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n).map(|_| TcpStream::connect(addr).expect("connect")).collect()
+}
+
+fn stream_client(addr: &str, extra: &[&str]) -> std::process::Output {
+    iopath()
+        .args(["net", "stream", "--connect", addr, "--mode", "one-copy"])
+        .args(["--size", "4K", "--duration", "100ms", "--warmup", "0"])
+        .args(extra)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap()
+}
+
+/// Send one raw line on a new control connection; the server's first answer as JSON.
+fn answer_to(addr: &str, line: &str) -> (Value, u16) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let port = s.local_addr().unwrap().port();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    writeln!(s, "{line}").unwrap();
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer).unwrap();
+    (
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}")),
+        port,
+    )
+}
+
+/// Issue 19 A.1: 64 idle connections used to fill every greeting slot, and a client then read
+/// "the peer closed the control connection". Now the oldest silent ones are evicted (and told
+/// `server busy`), and a real client — with or without a key — is served beside them.
+#[test]
+fn idle_connections_do_not_starve_a_client() {
+    let server = Server::start(&[]);
+    let idle = idle_connections(&server.addr, 64);
+    let out = stream_client(&server.addr, &[]);
+    assert!(
+        out.status.success(),
+        "a client beside 64 idle connections: {}",
+        stderr(&out)
+    );
+
+    // The first idle connection was evicted to make room: it reads `server busy`, then EOF,
+    // not a reset.
+    let mut first = idle.into_iter().next().unwrap();
+    first.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut text = String::new();
+    first.read_to_string(&mut text).expect("a refusal and EOF, not a reset");
+    let refusal: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    assert_eq!(refusal["type"], "refused", "{text}");
+    assert!(
+        refusal["error"].as_str().unwrap().starts_with("server busy: "),
+        "{text}"
+    );
+    server.logged(&["session refused: peer 127.0.0.1:", "server busy: "]);
+    server.logged(&["session finished: peer 127.0.0.1:", "workload stream"]);
+}
+
+/// The same with a pre-shared key, while more idle connections keep arriving (re-opened as the
+/// server closes them): the client with the key is served or, at worst, told `server busy`;
+/// never "closed the control connection".
+#[test]
+fn idle_connections_do_not_starve_a_client_with_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = key.to_str().unwrap();
+    let server = Server::start(&["--psk-file", key]);
+    let addr = server.addr.clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut open = idle_connections(&addr, 64);
+            let started = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60) {
+                // Re-open the ones the server closed.
+                open.retain(|s| {
+                    let mut byte = [0u8; 64];
+                    s.set_nonblocking(true).unwrap();
+                    (&*s).read(&mut byte).is_err()
+                });
+                while open.len() < 64 {
+                    open.push(TcpStream::connect(&addr).unwrap());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let out = stream_client(&server.addr, &["--psk-file", key]);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    flood.join().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("closed the control connection"), "{err}");
+    assert!(out.status.success() || err.contains("server busy: "), "{err}");
+}
+
+fn stream_case(size: u64, threads: usize) -> StreamCase {
+    StreamCase {
+        mode: CopyMode::OneCopy,
+        rx_mode: RxMode::Scatter,
+        size,
+        fields: 1,
+        threads,
+        duration_ms: 100,
+        warmup_ms: 0,
+        client_cpus: None,
+        server_cpus: None,
+        verify: false,
+        endpoint: Endpoint::Loopback { port: 0 },
+        perf: false,
+        prove_copies: false,
+        zc_ring: None,
+        fixed_buffers: false,
+    }
+}
+
+fn rr_case() -> RrCase {
+    RrCase {
+        kind: RrKind::Rr,
+        mode: CopyMode::TwoCopy,
+        rx_mode: RxMode::Copy,
+        request_size: 16 << 20,
+        response_size: 16 << 20,
+        fields: 1,
+        inflight: 1024,
+        threads: 1024,
+        rate: Some(1_000_000),
+        duration_ms: 100,
+        warmup_ms: 0,
+        client_cpus: None,
+        server_cpus: None,
+        verify: false,
+        endpoint: Endpoint::Loopback { port: 0 },
+        perf: false,
+    }
+}
+
+/// Issue 19 A.2: an rr hello had no memory check at all (1024 threads of 16 MiB requests and
+/// responses, 1024 in flight: terabytes), and the stream's compared with MemAvailable alone.
+/// Both are refused before `ready`, naming the need and the headroom, and logged.
+#[test]
+fn a_hello_asking_for_more_memory_than_the_server_has_is_refused() {
+    let server = Server::start(&[]);
+    let rr = serde_json::to_string(&RrHello::new(&rr_case())).unwrap();
+    let (answer, port) = answer_to(&server.addr, &rr);
+    assert_eq!(answer["type"], "refused", "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(
+        error.contains("of buffers on the server side, more than half of the"),
+        "{error}"
+    );
+    assert!(error.contains("memory cgroup"), "{error}");
+    server.logged(&[
+        &format!("session refused: peer 127.0.0.1:{port}, workload rr: "),
+        "more than half of the",
+    ]);
+
+    // 1024 threads of 1 GiB messages: 2 TiB of receive buffers.
+    let hello = serde_json::to_string(&Control::Hello {
+        version: PROTOCOL_VERSION,
+        case: stream_case(1 << 30, 1024),
+    })
+    .unwrap();
+    let (answer, port) = answer_to(&server.addr, &hello);
+    assert_eq!(answer["type"], "refused", "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(
+        error.contains("more than half of the") && error.contains("memory cgroup"),
+        "{error}"
+    );
+    server.logged(&[&format!("session refused: peer 127.0.0.1:{port}, workload stream: ")]);
+
+    // And the server still serves a case that fits.
+    let out = stream_client(&server.addr, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Issue 19 A.3: refused and failed attempts leave a line each (peer, workload, reason), as
+/// iperf3's server does; before, only "session finished" appeared.
+#[test]
+fn the_server_logs_refused_and_failed_sessions() {
+    let server = Server::start(&["--max-session", "1s"]);
+    // Refused: too long a session.
+    let mut long = stream_case(4096, 1);
+    long.duration_ms = 5000;
+    let hello = serde_json::to_string(&Control::Hello {
+        version: PROTOCOL_VERSION,
+        case: long,
+    })
+    .unwrap();
+    let (answer, port) = answer_to(&server.addr, &hello);
+    assert_eq!(answer["type"], "refused", "{answer}");
+    server.logged(&[
+        &format!("session refused: peer 127.0.0.1:{port}, workload stream: "),
+        "--max-session",
+    ]);
+    // Refused: another protocol version (the workload is not known yet).
+    let (answer, port) = answer_to(&server.addr, r#"{"type":"hello","version":99,"case":{}}"#);
+    assert_eq!(answer["type"], "refused", "{answer}");
+    server.logged(&[
+        &format!("session refused: peer 127.0.0.1:{port}, workload unknown: "),
+        "protocol version 99",
+    ]);
+    // Failed: a client that says hello and then vanishes before opening its data connection.
+    let hello = serde_json::to_string(&Control::Hello {
+        version: PROTOCOL_VERSION,
+        case: stream_case(4096, 1),
+    })
+    .unwrap();
+    let (answer, port) = answer_to(&server.addr, &hello);
+    assert_eq!(answer["type"], "ready", "{answer}");
+    server.logged(&[
+        &format!("session failed: peer 127.0.0.1:{port}, workload stream: "),
+        "closed the control connection",
+    ]);
+    // A silent connection: closed at the first-byte deadline, and logged.
+    let silent = TcpStream::connect(&server.addr).unwrap();
+    let port = silent.local_addr().unwrap().port();
+    server.logged(&[&format!(
+        "session refused: peer 127.0.0.1:{port}, workload unknown: said nothing"
+    )]);
+    // A finished session.
+    let out = stream_client(&server.addr, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.logged(&["session finished: peer 127.0.0.1:", "workload stream"]);
+}
+
+/// Issue 19 D10 (server side): a server's refusal is remote text. The client's error line
+/// quotes it with its control characters escaped, so a hostile server cannot clear the screen
+/// or rewrite what the terminal shows.
+#[test]
+fn a_servers_refusal_reaches_the_terminal_without_control_characters() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let fake = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut hello = String::new();
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        reader.read_line(&mut hello).unwrap();
+        let refusal = serde_json::json!({"type": "refused", "error": "no\u{1b}[2J\u{1b}]0;owned\u{7}\rfake\u{9b}31m"});
+        writeln!(&s, "{refusal}").unwrap();
+    });
+    let out = stream_client(&addr, &[]);
+    fake.join().unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("the server refused the case: no"), "{err}");
+    assert!(
+        !err.chars().any(|c| c.is_control() && c != '\n'),
+        "control characters reached the terminal: {err:?}"
+    );
+    assert!(err.contains(r"\u{1b}[2J"), "{err}");
+}
