@@ -80,3 +80,70 @@ mod duration_tests {
         assert_eq!(format_duration_s(3900.0), "1 h 05 min");
     }
 }
+
+/// Text that came from somewhere else (a run name or label stored in the database, a
+/// server's refusal line, an error from a peer) made safe for a terminal: every control
+/// character — C0 (ESC, BEL, CR, LF, TAB, …), DEL and C1 (U+0080..U+009F, among them the
+/// 8-bit CSI and OSC) — is written as a visible escape (`\x1b`, `\u{9b}`), and so are the
+/// bidirectional overrides and isolates that reorder what follows them. A backslash is
+/// doubled so the escaped text cannot be mistaken for an escape. Printable text, including
+/// any other Unicode, is unchanged (and then no copy is made).
+pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        c.is_control() || c == '\\' || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x80 && needs(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if needs(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A text cell for a CSV file that a spreadsheet will open, neutralised against formula
+/// injection: a cell starting with `=`, `+`, `-`, `@`, TAB or CR is prefixed with `'` (the
+/// spreadsheet then shows it as text), unless the whole cell is a number (`-1.5`, `+3`), which
+/// stays a number. Call it on text columns (names, labels, errors, warnings), not on numbers
+/// the program formatted itself.
+pub fn spreadsheet_safe(cell: &str) -> std::borrow::Cow<'_, str> {
+    let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if !risky || cell.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+        return std::borrow::Cow::Borrowed(cell);
+    }
+    std::borrow::Cow::Owned(format!("'{cell}"))
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::{escape_control, spreadsheet_safe};
+
+    #[test]
+    fn terminal_control_sequences_become_visible() {
+        // Set the window title, clear the screen, OSC 52 clipboard write, 8-bit CSI, BEL.
+        assert_eq!(escape_control("a\x1b]0;owned\x07b"), "a\\x1b]0;owned\\x07b");
+        assert_eq!(escape_control("\x1b[2J\x1b[H"), "\\x1b[2J\\x1b[H");
+        assert_eq!(escape_control("\x1b]52;c;aGk=\x1b\\"), "\\x1b]52;c;aGk=\\x1b\\\\");
+        assert_eq!(escape_control("x\u{9b}31m"), "x\\u{9b}31m");
+        assert_eq!(escape_control("a\rb\nc\td\x7f"), "a\\x0db\\x0ac\\x09d\\x7f");
+        assert_eq!(escape_control("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape_control("naïve 64KiB µs"), "naïve 64KiB µs");
+        assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn formulas_are_neutralised_numbers_are_not() {
+        for f in ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "=HYPERLINK(\"x\")"] {
+            assert_eq!(spreadsheet_safe(f), format!("'{f}"), "{f:?}");
+        }
+        for n in ["-1.5", "+3", "-0", "12", "stream", "", "a=b"] {
+            assert_eq!(spreadsheet_safe(n), n, "{n:?}");
+        }
+    }
+}

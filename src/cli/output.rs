@@ -50,6 +50,10 @@ impl Table {
 
 pub use crate::format::format_number as num;
 
+/// Stored or remote text for the terminal (see [`crate::format::escape_control`]): use it
+/// wherever a run name, label, stored error or a peer's message is printed.
+pub use crate::format::escape_control as safe;
+
 /// One record per case, in the order the cases first appear, each metric the median of the
 /// repetitions that measured it (its source from the first of those; unavailable when none
 /// did); with the number of repetitions merged.
