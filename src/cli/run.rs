@@ -294,14 +294,19 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             .as_ref()
             .map(|l| format!("; the cell cut short ({l}) was discarded"))
             .unwrap_or_default();
-        eprintln!("stopped: {} cells finished{cut}", end.recorded);
-        match (&db, run_id) {
-            (Some(db), Some(id)) => eprintln!(
+        // Not eprintln!: after SIGHUP the terminal may be gone, and a failed write must not
+        // turn a clean stop into a panic.
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "stopped: {} cells finished{cut}", end.recorded);
+        let _ = match (&db, run_id) {
+            (Some(db), Some(id)) => writeln!(
+                err,
                 "everything finished is stored. Continue with: iopath sweep --resume {id} --db {}",
                 db.display()
             ),
-            _ => eprintln!("nothing was stored (no --db): run again with --db PATH to be able to resume"),
-        }
+            _ => writeln!(err, "nothing was stored (no --db): run again with --db PATH to be able to resume"),
+        };
     }
     Ok(Executed {
         run_id,
