@@ -107,6 +107,27 @@ pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// [`escape_control`] for whole blocks of output (tables, error lines): line feeds and tabs,
+/// which the program writes itself, are kept, every other control character is made
+/// visible, and backslashes are left alone (JSON and paths in the text stay as they are).
+pub fn escape_control_keep_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if (c as u32) < 0x80 && needs(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if needs(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A text cell for a CSV file that a spreadsheet will open, neutralised against formula
 /// injection: a cell starting with `=`, `+`, `-`, `@`, TAB or CR is prefixed with `'` (the
 /// spreadsheet then shows it as text), unless the whole cell is a number (`-1.5`, `+3`), which
@@ -135,6 +156,8 @@ mod escape_tests {
         assert_eq!(escape_control("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(escape_control("naïve 64KiB µs"), "naïve 64KiB µs");
         assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
+        let block = "name\tx\\y\n\x1b]52;c;aGk=\x07\u{9d}\n";
+        assert_eq!(super::escape_control_keep_lines(block), "name\tx\\y\n\\x1b]52;c;aGk=\\x07\\u{9d}\n");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use iopath::cli::{self, UsageError};
+use iopath::format::escape_control_keep_lines as escape;
 use std::process::ExitCode;
 
 /// clap's error as one line: what is wrong, then what is accepted (the missing arguments, the
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
                     };
                 }
                 _ => {
-                    eprintln!("{}", one_line(&err));
+                    eprintln!("{}", escape(&one_line(&err)));
                     return ExitCode::from(2);
                 }
             }
@@ -84,12 +85,14 @@ fn main() -> ExitCode {
 fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Errors can hold stored or remote text (a cell's error, a server's refusal, a path):
+        // control characters reach the terminal escaped.
         Err(err) if err.downcast_ref::<UsageError>().is_some() => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", escape(&format!("{err}")));
             ExitCode::from(2)
         }
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", escape(&format!("{err:#}")));
             ExitCode::from(1)
         }
     }

@@ -582,3 +582,39 @@ fn corrupt_stored_values_are_refused_not_obeyed() {
         .unwrap();
     assert_refused(&out, "damaged", "resume with 100000 repetitions");
 }
+
+/// Text from others reaches the terminal escaped: a run name (and a stored error) edited to hold
+/// terminal escape sequences — set the window title, clear the screen, an OSC 52 clipboard
+/// write, an 8-bit CSI — is printed with its control characters made visible by `runs`,
+/// `compare` (table and `--markdown`) and the failed-cell lines; CSV exports neutralise
+/// spreadsheet formulas in text cells and leave numbers alone.
+#[test]
+fn stored_text_reaches_the_terminal_escaped_and_csv_cells_cannot_be_formulas() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    fake_sweep(&db);
+    fake_sweep(&db);
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;aGk=\u{1b}\\\u{9b}31m\r";
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("UPDATE runs SET name = ?1, command_line = ?1", [hostile]).unwrap();
+        conn.execute("UPDATE runs SET name = '=HYPERLINK(\"http://x\",\"y\")' WHERE id = 2", [])
+            .unwrap();
+    }
+    let raw = |text: &str| text.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+    for args in [
+        vec!["runs"],
+        vec!["compare", "1", "2"],
+        vec!["compare", "1", "2", "--markdown"],
+    ] {
+        let out = run_ok(&args, &db);
+        let text = stdout(&out);
+        assert!(!raw(&text), "{args:?} printed raw control characters: {text:?}");
+        assert!(text.contains("\\x1b]0;owned\\x07"), "{args:?}: the name is not shown escaped: {text:?}");
+    }
+    let out = run_ok(&["export", "2", "--format", "long"], &db);
+    let text = stdout(&out);
+    assert!(text.contains("'=HYPERLINK"), "{text}");
+    assert!(!text.contains(",=HYPERLINK"), "{text}");
+    assert!(text.lines().skip(1).all(|l| !l.contains(",'-") && !l.contains(",'1")), "numbers stay numbers: {text}");
+}

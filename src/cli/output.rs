@@ -97,7 +97,10 @@ pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Re
 
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Write `text` to stdout. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
+/// Write `text` to stdout, with every control character other than line feed and tab made
+/// visible ([`crate::format::escape_control_keep_lines`]): whatever stored or remote text a
+/// printer forgot to escape cannot set the window title, clear the screen or write the
+/// clipboard. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
 /// reader has what it wanted, so later output is dropped quietly and the command goes on (a
 /// run still stores its cells) and exits as it would have. Other write errors are returned.
 pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
@@ -106,8 +109,9 @@ pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
+    let text = crate::format::escape_control_keep_lines(text.as_ref());
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_ref().as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             STDOUT_CLOSED.store(true, Ordering::Relaxed);
             Ok(())

@@ -3,7 +3,7 @@
 //! the database or any SQLite file, and are written whole or not at all.
 
 use super::error::usage;
-use super::output::Table;
+use super::output::{safe, Table};
 use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
 use crate::report::compare::{CompareOptions, Comparison, Difference, Verdict};
@@ -225,13 +225,13 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     for r in runs {
         table.row(vec![
             r.id.to_string(),
-            r.name.clone().unwrap_or_default(),
-            r.started_at.clone(),
+            safe(r.name.as_deref().unwrap_or_default()).into_owned(),
+            safe(&r.started_at).into_owned(),
             r.status.to_string(),
             r.cells_ok.to_string(),
             r.cells_failed.to_string(),
             r.cells_planned().to_string(),
-            r.command_line.clone(),
+            safe(&r.command_line).into_owned(),
         ]);
     }
     super::output::out(table.render())?;
@@ -423,7 +423,7 @@ impl Side {
     fn name(&self, same_db: bool) -> String {
         let mut text = format!("run {}", self.data.run.id);
         if let Some(name) = &self.data.run.name {
-            text.push_str(&format!(" ({name})"));
+            text.push_str(&format!(" ({})", safe(name)));
         }
         if !same_db {
             text.push_str(&format!(" in {}", self.db.display()));
@@ -453,8 +453,8 @@ fn compare_table(c: &Comparison) -> String {
     for r in &c.rows {
         let (ratio, ci) = ratio_text(r);
         table.row(vec![
-            r.label.clone(),
-            r.metric.clone(),
+            safe(&r.label).into_owned(),
+            safe(&r.metric).into_owned(),
             fmt_num(Some(r.median_a)),
             fmt_num(Some(r.median_b)),
             ratio,
@@ -494,8 +494,8 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
             };
             md.push_str(&format!(
                 "| {} | `{}` | {} | {} | {ratio} | {ci} | {:.3} | {verdict} |\n",
-                r.label.replace('|', "\\|"),
-                r.metric,
+                safe(&r.label).replace('|', "\\|"),
+                safe(&r.metric),
                 fmt_num(Some(r.median_a)),
                 fmt_num(Some(r.median_b)),
                 r.p_holm
@@ -504,15 +504,15 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
         md.push('\n');
     }
     for w in &c.warnings {
-        md.push_str(&format!("> warning: {w}\n"));
+        md.push_str(&format!("> warning: {}\n", safe(&w.to_string())));
     }
     for line in c.mismatch_lines() {
-        md.push_str(&format!("- {}\n", line.trim()));
+        md.push_str(&format!("- {}\n", safe(line.trim())));
     }
     if !env.is_empty() {
         md.push_str("\n<details><summary>Environment differences</summary>\n\n");
         for d in env {
-            md.push_str(&format!("- `{}`: A `{}`, B `{}`\n", d.name, d.a, d.b));
+            md.push_str(&format!("- `{}`: A `{}`, B `{}`\n", safe(&d.name), safe(&d.a), safe(&d.b)));
         }
         md.push_str("\n</details>\n");
     }
@@ -593,15 +593,15 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
         }
         crate::say!("{}", comparison.summary_line())?;
         for w in &comparison.warnings {
-            crate::say!("warning: {w}")?;
+            crate::say!("warning: {}", safe(&w.to_string()))?;
         }
         for line in comparison.mismatch_lines() {
-            crate::say!("{line}")?;
+            crate::say!("{}", safe(&line))?;
         }
         if !env.is_empty() {
             crate::say!("environment differences:")?;
             for d in &env {
-                crate::say!("  {}: A {}, B {}", d.name, d.a, d.b)?;
+                crate::say!("  {}: A {}, B {}", safe(&d.name), safe(&d.a), safe(&d.b))?;
             }
         }
     }

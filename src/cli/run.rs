@@ -333,9 +333,9 @@ pub fn print_records(flags: &RunFlags, records: &[Record], table: impl Fn(&[Reco
         for r in records.iter().filter(|r| r.error.is_some()) {
             text.push_str(&format!(
                 "failed: {} rep {}: {}\n",
-                r.label,
+                super::output::safe(&r.label),
                 r.repetition + 1,
-                r.error.as_deref().unwrap_or_default()
+                super::output::safe(r.error.as_deref().unwrap_or_default())
             ));
         }
         text.into_bytes()
