@@ -15,6 +15,19 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// A byte count exactly, in the largest binary unit that divides it (`65537MiB`, `1025KiB`,
+/// `100B`): for messages that name the size the user gave, where `format_bytes` would round
+/// 65537M to "64.0GiB" and seem to name an accepted size.
+pub fn format_bytes_exact(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, unit) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{name}", bytes / unit);
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// A number with about four significant digits, or "n/a" when missing or not finite.
 pub fn format_number(value: Option<f64>) -> String {
     match value {
@@ -39,6 +52,9 @@ mod tests {
         assert_eq!(format_bytes(4096), "4KiB");
         assert_eq!(format_bytes(1 << 20), "1MiB");
         assert_eq!(format_bytes(1536), "1.5KiB");
+        assert_eq!(super::format_bytes_exact(65537 << 20), "65537MiB");
+        assert_eq!(super::format_bytes_exact(64 << 30), "64GiB");
+        assert_eq!(super::format_bytes_exact(1025), "1025B");
     }
 
     #[test]
@@ -78,6 +94,20 @@ mod duration_tests {
         assert_eq!(format_duration_s(42.2), "42 s");
         assert_eq!(format_duration_s(200.0), "3 min 20 s");
         assert_eq!(format_duration_s(3900.0), "1 h 05 min");
+    }
+}
+
+/// A whole number from `lo` to `hi`, with a message that says what is true: digits outside the
+/// range (or too many of them to fit any integer) are "out of range lo..hi", anything else is
+/// "not a whole number"; `what` names the value (`mtu`).
+pub fn whole_in(what: &str, text: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{what} '{text}' is not a whole number (accepted: {lo}..{hi})"));
+    }
+    match t.parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("{what} {t} is out of range {lo}..{hi}")),
     }
 }
 
@@ -158,6 +188,18 @@ mod escape_tests {
         assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
         let block = "name\tx\\y\n\x1b]52;c;aGk=\x07\u{9d}\n";
         assert_eq!(super::escape_control_keep_lines(block), "name\tx\\y\n\\x1b]52;c;aGk=\\x07\\u{9d}\n");
+    }
+
+    #[test]
+    fn whole_numbers_out_of_range_say_so() {
+        use super::whole_in;
+        assert_eq!(whole_in("mtu", "9000", 68, 65535), Ok(9000));
+        assert_eq!(whole_in("mtu", "70000", 68, 65535).unwrap_err(), "mtu 70000 is out of range 68..65535");
+        assert_eq!(
+            whole_in("mtu", "99999999999999999999999", 68, 65535).unwrap_err(),
+            "mtu 99999999999999999999999 is out of range 68..65535"
+        );
+        assert!(whole_in("mtu", "9k", 68, 65535).unwrap_err().contains("not a whole number"));
     }
 
     #[test]

@@ -21,6 +21,14 @@ fn one_line(err: &clap::Error) -> String {
         }
     }
     let mut text = parts.join(" ");
+    // An integer flag given more digits than its type holds: say it is out of range, not a
+    // parse failure ("number too large to fit in target type").
+    for (from, to) in [
+        ("number too large to fit in target type", "out of range (larger than this flag accepts)"),
+        ("number too small to fit in target type", "out of range (smaller than this flag accepts)"),
+    ] {
+        text = text.replace(from, to);
+    }
     if let Some(ContextValue::Strings(valid)) = err.get(ContextKind::ValidSubcommand) {
         if !text.contains("possible") {
             text.push_str(&format!(" (accepted: {})", valid.join(", ")));

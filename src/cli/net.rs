@@ -236,7 +236,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
-            format_bytes(*big)
+            crate::format::format_bytes_exact(*big)
         )));
     }
     // A field is at least one byte: fewer bytes than fields would send empty iovecs and

@@ -98,7 +98,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     {
         return Err(usage(format!(
             "--record-size {}: out of range (accepted: 8 B to 1M)",
-            format_bytes(*bad)
+            crate::format::format_bytes_exact(*bad)
         )));
     }
     let in_range = |flag: &str, list: &[usize], max: usize| -> anyhow::Result<()> {
@@ -113,7 +113,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     if args.table > records::MAX_TABLE_BYTES {
         return Err(usage(format!(
             "--table {}: too large (accepted: up to 64G)",
-            format_bytes(args.table)
+            crate::format::format_bytes_exact(args.table)
         )));
     }
     let mut cases = Vec::new();

@@ -32,6 +32,7 @@ pub struct RunsArgs {
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// The run (default: the newest).
+    #[arg(value_parser = super::values::parse_run_id)]
     pub run_id: Option<i64>,
     /// The HTML file to write; charts go into `<name>-charts/` beside it
     /// (default: report-<run>.html beside the database).
@@ -60,6 +61,7 @@ pub enum ExportFormat {
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// The run (default: the newest).
+    #[arg(value_parser = super::values::parse_run_id)]
     pub run_id: Option<i64>,
     #[arg(long, value_enum, default_value = "csv")]
     pub format: ExportFormat,
@@ -85,8 +87,13 @@ fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     if let Ok(id) = text.parse::<i64>() {
         return Ok(RunRef { db: None, id: Some(id) });
     }
+    if text.trim().bytes().all(|b| b.is_ascii_digit()) {
+        // All digits but too large for a run id: no such run (not a database of that name).
+        return Err(super::values::parse_run_id(text).unwrap_err());
+    }
     if let Some((path, id)) = text.rsplit_once(':') {
-        if let Ok(id) = id.parse::<i64>() {
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+            let id = super::values::parse_run_id(id)?;
             if path.is_empty() {
                 return Err(format!("'{text}' names no database before ':'"));
             }

@@ -119,7 +119,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
         if let Some(big) = sizes.iter().find(|s| **s > rr::MAX_MESSAGE) {
             return Err(usage(format!(
                 "{flag} {} is too large (accepted: up to 16M)",
-                format_bytes(*big)
+                crate::format::format_bytes_exact(*big)
             )));
         }
         if let Some(small) = sizes.iter().find(|s| **s < fields) {

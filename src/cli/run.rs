@@ -31,8 +31,8 @@ pub struct RunFlags {
     /// tables, CPU frequency and the allocator).
     #[arg(long)]
     pub warmup_cell: bool,
-    /// A name for the run, shown by `iopath runs` and in the report.
-    #[arg(long)]
+    /// A name for the run, shown by `iopath runs` and in the report (at most 200 characters).
+    #[arg(long, value_parser = super::values::parse_name)]
     pub name: Option<String>,
     /// Keep every cell in this results database as it finishes, so `iopath report`, `export`
     /// and `sweep --resume` can use it (sweeps: default iopath-results/iopath.db).

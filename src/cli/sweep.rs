@@ -19,7 +19,7 @@ pub struct SweepArgs {
     #[command(subcommand)]
     pub workload: Option<SweepWorkload>,
     /// Finish an interrupted or killed run: runs only the cells it is missing (and failed ones).
-    #[arg(long, value_name = "RUN_ID")]
+    #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id)]
     pub resume: Option<i64>,
     /// The results database of the run to resume.
     #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]

@@ -208,11 +208,7 @@ impl std::str::FromStr for Topology {
                 .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE"))?;
             match key {
                 "mtu" => {
-                    let mtu: u32 = value.parse().map_err(|_| format!("mtu '{value}' is not a number"))?;
-                    if !(68..=65535).contains(&mtu) {
-                        return Err(format!("mtu {mtu} is out of range (68 to 65535)"));
-                    }
-                    link.mtu = Some(mtu);
+                    link.mtu = Some(crate::format::whole_in("mtu", value, 68, 65535)? as u32);
                 }
                 "rate" => link.rate_bps = Some(parse_rate(value)?),
                 "delay" => link.delay_us = Some(parse_delay_us(value)?),
