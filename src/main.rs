@@ -91,6 +91,13 @@ fn main() -> ExitCode {
 }
 
 fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    // An unusable database (damaged, read-only) is bad input wherever it was found: exit 2.
+    let result = result.map_err(iopath::store::db::classify).map_err(|e| {
+        match e.downcast_ref::<iopath::store::StoreError>().is_some() && e.downcast_ref::<UsageError>().is_none() {
+            true => anyhow::Error::new(UsageError(e.to_string())),
+            false => e,
+        }
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // Errors can hold stored or remote text (a cell's error, a server's refusal, a path):

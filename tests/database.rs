@@ -200,14 +200,15 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
     let db = dir.path().join("iopath.db");
     stream_run(&db);
 
-    // A single file that cannot be written: one clear line, exit 1.
+    // A single file that cannot be written: one clear line, exit 2 (issue 19 D9: an output that
+    // cannot be written is bad input, like every output-path problem; it was 1).
     let out = iopath()
         .args(["export", "-o", "/dev/full", "--db"])
         .arg(&db)
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains("cannot write /dev/full") && err.contains("No space left"),
@@ -228,7 +229,7 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     for debug_dump in ["Custom {", "Os {", "IoError(", "kind:"] {
@@ -253,7 +254,7 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(std::fs::read(&csv).unwrap() == first, "the earlier export was damaged");
     assert_eq!(listing(&tiny.0), vec!["filler".to_string(), "out.csv".to_string()]);
@@ -617,4 +618,72 @@ fn stored_text_reaches_the_terminal_escaped_and_csv_cells_cannot_be_formulas() {
     assert!(text.contains("'=HYPERLINK"), "{text}");
     assert!(!text.contains(",=HYPERLINK"), "{text}");
     assert!(text.lines().skip(1).all(|l| !l.contains(",'-") && !l.contains(",'1")), "numbers stay numbers: {text}");
+}
+
+/// Unusable databases give 2 in readers and writers alike: a truncated file and one with
+/// overwritten pages (damaged) in `runs`, `export`, `compare`, `report`, `--resume` and a new
+/// sweep; a database on read-only media (root: a read-only tmpfs; otherwise a 0555 folder and
+/// file) on `--resume` and on a new sweep, saying "read-only".
+#[test]
+fn unusable_databases_give_2_in_readers_and_writers_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    assert!(fake_sweep(&db).status.success());
+    assert!(fake_sweep(&db).status.success());
+    let bytes = std::fs::read(&db).unwrap();
+    assert!(bytes.len() >= 4 * 4096, "{}", bytes.len());
+    let truncated = dir.path().join("truncated.db");
+    std::fs::write(&truncated, &bytes[..8192]).unwrap();
+    let overwritten = dir.path().join("pages.db");
+    let mut damaged = bytes.clone();
+    for (i, b) in damaged[4096..].iter_mut().enumerate() {
+        *b = (i * 131 % 251) as u8;
+    }
+    std::fs::write(&overwritten, &damaged).unwrap();
+    for bad in [&truncated, &overwritten] {
+        let out_html = dir.path().join("out.html");
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["runs"],
+            vec!["export"],
+            vec!["compare", "1", "2"],
+            vec!["report", "-o", out_html.to_str().unwrap()],
+            vec!["sweep", "--resume", "1"],
+            vec!["sweep", "fake", "--cells", "ok"],
+        ];
+        for args in commands {
+            let out = iopath().args(&args).arg("--db").arg(bad).output().unwrap();
+            assert_refused(&out, "damaged", &format!("{args:?} on {}", bad.display()));
+        }
+    }
+
+    let ro = dir.path().join("ro");
+    let _mount = if is_root() {
+        let mount = Tmpfs::mount(&ro, "4m");
+        std::fs::copy(&db, ro.join("r.db")).unwrap();
+        mount.remount_read_only();
+        Some(mount)
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::copy(&db, ro.join("r.db")).unwrap();
+        std::fs::set_permissions(ro.join("r.db"), std::fs::Permissions::from_mode(0o444)).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+        None
+    };
+    let ro_db = ro.join("r.db");
+    let resume = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&ro_db).output().unwrap();
+    assert_refused(&resume, "read-only", "--resume on read-only media");
+    let fresh = iopath()
+        .args(["sweep", "fake", "--cells", "ok", "--db"])
+        .arg(&ro_db)
+        .output()
+        .unwrap();
+    assert_refused(&fresh, "read-only", "a new sweep on read-only media");
+    let new_file = iopath()
+        .args(["sweep", "fake", "--cells", "ok", "--db"])
+        .arg(ro.join("new.db"))
+        .output()
+        .unwrap();
+    assert_refused(&new_file, "read-only", "a new database on read-only media");
+    assert_eq!(listing(&ro), vec!["r.db"]);
 }

@@ -141,6 +141,8 @@ pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
 
 /// Store errors are the user pointing at the wrong file or run: exit code 2.
 pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
+    // A damaged, unreadable or read-only database found by a query (not only when opening).
+    let err = crate::store::db::classify(err);
     if err.downcast_ref::<StoreError>().is_some() {
         usage(err.to_string())
     } else {
