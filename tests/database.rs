@@ -687,3 +687,79 @@ fn unusable_databases_give_2_in_readers_and_writers_alike() {
     assert_refused(&new_file, "read-only", "a new database on read-only media");
     assert_eq!(listing(&ro), vec!["r.db"]);
 }
+
+/// Resume re-validates every stored case with the same limits and memory check as the command
+/// line: a case edited in the database (a message the CLI refuses, buffers far beyond the
+/// memory) is refused as damaged with exit 2 before anything runs, not run until the process
+/// is OOM-killed; and impossible stored positions are found before any cell runs.
+#[test]
+fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    stream_run(&db);
+    let edit = |sql: &str| {
+        rusqlite::Connection::open(&db).unwrap().execute_batch(sql).unwrap();
+    };
+    // Make the run resumable: its only cell is gone.
+    edit("DELETE FROM metrics; DELETE FROM observations; UPDATE runs SET status = 'interrupted';");
+    for (what, set) in [
+        ("a 2 GiB message", "json_set(case_json, '$.size', 2147483648)"),
+        ("1 GiB messages on 1024 threads", "json_set(case_json, '$.size', 1073741824, '$.threads', 1024)"),
+        ("zero threads", "json_set(case_json, '$.threads', 0)"),
+        ("a 100-day window", "json_set(case_json, '$.duration_ms', 8640000000)"),
+    ] {
+        let original: String = rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT case_json FROM cases", [], |r| r.get(0))
+            .unwrap();
+        edit(&format!("UPDATE cases SET case_json = {set}"));
+        let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&db).output().unwrap();
+        assert_refused(&out, "damaged", what);
+        assert_eq!(count(&db, "SELECT count(*) FROM observations"), 0, "{what}: a cell ran");
+        assert_eq!(
+            count(&db, "SELECT count(*) FROM runs WHERE status = 'interrupted'"),
+            1,
+            "{what}: the run's status changed"
+        );
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute("UPDATE cases SET case_json = ?1", [original])
+            .unwrap();
+    }
+
+    // Impossible positions: an observation of a repetition the run does not have, a case
+    // stored at a position it cannot have.
+    let fake = dir.path().join("fake.db");
+    assert!(fake_sweep(&fake).status.success());
+    let edit_fake = |sql: &str| {
+        rusqlite::Connection::open(&fake).unwrap().execute_batch(sql).unwrap();
+    };
+    edit_fake("DELETE FROM observations WHERE repetition = 2; UPDATE runs SET status = 'interrupted';");
+    let stored = count(&fake, "SELECT count(*) FROM observations");
+    for (what, sql, undo) in [
+        (
+            "repetition 7 of 3",
+            "UPDATE observations SET repetition = 7 WHERE id = (SELECT min(id) FROM observations)",
+            "UPDATE observations SET repetition = 0 WHERE repetition = 7",
+        ),
+        (
+            "a case at position 9",
+            "UPDATE cases SET position = 9 WHERE position = 1",
+            "UPDATE cases SET position = 1 WHERE position = 9",
+        ),
+        (
+            "a negative repetition",
+            "UPDATE observations SET repetition = -1 WHERE id = (SELECT min(id) FROM observations)",
+            "UPDATE observations SET repetition = 0 WHERE repetition = -1",
+        ),
+    ] {
+        edit_fake(sql);
+        let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&fake).output().unwrap();
+        assert_refused(&out, "damaged", what);
+        assert_eq!(count(&fake, "SELECT count(*) FROM observations"), stored, "{what}: a cell ran");
+        edit_fake(undo);
+    }
+    // Undone, the run resumes.
+    let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&fake).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -209,6 +209,39 @@ fn list() -> String {
 }
 
 /// More samples than this would only allocate: each figure keeps every sample.
+/// Whether a stored micro case (a resumed run) keeps the limits of `micro <bench>`: whole
+/// numbers, samples in range, and buffers within a third of `headroom` as `check_resources`
+/// demands of the flags (membw copies between two buffers, memlat adds a successor table).
+pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(), String> {
+    let number = |name: &str| -> Result<Option<u64>, String> {
+        c.option(name)
+            .map(|t| t.parse::<u64>().map_err(|_| format!("option {name}='{t}' is not a whole number")))
+            .transpose()
+    };
+    for (name, _) in &c.options {
+        if name.ends_with("_bytes") || matches!(name.as_str(), "samples" | "procs" | "args") {
+            number(name)?;
+        }
+    }
+    if let Some(n) = number("samples")?.filter(|n| !(1..=MAX_SAMPLES as u64).contains(n)) {
+        return Err(format!("{n} samples (accepted: 1 to {MAX_SAMPLES})"));
+    }
+    let size = number("size_bytes")?.unwrap_or(0);
+    let need = match c.bench {
+        Bench::Membw => size.saturating_mul(2),
+        Bench::Memlat => size.saturating_add(size / 4),
+        _ => size,
+    };
+    match headroom {
+        Some(h) if need > h / 3 => Err(format!(
+            "it needs about {} of memory, more than a third of the {} available",
+            format_bytes(need),
+            format_bytes(h)
+        )),
+        _ => Ok(()),
+    }
+}
+
 const MAX_SAMPLES: usize = 100_000;
 
 /// Stage two: check the flags and turn them into Settings.

@@ -472,6 +472,42 @@ impl Store {
         }
     }
 
+    /// The first stored position a run of `cases` cases and `repetitions` repetitions cannot
+    /// have — a case position outside 0..cases or repeated, an observation of a repetition
+    /// outside 0..repetitions — described, or None when all are possible.
+    pub fn impossible_positions(&self, run_id: i64, cases: usize, repetitions: u32) -> anyhow::Result<Option<String>> {
+        let positions: Vec<i64> = self
+            .conn
+            .prepare("SELECT position FROM cases WHERE run_id = ?1 ORDER BY position")?
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if let Some((i, p)) = positions.iter().enumerate().find(|(i, p)| **p != *i as i64) {
+            return Ok(Some(format!(
+                "a case is stored at position {p} where position {i} was expected (cases are numbered 0 to {})",
+                cases.saturating_sub(1)
+            )));
+        }
+        let cell: Option<(i64, i64, i64)> = self
+            .conn
+            .query_row(
+                "SELECT o.id, c.position, o.repetition FROM observations o JOIN cases c ON c.id = o.case_id
+                 WHERE c.run_id = ?1 AND (o.repetition < 0 OR o.repetition >= ?2 OR c.position < 0 OR c.position >= ?3)
+                 LIMIT 1",
+                rusqlite::params![run_id, i64::from(repetitions), cases as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })?;
+        Ok(cell.map(|(id, position, repetition)| {
+            format!(
+                "observation {id} is at case {position}, repetition {repetition}; the run has {cases} cases and {repetitions} repetitions"
+            )
+        }))
+    }
+
     /// The schema version of the open database.
     pub fn schema_version(&self) -> anyhow::Result<i64> {
         Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
