@@ -763,3 +763,63 @@ fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
     let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&fake).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Every output path is checked like report/export/quick: `man -o DIR` never writes over an
+/// SQLite file (the folder itself, a page, a page that links to the database), and a report
+/// to a device or FIFO (`/dev/stdout`) is refused instead of making a `-charts` folder beside
+/// it (in /dev); a charts folder name that is a database is refused too.
+#[test]
+fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    assert!(fake_sweep(&db).status.success());
+    let bytes = std::fs::read(&db).unwrap();
+
+    // The folder is the database.
+    let out = iopath().args(["man", "-o"]).arg(&db).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DB");
+    // A page is a database, or a link to the database.
+    let pages = dir.path().join("man");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::copy(&db, pages.join("iopath.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DIR with iopath.1 a database");
+    assert_eq!(listing(&pages), vec!["iopath.1"], "pages were written before the refusal");
+    std::fs::remove_file(pages.join("iopath.1")).unwrap();
+    std::os::unix::fs::symlink(&db, pages.join("iopath-runs.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DIR with a page linking to the database");
+    assert!(std::fs::read(&db).unwrap() == bytes, "the database changed");
+    std::fs::remove_file(pages.join("iopath-runs.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(listing(&pages).contains(&"iopath.1".to_string()));
+
+    // A report to a device or a FIFO: refused, no charts folder beside it.
+    let before: Vec<String> = listing(Path::new("/dev"));
+    let out = iopath()
+        .args(["report", "-o", "/dev/stdout", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "not a file", "report -o /dev/stdout");
+    assert!(!Path::new("/dev/stdout-charts").exists(), "a charts folder was made in /dev");
+    assert_eq!(listing(Path::new("/dev")).iter().filter(|n| n.contains("charts")).count(), 0);
+    assert!(before.iter().all(|n| !n.contains("charts")));
+    let fifo = dir.path().join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = iopath().args(["report", "-o"]).arg(&fifo).arg("--db").arg(&db).output().unwrap();
+    assert_refused(&out, "not a file", "report -o FIFO");
+    assert!(!dir.path().join("pipe-charts").exists());
+    // The charts folder's name is taken by a database.
+    std::fs::copy(&db, dir.path().join("x-charts")).unwrap();
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(dir.path().join("x.html"))
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "x-charts", "report whose charts folder is a database");
+    assert!(!dir.path().join("x.html").exists());
+}

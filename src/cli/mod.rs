@@ -184,10 +184,37 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
         output::out(String::from_utf8_lossy(page))?;
         return Ok(());
     };
+    if std::fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+        let what = if crate::store::db::is_sqlite_file(&dir) {
+            "it is an SQLite database (iopath never writes over one)"
+        } else {
+            "it is a file, not a folder"
+        };
+        return Err(error::usage(format!("refusing to write the manual pages into {}: {what}", dir.display())));
+    }
+    // Checked like every output, all pages before any is written: none replaces an SQLite file
+    // (a database, or a link to one), a folder or a device.
+    for (name, _) in &pages {
+        let path = dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(_) if crate::store::db::is_sqlite_file(&path) => {
+                return Err(error::usage(format!(
+                    "refusing to write {}: it is an SQLite database (iopath never writes over one)",
+                    path.display()
+                )))
+            }
+            Ok(m) if !m.is_file() => {
+                return Err(error::usage(format!(
+                    "refusing to write {}: it is not a regular file",
+                    path.display()
+                )))
+            }
+            _ => {}
+        }
+    }
     std::fs::create_dir_all(&dir).map_err(|e| error::usage(format!("cannot create {}: {e}", dir.display())))?;
     for (name, page) in &pages {
-        let path = dir.join(name);
-        std::fs::write(&path, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        crate::store::output::write_atomic(&dir.join(name), page).map_err(sweep::store_error)?;
     }
     eprintln!("wrote {} manual pages into {}", pages.len(), dir.display());
     Ok(())

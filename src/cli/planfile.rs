@@ -121,10 +121,8 @@ impl PlanFile {
     /// Write the plan to `path` (whole: a temporary file renamed into place).
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let text = self.to_toml()?;
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))
+        // Like every output: never over an SQLite file, whole or absent, a device written in place.
+        crate::store::output::write_atomic(path, text.as_bytes()).map_err(super::sweep::store_error)
     }
 }
 

@@ -169,6 +169,34 @@ pub fn check_output_path(path: &Path, db: &Path) -> anyhow::Result<()> {
     check_writable(path)
 }
 
+/// The checks of [`check_output_path`] for a report's HTML file, and those its charts need: the
+/// charts go into `<name>-charts/` beside it, so the HTML must be a file path (not a device or
+/// FIFO such as /dev/stdout, beside which a charts folder would be made in /dev), and that
+/// folder, when something is already there, must be a folder (never an SQLite file).
+pub fn check_report_path(html: &Path, db: &Path) -> anyhow::Result<()> {
+    check_output_path(html, db)?;
+    if std::fs::metadata(html).is_ok_and(|m| !m.is_file()) {
+        return Err(usage(format!(
+            "a report cannot be written to {}: it is not a file, and the report's charts need a folder beside \
+             it; give a file path such as report.html (its charts go into report-charts/)",
+            html.display()
+        )));
+    }
+    let stem = html.file_stem().and_then(|s| s.to_str()).unwrap_or("report");
+    let charts = html
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(format!("{stem}-charts"));
+    match std::fs::metadata(&charts) {
+        Ok(m) if !m.is_dir() => Err(usage(format!(
+            "refusing to write the report's charts into {}: it is a file, not a folder; give -o another name",
+            charts.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Refuse an output path we cannot write before doing any work: exit code 2.
 pub fn check_writable(path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
@@ -249,7 +277,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
-    check_output_path(&html, &args.db)?;
+    check_report_path(&html, &args.db)?;
     let data = store.load_run(id).map_err(store_error)?;
     let files = report::write_report(&data, &html)?;
     crate::say!(

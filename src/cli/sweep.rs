@@ -367,7 +367,7 @@ pub(super) fn default_report_path(db: &Path, run_id: i64) -> PathBuf {
 pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let plan = quick_plan(&args.name)?;
     if let Some(out) = &args.output {
-        super::results::check_output_path(out, &args.db)?;
+        super::results::check_report_path(out, &args.db)?;
     }
     let started = std::time::Instant::now();
     eprintln!(
