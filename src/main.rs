@@ -1,7 +1,6 @@
 //! iopath's entry point: parse flags, run, map errors to exit codes
 //! (0 ok, 1 the run failed, 2 bad input).
 
-use clap::Parser;
 use iopath::cli::{self, UsageError};
 use iopath::format::escape_control_keep_lines as escape;
 use std::process::ExitCode;
@@ -44,8 +43,7 @@ fn one_line(err: &clap::Error) -> String {
 
 /// The subcommands of the deepest command the arguments name, for "unrecognized subcommand".
 fn subcommands_at_error() -> Vec<String> {
-    use clap::CommandFactory;
-    let mut command = cli::Cli::command();
+    let mut command = cli::command();
     for arg in std::env::args().skip(1) {
         match command.find_subcommand(&arg) {
             Some(sub) => command = sub.clone(),
@@ -65,7 +63,7 @@ fn main() -> ExitCode {
     if std::env::args_os().len() == 1 && cli::launcher::available() {
         return exit_code(cli::launcher::run());
     }
-    let parsed = match cli::Cli::try_parse() {
+    let parsed = match cli::parse() {
         Ok(parsed) => parsed,
         Err(err) => {
             use clap::error::ErrorKind;

@@ -62,6 +62,50 @@ pub enum MicroCommand {
     Fs(Box<RunArgs>),
 }
 
+/// The options of [`RunArgs`] that only some benchmarks read, with those benchmarks; every
+/// other option applies to all of them.
+pub const BENCH_OPTIONS: [(&str, &[&str]); 11] = [
+    ("max", &["memlat"]),
+    ("min", &["memlat"]),
+    ("stride", &["memlat"]),
+    ("hugepages", &["memlat"]),
+    ("size", &["membw"]),
+    ("dir", &["fs", "pagefault"]),
+    ("file_size", &["fs", "pagefault"]),
+    ("cache_max", &["fs"]),
+    ("procs", &["fs"]),
+    ("pinned", &["ctxswitch"]),
+    ("program", &["proc"]),
+];
+
+/// `micro` with each `<bench>` showing only its own options (and the shared ones); `all` shows
+/// every option. `--topology` is tcp's.
+pub fn scope_options(micro: clap::Command) -> clap::Command {
+    let benches: Vec<String> = micro
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "all" && n != "list")
+        .collect();
+    let mut micro = micro;
+    for bench in benches {
+        let bench_name = bench.clone();
+        micro = micro.mut_subcommand(bench, move |mut cmd| {
+            let ids: Vec<String> = cmd.get_arguments().map(|a| a.get_id().to_string()).collect();
+            for id in ids {
+                let only_for: Option<&[&str]> = match id.as_str() {
+                    "topology" => Some(&["tcp"]),
+                    other => BENCH_OPTIONS.iter().find(|(o, _)| *o == other).map(|(_, b)| *b),
+                };
+                if only_for.is_some_and(|b| !b.contains(&bench_name.as_str())) {
+                    cmd = cmd.mut_arg(id, |a| a.hide(true));
+                }
+            }
+            cmd
+        });
+    }
+    micro
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Short runs with fewer samples and smaller sizes (memlat up to 8 MiB, small files).

@@ -88,7 +88,7 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
-    // No --connect: a remote server is `--topology remote HOST:PORT`.
+    // No --connect: a remote server is `--topology remote:HOST:PORT`.
     let (topology, endpoint) =
         super::net::endpoint_of(args.topology.as_ref(), None, args.port, args.psk_file.as_deref())?;
     if let Some(bad) = args

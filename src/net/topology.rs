@@ -171,7 +171,7 @@ pub fn is_host_port(addr: &str) -> bool {
 
 impl std::str::FromStr for Topology {
     type Err = String;
-    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote HOST:PORT`.
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote:HOST:PORT`.
     fn from_str(text: &str) -> Result<Topology, String> {
         let t = text.trim();
         if let Some(addr) = t
@@ -180,7 +180,7 @@ impl std::str::FromStr for Topology {
         {
             if !is_host_port(addr) {
                 return Err(format!(
-                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote 10.0.0.2:5201)"
+                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote:10.0.0.2:5201)"
                 ));
             }
             return Ok(Topology::Remote { addr: addr.to_string() });
@@ -192,7 +192,7 @@ impl std::str::FromStr for Topology {
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
-                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote HOST:PORT)"
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote:HOST:PORT)"
             ));
         };
         let mut link = Link::default();
