@@ -187,24 +187,40 @@ mod escape_tests {
         assert_eq!(escape_control("naïve 64KiB µs"), "naïve 64KiB µs");
         assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
         let block = "name\tx\\y\n\x1b]52;c;aGk=\x07\u{9d}\n";
-        assert_eq!(super::escape_control_keep_lines(block), "name\tx\\y\n\\x1b]52;c;aGk=\\x07\\u{9d}\n");
+        assert_eq!(
+            super::escape_control_keep_lines(block),
+            "name\tx\\y\n\\x1b]52;c;aGk=\\x07\\u{9d}\n"
+        );
     }
 
     #[test]
     fn whole_numbers_out_of_range_say_so() {
         use super::whole_in;
         assert_eq!(whole_in("mtu", "9000", 68, 65535), Ok(9000));
-        assert_eq!(whole_in("mtu", "70000", 68, 65535).unwrap_err(), "mtu 70000 is out of range 68..65535");
+        assert_eq!(
+            whole_in("mtu", "70000", 68, 65535).unwrap_err(),
+            "mtu 70000 is out of range 68..65535"
+        );
         assert_eq!(
             whole_in("mtu", "99999999999999999999999", 68, 65535).unwrap_err(),
             "mtu 99999999999999999999999 is out of range 68..65535"
         );
-        assert!(whole_in("mtu", "9k", 68, 65535).unwrap_err().contains("not a whole number"));
+        assert!(whole_in("mtu", "9k", 68, 65535)
+            .unwrap_err()
+            .contains("not a whole number"));
     }
 
     #[test]
     fn formulas_are_neutralised_numbers_are_not() {
-        for f in ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "=HYPERLINK(\"x\")"] {
+        for f in [
+            "=1+1",
+            "+cmd|' /C calc'!A0",
+            "-2+3",
+            "@SUM(A1)",
+            "\t=1",
+            "\r=1",
+            "=HYPERLINK(\"x\")",
+        ] {
             assert_eq!(spreadsheet_safe(f), format!("'{f}"), "{f:?}");
         }
         for n in ["-1.5", "+3", "-0", "12", "stream", "", "a=b"] {

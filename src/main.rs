@@ -23,8 +23,14 @@ fn one_line(err: &clap::Error) -> String {
     // An integer flag given more digits than its type holds: say it is out of range, not a
     // parse failure ("number too large to fit in target type").
     for (from, to) in [
-        ("number too large to fit in target type", "out of range (larger than this flag accepts)"),
-        ("number too small to fit in target type", "out of range (smaller than this flag accepts)"),
+        (
+            "number too large to fit in target type",
+            "out of range (larger than this flag accepts)",
+        ),
+        (
+            "number too small to fit in target type",
+            "out of range (smaller than this flag accepts)",
+        ),
     ] {
         text = text.replace(from, to);
     }

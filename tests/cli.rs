@@ -21,7 +21,10 @@ fn usage_errors_name_what_is_accepted() {
 #[test]
 fn messages_say_what_is_true() {
     let mtu = one_line_error(&["net", "stream", "--topology", "veth:mtu=99999999999"]);
-    assert!(mtu.contains("out of range 68..65535") && !mtu.contains("not a number"), "{mtu}");
+    assert!(
+        mtu.contains("out of range 68..65535") && !mtu.contains("not a number"),
+        "{mtu}"
+    );
     let mtu = one_line_error(&["net", "rr", "--topology", "veth:mtu=70000"]);
     assert!(mtu.contains("out of range 68..65535"), "{mtu}");
     let big = "99999999999999999999999";
@@ -33,10 +36,16 @@ fn messages_say_what_is_true() {
         vec!["sweep", "--resume", big],
     ] {
         let e = one_line_error(&args);
-        assert!(e.contains(&format!("no run {big}")) && !e.contains("database"), "{args:?}: {e}");
+        assert!(
+            e.contains(&format!("no run {big}")) && !e.contains("database"),
+            "{args:?}: {e}"
+        );
     }
     let threads = one_line_error(&["servers", "--client-threads", big]);
-    assert!(threads.contains("out of range") && !threads.contains("target type"), "{threads}");
+    assert!(
+        threads.contains("out of range") && !threads.contains("target type"),
+        "{threads}"
+    );
     let hours = one_line_error(&["net", "stream", "--duration", "25h"]);
     assert!(hours.contains("out of range") && hours.contains("24h"), "{hours}");
     let table = one_line_error(&["net", "records", "--table", "65537M"]);

@@ -598,9 +598,13 @@ fn stored_text_reaches_the_terminal_escaped_and_csv_cells_cannot_be_formulas() {
     let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;aGk=\u{1b}\\\u{9b}31m\r";
     {
         let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute("UPDATE runs SET name = ?1, command_line = ?1", [hostile]).unwrap();
-        conn.execute("UPDATE runs SET name = '=HYPERLINK(\"http://x\",\"y\")' WHERE id = 2", [])
+        conn.execute("UPDATE runs SET name = ?1, command_line = ?1", [hostile])
             .unwrap();
+        conn.execute(
+            "UPDATE runs SET name = '=HYPERLINK(\"http://x\",\"y\")' WHERE id = 2",
+            [],
+        )
+        .unwrap();
     }
     let raw = |text: &str| text.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
     for args in [
@@ -611,13 +615,19 @@ fn stored_text_reaches_the_terminal_escaped_and_csv_cells_cannot_be_formulas() {
         let out = run_ok(&args, &db);
         let text = stdout(&out);
         assert!(!raw(&text), "{args:?} printed raw control characters: {text:?}");
-        assert!(text.contains("\\x1b]0;owned\\x07"), "{args:?}: the name is not shown escaped: {text:?}");
+        assert!(
+            text.contains("\\x1b]0;owned\\x07"),
+            "{args:?}: the name is not shown escaped: {text:?}"
+        );
     }
     let out = run_ok(&["export", "2", "--format", "long"], &db);
     let text = stdout(&out);
     assert!(text.contains("'=HYPERLINK"), "{text}");
     assert!(!text.contains(",=HYPERLINK"), "{text}");
-    assert!(text.lines().skip(1).all(|l| !l.contains(",'-") && !l.contains(",'1")), "numbers stay numbers: {text}");
+    assert!(
+        text.lines().skip(1).all(|l| !l.contains(",'-") && !l.contains(",'1")),
+        "numbers stay numbers: {text}"
+    );
 }
 
 /// Unusable databases give 2 in readers and writers alike: a truncated file and one with
@@ -671,7 +681,11 @@ fn unusable_databases_give_2_in_readers_and_writers_alike() {
         None
     };
     let ro_db = ro.join("r.db");
-    let resume = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&ro_db).output().unwrap();
+    let resume = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&ro_db)
+        .output()
+        .unwrap();
     assert_refused(&resume, "read-only", "--resume on read-only media");
     let fresh = iopath()
         .args(["sweep", "fake", "--cells", "ok", "--db"])
@@ -704,7 +718,10 @@ fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
     edit("DELETE FROM metrics; DELETE FROM observations; UPDATE runs SET status = 'interrupted';");
     for (what, set) in [
         ("a 2 GiB message", "json_set(case_json, '$.size', 2147483648)"),
-        ("1 GiB messages on 1024 threads", "json_set(case_json, '$.size', 1073741824, '$.threads', 1024)"),
+        (
+            "1 GiB messages on 1024 threads",
+            "json_set(case_json, '$.size', 1073741824, '$.threads', 1024)",
+        ),
         ("zero threads", "json_set(case_json, '$.threads', 0)"),
         ("a 100-day window", "json_set(case_json, '$.duration_ms', 8640000000)"),
     ] {
@@ -713,7 +730,11 @@ fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
             .query_row("SELECT case_json FROM cases", [], |r| r.get(0))
             .unwrap();
         edit(&format!("UPDATE cases SET case_json = {set}"));
-        let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&db).output().unwrap();
+        let out = iopath()
+            .args(["sweep", "--resume", "1", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
         assert_refused(&out, "damaged", what);
         assert_eq!(count(&db, "SELECT count(*) FROM observations"), 0, "{what}: a cell ran");
         assert_eq!(
@@ -754,13 +775,25 @@ fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
         ),
     ] {
         edit_fake(sql);
-        let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&fake).output().unwrap();
+        let out = iopath()
+            .args(["sweep", "--resume", "1", "--db"])
+            .arg(&fake)
+            .output()
+            .unwrap();
         assert_refused(&out, "damaged", what);
-        assert_eq!(count(&fake, "SELECT count(*) FROM observations"), stored, "{what}: a cell ran");
+        assert_eq!(
+            count(&fake, "SELECT count(*) FROM observations"),
+            stored,
+            "{what}: a cell ran"
+        );
         edit_fake(undo);
     }
     // Undone, the run resumes.
-    let out = iopath().args(["sweep", "--resume", "1", "--db"]).arg(&fake).output().unwrap();
+    let out = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&fake)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -784,7 +817,11 @@ fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
     std::fs::copy(&db, pages.join("iopath.1")).unwrap();
     let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
     assert_refused(&out, "SQLite", "man -o DIR with iopath.1 a database");
-    assert_eq!(listing(&pages), vec!["iopath.1"], "pages were written before the refusal");
+    assert_eq!(
+        listing(&pages),
+        vec!["iopath.1"],
+        "pages were written before the refusal"
+    );
     std::fs::remove_file(pages.join("iopath.1")).unwrap();
     std::os::unix::fs::symlink(&db, pages.join("iopath-runs.1")).unwrap();
     let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
@@ -803,12 +840,27 @@ fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
         .output()
         .unwrap();
     assert_refused(&out, "not a file", "report -o /dev/stdout");
-    assert!(!Path::new("/dev/stdout-charts").exists(), "a charts folder was made in /dev");
-    assert_eq!(listing(Path::new("/dev")).iter().filter(|n| n.contains("charts")).count(), 0);
+    assert!(
+        !Path::new("/dev/stdout-charts").exists(),
+        "a charts folder was made in /dev"
+    );
+    assert_eq!(
+        listing(Path::new("/dev"))
+            .iter()
+            .filter(|n| n.contains("charts"))
+            .count(),
+        0
+    );
     assert!(before.iter().all(|n| !n.contains("charts")));
     let fifo = dir.path().join("pipe");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let out = iopath().args(["report", "-o"]).arg(&fifo).arg("--db").arg(&db).output().unwrap();
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(&fifo)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
     assert_refused(&out, "not a file", "report -o FIFO");
     assert!(!dir.path().join("pipe-charts").exists());
     // The charts folder's name is taken by a database.

@@ -304,7 +304,11 @@ fn every_flag_in_a_help_example_is_among_that_commands_options() {
             }
         }
     }
-    assert!(problems.is_empty(), "flags in examples that the command's options do not show:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "flags in examples that the command's options do not show:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// Completion offers what the CLI does: not the hidden test workload `fake`, and the values
@@ -314,7 +318,11 @@ fn every_flag_in_a_help_example_is_among_that_commands_options() {
 fn completion_and_micro_help_show_what_each_command_takes() {
     let bash = stdout(&iopath().args(["completions", "bash"]).output().unwrap());
     assert!(!bash.contains("fake"), "the hidden test workload is offered");
-    for (flag, value) in [("--mode", "zero-copy"), ("--rx-mode", "scatter"), ("--topology", "loopback")] {
+    for (flag, value) in [
+        ("--mode", "zero-copy"),
+        ("--rx-mode", "scatter"),
+        ("--topology", "loopback"),
+    ] {
         let arm = bash
             .split(&format!("{flag})"))
             .nth(1)
@@ -331,7 +339,14 @@ fn completion_and_micro_help_show_what_each_command_takes() {
     let help = |args: &[&str]| stdout(&iopath().args(args).arg("--help").output().unwrap());
     let memlat = help(&["micro", "memlat"]);
     assert!(memlat.contains("--max") && memlat.contains("--stride"), "{memlat}");
-    for other in ["--program", "--pinned", "--topology", "--cache-max", "--procs", "--size "] {
+    for other in [
+        "--program",
+        "--pinned",
+        "--topology",
+        "--cache-max",
+        "--procs",
+        "--size ",
+    ] {
         assert!(!memlat.contains(other), "micro memlat --help lists {other}");
     }
     let tcp = help(&["sweep", "micro", "tcp"]);

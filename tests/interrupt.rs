@@ -582,7 +582,10 @@ fn hangup_and_other_ending_signals_stop_cleanly_like_ctrl_c() {
         let (code, _, _, err) = run.wait(Duration::from_secs(10));
         assert_eq!(code, 0, "{signal}: {err}");
         assert_eq!(status(&db), "interrupted", "{signal}: {err}");
-        assert!(err.contains("Continue with: iopath sweep --resume 1 --db"), "{signal}: {err}");
+        assert!(
+            err.contains("Continue with: iopath sweep --resume 1 --db"),
+            "{signal}: {err}"
+        );
         assert_eq!(observations(&db), 1, "{signal}");
     }
 }

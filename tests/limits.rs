@@ -89,11 +89,17 @@ fn plan_and_key_files_that_are_devices_or_huge_are_refused() {
     for device in ["/dev/zero", "/dev/urandom", "/dev/full"] {
         refused_saying(&["sweep", "--plan", device], "not a file");
         refused_saying(&["net", "serve", "--psk-file", device], "not a file");
-        refused_saying(&["net", "stream", "--connect", "127.0.0.1:9", "--psk-file", device], "not a file");
+        refused_saying(
+            &["net", "stream", "--connect", "127.0.0.1:9", "--psk-file", device],
+            "not a file",
+        );
     }
     refused_saying(&["sweep", "--plan", huge], "too large");
     refused_saying(&["net", "serve", "--psk-file", huge], "too large");
-    refused_saying(&["net", "rr", "--connect", "127.0.0.1:9", "--psk-file", huge], "too large");
+    refused_saying(
+        &["net", "rr", "--connect", "127.0.0.1:9", "--psk-file", huge],
+        "too large",
+    );
     refused_saying(&["sweep", "--plan", "/proc/self/maps"], "--plan /proc/self/maps");
 }
 

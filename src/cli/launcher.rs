@@ -504,7 +504,10 @@ mod tests {
     fn request_response_and_connect_per_request_are_families_too() {
         let (argv, out) = answers(&["5", "", "64,1K", "64", "1", "", "", "", "", "", "", "rr.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();
-        assert!(out.contains("request/response") && out.contains("connect per request"), "{out}");
+        assert!(
+            out.contains("request/response") && out.contains("connect per request"),
+            "{out}"
+        );
         assert_eq!(
             line,
             "iopath sweep net-rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 3 --db rr.db"
@@ -512,6 +515,9 @@ mod tests {
         let (argv, out) = answers(&["6", "", "", "", "", "", "", "", "", "", "", "crr.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();
         assert!(!out.contains(") zero-copy"), "crr offers zero-copy: {out}");
-        assert!(line.starts_with("iopath sweep net-crr --mode two-copy,one-copy "), "{line}");
+        assert!(
+            line.starts_with("iopath sweep net-crr --mode two-copy,one-copy "),
+            "{line}"
+        );
     }
 }

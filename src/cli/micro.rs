@@ -259,7 +259,10 @@ fn list() -> String {
 pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(), String> {
     let number = |name: &str| -> Result<Option<u64>, String> {
         c.option(name)
-            .map(|t| t.parse::<u64>().map_err(|_| format!("option {name}='{t}' is not a whole number")))
+            .map(|t| {
+                t.parse::<u64>()
+                    .map_err(|_| format!("option {name}='{t}' is not a whole number"))
+            })
             .transpose()
     };
     for (name, _) in &c.options {

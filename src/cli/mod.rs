@@ -116,9 +116,29 @@ pub enum Command {
 /// micro <bench>`) showing only the options that bench reads (and the shared ones) in its
 /// `--help`, man page and completions. Parsing is unchanged.
 pub fn command() -> clap::Command {
-    Cli::command()
-        .mut_subcommand("micro", micro::scope_options)
-        .mut_subcommand("sweep", |sweep| sweep.mut_subcommand("micro", micro::scope_options))
+    let scope_sweep = |sweep: clap::Command| in_order(sweep, "micro", micro::scope_options);
+    in_order(
+        in_order(Cli::command(), "micro", micro::scope_options),
+        "sweep",
+        scope_sweep,
+    )
+}
+
+/// `cmd` with its subcommand `name` changed by `f`, the subcommands kept in their order
+/// (clap's `mut_subcommand` moves the changed one to the end, which reorders the lists that
+/// errors and help show): every subcommand is taken out and put back in turn.
+fn in_order(cmd: clap::Command, name: &str, f: impl FnOnce(clap::Command) -> clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let mut f = Some(f);
+    let mut cmd = cmd;
+    for sub in names {
+        let change = (sub == name).then(|| f.take()).flatten();
+        cmd = cmd.mut_subcommand(sub, |c| match change {
+            Some(f) => f(c),
+            None => c,
+        });
+    }
+    cmd
 }
 
 /// Parse the process's arguments with [`command`].
@@ -280,7 +300,10 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
         } else {
             "it is a file, not a folder"
         };
-        return Err(error::usage(format!("refusing to write the manual pages into {}: {what}", dir.display())));
+        return Err(error::usage(format!(
+            "refusing to write the manual pages into {}: {what}",
+            dir.display()
+        )));
     }
     // Checked like every output, all pages before any is written: none replaces an SQLite file
     // (a database, or a link to one), a folder or a device.

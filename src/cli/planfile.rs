@@ -109,8 +109,12 @@ impl PlanFile {
     pub fn load(path: &Path) -> anyhow::Result<(PlanFile, SweepWorkload)> {
         let bytes = crate::sys::input::read_bounded(path, MAX_PLAN_FILE)
             .map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| usage(format!("--plan {}: it is not UTF-8 text (a plan file is TOML)", path.display())))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            usage(format!(
+                "--plan {}: it is not UTF-8 text (a plan file is TOML)",
+                path.display()
+            ))
+        })?;
         let file = PlanFile::parse(&text).map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
         let workload = file
             .workload()

@@ -547,7 +547,12 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
     if !env.is_empty() {
         md.push_str("\n<details><summary>Environment differences</summary>\n\n");
         for d in env {
-            md.push_str(&format!("- `{}`: A `{}`, B `{}`\n", safe(&d.name), safe(&d.a), safe(&d.b)));
+            md.push_str(&format!(
+                "- `{}`: A `{}`, B `{}`\n",
+                safe(&d.name),
+                safe(&d.a),
+                safe(&d.b)
+            ));
         }
         md.push_str("\n</details>\n");
     }

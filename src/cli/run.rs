@@ -305,7 +305,10 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
                 "everything finished is stored. Continue with: iopath sweep --resume {id} --db {}",
                 db.display()
             ),
-            _ => writeln!(err, "nothing was stored (no --db): run again with --db PATH to be able to resume"),
+            _ => writeln!(
+                err,
+                "nothing was stored (no --db): run again with --db PATH to be able to resume"
+            ),
         };
     }
     Ok(Executed {

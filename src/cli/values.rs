@@ -114,10 +114,15 @@ pub fn parse_run_id(text: &str) -> Result<i64, String> {
     let t = text.trim();
     let digits = t.strip_prefix('-').unwrap_or(t);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("'{text}' is not a run id (accepted: a whole number; `iopath runs` lists them)"));
+        return Err(format!(
+            "'{text}' is not a run id (accepted: a whole number; `iopath runs` lists them)"
+        ));
     }
     t.parse::<i64>().map_err(|_| {
-        format!("no run {t}: run ids go from 1 to {} (`iopath runs` lists them)", i64::MAX)
+        format!(
+            "no run {t}: run ids go from 1 to {} (`iopath runs` lists them)",
+            i64::MAX
+        )
     })
 }
 
@@ -320,7 +325,9 @@ mod tests {
     #[test]
     fn run_ids_and_names() {
         assert_eq!(parse_run_id("3"), Ok(3));
-        assert!(parse_run_id("99999999999999999999").unwrap_err().starts_with("no run 99999999999999999999"));
+        assert!(parse_run_id("99999999999999999999")
+            .unwrap_err()
+            .starts_with("no run 99999999999999999999"));
         assert!(parse_run_id("x").unwrap_err().contains("not a run id"));
         assert_eq!(parse_name("baseline").as_deref(), Ok("baseline"));
         assert!(parse_name(&"x".repeat(201)).is_err());

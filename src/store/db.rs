@@ -88,7 +88,9 @@ pub fn unusable(path: Option<&Path>, e: &rusqlite::Error) -> Option<StoreError> 
             None => damaged(format!("not an SQLite database: {detail}")),
         }),
         C::ReadOnly => Some(StoreError::ReadOnly {
-            path: path.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("the results database")),
+            path: path
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("the results database")),
             why: detail,
         }),
         _ => None,

@@ -14,7 +14,10 @@ pub enum InputError {
     /// It is not a file or a pipe (a folder, a character or block device, a socket).
     NotAFile(&'static str),
     /// It holds more than the bound.
-    TooLarge { limit: u64, size: Option<u64> },
+    TooLarge {
+        limit: u64,
+        size: Option<u64>,
+    },
     Io(std::io::Error),
 }
 
@@ -22,7 +25,10 @@ impl std::fmt::Display for InputError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             InputError::NotAFile(kind) => write!(f, "it is {kind}, not a file (give a regular file)"),
-            InputError::TooLarge { limit, size: Some(size) } => {
+            InputError::TooLarge {
+                limit,
+                size: Some(size),
+            } => {
                 write!(f, "too large: {size} bytes (at most {limit} bytes accepted)")
             }
             InputError::TooLarge { limit, size: None } => {
@@ -78,7 +84,10 @@ mod tests {
             let e = read_bounded(Path::new(device), 64).unwrap_err();
             assert!(e.to_string().contains("character device"), "{device}: {e}");
         }
-        assert!(read_bounded(Path::new("/"), 64).unwrap_err().to_string().contains("folder"));
+        assert!(read_bounded(Path::new("/"), 64)
+            .unwrap_err()
+            .to_string()
+            .contains("folder"));
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big");
         std::fs::write(&big, vec![b'x'; 65]).unwrap();
