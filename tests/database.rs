@@ -724,6 +724,10 @@ fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
         ),
         ("zero threads", "json_set(case_json, '$.threads', 0)"),
         ("a 100-day window", "json_set(case_json, '$.duration_ms', 8640000000)"),
+        (
+            "a remote address holding an escape sequence",
+            "json_set(case_json, '$.endpoint', json('{\"kind\":\"remote\",\"addr\":\"\\u001b]0;x\\u0007:1\"}'))",
+        ),
     ] {
         let original: String = rusqlite::Connection::open(&db)
             .unwrap()

@@ -136,7 +136,9 @@ pub fn notes(records: &[crate::store::Record]) -> String {
             seen.push(w);
         }
     }
-    seen.iter().map(|w| format!("note: {w}\n")).collect()
+    seen.iter()
+        .map(|w| format!("note: {}\n", safe(&w.to_string())))
+        .collect()
 }
 
 #[cfg(test)]

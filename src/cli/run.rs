@@ -442,6 +442,18 @@ pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), Strin
     use crate::case::Endpoint;
     use crate::format::format_bytes;
     use crate::net::workload::{records, rr, stream};
+    // Text parameters (a remote address, micro options) are printed in labels and progress.
+    fn has_control(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => s.chars().any(char::is_control),
+            serde_json::Value::Array(a) => a.iter().any(has_control),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.chars().any(char::is_control) || has_control(v)),
+            _ => false,
+        }
+    }
+    if has_control(&serde_json::to_value(case).unwrap_or_default()) {
+        return Err("its parameters hold control characters".into());
+    }
     match case {
         Case::NetStream(c) => {
             stream::check_case(c, crate::observation::Role::Client, None)?;
