@@ -50,6 +50,28 @@ fn messages_say_what_is_true() {
     assert!(hours.contains("out of range") && hours.contains("24h"), "{hours}");
     let table = one_line_error(&["net", "records", "--table", "65537M"]);
     assert!(table.contains("65537MiB") && !table.contains("64.0GiB"), "{table}");
+    for (args, needle) in [
+        (vec!["net", "stream", "--client-cpus", big], "out of range 0..8191"),
+        (
+            vec!["net", "stream", "--server-cpus", "0-99999"],
+            "CPU 99999 is out of range",
+        ),
+        (
+            vec!["servers", "--request", &format!("procs:{big}")],
+            "out of range 1..1000",
+        ),
+        (vec!["servers", "--request", &format!("echo:{big}")], "out of range"),
+        (
+            vec!["net", "stream", "--topology", &format!("veth:delay={big}ms")],
+            "out of range 0..60s",
+        ),
+    ] {
+        let e = one_line_error(&args);
+        assert!(
+            e.contains(needle) && !e.contains("not a") && !e.contains("bad "),
+            "{args:?}: {e}"
+        );
+    }
     let size = one_line_error(&["net", "stream", "--size", "1025M"]);
     assert!(size.contains("1025MiB"), "{size}");
 }

@@ -199,9 +199,33 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
 /// A CPU list: `0`, `0,1`, `0-3`. Each CPU must exist on this machine.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let help = "accepted: CPU numbers like 0, 0,1 or 0-3";
-    let cpus = crate::sys::procfs::parse_cpu_list(text)
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| format!("'{text}' is not a CPU list ({help})"))?;
+    let Some(cpus) = crate::sys::procfs::parse_cpu_list(text).filter(|c| !c.is_empty()) else {
+        // Well-formed but with a CPU number no machine has: out of range, not "not a list".
+        let max = crate::sys::procfs::MAX_CPU;
+        let well_formed = !text.trim().is_empty()
+            && text.trim().split(',').all(|p| {
+                let mut ends = p.split('-');
+                let ok = |e: Option<&str>| {
+                    e.is_some_and(|e| !e.trim().is_empty() && e.trim().bytes().all(|b| b.is_ascii_digit()))
+                };
+                let first = ends.next();
+                match (first, ends.next(), ends.next()) {
+                    (a, None, None) => ok(a),
+                    (a, b, None) => ok(a) && ok(b),
+                    _ => false,
+                }
+            });
+        if well_formed {
+            if let Some(big) = text
+                .split([',', '-'])
+                .map(str::trim)
+                .find(|n| n.parse::<usize>().map_or(true, |n| n > max))
+            {
+                return Err(format!("CPU {big} is out of range 0..{max} ({help})"));
+            }
+        }
+        return Err(format!("'{text}' is not a CPU list ({help})"));
+    };
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let present = crate::sys::procfs::read_trimmed("/sys/devices/system/cpu/online")
         .and_then(|s| crate::sys::procfs::parse_cpu_list(&s))

@@ -146,7 +146,12 @@ fn parse_delay_us(text: &str) -> Result<u64, String> {
         .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, m)))
         .ok_or_else(|| format!("delay '{text}' needs a unit (e.g. 1ms, 500us)"))?;
     let v: f64 = num.parse().map_err(|_| format!("delay '{text}' is not a duration"))?;
-    Ok((v * mult) as u64)
+    let us = v * mult;
+    // netem takes up to a few seconds sensibly; a delay longer than a minute is a typo.
+    if !us.is_finite() || !(0.0..=60_000_000.0).contains(&us) {
+        return Err(format!("delay '{text}' is out of range 0..60s"));
+    }
+    Ok(us as u64)
 }
 
 fn parse_loss_ppm(text: &str) -> Result<u32, String> {
