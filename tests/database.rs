@@ -215,6 +215,19 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
         "{err}"
     );
 
+    // Standard output that cannot be written is an output that cannot be written too.
+    for args in [&["runs"][..], &["export"], &["compare", "1", "1"]] {
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .stdout(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_refused(&out, "cannot write standard output", &format!("{args:?} > /dev/full"));
+    }
+
     if !is_root() {
         eprintln!("not root: cannot mount a tiny tmpfs, so only /dev/full was checked");
         return;

@@ -102,8 +102,9 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// printer forgot to escape cannot set the window title, clear the screen or write the
 /// clipboard. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
 /// reader has what it wanted, so later output is dropped quietly and the command goes on (a
-/// run still stores its cells) and exits as it would have. Other write errors are returned.
-pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
+/// run still stores its cells) and exits as it would have. Other write errors are
+/// `StoreError::CannotWrite` (exit 2).
+pub fn out(text: impl AsRef<str>) -> anyhow::Result<()> {
     use std::io::Write;
     use std::sync::atomic::Ordering;
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
@@ -116,7 +117,14 @@ pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
             STDOUT_CLOSED.store(true, Ordering::Relaxed);
             Ok(())
         }
-        other => other,
+        // A stdout that cannot be written (`> /dev/full`) is an output that cannot be
+        // written: exit 2, as for a file.
+        Err(e) => Err(crate::store::StoreError::CannotWrite {
+            path: "standard output".into(),
+            detail: e.to_string(),
+        }
+        .into()),
+        Ok(()) => Ok(()),
     }
 }
 

@@ -184,7 +184,7 @@ pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
     })
 }
 
-fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result<()> {
+fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> anyhow::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -208,7 +208,7 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
     super::output::out(table.render())
 }
 
-fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> std::io::Result<()> {
+fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> anyhow::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -233,7 +233,7 @@ fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> 
 }
 
 /// The findings, caveats and grouped warnings: what the run says, after its tables.
-fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
+fn print_findings(analysis: &report::Analysis) -> anyhow::Result<()> {
     crate::say!("Findings:")?;
     for line in analysis.findings.lines() {
         crate::say!("  {line}")?;
@@ -251,7 +251,7 @@ fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     Ok(())
 }
 
-fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
+fn print_cells(cells: &[report::cells::CellSummary]) -> anyhow::Result<()> {
     let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
