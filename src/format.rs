@@ -15,21 +15,17 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
-/// Text from another machine (a server's refusal, a client's hello) made safe to print on a
-/// terminal: control characters (C0, DEL, C1: escape sequences, carriage returns, line breaks)
-/// and the bidirectional overrides that reorder what is shown are written as Rust escapes
-/// (`\u{1b}`), everything else as it is.
-pub fn sanitize_for_terminal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
+/// A byte count exactly, in the largest binary unit that divides it (`65537MiB`, `1025KiB`,
+/// `100B`): for messages that name the size the user gave, where `format_bytes` would round
+/// 65537M to "64.0GiB" and seem to name an accepted size.
+pub fn format_bytes_exact(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, unit) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{name}", bytes / unit);
         }
     }
-    out
+    format!("{bytes}B")
 }
 
 /// A number with about four significant digits, or "n/a" when missing or not finite.
@@ -51,21 +47,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn remote_text_cannot_drive_the_terminal() {
-        assert_eq!(sanitize_for_terminal("busy: try again"), "busy: try again");
-        assert_eq!(
-            sanitize_for_terminal("a\u{1b}[2Jb\rc\nd\u{9b}e\u{202e}f"),
-            "a\\u{1b}[2Jb\\rc\\nd\\u{9b}e\\u{202e}f"
-        );
-        assert_eq!(sanitize_for_terminal("größe 4 KiB"), "größe 4 KiB");
-    }
-
-    #[test]
     fn byte_labels() {
         assert_eq!(format_bytes(64), "64B");
         assert_eq!(format_bytes(4096), "4KiB");
         assert_eq!(format_bytes(1 << 20), "1MiB");
         assert_eq!(format_bytes(1536), "1.5KiB");
+        assert_eq!(super::format_bytes_exact(65537 << 20), "65537MiB");
+        assert_eq!(super::format_bytes_exact(64 << 30), "64GiB");
+        assert_eq!(super::format_bytes_exact(1025), "1025B");
     }
 
     #[test]
@@ -105,5 +94,137 @@ mod duration_tests {
         assert_eq!(format_duration_s(42.2), "42 s");
         assert_eq!(format_duration_s(200.0), "3 min 20 s");
         assert_eq!(format_duration_s(3900.0), "1 h 05 min");
+    }
+}
+
+/// A whole number from `lo` to `hi`, with a message that says what is true: digits outside the
+/// range (or too many of them to fit any integer) are "out of range lo..hi", anything else is
+/// "not a whole number"; `what` names the value (`mtu`).
+pub fn whole_in(what: &str, text: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{what} '{text}' is not a whole number (accepted: {lo}..{hi})"));
+    }
+    match t.parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("{what} {t} is out of range {lo}..{hi}")),
+    }
+}
+
+/// Text that came from somewhere else (a run name or label stored in the database, a
+/// server's refusal line, an error from a peer) made safe for a terminal: every control
+/// character — C0 (ESC, BEL, CR, LF, TAB, …), DEL and C1 (U+0080..U+009F, among them the
+/// 8-bit CSI and OSC) — is written as a visible escape (`\x1b`, `\u{9b}`), and so are the
+/// bidirectional overrides and isolates that reorder what follows them. A backslash is
+/// doubled so the escaped text cannot be mistaken for an escape. Printable text, including
+/// any other Unicode, is unchanged (and then no copy is made).
+pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        c.is_control() || c == '\\' || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x80 && needs(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if needs(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`escape_control`] for whole blocks of output (tables, error lines): line feeds and tabs,
+/// which the program writes itself, are kept, every other control character is made
+/// visible, and backslashes are left alone (JSON and paths in the text stay as they are).
+pub fn escape_control_keep_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if (c as u32) < 0x80 && needs(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if needs(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A text cell for a CSV file that a spreadsheet will open, neutralised against formula
+/// injection: a cell starting with `=`, `+`, `-`, `@`, TAB or CR is prefixed with `'` (the
+/// spreadsheet then shows it as text), unless the whole cell is a number (`-1.5`, `+3`), which
+/// stays a number. Call it on text columns (names, labels, errors, warnings), not on numbers
+/// the program formatted itself.
+pub fn spreadsheet_safe(cell: &str) -> std::borrow::Cow<'_, str> {
+    let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if !risky || cell.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+        return std::borrow::Cow::Borrowed(cell);
+    }
+    std::borrow::Cow::Owned(format!("'{cell}"))
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::{escape_control, spreadsheet_safe};
+
+    #[test]
+    fn terminal_control_sequences_become_visible() {
+        // Set the window title, clear the screen, OSC 52 clipboard write, 8-bit CSI, BEL.
+        assert_eq!(escape_control("a\x1b]0;owned\x07b"), "a\\x1b]0;owned\\x07b");
+        assert_eq!(escape_control("\x1b[2J\x1b[H"), "\\x1b[2J\\x1b[H");
+        assert_eq!(escape_control("\x1b]52;c;aGk=\x1b\\"), "\\x1b]52;c;aGk=\\x1b\\\\");
+        assert_eq!(escape_control("x\u{9b}31m"), "x\\u{9b}31m");
+        assert_eq!(escape_control("a\rb\nc\td\x7f"), "a\\x0db\\x0ac\\x09d\\x7f");
+        assert_eq!(escape_control("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape_control("naïve 64KiB µs"), "naïve 64KiB µs");
+        assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
+        let block = "name\tx\\y\n\x1b]52;c;aGk=\x07\u{9d}\n";
+        assert_eq!(
+            super::escape_control_keep_lines(block),
+            "name\tx\\y\n\\x1b]52;c;aGk=\\x07\\u{9d}\n"
+        );
+    }
+
+    #[test]
+    fn whole_numbers_out_of_range_say_so() {
+        use super::whole_in;
+        assert_eq!(whole_in("mtu", "9000", 68, 65535), Ok(9000));
+        assert_eq!(
+            whole_in("mtu", "70000", 68, 65535).unwrap_err(),
+            "mtu 70000 is out of range 68..65535"
+        );
+        assert_eq!(
+            whole_in("mtu", "99999999999999999999999", 68, 65535).unwrap_err(),
+            "mtu 99999999999999999999999 is out of range 68..65535"
+        );
+        assert!(whole_in("mtu", "9k", 68, 65535)
+            .unwrap_err()
+            .contains("not a whole number"));
+    }
+
+    #[test]
+    fn formulas_are_neutralised_numbers_are_not() {
+        for f in [
+            "=1+1",
+            "+cmd|' /C calc'!A0",
+            "-2+3",
+            "@SUM(A1)",
+            "\t=1",
+            "\r=1",
+            "=HYPERLINK(\"x\")",
+        ] {
+            assert_eq!(spreadsheet_safe(f), format!("'{f}"), "{f:?}");
+        }
+        for n in ["-1.5", "+3", "-0", "12", "stream", "", "a=b"] {
+            assert_eq!(spreadsheet_safe(n), n, "{n:?}");
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! iopath's entry point: parse flags, run, map errors to exit codes
 //! (0 ok, 1 the run failed, 2 bad input).
 
-use clap::Parser;
 use iopath::cli::{self, UsageError};
+use iopath::format::escape_control_keep_lines as escape;
 use std::process::ExitCode;
 
 /// clap's error as one line: what is wrong, then what is accepted (the missing arguments, the
@@ -20,6 +20,20 @@ fn one_line(err: &clap::Error) -> String {
         }
     }
     let mut text = parts.join(" ");
+    // An integer flag given more digits than its type holds: say it is out of range, not a
+    // parse failure ("number too large to fit in target type").
+    for (from, to) in [
+        (
+            "number too large to fit in target type",
+            "out of range (larger than this flag accepts)",
+        ),
+        (
+            "number too small to fit in target type",
+            "out of range (smaller than this flag accepts)",
+        ),
+    ] {
+        text = text.replace(from, to);
+    }
     if let Some(ContextValue::Strings(valid)) = err.get(ContextKind::ValidSubcommand) {
         if !text.contains("possible") {
             text.push_str(&format!(" (accepted: {})", valid.join(", ")));
@@ -35,8 +49,7 @@ fn one_line(err: &clap::Error) -> String {
 
 /// The subcommands of the deepest command the arguments name, for "unrecognized subcommand".
 fn subcommands_at_error() -> Vec<String> {
-    use clap::CommandFactory;
-    let mut command = cli::Cli::command();
+    let mut command = cli::command();
     for arg in std::env::args().skip(1) {
         match command.find_subcommand(&arg) {
             Some(sub) => command = sub.clone(),
@@ -56,7 +69,7 @@ fn main() -> ExitCode {
     if std::env::args_os().len() == 1 && cli::launcher::available() {
         return exit_code(cli::launcher::run());
     }
-    let parsed = match cli::Cli::try_parse() {
+    let parsed = match cli::parse() {
         Ok(parsed) => parsed,
         Err(err) => {
             use clap::error::ErrorKind;
@@ -72,7 +85,7 @@ fn main() -> ExitCode {
                     };
                 }
                 _ => {
-                    eprintln!("{}", one_line(&err));
+                    eprintln!("{}", escape(&one_line(&err)));
                     return ExitCode::from(2);
                 }
             }
@@ -82,14 +95,23 @@ fn main() -> ExitCode {
 }
 
 fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    // An unusable database (damaged, read-only) is bad input wherever it was found: exit 2.
+    let result = result.map_err(iopath::store::db::classify).map_err(|e| {
+        match e.downcast_ref::<iopath::store::StoreError>().is_some() && e.downcast_ref::<UsageError>().is_none() {
+            true => anyhow::Error::new(UsageError(e.to_string())),
+            false => e,
+        }
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Errors can hold stored or remote text (a cell's error, a server's refusal, a path):
+        // control characters reach the terminal escaped.
         Err(err) if err.downcast_ref::<UsageError>().is_some() => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", escape(&format!("{err}")));
             ExitCode::from(2)
         }
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", escape(&format!("{err:#}")));
             ExitCode::from(1)
         }
     }

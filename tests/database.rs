@@ -200,19 +200,33 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
     let db = dir.path().join("iopath.db");
     stream_run(&db);
 
-    // A single file that cannot be written: one clear line, exit 1.
+    // A single file that cannot be written: one clear line, exit 2 (issue 19 D9: an output that
+    // cannot be written is bad input, like every output-path problem; it was 1).
     let out = iopath()
         .args(["export", "-o", "/dev/full", "--db"])
         .arg(&db)
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains("cannot write /dev/full") && err.contains("No space left"),
         "{err}"
     );
+
+    // Standard output that cannot be written is an output that cannot be written too.
+    for args in [&["runs"][..], &["export"], &["compare", "1", "1"]] {
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("iopath"))
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .stdout(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_refused(&out, "cannot write standard output", &format!("{args:?} > /dev/full"));
+    }
 
     if !is_root() {
         eprintln!("not root: cannot mount a tiny tmpfs, so only /dev/full was checked");
@@ -228,7 +242,7 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     for debug_dump in ["Custom {", "Os {", "IoError(", "kind:"] {
@@ -253,7 +267,7 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(std::fs::read(&csv).unwrap() == first, "the earlier export was damaged");
     assert_eq!(listing(&tiny.0), vec!["filler".to_string(), "out.csv".to_string()]);
@@ -581,4 +595,300 @@ fn corrupt_stored_values_are_refused_not_obeyed() {
         .output()
         .unwrap();
     assert_refused(&out, "damaged", "resume with 100000 repetitions");
+}
+
+/// Text from others reaches the terminal escaped: a run name (and a stored error) edited to hold
+/// terminal escape sequences — set the window title, clear the screen, an OSC 52 clipboard
+/// write, an 8-bit CSI — is printed with its control characters made visible by `runs`,
+/// `compare` (table and `--markdown`) and the failed-cell lines; CSV exports neutralise
+/// spreadsheet formulas in text cells and leave numbers alone.
+#[test]
+fn stored_text_reaches_the_terminal_escaped_and_csv_cells_cannot_be_formulas() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    fake_sweep(&db);
+    fake_sweep(&db);
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;aGk=\u{1b}\\\u{9b}31m\r";
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("UPDATE runs SET name = ?1, command_line = ?1", [hostile])
+            .unwrap();
+        conn.execute(
+            "UPDATE runs SET name = '=HYPERLINK(\"http://x\",\"y\")' WHERE id = 2",
+            [],
+        )
+        .unwrap();
+    }
+    let raw = |text: &str| text.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+    for args in [
+        vec!["runs"],
+        vec!["compare", "1", "2"],
+        vec!["compare", "1", "2", "--markdown"],
+    ] {
+        let out = run_ok(&args, &db);
+        let text = stdout(&out);
+        assert!(!raw(&text), "{args:?} printed raw control characters: {text:?}");
+        assert!(
+            text.contains("\\x1b]0;owned\\x07"),
+            "{args:?}: the name is not shown escaped: {text:?}"
+        );
+    }
+    let out = run_ok(&["export", "2", "--format", "long"], &db);
+    let text = stdout(&out);
+    assert!(text.contains("'=HYPERLINK"), "{text}");
+    assert!(!text.contains(",=HYPERLINK"), "{text}");
+    assert!(
+        text.lines().skip(1).all(|l| !l.contains(",'-") && !l.contains(",'1")),
+        "numbers stay numbers: {text}"
+    );
+}
+
+/// Unusable databases give 2 in readers and writers alike: a truncated file and one with
+/// overwritten pages (damaged) in `runs`, `export`, `compare`, `report`, `--resume` and a new
+/// sweep; a database on read-only media (root: a read-only tmpfs; otherwise a 0555 folder and
+/// file) on `--resume` and on a new sweep, saying "read-only".
+#[test]
+fn unusable_databases_give_2_in_readers_and_writers_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    assert!(fake_sweep(&db).status.success());
+    assert!(fake_sweep(&db).status.success());
+    let bytes = std::fs::read(&db).unwrap();
+    assert!(bytes.len() >= 4 * 4096, "{}", bytes.len());
+    let truncated = dir.path().join("truncated.db");
+    std::fs::write(&truncated, &bytes[..8192]).unwrap();
+    let overwritten = dir.path().join("pages.db");
+    let mut damaged = bytes.clone();
+    for (i, b) in damaged[4096..].iter_mut().enumerate() {
+        *b = (i * 131 % 251) as u8;
+    }
+    std::fs::write(&overwritten, &damaged).unwrap();
+    for bad in [&truncated, &overwritten] {
+        let out_html = dir.path().join("out.html");
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["runs"],
+            vec!["export"],
+            vec!["compare", "1", "2"],
+            vec!["report", "-o", out_html.to_str().unwrap()],
+            vec!["sweep", "--resume", "1"],
+            vec!["sweep", "fake", "--cells", "ok"],
+        ];
+        for args in commands {
+            let out = iopath().args(&args).arg("--db").arg(bad).output().unwrap();
+            assert_refused(&out, "damaged", &format!("{args:?} on {}", bad.display()));
+        }
+    }
+
+    let ro = dir.path().join("ro");
+    let _mount = if is_root() {
+        let mount = Tmpfs::mount(&ro, "4m");
+        std::fs::copy(&db, ro.join("r.db")).unwrap();
+        mount.remount_read_only();
+        Some(mount)
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::copy(&db, ro.join("r.db")).unwrap();
+        std::fs::set_permissions(ro.join("r.db"), std::fs::Permissions::from_mode(0o444)).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+        None
+    };
+    let ro_db = ro.join("r.db");
+    let resume = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&ro_db)
+        .output()
+        .unwrap();
+    assert_refused(&resume, "read-only", "--resume on read-only media");
+    let fresh = iopath()
+        .args(["sweep", "fake", "--cells", "ok", "--db"])
+        .arg(&ro_db)
+        .output()
+        .unwrap();
+    assert_refused(&fresh, "read-only", "a new sweep on read-only media");
+    let new_file = iopath()
+        .args(["sweep", "fake", "--cells", "ok", "--db"])
+        .arg(ro.join("new.db"))
+        .output()
+        .unwrap();
+    assert_refused(&new_file, "read-only", "a new database on read-only media");
+    assert_eq!(listing(&ro), vec!["r.db"]);
+}
+
+/// Resume re-validates every stored case with the same limits and memory check as the command
+/// line: a case edited in the database (a message the CLI refuses, buffers far beyond the
+/// memory) is refused as damaged with exit 2 before anything runs, not run until the process
+/// is OOM-killed; and impossible stored positions are found before any cell runs.
+#[test]
+fn resume_revalidates_stored_cases_and_positions_before_any_cell_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    stream_run(&db);
+    let edit = |sql: &str| {
+        rusqlite::Connection::open(&db).unwrap().execute_batch(sql).unwrap();
+    };
+    // Make the run resumable: its only cell is gone.
+    edit("DELETE FROM metrics; DELETE FROM observations; UPDATE runs SET status = 'interrupted';");
+    for (what, set) in [
+        ("a 2 GiB message", "json_set(case_json, '$.size', 2147483648)"),
+        (
+            "1 GiB messages on 1024 threads",
+            "json_set(case_json, '$.size', 1073741824, '$.threads', 1024)",
+        ),
+        ("zero threads", "json_set(case_json, '$.threads', 0)"),
+        ("a 100-day window", "json_set(case_json, '$.duration_ms', 8640000000)"),
+        (
+            "a remote address holding an escape sequence",
+            "json_set(case_json, '$.endpoint', json('{\"kind\":\"remote\",\"addr\":\"\\u001b]0;x\\u0007:1\"}'))",
+        ),
+    ] {
+        let original: String = rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT case_json FROM cases", [], |r| r.get(0))
+            .unwrap();
+        edit(&format!("UPDATE cases SET case_json = {set}"));
+        let out = iopath()
+            .args(["sweep", "--resume", "1", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_refused(&out, "damaged", what);
+        assert_eq!(count(&db, "SELECT count(*) FROM observations"), 0, "{what}: a cell ran");
+        assert_eq!(
+            count(&db, "SELECT count(*) FROM runs WHERE status = 'interrupted'"),
+            1,
+            "{what}: the run's status changed"
+        );
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute("UPDATE cases SET case_json = ?1", [original])
+            .unwrap();
+    }
+
+    // Impossible positions: an observation of a repetition the run does not have, a case
+    // stored at a position it cannot have.
+    let fake = dir.path().join("fake.db");
+    assert!(fake_sweep(&fake).status.success());
+    let edit_fake = |sql: &str| {
+        rusqlite::Connection::open(&fake).unwrap().execute_batch(sql).unwrap();
+    };
+    edit_fake("DELETE FROM observations WHERE repetition = 2; UPDATE runs SET status = 'interrupted';");
+    let stored = count(&fake, "SELECT count(*) FROM observations");
+    for (what, sql, undo) in [
+        (
+            "repetition 7 of 3",
+            "UPDATE observations SET repetition = 7 WHERE id = (SELECT min(id) FROM observations)",
+            "UPDATE observations SET repetition = 0 WHERE repetition = 7",
+        ),
+        (
+            "a case at position 9",
+            "UPDATE cases SET position = 9 WHERE position = 1",
+            "UPDATE cases SET position = 1 WHERE position = 9",
+        ),
+        (
+            "a negative repetition",
+            "UPDATE observations SET repetition = -1 WHERE id = (SELECT min(id) FROM observations)",
+            "UPDATE observations SET repetition = 0 WHERE repetition = -1",
+        ),
+    ] {
+        edit_fake(sql);
+        let out = iopath()
+            .args(["sweep", "--resume", "1", "--db"])
+            .arg(&fake)
+            .output()
+            .unwrap();
+        assert_refused(&out, "damaged", what);
+        assert_eq!(
+            count(&fake, "SELECT count(*) FROM observations"),
+            stored,
+            "{what}: a cell ran"
+        );
+        edit_fake(undo);
+    }
+    // Undone, the run resumes.
+    let out = iopath()
+        .args(["sweep", "--resume", "1", "--db"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Every output path is checked like report/export/quick: `man -o DIR` never writes over an
+/// SQLite file (the folder itself, a page, a page that links to the database), and a report
+/// to a device or FIFO (`/dev/stdout`) is refused instead of making a `-charts` folder beside
+/// it (in /dev); a charts folder name that is a database is refused too.
+#[test]
+fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    assert!(fake_sweep(&db).status.success());
+    let bytes = std::fs::read(&db).unwrap();
+
+    // The folder is the database.
+    let out = iopath().args(["man", "-o"]).arg(&db).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DB");
+    // A page is a database, or a link to the database.
+    let pages = dir.path().join("man");
+    std::fs::create_dir(&pages).unwrap();
+    std::fs::copy(&db, pages.join("iopath.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DIR with iopath.1 a database");
+    assert_eq!(
+        listing(&pages),
+        vec!["iopath.1"],
+        "pages were written before the refusal"
+    );
+    std::fs::remove_file(pages.join("iopath.1")).unwrap();
+    std::os::unix::fs::symlink(&db, pages.join("iopath-runs.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert_refused(&out, "SQLite", "man -o DIR with a page linking to the database");
+    assert!(std::fs::read(&db).unwrap() == bytes, "the database changed");
+    std::fs::remove_file(pages.join("iopath-runs.1")).unwrap();
+    let out = iopath().args(["man", "-o"]).arg(&pages).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(listing(&pages).contains(&"iopath.1".to_string()));
+
+    // A report to a device or a FIFO: refused, no charts folder beside it.
+    let before: Vec<String> = listing(Path::new("/dev"));
+    let out = iopath()
+        .args(["report", "-o", "/dev/stdout", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "not a file", "report -o /dev/stdout");
+    assert!(
+        !Path::new("/dev/stdout-charts").exists(),
+        "a charts folder was made in /dev"
+    );
+    assert_eq!(
+        listing(Path::new("/dev"))
+            .iter()
+            .filter(|n| n.contains("charts"))
+            .count(),
+        0
+    );
+    assert!(before.iter().all(|n| !n.contains("charts")));
+    let fifo = dir.path().join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(&fifo)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "not a file", "report -o FIFO");
+    assert!(!dir.path().join("pipe-charts").exists());
+    // The charts folder's name is taken by a database.
+    std::fs::copy(&db, dir.path().join("x-charts")).unwrap();
+    let out = iopath()
+        .args(["report", "-o"])
+        .arg(dir.path().join("x.html"))
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(&out, "x-charts", "report whose charts folder is a database");
+    assert!(!dir.path().join("x.html").exists());
 }

@@ -260,3 +260,101 @@ fn no_arguments_without_a_terminal_prints_help_and_never_prompts() {
     assert!(text.contains("Usage: iopath <COMMAND>"), "{text}");
     assert!(text.contains("Examples:"), "{text}");
 }
+
+/// The command an example's words name, as users see it (`iopath::cli::command()`), and the
+/// words after it.
+fn resolve<'a>(root: &'a clap::Command, words: &'a [String]) -> (&'a clap::Command, Vec<String>) {
+    let mut cmd = root;
+    let mut path = vec!["iopath".to_string()];
+    for w in words.iter().skip(1) {
+        match cmd.find_subcommand(w) {
+            Some(sub) if !w.starts_with('-') => {
+                cmd = sub;
+                path.push(w.clone());
+            }
+            _ => break,
+        }
+    }
+    (cmd, path)
+}
+
+/// Every flag an example in a `--help` uses is one of that command's shown options (not
+/// hidden, as another `micro <bench>`'s options are): the examples teach only what the
+/// options list documents.
+#[test]
+fn every_flag_in_a_help_example_is_among_that_commands_options() {
+    let root = iopath::cli::command();
+    let mut problems = Vec::new();
+    for path in command_paths() {
+        let out = iopath().args(&path).arg("--help").output().unwrap();
+        for line in examples(&stdout(&out)) {
+            let words = argv(&line);
+            let (cmd, at) = resolve(&root, &words);
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                let long = flag.trim_start_matches('-').split('=').next().unwrap_or_default();
+                if long.is_empty() || long == "help" || long == "version" {
+                    continue;
+                }
+                let shown = cmd
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(long) && !a.is_hide_set());
+                if !shown {
+                    problems.push(format!("`{}`: {flag} in: {line}", at.join(" ")));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "flags in examples that the command's options do not show:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Completion offers what the CLI does: not the hidden test workload `fake`, and the values
+/// of `--mode`, `--rx-mode` and `--topology` by name instead of file names; each
+/// `micro <bench> --help` lists only that bench's options.
+#[test]
+fn completion_and_micro_help_show_what_each_command_takes() {
+    let bash = stdout(&iopath().args(["completions", "bash"]).output().unwrap());
+    assert!(!bash.contains("fake"), "the hidden test workload is offered");
+    for (flag, value) in [
+        ("--mode", "zero-copy"),
+        ("--rx-mode", "scatter"),
+        ("--topology", "loopback"),
+    ] {
+        let arm = bash
+            .split(&format!("{flag})"))
+            .nth(1)
+            .and_then(|rest| rest.split(";;").next())
+            .unwrap_or_default()
+            .to_string();
+        assert!(arm.contains(value) && !arm.contains("compgen -f"), "{flag}: {arm}");
+    }
+    for shell in ["zsh", "fish"] {
+        let script = stdout(&iopath().args(["completions", shell]).output().unwrap());
+        assert!(!script.contains("fake"), "{shell} offers fake");
+        assert!(script.contains("uring-zc"), "{shell} does not offer the modes");
+    }
+    let help = |args: &[&str]| stdout(&iopath().args(args).arg("--help").output().unwrap());
+    let memlat = help(&["micro", "memlat"]);
+    assert!(memlat.contains("--max") && memlat.contains("--stride"), "{memlat}");
+    for other in [
+        "--program",
+        "--pinned",
+        "--topology",
+        "--cache-max",
+        "--procs",
+        "--size ",
+    ] {
+        assert!(!memlat.contains(other), "micro memlat --help lists {other}");
+    }
+    let tcp = help(&["sweep", "micro", "tcp"]);
+    assert!(tcp.contains("--topology") && !tcp.contains("--max"), "{tcp}");
+    let all = help(&["micro", "all"]);
+    assert!(all.contains("--max") && all.contains("--program"), "{all}");
+    // The spelling of a remote topology in the help is one the parser takes.
+    let stream = help(&["net", "stream"]);
+    assert!(stream.contains("remote:HOST:PORT"), "{stream}");
+    assert!(Cli::try_parse_from(["iopath", "net", "stream", "--topology", "remote:10.0.0.2:5201"]).is_ok());
+}

@@ -42,7 +42,11 @@ impl Running {
     }
 
     fn signal(&self) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGINT).unwrap();
+        self.send(nix::sys::signal::Signal::SIGINT);
+    }
+
+    fn send(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
     }
 
     fn stderr(&self) -> String {
@@ -560,4 +564,57 @@ fn servers_one_failed_model_does_not_lose_the_other() {
         "{records:?}"
     );
     assert!(records[1]["error"].is_null());
+}
+
+/// A closed terminal or SSH session (SIGHUP), and the other signals that would end the process
+/// (SIGTERM, SIGUSR1, SIGALRM), stop like Ctrl-C: exit 0, the run `interrupted`, the resume
+/// command printed. Before, SIGHUP exited 129 and left the run `running`.
+#[test]
+fn hangup_and_other_ending_signals_stop_cleanly_like_ctrl_c() {
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGUSR1, Signal::SIGALRM] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let run = Running::start(dir.path(), &["fake", "--cells", "ok:7,sleep:30s", "--db", "r.db"]);
+        wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+        std::thread::sleep(Duration::from_millis(200));
+        run.send(signal);
+        let (code, _, _, err) = run.wait(Duration::from_secs(10));
+        assert_eq!(code, 0, "{signal}: {err}");
+        assert_eq!(status(&db), "interrupted", "{signal}: {err}");
+        assert!(
+            err.contains("Continue with: iopath sweep --resume 1 --db"),
+            "{signal}: {err}"
+        );
+        assert_eq!(observations(&db), 1, "{signal}");
+    }
+}
+
+/// SIGQUIT quits at once, as documented: the forced-exit actions run (the child killed, the
+/// scratch removed, the run `interrupted`), exit 131, no core dump.
+#[test]
+fn quit_signal_forces_an_exit_that_leaves_no_run_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = Running::start(dir.path(), &["fake", "--cells", "stubborn:30s", "--db", "r.db"]);
+    wait_until("the stubborn cell", Duration::from_secs(20), || {
+        run.stderr().contains("holds child")
+    });
+    let line = run.stderr();
+    let held: Vec<&str> = line
+        .split("holds child ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .split(" and ")
+        .collect();
+    let (child, scratch) = (held[0].trim().parse::<i32>().unwrap(), PathBuf::from(held[1].trim()));
+    run.send(nix::sys::signal::Signal::SIGQUIT);
+    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    assert_eq!(code, 131, "{err}");
+    wait_until("the child to die", Duration::from_secs(2), || !alive(child));
+    assert!(!scratch.exists(), "scratch file left behind");
+    assert_eq!(status(&db), "interrupted");
 }

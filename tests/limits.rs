@@ -63,3 +63,51 @@ fn addresses_strides_programs_and_intervals_are_checked_before_running() {
     refused(&["micro", "proc", "--program", "/etc/passwd"]);
     refused(&["procs", "serve", "--interval", "1ms"]);
 }
+
+/// Refused with exit 2 in one line that contains `needle`.
+fn refused_saying(args: &[&str], needle: &str) {
+    refused(args);
+    let out = assert_cmd::Command::cargo_bin("iopath")
+        .unwrap()
+        .args(args)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in: {stderr}");
+}
+
+/// Inputs read from files are bounded: a plan or key file that is a device (read forever
+/// before) or a huge file is refused, quickly, with exit 2.
+#[test]
+fn plan_and_key_files_that_are_devices_or_huge_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge");
+    // Sparse: 4 GiB that costs no disk.
+    std::fs::File::create(&huge).unwrap().set_len(4 << 30).unwrap();
+    let huge = huge.to_str().unwrap();
+    for device in ["/dev/zero", "/dev/urandom", "/dev/full"] {
+        refused_saying(&["sweep", "--plan", device], "not a file");
+        refused_saying(&["net", "serve", "--psk-file", device], "not a file");
+        refused_saying(
+            &["net", "stream", "--connect", "127.0.0.1:9", "--psk-file", device],
+            "not a file",
+        );
+    }
+    refused_saying(&["sweep", "--plan", huge], "too large");
+    refused_saying(&["net", "serve", "--psk-file", huge], "too large");
+    refused_saying(
+        &["net", "rr", "--connect", "127.0.0.1:9", "--psk-file", huge],
+        "too large",
+    );
+    refused_saying(&["sweep", "--plan", "/proc/self/maps"], "--plan /proc/self/maps");
+}
+
+/// `--name` has a length limit (and no control characters).
+#[test]
+fn run_names_are_bounded() {
+    let long = "n".repeat(201);
+    refused_saying(&["fake", "--cells", "ok", "--name", &long], "at most 200");
+    refused_saying(&["fake", "--cells", "ok", "--name", "a\u{1b}[2Jb"], "control character");
+    refused_saying(&["fake", "--cells", "ok", "--name", ""], "empty");
+}

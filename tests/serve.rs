@@ -339,5 +339,5 @@ fn a_servers_refusal_reaches_the_terminal_without_control_characters() {
         !err.chars().any(|c| c.is_control() && c != '\n'),
         "control characters reached the terminal: {err:?}"
     );
-    assert!(err.contains(r"\u{1b}[2J"), "{err}");
+    assert!(err.contains(r"\x1b[2J"), "{err}");
 }

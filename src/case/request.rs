@@ -26,7 +26,10 @@ impl std::str::FromStr for Request {
         match kind {
             "echo" => {
                 let arg = if arg.is_empty() { "64" } else { arg };
-                let size = parse_bytes(arg).ok_or_else(|| format!("workload '{s}': bad size '{arg}' ({HELP})"))?;
+                let size = parse_bytes(arg).ok_or_else(|| match arg.bytes().all(|b| b.is_ascii_digit()) {
+                    true => format!("workload '{s}': size {arg} is out of range 1..1MiB ({HELP})"),
+                    false => format!("workload '{s}': bad size '{arg}' ({HELP})"),
+                })?;
                 if size > Request::MAX_ECHO_BYTES as u64 {
                     return Err(format!("workload '{s}': echo payload above 1MiB ({HELP})"));
                 }
@@ -36,6 +39,9 @@ impl std::str::FromStr for Request {
                 let arg = if arg.is_empty() { "2" } else { arg };
                 match arg.parse::<u16>() {
                     Ok(k) if (1..=1000).contains(&k) => Ok(Request::Procs(k)),
+                    _ if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) => {
+                        Err(format!("workload '{s}': k {arg} is out of range 1..1000 ({HELP})"))
+                    }
                     _ => Err(format!("workload '{s}': bad k '{arg}' ({HELP})")),
                 }
             }

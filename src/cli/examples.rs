@@ -66,7 +66,7 @@ Examples:
   iopath net records --mode copy-out,zero-copy --record-size 128 --records 15,16,17
   iopath net records --table 16M --pick random,hot --records 16 --verify
   iopath net records --topology veth --outstanding 1,8 --client-cpus 0 --server-cpus 1
-  iopath net records --topology remote=10.0.0.1:5201 --mode copy-out,zero-copy  # net serve there
+  iopath net records --topology remote:10.0.0.1:5201 --mode copy-out,zero-copy  # net serve there
 
 Modes:
   copy-out   memcpy the N records into one transmit buffer, then send() it

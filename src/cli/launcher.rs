@@ -123,7 +123,7 @@ fn pick(answer: &str, choices: &[(&str, &str)]) -> Option<String> {
 #[error("the launcher was left before anything ran")]
 struct Quit;
 
-const FAMILIES: [(&str, &str); 4] = [
+const FAMILIES: [(&str, &str); 6] = [
     (
         "copy modes",
         "net-stream: what two-copy, one-copy and zero-copy sends cost",
@@ -139,6 +139,14 @@ const FAMILIES: [(&str, &str); 4] = [
     (
         "record store",
         "net-records: N records of R bytes sent copy-out, gather or zero copy",
+    ),
+    (
+        "request/response",
+        "net-rr: round-trip latency (HDR percentiles) of request/response pairs",
+    ),
+    (
+        "connect per request",
+        "net-crr: connect, request, response, close, per transaction",
     ),
 ];
 
@@ -259,6 +267,23 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
                 "--table",
                 &p.ask("table size (several times the last-level cache)", "256M")?,
             );
+            ask_window_cpus_and_reps(p, &mut argv)?;
+        }
+        "request/response" | "connect per request" => {
+            let crr = family == "connect per request";
+            argv.push(if crr { "net-crr" } else { "net-rr" }.into());
+            // crr closes its socket every transaction: modes whose completions are read from
+            // the socket's error queue cannot follow (the parser refuses them).
+            let names: Vec<&str> = CopyMode::ALL
+                .iter()
+                .filter(|m| !crr || !crate::net::workload::rr::per_socket_completions(**m))
+                .map(|m| m.as_str())
+                .collect();
+            let modes = p.choose_many("modes", &names, if crr { "1,2" } else { "1,2,3" })?;
+            flag(&mut argv, "--mode", &modes);
+            flag(&mut argv, "--request-size", &p.ask("request sizes (64,1K)", "64")?);
+            flag(&mut argv, "--response-size", &p.ask("response sizes (64,16K)", "64")?);
+            flag(&mut argv, "--threads", &p.ask("client threads (1,2 or 1..4)", "1")?);
             ask_window_cpus_and_reps(p, &mut argv)?;
         }
         _ => {
@@ -417,7 +442,7 @@ mod tests {
     fn choices_by_number_and_name_and_a_second_try() {
         let (argv, out) = answers(&["9", "2", "5,epoll", "", "1,10", "", "", "", "", "2", "srv", "x.db"]);
         let argv = argv.unwrap();
-        assert!(out.contains("'9' is not one of 1 to 4"), "{out}");
+        assert!(out.contains("'9' is not one of 1 to 6"), "{out}");
         let line = PlanFile::new(argv).command_line();
         assert!(line.starts_with("iopath sweep servers --model poll,epoll "), "{line}");
         assert!(line.contains("--clients 1,10") && line.contains("--reps 2"), "{line}");
@@ -472,5 +497,27 @@ mod tests {
         let (argv, _) = answers(&["3", "memlat", "y", "", "", "m.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();
         assert_eq!(line, "iopath sweep micro memlat --quick --reps 1 --db m.db");
+    }
+
+    /// Found in issue 19: the launcher offered no rr or crr.
+    #[test]
+    fn request_response_and_connect_per_request_are_families_too() {
+        let (argv, out) = answers(&["5", "", "64,1K", "64", "1", "", "", "", "", "", "", "rr.db"]);
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert!(
+            out.contains("request/response") && out.contains("connect per request"),
+            "{out}"
+        );
+        assert_eq!(
+            line,
+            "iopath sweep net-rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 3 --db rr.db"
+        );
+        let (argv, out) = answers(&["6", "", "", "", "", "", "", "", "", "", "", "crr.db"]);
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert!(!out.contains(") zero-copy"), "crr offers zero-copy: {out}");
+        assert!(
+            line.starts_with("iopath sweep net-crr --mode two-copy,one-copy "),
+            "{line}"
+        );
     }
 }

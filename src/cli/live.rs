@@ -154,7 +154,8 @@ impl Sink for LiveSink {
             Ok(obs) => {
                 for w in &obs.warnings {
                     let title = w.kind.title().to_string();
-                    let latest = format!("{label}: {}", w.text);
+                    // Warning and error texts can hold a peer's words: escaped for the terminal.
+                    let latest = super::output::safe(&format!("{label}: {}", w.text)).into_owned();
                     match s.warnings.iter_mut().find(|k| k.0 == title) {
                         Some(k) => {
                             k.1 += 1;
@@ -166,7 +167,8 @@ impl Sink for LiveSink {
             }
             Err(e) => {
                 s.failed += 1;
-                s.failures.push(format!("failed: {label}: {e}"));
+                s.failures
+                    .push(super::output::safe(&format!("failed: {label}: {e}")).into_owned());
             }
         }
         let entry = s
@@ -291,7 +293,10 @@ impl LiveView {
             title: format!(
                 "iopath {}{}",
                 plan.cases.first().map_or("", |c| c.workload()),
-                plan.name.as_ref().map(|n| format!(" \"{n}\"")).unwrap_or_default()
+                plan.name
+                    .as_ref()
+                    .map(|n| format!(" \"{}\"", super::output::safe(n)))
+                    .unwrap_or_default()
             ),
             ..State::default()
         }));

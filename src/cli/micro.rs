@@ -62,6 +62,50 @@ pub enum MicroCommand {
     Fs(Box<RunArgs>),
 }
 
+/// The options of [`RunArgs`] that only some benchmarks read, with those benchmarks; every
+/// other option applies to all of them.
+pub const BENCH_OPTIONS: [(&str, &[&str]); 11] = [
+    ("max", &["memlat"]),
+    ("min", &["memlat"]),
+    ("stride", &["memlat"]),
+    ("hugepages", &["memlat"]),
+    ("size", &["membw"]),
+    ("dir", &["fs", "pagefault"]),
+    ("file_size", &["fs", "pagefault"]),
+    ("cache_max", &["fs"]),
+    ("procs", &["fs"]),
+    ("pinned", &["ctxswitch"]),
+    ("program", &["proc"]),
+];
+
+/// `micro` with each `<bench>` showing only its own options (and the shared ones); `all` shows
+/// every option. `--topology` is tcp's.
+pub fn scope_options(micro: clap::Command) -> clap::Command {
+    let benches: Vec<String> = micro
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "all" && n != "list")
+        .collect();
+    let mut micro = micro;
+    for bench in benches {
+        let bench_name = bench.clone();
+        micro = micro.mut_subcommand(bench, move |mut cmd| {
+            let ids: Vec<String> = cmd.get_arguments().map(|a| a.get_id().to_string()).collect();
+            for id in ids {
+                let only_for: Option<&[&str]> = match id.as_str() {
+                    "topology" => Some(&["tcp"]),
+                    other => BENCH_OPTIONS.iter().find(|(o, _)| *o == other).map(|(_, b)| *b),
+                };
+                if only_for.is_some_and(|b| !b.contains(&bench_name.as_str())) {
+                    cmd = cmd.mut_arg(id, |a| a.hide(true));
+                }
+            }
+            cmd
+        });
+    }
+    micro
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Short runs with fewer samples and smaller sizes (memlat up to 8 MiB, small files).
@@ -209,6 +253,42 @@ fn list() -> String {
 }
 
 /// More samples than this would only allocate: each figure keeps every sample.
+/// Whether a stored micro case (a resumed run) keeps the limits of `micro <bench>`: whole
+/// numbers, samples in range, and buffers within a third of `headroom` as `check_resources`
+/// demands of the flags (membw copies between two buffers, memlat adds a successor table).
+pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(), String> {
+    let number = |name: &str| -> Result<Option<u64>, String> {
+        c.option(name)
+            .map(|t| {
+                t.parse::<u64>()
+                    .map_err(|_| format!("option {name}='{t}' is not a whole number"))
+            })
+            .transpose()
+    };
+    for (name, _) in &c.options {
+        if name.ends_with("_bytes") || matches!(name.as_str(), "samples" | "procs" | "args") {
+            number(name)?;
+        }
+    }
+    if let Some(n) = number("samples")?.filter(|n| !(1..=MAX_SAMPLES as u64).contains(n)) {
+        return Err(format!("{n} samples (accepted: 1 to {MAX_SAMPLES})"));
+    }
+    let size = number("size_bytes")?.unwrap_or(0);
+    let need = match c.bench {
+        Bench::Membw => size.saturating_mul(2),
+        Bench::Memlat => size.saturating_add(size / 4),
+        _ => size,
+    };
+    match headroom {
+        Some(h) if need > h / 3 => Err(format!(
+            "it needs about {} of memory, more than a third of the {} available",
+            format_bytes(need),
+            format_bytes(h)
+        )),
+        _ => Ok(()),
+    }
+}
+
 const MAX_SAMPLES: usize = 100_000;
 
 /// Stage two: check the flags and turn them into Settings.

@@ -112,6 +112,41 @@ pub enum Command {
     Fake(fake::FakeArgs),
 }
 
+/// The command line as users see it: the derived [`Cli`] with each `micro <bench>` (and `sweep
+/// micro <bench>`) showing only the options that bench reads (and the shared ones) in its
+/// `--help`, man page and completions. Parsing is unchanged.
+pub fn command() -> clap::Command {
+    let scope_sweep = |sweep: clap::Command| in_order(sweep, "micro", micro::scope_options);
+    in_order(
+        in_order(Cli::command(), "micro", micro::scope_options),
+        "sweep",
+        scope_sweep,
+    )
+}
+
+/// `cmd` with its subcommand `name` changed by `f`, the subcommands kept in their order
+/// (clap's `mut_subcommand` moves the changed one to the end, which reorders the lists that
+/// errors and help show): every subcommand is taken out and put back in turn.
+fn in_order(cmd: clap::Command, name: &str, f: impl FnOnce(clap::Command) -> clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let mut f = Some(f);
+    let mut cmd = cmd;
+    for sub in names {
+        let change = (sub == name).then(|| f.take()).flatten();
+        cmd = cmd.mut_subcommand(sub, |c| match change {
+            Some(f) => f(c),
+            None => c,
+        });
+    }
+    cmd
+}
+
+/// Parse the process's arguments with [`command`].
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m))
+}
+
 /// Run one parsed command.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -150,11 +185,86 @@ pub struct ManArgs {
     pub output: Option<PathBuf>,
 }
 
-/// The completion script for `shell`.
+/// The completion script for `shell`: the visible commands only (never the hidden test
+/// workload `fake`), and the values of `--mode`, `--rx-mode`, `--pick` and `--topology` offered
+/// by name instead of file names.
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "iopath", &mut script);
+    clap_complete::generate(shell, &mut for_completion(&command()), "iopath", &mut script);
     script
+}
+
+/// The arguments whose values are lists of named choices checked by their own parser.
+const NAMED_VALUE_ARGS: [&str; 4] = ["mode", "rx_mode", "pick", "topology"];
+
+/// `cmd` rebuilt for a completion generator: hidden subcommands left out (clap_complete
+/// offers them otherwise), and each of [`NAMED_VALUE_ARGS`] given the names its parser accepts.
+fn for_completion(cmd: &clap::Command) -> clap::Command {
+    // clap takes 'static names; this command lives for one completion script.
+    fn leak(text: &str) -> &'static str {
+        Box::leak(text.to_string().into_boxed_str())
+    }
+    let mut out = clap::Command::new(leak(cmd.get_name()));
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    for alias in cmd.get_visible_aliases() {
+        out = out.visible_alias(leak(alias));
+    }
+    for arg in cmd.get_arguments() {
+        let mut arg = arg.clone();
+        if NAMED_VALUE_ARGS.contains(&arg.get_id().as_str()) {
+            let names: Vec<&'static str> = accepted_names(&arg).iter().map(|n| leak(n)).collect();
+            if !names.is_empty() {
+                arg = arg.value_parser(clap::builder::PossibleValuesParser::new(names));
+            }
+        }
+        out = out.arg(arg);
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out = out.subcommand(for_completion(sub));
+    }
+    out
+}
+
+/// The names an argument's parser accepts, read from the "(accepted: a, b, c)" of the error
+/// it gives for a value no parser takes: `veth[:mtu=N]` is offered as `veth` and `veth:`,
+/// `remote:HOST:PORT` as `remote:`.
+fn accepted_names(arg: &clap::Arg) -> Vec<String> {
+    let error = match (arg.get_id().as_str(), arg.get_long()) {
+        ("topology", _) => "\u{1}".parse::<crate::net::topology::Topology>().err(),
+        (_, Some(long)) => clap::Command::new("probe")
+            .no_binary_name(true)
+            .arg(arg.clone().required(false))
+            .try_get_matches_from([format!("--{long}"), "\u{1}".to_string()])
+            .err()
+            .map(|e| e.to_string()),
+        _ => None,
+    };
+    let Some(text) = error else { return Vec::new() };
+    let Some(list) = text.split("(accepted: ").nth(1).and_then(|l| l.split(')').next()) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for item in list.split(", ").map(str::trim) {
+        let (head, options) = match item.split_once('[') {
+            Some((head, _)) => (head, true),
+            None => (item, false),
+        };
+        let head = match head.find(|c: char| c.is_ascii_uppercase()) {
+            Some(i) => &head[..i],
+            None => head,
+        };
+        if head.is_empty() || head.contains(' ') {
+            continue;
+        }
+        names.push(head.to_string());
+        if options {
+            names.push(format!("{head}:"));
+        }
+    }
+    names.dedup();
+    names
 }
 
 /// Every manual page: (file name, roff text) for iopath.1 and each visible subcommand at
@@ -170,7 +280,7 @@ pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
         }
         Ok(())
     }
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+    let mut cmd = command().disable_help_subcommand(true);
     cmd.build();
     let mut pages = Vec::new();
     walk(&cmd, &mut pages)?;
@@ -184,10 +294,40 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
         output::out(String::from_utf8_lossy(page))?;
         return Ok(());
     };
+    if std::fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+        let what = if crate::store::db::is_sqlite_file(&dir) {
+            "it is an SQLite database (iopath never writes over one)"
+        } else {
+            "it is a file, not a folder"
+        };
+        return Err(error::usage(format!(
+            "refusing to write the manual pages into {}: {what}",
+            dir.display()
+        )));
+    }
+    // Checked like every output, all pages before any is written: none replaces an SQLite file
+    // (a database, or a link to one), a folder or a device.
+    for (name, _) in &pages {
+        let path = dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(_) if crate::store::db::is_sqlite_file(&path) => {
+                return Err(error::usage(format!(
+                    "refusing to write {}: it is an SQLite database (iopath never writes over one)",
+                    path.display()
+                )))
+            }
+            Ok(m) if !m.is_file() => {
+                return Err(error::usage(format!(
+                    "refusing to write {}: it is not a regular file",
+                    path.display()
+                )))
+            }
+            _ => {}
+        }
+    }
     std::fs::create_dir_all(&dir).map_err(|e| error::usage(format!("cannot create {}: {e}", dir.display())))?;
     for (name, page) in &pages {
-        let path = dir.join(name);
-        std::fs::write(&path, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        crate::store::output::write_atomic(&dir.join(name), page).map_err(sweep::store_error)?;
     }
     eprintln!("wrote {} manual pages into {}", pages.len(), dir.display());
     Ok(())

@@ -105,7 +105,7 @@ pub struct StreamArgs {
     pub connect: Option<String>,
     /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
     /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
-    /// tbf, e.g. 1gbit), or remote HOST:PORT (same as --connect). Namespaces need root.
+    /// tbf, e.g. 1gbit), or remote:HOST:PORT (same as --connect). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
     pub topology: Option<Topology>,
     /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
@@ -236,7 +236,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
-            format_bytes(*big)
+            crate::format::format_bytes_exact(*big)
         )));
     }
     // A field is at least one byte: fewer bytes than fields would send empty iovecs and
@@ -338,7 +338,7 @@ pub(crate) fn endpoint_of(
     let topology = match (topology, connect) {
         (Some(_), Some(_)) => {
             return Err(usage(
-                "--topology and --connect both say where the server is: give one (--topology remote HOST:PORT is --connect)",
+                "--topology and --connect both say where the server is: give one (--topology remote:HOST:PORT is --connect)",
             ))
         }
         (Some(t), None) => t.clone(),

@@ -170,6 +170,10 @@ pub fn left_out_line(left_out: &[String]) -> String {
 
 pub use crate::format::format_number as num;
 
+/// Stored or remote text for the terminal (see [`crate::format::escape_control`]): use it
+/// wherever a run name, label, stored error or a peer's message is printed.
+pub use crate::format::escape_control as safe;
+
 /// One record per case, in the order the cases first appear, each metric the median of the
 /// repetitions that measured it (its source from the first of those; unavailable when none
 /// did); with the number of repetitions merged.
@@ -213,22 +217,34 @@ pub fn median_records(records: &[crate::store::Record]) -> Vec<(crate::store::Re
 
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Write `text` to stdout. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
+/// Write `text` to stdout, with every control character other than line feed and tab made
+/// visible ([`crate::format::escape_control_keep_lines`]): whatever stored or remote text a
+/// printer forgot to escape cannot set the window title, clear the screen or write the
+/// clipboard. A closed pipe (`iopath sysinfo | head -1`) is not an error: the
 /// reader has what it wanted, so later output is dropped quietly and the command goes on (a
-/// run still stores its cells) and exits as it would have. Other write errors are returned.
-pub fn out(text: impl AsRef<str>) -> std::io::Result<()> {
+/// run still stores its cells) and exits as it would have. Other write errors are
+/// `StoreError::CannotWrite` (exit 2).
+pub fn out(text: impl AsRef<str>) -> anyhow::Result<()> {
     use std::io::Write;
     use std::sync::atomic::Ordering;
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
+    let text = crate::format::escape_control_keep_lines(text.as_ref());
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_ref().as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             STDOUT_CLOSED.store(true, Ordering::Relaxed);
             Ok(())
         }
-        other => other,
+        // A stdout that cannot be written (`> /dev/full`) is an output that cannot be
+        // written: exit 2, as for a file.
+        Err(e) => Err(crate::store::StoreError::CannotWrite {
+            path: "standard output".into(),
+            detail: e.to_string(),
+        }
+        .into()),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -383,7 +399,7 @@ pub fn notes(records: &[crate::store::Record], view: View) -> String {
             if cases.len() == 1 { "case" } else { "cases" }
         );
         let example = if g.varied { "e.g. " } else { "" };
-        let mut line = format!("note: {title}{count}: {example}{}", g.text);
+        let mut line = format!("note: {title}{count}: {example}{}", safe(g.text));
         if view.wide && !g.kind.advice().is_empty() {
             line.push_str(&format!(". What to do: {}.", g.kind.advice()));
         }

@@ -21,6 +21,10 @@ use std::path::Path;
 /// The one format version this iopath reads and writes.
 pub const VERSION: u32 = 1;
 
+/// The most bytes a plan file may hold: a plan is a short command line in TOML; a device
+/// (`/dev/zero`) or a huge file is refused ("too large"), never read until the memory is gone.
+pub const MAX_PLAN_FILE: u64 = 1 << 20;
+
 /// The workloads a plan file may name after `sweep`.
 pub const WORKLOADS: [&str; 7] = [
     "net-stream",
@@ -101,10 +105,16 @@ impl PlanFile {
         }
     }
 
-    /// Read and check a plan file; every problem is a usage error naming the file.
+    /// Read and check a plan file (at most [`MAX_PLAN_FILE`] bytes); every problem is a usage error naming the file.
     pub fn load(path: &Path) -> anyhow::Result<(PlanFile, SweepWorkload)> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| usage(format!("--plan {}: cannot read it: {e}", path.display())))?;
+        let bytes = crate::sys::input::read_bounded(path, MAX_PLAN_FILE)
+            .map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            usage(format!(
+                "--plan {}: it is not UTF-8 text (a plan file is TOML)",
+                path.display()
+            ))
+        })?;
         let file = PlanFile::parse(&text).map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
         let workload = file
             .workload()
@@ -115,10 +125,8 @@ impl PlanFile {
     /// Write the plan to `path` (whole: a temporary file renamed into place).
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let text = self.to_toml()?;
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| anyhow::anyhow!("cannot write the plan to {}: {e}", path.display()))
+        // Like every output: never over an SQLite file, whole or absent, a device written in place.
+        crate::store::output::write_atomic(path, text.as_bytes()).map_err(super::sweep::store_error)
     }
 }
 

@@ -88,7 +88,7 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
-    // No --connect: a remote server is `--topology remote HOST:PORT`.
+    // No --connect: a remote server is `--topology remote:HOST:PORT`.
     let (topology, endpoint) =
         super::net::endpoint_of(args.topology.as_ref(), None, args.port, args.psk_file.as_deref())?;
     if let Some(bad) = args
@@ -98,7 +98,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     {
         return Err(usage(format!(
             "--record-size {}: out of range (accepted: 8 B to 1M)",
-            format_bytes(*bad)
+            crate::format::format_bytes_exact(*bad)
         )));
     }
     let in_range = |flag: &str, list: &[usize], max: usize| -> anyhow::Result<()> {
@@ -113,7 +113,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     if args.table > records::MAX_TABLE_BYTES {
         return Err(usage(format!(
             "--table {}: too large (accepted: up to 64G)",
-            format_bytes(args.table)
+            crate::format::format_bytes_exact(args.table)
         )));
     }
     let mut cases = Vec::new();

@@ -3,7 +3,7 @@
 //! the database or any SQLite file, and are written whole or not at all.
 
 use super::error::usage;
-use super::output::Table;
+use super::output::{safe, Table};
 use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
 use crate::report::compare::{CompareOptions, Comparison, Difference, Verdict};
@@ -32,6 +32,7 @@ pub struct RunsArgs {
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// The run (default: the newest).
+    #[arg(value_parser = super::values::parse_run_id)]
     pub run_id: Option<i64>,
     /// The HTML file to write; charts go into `<name>-charts/` beside it
     /// (default: report-<run>.html beside the database).
@@ -60,6 +61,7 @@ pub enum ExportFormat {
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// The run (default: the newest).
+    #[arg(value_parser = super::values::parse_run_id)]
     pub run_id: Option<i64>,
     #[arg(long, value_enum, default_value = "csv")]
     pub format: ExportFormat,
@@ -85,8 +87,13 @@ fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     if let Ok(id) = text.parse::<i64>() {
         return Ok(RunRef { db: None, id: Some(id) });
     }
+    if text.trim().bytes().all(|b| b.is_ascii_digit()) {
+        // All digits but too large for a run id: no such run (not a database of that name).
+        return Err(super::values::parse_run_id(text).unwrap_err());
+    }
     if let Some((path, id)) = text.rsplit_once(':') {
-        if let Ok(id) = id.parse::<i64>() {
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+            let id = super::values::parse_run_id(id)?;
             if path.is_empty() {
                 return Err(format!("'{text}' names no database before ':'"));
             }
@@ -160,6 +167,34 @@ fn pick_run(store: &Store, id: Option<i64>) -> anyhow::Result<i64> {
 pub fn check_output_path(path: &Path, db: &Path) -> anyhow::Result<()> {
     check_output(path, db).map_err(store_error)?;
     check_writable(path)
+}
+
+/// The checks of [`check_output_path`] for a report's HTML file, and those its charts need: the
+/// charts go into `<name>-charts/` beside it, so the HTML must be a file path (not a device or
+/// FIFO such as /dev/stdout, beside which a charts folder would be made in /dev), and that
+/// folder, when something is already there, must be a folder (never an SQLite file).
+pub fn check_report_path(html: &Path, db: &Path) -> anyhow::Result<()> {
+    check_output_path(html, db)?;
+    if std::fs::metadata(html).is_ok_and(|m| !m.is_file()) {
+        return Err(usage(format!(
+            "a report cannot be written to {}: it is not a file, and the report's charts need a folder beside \
+             it; give a file path such as report.html (its charts go into report-charts/)",
+            html.display()
+        )));
+    }
+    let stem = html.file_stem().and_then(|s| s.to_str()).unwrap_or("report");
+    let charts = html
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(format!("{stem}-charts"));
+    match std::fs::metadata(&charts) {
+        Ok(m) if !m.is_dir() => Err(usage(format!(
+            "refusing to write the report's charts into {}: it is a file, not a folder; give -o another name",
+            charts.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Refuse an output path we cannot write before doing any work: exit code 2.
@@ -240,14 +275,14 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
     for (r, workload) in runs.iter().zip(&workloads) {
         table.row(vec![
             r.id.to_string(),
-            r.name.clone().unwrap_or_default(),
+            safe(r.name.as_deref().unwrap_or_default()).into_owned(),
             workload.as_str().unwrap_or("none").to_string(),
-            r.started_at.clone(),
+            safe(&r.started_at).into_owned(),
             r.status.to_string(),
             r.cells_ok.to_string(),
             r.cells_failed.to_string(),
             r.cells_planned().to_string(),
-            r.command_line.clone(),
+            safe(&r.command_line).into_owned(),
         ]);
     }
     super::output::out(table.render())?;
@@ -258,7 +293,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
-    check_output_path(&html, &args.db)?;
+    check_report_path(&html, &args.db)?;
     let data = store.load_run(id).map_err(store_error)?;
     let files = report::write_report(&data, &html, &args.db)?;
     crate::say!(
@@ -439,7 +474,7 @@ impl Side {
     fn name(&self, same_db: bool) -> String {
         let mut text = format!("run {}", self.data.run.id);
         if let Some(name) = &self.data.run.name {
-            text.push_str(&format!(" ({name})"));
+            text.push_str(&format!(" ({})", safe(name)));
         }
         if !same_db {
             text.push_str(&format!(" in {}", self.db.display()));
@@ -469,8 +504,8 @@ fn compare_table(c: &Comparison) -> String {
     for r in &c.rows {
         let (ratio, ci) = ratio_text(r);
         table.row(vec![
-            r.label.clone(),
-            r.metric.clone(),
+            safe(&r.label).into_owned(),
+            safe(&r.metric).into_owned(),
             fmt_num(Some(r.median_a)),
             fmt_num(Some(r.median_b)),
             ratio,
@@ -510,8 +545,8 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
             };
             md.push_str(&format!(
                 "| {} | `{}` | {} | {} | {ratio} | {ci} | {:.3} | {verdict} |\n",
-                r.label.replace('|', "\\|"),
-                r.metric,
+                safe(&r.label).replace('|', "\\|"),
+                safe(&r.metric),
                 fmt_num(Some(r.median_a)),
                 fmt_num(Some(r.median_b)),
                 r.p_holm
@@ -520,15 +555,20 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
         md.push('\n');
     }
     for w in &c.warnings {
-        md.push_str(&format!("> warning: {w}\n"));
+        md.push_str(&format!("> warning: {}\n", safe(&w.to_string())));
     }
     for line in c.mismatch_lines() {
-        md.push_str(&format!("- {}\n", line.trim()));
+        md.push_str(&format!("- {}\n", safe(line.trim())));
     }
     if !env.is_empty() {
         md.push_str("\n<details><summary>Environment differences</summary>\n\n");
         for d in env {
-            md.push_str(&format!("- `{}`: A `{}`, B `{}`\n", d.name, d.a, d.b));
+            md.push_str(&format!(
+                "- `{}`: A `{}`, B `{}`\n",
+                safe(&d.name),
+                safe(&d.a),
+                safe(&d.b)
+            ));
         }
         md.push_str("\n</details>\n");
     }
@@ -609,15 +649,15 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
         }
         crate::say!("{}", comparison.summary_line())?;
         for w in &comparison.warnings {
-            crate::say!("warning: {w}")?;
+            crate::say!("warning: {}", safe(&w.to_string()))?;
         }
         for line in comparison.mismatch_lines() {
-            crate::say!("{line}")?;
+            crate::say!("{}", safe(&line))?;
         }
         if !env.is_empty() {
             crate::say!("environment differences:")?;
             for d in &env {
-                crate::say!("  {}: A {}, B {}", d.name, d.a, d.b)?;
+                crate::say!("  {}: A {}, B {}", safe(&d.name), safe(&d.a), safe(&d.b))?;
             }
         }
     }

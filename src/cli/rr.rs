@@ -74,7 +74,7 @@ pub struct RrArgs {
     /// Run only the client, against `iopath net serve` at HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
-    /// Where the two ends live: loopback, netns, veth[:mtu=N][,rate=R], or remote HOST:PORT
+    /// Where the two ends live: loopback, netns, veth[:mtu=N][,rate=R], or remote:HOST:PORT
     /// (same as --connect). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
     pub topology: Option<Topology>,
@@ -119,7 +119,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
         if let Some(big) = sizes.iter().find(|s| **s > rr::MAX_MESSAGE) {
             return Err(usage(format!(
                 "{flag} {} is too large (accepted: up to 16M)",
-                format_bytes(*big)
+                crate::format::format_bytes_exact(*big)
             )));
         }
         if let Some(small) = sizes.iter().find(|s| **s < fields) {

@@ -32,8 +32,8 @@ pub struct RunFlags {
     /// tables, CPU frequency and the allocator).
     #[arg(long)]
     pub warmup_cell: bool,
-    /// A name for the run, shown by `iopath runs` and in the report.
-    #[arg(long)]
+    /// A name for the run, shown by `iopath runs` and in the report (at most 200 characters).
+    #[arg(long, value_parser = super::values::parse_name)]
     pub name: Option<String>,
     /// Keep every cell in this results database as it finishes, so `iopath report`, `export`
     /// and `sweep --resume` can use it (sweeps: default iopath-results/iopath.db).
@@ -299,14 +299,22 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             .as_ref()
             .map(|l| format!("; the cell cut short ({l}) was discarded"))
             .unwrap_or_default();
-        eprintln!("stopped: {} cells finished{cut}", end.recorded);
-        match (&db, run_id) {
-            (Some(db), Some(id)) => eprintln!(
+        // Not eprintln!: after SIGHUP the terminal may be gone, and a failed write must not
+        // turn a clean stop into a panic.
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "stopped: {} cells finished{cut}", end.recorded);
+        let _ = match (&db, run_id) {
+            (Some(db), Some(id)) => writeln!(
+                err,
                 "everything finished is stored. Continue with: iopath sweep --resume {id} --db {}",
                 db.display()
             ),
-            _ => eprintln!("nothing was stored (no --db): run again with --db PATH to be able to resume"),
-        }
+            _ => writeln!(
+                err,
+                "nothing was stored (no --db): run again with --db PATH to be able to resume"
+            ),
+        };
     }
     Ok(Executed {
         run_id,
@@ -339,9 +347,9 @@ pub fn print_records(
         for r in records.iter().filter(|r| r.error.is_some()) {
             text.push_str(&format!(
                 "failed: {} rep {}: {}\n",
-                r.label,
+                super::output::safe(&r.label),
                 r.repetition,
-                r.error.as_deref().unwrap_or_default()
+                super::output::safe(r.error.as_deref().unwrap_or_default())
             ));
         }
         text.into_bytes()
@@ -391,20 +399,40 @@ pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
 /// The most repetitions a resumed run may have: what `--reps` accepts.
 const MAX_REPS: u32 = 1000;
 
-/// Resume needs a database that exists and holds the run.
+/// Resume needs a database that exists and holds the run. Nothing stored is obeyed unchecked:
+/// every stored case passes the same limits and memory check as the command line that would
+/// make it ([`check_stored_case`]), and every stored position must be one the plan has, all
+/// before any cell runs; a value that fails is "PATH is damaged: …" (exit 2).
 pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
     // Resuming writes: an existing database is brought up to date like any writer does.
     let store = Store::upgrade(db).map_err(store_error)?;
     let run = store.run(run_id).map_err(store_error)?;
     let cases = store.cases(run_id).map_err(store_error)?;
-    if run.repetitions > MAX_REPS {
-        return Err(store_error(
+    let damaged = |detail: String| {
+        store_error(
             StoreError::Corrupt {
                 path: db.to_path_buf(),
-                detail: format!("run {run_id} has {} repetitions (at most {MAX_REPS})", run.repetitions),
+                detail,
             }
             .into(),
-        ));
+        )
+    };
+    if run.repetitions > MAX_REPS {
+        return Err(damaged(format!(
+            "run {run_id} has {} repetitions (at most {MAX_REPS})",
+            run.repetitions
+        )));
+    }
+    if let Some(bad) = store
+        .impossible_positions(run_id, cases.len(), run.repetitions)
+        .map_err(store_error)?
+    {
+        return Err(damaged(format!("run {run_id}: {bad}")));
+    }
+    let headroom = crate::sys::procfs::memory_headroom();
+    for (position, case) in cases.iter().enumerate() {
+        check_stored_case(case, headroom)
+            .map_err(|why| damaged(format!("run {run_id}, case {} ({}): {why}", position + 1, case.label())))?;
     }
     let environment: serde_json::Value = serde_json::from_str(&run.environment_json).unwrap_or_default();
     Ok(Plan {
@@ -416,6 +444,54 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
         name: run.name,
         interface: environment["interface"].as_str().unwrap_or("lo").to_string(),
     })
+}
+
+/// Whether a stored case could have come from the command line: each workload's own
+/// `check_case` (the limits its flags enforce) and the memory check the CLI makes with
+/// `headroom` (MemAvailable and the memory cgroup; None skips it).
+pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
+    use crate::case::Endpoint;
+    use crate::format::format_bytes;
+    use crate::net::workload::{records, rr, stream};
+    // Text parameters (a remote address, micro options) are printed in labels and progress.
+    fn has_control(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => s.chars().any(char::is_control),
+            serde_json::Value::Array(a) => a.iter().any(has_control),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.chars().any(char::is_control) || has_control(v)),
+            _ => false,
+        }
+    }
+    if has_control(&serde_json::to_value(case).unwrap_or_default()) {
+        return Err("its parameters hold control characters".into());
+    }
+    match case {
+        Case::NetStream(c) => {
+            stream::check_case(c, crate::observation::Role::Client, None)?;
+            // As `net stream` does: both ends live in this process unless the server is remote.
+            let server = match c.endpoint {
+                Endpoint::Remote { .. } => 0,
+                _ => stream::buffer_bytes(c, crate::observation::Role::Server),
+            };
+            let need = stream::buffer_bytes(c, crate::observation::Role::Client).saturating_add(server);
+            match headroom {
+                Some(h) if need > h / 2 => Err(format!(
+                    "it needs about {} of buffers in this process, more than half of the {} available",
+                    format_bytes(need),
+                    format_bytes(h)
+                )),
+                _ => Ok(()),
+            }
+        }
+        Case::NetRr(c) => rr::check_case(c),
+        Case::NetRecords(c) => {
+            let headroom = headroom.filter(|_| !matches!(c.endpoint, Endpoint::Remote { .. }));
+            records::check_case(c, headroom)
+        }
+        Case::Servers(c) => super::servers::check_case(c),
+        Case::Micro(c) => super::micro::check_case(c, headroom),
+        Case::Fake(_) => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -179,6 +179,27 @@ fn boxed(text: &str) -> Result<Box<String>, String> {
     Ok(Box::new(text.to_string()))
 }
 
+/// Whether a stored servers case (a resumed run) keeps the limits these flags enforce.
+pub fn check_case(c: &crate::case::ServersCase) -> Result<(), String> {
+    const MAX_PHASE_MS: u64 = 86_400_000;
+    if c.clients == 0 || c.clients > MAX_CLIENTS {
+        return Err(format!("{} clients (accepted: 1 to {MAX_CLIENTS})", c.clients));
+    }
+    if c.rate.is_some_and(|r| !(1..=MAX_RATE).contains(&r)) {
+        return Err(format!("rate {:?} (accepted: 1 to {MAX_RATE} requests/s)", c.rate));
+    }
+    if c.client_threads == 0 || c.client_threads > 64 {
+        return Err(format!("{} client threads (accepted: 1 to 64)", c.client_threads));
+    }
+    if c.pool_size == 0 || c.pool_size > 1024 {
+        return Err(format!("a pool of {} (accepted: 1 to 1024)", c.pool_size));
+    }
+    if c.duration_ms == 0 || c.duration_ms > MAX_PHASE_MS || c.warmup_ms > MAX_PHASE_MS {
+        return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
+    }
+    Ok(())
+}
+
 const MAX_CLIENTS: usize = 20_000;
 /// The open loop sends one request every 1/rate s; above this the gap is below 100 ns.
 const MAX_RATE: u64 = 10_000_000;

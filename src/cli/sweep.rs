@@ -19,7 +19,7 @@ pub struct SweepArgs {
     #[command(subcommand)]
     pub workload: Option<SweepWorkload>,
     /// Finish an interrupted or killed run: runs only the cells it is missing (and failed ones).
-    #[arg(long, value_name = "RUN_ID")]
+    #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id)]
     pub resume: Option<i64>,
     /// The results database of the run to resume.
     #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]
@@ -243,6 +243,8 @@ pub fn quick_notes(plan: &Plan) -> Vec<String> {
 
 /// Store errors are the user pointing at the wrong file or run: exit code 2.
 pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
+    // A damaged, unreadable or read-only database found by a query (not only when opening).
+    let err = crate::store::db::classify(err);
     if err.downcast_ref::<StoreError>().is_some() {
         usage(err.to_string())
     } else {
@@ -284,7 +286,7 @@ pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
     })
 }
 
-fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result<()> {
+fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> anyhow::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -308,7 +310,7 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> std::io::Result
     super::output::out(table.render())
 }
 
-fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> std::io::Result<()> {
+fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> anyhow::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -334,7 +336,7 @@ fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> 
 
 /// The findings, caveats and grouped warnings: what the run says, after its tables, each
 /// wrapped at 100 columns.
-fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
+fn print_findings(analysis: &report::Analysis) -> anyhow::Result<()> {
     use super::output::{out, wrap};
     crate::say!("Findings:")?;
     for line in analysis.findings.lines() {
@@ -355,7 +357,7 @@ fn print_findings(analysis: &report::Analysis) -> std::io::Result<()> {
     Ok(())
 }
 
-fn print_cells(cells: &[report::cells::CellSummary]) -> std::io::Result<()> {
+fn print_cells(cells: &[report::cells::CellSummary]) -> anyhow::Result<()> {
     let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
     for c in cells {
         let metric = c.headline_metric();
@@ -557,7 +559,7 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
 pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let plan = quick_plan(&args.name)?;
     if let Some(out) = &args.output {
-        super::results::check_output_path(out, &args.db)?;
+        super::results::check_report_path(out, &args.db)?;
     }
     let started = std::time::Instant::now();
     eprintln!(

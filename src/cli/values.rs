@@ -73,10 +73,11 @@ pub fn parse_size_list(text: &str) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
-/// A duration: `5s`, `500ms`, `250us`, `1m`, `1.5s`, or a bare number of seconds. Must be > 0.
+/// A duration: `5s`, `500ms`, `250us`, `1m`, `1.5s`, `1h`, or a bare number of seconds. Must be
+/// > 0 and at most 24 h.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let help = "accepted: a positive duration like 5s, 500ms, 1.5s, 2m";
+    let help = "accepted: a positive duration like 5s, 500ms, 250us, 1.5s, 2m, 1h";
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let value: f64 = number
@@ -85,8 +86,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let seconds = match unit {
         "" | "s" => value,
         "ms" => value / 1e3,
-        "us" => value / 1e6,
+        "us" | "µs" => value / 1e6,
         "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
         _ => return Err(format!("'{text}' has an unknown unit '{unit}' ({help})")),
     };
     if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
@@ -100,10 +102,52 @@ pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    if number.parse::<f64>() == Ok(0.0) && ["", "s", "ms", "us", "m", "min"].contains(&unit) {
+    if number.parse::<f64>() == Ok(0.0) && ["", "s", "ms", "us", "µs", "m", "min", "h"].contains(&unit) {
         return Ok(Duration::ZERO);
     }
     parse_duration(text)
+}
+
+/// A run id as the user typed it (`report 3`, `--resume 3`, `a.db:3`): a whole number; one too
+/// large for any run is "no run", not a parse failure or a database name.
+pub fn parse_run_id(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "'{text}' is not a run id (accepted: a whole number; `iopath runs` lists them)"
+        ));
+    }
+    t.parse::<i64>().map_err(|_| {
+        format!(
+            "no run {t}: run ids go from 1 to {} (`iopath runs` lists them)",
+            i64::MAX
+        )
+    })
+}
+
+/// The longest `--name` accepted, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// A run name (`--name`): 1 to [`MAX_NAME_CHARS`] characters, no control characters (a name
+/// is printed by `runs`, `compare` and the report).
+pub fn parse_name(text: &str) -> Result<String, String> {
+    let count = text.chars().count();
+    if text.trim().is_empty() {
+        return Err("the name is empty (accepted: 1 to 200 characters of text)".into());
+    }
+    if count > MAX_NAME_CHARS {
+        return Err(format!(
+            "the name is {count} characters long (accepted: at most {MAX_NAME_CHARS})"
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "the name holds the control character {:?} (accepted: printable text, at most {MAX_NAME_CHARS} characters)",
+            c
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// The largest count a list accepts (threads, clients, processes: each flag has its own,
@@ -155,9 +199,33 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
 /// A CPU list: `0`, `0,1`, `0-3`. Each CPU must exist on this machine.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let help = "accepted: CPU numbers like 0, 0,1 or 0-3";
-    let cpus = crate::sys::procfs::parse_cpu_list(text)
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| format!("'{text}' is not a CPU list ({help})"))?;
+    let Some(cpus) = crate::sys::procfs::parse_cpu_list(text).filter(|c| !c.is_empty()) else {
+        // Well-formed but with a CPU number no machine has: out of range, not "not a list".
+        let max = crate::sys::procfs::MAX_CPU;
+        let well_formed = !text.trim().is_empty()
+            && text.trim().split(',').all(|p| {
+                let mut ends = p.split('-');
+                let ok = |e: Option<&str>| {
+                    e.is_some_and(|e| !e.trim().is_empty() && e.trim().bytes().all(|b| b.is_ascii_digit()))
+                };
+                let first = ends.next();
+                match (first, ends.next(), ends.next()) {
+                    (a, None, None) => ok(a),
+                    (a, b, None) => ok(a) && ok(b),
+                    _ => false,
+                }
+            });
+        if well_formed {
+            if let Some(big) = text
+                .split([',', '-'])
+                .map(str::trim)
+                .find(|n| n.parse::<usize>().map_or(true, |n| n > max))
+            {
+                return Err(format!("CPU {big} is out of range 0..{max} ({help})"));
+            }
+        }
+        return Err(format!("'{text}' is not a CPU list ({help})"));
+    };
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let present = crate::sys::procfs::read_trimmed("/sys/devices/system/cpu/online")
         .and_then(|s| crate::sys::procfs::parse_cpu_list(&s))
@@ -266,12 +334,29 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5h").is_err());
+        // The limit is written "24h", so `h` is a unit it accepts.
+        assert_eq!(parse_duration("5h"), Ok(Duration::from_secs(5 * 3600)));
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("25h").unwrap_err().contains("out of range"));
+        assert!(parse_duration("5d").is_err());
         assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
         // Found by attack: trailing junk after a zero was accepted as "no warm-up".
         assert!(parse_duration_or_zero("0y").is_err());
         assert!(parse_duration_or_zero("0abc").is_err());
+    }
+
+    #[test]
+    fn run_ids_and_names() {
+        assert_eq!(parse_run_id("3"), Ok(3));
+        assert!(parse_run_id("99999999999999999999")
+            .unwrap_err()
+            .starts_with("no run 99999999999999999999"));
+        assert!(parse_run_id("x").unwrap_err().contains("not a run id"));
+        assert_eq!(parse_name("baseline").as_deref(), Ok("baseline"));
+        assert!(parse_name(&"x".repeat(201)).is_err());
+        assert!(parse_name(&"é".repeat(200)).is_ok());
+        assert!(parse_name("a\u{9b}b").is_err());
     }
 
     #[test]

@@ -25,9 +25,15 @@ pub fn client_key() -> Option<&'static [u8]> {
     CLIENT_KEY.get().map(Vec::as_slice)
 }
 
-/// Read a key file: its bytes, surrounding whitespace trimmed; at least 16 bytes.
+/// The most bytes a key file may hold (a key is 16..a few hundred bytes; a device or a huge
+/// file is refused, never read until the memory is gone).
+pub const MAX_KEY_FILE: u64 = 4096;
+
+/// Read a key file: its bytes, surrounding whitespace trimmed; at least 16 bytes; the file at
+/// most [`MAX_KEY_FILE`] bytes, and a file or a pipe (not a device).
 pub fn read_key(path: &Path) -> Result<Vec<u8>, String> {
-    let raw = std::fs::read(path).map_err(|e| format!("--psk-file {}: {e}", path.display()))?;
+    let raw = crate::sys::input::read_bounded(path, MAX_KEY_FILE)
+        .map_err(|e| format!("--psk-file {}: {e}", path.display()))?;
     let key = raw.trim_ascii().to_vec();
     if key.len() < 16 {
         return Err(format!(

@@ -238,7 +238,7 @@ impl ControlChannel {
     /// feature's reason, a decoding error quoting them) pass a control-character filter here,
     /// so every error line that quotes them is safe to print on a terminal.
     pub fn parse(line: &[u8]) -> io::Result<Control> {
-        use crate::format::sanitize_for_terminal as clean;
+        let clean = |text: &str| crate::format::escape_control(text).into_owned();
         let message = serde_json::from_slice(line).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

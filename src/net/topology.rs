@@ -146,7 +146,12 @@ fn parse_delay_us(text: &str) -> Result<u64, String> {
         .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, m)))
         .ok_or_else(|| format!("delay '{text}' needs a unit (e.g. 1ms, 500us)"))?;
     let v: f64 = num.parse().map_err(|_| format!("delay '{text}' is not a duration"))?;
-    Ok((v * mult) as u64)
+    let us = v * mult;
+    // netem takes up to a few seconds sensibly; a delay longer than a minute is a typo.
+    if !us.is_finite() || !(0.0..=60_000_000.0).contains(&us) {
+        return Err(format!("delay '{text}' is out of range 0..60s"));
+    }
+    Ok(us as u64)
 }
 
 fn parse_loss_ppm(text: &str) -> Result<u32, String> {
@@ -171,7 +176,7 @@ pub fn is_host_port(addr: &str) -> bool {
 
 impl std::str::FromStr for Topology {
     type Err = String;
-    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote HOST:PORT`.
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote:HOST:PORT`.
     fn from_str(text: &str) -> Result<Topology, String> {
         let t = text.trim();
         if let Some(addr) = t
@@ -180,7 +185,7 @@ impl std::str::FromStr for Topology {
         {
             if !is_host_port(addr) {
                 return Err(format!(
-                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote 10.0.0.2:5201)"
+                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote:10.0.0.2:5201)"
                 ));
             }
             return Ok(Topology::Remote { addr: addr.to_string() });
@@ -192,7 +197,7 @@ impl std::str::FromStr for Topology {
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
-                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote HOST:PORT)"
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote:HOST:PORT)"
             ));
         };
         let mut link = Link::default();
@@ -208,11 +213,7 @@ impl std::str::FromStr for Topology {
                 .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE"))?;
             match key {
                 "mtu" => {
-                    let mtu: u32 = value.parse().map_err(|_| format!("mtu '{value}' is not a number"))?;
-                    if !(68..=65535).contains(&mtu) {
-                        return Err(format!("mtu {mtu} is out of range (68 to 65535)"));
-                    }
-                    link.mtu = Some(mtu);
+                    link.mtu = Some(crate::format::whole_in("mtu", value, 68, 65535)? as u32);
                 }
                 "rate" => link.rate_bps = Some(parse_rate(value)?),
                 "delay" => link.delay_us = Some(parse_delay_us(value)?),

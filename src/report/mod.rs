@@ -429,7 +429,11 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
                 let text = e.to_string();
                 let staged = format!("cannot write {}: ", staged_png.display());
                 let reason = text.strip_prefix(&staged).unwrap_or(&text);
-                anyhow::anyhow!("cannot write {}: {reason}", png_path.display())
+                // An output that cannot be written is exit 2 (store::StoreError::CannotWrite).
+                anyhow::Error::from(crate::store::StoreError::CannotWrite {
+                    path: png_path.clone(),
+                    detail: reason.to_string(),
+                })
             })?;
             chart_files.push(svg_path);
             chart_files.push(png_path);

@@ -56,6 +56,98 @@ pub enum StoreError {
     RunBusy { id: i64, path: PathBuf },
     #[error("refusing to write {output}: {why}")]
     OutputIsDatabase { output: PathBuf, why: String },
+    #[error("{path} is read-only ({why}); a writing command needs a database it can write: copy it to a writable place, or pass --db with another file")]
+    ReadOnly { path: PathBuf, why: String },
+    #[error("the results database is damaged ({detail}); iopath will not use it")]
+    Damaged { detail: String },
+    #[error("cannot write {path}: {detail}")]
+    CannotWrite { path: PathBuf, detail: String },
+}
+
+/// An SQLite failure that means the database itself cannot be used as it is — damaged
+/// (malformed pages, a truncated file, an I/O error reading it), not SQLite, or read-only —
+/// as the `StoreError` that says so; None for anything else (busy, full, a bug).
+pub fn unusable(path: Option<&Path>, e: &rusqlite::Error) -> Option<StoreError> {
+    let rusqlite::Error::SqliteFailure(f, message) = e else {
+        return None;
+    };
+    let detail = message.clone().unwrap_or_else(|| e.to_string());
+    use rusqlite::ErrorCode as C;
+    let damaged = |detail: String| match path {
+        Some(path) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        },
+        None => StoreError::Damaged { detail },
+    };
+    match f.code {
+        C::DatabaseCorrupt => Some(damaged(format!("the SQLite file is malformed: {detail}"))),
+        C::SystemIoFailure => Some(damaged(format!("it cannot be read: {detail}"))),
+        C::NotADatabase => Some(match path {
+            Some(path) => StoreError::NotSqlite(path.to_path_buf()),
+            None => damaged(format!("not an SQLite database: {detail}")),
+        }),
+        C::ReadOnly => Some(StoreError::ReadOnly {
+            path: path
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("the results database")),
+            why: detail,
+        }),
+        _ => None,
+    }
+}
+
+/// `err` with an unusable-database SQLite failure anywhere in its chain turned into the
+/// `StoreError` that says so (exit 2); other errors unchanged.
+pub fn classify(err: anyhow::Error) -> anyhow::Error {
+    if err.downcast_ref::<StoreError>().is_some() {
+        return err;
+    }
+    let found = err
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<rusqlite::Error>().and_then(|e| unusable(None, e)));
+    match found {
+        Some(store_error) => store_error.into(),
+        None => err,
+    }
+}
+
+/// Refuse to write a database on a read-only file system, or a file (or, for a new database or
+/// its WAL files, a folder) this user cannot write: "read-only", before SQLite's "unable to
+/// open database file" or "attempt to write a readonly database".
+fn check_writable(path: &Path, exists: bool) -> anyhow::Result<()> {
+    use nix::unistd::{access, AccessFlags};
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let mut targets = vec![(dir.clone(), "its folder")];
+    if exists {
+        targets.insert(0, (path.to_path_buf(), "the file"));
+    } else if !dir.exists() {
+        return Ok(());
+    }
+    for (target, what) in targets {
+        match access(&target, AccessFlags::W_OK) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EROFS) => {
+                return Err(StoreError::ReadOnly {
+                    path: path.to_path_buf(),
+                    why: format!("{what} is on a read-only file system"),
+                }
+                .into())
+            }
+            Err(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => {
+                return Err(StoreError::ReadOnly {
+                    path: path.to_path_buf(),
+                    why: format!("{what} is not writable by this user"),
+                }
+                .into())
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 pub struct Store {
@@ -120,11 +212,9 @@ pub(super) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn sqlite_error(path: &Path, e: rusqlite::Error) -> anyhow::Error {
-    if let rusqlite::Error::SqliteFailure(f, _) = &e {
-        if f.code == rusqlite::ErrorCode::NotADatabase {
-            return StoreError::NotSqlite(path.to_path_buf()).into();
-        }
+pub(super) fn sqlite_error(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    if let Some(store_error) = unusable(Some(path), &e) {
+        return store_error.into();
     }
     anyhow::anyhow!("{}: {e}", path.display())
 }
@@ -168,14 +258,21 @@ impl Store {
         match regular_file(path)? {
             Some(meta) if meta.len() > 0 => {
                 check_header(path)?;
+                check_writable(path, true)?;
             }
-            Some(_) => {}
+            Some(_) => check_writable(path, true)?,
             None => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| {
-                        anyhow::anyhow!("cannot create the folder {} for the database: {e}", dir.display())
+                    std::fs::create_dir_all(dir).map_err(|e| match e.raw_os_error() {
+                        Some(libc::EROFS) => StoreError::ReadOnly {
+                            path: path.to_path_buf(),
+                            why: format!("its folder {} cannot be made on a read-only file system", dir.display()),
+                        }
+                        .into(),
+                        _ => anyhow::anyhow!("cannot create the folder {} for the database: {e}", dir.display()),
                     })?;
                 }
+                check_writable(path, false)?;
             }
         }
         // Several iopath processes may create or migrate the same database at once: each step
@@ -375,6 +472,42 @@ impl Store {
             }
             .into())
         }
+    }
+
+    /// The first stored position a run of `cases` cases and `repetitions` repetitions cannot
+    /// have — a case position outside 0..cases or repeated, an observation of a repetition
+    /// outside 0..repetitions — described, or None when all are possible.
+    pub fn impossible_positions(&self, run_id: i64, cases: usize, repetitions: u32) -> anyhow::Result<Option<String>> {
+        let positions: Vec<i64> = self
+            .conn
+            .prepare("SELECT position FROM cases WHERE run_id = ?1 ORDER BY position")?
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if let Some((i, p)) = positions.iter().enumerate().find(|(i, p)| **p != *i as i64) {
+            return Ok(Some(format!(
+                "a case is stored at position {p} where position {i} was expected (cases are numbered 0 to {})",
+                cases.saturating_sub(1)
+            )));
+        }
+        let cell: Option<(i64, i64, i64)> = self
+            .conn
+            .query_row(
+                "SELECT o.id, c.position, o.repetition FROM observations o JOIN cases c ON c.id = o.case_id
+                 WHERE c.run_id = ?1 AND (o.repetition < 0 OR o.repetition >= ?2 OR c.position < 0 OR c.position >= ?3)
+                 LIMIT 1",
+                rusqlite::params![run_id, i64::from(repetitions), cases as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })?;
+        Ok(cell.map(|(id, position, repetition)| {
+            format!(
+                "observation {id} is at case {position}, repetition {repetition}; the run has {cases} cases and {repetitions} repetitions"
+            )
+        }))
     }
 
     /// The schema version of the open database.

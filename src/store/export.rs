@@ -111,7 +111,8 @@ impl Exporter for CsvExporter {
             row.push(r.error.clone().unwrap_or_default());
             let warnings: Vec<&str> = r.observation.warnings.iter().map(|w| w.text.as_str()).collect();
             row.push(warnings.join(" | "));
-            w.write_record(&row)?;
+            w.write_record(row.iter().map(|c| crate::format::spreadsheet_safe(c).into_owned()))?;
+            // no formulas (=, +, -, @)
         }
         Ok(w.into_inner()?)
     }

@@ -98,8 +98,14 @@ fn destination(path: &Path) -> PathBuf {
     }
 }
 
+/// An output that cannot be written (a missing or read-only folder, a full disk, a device that
+/// refuses): `StoreError::CannotWrite`, exit 2 like every output-path problem.
 fn cannot_write(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("cannot write {}: {e}", path.display())
+    StoreError::CannotWrite {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    }
+    .into()
 }
 
 /// Write `bytes` to `path` through a temporary file in the same folder renamed into place, so
@@ -163,7 +169,14 @@ fn rename_into_place(tmp: &Path, dest: &Path) -> anyhow::Result<()> {
             "it is an SQLite database (iopath never writes over one)".into(),
         ));
     }
-    std::fs::rename(tmp, dest).map_err(|e| anyhow::Error::new(e).context(format!("cannot write {}", dest.display())))
+    std::fs::rename(tmp, dest).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::CrossesDevices {
+            // Kept as an io::Error: `Staging::commit` copies across instead.
+            anyhow::Error::new(e).context(format!("cannot write {}", dest.display()))
+        } else {
+            cannot_write(dest, e)
+        }
+    })
 }
 
 /// A set of output files written first into a temporary folder beside them and moved into
@@ -208,7 +221,7 @@ impl Staging {
     pub fn commit(self) -> anyhow::Result<()> {
         for (staged, dest) in &self.moves {
             if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|e| cannot_write(dir, e))?;
             }
             let _ = File::open(staged).and_then(|f| f.sync_all());
             let target = destination(dest);

@@ -142,7 +142,7 @@ impl Store {
             rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::IntegralValueOutOfRange(..) => {
                 format!("a stored value has the wrong type ({e})")
             }
-            _ => return e.into(),
+            _ => return super::db::sqlite_error(&self.path, e),
         };
         self.corrupt(detail)
     }

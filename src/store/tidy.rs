@@ -309,7 +309,8 @@ pub fn long_csv(data: &RunData) -> anyhow::Result<Vec<u8>> {
             data.run.tool_version.clone(),
         ]);
         line.extend(MACHINE_COLUMNS.iter().map(|k| csv_text(&machine[*k])));
-        w.write_record(&line)?;
+        w.write_record(line.iter().map(|c| crate::format::spreadsheet_safe(c).into_owned()))?;
+        // no formulas (=, +, -, @)
     }
     Ok(w.into_inner()?)
 }

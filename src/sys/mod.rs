@@ -6,6 +6,7 @@
 pub mod affinity;
 pub mod cache;
 pub mod futex;
+pub mod input;
 pub mod mem;
 pub mod multiplex;
 pub mod net;

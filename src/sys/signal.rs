@@ -1,6 +1,8 @@
-//! SIGINT/SIGTERM, decided in one place.
+//! SIGINT/SIGTERM/SIGHUP (and the other signals that would end the process: SIGUSR1,
+//! SIGUSR2, SIGALRM) and SIGQUIT, decided in one place.
 //!
-//! - The first signal asks the program to stop cleanly: the flag is set (workloads see it
+//! - The first of [`STOP_SIGNALS`] asks the program to stop cleanly: a closed terminal or SSH
+//!   session (SIGHUP) is treated like Ctrl-C and `kill` (SIGINT, SIGTERM): the flag is set (workloads see it
 //!   through [`crate::stop::Stop`]) and a blocked system call in the thread that took the
 //!   signal wakes with EINTR (no SA_RESTART).
 //! - The second signal means "now": a watcher thread runs every registered
@@ -8,6 +10,9 @@
 //!   interrupted in the database), then exits with status 130.
 //! - A third signal, or a forced exit whose actions take longer than [`FORCED_EXIT_PATIENCE`],
 //!   exits at once with 130.
+//! - SIGQUIT (Ctrl-\\) means "quit now" at once: no clean stop, but the same forced exit — the
+//!   registered actions run (children killed, scratch removed, the run marked `interrupted`,
+//!   never left `running`), then the process exits with 131 (128 + SIGQUIT) and no core dump.
 
 use crate::stop::Stop;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -19,6 +24,22 @@ static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 /// Write end of the pipe that wakes the watcher thread on the second signal (-1: none yet).
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static INSTALL: Once = Once::new();
+/// The exit status of a forced exit: 130, or 131 when SIGQUIT asked for it.
+static FORCED_CODE: AtomicI32 = AtomicI32::new(130);
+
+/// The signals whose first arrival asks for a clean stop (each would otherwise end the process
+/// and leave a run `running`).
+pub const STOP_SIGNALS: [libc::c_int; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+];
+
+/// The signal that forces an exit at once (after the forced-exit actions), exit 131.
+pub const QUIT_SIGNAL: libc::c_int = libc::SIGQUIT;
 
 /// How long the forced-exit actions may take before the process exits anyway.
 pub const FORCED_EXIT_PATIENCE: Duration = Duration::from_secs(3);
@@ -28,14 +49,21 @@ type Action = Box<dyn Fn() + Send + Sync>;
 static ACTIONS: Mutex<Vec<(u64, Action)>> = Mutex::new(Vec::new());
 static NEXT_ACTION: AtomicU64 = AtomicU64::new(1);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     // Only async-signal-safe work here: atomics, write and _exit.
     STOP.store(true, Ordering::SeqCst);
-    let seen = SIGNALS.fetch_add(1, Ordering::SeqCst);
+    let mut seen = SIGNALS.fetch_add(1, Ordering::SeqCst);
+    if sig == QUIT_SIGNAL && seen < 1 {
+        // Quit now: go straight to the forced exit (as if this were the second signal).
+        FORCED_CODE.store(131, Ordering::SeqCst);
+        SIGNALS.fetch_add(1, Ordering::SeqCst);
+        seen = 1;
+    }
     let fd = WAKE_FD.load(Ordering::SeqCst);
     if seen >= 2 || (seen == 1 && fd < 0) {
+        let code = FORCED_CODE.load(Ordering::SeqCst);
         // SAFETY: _exit is async-signal-safe and takes no pointers.
-        unsafe { libc::_exit(130) };
+        unsafe { libc::_exit(code) };
     }
     if seen == 1 {
         let byte = 1u8;
@@ -44,12 +72,12 @@ extern "C" fn on_signal(_sig: libc::c_int) {
     }
 }
 
-/// Install the handler for SIGINT and SIGTERM (once per process) and return the stop handle
-/// it sets.
+/// Install the handler for [`STOP_SIGNALS`] and [`QUIT_SIGNAL`] (once per process) and return
+/// the stop handle it sets.
 pub fn install_stop_handler() -> Stop {
     INSTALL.call_once(|| {
         start_watcher();
-        for sig in [libc::SIGINT, libc::SIGTERM] {
+        for sig in STOP_SIGNALS.into_iter().chain([QUIT_SIGNAL]) {
             // SAFETY: sigaction is plain data; zeroed gives an empty mask and no flags.
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
             action.sa_sigaction = on_signal as *const () as usize;
@@ -107,8 +135,9 @@ fn forced_exit() -> ! {
     // A watchdog so that an action that hangs cannot keep the process alive.
     let _ = std::thread::Builder::new().spawn(|| {
         std::thread::sleep(FORCED_EXIT_PATIENCE);
+        let code = FORCED_CODE.load(Ordering::SeqCst);
         // SAFETY: _exit takes no pointers and ends the process without running destructors.
-        unsafe { libc::_exit(130) };
+        unsafe { libc::_exit(code) };
     });
     let actions = match ACTIONS.lock() {
         Ok(a) => a,
@@ -117,8 +146,9 @@ fn forced_exit() -> ! {
     for (_, action) in actions.iter() {
         action();
     }
+    let code = FORCED_CODE.load(Ordering::SeqCst);
     // SAFETY: as above; every cleanup that matters has run.
-    unsafe { libc::_exit(130) }
+    unsafe { libc::_exit(code) }
 }
 
 /// An action registered with [`on_forced_exit`]; dropping it unregisters the action.

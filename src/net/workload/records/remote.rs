@@ -1,4 +1,4 @@
-//! Net records against `iopath net serve` (`--topology remote HOST:PORT`): the hello names the
+//! Net records against `iopath net serve` (`--topology remote:HOST:PORT`): the hello names the
 //! workload `records`; the server fills the table, opens a data port of the session's own,
 //! accepts one connection per client thread from the client's address, runs its serving
 //! threads through the window the client announces (`measure`, `done`) and sends back its

@@ -599,7 +599,7 @@ impl ServeLog {
         *logged += 1;
         eprintln!(
             "session refused: peer {peer}, workload {workload}: {}",
-            crate::format::sanitize_for_terminal(reason)
+            crate::format::escape_control(reason)
         );
     }
 
@@ -612,7 +612,7 @@ impl ServeLog {
             Err(e) if e.is::<Refusal>() || e.is::<Unsupported>() => self.refused(peer, workload, &format!("{e:#}")),
             Err(e) => eprintln!(
                 "session failed: peer {peer}, workload {workload}: {}",
-                crate::format::sanitize_for_terminal(&format!("{e:#}"))
+                crate::format::escape_control(&format!("{e:#}"))
             ),
         }
     }
