@@ -302,6 +302,10 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
                 let mut outputs = run::Outputs::from(flags);
                 outputs.live |= args.live;
+                eprintln!(
+                    "{}",
+                    report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len())
+                );
                 let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
                 (executed, Some(flags))
             }
@@ -373,6 +377,10 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         plan.cases.len(),
         plan.cases.len() * QUICK_REPS as usize,
         args.db.display()
+    );
+    eprintln!(
+        "{}",
+        report::compare::plan_detectable_line(QUICK_REPS as usize, plan.cases.len())
     );
     let executed = run::execute(&plan, Destination::NewRun(&args.db), Default::default())?;
     let Some(run_id) = executed.run_id else {
