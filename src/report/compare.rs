@@ -552,7 +552,7 @@ impl Comparison {
     /// The whole-run verdict in one line.
     pub fn whole_run_line(&self) -> String {
         match &self.whole_run {
-            None => "whole run: no cells to combine".to_string(),
+            None => format!("whole run: inconclusive - no cells with a positive ratio and {MIN_REPS_TO_DECIDE} repetitions a side to combine"),
             Some(w) => format!(
                 "whole run: {} - geometric mean of {} over {} cells {}, 95% interval {}; sign test {} up, {} down, p {} ({})",
                 w.verdict,
