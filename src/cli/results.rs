@@ -102,11 +102,12 @@ fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     })
 }
 
-/// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
+/// `--correction bh|holm|none`.
 fn parse_correction(text: &str) -> Result<Correction, String> {
     text.parse()
 }
 
+/// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
 fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
     match number.parse::<f64>() {
@@ -594,7 +595,7 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             "threshold": comparison.threshold,
             "alpha": comparison.alpha,
             "interval": format!(
-                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {}",
+                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {} mixed with each cell's label",
                 report::compare::BOOTSTRAP_RESAMPLES,
                 report::compare::BOOTSTRAP_SEED
             ),
