@@ -302,10 +302,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
                 let mut outputs = run::Outputs::from(flags);
                 outputs.live |= args.live;
-                eprintln!(
-                    "{}",
-                    report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len())
-                );
+                outputs.detectable = true;
                 let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
                 (executed, Some(flags))
             }
@@ -378,11 +375,11 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         plan.cases.len() * QUICK_REPS as usize,
         args.db.display()
     );
-    eprintln!(
-        "{}",
-        report::compare::plan_detectable_line(QUICK_REPS as usize, plan.cases.len())
-    );
-    let executed = run::execute(&plan, Destination::NewRun(&args.db), Default::default())?;
+    let outputs = run::Outputs {
+        detectable: true,
+        ..Default::default()
+    };
+    let executed = run::execute(&plan, Destination::NewRun(&args.db), outputs)?;
     let Some(run_id) = executed.run_id else {
         anyhow::bail!("quick stored no run");
     };
