@@ -120,7 +120,7 @@ impl SplitMix64 {
         let n = sorted.len();
         let at = |u: f64| sorted[((n as f64 * u).ceil() as usize).clamp(1, n) - 1];
         if n % 2 == 1 {
-            let k = (n + 1) / 2;
+            let k = n.div_ceil(2);
             at(self.beta(k as f64, (n + 1 - k) as f64))
         } else {
             let k = n / 2;
