@@ -274,6 +274,10 @@ fn zero_matching_cells_are_explained_by_the_parameters_that_differ() {
         (doc["only_in_a"].as_u64(), doc["only_in_b"].as_u64()),
         (Some(2), Some(1))
     );
+    // A gate with nothing to compare could not have fired: undecidable, exit 3.
+    let out = compare(&["1", "2", "--fail-on-regression"], &db);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no matching cells"), "{}", stderr(&out));
 }
 
 #[test]
