@@ -1172,7 +1172,12 @@ fn design_of(matched: &[Matched], options: &CompareOptions) -> Design {
         .map(|c| c.ma.values.len().min(c.mb.values.len()))
         .min()
         .unwrap_or(0);
-    let cells_decidable = m > 0 && min_reps >= MIN_REPS_TO_DECIDE && smallest_adjusted_p < options.alpha;
+    // A cell decides when it has the repetitions `decide` asks for and its smallest p clears
+    // alpha after the correction; one such cell makes the design decidable.
+    let cells_decidable = matched.iter().zip(&p0).any(|(c, &p)| {
+        c.ma.values.len().min(c.mb.values.len()) >= MIN_REPS_TO_DECIDE
+            && options.correction.best_adjusted(p, min_p0, m) < options.alpha
+    });
     let mut cvs: Vec<f64> = matched
         .iter()
         .filter_map(|c| {
