@@ -13,6 +13,20 @@ use std::time::Duration;
 /// ratio while their cases, and so their keys, stay equal.
 pub const SCALE_ENV: &str = "IOPATH_FAKE_SCALE";
 
+/// Seeds the `noise:VALUE~SD` cells (tests): the same seed repeats a run's values, another
+/// seed draws new ones from the same distribution.
+pub const SEED_ENV: &str = "IOPATH_FAKE_SEED";
+
+/// The value of the `call`-th repetition of a `noise` case at `index`: `value` + `sd` times a
+/// standard normal deviate from SplitMix64 seeded with (seed, index, call).
+pub fn noise_value(seed: u64, index: usize, call: u64, value: f64, sd: f64) -> f64 {
+    let mixed = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03))
+        .wrapping_add(call.wrapping_mul(0x8CB9_2BA7_2F3D_8DD7));
+    value + sd * crate::measure::stats::SplitMix64::new(mixed).normal()
+}
+
 /// The n-th call of the case at `index` in this process, counted from 0.
 fn call_number(index: usize) -> u64 {
     static CALLS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
@@ -41,6 +55,11 @@ pub fn run(case: &FakeCase, stop: Stop) -> anyhow::Result<Observation> {
             const STEPS: [f64; 6] = [-1.0, -0.6, -0.2, 0.2, 0.6, 1.0];
             let step = STEPS[(call_number(case.index) % 6) as usize];
             Ok(observe(value as f64 + step * jitter as f64))
+        }
+        FakeBehaviour::Noise { value, sd } => {
+            let seed = std::env::var(SEED_ENV).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+            let call = call_number(case.index);
+            Ok(observe(noise_value(seed, case.index, call, value as f64, sd as f64)))
         }
         FakeBehaviour::Sleep { ms } => {
             if stop.sleep(Duration::from_millis(ms)) {

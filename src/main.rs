@@ -110,6 +110,10 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
             eprintln!("error: {}", escape(&format!("{err}")));
             ExitCode::from(2)
         }
+        Err(err) if err.downcast_ref::<cli::error::ExitWith>().is_some() => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.downcast_ref::<cli::error::ExitWith>().map_or(1, |e| e.code))
+        }
         Err(err) => {
             eprintln!("error: {}", escape(&format!("{err:#}")));
             ExitCode::from(1)

@@ -15,6 +15,11 @@ pub enum FakeBehaviour {
     /// calls of the case in one process (-1, -0.6, -0.2, 0.2, 0.6, 1 times `jitter`), so
     /// repetitions spread like a measurement and compare verdicts can be tested.
     Jitter { value: u64, jitter: u64 },
+    /// Return `value` plus normal noise of standard deviation `sd`, drawn from a generator
+    /// seeded with `IOPATH_FAKE_SEED` (default 0), the case's index and the call number: runs
+    /// with the same seed repeat their values; runs with different seeds are independent draws
+    /// from one distribution (for testing the statistics of `compare`).
+    Noise { value: u64, sd: u64 },
     /// Sleep `ms` while watching the stop request, then return like `Ok`.
     Sleep { ms: u64 },
     /// Sleep `ms` ignoring the stop request (a workload that cannot be interrupted), holding a
@@ -31,6 +36,7 @@ impl fmt::Display for FakeBehaviour {
         match self {
             FakeBehaviour::Ok { value } => write!(f, "ok:{value}"),
             FakeBehaviour::Jitter { value, jitter } => write!(f, "ok:{value}~{jitter}"),
+            FakeBehaviour::Noise { value, sd } => write!(f, "noise:{value}~{sd}"),
             FakeBehaviour::Sleep { ms } => write!(f, "sleep:{ms}ms"),
             FakeBehaviour::Stubborn { ms } => write!(f, "stubborn:{ms}ms"),
             FakeBehaviour::Fail => f.write_str("fail"),

@@ -10,3 +10,20 @@ pub struct UsageError(pub String);
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
+
+/// An error that ends the process with its own exit code (e.g. 3: `compare
+/// --fail-on-regression` could not decide); main.rs prints it and exits with `code`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ExitWith {
+    pub code: u8,
+    pub message: String,
+}
+
+/// Shorthand: `Err(exit_with(3, "..."))`.
+pub fn exit_with(code: u8, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(ExitWith {
+        code,
+        message: message.into(),
+    })
+}

@@ -226,7 +226,10 @@ pub const COMPARE: &str = "\
 Examples:
   iopath compare 3 4                                # each workload's headline metric
   iopath compare 3 4 --metric client.cycles_per_byte
-  iopath compare 1 2 --db lab.db --metric system.requests_per_s";
+  iopath compare 1 2 --db lab.db --metric system.requests_per_s
+  iopath compare main.db pr.db --fail-on-regression # CI: exit 1 slower, 3 undecidable
+  iopath compare 5 6 --ignore fields                # 8 fields against 1: match on the rest
+  iopath compare 3 4 --correction holm              # any false alarm, not the share (bh)";
 
 pub const SYSINFO: &str = "\
 Examples:

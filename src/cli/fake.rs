@@ -14,7 +14,8 @@ use clap::Args;
 #[derive(Args, Debug)]
 pub struct FakeArgs {
     /// What each case does, comma-separated: ok[:VALUE], ok:VALUE~JITTER (VALUE plus a
-    /// deterministic jitter repeating every six calls), sleep:DURATION (stoppable),
+    /// deterministic jitter repeating every six calls), noise:VALUE~SD (VALUE plus normal noise
+    /// of standard deviation SD, seeded by IOPATH_FAKE_SEED), sleep:DURATION (stoppable),
     /// stubborn:DURATION (ignores the stop; holds a child and a scratch file), fail, panic.
     #[arg(long, default_value = "ok")]
     pub cells: String,
@@ -35,6 +36,10 @@ fn parse_behaviour(text: &str) -> Result<FakeBehaviour, String> {
                 _ => Err(format!("'{v}' is not VALUE~JITTER in whole numbers")),
             }
         }
+        Some(("noise", v)) => match v.split_once('~').map(|(a, b)| (a.parse(), b.parse())) {
+            Some((Ok(value), Ok(sd))) => Ok(FakeBehaviour::Noise { value, sd }),
+            _ => Err(format!("'{v}' is not VALUE~SD in whole numbers")),
+        },
         Some(("ok", v)) => v
             .parse()
             .map(|value| FakeBehaviour::Ok { value })
@@ -42,7 +47,7 @@ fn parse_behaviour(text: &str) -> Result<FakeBehaviour, String> {
         Some(("sleep", d)) => ms(d).map(|ms| FakeBehaviour::Sleep { ms }),
         Some(("stubborn", d)) => ms(d).map(|ms| FakeBehaviour::Stubborn { ms }),
         _ => Err(format!(
-            "unknown behaviour '{text}' (accepted: ok[:N], ok:N~J, sleep:DURATION, stubborn:DURATION, fail, panic)"
+            "unknown behaviour '{text}' (accepted: ok[:N], ok:N~J, noise:N~SD, sleep:DURATION, stubborn:DURATION, fail, panic)"
         )),
     }
 }

@@ -6,7 +6,7 @@ use super::error::usage;
 use super::output::{safe, Table};
 use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
-use crate::report::compare::{CompareOptions, Comparison, Difference, Verdict};
+use crate::report::compare::{CompareOptions, Comparison, Correction, Difference, Gate, Verdict};
 use crate::report::{self, fmt_num};
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::output::{check_output, write_atomic};
@@ -109,6 +109,11 @@ fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     })
 }
 
+/// `--correction bh|holm|none`.
+fn parse_correction(text: &str) -> Result<Correction, String> {
+    text.parse()
+}
+
 /// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
 fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
@@ -132,10 +137,21 @@ pub struct CompareArgs {
     /// "no change"; one beyond it (and significant) is "faster" or "slower".
     #[arg(long, default_value = "3", value_parser = parse_threshold, value_name = "PERCENT")]
     pub threshold: f64,
-    /// Exit 1 when any cell is slower beyond the noise band and significant (after the
-    /// correction for the many cells compared): a gate for CI.
+    /// A gate for CI: exit 1 when the whole run, or any cell, is slower beyond the noise band
+    /// and significant (after the correction for the many cells compared); exit 3 when the
+    /// design cannot decide (no cell can reach alpha and the whole-run verdict is
+    /// inconclusive); exit 0 otherwise.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// How the cells' p-values are adjusted for the many cells compared: bh
+    /// (Benjamini-Hochberg, false discovery rate), holm (any false alarm) or none.
+    #[arg(long, default_value = "bh", value_parser = parse_correction, value_name = "METHOD")]
+    pub correction: Correction,
+    /// Match cells on every parameter but these (comma-separated parameter names, e.g.
+    /// `--ignore fields` to compare 8 fields against 1, `--ignore duration` for 3 s against
+    /// 1 s windows).
+    #[arg(long, value_delimiter = ',', value_name = "PARAM")]
+    pub ignore: Vec<String>,
     /// Print a Markdown summary for a pull-request comment instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub markdown: bool,
@@ -499,7 +515,14 @@ fn ratio_text(r: &crate::report::compare::CompareRow) -> (String, String) {
 
 fn compare_table(c: &Comparison) -> String {
     let mut table = Table::new(&[
-        "cell", "metric", "median A", "median B", "B/A", "95% CI", "p (Holm)", "verdict",
+        "cell",
+        "metric",
+        "median A",
+        "median B",
+        "B/A",
+        "95% CI",
+        c.correction.column(),
+        "verdict",
     ]);
     for r in &c.rows {
         let (ratio, ci) = ratio_text(r);
@@ -510,7 +533,7 @@ fn compare_table(c: &Comparison) -> String {
             fmt_num(Some(r.median_b)),
             ratio,
             ci,
-            format!("{:.3}", r.p_holm),
+            format!("{:.3}", r.p_adjusted),
             r.verdict.to_string(),
         ]);
     }
@@ -527,15 +550,20 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
     };
     md.push_str(&format!(
         "{lead}, {} faster, {} no change, {} inconclusive over {} matching cells \
-         (noise band ±{}%, 95% bootstrap interval of B/A, Mann-Whitney U with Holm correction).\n\n",
+         (noise band ±{}%, 95% bootstrap interval of B/A, Mann-Whitney U with {}).\n\n",
         c.count(Verdict::Faster),
         c.count(Verdict::NoChange),
         c.count(Verdict::Inconclusive),
         c.rows.len(),
-        c.threshold * 100.0
+        c.threshold * 100.0,
+        c.correction.describe()
     ));
+    md.push_str(&format!("{}\n\n", c.whole_run_line()));
     if !c.rows.is_empty() {
-        md.push_str("| cell | metric | median A | median B | B/A | 95% CI | p (Holm) | verdict |\n");
+        md.push_str(&format!(
+            "| cell | metric | median A | median B | B/A | 95% CI | {} | verdict |\n",
+            c.correction.column()
+        ));
         md.push_str("|---|---|--:|--:|--:|--:|--:|---|\n");
         for r in &c.rows {
             let (ratio, ci) = ratio_text(r);
@@ -549,10 +577,14 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
                 safe(&r.metric),
                 fmt_num(Some(r.median_a)),
                 fmt_num(Some(r.median_b)),
-                r.p_holm
+                r.p_adjusted
             ));
         }
         md.push('\n');
+    }
+    let design = c.design_line();
+    if !design.is_empty() {
+        md.push_str(&format!("{design}\n\n"));
     }
     for w in &c.warnings {
         md.push_str(&format!("> warning: {}\n", safe(&w.to_string())));
@@ -598,10 +630,10 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             )));
         }
     }
-    let options = CompareOptions {
-        threshold: args.threshold,
-        ..CompareOptions::default()
-    };
+    let case_list = |cells: &[report::cells::CellSummary]| cells.iter().map(|c| c.case.clone()).collect::<Vec<_>>();
+    let ignore =
+        report::compare::resolve_ignore(&case_list(&cells_a), &case_list(&cells_b), &args.ignore).map_err(usage)?;
+    let options = CompareOptions::new(args.threshold, args.correction, ignore);
     let comparison = report::compare::compare_cells(
         &cells_a,
         &cells_b,
@@ -609,6 +641,7 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
         &options,
     );
     let env = report::compare::environment_differences(&a.data.run, &b.data.run);
+    let gate = comparison.gate();
     if args.json {
         let doc = json!({
             "type": "comparison",
@@ -618,12 +651,21 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             "threshold": comparison.threshold,
             "alpha": comparison.alpha,
             "interval": format!(
-                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {}",
+                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {} mixed with each cell's label",
                 report::compare::BOOTSTRAP_RESAMPLES,
                 report::compare::BOOTSTRAP_SEED
             ),
             "test": "two-sided Mann-Whitney U",
-            "correction": "holm",
+            "correction": comparison.correction,
+            "ignore": options.ignore,
+            "ignored": comparison.ignored,
+            "design": comparison.design,
+            "whole_run": comparison.whole_run,
+            "gate": {
+                "decision": gate.name(),
+                "exit_code": gate.exit_code(),
+                "message": gate.message(),
+            },
             "verdicts": {
                 "faster": comparison.count(Verdict::Faster),
                 "slower": comparison.count(Verdict::Slower),
@@ -648,6 +690,10 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             super::output::out(compare_table(&comparison))?;
         }
         crate::say!("{}", comparison.summary_line())?;
+        if !comparison.rows.is_empty() {
+            crate::say!("{}", comparison.whole_run_line())?;
+            crate::say!("{}", comparison.design_line())?;
+        }
         for w in &comparison.warnings {
             crate::say!("warning: {}", safe(&w.to_string()))?;
         }
@@ -661,18 +707,12 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let regressions = comparison.regressions();
-    if args.fail_on_regression && !regressions.is_empty() {
-        anyhow::bail!(
-            "{} cell(s) slower beyond the ±{}% band and significant (--fail-on-regression): {}",
-            regressions.len(),
-            args.threshold * 100.0,
-            regressions
-                .iter()
-                .map(|r| r.label.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    if args.fail_on_regression {
+        match gate {
+            Gate::Pass => {}
+            Gate::Regression(message) => anyhow::bail!("{message}"),
+            Gate::Undecidable(message) => return Err(super::error::exit_with(3, message)),
+        }
     }
     Ok(())
 }

@@ -188,6 +188,9 @@ pub struct Outputs {
     pub json_stream: bool,
     /// `--live`: the live terminal view (needs a terminal).
     pub live: bool,
+    /// Say on stderr once the run is open, before its first cell, what the plan can detect
+    /// against a run like it (sweep and quick).
+    pub detectable: bool,
 }
 
 impl From<&RunFlags> for Outputs {
@@ -195,6 +198,7 @@ impl From<&RunFlags> for Outputs {
         Outputs {
             json_stream: flags.json_stream,
             live: flags.live,
+            detectable: false,
         }
     }
 }
@@ -228,6 +232,10 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     let cells = plan.cells(&done);
     if let (Some(id), false) = (run_id, done.is_empty()) {
         eprintln!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
+    }
+    if outputs.detectable {
+        let line = crate::report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len());
+        eprintln!("{line}");
     }
     // A second signal exits at once: it must not leave the run `running`.
     let _forced_exit_guard = match (&store, run_id) {

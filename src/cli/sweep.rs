@@ -410,6 +410,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
                 let mut outputs = run::Outputs::from(flags);
                 outputs.live |= args.live;
+                outputs.detectable = true;
                 let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
                 (executed, Some(flags))
             }
@@ -571,7 +572,11 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     for note in quick_notes(&plan) {
         eprintln!("  {note}");
     }
-    let executed = run::execute(&plan, Destination::NewRun(&args.db), Default::default())?;
+    let outputs = run::Outputs {
+        detectable: true,
+        ..Default::default()
+    };
+    let executed = run::execute(&plan, Destination::NewRun(&args.db), outputs)?;
     let Some(run_id) = executed.run_id else {
         anyhow::bail!("quick stored no run");
     };

@@ -53,6 +53,84 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// SplitMix64 (Steele, Lea and Flood 2014): a small, fast, portable generator for resampling and
+/// seeded test data. The same seed gives the same stream on every machine and build, which
+/// `rand`'s `SmallRng` does not promise.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform index below `n` (> 0) by Lemire's multiply-shift; the bias is below n / 2^64.
+    pub fn index(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Uniform in (0, 1).
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// A standard normal deviate (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    /// A Gamma(shape, 1) deviate for shape >= 1 (Marsaglia and Tsang 2000).
+    pub fn gamma(&mut self, shape: f64) -> f64 {
+        let d = shape - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * d).sqrt();
+        loop {
+            let x = self.normal();
+            let v = (1.0 + c * x).powi(3);
+            if v <= 0.0 {
+                continue;
+            }
+            if self.unit().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+                return d * v;
+            }
+        }
+    }
+
+    /// A Beta(a, b) deviate for a, b >= 1.
+    pub fn beta(&mut self, a: f64, b: f64) -> f64 {
+        let x = self.gamma(a);
+        x / (x + self.gamma(b))
+    }
+
+    /// The median of a resample with replacement of `sorted` (ascending, not empty), drawn in
+    /// constant time: the k-th smallest of n uniforms is Beta(k, n + 1 - k), and mapping a
+    /// uniform u to the value of rank ceil(n u) is how a resample draws, so the resample's k-th
+    /// smallest value is `sorted[ceil(n U_(k)) - 1]`. For an even n the next order statistic
+    /// is U_(k) + (1 - U_(k)) Beta(1, n - k). The same distribution as drawing n indexes and
+    /// taking their median, without the n draws.
+    pub fn resampled_median(&mut self, sorted: &[f64]) -> f64 {
+        let n = sorted.len();
+        let at = |u: f64| sorted[((n as f64 * u).ceil() as usize).clamp(1, n) - 1];
+        if n % 2 == 1 {
+            let k = n.div_ceil(2);
+            at(self.beta(k as f64, (n + 1 - k) as f64))
+        } else {
+            let k = n / 2;
+            let u = self.beta(k as f64, (n + 1 - k) as f64);
+            let next = u + (1.0 - u) * (1.0 - self.unit().powf(1.0 / (n - k) as f64));
+            (at(u) + at(next)) / 2.0
+        }
+    }
+}
+
 /// Two-sided 95% quantile of Student's t with `df` degrees of freedom.
 pub fn t95(df: usize) -> f64 {
     const TABLE: [f64; 30] = [
@@ -141,6 +219,50 @@ pub fn mad_outliers(values: &[f64]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The constant-time resampled median has the distribution of the direct one.
+    #[test]
+    fn resampled_median_matches_drawing_the_resample() {
+        for n in [1usize, 2, 5, 6, 7, 40] {
+            let sorted: Vec<f64> = (0..n).map(|i| (i * i) as f64).collect();
+            let mut g = SplitMix64::new(n as u64);
+            let draws = 20_000;
+            let mut fast: Vec<f64> = (0..draws).map(|_| g.resampled_median(&sorted)).collect();
+            let mut slow: Vec<f64> = (0..draws)
+                .map(|_| {
+                    let mut r: Vec<f64> = (0..n).map(|_| sorted[g.index(n)]).collect();
+                    median(&mut r)
+                })
+                .collect();
+            fast.sort_by(|a, b| a.total_cmp(b));
+            slow.sort_by(|a, b| a.total_cmp(b));
+            let spread = sorted[n - 1] - sorted[0] + 1.0;
+            for q in [0.1, 0.3, 0.5, 0.7, 0.9] {
+                let i = (q * draws as f64) as usize;
+                assert!(
+                    (fast[i] - slow[i]).abs() <= 0.1 * spread,
+                    "n {n} q {q}: {} vs {}",
+                    fast[i],
+                    slow[i]
+                );
+            }
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+            assert!((mean(&fast) - mean(&slow)).abs() < 0.02 * spread, "n {n}");
+        }
+    }
+
+    #[test]
+    fn splitmix_is_reproducible_and_spreads() {
+        let (mut a, mut b) = (SplitMix64::new(1), SplitMix64::new(1));
+        assert_eq!(a.next_u64(), b.next_u64());
+        let mut counts = [0usize; 4];
+        (0..4000).for_each(|_| counts[a.index(4)] += 1);
+        assert!(counts.iter().all(|&c| (900..1100).contains(&c)), "{counts:?}");
+        let draws: Vec<f64> = (0..4000).map(|_| a.normal()).collect();
+        let mean = draws.iter().sum::<f64>() / 4000.0;
+        let var = draws.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 3999.0;
+        assert!(mean.abs() < 0.1 && (var - 1.0).abs() < 0.1, "{mean} {var}");
+    }
 
     #[test]
     fn median_odd_even_empty() {

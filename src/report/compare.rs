@@ -1,27 +1,35 @@
-//! Comparing two runs cell by cell, in a way a CI can gate on. For each matched cell and its
-//! headline metric (or `--metric`):
+//! Comparing two runs cell by cell, and as a whole, in a way a CI can gate on. For each matched
+//! cell and its headline metric (or `--metric`):
 //!
 //! - the ratio of medians B/A with a 95% percentile-bootstrap interval (2000 resamples of each
-//!   run's repetitions, a fixed seed, so the same data always gives the same interval);
+//!   run's repetitions, a fixed seed per cell, so the same data always gives the same interval);
 //! - a two-sided Mann-Whitney U test (exact for small samples without ties, normal
-//!   approximation otherwise), its p-values adjusted for the many cells compared with Holm's
-//!   step-down method (controls the chance of any false alarm, as a gate needs);
+//!   approximation with the tie correction otherwise), its p-values adjusted for the many cells
+//!   compared: Benjamini-Hochberg (false discovery rate) by default, Holm's step-down method
+//!   (any false alarm) or none on request;
 //! - a verdict against a noise band of ±threshold around a ratio of 1: `faster`/`slower` when
 //!   the whole interval lies beyond the band and the adjusted p is below alpha, `no change` when
 //!   the whole interval lies inside the band, `inconclusive` otherwise (the interval straddles a
 //!   band edge, or the difference is not significant, or too few repetitions to decide).
+//!
+//! Beside the cells, a whole-run verdict: the geometric mean of the cells' median ratios with a
+//! bootstrap interval (the same resamples of repetitions within each cell, summed across cells,
+//! so only one resample count of numbers is held at a time) and a sign test across the cells.
+//! Before any test, the design: the smallest p each cell can reach after the correction, and
+//! how many repetitions would make it decidable. `gate` turns all of it into an exit code.
 //!
 //! Beside the verdicts: which parameters differ between the runs' cases (why cells do not
 //! match) and which parts of the environment fingerprint differ.
 
 use super::cells::{headline, CellSummary};
 use crate::case::Case;
+use crate::measure::stats::SplitMix64;
 use crate::observation::Role;
 use crate::store::RunSummary;
-use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::str::FromStr;
 
 pub const ALPHA: f64 = 0.05;
 
@@ -64,7 +72,7 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
         .sum();
     let u = rank_sum_a - (n1 * (n1 + 1)) as f64 / 2.0;
     let (n1f, n2f) = (n1 as f64, n2 as f64);
-    let p = if tie_term == 0.0 && n1 * n2 <= 400 {
+    let p = if tie_term == 0.0 && n1 * n2 <= EXACT_MAX_PRODUCT {
         exact_two_sided(n1, n2, u)
     } else {
         let mean = n1f * n2f / 2.0;
@@ -116,13 +124,25 @@ fn exact_two_sided(n1: usize, n2: usize, u: f64) -> f64 {
     (2.0 * tail / total).min(1.0)
 }
 
-/// Smallest two-sided p an exact test can give with these sample sizes (no ties).
+/// Smallest two-sided p an exact test can give with these sample sizes (no ties): complete
+/// separation, 2 / C(n1 + n2, n1). Computed in log space: constant memory at any size (the
+/// table of `exact_two_sided` grows with (n1 n2)^2 and is only built for small samples).
 pub fn smallest_possible_p(n1: usize, n2: usize) -> f64 {
     if n1 == 0 || n2 == 0 {
         return 1.0;
     }
-    exact_two_sided(n1, n2, 0.0)
+    (2.0 * (-ln_choose(n1 + n2, n1)).exp()).min(1.0)
 }
+
+/// ln C(n, k).
+fn ln_choose(n: usize, k: usize) -> f64 {
+    let k = k.min(n - k);
+    (0..k).map(|i| ((n - i) as f64).ln() - ((i + 1) as f64).ln()).sum()
+}
+
+/// The largest n1 n2 for which the exact distribution of U is computed; above it (and with
+/// ties at any size) the normal approximation with the tie correction is used.
+pub const EXACT_MAX_PRODUCT: usize = 400;
 
 /// P(Z > z) for a standard normal (Abramowitz-Stegun 7.1.26 for erfc, error < 1.5e-7).
 fn normal_upper_tail(z: f64) -> f64 {
@@ -135,6 +155,20 @@ fn normal_upper_tail(z: f64) -> f64 {
     } else {
         1.0 - erfc / 2.0
     }
+}
+
+/// The z with P(Z > z) = `upper` (0 < upper < 1), by bisection on `normal_upper_tail`.
+pub fn normal_quantile_upper(upper: f64) -> f64 {
+    let (mut lo, mut hi) = (-40.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if normal_upper_tail(mid) > upper {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
 }
 
 /// The default noise band: changes within ±3% are "no change".
@@ -172,20 +206,124 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// How p-values are adjusted for the many cells compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Correction {
+    /// Holm's step-down method: controls the chance of any false alarm.
+    Holm,
+    /// Benjamini-Hochberg: controls the expected share of false alarms among the cells called
+    /// changed (the false discovery rate).
+    #[default]
+    Bh,
+    /// Each cell's own p.
+    None,
+}
+
+impl Correction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Correction::Holm => "holm",
+            Correction::Bh => "bh",
+            Correction::None => "none",
+        }
+    }
+
+    /// In words, for the summary line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Correction::Holm => "Holm correction",
+            Correction::Bh => "Benjamini-Hochberg correction",
+            Correction::None => "no correction",
+        }
+    }
+
+    /// The short name the table's p column carries.
+    pub fn column(self) -> &'static str {
+        match self {
+            Correction::Holm => "p (Holm)",
+            Correction::Bh => "p (BH)",
+            Correction::None => "p",
+        }
+    }
+
+    pub fn adjust(self, p: &[f64]) -> Vec<f64> {
+        match self {
+            Correction::Holm => holm(p),
+            Correction::Bh => benjamini_hochberg(p),
+            Correction::None => p.to_vec(),
+        }
+    }
+
+    /// The smallest adjusted p a cell whose own smallest reachable p is `p0` can get among `m`
+    /// cells whose smallest reachable p is at best `min_p0`. Holm multiplies the smallest p by
+    /// m and never lets a later one fall below it; Benjamini-Hochberg gives back p0 when every
+    /// cell reaches its smallest p (the m/rank factors are then 1 at the top rank).
+    pub fn best_adjusted(self, p0: f64, min_p0: f64, m: usize) -> f64 {
+        match self {
+            Correction::Holm => p0.max(m as f64 * min_p0).min(1.0),
+            Correction::Bh | Correction::None => p0,
+        }
+    }
+
+    /// The per-cell alpha a single changed cell must reach (for the detectable-effect
+    /// arithmetic): alpha / m under either correction, alpha without one.
+    pub fn single_cell_alpha(self, alpha: f64, m: usize) -> f64 {
+        match self {
+            Correction::None => alpha,
+            _ => alpha / m.max(1) as f64,
+        }
+    }
+}
+
+impl fmt::Display for Correction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Correction {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "holm" => Ok(Correction::Holm),
+            "bh" | "fdr" | "benjamini-hochberg" => Ok(Correction::Bh),
+            "none" => Ok(Correction::None),
+            _ => Err(format!("'{text}' is not a correction (accepted: holm, bh, none)")),
+        }
+    }
+}
+
 /// How to compare.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CompareOptions {
     /// Half-width of the noise band around a ratio of 1 (0.03 = ±3%).
     pub threshold: f64,
     pub alpha: f64,
+    pub correction: Correction,
+    /// Parameters left out when matching cells (exact parameter names, see `resolve_ignore`).
+    pub ignore: Vec<String>,
+}
+
+impl CompareOptions {
+    pub fn new(threshold: f64, correction: Correction, ignore: Vec<String>) -> Self {
+        CompareOptions {
+            threshold,
+            alpha: ALPHA,
+            correction,
+            ignore,
+        }
+    }
+}
+
+/// The defaults: ±3% band, alpha 0.05, Benjamini-Hochberg, every parameter matched.
+pub fn default_options() -> CompareOptions {
+    CompareOptions::new(DEFAULT_THRESHOLD, Correction::default(), Vec::new())
 }
 
 impl Default for CompareOptions {
     fn default() -> Self {
-        CompareOptions {
-            threshold: DEFAULT_THRESHOLD,
-            alpha: ALPHA,
-        }
+        default_options()
     }
 }
 
@@ -193,6 +331,9 @@ impl Default for CompareOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareRow {
     pub label: String,
+    /// Run B's label when it differs (cells matched with `--ignore`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_b: Option<String>,
     /// role.name
     pub metric: String,
     pub unit: String,
@@ -207,15 +348,21 @@ pub struct CompareRow {
     pub ratio_ci95: Option<(f64, f64)>,
     /// Mann-Whitney U two-sided p.
     pub p: f64,
-    /// p adjusted with Holm's method over every compared cell.
-    pub p_holm: f64,
-    /// p_holm < alpha.
+    /// p adjusted over every compared cell with the comparison's `correction`.
+    pub p_adjusted: f64,
+    /// The smallest p this cell's test could give after the correction (no ties): the cell
+    /// can be called faster or slower only when it is below alpha.
+    pub smallest_possible_p: f64,
+    /// p_adjusted < alpha.
     pub significant: bool,
     pub verdict: Verdict,
     /// Why the verdict is what it is, in words.
     pub reason: String,
     pub n_a: usize,
     pub n_b: usize,
+    /// Coefficient of variation of the metric in run A and run B (None below 2 values).
+    pub cv_a: Option<f64>,
+    pub cv_b: Option<f64>,
 }
 
 /// One part of the environment fingerprint that differs between the runs.
@@ -226,11 +373,103 @@ pub struct Difference {
     pub b: String,
 }
 
+/// What the design (cells × repetitions × correction) can decide, worked out before testing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Design {
+    pub cells: usize,
+    /// The fewest repetitions a side over the compared cells.
+    pub min_reps: usize,
+    /// The smallest p any cell's test can give (complete separation, no ties).
+    pub smallest_p: f64,
+    /// The smallest p any cell can reach after the correction.
+    pub smallest_adjusted_p: f64,
+    /// Whether any cell can reach p < alpha after the correction.
+    pub cells_decidable: bool,
+    /// Repetitions a side (equal on both sides) with which a cell could reach alpha with this
+    /// many cells and this correction; None when even 1000 cannot.
+    pub reps_to_decide: Option<usize>,
+    /// The median over the cells of the larger of the two runs' CV.
+    pub median_cv: Option<f64>,
+    /// The change one cell needs to be detected with 80% power at `median_cv` (a fraction).
+    pub detectable_cell: Option<f64>,
+    /// The uniform change over all cells the whole-run verdict detects with 80% power.
+    pub detectable_run: Option<f64>,
+    /// Repetitions a side that detect a change of twice the band in one cell at `median_cv`.
+    pub reps_suggested: Option<usize>,
+}
+
+/// The whole-run verdict: every cell's median ratio at once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WholeRun {
+    /// Cells in the verdict (compared cells with a positive ratio and enough repetitions).
+    pub cells: usize,
+    /// What the ratios are: `B/A`, or `B/A, lower-is-better metrics inverted` when the
+    /// compared metrics disagree on direction.
+    pub basis: String,
+    pub higher_is_better: bool,
+    /// Geometric mean of the cells' ratios of medians.
+    pub geomean_ratio: Option<f64>,
+    /// 95% percentile-bootstrap interval of the geometric mean (repetitions resampled within
+    /// cells, the cells' own resamples).
+    pub ratio_ci95: Option<(f64, f64)>,
+    /// Cells whose ratio is above 1, below 1, exactly 1.
+    pub cells_up: usize,
+    pub cells_down: usize,
+    pub cells_equal: usize,
+    /// Two-sided exact sign test on the cells' ratios (ties dropped).
+    pub p: f64,
+    /// The smallest p the sign test can give with this many cells: 2^(1 - cells).
+    pub smallest_possible_p: f64,
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// What `--fail-on-regression` decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Nothing slower, and something could have been found: exit 0.
+    Pass,
+    /// The whole run or a cell is slower: exit 1.
+    Regression(String),
+    /// Neither a cell nor the whole run could reach alpha: exit 3.
+    Undecidable(String),
+}
+
+impl Gate {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Gate::Pass => 0,
+            Gate::Regression(_) => 1,
+            Gate::Undecidable(_) => 3,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Gate::Pass => "pass",
+            Gate::Regression(_) => "regression",
+            Gate::Undecidable(_) => "undecidable",
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Gate::Pass => "",
+            Gate::Regression(m) | Gate::Undecidable(m) => m,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     pub threshold: f64,
     pub alpha: f64,
+    pub correction: Correction,
+    /// Parameters left out of the matching.
+    pub ignored: Vec<Difference>,
     pub rows: Vec<CompareRow>,
+    pub whole_run: Option<WholeRun>,
+    pub design: Design,
     pub only_in_a: usize,
     pub only_in_b: usize,
     /// Case parameters whose values differ between the runs (what keeps cells from matching).
@@ -244,22 +483,66 @@ impl Comparison {
         self.rows.iter().filter(|r| r.verdict == verdict).count()
     }
 
-    /// Cells slower beyond the band and significant: what `--fail-on-regression` fails on.
+    /// Cells slower beyond the band and significant.
     pub fn regressions(&self) -> Vec<&CompareRow> {
         self.rows.iter().filter(|r| r.verdict == Verdict::Slower).collect()
+    }
+
+    pub fn whole_run_verdict(&self) -> Verdict {
+        self.whole_run.as_ref().map_or(Verdict::Inconclusive, |w| w.verdict)
+    }
+
+    /// What `--fail-on-regression` decides: a regression when the whole run or any cell is
+    /// slower; undecidable when no cell can reach alpha after the correction and the whole-run
+    /// verdict decided nothing either; otherwise a pass.
+    pub fn gate(&self) -> Gate {
+        let slower = self.regressions();
+        let run_slower = self.whole_run_verdict() == Verdict::Slower;
+        if run_slower || !slower.is_empty() {
+            let mut parts = Vec::new();
+            if let Some(w) = self.whole_run.as_ref().filter(|_| run_slower) {
+                parts.push(format!("the whole run is slower ({})", w.reason));
+            }
+            if !slower.is_empty() {
+                let mut names: Vec<&str> = slower.iter().take(8).map(|r| r.label.as_str()).collect();
+                if slower.len() > 8 {
+                    names.push("…");
+                }
+                parts.push(format!(
+                    "{} cell(s) slower beyond the ±{}% band and significant: {}",
+                    slower.len(),
+                    trim_float(self.threshold * 100.0),
+                    names.join(", ")
+                ));
+            }
+            return Gate::Regression(format!("{} (--fail-on-regression)", parts.join("; ")));
+        }
+        if self.rows.is_empty() {
+            return Gate::Undecidable(
+                "undecidable (--fail-on-regression, exit 3): no matching cells were compared".to_string(),
+            );
+        }
+        if !self.design.cells_decidable && self.whole_run_verdict() == Verdict::Inconclusive {
+            return Gate::Undecidable(format!(
+                "undecidable (--fail-on-regression, exit 3): {}; the whole-run verdict is inconclusive",
+                self.design.undecidable_line(self.alpha, self.correction)
+            ));
+        }
+        Gate::Pass
     }
 
     pub fn summary_line(&self) -> String {
         let mut line = format!(
             "{} matching cells: {} faster, {} slower, {} no change, {} inconclusive \
              (noise band ±{}%, 95% bootstrap interval of the ratio of medians, Mann-Whitney U with \
-             Holm correction, alpha {})",
+             {}, alpha {})",
             self.rows.len(),
             self.count(Verdict::Faster),
             self.count(Verdict::Slower),
             self.count(Verdict::NoChange),
             self.count(Verdict::Inconclusive),
             trim_float(self.threshold * 100.0),
+            self.correction.describe(),
             self.alpha
         );
         if self.only_in_a + self.only_in_b > 0 {
@@ -271,12 +554,85 @@ impl Comparison {
         line
     }
 
+    /// The whole-run verdict in one line.
+    pub fn whole_run_line(&self) -> String {
+        match &self.whole_run {
+            None => format!("whole run: inconclusive - no cells with a positive ratio and {MIN_REPS_TO_DECIDE} repetitions a side to combine"),
+            Some(w) => format!(
+                "whole run: {} - geometric mean of {} over {} cells {}, 95% interval {}; sign test {} up, {} down, p {} ({})",
+                w.verdict,
+                w.basis,
+                w.cells,
+                w.geomean_ratio.map_or("n/a".into(), fmt_ratio),
+                w.ratio_ci95
+                    .map_or("n/a".into(), |(lo, hi)| format!("{}..{}", fmt_ratio(lo), fmt_ratio(hi))),
+                w.cells_up,
+                w.cells_down,
+                fmt_p(w.p),
+                w.reason
+            ),
+        }
+    }
+
+    /// The design in one line: what the cells can reach, what is detectable, what to run.
+    pub fn design_line(&self) -> String {
+        let d = &self.design;
+        if d.cells == 0 {
+            return String::new();
+        }
+        let mut line = if d.cells_decidable {
+            format!(
+                "design: {} cells, {} repetitions a side, {}: a cell can reach p {} (below alpha {})",
+                d.cells,
+                d.min_reps,
+                self.correction.name(),
+                fmt_p(d.smallest_adjusted_p),
+                self.alpha
+            )
+        } else {
+            format!("design: {}", d.undecidable_line(self.alpha, self.correction))
+        };
+        if let Some(cv) = d.median_cv {
+            let cell = d.detectable_cell.map_or("no change in one cell".into(), |v| {
+                format!("a change of {} in one cell", pct(v))
+            });
+            let run = d.detectable_run.map_or("none over the whole run".into(), |v| {
+                format!("{} over the whole run", pct(v))
+            });
+            line.push_str(&format!(
+                "; at the median CV of {} {cell} and {run} is detectable (80% power)",
+                pct(cv)
+            ));
+            match d.reps_suggested {
+                Some(n) => line.push_str(&format!(
+                    "; {n} repetitions a side would detect {}% in one cell",
+                    trim_float(self.threshold * 200.0)
+                )),
+                None => line.push_str(&format!(
+                    "; even {MAX_REPS} repetitions a side would not detect {}% in one cell",
+                    trim_float(self.threshold * 200.0)
+                )),
+            }
+        }
+        line
+    }
+
     /// Why cells did not match, one line per differing parameter; empty when every cell matched.
     pub fn mismatch_lines(&self) -> Vec<String> {
-        if self.only_in_a + self.only_in_b == 0 {
-            return Vec::new();
-        }
         let mut out = Vec::new();
+        if !self.ignored.is_empty() {
+            out.push(format!(
+                "cells matched on every parameter but {}",
+                self.ignored
+                    .iter()
+                    .map(|d| format!("{} (run A {}, run B {})", d.name, d.a, d.b))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if self.only_in_a + self.only_in_b == 0 {
+            return out;
+        }
         if self.parameter_differences.is_empty() {
             out.push(
                 "the unmatched cells have the same parameter values as matched ones (a case grid of different shape)"
@@ -297,9 +653,53 @@ impl Comparison {
     }
 }
 
+impl Design {
+    /// "no cell can reach p < 0.05 after the Holm correction (...); with 33 cells, 7
+    /// repetitions a side are needed"
+    pub fn undecidable_line(&self, alpha: f64, correction: Correction) -> String {
+        let mut line = format!(
+            "no cell can reach p < {alpha} after the {} ({} cells with {} repetitions a side: smallest p {}, {} after the correction)",
+            correction.describe(),
+            self.cells,
+            self.min_reps,
+            fmt_p(self.smallest_p),
+            fmt_p(self.smallest_adjusted_p)
+        );
+        match self.reps_to_decide {
+            Some(n) => line.push_str(&format!(
+                "; with {} cells, {n} repetitions a side are needed",
+                self.cells
+            )),
+            None => line.push_str(&format!("; not even {MAX_REPS} repetitions a side would do")),
+        }
+        if correction == Correction::Holm && self.cells > 1 {
+            line.push_str(" (or --correction bh)");
+        }
+        line
+    }
+}
+
+/// The most repetitions `--reps` allows: suggestions stop there.
+pub const MAX_REPS: usize = 1000;
+
 fn trim_float(v: f64) -> String {
     let text = format!("{v:.2}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A fraction as a percentage with one decimal: 0.0975 -> "9.8%".
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+fn fmt_p(p: f64) -> String {
+    if p == 0.0 {
+        "< 1e-300".to_string()
+    } else if p >= 0.001 {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.1e}")
+    }
 }
 
 /// Whether a larger value of the metric is better: the workload's headline says; otherwise
@@ -323,29 +723,55 @@ pub fn higher_is_better(case: &Case, role: Role, name: &str) -> bool {
     .any(|k| name.contains(k))
 }
 
-/// The 95% percentile-bootstrap interval of median(B) / median(A): `BOOTSTRAP_RESAMPLES`
-/// resamples of each side with replacement from a generator seeded with `BOOTSTRAP_SEED`.
-/// None when either side is empty or a resampled median of A is 0.
-pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+/// `BOOTSTRAP_RESAMPLES` resampled ratios median(B*) / median(A*): each side resampled with
+/// replacement from a generator seeded with `seed`, its median drawn in constant time from the
+/// order statistics (`SplitMix64::resampled_median`: the same distribution as drawing the
+/// resample). Time and memory: the two sorted samples and the ratios, whatever the repetition
+/// count. None when either side is empty or a resampled median of A is 0.
+pub fn bootstrap_ratios(a: &[f64], b: &[f64], seed: u64) -> Option<Vec<f64>> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
-    let mut rng = StdRng::seed_from_u64(BOOTSTRAP_SEED);
+    let sorted = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(|x, y| x.total_cmp(y));
+        v
+    };
+    let (sa, sb) = (sorted(a), sorted(b));
+    let mut rng = SplitMix64::new(seed);
     let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
-    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
     for _ in 0..BOOTSTRAP_RESAMPLES {
-        ra.iter_mut().for_each(|v| *v = a[rng.gen_range(0..a.len())]);
-        rb.iter_mut().for_each(|v| *v = b[rng.gen_range(0..b.len())]);
-        let ma = crate::measure::stats::median(&mut ra);
+        let ma = rng.resampled_median(&sa);
         if ma == 0.0 {
             return None;
         }
-        ratios.push(crate::measure::stats::median(&mut rb) / ma);
+        ratios.push(rng.resampled_median(&sb) / ma);
     }
-    ratios.sort_by(|x, y| x.total_cmp(y));
-    let lo = ratios[(BOOTSTRAP_RESAMPLES as f64 * 0.025) as usize];
-    let hi = ratios[(BOOTSTRAP_RESAMPLES as f64 * 0.975) as usize - 1];
-    Some((lo, hi))
+    Some(ratios)
+}
+
+/// The 2.5% and 97.5% points of resampled values (sorts them).
+fn percentile_interval(values: &mut [f64]) -> (f64, f64) {
+    values.sort_by(|x, y| x.total_cmp(y));
+    let n = values.len() as f64;
+    (values[(n * 0.025) as usize], values[(n * 0.975) as usize - 1])
+}
+
+/// The 95% percentile-bootstrap interval of median(B) / median(A) with `BOOTSTRAP_SEED`.
+pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    bootstrap_ratios(a, b, BOOTSTRAP_SEED).map(|mut r| percentile_interval(&mut r))
+}
+
+/// A cell's own bootstrap seed: `BOOTSTRAP_SEED` mixed with its label (FNV-1a), so cells do
+/// not share a resampling pattern (which would correlate them in the whole-run interval) and
+/// a cell's interval does not depend on which other cells were compared.
+pub fn cell_seed(label: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in label.bytes() {
+        h ^= byte as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    BOOTSTRAP_SEED ^ h
 }
 
 /// Holm's step-down adjustment: the i-th smallest of m p-values is multiplied by (m - i),
@@ -363,10 +789,44 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
-/// The verdict for a ratio interval, an adjusted p and the sample sizes.
+/// Benjamini-Hochberg: the i-th smallest of m p-values becomes p m / i, made monotone from the
+/// largest down (each is the smallest of its own and every larger one's) and capped at 1.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&x, &y| p[x].total_cmp(&p[y]));
+    let mut adjusted = vec![1.0; m];
+    let mut running: f64 = 1.0;
+    for (i, &k) in order.iter().enumerate().rev() {
+        running = running.min(p[k] * m as f64 / (i + 1) as f64).min(1.0);
+        adjusted[k] = running;
+    }
+    adjusted
+}
+
+/// Two-sided exact sign test: `up` and `down` counts (ties already dropped).
+pub fn sign_test(up: usize, down: usize) -> f64 {
+    let n = up + down;
+    if n == 0 {
+        return 1.0;
+    }
+    let k = up.min(down);
+    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+    let tail: f64 = (0..=k).map(|i| (ln_choose(n, i) + ln_half_n).exp()).sum();
+    (2.0 * tail).min(1.0)
+}
+
+/// The smallest p the sign test reaches with `cells` cells: 2^(1 - cells).
+pub fn sign_test_smallest_p(cells: usize) -> f64 {
+    sign_test(cells, 0)
+}
+
+/// The verdict for a ratio interval, an adjusted p (`p_name` says which: "BH p", "Holm p")
+/// and the sample sizes.
 pub fn decide(
     ci: Option<(f64, f64)>,
-    p_holm: f64,
+    p: f64,
+    p_name: &str,
     n: (usize, usize),
     higher_is_better: bool,
     options: &CompareOptions,
@@ -390,17 +850,106 @@ pub fn decide(
         return (Verdict::NoChange, format!("{interval} inside the {band}"));
     }
     if lo > 1.0 + t || hi < 1.0 - t {
-        if p_holm >= options.alpha {
+        if p >= options.alpha {
             return (
                 Verdict::Inconclusive,
-                format!("{interval} outside the {band} but not significant (Holm p {p_holm:.3})"),
+                format!(
+                    "{interval} outside the {band} but not significant ({p_name} {})",
+                    fmt_p(p)
+                ),
             );
         }
         let better = (lo > 1.0 + t) == higher_is_better;
         let verdict = if better { Verdict::Faster } else { Verdict::Slower };
-        return (verdict, format!("{interval} beyond the {band}, Holm p {p_holm:.3}"));
+        return (verdict, format!("{interval} beyond the {band}, {p_name} {}", fmt_p(p)));
     }
     (Verdict::Inconclusive, format!("{interval} straddles the {band}"))
+}
+
+/// The standard deviation of ln(median(B) / median(A)) for `reps` repetitions a side whose
+/// coefficient of variation is `cv`: a median's is sqrt(pi/2) sigma / sqrt(n) for normal
+/// data, and the two sides add.
+fn ln_ratio_sd(reps: usize, cv: f64) -> f64 {
+    (std::f64::consts::PI / 2.0).sqrt() * cv * (2.0 / reps.max(1) as f64).sqrt()
+}
+
+/// z of 80% power.
+const POWER_Z: f64 = 0.841_621_2;
+
+/// What a plan of `cells` cells × `reps` repetitions can detect against a run like it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Detectable {
+    /// Whether one cell can reach alpha after the correction at all.
+    pub cell_reachable: bool,
+    /// The change (fraction) one cell needs: None when it cannot reach alpha.
+    pub cell: Option<f64>,
+    /// The uniform change over every cell the whole-run verdict needs: None when the sign test
+    /// cannot reach alpha with so few cells, or too few repetitions to decide.
+    pub run: Option<f64>,
+    /// Repetitions a side that would make one cell reachable; None above `MAX_REPS`.
+    pub reps_to_decide: Option<usize>,
+}
+
+/// The detectable-effect arithmetic (docs/methodology.md): a cell is decided when its ratio's
+/// interval clears the ±`threshold` band and its p clears alpha after the correction; with
+/// 80% power that takes threshold + (z(1 - alpha'/2) + z(0.8)) sd, where sd is that of the log
+/// ratio of medians and alpha' = alpha / cells for one changed cell among many (alpha without a
+/// correction). The whole run's geometric mean has sd / sqrt(cells) and alpha itself.
+pub fn detectable_effect(
+    reps: usize,
+    cells: usize,
+    correction: Correction,
+    alpha: f64,
+    threshold: f64,
+    cv: f64,
+) -> Detectable {
+    let p0 = smallest_possible_p(reps, reps);
+    let reachable = |n: usize| {
+        let p0 = smallest_possible_p(n, n);
+        n >= MIN_REPS_TO_DECIDE && correction.best_adjusted(p0, p0, cells) < alpha
+    };
+    let cell_reachable = reps >= MIN_REPS_TO_DECIDE && correction.best_adjusted(p0, p0, cells) < alpha;
+    let sd = ln_ratio_sd(reps, cv);
+    let z = |a: f64| normal_quantile_upper(a / 2.0) + POWER_Z;
+    let cell = cell_reachable.then(|| (threshold + z(correction.single_cell_alpha(alpha, cells)) * sd).exp_m1());
+    let run = (reps >= MIN_REPS_TO_DECIDE && sign_test_smallest_p(cells) < alpha)
+        .then(|| (threshold + z(alpha) * sd / (cells as f64).sqrt()).exp_m1());
+    Detectable {
+        cell_reachable,
+        cell,
+        run,
+        reps_to_decide: (1..=MAX_REPS).find(|&n| reachable(n)),
+    }
+}
+
+/// The line `sweep` and `quick` print before they start: what the plan can detect against a
+/// run like it, at the CV above which a cell counts as noisy.
+pub fn plan_detectable_line(reps: usize, cells: usize) -> String {
+    let cv = super::cells::NOISY_CV;
+    let o = default_options();
+    let d = detectable_effect(reps, cells, o.correction, o.alpha, o.threshold, cv);
+    let lead = format!(
+        "detectable against a run like it ({cells} cases × {reps} repetitions, compare's defaults: ±{} band, {}, alpha {}, 80% power, repetitions varying by {} CV)",
+        pct(o.threshold),
+        o.correction.name(),
+        o.alpha,
+        pct(cv)
+    );
+    let cell = match d.cell {
+        Some(v) => format!("{} in one cell", pct(v)),
+        None => match d.reps_to_decide {
+            Some(n) => format!("nothing in one cell (needs {n} repetitions)"),
+            None => "nothing in one cell".to_string(),
+        },
+    };
+    let run = match d.run {
+        Some(v) => format!("{} over the whole run", pct(v)),
+        None if reps < MIN_REPS_TO_DECIDE => {
+            format!("nothing over the whole run (needs {MIN_REPS_TO_DECIDE} repetitions)")
+        }
+        None => "nothing over the whole run (needs 6 cases)".to_string(),
+    };
+    format!("{lead}: {cell}, {run}")
 }
 
 fn fmt_ratio(v: f64) -> String {
@@ -523,28 +1072,167 @@ pub fn environment_differences(a: &RunSummary, b: &RunSummary) -> Vec<Difference
         .collect()
 }
 
-/// Match cells by case key; compare `metric` (role, name) or each workload's headline metric.
+/// The parameters of a case as matched: the workload and every parameter.
+fn case_params(case: &Case) -> Vec<(&'static str, String)> {
+    let mut pairs = vec![("workload", case.workload().to_string())];
+    pairs.extend(case.params());
+    pairs
+}
+
+/// The key cells are matched on: the whole case, or every parameter but `ignore`.
+fn match_key(case: &Case, ignore: &[String]) -> String {
+    if ignore.is_empty() {
+        return case.key();
+    }
+    let pairs: Vec<(&str, String)> = case_params(case)
+        .into_iter()
+        .filter(|(n, _)| !ignore.iter().any(|i| i == n))
+        .collect();
+    serde_json::to_string(&pairs).unwrap_or_default()
+}
+
+/// Check `--ignore` names against the runs' parameters and resolve them: a name matches a
+/// parameter spelled the same, or one with a unit suffix (`duration` is `duration_ms`, `size`
+/// is `size_bytes`). Refused (one line, for exit 2): a name neither run has, `workload`, and
+/// a name whose removal leaves two cells of one run alike (it varies within a run).
+pub fn resolve_ignore(a: &[Case], b: &[Case], names: &[String]) -> Result<Vec<String>, String> {
+    let mut known: Vec<&'static str> = a
+        .iter()
+        .chain(b)
+        .flat_map(|c| case_params(c).into_iter().map(|(n, _)| n))
+        .collect();
+    known.sort();
+    known.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        let name = name.trim();
+        let found = known
+            .iter()
+            .find(|k| **k == name || **k == format!("{name}_ms") || **k == format!("{name}_bytes"))
+            .filter(|k| **k != "workload");
+        match found {
+            Some(k) if !out.contains(&k.to_string()) => out.push(k.to_string()),
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "--ignore: '{name}' is not a parameter of these runs (parameters: {})",
+                    known
+                        .iter()
+                        .filter(|k| **k != "workload")
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
+    }
+    for (run, cases) in [("A", a), ("B", b)] {
+        let mut seen: HashMap<String, &Case> = HashMap::new();
+        for case in cases {
+            if let Some(other) = seen.insert(match_key(case, &out), case) {
+                return Err(format!(
+                    "--ignore {}: run {run}'s cells '{}' and '{}' would match the same cell; ignore only parameters \
+                     that differ between the runs, not within one",
+                    out.join(","),
+                    other.label(),
+                    case.label()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One matched cell before the correction.
+struct Matched<'a> {
+    label: String,
+    label_b: String,
+    ma: &'a super::cells::MetricCell,
+    mb: &'a super::cells::MetricCell,
+    median_a: f64,
+    median_b: f64,
+    p: f64,
+    higher: bool,
+}
+
+/// The design of the matched cells: what they can reach, what is detectable at their CV.
+fn design_of(matched: &[Matched], options: &CompareOptions) -> Design {
+    let m = matched.len();
+    let p0: Vec<f64> = matched
+        .iter()
+        .map(|c| smallest_possible_p(c.ma.values.len(), c.mb.values.len()))
+        .collect();
+    let min_p0 = p0.iter().copied().fold(1.0, f64::min);
+    let smallest_adjusted_p = p0
+        .iter()
+        .map(|&p| options.correction.best_adjusted(p, min_p0, m))
+        .fold(1.0, f64::min);
+    let min_reps = matched
+        .iter()
+        .map(|c| c.ma.values.len().min(c.mb.values.len()))
+        .min()
+        .unwrap_or(0);
+    // A cell decides when it has the repetitions `decide` asks for and its smallest p clears
+    // alpha after the correction; one such cell makes the design decidable.
+    let cells_decidable = matched.iter().zip(&p0).any(|(c, &p)| {
+        c.ma.values.len().min(c.mb.values.len()) >= MIN_REPS_TO_DECIDE
+            && options.correction.best_adjusted(p, min_p0, m) < options.alpha
+    });
+    let mut cvs: Vec<f64> = matched
+        .iter()
+        .filter_map(|c| {
+            let cv = |s: &Option<crate::measure::stats::Summary>| s.as_ref().and_then(|s| s.cv);
+            match (cv(&c.ma.summary), cv(&c.mb.summary)) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            }
+        })
+        .collect();
+    let median_cv = (!cvs.is_empty()).then(|| crate::measure::stats::median(&mut cvs));
+    let d = detectable_effect(
+        min_reps,
+        m.max(1),
+        options.correction,
+        options.alpha,
+        options.threshold,
+        median_cv.unwrap_or(0.0),
+    );
+    let reps_suggested = median_cv.and_then(|cv| {
+        (MIN_REPS_TO_DECIDE..=MAX_REPS).find(|&n| {
+            detectable_effect(n, m.max(1), options.correction, options.alpha, options.threshold, cv)
+                .cell
+                .is_some_and(|v| v <= 2.0 * options.threshold)
+        })
+    });
+    Design {
+        cells: m,
+        min_reps,
+        smallest_p: min_p0,
+        smallest_adjusted_p,
+        cells_decidable,
+        reps_to_decide: d.reps_to_decide,
+        median_cv,
+        detectable_cell: median_cv.and(d.cell),
+        detectable_run: median_cv.and(d.run),
+        reps_suggested,
+    }
+}
+
+/// Match cells by case key (or every parameter but `options.ignore`); compare `metric` (role,
+/// name) or each workload's headline metric; add the whole-run verdict and the design.
 pub fn compare_cells(
     a: &[CellSummary],
     b: &[CellSummary],
     metric: Option<(Role, &str)>,
     options: &CompareOptions,
 ) -> Comparison {
-    struct Matched<'a> {
-        label: String,
-        case: &'a Case,
-        ma: &'a super::cells::MetricCell,
-        mb: &'a super::cells::MetricCell,
-        median_a: f64,
-        median_b: f64,
-        p: f64,
-    }
     let mut matched = Vec::new();
     let mut warnings = Vec::new();
     let mut only_in_a = 0;
+    let b_by_key: HashMap<String, &CellSummary> = b.iter().map(|c| (match_key(&c.case, &options.ignore), c)).collect();
+    let keys_a: std::collections::HashSet<String> = a.iter().map(|c| match_key(&c.case, &options.ignore)).collect();
     for ca in a {
-        let key = ca.case.key();
-        let Some(cb) = b.iter().find(|c| c.case.key() == key) else {
+        let Some(cb) = b_by_key.get(&match_key(&ca.case, &options.ignore)) else {
             only_in_a += 1;
             continue;
         };
@@ -571,26 +1259,53 @@ pub fn compare_cells(
         };
         matched.push(Matched {
             label: ca.label.clone(),
-            case: &ca.case,
+            label_b: cb.label.clone(),
             ma,
             mb,
             median_a: sa.median,
             median_b: sb.median,
             p: test.p,
+            higher: higher_is_better(&ca.case, ma.role, &ma.name),
         });
     }
-    let adjusted = holm(&matched.iter().map(|m| m.p).collect::<Vec<_>>());
+    let design = design_of(&matched, options);
+    let adjusted = options
+        .correction
+        .adjust(&matched.iter().map(|m| m.p).collect::<Vec<_>>());
+    let min_p0 = design.smallest_p;
+    let m_cells = matched.len();
+    // Whole run: orient every ratio the same way, then sum the cells' log ratios resample by
+    // resample (one vector of BOOTSTRAP_RESAMPLES numbers, whatever the cell count).
+    let mixed = matched.iter().any(|m| m.higher) && matched.iter().any(|m| !m.higher);
+    let run_higher = matched.first().is_none_or(|m| m.higher) || mixed;
+    let mut run_sums = vec![0.0f64; BOOTSTRAP_RESAMPLES];
+    let mut run_logs: Vec<f64> = Vec::new();
+    let p_name = match options.correction {
+        Correction::None => "p".to_string(),
+        c => format!("{} p", if c == Correction::Holm { "Holm" } else { "BH" }),
+    };
     let mut rows = Vec::new();
-    for (m, p_holm) in matched.into_iter().zip(adjusted) {
-        let higher = higher_is_better(m.case, m.ma.role, &m.ma.name);
-        let ci = bootstrap_ratio_ci(&m.ma.values, &m.mb.values);
+    for (m, p_adj) in matched.into_iter().zip(adjusted) {
         let (n_a, n_b) = (m.ma.values.len(), m.mb.values.len());
-        let (verdict, reason) = decide(ci, p_holm, (n_a, n_b), higher, options);
+        let resampled = bootstrap_ratios(&m.ma.values, &m.mb.values, cell_seed(&m.label));
+        let ratio = (m.median_a != 0.0).then(|| m.median_b / m.median_a);
+        let invert = mixed && !m.higher;
+        if let (Some(ratios), Some(r)) = (&resampled, ratio) {
+            if n_a.min(n_b) >= MIN_REPS_TO_DECIDE && r > 0.0 && ratios.iter().all(|&x| x > 0.0) {
+                let sign = if invert { -1.0 } else { 1.0 };
+                run_logs.push(sign * r.ln());
+                run_sums.iter_mut().zip(ratios).for_each(|(s, x)| *s += sign * x.ln());
+            }
+        }
+        let ci = resampled.map(|mut r| percentile_interval(&mut r));
+        let (verdict, reason) = decide(ci, p_adj, &p_name, (n_a, n_b), m.higher, options);
+        let p0 = smallest_possible_p(n_a, n_b);
         rows.push(CompareRow {
+            label_b: (m.label_b != m.label).then_some(m.label_b),
             label: m.label,
             metric: format!("{}.{}", m.ma.role, m.ma.name),
             unit: m.ma.unit.clone(),
-            higher_is_better: higher,
+            higher_is_better: m.higher,
             median_a: m.median_a,
             median_b: m.median_b,
             change: if m.median_a != 0.0 {
@@ -598,17 +1313,21 @@ pub fn compare_cells(
             } else {
                 0.0
             },
-            ratio: (m.median_a != 0.0).then(|| m.median_b / m.median_a),
+            ratio,
             ratio_ci95: ci,
             p: m.p,
-            p_holm,
-            significant: p_holm < options.alpha,
+            p_adjusted: p_adj,
+            smallest_possible_p: options.correction.best_adjusted(p0, min_p0, m_cells),
+            significant: p_adj < options.alpha,
             verdict,
             reason,
             n_a,
             n_b,
+            cv_a: m.ma.summary.as_ref().and_then(|s| s.cv),
+            cv_b: m.mb.summary.as_ref().and_then(|s| s.cv),
         });
     }
+    let whole_run = whole_run(&run_logs, run_sums, run_higher, mixed, options);
     if let Some(r) = rows.iter().find(|r| r.n_a.min(r.n_b) < MIN_REPS_TO_DECIDE) {
         warnings.insert(
             0,
@@ -619,22 +1338,86 @@ pub fn compare_cells(
             ),
         );
     }
-    let keys_a: Vec<String> = a.iter().map(|c| c.case.key()).collect();
-    let only_in_b = b.iter().filter(|c| !keys_a.contains(&c.case.key())).count();
+    let only_in_b = b
+        .iter()
+        .filter(|c| !keys_a.contains(&match_key(&c.case, &options.ignore)))
+        .count();
     let cases = |cells: &[CellSummary]| cells.iter().map(|c| c.case.clone()).collect::<Vec<_>>();
+    let differences = parameter_differences(&cases(a), &cases(b));
+    let (ignored, others): (Vec<Difference>, Vec<Difference>) =
+        differences.into_iter().partition(|d| options.ignore.contains(&d.name));
     Comparison {
         threshold: options.threshold,
         alpha: options.alpha,
+        correction: options.correction,
+        ignored,
         rows,
+        whole_run,
+        design,
         only_in_a,
         only_in_b,
-        parameter_differences: if only_in_a + only_in_b > 0 {
-            parameter_differences(&cases(a), &cases(b))
-        } else {
-            Vec::new()
-        },
+        parameter_differences: if only_in_a + only_in_b > 0 { others } else { Vec::new() },
         warnings,
     }
+}
+
+/// The whole-run verdict from the cells' log ratios (oriented) and the summed log ratios of
+/// each bootstrap resample. None without cells.
+fn whole_run(
+    logs: &[f64],
+    mut sums: Vec<f64>,
+    higher_is_better: bool,
+    mixed: bool,
+    options: &CompareOptions,
+) -> Option<WholeRun> {
+    let m = logs.len();
+    if m == 0 {
+        return None;
+    }
+    let geomean = (logs.iter().sum::<f64>() / m as f64).exp();
+    sums.iter_mut().for_each(|s| *s = (*s / m as f64).exp());
+    let ci = percentile_interval(&mut sums);
+    let up = logs.iter().filter(|&&l| l > 0.0).count();
+    let down = logs.iter().filter(|&&l| l < 0.0).count();
+    let p = sign_test(up, down);
+    let smallest = sign_test_smallest_p(m);
+    let (verdict, reason) = if smallest >= options.alpha {
+        (
+            Verdict::Inconclusive,
+            format!(
+                "too few cells for the sign test across cells ({m}; it reaches p < {} from 6)",
+                options.alpha
+            ),
+        )
+    } else {
+        let (v, why) = decide(
+            Some(ci),
+            p,
+            "sign test p",
+            (MIN_REPS_TO_DECIDE, MIN_REPS_TO_DECIDE),
+            higher_is_better,
+            options,
+        );
+        (v, why.replace("interval of B/A", "interval of the geometric mean"))
+    };
+    Some(WholeRun {
+        cells: m,
+        basis: if mixed {
+            "B/A, lower-is-better metrics inverted".into()
+        } else {
+            "B/A".into()
+        },
+        higher_is_better,
+        geomean_ratio: Some(geomean),
+        ratio_ci95: Some(ci),
+        cells_up: up,
+        cells_down: down,
+        cells_equal: m - up - down,
+        p,
+        smallest_possible_p: smallest,
+        verdict,
+        reason,
+    })
 }
 
 #[cfg(test)]
@@ -691,17 +1474,17 @@ mod tests {
     fn verdicts_follow_the_interval_the_band_and_the_test() {
         let o = CompareOptions::default();
         let n = (6, 6);
-        assert_eq!(decide(Some((1.1, 1.3)), 0.01, n, true, &o).0, Verdict::Faster);
-        assert_eq!(decide(Some((1.1, 1.3)), 0.01, n, false, &o).0, Verdict::Slower);
-        assert_eq!(decide(Some((0.7, 0.9)), 0.01, n, true, &o).0, Verdict::Slower);
-        assert_eq!(decide(Some((0.99, 1.02)), 0.9, n, true, &o).0, Verdict::NoChange);
-        let (v, why) = decide(Some((0.95, 1.10)), 0.2, n, true, &o);
+        assert_eq!(decide(Some((1.1, 1.3)), 0.01, "p", n, true, &o).0, Verdict::Faster);
+        assert_eq!(decide(Some((1.1, 1.3)), 0.01, "p", n, false, &o).0, Verdict::Slower);
+        assert_eq!(decide(Some((0.7, 0.9)), 0.01, "p", n, true, &o).0, Verdict::Slower);
+        assert_eq!(decide(Some((0.99, 1.02)), 0.9, "p", n, true, &o).0, Verdict::NoChange);
+        let (v, why) = decide(Some((0.95, 1.10)), 0.2, "p", n, true, &o);
         assert_eq!(v, Verdict::Inconclusive);
         assert!(why.contains("straddles"), "{why}");
-        let (v, why) = decide(Some((1.1, 1.3)), 0.2, n, true, &o);
+        let (v, why) = decide(Some((1.1, 1.3)), 0.2, "p", n, true, &o);
         assert_eq!(v, Verdict::Inconclusive);
         assert!(why.contains("not significant"), "{why}");
-        let (v, why) = decide(Some((1.1, 1.3)), 0.01, (3, 3), true, &o);
+        let (v, why) = decide(Some((1.1, 1.3)), 0.01, "p", (3, 3), true, &o);
         assert_eq!(v, Verdict::Inconclusive);
         assert!(why.contains("too few"), "{why}");
     }
@@ -724,9 +1507,210 @@ mod tests {
         assert!(parameter_differences(&[fake(5)], &[fake(5)]).is_empty());
     }
 
+    /// `m` fake cells of `reps` repetitions each: value 1000 · `scale` with normal noise of
+    /// sd `sd`, drawn as the fake workload draws them with `seed`.
+    fn noisy_cells(seed: u64, m: usize, reps: usize, sd: f64, scale: f64) -> Vec<CellSummary> {
+        use crate::case::{FakeBehaviour, FakeCase};
+        use crate::measure::stats::summarize;
+        (0..m)
+            .map(|index| {
+                let values: Vec<f64> = (0..reps as u64)
+                    .map(|call| crate::fake::noise_value(seed, index, call, 1000.0, sd) * scale)
+                    .collect();
+                let case = Case::Fake(FakeCase {
+                    index,
+                    behaviour: FakeBehaviour::Noise {
+                        value: 1000,
+                        sd: sd as u64,
+                    },
+                });
+                CellSummary {
+                    position: index,
+                    label: case.label(),
+                    case,
+                    ok: reps,
+                    failures: Vec::new(),
+                    metrics: vec![crate::report::cells::MetricCell {
+                        role: Role::System,
+                        name: "value".into(),
+                        unit: "1".into(),
+                        sources: vec!["tool".into()],
+                        summary: summarize(&values),
+                        values,
+                    }],
+                    warnings: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// Issue 18 A: a uniform 10% slowdown over 33 cells at 6 repetitions is "slower" overall,
+    /// and the gate fires, even under Holm, where no single cell can reach alpha.
+    #[test]
+    fn a_uniform_ten_percent_slowdown_over_33_cells_is_slower_overall() {
+        let a = noisy_cells(1, 33, 6, 50.0, 1.0);
+        let b = noisy_cells(2, 33, 6, 50.0, 0.9);
+        for correction in [Correction::Bh, Correction::Holm] {
+            let options = CompareOptions::new(DEFAULT_THRESHOLD, correction, Vec::new());
+            let c = compare_cells(&a, &b, None, &options);
+            let w = c.whole_run.as_ref().unwrap();
+            assert_eq!(w.verdict, Verdict::Slower, "{correction}: {}", c.whole_run_line());
+            assert_eq!(w.cells, 33);
+            let g = w.geomean_ratio.unwrap();
+            assert!((0.85..0.95).contains(&g), "{g}");
+            let (lo, hi) = w.ratio_ci95.unwrap();
+            assert!(lo <= g && g <= hi && hi < 0.97, "{lo}..{hi}");
+            assert!(matches!(c.gate(), Gate::Regression(_)), "{correction}: {:?}", c.gate());
+            assert_eq!(c.gate().exit_code(), 1);
+        }
+        // Under Holm no cell can reach 0.05: 33 x 2/924 = 0.071; the design says what would.
+        let holm = compare_cells(&a, &b, None, &CompareOptions::new(0.03, Correction::Holm, Vec::new()));
+        assert!(!holm.design.cells_decidable);
+        assert_eq!(holm.count(Verdict::Slower), 0);
+        assert!((holm.design.smallest_adjusted_p - 33.0 * 2.0 / 924.0).abs() < 1e-9);
+        assert_eq!(holm.design.reps_to_decide, Some(7), "33 x 2/3432 = 0.019");
+        assert!(
+            holm.design_line()
+                .contains("with 33 cells, 7 repetitions a side are needed"),
+            "{}",
+            holm.design_line()
+        );
+    }
+
+    /// Two runs drawn from one distribution read "no change" or "inconclusive", and the gate
+    /// passes, in at least 95 of 100 seeds.
+    #[test]
+    fn runs_from_one_distribution_pass_the_gate_in_95_of_100_seeds() {
+        let mut clean = 0;
+        for seed in 0..100u64 {
+            let a = noisy_cells(2 * seed, 33, 6, 20.0, 1.0);
+            let b = noisy_cells(2 * seed + 1, 33, 6, 20.0, 1.0);
+            let c = compare_cells(&a, &b, None, &CompareOptions::default());
+            let decided = c.count(Verdict::Faster) + c.count(Verdict::Slower);
+            let run = c.whole_run_verdict();
+            if decided == 0 && matches!(run, Verdict::NoChange | Verdict::Inconclusive) && c.gate() == Gate::Pass {
+                clean += 1;
+            }
+        }
+        println!("{clean} of 100 seeds passed");
+        assert!(clean >= 95, "only {clean} of 100 seeds passed");
+    }
+
+    #[test]
+    fn an_undecidable_design_gates_with_exit_3_and_says_what_would_decide() {
+        let a = noisy_cells(3, 4, 3, 20.0, 1.0);
+        let b = noisy_cells(4, 4, 3, 20.0, 0.8);
+        let c = compare_cells(&a, &b, None, &CompareOptions::default());
+        assert!(!c.design.cells_decidable);
+        assert_eq!(c.whole_run_verdict(), Verdict::Inconclusive);
+        let gate = c.gate();
+        assert_eq!(gate.exit_code(), 3, "{gate:?}");
+        assert!(
+            gate.message().contains("no cell can reach p < 0.05")
+                && gate.message().contains("with 4 cells, 4 repetitions a side are needed"),
+            "{gate:?}"
+        );
+    }
+
+    #[test]
+    fn benjamini_hochberg_matches_a_worked_example() {
+        // p sorted 0.01, 0.02, 0.03, 0.04, 0.5 over m = 5: p m / i = 0.05, 0.05, 0.05, 0.05, 0.5.
+        let adj = benjamini_hochberg(&[0.03, 0.01, 0.5, 0.04, 0.02]);
+        for (got, want) in adj.iter().zip([0.05, 0.05, 0.5, 0.05, 0.05]) {
+            assert!((got - want).abs() < 1e-12, "{adj:?}");
+        }
+        // Monotone from the top: 0.001 x 3 / 1 = 0.003, but 0.04 x 3 / 2 = 0.06 > 0.05 x 3 / 3.
+        let adj = benjamini_hochberg(&[0.001, 0.04, 0.05]);
+        assert!(
+            (adj[1] - 0.05).abs() < 1e-12 && (adj[2] - 0.05).abs() < 1e-12,
+            "{adj:?}"
+        );
+        assert!(benjamini_hochberg(&[]).is_empty());
+        assert_eq!("holm".parse::<Correction>(), Ok(Correction::Holm));
+        assert!("bonferroni"
+            .parse::<Correction>()
+            .unwrap_err()
+            .contains("holm, bh, none"));
+    }
+
+    #[test]
+    fn sign_test_matches_the_binomial() {
+        assert!((sign_test(0, 6) - 2.0 / 64.0).abs() < 1e-12);
+        assert!((sign_test(1, 5) - 2.0 * 7.0 / 64.0).abs() < 1e-12);
+        assert_eq!(sign_test(3, 3), 1.0);
+        assert_eq!(sign_test(0, 0), 1.0);
+        assert!(sign_test_smallest_p(5) > ALPHA && sign_test_smallest_p(6) < ALPHA);
+    }
+
+    #[test]
+    fn smallest_p_is_the_exact_tests_and_stays_cheap_at_any_size() {
+        for (n1, n2) in [(1, 1), (3, 3), (4, 5), (6, 6), (10, 12)] {
+            assert!(
+                (smallest_possible_p(n1, n2) - exact_two_sided(n1, n2, 0.0)).abs() < 1e-12,
+                "{n1} {n2}"
+            );
+        }
+        assert!((smallest_possible_p(6, 6) - 2.0 / 924.0).abs() < 1e-15);
+        // Issue 20 C: 1000 a side built a table of (n1 n2)^2 / 4 numbers; now no table.
+        let a: Vec<f64> = (0..1000).map(|i| i as f64).collect();
+        let b: Vec<f64> = (0..1000).map(|i| i as f64 + 0.5).collect();
+        let t = mann_whitney(&a, &b).unwrap();
+        assert!(t.p > 0.9, "{t:?}");
+        assert!(smallest_possible_p(1000, 1000) < 1e-300);
+        let shifted: Vec<f64> = a.iter().map(|v| v + 100.0).collect();
+        assert!(mann_whitney(&a, &shifted).unwrap().p < 1e-10);
+    }
+
+    #[test]
+    fn detectable_effect_shrinks_with_repetitions_and_cells() {
+        let c = Correction::Bh;
+        let six = detectable_effect(6, 33, c, ALPHA, 0.03, 0.05);
+        let twenty = detectable_effect(20, 33, c, ALPHA, 0.03, 0.05);
+        assert!(six.cell.unwrap() > twenty.cell.unwrap());
+        assert!(six.run.unwrap() < six.cell.unwrap());
+        assert!(six.run.unwrap() > 0.03, "never inside the band");
+        // Holm over 33 cells at 6 repetitions cannot decide a cell; 7 can.
+        let holm = detectable_effect(6, 33, Correction::Holm, ALPHA, 0.03, 0.05);
+        assert_eq!((holm.cell, holm.reps_to_decide), (None, Some(7)));
+        // Three repetitions decide nothing; five cells are too few for the sign test.
+        assert_eq!(detectable_effect(3, 33, c, ALPHA, 0.03, 0.05).run, None);
+        assert_eq!(detectable_effect(6, 5, c, ALPHA, 0.03, 0.05).run, None);
+        let line = plan_detectable_line(6, 33);
+        assert!(
+            line.contains("33 cases × 6 repetitions") && line.contains("over the whole run"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn ignore_matches_on_the_other_parameters_and_refuses_what_varies_within_a_run() {
+        use crate::case::{FakeBehaviour, FakeCase};
+        let fake = |index, value| {
+            Case::Fake(FakeCase {
+                index,
+                behaviour: FakeBehaviour::Ok { value },
+            })
+        };
+        let (a, b) = (vec![fake(0, 5), fake(1, 7)], vec![fake(0, 6), fake(1, 8)]);
+        assert_eq!(
+            resolve_ignore(&a, &b, &["behaviour".into()]),
+            Ok(vec!["behaviour".to_string()])
+        );
+        let err = resolve_ignore(&a, &b, &["fields".into()]).unwrap_err();
+        assert!(
+            err.contains("'fields' is not a parameter") && err.contains("behaviour, index"),
+            "{err}"
+        );
+        // `size` finds `size_bytes`-style names; here index alone still tells cells apart.
+        assert_eq!(resolve_ignore(&a, &b, &["index".into()]), Ok(vec!["index".to_string()]));
+        let err = resolve_ignore(&a, &b, &["index".into(), "behaviour".into()]).unwrap_err();
+        assert!(err.contains("would match the same cell"), "{err}");
+    }
+
     #[test]
     fn normal_tail_is_accurate() {
         assert!((normal_upper_tail(1.959964) - 0.025).abs() < 1e-6);
         assert!((normal_upper_tail(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_quantile_upper(0.025) - 1.959964).abs() < 1e-5);
     }
 }
