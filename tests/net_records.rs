@@ -149,7 +149,9 @@ fn hot_and_random_picks_and_pipelined_requests_verify() {
 #[test]
 fn netns_and_veth_runs_carry_the_records_and_the_namespace_counters() {
     if !nix::unistd::geteuid().is_root() {
-        return; // namespaces need root: tests/topology.rs covers the refusal
+        // tests/topology.rs covers the refusal.
+        common::skip("namespaces need root");
+        return;
     }
     for topology in ["netns", "veth"] {
         let records = run_json(&[
