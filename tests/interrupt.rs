@@ -106,6 +106,15 @@ fn observations(db: &Path) -> i64 {
     query(db, "SELECT count(*) FROM observations")
 }
 
+/// Cells stored so far, for polling while the run starts: the database file exists a moment
+/// before its tables do ("no such table", seen on a loaded machine), which counts as none.
+fn observations_so_far(db: &Path) -> i64 {
+    // Read-only: opening must never create the file before iopath does.
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|c| c.query_row("SELECT count(*) FROM observations", [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
 /// The newest run's status; empty while the database is still being created.
 fn status(db: &Path) -> String {
     let Ok(conn) = rusqlite::Connection::open(db) else {
@@ -148,7 +157,9 @@ fn fake_first_signal_keeps_the_finished_cells_and_discards_the_cut_short_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
     let run = Running::start(dir.path(), &["fake", "--cells", "ok:7,sleep:30s,ok:9", "--db", "r.db"]);
-    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    wait_until("the first cell", Duration::from_secs(20), || {
+        observations_so_far(&db) == 1
+    });
     std::thread::sleep(Duration::from_millis(200));
     run.signal();
     let (code, waited, out, err) = run.wait(Duration::from_secs(10));
@@ -175,7 +186,9 @@ fn fake_resume_runs_only_the_cells_an_interrupted_run_is_missing() {
             "r.db",
         ],
     );
-    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    wait_until("the first cell", Duration::from_secs(20), || {
+        observations_so_far(&db) == 1
+    });
     run.signal();
     let (code, _, _, err) = run.wait(Duration::from_secs(10));
     assert_eq!(code, 0, "{err}");
@@ -320,7 +333,7 @@ fn net_stream_first_signal_keeps_the_finished_repetition() {
         ],
     );
     wait_until("the first repetition", Duration::from_secs(30), || {
-        observations(&db) == 1
+        observations_so_far(&db) == 1
     });
     std::thread::sleep(Duration::from_millis(300));
     run.signal();
