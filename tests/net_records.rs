@@ -272,7 +272,8 @@ fn sigint_keeps_the_finished_cells_and_discards_the_one_in_flight() {
     let out = common::finish_within(child, Duration::from_secs(10));
     let took = asked.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // About a second unloaded; see common::STOP_WITHIN for the bound on a loaded machine.
+    assert!(took < common::STOP_WITHIN, "took {took:?}");
     let kept = common::stored_cells(&db);
     assert!((1..3).contains(&kept), "{kept} cells stored");
     assert_eq!(
