@@ -101,6 +101,9 @@ fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
             .as_str()
             .is_some_and(|s| s.contains("saw the measured window"));
         if starved {
+            common::skip(&format!(
+                "the {role} thread slept through the whole window (a busy machine)"
+            ));
             continue;
         }
         // CPU time from rusage: the scheduler's exact run time of the thread, split into user
