@@ -27,10 +27,37 @@ fn value(record: &Value, role: &str, name: &str) -> f64 {
 }
 
 /// What every rr/crr record must show: transactions, ordered percentiles, CPU and system
-/// calls per transaction on both ends, and (with --verify) intact messages both ways.
-fn check(record: &Value, verify: bool) {
+/// calls per transaction on both ends, and (with --verify) intact messages both ways. False
+/// when no transaction fell inside the window (a recorded skip): the figures were not there
+/// to check.
+fn check(record: &Value, verify: bool) -> bool {
     let label = record["label"].as_str().unwrap_or("?").to_string();
     assert!(record["error"].is_null(), "{label}: {}", record["error"]);
+    if value(record, "client", "transactions") == 0.0 {
+        // A loaded machine can keep the client from starting any transaction inside a short
+        // window (seen: one crr transaction with its connect and receive mapping outlasting
+        // 120 ms). That is an honest result, not a failure: the rate is 0 and every figure
+        // per transaction is unavailable with that reason. The figures go unchecked: a
+        // recorded skip.
+        assert_eq!(value(record, "system", "transactions_per_s"), 0.0, "{label}");
+        for name in ["latency_p50_us", "syscalls_per_txn", "cpu_us_per_txn"] {
+            let m = role_metric(record, "client", name).unwrap();
+            // (CPU time names the thread that missed the window when that is the cause.)
+            let why = if name == "cpu_us_per_txn" {
+                "unavailable: "
+            } else {
+                "unavailable: no transaction completed inside the window"
+            };
+            assert!(
+                m["value"].is_null() && m["source"].as_str().unwrap().starts_with(why),
+                "{label}: {m}"
+            );
+        }
+        common::skip(&format!(
+            "{label}: no transaction inside the window on this busy machine"
+        ));
+        return false;
+    }
     assert!(value(record, "system", "transactions_per_s") > 0.0, "{label}");
     let mut last = 0.0;
     for name in [
@@ -111,6 +138,7 @@ fn check(record: &Value, verify: bool) {
             assert_eq!(value(record, role, "corrupt_messages"), 0.0, "{label} {role}");
         }
     }
+    true
 }
 
 #[test]
@@ -315,8 +343,10 @@ fn crr_splits_connect_exchange_and_close() {
     ]);
     assert_eq!(records.len(), 6, "three modes, 1 and 2 threads");
     for r in &records {
-        check(r, true);
         assert_eq!(r["case"]["kind"], "crr");
+        if !check(r, true) {
+            continue;
+        }
         let total = value(r, "client", "latency_p50_us");
         for name in ["connect_p50_us", "exchange_p50_us", "close_p50_us"] {
             let part = value(r, "client", name);
