@@ -425,6 +425,26 @@ fn servers_run_reports_metrics_with_sources() {
     assert_eq!(records.len(), 8);
     for r in records {
         let get = |name: &str| metric(r, name).unwrap_or_else(|| panic!("no {name}"));
+        if get("requests")["value"].as_f64() == Some(0.0) {
+            // A loaded machine can keep every request of a 300 ms window from completing
+            // (seen at a load of 15 on two CPUs). That is an honest result: the rate is 0,
+            // the latencies unavailable with that reason, and no error. Recorded as a skip.
+            assert_eq!(get("requests_per_s")["value"].as_f64(), Some(0.0), "{r}");
+            assert_eq!(get("errors")["value"].as_f64(), Some(0.0), "{r}");
+            for name in ["latency_p50_us", "latency_p99_us"] {
+                assert!(get(name)["value"].is_null(), "{r}");
+                assert_eq!(
+                    get(name)["source"],
+                    "unavailable: no request completed inside the window",
+                    "{r}"
+                );
+            }
+            common::skip(&format!(
+                "{}: no request completed inside the window on this busy machine",
+                r["label"]
+            ));
+            continue;
+        }
         assert!(get("requests_per_s")["value"].as_f64().unwrap() > 0.0);
         assert_eq!(get("requests_per_s")["source"], "tool");
         assert_eq!(get("requests_per_s")["role"], "system");
