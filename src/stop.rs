@@ -92,7 +92,8 @@ mod tests {
         stop.request();
         let t = Instant::now();
         assert!(!stop.sleep(Duration::from_secs(30)));
-        assert!(t.elapsed() < Duration::from_secs(1));
+        // Returns at once; the bound is generous for a loaded machine, far under the 30 s.
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         assert!(!Stop::never().requested());
     }
 }

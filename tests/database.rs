@@ -7,6 +7,8 @@
 //! Tests that need a read-only or a full filesystem mount a small tmpfs, which needs root; when
 //! not root they say so and use what an ordinary user has (a 0555 folder, /dev/full).
 
+mod common;
+
 use assert_cmd::Command;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -229,7 +231,7 @@ fn outputs_are_whole_or_absent_when_the_disk_is_full() {
     }
 
     if !is_root() {
-        eprintln!("not root: cannot mount a tiny tmpfs, so only /dev/full was checked");
+        common::skip("not root: cannot mount a tiny tmpfs, so only /dev/full was checked");
         return;
     }
     let tiny = Tmpfs::mount(&dir.path().join("tiny"), "300k");

@@ -4,6 +4,8 @@
 //! - a second signal still kills children, removes scratch files and leaves no run `running`;
 //! - a failed case does not take the others down: they are printed and stored, exit 1.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -91,6 +93,11 @@ fn wait_until(what: &str, patience: Duration, mut condition: impl FnMut() -> boo
     }
 }
 
+/// Seconds a second signal may take to end the process: the forced exit's 3 s watchdog (when
+/// an action hangs) plus the scheduling delay `common::STOP_WITHIN` allows. What is cut short
+/// here holds on for 30 s, so a forced exit that waited for it still fails.
+const FORCED_EXIT_WITHIN: f64 = 3.0 + common::STOP_WITHIN.as_secs_f64();
+
 fn query(db: &Path, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
@@ -101,6 +108,15 @@ fn observations(db: &Path) -> i64 {
         return 0;
     }
     query(db, "SELECT count(*) FROM observations")
+}
+
+/// Cells stored so far, for polling while the run starts: the database file exists a moment
+/// before its tables do ("no such table", seen on a loaded machine), which counts as none.
+fn observations_so_far(db: &Path) -> i64 {
+    // Read-only: opening must never create the file before iopath does.
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|c| c.query_row("SELECT count(*) FROM observations", [], |r| r.get(0)))
+        .unwrap_or(0)
 }
 
 /// The newest run's status; empty while the database is still being created.
@@ -120,10 +136,15 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// After one SIGINT: exit 0 within a second, the run interrupted, the resume command said.
+/// After one SIGINT: exit 0 within about a second (bounded by `common::STOP_WITHIN`, which
+/// allows for a loaded machine), the run interrupted, the resume command said. That the
+/// cut-short cell was not waited for is shown by what the callers count as kept.
 fn assert_clean_stop(code: i32, waited: f64, stderr: &str, db: &Path) {
     assert_eq!(code, 0, "a clean stop exits 0: {stderr}");
-    assert!(waited < 1.0, "took {waited:.2} s to stop after SIGINT: {stderr}");
+    assert!(
+        waited < common::STOP_WITHIN.as_secs_f64(),
+        "took {waited:.2} s to stop after SIGINT: {stderr}"
+    );
     assert_eq!(status(db), "interrupted", "{stderr}");
     assert!(
         stderr.contains("Continue with: iopath sweep --resume 1 --db"),
@@ -140,7 +161,9 @@ fn fake_first_signal_keeps_the_finished_cells_and_discards_the_cut_short_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
     let run = Running::start(dir.path(), &["fake", "--cells", "ok:7,sleep:30s,ok:9", "--db", "r.db"]);
-    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    wait_until("the first cell", Duration::from_secs(20), || {
+        observations_so_far(&db) == 1
+    });
     std::thread::sleep(Duration::from_millis(200));
     run.signal();
     let (code, waited, out, err) = run.wait(Duration::from_secs(10));
@@ -167,7 +190,9 @@ fn fake_resume_runs_only_the_cells_an_interrupted_run_is_missing() {
             "r.db",
         ],
     );
-    wait_until("the first cell", Duration::from_secs(20), || observations(&db) == 1);
+    wait_until("the first cell", Duration::from_secs(20), || {
+        observations_so_far(&db) == 1
+    });
     run.signal();
     let (code, _, _, err) = run.wait(Duration::from_secs(10));
     assert_eq!(code, 0, "{err}");
@@ -236,14 +261,14 @@ fn fake_second_signal_kills_children_removes_scratch_and_leaves_no_run_running()
     run.signal();
     let (code, waited, _, err) = run.wait(Duration::from_secs(10));
     assert_eq!(code, 130, "{err}");
-    assert!(waited < 4.0, "{waited}");
+    assert!(waited < FORCED_EXIT_WITHIN, "{waited}");
     wait_until("the child to die", Duration::from_secs(2), || !alive(child));
     assert!(!scratch.exists(), "scratch file left behind");
     assert_eq!(status(&db), "interrupted");
 }
 
 /// Run `args` (a command with a 30 s window and `--db r.db`), send one SIGINT 1.5 s into the
-/// window, and check the clean stop: within a second, the cut-short cell not stored and (for a
+/// window, and check the clean stop: within `common::STOP_WITHIN`, the cut-short cell not stored and (for a
 /// direct command, whose rows are the cells) not printed as `printed_as`. Returns stdout.
 fn stop_in_a_long_window(args: &[&str], printed_as: Option<&str>) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -312,7 +337,7 @@ fn net_stream_first_signal_keeps_the_finished_repetition() {
         ],
     );
     wait_until("the first repetition", Duration::from_secs(30), || {
-        observations(&db) == 1
+        observations_so_far(&db) == 1
     });
     std::thread::sleep(Duration::from_millis(300));
     run.signal();
@@ -401,7 +426,7 @@ fn sweep_second_signal_leaves_no_run_running() {
     run.signal();
     let (code, waited, _, err) = run.wait(Duration::from_secs(10));
     assert!(code == 130 || code == 0, "{code}: {err}");
-    assert!(waited < 4.0);
+    assert!(waited < FORCED_EXIT_WITHIN, "{waited}");
     assert_eq!(status(&db), "interrupted", "{err}");
 }
 

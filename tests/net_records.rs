@@ -149,7 +149,9 @@ fn hot_and_random_picks_and_pipelined_requests_verify() {
 #[test]
 fn netns_and_veth_runs_carry_the_records_and_the_namespace_counters() {
     if !nix::unistd::geteuid().is_root() {
-        return; // namespaces need root: tests/topology.rs covers the refusal
+        // tests/topology.rs covers the refusal.
+        common::skip("namespaces need root");
+        return;
     }
     for topology in ["netns", "veth"] {
         let records = run_json(&[
@@ -270,7 +272,8 @@ fn sigint_keeps_the_finished_cells_and_discards_the_one_in_flight() {
     let out = common::finish_within(child, Duration::from_secs(10));
     let took = asked.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // About a second unloaded; see common::STOP_WITHIN for the bound on a loaded machine.
+    assert!(took < common::STOP_WITHIN, "took {took:?}");
     let kept = common::stored_cells(&db);
     assert!((1..3).contains(&kept), "{kept} cells stored");
     assert_eq!(

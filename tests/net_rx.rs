@@ -212,7 +212,7 @@ fn a_receive_mode_the_server_refuses_is_reported_unavailable() {
 #[test]
 fn zerocopy_rx_maps_pages_in_a_private_namespace() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED zerocopy_rx_maps_pages_in_a_private_namespace: namespaces need root");
+        common::skip("namespaces need root");
         return;
     }
     let records = stream(&[

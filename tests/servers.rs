@@ -30,7 +30,8 @@ struct Served {
 }
 
 impl Served {
-    /// Start the server, or None (with the reason printed) when the model cannot run here.
+    /// Start the server, or None (the skip recorded with its reason, see `common::skip`) when
+    /// the model cannot run here.
     fn start(model: &str, extra: &[&str]) -> Option<Served> {
         let idle: &[&str] = if extra.contains(&"--idle-timeout") {
             &[]
@@ -56,7 +57,7 @@ impl Served {
             let out = child.wait_with_output().unwrap();
             let err = stderr(&out);
             if model == "uring" && err.contains("io_uring unavailable") {
-                eprintln!("skipping uring: {err}");
+                common::skip(&format!("the uring model cannot run here: {}", err.trim()));
                 return None;
             }
             panic!("server {model} did not start: {err}");
@@ -424,6 +425,26 @@ fn servers_run_reports_metrics_with_sources() {
     assert_eq!(records.len(), 8);
     for r in records {
         let get = |name: &str| metric(r, name).unwrap_or_else(|| panic!("no {name}"));
+        if get("requests")["value"].as_f64() == Some(0.0) {
+            // A loaded machine can keep every request of a 300 ms window from completing
+            // (seen at a load of 15 on two CPUs). That is an honest result: the rate is 0,
+            // the latencies unavailable with that reason, and no error. Recorded as a skip.
+            assert_eq!(get("requests_per_s")["value"].as_f64(), Some(0.0), "{r}");
+            assert_eq!(get("errors")["value"].as_f64(), Some(0.0), "{r}");
+            for name in ["latency_p50_us", "latency_p99_us"] {
+                assert!(get(name)["value"].is_null(), "{r}");
+                assert_eq!(
+                    get(name)["source"],
+                    "unavailable: no request completed inside the window",
+                    "{r}"
+                );
+            }
+            common::skip(&format!(
+                "{}: no request completed inside the window on this busy machine",
+                r["label"]
+            ));
+            continue;
+        }
         assert!(get("requests_per_s")["value"].as_f64().unwrap() > 0.0);
         assert_eq!(get("requests_per_s")["source"], "tool");
         assert_eq!(get("requests_per_s")["role"], "system");
@@ -493,16 +514,9 @@ fn starved_clients_show_in_the_tail_latency() {
 
 /// Found in review: when file descriptors ran out, every connection was made and then the
 /// epoll could not be, and the run showed a silent 0 req/s. Failed connections are now errors
-/// and the connections that were made are served.
-///
-/// Known flaky under CPU load, because of src/servers/loadgen.rs, not this test: the load
-/// generator and the server share the process's 64 fds, and the client thread connects all
-/// its clients in one burst while the server thread accepts. When the server thread is not
-/// scheduled during the burst, the clients take every fd, the server can accept none, and the
-/// run serves 0 req/s (exit 0). Reproduce with the server's CPU busy:
-/// `ulimit -n 64; nice -n 19 iopath servers --model epoll --request echo:64 --clients 100
-/// --server-cpus 1 --client-cpus 0 --duration 300ms --warmup 100ms --json` beside a busy loop
-/// on CPU 1.
+/// and the connections that were made are served. (This was flaky under CPU load until the
+/// load generator left the server its descriptors: only the clients that fit with their
+/// server side connect, whatever the scheduling, so every count below is deterministic.)
 #[test]
 fn running_out_of_file_descriptors_is_counted_not_silent() {
     let bin = bin();
@@ -519,6 +533,16 @@ fn running_out_of_file_descriptors_is_counted_not_silent() {
             .unwrap_or_else(|| panic!("no {name}"))
     };
     assert!(value("errors") > 0.0, "{records}");
+    // Every client is accounted for: connected, or a connect error.
+    let connected = value("clients_connected");
+    assert!(connected >= 1.0, "{records}");
+    assert_eq!(connected + value("connect_errors"), 100.0, "{records}");
+    assert!(
+        records[0]["observation"]["warnings"]
+            .to_string()
+            .contains(&format!("only {connected} of 100 clients could connect")),
+        "{records}"
+    );
     assert!(
         value("requests_per_s") > 0.0,
         "the connections that were made were not served: {records}"
@@ -655,7 +679,14 @@ fn every_model_accepts_a_connect_burst_beyond_one_batch() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let get = |name: &str| metric(&v[0], name).unwrap_or_else(|| panic!("no {name}"))["value"].as_f64();
         if get("requests_per_s").is_none() {
-            eprintln!("{model} did not run here: {}", v[0]["observation"]["warnings"]);
+            // Only a kernel without io_uring may leave a model out, and it says so; any other
+            // model without a rate is a failure (this test once passed with none run).
+            let why = v[0]["observation"].to_string();
+            assert!(
+                model == "uring" && why.contains("io_uring"),
+                "{model} has no rate: {why}"
+            );
+            common::skip(&format!("{model} did not run here: {why}"));
             continue;
         }
         assert_eq!(get("clients_connected"), Some(150.0), "{model}");
@@ -819,7 +850,16 @@ fn slow_and_idle_clients_cannot_hold_the_service() {
             "{model}: closed too early"
         );
         drop(slow);
+        let (code, err) = server.interrupt();
+        assert_eq!(code, 0, "{model}: {err}");
+        assert!(err.contains("1 too slow"), "{model}: {err}");
 
+        // A fresh server for the idle clients: the trickler's place is freed only after the
+        // server has closed its socket, so right after the close a newcomer could find both
+        // places taken (a refusal seen under load that said nothing about idle clients).
+        let server =
+            Served::start(model, &["--max-conns", "2", "--idle-timeout", "60s"]).expect("the model ran a moment ago");
+        let addr = server.addr;
         // Two idle clients take both slots (iterative: one, the other queues behind it).
         let mut a = connect(addr);
         echo(&mut a, b"a");
@@ -848,7 +888,6 @@ fn slow_and_idle_clients_cannot_hold_the_service() {
         drop((a, b));
         let (code, err) = server.interrupt();
         assert_eq!(code, 0, "{model}: {err}");
-        assert!(err.contains("1 too slow"), "{model}: {err}");
     }
 }
 
@@ -885,8 +924,11 @@ fn procs_query_gives_up_on_a_trickled_reply_at_its_deadline() {
     server.join().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    // The message says the deadline held; the time only tells a client that gave up from one
+    // that waited for the 20 s trickle, so it is bounded at half of that (a loaded machine
+    // can delay a process start and its exit by seconds).
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_secs(10),
         "the client waited {took:?} with --timeout 1s: {err}"
     );
     assert!(err.contains("timed out after 1 s"), "{err}");
@@ -930,6 +972,7 @@ fn servers_records_where_each_side_ran_and_warns_when_they_shared_a_cpu() {
 
     // Pinned apart (when there are two CPUs): each side where it was put, no such warning.
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        common::skip("one CPU: the two sides cannot be pinned apart");
         return;
     }
     let v = servers_json_via_shell("", &format!("{common} --server-cpus 1 --client-cpus 0"));

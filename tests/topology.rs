@@ -83,6 +83,8 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
     let mut topologies = vec!["loopback"];
     if is_root() {
         topologies.extend(["netns", "veth", "veth:mtu=4148", "veth:mtu=9000"]);
+    } else {
+        common::skip("not root: only loopback was checked (namespaces need root)");
     }
     let before = our_links();
     for t in topologies {
@@ -123,13 +125,17 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
 fn a_rate_limited_veth_delivers_about_its_rate() {
     let _serial = serial();
     if !is_root() {
+        common::skip("namespaces need root");
         return;
     }
     let before = our_links();
     let record = stream("veth:rate=100mbit");
     let gbps = value_of(&record, "system", "throughput_gbps").unwrap();
-    // tbf lets a 4 ms bucket through at once: within a 250 ms window that is under 2%.
-    assert!((0.03..=0.115).contains(&gbps), "100mbit link carried {gbps} Gbit/s");
+    // tbf lets a 4 ms bucket through at once: within a 250 ms window that is under 2%. The
+    // ceiling is the shaper's and holds whatever the load; the floor only needs to tell a
+    // 100mbit link from a broken or far slower one, and is a tenth of the rate because a
+    // loaded machine can keep the two ends off the CPU for much of a 250 ms window.
+    assert!((0.01..=0.115).contains(&gbps), "100mbit link carried {gbps} Gbit/s");
     assert_nothing_left("veth:rate", &before);
 }
 
@@ -137,6 +143,7 @@ fn a_rate_limited_veth_delivers_about_its_rate() {
 fn servers_and_micro_tcp_run_in_a_namespace() {
     let _serial = serial();
     if !is_root() {
+        common::skip("namespaces need root");
         return;
     }
     let before = our_links();
@@ -199,7 +206,9 @@ fn delay_and_loss_are_refused_without_netem() {
         .output()
         .unwrap();
     if String::from_utf8_lossy(&config.stdout).trim() != "0" {
-        return; // a kernel with netem, or one that does not publish its configuration
+        // Only a kernel that says it lacks netem can show the refusal.
+        common::skip("this kernel has netem or does not publish its configuration");
+        return;
     }
     let before = our_links();
     for t in ["veth:delay=1ms", "veth:loss=1%"] {
@@ -280,6 +289,7 @@ fn sigint_twice_and_sigkill_leave_nothing_behind() {
     let _serial = serial();
     use nix::sys::signal::Signal::{SIGINT, SIGKILL};
     if !is_root() {
+        common::skip("namespaces need root");
         return;
     }
     // One Ctrl-C: the run stops within about a second and exits 0 (docs/architecture.md).
@@ -428,6 +438,7 @@ fn a_psk_server_serves_the_right_key_and_refuses_others_in_one_line() {
 fn without_the_capabilities_a_namespace_topology_is_one_line_and_exit_2() {
     // Root with every capability dropped (setpriv from util-linux), where available.
     if !is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        common::skip("needs root and /usr/bin/setpriv to drop every capability");
         return;
     }
     for (cmd, t) in [("net", "netns"), ("servers", "veth"), ("micro", "veth:mtu=9000")] {

@@ -490,7 +490,9 @@ mod tests {
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
         assert!(err.to_string().contains("timed out after"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // A per-read timeout would never fire while the peer trickles (until `done`): any
+        // bound tells the two apart, so it is generous for a loaded machine.
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         drop(channel);
         writer.join().unwrap();
     }

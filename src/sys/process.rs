@@ -631,7 +631,9 @@ mod tests {
         let t = std::time::Instant::now();
         let err = child.wait(stop).unwrap_err();
         assert!(is_stopped(&err), "{err}");
-        assert!(t.elapsed() < Duration::from_secs(1));
+        // The child never exits on its own: any bound shows the stop ended the wait, so it is
+        // generous for a loaded machine.
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         assert!(gone(pid));
         stopper.join().unwrap();
     }

@@ -1,6 +1,7 @@
 //! What every integration test file needs: the binary, its output as text, results
-//! databases, signals and bounded waits for child processes, and metric look-ups in JSON
-//! records. Each test binary uses only some of these.
+//! databases, signals and bounded waits for child processes, metric look-ups in JSON
+//! records, the bound on how long a stop may take, and how a test says it skipped a check.
+//! Each test binary uses only some of these.
 #![allow(dead_code)]
 
 use assert_cmd::Command;
@@ -9,6 +10,43 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long a test lets a stop take (SIGINT, `Stop::request`, a server's SIGTERM) before it
+/// fails. The promise is "about a second": every workload polls its stop flag at least every
+/// 20 ms. But on a machine that other work keeps busy (CI runners, engineers building beside
+/// the tests) a process can wait hundreds of milliseconds just to be scheduled, and a stop
+/// wakes several threads, joins them and commits to SQLite: a 1 s bound failed there while the
+/// code was right. That the stop did not wait for the cell it cut short is shown by what the
+/// tests count as kept (cells stored, records printed), whatever the load; the time catches a
+/// stop that hangs or waits out a 30 s window or child.
+pub const STOP_WITHIN: Duration = Duration::from_secs(3);
+
+/// Say that a check did not run here and why; the test then returns (a whole test skipped)
+/// or goes on without that part. One line `SKIPPED <test>: <reason>` goes to stderr (shown
+/// with `--nocapture`) and, when `IOPATH_SKIP_LOG` names a file, is appended to it with one
+/// write (O_APPEND: lines from parallel tests and test binaries do not mix); `.ci/run` sets
+/// it, prints those lines and counts them into its closing line as "N skipped". Use it only
+/// where the machine lacks something (root, a kernel feature): never to excuse a figure that
+/// came out wrong.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    let line = format!("SKIPPED {test}: {}\n", reason.replace('\n', " "));
+    eprint!("{line}");
+    if let Some(log) = std::env::var_os("IOPATH_SKIP_LOG") {
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = appended {
+            panic!(
+                "cannot record the skip in {}: {e}",
+                std::path::Path::new(&log).display()
+            );
+        }
+    }
+}
 
 /// `iopath` as built for the tests, for assert_cmd's run-to-completion style.
 pub fn iopath() -> Command {
@@ -256,8 +294,8 @@ pub fn threads_named(prefix: &str) -> Vec<String> {
 }
 
 /// Run `run` in-process on its own thread, request `stop` after `after`, and check it comes back
-/// as `Interrupted` (not a cut-short observation) within a second, with no thread whose name
-/// starts with one of `thread_prefixes` left behind.
+/// as `Interrupted` (not a cut-short observation) within `STOP_WITHIN`, with no thread whose
+/// name starts with one of `thread_prefixes` left behind.
 #[allow(dead_code)]
 pub fn assert_stops_as_interrupted(
     run: impl FnOnce() -> anyhow::Result<iopath::observation::Observation> + Send + 'static,
@@ -276,7 +314,7 @@ pub fn assert_stops_as_interrupted(
     assert!(run.is_finished(), "the run did not stop within 5 s");
     let err = run.join().unwrap().expect_err("a stopped run is not an observation");
     assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
-    assert!(took < Duration::from_secs(1), "stopping took {took:?}");
+    assert!(took < STOP_WITHIN, "stopping took {took:?}");
     let left: Vec<String> = thread_prefixes.iter().flat_map(|p| threads_named(p)).collect();
     assert!(left.is_empty(), "threads left behind: {left:?}");
 }

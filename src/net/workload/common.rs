@@ -286,7 +286,8 @@ mod tests {
         let failed = AtomicBool::new(true);
         let start = std::time::Instant::now();
         assert!(!stop.sleep_watching(Duration::from_secs(5), &failed));
-        assert!(start.elapsed() < Duration::from_secs(1));
+        // Well under the 5 s it would sleep, with room for a loaded machine's wake-up delay.
+        assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
         assert!(stop.sleep_watching(Duration::from_millis(1), &AtomicBool::new(false)));
     }
 
