@@ -1,4 +1,4 @@
-//! Stopping a microbenchmark: a stop request ends a long case within a second with
+//! Stopping a microbenchmark: a stop request ends a long case within seconds with
 //! `Interrupted` and leaves no process behind; a forced exit (second signal) kills the children
 //! that are alive and removes the scratch directories that exist.
 
@@ -44,7 +44,10 @@ fn assert_interrupted(result: &anyhow::Result<crate::observation::Observation>, 
         Ok(_) => panic!("{what}: finished instead of stopping"),
         Err(e) => assert!(e.is::<Interrupted>(), "{what}: not Interrupted but {e:#}"),
     }
-    assert!(took < Duration::from_secs(1), "{what}: took {took:?} to stop");
+    // The loops look at the stop every few milliseconds; the bound is generous because on a
+    // loaded 2-CPU machine the stopped thread can wait more than a second for a CPU (1 s failed
+    // there at load 13). The same 3 s bound as the integration tests' STOP_WITHIN.
+    assert!(took < Duration::from_secs(3), "{what}: took {took:?} to stop");
 }
 
 /// Whether process `pid` is gone: no such process, or a zombie nobody reaped yet (a grandchild
