@@ -129,9 +129,11 @@ impl Default for Session {
 
 /// A non-blocking socket with its session, for readiness-based models.
 pub struct Conn {
+    // Fields drop in order: the place under --max-conns is given back before the socket
+    // closes, so a client that reconnects the moment it sees the close is not told "full".
+    _slot: Slot,
     pub stream: TcpStream,
     pub session: Session,
-    _slot: Slot,
 }
 
 /// Whether a connection stays after being pumped.
@@ -145,9 +147,9 @@ impl Conn {
     pub fn new(stream: TcpStream, slot: Slot) -> io::Result<Conn> {
         stream.set_nonblocking(true)?;
         Ok(Conn {
+            _slot: slot,
             stream,
             session: Session::new(),
-            _slot: slot,
         })
     }
 
@@ -214,6 +216,7 @@ impl Conn {
 /// wait for this thread (iterative), which shortens the idle timeout as a full server does.
 pub fn serve_blocking(
     stream: TcpStream,
+    slot: Slot,
     ctx: &ServerCtx,
     window: &mut ThreadWindow<'_>,
     scratch: &mut [u8],
@@ -224,6 +227,9 @@ pub fn serve_blocking(
         return;
     }
     let mut stream = stream;
+    // Declared after the stream, so dropped before it: the place under --max-conns is given
+    // back before the socket closes (a client reconnecting at once is not told "full").
+    let _slot = slot;
     let mut session = Session::new();
     loop {
         window.tick();

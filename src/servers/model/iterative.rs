@@ -18,10 +18,10 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
             window.tick();
             match accept_within(&listener, TICK) {
                 Ok(Some(stream)) => {
-                    if let Some((stream, _slot)) = ctx.admit(stream) {
+                    if let Some((stream, slot)) = ctx.admit(stream) {
                         // Clients queued behind this one: it may not idle away their turn.
                         let waiting = || matches!(listener_ready(&listener), Ok(true));
-                        serve_blocking(stream, &ctx, &mut window, &mut scratch, &waiting);
+                        serve_blocking(stream, slot, &ctx, &mut window, &mut scratch, &waiting);
                     }
                 }
                 Ok(None) => {}

@@ -28,11 +28,10 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
                         .name("srv-conn".into())
                         .stack_size(256 << 10)
                         .spawn(move || {
-                            let _slot = slot;
                             worker_ctx.pin_thread();
                             let mut window = worker_ctx.thread_window();
                             let mut scratch = vec![0u8; READ_CHUNK];
-                            serve_blocking(stream, &worker_ctx, &mut window, &mut scratch, &|| false);
+                            serve_blocking(stream, slot, &worker_ctx, &mut window, &mut scratch, &|| false);
                         });
                     // No thread (out of memory or task limit): the connection is dropped,
                     // which the client sees as a closed connection.

@@ -22,10 +22,11 @@ const RECV_BUFFER: usize = 16 << 10;
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 struct UConn {
+    // First, so dropped first: the place under --max-conns is free before the socket closes.
+    _slot: Slot,
     stream: TcpStream,
     session: Session,
     shut: bool,
-    _slot: Slot,
 }
 
 fn token(id: u64, op: u64) -> u64 {
