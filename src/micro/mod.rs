@@ -95,7 +95,7 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
         Bench::Proc => {
             for v in &chosen {
                 let mut o = vec![("variant", v.to_string())];
-                if *v != "fork_exit" {
+                if !v.starts_with("fork_exit") {
                     o.push((
                         "program",
                         s.program.clone().unwrap_or_else(|| proc::DEFAULT_PROGRAM.into()),
