@@ -85,7 +85,8 @@ pub struct RunArgs {
     /// memlat: ask for transparent huge pages (MADV_HUGEPAGE).
     #[arg(long)]
     pub hugepages: bool,
-    /// membw: buffer size (default 4x the last-level cache, at least 64MiB).
+    /// membw: buffer size of read, write and copy (default 4x the last-level cache, at least
+    /// 64MiB); write_cached and copy_cached always use a quarter of the L2.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
     /// fs and pagefault major: directory for the test files (default the temp dir; removed afterwards).
