@@ -479,7 +479,18 @@ fn memlat_levels(records: &[Record]) -> String {
     if micro::levels::median_per_size(&points).len() < 2 {
         return String::new();
     }
-    let hierarchy = micro::levels::read_levels(&points, &crate::sys::cache::cpu0_caches());
+    // The spread of each working set (CV of its samples): noisy ones are unresolved.
+    let cvs: Vec<(u64, f64)> = records
+        .iter()
+        .filter(|r| is_bench(r, Bench::Memlat, None))
+        .filter_map(|r| {
+            let mean = r.observation.value("latency_ns_mean", Role::System)?;
+            let sd = r.observation.value("latency_ns_stddev", Role::System)?;
+            let size = size_of(r, "size_bytes")?;
+            (mean > 0.0).then_some((size, sd / mean))
+        })
+        .collect();
+    let hierarchy = micro::levels::read_levels_spread(&points, &cvs, &crate::sys::cache::cpu0_caches());
     let mut out = format!("\n{}:\n", micro::levels::HEADING);
     for line in hierarchy.lines() {
         out.push_str(&format!("  {line}\n"));
