@@ -58,7 +58,9 @@ impl Bench {
             Bench::Call => "procedure call with 0..7 arguments",
             Bench::Syscall => "getppid (raw syscall), getcwd, 1-byte read of /dev/zero",
             Bench::Proc => "fork+exit+wait (from iopath and from a minimal helper), fork+exec+wait, posix_spawn+wait",
-            Bench::Thread => "thread create+join (Rust std::thread and bare pthread_create), time until a new thread runs",
+            Bench::Thread => {
+                "thread create+join (Rust std::thread and bare pthread_create), time until a new thread runs"
+            }
             Bench::Ctxswitch => "process pipe ping-pong and thread futex ping-pong, pinned and unpinned",
             Bench::Memlat => "pointer-chase latency over working sets, cache levels detected",
             Bench::Membw => "memory read, write and copy bandwidth: whole buffers >= 4x the LLC, and cache-resident",

@@ -5,10 +5,10 @@
 use crate::case::MicroCase;
 use crate::measure::clock::{Clock, ClockKind};
 use crate::measure::stats::{self, summarize};
-use crate::observation::{Metric, Observation, Role, Source, WarningKind};
-use crate::stop::{Interrupted, Stop};
 use crate::measure::system::{CpuPressure, RunQueue, CONTENDED_PCT};
 use crate::measure::window::Probe;
+use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::stop::{Interrupted, Stop};
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -228,7 +228,10 @@ fn push_busy(obs: &mut Observation, name: &str) {
     let steal_pct = log.first.and_then(|(before, at)| {
         let (b, cpus) = before?;
         let (a, _) = steal_ticks()?;
-        let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|t| *t > 0)?;
+        let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|t| *t > 0)?;
         let cpu_s = at.elapsed().as_secs_f64() * cpus as f64;
         (cpu_s > 0.0).then(|| a.saturating_sub(b) as f64 / tick as f64 / cpu_s * 100.0)
     });
@@ -243,20 +246,37 @@ fn push_busy(obs: &mut Observation, name: &str) {
         log.max_wait_pct,
         "cannot read /proc/self/task/<tid>/schedstat",
     ));
-    let psi_why = log.pressure_missing.clone().unwrap_or_else(|| "cannot read /proc/pressure/cpu".into());
-    obs.push(pct("busy_cpu_pressure_max_pct", log.max_pressure_pct, psi_why.trim_start_matches("unavailable: ")));
-    obs.push(pct("busy_steal_pct", steal_pct, "cannot read steal time from /proc/stat"));
+    let psi_why = log
+        .pressure_missing
+        .clone()
+        .unwrap_or_else(|| "cannot read /proc/pressure/cpu".into());
+    obs.push(pct(
+        "busy_cpu_pressure_max_pct",
+        log.max_pressure_pct,
+        psi_why.trim_start_matches("unavailable: "),
+    ));
+    obs.push(pct(
+        "busy_steal_pct",
+        steal_pct,
+        "cannot read steal time from /proc/stat",
+    ));
     let stolen = steal_pct.is_some_and(|s| s > BUSY_STEAL_PCT);
     if log.busy > 0 || stolen {
         let mut seen = Vec::new();
         if let Some(w) = log.max_wait_pct.filter(|w| *w > CONTENDED_PCT) {
-            seen.push(format!("this process waited up to {w:.0}% of a sample for a CPU (schedstat)"));
+            seen.push(format!(
+                "this process waited up to {w:.0}% of a sample for a CPU (schedstat)"
+            ));
         }
         if let Some(p) = log.max_pressure_pct.filter(|p| *p > BUSY_PRESSURE_PCT) {
-            seen.push(format!("some task waited for a CPU up to {p:.0}% of a sample (/proc/pressure/cpu)"));
+            seen.push(format!(
+                "some task waited for a CPU up to {p:.0}% of a sample (/proc/pressure/cpu)"
+            ));
         }
         if let Some(s) = steal_pct.filter(|s| *s > BUSY_STEAL_PCT) {
-            seen.push(format!("the hypervisor took {s:.0}% of the CPU time (steal, /proc/stat)"));
+            seen.push(format!(
+                "the hypervisor took {s:.0}% of the CPU time (steal, /proc/stat)"
+            ));
         }
         obs.warn(
             WarningKind::Contended,

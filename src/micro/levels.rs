@@ -746,7 +746,10 @@ mod tests {
         let plain = read_levels(&curve, &caches);
         assert_eq!(names(&plain), ["L1", "L2", "L3", "DRAM"], "{plain:?}");
         assert!(
-            plain.notes.iter().any(|n| n.starts_with("unresolved: 4MiB..6MiB: a plateau of 2 point(s)")),
+            plain
+                .notes
+                .iter()
+                .any(|n| n.starts_with("unresolved: 4MiB..6MiB: a plateau of 2 point(s)")),
             "{:?}",
             plain.notes
         );
@@ -764,7 +767,9 @@ mod tests {
         assert!(!spread.lines().iter().any(|l| l.starts_with("L4")));
         let unresolved: Vec<&String> = spread.notes.iter().filter(|n| n.starts_with("unresolved")).collect();
         assert_eq!(unresolved.len(), 1, "{unresolved:?}");
-        assert!(unresolved[0].starts_with("unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%"));
+        assert!(
+            unresolved[0].starts_with("unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%")
+        );
         // A level with low spread is unaffected by the spread being known.
         let quiet: Vec<(u64, f64)> = curve.iter().map(|p| (p.0, 0.02)).collect();
         assert_eq!(detect_levels_spread(&curve, &quiet), detect_levels(&curve));

@@ -83,11 +83,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         anyhow::bail!("membw: unknown variant '{variant}' (accepted: {})", VARIANTS.join(", "));
     }
     let cached = variant.ends_with("_cached");
-    let size = harness::opt_u64(
-        case,
-        "size_bytes",
-        if cached { cached_size() } else { default_size() },
-    )?;
+    let size = harness::opt_u64(case, "size_bytes", if cached { cached_size() } else { default_size() })?;
     if size < 4096 {
         anyhow::bail!("membw: size must be at least 4 KiB, got {size}");
     }

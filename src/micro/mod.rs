@@ -132,7 +132,11 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
             // --size sets the whole buffers; the cache-resident variants keep theirs.
             let size = s.membw_size.unwrap_or_else(membw::default_size);
             out.extend(chosen.iter().map(|v| {
-                let size = if v.ends_with("_cached") { membw::cached_size() } else { size };
+                let size = if v.ends_with("_cached") {
+                    membw::cached_size()
+                } else {
+                    size
+                };
                 case(vec![("variant", v.to_string()), ("size_bytes", size.to_string())])
             }));
         }

@@ -196,8 +196,12 @@ pub fn parse_floor(text: &str) -> Result<Floor, String> {
 /// the exit code (2 on bad arguments).
 pub fn helper_main(args: &[String]) -> i32 {
     let (Some(samples), Some(sample_ns)) = (
-        args.first().and_then(|a| a.parse::<usize>().ok()).filter(|n| (1..=1000).contains(n)),
-        args.get(1).and_then(|a| a.parse::<f64>().ok()).filter(|n| *n > 0.0 && *n <= 1e9),
+        args.first()
+            .and_then(|a| a.parse::<usize>().ok())
+            .filter(|n| (1..=1000).contains(n)),
+        args.get(1)
+            .and_then(|a| a.parse::<f64>().ok())
+            .filter(|n| *n > 0.0 && *n <= 1e9),
     ) else {
         eprintln!("error: {HELPER_ARG} takes <samples 1..1000> <sample_ns up to 1e9>");
         return 2;
@@ -305,10 +309,9 @@ mod tests {
         };
         assert_eq!(parse_status(status), Some(size));
         assert_eq!(parse_status("Name: x\n"), None);
-        let f = parse_floor(
-            "rss_bytes 1572864\nrss_anon_bytes 524288\nthreads 1\nsample_ns 150000\nsample_ns 160000\n",
-        )
-        .unwrap();
+        let f =
+            parse_floor("rss_bytes 1572864\nrss_anon_bytes 524288\nthreads 1\nsample_ns 150000\nsample_ns 160000\n")
+                .unwrap();
         assert_eq!(f.size, size);
         assert_eq!(f.samples_ns, vec![150000.0, 160000.0]);
         assert!(parse_floor("rss_bytes 1\nrss_anon_bytes 1\nthreads 1\n").is_err());
