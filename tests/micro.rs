@@ -203,6 +203,38 @@ fn fork_figures_carry_the_parent_size_and_the_floor_comes_from_a_smaller_parent(
     );
 }
 
+/// The terminal says with each fork figure which process forked and its size, and with each
+/// bandwidth figure how one call copied.
+#[test]
+fn the_table_says_who_forked_and_how_memory_was_copied() {
+    let out = iopath()
+        .args(["micro", "proc", "--variant", "fork_exit_minimal", "--quick"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(
+            "proc variant=fork_exit_minimal: forked from a minimal helper (the iopath binary, freshly exec'd): "
+        ) && text.contains("anonymous), 1 thread(s)"),
+        "{text}"
+    );
+    let out = iopath()
+        .args(["micro", "membw", "--variant", "copy", "--size", "8M", "--quick"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("membw size=8MiB variant=copy: one memcpy call of 8MiB per pass (whole buffer"),
+        "{text}"
+    );
+}
+
 /// The helper refuses arguments it does not understand with one line and exit 2.
 #[test]
 fn fork_helper_refuses_bad_arguments() {

@@ -419,6 +419,9 @@ pub fn render(records: &[Record]) -> String {
                 p.cpu_at_end.map_or("?".into(), |c| c.to_string()),
             ));
         }
+        if let Some(line) = how_measured(r) {
+            notes.push(format!("{}: {line}", r.label));
+        }
         for w in &obs.warnings {
             notes.push(format!("{}: {w}", r.label));
         }
@@ -449,6 +452,53 @@ pub fn render(records: &[Record]) -> String {
         }
     }
     out
+}
+
+/// What a figure depends on that its label does not say: the size of the process that forked
+/// (proc) and how much one C-library call handled (membw).
+fn how_measured(r: &Record) -> Option<String> {
+    let Case::Micro(c) = &r.case else {
+        return None;
+    };
+    let v = |name: &str| r.observation.value(name, Role::System);
+    let variant = c.option("variant").unwrap_or("");
+    match c.bench {
+        Bench::Proc => {
+            let who = if variant == "fork_exit_minimal" {
+                "a minimal helper (the iopath binary, freshly exec'd)"
+            } else {
+                "iopath"
+            };
+            Some(format!(
+                "forked from {who}: {} resident ({} anonymous), {} thread(s)",
+                format_bytes(v("parent_rss_bytes")? as u64),
+                format_bytes(v("parent_rss_anon_bytes")? as u64),
+                v("parent_threads")?
+            ))
+        }
+        Bench::Membw if variant != "read" => {
+            let call = if variant.starts_with("copy") {
+                "memcpy"
+            } else {
+                "memset"
+            };
+            let what = if variant.ends_with("_cached") {
+                "cache-resident"
+            } else {
+                "whole buffer: the peak a large copy reaches"
+            };
+            Some(format!(
+                "one {call} call of {} per pass ({what})",
+                format_bytes(v("call_bytes")? as u64)
+            ))
+        }
+        Bench::Thread => match variant {
+            "create_join" => Some("Rust std::thread::spawn + join".into()),
+            "pthread_create_join" => Some("bare pthread_create + pthread_join".into()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn size_of(r: &Record, option: &str) -> Option<u64> {
