@@ -533,11 +533,12 @@ fn memlat_levels(records: &[Record]) -> String {
     let cvs: Vec<(u64, f64)> = records
         .iter()
         .filter(|r| is_bench(r, Bench::Memlat, None))
-        .filter_map(|r| {
-            let mean = r.observation.value("latency_ns_mean", Role::System)?;
-            let sd = r.observation.value("latency_ns_stddev", Role::System)?;
-            let size = size_of(r, "size_bytes")?;
-            (mean > 0.0).then_some((size, sd / mean))
+        .flat_map(|r| {
+            let v = |name: &str| r.observation.value(name, Role::System);
+            match (size_of(r, "size_bytes"), v("latency_ns_mean"), v("latency_ns_stddev")) {
+                (Some(size), Some(mean), Some(sd)) => micro::levels::cvs_of(size, &[mean], &[sd]),
+                _ => Vec::new(),
+            }
         })
         .collect();
     let hierarchy = micro::levels::read_levels_spread(&points, &cvs, &crate::sys::cache::cpu0_caches());

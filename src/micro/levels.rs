@@ -47,18 +47,16 @@ pub const MIN_EXTRA_LEVEL_POINTS: usize = 3;
 /// 1.5x of the plateau's lowest latency. Plateaus need at least two points, except the last
 /// one. Consecutive plateaus at DRAM latency (TLB reach effects) merge into one DRAM level.
 pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
-    detect_levels_spread(points, &[])
+    detect_levels_spread(points)
 }
 
-/// [`detect_levels`] with the spread of each working set, as (bytes, CV) pairs: points whose
-/// CV is above [`NOISY_CV`] are left out (they are "unresolved", see [`unresolved`]), and a
-/// plateau needs [`MIN_LEVEL_POINTS`] points unless it ends the curve.
-pub fn detect_levels_spread(points: &[(u64, f64)], cvs: &[(u64, f64)]) -> Vec<Level> {
+/// The plateaus of the curve (see [`detect_levels`]); a plateau needs [`MIN_LEVEL_POINTS`]
+/// points unless it ends the curve.
+fn detect_levels_spread(points: &[(u64, f64)]) -> Vec<Level> {
     let mut pts: Vec<(u64, f64)> = points
         .iter()
         .copied()
         .filter(|(s, ns)| *s > 0 && ns.is_finite() && *ns > 0.0)
-        .filter(|(s, _)| !is_noisy(*s, cvs))
         .collect();
     pts.sort_by_key(|p| p.0);
     let far = |a: f64, b: f64| a.max(b) / a.min(b) > TRANSITION_STEP;
@@ -287,8 +285,22 @@ pub fn unresolved(points: &[(u64, f64)], cvs: &[(u64, f64)]) -> Vec<String> {
     out
 }
 
-/// [`read_levels`] with the spread (CV) of each working set: noisy points are left out of the
-/// levels and named in "unresolved" notes.
+/// The (bytes, CV) pairs of one working set from its repetitions' `latency_ns_mean` and
+/// `latency_ns_stddev` values (in repetition order), for [`read_levels_spread`].
+pub fn cvs_of(size: u64, means: &[f64], stddevs: &[f64]) -> Vec<(u64, f64)> {
+    means
+        .iter()
+        .zip(stddevs)
+        .filter(|(m, s)| **m > 0.0 && m.is_finite() && s.is_finite())
+        .map(|(m, s)| (size, s / m))
+        .collect()
+}
+
+/// [`read_levels`] with the spread (CV) of each working set, as (bytes, CV) pairs (several per
+/// working set: the largest counts). Stretches of noisy working sets (CV above [`NOISY_CV`])
+/// are named in "unresolved" notes, and a plateau past the kernel's caches that is mostly
+/// noisy is not a level. Plateaus that match a cache the kernel reports keep their rows (their
+/// name comes from the kernel), so a noisy L1 never renumbers the levels above it.
 pub fn read_levels_spread(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
     let mut out = read_levels_inner(points, cvs, caches);
     out.notes.extend(unresolved(points, cvs));
@@ -302,7 +314,7 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
         return out;
     };
     let (sweep_min, sweep_max) = (first.0, last.0);
-    let detected = detect_levels_spread(&curve, cvs);
+    let detected = detect_levels_spread(&curve);
     let kernel = data_caches(caches);
     let Some(llc) = kernel.last().copied() else {
         for l in detected {
@@ -348,6 +360,23 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
         number += 1;
         let name = format!("L{number}");
         let Some(c) = kernel.iter().find(|c| c.level == number) else {
+            let in_plateau: Vec<u64> = curve
+                .iter()
+                .map(|p| p.0)
+                .filter(|s| (l.min_bytes..=l.max_bytes).contains(s))
+                .collect();
+            let noisy = in_plateau.iter().filter(|s| is_noisy(**s, cvs)).count();
+            if noisy * 2 > in_plateau.len() {
+                number -= 1;
+                out.notes.push(format!(
+                    "unresolved: {}..{}: a plateau past the caches the kernel reports (up to L{}) whose points mostly vary by more than {:.0}% (CV) is not a level",
+                    format_bytes(l.min_bytes),
+                    format_bytes(l.max_bytes),
+                    llc.level,
+                    NOISY_CV * 100.0
+                ));
+                continue;
+            }
             if l.points < MIN_EXTRA_LEVEL_POINTS {
                 number -= 1;
                 out.notes.push(format!(
@@ -753,7 +782,7 @@ mod tests {
             "{:?}",
             plain.notes
         );
-        // With it, the two points are set aside and named with their spread.
+        // With it, the two points are named with their spread.
         let cvs: Vec<(u64, f64)> = curve
             .iter()
             .map(|p| match p.0 {
@@ -765,14 +794,42 @@ mod tests {
         let spread = read_levels_spread(&curve, &cvs, &caches);
         assert_eq!(names(&spread), ["L1", "L2", "L3", "DRAM"], "{spread:?}");
         assert!(!spread.lines().iter().any(|l| l.starts_with("L4")));
-        let unresolved: Vec<&String> = spread.notes.iter().filter(|n| n.starts_with("unresolved")).collect();
-        assert_eq!(unresolved.len(), 1, "{unresolved:?}");
         assert!(
-            unresolved[0].starts_with("unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%")
+            spread.notes.iter().any(
+                |n| n.starts_with("unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%")
+            ),
+            "{:?}",
+            spread.notes
         );
-        // A level with low spread is unaffected by the spread being known.
-        let quiet: Vec<(u64, f64)> = curve.iter().map(|p| (p.0, 0.02)).collect();
-        assert_eq!(detect_levels_spread(&curve, &quiet), detect_levels(&curve));
+        // Three noisy points past the L3 are not a level either; three quiet ones are.
+        let mut long = curve.to_vec();
+        long.push((5 * M, 27.2));
+        let noisy: Vec<(u64, f64)> = long
+            .iter()
+            .map(|p| (p.0, if (4 * M..=6 * M).contains(&p.0) { 0.5 } else { 0.02 }))
+            .collect();
+        let h = read_levels_spread(&long, &noisy, &caches);
+        assert_eq!(names(&h), ["L1", "L2", "L3", "DRAM"], "{h:?}");
+        assert!(h
+            .notes
+            .iter()
+            .any(|n| n.starts_with("unresolved: 4MiB..6MiB: a plateau past the caches")));
+        let quiet: Vec<(u64, f64)> = long.iter().map(|p| (p.0, 0.02)).collect();
+        let h = read_levels_spread(&long, &quiet, &caches);
+        assert_eq!(names(&h), ["L1", "L2", "L3", "L4", "DRAM"], "{h:?}");
+        assert!(!h.notes.iter().any(|n| n.starts_with("unresolved")));
+        // A noisy stretch inside a kernel cache keeps the level's name and row, with a note.
+        let noisy_l1: Vec<(u64, f64)> = curve
+            .iter()
+            .map(|p| (p.0, if p.0 <= 4 * K { 0.3 } else { 0.02 }))
+            .collect();
+        let h = read_levels_spread(&curve, &noisy_l1, &caches);
+        assert_eq!(names(&h), names(&plain));
+        assert!(
+            h.notes.iter().any(|n| n.starts_with("unresolved: 1KiB..4KiB")),
+            "{:?}",
+            h.notes
+        );
     }
 
     fn names(h: &Hierarchy) -> Vec<&str> {
