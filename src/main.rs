@@ -65,6 +65,18 @@ fn subcommands_at_error() -> Vec<String> {
 }
 
 fn main() -> ExitCode {
+    // The minimal fork helper of `micro proc --variant fork_exit_minimal`: before anything else,
+    // so the process stays as small as a freshly exec'd program.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == iopath::micro::proc::HELPER_ARG)
+    {
+        let args: Vec<String> = std::env::args_os()
+            .skip(2)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return ExitCode::from(iopath::micro::proc::helper_main(&args) as u8);
+    }
     // `iopath` alone on a terminal opens the launcher; anywhere else it prints the help (exit 2).
     if std::env::args_os().len() == 1 && cli::launcher::available() {
         return exit_code(cli::launcher::run());

@@ -169,7 +169,80 @@ fn syscall() {
 #[test]
 fn proc() {
     let r = records(&["proc"]);
+    assert_eq!(r.len(), 4);
     check_figure(&r, "time_per_process_us", "us", 1e6);
+}
+
+/// Issue 24: fork cost grows with the parent, and iopath is not a minimal process. Every fork
+/// figure says the size of the process that forked; fork_exit_minimal forks from a freshly
+/// exec'd single-threaded helper with less anonymous memory than iopath has while it runs.
+#[test]
+fn fork_figures_carry_the_parent_size_and_the_floor_comes_from_a_smaller_parent() {
+    let r = records(&["proc", "--variant", "fork_exit,fork_exit_minimal"]);
+    assert_eq!(r.len(), 2);
+    check_figure(&r, "time_per_process_us", "us", 1e6);
+    let value = |rec: &Value, name: &str| -> f64 {
+        let m = metric(rec, name).unwrap_or_else(|| panic!("no {name}"));
+        assert_eq!(m["source"], "kernel", "{name}");
+        m["value"].as_f64().unwrap_or_else(|| panic!("{name} has no value"))
+    };
+    let (full, minimal) = (&r[0], &r[1]);
+    assert_eq!(minimal["label"], "proc variant=fork_exit_minimal");
+    assert!(metric(minimal, "time_per_process_us").unwrap()["value"]
+        .as_f64()
+        .is_some());
+    assert_eq!(value(minimal, "parent_threads"), 1.0, "the helper has one thread");
+    assert!(value(full, "parent_threads") >= 1.0);
+    for rec in [full, minimal] {
+        assert!(value(rec, "parent_rss_bytes") >= value(rec, "parent_rss_anon_bytes"));
+        assert!(value(rec, "parent_rss_anon_bytes") > 0.0);
+    }
+    assert!(
+        value(minimal, "parent_rss_anon_bytes") < value(full, "parent_rss_anon_bytes"),
+        "the helper has less anonymous memory than iopath running the benchmark"
+    );
+}
+
+/// The terminal says with each fork figure which process forked and its size, and with each
+/// bandwidth figure how one call copied.
+#[test]
+fn the_table_says_who_forked_and_how_memory_was_copied() {
+    let out = iopath()
+        .args(["micro", "proc", "--variant", "fork_exit_minimal", "--quick"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(
+            "proc variant=fork_exit_minimal: forked from a minimal helper (the iopath binary, freshly exec'd): "
+        ) && text.contains("anonymous), 1 thread(s)"),
+        "{text}"
+    );
+    let out = iopath()
+        .args(["micro", "membw", "--variant", "copy", "--size", "8M", "--quick"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("membw size=8MiB variant=copy: one memcpy call of 8MiB per pass (whole buffer"),
+        "{text}"
+    );
+}
+
+/// The helper refuses arguments it does not understand with one line and exit 2.
+#[test]
+fn fork_helper_refuses_bad_arguments() {
+    iopath()
+        .args(["__fork-floor", "many"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("__fork-floor takes <samples 1..1000>"));
 }
 
 /// Whether process `pid` is gone: no such process, or a zombie waiting for its new parent.
@@ -239,6 +312,9 @@ fn thread() {
         "us",
         1e6,
     );
+    let bare = records(&["thread", "--variant", "pthread_create_join"]);
+    assert_eq!(bare[0]["label"], "thread variant=pthread_create_join");
+    check_figure(&bare, "time_per_thread_us", "us", 1e6);
     check_figure(
         &records(&["thread", "--variant", "start_latency"]),
         "thread_start_latency_us",
@@ -317,8 +393,41 @@ fn memlat_levels_are_read_against_sysfs_and_the_report_says_the_same() {
 #[test]
 fn membw() {
     let r = records(&["membw", "--size", "16M"]);
-    assert_eq!(r.len(), 3);
+    assert_eq!(r.len(), 5);
     check_figure(&r, "bandwidth_gib_s", "GiB/s", 10_000.0);
+    // Each figure says how it was copied: write and copy in one call of the whole buffer,
+    // the cache-resident variants in one call of their (small) buffer.
+    let call = |i: usize| metric(&r[i], "call_bytes").and_then(|m| m["value"].as_f64());
+    let size = |i: usize| {
+        r[i]["case"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o[0] == "size_bytes")
+            .unwrap()[1]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(r[0]["label"], "membw size=16MiB variant=read");
+    assert_eq!(call(0), None, "read is our own loop, no library call");
+    for (i, rec) in r.iter().enumerate().skip(1) {
+        assert_eq!(call(i), Some(size(i)), "{}", rec["label"]);
+    }
+    assert!(
+        size(3) < size(1) && size(4) <= (1 << 20) as f64,
+        "cache-resident buffers are small"
+    );
+    // Every watched figure says what its samples saw of the machine.
+    for rec in &r {
+        assert!(
+            metric(rec, "busy_samples").is_some(),
+            "{}: no busy_samples",
+            rec["label"]
+        );
+        assert!(metric(rec, "busy_runqueue_wait_max_pct").is_some());
+    }
     // A buffer below 4x the LLC says so.
     assert!(
         r[0]["observation"]["warnings"]

@@ -57,11 +57,13 @@ impl Bench {
             Bench::Timer => "clock read cost and resolution, loop overhead, TSC frequency check",
             Bench::Call => "procedure call with 0..7 arguments",
             Bench::Syscall => "getppid (raw syscall), getcwd, 1-byte read of /dev/zero",
-            Bench::Proc => "fork+exit+wait, fork+exec+wait, posix_spawn+wait",
-            Bench::Thread => "thread create+join, time until a new thread runs",
+            Bench::Proc => "fork+exit+wait (from iopath and from a minimal helper), fork+exec+wait, posix_spawn+wait",
+            Bench::Thread => {
+                "thread create+join (Rust std::thread and bare pthread_create), time until a new thread runs"
+            }
             Bench::Ctxswitch => "process pipe ping-pong and thread futex ping-pong, pinned and unpinned",
             Bench::Memlat => "pointer-chase latency over working sets, cache levels detected",
-            Bench::Membw => "memory read, write and copy bandwidth over buffers >= 4x the LLC",
+            Bench::Membw => "memory read, write and copy bandwidth: whole buffers >= 4x the LLC, and cache-resident",
             Bench::Pagefault => "minor (anonymous) and major (evicted file) page faults",
             Bench::Tcp => "loopback TCP round trip, bandwidth, connect, teardown",
             Bench::Fs => "O_DIRECT 4 KiB sequential/random reads, file cache size, read contention",
@@ -72,10 +74,10 @@ impl Bench {
     pub const fn variants(self) -> &'static [&'static str] {
         match self {
             Bench::Syscall => &["getppid", "getcwd", "read_dev_zero"],
-            Bench::Proc => &["fork_exit", "fork_exec", "posix_spawn"],
-            Bench::Thread => &["create_join", "start_latency"],
+            Bench::Proc => &["fork_exit", "fork_exit_minimal", "fork_exec", "posix_spawn"],
+            Bench::Thread => &["create_join", "pthread_create_join", "start_latency"],
             Bench::Ctxswitch => &["pipe_procs", "futex_threads"],
-            Bench::Membw => &["read", "write", "copy"],
+            Bench::Membw => &["read", "write", "copy", "write_cached", "copy_cached"],
             Bench::Pagefault => &["minor", "major"],
             Bench::Tcp => &["rtt", "bandwidth", "connect", "teardown"],
             Bench::Fs => &["seq_read", "rand_read", "cache_read", "contention"],

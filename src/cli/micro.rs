@@ -129,7 +129,8 @@ pub struct RunArgs {
     /// memlat: ask for transparent huge pages (MADV_HUGEPAGE).
     #[arg(long)]
     pub hugepages: bool,
-    /// membw: buffer size (default 4x the last-level cache, at least 64MiB).
+    /// membw: buffer size of read, write and copy (default 4x the last-level cache, at least
+    /// 64MiB); write_cached and copy_cached always use a quarter of the L2.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
     /// fs and pagefault major: directory for the test files (default the temp dir; removed afterwards).
@@ -518,6 +519,9 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
                 p.cpu_at_end.map_or("?".into(), |c| c.to_string()),
             ));
         }
+        if let Some(line) = how_measured(r) {
+            notes.push(format!("{}: {line}", r.label));
+        }
     }
     let (table, left_out) = t.render_view(view);
     let mut out = table + &super::output::left_out_line(&left_out);
@@ -553,6 +557,53 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
     out
 }
 
+/// What a figure depends on that its label does not say: the size of the process that forked
+/// (proc) and how much one C-library call handled (membw).
+fn how_measured(r: &Record) -> Option<String> {
+    let Case::Micro(c) = &r.case else {
+        return None;
+    };
+    let v = |name: &str| r.observation.value(name, Role::System);
+    let variant = c.option("variant").unwrap_or("");
+    match c.bench {
+        Bench::Proc => {
+            let who = if variant == "fork_exit_minimal" {
+                "a minimal helper (the iopath binary, freshly exec'd)"
+            } else {
+                "iopath"
+            };
+            Some(format!(
+                "forked from {who}: {} resident ({} anonymous), {} thread(s)",
+                format_bytes(v("parent_rss_bytes")? as u64),
+                format_bytes(v("parent_rss_anon_bytes")? as u64),
+                v("parent_threads")?
+            ))
+        }
+        Bench::Membw if variant != "read" => {
+            let call = if variant.starts_with("copy") {
+                "memcpy"
+            } else {
+                "memset"
+            };
+            let what = if variant.ends_with("_cached") {
+                "cache-resident"
+            } else {
+                "whole buffer: the peak a large copy reaches"
+            };
+            Some(format!(
+                "one {call} call of {} per pass ({what})",
+                format_bytes(v("call_bytes")? as u64)
+            ))
+        }
+        Bench::Thread => match variant {
+            "create_join" => Some("Rust std::thread::spawn + join".into()),
+            "pthread_create_join" => Some("bare pthread_create + pthread_join".into()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn size_of(r: &Record, option: &str) -> Option<u64> {
     match &r.case {
         Case::Micro(c) => c.option(option).and_then(|s| s.parse().ok()),
@@ -581,7 +632,19 @@ fn memlat_levels(records: &[Record]) -> String {
     if micro::levels::median_per_size(&points).len() < 2 {
         return String::new();
     }
-    let hierarchy = micro::levels::read_levels(&points, &crate::sys::cache::cpu0_caches());
+    // The spread of each working set (CV of its samples): noisy ones are unresolved.
+    let cvs: Vec<(u64, f64)> = records
+        .iter()
+        .filter(|r| is_bench(r, Bench::Memlat, None))
+        .flat_map(|r| {
+            let v = |name: &str| r.observation.value(name, Role::System);
+            match (size_of(r, "size_bytes"), v("latency_ns_mean"), v("latency_ns_stddev")) {
+                (Some(size), Some(mean), Some(sd)) => micro::levels::cvs_of(size, &[mean], &[sd]),
+                _ => Vec::new(),
+            }
+        })
+        .collect();
+    let hierarchy = micro::levels::read_levels_spread(&points, &cvs, &crate::sys::cache::cpu0_caches());
     let mut out = format!("\n{}:\n", micro::levels::HEADING);
     for line in hierarchy.lines() {
         out.push_str(&format!("  {line}\n"));

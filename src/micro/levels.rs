@@ -31,12 +31,28 @@ const DRAM_NS: f64 = 50.0;
 /// Points more than this factor away from both neighbours are transitions between levels.
 const TRANSITION_STEP: f64 = 1.3;
 
+/// A working set whose samples vary more than this (coefficient of variation) cannot show a
+/// level: its median may sit anywhere between two. Such points are "unresolved".
+pub const NOISY_CV: f64 = 0.2;
+/// A plateau needs at least this many steady points to be a level (only the last plateau of
+/// the curve, which may end on it, can have fewer).
+pub const MIN_LEVEL_POINTS: usize = 2;
+/// A plateau past every cache the kernel reports needs this many: two points of a noisy
+/// stretch once made an "L4" that does not exist.
+pub const MIN_EXTRA_LEVEL_POINTS: usize = 3;
+
 /// Detect the levels in (working-set bytes, latency ns) points, in any order. First the
 /// transitions are set aside: points more than 1.3x away from both neighbours (the last point
 /// is kept: the curve may end on a level). The rest are grouped into plateaus of points within
 /// 1.5x of the plateau's lowest latency. Plateaus need at least two points, except the last
 /// one. Consecutive plateaus at DRAM latency (TLB reach effects) merge into one DRAM level.
 pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
+    detect_levels_spread(points)
+}
+
+/// The plateaus of the curve (see [`detect_levels`]); a plateau needs [`MIN_LEVEL_POINTS`]
+/// points unless it ends the curve.
+fn detect_levels_spread(points: &[(u64, f64)]) -> Vec<Level> {
     let mut pts: Vec<(u64, f64)> = points
         .iter()
         .copied()
@@ -68,7 +84,7 @@ pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
     let kept: Vec<Vec<(u64, f64)>> = plateaus
         .into_iter()
         .enumerate()
-        .filter(|(i, p)| p.len() >= 2 || (*i == count - 1 && count > 1))
+        .filter(|(i, p)| p.len() >= MIN_LEVEL_POINTS || (*i == count - 1 && count > 1))
         .map(|(_, p)| p)
         .collect();
     // Neighbouring plateaus whose medians are within the tolerance are one level whose latency
@@ -226,13 +242,79 @@ fn boundary_reasons(c: &CacheInfo, last_level: bool) -> String {
 /// levels the curve did not reach, or started above, are rows without a plateau; a plateau
 /// whose edge contradicts the kernel's size gets a note saying what may explain it.
 pub fn read_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
+    read_levels_spread(points, &[], caches)
+}
+
+/// Whether the working set `size` has a CV above [`NOISY_CV`] in `cvs` (the largest of its
+/// repetitions counts).
+fn is_noisy(size: u64, cvs: &[(u64, f64)]) -> bool {
+    cvs.iter().any(|(s, cv)| *s == size && *cv > NOISY_CV)
+}
+
+/// The stretches of consecutive noisy working sets (CV above [`NOISY_CV`]) of a curve, as
+/// notes: "unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%)".
+pub fn unresolved(points: &[(u64, f64)], cvs: &[(u64, f64)]) -> Vec<String> {
+    let curve = median_per_size(points);
+    let cv_of = |size: u64| cvs.iter().filter(|(s, _)| *s == size).map(|p| p.1).fold(0.0, f64::max);
+    let mut out = Vec::new();
+    let mut run: Vec<u64> = Vec::new();
+    let flush = |run: &mut Vec<u64>, out: &mut Vec<String>| {
+        if let (Some(first), Some(last)) = (run.first(), run.last()) {
+            let cvs: Vec<String> = run.iter().map(|s| format!("{:.0}%", cv_of(*s) * 100.0)).collect();
+            let range = if first == last {
+                format_bytes(*first)
+            } else {
+                format!("{}..{}", format_bytes(*first), format_bytes(*last))
+            };
+            out.push(format!(
+                "unresolved: {range}: its samples vary too much to show a level (CV {}; a level needs CV <= {:.0}%); rerun with more --samples on an idle machine",
+                cvs.join(", "),
+                NOISY_CV * 100.0
+            ));
+        }
+        run.clear();
+    };
+    for (size, _) in curve {
+        if is_noisy(size, cvs) {
+            run.push(size);
+        } else {
+            flush(&mut run, &mut out);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// The (bytes, CV) pairs of one working set from its repetitions' `latency_ns_mean` and
+/// `latency_ns_stddev` values (in repetition order), for [`read_levels_spread`].
+pub fn cvs_of(size: u64, means: &[f64], stddevs: &[f64]) -> Vec<(u64, f64)> {
+    means
+        .iter()
+        .zip(stddevs)
+        .filter(|(m, s)| **m > 0.0 && m.is_finite() && s.is_finite())
+        .map(|(m, s)| (size, s / m))
+        .collect()
+}
+
+/// [`read_levels`] with the spread (CV) of each working set, as (bytes, CV) pairs (several per
+/// working set: the largest counts). Stretches of noisy working sets (CV above [`NOISY_CV`])
+/// are named in "unresolved" notes, and a plateau past the kernel's caches that is mostly
+/// noisy is not a level. Plateaus that match a cache the kernel reports keep their rows (their
+/// name comes from the kernel), so a noisy L1 never renumbers the levels above it.
+pub fn read_levels_spread(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
+    let mut out = read_levels_inner(points, cvs, caches);
+    out.notes.extend(unresolved(points, cvs));
+    out
+}
+
+fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
     let curve = median_per_size(points);
     let mut out = Hierarchy::default();
     let (Some(first), Some(last)) = (curve.first(), curve.last()) else {
         return out;
     };
     let (sweep_min, sweep_max) = (first.0, last.0);
-    let detected = detect_levels(&curve);
+    let detected = detect_levels_spread(&curve);
     let kernel = data_caches(caches);
     let Some(llc) = kernel.last().copied() else {
         for l in detected {
@@ -278,6 +360,34 @@ pub fn read_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
         number += 1;
         let name = format!("L{number}");
         let Some(c) = kernel.iter().find(|c| c.level == number) else {
+            let in_plateau: Vec<u64> = curve
+                .iter()
+                .map(|p| p.0)
+                .filter(|s| (l.min_bytes..=l.max_bytes).contains(s))
+                .collect();
+            let noisy = in_plateau.iter().filter(|s| is_noisy(**s, cvs)).count();
+            if noisy * 2 > in_plateau.len() {
+                number -= 1;
+                out.notes.push(format!(
+                    "unresolved: {}..{}: a plateau past the caches the kernel reports (up to L{}) whose points mostly vary by more than {:.0}% (CV) is not a level",
+                    format_bytes(l.min_bytes),
+                    format_bytes(l.max_bytes),
+                    llc.level,
+                    NOISY_CV * 100.0
+                ));
+                continue;
+            }
+            if l.points < MIN_EXTRA_LEVEL_POINTS {
+                number -= 1;
+                out.notes.push(format!(
+                    "unresolved: {}..{}: a plateau of {} point(s) past the caches the kernel reports (up to L{}) is too short to be a level (it needs {MIN_EXTRA_LEVEL_POINTS}); rerun with more --samples on an idle machine",
+                    format_bytes(l.min_bytes),
+                    format_bytes(l.max_bytes),
+                    l.points,
+                    llc.level
+                ));
+                continue;
+            }
             out.notes.push(format!(
                 "{name}: a plateau beyond the caches the kernel reports (up to L{}): TLB reach (page walks added to each load beyond it; rerun with --hugepages) or a memory-side cache",
                 llc.level
@@ -603,6 +713,123 @@ mod tests {
             cache(2, "Unified", M),
             cache(3, "Unified", 32 * M),
         ]
+    }
+
+    /// Issue 24: `micro memlat --max 128M` printed "L4: 4MiB..6MiB, 27.5 ns; kernel: no such
+    /// cache" from two points with CV 48% and 85%. Noisy points are unresolved, not a level,
+    /// and a two-point plateau past the kernel's caches is too short to be one.
+    #[test]
+    fn a_noisy_stretch_past_the_l3_is_unresolved_not_an_l4() {
+        let caches = vec![
+            CacheInfo {
+                level: 1,
+                kind: "Data".into(),
+                size_bytes: 48 * K,
+                line_bytes: Some(64),
+                ways: None,
+                shared_cpus: None,
+            },
+            CacheInfo {
+                level: 2,
+                kind: "Unified".into(),
+                size_bytes: 512 * K,
+                line_bytes: Some(64),
+                ways: None,
+                shared_cpus: None,
+            },
+            CacheInfo {
+                level: 3,
+                kind: "Unified".into(),
+                size_bytes: 2 * M,
+                line_bytes: Some(64),
+                ways: None,
+                shared_cpus: None,
+            },
+        ];
+        let curve = [
+            (K, 1.2),
+            (2 * K, 1.2),
+            (4 * K, 1.2),
+            (8 * K, 1.2),
+            (16 * K, 1.2),
+            (32 * K, 1.3),
+            (48 * K, 2.5),
+            (64 * K, 4.0),
+            (128 * K, 4.1),
+            (256 * K, 4.2),
+            (512 * K, 6.5),
+            (M, 12.0),
+            (3 * M / 2, 12.2),
+            (2 * M, 12.5),
+            (3 * M, 18.0),
+            (4 * M, 27.5),
+            (6 * M, 27.0),
+            (8 * M, 50.0),
+            (16 * M, 90.0),
+            (32 * M, 95.0),
+            (64 * M, 100.0),
+            (128 * M, 105.0),
+        ];
+        // Without the spread, the level 3 found (the kernel's L3) is followed by a "plateau" of
+        // two points past the L3: too short.
+        let plain = read_levels(&curve, &caches);
+        assert_eq!(names(&plain), ["L1", "L2", "L3", "DRAM"], "{plain:?}");
+        assert!(
+            plain
+                .notes
+                .iter()
+                .any(|n| n.starts_with("unresolved: 4MiB..6MiB: a plateau of 2 point(s)")),
+            "{:?}",
+            plain.notes
+        );
+        // With it, the two points are named with their spread.
+        let cvs: Vec<(u64, f64)> = curve
+            .iter()
+            .map(|p| match p.0 {
+                s if s == 4 * M => (s, 0.48),
+                s if s == 6 * M => (s, 0.85),
+                s => (s, 0.02),
+            })
+            .collect();
+        let spread = read_levels_spread(&curve, &cvs, &caches);
+        assert_eq!(names(&spread), ["L1", "L2", "L3", "DRAM"], "{spread:?}");
+        assert!(!spread.lines().iter().any(|l| l.starts_with("L4")));
+        assert!(
+            spread.notes.iter().any(
+                |n| n.starts_with("unresolved: 4MiB..6MiB: its samples vary too much to show a level (CV 48%, 85%")
+            ),
+            "{:?}",
+            spread.notes
+        );
+        // Three noisy points past the L3 are not a level either; three quiet ones are.
+        let mut long = curve.to_vec();
+        long.push((5 * M, 27.2));
+        let noisy: Vec<(u64, f64)> = long
+            .iter()
+            .map(|p| (p.0, if (4 * M..=6 * M).contains(&p.0) { 0.5 } else { 0.02 }))
+            .collect();
+        let h = read_levels_spread(&long, &noisy, &caches);
+        assert_eq!(names(&h), ["L1", "L2", "L3", "DRAM"], "{h:?}");
+        assert!(h
+            .notes
+            .iter()
+            .any(|n| n.starts_with("unresolved: 4MiB..6MiB: a plateau past the caches")));
+        let quiet: Vec<(u64, f64)> = long.iter().map(|p| (p.0, 0.02)).collect();
+        let h = read_levels_spread(&long, &quiet, &caches);
+        assert_eq!(names(&h), ["L1", "L2", "L3", "L4", "DRAM"], "{h:?}");
+        assert!(!h.notes.iter().any(|n| n.starts_with("unresolved")));
+        // A noisy stretch inside a kernel cache keeps the level's name and row, with a note.
+        let noisy_l1: Vec<(u64, f64)> = curve
+            .iter()
+            .map(|p| (p.0, if p.0 <= 4 * K { 0.3 } else { 0.02 }))
+            .collect();
+        let h = read_levels_spread(&curve, &noisy_l1, &caches);
+        assert_eq!(names(&h), names(&plain));
+        assert!(
+            h.notes.iter().any(|n| n.starts_with("unresolved: 1KiB..4KiB")),
+            "{:?}",
+            h.notes
+        );
     }
 
     fn names(h: &Hierarchy) -> Vec<&str> {

@@ -75,9 +75,12 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     // Each sample goes on around the cycle from where the last one stopped.
     let mut at = back;
     for _ in 0..samples {
+        harness::sample_begin();
         let t0 = harness::now();
-        at = chase(&buffer, at, steps, stop)?;
+        let reached = chase(&buffer, at, steps, stop);
         let t1 = harness::now();
+        harness::sample_end();
+        at = reached?;
         // The loop runs 16 dependent loads per iteration: its overhead is shared by 16.
         per_load.push(harness::interval_ns(t0, t1) / steps as f64 - oh.loop_ns / 16.0);
     }

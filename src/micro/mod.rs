@@ -95,7 +95,7 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
         Bench::Proc => {
             for v in &chosen {
                 let mut o = vec![("variant", v.to_string())];
-                if *v != "fork_exit" {
+                if !v.starts_with("fork_exit") {
                     o.push((
                         "program",
                         s.program.clone().unwrap_or_else(|| proc::DEFAULT_PROGRAM.into()),
@@ -129,12 +129,16 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
             }
         }
         Bench::Membw => {
+            // --size sets the whole buffers; the cache-resident variants keep theirs.
             let size = s.membw_size.unwrap_or_else(membw::default_size);
-            out.extend(
-                chosen
-                    .iter()
-                    .map(|v| case(vec![("variant", v.to_string()), ("size_bytes", size.to_string())])),
-            );
+            out.extend(chosen.iter().map(|v| {
+                let size = if v.ends_with("_cached") {
+                    membw::cached_size()
+                } else {
+                    size
+                };
+                case(vec![("variant", v.to_string()), ("size_bytes", size.to_string())])
+            }));
         }
         Bench::Pagefault => {
             for v in &chosen {
@@ -194,6 +198,7 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
 /// `Err(Interrupted)`, also when the stop surfaced as some other failure on the way out (a
 /// child killed, a pipe closed).
 pub fn run_case(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
+    harness::busy_reset();
     let result = match case.bench {
         Bench::Timer => timer::run(case, stop),
         Bench::Call => call::run(case, stop),

@@ -1,5 +1,7 @@
-//! Thread creation: spawn + join, and the time from the spawn call until the new thread runs
-//! its first instruction (read on the TSC, which is synchronised across CPUs when invariant).
+//! Thread creation: Rust's `std::thread::spawn` + join (`create_join`), a bare
+//! `pthread_create` + `pthread_join` (`pthread_create_join`, the C library's floor, what a C
+//! program measures), and the time from the spawn call until the new thread runs its first
+//! instruction (read on the TSC, which is synchronised across CPUs when invariant).
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
@@ -21,6 +23,11 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
                     .map(drop)
                     .map_err(|_| std::io::Error::other("thread panicked"))
             })?;
+            let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
+            push_summary(&mut obs, "time_per_thread_us", "us", &us, Source::Tool);
+        }
+        "pthread_create_join" => {
+            let samples = harness::time_per_op(budget, stop, crate::sys::thread::create_join)?;
             let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
             push_summary(&mut obs, "time_per_thread_us", "us", &us, Source::Tool);
         }

@@ -943,8 +943,12 @@ pub fn machine_caches(machine_json: &str) -> Vec<CacheInfo> {
 /// The memory levels of a latency curve read against the machine's caches (the same reading
 /// and text as `iopath micro memlat` prints), as markers at the largest working set of each
 /// plateau, ("L1 1.22 ns"), and the lines for the caption.
-pub fn memlat_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> (Vec<(f64, String)>, Vec<String>) {
-    let hierarchy = levels::read_levels(points, caches);
+pub fn memlat_levels(
+    points: &[(u64, f64)],
+    cvs: &[(u64, f64)],
+    caches: &[CacheInfo],
+) -> (Vec<(f64, String)>, Vec<String>) {
+    let hierarchy = levels::read_levels_spread(points, cvs, caches);
     let markers = hierarchy
         .rows
         .iter()
@@ -966,6 +970,7 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     let mut provenance = Provenance::default();
     let mut points = Vec::new();
     let mut values: Vec<(u64, f64)> = Vec::new();
+    let mut cvs: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
         let Case::Micro(m) = &cell.case else { continue };
         if m.bench != crate::case::Bench::Memlat {
@@ -984,12 +989,18 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
             points.extend(point(size as f64, metric));
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
+        if let (Some(mean), Some(sd)) = (
+            cell.metric("latency_ns_mean", Role::System),
+            cell.metric("latency_ns_stddev", Role::System),
+        ) {
+            cvs.extend(levels::cvs_of(size, &mean.values, &sd.values));
+        }
     }
     if points.is_empty() {
         return Vec::new();
     }
-    let (markers, _) = memlat_levels(&values, caches);
-    let hierarchy = levels::read_levels(&values, caches);
+    let (markers, _) = memlat_levels(&values, &cvs, caches);
+    let hierarchy = levels::read_levels_spread(&values, &cvs, caches);
     let mut caption =
         provenance.caption("y: system latency_ns (random pointer chase), the median per working set over repetitions");
     // The levels as a table beside the chart; its notes stay in the caption.

@@ -715,6 +715,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
 /// A memlat curve's levels, read as the terminal reads them.
 fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGroup> {
     let mut values: Vec<(u64, f64)> = Vec::new();
+    let mut cvs: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
         let Case::Micro(m) = &cell.case else { continue };
         if m.bench != crate::case::Bench::Memlat {
@@ -728,6 +729,13 @@ fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGr
         if let (Some(size), Some(metric)) = (size, cell.metric("latency_ns", Role::System)) {
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
+        if let (Some(size), Some(mean), Some(sd)) = (
+            size,
+            cell.metric("latency_ns_mean", Role::System),
+            cell.metric("latency_ns_stddev", Role::System),
+        ) {
+            cvs.extend(crate::micro::levels::cvs_of(size, &mean.values, &sd.values));
+        }
     }
     if values.is_empty() {
         return None;
@@ -735,7 +743,7 @@ fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGr
     Some(FindingGroup {
         title: format!("micro memlat: {}", crate::micro::levels::HEADING),
         winners: Vec::new(),
-        lines: crate::micro::levels::read_levels(&values, caches).lines(),
+        lines: crate::micro::levels::read_levels_spread(&values, &cvs, caches).lines(),
     })
 }
 

@@ -20,6 +20,7 @@ pub mod splice;
 pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;
+pub mod thread;
 pub mod tsc;
 pub mod uncore;
 pub mod uring;
