@@ -598,7 +598,7 @@ fn bad_flags_get_one_line_and_exit_2() {
         ),
         (
             &["servers", "--request", "echo:0"],
-            "'echo:0': bad size '0' (accepted: echo:<bytes>",
+            "'echo:0': size 0 is out of range 1..1MiB (accepted: echo:<bytes>",
         ),
         (&["servers", "--request", "ftp:3"], "'ftp:3' (accepted: echo:<bytes>"),
         (&["servers", "--duration", "-1s"], "--duration: '-1s' is not a duration"),
