@@ -349,6 +349,7 @@ pub(crate) mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         })
     }
 

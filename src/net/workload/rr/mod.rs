@@ -75,6 +75,7 @@ pub(crate) enum Phase {
 fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
     let options = mode::SendOptions {
         unbatched: true,
+        align: case.align,
         ..Default::default()
     };
     mode::sender_with(case.mode, size, case.fields, case.verify, &options).map_err(|e| {
@@ -100,7 +101,7 @@ pub fn per_socket_completions(mode: CopyMode) -> bool {
 /// The receiver of one direction (requests: the server's; responses: the client's), in the
 /// case's receive mode; both ends use it.
 fn data_receiver(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Receiver>> {
-    mode::receiver(case.rx_mode, size, case.fields, case.verify).map_err(|e| receiver_error(case, e))
+    mode::receiver(case.rx_mode, size, case.fields, case.verify, case.align).map_err(|e| receiver_error(case, e))
 }
 
 /// A receiver's set-up error as the run reports it: the kernel's refusal typed (an
@@ -796,6 +797,7 @@ mod tests {
             verify: false,
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: true,
+            align: crate::case::Align::Page,
         });
         assert_eq!(
             crate::report::cells::headline(&case),
