@@ -933,6 +933,7 @@ mod tests {
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: false,
             prove_copies: false,
+            align: crate::case::Align::Page,
         })
     }
 

@@ -25,20 +25,23 @@ impl AlignedBuf {
     /// `len` zero bytes at `offset` past an `align` boundary (`align` a power of two; 1 leaves
     /// the placement to the allocator, as `vec![0u8; len]` does).
     pub fn zeroed(len: usize, align: usize, offset: usize) -> AlignedBuf {
-        let size = (offset + len).max(1);
-        let layout = Layout::from_size_align(size, align.max(1))
-            .unwrap_or_else(|e| panic!("buffer of {len} bytes at {offset} past {align}: {e}"));
-        // SAFETY: the layout has a non-zero size; a null result is handled below.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(base) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        AlignedBuf {
+        match AlignedBuf::try_zeroed(len, align, offset) {
+            Some(buf) => buf,
+            None => alloc::handle_alloc_error(layout(len, align, offset)),
+        }
+    }
+
+    /// `zeroed`, or None when the memory cannot be had (a table as large as the machine).
+    pub fn try_zeroed(len: usize, align: usize, offset: usize) -> Option<AlignedBuf> {
+        let layout = layout(len, align, offset);
+        // SAFETY: the layout has a non-zero size; a null result is None.
+        let base = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        Some(AlignedBuf {
             base,
             layout,
             offset,
             len,
-        }
+        })
     }
 
     /// The address of the first byte (tests hold where buffers start).
@@ -53,6 +56,12 @@ impl AlignedBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         self
     }
+}
+
+fn layout(len: usize, align: usize, offset: usize) -> Layout {
+    let size = offset.saturating_add(len).max(1);
+    Layout::from_size_align(size, align.max(1))
+        .unwrap_or_else(|e| panic!("buffer of {len} bytes at {offset} past {align}: {e}"))
 }
 
 impl Deref for AlignedBuf {
