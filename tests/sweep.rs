@@ -82,7 +82,7 @@ fn export_csv_has_the_documented_columns_and_one_row_per_cell() {
     assert!(header.ends_with(",warnings"), "{header}");
     let metric_cols: Vec<&str> = header
         .split(',')
-        .skip(16)
+        .skip(17)
         .filter(|c| !["status", "error", "warnings"].contains(c))
         .collect();
     assert!(metric_cols.contains(&"system_throughput_gbps"));
