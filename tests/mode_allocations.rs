@@ -76,7 +76,7 @@ fn no_send_or_receive_mode_allocates_per_message() {
                 }
                 Err(e) => panic!("{send_mode}: {e}"),
             };
-            let mut rx = mode::receiver(rx_mode, SIZE, FIELDS, verify).unwrap();
+            let mut rx = mode::receiver(rx_mode, SIZE, FIELDS, verify, Default::default()).unwrap();
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let from = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let (to, _) = listener.accept().unwrap();

@@ -231,6 +231,7 @@ fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
             endpoint: Endpoint::Loopback { port: 0 },
             perf: false,
             prove_copies: false,
+            align: iopath::case::Align::Page,
         };
         let stop = iopath::stop::Stop::fresh();
         common::assert_stops_as_interrupted(
@@ -444,6 +445,7 @@ fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
         },
         perf: false,
         prove_copies: false,
+        align: iopath::case::Align::Page,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(

@@ -428,6 +428,7 @@ fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrC
         verify: false,
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
+        align: iopath::case::Align::Page,
     }
 }
 

@@ -775,6 +775,7 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         prove_copies: false,
         zc_ring: None,
         fixed_buffers: false,
+        align: iopath::case::Align::Page,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(

@@ -200,6 +200,7 @@ fn stream_case(size: u64, threads: usize) -> StreamCase {
         prove_copies: false,
         zc_ring: None,
         fixed_buffers: false,
+        align: iopath::case::Align::Page,
     }
 }
 
@@ -221,6 +222,7 @@ fn rr_case() -> RrCase {
         verify: false,
         endpoint: Endpoint::Loopback { port: 0 },
         perf: false,
+        align: iopath::case::Align::Page,
     }
 }
 

@@ -27,6 +27,7 @@ macro_rules! named_choices {
     };
 }
 
+mod align;
 mod bench;
 pub mod cpus;
 mod fake;
@@ -38,6 +39,7 @@ mod rr;
 mod servers;
 mod stream;
 
+pub use align::{Align, MISALIGNED_OFFSET};
 pub use bench::Bench;
 pub use cpus::CpuList;
 pub use fake::{FakeBehaviour, FakeCase};

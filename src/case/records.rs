@@ -3,7 +3,7 @@
 //! records, sent in one of four ways.
 
 use super::cpus::param_text;
-use super::{format_bytes, CpuList, Endpoint};
+use super::{format_bytes, Align, CpuList, Endpoint};
 use serde::{Deserialize, Serialize};
 
 /// How the server hands the N records of a response to the kernel.
@@ -98,6 +98,13 @@ pub struct RecordsCase {
     /// false, like the stream's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prove_copies: bool,
+    /// Where the table and the response buffers start (`--align`). Left out of the JSON when
+    /// `malloc`, what a case stored before the option reads as, so those keys are unchanged.
+    #[serde(
+        default = "Align::before_the_option",
+        skip_serializing_if = "Align::is_before_the_option"
+    )]
+    pub align: Align,
 }
 
 impl RecordsCase {
@@ -112,14 +119,19 @@ impl RecordsCase {
     }
 
     pub fn label(&self) -> String {
-        format!(
+        let label = format!(
             "{} {}x{} o{} t{}",
             self.mode,
             self.records,
             format_bytes(self.record_size),
             self.outstanding,
             self.threads
-        )
+        );
+        if self.align == Align::Misaligned {
+            label + " misaligned"
+        } else {
+            label
+        }
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
@@ -138,6 +150,7 @@ impl RecordsCase {
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
+            ("align", self.align.to_string()),
         ]
     }
 }
@@ -173,6 +186,7 @@ mod tests {
             endpoint: Endpoint::Netns { port: 0 },
             perf: false,
             prove_copies: false,
+            align: crate::case::Align::Page,
         });
         let text = case.key();
         assert!(text.contains(r#""workload":"net-records""#), "{text}");

@@ -1,6 +1,6 @@
 //! Parameters of the request/response benchmarks (`iopath net rr` and `iopath net crr`).
 
-use super::{format_bytes, CopyMode, CpuList, Endpoint, RxMode};
+use super::{format_bytes, Align, CopyMode, CpuList, Endpoint, RxMode};
 use serde::{Deserialize, Serialize};
 
 /// Request/response on long-lived connections, or a fresh connection per transaction.
@@ -54,6 +54,14 @@ pub struct RrCase {
     pub endpoint: Endpoint,
     /// Open perf counters on every thread (false: getrusage only).
     pub perf: bool,
+    /// Where the buffers the kernel copies into and out of start (`--align`). Left out of the
+    /// JSON when `malloc`, which is what a case stored before the option reads as (its
+    /// buffers came from the allocator), so those keys are unchanged.
+    #[serde(
+        default = "Align::before_the_option",
+        skip_serializing_if = "Align::is_before_the_option"
+    )]
+    pub align: Align,
 }
 
 /// An `RrCase` as read: `rx_mode` may be absent (older databases, clients and plan files).
@@ -76,6 +84,8 @@ struct StoredRrCase {
     verify: bool,
     endpoint: Endpoint,
     perf: bool,
+    #[serde(default = "Align::before_the_option")]
+    align: Align,
 }
 
 impl From<StoredRrCase> for RrCase {
@@ -97,6 +107,7 @@ impl From<StoredRrCase> for RrCase {
             verify: c.verify,
             endpoint: c.endpoint,
             perf: c.perf,
+            align: c.align,
         }
     }
 }
@@ -119,6 +130,9 @@ impl RrCase {
         label.push_str(&format!(" t{}", self.threads));
         if let Some(rate) = self.rate {
             label.push_str(&format!(" @{rate}/s"));
+        }
+        if self.align == Align::Misaligned {
+            label.push_str(" misaligned");
         }
         label
     }
@@ -153,6 +167,7 @@ impl RrCase {
             ("server_cpus", cpus(&self.server_cpus)),
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
+            ("align", self.align.to_string()),
         ]
     }
 
@@ -185,6 +200,7 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            align: crate::case::Align::Page,
         };
         assert_eq!(case.label(), "rr one-copy 64B/1KiB n4 t2 @10000/s");
         let crr = RrCase {
@@ -226,6 +242,7 @@ mod tests {
                 verify: false,
                 endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                align: crate::case::Align::Page,
             };
             let mut json = serde_json::to_value(&case).unwrap();
             json.as_object_mut().unwrap().remove("rx_mode");

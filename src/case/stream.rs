@@ -1,7 +1,7 @@
 //! Parameters of the network stream benchmark (`iopath net stream`).
 
 use super::cpus::param_text;
-use super::{format_bytes, CpuList};
+use super::{format_bytes, Align, CpuList};
 use serde::{Deserialize, Serialize};
 
 /// How a message of separately allocated fields is handed to the kernel.
@@ -155,6 +155,14 @@ pub struct StreamCase {
     /// uring-zc: the ring's memory in one registered (fixed) buffer (`--fixed-buffers`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fixed_buffers: bool,
+    /// Where the buffers the kernel copies into and out of start (`--align`). Left out of the
+    /// JSON when `malloc`, which is what a case stored before the option reads as (its
+    /// buffers came from the allocator), so those keys are unchanged.
+    #[serde(
+        default = "Align::before_the_option",
+        skip_serializing_if = "Align::is_before_the_option"
+    )]
+    pub align: Align,
 }
 
 fn perf_default() -> bool {
@@ -191,6 +199,8 @@ struct StoredStreamCase {
     zc_ring: Option<u64>,
     #[serde(default)]
     fixed_buffers: bool,
+    #[serde(default = "Align::before_the_option")]
+    align: Align,
 }
 
 impl From<StoredStreamCase> for StreamCase {
@@ -211,6 +221,7 @@ impl From<StoredStreamCase> for StreamCase {
             prove_copies: c.prove_copies,
             zc_ring: c.zc_ring,
             fixed_buffers: c.fixed_buffers,
+            align: c.align,
         }
     }
 }
@@ -231,6 +242,9 @@ impl StreamCase {
         }
         if self.fixed_buffers {
             label.push_str(" fixed");
+        }
+        if self.align == Align::Misaligned {
+            label.push_str(" misaligned");
         }
         label
     }
@@ -259,6 +273,7 @@ impl StreamCase {
             ("verify", self.verify.to_string()),
             ("perf", self.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
+            ("align", self.align.to_string()),
         ];
         // Only when given, so the columns of runs that never use them stay as they were (an
         // export's columns are the union over its cases: the others' cells are empty).
@@ -296,6 +311,7 @@ mod endpoint_tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         };
         let text = serde_json::to_string(&case).unwrap();
         assert!(!text.contains("prove_copies"), "{text}");

@@ -25,6 +25,7 @@ Examples:
   iopath net stream --mode uring-zc --size 1M --fixed-buffers --zc-ring 4M  # registered buffer
   iopath net stream --mode one-copy,zero-copy --rx-mode scatter,trunc,zerocopy --size 64K,1M
   iopath net stream --mode zero-copy --rx-mode zerocopy --size 1M --verify  # pages mapped?
+  iopath net stream --mode sendfile --size 128K --fields 1 --align misaligned  # the slow copy
 
 Modes (the sender):
   two-copy   serialise the fields into one buffer in user space, then send() it

@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, RxMode, StreamCase};
+use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, StreamCase};
 use crate::net::topology::Topology;
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
@@ -131,6 +131,15 @@ pub struct WindowFlags {
     /// Pin server thread i to the i-th CPU of this list (wrapping).
     #[arg(long, value_parser = values::parse_cpu_list)]
     pub server_cpus: Option<values::CpuList>,
+    /// Where every buffer the kernel copies into or out of starts: page (a page boundary),
+    /// misaligned (16 bytes past one, where malloc puts large blocks: the kernel's copy can be
+    /// many times slower), malloc (wherever the allocator puts it).
+    #[arg(long, default_value = "page", value_parser = parse_align)]
+    pub align: Align,
+}
+
+pub(crate) fn parse_align(text: &str) -> Result<Align, String> {
+    text.parse()
 }
 
 impl WindowFlags {
@@ -294,6 +303,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             zc_ring,
                             fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
                             prove_copies: args.prove_copies,
+                            align: args.window.align,
                         });
                     }
                 }

@@ -138,6 +138,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 server_cpus: args.window.server_cpus(),
                                 verify: args.verify,
                                 endpoint: endpoint.clone(),
+                                align: args.window.align,
                                 perf: !args.no_perf,
                                 prove_copies: args.prove_copies,
                             });

@@ -167,6 +167,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 verify: args.verify,
                                 endpoint: endpoint.clone(),
                                 perf: !args.no_perf,
+                                align: args.window.align,
                             });
                         }
                     }

@@ -3,8 +3,9 @@
 //! Counters are enabled only between `start()` and `stop()`. Every number keeps its source;
 //! what cannot be counted here is `Err(reason)`, never 0.
 
-use crate::observation::{Metric, Role, Source};
+use crate::observation::{Metric, Observation, Role, Source};
 use crate::sys::{procfs, rusage};
+use crate::warning::WarningKind;
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, Group};
 use std::io;
@@ -512,9 +513,105 @@ pub fn probe_events() -> Vec<(&'static str, Result<(), String>)> {
     out
 }
 
+/// Latency without the cost of counting (rr, crr, servers): a case runs a latency pass with
+/// no perf event on any thread, then a counting pass with them. Into the latency pass's
+/// observation: every counter figure of the counting pass (perf
+/// hardware and software counts, and what the latency pass had unavailable because perf was
+/// off), its counter warnings, and its p50 as `latency_p50_counted_us`.
+pub fn merge_counting(obs: &mut Observation, counted: Observation) {
+    for metric in counted.metrics {
+        let counter = matches!(metric.source, Source::Pmu | Source::Software);
+        let at = obs
+            .metrics
+            .iter()
+            .position(|m| m.name == metric.name && m.role == metric.role);
+        match at {
+            Some(i) if counter || (obs.metrics[i].value.is_none() && metric.value.is_some()) => obs.metrics[i] = metric,
+            None if counter => obs.metrics.push(metric),
+            _ if metric.name == "latency_p50_us" && metric.role == Role::Client => {
+                obs.push(Metric {
+                    name: "latency_p50_counted_us".to_string(),
+                    ..metric
+                });
+            }
+            _ => {}
+        }
+    }
+    for warning in counted.warnings {
+        let counters = matches!(
+            warning.kind,
+            WarningKind::CountersRestricted | WarningKind::NoHardwareCounters
+        );
+        if counters && !obs.warnings.contains(&warning) {
+            obs.warnings.push(warning);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The latency pass's figures stay; the counting pass adds its counters (replacing what
+    /// perf-off left unavailable), its counter warnings, and its p50 as the cost of counting.
+    #[test]
+    fn the_counting_pass_adds_counters_and_states_its_latency() {
+        let mut quiet = Observation::default();
+        quiet.push(Metric::tool("latency_p50_us", Role::Client, 10.0, "us"));
+        quiet.push(Metric::new(
+            "cpu_us_per_txn",
+            Role::Client,
+            3.0,
+            "us/txn",
+            Source::Rusage,
+        ));
+        quiet.push(Metric::unavailable(
+            "cycles_per_txn",
+            Role::Client,
+            "cycles/txn",
+            PERF_OFF,
+        ));
+        let mut counted = Observation::default();
+        counted.push(Metric::tool("latency_p50_us", Role::Client, 14.0, "us"));
+        counted.push(Metric::new(
+            "cpu_us_per_txn",
+            Role::Client,
+            4.0,
+            "us/txn",
+            Source::Rusage,
+        ));
+        counted.push(Metric::new(
+            "cycles_per_txn",
+            Role::Client,
+            9000.0,
+            "cycles/txn",
+            Source::Pmu,
+        ));
+        counted.push(Metric::new(
+            "context_switches_per_txn",
+            Role::Server,
+            2.0,
+            "/txn",
+            Source::Software,
+        ));
+        counted.warn(WarningKind::CountersRestricted, "no kernel");
+        counted.warn(WarningKind::Unpinned, "not pinned");
+        merge_counting(&mut quiet, counted);
+        let get = |name: &str, role: Role| {
+            let m = quiet.metrics.iter().find(|m| m.name == name && m.role == role).unwrap();
+            (m.value, m.source.clone())
+        };
+        assert_eq!(get("latency_p50_us", Role::Client), (Some(10.0), Source::Tool));
+        assert_eq!(get("cpu_us_per_txn", Role::Client), (Some(3.0), Source::Rusage));
+        assert_eq!(get("cycles_per_txn", Role::Client), (Some(9000.0), Source::Pmu));
+        assert_eq!(
+            get("context_switches_per_txn", Role::Server),
+            (Some(2.0), Source::Software)
+        );
+        assert_eq!(get("latency_p50_counted_us", Role::Client), (Some(14.0), Source::Tool));
+        let kinds: Vec<_> = quiet.warnings.iter().map(|w| w.kind).collect();
+        assert_eq!(kinds, vec![WarningKind::CountersRestricted]);
+    }
 
     #[test]
     fn software_counters_count_this_thread() {

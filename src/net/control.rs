@@ -518,6 +518,7 @@ mod tests {
             verify: true,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: false,
+            align: crate::case::Align::Page,
         };
         let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
         assert_eq!(parse_hello(&line), Ok(HelloCase::Rr(rr.clone())));
@@ -551,6 +552,7 @@ mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         };
         let old = serde_json::to_vec(&Control::Hello {
             version: PROTOCOL_VERSION,

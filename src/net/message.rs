@@ -1,8 +1,38 @@
 //! The message: `fields` separately allocated buffers whose sizes add up to the message size,
 //! filled with a pattern derived from the message's sequence number so the receiver can check
-//! every byte.
+//! every byte. Every buffer the kernel copies into or out of is made by `buffer`, placed as
+//! the case's `Align` says.
 
+use crate::case::{Align, MISALIGNED_OFFSET};
+use crate::sys::aligned::AlignedBuf;
 use std::sync::OnceLock;
+
+/// `len` zero bytes placed as `align` says: on a page boundary, `MISALIGNED_OFFSET` bytes past
+/// one, or wherever the allocator puts them.
+pub fn buffer(len: usize, align: Align) -> AlignedBuf {
+    let (boundary, offset) = placement(align);
+    AlignedBuf::zeroed(len, boundary, offset)
+}
+
+/// `align` as the boundary and the offset past it that `sys::aligned::AlignedBuf` takes.
+pub fn placement(align: Align) -> (usize, usize) {
+    let page = crate::sys::mem::page_size();
+    match align {
+        Align::Page => (page, 0),
+        Align::Misaligned => (page, MISALIGNED_OFFSET),
+        Align::Malloc => (1, 0),
+    }
+}
+
+/// Whether a buffer starting at `addr` is placed as `align` asks (`malloc` accepts any).
+pub fn placed_as(addr: usize, align: Align) -> bool {
+    let page = crate::sys::mem::page_size();
+    match align {
+        Align::Page => addr % page == 0,
+        Align::Misaligned => addr % page == MISALIGNED_OFFSET,
+        Align::Malloc => true,
+    }
+}
 
 /// The pattern repeats every PERIOD bytes; a prime so it never lines up with buffer sizes.
 const PERIOD: usize = 251;
@@ -66,16 +96,25 @@ pub fn field_sizes(size: usize, fields: usize) -> Vec<usize> {
     sizes
 }
 
-/// One message as the application holds it: separately heap-allocated fields.
+/// One message as the application holds it: separately allocated fields, each placed as the
+/// case's `Align` says.
 pub struct Message {
-    pub fields: Vec<Vec<u8>>,
+    pub fields: Vec<AlignedBuf>,
 }
 
 impl Message {
-    /// Allocate the fields, touch every page, and fill them for message `seq`.
+    /// Allocate page-aligned fields, touch every page, and fill them for message `seq`.
     pub fn new(size: usize, fields: usize, seq: u64) -> Message {
+        Message::placed(size, fields, seq, Align::Page)
+    }
+
+    /// `new` with the fields placed as `align` says.
+    pub fn placed(size: usize, fields: usize, seq: u64, align: Align) -> Message {
         let mut message = Message {
-            fields: field_sizes(size, fields).into_iter().map(|n| vec![0u8; n]).collect(),
+            fields: field_sizes(size, fields)
+                .into_iter()
+                .map(|n| buffer(n, align))
+                .collect(),
         };
         message.fill(seq);
         message
@@ -91,7 +130,7 @@ impl Message {
     }
 
     pub fn len(&self) -> usize {
-        self.fields.iter().map(Vec::len).sum()
+        self.fields.iter().map(|f| f.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -129,8 +168,20 @@ mod tests {
         assert_eq!(m.check(42), Ok(()));
         assert!(m.check(43).is_err(), "another sequence number has another pattern");
         m.fields[3][7] ^= 1;
-        let offset = m.fields[..3].iter().map(Vec::len).sum::<usize>() + 7;
+        let offset = m.fields[..3].iter().map(|f| f.len()).sum::<usize>() + 7;
         assert_eq!(m.check(42), Err(offset));
+    }
+
+    #[test]
+    fn buffers_are_placed_as_asked() {
+        for align in Align::ALL {
+            let m = Message::placed(300_000, 3, 1, align);
+            for field in &m.fields {
+                assert!(placed_as(field.addr(), align), "{align}: {field:?}");
+            }
+            assert_eq!(m.check(1), Ok(()));
+        }
+        assert!(!placed_as(buffer(4096, Align::Misaligned).addr(), Align::Page));
     }
 
     proptest! {

@@ -346,6 +346,7 @@ pub(crate) mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         })
     }
 

@@ -1192,6 +1192,7 @@ mod tests {
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: false,
             prove_copies: false,
+            align: crate::case::Align::Page,
         })
     }
 

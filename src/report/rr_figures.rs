@@ -272,6 +272,7 @@ mod tests {
             verify: false,
             endpoint: Endpoint::Loopback { port: 0 },
             perf: true,
+            align: crate::case::Align::Page,
         })
     }
 

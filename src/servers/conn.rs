@@ -19,6 +19,13 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Scratch buffer size for one read.
 pub const READ_CHUNK: usize = 64 << 10;
 
+/// A read buffer of READ_CHUNK bytes on a page boundary: the kernel copies requests into it,
+/// and that copy is slower into a buffer misaligned with its pages (docs/methodology.md,
+/// "Where buffers start").
+pub fn read_buffer() -> crate::sys::aligned::AlignedBuf {
+    crate::sys::aligned::AlignedBuf::zeroed(READ_CHUNK, crate::sys::mem::page_size(), 0)
+}
+
 /// A connection's protocol state, independent of how its bytes move.
 pub struct Session {
     input: Vec<u8>,

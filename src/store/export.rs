@@ -184,6 +184,7 @@ mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

@@ -315,6 +315,7 @@ mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         })
     }
 

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod affinity;
+pub mod aligned;
 pub mod cache;
 pub mod futex;
 pub mod input;

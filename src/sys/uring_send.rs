@@ -18,6 +18,7 @@
 //! - SENDMSG_ZC takes registered buffers (IORING_RECVSEND_FIXED_BUF; every iovec must lie
 //!   inside the buffer at sqe->buf_index) since Linux 6.15; plain SENDMSG refuses them (EINVAL).
 
+use crate::sys::aligned::AlignedBuf;
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 use std::io;
 use std::os::fd::RawFd;
@@ -291,6 +292,10 @@ pub struct SendRingConfig {
     pub zero_copy: bool,
     /// Put all slots in one registered buffer (zero copy only: SENDMSG refuses them).
     pub fixed_buffers: bool,
+    /// Where every field (with fixed buffers: the one arena) starts: `offset` bytes past an
+    /// `align`-byte boundary (`sys::aligned::AlignedBuf`; align 1 leaves it to the allocator).
+    pub align: usize,
+    pub offset: usize,
 }
 
 /// The msghdr of a slot and the iovecs it points to.
@@ -306,8 +311,9 @@ struct Header {
 unsafe impl Send for Header {}
 
 struct Slot {
-    /// Separately heap-allocated fields; empty with fixed buffers (the fields are in the arena).
-    fields: Vec<Vec<u8>>,
+    /// Separately allocated fields, placed as the config says; empty with fixed buffers (the
+    /// fields are in the arena).
+    fields: Vec<AlignedBuf>,
     /// With fixed buffers: each field's (start, length) in the arena.
     ranges: Vec<(usize, usize)>,
     /// Boxed so the SQE's pointer to it survives the slots Vec moving; rewritten only while
@@ -338,7 +344,7 @@ pub struct SendRing {
     tracker: SlotTracker,
     slots: Vec<Slot>,
     /// With fixed buffers: every slot's fields, registered as buffer 0.
-    arena: Vec<u8>,
+    arena: AlignedBuf,
     message_len: usize,
     /// Queued (slot, socket) pairs of the next chain, in send order.
     chain: Vec<(usize, RawFd)>,
@@ -392,11 +398,9 @@ impl SendRing {
             }
         }
 
-        let mut arena = Vec::new();
+        let arena_len = if config.fixed_buffers { slots * message_len } else { 0 };
+        let mut arena = AlignedBuf::zeroed(arena_len, config.align, config.offset);
         let mut slot_list = Vec::with_capacity(slots);
-        if config.fixed_buffers {
-            arena = vec![0u8; slots * message_len];
-        }
         for s in 0..slots {
             let mut fields = Vec::new();
             let mut ranges = Vec::new();
@@ -414,7 +418,11 @@ impl SendRing {
                     });
                 }
             } else {
-                fields = config.field_sizes.iter().map(|&n| vec![0u8; n]).collect();
+                fields = config
+                    .field_sizes
+                    .iter()
+                    .map(|&n| AlignedBuf::zeroed(n, config.align, config.offset))
+                    .collect();
                 for field in fields.iter_mut().filter(|f| !f.is_empty()) {
                     iov.push(libc::iovec {
                         iov_base: field.as_mut_ptr().cast(),
@@ -609,6 +617,16 @@ impl SendRing {
     /// purpose, to see whether the receiver gets the bytes by reference.
     pub fn fields_in_flight_mut(&mut self, slot: usize) -> Vec<&mut [u8]> {
         Self::field_views(&mut self.slots[slot], &mut self.arena)
+    }
+
+    /// (address, length) of every non-empty buffer the kernel reads from: each slot's fields,
+    /// or with fixed buffers the one arena.
+    pub fn buffers(&self) -> Vec<(usize, usize)> {
+        if self.fixed {
+            return vec![(self.arena.addr(), self.arena.len())];
+        }
+        let fields = self.slots.iter().flat_map(|s| &s.fields);
+        fields.filter(|f| !f.is_empty()).map(|f| (f.addr(), f.len())).collect()
     }
 
     fn build_entry(&self, slot: usize, fd: RawFd) -> squeue::Entry {
@@ -879,7 +897,7 @@ impl Drop for SendRing {
         }
         if self.tracker.outstanding() > 0 {
             std::mem::forget(std::mem::take(&mut self.slots));
-            std::mem::forget(std::mem::take(&mut self.arena));
+            std::mem::forget(std::mem::replace(&mut self.arena, AlignedBuf::zeroed(0, 1, 0)));
         }
     }
 }
@@ -1048,6 +1066,8 @@ mod tests {
                 batch: 16,
                 zero_copy,
                 fixed_buffers: false,
+                align: 4096,
+                offset: 0,
             })
             .unwrap_or_else(|_| panic!("no io_uring here"));
             let started = Instant::now();
@@ -1081,6 +1101,8 @@ mod tests {
                 batch: 4,
                 zero_copy,
                 fixed_buffers: false,
+                align: 4096,
+                offset: 0,
             })
             .unwrap_or_else(|_| panic!("no io_uring here"));
             let lengths = [300usize, 1, 100, 150, 299, 300, 7, 200];

@@ -12,7 +12,7 @@ mod two_copy;
 mod uring;
 mod zero_copy;
 
-use crate::case::{CopyMode, RxMode};
+use crate::case::{Align, CopyMode, RxMode};
 use crate::net::completions::CompletionCounts;
 use crate::observation::Unsupported;
 use std::io;
@@ -107,6 +107,8 @@ pub struct SendOptions {
     /// that also waits for its result) instead of batching several; request/response needs
     /// it, since a request must leave before its response can come.
     pub unbatched: bool,
+    /// Where the buffers the kernel reads from start (`--align`; page by default).
+    pub align: Align,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,6 +169,10 @@ pub trait Sender: Send {
     /// new buffer. The alias probe calls it after `send` returns and before the receiver reads:
     /// a receiver that then sees the new bytes got them by reference, the old ones by copy.
     fn rewrite(&mut self, seq: u64) -> io::Result<()>;
+    /// (address, length) of every non-empty buffer of user memory the kernel copies from or
+    /// takes references to (none for sendfile, whose bytes are file pages): tests hold that
+    /// they are placed as `--align` asks.
+    fn buffers(&self) -> Vec<(usize, usize)>;
 }
 
 pub trait Receiver: Send {
@@ -183,6 +189,17 @@ pub trait Receiver: Send {
     /// Receive message number `seq` completely. Ok(false): the peer closed cleanly before it.
     fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool>;
     fn counts(&self) -> RecvCounts;
+    /// (address, length) of every non-empty buffer the kernel copies into (none for trunc):
+    /// tests hold that they are placed as `--align` asks.
+    fn buffers(&self) -> Vec<(usize, usize)>;
+}
+
+/// (address, length) of the non-empty buffers among `bufs`.
+pub(crate) fn spans<'a>(bufs: impl IntoIterator<Item = &'a crate::sys::aligned::AlignedBuf>) -> Vec<(usize, usize)> {
+    bufs.into_iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| (b.addr(), b.len()))
+        .collect()
 }
 
 /// The sender for a mode. `verify` refills the message for every sequence number (costs a
@@ -201,24 +218,31 @@ pub fn sender_with(
     options: &SendOptions,
 ) -> io::Result<Box<dyn Sender>> {
     Ok(match mode {
-        CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify)),
-        CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify)),
-        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(size, fields, verify, options.zc_ring)),
+        CopyMode::TwoCopy => Box::new(TwoCopySender::new(size, fields, verify, options.align)),
+        CopyMode::OneCopy => Box::new(OneCopySender::new(size, fields, verify, options.align)),
+        CopyMode::ZeroCopy => Box::new(ZeroCopySender::new(
+            size,
+            fields,
+            verify,
+            options.zc_ring,
+            options.align,
+        )),
         CopyMode::Uring => Box::new(UringSender::new(size, fields, verify, false, options)?),
         CopyMode::UringZc => Box::new(UringSender::new(size, fields, verify, true, options)?),
         CopyMode::Sendfile => Box::new(SendfileSender::new(size, verify)?),
-        CopyMode::Splice => Box::new(SpliceSender::new(size, fields, verify)?),
+        CopyMode::Splice => Box::new(SpliceSender::new(size, fields, verify, options.align)?),
     })
 }
 
 /// The receiver for a receive mode. `verify` checks every byte received against the
-/// sender's pattern (`trunc` sees no byte: its callers refuse verify with it).
-pub fn receiver(rx: RxMode, size: usize, fields: usize, verify: bool) -> io::Result<Box<dyn Receiver>> {
+/// sender's pattern (`trunc` sees no byte: its callers refuse verify with it). `align`: where
+/// the buffers the kernel copies into start (`--align`).
+pub fn receiver(rx: RxMode, size: usize, fields: usize, verify: bool, align: Align) -> io::Result<Box<dyn Receiver>> {
     Ok(match rx {
-        RxMode::Copy => Box::new(CopyReceiver::new(size, fields, verify)),
-        RxMode::Scatter => Box::new(ScatterReceiver::new(size, fields, verify)),
+        RxMode::Copy => Box::new(CopyReceiver::new(size, fields, verify, align)),
+        RxMode::Scatter => Box::new(ScatterReceiver::new(size, fields, verify, align)),
         RxMode::Trunc => Box::new(TruncReceiver::new(size)),
-        RxMode::Zerocopy => Box::new(ZeroCopyReceiver::new(size, verify)),
+        RxMode::Zerocopy => Box::new(ZeroCopyReceiver::new(size, verify, align)),
     })
 }
 
@@ -230,7 +254,7 @@ pub fn check_receiver(rx: RxMode) -> Result<(), Unsupported> {
     }
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
         .map_err(|e| Unsupported::new("a TCP socket", e.to_string()))?;
-    let mut probe = ZeroCopyReceiver::new(page_size_bytes(), false);
+    let mut probe = ZeroCopyReceiver::new(page_size_bytes(), false, Align::Page);
     match probe.attach(std::os::fd::AsRawFd::as_raw_fd(&socket)) {
         Ok(()) => Ok(()),
         Err(e) => Err(unsupported_in(&e).unwrap_or_else(|| Unsupported::new("TCP receive zero-copy", e.to_string()))),
@@ -332,7 +356,7 @@ mod tests {
     #[test]
     fn zerocopy_rx_on_a_socket_that_cannot_be_mapped_is_unsupported() {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut rx = receiver(RxMode::Zerocopy, 65536, 1, false).unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, 65536, 1, false, Align::Page).unwrap();
         let err = rx.attach(udp.as_raw_fd()).unwrap_err();
         let refusal = unsupported_in(&err).unwrap_or_else(|| panic!("not a refusal: {err}"));
         assert!(refusal.to_string().contains("cannot be mapped"), "{refusal}");
@@ -364,7 +388,7 @@ mod tests {
             tx.drain(peer.as_raw_fd(), std::time::Duration::from_secs(10)).unwrap();
             peer.shutdown(std::net::Shutdown::Write).unwrap();
         });
-        let mut rx = receiver(RxMode::Zerocopy, SIZE, 3, true).unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, SIZE, 3, true, Align::Page).unwrap();
         for seq in 0..MESSAGES {
             assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
         }
@@ -388,7 +412,7 @@ mod tests {
             use std::io::Write;
             peer.write_all(&vec![7u8; 3 * 10_000]).unwrap();
         });
-        let mut rx = receiver(RxMode::Trunc, 10_000, 4, false).unwrap();
+        let mut rx = receiver(RxMode::Trunc, 10_000, 4, false, Align::Page).unwrap();
         for seq in 0..3 {
             assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
         }

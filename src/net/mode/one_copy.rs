@@ -1,6 +1,7 @@
 //! one-copy: sendmsg() with one iovec per field, so the only copy is the kernel's.
 
 use super::{peer_error, retry, SendCounts, Sender};
+use crate::case::Align;
 use crate::net::message::Message;
 use crate::sys::net::{self as sock, IovecStore};
 use std::io::{self, IoSlice};
@@ -52,9 +53,9 @@ pub struct OneCopySender {
 }
 
 impl OneCopySender {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+    pub fn new(size: usize, fields: usize, verify: bool, align: Align) -> Self {
         OneCopySender {
-            message: Message::new(size, fields, 0),
+            message: Message::placed(size, fields, 0, align),
             iov: IovecStore::with_capacity(fields),
             verify,
             syscalls: 0,
@@ -98,5 +99,9 @@ impl Sender for OneCopySender {
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         self.message.fill(seq + 1);
         Ok(())
+    }
+
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans(&self.message.fields)
     }
 }

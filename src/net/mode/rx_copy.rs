@@ -3,23 +3,25 @@
 //! checked (that copy is verification work, not part of the mode).
 
 use super::{recv_whole, tally_check, Receiver, RecvCounts};
-use crate::net::message::Message;
+use crate::case::Align;
+use crate::net::message::{self, Message};
+use crate::sys::aligned::AlignedBuf;
 use crate::sys::net as sock;
 use std::io;
 use std::os::fd::RawFd;
 
 pub struct CopyReceiver {
-    wire: Vec<u8>,
+    wire: AlignedBuf,
     /// Only used when verifying: the fields the wire bytes are scattered back into.
     message: Option<Message>,
     counts: RecvCounts,
 }
 
 impl CopyReceiver {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+    pub fn new(size: usize, fields: usize, verify: bool, align: Align) -> Self {
         CopyReceiver {
-            wire: vec![0u8; size],
-            message: verify.then(|| Message::new(size, fields, 0)),
+            wire: message::buffer(size, align),
+            message: verify.then(|| Message::placed(size, fields, 0, align)),
             counts: RecvCounts::default(),
         }
     }
@@ -48,5 +50,10 @@ impl Receiver for CopyReceiver {
 
     fn counts(&self) -> RecvCounts {
         self.counts.clone()
+    }
+
+    /// Only the wire buffer: verification's fields are filled in user space.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans([&self.wire])
     }
 }

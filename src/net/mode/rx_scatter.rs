@@ -2,6 +2,7 @@
 //! straight into the separately allocated fields.
 
 use super::{recv_whole, tally_check, Receiver, RecvCounts};
+use crate::case::Align;
 use crate::net::message::Message;
 use crate::sys::net::{self as sock, IovecStore};
 use std::io::{self, IoSliceMut};
@@ -16,9 +17,9 @@ pub struct ScatterReceiver {
 }
 
 impl ScatterReceiver {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+    pub fn new(size: usize, fields: usize, verify: bool, align: Align) -> Self {
         ScatterReceiver {
-            message: Message::new(size, fields, 0),
+            message: Message::placed(size, fields, 0, align),
             iov: IovecStore::with_capacity(fields),
             verify,
             counts: RecvCounts::default(),
@@ -52,5 +53,9 @@ impl Receiver for ScatterReceiver {
 
     fn counts(&self) -> RecvCounts {
         self.counts.clone()
+    }
+
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans(&self.message.fields)
     }
 }

@@ -36,4 +36,9 @@ impl Receiver for TruncReceiver {
     fn counts(&self) -> RecvCounts {
         self.counts.clone()
     }
+
+    /// None: the kernel copies nothing into user memory.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        Vec::new()
+    }
 }

@@ -35,20 +35,20 @@ pub struct ZeroCopyReceiver {
     mapping: Option<(RawFd, SocketMapping)>,
     /// Mapped bytes not yet read: the head of the next message (indexes into the mapping).
     carry: std::ops::Range<usize>,
-    scratch: Vec<u8>,
+    scratch: crate::sys::aligned::AlignedBuf,
     /// The socket's SO_RCVLOWAT as last set: what a wait for data waits for.
     lowat: usize,
     counts: RecvCounts,
 }
 
 impl ZeroCopyReceiver {
-    pub fn new(size: usize, verify: bool) -> Self {
+    pub fn new(size: usize, verify: bool, align: crate::case::Align) -> Self {
         ZeroCopyReceiver {
             size,
             verify,
             mapping: None,
             carry: 0..0,
-            scratch: vec![0u8; size.clamp(1, MAX_SCRATCH)],
+            scratch: message::buffer(size.clamp(1, MAX_SCRATCH), align),
             lowat: 0,
             counts: RecvCounts::default(),
         }
@@ -216,5 +216,11 @@ impl Receiver for ZeroCopyReceiver {
 
     fn counts(&self) -> RecvCounts {
         self.counts.clone()
+    }
+
+    /// The scratch buffer that recv() fills with what the kernel would not map (the mapping
+    /// itself is the kernel's, page-aligned by mmap).
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans([&self.scratch])
     }
 }

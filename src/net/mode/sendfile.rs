@@ -91,6 +91,11 @@ impl Sender for SendfileSender {
 
     /// Writes message `seq + 1`'s pattern into the file pages message `seq` was sent from,
     /// through the shared mapping (the same page-cache pages).
+    /// None: the bytes are the memfd's page-cache pages, which the kernel places.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        Vec::new()
+    }
+
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         message::fill(self.slot_bytes(seq), seq + 1, 0);
         Ok(())

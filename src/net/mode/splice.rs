@@ -8,11 +8,15 @@
 //! nothing rewrites a message, so one is sent again and again (as one-copy does). With it, the
 //! sender keeps a ring of messages larger than the kernel can hold (`unnotified_ring_slots`)
 //! and rewrites a slot only after the whole ring went by; if the kernel still held it, `--verify` finds the
-//! message corrupted. The ring lives in one anonymous mapping (each field at its own
-//! word-aligned offset): when the sender is dropped the pages the kernel still references
-//! stay intact, never handed to another allocation.
+//! message corrupted. The ring lives in one anonymous mapping: when the sender is dropped the
+//! pages the kernel still references stay intact, never handed to another allocation. A field
+//! of a page or more starts as `--align` says (on a page boundary, or 16 bytes past one; slots
+//! are then a whole number of pages apart); smaller fields, and every field with `malloc`, are
+//! packed at word-aligned offsets, so a ring of hundreds of thousands of small messages stays
+//! close to its payload size.
 
 use super::{peer_error, retry, SendCounts, Sender};
+use crate::case::Align;
 use crate::net::message;
 use crate::sys::mem::{AnonMap, HugePages};
 use crate::sys::net::IovecStore;
@@ -43,14 +47,25 @@ pub struct SpliceSender {
 }
 
 impl SpliceSender {
-    pub fn new(size: usize, fields: usize, verify: bool) -> io::Result<Self> {
+    pub fn new(size: usize, fields: usize, verify: bool, align: Align) -> io::Result<Self> {
+        let page = crate::sys::mem::page_size();
+        let (boundary, offset) = message::placement(align);
         let mut layout = Vec::new();
         let mut at = 0usize;
+        let mut paged = false;
         for len in message::field_sizes(size, fields).into_iter().filter(|n| *n > 0) {
+            if boundary > 1 && len >= page {
+                at = at.div_ceil(boundary) * boundary + offset;
+                paged = true;
+            }
             layout.push((at, len));
             at += len.div_ceil(FIELD_ALIGN) * FIELD_ALIGN;
         }
-        let slot_stride = at.max(FIELD_ALIGN);
+        let slot_stride = if paged {
+            at.div_ceil(page) * page
+        } else {
+            at.max(FIELD_ALIGN)
+        };
         let slots = super::unnotified_ring_slots(size, verify);
         let ring = AnonMap::new(slot_stride * slots, HugePages::Refuse)?;
         let (pipe_r, pipe_w) = sp::pipe()?;
@@ -152,6 +167,19 @@ impl Sender for SpliceSender {
 
     /// Writes message `seq + 1`'s pattern into the ring slot whose pages were vmspliced for
     /// message `seq`.
+    /// Every non-empty field of every slot (the pages vmsplice hands to the pipe).
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        let base = self.ring.as_slice().as_ptr() as usize;
+        let slots = 0..self.slots;
+        slots
+            .flat_map(|slot| {
+                self.fields
+                    .iter()
+                    .map(move |&(at, len)| (base + slot * self.slot_stride + at, len))
+            })
+            .collect()
+    }
+
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         self.fill_slot(self.slot(seq), seq + 1);
         Ok(())
@@ -180,7 +208,7 @@ pub(super) mod tests {
         client.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
-                let mut receiver = ScatterReceiver::new(size, fields, true);
+                let mut receiver = ScatterReceiver::new(size, fields, true, Align::Page);
                 for seq in 0..messages {
                     assert!(receiver.recv(server.as_raw_fd(), seq).unwrap());
                 }
@@ -198,7 +226,7 @@ pub(super) mod tests {
     #[test]
     fn a_message_larger_than_the_pipe_goes_in_pieces() {
         let size = sp::pipe_max_size().unwrap_or(1 << 20) + 5000;
-        let mut sender = SpliceSender::new(size, 3, true).unwrap();
+        let mut sender = SpliceSender::new(size, 3, true, Align::Page).unwrap();
         assert!(sender.pipe_bytes() < size);
         assert_eq!(send_and_verify(&mut sender, size, 3, 3), 3);
         assert!(sender.counts().syscalls >= 3 * 4, "{:?}", sender.counts());
@@ -207,7 +235,7 @@ pub(super) mod tests {
     /// The ring slots hold the fields in order, so a slot reads back as the message.
     #[test]
     fn a_slot_holds_the_message_fields_in_order() {
-        let mut sender = SpliceSender::new(1000, 7, true).unwrap();
+        let mut sender = SpliceSender::new(1000, 7, true, Align::Page).unwrap();
         assert_eq!(send_and_verify(&mut sender, 1000, 7, 1), 1);
         let expected = Message::new(1000, 7, 5);
         let slot = sender.slot(5) * sender.slot_stride;

@@ -2,7 +2,9 @@
 //! then send() copies that into the kernel (copy two).
 
 use super::{peer_error, retry, SendCounts, Sender};
-use crate::net::message::Message;
+use crate::case::Align;
+use crate::net::message::{self, Message};
+use crate::sys::aligned::AlignedBuf;
 use crate::sys::net as sock;
 use std::io;
 use std::os::fd::RawFd;
@@ -10,16 +12,16 @@ use std::time::Duration;
 
 pub struct TwoCopySender {
     message: Message,
-    wire: Vec<u8>,
+    wire: AlignedBuf,
     verify: bool,
     syscalls: u64,
 }
 
 impl TwoCopySender {
-    pub fn new(size: usize, fields: usize, verify: bool) -> Self {
+    pub fn new(size: usize, fields: usize, verify: bool, align: Align) -> Self {
         TwoCopySender {
-            message: Message::new(size, fields, 0),
-            wire: vec![0u8; size],
+            message: Message::placed(size, fields, 0, align),
+            wire: message::buffer(size, align),
             verify,
             syscalls: 0,
         }
@@ -64,5 +66,10 @@ impl Sender for TwoCopySender {
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         crate::net::message::fill(&mut self.wire, seq + 1, 0);
         Ok(())
+    }
+
+    /// Only the wire buffer: the fields are copied in user space, never by the kernel.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans([&self.wire])
     }
 }

@@ -80,6 +80,8 @@ impl UringSender {
             batch,
             zero_copy,
             fixed_buffers: options.fixed_buffers,
+            align: crate::net::message::placement(options.align).0,
+            offset: crate::net::message::placement(options.align).1,
         };
         let ring = SendRing::new(&config).map_err(|e| setup_error(mode, e))?;
         let mut sender = UringSender {
@@ -169,6 +171,10 @@ impl Sender for UringSender {
     /// submitted first and its result awaited — the moment a sendmsg() would have returned —
     /// but, for uring-zc, deliberately not its notification: the alias probe asks what the
     /// kernel holds at that moment.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        self.ring.buffers()
+    }
+
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         let slot = (seq % self.ring.slots() as u64) as usize;
         if self.ring.is_queued(slot) {
@@ -205,7 +211,7 @@ mod tests {
         };
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
-                let mut receiver = ScatterReceiver::new(size, fields, true);
+                let mut receiver = ScatterReceiver::new(size, fields, true, crate::case::Align::Page);
                 for seq in 0..count {
                     assert!(receiver.recv(server.as_raw_fd(), seq).unwrap(), "message {seq}");
                 }

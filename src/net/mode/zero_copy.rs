@@ -71,10 +71,12 @@ pub fn ring_slots(size: usize, ring_bytes: Option<u64>) -> usize {
 
 impl ZeroCopySender {
     /// `ring_bytes`: `--zc-ring` (None: the default ring).
-    pub fn new(size: usize, fields: usize, verify: bool, ring_bytes: Option<u64>) -> Self {
+    pub fn new(size: usize, fields: usize, verify: bool, ring_bytes: Option<u64>, align: crate::case::Align) -> Self {
         let slots = ring_slots(size, ring_bytes);
         ZeroCopySender {
-            ring: (0..slots).map(|i| Message::new(size, fields, i as u64)).collect(),
+            ring: (0..slots)
+                .map(|i| Message::placed(size, fields, i as u64, align))
+                .collect(),
             iov: IovecStore::with_capacity(fields),
             slot_last_id: vec![None; slots],
             // Room for two send calls per slot (a message a partial send split).
@@ -207,6 +209,10 @@ impl Sender for ZeroCopySender {
 
     /// Rewrites the ring slot message `seq` was sent from, deliberately without waiting for
     /// its completion: the alias probe asks what the kernel holds at that moment.
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        super::spans(self.ring.iter().flat_map(|m| &m.fields))
+    }
+
     fn rewrite(&mut self, seq: u64) -> io::Result<()> {
         let slot = (seq % self.ring.len() as u64) as usize;
         self.ring[slot].fill(seq + 1);

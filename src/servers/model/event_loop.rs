@@ -2,7 +2,7 @@
 //! same loop, with the readiness system call behind the `Poller` trait.
 
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
-use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
+use crate::servers::conn::{Conn, Progress, TICK};
 use crate::servers::server::ServerCtx;
 use std::collections::HashMap;
 use std::io;
@@ -47,7 +47,7 @@ pub fn spawn<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, poller: P) 
 pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P) {
     ctx.pin_thread();
     let mut window = ctx.thread_window();
-    let mut scratch = vec![0u8; READ_CHUNK];
+    let mut scratch = crate::servers::conn::read_buffer();
     let drain = poller.edge_triggered();
     let listen_fd = listener.as_raw_fd();
     let mut listener = Some(listener);

@@ -2,7 +2,7 @@
 //! next. Other clients wait in the listen backlog.
 
 use super::{accept_within, listener_ready, spawn_named};
-use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
+use crate::servers::conn::{serve_blocking, TICK};
 use crate::servers::server::ServerCtx;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
     let t = spawn_named("srv-iterative", move || {
         ctx.pin_thread();
         let mut window = ctx.thread_window();
-        let mut scratch = vec![0u8; READ_CHUNK];
+        let mut scratch = crate::servers::conn::read_buffer();
         while !ctx.stop_requested() {
             window.tick();
             match accept_within(&listener, TICK) {

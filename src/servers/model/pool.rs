@@ -3,7 +3,7 @@
 //! has received and re-arms it. Workers also take turns accepting.
 
 use super::{out_of_fds, spawn_named, ACCEPT_BACKOFF};
-use crate::servers::conn::{Conn, Progress, READ_CHUNK, TICK};
+use crate::servers::conn::{Conn, Progress, TICK};
 use crate::servers::server::ServerCtx;
 use crate::sys::multiplex::Epoll;
 use std::collections::HashMap;
@@ -202,7 +202,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
 fn worker(ctx: &Arc<ServerCtx>, pool: &Pool, index: usize) {
     ctx.pin_thread();
     let mut window = ctx.thread_window();
-    let mut scratch = vec![0u8; READ_CHUNK];
+    let mut scratch = crate::servers::conn::read_buffer();
     let mut events = Vec::with_capacity(1);
     let mut last_sweep = Instant::now();
     while !ctx.stop_requested() {

@@ -3,7 +3,7 @@
 //! when the server stops.
 
 use super::{accept_within, spawn_named};
-use crate::servers::conn::{serve_blocking, READ_CHUNK, TICK};
+use crate::servers::conn::{serve_blocking, TICK};
 use crate::servers::server::ServerCtx;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub fn spawn(ctx: &Arc<ServerCtx>, listener: TcpListener) -> anyhow::Result<Vec<
                         .spawn(move || {
                             worker_ctx.pin_thread();
                             let mut window = worker_ctx.thread_window();
-                            let mut scratch = vec![0u8; READ_CHUNK];
+                            let mut scratch = crate::servers::conn::read_buffer();
                             serve_blocking(stream, slot, &worker_ctx, &mut window, &mut scratch, &|| false);
                         });
                     // No thread (out of memory or task limit): the connection is dropped,

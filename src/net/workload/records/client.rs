@@ -46,7 +46,7 @@ pub fn run(start: ThreadStart<'_>, case: &RecordsCase, index: usize, fd: RawFd) 
     let mut asked = vec![0u64; depth * n];
     let mut sent_at = vec![Instant::now(); depth];
     let mut request = vec![0u8; 8 + 8 * n];
-    let mut response = vec![0u8; case.response_bytes() as usize];
+    let mut response = crate::net::message::buffer(case.response_bytes() as usize, case.align);
     let mut latency = LatencyHistogram::new();
     let (mut sent, mut received, mut syscalls) = (0u64, 0u64, 0u64);
     let (mut verified, mut corrupt) = (0u64, 0u64);

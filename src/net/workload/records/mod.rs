@@ -483,7 +483,10 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
-    let Some(table) = Table::new(case.record_size as usize, case.table_records(), &|| stop.requested())? else {
+    let Some(table) = Table::new(case.record_size as usize, case.table_records(), case.align, &|| {
+        stop.requested()
+    })?
+    else {
         return Err(interrupted());
     };
     let net = Topology::from(&case.endpoint).establish()?;
@@ -828,6 +831,7 @@ mod tests {
             endpoint: crate::case::Endpoint::Loopback { port: 0 },
             perf: false,
             prove_copies: false,
+            align: crate::case::Align::Page,
         };
         assert_eq!(check_case(&case, None), Ok(()));
         let small = RecordsCase {

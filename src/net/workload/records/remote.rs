@@ -71,7 +71,7 @@ pub fn serve_session(
             ));
         }
     }
-    let Some(table) = Table::new(case.record_size as usize, case.table_records(), stopped)? else {
+    let Some(table) = Table::new(case.record_size as usize, case.table_records(), case.align, stopped)? else {
         return Err(anyhow::Error::new(Interrupted));
     };
     let (listener, peer) = open_data_port(&mut control)?;

@@ -24,7 +24,7 @@ pub const URING_ENTRIES: u32 = 8;
 /// Which way the records of one response reach the kernel, with the state each way needs.
 pub(super) enum Way<'t> {
     CopyOut {
-        tx: Vec<u8>,
+        tx: crate::sys::aligned::AlignedBuf,
     },
     Gather {
         iov: Vec<IoSlice<'t>>,
@@ -101,7 +101,7 @@ impl<'t> Way<'t> {
     pub(super) fn new(case: &RecordsCase) -> anyhow::Result<Way<'t>> {
         Ok(match case.mode {
             RecordsMode::CopyOut => Way::CopyOut {
-                tx: vec![0; case.response_bytes() as usize],
+                tx: crate::net::message::buffer(case.response_bytes() as usize, case.align),
             },
             RecordsMode::Gather => Way::Gather {
                 iov: Vec::with_capacity(case.records),

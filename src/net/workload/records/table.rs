@@ -2,10 +2,14 @@
 //! is a function of (id, k), so a client can check any record it receives knowing only the id
 //! it asked for, and a record sent in the wrong place or from the wrong offset fails the check.
 
+use crate::case::Align;
+use crate::net::message;
+use crate::sys::aligned::AlignedBuf;
 /// The table: `count` records of `record_size` bytes, contiguous, filled once when built and
 /// never written again (zero-copy sends may have any record in flight several times at once).
 pub struct Table {
-    bytes: Vec<u8>,
+    /// Placed as the case's `--align` says: the kernel copies records out of it.
+    bytes: AlignedBuf,
     record_size: usize,
 }
 
@@ -39,36 +43,49 @@ impl Table {
     /// Allocate and fill `count` records of `record_size` bytes (touching every page now, so
     /// no page fault of the table lands inside a measured window). `stopped` is asked every
     /// 16 MiB: a big table takes seconds to fill, and a stop must not wait for it (None then).
-    pub fn new(record_size: usize, count: u64, stopped: &dyn Fn() -> bool) -> anyhow::Result<Option<Table>> {
+    pub fn new(
+        record_size: usize,
+        count: u64,
+        align: Align,
+        stopped: &dyn Fn() -> bool,
+    ) -> anyhow::Result<Option<Table>> {
         let total = (record_size as u64)
             .checked_mul(count)
             .filter(|t| *t <= isize::MAX as u64)
             .ok_or_else(|| anyhow::anyhow!("a table of {count} records of {record_size} B is too large"))?;
-        let mut bytes = Vec::new();
-        bytes
-            .try_reserve_exact(total as usize)
-            .map_err(|e| anyhow::anyhow!("could not allocate the {total}-byte table: {e}"))?;
-        // Written once, record by record (no zeroing pass first).
-        let mut record = vec![0u8; record_size];
+        let (boundary, offset) = message::placement(align);
+        let mut bytes = AlignedBuf::try_zeroed(total as usize, boundary, offset)
+            .ok_or_else(|| anyhow::anyhow!("could not allocate the {total}-byte table"))?;
+        // Written once, record by record (fresh zeroed pages: no zeroing pass of ours first).
         let check_every = ((16 << 20) / record_size).max(1) as u64;
-        for id in 0..count {
-            if id % check_every == 0 && stopped() {
+        for (id, record) in bytes.chunks_mut(record_size).enumerate() {
+            if id as u64 % check_every == 0 && stopped() {
                 return Ok(None);
             }
-            fill_record(id, &mut record);
-            bytes.extend_from_slice(&record);
+            fill_record(id as u64, record);
         }
         Ok(Some(Table { bytes, record_size }))
     }
 
     /// A table over `bytes` as they are (the alias probe's scratch records).
     pub fn from_bytes(bytes: Vec<u8>, record_size: usize) -> Table {
-        Table { bytes, record_size }
+        let mut placed = message::buffer(bytes.len(), Align::Page);
+        placed.copy_from_slice(&bytes);
+        Table {
+            bytes: placed,
+            record_size,
+        }
     }
 
     /// The bytes back, for a caller that must rewrite them (never while a case runs).
     pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
+        self.bytes.to_vec()
+    }
+
+    /// The address of the first record (tests hold where the table starts).
+    #[cfg(test)]
+    pub fn addr(&self) -> usize {
+        self.bytes.addr()
     }
 
     pub fn count(&self) -> u64 {
@@ -90,7 +107,7 @@ mod tests {
     #[test]
     fn every_record_checks_and_no_record_passes_for_another() {
         for size in [8usize, 13, 128, 1024] {
-            let table = Table::new(size, 50, &|| false).unwrap().unwrap();
+            let table = Table::new(size, 50, Align::Page, &|| false).unwrap().unwrap();
             assert_eq!(table.count(), 50);
             for id in 0..50 {
                 assert!(check_record(id, table.record(id)), "size {size} id {id}");
@@ -104,8 +121,18 @@ mod tests {
             );
         }
         assert!(
-            Table::new(128, 1 << 20, &|| true).unwrap().is_none(),
+            Table::new(128, 1 << 20, Align::Page, &|| true).unwrap().is_none(),
             "a stop ends the fill"
         );
+    }
+
+    /// The table the kernel copies records out of starts where `--align` says.
+    #[test]
+    fn the_table_is_placed_as_asked() {
+        for align in [Align::Page, Align::Misaligned] {
+            let table = Table::new(4096, 64, align, &|| false).unwrap().unwrap();
+            assert!(message::placed_as(table.addr(), align), "{align}: {:#x}", table.addr());
+            assert!(check_record(63, table.record(63)));
+        }
     }
 }

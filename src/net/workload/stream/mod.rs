@@ -89,6 +89,7 @@ fn send_options(case: &StreamCase) -> mode::SendOptions {
         zc_ring: case.zc_ring,
         fixed_buffers: case.fixed_buffers,
         unbatched: false,
+        align: case.align,
     }
 }
 
@@ -892,6 +893,7 @@ mod tests {
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
+            align: crate::case::Align::Page,
         }
     }
 
@@ -917,7 +919,7 @@ mod tests {
         let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
         let end = match role {
             Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false).unwrap()),
-            _ => End::Recv(mode::receiver(c.rx_mode, c.size as usize, c.fields, false).unwrap()),
+            _ => End::Recv(mode::receiver(c.rx_mode, c.size as usize, c.fields, false, c.align).unwrap()),
         };
         std::thread::scope(|s| {
             let h = s.spawn(|| thread::run(plan, end));

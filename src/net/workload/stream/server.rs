@@ -817,7 +817,7 @@ fn run_receivers(
     // kernel that refuses the receive mode is found before the window.
     let mut receivers = Vec::with_capacity(data.len());
     for stream in data {
-        let mut receiver = mode::receiver(case.rx_mode, size, case.fields, case.verify)?;
+        let mut receiver = mode::receiver(case.rx_mode, size, case.fields, case.verify, case.align)?;
         receiver
             .attach(stream.as_raw_fd())
             .map_err(|e| match mode::unsupported_in(&e) {
