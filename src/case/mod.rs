@@ -99,15 +99,25 @@ impl Case {
         serde_json::to_string(self).unwrap_or_else(|_| self.label())
     }
 
+    /// How many windows one cell runs: rr, crr and servers with counters on run a latency pass
+    /// without per-thread perf events and then a counting pass with them (docs/methodology.md).
+    pub fn passes(&self) -> u32 {
+        match self {
+            Case::NetRr(c) if c.perf => 2,
+            Case::Servers(c) if c.perf => 2,
+            _ => 1,
+        }
+    }
+
     /// Roughly how long one cell of this case takes, in seconds, for the progress ETA.
     pub fn planned_seconds(&self) -> f64 {
         match self {
             Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
             // Filling the table takes about a second per GiB.
             Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
-            Case::Servers(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1,
+            Case::Servers(c) => self.passes() as f64 * ((c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1),
             Case::Micro(_) => 1.0,
-            Case::NetRr(c) => c.session_ms() as f64 / 1e3 + 0.1,
+            Case::NetRr(c) => self.passes() as f64 * (c.session_ms() as f64 / 1e3 + 0.1),
             Case::Fake(c) => match c.behaviour {
                 FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
                 _ => 0.0,

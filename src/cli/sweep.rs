@@ -94,9 +94,12 @@ pub const QUICK_BUDGET_S: f64 = 52.0;
 /// What quick leaves out to fit the minute, and the command that measures it.
 pub const QUICK_LEFT_OUT: &str = "left out to fit a minute: uring-zc (io_uring SENDMSG_ZC; over loopback the kernel \
      copies it as it copies zero-copy) and sizes above 256KiB; `iopath sweep net-stream --mode \
-     two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice --size 1K..16M --reps 6` measures them";
-/// The `net rr` flags of quick's request/response cases.
-pub const QUICK_RR: [&str; 8] = [
+     two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice --size 1K..16M --reps 6` measures them; \
+     the ping-pong's perf counters (`iopath net rr --mode two-copy,one-copy,zero-copy --request-size 64 \
+     --response-size 64` counts them in a second pass)";
+/// The `net rr` flags of quick's request/response cases. `--no-perf`: latency without per-thread
+/// counters is what the headline shows; a counting pass would double these cells' time.
+pub const QUICK_RR: [&str; 9] = [
     "--mode",
     "two-copy,one-copy,zero-copy",
     "--request-size",
@@ -105,6 +108,7 @@ pub const QUICK_RR: [&str; 8] = [
     "64",
     "--inflight",
     "1",
+    "--no-perf",
 ];
 
 /// The CPUs quick pins the client and the server to: the first allowed CPU for the client and,
@@ -205,7 +209,7 @@ pub fn quick_plan_on(name: &str, cpus: Option<(usize, usize)>) -> anyhow::Result
 pub fn window_seconds(plan: &Plan) -> f64 {
     let of = |case: &crate::case::Case| match case {
         crate::case::Case::NetStream(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
-        crate::case::Case::NetRr(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
+        crate::case::Case::NetRr(c) => case.passes() as f64 * (c.duration_ms + c.warmup_ms) as f64 / 1e3,
         _ => 0.0,
     };
     let cells: f64 = plan.cases.iter().map(of).sum::<f64>() * plan.repetitions as f64;
