@@ -513,6 +513,32 @@ pub fn probe_events() -> Vec<(&'static str, Result<(), String>)> {
     out
 }
 
+/// Latency without the cost of counting, as rr, crr and servers run a case: with `perf` off,
+/// `pass(false)` alone; with it on, `pass(false)` is the latency pass (no perf event on any
+/// thread), whose figures are the result, and when it measured a client p50 and `go_on()`
+/// holds, `pass(true)` is the counting pass whose counters are merged in ([`merge_counting`];
+/// docs/methodology.md).
+pub fn latency_then_counting(
+    perf: bool,
+    mut pass: impl FnMut(bool) -> anyhow::Result<Observation>,
+    go_on: impl Fn() -> bool,
+) -> anyhow::Result<Observation> {
+    let mut obs = pass(false)?;
+    if !perf {
+        return Ok(obs);
+    }
+    let measured = obs
+        .metrics
+        .iter()
+        .any(|m| m.name == "latency_p50_us" && m.role == Role::Client && m.value.is_some());
+    // Unsupported, nothing measured or stopped: a counting pass would add nothing.
+    if !measured || !go_on() {
+        return Ok(obs);
+    }
+    merge_counting(&mut obs, pass(true)?);
+    Ok(obs)
+}
+
 /// Latency without the cost of counting (rr, crr, servers): a case runs a latency pass with
 /// no perf event on any thread, then a counting pass with them. Into the latency pass's
 /// observation: every counter figure of the counting pass (perf

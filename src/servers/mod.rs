@@ -83,24 +83,16 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 /// a counting pass whose perf figures are added and whose p50 is `latency_p50_counted_us`
 /// (`measure::counters::merge_counting`; docs/methodology.md).
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    if !case.perf {
-        return run_pass(case, stop);
-    }
-    let quiet = ServersCase {
-        perf: false,
-        ..case.clone()
+    let pass = |perf: bool| {
+        run_pass(
+            &ServersCase {
+                perf,
+                ..case.clone()
+            },
+            stop,
+        )
     };
-    let mut obs = run_pass(&quiet, stop)?;
-    let p50 = obs
-        .metrics
-        .iter()
-        .find(|m| m.name == "latency_p50_us" && m.role == Role::Client);
-    if p50.and_then(|m| m.value).is_none() || stop() {
-        return Ok(obs);
-    }
-    let counted = run_pass(case, stop)?;
-    crate::measure::counters::merge_counting(&mut obs, counted);
-    Ok(obs)
+    crate::measure::counters::latency_then_counting(case.perf, pass, || !stop())
 }
 
 /// One pass of the case.

@@ -21,7 +21,7 @@ pub use server::serve_session;
 use crate::case::Case;
 use crate::case::{CopyMode, RrCase, RrKind, RxMode};
 use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, merge_counting, CounterSample};
+use crate::measure::counters::{kernel_policy, latency_then_counting, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
@@ -214,25 +214,16 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    if !case.perf {
-        return run_pass(case, stop);
-    }
-    let quiet = RrCase {
-        perf: false,
-        ..case.clone()
+    let pass = |perf: bool| {
+        run_pass(
+            &RrCase {
+                perf,
+                ..case.clone()
+            },
+            stop,
+        )
     };
-    let mut obs = run_pass(&quiet, stop)?;
-    let p50 = obs
-        .metrics
-        .iter()
-        .find(|m| m.name == "latency_p50_us" && m.role == Role::Client);
-    if p50.and_then(|m| m.value).is_none() {
-        // Unsupported or nothing measured: a counting pass would say the same.
-        return Ok(obs);
-    }
-    let counted = run_pass(case, stop)?;
-    merge_counting(&mut obs, counted);
-    Ok(obs)
+    latency_then_counting(case.perf, pass, || !stop.requested())
 }
 
 /// One pass of the case.
