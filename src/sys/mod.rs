@@ -19,6 +19,7 @@ pub mod splice;
 pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;
+pub mod tether;
 pub mod tsc;
 pub mod uncore;
 pub mod uring;
