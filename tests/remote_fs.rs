@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{iopath, iopath_child, json_records, metric, stderr};
+use common::{iopath, iopath_child, json_records, metric, sigint, stderr};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -129,8 +129,27 @@ fn remote_reads_print_local_remote_and_the_penalty_and_leave_nothing() {
     assert!(left.is_empty(), "scratch files left: {left:?}");
 }
 
+/// How a run under test ends.
+enum Ending {
+    Sigkill,
+    CtrlC,
+    CtrlCTwice,
+}
+
 #[test]
 fn sigkill_of_iopath_leaves_no_process_mount_or_namespace() {
+    ended_by(Ending::Sigkill);
+}
+
+#[test]
+fn ctrl_c_once_or_twice_leaves_no_process_mount_or_namespace() {
+    ended_by(Ending::CtrlC);
+    ended_by(Ending::CtrlCTwice);
+}
+
+/// Start a long remote run, wait until its server and mount are up, end it so, and check
+/// that nothing of the setup is left.
+fn ended_by(ending: Ending) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path().to_str().expect("utf-8 path");
@@ -176,9 +195,25 @@ fn sigkill_of_iopath_leaves_no_process_mount_or_namespace() {
     );
     // The mount lives in a private mount namespace: the root namespace never sees it.
     assert_eq!(stray_mounts(d), Vec::<String>::new());
-    child.kill().expect("SIGKILL iopath");
-    child.wait().expect("reap iopath");
-    // Everything of the setup dies with it (PR_SET_PDEATHSIG, then the PID namespaces).
+    match ending {
+        Ending::Sigkill => child.kill().expect("SIGKILL iopath"),
+        Ending::CtrlC => sigint(&child),
+        Ending::CtrlCTwice => {
+            sigint(&child);
+            std::thread::sleep(Duration::from_millis(20));
+            sigint(&child);
+        }
+    }
+    let start = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "iopath did not end within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Everything of the setup dies with it (a stop: the case's teardown; a forced exit: its
+    // action; SIGKILL: PR_SET_PDEATHSIG, then the PID namespaces).
     let start = Instant::now();
     loop {
         let alive = setup_processes();
