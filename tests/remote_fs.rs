@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{iopath, iopath_child, json_records, metric, sigint, stderr};
+use common::{iopath, iopath_child, json_records, metric, sigint, stderr, temp_db};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -73,8 +73,11 @@ fn remote_reads_print_local_remote_and_the_penalty_and_leave_nothing() {
     let before = setup_processes();
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path().to_str().expect("utf-8 path");
+    let (db_dir, db) = temp_db("remote.db");
     let out = iopath()
         .args(["micro", "fs", "--remote=rate=1gbit", "--quick", "--json", "--dir", d])
+        .arg("--db")
+        .arg(&db)
         .args(["--variant", "seq_read,contention", "--file-size", "64K", "--procs", "2"])
         .output()
         .expect("run iopath");
@@ -127,6 +130,25 @@ fn remote_reads_print_local_remote_and_the_penalty_and_leave_nothing() {
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "scratch files left: {left:?}");
+    // The report draws remote vs local: by file size, and against the readers.
+    let html = db_dir.path().join("report.html");
+    let out = iopath()
+        .arg("report")
+        .arg("--db")
+        .arg(&db)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("run report");
+    assert!(out.status.success(), "report failed: {}", stderr(&out));
+    for stem in ["fs_remote_vs_local", "fs_remote_contention"] {
+        let svg = db_dir.path().join("report-charts").join(format!("{stem}.svg"));
+        let text = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}", svg.display()));
+        assert!(
+            text.contains("remote (sshfs)") && text.contains("local"),
+            "{stem}: no remote and local lines"
+        );
+    }
 }
 
 /// How a run under test ends.

@@ -907,6 +907,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     figures.extend(servers_figures(cells));
     figures.extend(super::rr_figures::rr_figures(cells));
     figures.extend(micro_figures(cells, caches));
+    figures.extend(super::remote_fs_figures::remote_fs_figures(cells));
     figures
 }
 
