@@ -320,6 +320,8 @@ Examples:
   iopath micro fs --quick
   iopath micro fs --dir /var/tmp --file-size 256M --procs 1..8
   iopath micro fs --variant cache_read --cache-max 1G
+  iopath micro fs --remote=rate=1gbit --block-size 4K,64K --variant seq_read,rand_read
+  iopath micro fs --remote --variant contention --procs 1..8
   iopath sweep micro fs --quick --reps 3";
 
 pub const COMPLETIONS: &str = "\

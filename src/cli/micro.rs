@@ -146,6 +146,15 @@ pub struct RunArgs {
     /// powers of two between; default 1,2,4, 1,2 with --quick).
     #[arg(long, value_name = "LIST")]
     pub procs: Option<String>,
+    /// fs: read the same files locally and over a real file server built for the run (sshd +
+    /// sftp-server in a private network namespace behind a veth pair, mounted with sshfs) and
+    /// report the penalty; LINK shapes the link (mtu=N,rate=R, e.g. rate=1gbit; default
+    /// unshaped). Needs root and the Debian packages openssh-server openssh-sftp-server sshfs.
+    #[arg(long, value_name = "LINK", num_args = 0..=1, default_missing_value = "", require_equals = true)]
+    pub remote: Option<String>,
+    /// fs --remote: block sizes read, a list 4K,64K or a range 4K..1M (default 4KiB).
+    #[arg(long, value_name = "LIST")]
+    pub block_size: Option<String>,
     /// ctxswitch: yes, no or both (default both).
     #[arg(long, value_name = "yes|no|both")]
     pub pinned: Option<String>,
@@ -382,7 +391,10 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
             Some(wanted)
         }
     };
+    let (remote, block_sizes) = remote_settings(benches, a, variants.as_deref())?;
     Ok(Settings {
+        remote,
+        block_sizes,
         quick: a.quick,
         samples: a.samples,
         memlat_min: a.min,
@@ -398,6 +410,50 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
         program: a.program.clone(),
         variants,
     })
+}
+
+/// `--remote` and `--block-size`: the link text (empty: unshaped) and the block sizes.
+type RemoteSettings = (Option<String>, Option<Vec<u64>>);
+
+fn remote_settings(benches: &[Bench], a: &RunArgs, variants: Option<&[String]>) -> anyhow::Result<RemoteSettings> {
+    let Some(link) = &a.remote else {
+        if a.block_size.is_some() {
+            return Err(usage("--block-size is for micro fs --remote only"));
+        }
+        return Ok((None, None));
+    };
+    if benches != [Bench::Fs] {
+        return Err(usage("--remote is for micro fs only"));
+    }
+    if variants.is_some_and(|v| v.iter().any(|x| x == "cache_read")) {
+        return Err(usage(
+            "--remote measures seq_read, rand_read and contention (accepted with --variant), not cache_read",
+        ));
+    }
+    if !link.is_empty() {
+        match format!("veth:{link}").parse::<crate::net::topology::Topology>() {
+            Ok(crate::net::topology::Topology::Veth(l)) if l.delay_us.is_none() && l.loss_ppm.is_none() => {}
+            _ => {
+                return Err(usage(format!(
+                    "--remote={link} is not accepted (accepted: --remote, or --remote=LINK with LINK mtu=N,rate=R, e.g. rate=1gbit)"
+                )))
+            }
+        }
+    }
+    let blocks = match &a.block_size {
+        None => None,
+        Some(text) => {
+            let b = super::values::parse_size_list(text).map_err(|e| usage(format!("--block-size: {e}")))?;
+            if let Some(bad) = b.iter().find(|b| **b == 0 || **b % 4096 != 0 || **b > 1 << 20) {
+                return Err(usage(format!(
+                    "--block-size {bad} is not accepted (accepted: multiples of 4KiB up to 1MiB)"
+                )));
+            }
+            Some(b)
+        }
+    };
+    micro::remote_fs::check().map_err(usage)?;
+    Ok((Some(link.clone()), blocks))
 }
 
 /// Refuse memory sizes that would push the machine into the OOM killer and files that would

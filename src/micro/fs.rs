@@ -91,7 +91,7 @@ pub fn filesystem_note(fs: FsType, cache_read: bool) -> Option<String> {
 }
 
 /// Write `size` bytes of a pattern to `path` and fsync it.
-fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<()> {
+pub(super) fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<()> {
     let mut f = File::create(path)?;
     let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
     let mut left = size;
@@ -105,7 +105,7 @@ fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn drop_cache(file: &File) -> anyhow::Result<()> {
+pub(super) fn drop_cache(file: &File) -> anyhow::Result<()> {
     nix::fcntl::posix_fadvise(
         file.as_raw_fd(),
         0,
@@ -116,7 +116,7 @@ fn drop_cache(file: &File) -> anyhow::Result<()> {
 }
 
 /// Open for reading with O_DIRECT, or buffered when the filesystem refuses it (Ok(false)).
-fn open_direct(path: &Path) -> anyhow::Result<(File, bool)> {
+pub(super) fn open_direct(path: &Path) -> anyhow::Result<(File, bool)> {
     match OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path) {
         Ok(f) => Ok((f, true)),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((File::open(path)?, false)),

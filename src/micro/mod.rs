@@ -14,6 +14,7 @@ pub mod membw;
 pub mod memlat;
 pub mod pagefault;
 pub mod proc;
+pub mod remote_fs;
 pub mod sattolo;
 pub mod scratch;
 pub mod syscall;
@@ -56,6 +57,10 @@ pub struct Settings {
     pub program: Option<String>,
     /// Restrict to some variants of the benchmark (e.g. syscall getppid).
     pub variants: Option<Vec<String>>,
+    /// fs --remote: read over sshfs too, with this veth link (`mtu=N,rate=R`, empty: unshaped).
+    pub remote: Option<String>,
+    /// fs --remote: block sizes (default 4 KiB).
+    pub block_sizes: Option<Vec<u64>>,
 }
 
 /// The cases one benchmark runs under these settings.
@@ -152,6 +157,52 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
                 out.push(case(o));
             }
         }
+        Bench::Fs if s.remote.is_some() => {
+            // The same variants read locally and over sshfs, per block size and file size.
+            let link = s.remote.clone().unwrap_or_default();
+            let blocks = s.block_sizes.clone().unwrap_or_else(|| vec![remote_fs::DEFAULT_BLOCK]);
+            let sizes = match s.file_bytes {
+                Some(b) => vec![b],
+                None if s.quick => vec![256 << 10, 1 << 20],
+                None => vec![1 << 20, 4 << 20, 16 << 20],
+            };
+            for v in chosen.iter().filter(|v| **v != "cache_read") {
+                for block in &blocks {
+                    let mut base = with_dir(vec![
+                        ("variant", v.to_string()),
+                        ("remote", remote_fs::SERVER.to_string()),
+                        ("block_bytes", block.to_string()),
+                    ]);
+                    if !link.is_empty() {
+                        base.push(("link", link.clone()));
+                    }
+                    if *v == "contention" {
+                        // The seed's shape: 1..N readers, each its own file of the same size.
+                        let procs = s.procs.clone().unwrap_or_else(|| {
+                            if s.quick {
+                                vec![1, 2]
+                            } else {
+                                remote_fs::SEED_READERS.to_vec()
+                            }
+                        });
+                        for n in procs {
+                            let mut o = base.clone();
+                            o.push(("procs", n.to_string()));
+                            if let Some(b) = s.file_bytes {
+                                o.push(("file_bytes", b.to_string()));
+                            }
+                            out.push(case(o));
+                        }
+                    } else {
+                        for size in &sizes {
+                            let mut o = base.clone();
+                            o.push(("file_bytes", size.to_string()));
+                            out.push(case(o));
+                        }
+                    }
+                }
+            }
+        }
         Bench::Fs => {
             for v in &chosen {
                 let base = with_dir(vec![("variant", v.to_string())]);
@@ -210,6 +261,7 @@ pub fn run_case(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         Bench::Membw => membw::run(case, stop),
         Bench::Pagefault => pagefault::run(case, stop),
         Bench::Tcp => tcp::run(case, stop),
+        Bench::Fs if case.option("remote").is_some() => remote_fs::run(case, stop),
         Bench::Fs => fs::run(case, stop),
     };
     match result {

@@ -12,6 +12,7 @@ pub mod findings;
 pub use crate::format::format_number as fmt_num;
 
 pub mod html;
+pub mod remote_fs_figures;
 pub mod rr_figures;
 
 use crate::case::{Case, CopyMode, Endpoint};

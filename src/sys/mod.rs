@@ -21,6 +21,7 @@ pub mod splice;
 pub mod statfs;
 pub mod syscall;
 pub mod tcpinfo;
+pub mod tether;
 pub mod thread;
 pub mod tsc;
 pub mod uncore;
