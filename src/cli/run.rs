@@ -235,7 +235,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     }
     if outputs.detectable {
         let line = crate::report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len());
-        eprintln!("{line}");
+        eprint!("{}", super::output::wrap(&line, 4));
     }
     // A second signal exits at once: it must not leave the run `running`.
     let _forced_exit_guard = match (&store, run_id) {

@@ -574,7 +574,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         args.db.display()
     );
     for note in quick_notes(&plan) {
-        eprintln!("  {note}");
+        eprint!("{}", super::output::wrap(&format!("  {note}"), 4));
     }
     let outputs = run::Outputs {
         detectable: true,
