@@ -426,7 +426,14 @@ fn sweep_says_what_the_plan_can_detect_before_it_starts() {
         .output()
         .unwrap();
     let err = stderr(&out);
-    let first = err.lines().next().unwrap_or_default();
+    // The first note, wrapped at 100 columns (its continuation lines are indented).
+    let mut lines = err.lines();
+    let first: String = lines
+        .next()
+        .into_iter()
+        .chain(lines.take_while(|l| l.starts_with("    ")))
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
         first.starts_with("detectable against a run like it (6 cases × 6 repetitions")
             && first.contains("in one cell")

@@ -83,15 +83,7 @@ pub fn run_case(case: &ServersCase, stop: crate::stop::Stop) -> anyhow::Result<O
 /// a counting pass whose perf figures are added and whose p50 is `latency_p50_counted_us`
 /// (`measure::counters::merge_counting`; docs/methodology.md).
 pub fn run_case_until(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| {
-        run_pass(
-            &ServersCase {
-                perf,
-                ..case.clone()
-            },
-            stop,
-        )
-    };
+    let pass = |perf: bool| run_pass(&ServersCase { perf, ..case.clone() }, stop);
     crate::measure::counters::latency_then_counting(case.perf, pass, || !stop())
 }
 

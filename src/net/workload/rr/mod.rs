@@ -214,15 +214,7 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| {
-        run_pass(
-            &RrCase {
-                perf,
-                ..case.clone()
-            },
-            stop,
-        )
-    };
+    let pass = |perf: bool| run_pass(&RrCase { perf, ..case.clone() }, stop);
     latency_then_counting(case.perf, pass, || !stop.requested())
 }
 
