@@ -214,7 +214,9 @@ fn the_table_says_who_forked_and_how_memory_was_copied() {
         .get_output()
         .stdout
         .clone();
-    let text = String::from_utf8(out).unwrap();
+    // Notes wrap at 100 columns, their continuation lines indented: read them unwrapped.
+    let unwrap = |out: Vec<u8>| String::from_utf8(out).unwrap().replace("\n    ", " ");
+    let text = unwrap(out);
     assert!(
         text.contains(
             "proc variant=fork_exit_minimal: forked from a minimal helper (the iopath binary, freshly exec'd): "
@@ -228,7 +230,7 @@ fn the_table_says_who_forked_and_how_memory_was_copied() {
         .get_output()
         .stdout
         .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = unwrap(out);
     assert!(
         text.contains("membw size=8MiB variant=copy: one memcpy call of 8MiB per pass (whole buffer"),
         "{text}"

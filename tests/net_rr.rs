@@ -112,7 +112,13 @@ fn check(record: &Value, verify: bool) -> bool {
             value(record, role, "cpu_us_per_txn")
         );
         // Context switches per transaction: the perf count over the same transactions, or
-        // unavailable (with its reason) together with the count.
+        // unavailable (with its reason) together with the count. With counters on, they come
+        // from the counting pass, over its own transactions (`counted_transactions*`).
+        let counted = match role {
+            "client" => role_metric(record, "client", "counted_transactions"),
+            _ => role_metric(record, "server", "counted_transactions_served"),
+        };
+        let n = counted.and_then(|m| m["value"].as_f64()).unwrap_or(n);
         let per_txn = role_metric(record, role, "context_switches_per_txn").unwrap();
         let count = role_metric(record, role, "context_switches").unwrap();
         assert_eq!(per_txn["source"], count["source"], "{label} {role}");

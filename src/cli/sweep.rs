@@ -294,13 +294,7 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> anyhow::Result<
     if rows.is_empty() {
         return Ok(());
     }
-    let mut table = Table::new(&[
-        "A",
-        "vs B",
-        "threads",
-        "A has higher throughput",
-        "B significantly ahead at",
-    ]);
+    let mut table = Table::new(&["A", "vs B", "threads", "A has higher throughput", "B ahead at (p<0.05)"]);
     for r in rows {
         table.row(vec![
             r.a.to_string(),
@@ -318,13 +312,7 @@ fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> 
     if rows.is_empty() {
         return Ok(());
     }
-    let mut table = Table::new(&[
-        "A",
-        "vs B",
-        "setting",
-        "A sends more payload",
-        "B significantly ahead at",
-    ]);
+    let mut table = Table::new(&["A", "vs B", "setting", "A sends more payload", "B ahead at (p<0.05)"]);
     for r in rows {
         table.row(vec![
             r.a.to_string(),

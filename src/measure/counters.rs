@@ -543,7 +543,9 @@ pub fn latency_then_counting(
 /// no perf event on any thread, then a counting pass with them. Into the latency pass's
 /// observation: every counter figure of the counting pass (perf
 /// hardware and software counts, and what the latency pass had unavailable because perf was
-/// off), its counter warnings, and its p50 as `latency_p50_counted_us`.
+/// off), its counter warnings, its p50 as `latency_p50_counted_us`, and the transactions the
+/// per-transaction counter figures are over as `counted_transactions` (client) and
+/// `counted_transactions_served` (server).
 pub fn merge_counting(obs: &mut Observation, counted: Observation) {
     for metric in counted.metrics {
         let counter = matches!(metric.source, Source::Pmu | Source::Software);
@@ -557,6 +559,12 @@ pub fn merge_counting(obs: &mut Observation, counted: Observation) {
             _ if metric.name == "latency_p50_us" && metric.role == Role::Client => {
                 obs.push(Metric {
                     name: "latency_p50_counted_us".to_string(),
+                    ..metric
+                });
+            }
+            _ if metric.name == "transactions" || metric.name == "transactions_served" => {
+                obs.push(Metric {
+                    name: format!("counted_{}", metric.name),
                     ..metric
                 });
             }
