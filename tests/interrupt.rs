@@ -601,7 +601,9 @@ fn hangup_and_other_ending_signals_stop_cleanly_like_ctrl_c() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");
         let run = Running::start(dir.path(), &["fake", "--cells", "ok:7,sleep:30s", "--db", "r.db"]);
-        wait_until("the first cell", Duration::from_secs(20), || observations_so_far(&db) == 1);
+        wait_until("the first cell", Duration::from_secs(20), || {
+            observations_so_far(&db) == 1
+        });
         std::thread::sleep(Duration::from_millis(200));
         run.send(signal);
         let (code, _, _, err) = run.wait(Duration::from_secs(10));
