@@ -290,7 +290,7 @@ pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
     })
 }
 
-fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> anyhow::Result<()> {
+fn print_crossovers(rows: &[report::crossover::CrossoverRow], view: super::output::View) -> anyhow::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -305,7 +305,8 @@ fn print_crossovers(rows: &[report::crossover::CrossoverRow]) -> anyhow::Result<
         ]);
     }
     crate::say!("Crossover sizes (higher median, Mann-Whitney U p < 0.05 over the repetitions):")?;
-    super::output::out(table.render())
+    let (text, left_out) = table.render_view(view);
+    super::output::out(text + &super::output::left_out_line(&left_out))
 }
 
 fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> anyhow::Result<()> {
@@ -435,7 +436,10 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let data = store.load_run(run_id)?;
     let analysis = report::analyze(&data, &db);
     print_cells(&analysis.cells)?;
-    print_crossovers(&analysis.crossovers)?;
+    let view = super::output::View {
+        wide: flags.is_some_and(|f| f.wide),
+    };
+    print_crossovers(&analysis.crossovers, view)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     // What the repetitions cannot support: the interval of the median needs 6, a significant
@@ -582,7 +586,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     let analysis = report::analyze(&data, &args.db);
     super::output::out(headline_tables(&analysis.cells))?;
     if args.wide {
-        print_crossovers(&analysis.crossovers)?;
+        print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
     }
     print_findings(&analysis)?;
     crate::say!(
