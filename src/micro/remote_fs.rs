@@ -241,48 +241,24 @@ impl Remote {
             .ok_or_else(|| anyhow!("the veth topology has no server namespace"))?;
         // sshd refuses to start without its privilege separation directory: it gets a tmpfs
         // /run of its own in a private mount namespace, so nothing is created on the host.
-        let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net={}", server_ns.path()))
-            .args([
-                "--",
-                "unshare",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount",
-                "--propagation",
-                "private",
-                "--",
-            ])
-            .args([
-                "sh",
-                "-c",
-                "mount -t tmpfs iopath-sshd /run && mkdir /run/sshd && exec \"$@\"",
-                "sh",
-            ])
-            .args([SSHD, "-D", "-e", "-f"])
-            .arg(&config);
+        let mut cmd = isolated(&server_ns.path());
+        cmd.args([
+            "sh",
+            "-c",
+            "mount -t tmpfs iopath-sshd /run && mkdir /run/sshd && exec \"$@\"",
+            "sh",
+        ])
+        .args([SSHD, "-D", "-e", "-f"])
+        .arg(&config);
         let mut sshd = Tethered::start(cmd, dir.join("sshd.log"))?;
         wait_listening(&client_ns, addr, &mut sshd, stop)?;
-        let mut cmd = Command::new("nsenter");
         let key = keys.join("user_key");
         let options = format!(
             "IdentityFile={},IdentitiesOnly=yes,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,LogLevel=ERROR,Port=22,direct_io,dir_cache=no,max_conns=1",
             key.display()
         );
-        cmd.arg(format!("--net={}", client_ns.path()))
-            .args([
-                "--",
-                "unshare",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount",
-                "--propagation",
-                "private",
-                "--",
-            ])
-            .args(["sshfs", "-f", "-F", "/dev/null", "-o", &options])
+        let mut cmd = isolated(&client_ns.path());
+        cmd.args(["sshfs", "-f", "-F", "/dev/null", "-o", &options])
             .arg(format!("root@{}:{}", addr.ip(), export.display()))
             .arg(&mnt);
         let mut sshfs = Tethered::start(cmd, dir.join("sshfs.log"))?;
@@ -604,4 +580,23 @@ fn read_at_once(files: &[File], buf: &mut [u8], block: u64, stop: Stop) -> anyho
         }
     }
     Ok(times)
+}
+
+/// A command run inside the network namespace at `ns` as PID 1 of a PID and mount namespace of
+/// its own (`unshare --kill-child`): it and everything it starts die together, and its mounts
+/// are private to it.
+fn isolated(ns: &str) -> Command {
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={ns}")).args([
+        "--",
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+    ]);
+    cmd
 }
