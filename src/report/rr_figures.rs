@@ -109,6 +109,14 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             cdf_panels.push(cdf_panel(c));
         }
     }
+    // The CDF and the spectrum share their panels; one case's panel needs no name.
+    let panel_of = |c: &RrCase| {
+        if cdf_panels.len() > 1 {
+            cdf_panel(c)
+        } else {
+            String::new()
+        }
+    };
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     let crr = rr.iter().any(|(c, _)| c.kind == crate::case::RrKind::Crr);
@@ -142,11 +150,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.path(),
                 color,
                 points,
-                panel: if cdf_panels.len() > 1 {
-                    cdf_panel(c)
-                } else {
-                    String::new()
-                },
+                panel: panel_of(c),
                 style,
             });
         }
@@ -204,11 +208,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.path(),
                 color,
                 points,
-                panel: if cdf_panels.len() > 1 {
-                    cdf_panel(c)
-                } else {
-                    String::new()
-                },
+                panel: panel_of(c),
                 style,
             });
         }
