@@ -285,7 +285,7 @@ pub fn serve_session_with(
                                 );
                                 control.send(&Control::Refused { error: error.clone() }).ok();
                                 log.refused(peer, workload, &error);
-                            } else if busy.swap(true, Ordering::SeqCst) {
+                            } else if !claim_within(busy, ENDING_SESSION_PATIENCE, &quit) {
                                 let error = "server busy: another client's session is running; try again when it ends";
                                 control.send(&Control::Refused { error: error.into() }).ok();
                                 log.refused(peer, workload, error);
@@ -969,6 +969,25 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
         ],
         warning,
     )
+}
+
+/// How long a hello waits for a session that is ending before it is told `server busy`.
+const ENDING_SESSION_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Claim the server's one session, waiting up to `patience` for the running one to end: a
+/// client running cells back to back says hello again the moment its last report arrives,
+/// a moment before the server has let go of that session.
+fn claim_within(busy: &AtomicBool, patience: Duration, quit: &dyn Fn() -> bool) -> bool {
+    let until = Instant::now() + patience;
+    loop {
+        if !busy.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        if quit() || Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[cfg(test)]
