@@ -7,6 +7,11 @@
 //!
 //! The pages are borrowed for `'t`, which the ring cannot outlive; the kernel holds its own
 //! page references while it sends, so this is about the data not changing, not memory safety.
+//!
+//! The msghdr and iovecs are another matter: the kernel reads them until the op's result CQE.
+//! A wait that fails after a submit leaves that result due, so the ring is poisoned: every
+//! later call fails with the first error, and nothing rewrites the msghdr or the iovecs (Drop
+//! leaks them if the kernel has still not answered within its patience).
 
 use io_uring::{opcode, types, IoUring, Probe};
 use std::io;
@@ -47,8 +52,16 @@ pub struct GatherZcRing<'t> {
     /// changes while an op's result is due.
     msg: Box<libc::msghdr>,
     iov: Vec<libc::iovec>,
+    /// The op submitted last has not had its result CQE: the kernel may still read msg and iov.
+    result_due: bool,
     notifications_due: u64,
+    /// The first wait that failed after a submit (its kind and text): every later call fails
+    /// with it.
+    poisoned: Option<(io::ErrorKind, String)>,
     pub counts: GatherZcCounts,
+    /// Test hook: the next wait submits as usual, then fails with this errno.
+    #[cfg(test)]
+    fail_next_wait: Option<i32>,
     _pages: PhantomData<&'t [u8]>,
 }
 
@@ -75,20 +88,40 @@ impl<'t> GatherZcRing<'t> {
             ring,
             msg: Box::new(msg),
             iov: Vec::new(),
+            result_due: false,
             notifications_due: 0,
+            poisoned: None,
             counts: GatherZcCounts::default(),
+            #[cfg(test)]
+            fail_next_wait: None,
             _pages: PhantomData,
         })
     }
 
-    /// Notifications still due: ops whose pages the kernel may still read.
-    pub fn notifications_due(&self) -> u64 {
-        self.notifications_due
+    /// The first error of a poisoned ring, as every later call returns it.
+    fn check_poisoned(&self) -> io::Result<()> {
+        match &self.poisoned {
+            None => Ok(()),
+            Some((kind, text)) => Err(io::Error::new(*kind, text.clone())),
+        }
+    }
+
+    /// A wait failed: with a result due, the kernel may still read the msghdr and the iovecs,
+    /// so the ring takes no more sends. Returns the error to report.
+    fn fail_wait(&mut self, err: io::Error) -> io::Error {
+        if !self.result_due {
+            return err;
+        }
+        let text = format!("io_uring_enter failed with a SENDMSG_ZC in flight ({err}): the ring takes no more sends");
+        self.poisoned = Some((err.kind(), text.clone()));
+        io::Error::new(err.kind(), text)
     }
 
     /// Send all of `bufs` on `fd`, in order, continuing after short sends; returns when the
-    /// kernel has taken every byte (its notifications may come later).
+    /// kernel has taken every byte (its notifications may come later). Fails at once with the
+    /// first error once a wait has failed after a submit.
     pub fn send(&mut self, fd: RawFd, bufs: &[&'t [u8]]) -> io::Result<()> {
+        self.check_poisoned()?;
         self.iov.clear();
         self.iov
             .extend(bufs.iter().filter(|b| !b.is_empty()).map(|b| libc::iovec {
@@ -109,6 +142,7 @@ impl<'t> GatherZcRing<'t> {
             // pages they name are borrowed for 't, which outlives the ring.
             unsafe { self.ring.submission().push(&entry) }
                 .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+            self.result_due = true;
             self.counts.sends += 1;
             let res = self.wait_result()?;
             if res < 0 {
@@ -150,20 +184,32 @@ impl<'t> GatherZcRing<'t> {
                 if cqe.flags() & CQE_F_MORE != 0 {
                     self.notifications_due += 1;
                 }
+                self.result_due = false;
                 result = Some(cqe.result());
             }
         }
         result
     }
 
+    /// Submit what is queued and wait for at least one CQE.
+    fn enter_and_wait(&mut self) -> io::Result<usize> {
+        #[cfg(test)]
+        if let Some(errno) = self.fail_next_wait.take() {
+            // The op goes to the kernel as in a real wait; only the wait fails.
+            self.ring.submit()?;
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.ring.submit_and_wait(1)
+    }
+
     /// Wait for the result CQE of the op just submitted (notifications may come first).
     fn wait_result(&mut self) -> io::Result<i32> {
         loop {
             self.counts.enters += 1;
-            match self.ring.submit_and_wait(1) {
+            match self.enter_and_wait() {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.fail_wait(e)),
             }
             if let Some(res) = self.reap() {
                 return Ok(res);
@@ -172,17 +218,26 @@ impl<'t> GatherZcRing<'t> {
     }
 
     /// Wait up to `timeout` until no notification is due (the kernel holds none of the pages).
+    /// A poisoned ring waits for its result too, then still fails with its first error.
     pub fn drain(&mut self, timeout: Duration) -> io::Result<()> {
+        self.settle(timeout)?;
+        self.check_poisoned()
+    }
+
+    /// Wait up to `timeout` until the kernel holds nothing of ours: no result and no
+    /// notification due.
+    fn settle(&mut self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
         self.reap();
-        while self.notifications_due > 0 {
+        while self.notifications_due > 0 || self.result_due {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
-                        "{} io_uring zero-copy notifications still missing after {timeout:?}",
-                        self.notifications_due
+                        "{} io_uring zero-copy notifications{} still missing after {timeout:?}",
+                        self.notifications_due,
+                        if self.result_due { " and a send's result" } else { "" }
                     ),
                 ));
             }
@@ -193,7 +248,7 @@ impl<'t> GatherZcRing<'t> {
             match self.ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.fail_wait(e)),
             }
             self.reap();
         }
@@ -203,8 +258,16 @@ impl<'t> GatherZcRing<'t> {
 
 impl Drop for GatherZcRing<'_> {
     fn drop(&mut self) {
-        if self.notifications_due > 0 {
-            let _ = self.drain(DROP_PATIENCE);
+        if self.notifications_due > 0 || self.result_due {
+            let _ = self.settle(DROP_PATIENCE);
+        }
+        if self.result_due {
+            // The kernel may still read the msghdr and the iovecs: leak them rather than
+            // free them under it.
+            std::mem::forget(std::mem::take(&mut self.iov));
+            // SAFETY: msghdr is plain data; zeroed means no name and no control data.
+            let empty: libc::msghdr = unsafe { std::mem::zeroed() };
+            std::mem::forget(std::mem::replace(&mut self.msg, Box::new(empty)));
         }
     }
 }
@@ -240,7 +303,7 @@ mod tests {
             ring.send(tx.as_raw_fd(), &[&a, &b, &a[..5]]).unwrap();
         }
         ring.drain(Duration::from_secs(10)).unwrap();
-        assert_eq!(ring.notifications_due(), 0);
+        assert_eq!(ring.notifications_due, 0);
         assert!(
             ring.counts.sends >= 20 && ring.counts.notifications >= 20,
             "{:?}",
@@ -251,5 +314,48 @@ mod tests {
         let one: Vec<u8> = a.iter().chain(&b).chain(&a[..5]).copied().collect();
         assert_eq!(got.len(), one.len() * 20);
         assert!(got.chunks(one.len()).all(|c| c == one.as_slice()));
+    }
+
+    /// A wait that fails after the submit leaves the op's result due: the ring is poisoned.
+    /// The next send fails with the first error without touching the msghdr or the iovecs
+    /// the kernel may still read, nothing more reaches the socket, and the op in flight still
+    /// completes (its bytes arrive once, and drain reaps it).
+    #[test]
+    fn a_failed_wait_after_a_submit_poisons_the_ring() {
+        let first: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
+        let second = vec![0xAAu8; 4000];
+        let mut ring = match GatherZcRing::new(8) {
+            Ok(r) => r,
+            Err(SetupError::Refused(why)) => return eprintln!("SKIPPED: {why}"),
+            Err(SetupError::Failed(e)) => return eprintln!("SKIPPED: no io_uring here ({e})"),
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = listener.accept().unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).map(|_| got)
+        });
+
+        ring.fail_next_wait = Some(libc::EFAULT);
+        let err = ring.send(tx.as_raw_fd(), &[&first]).unwrap_err();
+        assert!(err.to_string().contains("takes no more sends"), "{err}");
+        let iov: Vec<(usize, usize)> = ring.iov.iter().map(|v| (v.iov_base as usize, v.iov_len)).collect();
+        assert_eq!(iov, [(first.as_ptr() as usize, first.len())]);
+
+        let again = ring.send(tx.as_raw_fd(), &[&second]).unwrap_err();
+        assert_eq!((again.kind(), again.to_string()), (err.kind(), err.to_string()));
+        assert_eq!(ring.counts.sends, 1, "no second op was submitted");
+        let still: Vec<(usize, usize)> = ring.iov.iter().map(|v| (v.iov_base as usize, v.iov_len)).collect();
+        assert_eq!(still, iov, "the iovecs the kernel may read were left alone");
+        assert_eq!(ring.msg.msg_iov, ring.iov.as_mut_ptr());
+
+        let drained = ring.drain(Duration::from_secs(10)).unwrap_err();
+        assert_eq!(drained.to_string(), err.to_string(), "still poisoned after the drain");
+        assert!(!ring.result_due, "the op in flight completed and was reaped");
+        drop(tx);
+        let got = reader.join().unwrap().unwrap();
+        assert_eq!(got, first, "the first send's bytes, once, and nothing of the second");
     }
 }
