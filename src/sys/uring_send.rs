@@ -5,7 +5,9 @@
 //! `Message`).
 //!
 //! The ring owns every byte the kernel may read — the fields, the iovecs, the msghdr — and
-//! hands a slot's fields out for writing only while no op references them, so the API is safe.
+//! hands a slot's fields out for writing only while no op references them (`write_fields`),
+//! or, for the alias probe, once the op's result has come (`overwrite_sent`), so the API is
+//! safe.
 //! What it relies on, checked on Linux 6.18 (docs/methodology.md, "io_uring send modes"):
 //! - a SENDMSG_ZC result CQE with IORING_CQE_F_MORE is followed by a notification CQE
 //!   (IORING_CQE_F_NOTIF, same user_data), also when the result is an error;
@@ -148,6 +150,11 @@ impl SlotTracker {
 
     pub fn is_queued(&self, slot: usize) -> bool {
         self.states.get(slot) == Some(&SlotState::Queued)
+    }
+
+    /// Whether the slot's op was submitted and its result CQE has not come.
+    pub fn result_pending(&self, slot: usize) -> bool {
+        self.states.get(slot).is_some_and(|s| s.result_due())
     }
 
     /// Slots whose op the kernel has and has not finished with (results or notifications due).
@@ -323,11 +330,15 @@ struct Slot {
     expected: usize,
 }
 
-/// Why the ring stopped: the first failed or short result.
+/// Why the ring stopped: the first failed or short result, or a failed io_uring_enter.
 #[derive(Debug, Clone, Copy)]
 enum Failure {
     Errno(i32),
     Short { sent: usize, len: usize },
+    /// io_uring_enter itself failed (errno), maybe with ops submitted: which CQEs are still
+    /// due is unknown, so the ring takes no more messages (their slots stay the kernel's
+    /// until their CQEs come).
+    Enter(i32),
 }
 
 /// Counts of a ring (monotonic).
@@ -353,6 +364,9 @@ pub struct SendRing {
     fixed: bool,
     enters: u64,
     failure: Option<Failure>,
+    /// Test hook: the next io_uring_enter submits as usual, then fails with this errno.
+    #[cfg(test)]
+    fail_next_enter: Option<i32>,
 }
 
 impl SendRing {
@@ -474,6 +488,8 @@ impl SendRing {
             fixed: config.fixed_buffers,
             enters: 0,
             failure: None,
+            #[cfg(test)]
+            fail_next_enter: None,
         };
         if config.zero_copy {
             send_ring.probe_zero_copy_flags()?;
@@ -530,11 +546,6 @@ impl SendRing {
         self.slots.len()
     }
 
-    /// Bytes of one message.
-    pub fn message_len(&self) -> usize {
-        self.message_len
-    }
-
     pub fn is_free(&self, slot: usize) -> bool {
         self.tracker.is_free(slot)
     }
@@ -548,11 +559,6 @@ impl SendRing {
         self.chain.len()
     }
 
-    /// Slots the kernel still holds (a result or a notification due).
-    pub fn outstanding(&self) -> usize {
-        self.tracker.outstanding()
-    }
-
     pub fn counts(&self) -> RingCounts {
         RingCounts {
             enters: self.enters,
@@ -560,38 +566,43 @@ impl SendRing {
         }
     }
 
-    fn field_views<'a>(slot: &'a mut Slot, arena: &'a mut [u8]) -> Vec<&'a mut [u8]> {
-        if slot.ranges.is_empty() {
-            return slot.fields.iter_mut().map(|f| f.as_mut_slice()).collect();
-        }
-        let mut out = Vec::with_capacity(slot.ranges.len());
-        let Some(&(first, _)) = slot.ranges.first() else {
-            return out;
-        };
-        let total: usize = slot.ranges.iter().map(|(_, n)| n).sum();
-        let mut rest = &mut arena[first..first + total];
-        for &(_, n) in &slot.ranges {
-            let (field, tail) = rest.split_at_mut(n);
-            out.push(field);
-            rest = tail;
-        }
-        out
-    }
-
     /// Hand every field of a slot no op references to `write`, in order, for writing the next
     /// message (no list is built: the send path allocates nothing). False, and nothing
     /// written, while the kernel may still read them.
-    pub fn write_fields(&mut self, slot: usize, mut write: impl FnMut(&mut [u8])) -> bool {
+    pub fn write_fields(&mut self, slot: usize, write: impl FnMut(&mut [u8])) -> bool {
         if !self.tracker.is_free(slot) {
             return false;
         }
+        self.each_field(slot, write);
+        true
+    }
+
+    /// Write over the fields of a slot whose send has returned — its result CQE reaped, the
+    /// moment a sendmsg() would have returned — although for zero copy the kernel may still
+    /// hold the pages until the notification: what the peer then receives may be the old
+    /// bytes or the new ones, which is what the alias probe looks for (`Sender::rewrite`).
+    /// Refused while the slot is queued or its result is due: the write would race the send
+    /// itself, which no caller of a synchronous send could do.
+    pub fn overwrite_sent(&mut self, slot: usize, write: impl FnMut(&mut [u8])) -> io::Result<()> {
+        if slot >= self.slots.len() || self.tracker.is_queued(slot) || self.tracker.result_pending(slot) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("io_uring slot {slot} cannot be overwritten: its send has not returned"),
+            ));
+        }
+        self.each_field(slot, write);
+        Ok(())
+    }
+
+    /// `write` over each field of `slot`, in order; the callers decide whether they may.
+    fn each_field(&mut self, slot: usize, mut write: impl FnMut(&mut [u8])) {
         let s = &mut self.slots[slot];
         if s.ranges.is_empty() {
             s.fields.iter_mut().for_each(|f| write(f));
-            return true;
+            return;
         }
         let Some(&(first, _)) = s.ranges.first() else {
-            return true;
+            return;
         };
         let total: usize = s.ranges.iter().map(|(_, n)| n).sum();
         let mut rest = &mut self.arena[first..first + total];
@@ -600,23 +611,6 @@ impl SendRing {
             write(field);
             rest = tail;
         }
-        true
-    }
-
-    /// The fields of a slot no op references, for writing the next message; None while the
-    /// kernel may still read them.
-    pub fn fields_mut(&mut self, slot: usize) -> Option<Vec<&mut [u8]>> {
-        if !self.tracker.is_free(slot) {
-            return None;
-        }
-        Some(Self::field_views(&mut self.slots[slot], &mut self.arena))
-    }
-
-    /// The fields of a slot whatever the kernel is doing with them. The kernel only reads
-    /// these bytes, so writing races only with what it sends: the alias probe does it on
-    /// purpose, to see whether the receiver gets the bytes by reference.
-    pub fn fields_in_flight_mut(&mut self, slot: usize) -> Vec<&mut [u8]> {
-        Self::field_views(&mut self.slots[slot], &mut self.arena)
     }
 
     /// (address, length) of every non-empty buffer the kernel reads from: each slot's fields,
@@ -715,8 +709,11 @@ impl SendRing {
                 entry = entry.flags(squeue::Flags::IO_LINK);
             }
             // SAFETY: the entry points at the slot's msghdr, iovecs and fields, all owned by
-            // self and not moved or handed out for writing (fields_mut) until the tracker
-            // has seen the op's last CQE; Drop leaks them if the kernel never lets go.
+            // self and not moved or freed until the tracker has seen the op's last CQE (Drop
+            // leaks them if the kernel never lets go); the msghdr and iovecs are rewritten
+            // only while the slot is free (queue_bytes), the fields only after the op's
+            // result (write_fields, overwrite_sent), and the kernel holds its own references
+            // to the pages it still sends from.
             if unsafe { self.ring.submission().push(&entry) }.is_err() {
                 return Err(io::Error::other("the io_uring submission queue is full"));
             }
@@ -806,7 +803,15 @@ impl SendRing {
         let ts = types::Timespec::new().sec(left.as_secs()).nsec(left.subsec_nanos());
         let args = types::SubmitArgs::new().timespec(&ts);
         self.enters += 1;
-        match self.ring.submitter().submit_with_args(want, &args) {
+        #[cfg(test)]
+        let entered = match self.fail_next_enter.take() {
+            // The queued SQEs go to the kernel as in a real enter; only the wait fails.
+            Some(errno) => self.ring.submit().and(Err(io::Error::from_raw_os_error(errno))),
+            None => self.ring.submitter().submit_with_args(want, &args),
+        };
+        #[cfg(not(test))]
+        let entered = self.ring.submitter().submit_with_args(want, &args);
+        match entered {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
@@ -816,7 +821,13 @@ impl SendRing {
             {
                 Ok(())
             }
-            Err(e) => Err(io::Error::new(e.kind(), format!("io_uring_enter failed: {e}"))),
+            Err(e) => {
+                // The first failure stays the cause; every later call reports it.
+                if self.failure.is_none() {
+                    self.failure = Some(Failure::Enter(e.raw_os_error().unwrap_or(libc::EIO)));
+                }
+                self.check_failure()
+            }
         }
     }
 
@@ -860,6 +871,13 @@ impl SendRing {
                 io::ErrorKind::WriteZero,
                 format!("io_uring send queued {sent} of {len} bytes despite MSG_WAITALL: the byte stream is broken"),
             )),
+            Some(Failure::Enter(errno)) => {
+                let err = io::Error::from_raw_os_error(errno);
+                Err(io::Error::new(
+                    err.kind(),
+                    format!("io_uring_enter failed: {err}; the ring takes no more messages"),
+                ))
+            }
         }
     }
 }
@@ -1078,7 +1096,7 @@ mod tests {
             let err = result.expect_err("64 MiB cannot fit in the socket buffers of a silent peer");
             assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
             assert!(err.to_string().contains("stopped reading"), "{err}");
-            assert!(ring.outstanding() > 0);
+            assert!(ring.tracker.outstanding() > 0);
             drop(ring);
             assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         }
@@ -1110,14 +1128,13 @@ mod tests {
             for (i, &len) in lengths.iter().enumerate() {
                 let slot = i % 4;
                 ring.wait_free(slot, Duration::from_secs(5)).unwrap();
-                let fields = ring.fields_mut(slot).unwrap();
                 let mut k = 0u8;
-                for field in fields {
+                assert!(ring.write_fields(slot, |field| {
                     for b in field.iter_mut() {
                         *b = (i as u8).wrapping_mul(31).wrapping_add(k);
                         k = k.wrapping_add(1);
                     }
-                }
+                }));
                 expected.extend((0..len).map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8)));
                 ring.queue_bytes(slot, client.as_raw_fd(), len, Duration::from_secs(5))
                     .unwrap();
@@ -1127,11 +1144,68 @@ mod tests {
             server.read_exact(&mut got).unwrap();
             assert_eq!(got, expected, "zero_copy {zero_copy}");
             assert_eq!(ring.counts().cqe.results, lengths.len() as u64);
+            // The alias probe's overwrite waits for the send to have returned.
+            ring.queue_bytes(0, client.as_raw_fd(), 1, Duration::from_secs(5)).unwrap();
+            assert!(ring.overwrite_sent(0, |_| {}).is_err(), "queued, not sent");
+            assert!(!ring.write_fields(0, |_| {}));
+            ring.submit(Duration::from_secs(5)).unwrap();
+            ring.overwrite_sent(0, |f| f.fill(9)).unwrap();
+            ring.wait_idle(Duration::from_secs(5)).unwrap();
+            server.read_exact(&mut [0u8; 1]).unwrap();
             let err = ring
                 .queue_bytes(0, client.as_raw_fd(), 301, Duration::from_secs(1))
                 .unwrap_err();
             assert!(err.to_string().contains("accepted 1 to 300 bytes"), "{err}");
         }
+    }
+
+    /// An io_uring_enter that fails after submitting poisons the ring: the slot it submitted
+    /// stays the kernel's (not handed out, not reused), every later call fails with the first
+    /// error, and the op in flight still completes once (wait_idle reaps it).
+    #[test]
+    fn a_failed_enter_after_a_submit_poisons_the_ring() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        server.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).map(|_| got)
+        });
+        let mut ring = SendRing::new(&SendRingConfig {
+            slots: 2,
+            field_sizes: vec![600, 400],
+            batch: 2,
+            zero_copy: false,
+            fixed_buffers: false,
+            align: 64,
+            offset: 0,
+        })
+        .unwrap_or_else(|_| panic!("no io_uring here"));
+        let patience = Duration::from_secs(5);
+        let mut k = 0u8;
+        assert!(ring.write_fields(0, |f| f.iter_mut().for_each(|b| {
+            *b = k;
+            k = k.wrapping_add(3);
+        })));
+        let sent: Vec<u8> = (0..1000u32).map(|i| (i * 3) as u8).collect();
+        ring.queue(0, client.as_raw_fd(), patience).unwrap();
+        ring.fail_next_enter = Some(libc::EFAULT);
+        let err = ring.submit(patience).unwrap_err();
+        assert!(err.to_string().contains("io_uring_enter failed"), "{err}");
+        assert!(!ring.is_free(0), "the submitted slot stays the kernel's");
+        assert!(!ring.write_fields(0, |_| {}));
+        assert!(ring.overwrite_sent(0, |_| {}).is_err());
+        let again = ring.queue(1, client.as_raw_fd(), patience).unwrap_err();
+        assert_eq!((again.kind(), again.to_string()), (err.kind(), err.to_string()));
+        assert_eq!(ring.counts().cqe.sqes, 1, "nothing more was submitted");
+        let idle = ring.wait_idle(patience).unwrap_err();
+        assert_eq!(idle.to_string(), err.to_string());
+        assert!(ring.is_free(0), "the op in flight completed and was reaped");
+        drop(client);
+        assert_eq!(reader.join().unwrap().unwrap(), sent, "the one message, once");
     }
 
     #[test]

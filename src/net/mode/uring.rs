@@ -107,15 +107,6 @@ impl UringSender {
     }
 }
 
-/// Write message `seq`'s pattern over the fields, in order.
-fn fill_fields(fields: Vec<&mut [u8]>, seq: u64) {
-    let mut offset = 0u64;
-    for field in fields {
-        message::fill(field, seq, offset);
-        offset += field.len() as u64;
-    }
-}
-
 impl Sender for UringSender {
     fn send(&mut self, fd: RawFd, seq: u64) -> io::Result<()> {
         let slot = (seq % self.ring.slots() as u64) as usize;
@@ -180,8 +171,11 @@ impl Sender for UringSender {
         if self.ring.is_queued(slot) {
             self.ring.submit(COMPLETION_TIMEOUT)?;
         }
-        fill_fields(self.ring.fields_in_flight_mut(slot), seq + 1);
-        Ok(())
+        let mut offset = 0u64;
+        self.ring.overwrite_sent(slot, |field| {
+            message::fill(field, seq + 1, offset);
+            offset += field.len() as u64;
+        })
     }
 }
 
@@ -298,11 +292,13 @@ mod tests {
         sender.send(client.as_raw_fd(), 5).unwrap();
         sender.rewrite(5).unwrap();
         let slot = 5 % sender.ring.slots();
-        let mut expected = Message::new(1000, 2, 6);
-        let fields = sender.ring.fields_in_flight_mut(slot);
-        for (got, want) in fields.iter().zip(expected.fields.iter_mut()) {
-            assert_eq!(&got[..], &want[..]);
-        }
+        let expected = Message::new(1000, 2, 6);
+        sender.ring.wait_idle(Duration::from_secs(5)).unwrap();
+        let mut fields = expected.fields.iter();
+        assert!(sender.ring.write_fields(slot, |got| {
+            assert_eq!(&got[..], &fields.next().unwrap()[..]);
+        }));
+        assert!(fields.next().is_none());
     }
 
     #[test]
