@@ -15,14 +15,14 @@
 //! packed at word-aligned offsets, so a ring of hundreds of thousands of small messages stays
 //! close to its payload size.
 
-use super::{peer_error, retry, SendCounts, Sender};
+use super::{peer_error, SendCounts, Sender};
 use crate::case::Align;
 use crate::net::message;
 use crate::sys::mem::{AnonMap, HugePages};
 use crate::sys::net::IovecStore;
-use crate::sys::splice as sp;
+use crate::sys::splice::{self as sp, PagePipe};
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// Fields start on their own word, as separate heap allocations would (no more: the ring
@@ -37,13 +37,8 @@ pub struct SpliceSender {
     iov: IovecStore,
     slot_stride: usize,
     slots: usize,
-    pipe_r: OwnedFd,
-    pipe_w: OwnedFd,
-    /// The pipe's capacity as the kernel set it.
-    pipe_bytes: usize,
+    pipe: PagePipe,
     verify: bool,
-    vmsplice_calls: u64,
-    splice_calls: u64,
 }
 
 impl SpliceSender {
@@ -68,39 +63,24 @@ impl SpliceSender {
         };
         let slots = super::unnotified_ring_slots(size, verify);
         let ring = AnonMap::new(slot_stride * slots, HugePages::Refuse)?;
-        let (pipe_r, pipe_w) = sp::pipe()?;
         // As large as the message (whole messages in one vmsplice/splice pair), bounded by
-        // what an unprivileged process may ask for.
+        // what an unprivileged process may ask for. Over the user's pipe-page quota the
+        // default pipe stays: the message goes in more pieces, which the syscall count shows.
         let want = size.clamp(64 << 10, sp::pipe_max_size().unwrap_or(1 << 20).max(64 << 10));
-        let pipe_bytes = match sp::set_pipe_size(pipe_w.as_raw_fd(), want) {
-            Ok(n) => n,
-            // Over the user's pipe-page quota (fs.pipe-user-pages-soft): keep the default
-            // pipe; the message goes in more pieces, which the syscall count shows.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => sp::pipe_size(pipe_w.as_raw_fd())?,
-            Err(e) => return Err(e),
-        };
+        let pipe = PagePipe::new(want)?;
         let mut sender = SpliceSender {
             ring,
             iov: IovecStore::with_capacity(layout.len()),
             fields: layout,
             slot_stride,
             slots,
-            pipe_r,
-            pipe_w,
-            pipe_bytes,
+            pipe,
             verify,
-            vmsplice_calls: 0,
-            splice_calls: 0,
         };
         for slot in 0..slots {
             sender.fill_slot(slot, slot as u64);
         }
         Ok(sender)
-    }
-
-    /// The pipe's capacity in bytes.
-    pub fn pipe_bytes(&self) -> usize {
-        self.pipe_bytes
     }
 
     fn slot(&self, seq: u64) -> usize {
@@ -128,28 +108,8 @@ impl Sender for SpliceSender {
         let base = slot * self.slot_stride;
         let bytes = self.ring.as_slice();
         let fields = self.fields.iter().map(|&(at, len)| &bytes[base + at..base + at + len]);
-        let mut rest: &mut [IoSlice<'_>] = self.iov.gather(fields);
-        let (pipe_r, pipe_w) = (self.pipe_r.as_raw_fd(), self.pipe_w.as_raw_fd());
-        while !rest.is_empty() {
-            // The pipe is empty here: it takes as much as fits and returns.
-            let mut in_pipe = retry(&mut self.vmsplice_calls, || sp::vmsplice(pipe_w, rest, 0))
-                .map_err(|e| peer_error(e, "vmsplice"))?;
-            if in_pipe == 0 {
-                return Err(io::Error::other("vmsplice took no bytes into an empty pipe"));
-            }
-            IoSlice::advance_slices(&mut rest, in_pipe);
-            while in_pipe > 0 {
-                let n = retry(&mut self.splice_calls, || {
-                    sp::splice(pipe_r, fd, in_pipe, sp::SPLICE_F_MOVE)
-                })
-                .map_err(|e| peer_error(e, "splice"))?;
-                if n == 0 {
-                    return Err(io::Error::other("splice moved nothing out of a non-empty pipe"));
-                }
-                in_pipe -= n;
-            }
-        }
-        Ok(())
+        let list: &mut [IoSlice<'_>] = self.iov.gather(fields);
+        self.pipe.send(fd, list).map_err(|e| peer_error(e.error, e.call))
     }
 
     /// Nothing to wait for: vmsplice and splice have no completion notification.
@@ -159,7 +119,7 @@ impl Sender for SpliceSender {
 
     fn counts(&self) -> SendCounts {
         SendCounts {
-            syscalls: self.vmsplice_calls + self.splice_calls,
+            syscalls: self.pipe.vmsplice_calls + self.pipe.splice_calls,
             zerocopy: None,
             uring: None,
         }
@@ -192,6 +152,7 @@ pub(super) mod tests {
     use crate::net::message::Message;
     use crate::net::mode::{Receiver, ScatterReceiver};
     use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
 
     /// Send `messages` messages with `sender` over a loopback connection while a thread
     /// receives and checks them; returns how many arrived intact.
@@ -227,7 +188,7 @@ pub(super) mod tests {
     fn a_message_larger_than_the_pipe_goes_in_pieces() {
         let size = sp::pipe_max_size().unwrap_or(1 << 20) + 5000;
         let mut sender = SpliceSender::new(size, 3, true, Align::Page).unwrap();
-        assert!(sender.pipe_bytes() < size);
+        assert!(sender.pipe.capacity() < size);
         assert_eq!(send_and_verify(&mut sender, size, 3, 3), 3);
         assert!(sender.counts().syscalls >= 3 * 4, "{:?}", sender.counts());
     }
