@@ -49,9 +49,3 @@ pub fn current_cpu() -> Option<usize> {
     let cpu = unsafe { libc::sched_getcpu() };
     usize::try_from(cpu).ok()
 }
-
-/// The kernel's thread id of the calling thread.
-pub fn current_tid() -> i32 {
-    // SAFETY: gettid cannot fail and touches no memory.
-    unsafe { libc::gettid() }
-}

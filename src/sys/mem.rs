@@ -59,14 +59,6 @@ impl AnonMap {
         Ok(map)
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping is readable for len bytes and lives as long as self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
@@ -135,14 +127,9 @@ impl FileMap {
         Ok(map)
     }
 
-    /// Read one byte of every page in order, faulting each page in; returns their sum (so the
-    /// reads cannot be optimised away).
-    pub fn touch_every_page(&self) -> u64 {
-        self.touch_pages(0, self.len)
-    }
-
-    /// [`FileMap::touch_every_page`] for the pages from byte `from` (rounded down to a page)
-    /// up to byte `to` (clamped to the mapping), so a long walk can be done in pieces.
+    /// Read one byte of every page from byte `from` (rounded down to a page) up to byte `to`
+    /// (clamped to the mapping), in order, faulting each page in; returns their sum (so the
+    /// reads cannot be optimised away). A long walk can be done in pieces.
     pub fn touch_pages(&self, from: usize, to: usize) -> u64 {
         let page = page_size();
         let mut sum = 0u64;
@@ -166,14 +153,6 @@ impl FileMap {
             return Err(io::Error::last_os_error());
         }
         Ok(vec.iter().filter(|b| *b & 1 != 0).count())
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
@@ -242,18 +221,9 @@ impl ChaseBuffer {
         Ok(ChaseBuffer { map, slots, stride })
     }
 
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-
-    /// Follow `steps` pointers (rounded up to a multiple of 16) from slot 0; returns the slot
-    /// reached, so callers can check a walk of `slots` steps comes back to 0.
-    pub fn chase(&self, steps: u64) -> usize {
-        self.chase_from(0, steps)
-    }
-
-    /// [`ChaseBuffer::chase`] starting at slot `from` (taken modulo the slot count), so a long
-    /// walk can be done in pieces, each going on where the last one ended.
+    /// Follow `steps` pointers (rounded up to a multiple of 16) from slot `from` (taken modulo
+    /// the slot count); returns the slot reached, so a long walk can be done in pieces, each
+    /// going on where the last one ended, and a walk of every slot comes back to its start.
     pub fn chase_from(&self, from: usize, steps: u64) -> usize {
         let base = self.map.ptr as usize;
         let stride = self.stride;

@@ -118,18 +118,6 @@ fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     }
 }
 
-fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
-    let mut value: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: value and len are live and writable; len holds value's size.
-    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
-    if rc == 0 {
-        Ok(value)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Turn on SO_ZEROCOPY so that MSG_ZEROCOPY sends are accepted (EINVAL/ENOPROTOOPT without it).
 pub fn enable_zerocopy(fd: RawFd) -> io::Result<()> {
     set_int_opt(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)
@@ -138,34 +126,4 @@ pub fn enable_zerocopy(fd: RawFd) -> io::Result<()> {
 /// TCP_NODELAY on or off.
 pub fn set_nodelay(fd: RawFd, on: bool) -> io::Result<()> {
     set_int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, on as i32)
-}
-
-/// The socket's current SO_SNDBUF / SO_RCVBUF as the kernel reports them.
-pub fn buffer_sizes(fd: RawFd) -> io::Result<(i32, i32)> {
-    Ok((
-        get_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF)?,
-        get_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?,
-    ))
-}
-
-/// TCP_INFO's retransmission count and MSS, for the record.
-pub fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
-    // SAFETY: tcp_info is plain data; zeroed is valid.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: info and len are writable; len holds info's size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(info)
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }

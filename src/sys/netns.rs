@@ -58,6 +58,7 @@ impl NetNs {
     }
 
     /// The namespace's inode number, which names it in /proc/<tid>/ns/net links.
+    #[cfg(test)]
     pub fn inode(&self) -> io::Result<u64> {
         use std::os::unix::fs::MetadataExt;
         Ok(File::from(self.fd.try_clone()?).metadata()?.ino())

@@ -16,7 +16,7 @@
 
 use crate::stop::Stop;
 use crate::sys::signal::{self, ForcedExitGuard};
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -54,6 +54,7 @@ pub fn seconds(d: Duration) -> String {
 }
 
 /// Whether `err` is [`stopped`].
+#[cfg(test)]
 pub fn is_stopped(err: &io::Error) -> bool {
     err.get_ref().is_some_and(|e| e.is::<crate::stop::Interrupted>())
 }
@@ -337,10 +338,6 @@ impl Program {
             return Err(io::Error::from_raw_os_error(rc));
         }
         Ok(program)
-    }
-
-    pub fn path(&self) -> &CStr {
-        &self.path
     }
 }
 

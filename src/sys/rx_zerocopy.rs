@@ -81,14 +81,6 @@ impl SocketMapping {
         Ok(SocketMapping { addr, len, mapped: 0 })
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Ask the kernel to map up to `want` bytes (whole pages, at most the mapping's length)
     /// of `fd`'s receive queue. Pages mapped earlier are released first. EIO: the peer closed
     /// and nothing is queued.

@@ -91,11 +91,6 @@ pub fn install_stop_handler() -> Stop {
     Stop::new(&STOP)
 }
 
-/// The stop handle without installing anything (never set unless a handler was installed).
-pub fn stop_handle() -> Stop {
-    Stop::new(&STOP)
-}
-
 /// Whether a stop was requested by a signal.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)

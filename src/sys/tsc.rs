@@ -3,20 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-/// Read the TSC without ordering (cheapest); None where there is no TSC.
-#[inline(always)]
-pub fn rdtsc() -> Option<u64> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
-        Some(unsafe { core::arch::x86_64::_rdtsc() })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
-}
-
 /// Read the TSC after all earlier instructions finished (lfence; rdtsc), for the start of a
 /// timed region so earlier work does not leak into it.
 #[inline(always)]

@@ -32,10 +32,6 @@ impl Ring {
         })
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
-
     pub fn is_pending(&self, token: u64) -> bool {
         self.in_flight.contains_key(&token)
     }
