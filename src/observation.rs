@@ -249,6 +249,7 @@ impl Observation {
     }
 
     /// Whether any warning is of this kind.
+    #[cfg(test)]
     pub fn has_warning(&self, kind: WarningKind) -> bool {
         self.warnings.iter().any(|w| w.kind == kind)
     }

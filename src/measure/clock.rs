@@ -72,13 +72,6 @@ impl Clock {
         }
     }
 
-    pub fn name(&self) -> &'static str {
-        match self.kind {
-            ClockKind::Tsc { .. } => "tsc",
-            ClockKind::Monotonic => "clock_monotonic",
-        }
-    }
-
     /// Median over 31 batches of 1,000 back-to-back reads: the price of one read.
     fn measure_overhead_ns(&self) -> f64 {
         let mut per_read = Vec::with_capacity(31);

@@ -475,11 +475,6 @@ impl ThreadCounters {
         };
         CounterSample::from_reads(hw, sw, usage, self.kernel_excluded.as_deref())
     }
-
-    /// Whether the hardware group opened (false on VMs without a PMU).
-    pub fn hardware_available(&self) -> Result<(), String> {
-        self.hardware.as_ref().map(|_| ()).map_err(|e| e.clone())
-    }
 }
 
 /// Which perf events open on this machine for the calling thread: (event name, Ok or the

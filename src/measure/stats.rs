@@ -73,6 +73,7 @@ impl SplitMix64 {
     }
 
     /// A uniform index below `n` (> 0) by Lemire's multiply-shift; the bias is below n / 2^64.
+    #[cfg(test)]
     pub fn index(&mut self, n: usize) -> usize {
         ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }
@@ -128,21 +129,6 @@ impl SplitMix64 {
             let next = u + (1.0 - u) * (1.0 - self.unit().powf(1.0 / (n - k) as f64));
             (at(u) + at(next)) / 2.0
         }
-    }
-}
-
-/// Two-sided 95% quantile of Student's t with `df` degrees of freedom.
-pub fn t95(df: usize) -> f64 {
-    const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=30 => TABLE[df - 1],
-        31..=60 => 2.042 - (df - 30) as f64 * (2.042 - 2.000) / 30.0,
-        61..=120 => 2.000 - (df - 60) as f64 * (2.000 - 1.980) / 60.0,
-        _ => 1.960,
     }
 }
 

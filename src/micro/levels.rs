@@ -46,6 +46,7 @@ pub const MIN_EXTRA_LEVEL_POINTS: usize = 3;
 /// is kept: the curve may end on a level). The rest are grouped into plateaus of points within
 /// 1.5x of the plateau's lowest latency. Plateaus need at least two points, except the last
 /// one. Consecutive plateaus at DRAM latency (TLB reach effects) merge into one DRAM level.
+#[cfg(test)]
 pub fn detect_levels(points: &[(u64, f64)]) -> Vec<Level> {
     detect_levels_spread(points)
 }
@@ -241,6 +242,7 @@ fn boundary_reasons(c: &CacheInfo, last_level: bool) -> String {
 /// called DRAM only when the curve reached past [`BEYOND_LLC`] times the last-level cache;
 /// levels the curve did not reach, or started above, are rows without a plateau; a plateau
 /// whose edge contradicts the kernel's size gets a note saying what may explain it.
+#[cfg(test)]
 pub fn read_levels(points: &[(u64, f64)], caches: &[CacheInfo]) -> Hierarchy {
     read_levels_spread(points, &[], caches)
 }

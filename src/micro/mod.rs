@@ -22,7 +22,7 @@ pub mod tcp;
 pub mod thread;
 pub mod timer;
 
-pub use levels::{detect_levels, Level};
+pub use levels::Level;
 
 pub use crate::case::Bench;
 

@@ -49,6 +49,7 @@ pub struct CompletionTracker {
 
 impl CompletionTracker {
     /// A tracker whose first id is `first_id` (0 for a new socket; tests start near the wrap).
+    #[cfg(test)]
     pub fn starting_at(first_id: u32) -> CompletionTracker {
         CompletionTracker {
             base: first_id,
@@ -98,6 +99,7 @@ impl CompletionTracker {
     }
 
     /// Whether id is complete (ids before the oldest outstanding one are).
+    #[cfg(test)]
     pub fn is_complete(&self, id: u32) -> bool {
         let index = id.wrapping_sub(self.base) as usize;
         match self.done.get(index) {

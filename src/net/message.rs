@@ -51,6 +51,7 @@ fn phase(seq: u64, offset: u64) -> usize {
 }
 
 /// The expected byte at `offset` of message `seq`.
+#[cfg(test)]
 pub fn pattern_byte(seq: u64, offset: u64) -> u8 {
     pattern_table()[phase(seq, offset)]
 }

@@ -219,10 +219,6 @@ pub struct ServerSummary {
 }
 
 impl RunningServer {
-    pub fn ctx(&self) -> &Arc<ServerCtx> {
-        &self.ctx
-    }
-
     /// Ask the server to stop: it stops accepting, sends replies to requests it already has,
     /// closes every connection and its threads return.
     pub fn request_stop(&self) {

@@ -511,6 +511,7 @@ impl Store {
     }
 
     /// The schema version of the open database.
+    #[cfg(test)]
     pub fn schema_version(&self) -> anyhow::Result<i64> {
         Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }

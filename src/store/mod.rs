@@ -15,7 +15,9 @@ pub mod write;
 pub use db::{Store, StoreError, DEFAULT_DB_PATH};
 pub use read::{RunData, RunSummary, StoredCell};
 pub use status::RunStatus;
-pub use write::{mark_interrupted_if_running, save_records, NewRun, StoreSink};
+#[cfg(test)]
+pub use write::save_records;
+pub use write::{mark_interrupted_if_running, NewRun, StoreSink};
 
 use crate::case::Case;
 use crate::observation::Observation;

@@ -179,6 +179,7 @@ impl Store {
 
 /// Store records a command produced by itself (e.g. `iopath micro ... --db`) as one complete
 /// run: each distinct case once, each record as the cell (case, repetition). Returns the run id.
+#[cfg(test)]
 pub fn save_records(
     store: &mut Store,
     name: Option<String>,
