@@ -18,6 +18,7 @@ use crate::stop::Stop;
 use crate::sys::signal::{self, ForcedExitGuard};
 use std::ffi::CString;
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,9 @@ pub struct Child {
     reaped: bool,
     /// Kills the child's group if a second signal forces iopath out while the child lives.
     forced_exit: Option<ForcedExitGuard>,
+    /// Not Send: PR_SET_PDEATHSIG fires when the forking *thread* ends, so the child stays
+    /// with the thread that forked it, which waits for it or drops it.
+    _forking_thread: PhantomData<*const ()>,
 }
 
 impl Child {
@@ -75,6 +79,7 @@ impl Child {
             pid,
             reaped: false,
             forced_exit: Some(signal::on_forced_exit(move || signal::kill_process_group(pid))),
+            _forking_thread: PhantomData,
         }
     }
 
@@ -258,8 +263,8 @@ fn child_setup(parent: libc::pid_t) -> bool {
 
 /// fork(); in the child run `body` (async-signal-safe calls only) and `_exit` with its result.
 /// The child leads its own process group and is killed if iopath dies (see the module doc).
-/// Note: PR_SET_PDEATHSIG fires when the forking *thread* ends, so a child must be waited for
-/// (or dropped) by the thread that forked it, as every caller here does.
+/// PR_SET_PDEATHSIG fires when the forking *thread* ends: `Child` is not Send, so the thread
+/// that forked a child is the one that waits for it or drops it.
 fn fork_with(body: impl FnOnce() -> i32) -> io::Result<Child> {
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
