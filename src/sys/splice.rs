@@ -213,10 +213,16 @@ impl PagePipe {
         let (read, write) = (self.read.as_raw_fd(), self.write.as_raw_fd());
         while !iov.is_empty() {
             // The pipe is empty here: it takes as much as fits and returns.
-            let mut in_pipe = retry(&mut self.vmsplice_calls, || vmsplice(write, iov, 0))
-                .map_err(|error| PipeError { call: "vmsplice", error })?;
+            let mut in_pipe =
+                retry(&mut self.vmsplice_calls, || vmsplice(write, iov, 0)).map_err(|error| PipeError {
+                    call: "vmsplice",
+                    error,
+                })?;
             if in_pipe == 0 {
-                return Err(self.poison("vmsplice", io::Error::other("vmsplice took no bytes into an empty pipe")));
+                return Err(self.poison(
+                    "vmsplice",
+                    io::Error::other("vmsplice took no bytes into an empty pipe"),
+                ));
             }
             IoSlice::advance_slices(&mut iov, in_pipe);
             while in_pipe > 0 {
@@ -285,8 +291,14 @@ mod tests {
             let mut got = Vec::new();
             a.read_to_end(&mut got).map(|_| got)
         });
-        pipe.send(b.as_raw_fd(), &mut [IoSlice::new(&big), IoSlice::new(&small)]).unwrap();
-        assert!(pipe.vmsplice_calls >= 4 && pipe.splice_calls >= 4, "{} {}", pipe.vmsplice_calls, pipe.splice_calls);
+        pipe.send(b.as_raw_fd(), &mut [IoSlice::new(&big), IoSlice::new(&small)])
+            .unwrap();
+        assert!(
+            pipe.vmsplice_calls >= 4 && pipe.splice_calls >= 4,
+            "{} {}",
+            pipe.vmsplice_calls,
+            pipe.splice_calls
+        );
         drop(b);
         let got = reader.join().unwrap().unwrap();
         assert_eq!(got.len(), big.len() + small.len());
@@ -302,7 +314,11 @@ mod tests {
         let (mut d, e) = UnixStream::pair().unwrap();
         let again = pipe.send(e.as_raw_fd(), &mut [IoSlice::new(&big)]).unwrap_err();
         assert_eq!((again.call, again.error.to_string()), (err.call, err.error.to_string()));
-        assert_eq!((pipe.vmsplice_calls, pipe.splice_calls), calls, "no call after the failure");
+        assert_eq!(
+            (pipe.vmsplice_calls, pipe.splice_calls),
+            calls,
+            "no call after the failure"
+        );
         drop(e);
         let mut rest = Vec::new();
         d.read_to_end(&mut rest).unwrap();

@@ -334,7 +334,10 @@ struct Slot {
 #[derive(Debug, Clone, Copy)]
 enum Failure {
     Errno(i32),
-    Short { sent: usize, len: usize },
+    Short {
+        sent: usize,
+        len: usize,
+    },
     /// io_uring_enter itself failed (errno), maybe with ops submitted: which CQEs are still
     /// due is unknown, so the ring takes no more messages (their slots stay the kernel's
     /// until their CQEs come).
@@ -1145,7 +1148,8 @@ mod tests {
             assert_eq!(got, expected, "zero_copy {zero_copy}");
             assert_eq!(ring.counts().cqe.results, lengths.len() as u64);
             // The alias probe's overwrite waits for the send to have returned.
-            ring.queue_bytes(0, client.as_raw_fd(), 1, Duration::from_secs(5)).unwrap();
+            ring.queue_bytes(0, client.as_raw_fd(), 1, Duration::from_secs(5))
+                .unwrap();
             assert!(ring.overwrite_sent(0, |_| {}).is_err(), "queued, not sent");
             assert!(!ring.write_fields(0, |_| {}));
             ring.submit(Duration::from_secs(5)).unwrap();
