@@ -204,10 +204,10 @@ impl PagePipe {
     /// Move every byte `iov` names into socket `to`, in order: vmsplice as much as the pipe
     /// takes, splice all of it out (SPLICE_F_MOVE), repeat. Returns with the pipe empty.
     pub fn send(&mut self, to: RawFd, mut iov: &mut [IoSlice<'_>]) -> Result<(), PipeError> {
-        if let Some((call, kind, text)) = &self.poisoned {
+        if let Some((call, kind, ref text)) = self.poisoned {
             return Err(PipeError {
-                call: *call,
-                error: io::Error::new(*kind, text.clone()),
+                call,
+                error: io::Error::new(kind, text.clone()),
             });
         }
         let (read, write) = (self.read.as_raw_fd(), self.write.as_raw_fd());
