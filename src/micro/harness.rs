@@ -183,7 +183,9 @@ pub struct CpuTicks {
 pub fn parse_cpu_ticks(text: &str) -> Vec<CpuTicks> {
     text.lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix("cpu").filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))?;
+            let rest = l
+                .strip_prefix("cpu")
+                .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))?;
             let mut fields = rest.split_whitespace();
             let cpu = fields.next()?.parse().ok()?;
             let f: Vec<u64> = fields.map(|v| v.parse().ok()).collect::<Option<_>>()?;
@@ -339,28 +341,34 @@ impl SeriesEvidence {
     fn read(start: &SeriesStart, self_contending: bool) -> SeriesEvidence {
         let wall_s = start.at.elapsed().as_secs_f64();
         let now = cpu_ticks();
-        let hz = tick_hz();
-        let delta = |pick: &dyn Fn(&CpuTicks) -> u64, keep: &dyn Fn(usize) -> bool| -> u64 {
+        let (Some(hz), false, false, true) = (tick_hz(), start.ticks.is_empty(), now.is_empty(), wall_s > 0.0) else {
+            return SeriesEvidence::default();
+        };
+        // The growth of one count, summed over the CPUs kept (one that came online meanwhile
+        // has no start and is left out).
+        let delta = |pick: fn(&CpuTicks) -> u64, keep: &dyn Fn(usize) -> bool| -> u64 {
             now.iter()
                 .filter(|a| keep(a.cpu))
-                .filter_map(|a| Some(pick(a).saturating_sub(pick(start.ticks.iter().find(|b| b.cpu == a.cpu)?))))
+                .filter_map(|a| {
+                    let b = start.ticks.iter().find(|b| b.cpu == a.cpu)?;
+                    Some(pick(a).saturating_sub(pick(b)))
+                })
                 .sum()
         };
-        let steal_pct = (|| {
-            let hz = hz?;
-            (!start.ticks.is_empty() && !now.is_empty() && wall_s > 0.0).then_some(())?;
-            let stolen = delta(&|t| t.steal, &|_| true) as f64 / hz;
-            Some(stolen / (wall_s * start.ticks.len() as f64) * 100.0)
-        })();
-        let other = (|| {
-            if !self_contending || start.ticks.is_empty() || now.is_empty() {
-                return None;
+        let stolen_s = delta(|t| t.steal, &|_| true) as f64 / hz;
+        let steal_pct = Some(stolen_s / (wall_s * start.ticks.len() as f64) * 100.0);
+        let watched = |cpu: usize| start.cpus.contains(&cpu);
+        let own_s = own_cpu_time()
+            .zip(start.own)
+            .and_then(|(end, begin)| end.checked_sub(begin))
+            .map(|d| d.as_secs_f64());
+        let other = match own_s {
+            Some(own_s) if self_contending => {
+                let cpus = now.iter().filter(|t| watched(t.cpu)).count();
+                other_cpu(delta(|t| t.busy, &watched), hz, own_s, wall_s, cpus)
             }
-            let own = own_cpu_time()?.checked_sub(start.own?)?.as_secs_f64();
-            let watched = |cpu: usize| start.cpus.contains(&cpu);
-            let cpus = now.iter().filter(|t| watched(t.cpu)).count();
-            other_cpu(delta(&|t| t.busy, &watched), hz?, own, wall_s, cpus)
-        })();
+            _ => None,
+        };
         SeriesEvidence { steal_pct, other }
     }
 }
@@ -375,7 +383,7 @@ fn judge(log: &BusyLog, series: &SeriesEvidence) -> (usize, Vec<String>) {
         match series.other.filter(OtherCpu::busy) {
             Some(o) => {
                 seen.push(format!(
-                    "other processes took {:.0}% (± {:.0}%) of the CPU time of the CPUs it ran on (/proc/stat busy ticks less this process's and its children's CPU time, getrusage; its own tasks waiting for each other are what it measures)",
+                    "other processes took {:.0}% (± {:.1}%) of the CPU time of the CPUs it ran on (/proc/stat busy ticks less this process's and its children's CPU time, getrusage; its own tasks waiting for each other are what it measures)",
                     o.pct, o.margin_pct
                 ));
                 log.samples
@@ -621,8 +629,16 @@ mod busy_tests {
         assert_eq!(
             ticks,
             vec![
-                CpuTicks { cpu: 0, busy: 5 + 1 + 2 + 3 + 4, steal: 3 },
-                CpuTicks { cpu: 1, busy: 8, steal: 4 },
+                CpuTicks {
+                    cpu: 0,
+                    busy: 5 + 1 + 2 + 3 + 4,
+                    steal: 3
+                },
+                CpuTicks {
+                    cpu: 1,
+                    busy: 8,
+                    steal: 4
+                },
             ]
         );
         assert!(parse_cpu_ticks("cpu0 1 2 3\n").is_empty(), "too few fields");
@@ -668,21 +684,33 @@ mod busy_tests {
         };
         let quiet = SeriesEvidence {
             steal_pct: Some(0.0),
-            other: Some(OtherCpu { pct: 1.0, margin_pct: 2.0 }),
+            other: Some(OtherCpu {
+                pct: 1.0,
+                margin_pct: 2.0,
+            }),
         };
         assert_eq!(judge(&log(true), &quiet), (0, vec![]));
         let (busy, seen) = judge(&log(false), &quiet);
         assert_eq!(busy, 21);
-        assert!(seen[0].contains("waited up to 80% of a sample for a CPU (schedstat)"), "{seen:?}");
-        assert!(seen[1].contains("up to 60% of a sample (/proc/pressure/cpu)"), "{seen:?}");
+        assert!(
+            seen[0].contains("waited up to 80% of a sample for a CPU (schedstat)"),
+            "{seen:?}"
+        );
+        assert!(
+            seen[1].contains("up to 60% of a sample (/proc/pressure/cpu)"),
+            "{seen:?}"
+        );
         let loaded = SeriesEvidence {
             steal_pct: Some(0.0),
-            other: Some(OtherCpu { pct: 40.0, margin_pct: 2.0 }),
+            other: Some(OtherCpu {
+                pct: 40.0,
+                margin_pct: 2.0,
+            }),
         };
         let (busy, seen) = judge(&log(true), &loaded);
         assert_eq!(busy, 21);
         assert_eq!(seen.len(), 1, "{seen:?}");
-        assert!(seen[0].starts_with("other processes took 40% (± 2%)"), "{seen:?}");
+        assert!(seen[0].starts_with("other processes took 40% (± 2.0%)"), "{seen:?}");
         // Steal is seen either way; unreadable evidence flags nothing.
         let stolen = SeriesEvidence {
             steal_pct: Some(9.0),
