@@ -383,7 +383,7 @@ fn judge(log: &BusyLog, series: &SeriesEvidence) -> (usize, Vec<String>) {
         match series.other.filter(OtherCpu::busy) {
             Some(o) => {
                 seen.push(format!(
-                    "other processes took {:.0}% (± {:.1}%) of the CPU time of the CPUs it ran on (/proc/stat busy ticks less this process's and its children's CPU time, getrusage; its own tasks waiting for each other are what it measures)",
+                    "other processes took {:.0}% (± {:.1}%) of the CPU time of the CPUs it ran on (busy_other_cpu_pct: /proc/stat busy ticks less this process's and its children's CPU time, getrusage; its own tasks waiting for each other are what it measures, not counted)",
                     o.pct, o.margin_pct
                 ));
                 log.samples
@@ -711,6 +711,7 @@ mod busy_tests {
         assert_eq!(busy, 21);
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert!(seen[0].starts_with("other processes took 40% (± 2.0%)"), "{seen:?}");
+        assert!(seen[0].contains("(busy_other_cpu_pct: /proc/stat"), "{seen:?}");
         // Steal is seen either way; unreadable evidence flags nothing.
         let stolen = SeriesEvidence {
             steal_pct: Some(9.0),
