@@ -196,6 +196,8 @@ fn fork_figures_carry_the_parent_size_and_the_floor_comes_from_a_smaller_parent(
     for rec in [full, minimal] {
         assert!(value(rec, "parent_rss_bytes") >= value(rec, "parent_rss_anon_bytes"));
         assert!(value(rec, "parent_rss_anon_bytes") > 0.0);
+        // The binary, the heap, the stack and the vdso at least (/proc/<pid>/maps lines).
+        assert!(value(rec, "parent_mappings") >= 4.0);
     }
     assert!(
         value(minimal, "parent_rss_anon_bytes") < value(full, "parent_rss_anon_bytes"),
@@ -220,7 +222,8 @@ fn the_table_says_who_forked_and_how_memory_was_copied() {
     assert!(
         text.contains(
             "proc variant=fork_exit_minimal: forked from a minimal helper (the iopath binary, freshly exec'd): "
-        ) && text.contains("anonymous), 1 thread(s)"),
+        ) && text.contains("anonymous), 1 thread(s), ")
+            && text.contains(" mappings"),
         "{text}"
     );
     let out = iopath()

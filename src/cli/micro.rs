@@ -628,8 +628,9 @@ fn how_measured(r: &Record) -> Option<String> {
             } else {
                 "iopath"
             };
+            let mappings = v("parent_mappings").map_or(String::new(), |m| format!(", {m} mappings"));
             Some(format!(
-                "forked from {who}: {} resident ({} anonymous), {} thread(s)",
+                "forked from {who}: {} resident ({} anonymous), {} thread(s){mappings}",
                 format_bytes(v("parent_rss_bytes")? as u64),
                 format_bytes(v("parent_rss_anon_bytes")? as u64),
                 v("parent_threads")?

@@ -41,6 +41,8 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         None
     };
     let mut obs = Observation::default();
+    // The two sides wait for each other (on one CPU when pinned) by design.
+    harness::own_tasks_compete();
     match case.option("variant").unwrap_or("pipe_procs") {
         "pipe_procs" => pipe_procs(budget, stop, cpu, &mut obs)?,
         "futex_threads" => futex_threads(budget, stop, cpu, &mut obs)?,

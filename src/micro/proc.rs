@@ -1,7 +1,7 @@
 //! Process creation: fork + exit + wait, fork + exec of a tiny program + wait, and
 //! posix_spawn + wait. fork copies the parent's page tables, so its cost grows with the
-//! parent's resident size: every figure carries `parent_rss_bytes` and `parent_threads` of the
-//! process that forked. `fork_exit` forks from iopath itself (as it runs the benchmark);
+//! parent's resident size and mappings: every figure carries `parent_rss_bytes`,
+//! `parent_mappings` and `parent_threads` of the process that forked. `fork_exit` forks from iopath itself (as it runs the benchmark);
 //! `fork_exit_minimal` forks from a freshly exec'd copy of the iopath binary that does nothing
 //! but time its forks ([`helper_main`], entered before any argument parsing), the OS floor a
 //! minimal C program also sees. The program (default /bin/true) is dynamically linked, so the exec
@@ -45,6 +45,9 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let variant = case.option("variant").unwrap_or("fork_exit");
     let program_path = case.option("program").unwrap_or(DEFAULT_PROGRAM);
     let mut obs = Observation::default();
+    // The child runs beside its parent (on one CPU, the parent waits for it by design): its
+    // wait is measured, not another load.
+    harness::own_tasks_compete();
     let check_status = |status: i32| -> std::io::Result<()> {
         match status {
             0 => Ok(()),
@@ -52,7 +55,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         }
     };
     let samples = match variant {
-        "fork_exit" => harness::time_per_op(budget, stop, || process::fork_exit_wait(stop))?,
+        "fork_exit" => harness::time_per_op(budget, stop, process::fork_exit_wait)?,
         "fork_exit_minimal" => match run_helper(budget, stop)? {
             Ok(floor) => {
                 let us: Vec<f64> = floor.samples_ns.iter().map(|ns| ns / 1000.0).collect();
@@ -107,43 +110,51 @@ pub struct Size {
     /// and write-protects; file mappings not yet written are not copied.
     pub anon_bytes: u64,
     pub threads: u64,
+    /// Lines of /proc/<pid>/maps: fork copies one VMA (and its page tables) per mapping, so
+    /// a parent with many mappings forks more slowly than a minimal C program.
+    pub mappings: u64,
 }
 
-/// This process's size, from /proc/self/status.
+/// This process's size, from /proc/self/status and /proc/self/maps.
 pub fn self_size() -> Option<Size> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    parse_status(&text)
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    parse_status(&status, &maps)
 }
 
-/// VmRSS and RssAnon (kB, as bytes) and Threads of a /proc/<pid>/status text.
-pub fn parse_status(text: &str) -> Option<Size> {
+/// VmRSS and RssAnon (kB, as bytes) and Threads of a /proc/<pid>/status text, and the number
+/// of mappings (lines) of the same process's /proc/<pid>/maps text.
+pub fn parse_status(status: &str, maps: &str) -> Option<Size> {
     let field = |key: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(key))?;
+        let line = status.lines().find(|l| l.starts_with(key))?;
         line[key.len()..].split_whitespace().next()?.parse().ok()
     };
     Some(Size {
         rss_bytes: field("VmRSS:")? * 1024,
         anon_bytes: field("RssAnon:")? * 1024,
         threads: field("Threads:")?,
+        mappings: maps.lines().filter(|l| !l.trim().is_empty()).count() as u64,
     })
 }
 
-/// `parent_rss_bytes`, `parent_rss_anon_bytes` and `parent_threads` of the process that
-/// forked (its /proc/<pid>/status, read just before the timed forks).
+/// `parent_rss_bytes`, `parent_rss_anon_bytes`, `parent_threads` and `parent_mappings` of the
+/// process that forked (its /proc/<pid>/status and /proc/<pid>/maps, read just before the
+/// timed forks).
 fn push_parent(obs: &mut Observation, size: Option<Size>) {
-    const NAMES: [(&str, &str); 3] = [
+    const NAMES: [(&str, &str); 4] = [
         ("parent_rss_bytes", "bytes"),
         ("parent_rss_anon_bytes", "bytes"),
         ("parent_threads", "count"),
+        ("parent_mappings", "count"),
     ];
     match size {
         Some(s) => {
-            for ((name, unit), v) in NAMES.iter().zip([s.rss_bytes, s.anon_bytes, s.threads]) {
+            for ((name, unit), v) in NAMES.iter().zip([s.rss_bytes, s.anon_bytes, s.threads, s.mappings]) {
                 obs.push(Metric::new(name, Role::System, v as f64, unit, Source::Kernel));
             }
         }
         None => {
-            let why = "cannot read /proc/<pid>/status of the forking process";
+            let why = "cannot read /proc/<pid>/status or /proc/<pid>/maps of the forking process";
             for (name, unit) in NAMES {
                 obs.push(Metric::unavailable(name, Role::System, unit, why));
             }
@@ -158,11 +169,11 @@ pub struct Floor {
     pub samples_ns: Vec<f64>,
 }
 
-/// The helper's output: `rss_bytes N`, `rss_anon_bytes N`, `threads N`, then one
-/// `sample_ns X` per sample.
+/// The helper's output: `rss_bytes N`, `rss_anon_bytes N`, `threads N`, `mappings N`, then
+/// one `sample_ns X` per sample.
 pub fn parse_floor(text: &str) -> Result<Floor, String> {
     let mut samples_ns = Vec::new();
-    let (mut rss, mut anon, mut threads) = (None, None, None);
+    let (mut rss, mut anon, mut threads, mut mappings) = (None, None, None, None);
     for line in text.lines() {
         let mut it = line.split_whitespace();
         let (Some(key), Some(value), None) = (it.next(), it.next(), it.next()) else {
@@ -173,16 +184,18 @@ pub fn parse_floor(text: &str) -> Result<Floor, String> {
             "rss_bytes" => rss = Some(value.parse::<u64>().map_err(|_| bad())?),
             "rss_anon_bytes" => anon = Some(value.parse::<u64>().map_err(|_| bad())?),
             "threads" => threads = Some(value.parse::<u64>().map_err(|_| bad())?),
+            "mappings" => mappings = Some(value.parse::<u64>().map_err(|_| bad())?),
             "sample_ns" => samples_ns.push(value.parse::<f64>().map_err(|_| bad())?),
             _ => return Err(format!("the fork helper printed an unexpected line '{line}'")),
         }
     }
-    match (rss, anon, threads) {
-        (Some(rss_bytes), Some(anon_bytes), Some(threads)) if !samples_ns.is_empty() => Ok(Floor {
+    match (rss, anon, threads, mappings) {
+        (Some(rss_bytes), Some(anon_bytes), Some(threads), Some(mappings)) if !samples_ns.is_empty() => Ok(Floor {
             size: Size {
                 rss_bytes,
                 anon_bytes,
                 threads,
+                mappings,
             },
             samples_ns,
         }),
@@ -208,16 +221,16 @@ pub fn helper_main(args: &[String]) -> i32 {
     };
     harness::overheads();
     let Some(size) = self_size() else {
-        eprintln!("error: cannot read /proc/self/status");
+        eprintln!("error: cannot read /proc/self/status or /proc/self/maps");
         return 1;
     };
     let budget = Budget { samples, sample_ns };
     let never = Stop::never();
-    match harness::time_per_op(budget, never, || process::fork_exit_wait(never)) {
+    match harness::time_per_op(budget, never, process::fork_exit_wait) {
         Ok(values) => {
             let mut out = format!(
-                "rss_bytes {}\nrss_anon_bytes {}\nthreads {}\n",
-                size.rss_bytes, size.anon_bytes, size.threads
+                "rss_bytes {}\nrss_anon_bytes {}\nthreads {}\nmappings {}\n",
+                size.rss_bytes, size.anon_bytes, size.threads, size.mappings
             );
             for v in values {
                 out.push_str(&format!("sample_ns {v}\n"));
@@ -302,19 +315,26 @@ mod tests {
     #[test]
     fn status_and_helper_output_parse() {
         let status = "Name:\tiopath\nVmRSS:\t    1536 kB\nRssAnon:\t 512 kB\nThreads:\t1\n";
+        let maps = "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 42 /usr/bin/x\n7ffc1a000000-7ffc1a021000 rw-p 00000000 00:00 0 [stack]\n";
         let size = Size {
             rss_bytes: 1536 * 1024,
             anon_bytes: 512 * 1024,
             threads: 1,
+            mappings: 2,
         };
-        assert_eq!(parse_status(status), Some(size));
-        assert_eq!(parse_status("Name: x\n"), None);
-        let f =
-            parse_floor("rss_bytes 1572864\nrss_anon_bytes 524288\nthreads 1\nsample_ns 150000\nsample_ns 160000\n")
-                .unwrap();
+        assert_eq!(parse_status(status, maps), Some(size));
+        assert_eq!(parse_status("Name: x\n", maps), None);
+        let f = parse_floor(
+            "rss_bytes 1572864\nrss_anon_bytes 524288\nthreads 1\nmappings 2\nsample_ns 150000\nsample_ns 160000\n",
+        )
+        .unwrap();
         assert_eq!(f.size, size);
         assert_eq!(f.samples_ns, vec![150000.0, 160000.0]);
-        assert!(parse_floor("rss_bytes 1\nrss_anon_bytes 1\nthreads 1\n").is_err());
+        assert!(parse_floor("rss_bytes 1\nrss_anon_bytes 1\nthreads 1\nmappings 1\n").is_err());
+        assert!(
+            parse_floor("rss_bytes 1\nrss_anon_bytes 1\nthreads 1\nsample_ns 1\n").is_err(),
+            "no mappings"
+        );
         assert!(parse_floor("rss_bytes 1\nthreads 1\nsample_ns 1\n").is_err());
         assert!(parse_floor("rss_bytes x\nthreads 1\nsample_ns 1\n").is_err());
         assert!(parse_floor("hello\n").is_err());
@@ -324,6 +344,8 @@ mod tests {
     fn own_size_is_read() {
         let s = self_size().unwrap();
         assert!(s.rss_bytes >= s.anon_bytes && s.anon_bytes > 0 && s.threads >= 1);
+        // The binary, the heap, the stack and the vdso at least.
+        assert!(s.mappings >= 4, "{s:?}");
     }
 
     #[test]

@@ -144,6 +144,9 @@ fn client(
         s.set_read_timeout(Some(IO_TIMEOUT))?;
         Ok(s)
     };
+    // The server thread competes with this one for the CPU (on loopback both may share
+    // one): its wait is measured. Declared here, on the thread that times the samples.
+    harness::own_tasks_compete();
     match variant {
         "rtt" => {
             let mut s = connect()?;

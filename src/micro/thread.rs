@@ -14,6 +14,8 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let budget = Budget::of(case);
     let variant = case.option("variant").unwrap_or("create_join");
     let mut obs = Observation::default();
+    // The new thread competes with its creator for the CPU: that wait is measured.
+    harness::own_tasks_compete();
     match variant {
         "create_join" => {
             let samples = harness::time_per_op(budget, stop, || -> std::io::Result<()> {
