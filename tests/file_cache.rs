@@ -153,3 +153,43 @@ fn without_a_cgroup_the_run_is_bounded_and_says_why_it_stopped() {
     assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "files removed");
 }
+
+/// The figure is stored with the run and the report shows it: the knee's size, or why there
+/// is none ("no knee up to X (stopped by: ...)").
+#[test]
+fn the_report_shows_the_file_cache_figure() {
+    let dir = disk_dir();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).expect("scratch folder");
+    let db = dir.path().join("r.db");
+    let html = dir.path().join("r.html");
+    let out = iopath()
+        .args(["micro", "fs", "--variant", "cache_read", "--samples", "1"])
+        .args(["--cache-max", "2M", "--dir"])
+        .arg(&scratch)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .expect("run iopath");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("file cache: no knee up to 2MiB (stopped by: --cache-max)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = iopath()
+        .arg("report")
+        .arg("--db")
+        .arg(&db)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("run iopath report");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).expect("the report");
+    assert!(page.contains("file_cache_bytes"), "the report lists the figure");
+    assert!(
+        page.contains("no knee up to 2MiB (stopped by: --cache-max)"),
+        "the report says why there is no knee"
+    );
+}

@@ -140,14 +140,14 @@ pub struct RunArgs {
     /// fs and pagefault major: file size.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub file_size: Option<u64>,
-    /// fs cache_read: largest working set. By default the working set doubles from 1MiB until
+    /// fs cache_read: largest working set (default none; 16MiB with --quick). The working set doubles from 1MiB until
     /// it no longer stays in the page cache (the knee), or --cache-time has passed,
     /// or the next size would take more than half the free space of --dir's file system, or
     /// exceed twice the memory left to the process (MemAvailable and its memory cgroup),
     /// whichever comes first; without a knee it prints "no knee up to X (stopped by: ...)".
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub cache_max: Option<u64>,
-    /// fs cache_read: how long the working set may grow (default 60s, 15s with --quick).
+    /// fs cache_read: how long the working set may grow (default 30s, 15s with --quick).
     #[arg(long, value_parser = super::values::parse_duration, value_name = "DURATION")]
     pub cache_time: Option<std::time::Duration>,
     /// fs contention: reader process counts, a list 1,2,4 or a range 1..8 (both ends and the

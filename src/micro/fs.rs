@@ -189,11 +189,14 @@ fn direct_reads(
 
 /// The first working set `cache_read` re-reads; it doubles from there.
 pub const CACHE_START: u64 = 1 << 20;
-/// How long `cache_read` may grow its working set by default: 60 s (15 s with --quick;
+/// How long `cache_read` may grow its working set by default: 30 s (15 s with --quick;
 /// `--cache-time` sets it, case option `budget_s`), checked before
 /// each doubling (the next size is expected to take twice the last) and every MiB within one.
-pub const CACHE_BUDGET_S: u64 = 60;
+pub const CACHE_BUDGET_S: u64 = 30;
 pub const CACHE_BUDGET_QUICK_S: u64 = 15;
+/// With --quick (and no --cache-max) the working set stops at 16 MiB: a quick run is a few
+/// seconds, not a search for the knee.
+pub const CACHE_QUICK_MAX: u64 = 16 << 20;
 /// A size is resident when at least this fraction of its pages stayed in the page cache.
 const RESIDENT: f64 = 0.9;
 
@@ -211,6 +214,8 @@ pub enum CacheStop {
     Memory,
     /// `--cache-max`.
     CacheMax,
+    /// `--quick` without `--cache-max`: `CACHE_QUICK_MAX`.
+    Quick,
 }
 
 impl CacheStop {
@@ -221,6 +226,7 @@ impl CacheStop {
             CacheStop::Disk => "disk",
             CacheStop::Memory => "memory",
             CacheStop::CacheMax => "--cache-max",
+            CacheStop::Quick => "--quick, which stops at 16MiB",
         }
     }
 }
@@ -239,6 +245,8 @@ pub struct CachePoint {
 pub struct CacheBounds {
     /// `--cache-max`, if given.
     pub cache_max: Option<u64>,
+    /// `CACHE_QUICK_MAX` with --quick and no --cache-max.
+    pub quick: Option<u64>,
     /// Half the free space of the scratch folder.
     pub disk: Option<u64>,
     /// Twice the memory headroom.
@@ -246,11 +254,14 @@ pub struct CacheBounds {
 }
 
 impl CacheBounds {
-    /// What stops a working set of `next` bytes from being tried, the tightest bound first.
+    /// What stops a working set of `next` bytes from being tried: the first bound it exceeds,
+    /// in the order --cache-max, --quick, disk, memory.
     pub fn refuses(&self, next: u64) -> Option<CacheStop> {
         let over = |b: Option<u64>| b.is_some_and(|b| next > b);
         if over(self.cache_max) {
             Some(CacheStop::CacheMax)
+        } else if over(self.quick) {
+            Some(CacheStop::Quick)
         } else if over(self.disk) {
             Some(CacheStop::Disk)
         } else if over(self.memory) {
@@ -290,8 +301,10 @@ fn cache_read(
         .ok()
         .map(|s| s.blocks_available().saturating_mul(s.fragment_size()));
     let headroom = crate::sys::procfs::memory_headroom();
+    let cache_max: Option<u64> = case.option("cache_max_bytes").map(|t| t.parse()).transpose()?;
     let bounds = CacheBounds {
-        cache_max: case.option("cache_max_bytes").map(|t| t.parse()).transpose()?,
+        cache_max,
+        quick: (quick && cache_max.is_none()).then_some(CACHE_QUICK_MAX),
         disk: free.map(|f| f / 2),
         // On a file system in memory (tmpfs) the files are memory themselves and are never
         // evicted: a quarter of the headroom at most.
@@ -303,7 +316,9 @@ fn cache_read(
     let path = dir.join("cache.dat");
     let mut buf = vec![0u8; 1 << 20];
     let mut points: Vec<CachePoint> = Vec::new();
-    let mut size = CACHE_START;
+    // A --cache-max below 1 MiB is the one size tried.
+    let page = crate::sys::mem::page_size() as u64;
+    let mut size = bounds.cache_max.map_or(CACHE_START, |m| m.clamp(page, CACHE_START));
     let mut last_step_ns = 0.0;
     let stopped_by = loop {
         if let Some(why) = bounds.refuses(size) {
@@ -575,9 +590,10 @@ mod tests {
     }
 
     #[test]
-    fn the_tightest_bound_stops_the_growth() {
+    fn each_bound_stops_the_growth_and_is_named() {
         let b = CacheBounds {
             cache_max: None,
+            quick: None,
             disk: Some(64 << 20),
             memory: Some(32 << 20),
         };
@@ -589,8 +605,17 @@ mod tests {
             ..b
         };
         assert_eq!(b.refuses(8 << 20), Some(CacheStop::CacheMax));
+        let quick = CacheBounds {
+            cache_max: None,
+            quick: Some(CACHE_QUICK_MAX),
+            disk: None,
+            memory: None,
+        };
+        assert_eq!(quick.refuses(CACHE_QUICK_MAX), None);
+        assert_eq!(quick.refuses(2 * CACHE_QUICK_MAX), Some(CacheStop::Quick));
         let none = CacheBounds {
             cache_max: None,
+            quick: None,
             disk: None,
             memory: None,
         };
