@@ -297,6 +297,9 @@ fn cache_read(
         "budget_s",
         if quick { CACHE_BUDGET_QUICK_S } else { CACHE_BUDGET_S },
     )?;
+    if !(1..=86_400).contains(&budget_s) {
+        anyhow::bail!("fs cache_read: budget_s must be 1 to 86400 seconds, got {budget_s}");
+    }
     let free = nix::sys::statvfs::statvfs(dir)
         .ok()
         .map(|s| s.blocks_available().saturating_mul(s.fragment_size()));
