@@ -319,7 +319,7 @@ pub const MICRO_FS: &str = "\
 Examples:
   iopath micro fs --quick
   iopath micro fs --dir /var/tmp --file-size 256M --procs 1..8
-  iopath micro fs --variant cache_read --cache-max 1G
+  iopath micro fs --variant cache_read --dir /var/tmp --cache-time 2m
   iopath micro fs --remote=rate=1gbit --block-size 4K,64K --variant seq_read,rand_read
   iopath micro fs --remote --variant contention --procs 1..8
   iopath sweep micro fs --quick --reps 3";

@@ -64,7 +64,7 @@ pub enum MicroCommand {
 
 /// The options of [`RunArgs`] that only some benchmarks read, with those benchmarks; every
 /// other option applies to all of them.
-pub const BENCH_OPTIONS: [(&str, &[&str]); 11] = [
+pub const BENCH_OPTIONS: [(&str, &[&str]); 12] = [
     ("max", &["memlat"]),
     ("min", &["memlat"]),
     ("stride", &["memlat"]),
@@ -73,6 +73,7 @@ pub const BENCH_OPTIONS: [(&str, &[&str]); 11] = [
     ("dir", &["fs", "pagefault"]),
     ("file_size", &["fs", "pagefault"]),
     ("cache_max", &["fs"]),
+    ("cache_time", &["fs"]),
     ("procs", &["fs"]),
     ("pinned", &["ctxswitch"]),
     ("program", &["proc"]),
@@ -139,9 +140,16 @@ pub struct RunArgs {
     /// fs and pagefault major: file size.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub file_size: Option<u64>,
-    /// fs cache_read: largest file (default 256MiB, 16MiB with --quick).
+    /// fs cache_read: largest working set (default none; 16MiB with --quick). The working set doubles from 1MiB until
+    /// it no longer stays in the page cache (the knee), or --cache-time has passed,
+    /// or the next size would take more than half the free space of --dir's file system, or
+    /// exceed twice the memory left to the process (MemAvailable and its memory cgroup),
+    /// whichever comes first; without a knee it prints "no knee up to X (stopped by: ...)".
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub cache_max: Option<u64>,
+    /// fs cache_read: how long the working set may grow (default 30s, 15s with --quick).
+    #[arg(long, value_parser = super::values::parse_duration, value_name = "DURATION")]
+    pub cache_time: Option<std::time::Duration>,
     /// fs contention: reader process counts, a list 1,2,4 or a range 1..8 (both ends and the
     /// powers of two between; default 1,2,4, 1,2 with --quick).
     #[arg(long, value_name = "LIST")]
@@ -405,6 +413,7 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
         dir: a.dir.clone(),
         file_bytes: a.file_size,
         cache_max: a.cache_max,
+        cache_time_s: a.cache_time.map(|d| d.as_secs_f64().ceil() as u64),
         procs,
         pinned,
         program: a.program.clone(),
@@ -709,35 +718,70 @@ fn memlat_levels(records: &[Record]) -> String {
     out
 }
 
-/// The file cache size knee from residency, with the re-read times beside it.
+/// The file cache size from each `cache_read` record: the knee (the first working set that
+/// did not stay in the page cache, by mincore) with the sizes, resident fractions and re-read
+/// times just below and at it, or "no knee up to X (stopped by: ...)".
 fn cache_knee(records: &[Record]) -> String {
-    let read = |name: &str| -> Vec<(u64, f64)> {
-        records
-            .iter()
-            .filter(|r| is_bench(r, Bench::Fs, Some("cache_read")))
-            .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
-            .collect()
-    };
-    let resident = read("resident_fraction");
-    let times = read("read_time_per_mib_us");
-    let Some(largest) = resident.iter().map(|p| p.0).max() else {
-        return String::new();
-    };
-    let fastest = times.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let slowest = times.iter().map(|p| p.1).fold(0.0, f64::max);
-    let line = match micro::fs::detect_knee(&resident) {
-        Some(knee) => format!(
-            "file cache: from {} on, files no longer stay in the page cache (mincore); re-reads take {}..{} us/MiB",
-            format_bytes(knee),
-            num(Some(fastest)),
-            num(Some(slowest))
-        ),
-        None => format!(
-            "file cache: no knee up to {}: every file stayed resident in the page cache (mincore), so the cache holds at least that (raise --cache-max); re-reads took {}..{} us/MiB, the spread being CPU caches vs DRAM, not the disk",
-            format_bytes(largest),
-            num(Some(fastest)),
-            num(Some(slowest))
-        ),
-    };
-    format!("\n{}", super::output::wrap(&line, 2))
+    let runs: Vec<&Record> = records
+        .iter()
+        .filter(|r| is_bench(r, Bench::Fs, Some("cache_read")))
+        .collect();
+    let mut out = String::new();
+    for r in &runs {
+        let Some(line) = cache_knee_line(&r.observation) else {
+            continue;
+        };
+        let line = if runs.len() > 1 {
+            format!("file cache ({} rep {}): {line}", r.label, r.repetition)
+        } else {
+            format!("file cache: {line}")
+        };
+        out.push('\n');
+        out.push_str(&super::output::wrap(&line, 2));
+    }
+    out
+}
+
+/// The knee line of one `cache_read` observation; None for a record without the figure.
+pub fn cache_knee_line(obs: &Observation) -> Option<String> {
+    let v = |name: &str| obs.value(name, Role::System);
+    let knee = obs.get("file_cache_bytes", Role::System)?;
+    let pct = |f: f64| format!("{:.0}%", f * 100.0);
+    let us = |name: &str| v(name).map_or("n/a".to_string(), |t| format!("{} us/MiB", num(Some(t))));
+    Some(match knee.value {
+        Some(bytes) => {
+            let at = format!(
+                "{} re-read at {} with {} resident",
+                format_bytes(bytes as u64),
+                us("read_time_per_mib_us"),
+                v("resident_fraction").map_or("n/a".into(), pct)
+            );
+            let below = match (v("below_knee_bytes"), v("below_knee_resident_fraction")) {
+                (Some(b), Some(f)) => format!(
+                    "{} re-read at {} with {} resident, ",
+                    format_bytes(b as u64),
+                    us("below_knee_read_time_per_mib_us"),
+                    pct(f)
+                ),
+                _ => "the first size already did not fit, ".into(),
+            };
+            format!(
+                "about {} (file_cache_bytes: the first working set that did not stay in the page cache, by mincore): {below}{at}",
+                format_bytes(bytes as u64)
+            )
+        }
+        None => {
+            let reason = knee.source.to_string();
+            let reason = reason.strip_prefix("unavailable: ").unwrap_or(&reason).to_string();
+            match (v("largest_tried_bytes"), v("resident_fraction")) {
+                (Some(b), Some(f)) => format!(
+                    "{reason} (mincore), so the cache holds at least that; {} re-read at {} with {} resident, the speed of memory, not of the disk",
+                    format_bytes(b as u64),
+                    us("read_time_per_mib_us"),
+                    pct(f)
+                ),
+                _ => reason,
+            }
+        }
+    })
 }

@@ -38,8 +38,10 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let scratch = ScratchDir::new(&scratch::base_dir(case.option("dir")))?;
     let mut obs = Observation::default();
     let variant = case.option("variant").unwrap_or("seq_read");
+    let mut in_memory = false;
     match statfs::fs_type(scratch.path()) {
         Ok(fs) => {
+            in_memory = fs.backing == Backing::Memory;
             harness::push_value(&mut obs, "fs_type_magic", "f_type", fs.magic as f64);
             if let Some(note) = filesystem_note(fs, variant == "cache_read") {
                 obs.warn(WarningKind::Substituted, note);
@@ -54,7 +56,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     match variant {
         v @ ("seq_read" | "rand_read") => direct_reads(case, quick, v == "rand_read", scratch.path(), stop, &mut obs)?,
-        "cache_read" => cache_read(case, quick, scratch.path(), stop, &mut obs)?,
+        "cache_read" => cache_read(case, quick, in_memory, scratch.path(), stop, &mut obs)?,
         "contention" => contention(case, quick, scratch.path(), stop, &mut obs)?,
         other => anyhow::bail!("fs: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
     }
@@ -185,54 +187,281 @@ fn direct_reads(
     Ok(())
 }
 
-/// Re-read a file that was just read (so it is cached if it fits): time per MiB.
-fn cache_read(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut Observation) -> anyhow::Result<()> {
-    let size = harness::opt_u64(case, "file_bytes", if quick { 4 << 20 } else { 64 << 20 })?;
-    let samples = Budget::of(case).samples.min(if quick { 3 } else { 5 });
+/// The first working set `cache_read` re-reads; it doubles from there.
+pub const CACHE_START: u64 = 1 << 20;
+/// How long `cache_read` may grow its working set by default: 30 s (15 s with --quick;
+/// `--cache-time` sets it, case option `budget_s`), checked before
+/// each doubling (the next size is expected to take twice the last) and every MiB within one.
+pub const CACHE_BUDGET_S: u64 = 30;
+pub const CACHE_BUDGET_QUICK_S: u64 = 15;
+/// With --quick (and no --cache-max) the working set stops at 16 MiB: a quick run is a few
+/// seconds, not a search for the knee.
+pub const CACHE_QUICK_MAX: u64 = 16 << 20;
+/// A size is resident when at least this fraction of its pages stayed in the page cache.
+const RESIDENT: f64 = 0.9;
+
+/// Why the working set stopped growing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStop {
+    /// A size did not stay resident: the knee.
+    Knee,
+    /// The time budget (`CACHE_BUDGET_S`).
+    Time,
+    /// The next size would take more than half the scratch folder's free space.
+    Disk,
+    /// The next size is past twice the memory this process may use (MemAvailable and the
+    /// memory cgroup's headroom; a quarter of it on tmpfs): the page cache cannot hold it.
+    Memory,
+    /// `--cache-max`.
+    CacheMax,
+    /// `--quick` without `--cache-max`: `CACHE_QUICK_MAX`.
+    Quick,
+}
+
+impl CacheStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStop::Knee => "knee",
+            CacheStop::Time => "time",
+            CacheStop::Disk => "disk",
+            CacheStop::Memory => "memory",
+            CacheStop::CacheMax => "--cache-max",
+            CacheStop::Quick => "--quick, which stops at 16MiB",
+        }
+    }
+}
+
+/// One working set re-read: its size, the fraction of its pages mincore found resident after
+/// the re-reads and the time of each re-read per MiB.
+#[derive(Debug, Clone)]
+pub struct CachePoint {
+    pub bytes: u64,
+    pub resident: f64,
+    pub us_per_mib: Vec<f64>,
+}
+
+/// The bounds of one growing run.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheBounds {
+    /// `--cache-max`, if given.
+    pub cache_max: Option<u64>,
+    /// `CACHE_QUICK_MAX` with --quick and no --cache-max.
+    pub quick: Option<u64>,
+    /// Half the free space of the scratch folder.
+    pub disk: Option<u64>,
+    /// Twice the memory headroom.
+    pub memory: Option<u64>,
+}
+
+impl CacheBounds {
+    /// What stops a working set of `next` bytes from being tried: the first bound it exceeds,
+    /// in the order --cache-max, --quick, disk, memory.
+    pub fn refuses(&self, next: u64) -> Option<CacheStop> {
+        let over = |b: Option<u64>| b.is_some_and(|b| next > b);
+        if over(self.cache_max) {
+            Some(CacheStop::CacheMax)
+        } else if over(self.quick) {
+            Some(CacheStop::Quick)
+        } else if over(self.disk) {
+            Some(CacheStop::Disk)
+        } else if over(self.memory) {
+            Some(CacheStop::Memory)
+        } else {
+            None
+        }
+    }
+}
+
+/// The knee of a growing run: the first size that did not stay resident, with the size just
+/// below it (None when the very first size did not fit).
+pub fn knee_of(points: &[CachePoint]) -> Option<(Option<&CachePoint>, &CachePoint)> {
+    let i = points.iter().position(|p| p.resident < RESIDENT)?;
+    Some((i.checked_sub(1).map(|j| &points[j]), &points[i]))
+}
+
+/// Re-read a growing working set (one file, doubling from 1 MiB) until a size no longer stays
+/// in the page cache (the knee) or a bound stops it (time, disk, memory, --cache-max). Each
+/// size is written, read once to fill the cache, re-read `samples` times (timed) and then
+/// looked at with mincore.
+fn cache_read(
+    case: &MicroCase,
+    quick: bool,
+    in_memory: bool,
+    dir: &Path,
+    stop: Stop,
+    obs: &mut Observation,
+) -> anyhow::Result<()> {
+    let samples = Budget::of(case).samples.clamp(1, if quick { 2 } else { 3 });
+    let budget_s = harness::opt_u64(
+        case,
+        "budget_s",
+        if quick { CACHE_BUDGET_QUICK_S } else { CACHE_BUDGET_S },
+    )?;
+    if !(1..=86_400).contains(&budget_s) {
+        anyhow::bail!("fs cache_read: budget_s must be 1 to 86400 seconds, got {budget_s}");
+    }
+    let free = nix::sys::statvfs::statvfs(dir)
+        .ok()
+        .map(|s| s.blocks_available().saturating_mul(s.fragment_size()));
+    let headroom = crate::sys::procfs::memory_headroom();
+    let cache_max: Option<u64> = case.option("cache_max_bytes").map(|t| t.parse()).transpose()?;
+    let bounds = CacheBounds {
+        cache_max,
+        quick: (quick && cache_max.is_none()).then_some(CACHE_QUICK_MAX),
+        disk: free.map(|f| f / 2),
+        // On a file system in memory (tmpfs) the files are memory themselves and are never
+        // evicted: a quarter of the headroom at most.
+        memory: headroom.map(|h| if in_memory { h / 4 } else { h.saturating_mul(2) }),
+    };
+    let budget_ns = budget_s as f64 * 1e9;
+    let start = harness::now();
+    let elapsed = || harness::interval_ns(start, harness::now());
     let path = dir.join("cache.dat");
-    write_file(&path, size, stop)?;
-    let file = File::open(&path)?;
     let mut buf = vec![0u8; 1 << 20];
-    let read_all = |buf: &mut [u8]| -> anyhow::Result<u64> {
+    let mut points: Vec<CachePoint> = Vec::new();
+    // A --cache-max below 1 MiB is the one size tried.
+    let page = crate::sys::mem::page_size() as u64;
+    let mut size = bounds.cache_max.map_or(CACHE_START, |m| m.clamp(page, CACHE_START));
+    let mut last_step_ns = 0.0;
+    let stopped_by = loop {
+        if let Some(why) = bounds.refuses(size) {
+            break why;
+        }
+        if !points.is_empty() && elapsed() + 2.0 * last_step_ns > budget_ns {
+            break CacheStop::Time;
+        }
+        let t_step = elapsed();
+        match cache_point(&path, size, samples, &mut buf, stop, || elapsed() > budget_ns)? {
+            Some(p) => points.push(p),
+            None => break CacheStop::Time,
+        }
+        last_step_ns = elapsed() - t_step;
+        if knee_of(&points).is_some() {
+            break CacheStop::Knee;
+        }
+        size = size.saturating_mul(2);
+    };
+    let _ = std::fs::remove_file(&path);
+    push_cache_figures(obs, &points, stopped_by, headroom);
+    Ok(())
+}
+
+/// Write a file of `size` bytes, read it once, re-read it `samples` times (timed) and ask
+/// mincore how much of it stayed; None when `late()` said the time budget ran out first.
+fn cache_point(
+    path: &Path,
+    size: u64,
+    samples: usize,
+    buf: &mut [u8],
+    stop: Stop,
+    late: impl Fn() -> bool,
+) -> anyhow::Result<Option<CachePoint>> {
+    let _ = std::fs::remove_file(path); // the last size's pages leave the cache with it
+    {
+        let mut f = File::create(path)?;
+        let mut left = size;
+        let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+        while left > 0 {
+            harness::check(stop)?;
+            if late() {
+                return Ok(None);
+            }
+            let n = left.min(block.len() as u64) as usize;
+            f.write_all(&block[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()?;
+    }
+    let file = File::open(path)?;
+    let read_all = |buf: &mut [u8]| -> anyhow::Result<Option<u64>> {
         let mut off = 0u64;
         loop {
             let n = file.read_at(buf, off)?;
             if n == 0 {
-                return Ok(off);
+                return Ok(Some(off));
             }
             off += n as u64;
             harness::check(stop)?; // once per MiB buffer
+            if late() {
+                return Ok(None);
+            }
         }
     };
-    read_all(&mut buf)?; // fill the page cache
+    if read_all(buf)?.is_none() {
+        return Ok(None); // the first read fills the page cache
+    }
     let mut us_per_mib = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t0 = harness::now();
-        let bytes = read_all(&mut buf)?;
+        let Some(bytes) = read_all(buf)? else {
+            return Ok(None);
+        };
         let t1 = harness::now();
         us_per_mib.push(harness::interval_ns(t0, t1) / 1000.0 / (bytes as f64 / MIB));
     }
-    push_summary(obs, "read_time_per_mib_us", "us", &us_per_mib, Source::Tool);
     // Whether the file really stayed in the page cache: time alone cannot tell a cached file
     // read from DRAM from one read off a fast disk.
     let map = FileMap::open(&file, size as usize)?;
     let pages = (size as usize).div_ceil(crate::sys::mem::page_size());
-    push_value(
-        obs,
-        "resident_fraction",
-        "ratio",
-        map.resident_pages()? as f64 / pages as f64,
-    );
-    Ok(())
+    let resident = map.resident_pages()? as f64 / pages as f64;
+    Ok(Some(CachePoint {
+        bytes: size,
+        resident,
+        us_per_mib,
+    }))
 }
 
-/// The file cache size knee from (file bytes, fraction of its pages resident after re-reading
-/// it) points: the smallest size of which less than 90% stayed in the page cache. None when
-/// every file stayed resident (the cache holds at least the largest size tried).
-pub fn detect_knee(points: &[(u64, f64)]) -> Option<u64> {
-    let mut pts: Vec<(u64, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
-    pts.sort_by_key(|p| p.0);
-    pts.iter().find(|p| p.1 < 0.9).map(|p| p.0)
+/// The figures of a growing run: `file_cache_bytes` (the knee, or unavailable with "no knee
+/// up to X (stopped by: ...)"), the re-read time and resident fraction of the size just above
+/// the knee (or of the largest size when there is none) and of the size just below it, the
+/// largest size tried and the memory headroom the ceiling came from.
+pub fn push_cache_figures(obs: &mut Observation, points: &[CachePoint], stopped_by: CacheStop, headroom: Option<u64>) {
+    let largest = points.last();
+    match knee_of(points) {
+        Some((below, above)) => {
+            push_value(obs, "file_cache_bytes", "bytes", above.bytes as f64);
+            // One figure per run (n = 1): the terminal table lists it beside the re-read time.
+            push_value(obs, "file_cache_bytes_n", "count", 1.0);
+            push_summary(obs, "read_time_per_mib_us", "us", &above.us_per_mib, Source::Tool);
+            push_value(obs, "resident_fraction", "ratio", above.resident);
+            if let Some(b) = below {
+                push_value(obs, "below_knee_bytes", "bytes", b.bytes as f64);
+                push_summary(
+                    obs,
+                    "below_knee_read_time_per_mib_us",
+                    "us",
+                    &b.us_per_mib,
+                    Source::Tool,
+                );
+                push_value(obs, "below_knee_resident_fraction", "ratio", b.resident);
+            }
+        }
+        None => {
+            let reason = match largest {
+                Some(p) => format!(
+                    "no knee up to {} (stopped by: {}): every size stayed resident",
+                    crate::format::format_bytes(p.bytes),
+                    stopped_by.as_str()
+                ),
+                None => format!(
+                    "no size was tried (stopped by: {}): the first, {}, is past the bound",
+                    stopped_by.as_str(),
+                    crate::format::format_bytes(CACHE_START)
+                ),
+            };
+            obs.push(Metric::unavailable("file_cache_bytes", Role::System, "bytes", reason));
+            if let Some(p) = largest {
+                push_summary(obs, "read_time_per_mib_us", "us", &p.us_per_mib, Source::Tool);
+                push_value(obs, "resident_fraction", "ratio", p.resident);
+            }
+        }
+    }
+    if let Some(p) = largest {
+        push_value(obs, "largest_tried_bytes", "bytes", p.bytes as f64);
+    }
+    if let Some(h) = headroom {
+        push_value(obs, "memory_headroom_bytes", "bytes", h as f64);
+    }
 }
 
 /// N processes, each reading its own file start to end at the same moment.
@@ -305,17 +534,95 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut O
 mod tests {
     use super::*;
 
+    fn point(mib: u64, resident: f64, us: f64) -> CachePoint {
+        CachePoint {
+            bytes: mib << 20,
+            resident,
+            us_per_mib: vec![us, us * 1.1],
+        }
+    }
+
     #[test]
     fn knee_where_files_stop_staying_resident() {
-        let m = 1u64 << 20;
-        let pts = [(m, 1.0), (2 * m, 1.0), (4 * m, 0.99), (8 * m, 0.4), (16 * m, 0.2)];
-        assert_eq!(detect_knee(&pts), Some(8 * m));
-        assert_eq!(detect_knee(&pts[..3]), None);
-        assert_eq!(detect_knee(&[]), None);
-        // Order does not matter.
-        let mut rev = pts.to_vec();
-        rev.reverse();
-        assert_eq!(detect_knee(&rev), Some(8 * m));
+        let pts = [
+            point(1, 1.0, 80.0),
+            point(2, 1.0, 90.0),
+            point(4, 0.99, 95.0),
+            point(8, 0.4, 900.0),
+        ];
+        let (below, above) = knee_of(&pts).expect("a knee");
+        assert_eq!(below.map(|b| b.bytes), Some(4 << 20));
+        assert_eq!(above.bytes, 8 << 20);
+        assert!(knee_of(&pts[..3]).is_none());
+        assert!(knee_of(&[]).is_none());
+        let (below, above) = knee_of(&pts[3..]).expect("the first size did not fit");
+        assert!(below.is_none());
+        assert_eq!(above.bytes, 8 << 20);
+    }
+
+    /// The knee is a stored figure with the evidence beside it; without one the reason says
+    /// how far the run got and what stopped it.
+    #[test]
+    fn the_knee_is_a_figure_and_no_knee_says_why() {
+        let pts = [point(1, 1.0, 80.0), point(2, 0.97, 90.0), point(4, 0.5, 900.0)];
+        let mut obs = Observation::default();
+        push_cache_figures(&mut obs, &pts, CacheStop::Knee, Some(96 << 20));
+        let v = |n: &str| obs.value(n, Role::System);
+        assert_eq!(v("file_cache_bytes"), Some((4u64 << 20) as f64));
+        assert_eq!(v("below_knee_bytes"), Some((2u64 << 20) as f64));
+        assert_eq!(v("resident_fraction"), Some(0.5));
+        assert_eq!(v("below_knee_resident_fraction"), Some(0.97));
+        assert!(v("read_time_per_mib_us").is_some_and(|t| t > 900.0));
+        assert!(v("below_knee_read_time_per_mib_us").is_some_and(|t| t < 100.0));
+        assert_eq!(v("memory_headroom_bytes"), Some((96u64 << 20) as f64));
+
+        let mut obs = Observation::default();
+        push_cache_figures(&mut obs, &pts[..2], CacheStop::Time, None);
+        let m = obs.get("file_cache_bytes", Role::System).expect("always pushed");
+        assert_eq!(m.value, None);
+        assert!(
+            m.source.to_string().contains("no knee up to 2MiB (stopped by: time)"),
+            "{}",
+            m.source
+        );
+        assert_eq!(
+            obs.value("largest_tried_bytes", Role::System),
+            Some((2u64 << 20) as f64)
+        );
+        assert_eq!(obs.value("resident_fraction", Role::System), Some(0.97));
+    }
+
+    #[test]
+    fn each_bound_stops_the_growth_and_is_named() {
+        let b = CacheBounds {
+            cache_max: None,
+            quick: None,
+            disk: Some(64 << 20),
+            memory: Some(32 << 20),
+        };
+        assert_eq!(b.refuses(32 << 20), None);
+        assert_eq!(b.refuses(64 << 20), Some(CacheStop::Memory));
+        assert_eq!(b.refuses(128 << 20), Some(CacheStop::Disk));
+        let b = CacheBounds {
+            cache_max: Some(4 << 20),
+            ..b
+        };
+        assert_eq!(b.refuses(8 << 20), Some(CacheStop::CacheMax));
+        let quick = CacheBounds {
+            cache_max: None,
+            quick: Some(CACHE_QUICK_MAX),
+            disk: None,
+            memory: None,
+        };
+        assert_eq!(quick.refuses(CACHE_QUICK_MAX), None);
+        assert_eq!(quick.refuses(2 * CACHE_QUICK_MAX), Some(CacheStop::Quick));
+        let none = CacheBounds {
+            cache_max: None,
+            quick: None,
+            disk: None,
+            memory: None,
+        };
+        assert_eq!(none.refuses(u64::MAX), None);
     }
 
     #[test]

@@ -47,8 +47,10 @@ pub struct Settings {
     pub dir: Option<PathBuf>,
     /// fs / pagefault major: the file size.
     pub file_bytes: Option<u64>,
-    /// fs cache_read: largest file size.
+    /// fs cache_read: the largest working set tried (default: until the knee or another bound).
     pub cache_max: Option<u64>,
+    /// fs cache_read: the time budget in seconds (default fs::CACHE_BUDGET_S).
+    pub cache_time_s: Option<u64>,
     /// fs contention: reader process counts.
     pub procs: Option<Vec<usize>>,
     /// ctxswitch: Some(true) pinned only, Some(false) unpinned only, None both.
@@ -208,12 +210,16 @@ pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
                 let base = with_dir(vec![("variant", v.to_string())]);
                 match *v {
                     "cache_read" => {
-                        let max = s.cache_max.unwrap_or(if s.quick { 16 << 20 } else { 256 << 20 });
-                        for size in memlat::sizes(1 << 20, max.max(1 << 20), false) {
-                            let mut o = base.clone();
-                            o.push(("file_bytes", size.to_string()));
-                            out.push(case(o));
+                        // One case grows its working set until the knee or a bound
+                        // (fs::CacheStop): the sizes depend on what the run finds.
+                        let mut o = base.clone();
+                        if let Some(max) = s.cache_max {
+                            o.push(("cache_max_bytes", max.to_string()));
                         }
+                        if let Some(t) = s.cache_time_s {
+                            o.push(("budget_s", t.to_string()));
+                        }
+                        out.push(case(o));
                     }
                     "contention" => {
                         let procs = s

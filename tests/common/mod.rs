@@ -4,6 +4,8 @@
 //! Each test binary uses only some of these.
 #![allow(dead_code)]
 
+pub mod cgroup;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::io::Read;

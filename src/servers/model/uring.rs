@@ -22,8 +22,11 @@ const RECV_BUFFER: usize = 16 << 10;
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 struct UConn {
-    // First, so dropped first: the place under --max-conns is free before the socket closes.
-    _slot: Slot,
+    // The place under --max-conns, given back when the connection is shut (before the
+    // shutdown that the peer sees as the close), not when the kernel has finished with the
+    // socket: a pending recv completes only after the shutdown, and a client that reconnects
+    // the moment it reads the close was told "server full".
+    slot: Option<Slot>,
     stream: TcpStream,
     session: Session,
     shut: bool,
@@ -81,6 +84,7 @@ impl Loop<'_> {
             c.shut = true;
         }
         if c.shut {
+            drop(c.slot.take());
             multiplex::shutdown_both(fd);
             if !self.ring.is_pending(recv_t) && !self.ring.is_pending(send_t) {
                 self.conns.remove(&id);
@@ -102,7 +106,7 @@ impl Loop<'_> {
                                 stream,
                                 session: Session::new(),
                                 shut: false,
-                                _slot: slot,
+                                slot: Some(slot),
                             },
                         );
                         self.drive(id, None);
