@@ -62,9 +62,10 @@ pub enum MicroCommand {
     Fs(Box<RunArgs>),
 }
 
-/// The options of [`RunArgs`] that only some benchmarks read, with those benchmarks; every
-/// other option applies to all of them.
-pub const BENCH_OPTIONS: [(&str, &[&str]); 12] = [
+/// The options of [`RunArgs`] that only some benchmarks read, with those benchmarks. Every
+/// option of `RunArgs` is here or in [`SHARED_OPTIONS`] (a unit test holds it), so a new
+/// option cannot show in every bench's `--help` by being forgotten.
+pub const BENCH_OPTIONS: [(&str, &[&str]); 15] = [
     ("max", &["memlat"]),
     ("min", &["memlat"]),
     ("stride", &["memlat"]),
@@ -75,12 +76,18 @@ pub const BENCH_OPTIONS: [(&str, &[&str]); 12] = [
     ("cache_max", &["fs"]),
     ("cache_time", &["fs"]),
     ("procs", &["fs"]),
+    ("remote", &["fs"]),
+    ("block_size", &["fs"]),
     ("pinned", &["ctxswitch"]),
     ("program", &["proc"]),
+    ("topology", &["tcp"]),
 ];
 
+/// The options of `micro` every benchmark reads (besides the flattened [`RunFlags`]).
+pub const SHARED_OPTIONS: [&str; 3] = ["quick", "samples", "variant"];
+
 /// `micro` with each `<bench>` showing only its own options (and the shared ones); `all` shows
-/// every option. `--topology` is tcp's.
+/// every option.
 pub fn scope_options(micro: clap::Command) -> clap::Command {
     let benches: Vec<String> = micro
         .get_subcommands()
@@ -93,10 +100,7 @@ pub fn scope_options(micro: clap::Command) -> clap::Command {
         micro = micro.mut_subcommand(bench, move |mut cmd| {
             let ids: Vec<String> = cmd.get_arguments().map(|a| a.get_id().to_string()).collect();
             for id in ids {
-                let only_for: Option<&[&str]> = match id.as_str() {
-                    "topology" => Some(&["tcp"]),
-                    other => BENCH_OPTIONS.iter().find(|(o, _)| *o == other).map(|(_, b)| *b),
-                };
+                let only_for = BENCH_OPTIONS.iter().find(|(o, _)| *o == id).map(|(_, b)| *b);
                 if only_for.is_some_and(|b| !b.contains(&bench_name.as_str())) {
                     cmd = cmd.mut_arg(id, |a| a.hide(true));
                 }
@@ -784,4 +788,43 @@ pub fn cache_knee_line(obs: &Observation) -> Option<String> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Args;
+
+    /// Every option of `micro` is either read by all benches or listed with the benches that
+    /// read it: one added without either would show in every bench's `--help`.
+    #[test]
+    fn every_option_is_scoped() {
+        let common: Vec<String> = RunFlags::augment_args(clap::Command::new("flags"))
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        let micro = RunArgs::augment_args(clap::Command::new("micro"));
+        let unscoped: Vec<String> = micro
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .filter(|id| !common.contains(id) && !SHARED_OPTIONS.contains(&id.as_str()))
+            .filter(|id| !BENCH_OPTIONS.iter().any(|(o, _)| o == id))
+            .collect();
+        assert!(
+            unscoped.is_empty(),
+            "options of micro neither shared nor scoped: {unscoped:?}"
+        );
+        for (option, benches) in BENCH_OPTIONS {
+            assert!(
+                micro.get_arguments().any(|a| a.get_id() == option),
+                "{option} is not an option"
+            );
+            for bench in benches {
+                assert!(
+                    Bench::ALL.iter().any(|b| b.to_string() == *bench),
+                    "{option}: no bench {bench}"
+                );
+            }
+        }
+    }
 }
