@@ -59,7 +59,7 @@ pub struct RecordsArgs {
     /// alias_by_reference_fraction (0 copied, 1 by reference); uring-zc's notifications say it.
     #[arg(long)]
     pub prove_copies: bool,
-    /// No --connect: a remote server is `--topology remote:HOST:PORT`.
+    // No --connect: a remote server is `--topology remote:HOST:PORT`.
     #[command(flatten)]
     pub endpoint: super::net::EndpointFlags<super::net::NoConnect>,
     #[command(flatten)]

@@ -2,8 +2,9 @@
 //! where the server listens and the client connects, and where each side's code runs.
 //!
 //! [`Topology`] is the plan: plain data of the case layer (`case/endpoint.rs`: a case's
-//! field, parsed from `--topology`), re-exported here; [`Topology::check`] asks whether this
-//! machine can build it and [`Topology::establish`] builds it and returns a [`Net`], which owns what was built and is where code runs:
+//! field, parsed from `--topology`), re-exported here. [`Topology::check`] asks whether this
+//! machine can build it; [`Topology::establish`] builds it and returns a [`Net`], which owns
+//! what was built and is where code runs:
 //! sockets and the threads using them must be created inside a namespace (setns() is per
 //! thread), so the server side's and the client side's code run through
 //! [`Net::on_server_side`] and [`Net::on_client_side`].
@@ -13,7 +14,7 @@
 //! destroys the namespace and with it the veth pair (both ends) and its qdiscs: nothing is
 //! left behind and nothing needs cleaning at the next start.
 
-pub use crate::case::{is_host_port, Link, Topology, NO_NETEM};
+pub use crate::case::{Link, Topology, NO_NETEM};
 use crate::sys::netns::{self, NetNs};
 use anyhow::{anyhow, bail, Context};
 use std::io;
