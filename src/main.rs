@@ -9,6 +9,7 @@ use std::process::ExitCode;
 /// possible values, a suggestion), without the usage block.
 fn one_line(err: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
+    use std::error::Error as _;
     let rendered = err.render().to_string();
     let mut parts: Vec<String> = Vec::new();
     for line in rendered.lines().map(str::trim) {
@@ -20,6 +21,21 @@ fn one_line(err: &clap::Error) -> String {
         }
     }
     let mut text = parts.join(" ");
+    // A value its parser refused reads as every refusal found later does: the flag, then the
+    // parser's words, which say what is wrong and what is accepted (`--clients: '0' must be
+    // at least 1 (accepted: ...)`); the value is named when those words do not quote it.
+    if err.kind() == clap::error::ErrorKind::ValueValidation {
+        if let (Some(ContextValue::String(arg)), Some(why)) = (err.get(ContextKind::InvalidArg), err.source()) {
+            let flag = arg.split(' ').next().unwrap_or(arg);
+            let why = why.to_string();
+            text = match err.get(ContextKind::InvalidValue) {
+                Some(ContextValue::String(value)) if !why.contains(value.as_str()) => {
+                    format!("error: {flag} '{value}': {why}")
+                }
+                _ => format!("error: {flag}: {why}"),
+            };
+        }
+    }
     // An integer flag given more digits than its type holds: say it is out of range, not a
     // parse failure ("number too large to fit in target type").
     for (from, to) in [

@@ -75,3 +75,30 @@ fn messages_say_what_is_true() {
     let size = one_line_error(&["net", "stream", "--size", "1025M"]);
     assert!(size.contains("1025MiB"), "{size}");
 }
+
+/// A value a flag's parser refuses reads like a refusal found after parsing: the flag, then
+/// what is wrong and what is accepted; the value is named when the parser's words do not
+/// quote it.
+#[test]
+fn a_refused_value_names_its_flag_first() {
+    let threads = one_line_error(&["net", "stream", "--threads", "0"]);
+    assert!(
+        threads.starts_with("error: --threads: '0' must be at least 1 (accepted:"),
+        "{threads}"
+    );
+    let cpus = one_line_error(&["servers", "--client-cpus", "x"]);
+    assert!(
+        cpus.starts_with("error: --client-cpus: 'x' is not a CPU list"),
+        "{cpus}"
+    );
+    let big = one_line_error(&["servers", "--pool-size", "99999999999999999999999"]);
+    assert!(
+        big.starts_with("error: --pool-size '99999999999999999999999': out of range"),
+        "{big}"
+    );
+    let remote = one_line_error(&["servers", "--topology", "remote:10.0.0.2:5201"]);
+    assert!(
+        remote.contains("servers starts its own (accepted: loopback"),
+        "{remote}"
+    );
+}

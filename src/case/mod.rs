@@ -30,6 +30,7 @@ macro_rules! named_choices {
 mod align;
 mod bench;
 pub mod cpus;
+mod endpoint;
 mod fake;
 mod micro;
 mod model;
@@ -42,6 +43,7 @@ mod stream;
 pub use align::{Align, MISALIGNED_OFFSET};
 pub use bench::Bench;
 pub use cpus::CpuList;
+pub use endpoint::{is_host_port, Link, Topology, NO_NETEM};
 pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use model::Model;

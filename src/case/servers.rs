@@ -1,6 +1,6 @@
 //! Parameters of the server concurrency-model benchmark (`iopath servers`).
 
-use super::{cpus, CpuList, Model, Request};
+use super::{cpus, CpuList, Model, Request, Topology};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -27,8 +27,8 @@ pub struct ServersCase {
     /// Open perf counters on the server threads (they cost time at every context switch).
     pub perf: bool,
     /// Where the server and the load generator live (`--topology`; absent: loopback).
-    #[serde(default, skip_serializing_if = "crate::net::topology::Topology::is_loopback")]
-    pub topology: crate::net::topology::Topology,
+    #[serde(default, skip_serializing_if = "Topology::is_loopback")]
+    pub topology: Topology,
 }
 
 impl ServersCase {

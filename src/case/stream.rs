@@ -104,7 +104,7 @@ pub enum Endpoint {
     Veth {
         port: u16,
         #[serde(flatten)]
-        link: crate::net::topology::Link,
+        link: super::Link,
     },
 }
 
@@ -381,7 +381,7 @@ mod endpoint_tests {
     fn namespace_endpoints_round_trip_through_json() {
         let veth = Endpoint::Veth {
             port: 0,
-            link: crate::net::topology::Link {
+            link: crate::case::Link {
                 mtu: Some(4148),
                 rate_bps: Some(100_000_000),
                 ..Default::default()

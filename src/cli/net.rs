@@ -4,8 +4,8 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
+use crate::case::Topology;
 use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, StreamCase};
-use crate::net::topology::Topology;
 use crate::net::workload::stream;
 use crate::observation::{Observation, Role};
 use crate::store::Record;
@@ -97,12 +97,24 @@ pub struct StreamArgs {
     /// column; unavailable with --connect (the probe must see the receiver).
     #[arg(long)]
     pub prove_copies: bool,
+    #[command(flatten)]
+    pub endpoint: EndpointFlags,
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+/// Where the two ends live: `--port`, `--connect`, `--topology` and `--psk-file`, declared once
+/// for every network command (net stream, net rr, net crr, net records and their sweeps) and
+/// read by [`endpoint_of`], so their names, help and rules cannot drift. `C` is `--connect`
+/// ([`ConnectFlag`]) or its absence ([`NoConnect`]: net records names a remote server with
+/// `--topology remote:HOST:PORT` only).
+#[derive(Args, Debug)]
+pub struct EndpointFlags<C: Args + Connect = ConnectFlag> {
     /// Loopback port for the in-process server (default: any free port).
-    #[arg(long, conflicts_with = "connect")]
+    #[arg(long)]
     pub port: Option<u16>,
-    /// Run only the client, against `iopath net serve` at HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub connect: Option<String>,
+    #[command(flatten)]
+    pub connect: C,
     /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
     /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
     /// tbf, e.g. 1gbit), or remote:HOST:PORT (same as --connect). Namespaces need root.
@@ -111,8 +123,35 @@ pub struct StreamArgs {
     /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<std::path::PathBuf>,
-    #[command(flatten)]
-    pub run: RunFlags,
+}
+
+/// `--connect` of [`EndpointFlags`].
+#[derive(Args, Debug)]
+pub struct ConnectFlag {
+    /// Run only the client, against `iopath net serve` at HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "port")]
+    pub connect: Option<String>,
+}
+
+/// No `--connect` (net records).
+#[derive(Args, Debug)]
+pub struct NoConnect {}
+
+/// The `--connect` address an [`EndpointFlags`] holds, if it has the flag.
+pub trait Connect {
+    fn connect(&self) -> Option<&String>;
+}
+
+impl Connect for ConnectFlag {
+    fn connect(&self) -> Option<&String> {
+        self.connect.as_ref()
+    }
+}
+
+impl Connect for NoConnect {
+    fn connect(&self) -> Option<&String> {
+        None
+    }
 }
 
 /// The measured window and where the threads run: the same flags, help and defaults for every
@@ -236,12 +275,7 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
 
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
-    let (topology, endpoint) = endpoint_of(
-        args.topology.as_ref(),
-        args.connect.as_ref(),
-        args.port,
-        args.psk_file.as_deref(),
-    )?;
+    let (topology, endpoint) = endpoint_of(&args.endpoint)?;
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
@@ -339,13 +373,9 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
 /// Where the two ends live, from --topology, --connect, --port and --psk-file: shared by
 /// every network command (net stream, net rr, net crr, net records: no --connect) so their
 /// rules cannot drift.
-pub(crate) fn endpoint_of(
-    topology: Option<&Topology>,
-    connect: Option<&String>,
-    port: Option<u16>,
-    psk_file: Option<&std::path::Path>,
-) -> anyhow::Result<(Topology, Endpoint)> {
-    let topology = match (topology, connect) {
+pub(crate) fn endpoint_of<C: Args + Connect>(flags: &EndpointFlags<C>) -> anyhow::Result<(Topology, Endpoint)> {
+    let (port, psk_file) = (flags.port, flags.psk_file.as_deref());
+    let topology = match (flags.topology.as_ref(), flags.connect.connect()) {
         (Some(_), Some(_)) => {
             return Err(usage(
                 "--topology and --connect both say where the server is: give one (--topology remote:HOST:PORT is --connect)",
@@ -373,7 +403,7 @@ pub(crate) fn endpoint_of(
             link: link.clone(),
         },
         Topology::Remote { addr } => {
-            if !crate::net::topology::is_host_port(addr) {
+            if !crate::case::is_host_port(addr) {
                 return Err(usage(format!(
                     "--connect '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. 10.0.0.2:5201)"
                 )));
@@ -643,5 +673,53 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    /// --port, --connect, --topology and --psk-file are one declaration: every network command
+    /// and its sweep shows the same help for each; net records has no --connect and its own
+    /// words for --topology (a remote server holds the table).
+    #[test]
+    fn the_endpoint_flags_are_declared_once() {
+        let root = crate::cli::command();
+        let find = |path: &[&str]| -> clap::Command {
+            path.iter().fold(root.clone(), |cmd, name| {
+                cmd.find_subcommand(name)
+                    .unwrap_or_else(|| panic!("no {path:?}"))
+                    .clone()
+            })
+        };
+        let help = |cmd: &clap::Command, id: &str| -> Option<String> {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .map(|a| a.get_help().map(|h| h.to_string()).unwrap_or_default())
+        };
+        let stream = find(&["net", "stream"]);
+        let ids = ["port", "connect", "topology", "psk_file"];
+        for id in ids {
+            assert!(help(&stream, id).is_some_and(|h| !h.is_empty()), "net stream --{id}");
+        }
+        for path in [
+            &["net", "rr"][..],
+            &["net", "crr"],
+            &["sweep", "net-stream"],
+            &["sweep", "net-rr"],
+            &["sweep", "net-crr"],
+        ] {
+            let cmd = find(path);
+            for id in ids {
+                assert_eq!(help(&cmd, id), help(&stream, id), "{path:?} --{id}");
+            }
+        }
+        for path in [&["net", "records"][..], &["sweep", "net-records"]] {
+            let cmd = find(path);
+            assert_eq!(help(&cmd, "connect"), None, "{path:?} has --connect");
+            assert_eq!(help(&cmd, "port"), help(&stream, "port"), "{path:?}");
+            assert_eq!(help(&cmd, "psk_file"), help(&stream, "psk_file"), "{path:?}");
+            let topology = help(&cmd, "topology").unwrap();
+            assert!(
+                topology.contains("holds the table") && !topology.contains("--connect"),
+                "{topology}"
+            );
+        }
     }
 }

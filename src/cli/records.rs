@@ -5,8 +5,8 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
+use crate::case::Topology;
 use crate::case::{format_bytes, Case, Pick, RecordsCase, RecordsMode};
-use crate::net::topology::Topology;
 use crate::net::workload::records;
 use crate::observation::Role;
 use crate::store::Record;
@@ -14,6 +14,7 @@ use crate::sweep::Plan;
 use clap::Args;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("topology", |a| a.help(TOPOLOGY_HELP)))]
 pub struct RecordsArgs {
     /// How the server sends the N records of a response, comma-separated: copy-out (memcpy
     /// them into one buffer, then send), gather (sendmsg with one iovec per record, in place),
@@ -58,21 +59,15 @@ pub struct RecordsArgs {
     /// alias_by_reference_fraction (0 copied, 1 by reference); uring-zc's notifications say it.
     #[arg(long)]
     pub prove_copies: bool,
-    /// Port of the in-process server (default: any free port).
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
-    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair), or remote
-    /// HOST:PORT (an `iopath net serve` there holds the table and sends: over a real NIC zero
-    /// copy really avoids the copy). Namespaces need root.
-    #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
-    pub topology: Option<Topology>,
-    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<std::path::PathBuf>,
+    // No --connect: a remote server is `--topology remote:HOST:PORT`.
+    #[command(flatten)]
+    pub endpoint: super::net::EndpointFlags<super::net::NoConnect>,
     #[command(flatten)]
     pub run: RunFlags,
 }
+
+/// `--topology` of net records, which has no `--connect`: what a remote server does here.
+const TOPOLOGY_HELP: &str = "Where the two ends live: loopback, netns (both in a fresh private network namespace), veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair), or remote HOST:PORT (an `iopath net serve` there holds the table and sends: over a real NIC zero copy really avoids the copy). Namespaces need root";
 
 /// See values::SizeList for why these are aliases.
 type ModeList = Vec<RecordsMode>;
@@ -88,9 +83,7 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
-    // No --connect: a remote server is `--topology remote:HOST:PORT`.
-    let (topology, endpoint) =
-        super::net::endpoint_of(args.topology.as_ref(), None, args.port, args.psk_file.as_deref())?;
+    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint)?;
     if let Some(bad) = args
         .record_size
         .iter()
@@ -161,7 +154,7 @@ impl TryFrom<&RecordsArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &RecordsArgs) -> anyhow::Result<Plan> {
         let cases = records_cases(args)?;
-        let interface = args.topology.clone().unwrap_or(Topology::Loopback).interface();
+        let interface = args.endpoint.topology.clone().unwrap_or(Topology::Loopback).interface();
         Ok(args
             .run
             .plan(cases.into_iter().map(Case::NetRecords).collect(), &interface))

@@ -4,8 +4,8 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
+use crate::case::Topology;
 use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
-use crate::net::topology::Topology;
 use crate::net::workload::rr;
 use crate::observation::Role;
 use crate::store::Record;
@@ -68,19 +68,8 @@ pub struct RrArgs {
     /// Count with getrusage only, no perf events (they cost time at every context switch).
     #[arg(long)]
     pub no_perf: bool,
-    /// Loopback port for the in-process server's control connection (default: any free one).
-    #[arg(long, conflicts_with = "connect")]
-    pub port: Option<u16>,
-    /// Run only the client, against `iopath net serve` at HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub connect: Option<String>,
-    /// Where the two ends live: loopback, netns, veth[:mtu=N][,rate=R], or remote:HOST:PORT
-    /// (same as --connect). Namespaces need root.
-    #[arg(long, value_name = "TOPOLOGY", value_parser = super::net::parse_topology)]
-    pub topology: Option<Topology>,
-    /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub endpoint: super::net::EndpointFlags,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -100,12 +89,7 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
-    let (_, endpoint) = super::net::endpoint_of(
-        args.topology.as_ref(),
-        args.connect.as_ref(),
-        args.port,
-        args.psk_file.as_deref(),
-    )?;
+    let (_, endpoint) = super::net::endpoint_of(&args.endpoint)?;
     let modes = match (&args.mode, kind) {
         (Some(m), _) => m.clone(),
         (None, RrKind::Rr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy],

@@ -4,8 +4,8 @@
 use super::error::usage;
 use super::output::{num, Table, View};
 use super::run::{self, RunFlags};
-use super::values::{parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
-use crate::case::{Case, ServersCase};
+use super::values::{self, parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
+use crate::case::{Case, ServersCase, Topology};
 use crate::observation::Role;
 use crate::servers::protocol::Rank;
 use crate::servers::server::{self, ServerConfig};
@@ -19,22 +19,22 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ServersArgs {
     /// Models, comma-separated: iterative, threads, pool, select, poll, epoll, epoll-et, uring, or all.
-    #[arg(long, default_value = "all")]
-    pub model: String,
+    #[arg(long, default_value = "all", value_parser = parse_models)]
+    pub model: ModelList,
     /// What every client asks for, comma-separated: echo:<bytes> (e.g. echo:64) or procs:<k>
     /// (the top-k CPU processes, e.g. procs:2).
-    #[arg(long, default_value = "echo:64")]
-    pub request: String,
+    #[arg(long, default_value = "echo:64", value_parser = parse_requests)]
+    pub request: RequestList,
     /// Concurrent client connections: a list 1,10,100,1000 or a range A..B (both ends and every
     /// power of two between: 3..10 is 3,4,8,10).
-    #[arg(long, default_value = "1,10,100")]
-    pub clients: String,
+    #[arg(long, default_value = "1,10,100", value_parser = parse_count_list)]
+    pub clients: values::CountList,
     /// Measured window per case.
-    #[arg(long, default_value = "3s", allow_hyphen_values = true)]
-    pub duration: String,
+    #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
     /// Load before the window opens (not measured), 0 for none.
-    #[arg(long, default_value = "500ms", allow_hyphen_values = true)]
-    pub warmup: String,
+    #[arg(long, default_value = "500ms", value_parser = parse_duration_or_zero, allow_hyphen_values = true)]
+    pub warmup: Duration,
     /// Open loop at this many requests/s in total (default: closed loop).
     #[arg(long)]
     pub rate: Option<u64>,
@@ -45,11 +45,11 @@ pub struct ServersArgs {
     #[arg(long, default_value_t = 4)]
     pub pool_size: usize,
     /// Pin the server threads to these CPUs (e.g. 1 or 0-1).
-    #[arg(long)]
-    pub server_cpus: Option<String>,
+    #[arg(long, value_parser = parse_cpu_list)]
+    pub server_cpus: Option<values::CpuList>,
     /// Pin the load-generator threads to these CPUs.
-    #[arg(long)]
-    pub client_cpus: Option<String>,
+    #[arg(long, value_parser = parse_cpu_list)]
+    pub client_cpus: Option<values::CpuList>,
     /// Measure server threads with getrusage only: no perf events, whose per-context-switch
     /// cost (about 2 us per round trip on a VM) shows in latency.
     #[arg(long)]
@@ -57,8 +57,8 @@ pub struct ServersArgs {
     /// Where the server and the load generator live: loopback, netns (both in a fresh private
     /// network namespace) or veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a
     /// veth pair). Namespaces need root.
-    #[arg(long, value_name = "TOPOLOGY", value_parser = boxed)]
-    pub topology: Option<Box<String>>,
+    #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
+    pub topology: Option<Box<Topology>>,
     #[command(flatten)]
     pub run: RunFlags,
 }
@@ -76,36 +76,37 @@ pub enum ProcsCommand {
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Concurrency model: iterative, threads, pool, select, poll, epoll, epoll-et, uring.
-    #[arg(long, default_value = "epoll")]
-    pub model: String,
+    #[arg(long, default_value = "epoll", value_parser = parse_model)]
+    pub model: Model,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: String,
+    #[arg(long, default_value = "127.0.0.1:7070", value_parser = parse_address)]
+    pub listen: SocketAddr,
     /// Connections served at once; more are refused with a server-full error.
     #[arg(long, default_value_t = 1024)]
     pub max_conns: usize,
     /// Close a connection that sends nothing for this long (1 s while the server is full and
     /// turning newcomers away).
-    #[arg(long, default_value = "30s")]
-    pub idle_timeout: String,
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// Close a connection whose frame has not arrived whole this long after its first byte.
-    #[arg(long, default_value = "5s")]
-    pub frame_timeout: String,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub frame_timeout: Duration,
     /// Also rank by CPU used during each interval of this length (e.g. 1s).
-    #[arg(long)]
-    pub interval: Option<String>,
+    #[arg(long, value_parser = parse_interval)]
+    pub interval: Option<Duration>,
     /// Worker threads of the pool model.
     #[arg(long, default_value_t = 4)]
     pub pool_size: usize,
     /// Pin the server threads to these CPUs.
-    #[arg(long)]
-    pub cpus: Option<String>,
+    #[arg(long, value_parser = parse_cpu_list)]
+    pub cpus: Option<values::CpuList>,
 }
 
 #[derive(Args, Debug)]
 pub struct QueryArgs {
     /// The server, e.g. 127.0.0.1:7070.
-    pub addr: String,
+    #[arg(value_parser = parse_address)]
+    pub addr: SocketAddr,
     /// How many processes to list.
     #[arg(short = 'k', long = "top", default_value_t = 2)]
     pub k: u16,
@@ -117,31 +118,35 @@ pub struct QueryArgs {
     pub interval: bool,
     /// Give up on a step (connect, send, the whole reply) after this long: a deadline per
     /// step, however slowly the bytes come.
-    #[arg(long, default_value = "5s")]
-    pub timeout: String,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
     /// Print the replies as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-fn parse_models(text: &str) -> anyhow::Result<Vec<Model>> {
+/// See values::SizeList for why these are aliases.
+type ModelList = Vec<Model>;
+type RequestList = Vec<Request>;
+
+/// `--model`: models, comma-separated, or `all`.
+fn parse_models(text: &str) -> Result<Vec<Model>, String> {
     if text.trim() == "all" {
         return Ok(Model::ALL.to_vec());
     }
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        let m: Model = part.parse().map_err(|e| usage(format!("--model: {e}")))?;
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    Ok(out)
+    values::parse_list(text)
 }
 
-fn parse_requests(text: &str) -> anyhow::Result<Vec<Request>> {
+/// `procs serve --model`: one model.
+fn parse_model(text: &str) -> Result<Model, String> {
+    text.parse()
+}
+
+/// `--request`: requests separated by commas (or `|`).
+fn parse_requests(text: &str) -> Result<Vec<Request>, String> {
     let mut out = Vec::new();
     for part in text.split([',', '|']) {
-        let w: Request = part.parse().map_err(|e| usage(format!("--request: {e}")))?;
+        let w: Request = part.parse()?;
         if !out.contains(&w) {
             out.push(w);
         }
@@ -149,34 +154,45 @@ fn parse_requests(text: &str) -> anyhow::Result<Vec<Request>> {
     Ok(out)
 }
 
-fn cpu_text(text: &Option<String>, flag: &str) -> anyhow::Result<Option<crate::case::CpuList>> {
-    match text {
-        None => Ok(None),
-        Some(t) => Ok(Some(
-            parse_cpu_list(t).map_err(|e| usage(format!("{flag}: {e}")))?.into(),
-        )),
+/// `--topology`: where the server and the load generator live; servers starts its own server,
+/// so never remote. Whether this machine can build it is checked with the other flags.
+/// Boxed: the flag keeps `sweep servers`' arguments small.
+#[allow(clippy::unnecessary_box_returns)]
+fn parse_topology(text: &str) -> Result<Box<Topology>, String> {
+    let topology: Topology = text.parse()?;
+    if !topology.starts_server() {
+        return Err(format!(
+            "'{text}' names a remote server, and servers starts its own (accepted: loopback, netns, veth[:mtu=N][,rate=R])"
+        ));
     }
+    Ok(Box::new(topology))
 }
 
-/// `--topology`: where the server and the load generator live, checked against this machine.
-fn parse_topology(text: Option<&String>) -> anyhow::Result<crate::net::topology::Topology> {
-    let Some(text) = text else {
-        return Ok(Default::default());
-    };
-    let topology: crate::net::topology::Topology = text.parse().map_err(|e| usage(format!("--topology: {e}")))?;
-    if !topology.starts_server() {
-        return Err(usage(format!(
-            "--topology {topology}: servers starts its own server (accepted: loopback, netns, veth[:mtu=N][,rate=R])"
-        )));
+/// An address to listen on or to ask (`--listen`, `procs query ADDR`), resolved.
+fn parse_address(text: &str) -> Result<SocketAddr, String> {
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("'{text}' is not an address (accepted: host:port, e.g. 127.0.0.1:7070)"))
+}
+
+/// `procs serve --interval`: below a few scheduler ticks every process shows 0 or 1 tick, so
+/// there is nothing to rank.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "{text} is too short to rank anything (accepted: at least 100ms; /proc counts CPU in 10 ms ticks)"
+        ));
     }
+    Ok(d)
+}
+
+/// `--topology` (absent: loopback), checked against this machine: netem, root for namespaces.
+fn topology_of(args: &ServersArgs) -> anyhow::Result<Topology> {
+    let topology = args.topology.as_deref().cloned().unwrap_or_default();
     topology.check().map_err(usage)?;
     Ok(topology)
-}
-
-/// Boxed: the flag keeps `sweep servers`' arguments small.
-#[allow(clippy::box_collection, clippy::unnecessary_box_returns)]
-fn boxed(text: &str) -> Result<Box<String>, String> {
-    Ok(Box::new(text.to_string()))
 }
 
 /// Whether a stored servers case (a resumed run) keeps the limits these flags enforce.
@@ -208,16 +224,11 @@ const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Stage two: validate the flags into the grid of cases, the same for `servers` and
 /// `sweep servers`.
 pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
-    let models = parse_models(&args.model)?;
-    let requests = parse_requests(&args.request)?;
-    let clients = parse_count_list(&args.clients).map_err(|e| usage(format!("--clients: {e}")))?;
-    if let Some(&too_many) = clients.iter().find(|&&c| c > MAX_CLIENTS) {
+    if let Some(&too_many) = args.clients.iter().find(|&&c| c > MAX_CLIENTS) {
         return Err(usage(format!(
             "--clients: {too_many} is above the limit of {MAX_CLIENTS} connections"
         )));
     }
-    let duration = parse_duration(&args.duration).map_err(|e| usage(format!("--duration: {e}")))?;
-    let warmup = parse_duration_or_zero(&args.warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
     if let Some(rate) = args.rate.filter(|r| !(1..=MAX_RATE).contains(r)) {
         return Err(usage(format!(
             "--rate {rate} is out of range (accepted: 1 to {MAX_RATE} requests/s; omit it for closed loop)"
@@ -235,19 +246,19 @@ pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
             args.pool_size
         )));
     }
-    let topology = parse_topology(args.topology.as_deref())?;
-    let server_cpus = cpu_text(&args.server_cpus, "--server-cpus")?;
-    let client_cpus = cpu_text(&args.client_cpus, "--client-cpus")?;
+    let topology = topology_of(args)?;
+    let server_cpus: Option<crate::case::CpuList> = args.server_cpus.clone().map(Into::into);
+    let client_cpus: Option<crate::case::CpuList> = args.client_cpus.clone().map(Into::into);
     let mut cases = Vec::new();
-    for &w in &requests {
-        for &m in &models {
-            for &c in &clients {
+    for &w in &args.request {
+        for &m in &args.model {
+            for &c in &args.clients {
                 cases.push(ServersCase {
                     model: m,
                     request: w,
                     clients: c,
-                    duration_ms: (duration.as_millis() as u64).max(1),
-                    warmup_ms: warmup.as_millis() as u64,
+                    duration_ms: (args.duration.as_millis() as u64).max(1),
+                    warmup_ms: args.warmup.as_millis() as u64,
                     rate: args.rate,
                     client_threads: args.client_threads,
                     pool_size: args.pool_size,
@@ -266,9 +277,7 @@ impl TryFrom<&ServersArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &ServersArgs) -> anyhow::Result<Plan> {
         let cases = servers_cases(args)?.into_iter().map(Case::Servers).collect();
-        Ok(args
-            .run
-            .plan(cases, &parse_topology(args.topology.as_deref())?.interface()))
+        Ok(args.run.plan(cases, &topology_of(args)?.interface()))
     }
 }
 
@@ -326,58 +335,30 @@ pub fn run_procs(cmd: ProcsCommand) -> anyhow::Result<()> {
     }
 }
 
-fn resolve(text: &str, flag: &str) -> anyhow::Result<SocketAddr> {
-    text.to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or_else(|| {
-        usage(format!(
-            "{flag}: '{text}' is not an address (accepted: host:port, e.g. 127.0.0.1:7070)"
-        ))
-    })
-}
-
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let model: Model = args.model.parse().map_err(usage)?;
-    let listen = resolve(&args.listen, "--listen")?;
     if args.max_conns == 0 {
         return Err(usage("--max-conns: must be at least 1"));
     }
     if args.pool_size == 0 || args.pool_size > 1024 {
         return Err(usage("--pool-size: accepted 1..1024"));
     }
-    let idle = parse_duration(&args.idle_timeout).map_err(|e| usage(format!("--idle-timeout: {e}")))?;
-    let frame_timeout = parse_duration(&args.frame_timeout).map_err(|e| usage(format!("--frame-timeout: {e}")))?;
-    let interval = match &args.interval {
-        None => None,
-        Some(t) => {
-            let d = parse_duration(t).map_err(|e| usage(format!("--interval: {e}")))?;
-            // Below a few scheduler ticks every process shows 0 or 1 tick: nothing to rank.
-            if d < MIN_INTERVAL {
-                return Err(usage(format!(
-                    "--interval {t} is too short to rank anything (accepted: at least 100ms; /proc counts CPU in 10 ms ticks)"
-                )));
-            }
-            Some(d)
-        }
-    };
-    let cpus = match &args.cpus {
-        None => None,
-        Some(t) => Some(parse_cpu_list(t).map_err(|e| usage(format!("--cpus: {e}")))?),
-    };
     let stop = crate::sys::signal::install_stop_handler();
     if let Some(w) = srv::raise_fd_limit(args.max_conns as u64 + 64) {
         eprintln!("note: {w}");
     }
-    let mut config = ServerConfig::new(model, listen);
+    let mut config = ServerConfig::new(args.model, args.listen);
     config.max_conns = args.max_conns;
-    config.idle_timeout = idle;
-    config.frame_timeout = frame_timeout;
+    config.idle_timeout = args.idle_timeout;
+    config.frame_timeout = args.frame_timeout;
     config.pool_size = args.pool_size;
-    config.cpus = cpus;
-    config.procs_interval = interval;
+    config.cpus = args.cpus;
+    config.procs_interval = args.interval;
     config.follow_signals = true;
     let running = server::start(config, None)?;
     crate::say!(
-        "listening on {} (model {model}, max-conns {}, idle-timeout {}, frame-timeout {}); Ctrl-C stops",
+        "listening on {} (model {}, max-conns {}, idle-timeout {:?}, frame-timeout {:?}); Ctrl-C stops",
         running.addr,
+        args.model,
         args.max_conns,
         args.idle_timeout,
         args.frame_timeout
@@ -401,14 +382,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn query(args: QueryArgs) -> anyhow::Result<()> {
-    let addr = resolve(&args.addr, "address")?;
+    let addr = args.addr;
     if args.k == 0 || args.k > 1000 {
         return Err(usage("-k: accepted 1..1000"));
     }
     if args.clients == 0 || args.clients > 1000 {
         return Err(usage("--clients: accepted 1..1000"));
     }
-    let timeout = parse_duration(&args.timeout).map_err(|e| usage(format!("--timeout: {e}")))?;
+    let timeout = args.timeout;
     let rank = if args.interval { Rank::Interval } else { Rank::Total };
     let results: Vec<Result<srv::query::QueryResult, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..args.clients)
@@ -488,21 +469,125 @@ fn query(args: QueryArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Servers {
+        #[command(flatten)]
+        args: ServersArgs,
+    }
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ServersArgs, clap::Error> {
+        Servers::try_parse_from(std::iter::once("servers").chain(argv.iter().copied())).map(|p| p.args)
+    }
 
     #[test]
-    fn lists_expand_and_bad_values_are_usage_errors() {
+    fn lists_expand_and_bad_values_are_refused_by_the_parser() {
         assert_eq!(parse_models("all").unwrap().len(), 8);
         assert_eq!(
             parse_models("epoll,poll,epoll").unwrap(),
             vec![Model::Epoll, Model::Poll]
         );
-        assert!(parse_models("fork")
-            .unwrap_err()
-            .downcast_ref::<crate::cli::UsageError>()
-            .is_some());
+        assert!(parse_models("fork").unwrap_err().contains("unknown model 'fork'"));
         assert_eq!(
             parse_requests("echo:64|procs:2").unwrap(),
             vec![Request::Echo(64), Request::Procs(2)]
         );
+        for bad in [
+            &["--model", "fork"][..],
+            &["--request", "ftp:3"],
+            &["--clients", "0"],
+            &["--duration", "-1s"],
+            &["--warmup", "0y"],
+            &["--server-cpus", "x"],
+            &["--topology", "vethx"],
+            &["--topology", "remote:10.0.0.2:5201"],
+        ] {
+            let err = parse(bad).err().unwrap_or_else(|| panic!("{bad:?} was taken"));
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}: {err}");
+        }
+    }
+
+    /// The flags arrive as the values the cases hold, and a sweep list is still a list.
+    #[test]
+    fn flags_arrive_typed() {
+        let args = parse(&[
+            "--model",
+            "epoll,uring",
+            "--request",
+            "echo:4K",
+            "--clients",
+            "1..4",
+            "--duration",
+            "1.5s",
+            "--warmup",
+            "0",
+            "--client-cpus",
+            "0",
+            "--topology",
+            "veth:mtu=9000",
+        ])
+        .unwrap();
+        assert_eq!(args.model, vec![Model::Epoll, Model::Uring]);
+        assert_eq!(args.request, vec![Request::Echo(4096)]);
+        assert_eq!(args.clients, vec![1, 2, 4]);
+        assert_eq!(
+            (args.duration, args.warmup),
+            (Duration::from_millis(1500), Duration::ZERO)
+        );
+        assert_eq!(args.client_cpus, Some(vec![0]));
+        let link = crate::case::Link {
+            mtu: Some(9000),
+            ..Default::default()
+        };
+        assert_eq!(args.topology.as_deref(), Some(&Topology::Veth(link)));
+        let cases =
+            servers_cases(&parse(&["--model", "poll", "--clients", "1,10", "--duration", "200ms"]).unwrap()).unwrap();
+        let got: Vec<(Model, usize, u64, u64)> = cases
+            .iter()
+            .map(|c| (c.model, c.clients, c.duration_ms, c.warmup_ms))
+            .collect();
+        assert_eq!(got, vec![(Model::Poll, 1, 200, 500), (Model::Poll, 10, 200, 500)]);
+        assert!(cases.iter().all(|c| c.topology == Topology::Loopback));
+    }
+
+    #[test]
+    fn procs_serve_flags_arrive_typed() {
+        let serve =
+            |argv: &[&str]| Serve::try_parse_from(std::iter::once("serve").chain(argv.iter().copied())).map(|p| p.args);
+        let args = serve(&[
+            "--model",
+            "poll",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "1s",
+            "--cpus",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!((args.model, args.listen), (Model::Poll, "127.0.0.1:0".parse().unwrap()));
+        assert_eq!(
+            (args.idle_timeout, args.frame_timeout),
+            (Duration::from_secs(30), Duration::from_secs(5))
+        );
+        assert_eq!(
+            (args.interval, args.cpus),
+            (Some(Duration::from_secs(1)), Some(vec![0]))
+        );
+        for bad in [
+            &["--interval", "1ms"][..],
+            &["--listen", "not-an-address"],
+            &["--idle-timeout", "0"],
+        ] {
+            let err = serve(bad).err().unwrap_or_else(|| panic!("{bad:?} was taken"));
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}: {err}");
+        }
     }
 }

@@ -1,0 +1,296 @@
+//! Where the two ends of a network experiment live, as plain data: a case's field
+//! (`ServersCase.topology`, the `topology` option of a `micro tcp` case; a stream, rr or
+//! records case holds the same as its `Endpoint`), parsed from `--topology`, printed back,
+//! stored as JSON. What builds it (namespaces, veth pairs, qdiscs) and checks this machine can
+//! is `net::topology`, which works on these types.
+
+use super::Endpoint;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where the two ends of a network experiment live.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Topology {
+    /// Both ends in this process, over the loopback interface.
+    #[default]
+    Loopback,
+    /// Both ends in this process, on the loopback of a fresh private network namespace.
+    Netns,
+    /// The client here; the server in a fresh namespace behind a veth pair.
+    Veth(Link),
+    /// The client here; the server is already running at `addr` (`iopath net serve`), so this
+    /// process starts no server.
+    Remote { addr: String },
+}
+
+/// The veth link's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Link {
+    /// MTU of both ends (None: the kernel's default, 1500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Rate limit in bits per second, both directions (tbf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bps: Option<u64>,
+    /// One-way delay in microseconds (netem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_us: Option<u64>,
+    /// Loss in parts per million (netem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_ppm: Option<u32>,
+}
+
+/// Why a delay or loss cannot be had on a kernel without netem.
+pub const NO_NETEM: &str = "unavailable: the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)";
+
+impl From<&Endpoint> for Topology {
+    fn from(endpoint: &Endpoint) -> Topology {
+        match endpoint {
+            Endpoint::Loopback { .. } => Topology::Loopback,
+            Endpoint::Netns { .. } => Topology::Netns,
+            Endpoint::Veth { link, .. } => Topology::Veth(link.clone()),
+            Endpoint::Remote { addr } => Topology::Remote { addr: addr.clone() },
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Topology::Loopback => f.write_str("loopback"),
+            Topology::Netns => f.write_str("netns"),
+            Topology::Veth(link) => {
+                f.write_str("veth")?;
+                let mut opts = Vec::new();
+                if let Some(m) = link.mtu {
+                    opts.push(format!("mtu={m}"));
+                }
+                if let Some(r) = link.rate_bps {
+                    opts.push(format!("rate={}", format_rate(r)));
+                }
+                if let Some(d) = link.delay_us {
+                    opts.push(match d % 1000 {
+                        0 => format!("delay={}ms", d / 1000),
+                        _ => format!("delay={d}us"),
+                    });
+                }
+                if let Some(l) = link.loss_ppm {
+                    opts.push(format!("loss={}%", l as f64 / 10_000.0));
+                }
+                if !opts.is_empty() {
+                    write!(f, ":{}", opts.join(","))?;
+                }
+                Ok(())
+            }
+            Topology::Remote { addr } => write!(f, "remote {addr}"),
+        }
+    }
+}
+
+fn format_rate(bps: u64) -> String {
+    for (unit, div) in [("gbit", 1_000_000_000), ("mbit", 1_000_000), ("kbit", 1_000)] {
+        if bps >= div && bps % div == 0 {
+            return format!("{}{unit}", bps / div);
+        }
+    }
+    format!("{bps}bit")
+}
+
+/// `100mbit`, `1gbit`, `500kbit`, `64000bit` or a bare number of bits per second.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (num, mult) = [
+        ("gbit", 1_000_000_000u64),
+        ("mbit", 1_000_000),
+        ("kbit", 1_000),
+        ("bit", 1),
+    ]
+    .into_iter()
+    .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.to_string(), m)))
+    .unwrap_or((t.clone(), 1));
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("rate '{text}' is not a rate (e.g. 100mbit, 1gbit)"))?;
+    let bps = (v * mult as f64) as u64;
+    if !(8_000..=400_000_000_000).contains(&bps) {
+        return Err(format!("rate '{text}' is out of range (8kbit to 400gbit)"));
+    }
+    Ok(bps)
+}
+
+fn parse_delay_us(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = [("ms", 1000.0), ("us", 1.0), ("s", 1_000_000.0)]
+        .into_iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, m)))
+        .ok_or_else(|| format!("delay '{text}' needs a unit (e.g. 1ms, 500us)"))?;
+    let v: f64 = num.parse().map_err(|_| format!("delay '{text}' is not a duration"))?;
+    let us = v * mult;
+    // netem takes up to a few seconds sensibly; a delay longer than a minute is a typo.
+    if !us.is_finite() || !(0.0..=60_000_000.0).contains(&us) {
+        return Err(format!("delay '{text}' is out of range 0..60s"));
+    }
+    Ok(us as u64)
+}
+
+fn parse_loss_ppm(text: &str) -> Result<u32, String> {
+    let v: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("loss '{text}' is not a percentage (e.g. 0.1%)"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("loss '{text}' is not between 0% and 100%"));
+    }
+    Ok((v * 10_000.0) as u32)
+}
+
+/// Whether `addr` is HOST:PORT with a host and a port from 1 to 65535.
+pub fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty())
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+        .is_some_and(|port| port > 0)
+}
+
+impl std::str::FromStr for Topology {
+    type Err = String;
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote:HOST:PORT`.
+    fn from_str(text: &str) -> Result<Topology, String> {
+        let t = text.trim();
+        if let Some(addr) = t
+            .strip_prefix("remote")
+            .map(|r| r.trim_start_matches([' ', ':', '=']).trim())
+        {
+            if !is_host_port(addr) {
+                return Err(format!(
+                    "remote '{addr}' is not HOST:PORT with a port from 1 to 65535 (e.g. remote:10.0.0.2:5201)"
+                ));
+            }
+            return Ok(Topology::Remote { addr: addr.to_string() });
+        }
+        match t {
+            "loopback" | "lo" => return Ok(Topology::Loopback),
+            "netns" => return Ok(Topology::Netns),
+            _ => {}
+        }
+        let Some(rest) = t.strip_prefix("veth") else {
+            return Err(format!(
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote:HOST:PORT)"
+            ));
+        };
+        let mut link = Link::default();
+        let opts = match rest {
+            "" => "",
+            r => r
+                .strip_prefix(':')
+                .ok_or_else(|| format!("unknown topology '{t}' (veth options follow a colon: veth:mtu=9000)"))?,
+        };
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            let (key, value) = opt
+                .split_once('=')
+                .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE"))?;
+            match key {
+                "mtu" => {
+                    link.mtu = Some(crate::format::whole_in("mtu", value, 68, 65535)? as u32);
+                }
+                "rate" => link.rate_bps = Some(parse_rate(value)?),
+                "delay" => link.delay_us = Some(parse_delay_us(value)?),
+                "loss" => link.loss_ppm = Some(parse_loss_ppm(value)?),
+                _ => {
+                    return Err(format!(
+                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss)"
+                    ))
+                }
+            }
+        }
+        Ok(Topology::Veth(link))
+    }
+}
+
+impl Topology {
+    pub fn is_loopback(&self) -> bool {
+        *self == Topology::Loopback
+    }
+
+    /// The interface the traffic crosses on this machine, for the run's environment record.
+    pub fn interface(&self) -> String {
+        match self {
+            Topology::Loopback => "lo".into(),
+            Topology::Netns => "lo (private network namespace)".into(),
+            Topology::Veth(link) => format!("veth (mtu {})", link.mtu.unwrap_or(1500)),
+            Topology::Remote { .. } => "unknown (remote peer)".into(),
+        }
+    }
+
+    /// Whether this process starts the server (false: it is a running remote peer).
+    pub fn starts_server(&self) -> bool {
+        !matches!(self, Topology::Remote { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topologies_parse_and_print_back() {
+        for text in [
+            "loopback",
+            "netns",
+            "veth",
+            "veth:mtu=4148",
+            "veth:mtu=9000,rate=100mbit",
+            "veth:delay=1ms",
+            "remote 10.0.0.2:5201",
+        ] {
+            let t: Topology = text.parse().unwrap();
+            assert_eq!(t.to_string(), text);
+        }
+        assert_eq!(
+            "remote:h:1".parse::<Topology>().unwrap(),
+            Topology::Remote { addr: "h:1".into() }
+        );
+        let t: Topology = "veth:delay=1ms,loss=0.5%".parse().unwrap();
+        assert_eq!(
+            t,
+            Topology::Veth(Link {
+                delay_us: Some(1000),
+                loss_ppm: Some(5000),
+                ..Link::default()
+            })
+        );
+        for bad in [
+            "vet",
+            "veth:mtu=10",
+            "veth:mtu",
+            "veth:color=red",
+            "veth:rate=fast",
+            "remote nowhere",
+            "vethx",
+        ] {
+            assert!(bad.parse::<Topology>().is_err(), "{bad}");
+        }
+    }
+
+    /// The case layer is below `net/` (docs/architecture.md, "Floors"): none of its files
+    /// imports from it, so the network code can build on the cases and never the other way.
+    #[test]
+    fn the_case_layer_imports_nothing_from_net() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/case");
+        // Spelled in two pieces so this file does not hold what it looks for.
+        let import = concat!("crate", "::net");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(!text.contains(import), "{} imports from net/", path.display());
+                read += 1;
+            }
+        }
+        assert!(read > 5, "read only {read} files of {}", dir.display());
+    }
+}
