@@ -244,7 +244,11 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let outputs = run::Outputs::of(&flags.run, false, run::EndTable::Records(render))?;
-    run::run_workload(&micro_plan(&benches, flags)?, run::direct_destination(&flags.run), outputs)
+    run::run_workload(
+        &micro_plan(&benches, flags)?,
+        run::direct_destination(&flags.run),
+        outputs,
+    )
 }
 
 fn list() -> String {

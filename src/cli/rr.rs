@@ -206,9 +206,11 @@ impl TryFrom<&CrrArgs> for Plan {
 }
 
 pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_rr_table))?.corrupt("messages", |o| {
-        o.value("corrupt_messages", Role::Server).unwrap_or(0.0) + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
-    });
+    let outputs =
+        run::Outputs::of(&args.run, false, run::EndTable::Records(render_rr_table))?.corrupt("messages", |o| {
+            o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
+                + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
+        });
     run::run_workload(&plan(args, kind)?, run::direct_destination(&args.run), outputs)
 }
 

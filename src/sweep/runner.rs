@@ -106,7 +106,9 @@ pub fn run_plan(
     stop: Stop,
 ) -> anyhow::Result<RunEnd> {
     let mut end = RunEnd::default();
-    let ran = catch_unwind(AssertUnwindSafe(|| run_cells(plan, cells, execute, sinks, stop, &mut end)));
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        run_cells(plan, cells, execute, sinks, stop, &mut end)
+    }));
     let (mut error, panic) = match ran {
         Ok(Ok(())) => (None, None),
         Ok(Err(e)) => (Some(e), None),
@@ -328,7 +330,8 @@ mod tests {
 
     impl Sink for Log {
         fn begin(&mut self, plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
-            self.events.push(format!("begin {} cases {} cells", plan.cases.len(), cells.len()));
+            self.events
+                .push(format!("begin {} cases {} cells", plan.cases.len(), cells.len()));
             if self.fail_begin {
                 anyhow::bail!("cannot begin");
             }
@@ -339,7 +342,8 @@ mod tests {
             Ok(())
         }
         fn cell_started(&mut self, case: &Case, cell: Cell) -> anyhow::Result<()> {
-            self.events.push(format!("start {} rep {}", case.label(), cell.repetition));
+            self.events
+                .push(format!("start {} rep {}", case.label(), cell.repetition));
             Ok(())
         }
         fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
@@ -421,7 +425,10 @@ mod tests {
         let plan = plan(&[FakeBehaviour::Panic], 1, false);
         let mut log = Log::default();
         let end = run(&plan, Stop::fresh(), &mut [&mut log], &mut 0);
-        assert!(end.complete(), "a panicking cell is a failed cell, not the end of the run");
+        assert!(
+            end.complete(),
+            "a panicking cell is a failed cell, not the end of the run"
+        );
         assert_eq!(
             log.events,
             [
