@@ -93,8 +93,11 @@ pub enum EndTable {
     Records(fn(&[Record], View) -> String),
     /// Printed from the stored run, which the store closed before (sweep: statistics per cell,
     /// crossovers, findings; quick: the report and its headline tables).
-    Stored(Box<dyn FnOnce(&StoredRun) -> anyhow::Result<()>>),
+    Stored(PrintStored),
 }
+
+/// What prints a stored run's summary: called once, when the run has ended.
+pub type PrintStored = Box<dyn FnOnce(&StoredRun) -> anyhow::Result<()>>;
 
 /// A run as the store closed it, for an [`EndTable::Stored`].
 pub struct StoredRun<'a> {
