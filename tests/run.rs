@@ -65,6 +65,70 @@ fn seed_needs_shuffle() {
     assert!(err.contains("--shuffle"), "{err}");
 }
 
+/// The output flags are sinks and combine; the one rule refuses, in one line and before
+/// anything runs or is stored, only what would write standard output twice (or `--wide`,
+/// which shapes a table nobody prints) — in a direct command, a sweep and a plan file alike
+/// (docs/output.md).
+#[test]
+fn two_outputs_on_stdout_are_refused_in_one_line() {
+    let (dir, db) = temp_db("o.db");
+    let db_arg = db.to_str().unwrap();
+    let refused: [(&[&str], &str); 5] = [
+        (
+            &["fake", "--json", "--csv"],
+            "--json and --csv both print the records on standard output",
+        ),
+        (
+            &["fake", "--csv", "--json-stream"],
+            "--csv and --json-stream both print",
+        ),
+        (
+            &["fake", "--live", "--json-stream"],
+            "--live and --json-stream both write standard output",
+        ),
+        (
+            &["fake", "--wide", "--json"],
+            "--wide widens the table, and --json prints",
+        ),
+        (
+            &["sweep", "fake", "--json-stream", "--csv", "--db", db_arg],
+            "--csv and --json-stream both print",
+        ),
+    ];
+    for (args, says) in refused {
+        let line = usage_error(args);
+        assert!(line.contains(says), "{args:?}: {line}");
+    }
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        format!("version = 1\ncommand = [\"sweep\", \"fake\", \"--json-stream\", \"--db\", \"{db_arg}\"]\n"),
+    )
+    .unwrap();
+    let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap(), "--live"]);
+    assert!(line.contains("--live and --json-stream"), "{line}");
+    assert!(!db.exists(), "a refused run created the database");
+
+    // What combines runs: the records print at the end, the database keeps them and the
+    // store's sink closed the run before they printed.
+    let out = iopath()
+        .args(["fake", "--cells", "ok:3", "--reps", "2", "--csv", "--db", db_arg])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).lines().count(),
+        3,
+        "a header and a row per cell: {}",
+        stdout(&out)
+    );
+    assert_eq!(stored_cells(&db), 2);
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM runs WHERE status = 'complete'"),
+        1
+    );
+}
+
 #[test]
 fn reps_repeat_every_case_as_a_cell_of_its_own() {
     let out = iopath()

@@ -78,8 +78,6 @@ pub fn table(records: &[Record], _view: super::output::View) -> String {
 }
 
 pub fn run(args: FakeArgs) -> anyhow::Result<()> {
-    let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
-    run::print_records(&args.run, &executed.records, table)?;
-    run::conclude(&executed)
+    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(table))?;
+    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }

@@ -18,7 +18,7 @@ use super::error::usage;
 use crate::case::{format_bytes, Case};
 use crate::observation::Role;
 use crate::stop::Stop;
-use crate::sweep::{Cell, CellOutcome, Plan, Sink};
+use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
 use ratatui::prelude::*;
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph};
 use std::collections::BTreeMap;
@@ -136,20 +136,74 @@ fn headline_value(case: &Case, outcome: &CellOutcome) -> Option<(f64, String, St
     Some((metric.value?, metric.name.clone(), metric.unit.clone()))
 }
 
-/// Receives the cells for the view; never draws (the view's thread does).
+/// The live view as a sink: `begin` takes over the terminal and starts the view's thread,
+/// each cell is appended to the state it draws (the sink never draws), and `finish` gives the
+/// terminal back, after which what was written to stderr meanwhile comes out. A view that
+/// cannot start is said in one line and the run goes on with the plain progress instead.
 pub struct LiveSink {
     state: Arc<Mutex<State>>,
+    stop: Stop,
+    view: Option<LiveView>,
+    /// The progress the run shows when the view could not start.
+    fallback: Option<super::progress::ProgressSink>,
+}
+
+impl LiveSink {
+    /// A sink whose view starts with the run; `q` in it requests `stop`.
+    pub fn new(stop: Stop) -> LiveSink {
+        LiveSink {
+            state: Arc::default(),
+            stop,
+            view: None,
+            fallback: None,
+        }
+    }
 }
 
 impl Sink for LiveSink {
-    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+    fn begin(&mut self, plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
+        match LiveView::start(plan, cells, self.stop) {
+            Ok(view) => {
+                self.state = view.state.clone();
+                self.view = Some(view);
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("note: no live view ({e:#}); the run goes on without it");
+                let mut progress = super::progress::ProgressSink::default();
+                let begun = progress.begin(plan, cells);
+                self.fallback = Some(progress);
+                begun
+            }
+        }
+    }
+
+    fn warmup_started(&mut self, case: &Case) -> anyhow::Result<()> {
+        match &mut self.fallback {
+            Some(progress) => progress.warmup_started(case),
+            None => Ok(()),
+        }
+    }
+
+    fn cell_started(&mut self, case: &Case, cell: Cell) -> anyhow::Result<()> {
+        if let Some(progress) = &mut self.fallback {
+            return progress.cell_started(case, cell);
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.cell_started = Some(Instant::now());
+        s.warmup = false;
+        Ok(())
+    }
+
+    fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        if let Some(progress) = &mut self.fallback {
+            return progress.cell_finished(case, cell, outcome);
+        }
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let label = format!("{} rep {}", case.label(), cell.repetition);
         s.elapsed_done_s += outcome.elapsed_s;
         s.planned_done_s += s.planned_s.get(s.done).copied().unwrap_or(0.0);
         s.done += 1;
-        s.cell_started = Some(Instant::now());
-        s.warmup = false;
         match &outcome.result {
             Ok(obs) => {
                 for w in &obs.warnings {
@@ -167,8 +221,11 @@ impl Sink for LiveSink {
             }
             Err(e) => {
                 s.failed += 1;
-                s.failures
-                    .push(super::output::safe(&format!("failed: {label}: {e}")).into_owned());
+                let line = super::output::safe(&format!("failed: {label}: {e}")).into_owned();
+                // The line the plain progress prints: stderr is held while the view is up and
+                // comes out after it, so the failures are still there once the view is gone.
+                eprintln!("cell {line}");
+                s.failures.push(line);
             }
         }
         let entry = s
@@ -179,6 +236,16 @@ impl Sink for LiveSink {
             entry.1.push(v);
         }
         Ok(())
+    }
+
+    fn finish(&mut self, end: &RunEnd) -> anyhow::Result<()> {
+        if let Some(view) = self.view.take() {
+            view.finish();
+        }
+        match &mut self.fallback {
+            Some(progress) => progress.finish(end),
+            None => Ok(()),
+        }
     }
 }
 
@@ -331,12 +398,6 @@ impl LiveView {
             stderr,
             _restore_on_forced_exit: guard,
         })
-    }
-
-    pub fn sink(&self) -> LiveSink {
-        LiveSink {
-            state: self.state.clone(),
-        }
     }
 
     /// Stop drawing and give the terminal back.
@@ -635,7 +696,8 @@ mod tests {
             planned_s: vec![1.0, 1.0],
             ..State::default()
         }));
-        let mut sink = LiveSink { state: state.clone() };
+        let mut sink = LiveSink::new(Stop::never());
+        sink.state = state.clone();
         let case = Case::Fake(FakeCase {
             index: 0,
             behaviour: FakeBehaviour::Ok { value: 3 },
@@ -655,7 +717,7 @@ mod tests {
             position: 0,
             repetition: 0,
         };
-        sink.cell(&case, cell, &ok).unwrap();
+        sink.cell_finished(&case, cell, &ok).unwrap();
         {
             let s = state.lock().unwrap();
             assert_eq!(s.values[&0].1, vec![3.0]);
@@ -665,7 +727,7 @@ mod tests {
             result: Err("boom".into()),
             elapsed_s: 0.1,
         };
-        sink.cell(
+        sink.cell_finished(
             &case,
             Cell {
                 position: 0,
@@ -681,7 +743,7 @@ mod tests {
                 result: Ok(obs),
                 elapsed_s: 0.1,
             };
-            sink.cell(
+            sink.cell_finished(
                 &case,
                 Cell {
                     position: 0,

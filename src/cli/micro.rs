@@ -255,10 +255,12 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
         super::output::out(list())?;
         return Ok(());
     };
-    let plan = micro_plan(&benches, flags)?;
-    let executed = run::execute(&plan, run::direct_destination(&flags.run), (&flags.run).into())?;
-    run::print_records(&flags.run, &executed.records, render)?;
-    run::conclude(&executed)
+    let outputs = run::Outputs::of(&flags.run, false, run::EndTable::Records(render))?;
+    run::run_workload(
+        &micro_plan(&benches, flags)?,
+        run::direct_destination(&flags.run),
+        outputs,
+    )
 }
 
 fn list() -> String {

@@ -10,6 +10,7 @@ pub mod micro;
 pub mod net;
 pub mod output;
 pub mod planfile;
+pub mod progress;
 pub mod records;
 pub mod results;
 pub mod rr;

@@ -430,13 +430,9 @@ impl TryFrom<&StreamArgs> for Plan {
 }
 
 fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
-    let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
-    run::print_records(&args.run, &executed.records, render_stream_table)?;
-    run::fail_on_corrupt(&executed, "messages", |o| {
-        o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
-    })?;
-    run::conclude(&executed)
+    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_stream_table))?
+        .corrupt("messages", |o| o.value("corrupt_messages", Role::Server).unwrap_or(0.0));
+    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// `cpu_ns_per_byte` of `role`, derived for the table: (user + system CPU of the role's

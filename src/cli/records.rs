@@ -162,13 +162,9 @@ impl TryFrom<&RecordsArgs> for Plan {
 }
 
 pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
-    let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
-    run::print_records(&args.run, &executed.records, render_records_table)?;
-    run::fail_on_corrupt(&executed, "records", |o| {
-        o.value("corrupt_records", Role::Client).unwrap_or(0.0)
-    })?;
-    run::conclude(&executed)
+    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_records_table))?
+        .corrupt("records", |o| o.value("corrupt_records", Role::Client).unwrap_or(0.0));
+    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// `kernel_copied_fraction`, derived for the table: the share of payload bytes the kernel

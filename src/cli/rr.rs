@@ -190,18 +190,12 @@ impl TryFrom<&CrrArgs> for Plan {
 }
 
 pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
-    let plan = plan(args, kind)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
-    run::print_records(&args.run, &executed.records, render_rr_table)?;
-    if let Some(corrupt) = executed.records.iter().find(|r| {
-        let o = &r.observation;
-        o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
-            + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
-            > 0.0
-    }) {
-        anyhow::bail!("{}: messages arrived corrupted", corrupt.label);
-    }
-    run::conclude(&executed)
+    let outputs =
+        run::Outputs::of(&args.run, false, run::EndTable::Records(render_rr_table))?.corrupt("messages", |o| {
+            o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
+                + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
+        });
+    run::run_workload(&plan(args, kind)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions). By default the case,

@@ -1,14 +1,19 @@
 //! The one way every measuring command runs: a validated [`Plan`] goes to the one runner,
-//! whose cells go to the sinks — the results database (with `--db`, always for sweeps) and
-//! the collector the printers read at the end. Stop, failure and resume behave the same for
-//! `net stream`, `servers`, `micro`, `quick` and every `sweep`.
+//! whose cells go to the sinks — the results database (with `--db`, always for sweeps), the
+//! progress on stderr or the live view, the NDJSON stream, and the printout that prints the
+//! records (or the stored run's summary) when the run ends. [`run_workload`] is that path for
+//! every command; stop, failure and resume behave the same for `net stream`, `net rr`,
+//! `net records`, `servers`, `micro`, `fake`, `quick` and every `sweep`.
 
+use super::error::usage;
 use super::output::View;
+use super::progress::ProgressSink;
 use super::sweep::{command_line, open_for_writing, store_error};
 use crate::case::Case;
+use crate::observation::Observation;
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::{NewRun, Record, RunStatus, Store, StoreError, StoreSink};
-use crate::sweep::{progress::Progress, run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
+use crate::sweep::{run_plan, Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::collections::HashSet;
 use std::io::Write;
@@ -40,10 +45,10 @@ pub struct RunFlags {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Print JSON records (docs/output.md) instead of the table; failed cells carry their error.
-    #[arg(long, conflicts_with_all = ["csv", "json_stream"])]
+    #[arg(long)]
     pub json: bool,
     /// Print CSV, one row per case and repetition, with a value and a source column per metric.
-    #[arg(long, conflicts_with = "json_stream")]
+    #[arg(long)]
     pub csv: bool,
     /// Print one NDJSON record per cell the moment it finishes, flushed line by line (like
     /// iperf3 --json-stream), instead of the table at the end (docs/output.md).
@@ -51,7 +56,7 @@ pub struct RunFlags {
     pub json_stream: bool,
     /// Print every column of the table and the source of each; without it the table keeps
     /// the columns that fit 100 characters and names the ones it left out.
-    #[arg(long, conflicts_with_all = ["json", "csv", "json_stream"])]
+    #[arg(long)]
     pub wide: bool,
     /// Show the run in a live terminal view (progress, results so far, warnings; q stops it
     /// like Ctrl-C). Needs a terminal: refused (exit 2) on a pipe.
@@ -81,16 +86,67 @@ fn clock_seed() -> u64 {
         .unwrap_or(0)
 }
 
-/// The collector the printers read: every finished cell as an export record, failed ones with
-/// their error.
-#[derive(Default)]
-pub struct Collect {
-    pub records: Vec<Record>,
-    run_id: Option<i64>,
+/// A command's table: what prints at the end when neither `--json` nor `--csv` is asked.
+pub enum EndTable {
+    /// Rendered from the run's records in the view `--wide` asks for (the direct commands);
+    /// the failed cells are listed after it.
+    Records(fn(&[Record], View) -> String),
+    /// Printed from the stored run, which the store closed before (sweep: statistics per cell,
+    /// crossovers, findings; quick: the report and its headline tables).
+    Stored(PrintStored),
 }
 
-impl Sink for Collect {
-    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+/// What prints a stored run's summary: called once, when the run has ended.
+pub type PrintStored = Box<dyn FnOnce(&StoredRun) -> anyhow::Result<()>>;
+
+/// A run as the store closed it, for an [`EndTable::Stored`].
+pub struct StoredRun<'a> {
+    pub db: &'a Path,
+    pub run_id: i64,
+    pub end: &'a RunEnd,
+    pub view: View,
+}
+
+/// What prints on stdout once the run has ended.
+pub enum Print {
+    /// `--json`: the records as JSON (docs/output.md).
+    Json,
+    /// `--csv`: the records as CSV.
+    Csv,
+    /// The command's table.
+    Table(EndTable),
+    /// Nothing: `--json-stream` printed every cell as it finished.
+    Nothing,
+}
+
+/// The end-of-run printer as a sink: it keeps every finished cell as an export record (failed
+/// ones with their error) and prints them as [`Print`] says when the run ends — after the
+/// store has closed the run and the progress or the live view has given the terminal back
+/// (it is the last sink). A run that ended on a sink's error prints nothing: that error is
+/// what the command says. A closed stdout (a pipe to `head`) ends the printing quietly.
+pub struct Printout {
+    print: Option<Print>,
+    view: View,
+    run_id: Option<i64>,
+    db: Option<PathBuf>,
+    /// Every finished cell, in the order they finished.
+    pub records: Vec<Record>,
+}
+
+impl Printout {
+    pub fn new(print: Print, view: View, run_id: Option<i64>, db: Option<PathBuf>) -> Printout {
+        Printout {
+            print: Some(print),
+            view,
+            run_id,
+            db,
+            records: Vec::new(),
+        }
+    }
+}
+
+impl Sink for Printout {
+    fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         let (observation, error) = match &outcome.result {
             Ok(obs) => (obs.clone(), None),
             Err(e) => (Default::default(), Some(e.clone())),
@@ -105,6 +161,49 @@ impl Sink for Collect {
         });
         Ok(())
     }
+
+    fn finish(&mut self, end: &RunEnd) -> anyhow::Result<()> {
+        let Some(print) = self.print.take() else {
+            return Ok(());
+        };
+        if end.error.is_some() {
+            return Ok(());
+        }
+        let text = match print {
+            Print::Json => String::from_utf8_lossy(&JsonExporter.serialize(&self.records)?).into_owned(),
+            Print::Csv => String::from_utf8_lossy(&CsvExporter.serialize(&self.records)?).into_owned(),
+            Print::Nothing => return Ok(()),
+            Print::Table(EndTable::Records(table)) => records_table(&self.records, self.view, table),
+            Print::Table(EndTable::Stored(print)) => {
+                let (Some(db), Some(run_id)) = (&self.db, self.run_id) else {
+                    anyhow::bail!("the run was not stored, so there is nothing to summarise");
+                };
+                return print(&StoredRun {
+                    db,
+                    run_id,
+                    end,
+                    view: self.view,
+                });
+            }
+        };
+        super::output::out(text)
+    }
+}
+
+/// The table of the successful records, then a line per failed cell, repetitions numbered as
+/// the store numbers them (from 0).
+fn records_table(records: &[Record], view: View, table: fn(&[Record], View) -> String) -> String {
+    let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
+    let mut text = if ok.is_empty() { String::new() } else { table(&ok, view) };
+    for r in records.iter().filter(|r| r.error.is_some()) {
+        text.push_str(&format!(
+            "failed: {} rep {}: {}\n",
+            super::output::safe(&r.label),
+            r.repetition,
+            super::output::safe(r.error.as_deref().unwrap_or_default())
+        ));
+    }
+    text
 }
 
 /// `--json-stream`: each cell as one NDJSON line on `out` the moment it finishes, flushed (docs/
@@ -127,7 +226,7 @@ impl<W: Write> NdjsonSink<W> {
 }
 
 impl<W: Write> Sink for NdjsonSink<W> {
-    fn cell(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+    fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         if self.closed {
             return Ok(());
         }
@@ -181,30 +280,130 @@ pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
     }
 }
 
-/// Sinks a run adds besides the collector and the database, as the flags ask.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a run shows and prints besides the database: the sinks `execute` adds, what prints
+/// when the run ends, and what fails the command afterwards.
 pub struct Outputs {
     /// `--json-stream`: one NDJSON line per cell on stdout as it finishes.
     pub json_stream: bool,
-    /// `--live`: the live terminal view (needs a terminal).
+    /// `--live`: the live terminal view (needs a terminal) instead of the progress lines.
     pub live: bool,
     /// Say on stderr once the run is open, before its first cell, what the plan can detect
     /// against a run like it (sweep and quick).
     pub detectable: bool,
+    /// What prints on stdout when the run has ended.
+    pub print: Print,
+    /// `--wide`: the view of the table.
+    pub view: View,
+    /// Data that arrived corrupted fails the command once the records are printed.
+    pub corrupt: Option<Corrupt>,
 }
 
-impl From<&RunFlags> for Outputs {
-    fn from(flags: &RunFlags) -> Outputs {
+impl Default for Outputs {
+    fn default() -> Outputs {
         Outputs {
-            json_stream: flags.json_stream,
-            live: flags.live,
+            json_stream: false,
+            live: false,
             detectable: false,
+            print: Print::Nothing,
+            view: View::default(),
+            corrupt: None,
         }
     }
 }
 
-/// Run `plan` through the runner into the collector and, when asked, the database. Prints the
-/// closing lines (where it is stored, how to resume); the caller prints the records.
+/// What fails a command once its records are printed: `count` of an observation above zero
+/// means `what` ("messages", "records") arrived corrupted.
+#[derive(Clone, Copy)]
+pub struct Corrupt {
+    pub what: &'static str,
+    pub count: fn(&Observation) -> f64,
+}
+
+impl Outputs {
+    /// The outputs `flags` ask for (`live`: also asked for by `sweep --live`), with `table`
+    /// printed at the end when no record format is asked; refused by [`check_outputs`].
+    pub fn of(flags: &RunFlags, live: bool, table: EndTable) -> anyhow::Result<Outputs> {
+        let live = live || flags.live;
+        check_outputs(flags, live)?;
+        let print = if flags.json {
+            Print::Json
+        } else if flags.csv {
+            Print::Csv
+        } else if flags.json_stream {
+            Print::Nothing
+        } else {
+            Print::Table(table)
+        };
+        Ok(Outputs {
+            json_stream: flags.json_stream,
+            live,
+            detectable: false,
+            print,
+            view: View { wide: flags.wide },
+            corrupt: None,
+        })
+    }
+
+    /// Fail the command when `count` finds `what` arrived corrupted.
+    pub fn corrupt(self, what: &'static str, count: fn(&Observation) -> f64) -> Outputs {
+        Outputs {
+            corrupt: Some(Corrupt { what, count }),
+            ..self
+        }
+    }
+}
+
+/// The one rule of which output flags combine (docs/output.md). Each output is a sink, so any
+/// combination that does not write standard output twice works: `--live` draws while the run
+/// goes and closes before the records print, so it takes `--json`, `--csv` and `--wide`; the
+/// database (`--db`) takes everything. Refused, in one line (exit 2): two of `--json`, `--csv`
+/// and `--json-stream` (each prints the records on stdout), `--live` with `--json-stream` (both
+/// write stdout while the run goes), and `--wide` with any of the three (it shapes the table,
+/// which they replace).
+pub fn check_outputs(flags: &RunFlags, live: bool) -> anyhow::Result<()> {
+    let records: Vec<&str> = [
+        ("--json", flags.json),
+        ("--csv", flags.csv),
+        ("--json-stream", flags.json_stream),
+    ]
+    .into_iter()
+    .filter_map(|(flag, on)| on.then_some(flag))
+    .collect();
+    if let [first, second, ..] = records[..] {
+        return Err(usage(format!(
+            "{first} and {second} both print the records on standard output: choose one (--db keeps the run for `iopath export`)"
+        )));
+    }
+    if live && flags.json_stream {
+        return Err(usage(
+            "--live and --json-stream both write standard output while the run goes: choose one (--live takes --json or --csv, printed after the view closes)",
+        ));
+    }
+    if let (true, Some(format)) = (flags.wide, records.first()) {
+        return Err(usage(format!(
+            "--wide widens the table, and {format} prints the records instead of a table: drop --wide"
+        )));
+    }
+    Ok(())
+}
+
+/// The one way a command runs: `plan` through [`execute`] to `destination`, with the sinks
+/// `outputs` asks for (the records or the stored run's summary print when the run ends), then
+/// the corrupted-data check and [`conclude`]. Every measuring command ends here: the direct
+/// commands with [`Outputs::of`] their flags and [`direct_destination`], `sweep` and `quick`
+/// with a new or resumed run in the database and the stored run's summary.
+pub fn run_workload(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<()> {
+    let corrupt = outputs.corrupt;
+    let executed = execute(plan, destination, outputs)?;
+    if let Some(corrupt) = corrupt {
+        fail_on_corrupt(&executed, corrupt)?;
+    }
+    conclude(&executed)
+}
+
+/// Run `plan` through the runner into the sinks `outputs` asks for and, when asked, the
+/// database; the records print when the run ends. Prints the closing lines (how to resume) on
+/// stderr afterwards.
 pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<Executed> {
     if outputs.live {
         super::live::check_terminal()?;
@@ -247,59 +446,41 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         }
         _ => None,
     };
-    // The run exists already: a view that cannot start must not leave it `running`.
-    let live = match outputs.live {
-        true => super::live::LiveView::start(plan, &cells, stop)
-            .map_err(|e| eprintln!("note: no live view ({e:#}); the run goes on without it"))
-            .ok(),
-        false => None,
-    };
-    let mut live_sink = live.as_ref().map(|v| v.sink());
-    let progress = match live {
-        Some(_) => Progress::hidden(cells.len()),
-        None => Progress::for_plan(plan, &cells),
-    };
-    let mut collect = Collect {
-        records: Vec::new(),
-        run_id,
-    };
+    let db = store.as_ref().map(|s| s.path().to_path_buf());
+    let mut printout = Printout::new(outputs.print, outputs.view, run_id, db.clone());
     let end = {
         let mut store_sink = store
             .as_mut()
             .zip(run_id)
             .map(|(store, run_id)| StoreSink { store, run_id });
+        let mut progress = (!outputs.live).then(ProgressSink::default);
+        let mut live = outputs.live.then(|| super::live::LiveSink::new(stop));
         let mut stream = outputs.json_stream.then(|| NdjsonSink::new(std::io::stdout(), run_id));
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut collect];
+        // `finish` runs in this order: the store closes the run (complete or interrupted, even
+        // after a sink's error) before anything prints, and the progress bar is cleared or the
+        // live view closed before the printout writes stdout.
+        let mut sinks: Vec<&mut dyn Sink> = Vec::new();
         if let Some(s) = store_sink.as_mut() {
+            sinks.push(s);
+        }
+        if let Some(s) = progress.as_mut() {
+            sinks.push(s);
+        }
+        if let Some(s) = live.as_mut() {
             sinks.push(s);
         }
         if let Some(s) = stream.as_mut() {
             sinks.push(s);
         }
-        if let Some(s) = live_sink.as_mut() {
-            sinks.push(s);
-        }
+        sinks.push(&mut printout);
         run_plan(
             plan,
             &cells,
             &mut |case, stop| crate::sweep::execute_case(case, stop),
             &mut sinks,
             stop,
-            &progress,
         )
     };
-    if let Some(view) = live {
-        view.finish();
-    }
-    let db = store.as_ref().map(|s| s.path().to_path_buf());
-    if let (Some(store), Some(id)) = (store.as_mut(), run_id) {
-        // Close the run even when a sink failed, so it is never left `running`.
-        let status = match &end {
-            Ok(e) if !e.interrupted => RunStatus::Complete,
-            _ => RunStatus::Interrupted,
-        };
-        store.set_run_status(id, status)?;
-    }
     let end = end?;
     if end.interrupted {
         let cut = end
@@ -327,59 +508,21 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     Ok(Executed {
         run_id,
         db,
-        records: collect.records,
+        records: printout.records,
         end,
     })
 }
 
-/// Print the records as JSON or CSV when asked, otherwise with `table` (in the view `--wide`
-/// asks for); then list the failed cells, repetitions numbered as the store numbers them (from
-/// 0). A closed stdout (a pipe to `head`) ends the printing quietly.
-pub fn print_records(
-    flags: &RunFlags,
-    records: &[Record],
-    table: impl Fn(&[Record], View) -> String,
-) -> anyhow::Result<()> {
-    if flags.json_stream {
-        // Every cell was printed as it finished.
-        return Ok(());
-    }
-    let bytes = if flags.json {
-        JsonExporter.serialize(records)?
-    } else if flags.csv {
-        CsvExporter.serialize(records)?
-    } else {
-        let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
-        let view = View { wide: flags.wide };
-        let mut text = if ok.is_empty() { String::new() } else { table(&ok, view) };
-        for r in records.iter().filter(|r| r.error.is_some()) {
-            text.push_str(&format!(
-                "failed: {} rep {}: {}\n",
-                super::output::safe(&r.label),
-                r.repetition,
-                super::output::safe(r.error.as_deref().unwrap_or_default())
-            ));
-        }
-        text.into_bytes()
-    };
-    super::output::out(String::from_utf8_lossy(&bytes))?;
-    Ok(())
-}
-
-/// After printing: say where the run is stored, and fail (exit 1) when cells failed.
-/// Fail the command, once its table is printed, at the first record in which `corrupt` counts
-/// data that arrived corrupted (`what`: "messages", "records").
-pub fn fail_on_corrupt(
-    executed: &Executed,
-    what: &str,
-    corrupt: impl Fn(&crate::observation::Observation) -> f64,
-) -> anyhow::Result<()> {
-    match executed.records.iter().find(|r| corrupt(&r.observation) > 0.0) {
-        Some(r) => anyhow::bail!("{}: {what} arrived corrupted", r.label),
+/// Fail the command, once its records are printed, at the first record in which
+/// `corrupt.count` finds data that arrived corrupted.
+pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<()> {
+    match executed.records.iter().find(|r| (corrupt.count)(&r.observation) > 0.0) {
+        Some(r) => anyhow::bail!("{}: {} arrived corrupted", r.label, corrupt.what),
         None => Ok(()),
     }
 }
 
+/// After printing: say where the run is stored, and fail (exit 1) when cells failed.
 pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
         eprintln!(
@@ -563,8 +706,8 @@ mod tests {
             position: 0,
             repetition,
         };
-        sink.cell(&case, cell(0), &outcome(Ok(3.0))).unwrap();
-        sink.cell(&case, cell(1), &outcome(Err("boom"))).unwrap();
+        sink.cell_finished(&case, cell(0), &outcome(Ok(3.0))).unwrap();
+        sink.cell_finished(&case, cell(1), &outcome(Err("boom"))).unwrap();
         assert_eq!(sink.out.flushes, 2, "a flush per line");
         let text = String::from_utf8(sink.out.bytes.clone()).unwrap();
         let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -576,8 +719,8 @@ mod tests {
             (Some("failed"), Some("boom"))
         );
         sink.out.closed = true;
-        sink.cell(&case, cell(2), &outcome(Ok(3.0))).unwrap();
-        sink.cell(&case, cell(3), &outcome(Ok(3.0))).unwrap();
+        sink.cell_finished(&case, cell(2), &outcome(Ok(3.0))).unwrap();
+        sink.cell_finished(&case, cell(3), &outcome(Ok(3.0))).unwrap();
         assert_eq!(sink.out.bytes.len(), text.len(), "nothing more after the reader left");
     }
 }

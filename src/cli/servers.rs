@@ -282,10 +282,8 @@ impl TryFrom<&ServersArgs> for Plan {
 }
 
 pub fn run(args: ServersArgs) -> anyhow::Result<()> {
-    let plan = Plan::try_from(&args)?;
-    let executed = run::execute(&plan, run::direct_destination(&args.run), (&args.run).into())?;
-    run::print_records(&args.run, &executed.records, table)?;
-    run::conclude(&executed)
+    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(table))?;
+    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions, with a `reps` column

@@ -396,50 +396,40 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         set_command_line(file.command_line());
         args.workload = Some(workload);
     }
-    let (executed, flags) =
-        match (&args.workload, args.resume) {
-            (Some(workload), _) => {
-                let (plan, flags) = plan_of(workload)?;
-                let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-                let mut outputs = run::Outputs::from(flags);
-                outputs.live |= args.live;
-                outputs.detectable = true;
-                let executed = run::execute(&plan, Destination::NewRun(&db), outputs)?;
-                (executed, Some(flags))
-            }
-            (None, Some(id)) => {
-                let plan = run::resume_plan(&args.db, id)?;
-                (
-                    run::execute(
-                        &plan,
-                        Destination::Resume(&args.db, id),
-                        run::Outputs {
-                            live: args.live,
-                            ..Default::default()
-                        },
-                    )?,
-                    None,
-                )
-            }
-            (None, None) => return Err(usage(
-                "sweep needs a workload (net-stream, net-rr, net-crr, net-records, servers, micro), --plan or --resume",
-            )),
-        };
-    let (Some(db), Some(run_id)) = (executed.db.clone(), executed.run_id) else {
-        anyhow::bail!("the sweep stored no run");
-    };
-    if let Some(flags) = flags.filter(|f| f.json || f.csv || f.json_stream) {
-        run::print_records(flags, &executed.records, |_, _| String::new())?;
-        return run::conclude(&executed);
+    let summary = || run::EndTable::Stored(Box::new(print_summary));
+    match (&args.workload, args.resume) {
+        (Some(workload), _) => {
+            let (plan, flags) = plan_of(workload)?;
+            let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
+            let outputs = run::Outputs {
+                detectable: true,
+                ..run::Outputs::of(flags, args.live, summary())?
+            };
+            run::run_workload(&plan, Destination::NewRun(&db), outputs)
+        }
+        (None, Some(id)) => {
+            let plan = run::resume_plan(&args.db, id)?;
+            let outputs = run::Outputs {
+                live: args.live,
+                print: run::Print::Table(summary()),
+                ..Default::default()
+            };
+            run::run_workload(&plan, Destination::Resume(&args.db, id), outputs)
+        }
+        (None, None) => Err(usage(
+            "sweep needs a workload (net-stream, net-rr, net-crr, net-records, servers, micro), --plan or --resume",
+        )),
     }
-    let store = Store::open_existing(&db).map_err(store_error)?;
-    let data = store.load_run(run_id)?;
-    let analysis = report::analyze(&data, &db);
+}
+
+/// What a sweep prints once its run is stored and closed: statistics per cell, the crossover
+/// tables and the findings, from the database.
+fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
+    let store = Store::open_existing(stored.db).map_err(store_error)?;
+    let data = store.load_run(stored.run_id)?;
+    let analysis = report::analyze(&data, stored.db);
     print_cells(&analysis.cells)?;
-    let view = super::output::View {
-        wide: flags.is_some_and(|f| f.wide),
-    };
-    print_crossovers(&analysis.crossovers, view)?;
+    print_crossovers(&analysis.crossovers, stored.view)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
     // What the repetitions cannot support: the interval of the median needs 6, a significant
@@ -453,7 +443,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         };
         eprintln!("note: {reps} repetition(s) per case: too few for {what}; --reps 6 gives them");
     }
-    run::conclude(&executed)
+    Ok(())
 }
 
 /// The default report path, beside the database: `report-<run>.html` for the default
@@ -568,36 +558,34 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     for note in quick_notes(&plan) {
         eprint!("{}", super::output::wrap(&format!("  {note}"), 4));
     }
+    let (output, wide) = (args.output.clone(), args.wide);
+    let report = move |stored: &run::StoredRun| -> anyhow::Result<()> {
+        let store = Store::open_existing(stored.db).map_err(store_error)?;
+        let data = store.load_run(stored.run_id)?;
+        let html = output.unwrap_or_else(|| default_report_path(stored.db, stored.run_id));
+        let files = report::write_report(&data, &html, stored.db)?;
+        let analysis = report::analyze(&data, stored.db);
+        super::output::out(headline_tables(&analysis.cells))?;
+        if wide {
+            print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
+        }
+        print_findings(&analysis)?;
+        crate::say!(
+            "{} cells in {:.0} s{}. Report: {} (charts in {})",
+            data.cells.len(),
+            started.elapsed().as_secs_f64(),
+            if stored.end.interrupted { " (interrupted)" } else { "" },
+            files.html.display(),
+            files.charts_dir.display()
+        )?;
+        Ok(())
+    };
     let outputs = run::Outputs {
         detectable: true,
+        print: run::Print::Table(run::EndTable::Stored(Box::new(report))),
         ..Default::default()
     };
-    let executed = run::execute(&plan, Destination::NewRun(&args.db), outputs)?;
-    let Some(run_id) = executed.run_id else {
-        anyhow::bail!("quick stored no run");
-    };
-    let store = Store::open_existing(&args.db).map_err(store_error)?;
-    let data = store.load_run(run_id)?;
-    let html = args
-        .output
-        .clone()
-        .unwrap_or_else(|| default_report_path(&args.db, run_id));
-    let files = report::write_report(&data, &html, &args.db)?;
-    let analysis = report::analyze(&data, &args.db);
-    super::output::out(headline_tables(&analysis.cells))?;
-    if args.wide {
-        print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
-    }
-    print_findings(&analysis)?;
-    crate::say!(
-        "{} cells in {:.0} s{}. Report: {} (charts in {})",
-        data.cells.len(),
-        started.elapsed().as_secs_f64(),
-        if executed.end.interrupted { " (interrupted)" } else { "" },
-        files.html.display(),
-        files.charts_dir.display()
-    )?;
-    run::conclude(&executed)
+    run::run_workload(&plan, Destination::NewRun(&args.db), outputs)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use super::db::Store;
 use super::RunStatus;
 use crate::case::Case;
-use crate::sweep::{Cell, CellOutcome, Plan, Sink};
+use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
 use rusqlite::{params, OptionalExtension};
 use std::collections::HashSet;
 
@@ -225,15 +225,25 @@ pub fn save_records(
     Ok(run_id)
 }
 
-/// The store as a sink of one run: each finished cell is committed the moment it exists.
+/// The store as a sink of one run: each finished cell is committed the moment it exists, and
+/// when the run ends, however it ends, the run is closed: `complete`, or `interrupted` after a
+/// stop or a sink's error (never left `running`).
 pub struct StoreSink<'a> {
     pub store: &'a mut Store,
     pub run_id: i64,
 }
 
 impl Sink for StoreSink<'_> {
-    fn cell(&mut self, _case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+    fn cell_finished(&mut self, _case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         self.store.record_cell(self.run_id, cell, outcome)
+    }
+
+    fn finish(&mut self, end: &RunEnd) -> anyhow::Result<()> {
+        let status = match end.complete() {
+            true => RunStatus::Complete,
+            false => RunStatus::Interrupted,
+        };
+        self.store.set_run_status(self.run_id, status)
     }
 }
 

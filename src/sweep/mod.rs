@@ -1,11 +1,11 @@
 //! Running a plan: a grid of Cases repeated into cells (case x repetition), run in order or
 //! shuffled by the one runner, each cell handed to every sink (the store, the printers) the
-//! moment it exists, stoppable and resumable. This layer knows nothing of SQLite or terminals:
-//! the store and the CLI implement [`Sink`].
+//! moment it exists, stoppable and resumable. This layer knows nothing of SQLite or terminals
+//! (it imports no terminal crate): the store and the CLI implement [`Sink`] — the progress
+//! bar, the live view and the printers are sinks in `cli/`.
 
 pub mod environment;
 pub mod plan;
-pub mod progress;
 pub mod runner;
 
 pub use plan::{order_cells, Cell, Estimate, Plan};

@@ -3,8 +3,13 @@
 //! `cell 12/108 one-copy 64KiB t1 rep 1  elapsed 1 min 05 s  eta 40 s`, at most one every
 //! five seconds plus the first and the last cell, and a closing line. Before the first cell,
 //! [`Progress::for_plan`] announces the number of cells and about how long they take.
+//!
+//! [`ProgressSink`] is how a run gets it: a sink the runner tells when the run begins, when
+//! each cell starts and finishes (a failed cell gets a `cell failed:` line) and when the run
+//! ends (the bar is cleared, or the closing line printed).
 
-use super::plan::{Cell, Estimate, Plan};
+use crate::case::Case;
+use crate::sweep::{Cell, CellOutcome, Estimate, Plan, RunEnd, Sink};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -50,19 +55,6 @@ impl Progress {
         progress
     }
 
-    /// Progress over `total` cells, announcing about how long they take when there are several.
-    pub fn planned(total: usize, planned_seconds: f64) -> Progress {
-        let mut progress = Progress::new(total);
-        progress.planned_seconds = Some(planned_seconds);
-        if total > 1 && planned_seconds >= 1.0 {
-            progress.note(&format!(
-                "{total} cells, about {} of measuring",
-                crate::format::format_duration_s(planned_seconds)
-            ));
-        }
-        progress
-    }
-
     /// A bar on a terminal, plain lines anywhere else.
     pub fn new(total: usize) -> Progress {
         let view = if std::io::stderr().is_terminal() {
@@ -78,11 +70,6 @@ impl Progress {
             View::Hidden
         };
         Progress::with_view(view, total)
-    }
-
-    /// Progress that never prints (tests, library callers).
-    pub fn hidden(total: usize) -> Progress {
-        Progress::with_view(View::Hidden, total)
     }
 
     fn with_view(view: View, total: usize) -> Progress {
@@ -176,6 +163,56 @@ impl Progress {
                 }
             }
         }
+    }
+}
+
+/// The progress of a run on stderr, as a sink: made when the run begins (it then knows the
+/// plan and the cells left), cleared or closed when it finishes.
+#[derive(Default)]
+pub struct ProgressSink {
+    progress: Option<Progress>,
+}
+
+/// The progress line's name for `cell` of `case`: its label and repetition.
+fn cell_label(case: &Case, cell: Cell) -> String {
+    format!("{} rep {}", case.label(), cell.repetition)
+}
+
+impl Sink for ProgressSink {
+    fn begin(&mut self, plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
+        self.progress = Some(Progress::for_plan(plan, cells));
+        Ok(())
+    }
+
+    fn warmup_started(&mut self, case: &Case) -> anyhow::Result<()> {
+        if let Some(p) = &self.progress {
+            p.start_cell(&format!("warm-up: {}", case.label()));
+        }
+        Ok(())
+    }
+
+    fn cell_started(&mut self, case: &Case, cell: Cell) -> anyhow::Result<()> {
+        if let Some(p) = &self.progress {
+            p.start_cell(&cell_label(case, cell));
+        }
+        Ok(())
+    }
+
+    fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
+        if let Some(p) = &self.progress {
+            if let Err(error) = &outcome.result {
+                p.note(&format!("cell failed: {}: {error}", cell_label(case, cell)));
+            }
+            p.finish_cell();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _end: &RunEnd) -> anyhow::Result<()> {
+        if let Some(p) = self.progress.take() {
+            p.finish();
+        }
+        Ok(())
     }
 }
 
