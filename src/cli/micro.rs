@@ -5,7 +5,7 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_size};
-use crate::case::{format_bytes, Case};
+use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Bench, Settings};
 use crate::observation::{Observation, Role};
 use crate::store::Record;
@@ -513,10 +513,8 @@ fn figures<'a>(case: &Case, obs: &'a Observation) -> Vec<&'a crate::observation:
                 && (obs.get(&format!("{}_n", m.name), m.role).is_some() || m.value.is_none())
         })
         .collect();
-    if let Case::Micro(c) = case {
-        let headline = c.headline().0;
-        figures.sort_by_key(|m| m.name != headline);
-    }
+    let headline = case.as_workload().headline().name;
+    figures.sort_by_key(|m| m.name != headline);
     figures
 }
 
@@ -616,7 +614,7 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
 /// What a figure depends on that its label does not say: the size of the process that forked
 /// (proc) and how much one C-library call handled (membw).
 fn how_measured(r: &Record) -> Option<String> {
-    let Case::Micro(c) = &r.case else {
+    let Some(c) = r.case.get::<MicroCase>() else {
         return None;
     };
     let v = |name: &str| r.observation.value(name, Role::System);
@@ -661,14 +659,13 @@ fn how_measured(r: &Record) -> Option<String> {
 }
 
 fn size_of(r: &Record, option: &str) -> Option<u64> {
-    match &r.case {
-        Case::Micro(c) => c.option(option).and_then(|s| s.parse().ok()),
-        _ => None,
-    }
+    r.case.get::<MicroCase>()?.option(option).and_then(|s| s.parse().ok())
 }
 
 fn is_bench(r: &Record, bench: Bench, variant: Option<&str>) -> bool {
-    matches!(&r.case, Case::Micro(c) if c.bench == bench && (variant.is_none() || c.option("variant") == variant))
+    r.case
+        .get::<MicroCase>()
+        .is_some_and(|c| c.bench == bench && (variant.is_none() || c.option("variant") == variant))
 }
 
 /// The memory levels detected in the latency curve (the median latency per working set over

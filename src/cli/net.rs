@@ -461,10 +461,7 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
     let records = &with_cpu_ns_per_byte(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let stream = |r: &Record| match &r.case {
-        Case::NetStream(c) => Some(c.clone()),
-        _ => None,
-    };
+    let stream = |r: &Record| r.case.get::<StreamCase>().cloned();
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         Column::key("mode", move |r, _| stream(r).map(|c| c.path(false)).unwrap_or_default()),
@@ -491,9 +488,11 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
         ),
     ]);
     // The receive side's zero-copy column only when a zerocopy receiver ran.
-    let zerocopy_rx = merged
-        .iter()
-        .any(|(r, _)| matches!(&r.case, Case::NetStream(c) if c.rx_mode == RxMode::Zerocopy));
+    let zerocopy_rx = merged.iter().any(|(r, _)| {
+        r.case
+            .get::<StreamCase>()
+            .is_some_and(|c| c.rx_mode == RxMode::Zerocopy)
+    });
     if zerocopy_rx {
         cols.push(m("rx mapped", Show::Default, "rx_mapped_fraction", Role::Server));
     }

@@ -188,7 +188,7 @@ pub fn with_kernel_copied_fraction(records: &[Record]) -> Vec<Record> {
         .iter()
         .map(|r| {
             let mut r = r.clone();
-            let Case::NetRecords(c) = &r.case else { return r };
+            let Some(c) = r.case.get::<RecordsCase>() else { return r };
             let metric = match c.mode {
                 RecordsMode::CopyOut | RecordsMode::Gather => {
                     Metric::tool(KERNEL_COPIED_FRACTION, Role::System, 1.0, "fraction")
@@ -220,10 +220,7 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
     let records = &with_kernel_copied_fraction(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| match &r.case {
-        Case::NetRecords(c) => Some(c.clone()),
-        _ => None,
-    };
+    let case = |r: &Record| r.case.get::<RecordsCase>().cloned();
     let key = |title, f: fn(&RecordsCase) -> String| {
         Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
     };

@@ -230,11 +230,8 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
     let repeated = merged.iter().any(|(_, n)| *n > 1);
     let crr = merged
         .iter()
-        .any(|(r, _)| matches!(&r.case, Case::NetRr(c) if c.kind == RrKind::Crr));
-    let rr = |r: &Record| match &r.case {
-        Case::NetRr(c) => Some(c.clone()),
-        _ => None,
-    };
+        .any(|(r, _)| r.case.get::<RrCase>().is_some_and(|c| c.kind == RrKind::Crr));
+    let rr = |r: &Record| r.case.get::<RrCase>().cloned();
     let key =
         |title, f: fn(&RrCase) -> String| Column::key(title, move |r, _| rr(r).map(|c| f(&c)).unwrap_or_default());
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);

@@ -287,10 +287,7 @@ pub fn table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| match &r.case {
-        Case::Servers(c) => Some(c.clone()),
-        _ => None,
-    };
+    let case = |r: &Record| r.case.get::<ServersCase>().cloned();
     let key = |title, f: fn(&ServersCase) -> String| {
         Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
     };

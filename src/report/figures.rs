@@ -6,7 +6,7 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::crossover::{rx_crossed, StreamPath};
-use crate::case::{format_bytes, Case, CopyMode, RecordsCase, RecordsMode, RxMode, StreamCase};
+use crate::case::{format_bytes, CopyMode, MicroCase, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
 use crate::micro::levels;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -113,10 +113,7 @@ impl Provenance {
 fn stream_cells(cells: &[CellSummary]) -> Vec<(&StreamCase, &CellSummary)> {
     cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetStream(s) => Some((s, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<StreamCase>().map(|s| (s, c)))
         .collect()
 }
 
@@ -652,10 +649,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
 pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let records: Vec<(&RecordsCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRecords(r) => Some((r, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<RecordsCase>().map(|r| (r, c)))
         .collect();
     if records.is_empty() {
         return Vec::new();
@@ -787,10 +781,7 @@ fn left_out_line(left_out: &[String]) -> String {
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::Servers(s) => Some((s, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<ServersCase>().map(|s| (s, c)))
         .collect();
     if servers.is_empty() {
         return Vec::new();
@@ -972,7 +963,9 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
-        let Case::Micro(m) = &cell.case else { continue };
+        let Some(m) = cell.case.get::<MicroCase>() else {
+            continue;
+        };
         if m.bench != crate::case::Bench::Memlat {
             continue;
         }
@@ -1156,9 +1149,10 @@ pub fn drawable(cells: &[CellSummary]) -> (Vec<CellSummary>, Vec<String>) {
     let drawn = cells
         .iter()
         .filter(|c| {
-            let why = match c.case {
-                Case::Servers(_) => None,
-                _ => minority_served(c),
+            let why = if c.case.as_workload().charts_judge_minority() {
+                None
+            } else {
+                minority_served(c)
             };
             if let Some(why) = &why {
                 left_out.push(format!("{} ({why})", c.label));
@@ -1175,6 +1169,7 @@ mod tests {
     use super::super::cells::summarize_run;
     use super::super::cells::tests::{run_data, stream_case};
     use super::*;
+    use crate::case::Case;
 
     fn records_case(mode: RecordsMode, record_size: u64, records: usize) -> Case {
         Case::NetRecords(RecordsCase {

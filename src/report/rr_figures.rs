@@ -6,7 +6,7 @@
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
 use super::figures::{mode_style, point, Provenance};
-use crate::case::{format_bytes, Case, RrCase};
+use crate::case::{format_bytes, RrCase};
 use crate::net::workload::rr::CDF_QUANTILES;
 use crate::observation::Role;
 
@@ -40,10 +40,7 @@ fn median(cell: &CellSummary, name: &str) -> Option<f64> {
 pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let rr: Vec<(&RrCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRr(r) => Some((r, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<RrCase>().map(|r| (r, c)))
         .collect();
     if rr.is_empty() {
         return Vec::new();
@@ -251,6 +248,7 @@ mod tests {
     use super::super::cells::summarize_run;
     use super::super::cells::tests::run_data;
     use super::*;
+    use crate::case::Case;
     use crate::case::{CopyMode, Endpoint, RrKind};
     use crate::observation::{Metric, Source};
 
