@@ -121,6 +121,10 @@ impl super::Workload for MicroCase {
         1.0
     }
 
+    fn duration_known(&self) -> bool {
+        false
+    }
+
     fn headline(&self) -> super::Headline {
         MicroCase::headline(self)
     }

@@ -89,6 +89,12 @@ pub trait Workload: Any + std::fmt::Debug {
     /// Roughly how long one cell takes, in seconds, set-up included (the progress ETA).
     fn planned_seconds(&self) -> f64;
 
+    /// Whether `planned_seconds` is known before the cell runs; a microbenchmark's is not (a
+    /// run's announced estimate counts such cells instead of guessing them).
+    fn duration_known(&self) -> bool {
+        true
+    }
+
     /// Seconds of measured windows and warm-ups one cell asks for (0 for a workload without
     /// a window of its own).
     fn window_seconds(&self) -> f64 {

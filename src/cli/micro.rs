@@ -7,6 +7,7 @@ use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_size};
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Bench, Settings};
+use crate::observation::names;
 use crate::observation::{Observation, Role};
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -582,15 +583,15 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
     if let Some(obs) = records
         .iter()
         .map(|r| &r.observation)
-        .find(|o| o.value("timer_overhead_ns", Role::System).is_some())
+        .find(|o| o.value(names::TIMER_OVERHEAD_NS, Role::System).is_some())
     {
         out.push('\n');
         out.push_str(&super::output::wrap(
             &format!(
                 "subtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})",
-                num(obs.value("timer_overhead_ns", Role::System)),
-                num(obs.value("loop_overhead_ns", Role::System)),
-                obs.value("clock_tsc_hz", Role::System)
+                num(obs.value(names::TIMER_OVERHEAD_NS, Role::System)),
+                num(obs.value(names::LOOP_OVERHEAD_NS, Role::System)),
+                obs.value(names::CLOCK_TSC_HZ, Role::System)
                     .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
                         "TSC at {:.3} GHz",
                         hz / 1e9
@@ -678,7 +679,7 @@ fn memlat_levels(records: &[Record]) -> String {
         .filter_map(|r| {
             Some((
                 size_of(r, "size_bytes")?,
-                r.observation.value("latency_ns", Role::System)?,
+                r.observation.value(names::LATENCY_NS, Role::System)?,
             ))
         })
         .collect();
@@ -691,7 +692,11 @@ fn memlat_levels(records: &[Record]) -> String {
         .filter(|r| is_bench(r, Bench::Memlat, None))
         .flat_map(|r| {
             let v = |name: &str| r.observation.value(name, Role::System);
-            match (size_of(r, "size_bytes"), v("latency_ns_mean"), v("latency_ns_stddev")) {
+            match (
+                size_of(r, "size_bytes"),
+                v(names::LATENCY_NS_MEAN),
+                v(names::LATENCY_NS_STDDEV),
+            ) {
                 (Some(size), Some(mean), Some(sd)) => micro::levels::cvs_of(size, &[mean], &[sd]),
                 _ => Vec::new(),
             }
@@ -714,8 +719,8 @@ fn cache_knee(records: &[Record]) -> String {
             .filter_map(|r| Some((size_of(r, "file_bytes")?, r.observation.value(name, Role::System)?)))
             .collect()
     };
-    let resident = read("resident_fraction");
-    let times = read("read_time_per_mib_us");
+    let resident = read(names::RESIDENT_FRACTION);
+    let times = read(names::READ_TIME_PER_MIB_US);
     let Some(largest) = resident.iter().map(|p| p.0).max() else {
         return String::new();
     };

@@ -7,6 +7,7 @@
 use super::error::usage;
 use super::output::Table;
 use super::run::{self, Destination, RunFlags};
+use crate::observation::names;
 use crate::report::{self, fmt_num};
 use crate::store::{Store, StoreError, DEFAULT_DB_PATH};
 use crate::sweep::Plan;
@@ -512,7 +513,9 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
                     these
                         .iter()
                         .find(|(_, s)| &s.path(false) == mode && s.size == *size)
-                        .map_or("-".into(), |(c, _)| median_text(c, "throughput_gbps", Role::System)),
+                        .map_or("-".into(), |(c, _)| {
+                            median_text(c, names::THROUGHPUT_GBPS, Role::System)
+                        }),
                 );
             }
             table.row(row);
@@ -531,9 +534,9 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
             table.row(vec![
                 format!("{} {}", r.kind.as_str(), r.path()),
                 format!("{}/{}", format_bytes(r.request_size), format_bytes(r.response_size)),
-                median_text(c, "transactions_per_s", Role::System),
-                median_text(c, "latency_p50_us", Role::Client),
-                median_text(c, "latency_p99_us", Role::Client),
+                median_text(c, names::TRANSACTIONS_PER_S, Role::System),
+                median_text(c, names::LATENCY_P50_US, Role::Client),
+                median_text(c, names::LATENCY_P99_US, Role::Client),
             ]);
         }
         out.push_str(&table.render());

@@ -10,6 +10,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
@@ -40,13 +41,13 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     let variant = case.option("variant").unwrap_or("seq_read");
     match statfs::fs_type(scratch.path()) {
         Ok(fs) => {
-            harness::push_value(&mut obs, "fs_type_magic", "f_type", fs.magic as f64);
+            harness::push_value(&mut obs, names::FS_TYPE_MAGIC, "f_type", fs.magic as f64);
             if let Some(note) = filesystem_note(fs, variant == "cache_read") {
                 obs.warn(WarningKind::Substituted, note);
             }
         }
         Err(e) => obs.push(Metric::unavailable(
-            "fs_type_magic",
+            names::FS_TYPE_MAGIC,
             Role::System,
             "f_type",
             format!("statfs failed: {e}"),
@@ -179,8 +180,8 @@ fn direct_reads(
         per_read_us.push(ns / 1000.0 / reads as f64);
         mib_s.push(reads as f64 * BLOCK as f64 / MIB / (ns / 1e9));
     }
-    push_summary(obs, "time_per_read_us", "us", &per_read_us, Source::Tool);
-    push_summary(obs, "bandwidth_mib_s", "MiB/s", &mib_s, Source::Tool);
+    push_summary(obs, names::TIME_PER_READ_US, "us", &per_read_us, Source::Tool);
+    push_summary(obs, names::BANDWIDTH_MIB_S, "MiB/s", &mib_s, Source::Tool);
     push_value(obs, "o_direct", "bool", if direct { 1.0 } else { 0.0 });
     Ok(())
 }
@@ -212,14 +213,14 @@ fn cache_read(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut O
         let t1 = harness::now();
         us_per_mib.push(harness::interval_ns(t0, t1) / 1000.0 / (bytes as f64 / MIB));
     }
-    push_summary(obs, "read_time_per_mib_us", "us", &us_per_mib, Source::Tool);
+    push_summary(obs, names::READ_TIME_PER_MIB_US, "us", &us_per_mib, Source::Tool);
     // Whether the file really stayed in the page cache: time alone cannot tell a cached file
     // read from DRAM from one read off a fast disk.
     let map = FileMap::open(&file, size as usize)?;
     let pages = (size as usize).div_ceil(crate::sys::mem::page_size());
     push_value(
         obs,
-        "resident_fraction",
+        names::RESIDENT_FRACTION,
         "ratio",
         map.resident_pages()? as f64 / pages as f64,
     );
@@ -296,7 +297,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut O
         aggregate.push(total as f64 / MIB / (slowest.max(1) as f64 / 1e9));
     }
     push_summary(obs, "bandwidth_per_proc_mib_s", "MiB/s", &per_proc, Source::Tool);
-    push_summary(obs, "bandwidth_total_mib_s", "MiB/s", &aggregate, Source::Tool);
+    push_summary(obs, names::BANDWIDTH_TOTAL_MIB_S, "MiB/s", &aggregate, Source::Tool);
     push_value(obs, "o_direct", "bool", if direct_everywhere { 1.0 } else { 0.0 });
     Ok(())
 }

@@ -187,3 +187,145 @@ pub const ALL: &[&str] = &[
     ZEROCOPY_NOT_COPIED_FRACTION,
     FAKE_VALUE,
 ];
+
+/// Names that are not constants but differ from one by a character or two on purpose (the
+/// other percentiles, the other unit): the typo check below lets them through.
+#[cfg(test)]
+const NEIGHBOURS: &[&str] = &[
+    "close_p99_us",
+    "connect_p99_us",
+    "exchange_p99_us",
+    "involuntary_switches",
+    "latency_",
+    "latency_p1_us",
+    "latency_p10_us",
+    "latency_p25_us",
+    "latency_p75_us",
+    "latency_p95_us",
+    "latency_p9999_us",
+    "round_trip_ns",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Bench, FakeBehaviour, FakeCase, MicroCase, Workload};
+    use crate::stop::Stop;
+    use std::path::Path;
+
+    /// Edits (insert, delete, substitute) from `a` to `b`, stopping early past 2.
+    fn edits(a: &str, b: &str) -> usize {
+        if a.len().abs_diff(b.len()) > 2 {
+            return 3;
+        }
+        let b: Vec<char> = b.chars().collect();
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut cur = vec![i + 1];
+            for (j, cb) in b.iter().enumerate() {
+                cur.push((prev[j + 1] + 1).min(cur[j] + 1).min(prev[j] + usize::from(ca != *cb)));
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+
+    #[test]
+    fn constants_are_unique_snake_case_names() {
+        let mut seen = std::collections::BTreeSet::new();
+        for name in ALL {
+            assert!(seen.insert(*name), "{name} is declared twice");
+            assert!(
+                name.starts_with(|c: char| c.is_ascii_lowercase())
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name} is not snake_case"
+            );
+        }
+        // Built, not written: a literal typo here would be what the next test refuses.
+        assert_eq!(edits(THROUGHPUT_GBPS, &["througput", "_gbps"].concat()), 1);
+        assert_eq!(edits("latency_p50_us", "latency_p50_us"), 0);
+    }
+
+    /// Every string literal of src/ and tests/ that reads like a metric name and is one or two
+    /// characters away from a constant is that constant misspelt (a look-up that finds nothing
+    /// and prints n/a), unless it is a known neighbour.
+    #[test]
+    fn no_literal_is_a_misspelt_metric_name() {
+        fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths = Vec::new();
+        files(&root.join("src"), &mut paths);
+        files(&root.join("tests"), &mut paths);
+        assert!(paths.len() > 100, "found only {} source files", paths.len());
+        let mut typos = Vec::new();
+        for path in &paths {
+            let text = std::fs::read_to_string(path).unwrap();
+            for (line_no, line) in text.lines().enumerate() {
+                // The text between pairs of quotes: every literal of the line (and, harmlessly,
+                // what lies between two literals, which holds no quote-delimited name).
+                for literal in line.split('"').skip(1).step_by(2) {
+                    let name_like = literal.contains('_')
+                        && literal.starts_with(|c: char| c.is_ascii_lowercase())
+                        && literal
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                    // A repeated figure's companions: `time_per_call_ns_n`, `latency_ns_mean`.
+                    let companion = crate::micro::harness::SUMMARY_SUFFIXES
+                        .iter()
+                        .any(|s| literal.strip_suffix(s).is_some_and(|base| ALL.contains(&base)));
+                    if !name_like || ALL.contains(&literal) || NEIGHBOURS.contains(&literal) || companion {
+                        continue;
+                    }
+                    if let Some(near) = ALL.iter().find(|n| edits(literal, n) <= 2) {
+                        typos.push(format!(
+                            "{}:{}: \"{literal}\" (did you mean names::{}?)",
+                            path.strip_prefix(root).unwrap_or(path).display(),
+                            line_no + 1,
+                            near.to_uppercase()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(
+            typos.is_empty(),
+            "literals one or two characters from a metric name:\n{}",
+            typos.join("\n")
+        );
+    }
+
+    /// The headline a case declares is a metric its workload produces, with a value: the fake
+    /// workload and the quick microbenchmarks that need no privileges, a network or a file
+    /// system (their producers and `MicroCase::headline` both spell the constants).
+    #[test]
+    fn workloads_produce_the_headline_their_cases_declare() {
+        let fake = FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Ok { value: 7 },
+        };
+        let obs = crate::fake::run(&fake, Stop::fresh()).unwrap();
+        let headline = fake.headline();
+        assert_eq!(obs.value(headline.name, headline.role), Some(7.0));
+        for bench in [Bench::Timer, Bench::Call, Bench::Syscall] {
+            let case = MicroCase::new(bench, vec![("quick", "1".into())]);
+            let headline = case.headline();
+            assert!(ALL.contains(&headline.name), "{}", headline.name);
+            let obs = crate::micro::run_case(&case, Stop::fresh()).unwrap();
+            let metric = obs
+                .get(headline.name, headline.role)
+                .unwrap_or_else(|| panic!("{}: no {}", case.label(), headline.name));
+            assert_eq!(metric.unit, headline.unit, "{}", case.label());
+        }
+    }
+}

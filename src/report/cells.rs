@@ -3,6 +3,7 @@
 
 use crate::case::Case;
 use crate::measure::stats::{summarize, Summary};
+use crate::observation::names;
 use crate::observation::{Observation, Role, Warning};
 use crate::store::RunData;
 
@@ -76,9 +77,9 @@ impl CellSummary {
 
 /// Metrics summed over client and server per repetition: the whole cost of moving a byte.
 pub const TOTALS: [(&str, &str); 3] = [
-    ("cycles_per_byte", "total_cycles_per_byte"),
-    ("context_switches_per_msg", "total_context_switches_per_msg"),
-    ("cache_misses_per_kib", "total_cache_misses_per_kib"),
+    (names::CYCLES_PER_BYTE, names::TOTAL_CYCLES_PER_BYTE),
+    (names::CONTEXT_SWITCHES_PER_MSG, names::TOTAL_CONTEXT_SWITCHES_PER_MSG),
+    (names::CACHE_MISSES_PER_KIB, names::TOTAL_CACHE_MISSES_PER_KIB),
 ];
 
 fn metric_cell(observations: &[&Observation], name: &str, role: Role) -> Option<MetricCell> {

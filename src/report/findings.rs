@@ -14,6 +14,7 @@ use super::cells::{headline, CellSummary, NOISY_CV};
 use super::compare::{mann_whitney, ALPHA};
 use super::crossover::{repetitions_text, testable, Crossover, CrossoverRow};
 use crate::case::{format_bytes, Case, CopyMode, Endpoint, MicroCase, StreamCase};
+use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
 
@@ -212,10 +213,10 @@ fn capitalized(line: &str) -> String {
 /// The headline metric's name as a word.
 fn metric_word(name: &str) -> &str {
     match name {
-        "throughput_gbps" => "throughput",
-        "requests_per_s" => "requests/s",
-        "transactions_per_s" => "transactions/s",
-        "latency_ns" => "latency",
+        names::THROUGHPUT_GBPS => "throughput",
+        names::REQUESTS_PER_S => "requests/s",
+        names::TRANSACTIONS_PER_S => "transactions/s",
+        names::LATENCY_NS => "latency",
         other => other,
     }
 }
@@ -229,7 +230,7 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
         if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
-                if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
+                if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
             }
@@ -670,13 +671,13 @@ fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGr
             .iter()
             .find(|(k, _)| k == "size_bytes")
             .and_then(|(_, v)| v.parse::<u64>().ok());
-        if let (Some(size), Some(metric)) = (size, cell.metric("latency_ns", Role::System)) {
+        if let (Some(size), Some(metric)) = (size, cell.metric(names::LATENCY_NS, Role::System)) {
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
         if let (Some(size), Some(mean), Some(sd)) = (
             size,
-            cell.metric("latency_ns_mean", Role::System),
-            cell.metric("latency_ns_stddev", Role::System),
+            cell.metric(names::LATENCY_NS_MEAN, Role::System),
+            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
         ) {
             cvs.extend(crate::micro::levels::cvs_of(size, &mean.values, &sd.values));
         }

@@ -189,7 +189,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
         if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
-                if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
+                if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
             }

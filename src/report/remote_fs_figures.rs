@@ -7,12 +7,13 @@ use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::figures::{point, Provenance};
 use crate::case::{format_bytes, Bench, MicroCase};
+use crate::observation::names;
 use crate::observation::Role;
 
 /// The two sides drawn: figure name, series name, colour, style.
 const SIDES: [(&str, &str, usize, usize); 2] = [
-    ("local_time_per_read_us", "local", 0, 0),
-    ("remote_time_per_read_us", "remote (sshfs)", 1, 1),
+    (names::LOCAL_TIME_PER_READ_US, "local", 0, 0),
+    (names::REMOTE_TIME_PER_READ_US, "remote (sshfs)", 1, 1),
 ];
 
 fn number(case: &MicroCase, name: &str) -> Option<u64> {
