@@ -62,7 +62,13 @@ impl MicroCase {
     /// The figure a user runs this case for — a time per operation or a bandwidth, never a
     /// setting such as the file system's magic number — and whether higher is better. The
     /// headline of the terminal table, the report, the sweep summary and `compare`.
-    pub fn headline(&self) -> super::Headline {
+    pub fn headline(&self) -> (&'static str, bool) {
+        let h = self.headline_metric();
+        (h.name, h.higher_is_better)
+    }
+
+    /// `headline` with its role and unit (`Workload::headline`).
+    pub fn headline_metric(&self) -> super::Headline {
         use crate::observation::names::*;
         let variant = self.option("variant").unwrap_or_default();
         let (name, unit, higher_is_better) = match (self.bench, variant) {
@@ -126,7 +132,7 @@ impl super::Workload for MicroCase {
     }
 
     fn headline(&self) -> super::Headline {
-        MicroCase::headline(self)
+        self.headline_metric()
     }
 
     fn kind_headline(&self) -> Option<&'static str> {

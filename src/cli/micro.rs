@@ -615,9 +615,7 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
 /// What a figure depends on that its label does not say: the size of the process that forked
 /// (proc) and how much one C-library call handled (membw).
 fn how_measured(r: &Record) -> Option<String> {
-    let Some(c) = r.case.get::<MicroCase>() else {
-        return None;
-    };
+    let c = r.case.get::<MicroCase>()?;
     let v = |name: &str| r.observation.value(name, Role::System);
     let variant = c.option("variant").unwrap_or("");
     match c.bench {

@@ -9,23 +9,24 @@ use crate::net::workload::{records, rr, stream};
 use crate::observation::Role;
 use crate::store::Record;
 
+/// A workload's terminal table of its records (`--wide` in the view).
+pub type Table = fn(&[Record], View) -> String;
+
+/// A workload's own check of a case read back from the database, with the memory this process
+/// may still use (None: unknown).
+pub type Check = fn(&Case, Option<u64>) -> Result<(), String>;
+
 /// What the CLI does with the cases of one workload kind.
 #[derive(Clone, Copy)]
 pub struct WorkloadCli {
-    /// The terminal table of its records (`--wide` in the view).
-    pub table: fn(&[Record], View) -> String,
-    /// The workload's own check of a case read back from the database, with the memory this
-    /// process may still use (None: unknown).
-    pub check: fn(&Case, Option<u64>) -> Result<(), String>,
+    pub table: Table,
+    pub check: Check,
 }
 
 /// The CLI's side of a workload kind (`net-stream`, `net-rr`, …); None for a kind this build
 /// does not know.
 pub fn of(kind: &str) -> Option<WorkloadCli> {
-    let (table, check): (
-        fn(&[Record], View) -> String,
-        fn(&Case, Option<u64>) -> Result<(), String>,
-    ) = match kind {
+    let (table, check): (Table, Check) = match kind {
         "net-stream" => (super::net::render_stream_table, check_stream),
         "net-rr" | "net-crr" => (super::rr::render_rr_table, |c, _| rr::check_case(typed::<RrCase>(c)?)),
         "net-records" => (super::records::render_records_table, check_records),

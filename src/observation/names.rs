@@ -319,7 +319,7 @@ mod tests {
         assert_eq!(obs.value(headline.name, headline.role), Some(7.0));
         for bench in [Bench::Timer, Bench::Call, Bench::Syscall] {
             let case = MicroCase::new(bench, vec![("quick", "1".into())]);
-            let headline = case.headline();
+            let headline = Workload::headline(&case);
             assert!(ALL.contains(&headline.name), "{}", headline.name);
             let obs = crate::micro::run_case(&case, Stop::fresh()).unwrap();
             let metric = obs
