@@ -147,3 +147,95 @@ pub trait Workload: Any + std::fmt::Debug {
 pub(super) fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{
+        Bench, Case, FakeBehaviour, FakeCase, MicroCase, Model, RecordsCase, Request, RrCase, ServersCase, StreamCase,
+    };
+    use crate::observation::names;
+
+    fn case(json: &str) -> Case {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// Each case answers as its workload: the kind is its JSON tag (crr says so), `get` finds
+    /// only its own type, and what the report and the CLI used to match out of each variant
+    /// (headline, pinning, passes, the findings' words) comes from the trait.
+    #[test]
+    fn every_case_answers_as_its_workload() {
+        let stream = case(
+            r#"{"workload":"net-stream","mode":"zero-copy","size":65536,"fields":8,"threads":2,"duration_ms":5000,"warmup_ms":1000,"client_cpus":[0,1],"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#,
+        );
+        let crr = case(
+            r#"{"workload":"net-rr","kind":"crr","mode":"sendfile","request_size":64,"response_size":1024,"fields":1,"inflight":1,"threads":1,"rate":null,"duration_ms":100,"warmup_ms":0,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#,
+        );
+        let records = case(
+            r#"{"workload":"net-records","mode":"zero-copy","record_size":128,"records":16,"table_bytes":1048576,"pick":"random","outstanding":8,"threads":1,"duration_ms":1000,"warmup_ms":100,"client_cpus":null,"server_cpus":null,"verify":true,"endpoint":{"kind":"netns","port":0},"perf":false}"#,
+        );
+        let servers = Case::Servers(ServersCase::new(Model::Epoll, Request::Echo(64), 1, 100));
+        let micro = Case::Micro(MicroCase::new(Bench::Memlat, vec![("size_bytes", "16384".into())]));
+        let fake = Case::Fake(FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Sleep { ms: 250 },
+        });
+
+        let kinds: Vec<&str> = [&stream, &crr, &records, &servers, &micro, &fake]
+            .iter()
+            .map(|c| c.workload())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["net-stream", "net-crr", "net-records", "servers", "micro", "fake"]
+        );
+        assert!(stream.get::<StreamCase>().is_some() && stream.get::<RrCase>().is_none());
+        assert!(crr.get::<RrCase>().is_some() && crr.get::<StreamCase>().is_none());
+        assert!(records.get::<RecordsCase>().is_some() && micro.get::<MicroCase>().is_some());
+        assert!(fake.get::<FakeCase>().is_some() && fake.get::<ServersCase>().is_none());
+
+        let w = stream.as_workload();
+        assert_eq!(w.headline(), Headline::system(names::THROUGHPUT_GBPS, "Gbit/s", true));
+        assert_eq!(w.pinning().client.map(|c| c.to_string()), Some("0-1".to_string()));
+        assert!(w.pinning().any() && !w.sends_by_reference());
+        let contest = w.contest().unwrap();
+        assert_eq!(
+            (
+                contest.group.as_str(),
+                contest.contender.as_str(),
+                contest.x,
+                contest.x_text.as_str()
+            ),
+            ("net stream, 2 threads", "zero-copy", 65536, "64KiB")
+        );
+        assert_eq!((contest.best_word, contest.everywhere), ("fastest", "every size"));
+
+        // crr with counters runs two passes; sendfile without --verify sends by reference.
+        let w = crr.as_workload();
+        assert_eq!((w.passes(), w.planned_seconds()), (2, 0.4));
+        assert!(w.sends_by_reference() && !w.pinning().any());
+        assert_eq!(w.headline().name, names::TRANSACTIONS_PER_S);
+
+        let w = records.as_workload();
+        assert_eq!(w.contest().unwrap().x_text, "16 records");
+        assert_eq!(
+            (w.contest().unwrap().contenders_are, w.contest().unwrap().axis),
+            ("mode", "size")
+        );
+
+        let w = servers.as_workload();
+        assert!(w.charts_judge_minority() && w.passes() == 2);
+        assert_eq!(w.contest().unwrap().x_text, "1 client");
+
+        let w = micro.as_workload();
+        assert!(w.contest().is_none() && w.samples_within_repetition() && !w.duration_known());
+        assert_eq!((w.headline().name, w.headline().unit), (names::LATENCY_NS, "ns"));
+        assert_eq!(w.kind_headline(), None);
+
+        let w = fake.as_workload();
+        assert_eq!(
+            (w.planned_seconds(), w.kind_headline()),
+            (0.25, Some(names::FAKE_VALUE))
+        );
+    }
+}
