@@ -4,7 +4,7 @@
 //! second signal, so tests can check that nothing survives it.
 
 use crate::case::{FakeBehaviour, FakeCase};
-use crate::observation::{Metric, Observation, Role, Source};
+use crate::observation::{names, Metric, Observation, Role, Source};
 use crate::stop::{Interrupted, Stop};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub fn run(case: &FakeCase, stop: Stop) -> anyhow::Result<Observation> {
     let observe = |value: f64| {
         let value = value * scale;
         let mut obs = Observation::default();
-        obs.push(Metric::new("value", Role::System, value, "1", Source::Tool));
+        obs.push(Metric::new(names::FAKE_VALUE, Role::System, value, "1", Source::Tool));
         obs
     };
     match case.behaviour {

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod names;
+
 pub use crate::warning::{Warning, WarningKind};
 
 /// Where a number came from. A missing number is `Unavailable` with the reason, never a 0.

@@ -64,3 +64,32 @@ impl FakeCase {
         ]
     }
 }
+
+impl super::Workload for FakeCase {
+    fn kind(&self) -> &'static str {
+        "fake"
+    }
+
+    fn label(&self) -> String {
+        FakeCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        FakeCase::params(self)
+    }
+
+    fn planned_seconds(&self) -> f64 {
+        match self.behaviour {
+            FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
+            _ => 0.0,
+        }
+    }
+
+    fn headline(&self) -> super::Headline {
+        super::Headline::system(crate::observation::names::FAKE_VALUE, "1", true)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -63,26 +63,34 @@ impl MicroCase {
     /// setting such as the file system's magic number — and whether higher is better. The
     /// headline of the terminal table, the report, the sweep summary and `compare`.
     pub fn headline(&self) -> (&'static str, bool) {
+        let h = self.headline_metric();
+        (h.name, h.higher_is_better)
+    }
+
+    /// `headline` with its role and unit (`Workload::headline`).
+    pub fn headline_metric(&self) -> super::Headline {
+        use crate::observation::names::*;
         let variant = self.option("variant").unwrap_or_default();
-        match (self.bench, variant) {
-            (Bench::Timer, _) => ("timer_read_ns", false),
-            (Bench::Call, _) | (Bench::Syscall, _) => ("time_per_call_ns", false),
-            (Bench::Proc, _) => ("time_per_process_us", false),
-            (Bench::Thread, "start_latency") => ("thread_start_latency_us", false),
-            (Bench::Thread, _) => ("time_per_thread_us", false),
-            (Bench::Ctxswitch, _) => ("time_per_switch_ns", false),
-            (Bench::Memlat, _) => ("latency_ns", false),
-            (Bench::Membw, _) => ("bandwidth_gib_s", true),
-            (Bench::Pagefault, "major") => ("time_per_fault_us", false),
-            (Bench::Pagefault, _) => ("time_per_fault_ns", false),
-            (Bench::Tcp, "bandwidth") => ("bandwidth_gbps", true),
-            (Bench::Tcp, "connect") => ("connect_time_us", false),
-            (Bench::Tcp, "teardown") => ("teardown_time_us", false),
-            (Bench::Tcp, _) => ("round_trip_us", false),
-            (Bench::Fs, "cache_read") => ("read_time_per_mib_us", false),
-            (Bench::Fs, "contention") => ("bandwidth_total_mib_s", true),
-            (Bench::Fs, _) => ("time_per_read_us", false),
-        }
+        let (name, unit, higher_is_better) = match (self.bench, variant) {
+            (Bench::Timer, _) => (TIMER_READ_NS, "ns", false),
+            (Bench::Call, _) | (Bench::Syscall, _) => (TIME_PER_CALL_NS, "ns", false),
+            (Bench::Proc, _) => (TIME_PER_PROCESS_US, "us", false),
+            (Bench::Thread, "start_latency") => (THREAD_START_LATENCY_US, "us", false),
+            (Bench::Thread, _) => (TIME_PER_THREAD_US, "us", false),
+            (Bench::Ctxswitch, _) => (TIME_PER_SWITCH_NS, "ns", false),
+            (Bench::Memlat, _) => (LATENCY_NS, "ns", false),
+            (Bench::Membw, _) => (BANDWIDTH_GIB_S, "GiB/s", true),
+            (Bench::Pagefault, "major") => (TIME_PER_FAULT_US, "us", false),
+            (Bench::Pagefault, _) => (TIME_PER_FAULT_NS, "ns", false),
+            (Bench::Tcp, "bandwidth") => (BANDWIDTH_GBPS, "Gbit/s", true),
+            (Bench::Tcp, "connect") => (CONNECT_TIME_US, "us", false),
+            (Bench::Tcp, "teardown") => (TEARDOWN_TIME_US, "us", false),
+            (Bench::Tcp, _) => (ROUND_TRIP_US, "us", false),
+            (Bench::Fs, "cache_read") => (READ_TIME_PER_MIB_US, "us", false),
+            (Bench::Fs, "contention") => (BANDWIDTH_TOTAL_MIB_S, "MiB/s", true),
+            (Bench::Fs, _) => (TIME_PER_READ_US, "us", false),
+        };
+        super::Headline::system(name, unit, higher_is_better)
     }
 
     /// `bench`, then one column per known option (empty when unset), then any other options.
@@ -99,6 +107,44 @@ impl MicroCase {
             .collect();
         out.push(("other_options", other.join(" ")));
         out
+    }
+}
+
+impl super::Workload for MicroCase {
+    fn kind(&self) -> &'static str {
+        "micro"
+    }
+
+    fn label(&self) -> String {
+        MicroCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        MicroCase::params(self)
+    }
+
+    fn planned_seconds(&self) -> f64 {
+        1.0
+    }
+
+    fn duration_known(&self) -> bool {
+        false
+    }
+
+    fn headline(&self) -> super::Headline {
+        self.headline_metric()
+    }
+
+    fn kind_headline(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn samples_within_repetition(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -39,6 +39,7 @@ mod request;
 mod rr;
 mod servers;
 mod stream;
+mod workload;
 
 pub use align::{Align, MISALIGNED_OFFSET};
 pub use bench::Bench;
@@ -52,6 +53,7 @@ pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
+pub use workload::{Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
 
@@ -69,31 +71,32 @@ pub enum Case {
 }
 
 impl Case {
+    /// The case as its workload: the one match on `Case` (everything else asks the trait).
+    pub fn as_workload(&self) -> &dyn Workload {
+        match self {
+            Case::NetStream(c) => c,
+            Case::NetRecords(c) => c,
+            Case::Servers(c) => c,
+            Case::Micro(c) => c,
+            Case::NetRr(c) => c,
+            Case::Fake(c) => c,
+        }
+    }
+
+    /// The case of one workload type, when it is one (`case.get::<StreamCase>()`): for what
+    /// only that workload has, such as its own charts.
+    pub fn get<T: Workload>(&self) -> Option<&T> {
+        self.as_workload().as_any().downcast_ref::<T>()
+    }
+
     /// The workload's name as the CLI spells it (`net-stream`, `servers`, `micro`).
     pub fn workload(&self) -> &'static str {
-        match self {
-            Case::NetStream(_) => "net-stream",
-            Case::NetRecords(_) => "net-records",
-            Case::Servers(_) => "servers",
-            Case::Micro(_) => "micro",
-            Case::NetRr(c) => match c.kind {
-                RrKind::Rr => "net-rr",
-                RrKind::Crr => "net-crr",
-            },
-            Case::Fake(_) => "fake",
-        }
+        self.as_workload().kind()
     }
 
     /// A short human label, unique within a sweep grid (e.g. `one-copy 64KiB t2`).
     pub fn label(&self) -> String {
-        match self {
-            Case::NetStream(c) => c.label(),
-            Case::NetRecords(c) => c.label(),
-            Case::Servers(c) => c.label(),
-            Case::Micro(c) => c.label(),
-            Case::NetRr(c) => c.label(),
-            Case::Fake(c) => c.label(),
-        }
+        self.as_workload().label()
     }
 
     /// A stable text key (canonical JSON) used to match cells across runs and on resume.
@@ -104,39 +107,17 @@ impl Case {
     /// How many windows one cell runs: rr, crr and servers with counters on run a latency pass
     /// without per-thread perf events and then a counting pass with them (docs/methodology.md).
     pub fn passes(&self) -> u32 {
-        match self {
-            Case::NetRr(c) if c.perf => 2,
-            Case::Servers(c) if c.perf => 2,
-            _ => 1,
-        }
+        self.as_workload().passes()
     }
 
     /// Roughly how long one cell of this case takes, in seconds, for the progress ETA.
     pub fn planned_seconds(&self) -> f64 {
-        match self {
-            Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
-            // Filling the table takes about a second per GiB.
-            Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
-            Case::Servers(c) => self.passes() as f64 * ((c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1),
-            Case::Micro(_) => 1.0,
-            Case::NetRr(c) => self.passes() as f64 * (c.session_ms() as f64 / 1e3 + 0.1),
-            Case::Fake(c) => match c.behaviour {
-                FakeBehaviour::Sleep { ms } | FakeBehaviour::Stubborn { ms } => ms as f64 / 1e3,
-                _ => 0.0,
-            },
-        }
+        self.as_workload().planned_seconds()
     }
 
     /// The case's parameters as flat (name, value) pairs, for table and CSV columns.
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Case::NetStream(c) => c.params(),
-            Case::NetRecords(c) => c.params(),
-            Case::Servers(c) => c.params(),
-            Case::Micro(c) => c.params(),
-            Case::NetRr(c) => c.params(),
-            Case::Fake(c) => c.params(),
-        }
+        self.as_workload().params()
     }
 }
 

@@ -155,6 +155,62 @@ impl RecordsCase {
     }
 }
 
+impl super::Workload for RecordsCase {
+    fn kind(&self) -> &'static str {
+        "net-records"
+    }
+
+    fn label(&self) -> String {
+        RecordsCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        RecordsCase::params(self)
+    }
+
+    /// Filling the table takes about a second per GiB.
+    fn planned_seconds(&self) -> f64 {
+        (self.warmup_ms + self.duration_ms) as f64 / 1e3 + 0.05 + self.table_bytes as f64 / 1e9
+    }
+
+    fn window_seconds(&self) -> f64 {
+        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+    }
+
+    fn pinning(&self) -> super::Pinning<'_> {
+        super::Pinning {
+            client: self.client_cpus.as_ref(),
+            server: self.server_cpus.as_ref(),
+        }
+    }
+
+    fn headline(&self) -> super::Headline {
+        super::Headline::system(crate::observation::names::RESPONSES_PER_S, "responses/s", true)
+    }
+
+    fn contest(&self) -> Option<super::Contest> {
+        Some(super::Contest {
+            group: format!(
+                "net records, {} records, {} outstanding, {}",
+                format_bytes(self.record_size),
+                self.outstanding,
+                super::workload::count(self.threads, "thread")
+            ),
+            contender: self.mode.to_string(),
+            x: self.records as u64,
+            x_text: super::workload::count(self.records, "record"),
+            contenders_are: "mode",
+            axis: "size",
+            everywhere: "every load",
+            best_word: "best",
+        })
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

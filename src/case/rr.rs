@@ -177,6 +177,79 @@ impl RrCase {
     }
 }
 
+impl super::Workload for RrCase {
+    fn kind(&self) -> &'static str {
+        match self.kind {
+            RrKind::Rr => "net-rr",
+            RrKind::Crr => "net-crr",
+        }
+    }
+
+    fn label(&self) -> String {
+        RrCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        RrCase::params(self)
+    }
+
+    fn passes(&self) -> u32 {
+        if self.perf {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn planned_seconds(&self) -> f64 {
+        super::Workload::passes(self) as f64 * (self.session_ms() as f64 / 1e3 + 0.1)
+    }
+
+    fn window_seconds(&self) -> f64 {
+        super::Workload::passes(self) as f64 * (self.duration_ms + self.warmup_ms) as f64 / 1e3
+    }
+
+    fn pinning(&self) -> super::Pinning<'_> {
+        super::Pinning {
+            client: self.client_cpus.as_ref(),
+            server: self.server_cpus.as_ref(),
+        }
+    }
+
+    fn headline(&self) -> super::Headline {
+        super::Headline::system(crate::observation::names::TRANSACTIONS_PER_S, "txn/s", true)
+    }
+
+    fn contest(&self) -> Option<super::Contest> {
+        Some(super::Contest {
+            group: format!(
+                "net {}, {} responses, {} in flight, {}{}",
+                self.kind.as_str(),
+                format_bytes(self.response_size),
+                self.inflight,
+                super::workload::count(self.threads, "thread"),
+                self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
+            ),
+            // The send mode, with the receive mode when it is not the usual pairing.
+            contender: self.path(),
+            x: self.request_size,
+            x_text: format!("{} requests", format_bytes(self.request_size)),
+            contenders_are: "mode",
+            axis: "size",
+            everywhere: "every size",
+            best_word: "fastest",
+        })
+    }
+
+    fn sends_by_reference(&self) -> bool {
+        self.mode.sends_by_reference(self.verify)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

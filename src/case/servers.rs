@@ -84,6 +84,68 @@ impl ServersCase {
     }
 }
 
+impl super::Workload for ServersCase {
+    fn kind(&self) -> &'static str {
+        "servers"
+    }
+
+    fn label(&self) -> String {
+        ServersCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        ServersCase::params(self)
+    }
+
+    fn passes(&self) -> u32 {
+        if self.perf {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn planned_seconds(&self) -> f64 {
+        super::Workload::passes(self) as f64 * ((self.warmup_ms + self.duration_ms) as f64 / 1e3 + 0.1)
+    }
+
+    fn window_seconds(&self) -> f64 {
+        super::Workload::passes(self) as f64 * (self.duration_ms + self.warmup_ms) as f64 / 1e3
+    }
+
+    fn pinning(&self) -> super::Pinning<'_> {
+        super::Pinning {
+            client: self.client_cpus.as_ref(),
+            server: self.server_cpus.as_ref(),
+        }
+    }
+
+    fn headline(&self) -> super::Headline {
+        super::Headline::system(crate::observation::names::REQUESTS_PER_S, "req/s", true)
+    }
+
+    fn contest(&self) -> Option<super::Contest> {
+        Some(super::Contest {
+            group: format!("servers, {}", self.request),
+            contender: self.model.to_string(),
+            x: self.clients as u64,
+            x_text: super::workload::count(self.clients, "client"),
+            contenders_are: "model",
+            axis: "load",
+            everywhere: "every load",
+            best_word: "best",
+        })
+    }
+
+    fn charts_judge_minority(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -287,6 +287,69 @@ impl StreamCase {
     }
 }
 
+impl super::Workload for StreamCase {
+    fn kind(&self) -> &'static str {
+        "net-stream"
+    }
+
+    fn label(&self) -> String {
+        StreamCase::label(self)
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        StreamCase::params(self)
+    }
+
+    fn planned_seconds(&self) -> f64 {
+        (self.warmup_ms + self.duration_ms) as f64 / 1e3 + 0.05
+    }
+
+    fn window_seconds(&self) -> f64 {
+        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+    }
+
+    fn pinning(&self) -> super::Pinning<'_> {
+        super::Pinning {
+            client: self.client_cpus.as_ref(),
+            server: self.server_cpus.as_ref(),
+        }
+    }
+
+    fn headline(&self) -> super::Headline {
+        super::Headline::system(crate::observation::names::THROUGHPUT_GBPS, "Gbit/s", true)
+    }
+
+    fn contest(&self) -> Option<super::Contest> {
+        Some(super::Contest {
+            group: format!("net stream, {}", super::workload::count(self.threads, "thread")),
+            // The send mode, with the receive mode when it is not the usual pairing.
+            contender: self.path(false),
+            x: self.size,
+            x_text: format_bytes(self.size),
+            contenders_are: "mode",
+            axis: "size",
+            everywhere: "every size",
+            best_word: "fastest",
+        })
+    }
+
+    fn sends_by_reference(&self) -> bool {
+        self.mode.sends_by_reference(self.verify)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl CopyMode {
+    /// Whether this mode, with or without --verify, sends by reference (`Workload::
+    /// sends_by_reference`): sendfile and splice without --verify.
+    pub fn sends_by_reference(self, verify: bool) -> bool {
+        matches!(self, CopyMode::Sendfile | CopyMode::Splice) && !verify
+    }
+}
+
 #[cfg(test)]
 mod endpoint_tests {
     use super::*;

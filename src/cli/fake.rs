@@ -6,7 +6,7 @@ use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values::parse_duration;
 use crate::case::{Case, FakeBehaviour, FakeCase};
-use crate::observation::Role;
+use crate::observation::{names, Role};
 use crate::store::Record;
 use crate::sweep::Plan;
 use clap::Args;
@@ -71,7 +71,7 @@ pub fn table(records: &[Record], _view: super::output::View) -> String {
         t.row(vec![
             r.label.clone(),
             r.repetition.to_string(),
-            num(r.observation.value("value", Role::System)),
+            num(r.observation.value(names::FAKE_VALUE, Role::System)),
         ]);
     }
     t.render()

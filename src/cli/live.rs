@@ -15,7 +15,7 @@
 //! or stop is a mistake worth saying, and a pipe must never receive escape codes.
 
 use super::error::usage;
-use crate::case::{format_bytes, Case};
+use crate::case::{format_bytes, Case, StreamCase};
 use crate::observation::Role;
 use crate::stop::Stop;
 use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
@@ -52,14 +52,13 @@ pub fn check_terminal() -> anyhow::Result<()> {
 pub fn experiment_cpus(plan: &Plan) -> Vec<usize> {
     let mut cpus: Vec<usize> = Vec::new();
     for case in &plan.cases {
-        let lists = match case {
-            Case::NetStream(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::NetRecords(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::Servers(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::NetRr(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::Micro(_) | Case::Fake(_) => [None, None],
-        };
-        cpus.extend(lists.into_iter().flatten().flat_map(|l| l.iter().copied()));
+        let pinning = case.as_workload().pinning();
+        cpus.extend(
+            [pinning.client, pinning.server]
+                .into_iter()
+                .flatten()
+                .flat_map(|l| l.iter().copied()),
+        );
     }
     cpus.sort_unstable();
     cpus.dedup();
@@ -351,12 +350,13 @@ impl LiveView {
             cell_started: Some(Instant::now()),
             placement,
             warmup: plan.warmup_cell,
-            metric: plan.cases.first().map_or("headline metric", |c| match c {
-                // latency_ns, or the first system metric of a benchmark without it.
-                Case::Micro(_) => "headline metric",
-                _ => crate::report::cells::headline(c).0,
-            }),
-            stream: !plan.cases.is_empty() && plan.cases.iter().all(|c| matches!(c, Case::NetStream(_))),
+            // A microbenchmark's headline is its bench's: no one name for the title.
+            metric: plan
+                .cases
+                .first()
+                .and_then(|c| c.as_workload().kind_headline())
+                .unwrap_or("headline metric"),
+            stream: !plan.cases.is_empty() && plan.cases.iter().all(|c| c.get::<StreamCase>().is_some()),
             title: format!(
                 "iopath {}{}",
                 plan.cases.first().map_or("", |c| c.workload()),
@@ -573,7 +573,7 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let (mut min_size, mut max_size, mut max_y) = (u64::MAX, 0u64, 0.0f64);
     for (case, values) in s.values.values() {
-        let Case::NetStream(c) = case else { continue };
+        let Some(c) = case.get::<StreamCase>() else { continue };
         let Some(m) = median(values) else { continue };
         let name = format!("{} t{}", c.mode, c.threads);
         series.entry(name).or_default().push(((c.size.max(1) as f64).log2(), m));

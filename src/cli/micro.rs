@@ -5,8 +5,9 @@ use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
 use super::values::{parse_count_list, parse_size};
-use crate::case::{format_bytes, Case};
+use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Bench, Settings};
+use crate::observation::names;
 use crate::observation::{Observation, Role};
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -528,10 +529,8 @@ fn figures<'a>(case: &Case, obs: &'a Observation) -> Vec<&'a crate::observation:
                 && (obs.get(&format!("{}_n", m.name), m.role).is_some() || m.value.is_none())
         })
         .collect();
-    if let Case::Micro(c) = case {
-        let headline = c.headline().0;
-        figures.sort_by_key(|m| m.name != headline);
-    }
+    let headline = case.as_workload().headline().name;
+    figures.sort_by_key(|m| m.name != headline);
     figures
 }
 
@@ -599,15 +598,15 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
     if let Some(obs) = records
         .iter()
         .map(|r| &r.observation)
-        .find(|o| o.value("timer_overhead_ns", Role::System).is_some())
+        .find(|o| o.value(names::TIMER_OVERHEAD_NS, Role::System).is_some())
     {
         out.push('\n');
         out.push_str(&super::output::wrap(
             &format!(
                 "subtracted from every figure: clock read {} ns, loop iteration {} ns (clock: {})",
-                num(obs.value("timer_overhead_ns", Role::System)),
-                num(obs.value("loop_overhead_ns", Role::System)),
-                obs.value("clock_tsc_hz", Role::System)
+                num(obs.value(names::TIMER_OVERHEAD_NS, Role::System)),
+                num(obs.value(names::LOOP_OVERHEAD_NS, Role::System)),
+                obs.value(names::CLOCK_TSC_HZ, Role::System)
                     .map_or("CLOCK_MONOTONIC".to_string(), |hz| format!(
                         "TSC at {:.3} GHz",
                         hz / 1e9
@@ -631,9 +630,7 @@ pub fn render(records: &[Record], view: super::output::View) -> String {
 /// What a figure depends on that its label does not say: the size of the process that forked
 /// (proc) and how much one C-library call handled (membw).
 fn how_measured(r: &Record) -> Option<String> {
-    let Case::Micro(c) = &r.case else {
-        return None;
-    };
+    let c = r.case.get::<MicroCase>()?;
     let v = |name: &str| r.observation.value(name, Role::System);
     let variant = c.option("variant").unwrap_or("");
     match c.bench {
@@ -677,14 +674,13 @@ fn how_measured(r: &Record) -> Option<String> {
 }
 
 fn size_of(r: &Record, option: &str) -> Option<u64> {
-    match &r.case {
-        Case::Micro(c) => c.option(option).and_then(|s| s.parse().ok()),
-        _ => None,
-    }
+    r.case.get::<MicroCase>()?.option(option).and_then(|s| s.parse().ok())
 }
 
 fn is_bench(r: &Record, bench: Bench, variant: Option<&str>) -> bool {
-    matches!(&r.case, Case::Micro(c) if c.bench == bench && (variant.is_none() || c.option("variant") == variant))
+    r.case
+        .get::<MicroCase>()
+        .is_some_and(|c| c.bench == bench && (variant.is_none() || c.option("variant") == variant))
 }
 
 /// The memory levels detected in the latency curve (the median latency per working set over
@@ -697,7 +693,7 @@ fn memlat_levels(records: &[Record]) -> String {
         .filter_map(|r| {
             Some((
                 size_of(r, "size_bytes")?,
-                r.observation.value("latency_ns", Role::System)?,
+                r.observation.value(names::LATENCY_NS, Role::System)?,
             ))
         })
         .collect();
@@ -710,7 +706,11 @@ fn memlat_levels(records: &[Record]) -> String {
         .filter(|r| is_bench(r, Bench::Memlat, None))
         .flat_map(|r| {
             let v = |name: &str| r.observation.value(name, Role::System);
-            match (size_of(r, "size_bytes"), v("latency_ns_mean"), v("latency_ns_stddev")) {
+            match (
+                size_of(r, "size_bytes"),
+                v(names::LATENCY_NS_MEAN),
+                v(names::LATENCY_NS_STDDEV),
+            ) {
                 (Some(size), Some(mean), Some(sd)) => micro::levels::cvs_of(size, &[mean], &[sd]),
                 _ => Vec::new(),
             }

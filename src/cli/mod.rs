@@ -19,6 +19,7 @@ pub mod servers;
 pub mod sweep;
 pub mod sysinfo;
 pub mod values;
+pub mod workloads;
 
 pub use error::UsageError;
 

@@ -7,6 +7,7 @@ use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, StreamCase};
 use crate::net::workload::stream;
+use crate::observation::names;
 use crate::observation::{Observation, Role};
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -431,7 +432,7 @@ impl TryFrom<&StreamArgs> for Plan {
 
 fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_stream_table))?
-        .corrupt("messages", |o| o.value("corrupt_messages", Role::Server).unwrap_or(0.0));
+        .corrupt("messages", |o| o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0));
     run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
@@ -444,9 +445,13 @@ pub fn with_cpu_ns_per_byte(records: &[Record]) -> Vec<Record> {
         .iter()
         .map(|r| {
             let mut r = r.clone();
-            for (role, bytes) in [(Role::Client, "bytes_sent"), (Role::Server, "bytes_received")] {
+            for (role, bytes) in [(Role::Client, names::BYTES_SENT), (Role::Server, names::BYTES_RECEIVED)] {
                 let o = &r.observation;
-                let parts = [o.get("cpu_user_s", role), o.get("cpu_sys_s", role), o.get(bytes, role)];
+                let parts = [
+                    o.get(names::CPU_USER_S, role),
+                    o.get(names::CPU_SYS_S, role),
+                    o.get(bytes, role),
+                ];
                 let metric = match parts {
                     [Some(usr), Some(sys), Some(b)] => match (usr.value, sys.value, b.value) {
                         (Some(u), Some(s), Some(b)) if b > 0.0 => {
@@ -487,10 +492,7 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
     let records = &with_cpu_ns_per_byte(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let stream = |r: &Record| match &r.case {
-        Case::NetStream(c) => Some(c.clone()),
-        _ => None,
-    };
+    let stream = |r: &Record| r.case.get::<StreamCase>().cloned();
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         Column::key("mode", move |r, _| stream(r).map(|c| c.path(false)).unwrap_or_default()),
@@ -505,26 +507,28 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
     cols.extend([
-        m("Gbit/s", Show::Default, "throughput_gbps", Role::System),
-        m("us/msg", Show::Default, "time_per_msg_us", Role::System),
+        m("Gbit/s", Show::Default, names::THROUGHPUT_GBPS, Role::System),
+        m("us/msg", Show::Default, names::TIME_PER_MSG_US, Role::System),
         m("cli ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Client),
         m("srv ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Server),
         m(
             "zc not copied",
             Show::Default,
-            "zerocopy_not_copied_fraction",
+            names::ZEROCOPY_NOT_COPIED_FRACTION,
             Role::System,
         ),
     ]);
     // The receive side's zero-copy column only when a zerocopy receiver ran.
-    let zerocopy_rx = merged
-        .iter()
-        .any(|(r, _)| matches!(&r.case, Case::NetStream(c) if c.rx_mode == RxMode::Zerocopy));
+    let zerocopy_rx = merged.iter().any(|(r, _)| {
+        r.case
+            .get::<StreamCase>()
+            .is_some_and(|c| c.rx_mode == RxMode::Zerocopy)
+    });
     if zerocopy_rx {
-        cols.push(m("rx mapped", Show::Default, "rx_mapped_fraction", Role::Server));
+        cols.push(m("rx mapped", Show::Default, names::RX_MAPPED_FRACTION, Role::Server));
     }
     // The alias probe's verdict, when any case ran it (--prove-copies).
-    let probed = |o: &Observation| o.get("alias_by_reference_fraction", Role::System).map(|m| m.value);
+    let probed = |o: &Observation| o.get(names::ALIAS_BY_REFERENCE_FRACTION, Role::System).map(|m| m.value);
     if merged.iter().any(|(r, _)| probed(&r.observation).is_some()) {
         cols.push(Column {
             title: "alias",
@@ -534,27 +538,27 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
                 Some(None) => "n/a".into(),
                 None => "-".into(),
             }),
-            source: super::output::metric_source(records, "alias_by_reference_fraction", Role::System),
+            source: super::output::metric_source(records, names::ALIAS_BY_REFERENCE_FRACTION, Role::System),
         });
     }
     cols.extend([
-        m("msg/s", Show::Wide, "messages_per_s", Role::System),
-        m("cli usr s", Show::Wide, "cpu_user_s", Role::Client),
-        m("cli sys s", Show::Wide, "cpu_sys_s", Role::Client),
-        m("srv usr s", Show::Wide, "cpu_user_s", Role::Server),
-        m("srv sys s", Show::Wide, "cpu_sys_s", Role::Server),
-        m("cli cyc/B", Show::Wide, "cycles_per_byte", Role::Client),
-        m("srv cyc/B", Show::Wide, "cycles_per_byte", Role::Server),
-        m("cli miss/KiB", Show::Wide, "cache_misses_per_kib", Role::Client),
-        m("cli cs/msg", Show::Wide, "context_switches_per_msg", Role::Client),
-        m("srv cs/msg", Show::Wide, "context_switches_per_msg", Role::Server),
-        m("cli sc/msg", Show::Wide, "syscalls_per_msg", Role::Client),
-        m("srv sc/msg", Show::Wide, "syscalls_per_msg", Role::Server),
-        m("cli faults", Show::Wide, "page_faults", Role::Client),
-        m("srv faults", Show::Wide, "page_faults", Role::Server),
-        m("zc compl", Show::Wide, "zerocopy_completions", Role::System),
-        m("ur sub/msg", Show::Wide, "uring_submissions_per_msg", Role::Client),
-        m("ur cqe/msg", Show::Wide, "uring_completions_per_msg", Role::Client),
+        m("msg/s", Show::Wide, names::MESSAGES_PER_S, Role::System),
+        m("cli usr s", Show::Wide, names::CPU_USER_S, Role::Client),
+        m("cli sys s", Show::Wide, names::CPU_SYS_S, Role::Client),
+        m("srv usr s", Show::Wide, names::CPU_USER_S, Role::Server),
+        m("srv sys s", Show::Wide, names::CPU_SYS_S, Role::Server),
+        m("cli cyc/B", Show::Wide, names::CYCLES_PER_BYTE, Role::Client),
+        m("srv cyc/B", Show::Wide, names::CYCLES_PER_BYTE, Role::Server),
+        m("cli miss/KiB", Show::Wide, names::CACHE_MISSES_PER_KIB, Role::Client),
+        m("cli cs/msg", Show::Wide, names::CONTEXT_SWITCHES_PER_MSG, Role::Client),
+        m("srv cs/msg", Show::Wide, names::CONTEXT_SWITCHES_PER_MSG, Role::Server),
+        m("cli sc/msg", Show::Wide, names::SYSCALLS_PER_MSG, Role::Client),
+        m("srv sc/msg", Show::Wide, names::SYSCALLS_PER_MSG, Role::Server),
+        m("cli faults", Show::Wide, names::PAGE_FAULTS, Role::Client),
+        m("srv faults", Show::Wide, names::PAGE_FAULTS, Role::Server),
+        m("zc compl", Show::Wide, names::ZEROCOPY_COMPLETIONS, Role::System),
+        m("ur sub/msg", Show::Wide, names::URING_SUBMISSIONS_PER_MSG, Role::Client),
+        m("ur cqe/msg", Show::Wide, names::URING_COMPLETIONS_PER_MSG, Role::Client),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(&super::output::notes(records, view));

@@ -8,6 +8,7 @@ use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Case, Pick, RecordsCase, RecordsMode};
 use crate::net::workload::records;
+use crate::observation::names;
 use crate::observation::Role;
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -163,7 +164,7 @@ impl TryFrom<&RecordsArgs> for Plan {
 
 pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
     let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_records_table))?
-        .corrupt("records", |o| o.value("corrupt_records", Role::Client).unwrap_or(0.0));
+        .corrupt("records", |o| o.value(names::CORRUPT_RECORDS, Role::Client).unwrap_or(0.0));
     run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
@@ -177,12 +178,12 @@ pub fn with_kernel_copied_fraction(records: &[Record]) -> Vec<Record> {
         .iter()
         .map(|r| {
             let mut r = r.clone();
-            let Case::NetRecords(c) = &r.case else { return r };
+            let Some(c) = r.case.get::<RecordsCase>() else { return r };
             let metric = match c.mode {
                 RecordsMode::CopyOut | RecordsMode::Gather => {
                     Metric::tool(KERNEL_COPIED_FRACTION, Role::System, 1.0, "fraction")
                 }
-                _ => match r.observation.get("zerocopy_copied_fraction", Role::System) {
+                _ => match r.observation.get(names::ZEROCOPY_COPIED_FRACTION, Role::System) {
                     Some(m) => Metric {
                         name: KERNEL_COPIED_FRACTION.into(),
                         ..m.clone()
@@ -209,10 +210,7 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
     let records = &with_kernel_copied_fraction(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| match &r.case {
-        Case::NetRecords(c) => Some(c.clone()),
-        _ => None,
-    };
+    let case = |r: &Record| r.case.get::<RecordsCase>().cloned();
     let key = |title, f: fn(&RecordsCase) -> String| {
         Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
     };
@@ -229,24 +227,29 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
     cols.extend([
-        m("resp/s", Show::Default, "responses_per_s", Role::System),
-        m("Gbit/s", Show::Default, "throughput_gbps", Role::System),
-        m("p50 us", Show::Spare, "latency_p50_us", Role::Client),
-        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
-        m("srv us/resp", Show::Spare, "cpu_us_per_response", Role::Server),
+        m("resp/s", Show::Default, names::RESPONSES_PER_S, Role::System),
+        m("Gbit/s", Show::Default, names::THROUGHPUT_GBPS, Role::System),
+        m("p50 us", Show::Spare, names::LATENCY_P50_US, Role::Client),
+        m("p99 us", Show::Default, names::LATENCY_P99_US, Role::Client),
+        m("srv us/resp", Show::Spare, names::CPU_US_PER_RESPONSE, Role::Server),
         m(
             "user copies B/B",
             Show::Default,
-            "user_copy_bytes_per_payload_byte",
+            names::USER_COPY_BYTES_PER_PAYLOAD_BYTE,
             Role::Server,
         ),
         m("kernel copied", Show::Default, KERNEL_COPIED_FRACTION, Role::System),
-        m("DRAM B/B", Show::Spare, "dram_bytes_per_payload_byte", Role::System),
-        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
-        m("cli us/resp", Show::Wide, "cpu_us_per_response", Role::Client),
-        m("srv sc/resp", Show::Wide, "syscalls_per_response", Role::Server),
+        m(
+            "DRAM B/B",
+            Show::Spare,
+            names::DRAM_BYTES_PER_PAYLOAD_BYTE,
+            Role::System,
+        ),
+        m("p99.9 us", Show::Wide, names::LATENCY_P999_US, Role::Client),
+        m("cli us/resp", Show::Wide, names::CPU_US_PER_RESPONSE, Role::Client),
+        m("srv sc/resp", Show::Wide, names::SYSCALLS_PER_RESPONSE, Role::Server),
         m("srv cs/resp", Show::Wide, "context_switches_per_response", Role::Server),
-        m("zc copied", Show::Wide, "zerocopy_copied_fraction", Role::System),
+        m("zc copied", Show::Wide, names::ZEROCOPY_COPIED_FRACTION, Role::System),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(&super::output::notes(records, view));

@@ -7,6 +7,7 @@ use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
 use crate::net::workload::rr;
+use crate::observation::names;
 use crate::observation::Role;
 use crate::store::Record;
 use crate::sweep::Plan;
@@ -192,8 +193,8 @@ impl TryFrom<&CrrArgs> for Plan {
 pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
     let outputs =
         run::Outputs::of(&args.run, false, run::EndTable::Records(render_rr_table))?.corrupt("messages", |o| {
-            o.value("corrupt_messages", Role::Server).unwrap_or(0.0)
-                + o.value("corrupt_messages", Role::Client).unwrap_or(0.0)
+            o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
+                + o.value(names::CORRUPT_MESSAGES, Role::Client).unwrap_or(0.0)
         });
     run::run_workload(&plan(args, kind)?, run::direct_destination(&args.run), outputs)
 }
@@ -208,11 +209,8 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
     let repeated = merged.iter().any(|(_, n)| *n > 1);
     let crr = merged
         .iter()
-        .any(|(r, _)| matches!(&r.case, Case::NetRr(c) if c.kind == RrKind::Crr));
-    let rr = |r: &Record| match &r.case {
-        Case::NetRr(c) => Some(c.clone()),
-        _ => None,
-    };
+        .any(|(r, _)| r.case.get::<RrCase>().is_some_and(|c| c.kind == RrKind::Crr));
+    let rr = |r: &Record| r.case.get::<RrCase>().cloned();
     let key =
         |title, f: fn(&RrCase) -> String| Column::key(title, move |r, _| rr(r).map(|c| f(&c)).unwrap_or_default());
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
@@ -229,25 +227,25 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
     cols.extend([
-        m("txn/s", Show::Default, "transactions_per_s", Role::System),
-        m("p50 us", Show::Default, "latency_p50_us", Role::Client),
-        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
+        m("txn/s", Show::Default, names::TRANSACTIONS_PER_S, Role::System),
+        m("p50 us", Show::Default, names::LATENCY_P50_US, Role::Client),
+        m("p99 us", Show::Default, names::LATENCY_P99_US, Role::Client),
     ]);
     if crr {
         cols.extend([
-            m("conn p50", Show::Default, "connect_p50_us", Role::Client),
-            m("xchg p50", Show::Default, "exchange_p50_us", Role::Client),
-            m("close p50", Show::Default, "close_p50_us", Role::Client),
+            m("conn p50", Show::Default, names::CONNECT_P50_US, Role::Client),
+            m("xchg p50", Show::Default, names::EXCHANGE_P50_US, Role::Client),
+            m("close p50", Show::Default, names::CLOSE_P50_US, Role::Client),
         ]);
     }
     cols.extend([
-        m("cli us/txn", Show::Default, "cpu_us_per_txn", Role::Client),
-        m("srv us/txn", Show::Default, "cpu_us_per_txn", Role::Server),
-        m("p90 us", Show::Wide, "latency_p90_us", Role::Client),
-        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
-        m("max us", Show::Wide, "latency_max_us", Role::Client),
-        m("cli sc/txn", Show::Wide, "syscalls_per_txn", Role::Client),
-        m("srv sc/txn", Show::Wide, "syscalls_per_txn", Role::Server),
+        m("cli us/txn", Show::Default, names::CPU_US_PER_TXN, Role::Client),
+        m("srv us/txn", Show::Default, names::CPU_US_PER_TXN, Role::Server),
+        m("p90 us", Show::Wide, names::LATENCY_P90_US, Role::Client),
+        m("p99.9 us", Show::Wide, names::LATENCY_P999_US, Role::Client),
+        m("max us", Show::Wide, names::LATENCY_MAX_US, Role::Client),
+        m("cli sc/txn", Show::Wide, names::SYSCALLS_PER_TXN, Role::Client),
+        m("srv sc/txn", Show::Wide, names::SYSCALLS_PER_TXN, Role::Server),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(

@@ -601,9 +601,6 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
 /// `check_case` (the limits its flags enforce) and the memory check the CLI makes with
 /// `headroom` (MemAvailable and the memory cgroup; None skips it).
 pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    use crate::case::Endpoint;
-    use crate::format::format_bytes;
-    use crate::net::workload::{records, rr, stream};
     // Text parameters (a remote address, micro options) are printed in labels and progress.
     fn has_control(v: &serde_json::Value) -> bool {
         match v {
@@ -616,32 +613,9 @@ pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), Strin
     if has_control(&serde_json::to_value(case).unwrap_or_default()) {
         return Err("its parameters hold control characters".into());
     }
-    match case {
-        Case::NetStream(c) => {
-            stream::check_case(c, crate::observation::Role::Client, None)?;
-            // As `net stream` does: both ends live in this process unless the server is remote.
-            let server = match c.endpoint {
-                Endpoint::Remote { .. } => 0,
-                _ => stream::buffer_bytes(c, crate::observation::Role::Server),
-            };
-            let need = stream::buffer_bytes(c, crate::observation::Role::Client).saturating_add(server);
-            match headroom {
-                Some(h) if need > h / 2 => Err(format!(
-                    "it needs about {} of buffers in this process, more than half of the {} available",
-                    format_bytes(need),
-                    format_bytes(h)
-                )),
-                _ => Ok(()),
-            }
-        }
-        Case::NetRr(c) => rr::check_case(c),
-        Case::NetRecords(c) => {
-            let headroom = headroom.filter(|_| !matches!(c.endpoint, Endpoint::Remote { .. }));
-            records::check_case(c, headroom)
-        }
-        Case::Servers(c) => super::servers::check_case(c),
-        Case::Micro(c) => super::micro::check_case(c, headroom),
-        Case::Fake(_) => Ok(()),
+    match super::workloads::of(case.workload()) {
+        Some(cli) => (cli.check)(case, headroom),
+        None => Err(format!("this iopath does not know the workload '{}'", case.workload())),
     }
 }
 

@@ -6,6 +6,7 @@ use super::output::{num, Table, View};
 use super::run::{self, RunFlags};
 use super::values::{self, parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
 use crate::case::{Case, ServersCase, Topology};
+use crate::observation::names;
 use crate::observation::Role;
 use crate::servers::protocol::Rank;
 use crate::servers::server::{self, ServerConfig};
@@ -294,10 +295,7 @@ pub fn table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| match &r.case {
-        Case::Servers(c) => Some(c.clone()),
-        _ => None,
-    };
+    let case = |r: &Record| r.case.get::<ServersCase>().cloned();
     let key = |title, f: fn(&ServersCase) -> String| {
         Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
     };
@@ -311,15 +309,15 @@ pub fn table(records: &[Record], view: View) -> String {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
     cols.extend([
-        m("req/s", Show::Default, "requests_per_s", Role::System),
-        m("p50 us", Show::Default, "latency_p50_us", Role::Client),
-        m("p99 us", Show::Default, "latency_p99_us", Role::Client),
-        m("errors", Show::Default, "errors", Role::Client),
-        m("srv us/req", Show::Default, "cpu_us_per_req", Role::Server),
+        m("req/s", Show::Default, names::REQUESTS_PER_S, Role::System),
+        m("p50 us", Show::Default, names::LATENCY_P50_US, Role::Client),
+        m("p99 us", Show::Default, names::LATENCY_P99_US, Role::Client),
+        m("errors", Show::Default, names::ERRORS, Role::Client),
+        m("srv us/req", Show::Default, names::CPU_US_PER_REQ, Role::Server),
         m("srv cs/req", Show::Spare, "context_switches_per_req", Role::Server),
-        m("p90 us", Show::Wide, "latency_p90_us", Role::Client),
-        m("p99.9 us", Show::Wide, "latency_p999_us", Role::Client),
-        m("max us", Show::Wide, "latency_max_us", Role::Client),
+        m("p90 us", Show::Wide, names::LATENCY_P90_US, Role::Client),
+        m("p99.9 us", Show::Wide, names::LATENCY_P999_US, Role::Client),
+        m("max us", Show::Wide, names::LATENCY_MAX_US, Role::Client),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(&super::output::notes(records, view));

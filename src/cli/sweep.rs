@@ -7,6 +7,7 @@
 use super::error::usage;
 use super::output::Table;
 use super::run::{self, Destination, RunFlags};
+use crate::observation::names;
 use crate::report::{self, fmt_num};
 use crate::store::{Store, StoreError, DEFAULT_DB_PATH};
 use crate::sweep::Plan;
@@ -207,11 +208,7 @@ pub fn quick_plan_on(name: &str, cpus: Option<(usize, usize)>) -> anyhow::Result
 /// Seconds of measured windows and warm-ups a plan asks for: every cell's, plus the warm-up
 /// cell's (set-up between cells comes on top).
 pub fn window_seconds(plan: &Plan) -> f64 {
-    let of = |case: &crate::case::Case| match case {
-        crate::case::Case::NetStream(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
-        crate::case::Case::NetRr(c) => case.passes() as f64 * (c.duration_ms + c.warmup_ms) as f64 / 1e3,
-        _ => 0.0,
-    };
+    let of = |case: &crate::case::Case| case.as_workload().window_seconds();
     let cells: f64 = plan.cases.iter().map(of).sum::<f64>() * plan.repetitions as f64;
     cells
         + if plan.warmup_cell {
@@ -224,10 +221,11 @@ pub fn window_seconds(plan: &Plan) -> f64 {
 /// What quick says before it starts, beside its first line: where the two ends are pinned (it
 /// is recorded with every case), and what it left out and how to get it.
 pub fn quick_notes(plan: &Plan) -> Vec<String> {
-    let pinned = plan.cases.iter().find_map(|c| match c {
-        crate::case::Case::NetStream(s) => Some((s.client_cpus.clone(), s.server_cpus.clone())),
-        _ => None,
-    });
+    let pinned = plan
+        .cases
+        .iter()
+        .find_map(|c| c.get::<crate::case::StreamCase>())
+        .map(|s| (s.client_cpus.clone(), s.server_cpus.clone()));
     let pin = match pinned {
         Some((Some(c), Some(s))) => format!(
             "pinned: client on CPU {c}, server on CPU {s} (--client-cpus {c} --server-cpus {s}, stored with every case)"
@@ -472,15 +470,12 @@ fn median_text(cell: &report::cells::CellSummary, name: &str, role: crate::obser
 /// thread count, and the request/response cases' transactions/s with p50 and p99 latency.
 pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
     use super::output::Show;
-    use crate::case::{format_bytes, Case};
+    use crate::case::{format_bytes, RrCase, StreamCase};
     use crate::observation::Role;
     let mut out = String::new();
     let streams: Vec<(&report::cells::CellSummary, &crate::case::StreamCase)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetStream(s) => Some((c, s)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<StreamCase>().map(|s| (c, s)))
         .collect();
     let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.threads).collect();
     threads.sort();
@@ -508,7 +503,9 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
                     these
                         .iter()
                         .find(|(_, s)| &s.path(false) == mode && s.size == *size)
-                        .map_or("-".into(), |(c, _)| median_text(c, "throughput_gbps", Role::System)),
+                        .map_or("-".into(), |(c, _)| {
+                            median_text(c, names::THROUGHPUT_GBPS, Role::System)
+                        }),
                 );
             }
             table.row(row);
@@ -519,10 +516,7 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
     }
     let rr: Vec<_> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRr(r) => Some((c, r)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<RrCase>().map(|r| (c, r)))
         .collect();
     if !rr.is_empty() {
         let mut table = super::output::Table::new(&["latency", "req/resp", "txn/s", "p50 us", "p99 us"]);
@@ -530,9 +524,9 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
             table.row(vec![
                 format!("{} {}", r.kind.as_str(), r.path()),
                 format!("{}/{}", format_bytes(r.request_size), format_bytes(r.response_size)),
-                median_text(c, "transactions_per_s", Role::System),
-                median_text(c, "latency_p50_us", Role::Client),
-                median_text(c, "latency_p99_us", Role::Client),
+                median_text(c, names::TRANSACTIONS_PER_S, Role::System),
+                median_text(c, names::LATENCY_P50_US, Role::Client),
+                median_text(c, names::LATENCY_P99_US, Role::Client),
             ]);
         }
         out.push_str(&table.render());

@@ -4,6 +4,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 use std::convert::Infallible;
@@ -71,7 +72,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
     }?;
     black_box(acc);
     let mut obs = Observation::default();
-    push_summary(&mut obs, "time_per_call_ns", "ns", &samples, Source::Tool);
+    push_summary(&mut obs, names::TIME_PER_CALL_NS, "ns", &samples, Source::Tool);
     harness::push_overheads(&mut obs);
     Ok(obs)
 }

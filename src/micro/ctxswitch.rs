@@ -7,6 +7,7 @@
 
 use super::harness::{self, push_summary, push_value, Budget};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Observation, Role, Source, ThreadPlacement, WarningKind};
 use crate::stop::Stop;
 use crate::sys::{affinity, futex, process, syscall};
@@ -118,7 +119,7 @@ fn pipe_procs(budget: harness::Budget, stop: Stop, cpu: Option<usize>, obs: &mut
 fn finish(obs: &mut Observation, overhead: &[f64], round_trip: &[f64], overhead_name: &str) {
     let hop_cost = crate::measure::stats::median(&mut overhead.to_vec());
     let per_switch: Vec<f64> = round_trip.iter().map(|rt| (rt - 2.0 * hop_cost) / 2.0).collect();
-    push_summary(obs, "time_per_switch_ns", "ns", &per_switch, Source::Tool);
+    push_summary(obs, names::TIME_PER_SWITCH_NS, "ns", &per_switch, Source::Tool);
     push_summary(obs, "round_trip_ns", "ns", round_trip, Source::Tool);
     push_summary(obs, overhead_name, "ns", overhead, Source::Tool);
 }

@@ -10,6 +10,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
@@ -48,7 +49,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
             }
         }
         Err(e) => obs.push(Metric::unavailable(
-            "fs_type_magic",
+            names::FS_TYPE_MAGIC,
             Role::System,
             "f_type",
             format!("statfs failed: {e}"),
@@ -181,8 +182,8 @@ fn direct_reads(
         per_read_us.push(ns / 1000.0 / reads as f64);
         mib_s.push(reads as f64 * BLOCK as f64 / MIB / (ns / 1e9));
     }
-    push_summary(obs, "time_per_read_us", "us", &per_read_us, Source::Tool);
-    push_summary(obs, "bandwidth_mib_s", "MiB/s", &mib_s, Source::Tool);
+    push_summary(obs, names::TIME_PER_READ_US, "us", &per_read_us, Source::Tool);
+    push_summary(obs, names::BANDWIDTH_MIB_S, "MiB/s", &mib_s, Source::Tool);
     push_value(obs, "o_direct", "bool", if direct { 1.0 } else { 0.0 });
     Ok(())
 }
@@ -525,7 +526,7 @@ fn contention(case: &MicroCase, quick: bool, dir: &Path, stop: Stop, obs: &mut O
         aggregate.push(total as f64 / MIB / (slowest.max(1) as f64 / 1e9));
     }
     push_summary(obs, "bandwidth_per_proc_mib_s", "MiB/s", &per_proc, Source::Tool);
-    push_summary(obs, "bandwidth_total_mib_s", "MiB/s", &aggregate, Source::Tool);
+    push_summary(obs, names::BANDWIDTH_TOTAL_MIB_S, "MiB/s", &aggregate, Source::Tool);
     push_value(obs, "o_direct", "bool", if direct_everywhere { 1.0 } else { 0.0 });
     Ok(())
 }

@@ -7,6 +7,7 @@ use crate::measure::clock::{Clock, ClockKind};
 use crate::measure::stats::{self, summarize};
 use crate::measure::system::{CpuPressure, RunQueue, CONTENDED_PCT};
 use crate::measure::window::Probe;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use std::cell::RefCell;
@@ -308,9 +309,9 @@ pub fn sample_end() {
         let value = |metrics: &[crate::observation::Metric], name: &str| {
             metrics.iter().find(|m| m.name == name).and_then(|m| m.value)
         };
-        let wait_pct = value(&rq.close(), "runqueue_wait_max_pct");
+        let wait_pct = value(&rq.close(), names::RUNQUEUE_WAIT_MAX_PCT);
         let pressure = psi.close();
-        let pressure_pct = value(&pressure, "cpu_pressure_some_s")
+        let pressure_pct = value(&pressure, names::CPU_PRESSURE_SOME_S)
             .filter(|_| window_s > 0.0)
             .map(|s| (s / window_s * 100.0).min(100.0));
         if pressure_pct.is_none() {
@@ -567,12 +568,12 @@ pub fn push_value(obs: &mut Observation, name: &str, unit: &str, value: f64) {
 /// Record the overheads that were subtracted, with the clock used.
 pub fn push_overheads(obs: &mut Observation) {
     let oh = overheads();
-    push_value(obs, "timer_overhead_ns", "ns", oh.timer_ns);
-    push_value(obs, "loop_overhead_ns", "ns", oh.loop_ns);
+    push_value(obs, names::TIMER_OVERHEAD_NS, "ns", oh.timer_ns);
+    push_value(obs, names::LOOP_OVERHEAD_NS, "ns", oh.loop_ns);
     match oh.clock.kind {
-        ClockKind::Tsc { hz } => push_value(obs, "clock_tsc_hz", "Hz", hz),
+        ClockKind::Tsc { hz } => push_value(obs, names::CLOCK_TSC_HZ, "Hz", hz),
         ClockKind::Monotonic => obs.push(Metric::unavailable(
-            "clock_tsc_hz",
+            names::CLOCK_TSC_HZ,
             Role::System,
             "Hz",
             "no invariant TSC: timed with CLOCK_MONOTONIC",

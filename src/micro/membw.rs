@@ -14,6 +14,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, HugePages};
@@ -118,7 +119,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
             Ok(())
         })?;
         let gib_s: Vec<f64> = ns.iter().map(|ns| size as f64 / GIB / (ns / 1e9)).collect();
-        push_summary(&mut obs, "bandwidth_gib_s", "GiB/s", &gib_s, Source::Tool);
+        push_summary(&mut obs, names::BANDWIDTH_GIB_S, "GiB/s", &gib_s, Source::Tool);
         harness::push_value(&mut obs, "call_bytes", "bytes", size as f64);
         harness::push_overheads(&mut obs);
         return Ok(obs);
@@ -158,7 +159,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         harness::sample_end();
         gib_s.push(size as f64 / GIB / (harness::interval_ns(t0, t1) / 1e9));
     }
-    push_summary(&mut obs, "bandwidth_gib_s", "GiB/s", &gib_s, Source::Tool);
+    push_summary(&mut obs, names::BANDWIDTH_GIB_S, "GiB/s", &gib_s, Source::Tool);
     let call = if variant == "read" { 0 } else { len.min(WHOLE_CALL) };
     if call > 0 {
         harness::push_value(&mut obs, "call_bytes", "bytes", call as f64);

@@ -6,6 +6,7 @@
 use super::harness::{self, push_summary, Budget};
 use super::sattolo;
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{ChaseBuffer, HugePages};
@@ -85,7 +86,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         per_load.push(harness::interval_ns(t0, t1) / steps as f64 - oh.loop_ns / 16.0);
     }
     let mut obs = Observation::default();
-    push_summary(&mut obs, "latency_ns", "ns", &per_load, Source::Tool);
+    push_summary(&mut obs, names::LATENCY_NS, "ns", &per_load, Source::Tool);
     harness::push_value(&mut obs, "chase_elements", "count", slots as f64);
     if huge == HugePages::Want {
         let thp = crate::sys::procfs::read_trimmed("/sys/kernel/mm/transparent_hugepage/enabled");

@@ -7,6 +7,7 @@
 use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{self, AnonMap, FileMap, HugePages};
@@ -57,7 +58,7 @@ fn minor(case: &MicroCase, quick: bool, samples: usize, stop: Stop) -> anyhow::R
     }
     // The first round is warm-up (page tables, allocator).
     let mut obs = Observation::default();
-    push_summary(&mut obs, "time_per_fault_ns", "ns", &per_fault[1..], Source::Tool);
+    push_summary(&mut obs, names::TIME_PER_FAULT_NS, "ns", &per_fault[1..], Source::Tool);
     push_value(&mut obs, "pages_touched", "count", pages as f64);
     obs.push(Metric::new(
         "faults_per_page",
@@ -104,7 +105,7 @@ fn major(case: &MicroCase, quick: bool, samples: usize, stop: Stop) -> anyhow::R
         let resident = map.resident_pages()?;
         if resident * 100 > pages {
             obs.push(Metric::unavailable(
-                "time_per_fault_us",
+                names::TIME_PER_FAULT_US,
                 Role::System,
                 "us",
                 format!(
@@ -130,7 +131,7 @@ fn major(case: &MicroCase, quick: bool, samples: usize, stop: Stop) -> anyhow::R
         per_fault.push(harness::interval_ns(t0, t1) / 1000.0 / faults as f64);
         faults_per_page.push(faults as f64 / pages as f64);
     }
-    push_summary(&mut obs, "time_per_fault_us", "us", &per_fault, Source::Tool);
+    push_summary(&mut obs, names::TIME_PER_FAULT_US, "us", &per_fault, Source::Tool);
     push_value(&mut obs, "pages_touched", "count", pages as f64);
     let ratio = crate::measure::stats::median(&mut faults_per_page);
     obs.push(Metric::new(

@@ -11,6 +11,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source};
 use crate::stop::Stop;
 use crate::sys::process::{self, Program};
@@ -59,13 +60,13 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         "fork_exit_minimal" => match run_helper(budget, stop)? {
             Ok(floor) => {
                 let us: Vec<f64> = floor.samples_ns.iter().map(|ns| ns / 1000.0).collect();
-                push_summary(&mut obs, "time_per_process_us", "us", &us, Source::Tool);
+                push_summary(&mut obs, names::TIME_PER_PROCESS_US, "us", &us, Source::Tool);
                 push_parent(&mut obs, Some(floor.size));
                 harness::push_overheads(&mut obs);
                 return Ok(obs);
             }
             Err(why) => {
-                obs.push(Metric::unavailable("time_per_process_us", Role::System, "us", why));
+                obs.push(Metric::unavailable(names::TIME_PER_PROCESS_US, Role::System, "us", why));
                 push_parent(&mut obs, None);
                 return Ok(obs);
             }
@@ -73,7 +74,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         "fork_exec" | "posix_spawn" => {
             if !std::path::Path::new(program_path).is_file() {
                 obs.push(Metric::unavailable(
-                    "time_per_process_us",
+                    names::TIME_PER_PROCESS_US,
                     Role::System,
                     "us",
                     format!("{program_path} not found"),
@@ -95,7 +96,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
         other => anyhow::bail!("proc: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
     };
     let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
-    push_summary(&mut obs, "time_per_process_us", "us", &us, Source::Tool);
+    push_summary(&mut obs, names::TIME_PER_PROCESS_US, "us", &us, Source::Tool);
     push_parent(&mut obs, self_size());
     harness::push_overheads(&mut obs);
     Ok(obs)

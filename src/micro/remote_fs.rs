@@ -27,6 +27,7 @@ use super::harness::{self, push_summary, push_value, Budget};
 use super::scratch::{self, ScratchDir};
 use crate::case::MicroCase;
 use crate::net::topology::{Link, Net, Topology};
+use crate::observation::names;
 use crate::observation::{Observation, Source, WarningKind};
 use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, HugePages};
@@ -484,8 +485,8 @@ fn reads(
     }
     push_value(obs, "file_bytes", "B", size as f64);
     push_value(obs, "reads_per_pass", "count", reads as f64);
-    push_summary(obs, "local_time_per_read_us", "us", &local_us, Source::Tool);
-    push_summary(obs, "remote_time_per_read_us", "us", &remote_us, Source::Tool);
+    push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
+    push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
     push_summary(obs, "penalty_per_read_us", "us", &penalty_us, Source::Tool);
     Ok(())
 }
@@ -542,8 +543,8 @@ fn contention(
     }
     push_value(obs, "file_bytes", "B", size as f64);
     push_value(obs, "readers", "count", procs as f64);
-    push_summary(obs, "local_time_per_read_us", "us", &local_us, Source::Tool);
-    push_summary(obs, "remote_time_per_read_us", "us", &remote_us, Source::Tool);
+    push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
+    push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
     push_summary(obs, "penalty_per_read_us", "us", &penalty_us, Source::Tool);
     Ok(())
 }

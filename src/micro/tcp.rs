@@ -6,6 +6,7 @@
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
 use crate::net::topology::{Net, Topology};
+use crate::observation::names;
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 use std::io::{Read, Write};
@@ -156,7 +157,7 @@ fn client(
                 s.read_exact(&mut byte)
             })?;
             let us: Vec<f64> = ns.iter().map(|v| v / 1000.0).collect();
-            push_summary(obs, "round_trip_us", "us", &us, Source::Tool);
+            push_summary(obs, names::ROUND_TRIP_US, "us", &us, Source::Tool);
             s.shutdown(Shutdown::Both)?;
         }
         "bandwidth" => {
@@ -184,7 +185,7 @@ fn client(
                     gbps.push(burst as f64 * 8.0 / harness::interval_ns(t0, t1));
                 }
             }
-            push_summary(obs, "bandwidth_gbps", "Gbit/s", &gbps, Source::Tool);
+            push_summary(obs, names::BANDWIDTH_GBPS, "Gbit/s", &gbps, Source::Tool);
             s.shutdown(Shutdown::Both)?;
         }
         "connect" | "teardown" => {
@@ -210,9 +211,9 @@ fn client(
                 }
             }
             let name = if variant == "connect" {
-                "connect_time_us"
+                names::CONNECT_TIME_US
             } else {
-                "teardown_time_us"
+                names::TEARDOWN_TIME_US
             };
             push_summary(obs, name, "us", &us, Source::Tool);
         }

@@ -5,6 +5,7 @@
 
 use super::harness::{self, push_summary, Budget};
 use crate::case::MicroCase;
+use crate::observation::names;
 use crate::observation::{Observation, Source};
 use crate::stop::Stop;
 
@@ -26,12 +27,12 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
                     .map_err(|_| std::io::Error::other("thread panicked"))
             })?;
             let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
-            push_summary(&mut obs, "time_per_thread_us", "us", &us, Source::Tool);
+            push_summary(&mut obs, names::TIME_PER_THREAD_US, "us", &us, Source::Tool);
         }
         "pthread_create_join" => {
             let samples = harness::time_per_op(budget, stop, crate::sys::thread::create_join)?;
             let us: Vec<f64> = samples.iter().map(|ns| ns / 1000.0).collect();
-            push_summary(&mut obs, "time_per_thread_us", "us", &us, Source::Tool);
+            push_summary(&mut obs, names::TIME_PER_THREAD_US, "us", &us, Source::Tool);
         }
         "start_latency" => {
             let count = budget.samples * 20;
@@ -46,7 +47,7 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
                     values.push(harness::interval_ns(t0, t1) / 1000.0);
                 }
             }
-            push_summary(&mut obs, "thread_start_latency_us", "us", &values, Source::Tool);
+            push_summary(&mut obs, names::THREAD_START_LATENCY_US, "us", &values, Source::Tool);
         }
         other => anyhow::bail!("thread: unknown variant '{other}' (accepted: {})", VARIANTS.join(", ")),
     }

@@ -5,6 +5,7 @@
 use super::harness::{self, overheads, push_summary, push_value, Budget};
 use crate::case::MicroCase;
 use crate::measure::clock::{Clock, ClockKind};
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source};
 use crate::stop::Stop;
 use crate::sys::tsc;
@@ -31,7 +32,13 @@ pub fn run(case: &MicroCase, stop: Stop) -> anyhow::Result<Observation> {
             })
             .collect()
     };
-    push_summary(&mut obs, "timer_read_ns", "ns", &read_cost(&oh.clock), Source::Tool);
+    push_summary(
+        &mut obs,
+        names::TIMER_READ_NS,
+        "ns",
+        &read_cost(&oh.clock),
+        Source::Tool,
+    );
     harness::check(stop)?;
     push_summary(
         &mut obs,

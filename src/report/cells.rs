@@ -3,6 +3,7 @@
 
 use crate::case::Case;
 use crate::measure::stats::{summarize, Summary};
+use crate::observation::names;
 use crate::observation::{Observation, Role, Warning};
 use crate::store::RunData;
 
@@ -58,19 +59,11 @@ impl CellSummary {
     }
 }
 
-/// The metric that answers "how fast" for a workload, and whether higher is better.
+/// The metric that answers "how fast" for a workload, and whether higher is better (the
+/// case's `Workload::headline`).
 pub fn headline(case: &Case) -> (&'static str, Role, bool) {
-    match case {
-        Case::NetStream(_) => ("throughput_gbps", Role::System, true),
-        Case::NetRecords(_) => ("responses_per_s", Role::System, true),
-        Case::Servers(_) => ("requests_per_s", Role::System, true),
-        Case::NetRr(_) => ("transactions_per_s", Role::System, true),
-        Case::Micro(c) => {
-            let (name, higher_is_better) = c.headline();
-            (name, Role::System, higher_is_better)
-        }
-        Case::Fake(_) => ("value", Role::System, true),
-    }
+    let h = case.as_workload().headline();
+    (h.name, h.role, h.higher_is_better)
 }
 
 impl CellSummary {
@@ -84,9 +77,9 @@ impl CellSummary {
 
 /// Metrics summed over client and server per repetition: the whole cost of moving a byte.
 pub const TOTALS: [(&str, &str); 3] = [
-    ("cycles_per_byte", "total_cycles_per_byte"),
-    ("context_switches_per_msg", "total_context_switches_per_msg"),
-    ("cache_misses_per_kib", "total_cache_misses_per_kib"),
+    (names::CYCLES_PER_BYTE, names::TOTAL_CYCLES_PER_BYTE),
+    (names::CONTEXT_SWITCHES_PER_MSG, names::TOTAL_CONTEXT_SWITCHES_PER_MSG),
+    (names::CACHE_MISSES_PER_KIB, names::TOTAL_CACHE_MISSES_PER_KIB),
 ];
 
 fn metric_cell(observations: &[&Observation], name: &str, role: Role) -> Option<MetricCell> {
@@ -219,25 +212,15 @@ pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
         let Some(s) = &metric.summary else { continue };
         judged += usize::from(s.cv.is_some());
         if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
-            let pinned = match &cell.case {
-                Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::NetRecords(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::NetRr(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::Micro(_) | Case::Fake(_) => false,
-            };
-            let advice = match &cell.case {
-                Case::Micro(_) => {
-                    "add --reps, or stop other load on the machine (each repetition already takes many samples)"
-                }
-                _ if pinned => {
-                    "the threads are pinned, so look for other load on the machine (load average under \
-                     Environment), then lengthen --duration or add --reps"
-                }
-                _ => {
-                    "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
-                     other load on the machine"
-                }
+            let workload = cell.case.as_workload();
+            let advice = if workload.samples_within_repetition() {
+                "add --reps, or stop other load on the machine (each repetition already takes many samples)"
+            } else if workload.pinning().any() {
+                "the threads are pinned, so look for other load on the machine (load average under \
+                 Environment), then lengthen --duration or add --reps"
+            } else {
+                "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
+                 other load on the machine"
             };
             let item = format!("{} ({name} {:.1}%, n={})", cell.label, cv * 100.0, s.n);
             match noisy.iter_mut().find(|(a, _)| *a == advice) {

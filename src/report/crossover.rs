@@ -8,8 +8,9 @@
 
 use super::cells::CellSummary;
 use super::compare::{mann_whitney, smallest_possible_p, ALPHA};
-use crate::case::{format_bytes, Case, CopyMode, Pick, RecordsCase, RecordsMode, RxMode, StreamCase};
+use crate::case::{format_bytes, CopyMode, Pick, RecordsCase, RecordsMode, RxMode, StreamCase};
 use crate::measure::stats::median;
+use crate::observation::names;
 use crate::observation::Role;
 use std::fmt;
 
@@ -318,12 +319,11 @@ pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u
 pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
     let stream: Vec<(&StreamCase, &Vec<f64>)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetStream(s) => c
-                .metric("throughput_gbps", Role::System)
+        .filter_map(|c| {
+            let s = c.case.get::<StreamCase>()?;
+            c.metric(names::THROUGHPUT_GBPS, Role::System)
                 .filter(|m| !m.values.is_empty())
-                .map(|m| (s, &m.values)),
-            _ => None,
+                .map(|m| (s, &m.values))
         })
         .collect();
     let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.threads).collect();
@@ -454,12 +454,11 @@ impl RecordsCrossoverRow {
 pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
     let records: Vec<(&RecordsCase, &Vec<f64>)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRecords(r) => c
-                .metric("throughput_gbps", Role::System)
+        .filter_map(|c| {
+            let r = c.case.get::<RecordsCase>()?;
+            c.metric(names::THROUGHPUT_GBPS, Role::System)
                 .filter(|m| !m.values.is_empty())
-                .map(|m| (r, &m.values)),
-            _ => None,
+                .map(|m| (r, &m.values))
         })
         .collect();
     let setting = |r: &RecordsCase| (r.record_size, r.pick, r.outstanding, r.threads);
@@ -514,6 +513,7 @@ pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::Case;
 
     #[test]
     fn every_pair_of_the_modes_run_is_compared_later_against_earlier() {

@@ -6,8 +6,9 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::crossover::{rx_crossed, StreamPath};
-use crate::case::{format_bytes, Case, CopyMode, RecordsCase, RecordsMode, RxMode, StreamCase};
+use crate::case::{format_bytes, CopyMode, MicroCase, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
 use crate::micro::levels;
+use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
 
@@ -113,10 +114,7 @@ impl Provenance {
 fn stream_cells(cells: &[CellSummary]) -> Vec<(&StreamCase, &CellSummary)> {
     cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetStream(s) => Some((s, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<StreamCase>().map(|s| (s, c)))
         .collect()
 }
 
@@ -197,7 +195,7 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
         for &path in paths {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.size == size) {
-                if let Some(m) = cell.metric("time_per_msg_us", Role::System) {
+                if let Some(m) = cell.metric(names::TIME_PER_MSG_US, Role::System) {
                     provenance.add(m);
                     points.extend(point(s.threads as f64, m));
                 }
@@ -234,19 +232,31 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
     let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
     let t = threads.first().copied().unwrap_or(1);
     let layers = [
-        (Role::Client, "cpu_user_s", "bytes_sent", "client user", OKABE_ITO[0]),
-        (Role::Client, "cpu_sys_s", "bytes_sent", "client system", OKABE_ITO[5]),
+        (
+            Role::Client,
+            names::CPU_USER_S,
+            names::BYTES_SENT,
+            "client user",
+            OKABE_ITO[0],
+        ),
+        (
+            Role::Client,
+            names::CPU_SYS_S,
+            names::BYTES_SENT,
+            "client system",
+            OKABE_ITO[5],
+        ),
         (
             Role::Server,
-            "cpu_user_s",
-            "bytes_received",
+            names::CPU_USER_S,
+            names::BYTES_RECEIVED,
             "server user",
             OKABE_ITO[1],
         ),
         (
             Role::Server,
-            "cpu_sys_s",
-            "bytes_received",
+            names::CPU_SYS_S,
+            names::BYTES_RECEIVED,
             "server system",
             OKABE_ITO[3],
         ),
@@ -391,7 +401,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut throughput = stream_vs_size(
         &stream,
         &paths,
-        m("throughput_gbps", Role::System, "throughput (Gbit/s)"),
+        m(names::THROUGHPUT_GBPS, Role::System, "throughput (Gbit/s)"),
         "throughput_vs_size",
         "Throughput vs message size",
     );
@@ -416,7 +426,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             &stream,
             &paths,
             m(
-                "total_cycles_per_byte",
+                names::TOTAL_CYCLES_PER_BYTE,
                 Role::System,
                 "cycles per byte, client + server",
             ),
@@ -427,7 +437,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             &stream,
             &paths,
             m(
-                "total_cache_misses_per_kib",
+                names::TOTAL_CACHE_MISSES_PER_KIB,
                 Role::System,
                 "cache misses per KiB, client + server",
             ),
@@ -438,7 +448,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             &stream,
             &paths,
             m(
-                "total_context_switches_per_msg",
+                names::TOTAL_CONTEXT_SWITCHES_PER_MSG,
                 Role::System,
                 "context switches per message, client + server",
             ),
@@ -451,7 +461,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 &stream,
                 &zero_copy_paths,
                 m(
-                    "zerocopy_not_copied_fraction",
+                    names::ZEROCOPY_NOT_COPIED_FRACTION,
                     Role::System,
                     "fraction of sends not copied",
                 ),
@@ -467,7 +477,11 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &zerocopy_rx_paths,
-                m("rx_mapped_fraction", Role::Server, "fraction of bytes received mapped"),
+                m(
+                    names::RX_MAPPED_FRACTION,
+                    Role::Server,
+                    "fraction of bytes received mapped",
+                ),
                 "rx_mapped_vs_size",
                 "Receive zero-copy: fraction of received bytes the kernel mapped",
             )
@@ -583,9 +597,9 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     let ratios = [
-        ("throughput_gbps", "payload throughput", OKABE_ITO[0], 0),
+        (names::THROUGHPUT_GBPS, "payload throughput", OKABE_ITO[0], 0),
         (
-            "dram_bytes_per_payload_byte",
+            names::DRAM_BYTES_PER_PAYLOAD_BYTE,
             "DRAM bytes per payload byte",
             OKABE_ITO[1],
             1,
@@ -652,10 +666,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
 pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let records: Vec<(&RecordsCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRecords(r) => Some((r, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<RecordsCase>().map(|r| (r, c)))
         .collect();
     if records.is_empty() {
         return Vec::new();
@@ -664,14 +675,14 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut figures = vec![
         records_vs_n(
             &records,
-            m("throughput_gbps", Role::System, "payload throughput (Gbit/s)"),
+            m(names::THROUGHPUT_GBPS, Role::System, "payload throughput (Gbit/s)"),
             "records_throughput_vs_records",
             "Payload throughput vs records per response",
         ),
         records_vs_n(
             &records,
             m(
-                "dram_bytes_per_payload_byte",
+                names::DRAM_BYTES_PER_PAYLOAD_BYTE,
                 Role::System,
                 "DRAM bytes read + written per payload byte",
             ),
@@ -680,13 +691,13 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         ),
         records_vs_n(
             &records,
-            m("cpu_us_per_response", Role::Server, "server CPU per response (us)"),
+            m(names::CPU_US_PER_RESPONSE, Role::Server, "server CPU per response (us)"),
             "records_server_cpu_vs_records",
             "Server CPU per response vs records per response",
         ),
         records_vs_n(
             &records,
-            m("cpu_us_per_response", Role::Client, "client CPU per response (us)"),
+            m(names::CPU_US_PER_RESPONSE, Role::Client, "client CPU per response (us)"),
             "records_client_cpu_vs_records",
             "Client CPU per response vs records per response",
         ),
@@ -703,7 +714,7 @@ pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
 /// without it, a `minority-served` warning). Such a cell is never drawn as a contender.
 pub fn minority_served(cell: &CellSummary) -> Option<String> {
     use crate::observation::WarningKind;
-    match cell.summary("served_fraction", Role::System) {
+    match cell.summary(names::SERVED_FRACTION, Role::System) {
         Some(s) if s.median < 0.5 => {
             let pct = s.median * 100.0;
             let pct = if pct >= 1.0 || pct == 0.0 {
@@ -746,7 +757,8 @@ fn servers_table(
         other => super::fmt_num(other),
     };
     for (s, cell) in servers {
-        let failed = med(cell, "errors", Role::Client).map(|e| e - med(cell, "timeouts", Role::Client).unwrap_or(0.0));
+        let failed =
+            med(cell, names::ERRORS, Role::Client).map(|e| e - med(cell, names::TIMEOUTS, Role::Client).unwrap_or(0.0));
         table.push(vec![
             if one_request {
                 s.model.to_string()
@@ -755,9 +767,9 @@ fn servers_table(
             },
             s.clients.to_string(),
             super::fmt_num(med(cell, name, role)),
-            count(med(cell, "clients_served", Role::Client)),
+            count(med(cell, names::CLIENTS_SERVED, Role::Client)),
             count(failed),
-            count(med(cell, "timeouts", Role::Client)),
+            count(med(cell, names::TIMEOUTS, Role::Client)),
             match minority_served(cell) {
                 Some(_) => "most clients failed: not drawn".into(),
                 None if cell.ok == 0 => "failed".into(),
@@ -787,10 +799,7 @@ fn left_out_line(left_out: &[String]) -> String {
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::Servers(s) => Some((s, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<ServersCase>().map(|s| (s, c)))
         .collect();
     if servers.is_empty() {
         return Vec::new();
@@ -869,11 +878,11 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             };
             let mut points = Vec::new();
             let names = [
-                "latency_p50_us",
-                "latency_p90_us",
-                "latency_p99_us",
-                "latency_p999_us",
-                "latency_max_us",
+                names::LATENCY_P50_US,
+                names::LATENCY_P90_US,
+                names::LATENCY_P99_US,
+                names::LATENCY_P999_US,
+                names::LATENCY_MAX_US,
             ];
             for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
                 if let Some(m) = cell.metric(name, Role::Client) {
@@ -912,7 +921,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     };
     vec![
         chart(
-            "requests_per_s",
+            names::REQUESTS_PER_S,
             Role::System,
             "servers_requests_vs_clients",
             "Requests per second vs clients",
@@ -920,7 +929,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "req/s",
         ),
         chart(
-            "latency_p99_us",
+            names::LATENCY_P99_US,
             Role::Client,
             "servers_p99_vs_clients",
             "p99 latency vs clients",
@@ -972,7 +981,9 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
-        let Case::Micro(m) = &cell.case else { continue };
+        let Some(m) = cell.case.get::<MicroCase>() else {
+            continue;
+        };
         if m.bench != crate::case::Bench::Memlat {
             continue;
         }
@@ -984,14 +995,14 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
         else {
             continue;
         };
-        if let Some(metric) = cell.metric("latency_ns", Role::System) {
+        if let Some(metric) = cell.metric(names::LATENCY_NS, Role::System) {
             provenance.add(metric);
             points.extend(point(size as f64, metric));
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
         if let (Some(mean), Some(sd)) = (
-            cell.metric("latency_ns_mean", Role::System),
-            cell.metric("latency_ns_stddev", Role::System),
+            cell.metric(names::LATENCY_NS_MEAN, Role::System),
+            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
         ) {
             cvs.extend(levels::cvs_of(size, &mean.values, &sd.values));
         }
@@ -1156,9 +1167,10 @@ pub fn drawable(cells: &[CellSummary]) -> (Vec<CellSummary>, Vec<String>) {
     let drawn = cells
         .iter()
         .filter(|c| {
-            let why = match c.case {
-                Case::Servers(_) => None,
-                _ => minority_served(c),
+            let why = if c.case.as_workload().charts_judge_minority() {
+                None
+            } else {
+                minority_served(c)
             };
             if let Some(why) = &why {
                 left_out.push(format!("{} ({why})", c.label));
@@ -1175,6 +1187,7 @@ mod tests {
     use super::super::cells::summarize_run;
     use super::super::cells::tests::{run_data, stream_case};
     use super::*;
+    use crate::case::Case;
 
     fn records_case(mode: RecordsMode, record_size: u64, records: usize) -> Case {
         Case::NetRecords(RecordsCase {

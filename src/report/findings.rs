@@ -13,7 +13,8 @@
 use super::cells::{headline, CellSummary, NOISY_CV};
 use super::compare::{mann_whitney, ALPHA};
 use super::crossover::{repetitions_text, testable, Crossover, CrossoverRow};
-use crate::case::{format_bytes, Case, CopyMode, Endpoint};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, MicroCase, StreamCase};
+use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
 
@@ -103,18 +104,18 @@ struct Entry<'a> {
     x_text: String,
     cell: &'a CellSummary,
     by_reference: bool,
+    /// The workload's words: `mode`/`model`, `size`/`load`, `every size`, `fastest`.
+    contenders_are: &'static str,
+    axis: &'static str,
+    everywhere: &'static str,
+    best_word: &'static str,
 }
 
 /// Whether a case sends by reference: sendfile and splice without --verify hand the kernel the
 /// same message's pages again and again, and nothing tells them when reusing the pages would be
-/// safe; a copy mode pays for a copy they skip.
+/// safe; a copy mode pays for a copy they skip (`Workload::sends_by_reference`).
 pub fn sends_by_reference(case: &Case) -> bool {
-    let by_ref = |mode: CopyMode, verify: bool| matches!(mode, CopyMode::Sendfile | CopyMode::Splice) && !verify;
-    match case {
-        Case::NetStream(s) => by_ref(s.mode, s.verify),
-        Case::NetRr(r) => by_ref(r.mode, r.verify),
-        _ => false,
-    }
+    case.as_workload().sends_by_reference()
 }
 
 /// The words that go with a by-reference winner, in the same sentence.
@@ -126,68 +127,20 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
     if super::figures::minority_served(cell).is_some() {
         return None;
     }
-    let (group, contender, x, x_text) = match &cell.case {
-        Case::NetStream(s) => (
-            format!(
-                "net stream, {} thread{}",
-                s.threads,
-                if s.threads == 1 { "" } else { "s" }
-            ),
-            // The send mode, with the receive mode when it is not the usual pairing.
-            s.path(false),
-            s.size,
-            format_bytes(s.size),
-        ),
-        Case::NetRecords(r) => (
-            format!(
-                "net records, {} records, {} outstanding, {} thread{}",
-                format_bytes(r.record_size),
-                r.outstanding,
-                r.threads,
-                if r.threads == 1 { "" } else { "s" }
-            ),
-            r.mode.to_string(),
-            r.records as u64,
-            format!("{} record{}", r.records, if r.records == 1 { "" } else { "s" }),
-        ),
-        Case::Servers(s) => (
-            format!("servers, {}", s.request),
-            s.model.to_string(),
-            s.clients as u64,
-            format!("{} client{}", s.clients, if s.clients == 1 { "" } else { "s" }),
-        ),
-        Case::NetRr(r) => (
-            format!(
-                "net {}, {} responses, {} in flight, {} thread{}{}",
-                r.kind.as_str(),
-                format_bytes(r.response_size),
-                r.inflight,
-                r.threads,
-                if r.threads == 1 { "" } else { "s" },
-                r.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
-            ),
-            // The send mode, with the receive mode when it is not the usual pairing.
-            r.path(),
-            r.request_size,
-            format!("{} requests", format_bytes(r.request_size)),
-        ),
-        // A microbenchmark has one contender per run: nothing to rank.
-        Case::Micro(_) | Case::Fake(_) => return None,
-    };
+    // A microbenchmark has one contender per run: nothing to rank.
+    let contest = cell.case.as_workload().contest()?;
     Some(Entry {
-        group,
-        contender,
-        x,
-        x_text,
+        group: contest.group,
+        contender: contest.contender,
+        x: contest.x,
+        x_text: contest.x_text,
         by_reference: sends_by_reference(&cell.case),
+        contenders_are: contest.contenders_are,
+        axis: contest.axis,
+        everywhere: contest.everywhere,
+        best_word: contest.best_word,
         cell,
     })
-}
-
-/// Whether a workload's contenders are copy modes compared across message sizes (net stream,
-/// net rr/crr, net records), not server models across loads.
-fn by_size(case: &Case) -> bool {
-    matches!(case, Case::NetStream(_) | Case::NetRr(_) | Case::NetRecords(_))
 }
 
 /// The values of the cell's headline metric.
@@ -260,10 +213,10 @@ fn capitalized(line: &str) -> String {
 /// The headline metric's name as a word.
 fn metric_word(name: &str) -> &str {
     match name {
-        "throughput_gbps" => "throughput",
-        "requests_per_s" => "requests/s",
-        "transactions_per_s" => "transactions/s",
-        "latency_ns" => "latency",
+        names::THROUGHPUT_GBPS => "throughput",
+        names::REQUESTS_PER_S => "requests/s",
+        names::TRANSACTIONS_PER_S => "transactions/s",
+        names::LATENCY_NS => "latency",
         other => other,
     }
 }
@@ -274,10 +227,10 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
     let mut not_copied = Vec::new();
     let mut loopback = false;
     for cell in cells {
-        if let Case::NetStream(s) = &cell.case {
+        if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
-                if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
+                if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
             }
@@ -498,27 +451,17 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             }
         };
         let best_word = if higher_is_better {
-            match &members[0].cell.case {
-                Case::NetStream(_) | Case::NetRr(_) => "fastest",
-                _ => "best",
-            }
+            members[0].best_word
         } else {
             "lowest"
         };
-        let every = match &members[0].cell.case {
-            Case::NetStream(_) | Case::NetRr(_) => "every size",
-            _ => "every load",
-        };
-        let kind = if by_size(&members[0].cell.case) {
-            "mode"
-        } else {
-            "model"
-        };
+        let every = members[0].everywhere;
+        let kind = members[0].contenders_are;
         let metric_name = metric_word(metric_name);
         // The seed questions first (stream): one-copy against two-copy, and zero-copy.
         let mut seed_pairs: Vec<&CrossoverRow> = Vec::new();
         let mut zc_explained = false;
-        if let Case::NetStream(s) = &members[0].cell.case {
+        if let Some(s) = members[0].cell.case.get::<StreamCase>() {
             let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.threads).collect();
             for r in rows
                 .iter()
@@ -537,7 +480,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                     .collect();
                 let zc_cells: Vec<&CellSummary> = members
                     .iter()
-                    .filter(|e| matches!(&e.cell.case, Case::NetStream(c) if c.mode == zc))
+                    .filter(|e| e.cell.case.get::<StreamCase>().is_some_and(|c| c.mode == zc))
                     .map(|e| e.cell)
                     .collect();
                 if zc_cells.is_empty() {
@@ -547,9 +490,9 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                 let names: Vec<String> = contenders
                     .iter()
                     .filter(|c| {
-                        members
-                            .iter()
-                            .any(|e| &e.contender == *c && matches!(&e.cell.case, Case::NetStream(s) if s.mode == zc))
+                        members.iter().any(|e| {
+                            &e.contender == *c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode == zc)
+                        })
                     })
                     .cloned()
                     .collect();
@@ -670,7 +613,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             let hi = slower.iter().copied().fold(0.0, f64::max);
             let noise: Vec<&str> = behind.iter().filter(|b| !b.2).map(|b| b.0).collect();
             let worse = if higher_is_better { "slower" } else { "higher" };
-            let unit = if by_size(&members[0].cell.case) { "size" } else { "load" };
+            let unit = members[0].axis;
             let mut line = if noise.is_empty() {
                 format!(
                     "{} is never the best: {} {worse} than the best at each {unit}",
@@ -688,7 +631,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             };
             let is_zc = members
                 .iter()
-                .any(|e| &e.contender == c && matches!(&e.cell.case, Case::NetStream(s) if s.mode.is_zero_copy()));
+                .any(|e| &e.contender == c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode.is_zero_copy()));
             if is_zc && !zc_explained {
                 let zc: Vec<&CellSummary> = members.iter().filter(|e| &e.contender == c).map(|e| e.cell).collect();
                 if let Some(copied) = zero_copy_copied(&zc) {
@@ -717,7 +660,9 @@ fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGr
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
     for cell in cells {
-        let Case::Micro(m) = &cell.case else { continue };
+        let Some(m) = cell.case.get::<MicroCase>() else {
+            continue;
+        };
         if m.bench != crate::case::Bench::Memlat {
             continue;
         }
@@ -726,13 +671,13 @@ fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGr
             .iter()
             .find(|(k, _)| k == "size_bytes")
             .and_then(|(_, v)| v.parse::<u64>().ok());
-        if let (Some(size), Some(metric)) = (size, cell.metric("latency_ns", Role::System)) {
+        if let (Some(size), Some(metric)) = (size, cell.metric(names::LATENCY_NS, Role::System)) {
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
         if let (Some(size), Some(mean), Some(sd)) = (
             size,
-            cell.metric("latency_ns_mean", Role::System),
-            cell.metric("latency_ns_stddev", Role::System),
+            cell.metric(names::LATENCY_NS_MEAN, Role::System),
+            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
         ) {
             cvs.extend(crate::micro::levels::cvs_of(size, &mean.values, &sd.values));
         }

@@ -15,8 +15,9 @@ pub mod html;
 pub mod remote_fs_figures;
 pub mod rr_figures;
 
-use crate::case::{Case, CopyMode, Endpoint};
+use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::memtraffic;
+use crate::observation::names;
 use crate::observation::{Role, WarningKind};
 use crate::store::{RunData, RunStatus};
 use cells::CellSummary;
@@ -118,8 +119,10 @@ fn alias_verdicts(cells: &[CellSummary]) -> Option<(Option<WarningKind>, String)
     use crate::net::alias::Verdict;
     let mut fractions: Vec<(CopyMode, Vec<f64>)> = Vec::new();
     for cell in cells {
-        let (Case::NetStream(s), Some(m)) = (&cell.case, cell.metric("alias_by_reference_fraction", Role::System))
-        else {
+        let (Some(s), Some(m)) = (
+            cell.case.get::<StreamCase>(),
+            cell.metric(names::ALIAS_BY_REFERENCE_FRACTION, Role::System),
+        ) else {
             continue;
         };
         match fractions.iter_mut().find(|(mode, _)| *mode == s.mode) {
@@ -183,10 +186,10 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
     let mut not_copied = Vec::new();
     let mut loopback = false;
     for cell in cells {
-        if let Case::NetStream(s) = &cell.case {
+        if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
                 loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
-                if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
+                if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
             }

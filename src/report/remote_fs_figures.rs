@@ -6,13 +6,14 @@
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::figures::{point, Provenance};
-use crate::case::{format_bytes, Bench, Case, MicroCase};
+use crate::case::{format_bytes, Bench, MicroCase};
+use crate::observation::names;
 use crate::observation::Role;
 
 /// The two sides drawn: figure name, series name, colour, style.
 const SIDES: [(&str, &str, usize, usize); 2] = [
-    ("local_time_per_read_us", "local", 0, 0),
-    ("remote_time_per_read_us", "remote (sshfs)", 1, 1),
+    (names::LOCAL_TIME_PER_READ_US, "local", 0, 0),
+    (names::REMOTE_TIME_PER_READ_US, "remote (sshfs)", 1, 1),
 ];
 
 fn number(case: &MicroCase, name: &str) -> Option<u64> {
@@ -23,10 +24,8 @@ fn number(case: &MicroCase, name: &str) -> Option<u64> {
 fn remote_cells(cells: &[CellSummary]) -> Vec<(&MicroCase, &CellSummary)> {
     cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::Micro(m) if m.bench == Bench::Fs && m.option("remote").is_some() => Some((m, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<MicroCase>().map(|m| (m, c)))
+        .filter(|(m, _)| m.bench == Bench::Fs && m.option("remote").is_some())
         .collect()
 }
 

@@ -6,8 +6,9 @@
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
 use super::figures::{mode_style, point, Provenance};
-use crate::case::{format_bytes, Case, RrCase};
+use crate::case::{format_bytes, RrCase};
 use crate::net::workload::rr::CDF_QUANTILES;
+use crate::observation::names;
 use crate::observation::Role;
 
 /// At most this many CDF panels (cases without their mode); more would be unreadable.
@@ -40,10 +41,7 @@ fn median(cell: &CellSummary, name: &str) -> Option<f64> {
 pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let rr: Vec<(&RrCase, &CellSummary)> = cells
         .iter()
-        .filter_map(|c| match &c.case {
-            Case::NetRr(r) => Some((r, c)),
-            _ => None,
-        })
+        .filter_map(|c| c.case.get::<RrCase>().map(|r| (r, c)))
         .collect();
     if rr.is_empty() {
         return Vec::new();
@@ -71,7 +69,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx_mode) && rate_panel(c) == *panel)
             {
                 name = c.path();
-                if let Some(m) = cell.metric("transactions_per_s", Role::System) {
+                if let Some(m) = cell.metric(names::TRANSACTIONS_PER_S, Role::System) {
                     provenance.add(m);
                     points.extend(point(c.request_size as f64, m));
                 }
@@ -131,7 +129,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     }];
     for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
         let mut points = Vec::new();
-        for (name, q) in CDF_QUANTILES.iter().chain(&[("latency_max_us", 1.0)]) {
+        for (name, q) in CDF_QUANTILES.iter().chain(&[(names::LATENCY_MAX_US, 1.0)]) {
             if let Some(m) = cell.metric(name, Role::Client) {
                 provenance.add(m);
             }
@@ -157,15 +155,15 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         let text = |name: &str| super::fmt_num(median(cell, name));
         let mut row = vec![
             c.label(),
-            text("latency_p50_us"),
-            text("latency_p90_us"),
-            text("latency_p99_us"),
-            text("latency_p999_us"),
-            text("latency_max_us"),
+            text(names::LATENCY_P50_US),
+            text(names::LATENCY_P90_US),
+            text(names::LATENCY_P99_US),
+            text(names::LATENCY_P999_US),
+            text(names::LATENCY_MAX_US),
         ];
         if crr {
-            row.push(text("connect_p50_us"));
-            row.push(text("close_p50_us"));
+            row.push(text(names::CONNECT_P50_US));
+            row.push(text(names::CLOSE_P50_US));
         }
         table.push(row);
     }
@@ -195,7 +193,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         for (name, x) in tail
             .iter()
             .map(|(name, q)| (*name, nines(*q)))
-            .chain([("latency_max_us", max_x)])
+            .chain([(names::LATENCY_MAX_US, max_x)])
         {
             if let Some(m) = cell.metric(name, Role::Client) {
                 spectrum_provenance.add(m);
@@ -251,6 +249,7 @@ mod tests {
     use super::super::cells::summarize_run;
     use super::super::cells::tests::run_data;
     use super::*;
+    use crate::case::Case;
     use crate::case::{CopyMode, Endpoint, RrKind};
     use crate::observation::{Metric, Source};
 

@@ -22,6 +22,7 @@ use crate::case::ServersCase;
 use crate::measure::clock::tsc_hz;
 use crate::measure::counters::CounterSample;
 use crate::measure::window::SystemProbes;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Interrupted;
 use loadgen::{LoadConfig, LoadResult};
@@ -240,10 +241,10 @@ fn describe_client_cpu(obs: &mut Observation, load: &LoadResult, samples: &[Coun
     let m = |name: &str, unit: &str, v: Result<f64, String>| {
         Metric::from_result(name, Role::Client, unit, Source::Rusage, v)
     };
-    obs.push(m("cpu_user_s", "s", usage.clone().map(|u| u.user.as_secs_f64())));
-    obs.push(m("cpu_sys_s", "s", usage.clone().map(|u| u.system.as_secs_f64())));
+    obs.push(m(names::CPU_USER_S, "s", usage.clone().map(|u| u.user.as_secs_f64())));
+    obs.push(m(names::CPU_SYS_S, "s", usage.clone().map(|u| u.system.as_secs_f64())));
     obs.push(m(
-        "cpu_us_per_req",
+        names::CPU_US_PER_REQ,
         "us/req",
         usage.clone().and_then(|u| {
             if load.completed == 0 {
@@ -254,7 +255,7 @@ fn describe_client_cpu(obs: &mut Observation, load: &LoadResult, samples: &[Coun
         }),
     ));
     obs.push(m(
-        "voluntary_switches",
+        names::VOLUNTARY_SWITCHES,
         "switches",
         usage.clone().map(|u| u.voluntary_switches as f64),
     ));
@@ -271,14 +272,14 @@ fn describe_client_cpu(obs: &mut Observation, load: &LoadResult, samples: &[Coun
 /// served, so no table, chart or finding reads the rate of the few as the model's.
 pub fn served_metrics(obs: &mut Observation, clients: usize, load: &LoadResult) {
     let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
-    obs.push(tool("clients_served", Role::Client, "clients", load.served as f64));
-    obs.push(tool("clients_failed", Role::Client, "clients", load.failed as f64));
+    obs.push(tool(names::CLIENTS_SERVED, Role::Client, "clients", load.served as f64));
+    obs.push(tool(names::CLIENTS_FAILED, Role::Client, "clients", load.failed as f64));
     let fraction = if clients == 0 {
         1.0
     } else {
         load.served as f64 / clients as f64
     };
-    obs.push(tool("served_fraction", Role::System, "fraction", fraction));
+    obs.push(tool(names::SERVED_FRACTION, Role::System, "fraction", fraction));
     if minority(load.served, clients) {
         let e = &load.errors;
         obs.warn(
@@ -303,13 +304,13 @@ pub fn minority(served: usize, of: usize) -> bool {
 
 /// Every metric run_case reports, for the all-unavailable observation.
 const METRIC_UNITS: &[(&str, Role, &str)] = &[
-    ("requests_per_s", Role::System, "req/s"),
-    ("latency_p50_us", Role::Client, "us"),
-    ("latency_p90_us", Role::Client, "us"),
-    ("latency_p99_us", Role::Client, "us"),
-    ("latency_p999_us", Role::Client, "us"),
-    ("latency_max_us", Role::Client, "us"),
-    ("errors", Role::Client, "errors"),
+    (names::REQUESTS_PER_S, Role::System, "req/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P90_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+    (names::LATENCY_P999_US, Role::Client, "us"),
+    (names::LATENCY_MAX_US, Role::Client, "us"),
+    (names::ERRORS, Role::Client, "errors"),
 ];
 
 fn describe(
@@ -324,14 +325,14 @@ fn describe(
     let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
     if secs > 0.0 {
         obs.push(tool(
-            "requests_per_s",
+            names::REQUESTS_PER_S,
             Role::System,
             "req/s",
             load.completed as f64 / secs,
         ));
     } else {
         obs.push(Metric::unavailable(
-            "requests_per_s",
+            names::REQUESTS_PER_S,
             Role::System,
             "req/s",
             "the window did not open (stopped early)",
@@ -339,10 +340,10 @@ fn describe(
     }
     let none = "no request completed inside the window";
     for (name, q) in [
-        ("latency_p50_us", 0.5),
-        ("latency_p90_us", 0.9),
-        ("latency_p99_us", 0.99),
-        ("latency_p999_us", 0.999),
+        (names::LATENCY_P50_US, 0.5),
+        (names::LATENCY_P90_US, 0.9),
+        (names::LATENCY_P99_US, 0.99),
+        (names::LATENCY_P999_US, 0.999),
     ] {
         obs.push(match load.latency.quantile_us(q) {
             Some(v) => tool(name, Role::Client, "us", v),
@@ -350,18 +351,18 @@ fn describe(
         });
     }
     obs.push(match load.latency.max_us() {
-        Some(v) => tool("latency_max_us", Role::Client, "us", v),
-        None => Metric::unavailable("latency_max_us", Role::Client, "us", none),
+        Some(v) => tool(names::LATENCY_MAX_US, Role::Client, "us", v),
+        None => Metric::unavailable(names::LATENCY_MAX_US, Role::Client, "us", none),
     });
     obs.push(match load.latency.mean_us() {
-        Some(v) => tool("latency_mean_us", Role::Client, "us", v),
-        None => Metric::unavailable("latency_mean_us", Role::Client, "us", none),
+        Some(v) => tool(names::LATENCY_MEAN_US, Role::Client, "us", v),
+        None => Metric::unavailable(names::LATENCY_MEAN_US, Role::Client, "us", none),
     });
     let e = &load.errors;
-    obs.push(tool("errors", Role::Client, "errors", e.total() as f64));
+    obs.push(tool(names::ERRORS, Role::Client, "errors", e.total() as f64));
     obs.push(tool("connect_errors", Role::Client, "errors", e.connect as f64));
     obs.push(tool("refused", Role::Client, "errors", e.refused as f64));
-    obs.push(tool("timeouts", Role::Client, "requests", e.timeouts as f64));
+    obs.push(tool(names::TIMEOUTS, Role::Client, "requests", e.timeouts as f64));
     obs.push(tool("protocol_errors", Role::Client, "errors", e.protocol as f64));
     obs.push(tool("io_errors", Role::Client, "errors", e.io as f64));
     if load.starved > 0 {
@@ -372,7 +373,7 @@ fn describe(
         ));
     }
     obs.push(tool(
-        "unanswered_at_end",
+        names::UNANSWERED_AT_END,
         Role::Client,
         "requests",
         load.unanswered as f64,
@@ -384,7 +385,7 @@ fn describe(
         load.connected as f64,
     ));
     obs.push(tool("requests", Role::Client, "requests", load.completed as f64));
-    obs.push(tool("window_s", Role::System, "s", secs));
+    obs.push(tool(names::WINDOW_S, Role::System, "s", secs));
     served_metrics(obs, case.clients, load);
 
     // Server threads' counters, summed over threads (each counted only inside the window).
@@ -398,7 +399,7 @@ fn describe(
                 (None, _) => Err(sum.usage.clone().err().unwrap_or_default()),
             };
             obs.push(Metric::from_result(
-                "cpu_us_per_req",
+                names::CPU_US_PER_REQ,
                 Role::Server,
                 "us/req",
                 Source::Rusage,
@@ -406,7 +407,7 @@ fn describe(
             ));
         }
         None => obs.push(Metric::unavailable(
-            "cpu_user_s",
+            names::CPU_USER_S,
             Role::Server,
             "s",
             "no server thread was running inside the window",

@@ -52,7 +52,7 @@ impl Plan {
     pub fn estimate(&self, cells: &[Cell]) -> Estimate {
         let cases: Vec<&Case> = cells.iter().filter_map(|c| self.cases.get(c.position)).collect();
         let warmup = self.warmup_cell.then(|| cases.first().copied()).flatten();
-        let unknown = |c: &Case| matches!(c, Case::Micro(_));
+        let unknown = |c: &Case| !c.as_workload().duration_known();
         Estimate {
             seconds: cases
                 .iter()
