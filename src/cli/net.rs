@@ -432,7 +432,9 @@ impl TryFrom<&StreamArgs> for Plan {
 
 fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
     let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_stream_table))?
-        .corrupt("messages", |o| o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0));
+        .corrupt("messages", |o| {
+            o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
+        });
     run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 

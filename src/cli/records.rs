@@ -164,7 +164,9 @@ impl TryFrom<&RecordsArgs> for Plan {
 
 pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
     let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_records_table))?
-        .corrupt("records", |o| o.value(names::CORRUPT_RECORDS, Role::Client).unwrap_or(0.0));
+        .corrupt("records", |o| {
+            o.value(names::CORRUPT_RECORDS, Role::Client).unwrap_or(0.0)
+        });
     run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
