@@ -97,7 +97,14 @@ impl Receiver for ZeroCopyReceiver {
                 format!("this socket cannot be mapped (mmap: {e})"),
             ))
         })?;
-        match mapping.receive(fd, 0) {
+        // EINTR is retried (see `recv`): io_uring task work interrupts a socket call.
+        let first = loop {
+            match mapping.receive(fd, 0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match first {
             Ok(_) => {}
             // Already at the end: not a refusal; the first recv reports it.
             Err(e) if e.raw_os_error() == Some(libc::EIO) => {}

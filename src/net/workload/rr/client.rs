@@ -338,7 +338,7 @@ pub fn crr_loop(
         }
         let answered = Instant::now();
         socket.shutdown(Shutdown::Write)?;
-        let n = crate::sys::net::recv(fd, &mut fin, 0)
+        let n = super::recv_fin(fd, &mut fin)
             .map_err(|e| io::Error::new(e.kind(), format!("waiting for the server to close: {e}")))?;
         if n != 0 {
             return Err(io::Error::other("the server sent more than the response"));

@@ -118,6 +118,18 @@ fn data_receivers(case: &RrCase, size: usize, count: usize) -> anyhow::Result<Ve
     (0..count).map(|_| data_receiver(case, size)).collect()
 }
 
+/// crr: wait for the peer's FIN (recv returns 0) or its data. EINTR is retried: a thread that
+/// owns an io_uring (uring, uring-zc) gets task work that interrupts a blocking recv, which a
+/// socket with a receive timeout reports as EINTR instead of restarting it.
+pub(crate) fn recv_fin(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match crate::sys::net::recv(fd, buf, 0) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// Whether a case can run: limits on every parameter. Used by the CLI before running and by a
 /// server before accepting a client's case.
 pub fn check_case(case: &RrCase) -> Result<(), String> {

@@ -334,7 +334,7 @@ fn serve_crr(
         if receiver.recv(fd, seq)? {
             sender.send(fd, seq)?;
             own_syscalls += 1;
-            let n = crate::sys::net::recv(fd, &mut fin, 0)?;
+            let n = super::recv_fin(fd, &mut fin)?;
             if n != 0 {
                 return Err(io::Error::other("a crr client sent more than one request"));
             }
