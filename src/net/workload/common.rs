@@ -5,7 +5,7 @@
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::completions::CompletionCounts;
 use crate::net::control::{Control, ControlChannel, ServerReport};
-use crate::net::workload::stream::interrupted;
+use crate::net::session::interrupted;
 use crate::observation::{Metric, Observation, Role, Source, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{bail, Context};

@@ -31,7 +31,8 @@ use crate::net::topology::Topology;
 use crate::net::workload::common::{
     copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
 };
-use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
+use crate::net::session::observe::measured_counters;
+use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -441,7 +442,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     let mut obs = run_measured(case, stop)?;
     if let Some(proof) = proof {
-        crate::net::workload::stream::publish_proof(&mut obs, case.mode, proof);
+        crate::net::session::observe::publish_proof(&mut obs, case.mode, proof);
     }
     Ok(obs)
 }

@@ -18,7 +18,7 @@ use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::workload::common::{
     accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
 };
-use crate::net::workload::stream::StartGate;
+use crate::net::session::StartGate;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -225,7 +225,7 @@ fn serve_threads(
 /// through the window this side announces, the server's report merged in.
 pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
     let tsc_hz = clock::tsc_hz();
-    let mut control = ControlChannel::new(crate::net::workload::stream::connect(addr, stop)?)?;
+    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.send_json(&RecordsHello {
         kind: "hello",
@@ -278,7 +278,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     };
     let data_addr = SocketAddr::new(addr.ip(), port);
     let data: Vec<TcpStream> = (0..case.threads)
-        .map(|_| crate::net::workload::stream::connect(data_addr, stop))
+        .map(|_| crate::net::session::connect(data_addr, stop))
         .collect::<anyhow::Result<_>>()?;
     for s in &data {
         s.set_nodelay(true)?;

@@ -28,7 +28,9 @@ use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::topology::Topology;
 use crate::net::workload::common;
-use crate::net::workload::stream::{self, thread::StartGate};
+use crate::net::session::observe::{checked, measured_counters};
+use crate::net::session::{connect, StartGate, START_PATIENCE};
+use crate::net::workload::stream;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
@@ -43,7 +45,6 @@ use std::time::{Duration, Instant};
 
 /// How long a data connection may stay silent before the peer is declared gone.
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-const START_PATIENCE: Duration = stream::START_PATIENCE;
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest window or warm-up a case may ask for.
@@ -56,7 +57,7 @@ pub const MAX_MESSAGE: u64 = 16 << 20;
 /// both wait for the other to read.
 pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
 
-const NO_SERVER_WINDOW: &str = stream::NO_SERVER_WINDOW;
+const NO_SERVER_WINDOW: &str = crate::net::session::observe::NO_SERVER_WINDOW;
 const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
 
 /// What an rr/crr client says after `ready`: the window opens (`measure`), closes (`done`),
@@ -181,7 +182,7 @@ pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
         ..Default::default()
     };
     let in_flight = (case.inflight as u64).saturating_mul(case.request_size.saturating_add(case.response_size));
-    stream::sender_bytes(case.mode, send, case.verify, &options)
+    mode::sender_bytes(case.mode, send, case.verify, &options)
         .saturating_add(receive.saturating_mul(2))
         .saturating_add(in_flight)
         .saturating_mul(case.threads as u64)
@@ -337,7 +338,7 @@ fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop
 
 /// One data connection of an rr client.
 fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
-    let s = stream::connect(addr, stop)?;
+    let s = connect(addr, stop)?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
@@ -354,7 +355,7 @@ fn run_client(
     stop: Stop,
     tcp_ns: Option<&crate::sys::netns::NetNs>,
 ) -> anyhow::Result<Observation> {
-    let mut control = ControlChannel::new(stream::connect(addr, stop)?)?;
+    let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     let port = handshake(&mut control, case, addr, stop)?;
     let data_addr = SocketAddr::new(addr.ip(), port);
@@ -709,7 +710,7 @@ fn build_observation(
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
     let syscalls: u64 = clients.iter().map(|c| c.metered.syscalls).sum();
-    let client_counters = stream::measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
+    let client_counters = measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
     if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.metered.counters.as_ref())) {
         if !sample.kernel_included {
             obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
@@ -730,7 +731,7 @@ fn build_observation(
         transactions,
         "syscalls/txn",
     ));
-    obs.metrics.extend(server.metrics.iter().map(stream::checked));
+    obs.metrics.extend(server.metrics.iter().map(checked));
 
     if let Some(rate) = case.rate {
         obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));

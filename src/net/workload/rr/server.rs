@@ -13,7 +13,7 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::workload::common;
-use crate::net::workload::stream::thread::StartGate;
+use crate::net::session::StartGate;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
@@ -205,7 +205,7 @@ fn run_threads(
     let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
     let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
     let bytes = transactions * (case.request_size + case.response_size);
-    let counters = crate::net::workload::stream::measured_counters(
+    let counters = crate::net::session::observe::measured_counters(
         threads.iter().map(|t| &t.metered.counters),
         super::NO_SERVER_WINDOW,
     );

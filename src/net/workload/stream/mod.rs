@@ -10,7 +10,6 @@ pub(crate) mod thread;
 
 pub(crate) use server::{budget_error, over_budget};
 pub use server::{serve_session, serve_session_with, ServeOptions};
-pub(crate) use thread::StartGate;
 
 use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
 use crate::measure::clock;
@@ -19,6 +18,9 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
+use crate::net::session::connect::{connect, connect_with_mss, recv_watching};
+use crate::net::session::observe::{checked, mean_window, measured_counters, per, publish_proof, NO_SERVER_WINDOW};
+use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::net::topology::Topology;
 use crate::net::workload::common::{
     copied_fraction, drive_phases, push_completion_counts, relay_server_warnings, warn_placement,
@@ -27,20 +29,15 @@ use crate::net::workload::common::{
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
-use socket2::{Domain, Socket, Type};
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use thread::{End, Shared, ThreadOutcome, ThreadPlan};
 
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long threads may take to become ready (pin, open counters) before the run is abandoned.
-pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
-
 /// TCP_MAXSEG for zerocopy receive on loopback and in a namespace: 4096 bytes of payload plus
 /// the 12 bytes of the timestamp option, so every segment carries exactly one page.
 pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
@@ -59,28 +56,11 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match role {
-        Role::Client => sender_bytes(case.mode, case.size, case.verify, &send_options(case)),
+        Role::Client => mode::sender_bytes(case.mode, case.size, case.verify, &send_options(case)),
         // The fields plus a contiguous wire buffer or a verify copy.
         _ => case.size.saturating_mul(2),
     };
     per_thread.saturating_mul(case.threads as u64)
-}
-
-/// Memory one sender of `size`-byte messages in `mode` holds (shared with rr's estimate).
-pub(crate) fn sender_bytes(mode: CopyMode, size: u64, verify: bool, options: &mode::SendOptions) -> u64 {
-    let slots = match mode {
-        CopyMode::ZeroCopy => mode::zero_copy_ring_slots(size as usize, options.zc_ring) as u64,
-        // The ring of message slots (uring-zc: the zero-copy ring).
-        CopyMode::Uring | CopyMode::UringZc => {
-            mode::uring_ring_slots(size as usize, mode == CopyMode::UringZc, options) as u64
-        }
-        // A ring with no completion notification (one message without --verify): in user
-        // memory (splice) or in a memfd's page cache (sendfile).
-        CopyMode::Splice | CopyMode::Sendfile => mode::unnotified_ring_slots(size as usize, verify) as u64,
-        // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
-        _ => 2,
-    };
-    size.saturating_mul(slots)
 }
 
 /// The case's options for its senders.
@@ -203,64 +183,6 @@ fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
     alias::probe(case.mode, case.size, case.fields).map_err(|e| format!("the alias probe failed: {e}"))
 }
 
-/// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
-/// kernel sent bytes by reference or corrupted them, a warning of that kind.
-pub(crate) fn publish_proof(
-    obs: &mut Observation,
-    mode: impl std::fmt::Display,
-    proof: Result<alias::ByteTally, String>,
-) {
-    let fraction = proof.clone().and_then(|t| {
-        t.by_reference_fraction()
-            .ok_or_else(|| "the alias probe received no bytes".to_string())
-    });
-    obs.push(Metric::from_result(
-        "alias_by_reference_fraction",
-        Role::System,
-        "fraction",
-        Source::Tool,
-        fraction.clone(),
-    ));
-    let bytes = |count: fn(&alias::ByteTally) -> u64| proof.as_ref().map(|t| count(t) as f64).map_err(Clone::clone);
-    obs.push(Metric::from_result(
-        "alias_probed_bytes",
-        Role::System,
-        "B",
-        Source::Tool,
-        bytes(|t| t.total()),
-    ));
-    obs.push(Metric::from_result(
-        "alias_corrupt_bytes",
-        Role::System,
-        "B",
-        Source::Tool,
-        bytes(|t| t.neither),
-    ));
-    let Ok(tally) = proof else { return };
-    if tally.neither > 0 {
-        obs.warn(
-            WarningKind::Anomaly,
-            format!(
-                "alias probe: {} of {} bytes arrived as neither the sent nor the rewritten pattern",
-                tally.neither,
-                tally.total()
-            ),
-        );
-    }
-    if let Ok(f) = fraction {
-        let verdict = alias::Verdict::from_fraction(f);
-        if verdict != alias::Verdict::Copied {
-            obs.warn(
-                WarningKind::ByReference,
-                format!(
-                    "alias probe: {mode} {verdict}: the kernel read {:.0}% of the sender's bytes after the send call returned",
-                    f * 100.0
-                ),
-            );
-        }
-    }
-}
-
 /// The observation of a case the kernel cannot run: its headline figures unavailable with the
 /// kernel's reason, and a warning saying the same.
 fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observation {
@@ -313,89 +235,6 @@ fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
             (Ok(_), Err(server)) => Err(server.context("server")),
         }
     })
-}
-
-pub(crate) fn interrupted() -> anyhow::Error {
-    anyhow::Error::new(Interrupted)
-}
-
-/// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
-pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
-    connect_with_mss(addr, stop, None)
-}
-
-/// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
-fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
-    if let Some(mss) = mss {
-        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
-    }
-    socket.set_nonblocking(true).map_err(failed)?;
-    match socket.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == std::io::ErrorKind::WouldBlock => {
-            let deadline = Instant::now() + CONNECT_TIMEOUT;
-            loop {
-                if stop.requested() {
-                    return Err(interrupted());
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(failed(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "connection timed out",
-                    )));
-                }
-                let wait = PollTimeout::from(left.min(Stop::POLL).as_millis() as u16);
-                let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
-                match poll(&mut fds, wait) {
-                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                    Ok(_) => break,
-                    Err(e) => return Err(failed(e.into())),
-                }
-            }
-            if let Some(e) = socket.take_error().map_err(failed)? {
-                return Err(failed(e));
-            }
-        }
-        Err(e) => return Err(failed(e)),
-    }
-    socket.set_nonblocking(false).map_err(failed)?;
-    Ok(socket.into())
-}
-
-/// The next control message within `timeout`, giving up as soon as a stop is requested.
-fn recv_watching(
-    control: &mut ControlChannel,
-    timeout: Duration,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Control> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let deadline = Instant::now() + timeout;
-    while !control.has_buffered() {
-        if stopped() {
-            return Err(interrupted());
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break; // let recv() report the timeout
-        }
-        let mut fds = [PollFd::new(control.stream().as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(left.min(Stop::POLL).as_millis() as u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
-            Ok(_) => break,
-            Err(e) => bail!("poll failed: {e}"),
-        }
-    }
-    // Data (or EOF) is there: a line in flight arrives within the read timeout.
-    control.set_read_timeout(Some(
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1)),
-    ))?;
-    Ok(control.recv()?)
 }
 
 /// The client side: set up the session, run the sending threads through warm-up and the
@@ -569,45 +408,8 @@ fn run_client(
     Ok(obs)
 }
 
-fn per(total: f64, count: f64) -> f64 {
-    if count == 0.0 {
-        f64::NAN
-    } else {
-        total / count
-    }
-}
-
-/// Why the server side's rates and counters are missing when none of its threads measured.
-pub(crate) const NO_SERVER_WINDOW: &str =
-    "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
 /// Why the client side's figures are missing when none of its threads measured.
 const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
-
-/// The mean length of the windows of the threads that had one; None when no thread had one.
-/// A thread without a window measured nothing and is left out (counting it as a window of
-/// length ~0 would halve the mean and double every rate over it).
-fn mean_window<'a>(tallies: impl IntoIterator<Item = &'a ThreadTally>) -> Option<f64> {
-    let seen: Vec<f64> = tallies.into_iter().filter_map(|t| t.window_s).collect();
-    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
-}
-
-/// The sum of the counters of the threads that measured, or every counter unavailable with
-/// `why` when none did (a thread without a window has no sample, not a sample of zeros).
-pub(crate) fn measured_counters<'a>(
-    samples: impl IntoIterator<Item = &'a Option<CounterSample>>,
-    why: &str,
-) -> CounterSample {
-    CounterSample::sum(samples.into_iter().flatten()).unwrap_or_else(|| CounterSample::missing(why))
-}
-
-/// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
-pub(crate) fn checked(metric: &Metric) -> Metric {
-    match (&metric.value, &metric.source) {
-        (None, Source::Unavailable(_)) => metric.clone(),
-        (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),
-        (Some(v), source) => Metric::new(&metric.name, metric.role, *v, &metric.unit, source.clone()),
-    }
-}
 
 /// Turn both sides' counts into the observation: throughput from what the receivers got
 /// inside their windows, per-role CPU and counters, and the zero-copy truth.
@@ -835,6 +637,7 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
     use crate::case::Endpoint;
     use crate::net::control::ThreadTally;
     use crate::observation::ThreadPlacement;

@@ -9,7 +9,8 @@
 //! newcomer evicts the oldest silent one rather than being dropped, so idle connections
 //! cannot starve a real client, and whoever is turned away reads `server busy: …`.
 
-use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
+use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan};
+use crate::net::session::{StartGate, START_PATIENCE};
 use crate::case::{RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -840,7 +841,7 @@ fn run_receivers(
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
-        if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
+        if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
             // Release whoever did start, and end the session: the client sees the failure.
             ready.abandon();
             for s in data {
