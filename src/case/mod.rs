@@ -33,6 +33,7 @@ pub mod cpus;
 mod fake;
 mod micro;
 mod model;
+mod net;
 mod records;
 mod request;
 mod rr;
@@ -45,6 +46,7 @@ pub use cpus::CpuList;
 pub use fake::{FakeBehaviour, FakeCase};
 pub use micro::MicroCase;
 pub use model::Model;
+pub use net::NetParams;
 pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
 pub use rr::{RrCase, RrKind};
@@ -103,7 +105,7 @@ impl Case {
     /// without per-thread perf events and then a counting pass with them (docs/methodology.md).
     pub fn passes(&self) -> u32 {
         match self {
-            Case::NetRr(c) if c.perf => 2,
+            Case::NetRr(c) if c.net.perf => 2,
             Case::Servers(c) if c.perf => 2,
             _ => 1,
         }
@@ -112,9 +114,11 @@ impl Case {
     /// Roughly how long one cell of this case takes, in seconds, for the progress ETA.
     pub fn planned_seconds(&self) -> f64 {
         match self {
-            Case::NetStream(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05,
+            Case::NetStream(c) => (c.net.warmup_ms + c.net.duration_ms) as f64 / 1e3 + 0.05,
             // Filling the table takes about a second per GiB.
-            Case::NetRecords(c) => (c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9,
+            Case::NetRecords(c) => {
+                (c.net.warmup_ms + c.net.duration_ms) as f64 / 1e3 + 0.05 + c.table_bytes as f64 / 1e9
+            }
             Case::Servers(c) => self.passes() as f64 * ((c.warmup_ms + c.duration_ms) as f64 / 1e3 + 0.1),
             Case::Micro(_) => 1.0,
             Case::NetRr(c) => self.passes() as f64 * (c.session_ms() as f64 / 1e3 + 0.1),

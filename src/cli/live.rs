@@ -53,10 +53,10 @@ pub fn experiment_cpus(plan: &Plan) -> Vec<usize> {
     let mut cpus: Vec<usize> = Vec::new();
     for case in &plan.cases {
         let lists = match case {
-            Case::NetStream(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::NetRecords(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
+            Case::NetStream(c) => [c.net.client_cpus.as_ref(), c.net.server_cpus.as_ref()],
+            Case::NetRecords(c) => [c.net.client_cpus.as_ref(), c.net.server_cpus.as_ref()],
             Case::Servers(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
-            Case::NetRr(c) => [c.client_cpus.as_ref(), c.server_cpus.as_ref()],
+            Case::NetRr(c) => [c.net.client_cpus.as_ref(), c.net.server_cpus.as_ref()],
             Case::Micro(_) | Case::Fake(_) => [None, None],
         };
         cpus.extend(lists.into_iter().flatten().flat_map(|l| l.iter().copied()));
@@ -514,7 +514,7 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
     for (case, values) in s.values.values() {
         let Case::NetStream(c) = case else { continue };
         let Some(m) = median(values) else { continue };
-        let name = format!("{} t{}", c.mode, c.threads);
+        let name = format!("{} t{}", c.mode, c.net.threads);
         series.entry(name).or_default().push(((c.size.max(1) as f64).log2(), m));
         min_size = min_size.min(c.size.max(1));
         max_size = max_size.max(c.size.max(1));

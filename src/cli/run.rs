@@ -477,7 +477,7 @@ pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), Strin
         Case::NetStream(c) => {
             stream::check_case(c, crate::observation::Role::Client, None)?;
             // As `net stream` does: both ends live in this process unless the server is remote.
-            let server = match c.endpoint {
+            let server = match c.net.endpoint {
                 Endpoint::Remote { .. } => 0,
                 _ => stream::buffer_bytes(c, crate::observation::Role::Server),
             };
@@ -493,7 +493,7 @@ pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), Strin
         }
         Case::NetRr(c) => rr::check_case(c),
         Case::NetRecords(c) => {
-            let headroom = headroom.filter(|_| !matches!(c.endpoint, Endpoint::Remote { .. }));
+            let headroom = headroom.filter(|_| !matches!(c.net.endpoint, Endpoint::Remote { .. }));
             records::check_case(c, headroom)
         }
         Case::Servers(c) => super::servers::check_case(c),

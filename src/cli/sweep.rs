@@ -208,8 +208,8 @@ pub fn quick_plan_on(name: &str, cpus: Option<(usize, usize)>) -> anyhow::Result
 /// cell's (set-up between cells comes on top).
 pub fn window_seconds(plan: &Plan) -> f64 {
     let of = |case: &crate::case::Case| match case {
-        crate::case::Case::NetStream(c) => (c.duration_ms + c.warmup_ms) as f64 / 1e3,
-        crate::case::Case::NetRr(c) => case.passes() as f64 * (c.duration_ms + c.warmup_ms) as f64 / 1e3,
+        crate::case::Case::NetStream(c) => (c.net.duration_ms + c.net.warmup_ms) as f64 / 1e3,
+        crate::case::Case::NetRr(c) => case.passes() as f64 * (c.net.duration_ms + c.net.warmup_ms) as f64 / 1e3,
         _ => 0.0,
     };
     let cells: f64 = plan.cases.iter().map(of).sum::<f64>() * plan.repetitions as f64;
@@ -225,7 +225,7 @@ pub fn window_seconds(plan: &Plan) -> f64 {
 /// is recorded with every case), and what it left out and how to get it.
 pub fn quick_notes(plan: &Plan) -> Vec<String> {
     let pinned = plan.cases.iter().find_map(|c| match c {
-        crate::case::Case::NetStream(s) => Some((s.client_cpus.clone(), s.server_cpus.clone())),
+        crate::case::Case::NetStream(s) => Some((s.net.client_cpus.clone(), s.net.server_cpus.clone())),
         _ => None,
     });
     let pin = match pinned {
@@ -492,11 +492,11 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
             _ => None,
         })
         .collect();
-    let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.threads).collect();
+    let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.net.threads).collect();
     threads.sort();
     threads.dedup();
     for t in threads {
-        let these: Vec<_> = streams.iter().filter(|(_, s)| s.threads == t).collect();
+        let these: Vec<_> = streams.iter().filter(|(_, s)| s.net.threads == t).collect();
         let mut sizes: Vec<u64> = these.iter().map(|(_, s)| s.size).collect();
         sizes.sort();
         sizes.dedup();
@@ -676,8 +676,8 @@ mod tests {
         let plan = quick_plan_on("quick", Some((b, a))).unwrap();
         for case in &plan.cases {
             let (c, s) = match case {
-                crate::case::Case::NetStream(s) => (&s.client_cpus, &s.server_cpus),
-                crate::case::Case::NetRr(r) => (&r.client_cpus, &r.server_cpus),
+                crate::case::Case::NetStream(s) => (&s.net.client_cpus, &s.net.server_cpus),
+                crate::case::Case::NetRr(r) => (&r.net.client_cpus, &r.net.server_cpus),
                 other => panic!("{other:?}"),
             };
             assert_eq!(

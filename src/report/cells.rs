@@ -220,10 +220,10 @@ pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
         judged += usize::from(s.cv.is_some());
         if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
             let pinned = match &cell.case {
-                Case::NetStream(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::NetRecords(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::NetStream(c) => c.net.client_cpus.is_some() || c.net.server_cpus.is_some(),
+                Case::NetRecords(c) => c.net.client_cpus.is_some() || c.net.server_cpus.is_some(),
                 Case::Servers(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
-                Case::NetRr(c) => c.client_cpus.is_some() || c.server_cpus.is_some(),
+                Case::NetRr(c) => c.net.client_cpus.is_some() || c.net.server_cpus.is_some(),
                 Case::Micro(_) | Case::Fake(_) => false,
             };
             let advice = match &cell.case {
@@ -335,14 +335,16 @@ pub(crate) mod tests {
             rx_mode: crate::case::RxMode::paired_with(mode),
             size,
             fields: 8,
-            threads,
-            duration_ms: 100,
-            warmup_ms: 10,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
+            net: crate::case::NetParams {
+                threads,
+                duration_ms: 100,
+                warmup_ms: 10,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

@@ -111,8 +111,8 @@ struct Entry<'a> {
 pub fn sends_by_reference(case: &Case) -> bool {
     let by_ref = |mode: CopyMode, verify: bool| matches!(mode, CopyMode::Sendfile | CopyMode::Splice) && !verify;
     match case {
-        Case::NetStream(s) => by_ref(s.mode, s.verify),
-        Case::NetRr(r) => by_ref(r.mode, r.verify),
+        Case::NetStream(s) => by_ref(s.mode, s.net.verify),
+        Case::NetRr(r) => by_ref(r.mode, r.net.verify),
         _ => false,
     }
 }
@@ -130,8 +130,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
         Case::NetStream(s) => (
             format!(
                 "net stream, {} thread{}",
-                s.threads,
-                if s.threads == 1 { "" } else { "s" }
+                s.net.threads,
+                if s.net.threads == 1 { "" } else { "s" }
             ),
             // The send mode, with the receive mode when it is not the usual pairing.
             s.path(false),
@@ -143,8 +143,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
                 "net records, {} records, {} outstanding, {} thread{}",
                 format_bytes(r.record_size),
                 r.outstanding,
-                r.threads,
-                if r.threads == 1 { "" } else { "s" }
+                r.net.threads,
+                if r.net.threads == 1 { "" } else { "s" }
             ),
             r.mode.to_string(),
             r.records as u64,
@@ -162,8 +162,8 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
                 r.kind.as_str(),
                 format_bytes(r.response_size),
                 r.inflight,
-                r.threads,
-                if r.threads == 1 { "" } else { "s" },
+                r.net.threads,
+                if r.net.threads == 1 { "" } else { "s" },
                 r.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
             ),
             // The send mode, with the receive mode when it is not the usual pairing.
@@ -276,7 +276,7 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
     for cell in cells {
         if let Case::NetStream(s) = &cell.case {
             if s.mode.is_zero_copy() {
-                loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
+                loopback |= matches!(s.net.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
@@ -519,7 +519,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
         let mut seed_pairs: Vec<&CrossoverRow> = Vec::new();
         let mut zc_explained = false;
         if let Case::NetStream(s) = &members[0].cell.case {
-            let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.threads).collect();
+            let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.net.threads).collect();
             for r in rows
                 .iter()
                 .filter(|r| r.a.mode == CopyMode::OneCopy && r.b.mode == CopyMode::TwoCopy && r.a.rx == r.b.rx)

@@ -185,7 +185,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
     for cell in cells {
         if let Case::NetStream(s) = &cell.case {
             if s.mode.is_zero_copy() {
-                loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
+                loopback |= matches!(s.net.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric("zerocopy_not_copied_fraction", Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }

@@ -92,4 +92,3 @@ pub(crate) fn recv_watching(
     ))?;
     Ok(control.recv()?)
 }
-

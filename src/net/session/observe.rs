@@ -100,4 +100,3 @@ pub(crate) fn publish_proof(
         }
     }
 }
-

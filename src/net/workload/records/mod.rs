@@ -27,12 +27,12 @@ use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, Threa
 use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
+use crate::net::session::observe::measured_counters;
+use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::net::topology::Topology;
 use crate::net::workload::common::{
     copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
 };
-use crate::net::session::observe::measured_counters;
-use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -63,7 +63,7 @@ const MAX_REQUEST_BYTES_IN_FLIGHT: u64 = 64 << 10;
 pub fn buffer_bytes(case: &RecordsCase) -> u64 {
     let per_connection = 2 * case.response_bytes() + 16 * case.records as u64 * case.outstanding as u64;
     case.table_bytes
-        .saturating_add(per_connection.saturating_mul(case.threads as u64))
+        .saturating_add(per_connection.saturating_mul(case.net.threads as u64))
 }
 
 /// Whether a case can run: limits on every parameter, and a table that fits in half of the
@@ -99,10 +99,10 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
             crate::format::format_bytes(MAX_REQUEST_BYTES_IN_FLIGHT)
         ));
     }
-    if case.threads == 0 || case.threads > MAX_THREADS {
+    if case.net.threads == 0 || case.net.threads > MAX_THREADS {
         return Err(format!(
             "{} threads is out of range (accepted: 1 to {MAX_THREADS})",
-            case.threads
+            case.net.threads
         ));
     }
     if case.table_bytes > MAX_TABLE_BYTES {
@@ -117,7 +117,7 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
             case.records
         ));
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
     let need = buffer_bytes(case);
@@ -452,7 +452,7 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
     if let Some(why) = alias::not_applicable(case.mode) {
         return Err(why.to_string());
     }
-    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+    if matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. }) {
         return Err("the alias probe needs to see the receiver, and with a remote server it is remote (run without --topology remote)".into());
     }
     alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
@@ -460,9 +460,9 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
 
 fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
-    if let crate::case::Endpoint::Remote { .. } = case.endpoint {
+    if let crate::case::Endpoint::Remote { .. } = case.net.endpoint {
         // The table and the sending live on the server, which checks what it can do.
-        let net = Topology::from(&case.endpoint).establish()?;
+        let net = Topology::from(&case.net.endpoint).establish()?;
         let addr = net
             .remote_addr()?
             .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
@@ -490,11 +490,11 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     else {
         return Err(interrupted());
     };
-    let net = Topology::from(&case.endpoint).establish()?;
-    let listener = net.bind(case.endpoint.port())?;
+    let net = Topology::from(&case.net.endpoint).establish()?;
+    let listener = net.bind(case.net.endpoint.port())?;
     let addr = listener.local_addr()?;
-    let clients = net.on_client_side(|| connect_all(addr, case.threads))?;
-    let servers = accept_all(&listener, case.threads, stop)?;
+    let clients = net.on_client_side(|| connect_all(addr, case.net.threads))?;
+    let servers = accept_all(&listener, case.net.threads, stop)?;
     for s in clients.iter().chain(&servers) {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -523,13 +523,13 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         window: &window,
         ready: &ready,
         policy: &policy,
-        perf: case.perf,
+        perf: case.net.perf,
     };
 
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (i, stream) in servers.iter().enumerate() {
-            let (start, table, failed) = (start(i, pin(&case.server_cpus, i)), &table, &failed);
+            let (start, table, failed) = (start(i, pin(&case.net.server_cpus, i)), &table, &failed);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("iopath-records-srv-{i}"))
@@ -547,7 +547,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         for (i, stream) in clients.iter().enumerate() {
             handles.push(spawn_client(
                 scope,
-                start(i, pin(&case.client_cpus, i)),
+                start(i, pin(&case.net.client_cpus, i)),
                 case,
                 stream,
                 &failed,
@@ -599,9 +599,9 @@ fn drive(
     failed: &AtomicBool,
     stop: Stop,
 ) -> anyhow::Result<Vec<Metric>> {
-    if stop.sleep_watching(Duration::from_millis(case.warmup_ms), failed) {
+    if stop.sleep_watching(Duration::from_millis(case.net.warmup_ms), failed) {
         window.open(system);
-        stop.sleep_watching(Duration::from_millis(case.duration_ms), failed);
+        stop.sleep_watching(Duration::from_millis(case.net.duration_ms), failed);
     }
     let metrics = window.close(system);
     if stop.requested() {
@@ -761,7 +761,7 @@ fn build_observation(
             ));
         }
     }
-    if case.verify {
+    if case.net.verify {
         let verified: u64 = clients.iter().map(|c| c.verified_records).sum();
         let corrupt: u64 = clients.iter().map(|c| c.corrupt_records).sum();
         obs.push(Metric::tool(
@@ -792,7 +792,7 @@ fn build_observation(
         }
     }
     obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
-    warn_unpinned(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    warn_unpinned(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
     obs
 }
 
@@ -823,14 +823,16 @@ mod tests {
             table_bytes: 1 << 20,
             pick: crate::case::Pick::Random,
             outstanding: 1,
-            threads: 1,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: crate::case::Endpoint::Loopback { port: 0 },
-            perf: false,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
             prove_copies: false,
             align: crate::case::Align::Page,
         };

@@ -15,10 +15,10 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::session::StartGate;
 use crate::net::workload::common::{
     accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
 };
-use crate::net::session::StartGate;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -75,7 +75,7 @@ pub fn serve_session(
         return Err(anyhow::Error::new(Interrupted));
     };
     let (listener, peer) = open_data_port(&mut control)?;
-    let data = accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
+    let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
     for s in &data {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -125,8 +125,8 @@ fn serve_threads(
     let mut system = SystemProbes::default();
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
-    let pin = |i: usize| case.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
-    let session_wait = Duration::from_millis(case.warmup_ms + case.duration_ms) + SETUP_TIMEOUT;
+    let pin = |i: usize| case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
+    let session_wait = Duration::from_millis(case.net.warmup_ms + case.net.duration_ms) + SETUP_TIMEOUT;
     let (outcomes, followed) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -138,7 +138,7 @@ fn serve_threads(
                     window: &window,
                     ready: &ready,
                     policy: &policy,
-                    perf: case.perf,
+                    perf: case.net.perf,
                 };
                 std::thread::Builder::new()
                     .name(format!("iopath-records-srv-{i}"))
@@ -277,7 +277,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         }
     };
     let data_addr = SocketAddr::new(addr.ip(), port);
-    let data: Vec<TcpStream> = (0..case.threads)
+    let data: Vec<TcpStream> = (0..case.net.threads)
         .map(|_| crate::net::session::connect(data_addr, stop))
         .collect::<anyhow::Result<_>>()?;
     for s in &data {
@@ -291,7 +291,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     crate::measure::system::push_network_probes(&mut system, None);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin = |i: usize| case.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
+    let pin = |i: usize| case.net.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -303,7 +303,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                     window: &window,
                     ready: &ready,
                     policy: &policy,
-                    perf: case.perf,
+                    perf: case.net.perf,
                 };
                 spawn_client(scope, start, case, stream, &failed)
             })
@@ -311,8 +311,8 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
             drive_phases(
-                Duration::from_millis(case.warmup_ms),
-                Duration::from_millis(case.duration_ms),
+                Duration::from_millis(case.net.warmup_ms),
+                Duration::from_millis(case.net.duration_ms),
                 &window,
                 &mut system,
                 &failed,

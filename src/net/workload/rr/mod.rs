@@ -26,10 +26,10 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
-use crate::net::topology::Topology;
-use crate::net::workload::common;
 use crate::net::session::observe::{checked, measured_counters};
 use crate::net::session::{connect, StartGate, START_PATIENCE};
+use crate::net::topology::Topology;
+use crate::net::workload::common;
 use crate::net::workload::stream;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
@@ -79,7 +79,7 @@ fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
         align: case.align,
         ..Default::default()
     };
-    mode::sender_with(case.mode, size, case.fields, case.verify, &options).map_err(|e| {
+    mode::sender_with(case.mode, size, case.fields, case.net.verify, &options).map_err(|e| {
         if let Some(refusal) = mode::unsupported_in(&e) {
             return anyhow::Error::new(refusal);
         }
@@ -102,7 +102,7 @@ pub fn per_socket_completions(mode: CopyMode) -> bool {
 /// The receiver of one direction (requests: the server's; responses: the client's), in the
 /// case's receive mode; both ends use it.
 fn data_receiver(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Receiver>> {
-    mode::receiver(case.rx_mode, size, case.fields, case.verify, case.align).map_err(|e| receiver_error(case, e))
+    mode::receiver(case.rx_mode, size, case.fields, case.net.verify, case.align).map_err(|e| receiver_error(case, e))
 }
 
 /// A receiver's set-up error as the run reports it: the kernel's refusal typed (an
@@ -122,17 +122,21 @@ fn data_receivers(case: &RrCase, size: usize, count: usize) -> anyhow::Result<Ve
 /// Whether a case can run: limits on every parameter. Used by the CLI before running and by a
 /// server before accepting a client's case.
 pub fn check_case(case: &RrCase) -> Result<(), String> {
-    if case.request_size == 0 || case.response_size == 0 || case.fields == 0 || case.threads == 0 || case.inflight == 0
+    if case.request_size == 0
+        || case.response_size == 0
+        || case.fields == 0
+        || case.net.threads == 0
+        || case.inflight == 0
     {
         return Err("request and response sizes, fields, threads and in-flight transactions must be at least 1".into());
     }
     if case.request_size > MAX_MESSAGE || case.response_size > MAX_MESSAGE {
         return Err("requests and responses larger than 16 MiB are not accepted".into());
     }
-    if case.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
+    if case.net.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
         return Err("at most 1024 threads, 1024 fields and 1024 transactions in flight".into());
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
     if case.kind == RrKind::Crr {
@@ -149,14 +153,14 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
             return Err(format!("crr cannot use {}: MSG_ZEROCOPY's completions are numbered per socket and read from its error queue, so closing the socket every transaction would lose them (use uring-zc, whose notifications arrive on the ring, or another mode)", case.mode));
         }
     }
-    if case.verify && case.rx_mode == RxMode::Trunc {
+    if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err("--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy".into());
     }
     if let Some(rate) = case.rate {
-        if rate < case.threads as u64 || rate > 10_000_000 {
+        if rate < case.net.threads as u64 || rate > 10_000_000 {
             return Err(format!(
                 "--rate {rate} with {} threads: the rate is transactions per second in total, from one per second per connection up to 10000000",
-                case.threads
+                case.net.threads
             ));
         }
     } else if case.inflight > 1 && case.inflight as u64 * case.request_size > MAX_INFLIGHT_BYTES {
@@ -182,10 +186,10 @@ pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
         ..Default::default()
     };
     let in_flight = (case.inflight as u64).saturating_mul(case.request_size.saturating_add(case.response_size));
-    mode::sender_bytes(case.mode, send, case.verify, &options)
+    mode::sender_bytes(case.mode, send, case.net.verify, &options)
         .saturating_add(receive.saturating_mul(2))
         .saturating_add(in_flight)
-        .saturating_mul(case.threads as u64)
+        .saturating_mul(case.net.threads as u64)
 }
 
 /// Whether the buffers of `role`'s end fit in half of `headroom`
@@ -215,8 +219,19 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| run_pass(&RrCase { perf, ..case.clone() }, stop);
-    latency_then_counting(case.perf, pass, || !stop.requested())
+    let pass = |perf: bool| {
+        run_pass(
+            &RrCase {
+                net: crate::case::NetParams {
+                    perf,
+                    ..case.net.clone()
+                },
+                ..case.clone()
+            },
+            stop,
+        )
+    };
+    latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
 /// One pass of the case.
@@ -251,11 +266,11 @@ fn unavailable_observation(refusal: &Unsupported) -> Observation {
 fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint).establish()?;
+    let topology = Topology::from(&case.net.endpoint).establish()?;
     if let Some(addr) = topology.remote_addr()? {
         return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
-    let listener = topology.bind(case.endpoint.port())?;
+    let listener = topology.bind(case.net.endpoint.port())?;
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -361,7 +376,7 @@ fn run_client(
     let data_addr = SocketAddr::new(addr.ip(), port);
     let mut data = Vec::new();
     if case.kind == RrKind::Rr {
-        for _ in 0..case.threads {
+        for _ in 0..case.net.threads {
             data.push(data_connection(data_addr, stop)?);
         }
     }
@@ -377,8 +392,8 @@ fn run_client(
         window: &window,
         ready: &ready,
         policy: &policy,
-        perf: case.perf,
-        cpus: case.client_cpus.as_ref(),
+        perf: case.net.perf,
+        cpus: case.net.client_cpus.as_ref(),
     };
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let origin = Instant::now();
@@ -389,16 +404,16 @@ fn run_client(
     // Open loop: each connection sends every `gap`, the connections staggered across it.
     let gap = case
         .rate
-        .map(|r| Duration::from_secs_f64(case.threads as f64 / r as f64));
+        .map(|r| Duration::from_secs_f64(case.net.threads as f64 / r as f64));
     // Every sender before any thread starts: a mode the kernel refuses ends the case here.
-    let mut senders = Vec::with_capacity(case.threads);
-    for _ in 0..case.threads {
+    let mut senders = Vec::with_capacity(case.net.threads);
+    for _ in 0..case.net.threads {
         senders.push(data_sender(case, req)?);
     }
     let mut senders = senders.into_iter();
     // And every receiver, attached to its connection (crr: per connection, in the loop): a
     // receive mode the kernel refuses ends the case here too.
-    let mut receivers = data_receivers(case, resp, case.threads)?;
+    let mut receivers = data_receivers(case, resp, case.net.threads)?;
     for (receiver, stream) in receivers.iter_mut().zip(&data) {
         receiver
             .attach(stream.as_raw_fd())
@@ -414,7 +429,7 @@ fn run_client(
             result
         };
         let mut handles = Vec::new();
-        for i in 0..case.threads {
+        for i in 0..case.net.threads {
             let name = format!("iopath-rr-client-{i}");
             let builder = || std::thread::Builder::new().name(name.clone());
             match (case.kind, gap) {
@@ -432,7 +447,7 @@ fn run_client(
                 }
                 (RrKind::Rr, Some(gap)) => {
                     let (stream, shared) = (&data[i], &open_shared[i]);
-                    let phase = gap.mul_f64(i as f64 / case.threads as f64);
+                    let phase = gap.mul_f64(i as f64 / case.net.threads as f64);
                     let sender = senders.next().expect("one sender per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
                         watch(client::open_sender(ctx, i, stream, sender, shared, gap, phase, failed))
@@ -460,7 +475,7 @@ fn run_client(
                             receiver,
                             failed,
                             DATA_IDLE_TIMEOUT,
-                            case.verify,
+                            case.net.verify,
                         ))
                     }));
                 }
@@ -573,14 +588,14 @@ fn drive_phases(
     };
     let mut result = Ok(());
     let mut opened = None;
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
+    if sleep_watching(Duration::from_millis(case.net.warmup_ms)) {
         result = control
             .send_json(&Phase::Measure)
             .context("the server closed the control connection");
         window.open(system);
         opened = Some(Instant::now());
         if result.is_ok() {
-            sleep_watching(Duration::from_millis(case.duration_ms));
+            sleep_watching(Duration::from_millis(case.net.duration_ms));
         }
     }
     let metrics = window.close(system);
@@ -715,7 +730,7 @@ fn build_observation(
         if !sample.kernel_included {
             obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
         }
-        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
+        if let (true, Err(reason)) = (case.net.perf, &sample.cycles) {
             obs.warn(WarningKind::NoHardwareCounters, format!(
                 "hardware counters unavailable ({reason}): cycles are an estimate from CPU time x TSC frequency; cache misses are not measured"
             ));
@@ -763,7 +778,7 @@ fn build_observation(
             format!("{idle} client threads never saw the measured window (starved of CPU?)"),
         );
     }
-    if case.verify {
+    if case.net.verify {
         let verified: u64 = clients
             .iter()
             .filter_map(|c| c.recv_counts.as_ref())
@@ -800,7 +815,7 @@ fn build_observation(
         .map(|c| c.metered.placement.clone())
         .chain(server.placement.iter().cloned())
         .collect();
-    common::warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    common::warn_placement(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
     common::relay_server_warnings(&mut obs, &server.warnings);
     obs
 }
@@ -839,15 +854,17 @@ mod tests {
             response_size: 64,
             fields: 1,
             inflight: 1,
-            threads: 1,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             rate: None,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: crate::case::Endpoint::Loopback { port: 0 },
-            perf: true,
             align: crate::case::Align::Page,
         });
         assert_eq!(

@@ -45,7 +45,7 @@ pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
 /// The MSS a case's connections are clamped to, if any: only zerocopy receive on loopback or a
 /// namespace's loopback (a veth takes its MTU, mtu=4148; a remote path is what it is).
 fn clamped_mss(case: &StreamCase) -> Option<i32> {
-    let local = matches!(case.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
+    let local = matches!(case.net.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
     (case.rx_mode == RxMode::Zerocopy && local).then_some(ZEROCOPY_RX_MAXSEG)
 }
 
@@ -56,11 +56,11 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match role {
-        Role::Client => mode::sender_bytes(case.mode, case.size, case.verify, &send_options(case)),
+        Role::Client => mode::sender_bytes(case.mode, case.size, case.net.verify, &send_options(case)),
         // The fields plus a contiguous wire buffer or a verify copy.
         _ => case.size.saturating_mul(2),
     };
-    per_thread.saturating_mul(case.threads as u64)
+    per_thread.saturating_mul(case.net.threads as u64)
 }
 
 /// The case's options for its senders.
@@ -76,9 +76,9 @@ fn send_options(case: &StreamCase) -> mode::SendOptions {
 /// One sender per client thread; a mode the kernel refuses is `Unsupported`.
 fn make_senders(case: &StreamCase) -> anyhow::Result<Vec<Box<dyn mode::Sender>>> {
     let options = send_options(case);
-    (0..case.threads)
+    (0..case.net.threads)
         .map(|_| {
-            mode::sender_with(case.mode, case.size as usize, case.fields, case.verify, &options)
+            mode::sender_with(case.mode, case.size as usize, case.fields, case.net.verify, &options)
                 .map_err(|e| sender_error(case.mode, e))
         })
         .collect()
@@ -103,13 +103,13 @@ fn sender_error(mode: CopyMode, e: std::io::Error) -> anyhow::Error {
 /// cgroup's room; None skips that check). Used by the
 /// CLI before running and by a server before accepting a client's case.
 pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> Result<(), String> {
-    if case.size == 0 || case.fields == 0 || case.threads == 0 {
+    if case.size == 0 || case.fields == 0 || case.net.threads == 0 {
         return Err("size, fields and threads must be at least 1".into());
     }
     if case.size > 1 << 30 {
         return Err("messages larger than 1 GiB are not accepted".into());
     }
-    if case.threads > 1024 || case.fields > 1024 {
+    if case.net.threads > 1024 || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
     }
     if case.zc_ring == Some(0) {
@@ -119,7 +119,7 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
         if case.mode != CopyMode::UringZc {
             return Err("registered (fixed) buffers are for uring-zc only".into());
         }
-        let ring = buffer_bytes(case, Role::Client) / case.threads as u64;
+        let ring = buffer_bytes(case, Role::Client) / case.net.threads as u64;
         if ring > crate::sys::uring_send::MAX_FIXED_BUFFER as u64 {
             return Err(format!(
                 "{} with --fixed-buffers: its ring of {} is more than the 1 GiB one registered buffer may hold (use a smaller --zc-ring)",
@@ -128,10 +128,10 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
             ));
         }
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
-    if case.verify && case.rx_mode == RxMode::Trunc {
+    if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err(
             "--verify with --rx-mode trunc: the kernel discards the bytes, so there is nothing to check".into(),
         );
@@ -175,7 +175,7 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
 
 /// The alias probe's tally for the case's send mode (net/alias.rs), or why there is none.
 fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
-    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+    if matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. }) {
         return Err(
             "the alias probe needs to see the receiver, and over --connect it is remote (run without --connect)".into(),
         );
@@ -207,11 +207,11 @@ fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observat
 fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint).establish()?;
+    let topology = Topology::from(&case.net.endpoint).establish()?;
     if let Some(addr) = topology.remote_addr()? {
         return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
     }
-    let listener = topology.bind(case.endpoint.port())?;
+    let listener = topology.bind(case.net.endpoint.port())?;
     if let Some(mss) = clamped_mss(case) {
         // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
         crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
@@ -278,8 +278,8 @@ fn run_client(
             other => bail!("unexpected answer from the server: {other:?}"),
         },
     };
-    let mut data = Vec::with_capacity(case.threads);
-    for i in 0..case.threads {
+    let mut data = Vec::with_capacity(case.net.threads);
+    for i in 0..case.net.threads {
         let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
         s.write_all(&encode_data_header(token, i as u32))?;
         s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
@@ -323,8 +323,8 @@ fn run_client(
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let window_result = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
             drive_phases(
-                Duration::from_millis(case.warmup_ms),
-                Duration::from_millis(case.duration_ms),
+                Duration::from_millis(case.net.warmup_ms),
+                Duration::from_millis(case.net.duration_ms),
                 &window,
                 &mut system,
                 &failed,
@@ -475,7 +475,7 @@ fn build_observation(
         {
             obs.warn(WarningKind::CountersRestricted, note);
         }
-        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
+        if let (true, Err(reason)) = (case.net.perf, &sample.cycles) {
             obs.warn(WarningKind::NoHardwareCounters, format!(
                 "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
             ));
@@ -530,7 +530,7 @@ fn build_observation(
     if let Some(u) = uring {
         push_uring_metrics(&mut obs, case.mode, &u);
     }
-    if case.verify {
+    if case.net.verify {
         crate::net::workload::common::push_verify_counts(
             &mut obs,
             Role::Server,
@@ -554,7 +554,7 @@ fn build_observation(
         .map(|c| c.placement.clone())
         .chain(server.placement.iter().cloned())
         .collect();
-    warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    warn_placement(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
     relay_server_warnings(&mut obs, &server.warnings);
     obs
 }
@@ -637,11 +637,11 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpStream;
     use crate::case::Endpoint;
     use crate::net::control::ThreadTally;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;
+    use std::net::TcpStream;
 
     fn outcome(role: Role, index: usize, bytes: u64, messages: u64, window_s: f64) -> ThreadOutcome {
         let zero = || Ok(0u64);
@@ -685,14 +685,16 @@ mod tests {
             rx_mode: crate::case::RxMode::Copy,
             size: 1000,
             fields: 1,
-            threads: 2,
-            duration_ms: 1000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
+            net: crate::case::NetParams {
+                threads: 2,
+                duration_ms: 1000,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

@@ -6,8 +6,8 @@ use crate::measure::counters::{CounterSample, KernelPolicy};
 use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::control::ThreadTally;
 use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
-use crate::observation::{Role, ThreadPlacement};
 use crate::net::session::StartGate;
+use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
 use std::io;
 use std::os::fd::RawFd;
@@ -78,9 +78,9 @@ impl<'a> ThreadPlan<'a> {
     /// side's CPU list entry, if any.
     pub fn new(case: &StreamCase, role: Role, index: usize, fd: RawFd, shared: &Shared<'a>) -> ThreadPlan<'a> {
         let cpus = if role == Role::Client {
-            &case.client_cpus
+            &case.net.client_cpus
         } else {
-            &case.server_cpus
+            &case.net.server_cpus
         };
         ThreadPlan {
             role,
@@ -91,7 +91,7 @@ impl<'a> ThreadPlan<'a> {
             window: shared.window,
             ready: shared.ready,
             policy: shared.policy,
-            perf: case.perf,
+            perf: case.net.perf,
             drain_timeout: if role == Role::Client {
                 DRAIN_TIMEOUT
             } else {
