@@ -2,6 +2,7 @@
 //! workload does alike. Nothing here imports a workload.
 
 pub(crate) mod connect;
+pub(crate) mod coordinator;
 pub(crate) mod gate;
 pub(crate) mod observe;
 

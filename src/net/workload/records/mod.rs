@@ -27,12 +27,13 @@ use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, Threa
 use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
-use crate::net::session::observe::measured_counters;
+use crate::net::session::coordinator::network_probes;
+use crate::net::session::observe::{
+    copied_fraction, measured_counters, push_completion_counts, push_latency, warn_unexpected_completions,
+    warn_unpinned,
+};
 use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::net::topology::Topology;
-use crate::net::workload::common::{
-    copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
-};
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -458,6 +459,23 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
     alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
 }
 
+/// Whether the kernel gives this process an io_uring with SENDMSG_ZC (`Unsupported` if not).
+fn check_uring_zc() -> anyhow::Result<()> {
+    use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
+    GatherZcRing::new(server::URING_ENTRIES)
+        .map_err(|e| match e {
+            SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+            SetupError::Failed(e) => {
+                let disabled = crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled");
+                match crate::sys::uring_send::setup_refusal(&e, disabled) {
+                    Some(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
+                    None => anyhow!("io_uring setup failed: {e}"),
+                }
+            }
+        })
+        .map(drop)
+}
+
 fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
     if let crate::case::Endpoint::Remote { .. } = case.net.endpoint {
@@ -470,17 +488,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     if case.mode == RecordsMode::UringZc {
         // Refused here, before any thread or connection exists, when the kernel lacks it.
-        use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
-        GatherZcRing::new(server::URING_ENTRIES).map_err(|e| match e {
-            SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
-            SetupError::Failed(e) => {
-                let disabled = crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled");
-                match crate::sys::uring_send::setup_refusal(&e, disabled) {
-                    Some(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
-                    None => anyhow!("io_uring setup failed: {e}"),
-                }
-            }
-        })?;
+        check_uring_zc()?;
     }
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
@@ -511,9 +519,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
 
     let policy = kernel_policy();
     let window = Window::new();
-    let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, net.server_namespace());
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    let mut system = network_probes(net.server_namespace());
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
     let pin = |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().and_then(|c| c.cpu_for(i));
@@ -610,6 +616,14 @@ fn drive(
     Ok(metrics)
 }
 
+/// The latency quantiles a records case reports.
+const QUANTILES: [(&str, f64); 4] = [
+    ("latency_p50_us", 0.5),
+    ("latency_p90_us", 0.9),
+    ("latency_p99_us", 0.99),
+    ("latency_p999_us", 0.999),
+];
+
 /// Why the rates are missing when no client thread measured.
 const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
 const NO_SERVER_WINDOW: &str = "no server thread saw the measured window";
@@ -624,6 +638,43 @@ fn per(total: f64, count: f64) -> f64 {
         f64::NAN
     } else {
         total / count
+    }
+}
+
+/// The zero-copy truth of the server's sockets: completions, how many the kernel copied.
+fn push_zero_copy(obs: &mut Observation, servers: &[&SideOutcome]) {
+    let mut c = CompletionCounts::default();
+    let mut enobufs = 0;
+    for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
+        c.add(z);
+        enobufs += e;
+    }
+    push_completion_counts(obs, &c);
+    obs.push(copied_fraction(&c));
+    obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
+    warn_unexpected_completions(obs, &c);
+    if c.completed > 0 && c.copied > 0 {
+        obs.warn(WarningKind::ZeroCopyCopied, format!(
+            "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
+            100.0 * c.copied as f64 / c.completed as f64
+        ));
+    }
+}
+
+/// Random picks from a table the last-level cache nearly holds are often served from the
+/// cache: warn, since the case means to measure DRAM.
+fn warn_cache_resident(obs: &mut Observation, case: &RecordsCase) {
+    if case.pick == crate::case::Pick::Random {
+        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
+            obs.warn(
+                WarningKind::CacheResident,
+                format!(
+                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
+                    crate::format::format_bytes(case.table_bytes),
+                    crate::format::format_bytes(llc)
+                ),
+            );
+        }
     }
 }
 
@@ -659,35 +710,7 @@ fn build_observation(
     for c in &clients {
         latency.merge(&c.latency);
     }
-    let empty = || "no response arrived inside the window".to_string();
-    for (name, q) in [
-        ("latency_p50_us", 0.5),
-        ("latency_p90_us", 0.9),
-        ("latency_p99_us", 0.99),
-        ("latency_p999_us", 0.999),
-    ] {
-        obs.push(Metric::from_result(
-            name,
-            Role::Client,
-            "us",
-            Source::Tool,
-            latency.quantile_us(q).ok_or_else(empty),
-        ));
-    }
-    obs.push(Metric::from_result(
-        "latency_max_us",
-        Role::Client,
-        "us",
-        Source::Tool,
-        latency.max_us().ok_or_else(empty),
-    ));
-    obs.push(Metric::from_result(
-        "latency_mean_us",
-        Role::Client,
-        "us",
-        Source::Tool,
-        latency.mean_us().ok_or_else(empty),
-    ));
+    push_latency(&mut obs, &latency, &QUANTILES, "no response arrived inside the window");
 
     for (role, side, why) in [
         (Role::Client, &clients, NO_CLIENT_WINDOW),
@@ -744,22 +767,7 @@ fn build_observation(
     obs.push(crate::measure::memtraffic::per_payload_byte(system_metrics, payload));
 
     if case.mode.is_zero_copy() {
-        let mut c = CompletionCounts::default();
-        let mut enobufs = 0;
-        for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
-            c.add(z);
-            enobufs += e;
-        }
-        push_completion_counts(&mut obs, &c);
-        obs.push(copied_fraction(&c));
-        obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
-        warn_unexpected_completions(&mut obs, &c);
-        if c.completed > 0 && c.copied > 0 {
-            obs.warn(WarningKind::ZeroCopyCopied, format!(
-                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
-                100.0 * c.copied as f64 / c.completed as f64
-            ));
-        }
+        push_zero_copy(&mut obs, &servers);
     }
     if case.net.verify {
         let verified: u64 = clients.iter().map(|c| c.verified_records).sum();
@@ -779,18 +787,7 @@ fn build_observation(
             obs.warn(WarningKind::Anomaly, format!("{corrupt} records arrived corrupted"));
         }
     }
-    if case.pick == crate::case::Pick::Random {
-        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
-            obs.warn(
-                WarningKind::CacheResident,
-                format!(
-                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
-                    crate::format::format_bytes(case.table_bytes),
-                    crate::format::format_bytes(llc)
-                ),
-            );
-        }
-    }
+    warn_cache_resident(&mut obs, case);
     obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
     warn_unpinned(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
     obs

@@ -15,10 +15,9 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::session::observe::relay_server_warnings;
 use crate::net::session::StartGate;
-use crate::net::workload::common::{
-    accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
-};
+use crate::net::workload::common::{accept_from, drive_phases, open_data_port, send_outcome, ReadyLine};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -221,12 +220,9 @@ fn serve_threads(
     })
 }
 
-/// The client side against a remote server: hello, data connections, the client threads
-/// through the window this side announces, the server's report merged in.
-pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
-    let tsc_hz = clock::tsc_hz();
-    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
+/// Say hello (the server fills its table before it answers), answer a key challenge, and
+/// return the session's data port; a server that does not know records is `Unsupported`.
+fn hello(control: &mut ControlChannel, case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
     control.send_json(&RecordsHello {
         kind: "hello",
         version: crate::net::control::PROTOCOL_VERSION,
@@ -234,7 +230,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         case,
     })?;
     let stopped = || stop.requested();
-    let port = loop {
+    loop {
         // The server fills its table before it answers: allow for a large one.
         let line = control
             .recv_line(Some(Instant::now() + SETUP_TIMEOUT), &stopped)
@@ -256,9 +252,9 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             }
             Control::Ready { .. } => {
                 let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
-                break ready.port.ok_or_else(|| {
+                return ready.port.ok_or_else(|| {
                     anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
-                })?;
+                });
             }
             Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
                 bail!("the server {error}")
@@ -275,7 +271,17 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             Control::Refused { error } => bail!("the server refused the case: {error}"),
             other => bail!("unexpected answer from the server: {other:?}"),
         }
-    };
+    }
+}
+
+/// The client side against a remote server: hello, data connections, the client threads
+/// through the window this side announces, the server's report merged in.
+pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
+    let tsc_hz = clock::tsc_hz();
+    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
+    control.stream().set_nodelay(true).ok();
+    let port = hello(&mut control, case, addr, stop)?;
+    let stopped = || stop.requested();
     let data_addr = SocketAddr::new(addr.ip(), port);
     let data: Vec<TcpStream> = (0..case.net.threads)
         .map(|_| crate::net::session::connect(data_addr, stop))

@@ -11,33 +11,27 @@ pub(crate) mod thread;
 pub(crate) use server::{budget_error, over_budget};
 pub use server::{serve_session, serve_session_with, ServeOptions};
 
-use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
-use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, CounterSample};
-use crate::measure::window::{SystemProbes, Window};
+use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
-use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
+use crate::net::control::{encode_data_header, Control, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
-use crate::net::session::connect::{connect, connect_with_mss, recv_watching};
-use crate::net::session::observe::{checked, mean_window, measured_counters, per, publish_proof, NO_SERVER_WINDOW};
-use crate::net::session::{interrupted, StartGate, START_PATIENCE};
-use crate::net::topology::Topology;
-use crate::net::workload::common::{
-    copied_fraction, drive_phases, push_completion_counts, relay_server_warnings, warn_placement,
-    warn_unexpected_completions,
+use crate::net::session::connect::{connect_with_mss, recv_watching};
+use crate::net::session::coordinator::{self as session, Accepted, Coordinator, NetWorkload};
+use crate::net::session::interrupted;
+use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
+use crate::net::session::observe::{
+    mean_window, measured_counters, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify,
+    NO_CLIENT_WINDOW, NO_SERVER_WINDOW,
 };
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
-use crate::stop::{Interrupted, Stop};
+use crate::stop::Stop;
 use anyhow::{anyhow, bail, Context};
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
 use thread::{End, Shared, ThreadOutcome, ThreadPlan};
 
-/// How long the client waits for the server's report after the window closed.
-const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// TCP_MAXSEG for zerocopy receive on loopback and in a namespace: 4096 bytes of payload plus
 /// the 12 bytes of the timestamp option, so every segment carries exactly one page.
 pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
@@ -203,110 +197,87 @@ fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observat
     obs
 }
 
-/// The measured run: topology, server, client, window.
+/// The measured run: the session coordinator with the stream's threads.
 fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
-    // Calibrate before any window opens so it never disturbs one.
-    let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.net.endpoint).establish()?;
-    if let Some(addr) = topology.remote_addr()? {
-        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
-    }
-    let listener = topology.bind(case.net.endpoint.port())?;
-    if let Some(mss) = clamped_mss(case) {
-        // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
-        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
-    }
-    let addr = listener.local_addr()?;
-    let server_stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let server = topology
-            .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
-            .context("could not start the server thread")?;
-        let tcp_ns = topology.server_namespace();
-        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
-        // If the client never connected, the server is still waiting: release it.
-        server_stop.store(true, Ordering::SeqCst);
-        let server_result = server
-            .join()
-            .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
-        match (result, server_result) {
-            (Ok(obs), Ok(())) => Ok(obs),
-            (Err(client), _) => Err(client),
-            (Ok(_), Err(server)) => Err(server.context("server")),
-        }
-    })
+    Coordinator::new(&StreamClient { case }, stop).run()
 }
 
-/// The client side: set up the session, run the sending threads through warm-up and the
-/// measured window, collect the server's report, and build the observation.
-/// `tcp_ns`: the namespace whose TCP counters count this run's connections (None: ours).
-fn run_client(
-    case: &StreamCase,
-    addr: SocketAddr,
-    tsc_hz: Option<f64>,
-    stop: Stop,
-    tcp_ns: Option<&crate::sys::netns::NetNs>,
-) -> anyhow::Result<Observation> {
-    // Before talking to the server: a mode the kernel refuses ends the case here.
-    let mut senders = make_senders(case)?.into_iter();
-    let mut control = ControlChannel::new(connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
-    control.set_read_timeout(Some(Duration::from_secs(10)))?;
-    control.send(&Control::Hello {
-        version: PROTOCOL_VERSION,
-        case: case.clone(),
-    })?;
-    let mut answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    if let Ok(Control::Challenge { nonce }) = &answer {
-        let Some(key) = crate::net::auth::client_key() else {
-            bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+/// The stream as the session coordinator runs it: one sender per client thread, each on its
+/// own data connection, the server receiving.
+struct StreamClient<'a> {
+    case: &'a StreamCase,
+}
+
+impl NetWorkload for StreamClient<'_> {
+    type Hello = Control;
+    type Ends = std::vec::IntoIter<Box<dyn mode::Sender>>;
+    type Data = Vec<TcpStream>;
+    type Outcome = ThreadOutcome;
+    const PANICKED: &'static str = "a stream thread panicked";
+
+    fn net(&self) -> &NetParams {
+        &self.case.net
+    }
+
+    fn hello(&self) -> Control {
+        Control::Hello {
+            version: PROTOCOL_VERSION,
+            case: self.case.clone(),
+        }
+    }
+
+    fn listen(&self, listener: &TcpListener) -> anyhow::Result<()> {
+        if let Some(mss) = clamped_mss(self.case) {
+            // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
+            crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss)
+                .context("setting TCP_MAXSEG on the listener")?;
+        }
+        Ok(())
+    }
+
+    /// Before talking to the server: a mode the kernel refuses ends the case here.
+    fn prepare(&self) -> anyhow::Result<Self::Ends> {
+        Ok(make_senders(self.case)?.into_iter())
+    }
+
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        _ends: &mut Self::Ends,
+        stop: Stop,
+    ) -> anyhow::Result<Vec<TcpStream>> {
+        let Control::Ready { token } = accepted.message else {
+            bail!("unexpected answer from the server: {:?}", accepted.message);
         };
-        control.send(&Control::Auth {
-            mac: crate::net::auth::answer(key, nonce),
-        })?;
-        answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    }
-    let token = match answer {
-        Err(e) if e.is::<Interrupted>() => return Err(e),
-        other => match other.context("waiting for the server to accept the case")? {
-            Control::Ready { token } => token,
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        },
-    };
-    let mut data = Vec::with_capacity(case.net.threads);
-    for i in 0..case.net.threads {
-        let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
-        s.write_all(&encode_data_header(token, i as u32))?;
-        s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
-        data.push(s);
+        let mut data = Vec::with_capacity(self.case.net.threads);
+        for i in 0..self.case.net.threads {
+            let mut s = connect_with_mss(addr, stop, clamped_mss(self.case))?;
+            s.write_all(&encode_data_header(token, i as u32))?;
+            s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
+            data.push(s);
+        }
+        Ok(data)
     }
 
-    let policy = kernel_policy();
-    let window = Window::new();
-    let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, tcp_ns);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
-    let failed = AtomicBool::new(false);
-    let ready = StartGate::default();
-
-    let shared = Shared {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-    };
-    let (outcomes, window_result) = std::thread::scope(|scope| {
-        let handles: Vec<_> = data
-            .iter()
+    fn spawn_clients<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        shared: &'env session::Shared<'env>,
+        data: &'env Vec<TcpStream>,
+        mut senders: Self::Ends,
+    ) -> session::Handles<'scope, ThreadOutcome> {
+        let plans = Shared {
+            window: shared.window,
+            ready: shared.ready,
+            policy: shared.policy,
+        };
+        data.iter()
             .enumerate()
             .map(|(i, stream)| {
-                let plan = ThreadPlan::new(case, Role::Client, i, stream.as_raw_fd(), &shared);
+                let plan = ThreadPlan::new(self.case, Role::Client, i, stream.as_raw_fd(), &plans);
                 let end = End::Send(senders.next().expect("one sender per thread"));
-                let (failed, stream) = (&failed, stream);
+                let failed = shared.failed;
                 std::thread::Builder::new()
                     .name(format!("iopath-client-{i}"))
                     .spawn_scoped(scope, move || {
@@ -319,97 +290,37 @@ fn run_client(
                         result
                     })
             })
-            .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let window_result = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
-            drive_phases(
-                Duration::from_millis(case.net.warmup_ms),
-                Duration::from_millis(case.net.duration_ms),
-                &window,
-                &mut system,
-                &failed,
-                stop,
-                &mut control,
-            )
-        } else {
-            ready.abandon();
-            window.close(&mut system);
-            control.send(&Control::Done).ok();
-            Err(anyhow!("could not start all {} client threads", handles.len()))
-        };
-        if window_result.is_err() || failed.load(Ordering::SeqCst) {
-            // Wake any thread blocked on a peer that is gone.
-            for s in &data {
-                s.shutdown(Shutdown::Both).ok();
-            }
-        }
-        let outcomes = thread::join_all(handles);
-        (outcomes, window_result)
-    });
+            .collect()
+    }
 
-    let mut threads = Vec::with_capacity(outcomes.len());
-    let mut first_error = None;
-    for outcome in outcomes {
-        match outcome {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
+    fn wake(&self, data: &Vec<TcpStream>) {
+        for s in data {
+            s.shutdown(Shutdown::Both).ok();
         }
     }
-    if !stop.requested() && (window_result.is_err() || first_error.is_some()) {
-        // The server's account, if any, usually says more (it failed first, or the kernel
-        // refused its receive mode once the connections existed).
-        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
-        match control.recv() {
-            Ok(Control::Unavailable { what, reason }) => return Err(Unsupported::new(what, reason).into()),
-            Ok(Control::Failed { error }) => {
-                let ours = match (&first_error, &window_result) {
-                    (Some(e), _) => e.to_string(),
-                    (None, Err(e)) => format!("{e:#}"),
-                    (None, Ok(_)) => String::new(),
-                };
-                bail!("the run failed: {ours}; the server said: {error}");
-            }
-            _ => {}
-        }
+
+    /// The senders' view of each connection as the window closed.
+    fn data_fds(&self, data: &Vec<TcpStream>) -> Option<Vec<RawFd>> {
+        Some(data.iter().map(|s| s.as_raw_fd()).collect())
     }
-    let mut system_metrics = window_result?;
-    // The senders' view of each connection as the window closed.
-    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
-    system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
-    if stop.requested() {
-        return Err(interrupted());
+
+    fn observe(
+        &self,
+        clients: &[ThreadOutcome],
+        server: &ServerReport,
+        _window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
+        build_observation(self.case, clients, server, tsc_hz)
     }
-    if let Some(e) = first_error {
-        bail!("the run failed: {e}");
+
+    /// What the receivers got inside their windows (the bytes throughput counts).
+    fn payload(&self, _obs: &Observation, server: &ServerReport) -> Result<f64, String> {
+        mean_window(&server.threads)
+            .map(|_| server.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
+            .ok_or_else(|| NO_SERVER_WINDOW.to_string())
     }
-    let report = match recv_watching(&mut control, REPORT_TIMEOUT, &|| stop.requested()) {
-        Err(e) if e.is::<Interrupted>() => return Err(e),
-        other => match other.context("waiting for the server's report")? {
-            Control::Report(report) => *report,
-            Control::Failed { error } => bail!("the server failed: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected message from the server: {other:?}"),
-        },
-    };
-    let mut obs = build_observation(case, &threads, &report, tsc_hz);
-    if let Some(w) = crate::measure::system::contended(&system_metrics) {
-        obs.warn(WarningKind::Contended, w);
-    }
-    obs.metrics.extend(system_metrics);
-    // DRAM traffic per payload byte: over what the receivers got inside their windows (the
-    // bytes throughput counts).
-    let payload = mean_window(&report.threads)
-        .map(|_| report.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
-        .ok_or_else(|| NO_SERVER_WINDOW.to_string());
-    let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
-    obs.push(ratio);
-    Ok(obs)
 }
-
-/// Why the client side's figures are missing when none of its threads measured.
-const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
 
 /// Turn both sides' counts into the observation: throughput from what the receivers got
 /// inside their windows, per-role CPU and counters, and the zero-copy truth.
@@ -469,21 +380,14 @@ fn build_observation(
     let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
     let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
     let syscalls: u64 = clients.iter().map(|c| c.tally.syscalls).sum();
-    if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.counters.as_ref())) {
-        if let Some(note) = (!sample.kernel_included)
-            .then_some("counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted")
-        {
-            obs.warn(WarningKind::CountersRestricted, note);
-        }
-        if let (true, Err(reason)) = (case.net.perf, &sample.cycles) {
-            obs.warn(WarningKind::NoHardwareCounters, format!(
-                "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
-            ));
-        }
-    }
-    let sample = measured_counters(clients.iter().map(|c| &c.counters), NO_CLIENT_WINDOW);
-    obs.metrics
-        .extend(sample.metrics(Role::Client, bytes_sent, msgs_sent, "msg", tsc_hz));
+    push_client_counters(
+        &mut obs,
+        clients.iter().map(|c| &c.counters),
+        case.net.perf,
+        "cycles_per_byte is",
+        (bytes_sent, msgs_sent, "msg"),
+        tsc_hz,
+    );
     obs.push(Metric::tool("bytes_sent", Role::Client, bytes_sent as f64, "B"));
     obs.push(Metric::tool(
         "messages_sent",
@@ -498,7 +402,7 @@ fn build_observation(
         "syscalls/msg",
         Source::Tool,
     ));
-    obs.metrics.extend(server.metrics.iter().map(checked));
+    push_server_metrics(&mut obs, server);
 
     if case.mode.is_zero_copy() {
         let zc = clients
@@ -512,7 +416,28 @@ fn build_observation(
             });
         push_zero_copy_metrics(&mut obs, case.mode, &zc);
     }
-    let uring = clients
+    if let Some(u) = uring_counts(clients) {
+        push_uring_metrics(&mut obs, case.mode, &u);
+    }
+    if case.net.verify {
+        crate::net::session::observe::push_verify_counts(
+            &mut obs,
+            Role::Server,
+            server.verified_messages,
+            server.corrupt_messages,
+        );
+        let corrupted =
+            (server.corrupt_messages > 0).then(|| format!("{} messages arrived corrupted", server.corrupt_messages));
+        warn_verify(&mut obs, "throughput and CPU", corrupted);
+    }
+
+    place(&mut obs, clients.iter().map(|c| c.placement.clone()), server, &case.net);
+    obs
+}
+
+/// The io_uring senders' counts summed over the client threads (None: no uring sender).
+fn uring_counts(clients: &[ThreadOutcome]) -> Option<mode::UringCounts> {
+    clients
         .iter()
         .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.uring.clone()))
         .reduce(|mut acc, u| {
@@ -526,37 +451,7 @@ fn build_observation(
             acc.failed += u.failed;
             acc.unexpected += u.unexpected;
             acc
-        });
-    if let Some(u) = uring {
-        push_uring_metrics(&mut obs, case.mode, &u);
-    }
-    if case.net.verify {
-        crate::net::workload::common::push_verify_counts(
-            &mut obs,
-            Role::Server,
-            server.verified_messages,
-            server.corrupt_messages,
-        );
-        obs.warn(
-            WarningKind::VerifyCost,
-            "--verify writes and checks every byte: throughput and CPU include that work",
-        );
-        if server.corrupt_messages > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} messages arrived corrupted", server.corrupt_messages),
-            );
-        }
-    }
-
-    obs.placement = clients
-        .iter()
-        .map(|c| c.placement.clone())
-        .chain(server.placement.iter().cloned())
-        .collect();
-    warn_placement(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
-    relay_server_warnings(&mut obs, &server.warnings);
-    obs
+        })
 }
 
 /// The zero-copy truth of zero-copy (MSG_ZEROCOPY error-queue completions) and uring-zc
@@ -638,10 +533,14 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
 mod tests {
     use super::*;
     use crate::case::Endpoint;
+    use crate::measure::counters::kernel_policy;
+    use crate::measure::counters::CounterSample;
+    use crate::measure::window::{SystemProbes, Window};
     use crate::net::control::ThreadTally;
+    use crate::net::session::StartGate;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;
-    use std::net::TcpStream;
+    use std::time::Duration;
 
     fn outcome(role: Role, index: usize, bytes: u64, messages: u64, window_s: f64) -> ThreadOutcome {
         let zero = || Ok(0u64);
