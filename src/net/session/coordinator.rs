@@ -389,3 +389,155 @@ fn join<T>(handles: Handles<'_, T>, panicked: &str) -> Vec<io::Result<T>> {
 fn serve_local(listener: &TcpListener, stop: &AtomicBool) -> anyhow::Result<()> {
     crate::net::workload::stream::serve_session(listener, Some(stop))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Endpoint;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpStream;
+
+    /// A workload with no data connection and no thread: what is left is the coordinator's own
+    /// conversation with the server.
+    struct Bare {
+        net: NetParams,
+    }
+
+    impl NetWorkload for Bare {
+        type Hello = serde_json::Value;
+        type Ends = ();
+        type Data = ();
+        type Outcome = ();
+        const PANICKED: &'static str = "a bare thread panicked";
+
+        fn net(&self) -> &NetParams {
+            &self.net
+        }
+        fn hello(&self) -> serde_json::Value {
+            serde_json::json!({"type": "hello", "workload": "bare"})
+        }
+        fn prepare(&self) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn open_data(&self, _: SocketAddr, accepted: &Accepted, _: &mut (), _: Stop) -> anyhow::Result<()> {
+            assert!(matches!(accepted.message, Control::Ready { token: 7 }));
+            assert!(String::from_utf8_lossy(&accepted.line).contains("\"port\":9"));
+            Ok(())
+        }
+        fn spawn_clients<'scope, 'env>(
+            &'env self,
+            _: &'scope Scope<'scope, 'env>,
+            _: &'env Shared<'env>,
+            _: &'env (),
+            _: (),
+        ) -> Handles<'scope, ()> {
+            Vec::new()
+        }
+        fn wake(&self, _: &()) {}
+        fn data_fds(&self, _: &()) -> Option<Vec<RawFd>> {
+            None
+        }
+        fn observe(&self, _: &[()], server: &ServerReport, _: f64, _: Option<f64>) -> Observation {
+            let mut obs = Observation::default();
+            obs.metrics.extend(server.metrics.iter().cloned());
+            obs
+        }
+        fn payload(&self, _: &Observation, _: &ServerReport) -> Result<f64, String> {
+            Err("a bare session moves no payload".into())
+        }
+    }
+
+    fn bare() -> Bare {
+        Bare {
+            net: NetParams {
+                threads: 1,
+                duration_ms: 0,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+        }
+    }
+
+    /// A server on loopback that answers the hello with `answers[0]` and every later line with
+    /// the next answer (None: read and answer nothing); returns the lines it read.
+    fn server(answers: Vec<Option<String>>) -> (SocketAddr, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut seen = Vec::new();
+            for answer in answers {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                seen.push(line.trim().to_string());
+                if let Some(answer) = answer {
+                    writer.write_all(format!("{answer}\n").as_bytes()).unwrap();
+                }
+            }
+            seen
+        });
+        (addr, handle)
+    }
+
+    fn line(message: &Control) -> Option<String> {
+        Some(serde_json::to_string(message).unwrap())
+    }
+
+    #[test]
+    fn a_refusal_is_an_error_and_an_unavailable_case_is_unsupported() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let (addr, server_thread) = server(vec![line(&Control::Refused {
+            error: "no room".into(),
+        })]);
+        let err = coordinator.client(addr, None, None).unwrap_err();
+        assert_eq!(err.to_string(), "the server refused the case: no room");
+        assert_eq!(
+            server_thread.join().unwrap(),
+            vec![r#"{"type":"hello","workload":"bare"}"#]
+        );
+
+        let (addr, server_thread) = server(vec![line(&Control::Unavailable {
+            what: "zerocopy receive".into(),
+            reason: "not here".into(),
+        })]);
+        let err = coordinator.client(addr, None, None).unwrap_err();
+        let refusal = err.downcast_ref::<Unsupported>().expect("a typed refusal");
+        assert_eq!(refusal, &Unsupported::new("zerocopy receive", "not here"));
+        server_thread.join().unwrap();
+    }
+
+    /// After `ready`: `measure` and `done` on the control connection, then the server's report
+    /// merged into the workload's observation, with the system probes' metrics after it.
+    #[test]
+    fn a_session_says_measure_then_done_and_merges_the_report() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let report = ServerReport {
+            metrics: vec![Metric::tool("bare_bytes", Role::Server, 3.0, "B")],
+            ..Default::default()
+        };
+        let (addr, server_thread) = server(vec![
+            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
+            None,
+            line(&Control::Report(Box::new(report))),
+        ]);
+        let obs = coordinator.client(addr, None, None).unwrap();
+        let seen = server_thread.join().unwrap();
+        assert_eq!(&seen[1..], [r#"{"type":"measure"}"#, r#"{"type":"done"}"#]);
+        assert_eq!(obs.metrics[0].name, "bare_bytes");
+        assert_eq!(obs.value("bare_bytes", Role::Server), Some(3.0));
+        let ratio = obs.metrics.last().unwrap();
+        assert_eq!(ratio.name, "dram_bytes_per_payload_byte");
+        assert_eq!(ratio.value, None);
+    }
+}
