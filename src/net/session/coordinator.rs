@@ -395,7 +395,6 @@ mod tests {
     use super::*;
     use crate::case::Endpoint;
     use std::io::{BufRead, BufReader, Write};
-    use std::net::TcpStream;
 
     /// A workload with no data connection and no thread: what is left is the coordinator's own
     /// conversation with the server.
