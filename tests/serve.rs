@@ -189,14 +189,16 @@ fn stream_case(size: u64, threads: usize) -> StreamCase {
         rx_mode: RxMode::Scatter,
         size,
         fields: 1,
-        threads,
-        duration_ms: 100,
-        warmup_ms: 0,
-        client_cpus: None,
-        server_cpus: None,
-        verify: false,
-        endpoint: Endpoint::Loopback { port: 0 },
-        perf: false,
+        net: iopath::case::NetParams {
+            threads,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        },
         prove_copies: false,
         zc_ring: None,
         fixed_buffers: false,
@@ -213,15 +215,17 @@ fn rr_case() -> RrCase {
         response_size: 16 << 20,
         fields: 1,
         inflight: 1024,
-        threads: 1024,
+        net: iopath::case::NetParams {
+            threads: 1024,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        },
         rate: Some(1_000_000),
-        duration_ms: 100,
-        warmup_ms: 0,
-        client_cpus: None,
-        server_cpus: None,
-        verify: false,
-        endpoint: Endpoint::Loopback { port: 0 },
-        perf: false,
         align: iopath::case::Align::Page,
     }
 }
@@ -273,7 +277,7 @@ fn the_server_logs_refused_and_failed_sessions() {
     let server = Server::start(&["--max-session", "1s"]);
     // Refused: too long a session.
     let mut long = stream_case(4096, 1);
-    long.duration_ms = 5000;
+    long.net.duration_ms = 5000;
     let hello = serde_json::to_string(&Control::Hello {
         version: PROTOCOL_VERSION,
         case: long,

@@ -3,7 +3,7 @@
 //! records, sent in one of four ways.
 
 use super::cpus::param_text;
-use super::{format_bytes, Align, CpuList, Endpoint};
+use super::{format_bytes, Align, NetParams};
 use serde::{Deserialize, Serialize};
 
 /// How the server hands the N records of a response to the kernel.
@@ -83,17 +83,9 @@ pub struct RecordsCase {
     pub pick: Pick,
     /// Requests each client keeps in flight on its connection.
     pub outstanding: usize,
-    /// Client threads, each with its own connection and its own server thread.
-    pub threads: usize,
-    pub duration_ms: u64,
-    pub warmup_ms: u64,
-    pub client_cpus: Option<CpuList>,
-    pub server_cpus: Option<CpuList>,
-    /// The client checks every byte of every record against the pattern of its id.
-    pub verify: bool,
-    pub endpoint: Endpoint,
-    /// Open perf counters on every thread (false: getrusage only).
-    pub perf: bool,
+    /// Threads, window, CPUs, verify, endpoint, perf: flat keys of the JSON.
+    #[serde(flatten)]
+    pub net: NetParams,
     /// Run the alias probe before the window (`--prove-copies`). Left out of the key when
     /// false, like the stream's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -125,7 +117,7 @@ impl RecordsCase {
             self.records,
             format_bytes(self.record_size),
             self.outstanding,
-            self.threads
+            self.net.threads
         );
         if self.align == Align::Misaligned {
             label + " misaligned"
@@ -142,13 +134,13 @@ impl RecordsCase {
             ("table_bytes", self.table_bytes.to_string()),
             ("pick", self.pick.to_string()),
             ("outstanding", self.outstanding.to_string()),
-            ("threads", self.threads.to_string()),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("warmup_ms", self.warmup_ms.to_string()),
-            ("client_cpus", param_text(&self.client_cpus)),
-            ("server_cpus", param_text(&self.server_cpus)),
-            ("verify", self.verify.to_string()),
-            ("perf", self.perf.to_string()),
+            ("threads", self.net.threads.to_string()),
+            ("duration_ms", self.net.duration_ms.to_string()),
+            ("warmup_ms", self.net.warmup_ms.to_string()),
+            ("client_cpus", param_text(&self.net.client_cpus)),
+            ("server_cpus", param_text(&self.net.server_cpus)),
+            ("verify", self.net.verify.to_string()),
+            ("perf", self.net.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
             ("align", self.align.to_string()),
         ]
@@ -170,17 +162,17 @@ impl super::Workload for RecordsCase {
 
     /// Filling the table takes about a second per GiB.
     fn planned_seconds(&self) -> f64 {
-        (self.warmup_ms + self.duration_ms) as f64 / 1e3 + 0.05 + self.table_bytes as f64 / 1e9
+        (self.net.warmup_ms + self.net.duration_ms) as f64 / 1e3 + 0.05 + self.table_bytes as f64 / 1e9
     }
 
     fn window_seconds(&self) -> f64 {
-        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+        (self.net.duration_ms + self.net.warmup_ms) as f64 / 1e3
     }
 
     fn pinning(&self) -> super::Pinning<'_> {
         super::Pinning {
-            client: self.client_cpus.as_ref(),
-            server: self.server_cpus.as_ref(),
+            client: self.net.client_cpus.as_ref(),
+            server: self.net.server_cpus.as_ref(),
         }
     }
 
@@ -194,7 +186,7 @@ impl super::Workload for RecordsCase {
                 "net records, {} records, {} outstanding, {}",
                 format_bytes(self.record_size),
                 self.outstanding,
-                super::workload::count(self.threads, "thread")
+                super::workload::count(self.net.threads, "thread")
             ),
             contender: self.mode.to_string(),
             x: self.records as u64,
@@ -214,7 +206,7 @@ impl super::Workload for RecordsCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::Case;
+    use crate::case::{Case, Endpoint};
 
     #[test]
     fn modes_and_picks_parse_and_round_trip_through_json() {
@@ -233,14 +225,16 @@ mod tests {
             table_bytes: 1 << 20,
             pick: Pick::Random,
             outstanding: 8,
-            threads: 1,
-            duration_ms: 1000,
-            warmup_ms: 100,
-            client_cpus: None,
-            server_cpus: None,
-            verify: true,
-            endpoint: Endpoint::Netns { port: 0 },
-            perf: false,
+            net: NetParams {
+                threads: 1,
+                duration_ms: 1000,
+                warmup_ms: 100,
+                client_cpus: None,
+                server_cpus: None,
+                verify: true,
+                endpoint: Endpoint::Netns { port: 0 },
+                perf: false,
+            },
             prove_copies: false,
             align: crate::case::Align::Page,
         });

@@ -1,6 +1,6 @@
 //! Parameters of the request/response benchmarks (`iopath net rr` and `iopath net crr`).
 
-use super::{format_bytes, Align, CopyMode, CpuList, Endpoint, RxMode};
+use super::{format_bytes, Align, CopyMode, CpuList, Endpoint, NetParams, RxMode};
 use serde::{Deserialize, Serialize};
 
 /// Request/response on long-lived connections, or a fresh connection per transaction.
@@ -23,7 +23,7 @@ impl RrKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(from = "StoredRrCase")]
+#[serde(from = "StoredRrCase", into = "StoredRrCase")]
 pub struct RrCase {
     pub kind: RrKind,
     /// How requests and responses are handed to the kernel.
@@ -40,36 +40,25 @@ pub struct RrCase {
     pub fields: usize,
     /// Transactions in flight per connection (closed loop; always 1 for crr).
     pub inflight: usize,
-    /// Client threads, each with its own connection (crr: its own series of connections) and
-    /// its own server thread.
-    pub threads: usize,
     /// Open loop at this many transactions per second in total; None is closed loop.
     pub rate: Option<u64>,
-    pub duration_ms: u64,
-    pub warmup_ms: u64,
-    pub client_cpus: Option<CpuList>,
-    pub server_cpus: Option<CpuList>,
-    /// Fill every message with a pattern from its sequence number and check every byte.
-    pub verify: bool,
-    pub endpoint: Endpoint,
-    /// Open perf counters on every thread (false: getrusage only).
-    pub perf: bool,
+    /// Threads, window, CPUs, verify, endpoint, perf. Not flattened by serde: `rate` sits
+    /// between `threads` and `duration_ms` in the stored JSON (the case's key), so the case
+    /// is written through `StoredRrCase`, which keeps that order.
+    pub net: NetParams,
     /// Where the buffers the kernel copies into and out of start (`--align`). Left out of the
-    /// JSON when `malloc`, which is what a case stored before the option reads as (its
-    /// buffers came from the allocator), so those keys are unchanged.
-    #[serde(
-        default = "Align::before_the_option",
-        skip_serializing_if = "Align::is_before_the_option"
-    )]
+    /// JSON when `malloc` (see `StoredRrCase`), which is what a case stored before the option
+    /// reads as (its buffers came from the allocator), so those keys are unchanged.
     pub align: Align,
 }
 
-/// An `RrCase` as read: `rx_mode` may be absent (older databases, clients and plan files).
-#[derive(Deserialize)]
+/// An `RrCase` as stored: its keys in their order. As read, `rx_mode` may be absent (older
+/// databases, clients and plan files); as written it is always there.
+#[derive(Serialize, Deserialize)]
 struct StoredRrCase {
     kind: RrKind,
     mode: CopyMode,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     rx_mode: Option<RxMode>,
     request_size: u64,
     response_size: u64,
@@ -84,7 +73,10 @@ struct StoredRrCase {
     verify: bool,
     endpoint: Endpoint,
     perf: bool,
-    #[serde(default = "Align::before_the_option")]
+    #[serde(
+        default = "Align::before_the_option",
+        skip_serializing_if = "Align::is_before_the_option"
+    )]
     align: Align,
 }
 
@@ -98,15 +90,51 @@ impl From<StoredRrCase> for RrCase {
             response_size: c.response_size,
             fields: c.fields,
             inflight: c.inflight,
-            threads: c.threads,
             rate: c.rate,
-            duration_ms: c.duration_ms,
-            warmup_ms: c.warmup_ms,
-            client_cpus: c.client_cpus,
-            server_cpus: c.server_cpus,
-            verify: c.verify,
-            endpoint: c.endpoint,
-            perf: c.perf,
+            net: NetParams {
+                threads: c.threads,
+                duration_ms: c.duration_ms,
+                warmup_ms: c.warmup_ms,
+                client_cpus: c.client_cpus,
+                server_cpus: c.server_cpus,
+                verify: c.verify,
+                endpoint: c.endpoint,
+                perf: c.perf,
+            },
+            align: c.align,
+        }
+    }
+}
+
+impl From<RrCase> for StoredRrCase {
+    fn from(c: RrCase) -> StoredRrCase {
+        let NetParams {
+            threads,
+            duration_ms,
+            warmup_ms,
+            client_cpus,
+            server_cpus,
+            verify,
+            endpoint,
+            perf,
+        } = c.net;
+        StoredRrCase {
+            kind: c.kind,
+            mode: c.mode,
+            rx_mode: Some(c.rx_mode),
+            request_size: c.request_size,
+            response_size: c.response_size,
+            fields: c.fields,
+            inflight: c.inflight,
+            threads,
+            rate: c.rate,
+            duration_ms,
+            warmup_ms,
+            client_cpus,
+            server_cpus,
+            verify,
+            endpoint,
+            perf,
             align: c.align,
         }
     }
@@ -127,7 +155,7 @@ impl RrCase {
         if self.kind == RrKind::Rr {
             label.push_str(&format!(" n{}", self.inflight));
         }
-        label.push_str(&format!(" t{}", self.threads));
+        label.push_str(&format!(" t{}", self.net.threads));
         if let Some(rate) = self.rate {
             label.push_str(&format!(" @{rate}/s"));
         }
@@ -159,21 +187,21 @@ impl RrCase {
             ("response_bytes", self.response_size.to_string()),
             ("fields", self.fields.to_string()),
             ("inflight", self.inflight.to_string()),
-            ("threads", self.threads.to_string()),
+            ("threads", self.net.threads.to_string()),
             ("rate", self.rate.map_or("closed".to_string(), |r| r.to_string())),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("warmup_ms", self.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.client_cpus)),
-            ("server_cpus", cpus(&self.server_cpus)),
-            ("verify", self.verify.to_string()),
-            ("perf", self.perf.to_string()),
+            ("duration_ms", self.net.duration_ms.to_string()),
+            ("warmup_ms", self.net.warmup_ms.to_string()),
+            ("client_cpus", cpus(&self.net.client_cpus)),
+            ("server_cpus", cpus(&self.net.server_cpus)),
+            ("verify", self.net.verify.to_string()),
+            ("perf", self.net.perf.to_string()),
             ("align", self.align.to_string()),
         ]
     }
 
     /// The longest session (warm-up + window) this case asks of a server.
     pub fn session_ms(&self) -> u64 {
-        self.duration_ms.saturating_add(self.warmup_ms)
+        self.net.duration_ms.saturating_add(self.net.warmup_ms)
     }
 }
 
@@ -194,7 +222,7 @@ impl super::Workload for RrCase {
     }
 
     fn passes(&self) -> u32 {
-        if self.perf {
+        if self.net.perf {
             2
         } else {
             1
@@ -206,13 +234,13 @@ impl super::Workload for RrCase {
     }
 
     fn window_seconds(&self) -> f64 {
-        super::Workload::passes(self) as f64 * (self.duration_ms + self.warmup_ms) as f64 / 1e3
+        super::Workload::passes(self) as f64 * (self.net.duration_ms + self.net.warmup_ms) as f64 / 1e3
     }
 
     fn pinning(&self) -> super::Pinning<'_> {
         super::Pinning {
-            client: self.client_cpus.as_ref(),
-            server: self.server_cpus.as_ref(),
+            client: self.net.client_cpus.as_ref(),
+            server: self.net.server_cpus.as_ref(),
         }
     }
 
@@ -227,7 +255,7 @@ impl super::Workload for RrCase {
                 self.kind.as_str(),
                 format_bytes(self.response_size),
                 self.inflight,
-                super::workload::count(self.threads, "thread"),
+                super::workload::count(self.net.threads, "thread"),
                 self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
             ),
             // The send mode, with the receive mode when it is not the usual pairing.
@@ -242,7 +270,7 @@ impl super::Workload for RrCase {
     }
 
     fn sends_by_reference(&self) -> bool {
-        self.mode.sends_by_reference(self.verify)
+        self.mode.sends_by_reference(self.net.verify)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -264,15 +292,17 @@ mod tests {
             response_size: 1024,
             fields: 1,
             inflight: 4,
-            threads: 2,
+            net: NetParams {
+                threads: 2,
+                duration_ms: 1000,
+                warmup_ms: 100,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             rate: Some(10_000),
-            duration_ms: 1000,
-            warmup_ms: 100,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
             align: crate::case::Align::Page,
         };
         assert_eq!(case.label(), "rr one-copy 64B/1KiB n4 t2 @10000/s");
@@ -306,15 +336,17 @@ mod tests {
                 response_size: 64,
                 fields: 1,
                 inflight: 1,
-                threads: 1,
+                net: NetParams {
+                    threads: 1,
+                    duration_ms: 100,
+                    warmup_ms: 0,
+                    client_cpus: None,
+                    server_cpus: None,
+                    verify: false,
+                    endpoint: Endpoint::Loopback { port: 0 },
+                    perf: true,
+                },
                 rate: None,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
                 align: crate::case::Align::Page,
             };
             let mut json = serde_json::to_value(&case).unwrap();

@@ -1,7 +1,7 @@
 //! Parameters of the network stream benchmark (`iopath net stream`).
 
 use super::cpus::param_text;
-use super::{format_bytes, Align, CpuList};
+use super::{format_bytes, Align, CpuList, NetParams};
 use serde::{Deserialize, Serialize};
 
 /// How a message of separately allocated fields is handed to the kernel.
@@ -129,19 +129,9 @@ pub struct StreamCase {
     pub size: u64,
     /// Separately allocated fields per message.
     pub fields: usize,
-    /// Client threads, each with its own connection and its own server thread.
-    pub threads: usize,
-    pub duration_ms: u64,
-    pub warmup_ms: u64,
-    pub client_cpus: Option<CpuList>,
-    pub server_cpus: Option<CpuList>,
-    /// Check every received byte against the sender's pattern.
-    pub verify: bool,
-    pub endpoint: Endpoint,
-    /// Open perf counters on every thread (false: getrusage only; a perf event costs time at
-    /// every context switch of the thread it watches).
-    #[serde(default = "perf_default")]
-    pub perf: bool,
+    /// Threads, window, CPUs, verify, endpoint, perf: flat keys of the JSON.
+    #[serde(flatten)]
+    pub net: NetParams,
     /// Before the measured run, probe what the kernel does with the sender's bytes (copied or
     /// by reference) on a loopback pair: net/alias.rs. Left out of the JSON when false, so the
     /// keys of cases stored before it existed are unchanged.
@@ -210,14 +200,16 @@ impl From<StoredStreamCase> for StreamCase {
             rx_mode: c.rx_mode.unwrap_or(RxMode::paired_with(c.mode)),
             size: c.size,
             fields: c.fields,
-            threads: c.threads,
-            duration_ms: c.duration_ms,
-            warmup_ms: c.warmup_ms,
-            client_cpus: c.client_cpus,
-            server_cpus: c.server_cpus,
-            verify: c.verify,
-            endpoint: c.endpoint,
-            perf: c.perf,
+            net: NetParams {
+                threads: c.threads,
+                duration_ms: c.duration_ms,
+                warmup_ms: c.warmup_ms,
+                client_cpus: c.client_cpus,
+                server_cpus: c.server_cpus,
+                verify: c.verify,
+                endpoint: c.endpoint,
+                perf: c.perf,
+            },
             prove_copies: c.prove_copies,
             zc_ring: c.zc_ring,
             fixed_buffers: c.fixed_buffers,
@@ -231,7 +223,7 @@ impl StreamCase {
     /// mode was always paired with (`one-copy/trunc 64KiB t1`), so labels of runs made before
     /// receive modes existed stay what they were.
     pub fn label(&self) -> String {
-        let mut label = format!("{} {} t{}", self.path(false), format_bytes(self.size), self.threads);
+        let mut label = format!("{} {} t{}", self.path(false), format_bytes(self.size), self.net.threads);
         if let Some(ring) = self.zc_ring {
             // A ring smaller than one message holds one message: say so rather than "1B".
             if ring < self.size {
@@ -265,13 +257,13 @@ impl StreamCase {
             ("rx_mode", self.rx_mode.to_string()),
             ("size_bytes", self.size.to_string()),
             ("fields", self.fields.to_string()),
-            ("threads", self.threads.to_string()),
-            ("duration_ms", self.duration_ms.to_string()),
-            ("warmup_ms", self.warmup_ms.to_string()),
-            ("client_cpus", param_text(&self.client_cpus)),
-            ("server_cpus", param_text(&self.server_cpus)),
-            ("verify", self.verify.to_string()),
-            ("perf", self.perf.to_string()),
+            ("threads", self.net.threads.to_string()),
+            ("duration_ms", self.net.duration_ms.to_string()),
+            ("warmup_ms", self.net.warmup_ms.to_string()),
+            ("client_cpus", param_text(&self.net.client_cpus)),
+            ("server_cpus", param_text(&self.net.server_cpus)),
+            ("verify", self.net.verify.to_string()),
+            ("perf", self.net.perf.to_string()),
             ("prove_copies", self.prove_copies.to_string()),
             ("align", self.align.to_string()),
         ];
@@ -301,17 +293,17 @@ impl super::Workload for StreamCase {
     }
 
     fn planned_seconds(&self) -> f64 {
-        (self.warmup_ms + self.duration_ms) as f64 / 1e3 + 0.05
+        (self.net.warmup_ms + self.net.duration_ms) as f64 / 1e3 + 0.05
     }
 
     fn window_seconds(&self) -> f64 {
-        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+        (self.net.duration_ms + self.net.warmup_ms) as f64 / 1e3
     }
 
     fn pinning(&self) -> super::Pinning<'_> {
         super::Pinning {
-            client: self.client_cpus.as_ref(),
-            server: self.server_cpus.as_ref(),
+            client: self.net.client_cpus.as_ref(),
+            server: self.net.server_cpus.as_ref(),
         }
     }
 
@@ -321,7 +313,7 @@ impl super::Workload for StreamCase {
 
     fn contest(&self) -> Option<super::Contest> {
         Some(super::Contest {
-            group: format!("net stream, {}", super::workload::count(self.threads, "thread")),
+            group: format!("net stream, {}", super::workload::count(self.net.threads, "thread")),
             // The send mode, with the receive mode when it is not the usual pairing.
             contender: self.path(false),
             x: self.size,
@@ -334,7 +326,7 @@ impl super::Workload for StreamCase {
     }
 
     fn sends_by_reference(&self) -> bool {
-        self.mode.sends_by_reference(self.verify)
+        self.mode.sends_by_reference(self.net.verify)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -363,14 +355,16 @@ mod endpoint_tests {
             rx_mode: RxMode::Scatter,
             size: 1024,
             fields: 1,
-            threads: 1,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
+            net: NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,
@@ -427,7 +421,7 @@ mod endpoint_tests {
         assert_eq!(two.rx_mode, RxMode::Copy);
         let one: StreamCase = serde_json::from_str(&old("one-copy")).unwrap();
         assert_eq!(one.rx_mode, RxMode::Scatter);
-        assert!(one.perf);
+        assert!(one.net.perf);
         assert_eq!(one.label(), "one-copy 1KiB t1");
         let text = serde_json::to_string(&one).unwrap();
         assert!(text.contains(r#""rx_mode":"scatter""#), "{text}");

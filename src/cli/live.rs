@@ -575,7 +575,7 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
     for (case, values) in s.values.values() {
         let Some(c) = case.get::<StreamCase>() else { continue };
         let Some(m) = median(values) else { continue };
-        let name = format!("{} t{}", c.mode, c.threads);
+        let name = format!("{} t{}", c.mode, c.net.threads);
         series.entry(name).or_default().push(((c.size.max(1) as f64).log2(), m));
         min_size = min_size.min(c.size.max(1));
         max_size = max_size.max(c.size.max(1));

@@ -327,14 +327,16 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             rx_mode,
                             size,
                             fields: args.fields as usize,
-                            threads,
-                            duration_ms: args.window.duration_ms(),
-                            warmup_ms: args.window.warmup_ms(),
-                            client_cpus: args.window.client_cpus(),
-                            server_cpus: args.window.server_cpus(),
-                            verify: args.verify,
-                            endpoint: endpoint.clone(),
-                            perf: !args.no_perf,
+                            net: crate::case::NetParams {
+                                threads,
+                                duration_ms: args.window.duration_ms(),
+                                warmup_ms: args.window.warmup_ms(),
+                                client_cpus: args.window.client_cpus(),
+                                server_cpus: args.window.server_cpus(),
+                                verify: args.verify,
+                                endpoint: endpoint.clone(),
+                                perf: !args.no_perf,
+                            },
                             zc_ring,
                             fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
                             prove_copies: args.prove_copies,
@@ -422,7 +424,7 @@ impl TryFrom<&StreamArgs> for Plan {
         // Every case of one command shares its endpoint, so the first names the interface.
         let topology = cases
             .first()
-            .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
+            .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
         let interface = topology.interface();
         Ok(args
             .run
@@ -502,7 +504,7 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
             stream(r).map(|c| format_bytes(c.size)).unwrap_or_default()
         }),
         Column::key("thr", move |r, _| {
-            stream(r).map(|c| c.threads.to_string()).unwrap_or_default()
+            stream(r).map(|c| c.net.threads.to_string()).unwrap_or_default()
         }),
     ];
     if repeated {

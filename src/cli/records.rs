@@ -125,15 +125,17 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 table_bytes: args.table / record_size * record_size,
                                 pick,
                                 outstanding,
-                                threads,
-                                duration_ms: args.window.duration_ms(),
-                                warmup_ms: args.window.warmup_ms(),
-                                client_cpus: args.window.client_cpus(),
-                                server_cpus: args.window.server_cpus(),
-                                verify: args.verify,
-                                endpoint: endpoint.clone(),
+                                net: crate::case::NetParams {
+                                    threads,
+                                    duration_ms: args.window.duration_ms(),
+                                    warmup_ms: args.window.warmup_ms(),
+                                    client_cpus: args.window.client_cpus(),
+                                    server_cpus: args.window.server_cpus(),
+                                    verify: args.verify,
+                                    endpoint: endpoint.clone(),
+                                    perf: !args.no_perf,
+                                },
                                 align: args.window.align,
-                                perf: !args.no_perf,
                                 prove_copies: args.prove_copies,
                             });
                         }
@@ -223,7 +225,7 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
         key("N", |c| c.records.to_string()),
         key("pick", |c| c.pick.to_string()),
         key("out", |c| c.outstanding.to_string()),
-        key("thr", |c| c.threads.to_string()),
+        key("thr", |c| c.net.threads.to_string()),
     ];
     if repeated {
         cols.push(Column::key("reps", |_, n| n.to_string()));

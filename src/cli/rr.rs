@@ -143,15 +143,17 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 response_size,
                                 fields: args.fields as usize,
                                 inflight,
-                                threads,
+                                net: crate::case::NetParams {
+                                    threads,
+                                    duration_ms: args.window.duration_ms(),
+                                    warmup_ms: args.window.warmup_ms(),
+                                    client_cpus: args.window.client_cpus(),
+                                    server_cpus: args.window.server_cpus(),
+                                    verify: args.verify,
+                                    endpoint: endpoint.clone(),
+                                    perf: !args.no_perf,
+                                },
                                 rate: args.rate,
-                                duration_ms: args.window.duration_ms(),
-                                warmup_ms: args.window.warmup_ms(),
-                                client_cpus: args.window.client_cpus(),
-                                server_cpus: args.window.server_cpus(),
-                                verify: args.verify,
-                                endpoint: endpoint.clone(),
-                                perf: !args.no_perf,
                                 align: args.window.align,
                             });
                         }
@@ -170,7 +172,7 @@ fn plan(args: &RrArgs, kind: RrKind) -> anyhow::Result<Plan> {
     let cases = rr_cases(args, kind)?;
     let topology = cases
         .first()
-        .map_or(Topology::Loopback, |c| Topology::from(&c.endpoint));
+        .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
     Ok(args
         .run
         .plan(cases.into_iter().map(Case::NetRr).collect(), &topology.interface()))
@@ -220,7 +222,7 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
         key("req", |c| format_bytes(c.request_size)),
         key("resp", |c| format_bytes(c.response_size)),
         key("n", |c| c.inflight.to_string()),
-        key("thr", |c| c.threads.to_string()),
+        key("thr", |c| c.net.threads.to_string()),
         key("rate", |c| c.rate.map_or("closed".to_string(), |r| r.to_string())),
     ];
     if repeated {

@@ -225,7 +225,7 @@ pub fn quick_notes(plan: &Plan) -> Vec<String> {
         .cases
         .iter()
         .find_map(|c| c.get::<crate::case::StreamCase>())
-        .map(|s| (s.client_cpus.clone(), s.server_cpus.clone()));
+        .map(|s| (s.net.client_cpus.clone(), s.net.server_cpus.clone()));
     let pin = match pinned {
         Some((Some(c), Some(s))) => format!(
             "pinned: client on CPU {c}, server on CPU {s} (--client-cpus {c} --server-cpus {s}, stored with every case)"
@@ -477,11 +477,11 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
         .iter()
         .filter_map(|c| c.case.get::<StreamCase>().map(|s| (c, s)))
         .collect();
-    let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.threads).collect();
+    let mut threads: Vec<usize> = streams.iter().map(|(_, s)| s.net.threads).collect();
     threads.sort();
     threads.dedup();
     for t in threads {
-        let these: Vec<_> = streams.iter().filter(|(_, s)| s.threads == t).collect();
+        let these: Vec<_> = streams.iter().filter(|(_, s)| s.net.threads == t).collect();
         let mut sizes: Vec<u64> = these.iter().map(|(_, s)| s.size).collect();
         sizes.sort();
         sizes.dedup();
@@ -658,8 +658,8 @@ mod tests {
         let plan = quick_plan_on("quick", Some((b, a))).unwrap();
         for case in &plan.cases {
             let (c, s) = match case {
-                crate::case::Case::NetStream(s) => (&s.client_cpus, &s.server_cpus),
-                crate::case::Case::NetRr(r) => (&r.client_cpus, &r.server_cpus),
+                crate::case::Case::NetStream(s) => (&s.net.client_cpus, &s.net.server_cpus),
+                crate::case::Case::NetRr(r) => (&r.net.client_cpus, &r.net.server_cpus),
                 other => panic!("{other:?}"),
             };
             assert_eq!(

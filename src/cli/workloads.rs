@@ -53,7 +53,7 @@ fn typed<T: Workload>(case: &Case) -> Result<&T, String> {
 fn check_stream(case: &Case, headroom: Option<u64>) -> Result<(), String> {
     let c = typed::<StreamCase>(case)?;
     stream::check_case(c, Role::Client, None)?;
-    let server = match c.endpoint {
+    let server = match c.net.endpoint {
         Endpoint::Remote { .. } => 0,
         _ => stream::buffer_bytes(c, Role::Server),
     };
@@ -71,7 +71,7 @@ fn check_stream(case: &Case, headroom: Option<u64>) -> Result<(), String> {
 /// The table lives in this process unless the server is remote.
 fn check_records(case: &Case, headroom: Option<u64>) -> Result<(), String> {
     let c = typed::<RecordsCase>(case)?;
-    let headroom = headroom.filter(|_| !matches!(c.endpoint, Endpoint::Remote { .. }));
+    let headroom = headroom.filter(|_| !matches!(c.net.endpoint, Endpoint::Remote { .. }));
     records::check_case(c, headroom)
 }
 

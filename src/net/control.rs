@@ -308,9 +308,9 @@ impl HelloCase {
     /// Warm-up + window: what `net serve --max-session` limits.
     pub fn session_ms(&self) -> u64 {
         match self {
-            HelloCase::Stream(c) => c.duration_ms.saturating_add(c.warmup_ms),
+            HelloCase::Stream(c) => c.net.duration_ms.saturating_add(c.net.warmup_ms),
             HelloCase::Rr(c) => c.session_ms(),
-            HelloCase::Records(c) => c.duration_ms.saturating_add(c.warmup_ms),
+            HelloCase::Records(c) => c.net.duration_ms.saturating_add(c.net.warmup_ms),
         }
     }
 }
@@ -509,15 +509,17 @@ mod tests {
             response_size: 128,
             fields: 1,
             inflight: 1,
-            threads: 2,
+            net: crate::case::NetParams {
+                threads: 2,
+                duration_ms: 1000,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: true,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
             rate: None,
-            duration_ms: 1000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: true,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
             align: crate::case::Align::Page,
         };
         let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
@@ -541,14 +543,16 @@ mod tests {
             rx_mode: crate::case::RxMode::Copy,
             size: 4096,
             fields: 1,
-            threads: 1,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

@@ -326,7 +326,7 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
                 .map(|m| (s, &m.values))
         })
         .collect();
-    let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.threads).collect();
+    let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.net.threads).collect();
     threads.sort_unstable();
     threads.dedup();
     let cases: Vec<&StreamCase> = stream.iter().map(|(s, _)| *s).collect();
@@ -336,12 +336,12 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
             let find = |path: StreamPath, size: u64| {
                 stream
                     .iter()
-                    .find(|(s, _)| path.matches(s) && s.threads == t && s.size == size)
+                    .find(|(s, _)| path.matches(s) && s.net.threads == t && s.size == size)
                     .map(|(_, values)| (*values).clone())
             };
             let mut sizes: Vec<u64> = stream
                 .iter()
-                .filter(|(s, _)| s.threads == t)
+                .filter(|(s, _)| s.net.threads == t)
                 .map(|(s, _)| s.size)
                 .collect();
             sizes.sort_unstable();
@@ -461,7 +461,7 @@ pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
                 .map(|m| (r, &m.values))
         })
         .collect();
-    let setting = |r: &RecordsCase| (r.record_size, r.pick, r.outstanding, r.threads);
+    let setting = |r: &RecordsCase| (r.record_size, r.pick, r.outstanding, r.net.threads);
     let mut settings: Vec<_> = records.iter().map(|(r, _)| setting(r)).collect();
     settings.sort_unstable();
     settings.dedup();

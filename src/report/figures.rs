@@ -139,14 +139,14 @@ fn stream_vs_size(
     stem: &str,
     title: &str,
 ) -> ChartSpec {
-    let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
+    let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     // One panel per thread count, one series per mode in it.
     for &t in &threads {
         for &path in paths {
             let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.threads == t) {
+            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
                 if let Some(m) = cell.metric(metric.name, metric.role) {
                     provenance.add(m);
                     points.extend(point(s.size as f64, m));
@@ -197,7 +197,7 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
             for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.size == size) {
                 if let Some(m) = cell.metric(names::TIME_PER_MSG_US, Role::System) {
                     provenance.add(m);
-                    points.extend(point(s.threads as f64, m));
+                    points.extend(point(s.net.threads as f64, m));
                 }
             }
             if !points.is_empty() {
@@ -229,7 +229,7 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
 /// stacked: one panel per mode at the smallest thread count. Each band is the median over the
 /// repetitions of (CPU seconds / bytes) of that role.
 fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
-    let threads = sorted_unique(cells.iter().map(|(s, _)| s.threads));
+    let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
     let t = threads.first().copied().unwrap_or(1);
     let layers = [
         (
@@ -266,7 +266,7 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
     for &path in paths {
         for (role, cpu, bytes, name, color) in layers {
             let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.threads == t) {
+            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
                 let (Some(c), Some(b)) = (cell.metric(cpu, role), cell.metric(bytes, role)) else {
                     continue;
                 };
@@ -387,7 +387,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             .map(|(s, _)| StreamPath::of(s, true)),
     );
     let m = |name, role, desc| Metric { name, role, desc };
-    let threads = sorted_unique(stream.iter().map(|(s, _)| s.threads));
+    let threads = sorted_unique(stream.iter().map(|(s, _)| s.net.threads));
     // The crossovers found inside the size range, marked in the panel of their thread count at
     // the size from which A is significantly ahead (what the caption promises); a mode ahead
     // from the smallest size on has no crossing to mark (the table says it).
@@ -515,8 +515,8 @@ fn records_panel(case: &RecordsCase, all: &[(&RecordsCase, &CellSummary)]) -> St
     if varies(&|c| c.outstanding.to_string()) {
         panel.push_str(&format!(", {} in flight", case.outstanding));
     }
-    if varies(&|c| c.threads.to_string()) {
-        panel.push_str(&format!(", {}", threads_panel(case.threads)));
+    if varies(&|c| c.net.threads.to_string()) {
+        panel.push_str(&format!(", {}", threads_panel(case.net.threads)));
     }
     panel
 }
@@ -529,7 +529,7 @@ fn records_panels<'a>(
         .iter()
         .map(|(c, _)| {
             (
-                (c.record_size, c.pick, c.outstanding, c.threads),
+                (c.record_size, c.pick, c.outstanding, c.net.threads),
                 records_panel(c, cells),
             )
         })
@@ -542,7 +542,7 @@ fn records_panels<'a>(
             let members = cells
                 .iter()
                 .filter(|(c, _)| {
-                    (c.record_size, c.pick, c.outstanding, c.threads) == (size, pick, outstanding, threads)
+                    (c.record_size, c.pick, c.outstanding, c.net.threads) == (size, pick, outstanding, threads)
                 })
                 .copied()
                 .collect();
@@ -1197,14 +1197,16 @@ mod tests {
             table_bytes: 1 << 20,
             pick: crate::case::Pick::Random,
             outstanding: 1,
-            threads: 1,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: crate::case::Endpoint::Loopback { port: 0 },
-            perf: false,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
             prove_copies: false,
             align: crate::case::Align::Page,
         })

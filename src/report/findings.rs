@@ -229,7 +229,7 @@ fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
     for cell in cells {
         if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
-                loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
+                loopback |= matches!(s.net.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }
@@ -462,7 +462,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
         let mut seed_pairs: Vec<&CrossoverRow> = Vec::new();
         let mut zc_explained = false;
         if let Some(s) = members[0].cell.case.get::<StreamCase>() {
-            let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.threads).collect();
+            let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.net.threads).collect();
             for r in rows
                 .iter()
                 .filter(|r| r.a.mode == CopyMode::OneCopy && r.b.mode == CopyMode::TwoCopy && r.a.rx == r.b.rx)

@@ -188,7 +188,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
     for cell in cells {
         if let Some(s) = cell.case.get::<StreamCase>() {
             if s.mode.is_zero_copy() {
-                loopback |= matches!(s.endpoint, Endpoint::Loopback { .. });
+                loopback |= matches!(s.net.endpoint, Endpoint::Loopback { .. });
                 if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
                     not_copied.extend(m.values.iter().copied());
                 }

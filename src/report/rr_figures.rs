@@ -21,7 +21,7 @@ fn rate_panel(c: &RrCase) -> String {
         c.kind.as_str(),
         format_bytes(c.response_size),
         c.inflight,
-        c.threads
+        c.net.threads
     );
     if let Some(rate) = c.rate {
         text.push_str(&format!(" @{rate}/s"));
@@ -262,15 +262,17 @@ mod tests {
             response_size: 64,
             fields: 1,
             inflight: 1,
-            threads: 1,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 10,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             rate: None,
-            duration_ms: 100,
-            warmup_ms: 10,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
             align: crate::case::Align::Page,
         })
     }

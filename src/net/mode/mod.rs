@@ -333,6 +333,23 @@ fn peer_error(err: io::Error, what: &str) -> io::Error {
     io::Error::new(err.kind(), text)
 }
 
+/// Memory one sender of `size`-byte messages in `mode` holds (shared with rr's estimate).
+pub(crate) fn sender_bytes(mode: CopyMode, size: u64, verify: bool, options: &SendOptions) -> u64 {
+    let slots = match mode {
+        CopyMode::ZeroCopy => zero_copy_ring_slots(size as usize, options.zc_ring) as u64,
+        // The ring of message slots (uring-zc: the zero-copy ring).
+        CopyMode::Uring | CopyMode::UringZc => {
+            uring_ring_slots(size as usize, mode == CopyMode::UringZc, options) as u64
+        }
+        // A ring with no completion notification (one message without --verify): in user
+        // memory (splice) or in a memfd's page cache (sendfile).
+        CopyMode::Splice | CopyMode::Sendfile => unnotified_ring_slots(size as usize, verify) as u64,
+        // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
+        _ => 2,
+    };
+    size.saturating_mul(slots)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,12 @@
 //! What the network workloads do alike: a session server's own data port (records, rr/crr),
-//! the client driving the warm-up and measured window with a remote server, and the warnings
-//! about where the threads ran.
+//! the client driving the warm-up and measured window with a remote server (records). The
+//! observation helpers they share (zero-copy counts, verify counts, placement warnings) live in
+//! net/session/observe.rs.
 
 use crate::measure::window::{SystemProbes, Window};
-use crate::net::completions::CompletionCounts;
 use crate::net::control::{Control, ControlChannel, ServerReport};
-use crate::net::workload::stream::interrupted;
-use crate::observation::{Metric, Observation, Role, Source, WarningKind};
+use crate::net::session::interrupted;
+use crate::observation::Metric;
 use crate::stop::{Interrupted, Stop};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -146,102 +146,11 @@ pub(crate) fn drive_phases(
     result.and(done).map(|()| metrics)
 }
 
-/// The zero-copy completion counts of a case's sockets as system metrics, in this order:
-/// zerocopy_sends, zerocopy_completions, zerocopy_completed_sends, zerocopy_copied_sends.
-pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts) {
-    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
-    obs.push(Metric::tool(
-        "zerocopy_completions",
-        Role::System,
-        c.notifications as f64,
-        "notifications",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_completed_sends",
-        Role::System,
-        c.completed as f64,
-        "calls",
-    ));
-    obs.push(Metric::tool(
-        "zerocopy_copied_sends",
-        Role::System,
-        c.copied as f64,
-        "calls",
-    ));
-}
-
-/// zerocopy_copied_fraction: of the completed sends, those the kernel copied after all.
-pub(crate) fn copied_fraction(c: &CompletionCounts) -> Metric {
-    Metric::from_result(
-        "zerocopy_copied_fraction",
-        Role::System,
-        "fraction",
-        Source::Tool,
-        c.not_copied_fraction()
-            .map(|f| 1.0 - f)
-            .ok_or_else(|| "no completion arrived".to_string()),
-    )
-}
-
-/// A completion id no send call took is a bookkeeping fault worth a warning.
-pub(crate) fn warn_unexpected_completions(obs: &mut Observation, c: &CompletionCounts) {
-    if c.unexpected > 0 {
-        obs.warn(
-            WarningKind::Anomaly,
-            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
-        );
-    }
-}
-
-/// Warn when neither side, or only one, was pinned (`--client-cpus`, `--server-cpus`).
-pub(crate) fn warn_unpinned(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
-    match (client_pinned, server_pinned) {
-        (false, false) => obs.warn(
-            WarningKind::Unpinned,
-            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
-        ),
-        (false, true) | (true, false) => obs.warn(
-            WarningKind::Unpinned,
-            "only one side was pinned; the other ran where the scheduler put it",
-        ),
-        (true, true) => {}
-    }
-}
-
-/// [`warn_unpinned`], and a warning when any thread in `obs.placement` migrated between CPUs
-/// inside the window.
-pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
-    warn_unpinned(obs, client_pinned, server_pinned);
-    let moved = obs
-        .placement
-        .iter()
-        .filter(|p| p.migrations.is_some_and(|m| m > 0))
-        .count();
-    if moved > 0 {
-        obs.warn(
-            WarningKind::Migrated,
-            format!("{moved} threads migrated between CPUs during the window"),
-        );
-    }
-}
-
-/// The `--verify` counts of one role: messages checked intact and messages found corrupt.
-pub(crate) fn push_verify_counts(obs: &mut Observation, role: crate::observation::Role, verified: u64, corrupt: u64) {
-    obs.push(Metric::tool("verified_messages", role, verified as f64, "messages"));
-    obs.push(Metric::tool("corrupt_messages", role, corrupt as f64, "messages"));
-}
-
-/// A remote server's warnings, which come as text over the control connection.
-pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) {
-    for w in warnings {
-        obs.warn(WarningKind::Other, w.clone());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::ThreadPlacement;
+    use crate::net::session::observe::warn_placement;
+    use crate::observation::{Observation, Role, ThreadPlacement, WarningKind};
 
     fn placement(migrations: Option<u64>) -> ThreadPlacement {
         ThreadPlacement {

@@ -82,7 +82,7 @@ pub fn run(start: ThreadStart<'_>, case: &RecordsCase, index: usize, fd: RawFd) 
         if side.is_open() {
             latency.record_ns(sent_at[slot].elapsed().as_nanos() as u64);
         }
-        if case.verify {
+        if case.net.verify {
             for (k, record) in response.chunks_exact(record_size).enumerate() {
                 if check_record(asked[slot * n + k], record) {
                     verified += 1;

@@ -27,11 +27,13 @@ use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, Threa
 use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
 use crate::net::completions::CompletionCounts;
-use crate::net::topology::Topology;
-use crate::net::workload::common::{
-    copied_fraction, push_completion_counts, warn_unexpected_completions, warn_unpinned,
+use crate::net::session::coordinator::network_probes;
+use crate::net::session::observe::{
+    copied_fraction, measured_counters, push_completion_counts, push_latency, warn_unexpected_completions,
+    warn_unpinned,
 };
-use crate::net::workload::stream::{interrupted, measured_counters, StartGate, START_PATIENCE};
+use crate::net::session::{interrupted, StartGate, START_PATIENCE};
+use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -62,7 +64,7 @@ const MAX_REQUEST_BYTES_IN_FLIGHT: u64 = 64 << 10;
 pub fn buffer_bytes(case: &RecordsCase) -> u64 {
     let per_connection = 2 * case.response_bytes() + 16 * case.records as u64 * case.outstanding as u64;
     case.table_bytes
-        .saturating_add(per_connection.saturating_mul(case.threads as u64))
+        .saturating_add(per_connection.saturating_mul(case.net.threads as u64))
 }
 
 /// Whether a case can run: limits on every parameter, and a table that fits in half of the
@@ -98,10 +100,10 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
             crate::format::format_bytes(MAX_REQUEST_BYTES_IN_FLIGHT)
         ));
     }
-    if case.threads == 0 || case.threads > MAX_THREADS {
+    if case.net.threads == 0 || case.net.threads > MAX_THREADS {
         return Err(format!(
             "{} threads is out of range (accepted: 1 to {MAX_THREADS})",
-            case.threads
+            case.net.threads
         ));
     }
     if case.table_bytes > MAX_TABLE_BYTES {
@@ -116,7 +118,7 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
             case.records
         ));
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
     let need = buffer_bytes(case);
@@ -441,7 +443,7 @@ fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     }
     let mut obs = run_measured(case, stop)?;
     if let Some(proof) = proof {
-        crate::net::workload::stream::publish_proof(&mut obs, case.mode, proof);
+        crate::net::session::observe::publish_proof(&mut obs, case.mode, proof);
     }
     Ok(obs)
 }
@@ -451,26 +453,17 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
     if let Some(why) = alias::not_applicable(case.mode) {
         return Err(why.to_string());
     }
-    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+    if matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. }) {
         return Err("the alias probe needs to see the receiver, and with a remote server it is remote (run without --topology remote)".into());
     }
     alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
 }
 
-fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
-    check_case(case, None).map_err(|e| anyhow!(e))?;
-    if let crate::case::Endpoint::Remote { .. } = case.endpoint {
-        // The table and the sending live on the server, which checks what it can do.
-        let net = Topology::from(&case.endpoint).establish()?;
-        let addr = net
-            .remote_addr()?
-            .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
-        return remote::run_client(case, addr, stop);
-    }
-    if case.mode == RecordsMode::UringZc {
-        // Refused here, before any thread or connection exists, when the kernel lacks it.
-        use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
-        GatherZcRing::new(server::URING_ENTRIES).map_err(|e| match e {
+/// Whether the kernel gives this process an io_uring with SENDMSG_ZC (`Unsupported` if not).
+fn check_uring_zc() -> anyhow::Result<()> {
+    use crate::sys::uring_gather_zc::{GatherZcRing, SetupError};
+    GatherZcRing::new(server::URING_ENTRIES)
+        .map_err(|e| match e {
             SetupError::Refused(reason) => anyhow::Error::new(Unsupported::new("uring-zc", reason)),
             SetupError::Failed(e) => {
                 let disabled = crate::sys::procfs::read_i64("/proc/sys/kernel/io_uring_disabled");
@@ -479,7 +472,23 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
                     None => anyhow!("io_uring setup failed: {e}"),
                 }
             }
-        })?;
+        })
+        .map(drop)
+}
+
+fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+    check_case(case, None).map_err(|e| anyhow!(e))?;
+    if let crate::case::Endpoint::Remote { .. } = case.net.endpoint {
+        // The table and the sending live on the server, which checks what it can do.
+        let net = Topology::from(&case.net.endpoint).establish()?;
+        let addr = net
+            .remote_addr()?
+            .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
+        return remote::run_client(case, addr, stop);
+    }
+    if case.mode == RecordsMode::UringZc {
+        // Refused here, before any thread or connection exists, when the kernel lacks it.
+        check_uring_zc()?;
     }
     // Calibrate before any window opens so it never disturbs one.
     let tsc_hz = clock::tsc_hz();
@@ -489,11 +498,11 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     else {
         return Err(interrupted());
     };
-    let net = Topology::from(&case.endpoint).establish()?;
-    let listener = net.bind(case.endpoint.port())?;
+    let net = Topology::from(&case.net.endpoint).establish()?;
+    let listener = net.bind(case.net.endpoint.port())?;
     let addr = listener.local_addr()?;
-    let clients = net.on_client_side(|| connect_all(addr, case.threads))?;
-    let servers = accept_all(&listener, case.threads, stop)?;
+    let clients = net.on_client_side(|| connect_all(addr, case.net.threads))?;
+    let servers = accept_all(&listener, case.net.threads, stop)?;
     for s in clients.iter().chain(&servers) {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -510,9 +519,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
 
     let policy = kernel_policy();
     let window = Window::new();
-    let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, net.server_namespace());
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    let mut system = network_probes(net.server_namespace());
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
     let pin = |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().and_then(|c| c.cpu_for(i));
@@ -522,13 +529,13 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         window: &window,
         ready: &ready,
         policy: &policy,
-        perf: case.perf,
+        perf: case.net.perf,
     };
 
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (i, stream) in servers.iter().enumerate() {
-            let (start, table, failed) = (start(i, pin(&case.server_cpus, i)), &table, &failed);
+            let (start, table, failed) = (start(i, pin(&case.net.server_cpus, i)), &table, &failed);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("iopath-records-srv-{i}"))
@@ -546,7 +553,7 @@ fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
         for (i, stream) in clients.iter().enumerate() {
             handles.push(spawn_client(
                 scope,
-                start(i, pin(&case.client_cpus, i)),
+                start(i, pin(&case.net.client_cpus, i)),
                 case,
                 stream,
                 &failed,
@@ -598,9 +605,9 @@ fn drive(
     failed: &AtomicBool,
     stop: Stop,
 ) -> anyhow::Result<Vec<Metric>> {
-    if stop.sleep_watching(Duration::from_millis(case.warmup_ms), failed) {
+    if stop.sleep_watching(Duration::from_millis(case.net.warmup_ms), failed) {
         window.open(system);
-        stop.sleep_watching(Duration::from_millis(case.duration_ms), failed);
+        stop.sleep_watching(Duration::from_millis(case.net.duration_ms), failed);
     }
     let metrics = window.close(system);
     if stop.requested() {
@@ -608,6 +615,14 @@ fn drive(
     }
     Ok(metrics)
 }
+
+/// The latency quantiles a records case reports.
+const QUANTILES: [(&str, f64); 4] = [
+    ("latency_p50_us", 0.5),
+    ("latency_p90_us", 0.9),
+    ("latency_p99_us", 0.99),
+    ("latency_p999_us", 0.999),
+];
 
 /// Why the rates are missing when no client thread measured.
 const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
@@ -623,6 +638,43 @@ fn per(total: f64, count: f64) -> f64 {
         f64::NAN
     } else {
         total / count
+    }
+}
+
+/// The zero-copy truth of the server's sockets: completions, how many the kernel copied.
+fn push_zero_copy(obs: &mut Observation, servers: &[&SideOutcome]) {
+    let mut c = CompletionCounts::default();
+    let mut enobufs = 0;
+    for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
+        c.add(z);
+        enobufs += e;
+    }
+    push_completion_counts(obs, &c);
+    obs.push(copied_fraction(&c));
+    obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
+    warn_unexpected_completions(obs, &c);
+    if c.completed > 0 && c.copied > 0 {
+        obs.warn(WarningKind::ZeroCopyCopied, format!(
+            "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
+            100.0 * c.copied as f64 / c.completed as f64
+        ));
+    }
+}
+
+/// Random picks from a table the last-level cache nearly holds are often served from the
+/// cache: warn, since the case means to measure DRAM.
+fn warn_cache_resident(obs: &mut Observation, case: &RecordsCase) {
+    if case.pick == crate::case::Pick::Random {
+        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
+            obs.warn(
+                WarningKind::CacheResident,
+                format!(
+                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
+                    crate::format::format_bytes(case.table_bytes),
+                    crate::format::format_bytes(llc)
+                ),
+            );
+        }
     }
 }
 
@@ -658,35 +710,7 @@ fn build_observation(
     for c in &clients {
         latency.merge(&c.latency);
     }
-    let empty = || "no response arrived inside the window".to_string();
-    for (name, q) in [
-        ("latency_p50_us", 0.5),
-        ("latency_p90_us", 0.9),
-        ("latency_p99_us", 0.99),
-        ("latency_p999_us", 0.999),
-    ] {
-        obs.push(Metric::from_result(
-            name,
-            Role::Client,
-            "us",
-            Source::Tool,
-            latency.quantile_us(q).ok_or_else(empty),
-        ));
-    }
-    obs.push(Metric::from_result(
-        "latency_max_us",
-        Role::Client,
-        "us",
-        Source::Tool,
-        latency.max_us().ok_or_else(empty),
-    ));
-    obs.push(Metric::from_result(
-        "latency_mean_us",
-        Role::Client,
-        "us",
-        Source::Tool,
-        latency.mean_us().ok_or_else(empty),
-    ));
+    push_latency(&mut obs, &latency, &QUANTILES, "no response arrived inside the window");
 
     for (role, side, why) in [
         (Role::Client, &clients, NO_CLIENT_WINDOW),
@@ -743,24 +767,9 @@ fn build_observation(
     obs.push(crate::measure::memtraffic::per_payload_byte(system_metrics, payload));
 
     if case.mode.is_zero_copy() {
-        let mut c = CompletionCounts::default();
-        let mut enobufs = 0;
-        for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
-            c.add(z);
-            enobufs += e;
-        }
-        push_completion_counts(&mut obs, &c);
-        obs.push(copied_fraction(&c));
-        obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
-        warn_unexpected_completions(&mut obs, &c);
-        if c.completed > 0 && c.copied > 0 {
-            obs.warn(WarningKind::ZeroCopyCopied, format!(
-                "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
-                100.0 * c.copied as f64 / c.completed as f64
-            ));
-        }
+        push_zero_copy(&mut obs, &servers);
     }
-    if case.verify {
+    if case.net.verify {
         let verified: u64 = clients.iter().map(|c| c.verified_records).sum();
         let corrupt: u64 = clients.iter().map(|c| c.corrupt_records).sum();
         obs.push(Metric::tool(
@@ -778,20 +787,9 @@ fn build_observation(
             obs.warn(WarningKind::Anomaly, format!("{corrupt} records arrived corrupted"));
         }
     }
-    if case.pick == crate::case::Pick::Random {
-        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
-            obs.warn(
-                WarningKind::CacheResident,
-                format!(
-                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
-                    crate::format::format_bytes(case.table_bytes),
-                    crate::format::format_bytes(llc)
-                ),
-            );
-        }
-    }
+    warn_cache_resident(&mut obs, case);
     obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
-    warn_unpinned(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
+    warn_unpinned(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
     obs
 }
 
@@ -822,14 +820,16 @@ mod tests {
             table_bytes: 1 << 20,
             pick: crate::case::Pick::Random,
             outstanding: 1,
-            threads: 1,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: crate::case::Endpoint::Loopback { port: 0 },
-            perf: false,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
             prove_copies: false,
             align: crate::case::Align::Page,
         };

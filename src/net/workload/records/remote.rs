@@ -15,10 +15,9 @@ use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport};
-use crate::net::workload::common::{
-    accept_from, drive_phases, open_data_port, relay_server_warnings, send_outcome, ReadyLine,
-};
-use crate::net::workload::stream::StartGate;
+use crate::net::session::observe::relay_server_warnings;
+use crate::net::session::StartGate;
+use crate::net::workload::common::{accept_from, drive_phases, open_data_port, send_outcome, ReadyLine};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -75,7 +74,7 @@ pub fn serve_session(
         return Err(anyhow::Error::new(Interrupted));
     };
     let (listener, peer) = open_data_port(&mut control)?;
-    let data = accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
+    let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
     for s in &data {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
@@ -125,8 +124,8 @@ fn serve_threads(
     let mut system = SystemProbes::default();
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
-    let pin = |i: usize| case.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
-    let session_wait = Duration::from_millis(case.warmup_ms + case.duration_ms) + SETUP_TIMEOUT;
+    let pin = |i: usize| case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
+    let session_wait = Duration::from_millis(case.net.warmup_ms + case.net.duration_ms) + SETUP_TIMEOUT;
     let (outcomes, followed) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -138,7 +137,7 @@ fn serve_threads(
                     window: &window,
                     ready: &ready,
                     policy: &policy,
-                    perf: case.perf,
+                    perf: case.net.perf,
                 };
                 std::thread::Builder::new()
                     .name(format!("iopath-records-srv-{i}"))
@@ -221,12 +220,9 @@ fn serve_threads(
     })
 }
 
-/// The client side against a remote server: hello, data connections, the client threads
-/// through the window this side announces, the server's report merged in.
-pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
-    let tsc_hz = clock::tsc_hz();
-    let mut control = ControlChannel::new(crate::net::workload::stream::connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
+/// Say hello (the server fills its table before it answers), answer a key challenge, and
+/// return the session's data port; a server that does not know records is `Unsupported`.
+fn hello(control: &mut ControlChannel, case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
     control.send_json(&RecordsHello {
         kind: "hello",
         version: crate::net::control::PROTOCOL_VERSION,
@@ -234,7 +230,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         case,
     })?;
     let stopped = || stop.requested();
-    let port = loop {
+    loop {
         // The server fills its table before it answers: allow for a large one.
         let line = control
             .recv_line(Some(Instant::now() + SETUP_TIMEOUT), &stopped)
@@ -256,9 +252,9 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             }
             Control::Ready { .. } => {
                 let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
-                break ready.port.ok_or_else(|| {
+                return ready.port.ok_or_else(|| {
                     anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
-                })?;
+                });
             }
             Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
                 bail!("the server {error}")
@@ -275,10 +271,20 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             Control::Refused { error } => bail!("the server refused the case: {error}"),
             other => bail!("unexpected answer from the server: {other:?}"),
         }
-    };
+    }
+}
+
+/// The client side against a remote server: hello, data connections, the client threads
+/// through the window this side announces, the server's report merged in.
+pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
+    let tsc_hz = clock::tsc_hz();
+    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
+    control.stream().set_nodelay(true).ok();
+    let port = hello(&mut control, case, addr, stop)?;
+    let stopped = || stop.requested();
     let data_addr = SocketAddr::new(addr.ip(), port);
-    let data: Vec<TcpStream> = (0..case.threads)
-        .map(|_| crate::net::workload::stream::connect(data_addr, stop))
+    let data: Vec<TcpStream> = (0..case.net.threads)
+        .map(|_| crate::net::session::connect(data_addr, stop))
         .collect::<anyhow::Result<_>>()?;
     for s in &data {
         s.set_nodelay(true)?;
@@ -291,7 +297,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     crate::measure::system::push_network_probes(&mut system, None);
     let ready = StartGate::default();
     let failed = AtomicBool::new(false);
-    let pin = |i: usize| case.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
+    let pin = |i: usize| case.net.client_cpus.as_ref().and_then(|c| c.cpu_for(i));
     let (outcomes, drive_result) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()
@@ -303,7 +309,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
                     window: &window,
                     ready: &ready,
                     policy: &policy,
-                    perf: case.perf,
+                    perf: case.net.perf,
                 };
                 spawn_client(scope, start, case, stream, &failed)
             })
@@ -311,8 +317,8 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
         let started = handles.iter().filter(|h| h.is_ok()).count();
         let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
             drive_phases(
-                Duration::from_millis(case.warmup_ms),
-                Duration::from_millis(case.duration_ms),
+                Duration::from_millis(case.net.warmup_ms),
+                Duration::from_millis(case.net.duration_ms),
                 &window,
                 &mut system,
                 &failed,

@@ -375,7 +375,7 @@ mod tests {
     use super::*;
     use crate::measure::counters::kernel_policy;
     use crate::measure::window::{SystemProbes, Window};
-    use crate::net::workload::stream::thread::StartGate;
+    use crate::net::session::StartGate;
     use std::io::Read;
 
     /// A server that reads every request and answers none: the requests the open loop sent

@@ -5,7 +5,7 @@
 use crate::case::CpuList;
 use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
 use crate::measure::window::{thread_counters, Edge, View, Window};
-use crate::net::workload::stream::thread::StartGate;
+use crate::net::session::StartGate;
 use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
 use std::io;

@@ -19,33 +19,30 @@ pub use server::serve_session;
 
 #[cfg(test)]
 use crate::case::Case;
-use crate::case::{CopyMode, RrCase, RrKind, RxMode};
-use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, latency_then_counting, CounterSample};
+use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
+use crate::measure::counters::{latency_then_counting, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
-use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{Control, ControlChannel, RrHello, ServerReport};
+use crate::net::control::{ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
-use crate::net::topology::Topology;
-use crate::net::workload::common;
-use crate::net::workload::stream::{self, thread::StartGate};
+use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::observe::{
+    place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
+};
+use crate::net::session::{connect, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
-use crate::stop::{Interrupted, Stop};
-use anyhow::{anyhow, bail, Context};
+use crate::stop::Stop;
+use anyhow::{anyhow, Context};
 use client::{ClientOutcome, OpenShared};
 use meter::Ctx;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long a data connection may stay silent before the peer is declared gone.
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-const START_PATIENCE: Duration = stream::START_PATIENCE;
-/// How long the client waits for the server's report after the window closed.
-const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// The largest request or response.
@@ -56,8 +53,7 @@ pub const MAX_MESSAGE: u64 = 16 << 20;
 /// both wait for the other to read.
 pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
 
-const NO_SERVER_WINDOW: &str = stream::NO_SERVER_WINDOW;
-const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+const NO_SERVER_WINDOW: &str = crate::net::session::observe::NO_SERVER_WINDOW;
 
 /// What an rr/crr client says after `ready`: the window opens (`measure`), closes (`done`),
 /// and its threads are finished (`finished`: a crr server stops accepting).
@@ -78,7 +74,7 @@ fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
         align: case.align,
         ..Default::default()
     };
-    mode::sender_with(case.mode, size, case.fields, case.verify, &options).map_err(|e| {
+    mode::sender_with(case.mode, size, case.fields, case.net.verify, &options).map_err(|e| {
         if let Some(refusal) = mode::unsupported_in(&e) {
             return anyhow::Error::new(refusal);
         }
@@ -101,7 +97,7 @@ pub fn per_socket_completions(mode: CopyMode) -> bool {
 /// The receiver of one direction (requests: the server's; responses: the client's), in the
 /// case's receive mode; both ends use it.
 fn data_receiver(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Receiver>> {
-    mode::receiver(case.rx_mode, size, case.fields, case.verify, case.align).map_err(|e| receiver_error(case, e))
+    mode::receiver(case.rx_mode, size, case.fields, case.net.verify, case.align).map_err(|e| receiver_error(case, e))
 }
 
 /// A receiver's set-up error as the run reports it: the kernel's refusal typed (an
@@ -133,17 +129,21 @@ pub(crate) fn recv_fin(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<usi
 /// Whether a case can run: limits on every parameter. Used by the CLI before running and by a
 /// server before accepting a client's case.
 pub fn check_case(case: &RrCase) -> Result<(), String> {
-    if case.request_size == 0 || case.response_size == 0 || case.fields == 0 || case.threads == 0 || case.inflight == 0
+    if case.request_size == 0
+        || case.response_size == 0
+        || case.fields == 0
+        || case.net.threads == 0
+        || case.inflight == 0
     {
         return Err("request and response sizes, fields, threads and in-flight transactions must be at least 1".into());
     }
     if case.request_size > MAX_MESSAGE || case.response_size > MAX_MESSAGE {
         return Err("requests and responses larger than 16 MiB are not accepted".into());
     }
-    if case.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
+    if case.net.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
         return Err("at most 1024 threads, 1024 fields and 1024 transactions in flight".into());
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
     if case.kind == RrKind::Crr {
@@ -160,14 +160,14 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
             return Err(format!("crr cannot use {}: MSG_ZEROCOPY's completions are numbered per socket and read from its error queue, so closing the socket every transaction would lose them (use uring-zc, whose notifications arrive on the ring, or another mode)", case.mode));
         }
     }
-    if case.verify && case.rx_mode == RxMode::Trunc {
+    if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err("--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy".into());
     }
     if let Some(rate) = case.rate {
-        if rate < case.threads as u64 || rate > 10_000_000 {
+        if rate < case.net.threads as u64 || rate > 10_000_000 {
             return Err(format!(
                 "--rate {rate} with {} threads: the rate is transactions per second in total, from one per second per connection up to 10000000",
-                case.threads
+                case.net.threads
             ));
         }
     } else if case.inflight > 1 && case.inflight as u64 * case.request_size > MAX_INFLIGHT_BYTES {
@@ -193,10 +193,10 @@ pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
         ..Default::default()
     };
     let in_flight = (case.inflight as u64).saturating_mul(case.request_size.saturating_add(case.response_size));
-    stream::sender_bytes(case.mode, send, case.verify, &options)
+    mode::sender_bytes(case.mode, send, case.net.verify, &options)
         .saturating_add(receive.saturating_mul(2))
         .saturating_add(in_flight)
-        .saturating_mul(case.threads as u64)
+        .saturating_mul(case.net.threads as u64)
 }
 
 /// Whether the buffers of `role`'s end fit in half of `headroom`
@@ -226,8 +226,19 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| run_pass(&RrCase { perf, ..case.clone() }, stop);
-    latency_then_counting(case.perf, pass, || !stop.requested())
+    let pass = |perf: bool| {
+        run_pass(
+            &RrCase {
+                net: crate::case::NetParams {
+                    perf,
+                    ..case.net.clone()
+                },
+                ..case.clone()
+            },
+            stop,
+        )
+    };
+    latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
 /// One pass of the case.
@@ -261,180 +272,149 @@ fn unavailable_observation(refusal: &Unsupported) -> Observation {
 
 fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
-    let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint).establish()?;
-    if let Some(addr) = topology.remote_addr()? {
-        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
-    }
-    let listener = topology.bind(case.endpoint.port())?;
-    let addr = listener.local_addr()?;
-    let server_stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        // The stream's session server: it reads the hello and hands rr/crr sessions here.
-        let server = topology
-            .spawn_server(scope, "iopath-server", || {
-                stream::serve_session(&listener, Some(&server_stop))
-            })
-            .context("could not start the server thread")?;
-        let tcp_ns = topology.server_namespace();
-        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
-        server_stop.store(true, Ordering::SeqCst);
-        let server_result = server
-            .join()
-            .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
-        match (result, server_result) {
-            (Ok(obs), Ok(())) => Ok(obs),
-            (Err(client), _) => Err(client),
-            (Ok(_), Err(server)) => Err(server.context("server")),
-        }
-    })
+    Coordinator::new(&RrClient { case }, stop).run()
 }
 
-fn interrupted() -> anyhow::Error {
-    anyhow::Error::new(Interrupted)
+/// rr and crr as the session coordinator runs them.
+struct RrClient<'a> {
+    case: &'a RrCase,
 }
 
-/// The next line on the control connection by `deadline`, a stop ending the wait.
-fn recv_line(control: &mut ControlChannel, wait: Duration, stop: Stop) -> anyhow::Result<Vec<u8>> {
-    control
-        .recv_line(Some(Instant::now() + wait), &|| stop.requested())
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::Interrupted && stop.requested() {
-                interrupted()
-            } else {
-                anyhow::Error::new(e)
-            }
-        })
+/// Every sender and receiver of the client threads, made (and the receivers attached to their
+/// connections) once the data connections exist: a mode the kernel refuses ends the case there.
+#[derive(Default)]
+struct Ends {
+    senders: Vec<Box<dyn Sender>>,
+    receivers: Vec<Box<dyn Receiver>>,
 }
 
-/// Say hello, answer a key challenge, and get the session's data port.
-fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
-    control.send_json(&RrHello::new(case))?;
-    loop {
-        let line = recv_line(control, Duration::from_secs(10), stop).map_err(|e| {
-            if e.is::<Interrupted>() {
-                e
-            } else {
-                e.context("waiting for the server to accept the case")
-            }
-        })?;
-        match ControlChannel::parse(&line)? {
-            Control::Challenge { nonce } => {
-                let Some(key) = crate::net::auth::client_key() else {
-                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
-                };
-                control.send(&Control::Auth {
-                    mac: crate::net::auth::answer(key, &nonce),
-                })?;
-            }
-            Control::Ready { .. } => {
-                #[derive(Deserialize)]
-                struct Port {
-                    port: Option<u16>,
-                }
-                let port: Port = serde_json::from_slice(&line).context("bad ready line")?;
-                return port.port.ok_or_else(|| {
-                    anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
-                });
-            }
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        }
-    }
-}
-
-/// One data connection of an rr client.
-fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
-    let s = stream::connect(addr, stop)?;
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
-    s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
-    Ok(s)
-}
-
-/// The client side: set up the session, run the client threads through warm-up and the
-/// window, collect the server's report, build the observation. `tcp_ns`: the namespace whose
-/// TCP counters count this run's connections (None: ours).
-fn run_client(
-    case: &RrCase,
+/// The data connections (rr: one per thread; crr: none, each transaction connects) and what
+/// the open loop's threads share.
+struct Data {
+    streams: Vec<TcpStream>,
     addr: SocketAddr,
-    tsc_hz: Option<f64>,
-    stop: Stop,
-    tcp_ns: Option<&crate::sys::netns::NetNs>,
-) -> anyhow::Result<Observation> {
-    let mut control = ControlChannel::new(stream::connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
-    let port = handshake(&mut control, case, addr, stop)?;
-    let data_addr = SocketAddr::new(addr.ip(), port);
-    let mut data = Vec::new();
-    if case.kind == RrKind::Rr {
-        for _ in 0..case.threads {
-            data.push(data_connection(data_addr, stop)?);
+    open_shared: Vec<OpenShared>,
+    /// Open loop: each connection sends every `gap`, the connections staggered across it.
+    gap: Option<Duration>,
+}
+
+impl<'a> RrClient<'a> {
+    /// The port of the session's data listener, from the server's ready line.
+    fn data_port(&self, accepted: &Accepted, addr: SocketAddr) -> anyhow::Result<u16> {
+        #[derive(Deserialize)]
+        struct Port {
+            port: Option<u16>,
         }
+        let port: Port = serde_json::from_slice(&accepted.line).context("bad ready line")?;
+        port.port.ok_or_else(|| {
+            anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
+        })
     }
 
-    let policy = kernel_policy();
-    let window = Window::new();
-    let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, tcp_ns);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
-    let failed = AtomicBool::new(false);
-    let ready = StartGate::default();
-    let ctx = Ctx {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-        perf: case.perf,
-        cpus: case.client_cpus.as_ref(),
-    };
-    let (req, resp) = (case.request_size as usize, case.response_size as usize);
-    let origin = Instant::now();
-    let open_shared: Vec<OpenShared> = match (case.kind, case.rate) {
-        (RrKind::Rr, Some(_)) => data.iter().map(|_| OpenShared::new(origin)).collect(),
-        _ => Vec::new(),
-    };
-    // Open loop: each connection sends every `gap`, the connections staggered across it.
-    let gap = case
-        .rate
-        .map(|r| Duration::from_secs_f64(case.threads as f64 / r as f64));
-    // Every sender before any thread starts: a mode the kernel refuses ends the case here.
-    let mut senders = Vec::with_capacity(case.threads);
-    for _ in 0..case.threads {
-        senders.push(data_sender(case, req)?);
+    fn ctx<'e>(&self, shared: &Shared<'e>) -> Ctx<'e>
+    where
+        'a: 'e,
+    {
+        Ctx {
+            window: shared.window,
+            ready: shared.ready,
+            policy: shared.policy,
+            perf: self.case.net.perf,
+            cpus: self.case.net.client_cpus.as_ref(),
+        }
     }
-    let mut senders = senders.into_iter();
-    // And every receiver, attached to its connection (crr: per connection, in the loop): a
-    // receive mode the kernel refuses ends the case here too.
-    let mut receivers = data_receivers(case, resp, case.threads)?;
-    for (receiver, stream) in receivers.iter_mut().zip(&data) {
-        receiver
-            .attach(stream.as_raw_fd())
-            .map_err(|e| receiver_error(case, e))?;
+}
+
+impl<'a> NetWorkload for RrClient<'a> {
+    type Hello = RrHello;
+    type Ends = Ends;
+    type Data = Data;
+    type Outcome = ClientOutcome;
+    const PANICKED: &'static str = "a client thread panicked";
+
+    fn net(&self) -> &NetParams {
+        &self.case.net
     }
-    let mut receivers = receivers.into_iter();
-    let (outcomes, phases) = std::thread::scope(|scope| {
-        let (ctx, failed) = (&ctx, &failed);
-        let watch = |result: io::Result<ClientOutcome>| {
+
+    fn hello(&self) -> RrHello {
+        RrHello::new(self.case)
+    }
+
+    fn prepare(&self) -> anyhow::Result<Ends> {
+        Ok(Ends::default())
+    }
+
+    fn open_data(&self, addr: SocketAddr, accepted: &Accepted, ends: &mut Ends, stop: Stop) -> anyhow::Result<Data> {
+        let case = self.case;
+        let data_addr = SocketAddr::new(addr.ip(), self.data_port(accepted, addr)?);
+        let mut streams = Vec::new();
+        if case.kind == RrKind::Rr {
+            for _ in 0..case.net.threads {
+                streams.push(data_connection(data_addr, stop)?);
+            }
+        }
+        let (req, resp) = (case.request_size as usize, case.response_size as usize);
+        let origin = Instant::now();
+        let open_shared: Vec<OpenShared> = match (case.kind, case.rate) {
+            (RrKind::Rr, Some(_)) => streams.iter().map(|_| OpenShared::new(origin)).collect(),
+            _ => Vec::new(),
+        };
+        let gap = case
+            .rate
+            .map(|r| Duration::from_secs_f64(case.net.threads as f64 / r as f64));
+        // Every sender before any thread starts: a mode the kernel refuses ends the case here.
+        for _ in 0..case.net.threads {
+            ends.senders.push(data_sender(case, req)?);
+        }
+        // And every receiver, attached to its connection (crr: per connection, in the loop): a
+        // receive mode the kernel refuses ends the case here too.
+        ends.receivers = data_receivers(case, resp, case.net.threads)?;
+        for (receiver, stream) in ends.receivers.iter_mut().zip(&streams) {
+            receiver
+                .attach(stream.as_raw_fd())
+                .map_err(|e| receiver_error(case, e))?;
+        }
+        Ok(Data {
+            streams,
+            addr: data_addr,
+            open_shared,
+            gap,
+        })
+    }
+
+    /// rr tells the server `Measure` before its own window opens.
+    fn measure_before_open(&self) -> bool {
+        true
+    }
+
+    fn spawn_clients<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        shared: &'env Shared<'env>,
+        data: &'env Data,
+        ends: Ends,
+    ) -> Handles<'scope, ClientOutcome> {
+        let case = self.case;
+        let failed = shared.failed;
+        let watch = move |result: io::Result<ClientOutcome>| {
             if result.is_err() {
                 failed.store(true, Ordering::SeqCst);
             }
             result
         };
+        let (mut senders, mut receivers) = (ends.senders.into_iter(), ends.receivers.into_iter());
         let mut handles = Vec::new();
-        for i in 0..case.threads {
+        for i in 0..case.net.threads {
             let name = format!("iopath-rr-client-{i}");
             let builder = || std::thread::Builder::new().name(name.clone());
-            match (case.kind, gap) {
+            let sender = senders.next().expect("one sender per thread");
+            let receiver = receivers.next().expect("one receiver per thread");
+            match (case.kind, data.gap) {
                 (RrKind::Rr, None) => {
-                    let stream = &data[i];
-                    let receiver = receivers.next().expect("one receiver per thread");
-                    let sender = senders.next().expect("one sender per thread");
+                    let stream = &data.streams[i];
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let r = watch(client::closed_loop(ctx, i, stream, sender, receiver, case.inflight));
+                        let ctx = self.ctx(shared);
+                        let r = watch(client::closed_loop(&ctx, i, stream, sender, receiver, case.inflight));
                         if r.is_err() {
                             stream.shutdown(Shutdown::Both).ok();
                         }
@@ -442,15 +422,15 @@ fn run_client(
                     }));
                 }
                 (RrKind::Rr, Some(gap)) => {
-                    let (stream, shared) = (&data[i], &open_shared[i]);
-                    let phase = gap.mul_f64(i as f64 / case.threads as f64);
-                    let sender = senders.next().expect("one sender per thread");
+                    let (stream, open) = (&data.streams[i], &data.open_shared[i]);
+                    let phase = gap.mul_f64(i as f64 / case.net.threads as f64);
                     handles.push(builder().spawn_scoped(scope, move || {
-                        watch(client::open_sender(ctx, i, stream, sender, shared, gap, phase, failed))
+                        let ctx = self.ctx(shared);
+                        watch(client::open_sender(&ctx, i, stream, sender, open, gap, phase, failed))
                     }));
-                    let receiver = receivers.next().expect("one receiver per thread");
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let r = watch(client::open_receiver(ctx, i, stream, receiver, shared));
+                        let ctx = self.ctx(shared);
+                        let r = watch(client::open_receiver(&ctx, i, stream, receiver, open));
                         if r.is_err() {
                             stream.shutdown(Shutdown::Both).ok();
                         }
@@ -458,151 +438,70 @@ fn run_client(
                     }));
                 }
                 (RrKind::Crr, _) => {
-                    let (sender, receiver) = (
-                        senders.next().expect("one sender per thread"),
-                        receivers.next().expect("one receiver per thread"),
-                    );
+                    let addr = data.addr;
                     handles.push(builder().spawn_scoped(scope, move || {
+                        let ctx = self.ctx(shared);
                         watch(client::crr_loop(
-                            ctx,
+                            &ctx,
                             i,
-                            data_addr,
+                            addr,
                             sender,
                             receiver,
                             failed,
                             DATA_IDLE_TIMEOUT,
-                            case.verify,
+                            case.net.verify,
                         ))
                     }));
                 }
             }
         }
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let phases = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
-            drive_phases(case, &window, &mut system, failed, stop, &mut control)
-        } else {
-            ready.abandon();
-            window.close(&mut system);
-            control.send_json(&Phase::Done).ok();
-            Err(anyhow!("could not start all {} client threads", handles.len()))
-        };
-        if phases.is_err() || failed.load(Ordering::SeqCst) {
-            // Wake any thread blocked on a peer that is gone.
-            for s in &data {
-                s.shutdown(Shutdown::Both).ok();
-            }
-        }
-        let outcomes: Vec<io::Result<ClientOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a client thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
-        (outcomes, phases)
-    });
-    // Every client thread is done: a crr server may stop accepting.
-    control.send_json(&Phase::Finished).ok();
-    let mut threads = Vec::with_capacity(outcomes.len());
-    let mut first_error = None;
-    for outcome in outcomes {
-        match outcome {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
+        handles
+    }
+
+    fn wake(&self, data: &Data) {
+        for s in &data.streams {
+            s.shutdown(Shutdown::Both).ok();
         }
     }
-    let (mut system_metrics, window_s) = phases?;
-    if case.kind == RrKind::Rr {
-        let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
-        system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
+
+    /// Every client thread is done: a crr server may stop accepting.
+    fn threads_done(&self, control: &mut ControlChannel) {
+        control.send_json(&Phase::Finished).ok();
     }
-    if stop.requested() {
-        return Err(interrupted());
+
+    /// crr attaches its receiver to every new connection: a refusal there is a result too.
+    fn thread_refusal(&self, error: &io::Error) -> Option<Unsupported> {
+        mode::unsupported_in(error)
     }
-    if let Some(e) = first_error {
-        // crr attaches its receiver to every new connection: a refusal there is a result too.
-        if let Some(refusal) = mode::unsupported_in(&e) {
-            return Err(refusal.into());
-        }
-        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
-        if let Ok(Control::Failed { error }) = control.recv() {
-            bail!("the run failed: {e}; the server said: {error}");
-        }
-        bail!("the run failed: {e}");
+
+    fn data_fds(&self, data: &Data) -> Option<Vec<std::os::fd::RawFd>> {
+        (self.case.kind == RrKind::Rr).then(|| data.streams.iter().map(|s| s.as_raw_fd()).collect())
     }
-    let line = recv_line(&mut control, REPORT_TIMEOUT, stop).map_err(|e| {
-        if e.is::<Interrupted>() {
-            e
-        } else {
-            e.context("waiting for the server's report")
-        }
-    })?;
-    let report = match ControlChannel::parse(&line)? {
-        Control::Report(report) => *report,
-        Control::Failed { error } => bail!("the server failed: {error}"),
-        other => bail!("unexpected message from the server: {other:?}"),
-    };
-    let mut obs = build_observation(case, &threads, &report, window_s, tsc_hz);
-    if let Some(w) = crate::measure::system::contended(&system_metrics) {
-        obs.warn(WarningKind::Contended, w);
+
+    fn observe(
+        &self,
+        clients: &[ClientOutcome],
+        server: &ServerReport,
+        window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
+        build_observation(self.case, clients, server, window_s, tsc_hz)
     }
-    obs.metrics.extend(system_metrics);
-    // DRAM traffic per payload byte: over the requests and responses of the transactions
-    // counted in the window.
-    let transactions = obs.value("transactions", Role::Client).unwrap_or(0.0);
-    let payload = transactions * (case.request_size + case.response_size) as f64;
-    obs.push(crate::measure::memtraffic::per_payload_byte(&obs.metrics, Ok(payload)));
-    Ok(obs)
+
+    /// The requests and responses of the transactions counted in the window.
+    fn payload(&self, obs: &Observation, _server: &ServerReport) -> Result<f64, String> {
+        let transactions = obs.value("transactions", Role::Client).unwrap_or(0.0);
+        Ok(transactions * (self.case.request_size + self.case.response_size) as f64)
+    }
 }
 
-/// Warm up, open the window on both ends, hold it, close it. Returns the system-wide probes'
-/// metrics and the window's length; early when a client thread failed, `Interrupted` on a stop.
-fn drive_phases(
-    case: &RrCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    failed: &AtomicBool,
-    stop: Stop,
-    control: &mut ControlChannel,
-) -> anyhow::Result<(Vec<Metric>, f64)> {
-    let sleep_watching = |d: Duration| -> bool {
-        let until = Instant::now() + d;
-        loop {
-            if failed.load(Ordering::SeqCst) || stop.requested() {
-                return false;
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(Stop::POLL));
-        }
-    };
-    let mut result = Ok(());
-    let mut opened = None;
-    if sleep_watching(Duration::from_millis(case.warmup_ms)) {
-        result = control
-            .send_json(&Phase::Measure)
-            .context("the server closed the control connection");
-        window.open(system);
-        opened = Some(Instant::now());
-        if result.is_ok() {
-            sleep_watching(Duration::from_millis(case.duration_ms));
-        }
-    }
-    let metrics = window.close(system);
-    let window_s = opened.map_or(0.0, |t| t.elapsed().as_secs_f64());
-    let done = control
-        .send_json(&Phase::Done)
-        .context("the server closed the control connection");
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    result.and(done).map(|()| (metrics, window_s))
+/// One data connection of an rr client.
+fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    let s = connect(addr, stop)?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    Ok(s)
 }
 
 /// CPU time (user + system, getrusage) per transaction for one role.
@@ -653,12 +552,35 @@ pub const CDF_QUANTILES: [(&str, f64); 10] = [
 
 /// Percentile metrics of one histogram: `prefix_pNN_us`, unavailable when it is empty.
 fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
-    let none = "no transaction completed inside the window";
-    for (name, q) in names {
-        obs.push(match hist.quantile_us(*q) {
-            Some(v) => Metric::tool(name, Role::Client, v, "us"),
-            None => Metric::unavailable(name, Role::Client, "us", none),
-        });
+    push_quantiles(obs, hist, names, NO_TRANSACTION);
+}
+
+/// Why a per-transaction figure is missing.
+const NO_TRANSACTION: &str = "no transaction completed inside the window";
+
+/// The open loop's own figures (`--rate`): what was offered, how late the sends went, what
+/// was left unanswered and what was shed.
+fn push_open_loop(obs: &mut Observation, clients: &[ClientOutcome], rate: u64) {
+    obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));
+    let shed: u64 = clients.iter().map(|c| c.shed).sum();
+    let mut lag = LatencyHistogram::new();
+    for c in clients {
+        lag.merge(&c.send_lag);
+    }
+    percentiles(obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
+    let starved: u64 = clients.iter().map(|c| c.starved).sum();
+    obs.push(Metric::tool("unanswered_at_end", Role::Client, starved as f64, "txn"));
+    if starved > 0 {
+        obs.warn(WarningKind::Starved, format!(
+            "{starved} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds)",
+            client::STARVED.as_millis()
+        ));
+    }
+    obs.push(Metric::tool("shed", Role::Client, shed as f64, "txn"));
+    if shed > 0 {
+        obs.warn(WarningKind::Starved, format!(
+            "{shed} sends were shed: {OPEN_LOOP_BACKLOG} transactions were already waiting on their connection (the server does not keep up with --rate {rate})"
+        ));
     }
 }
 
@@ -695,17 +617,7 @@ fn build_observation(
             Err("the window did not open".to_string())
         },
     ));
-    percentiles(&mut obs, &latency, &CDF_QUANTILES);
-    let none = "no transaction completed inside the window";
-    for (name, value) in [
-        ("latency_max_us", latency.max_us()),
-        ("latency_mean_us", latency.mean_us()),
-    ] {
-        obs.push(match value {
-            Some(v) => Metric::tool(name, Role::Client, v, "us"),
-            None => Metric::unavailable(name, Role::Client, "us", none),
-        });
-    }
+    push_latency(&mut obs, &latency, &CDF_QUANTILES, NO_TRANSACTION);
     if case.kind == RrKind::Crr {
         percentiles(&mut obs, &connect, &[("connect_p50_us", 0.5), ("connect_p99_us", 0.99)]);
         percentiles(
@@ -721,19 +633,14 @@ fn build_observation(
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
     let syscalls: u64 = clients.iter().map(|c| c.metered.syscalls).sum();
-    let client_counters = stream::measured_counters(clients.iter().map(|c| &c.metered.counters), NO_CLIENT_WINDOW);
-    if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.metered.counters.as_ref())) {
-        if !sample.kernel_included {
-            obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
-        }
-        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
-            obs.warn(WarningKind::NoHardwareCounters, format!(
-                "hardware counters unavailable ({reason}): cycles are an estimate from CPU time x TSC frequency; cache misses are not measured"
-            ));
-        }
-    }
-    obs.metrics
-        .extend(client_counters.metrics(Role::Client, bytes, transactions, "txn", tsc_hz));
+    let client_counters = push_client_counters(
+        &mut obs,
+        clients.iter().map(|c| &c.metered.counters),
+        case.net.perf,
+        "cycles are",
+        (bytes, transactions, "txn"),
+        tsc_hz,
+    );
     obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
     obs.push(per_transaction(
         "syscalls_per_txn",
@@ -742,30 +649,10 @@ fn build_observation(
         transactions,
         "syscalls/txn",
     ));
-    obs.metrics.extend(server.metrics.iter().map(stream::checked));
+    push_server_metrics(&mut obs, server);
 
     if let Some(rate) = case.rate {
-        obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));
-        let shed: u64 = clients.iter().map(|c| c.shed).sum();
-        let mut lag = LatencyHistogram::new();
-        for c in clients {
-            lag.merge(&c.send_lag);
-        }
-        percentiles(&mut obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
-        let starved: u64 = clients.iter().map(|c| c.starved).sum();
-        obs.push(Metric::tool("unanswered_at_end", Role::Client, starved as f64, "txn"));
-        if starved > 0 {
-            obs.warn(WarningKind::Starved, format!(
-                "{starved} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds)",
-                client::STARVED.as_millis()
-            ));
-        }
-        obs.push(Metric::tool("shed", Role::Client, shed as f64, "txn"));
-        if shed > 0 {
-            obs.warn(WarningKind::Starved, format!(
-                "{shed} sends were shed: {OPEN_LOOP_BACKLOG} transactions were already waiting on their connection (the server does not keep up with --rate {rate})"
-            ));
-        }
+        push_open_loop(&mut obs, clients, rate);
     }
     let idle = clients.iter().filter(|c| c.metered.counters.is_none()).count();
     if idle > 0 {
@@ -774,7 +661,7 @@ fn build_observation(
             format!("{idle} client threads never saw the measured window (starved of CPU?)"),
         );
     }
-    if case.verify {
+    if case.net.verify {
         let verified: u64 = clients
             .iter()
             .filter_map(|c| c.recv_counts.as_ref())
@@ -785,34 +672,27 @@ fn build_observation(
             .filter_map(|c| c.recv_counts.as_ref())
             .map(|r| r.corrupt_messages)
             .sum();
-        common::push_verify_counts(&mut obs, Role::Client, verified, corrupt);
-        common::push_verify_counts(
+        crate::net::session::observe::push_verify_counts(&mut obs, Role::Client, verified, corrupt);
+        crate::net::session::observe::push_verify_counts(
             &mut obs,
             Role::Server,
             server.verified_messages,
             server.corrupt_messages,
         );
-        obs.warn(
-            WarningKind::VerifyCost,
-            "--verify writes and checks every byte: rates, latency and CPU include that work",
-        );
-        if corrupt + server.corrupt_messages > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!(
-                    "{} responses and {} requests arrived corrupted",
-                    corrupt, server.corrupt_messages
-                ),
-            );
-        }
+        let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
+            format!(
+                "{} responses and {} requests arrived corrupted",
+                corrupt, server.corrupt_messages
+            )
+        });
+        warn_verify(&mut obs, "rates, latency and CPU", corrupted);
     }
-    obs.placement = clients
-        .iter()
-        .map(|c| c.metered.placement.clone())
-        .chain(server.placement.iter().cloned())
-        .collect();
-    common::warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
-    common::relay_server_warnings(&mut obs, &server.warnings);
+    place(
+        &mut obs,
+        clients.iter().map(|c| c.metered.placement.clone()),
+        server,
+        &case.net,
+    );
     obs
 }
 
@@ -850,15 +730,17 @@ mod tests {
             response_size: 64,
             fields: 1,
             inflight: 1,
-            threads: 1,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             rate: None,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: crate::case::Endpoint::Loopback { port: 0 },
-            perf: true,
             align: crate::case::Align::Page,
         });
         assert_eq!(

@@ -12,8 +12,8 @@ use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::session::StartGate;
 use crate::net::workload::common;
-use crate::net::workload::stream::thread::StartGate;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
@@ -62,7 +62,7 @@ pub fn serve_session(
     let (listener, peer) = common::open_data_port(&mut control)?;
     let data = match case.kind {
         RrKind::Rr => {
-            let data = common::accept_from(&listener, case.threads, peer, SETUP_TIMEOUT, stopped)?;
+            let data = common::accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
             for stream in &data {
                 stream.set_nodelay(true)?;
                 stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
@@ -109,8 +109,8 @@ fn run_threads(
         window: &window,
         ready: &ready,
         policy: &policy,
-        perf: case.perf,
-        cpus: case.server_cpus.as_ref(),
+        perf: case.net.perf,
+        cpus: case.net.server_cpus.as_ref(),
     };
     if case.kind == RrKind::Crr {
         // Accepted sockets inherit the listener's timeout: the data one, set once here rather
@@ -121,13 +121,13 @@ fn run_threads(
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut interrupted = false;
     let mut system_metrics = Vec::new();
-    let mut senders = Vec::with_capacity(case.threads);
-    for _ in 0..case.threads {
+    let mut senders = Vec::with_capacity(case.net.threads);
+    for _ in 0..case.net.threads {
         senders.push(data_sender(case, resp)?);
     }
     let mut senders = senders.into_iter();
     // Every receiver made (and rr's attached to its connection) before any thread starts.
-    let mut receivers = data_receivers(case, req, case.threads)?;
+    let mut receivers = data_receivers(case, req, case.net.threads)?;
     for (receiver, stream) in receivers.iter_mut().zip(data) {
         receiver
             .attach(stream.as_raw_fd())
@@ -136,7 +136,7 @@ fn run_threads(
     let mut receivers = receivers.into_iter();
     let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
-        let handles: Vec<_> = (0..case.threads)
+        let handles: Vec<_> = (0..case.net.threads)
             .map(|i| {
                 let receiver = receivers.next().expect("one receiver per thread");
                 let sender = senders.next().expect("one sender per thread");
@@ -205,7 +205,7 @@ fn run_threads(
     let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
     let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
     let bytes = transactions * (case.request_size + case.response_size);
-    let counters = crate::net::workload::stream::measured_counters(
+    let counters = crate::net::session::observe::measured_counters(
         threads.iter().map(|t| &t.metered.counters),
         super::NO_SERVER_WINDOW,
     );

@@ -10,36 +10,27 @@ pub(crate) mod thread;
 
 pub(crate) use server::{budget_error, over_budget};
 pub use server::{serve_session, serve_session_with, ServeOptions};
-pub(crate) use thread::StartGate;
 
-use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
-use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, CounterSample};
-use crate::measure::window::{SystemProbes, Window};
+use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
-use crate::net::control::{encode_data_header, Control, ControlChannel, ServerReport, ThreadTally, PROTOCOL_VERSION};
+use crate::net::control::{encode_data_header, Control, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
-use crate::net::topology::Topology;
-use crate::net::workload::common::{
-    copied_fraction, drive_phases, push_completion_counts, relay_server_warnings, warn_placement,
-    warn_unexpected_completions,
+use crate::net::session::connect::{connect_with_mss, recv_watching};
+use crate::net::session::coordinator::{self as session, Accepted, Coordinator, NetWorkload};
+use crate::net::session::interrupted;
+use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
+use crate::net::session::observe::{
+    mean_window, measured_counters, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify,
+    NO_CLIENT_WINDOW, NO_SERVER_WINDOW,
 };
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
-use crate::stop::{Interrupted, Stop};
+use crate::stop::Stop;
 use anyhow::{anyhow, bail, Context};
-use socket2::{Domain, Socket, Type};
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
 use thread::{End, Shared, ThreadOutcome, ThreadPlan};
-
-/// How long the client waits for the server's report after the window closed.
-const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long threads may take to become ready (pin, open counters) before the run is abandoned.
-pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
 
 /// TCP_MAXSEG for zerocopy receive on loopback and in a namespace: 4096 bytes of payload plus
 /// the 12 bytes of the timestamp option, so every segment carries exactly one page.
@@ -48,7 +39,7 @@ pub const ZEROCOPY_RX_MAXSEG: i32 = 4108;
 /// The MSS a case's connections are clamped to, if any: only zerocopy receive on loopback or a
 /// namespace's loopback (a veth takes its MTU, mtu=4148; a remote path is what it is).
 fn clamped_mss(case: &StreamCase) -> Option<i32> {
-    let local = matches!(case.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
+    let local = matches!(case.net.endpoint, Endpoint::Loopback { .. } | Endpoint::Netns { .. });
     (case.rx_mode == RxMode::Zerocopy && local).then_some(ZEROCOPY_RX_MAXSEG)
 }
 
@@ -59,28 +50,11 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match role {
-        Role::Client => sender_bytes(case.mode, case.size, case.verify, &send_options(case)),
+        Role::Client => mode::sender_bytes(case.mode, case.size, case.net.verify, &send_options(case)),
         // The fields plus a contiguous wire buffer or a verify copy.
         _ => case.size.saturating_mul(2),
     };
-    per_thread.saturating_mul(case.threads as u64)
-}
-
-/// Memory one sender of `size`-byte messages in `mode` holds (shared with rr's estimate).
-pub(crate) fn sender_bytes(mode: CopyMode, size: u64, verify: bool, options: &mode::SendOptions) -> u64 {
-    let slots = match mode {
-        CopyMode::ZeroCopy => mode::zero_copy_ring_slots(size as usize, options.zc_ring) as u64,
-        // The ring of message slots (uring-zc: the zero-copy ring).
-        CopyMode::Uring | CopyMode::UringZc => {
-            mode::uring_ring_slots(size as usize, mode == CopyMode::UringZc, options) as u64
-        }
-        // A ring with no completion notification (one message without --verify): in user
-        // memory (splice) or in a memfd's page cache (sendfile).
-        CopyMode::Splice | CopyMode::Sendfile => mode::unnotified_ring_slots(size as usize, verify) as u64,
-        // The fields plus a contiguous wire buffer (two-copy) or a verify copy.
-        _ => 2,
-    };
-    size.saturating_mul(slots)
+    per_thread.saturating_mul(case.net.threads as u64)
 }
 
 /// The case's options for its senders.
@@ -96,9 +70,9 @@ fn send_options(case: &StreamCase) -> mode::SendOptions {
 /// One sender per client thread; a mode the kernel refuses is `Unsupported`.
 fn make_senders(case: &StreamCase) -> anyhow::Result<Vec<Box<dyn mode::Sender>>> {
     let options = send_options(case);
-    (0..case.threads)
+    (0..case.net.threads)
         .map(|_| {
-            mode::sender_with(case.mode, case.size as usize, case.fields, case.verify, &options)
+            mode::sender_with(case.mode, case.size as usize, case.fields, case.net.verify, &options)
                 .map_err(|e| sender_error(case.mode, e))
         })
         .collect()
@@ -123,13 +97,13 @@ fn sender_error(mode: CopyMode, e: std::io::Error) -> anyhow::Error {
 /// cgroup's room; None skips that check). Used by the
 /// CLI before running and by a server before accepting a client's case.
 pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> Result<(), String> {
-    if case.size == 0 || case.fields == 0 || case.threads == 0 {
+    if case.size == 0 || case.fields == 0 || case.net.threads == 0 {
         return Err("size, fields and threads must be at least 1".into());
     }
     if case.size > 1 << 30 {
         return Err("messages larger than 1 GiB are not accepted".into());
     }
-    if case.threads > 1024 || case.fields > 1024 {
+    if case.net.threads > 1024 || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
     }
     if case.zc_ring == Some(0) {
@@ -139,7 +113,7 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
         if case.mode != CopyMode::UringZc {
             return Err("registered (fixed) buffers are for uring-zc only".into());
         }
-        let ring = buffer_bytes(case, Role::Client) / case.threads as u64;
+        let ring = buffer_bytes(case, Role::Client) / case.net.threads as u64;
         if ring > crate::sys::uring_send::MAX_FIXED_BUFFER as u64 {
             return Err(format!(
                 "{} with --fixed-buffers: its ring of {} is more than the 1 GiB one registered buffer may hold (use a smaller --zc-ring)",
@@ -148,10 +122,10 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
             ));
         }
     }
-    if case.duration_ms == 0 || case.duration_ms > MAX_PHASE_MS || case.warmup_ms > MAX_PHASE_MS {
+    if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
-    if case.verify && case.rx_mode == RxMode::Trunc {
+    if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err(
             "--verify with --rx-mode trunc: the kernel discards the bytes, so there is nothing to check".into(),
         );
@@ -195,70 +169,12 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
 
 /// The alias probe's tally for the case's send mode (net/alias.rs), or why there is none.
 fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
-    if matches!(case.endpoint, crate::case::Endpoint::Remote { .. }) {
+    if matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. }) {
         return Err(
             "the alias probe needs to see the receiver, and over --connect it is remote (run without --connect)".into(),
         );
     }
     alias::probe(case.mode, case.size, case.fields).map_err(|e| format!("the alias probe failed: {e}"))
-}
-
-/// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
-/// kernel sent bytes by reference or corrupted them, a warning of that kind.
-pub(crate) fn publish_proof(
-    obs: &mut Observation,
-    mode: impl std::fmt::Display,
-    proof: Result<alias::ByteTally, String>,
-) {
-    let fraction = proof.clone().and_then(|t| {
-        t.by_reference_fraction()
-            .ok_or_else(|| "the alias probe received no bytes".to_string())
-    });
-    obs.push(Metric::from_result(
-        "alias_by_reference_fraction",
-        Role::System,
-        "fraction",
-        Source::Tool,
-        fraction.clone(),
-    ));
-    let bytes = |count: fn(&alias::ByteTally) -> u64| proof.as_ref().map(|t| count(t) as f64).map_err(Clone::clone);
-    obs.push(Metric::from_result(
-        "alias_probed_bytes",
-        Role::System,
-        "B",
-        Source::Tool,
-        bytes(|t| t.total()),
-    ));
-    obs.push(Metric::from_result(
-        "alias_corrupt_bytes",
-        Role::System,
-        "B",
-        Source::Tool,
-        bytes(|t| t.neither),
-    ));
-    let Ok(tally) = proof else { return };
-    if tally.neither > 0 {
-        obs.warn(
-            WarningKind::Anomaly,
-            format!(
-                "alias probe: {} of {} bytes arrived as neither the sent nor the rewritten pattern",
-                tally.neither,
-                tally.total()
-            ),
-        );
-    }
-    if let Ok(f) = fraction {
-        let verdict = alias::Verdict::from_fraction(f);
-        if verdict != alias::Verdict::Copied {
-            obs.warn(
-                WarningKind::ByReference,
-                format!(
-                    "alias probe: {mode} {verdict}: the kernel read {:.0}% of the sender's bytes after the send call returned",
-                    f * 100.0
-                ),
-            );
-        }
-    }
 }
 
 /// The observation of a case the kernel cannot run: its headline figures unavailable with the
@@ -281,193 +197,87 @@ fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observat
     obs
 }
 
-/// The measured run: topology, server, client, window.
+/// The measured run: the session coordinator with the stream's threads.
 fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
-    // Calibrate before any window opens so it never disturbs one.
-    let tsc_hz = clock::tsc_hz();
-    let topology = Topology::from(&case.endpoint).establish()?;
-    if let Some(addr) = topology.remote_addr()? {
-        return topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, None));
-    }
-    let listener = topology.bind(case.endpoint.port())?;
-    if let Some(mss) = clamped_mss(case) {
-        // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
-        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
-    }
-    let addr = listener.local_addr()?;
-    let server_stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let server = topology
-            .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
-            .context("could not start the server thread")?;
-        let tcp_ns = topology.server_namespace();
-        let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
-        // If the client never connected, the server is still waiting: release it.
-        server_stop.store(true, Ordering::SeqCst);
-        let server_result = server
-            .join()
-            .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
-        match (result, server_result) {
-            (Ok(obs), Ok(())) => Ok(obs),
-            (Err(client), _) => Err(client),
-            (Ok(_), Err(server)) => Err(server.context("server")),
-        }
-    })
+    Coordinator::new(&StreamClient { case }, stop).run()
 }
 
-pub(crate) fn interrupted() -> anyhow::Error {
-    anyhow::Error::new(Interrupted)
+/// The stream as the session coordinator runs it: one sender per client thread, each on its
+/// own data connection, the server receiving.
+struct StreamClient<'a> {
+    case: &'a StreamCase,
 }
 
-/// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
-pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
-    connect_with_mss(addr, stop, None)
-}
+impl NetWorkload for StreamClient<'_> {
+    type Hello = Control;
+    type Ends = std::vec::IntoIter<Box<dyn mode::Sender>>;
+    type Data = Vec<TcpStream>;
+    type Outcome = ThreadOutcome;
+    const PANICKED: &'static str = "a stream thread panicked";
 
-/// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
-fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
-    if let Some(mss) = mss {
-        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
+    fn net(&self) -> &NetParams {
+        &self.case.net
     }
-    socket.set_nonblocking(true).map_err(failed)?;
-    match socket.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == std::io::ErrorKind::WouldBlock => {
-            let deadline = Instant::now() + CONNECT_TIMEOUT;
-            loop {
-                if stop.requested() {
-                    return Err(interrupted());
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(failed(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "connection timed out",
-                    )));
-                }
-                let wait = PollTimeout::from(left.min(Stop::POLL).as_millis() as u16);
-                let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
-                match poll(&mut fds, wait) {
-                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                    Ok(_) => break,
-                    Err(e) => return Err(failed(e.into())),
-                }
-            }
-            if let Some(e) = socket.take_error().map_err(failed)? {
-                return Err(failed(e));
-            }
-        }
-        Err(e) => return Err(failed(e)),
-    }
-    socket.set_nonblocking(false).map_err(failed)?;
-    Ok(socket.into())
-}
 
-/// The next control message within `timeout`, giving up as soon as a stop is requested.
-fn recv_watching(
-    control: &mut ControlChannel,
-    timeout: Duration,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Control> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let deadline = Instant::now() + timeout;
-    while !control.has_buffered() {
-        if stopped() {
-            return Err(interrupted());
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break; // let recv() report the timeout
-        }
-        let mut fds = [PollFd::new(control.stream().as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(left.min(Stop::POLL).as_millis() as u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
-            Ok(_) => break,
-            Err(e) => bail!("poll failed: {e}"),
+    fn hello(&self) -> Control {
+        Control::Hello {
+            version: PROTOCOL_VERSION,
+            case: self.case.clone(),
         }
     }
-    // Data (or EOF) is there: a line in flight arrives within the read timeout.
-    control.set_read_timeout(Some(
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1)),
-    ))?;
-    Ok(control.recv()?)
-}
 
-/// The client side: set up the session, run the sending threads through warm-up and the
-/// measured window, collect the server's report, and build the observation.
-/// `tcp_ns`: the namespace whose TCP counters count this run's connections (None: ours).
-fn run_client(
-    case: &StreamCase,
-    addr: SocketAddr,
-    tsc_hz: Option<f64>,
-    stop: Stop,
-    tcp_ns: Option<&crate::sys::netns::NetNs>,
-) -> anyhow::Result<Observation> {
-    // Before talking to the server: a mode the kernel refuses ends the case here.
-    let mut senders = make_senders(case)?.into_iter();
-    let mut control = ControlChannel::new(connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
-    control.set_read_timeout(Some(Duration::from_secs(10)))?;
-    control.send(&Control::Hello {
-        version: PROTOCOL_VERSION,
-        case: case.clone(),
-    })?;
-    let mut answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    if let Ok(Control::Challenge { nonce }) = &answer {
-        let Some(key) = crate::net::auth::client_key() else {
-            bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+    fn listen(&self, listener: &TcpListener) -> anyhow::Result<()> {
+        if let Some(mss) = clamped_mss(self.case) {
+            // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
+            crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss)
+                .context("setting TCP_MAXSEG on the listener")?;
+        }
+        Ok(())
+    }
+
+    /// Before talking to the server: a mode the kernel refuses ends the case here.
+    fn prepare(&self) -> anyhow::Result<Self::Ends> {
+        Ok(make_senders(self.case)?.into_iter())
+    }
+
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        _ends: &mut Self::Ends,
+        stop: Stop,
+    ) -> anyhow::Result<Vec<TcpStream>> {
+        let Control::Ready { token } = accepted.message else {
+            bail!("unexpected answer from the server: {:?}", accepted.message);
         };
-        control.send(&Control::Auth {
-            mac: crate::net::auth::answer(key, nonce),
-        })?;
-        answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    }
-    let token = match answer {
-        Err(e) if e.is::<Interrupted>() => return Err(e),
-        other => match other.context("waiting for the server to accept the case")? {
-            Control::Ready { token } => token,
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        },
-    };
-    let mut data = Vec::with_capacity(case.threads);
-    for i in 0..case.threads {
-        let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
-        s.write_all(&encode_data_header(token, i as u32))?;
-        s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
-        data.push(s);
+        let mut data = Vec::with_capacity(self.case.net.threads);
+        for i in 0..self.case.net.threads {
+            let mut s = connect_with_mss(addr, stop, clamped_mss(self.case))?;
+            s.write_all(&encode_data_header(token, i as u32))?;
+            s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
+            data.push(s);
+        }
+        Ok(data)
     }
 
-    let policy = kernel_policy();
-    let window = Window::new();
-    let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, tcp_ns);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
-    let failed = AtomicBool::new(false);
-    let ready = StartGate::default();
-
-    let shared = Shared {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-    };
-    let (outcomes, window_result) = std::thread::scope(|scope| {
-        let handles: Vec<_> = data
-            .iter()
+    fn spawn_clients<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        shared: &'env session::Shared<'env>,
+        data: &'env Vec<TcpStream>,
+        mut senders: Self::Ends,
+    ) -> session::Handles<'scope, ThreadOutcome> {
+        let plans = Shared {
+            window: shared.window,
+            ready: shared.ready,
+            policy: shared.policy,
+        };
+        data.iter()
             .enumerate()
             .map(|(i, stream)| {
-                let plan = ThreadPlan::new(case, Role::Client, i, stream.as_raw_fd(), &shared);
+                let plan = ThreadPlan::new(self.case, Role::Client, i, stream.as_raw_fd(), &plans);
                 let end = End::Send(senders.next().expect("one sender per thread"));
-                let (failed, stream) = (&failed, stream);
+                let failed = shared.failed;
                 std::thread::Builder::new()
                     .name(format!("iopath-client-{i}"))
                     .spawn_scoped(scope, move || {
@@ -480,132 +290,35 @@ fn run_client(
                         result
                     })
             })
-            .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let window_result = if ready.open_when(handles.len().min(started), START_PATIENCE) && started == handles.len() {
-            drive_phases(
-                Duration::from_millis(case.warmup_ms),
-                Duration::from_millis(case.duration_ms),
-                &window,
-                &mut system,
-                &failed,
-                stop,
-                &mut control,
-            )
-        } else {
-            ready.abandon();
-            window.close(&mut system);
-            control.send(&Control::Done).ok();
-            Err(anyhow!("could not start all {} client threads", handles.len()))
-        };
-        if window_result.is_err() || failed.load(Ordering::SeqCst) {
-            // Wake any thread blocked on a peer that is gone.
-            for s in &data {
-                s.shutdown(Shutdown::Both).ok();
-            }
-        }
-        let outcomes = thread::join_all(handles);
-        (outcomes, window_result)
-    });
+            .collect()
+    }
 
-    let mut threads = Vec::with_capacity(outcomes.len());
-    let mut first_error = None;
-    for outcome in outcomes {
-        match outcome {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
+    fn wake(&self, data: &Vec<TcpStream>) {
+        for s in data {
+            s.shutdown(Shutdown::Both).ok();
         }
     }
-    if !stop.requested() && (window_result.is_err() || first_error.is_some()) {
-        // The server's account, if any, usually says more (it failed first, or the kernel
-        // refused its receive mode once the connections existed).
-        control.set_read_timeout(Some(Duration::from_secs(2))).ok();
-        match control.recv() {
-            Ok(Control::Unavailable { what, reason }) => return Err(Unsupported::new(what, reason).into()),
-            Ok(Control::Failed { error }) => {
-                let ours = match (&first_error, &window_result) {
-                    (Some(e), _) => e.to_string(),
-                    (None, Err(e)) => format!("{e:#}"),
-                    (None, Ok(_)) => String::new(),
-                };
-                bail!("the run failed: {ours}; the server said: {error}");
-            }
-            _ => {}
-        }
-    }
-    let mut system_metrics = window_result?;
-    // The senders' view of each connection as the window closed.
-    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
-    system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    if let Some(e) = first_error {
-        bail!("the run failed: {e}");
-    }
-    let report = match recv_watching(&mut control, REPORT_TIMEOUT, &|| stop.requested()) {
-        Err(e) if e.is::<Interrupted>() => return Err(e),
-        other => match other.context("waiting for the server's report")? {
-            Control::Report(report) => *report,
-            Control::Failed { error } => bail!("the server failed: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected message from the server: {other:?}"),
-        },
-    };
-    let mut obs = build_observation(case, &threads, &report, tsc_hz);
-    if let Some(w) = crate::measure::system::contended(&system_metrics) {
-        obs.warn(WarningKind::Contended, w);
-    }
-    obs.metrics.extend(system_metrics);
-    // DRAM traffic per payload byte: over what the receivers got inside their windows (the
-    // bytes throughput counts).
-    let payload = mean_window(&report.threads)
-        .map(|_| report.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
-        .ok_or_else(|| NO_SERVER_WINDOW.to_string());
-    let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
-    obs.push(ratio);
-    Ok(obs)
-}
 
-fn per(total: f64, count: f64) -> f64 {
-    if count == 0.0 {
-        f64::NAN
-    } else {
-        total / count
+    /// The senders' view of each connection as the window closed.
+    fn data_fds(&self, data: &Vec<TcpStream>) -> Option<Vec<RawFd>> {
+        Some(data.iter().map(|s| s.as_raw_fd()).collect())
     }
-}
 
-/// Why the server side's rates and counters are missing when none of its threads measured.
-pub(crate) const NO_SERVER_WINDOW: &str =
-    "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
-/// Why the client side's figures are missing when none of its threads measured.
-const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+    fn observe(
+        &self,
+        clients: &[ThreadOutcome],
+        server: &ServerReport,
+        _window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
+        build_observation(self.case, clients, server, tsc_hz)
+    }
 
-/// The mean length of the windows of the threads that had one; None when no thread had one.
-/// A thread without a window measured nothing and is left out (counting it as a window of
-/// length ~0 would halve the mean and double every rate over it).
-fn mean_window<'a>(tallies: impl IntoIterator<Item = &'a ThreadTally>) -> Option<f64> {
-    let seen: Vec<f64> = tallies.into_iter().filter_map(|t| t.window_s).collect();
-    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
-}
-
-/// The sum of the counters of the threads that measured, or every counter unavailable with
-/// `why` when none did (a thread without a window has no sample, not a sample of zeros).
-pub(crate) fn measured_counters<'a>(
-    samples: impl IntoIterator<Item = &'a Option<CounterSample>>,
-    why: &str,
-) -> CounterSample {
-    CounterSample::sum(samples.into_iter().flatten()).unwrap_or_else(|| CounterSample::missing(why))
-}
-
-/// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
-pub(crate) fn checked(metric: &Metric) -> Metric {
-    match (&metric.value, &metric.source) {
-        (None, Source::Unavailable(_)) => metric.clone(),
-        (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),
-        (Some(v), source) => Metric::new(&metric.name, metric.role, *v, &metric.unit, source.clone()),
+    /// What the receivers got inside their windows (the bytes throughput counts).
+    fn payload(&self, _obs: &Observation, server: &ServerReport) -> Result<f64, String> {
+        mean_window(&server.threads)
+            .map(|_| server.threads.iter().map(|t| t.bytes).sum::<u64>() as f64)
+            .ok_or_else(|| NO_SERVER_WINDOW.to_string())
     }
 }
 
@@ -667,21 +380,14 @@ fn build_observation(
     let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
     let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
     let syscalls: u64 = clients.iter().map(|c| c.tally.syscalls).sum();
-    if let Some(sample) = CounterSample::sum(clients.iter().filter_map(|c| c.counters.as_ref())) {
-        if let Some(note) = (!sample.kernel_included)
-            .then_some("counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted")
-        {
-            obs.warn(WarningKind::CountersRestricted, note);
-        }
-        if let (true, Err(reason)) = (case.perf, &sample.cycles) {
-            obs.warn(WarningKind::NoHardwareCounters, format!(
-                "hardware counters unavailable ({reason}): cycles_per_byte is an estimate from CPU time x TSC frequency; cache misses are not measured"
-            ));
-        }
-    }
-    let sample = measured_counters(clients.iter().map(|c| &c.counters), NO_CLIENT_WINDOW);
-    obs.metrics
-        .extend(sample.metrics(Role::Client, bytes_sent, msgs_sent, "msg", tsc_hz));
+    push_client_counters(
+        &mut obs,
+        clients.iter().map(|c| &c.counters),
+        case.net.perf,
+        "cycles_per_byte is",
+        (bytes_sent, msgs_sent, "msg"),
+        tsc_hz,
+    );
     obs.push(Metric::tool("bytes_sent", Role::Client, bytes_sent as f64, "B"));
     obs.push(Metric::tool(
         "messages_sent",
@@ -696,7 +402,7 @@ fn build_observation(
         "syscalls/msg",
         Source::Tool,
     ));
-    obs.metrics.extend(server.metrics.iter().map(checked));
+    push_server_metrics(&mut obs, server);
 
     if case.mode.is_zero_copy() {
         let zc = clients
@@ -710,7 +416,28 @@ fn build_observation(
             });
         push_zero_copy_metrics(&mut obs, case.mode, &zc);
     }
-    let uring = clients
+    if let Some(u) = uring_counts(clients) {
+        push_uring_metrics(&mut obs, case.mode, &u);
+    }
+    if case.net.verify {
+        crate::net::session::observe::push_verify_counts(
+            &mut obs,
+            Role::Server,
+            server.verified_messages,
+            server.corrupt_messages,
+        );
+        let corrupted =
+            (server.corrupt_messages > 0).then(|| format!("{} messages arrived corrupted", server.corrupt_messages));
+        warn_verify(&mut obs, "throughput and CPU", corrupted);
+    }
+
+    place(&mut obs, clients.iter().map(|c| c.placement.clone()), server, &case.net);
+    obs
+}
+
+/// The io_uring senders' counts summed over the client threads (None: no uring sender).
+fn uring_counts(clients: &[ThreadOutcome]) -> Option<mode::UringCounts> {
+    clients
         .iter()
         .filter_map(|c| c.send_counts.as_ref().and_then(|s| s.uring.clone()))
         .reduce(|mut acc, u| {
@@ -724,37 +451,7 @@ fn build_observation(
             acc.failed += u.failed;
             acc.unexpected += u.unexpected;
             acc
-        });
-    if let Some(u) = uring {
-        push_uring_metrics(&mut obs, case.mode, &u);
-    }
-    if case.verify {
-        crate::net::workload::common::push_verify_counts(
-            &mut obs,
-            Role::Server,
-            server.verified_messages,
-            server.corrupt_messages,
-        );
-        obs.warn(
-            WarningKind::VerifyCost,
-            "--verify writes and checks every byte: throughput and CPU include that work",
-        );
-        if server.corrupt_messages > 0 {
-            obs.warn(
-                WarningKind::Anomaly,
-                format!("{} messages arrived corrupted", server.corrupt_messages),
-            );
-        }
-    }
-
-    obs.placement = clients
-        .iter()
-        .map(|c| c.placement.clone())
-        .chain(server.placement.iter().cloned())
-        .collect();
-    warn_placement(&mut obs, case.client_cpus.is_some(), case.server_cpus.is_some());
-    relay_server_warnings(&mut obs, &server.warnings);
-    obs
+        })
 }
 
 /// The zero-copy truth of zero-copy (MSG_ZEROCOPY error-queue completions) and uring-zc
@@ -836,9 +533,14 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
 mod tests {
     use super::*;
     use crate::case::Endpoint;
+    use crate::measure::counters::kernel_policy;
+    use crate::measure::counters::CounterSample;
+    use crate::measure::window::{SystemProbes, Window};
     use crate::net::control::ThreadTally;
+    use crate::net::session::StartGate;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;
+    use std::time::Duration;
 
     fn outcome(role: Role, index: usize, bytes: u64, messages: u64, window_s: f64) -> ThreadOutcome {
         let zero = || Ok(0u64);
@@ -882,14 +584,16 @@ mod tests {
             rx_mode: crate::case::RxMode::Copy,
             size: 1000,
             fields: 1,
-            threads: 2,
-            duration_ms: 1000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: true,
+            net: crate::case::NetParams {
+                threads: 2,
+                duration_ms: 1000,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: true,
+            },
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

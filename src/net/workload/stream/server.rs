@@ -9,7 +9,7 @@
 //! newcomer evicts the oldest silent one rather than being dropped, so idle connections
 //! cannot starve a real client, and whoever is turned away reads `server busy: …`.
 
-use super::thread::{self, End, Shared, StartGate, ThreadOutcome, ThreadPlan};
+use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan};
 use crate::case::{RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -19,6 +19,7 @@ use crate::net::control::{
     ServerReport, DATA_HEADER_LEN,
 };
 use crate::net::mode::{self, RecvCounts};
+use crate::net::session::{StartGate, START_PATIENCE};
 use crate::observation::{Metric, Role, Source, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
@@ -680,16 +681,16 @@ fn run_session(
 
     // The data connections, each tagged with the token and its thread index.
     let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut data: Vec<Option<TcpStream>> = (0..case.threads).map(|_| None).collect();
+    let mut data: Vec<Option<TcpStream>> = (0..case.net.threads).map(|_| None).collect();
     let mut accepted = 0;
-    while accepted < case.threads {
+    while accepted < case.net.threads {
         if stopped() {
             return Err(super::interrupted());
         }
         let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
             bail!(
                 "the client opened {accepted} of {} data connections: timed out after {}",
-                case.threads,
+                case.net.threads,
                 secs(SETUP_TIMEOUT)
             );
         };
@@ -817,7 +818,7 @@ fn run_receivers(
     // kernel that refuses the receive mode is found before the window.
     let mut receivers = Vec::with_capacity(data.len());
     for stream in data {
-        let mut receiver = mode::receiver(case.rx_mode, size, case.fields, case.verify, case.align)?;
+        let mut receiver = mode::receiver(case.rx_mode, size, case.fields, case.net.verify, case.align)?;
         receiver
             .attach(stream.as_raw_fd())
             .map_err(|e| match mode::unsupported_in(&e) {
@@ -840,7 +841,7 @@ fn run_receivers(
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
-        if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
+        if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
             // Release whoever did start, and end the session: the client sees the failure.
             ready.abandon();
             for s in data {
@@ -850,7 +851,8 @@ fn run_receivers(
         }
         // Follow the client: Measure opens the window, Done closes it. Anything else
         // (EOF, timeout) closes it too, and the data connections are shut so no thread waits.
-        let longest = Duration::from_millis(case.warmup_ms.saturating_add(case.duration_ms)) + Duration::from_secs(30);
+        let longest =
+            Duration::from_millis(case.net.warmup_ms.saturating_add(case.net.duration_ms)) + Duration::from_secs(30);
         loop {
             match super::recv_watching(control, longest, &stopped_or_over) {
                 Ok(Control::Measure) => window.open(&mut system),

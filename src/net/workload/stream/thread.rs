@@ -6,12 +6,12 @@ use crate::measure::counters::{CounterSample, KernelPolicy};
 use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::control::ThreadTally;
 use crate::net::mode::{Receiver, RecvCounts, SendCounts, Sender};
+use crate::net::session::StartGate;
 use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Which way the data goes on this thread.
 pub enum End {
@@ -63,67 +63,6 @@ pub struct ThreadPlan<'a> {
     pub drain_timeout: Duration,
 }
 
-/// Where a side's threads wait until all of them are ready (pinned, counters open). Unlike a
-/// Barrier it can be abandoned: if a thread fails to start, the others are released with
-/// an error instead of waiting forever.
-#[derive(Default)]
-pub struct StartGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    arrived: usize,
-    open: Option<bool>,
-}
-
-impl StartGate {
-    /// A thread is ready; wait for the decision. False when the start was abandoned.
-    pub fn arrive_and_wait(&self) -> bool {
-        let Ok(mut state) = self.state.lock() else { return false };
-        state.arrived += 1;
-        self.changed.notify_all();
-        loop {
-            if let Some(go) = state.open {
-                return go;
-            }
-            state = match self.changed.wait(state) {
-                Ok(s) => s,
-                Err(_) => return false,
-            };
-        }
-    }
-
-    /// Wait (up to `patience`) for `expected` threads, then let them go; if they do not all
-    /// arrive, abandon the start. Returns whether they went.
-    pub fn open_when(&self, expected: usize, patience: Duration) -> bool {
-        let deadline = Instant::now() + patience;
-        let Ok(mut state) = self.state.lock() else { return false };
-        while state.arrived < expected && Instant::now() < deadline {
-            state = match self
-                .changed
-                .wait_timeout(state, deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok((s, _)) => s,
-                Err(_) => return false,
-            };
-        }
-        let go = state.arrived >= expected;
-        state.open = Some(go);
-        self.changed.notify_all();
-        go
-    }
-
-    /// Release every waiting thread with "abandoned".
-    pub fn abandon(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.open = Some(false);
-            self.changed.notify_all();
-        }
-    }
-}
-
 /// What all threads of a session share.
 pub struct Shared<'a> {
     pub window: &'a Window,
@@ -139,9 +78,9 @@ impl<'a> ThreadPlan<'a> {
     /// side's CPU list entry, if any.
     pub fn new(case: &StreamCase, role: Role, index: usize, fd: RawFd, shared: &Shared<'a>) -> ThreadPlan<'a> {
         let cpus = if role == Role::Client {
-            &case.client_cpus
+            &case.net.client_cpus
         } else {
-            &case.server_cpus
+            &case.net.server_cpus
         };
         ThreadPlan {
             role,
@@ -152,7 +91,7 @@ impl<'a> ThreadPlan<'a> {
             window: shared.window,
             ready: shared.ready,
             policy: shared.policy,
-            perf: case.perf,
+            perf: case.net.perf,
             drain_timeout: if role == Role::Client {
                 DRAIN_TIMEOUT
             } else {

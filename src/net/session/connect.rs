@@ -1,0 +1,94 @@
+//! The client's connections: within a time limit, giving up as soon as a stop is requested.
+
+use crate::net::control::{Control, ControlChannel};
+use crate::stop::{Interrupted, Stop};
+use anyhow::bail;
+use socket2::{Domain, Socket, Type};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) fn interrupted() -> anyhow::Error {
+    anyhow::Error::new(Interrupted)
+}
+
+/// Connect to `addr` within CONNECT_TIMEOUT, giving up as soon as a stop is requested.
+pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    connect_with_mss(addr, stop, None)
+}
+
+/// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
+pub(crate) fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
+    if let Some(mss) = mss {
+        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
+    }
+    socket.set_nonblocking(true).map_err(failed)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == std::io::ErrorKind::WouldBlock => {
+            let deadline = Instant::now() + CONNECT_TIMEOUT;
+            loop {
+                if stop.requested() {
+                    return Err(interrupted());
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(failed(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "connection timed out",
+                    )));
+                }
+                let wait = PollTimeout::from(left.min(Stop::POLL).as_millis() as u16);
+                let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
+                match poll(&mut fds, wait) {
+                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) => break,
+                    Err(e) => return Err(failed(e.into())),
+                }
+            }
+            if let Some(e) = socket.take_error().map_err(failed)? {
+                return Err(failed(e));
+            }
+        }
+        Err(e) => return Err(failed(e)),
+    }
+    socket.set_nonblocking(false).map_err(failed)?;
+    Ok(socket.into())
+}
+
+/// The next control message within `timeout`, giving up as soon as a stop is requested.
+pub(crate) fn recv_watching(
+    control: &mut ControlChannel,
+    timeout: Duration,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Control> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + timeout;
+    while !control.has_buffered() {
+        if stopped() {
+            return Err(interrupted());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break; // let recv() report the timeout
+        }
+        let mut fds = [PollFd::new(control.stream().as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left.min(Stop::POLL).as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => break,
+            Err(e) => bail!("poll failed: {e}"),
+        }
+    }
+    // Data (or EOF) is there: a line in flight arrives within the read timeout.
+    control.set_read_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1)),
+    ))?;
+    Ok(control.recv()?)
+}

@@ -1,0 +1,542 @@
+//! The client side of a network session, written once for every workload that runs on it
+//! (`net stream`, `net rr`/`net crr`): establish the topology (and the in-process server when
+//! the far end is not remote), connect the control channel, handshake, open the data
+//! connections, start the client threads behind one gate, drive warm-up / Measure / Done, shut
+//! the connections down when something failed, join, take the server's report and merge it
+//! with what the threads and the system probes saw. A workload (`NetWorkload`) gives what
+//! differs: its hello, its data connections, its client thread bodies and its own metrics.
+
+use super::connect::connect;
+use super::{interrupted, StartGate, START_PATIENCE};
+use crate::case::NetParams;
+use crate::measure::clock;
+use crate::measure::counters::{kernel_policy, KernelPolicy};
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::topology::Topology;
+use crate::observation::{Metric, Observation, Role, Unsupported, WarningKind};
+use crate::stop::Stop;
+use anyhow::{anyhow, bail, Context};
+use serde::Serialize;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
+
+/// How long the client waits for the server to accept the case.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the client waits for the server's report after the window closed.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a failed run waits for the server's own account of the failure.
+const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What every client thread of a session shares: the window, the start gate, the kernel's
+/// counter policy, and the flag a failing thread raises (the driver stops waiting on it).
+pub(crate) struct Shared<'a> {
+    pub window: &'a Window,
+    pub ready: &'a StartGate,
+    pub policy: &'a KernelPolicy,
+    pub failed: &'a AtomicBool,
+}
+
+/// The client threads a workload started (a thread that could not start is an error).
+pub(crate) type Handles<'scope, T> = Vec<io::Result<ScopedJoinHandle<'scope, io::Result<T>>>>;
+
+/// The server's acceptance of the case: the line as received (a workload reads its own
+/// fields from it, such as rr's data port) and the message it parses to.
+pub(crate) struct Accepted {
+    pub line: Vec<u8>,
+    pub message: Control,
+}
+
+/// A network workload as the coordinator runs it: what differs between workloads.
+pub(crate) trait NetWorkload: Sync {
+    /// The hello that names the workload and carries its case.
+    type Hello: Serialize;
+    /// What is made before talking to the server (a mode the kernel refuses ends the case
+    /// there), then handed to the client threads.
+    type Ends: Send;
+    /// The data connections (and whatever the threads share about them).
+    type Data: Sync;
+    /// What one client thread hands back.
+    type Outcome: Send;
+    /// Joined as the error of a client thread that panicked.
+    const PANICKED: &'static str;
+
+    fn net(&self) -> &NetParams;
+    fn hello(&self) -> Self::Hello;
+    /// Set up the in-process server's listener before it accepts anything.
+    fn listen(&self, _listener: &TcpListener) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn prepare(&self) -> anyhow::Result<Self::Ends>;
+    /// Open the data connections to `addr` once the server accepted the case.
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        ends: &mut Self::Ends,
+        stop: Stop,
+    ) -> anyhow::Result<Self::Data>;
+    /// Whether `Measure` goes to the server before the client's window opens (rr) or after.
+    fn measure_before_open(&self) -> bool {
+        false
+    }
+    /// Spawn the client thread bodies; each raises `shared.failed` when it fails.
+    fn spawn_clients<'scope, 'env>(
+        &'env self,
+        scope: &'scope Scope<'scope, 'env>,
+        shared: &'env Shared<'env>,
+        data: &'env Self::Data,
+        ends: Self::Ends,
+    ) -> Handles<'scope, Self::Outcome>;
+    /// Wake every thread blocked on a peer that is gone (the run failed).
+    fn wake(&self, data: &Self::Data);
+    /// Every client thread is joined (rr tells a crr server to stop accepting).
+    fn threads_done(&self, _control: &mut ControlChannel) {}
+    /// A client thread's error that is the kernel refusing the case: a result, not a failure.
+    fn thread_refusal(&self, _error: &io::Error) -> Option<Unsupported> {
+        None
+    }
+    /// The connections whose TCP_INFO the client reports as the window closed (None: none).
+    fn data_fds(&self, data: &Self::Data) -> Option<Vec<RawFd>>;
+    /// The workload's observation from its threads' outcomes and the server's report.
+    fn observe(
+        &self,
+        clients: &[Self::Outcome],
+        server: &ServerReport,
+        window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation;
+    /// The payload bytes DRAM traffic is counted per.
+    fn payload(&self, obs: &Observation, server: &ServerReport) -> Result<f64, String>;
+}
+
+/// The system-wide probes of every network session's window: the machine's (`SystemProbes`),
+/// the TCP counters of the namespace the connections live in (`tcp_ns`, None: ours) and the
+/// memory traffic.
+pub(crate) fn network_probes(tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
+    let mut system = SystemProbes::default();
+    crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    system
+}
+
+/// Runs one case of a workload from the client's side.
+pub(crate) struct Coordinator<'w, W: NetWorkload> {
+    workload: &'w W,
+    stop: Stop,
+}
+
+impl<'w, W: NetWorkload> Coordinator<'w, W> {
+    pub fn new(workload: &'w W, stop: Stop) -> Self {
+        Coordinator { workload, stop }
+    }
+
+    /// The measured run: topology, the in-process server unless remote, the client, merge.
+    pub fn run(&self) -> anyhow::Result<Observation> {
+        // Calibrate before any window opens so it never disturbs one.
+        let tsc_hz = clock::tsc_hz();
+        let endpoint = &self.workload.net().endpoint;
+        let topology = Topology::from(endpoint).establish()?;
+        if let Some(addr) = topology.remote_addr()? {
+            return topology.on_client_side(|| self.client(addr, tsc_hz, None));
+        }
+        let listener = topology.bind(endpoint.port())?;
+        self.workload.listen(&listener)?;
+        let addr = listener.local_addr()?;
+        let server_stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let server = topology
+                .spawn_server(scope, "iopath-server", || serve_local(&listener, &server_stop))
+                .context("could not start the server thread")?;
+            let tcp_ns = topology.server_namespace();
+            let result = topology.on_client_side(|| self.client(addr, tsc_hz, tcp_ns));
+            // If the client never connected, the server is still waiting: release it.
+            server_stop.store(true, Ordering::SeqCst);
+            let server_result = server
+                .join()
+                .unwrap_or_else(|_| Err(anyhow!("the server thread panicked")));
+            match (result, server_result) {
+                (Ok(obs), Ok(())) => Ok(obs),
+                (Err(client), _) => Err(client),
+                (Ok(_), Err(server)) => Err(server.context("server")),
+            }
+        })
+    }
+
+    /// The client side: set up the session, run the client threads through warm-up and the
+    /// window, collect the server's report, build the observation. `tcp_ns`: the namespace
+    /// whose TCP counters count this run's connections (None: ours).
+    fn client(
+        &self,
+        addr: SocketAddr,
+        tsc_hz: Option<f64>,
+        tcp_ns: Option<&crate::sys::netns::NetNs>,
+    ) -> anyhow::Result<Observation> {
+        let (w, stop) = (self.workload, self.stop);
+        let mut ends = w.prepare()?;
+        let mut control = ControlChannel::new(connect(addr, stop)?)?;
+        control.stream().set_nodelay(true).ok();
+        let accepted = self.handshake(&mut control)?;
+        let data = w.open_data(addr, &accepted, &mut ends, stop)?;
+
+        let policy = kernel_policy();
+        let window = Window::new();
+        let mut system = network_probes(tcp_ns);
+        let failed = AtomicBool::new(false);
+        let ready = StartGate::default();
+        let shared = Shared {
+            window: &window,
+            ready: &ready,
+            policy: &policy,
+            failed: &failed,
+        };
+        let (outcomes, phases) = std::thread::scope(|scope| {
+            let handles = w.spawn_clients(scope, &shared, &data, ends);
+            let started = handles.iter().filter(|h| h.is_ok()).count();
+            let phases = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+                self.drive(&window, &mut system, &failed, &mut control)
+            } else {
+                ready.abandon();
+                window.close(&mut system);
+                control.send(&Control::Done).ok();
+                Err(anyhow!("could not start all {} client threads", handles.len()))
+            };
+            if phases.is_err() || failed.load(Ordering::SeqCst) {
+                w.wake(&data);
+            }
+            (join(handles, W::PANICKED), phases)
+        });
+        w.threads_done(&mut control);
+        let mut threads = Vec::with_capacity(outcomes.len());
+        let mut first_error = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        self.account_for_failure(&mut control, first_error.as_ref(), &phases)?;
+        let (mut system_metrics, window_s) = phases?;
+        if let Some(fds) = w.data_fds(&data) {
+            // The client's view of each connection as the window closed.
+            system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Client));
+        }
+        if stop.requested() {
+            return Err(interrupted());
+        }
+        if let Some(e) = first_error {
+            bail!("the run failed: {e}");
+        }
+        let report = self.report(&mut control)?;
+        let mut obs = w.observe(&threads, &report, window_s, tsc_hz);
+        if let Some(warning) = crate::measure::system::contended(&system_metrics) {
+            obs.warn(WarningKind::Contended, warning);
+        }
+        obs.metrics.extend(system_metrics);
+        // DRAM traffic per payload byte.
+        let payload = w.payload(&obs, &report);
+        let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
+        obs.push(ratio);
+        Ok(obs)
+    }
+
+    /// Say hello, answer a key challenge, and return the server's acceptance; a refusal is an
+    /// error, the kernel refusing the case on the server `Unsupported`. (The one place the
+    /// client's handshake lives: the integrator swaps in net/session/handshake.rs.)
+    fn handshake(&self, control: &mut ControlChannel) -> anyhow::Result<Accepted> {
+        control.set_read_timeout(Some(HELLO_TIMEOUT))?;
+        control.send_json(&self.workload.hello())?;
+        loop {
+            let line = self.recv_line(control, HELLO_TIMEOUT, "waiting for the server to accept the case")?;
+            match ControlChannel::parse(&line)? {
+                Control::Challenge { nonce } => {
+                    let Some(key) = crate::net::auth::client_key() else {
+                        bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+                    };
+                    control.send(&Control::Auth {
+                        mac: crate::net::auth::answer(key, &nonce),
+                    })?;
+                }
+                message @ Control::Ready { .. } => return Ok(Accepted { line, message }),
+                Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
+                    bail!("the server {error}")
+                }
+                Control::Refused { error } => bail!("the server refused the case: {error}"),
+                Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
+                other => bail!("unexpected answer from the server: {other:?}"),
+            }
+        }
+    }
+
+    /// The next line on the control connection within `wait`; a stop ends the wait.
+    fn recv_line(&self, control: &mut ControlChannel, wait: Duration, doing: &str) -> anyhow::Result<Vec<u8>> {
+        let stop = self.stop;
+        control
+            .recv_line(Some(Instant::now() + wait), &|| stop.requested())
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::Interrupted && stop.requested() {
+                    interrupted()
+                } else {
+                    anyhow::Error::new(e).context(doing.to_string())
+                }
+            })
+    }
+
+    /// Warm up, open the window here and on the server (`Measure`), hold it, close it on both
+    /// ends (`Done`). Returns the system probes' metrics and the window's length; early when a
+    /// client thread failed, `Interrupted` on a stop (the window is closed either way).
+    fn drive(
+        &self,
+        window: &Window,
+        system: &mut SystemProbes,
+        failed: &AtomicBool,
+        control: &mut ControlChannel,
+    ) -> anyhow::Result<(Vec<Metric>, f64)> {
+        let (net, stop) = (self.workload.net(), self.stop);
+        let mut measure = || {
+            control
+                .send(&Control::Measure)
+                .context("the server closed the control connection")
+        };
+        let mut result = Ok(());
+        let mut opened = None;
+        if stop.sleep_watching(Duration::from_millis(net.warmup_ms), failed) {
+            if self.workload.measure_before_open() {
+                result = measure();
+                window.open(system);
+            } else {
+                window.open(system);
+                result = measure();
+            }
+            opened = Some(Instant::now());
+            if result.is_ok() {
+                stop.sleep_watching(Duration::from_millis(net.duration_ms), failed);
+            }
+        }
+        let metrics = window.close(system);
+        let window_s = opened.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let done = control
+            .send(&Control::Done)
+            .context("the server closed the control connection");
+        if stop.requested() {
+            return Err(interrupted());
+        }
+        result.and(done).map(|()| (metrics, window_s))
+    }
+
+    /// When the run failed (and was not stopped): a client thread's refusal by the kernel is
+    /// the result; otherwise the server's account, if it sends one, says more (it failed
+    /// first, or the kernel refused its receive mode once the connections existed).
+    fn account_for_failure(
+        &self,
+        control: &mut ControlChannel,
+        first_error: Option<&io::Error>,
+        phases: &anyhow::Result<(Vec<Metric>, f64)>,
+    ) -> anyhow::Result<()> {
+        if self.stop.requested() || (phases.is_ok() && first_error.is_none()) {
+            return Ok(());
+        }
+        if let Some(refusal) = first_error.and_then(|e| self.workload.thread_refusal(e)) {
+            return Err(refusal.into());
+        }
+        control.set_read_timeout(Some(ACCOUNT_TIMEOUT)).ok();
+        match control.recv() {
+            Ok(Control::Unavailable { what, reason }) => Err(Unsupported::new(what, reason).into()),
+            Ok(Control::Failed { error }) => {
+                let ours = match (first_error, phases) {
+                    (Some(e), _) => e.to_string(),
+                    (None, Err(e)) => format!("{e:#}"),
+                    (None, Ok(_)) => String::new(),
+                };
+                bail!("the run failed: {ours}; the server said: {error}")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The server's report, or why there is none.
+    fn report(&self, control: &mut ControlChannel) -> anyhow::Result<ServerReport> {
+        let line = self.recv_line(control, REPORT_TIMEOUT, "waiting for the server's report")?;
+        match ControlChannel::parse(&line)? {
+            Control::Report(report) => Ok(*report),
+            Control::Failed { error } => bail!("the server failed: {error}"),
+            Control::Unavailable { what, reason } => Err(Unsupported::new(what, reason).into()),
+            other => bail!("unexpected message from the server: {other:?}"),
+        }
+    }
+}
+
+/// Join every client thread; one that could not start or panicked is an error.
+fn join<T>(handles: Handles<'_, T>, panicked: &str) -> Vec<io::Result<T>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h.join().unwrap_or_else(|_| Err(io::Error::other(panicked.to_string()))),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// The in-process server of a local run: the session server of `net serve`, which reads the
+/// hello and hands the session to its workload. (It lives in the stream workload until the
+/// server side moves to net/session/: the integrator points this at it.)
+fn serve_local(listener: &TcpListener, stop: &AtomicBool) -> anyhow::Result<()> {
+    crate::net::workload::stream::serve_session(listener, Some(stop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Endpoint;
+    use std::io::{BufRead, BufReader, Write};
+
+    /// A workload with no data connection and no thread: what is left is the coordinator's own
+    /// conversation with the server.
+    struct Bare {
+        net: NetParams,
+    }
+
+    impl NetWorkload for Bare {
+        type Hello = serde_json::Value;
+        type Ends = ();
+        type Data = ();
+        type Outcome = ();
+        const PANICKED: &'static str = "a bare thread panicked";
+
+        fn net(&self) -> &NetParams {
+            &self.net
+        }
+        fn hello(&self) -> serde_json::Value {
+            serde_json::json!({"type": "hello", "workload": "bare"})
+        }
+        fn prepare(&self) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn open_data(&self, _: SocketAddr, accepted: &Accepted, _: &mut (), _: Stop) -> anyhow::Result<()> {
+            assert!(matches!(accepted.message, Control::Ready { token: 7 }));
+            assert!(String::from_utf8_lossy(&accepted.line).contains("\"port\":9"));
+            Ok(())
+        }
+        fn spawn_clients<'scope, 'env>(
+            &'env self,
+            _: &'scope Scope<'scope, 'env>,
+            _: &'env Shared<'env>,
+            _: &'env (),
+            _: (),
+        ) -> Handles<'scope, ()> {
+            Vec::new()
+        }
+        fn wake(&self, _: &()) {}
+        fn data_fds(&self, _: &()) -> Option<Vec<RawFd>> {
+            None
+        }
+        fn observe(&self, _: &[()], server: &ServerReport, _: f64, _: Option<f64>) -> Observation {
+            let mut obs = Observation::default();
+            obs.metrics.extend(server.metrics.iter().cloned());
+            obs
+        }
+        fn payload(&self, _: &Observation, _: &ServerReport) -> Result<f64, String> {
+            Err("a bare session moves no payload".into())
+        }
+    }
+
+    fn bare() -> Bare {
+        Bare {
+            net: NetParams {
+                threads: 1,
+                duration_ms: 0,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+        }
+    }
+
+    /// A server on loopback that answers the hello with `answers[0]` and every later line with
+    /// the next answer (None: read and answer nothing); returns the lines it read.
+    fn server(answers: Vec<Option<String>>) -> (SocketAddr, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut seen = Vec::new();
+            for answer in answers {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                seen.push(line.trim().to_string());
+                if let Some(answer) = answer {
+                    writer.write_all(format!("{answer}\n").as_bytes()).unwrap();
+                }
+            }
+            seen
+        });
+        (addr, handle)
+    }
+
+    fn line(message: &Control) -> Option<String> {
+        Some(serde_json::to_string(message).unwrap())
+    }
+
+    #[test]
+    fn a_refusal_is_an_error_and_an_unavailable_case_is_unsupported() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let (addr, server_thread) = server(vec![line(&Control::Refused {
+            error: "no room".into(),
+        })]);
+        let err = coordinator.client(addr, None, None).unwrap_err();
+        assert_eq!(err.to_string(), "the server refused the case: no room");
+        assert_eq!(
+            server_thread.join().unwrap(),
+            vec![r#"{"type":"hello","workload":"bare"}"#]
+        );
+
+        let (addr, server_thread) = server(vec![line(&Control::Unavailable {
+            what: "zerocopy receive".into(),
+            reason: "not here".into(),
+        })]);
+        let err = coordinator.client(addr, None, None).unwrap_err();
+        let refusal = err.downcast_ref::<Unsupported>().expect("a typed refusal");
+        assert_eq!(refusal, &Unsupported::new("zerocopy receive", "not here"));
+        server_thread.join().unwrap();
+    }
+
+    /// After `ready`: `measure` and `done` on the control connection, then the server's report
+    /// merged into the workload's observation, with the system probes' metrics after it.
+    #[test]
+    fn a_session_says_measure_then_done_and_merges_the_report() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let report = ServerReport {
+            metrics: vec![Metric::tool("bare_bytes", Role::Server, 3.0, "B")],
+            ..Default::default()
+        };
+        let (addr, server_thread) = server(vec![
+            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
+            None,
+            line(&Control::Report(Box::new(report))),
+        ]);
+        let obs = coordinator.client(addr, None, None).unwrap();
+        let seen = server_thread.join().unwrap();
+        assert_eq!(&seen[1..], [r#"{"type":"measure"}"#, r#"{"type":"done"}"#]);
+        assert_eq!(obs.metrics[0].name, "bare_bytes");
+        assert_eq!(obs.value("bare_bytes", Role::Server), Some(3.0));
+        let ratio = obs.metrics.last().unwrap();
+        assert_eq!(ratio.name, "dram_bytes_per_payload_byte");
+        assert_eq!(ratio.value, None);
+    }
+}

@@ -1,0 +1,281 @@
+//! What every network workload's observation has alike.
+
+use crate::case::NetParams;
+use crate::measure::counters::CounterSample;
+use crate::measure::histogram::LatencyHistogram;
+use crate::net::alias;
+use crate::net::completions::CompletionCounts;
+use crate::net::control::{ServerReport, ThreadTally};
+use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, WarningKind};
+
+/// Why the client side's figures are missing when none of its threads measured.
+pub(crate) const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
+
+/// Why the server side's rates and counters are missing when none of its threads measured.
+pub(crate) const NO_SERVER_WINDOW: &str =
+    "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
+/// The mean length of the windows of the threads that had one; None when no thread had one.
+/// A thread without a window measured nothing and is left out (counting it as a window of
+/// length ~0 would halve the mean and double every rate over it).
+pub(crate) fn mean_window<'a>(tallies: impl IntoIterator<Item = &'a ThreadTally>) -> Option<f64> {
+    let seen: Vec<f64> = tallies.into_iter().filter_map(|t| t.window_s).collect();
+    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
+}
+
+/// The sum of the counters of the threads that measured, or every counter unavailable with
+/// `why` when none did (a thread without a window has no sample, not a sample of zeros).
+pub(crate) fn measured_counters<'a>(
+    samples: impl IntoIterator<Item = &'a Option<CounterSample>>,
+    why: &str,
+) -> CounterSample {
+    CounterSample::sum(samples.into_iter().flatten()).unwrap_or_else(|| CounterSample::missing(why))
+}
+
+/// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
+pub(crate) fn checked(metric: &Metric) -> Metric {
+    match (&metric.value, &metric.source) {
+        (None, Source::Unavailable(_)) => metric.clone(),
+        (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),
+        (Some(v), source) => Metric::new(&metric.name, metric.role, *v, &metric.unit, source.clone()),
+    }
+}
+
+/// `total / count`, NaN (unavailable) when nothing was counted.
+pub(crate) fn per(total: f64, count: f64) -> f64 {
+    if count == 0.0 {
+        f64::NAN
+    } else {
+        total / count
+    }
+}
+
+/// The probe's metrics (source tool: iopath observed what the receiver got) and, when the
+/// kernel sent bytes by reference or corrupted them, a warning of that kind.
+pub(crate) fn publish_proof(
+    obs: &mut Observation,
+    mode: impl std::fmt::Display,
+    proof: Result<alias::ByteTally, String>,
+) {
+    let fraction = proof.clone().and_then(|t| {
+        t.by_reference_fraction()
+            .ok_or_else(|| "the alias probe received no bytes".to_string())
+    });
+    obs.push(Metric::from_result(
+        "alias_by_reference_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        fraction.clone(),
+    ));
+    let bytes = |count: fn(&alias::ByteTally) -> u64| proof.as_ref().map(|t| count(t) as f64).map_err(Clone::clone);
+    obs.push(Metric::from_result(
+        "alias_probed_bytes",
+        Role::System,
+        "B",
+        Source::Tool,
+        bytes(|t| t.total()),
+    ));
+    obs.push(Metric::from_result(
+        "alias_corrupt_bytes",
+        Role::System,
+        "B",
+        Source::Tool,
+        bytes(|t| t.neither),
+    ));
+    let Ok(tally) = proof else { return };
+    if tally.neither > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!(
+                "alias probe: {} of {} bytes arrived as neither the sent nor the rewritten pattern",
+                tally.neither,
+                tally.total()
+            ),
+        );
+    }
+    if let Ok(f) = fraction {
+        let verdict = alias::Verdict::from_fraction(f);
+        if verdict != alias::Verdict::Copied {
+            obs.warn(
+                WarningKind::ByReference,
+                format!(
+                    "alias probe: {mode} {verdict}: the kernel read {:.0}% of the sender's bytes after the send call returned",
+                    f * 100.0
+                ),
+            );
+        }
+    }
+}
+
+/// Quantiles of a latency histogram as client metrics (`names`: metric name and quantile),
+/// each unavailable with `why` when the histogram is empty.
+pub(crate) fn push_quantiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)], why: &str) {
+    for (name, q) in names {
+        obs.push(match hist.quantile_us(*q) {
+            Some(v) => Metric::tool(name, Role::Client, v, "us"),
+            None => Metric::unavailable(name, Role::Client, "us", why),
+        });
+    }
+}
+
+/// The latency figures of every request/response workload: the quantiles, then
+/// `latency_max_us` and `latency_mean_us`, each unavailable with `why` when nothing completed.
+pub(crate) fn push_latency(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)], why: &str) {
+    push_quantiles(obs, hist, names, why);
+    for (name, value) in [("latency_max_us", hist.max_us()), ("latency_mean_us", hist.mean_us())] {
+        obs.push(match value {
+            Some(v) => Metric::tool(name, Role::Client, v, "us"),
+            None => Metric::unavailable(name, Role::Client, "us", why),
+        });
+    }
+}
+
+/// The client's counters as the run measured them: a warning when they exclude the kernel,
+/// and (with perf on) when the hardware counters are missing, `estimated` naming what is then
+/// estimated from CPU time ("cycles_per_byte is", "cycles are"); then the counters' metrics
+/// over `bytes` and `units` (`unit`: what one is) of the threads that measured.
+pub(crate) fn push_client_counters<'a>(
+    obs: &mut Observation,
+    samples: impl Iterator<Item = &'a Option<CounterSample>> + Clone,
+    perf: bool,
+    estimated: &str,
+    (bytes, units, unit): (u64, u64, &str),
+    tsc_hz: Option<f64>,
+) -> CounterSample {
+    if let Some(sample) = CounterSample::sum(samples.clone().flatten()) {
+        if !sample.kernel_included {
+            obs.warn(WarningKind::CountersRestricted, "counters exclude the kernel (not permitted here): context switches and migrations are unavailable, kernel time is not counted");
+        }
+        if let (true, Err(reason)) = (perf, &sample.cycles) {
+            obs.warn(WarningKind::NoHardwareCounters, format!(
+                "hardware counters unavailable ({reason}): {estimated} an estimate from CPU time x TSC frequency; cache misses are not measured"
+            ));
+        }
+    }
+    let sample = measured_counters(samples, NO_CLIENT_WINDOW);
+    obs.metrics
+        .extend(sample.metrics(Role::Client, bytes, units, unit, tsc_hz));
+    sample
+}
+
+/// The server's metrics as they must read (`checked`).
+pub(crate) fn push_server_metrics(obs: &mut Observation, server: &ServerReport) {
+    obs.metrics.extend(server.metrics.iter().map(checked));
+}
+
+/// The end of every client-and-server observation: where each thread ran (the client's, then
+/// the server's), the placement warnings, and the server's own warnings relayed.
+pub(crate) fn place(
+    obs: &mut Observation,
+    clients: impl Iterator<Item = ThreadPlacement>,
+    server: &ServerReport,
+    net: &NetParams,
+) {
+    obs.placement = clients.chain(server.placement.iter().cloned()).collect();
+    warn_placement(obs, net.client_cpus.is_some(), net.server_cpus.is_some());
+    relay_server_warnings(obs, &server.warnings);
+}
+
+/// The warning of every run with `--verify` (`what`: what the extra work is included in),
+/// and the anomaly when something arrived corrupted (`corrupted`: its text, None: nothing did).
+pub(crate) fn warn_verify(obs: &mut Observation, what: &str, corrupted: Option<String>) {
+    obs.warn(
+        WarningKind::VerifyCost,
+        format!("--verify writes and checks every byte: {what} include that work"),
+    );
+    if let Some(text) = corrupted {
+        obs.warn(WarningKind::Anomaly, text);
+    }
+}
+
+/// The zero-copy completion counts of a case's sockets as system metrics, in this order:
+/// zerocopy_sends, zerocopy_completions, zerocopy_completed_sends, zerocopy_copied_sends.
+pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts) {
+    obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
+    obs.push(Metric::tool(
+        "zerocopy_completions",
+        Role::System,
+        c.notifications as f64,
+        "notifications",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_completed_sends",
+        Role::System,
+        c.completed as f64,
+        "calls",
+    ));
+    obs.push(Metric::tool(
+        "zerocopy_copied_sends",
+        Role::System,
+        c.copied as f64,
+        "calls",
+    ));
+}
+
+/// zerocopy_copied_fraction: of the completed sends, those the kernel copied after all.
+pub(crate) fn copied_fraction(c: &CompletionCounts) -> Metric {
+    Metric::from_result(
+        "zerocopy_copied_fraction",
+        Role::System,
+        "fraction",
+        Source::Tool,
+        c.not_copied_fraction()
+            .map(|f| 1.0 - f)
+            .ok_or_else(|| "no completion arrived".to_string()),
+    )
+}
+
+/// A completion id no send call took is a bookkeeping fault worth a warning.
+pub(crate) fn warn_unexpected_completions(obs: &mut Observation, c: &CompletionCounts) {
+    if c.unexpected > 0 {
+        obs.warn(
+            WarningKind::Anomaly,
+            format!("{} zero-copy completion ids did not match any send call", c.unexpected),
+        );
+    }
+}
+
+/// Warn when neither side, or only one, was pinned (`--client-cpus`, `--server-cpus`).
+pub(crate) fn warn_unpinned(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
+    match (client_pinned, server_pinned) {
+        (false, false) => obs.warn(
+            WarningKind::Unpinned,
+            "threads were not pinned: where the scheduler put them can change results several-fold; use --client-cpus and --server-cpus",
+        ),
+        (false, true) | (true, false) => obs.warn(
+            WarningKind::Unpinned,
+            "only one side was pinned; the other ran where the scheduler put it",
+        ),
+        (true, true) => {}
+    }
+}
+
+/// [`warn_unpinned`], and a warning when any thread in `obs.placement` migrated between CPUs
+/// inside the window.
+pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_pinned: bool) {
+    warn_unpinned(obs, client_pinned, server_pinned);
+    let moved = obs
+        .placement
+        .iter()
+        .filter(|p| p.migrations.is_some_and(|m| m > 0))
+        .count();
+    if moved > 0 {
+        obs.warn(
+            WarningKind::Migrated,
+            format!("{moved} threads migrated between CPUs during the window"),
+        );
+    }
+}
+
+/// The `--verify` counts of one role: messages checked intact and messages found corrupt.
+pub(crate) fn push_verify_counts(obs: &mut Observation, role: crate::observation::Role, verified: u64, corrupt: u64) {
+    obs.push(Metric::tool("verified_messages", role, verified as f64, "messages"));
+    obs.push(Metric::tool("corrupt_messages", role, corrupt as f64, "messages"));
+}
+
+/// A remote server's warnings, which come as text over the control connection.
+pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) {
+    for w in warnings {
+        obs.warn(WarningKind::Other, w.clone());
+    }
+}
