@@ -6,5 +6,6 @@ pub mod completions;
 pub mod control;
 pub mod message;
 pub mod mode;
+pub mod session;
 pub mod topology;
 pub mod workload;

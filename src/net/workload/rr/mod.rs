@@ -15,7 +15,7 @@ mod meter;
 mod server;
 
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
-pub use server::serve_session;
+pub use server::SERVED;
 
 #[cfg(test)]
 use crate::case::Case;
@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a data connection may stay silent before the peer is declared gone.
-pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::net::session::DATA_IDLE_TIMEOUT;
 const START_PATIENCE: Duration = stream::START_PATIENCE;
 /// How long the client waits for the server's report after the window closed.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -258,10 +258,10 @@ fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     let addr = listener.local_addr()?;
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        // The stream's session server: it reads the hello and hands rr/crr sessions here.
+        // The session server of `net serve`, serving rr/crr sessions only.
         let server = topology
             .spawn_server(scope, "iopath-server", || {
-                stream::serve_session(&listener, Some(&server_stop))
+                crate::net::session::serve_session(&listener, Some(&server_stop), &[SERVED])
             })
             .context("could not start the server thread")?;
         let tcp_ns = topology.server_namespace();
@@ -297,42 +297,11 @@ fn recv_line(control: &mut ControlChannel, wait: Duration, stop: Stop) -> anyhow
 
 /// Say hello, answer a key challenge, and get the session's data port.
 fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
-    control.send_json(&RrHello::new(case))?;
-    loop {
-        let line = recv_line(control, Duration::from_secs(10), stop).map_err(|e| {
-            if e.is::<Interrupted>() {
-                e
-            } else {
-                e.context("waiting for the server to accept the case")
-            }
-        })?;
-        match ControlChannel::parse(&line)? {
-            Control::Challenge { nonce } => {
-                let Some(key) = crate::net::auth::client_key() else {
-                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
-                };
-                control.send(&Control::Auth {
-                    mac: crate::net::auth::answer(key, &nonce),
-                })?;
-            }
-            Control::Ready { .. } => {
-                #[derive(Deserialize)]
-                struct Port {
-                    port: Option<u16>,
-                }
-                let port: Port = serde_json::from_slice(&line).context("bad ready line")?;
-                return port.port.ok_or_else(|| {
-                    anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
-                });
-            }
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        }
-    }
+    let psk = crate::net::auth::client_key();
+    let ready = crate::net::session::handshake::client(control, &RrHello::new(case), psk, Duration::from_secs(10), stop)?;
+    ready.port.ok_or_else(|| {
+        anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
+    })
 }
 
 /// One data connection of an rr client.

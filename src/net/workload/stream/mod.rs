@@ -8,8 +8,7 @@
 mod server;
 pub(crate) mod thread;
 
-pub(crate) use server::{budget_error, over_budget};
-pub use server::{serve_session, serve_session_with, ServeOptions};
+pub use server::SERVED;
 pub(crate) use thread::StartGate;
 
 use crate::case::{CopyMode, Endpoint, RxMode, StreamCase};
@@ -298,7 +297,9 @@ fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
     let server_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let server = topology
-            .spawn_server(scope, "iopath-server", || serve_session(&listener, Some(&server_stop)))
+            .spawn_server(scope, "iopath-server", || {
+                crate::net::session::serve_session(&listener, Some(&server_stop), &[SERVED])
+            })
             .context("could not start the server thread")?;
         let tcp_ns = topology.server_namespace();
         let result = topology.on_client_side(|| run_client(case, addr, tsc_hz, stop, tcp_ns));
@@ -413,37 +414,17 @@ fn run_client(
     let mut control = ControlChannel::new(connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
     control.set_read_timeout(Some(Duration::from_secs(10)))?;
-    control.send(&Control::Hello {
+    let hello = Control::Hello {
         version: PROTOCOL_VERSION,
         case: case.clone(),
-    })?;
-    let mut answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    if let Ok(Control::Challenge { nonce }) = &answer {
-        let Some(key) = crate::net::auth::client_key() else {
-            bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
-        };
-        control.send(&Control::Auth {
-            mac: crate::net::auth::answer(key, nonce),
-        })?;
-        answer = recv_watching(&mut control, Duration::from_secs(10), &|| stop.requested());
-    }
-    let token = match answer {
-        Err(e) if e.is::<Interrupted>() => return Err(e),
-        other => match other.context("waiting for the server to accept the case")? {
-            Control::Ready { token } => token,
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        },
     };
+    let psk = crate::net::auth::client_key();
+    let token = crate::net::session::handshake::client(&mut control, &hello, psk, Duration::from_secs(10), stop)?.token;
     let mut data = Vec::with_capacity(case.threads);
     for i in 0..case.threads {
         let mut s = connect_with_mss(addr, stop, clamped_mss(case))?;
         s.write_all(&encode_data_header(token, i as u32))?;
-        s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
+        s.set_write_timeout(Some(crate::net::session::DATA_IDLE_TIMEOUT))?;
         data.push(s);
     }
 
