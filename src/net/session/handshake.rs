@@ -272,3 +272,127 @@ fn challenge(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::session::server::{serve_session_with, ServeOptions};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Every kind travels as the `kind` field of a `refused` line and reads back the same,
+    /// beside its text.
+    #[test]
+    fn every_refusal_kind_round_trips_through_the_control_line() {
+        // A kind added to the enum but not to ALL fails to compile here.
+        for kind in RefusalKind::ALL {
+            match kind {
+                RefusalKind::Key
+                | RefusalKind::Busy
+                | RefusalKind::SessionTooLong
+                | RefusalKind::Limits
+                | RefusalKind::Kernel
+                | RefusalKind::SetUp
+                | RefusalKind::Version
+                | RefusalKind::BadHello
+                | RefusalKind::Other => {}
+            }
+        }
+        let mut names = std::collections::HashSet::new();
+        for kind in RefusalKind::ALL {
+            let line = serde_json::to_vec(&refused(kind, "no")).unwrap();
+            let text = String::from_utf8(line.clone()).unwrap();
+            assert!(text.contains(r#""type":"refused""#), "{text}");
+            assert!(names.insert(serde_json::to_string(&kind).unwrap()), "{text}");
+            assert_eq!(
+                ControlChannel::parse(&line).unwrap(),
+                Control::Refused {
+                    error: "no".into(),
+                    kind
+                },
+                "{text}"
+            );
+        }
+        assert_eq!(names.len(), 9);
+    }
+
+    /// An older peer's refusal has no kind, a newer peer's may have one this version does not
+    /// know: both read as `Other`, with the text kept.
+    #[test]
+    fn a_refusal_without_a_kind_or_of_an_unknown_kind_reads_as_other() {
+        let old = br#"{"type":"refused","error":"server busy: another client's session is running"}"#;
+        assert_eq!(
+            ControlChannel::parse(old).unwrap(),
+            Control::Refused {
+                error: "server busy: another client's session is running".into(),
+                kind: RefusalKind::Other
+            }
+        );
+        let newer = br#"{"type":"refused","error":"over quota","kind":"quota"}"#;
+        assert_eq!(
+            ControlChannel::parse(newer).unwrap(),
+            Control::Refused {
+                error: "over quota".into(),
+                kind: RefusalKind::Other
+            }
+        );
+    }
+
+    fn stream_hello() -> Control {
+        use crate::case::{Align, CopyMode, Endpoint, RxMode, StreamCase};
+        Control::Hello {
+            version: crate::net::control::PROTOCOL_VERSION,
+            case: StreamCase {
+                mode: CopyMode::OneCopy,
+                rx_mode: RxMode::Copy,
+                size: 4096,
+                fields: 1,
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+                prove_copies: false,
+                zc_ring: None,
+                fixed_buffers: false,
+                align: Align::Page,
+            },
+        }
+    }
+
+    /// A server with a key: a client with another key is refused by kind (`Key`), one without
+    /// a key is told to give one; nothing is served and the server stops when asked.
+    #[test]
+    fn a_wrong_key_is_refused_by_kind() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        let options = ServeOptions {
+            key: Some(b"0123456789abcdef-the-servers-key".to_vec()),
+            ..ServeOptions::default()
+        };
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                serve_session_with(&listener, Some(&stop), &options, crate::net::session::registry::NET_SERVE)
+            });
+            let ask = |psk: Option<&[u8]>| {
+                let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+                client(&mut control, &stream_hello(), psk, Duration::from_secs(10), Stop::never())
+            };
+            let wrong = ask(Some(b"0123456789abcdef-another-key")).unwrap_err();
+            assert_eq!(refusal_kind(&wrong), Some(RefusalKind::Key), "{wrong:#}");
+            assert!(
+                format!("{wrong:#}").starts_with("the server refused: wrong or missing pre-shared key"),
+                "{wrong:#}"
+            );
+            let none = ask(None).unwrap_err();
+            assert_eq!(refusal_kind(&none), None, "{none:#}");
+            assert!(format!("{none:#}").contains("requires a pre-shared key"), "{none:#}");
+            stop.store(true, Ordering::SeqCst);
+            assert!(server.join().unwrap().is_err(), "no session was served");
+        });
+    }
+}
