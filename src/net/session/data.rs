@@ -3,11 +3,10 @@
 //! byte budget of `net serve --max-session-bytes`, and the session's last word (the report or
 //! the failure).
 
-use super::handshake::{refuse, RefusalKind};
+use super::handshake::{refuse, ReadyLine, RefusalKind};
 use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -16,16 +15,6 @@ use std::time::{Duration, Instant};
 /// How long a data connection may stay silent before the peer is declared gone (both ends,
 /// every network workload).
 pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A session server's `ready` with the session's own data port. `port` is None from a server
-/// older than the workload (a stream server's `ready` has no port).
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct ReadyLine {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub token: u64,
-    pub port: Option<u16>,
-}
 
 /// Open the session's own data port on the address the client reached this server at and
 /// answer `ready` with it; returns the listener and the client's address, the only one that

@@ -9,12 +9,11 @@ use crate::net::control::{
     decode_data_header, parse_hello, Control, ControlChannel, HelloCase, HelloError, DATA_HEADER_LEN,
 };
 pub use crate::net::control::RefusalKind;
-use crate::net::session::data::ReadyLine;
 use crate::observation::Unsupported;
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, AsRawFd};
@@ -32,6 +31,16 @@ pub(crate) const SLICE: Duration = Duration::from_millis(20);
 /// the session's own data port (rr, crr, records; None from a stream server).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ready {
+    pub token: u64,
+    pub port: Option<u16>,
+}
+
+/// A session server's `ready` with the session's own data port. `port` is None from a server
+/// older than the workload (a stream server's `ready` has no port).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ReadyLine {
+    #[serde(rename = "type")]
+    pub kind: String,
     pub token: u64,
     pub port: Option<u16>,
 }
