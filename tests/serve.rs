@@ -383,7 +383,10 @@ fn a_refusal_names_its_kind_on_the_wire() {
     assert_eq!(refusal["type"], "refused", "{refusal}");
     assert_eq!(refusal["kind"], "key", "{refusal}");
     assert!(
-        refusal["error"].as_str().unwrap().contains("wrong or missing pre-shared key"),
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .contains("wrong or missing pre-shared key"),
         "{refusal}"
     );
     // The right key, asking for 5 s from a server that allows 1 s: `session_too_long`.

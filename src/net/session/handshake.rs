@@ -5,10 +5,10 @@
 //! The client side is [`client`], one function for every network workload. The server side
 //! is [`greet`] (what a new connection is: a hello or a data connection) and [`challenge`].
 
+pub use crate::net::control::RefusalKind;
 use crate::net::control::{
     decode_data_header, parse_hello, Control, ControlChannel, HelloCase, HelloError, DATA_HEADER_LEN,
 };
-pub use crate::net::control::RefusalKind;
 use crate::observation::Unsupported;
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -385,11 +385,22 @@ mod tests {
         };
         std::thread::scope(|scope| {
             let server = scope.spawn(|| {
-                serve_session_with(&listener, Some(&stop), &options, crate::net::session::registry::NET_SERVE)
+                serve_session_with(
+                    &listener,
+                    Some(&stop),
+                    &options,
+                    crate::net::session::registry::NET_SERVE,
+                )
             });
             let ask = |psk: Option<&[u8]>| {
                 let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
-                client(&mut control, &stream_hello(), psk, Duration::from_secs(10), Stop::never())
+                client(
+                    &mut control,
+                    &stream_hello(),
+                    psk,
+                    Duration::from_secs(10),
+                    Stop::never(),
+                )
             };
             let wrong = ask(Some(b"0123456789abcdef-another-key")).unwrap_err();
             assert_eq!(refusal_kind(&wrong), Some(RefusalKind::Key), "{wrong:#}");

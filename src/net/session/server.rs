@@ -246,9 +246,7 @@ impl<'a> Server<'a> {
             }
             // Refused (the refusal was sent) or silent: dropped.
             Err(_) if self.stopped() => {}
-            Err(e) => self
-                .log
-                .refused(peer, workload.unwrap_or("unknown"), &format!("{e:#}")),
+            Err(e) => self.log.refused(peer, workload.unwrap_or("unknown"), &format!("{e:#}")),
         }
     }
 

@@ -98,14 +98,13 @@ fn serve_session(
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
         s.set_write_timeout(Some(IDLE_TIMEOUT))?;
         if case.mode == RecordsMode::ZeroCopy {
-            sock::enable_zerocopy(s.as_raw_fd())
-                .map_err(|e| {
-                    refuse(
-                        &mut control,
-                        RefusalKind::Kernel,
-                        format!("setsockopt(SO_ZEROCOPY) failed: {e}"),
-                    )
-                })?;
+            sock::enable_zerocopy(s.as_raw_fd()).map_err(|e| {
+                refuse(
+                    &mut control,
+                    RefusalKind::Kernel,
+                    format!("setsockopt(SO_ZEROCOPY) failed: {e}"),
+                )
+            })?;
         }
     }
     let outcome = serve_threads(case, &table, &data, &mut control, stopped, max_bytes);

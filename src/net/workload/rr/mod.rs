@@ -298,7 +298,8 @@ fn recv_line(control: &mut ControlChannel, wait: Duration, stop: Stop) -> anyhow
 /// Say hello, answer a key challenge, and get the session's data port.
 fn handshake(control: &mut ControlChannel, case: &RrCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
     let psk = crate::net::auth::client_key();
-    let ready = crate::net::session::handshake::client(control, &RrHello::new(case), psk, Duration::from_secs(10), stop)?;
+    let ready =
+        crate::net::session::handshake::client(control, &RrHello::new(case), psk, Duration::from_secs(10), stop)?;
     ready.port.ok_or_else(|| {
         anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
     })

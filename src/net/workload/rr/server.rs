@@ -6,7 +6,6 @@
 
 use super::meter::{Ctx, Meter, Metered};
 use super::{data_receivers, data_sender, receiver_error, Phase};
-use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -15,6 +14,7 @@ use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, Thre
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::server::wrong_hello;
+use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::net::session::{accept_from, budget_error, open_data_port, send_outcome, Served, Session};
 use crate::net::workload::stream::thread::StartGate;
 use crate::observation::{Metric, Role};
@@ -190,15 +190,15 @@ fn run_threads(
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 
-/// Every thread's sender and receiver, made (and rr's receivers attached to their
-/// connections) before any thread starts.
-fn thread_ends(
-    case: &RrCase,
-    data: &[TcpStream],
-) -> anyhow::Result<(
+/// Every thread's sender and receiver, in thread order.
+type ThreadEnds = (
     std::vec::IntoIter<Box<dyn Sender>>,
     std::vec::IntoIter<Box<dyn Receiver>>,
-)> {
+);
+
+/// Every thread's sender and receiver, made (and rr's receivers attached to their
+/// connections) before any thread starts.
+fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<ThreadEnds> {
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut senders = Vec::with_capacity(case.threads);
     for _ in 0..case.threads {
@@ -244,8 +244,7 @@ fn follow_phases(
             Ok(Ok(Phase::Done)) => followed.system_metrics = window.close(&mut system),
             Ok(Ok(Phase::Finished)) => break,
             other => {
-                followed.interrupted =
-                    stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
+                followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
                 window.close(&mut system);
                 for s in data {
                     s.shutdown(Shutdown::Both).ok();
@@ -259,7 +258,12 @@ fn follow_phases(
 }
 
 /// The serving threads' counts merged into the report the client gets.
-fn server_report(case: &RrCase, threads: &[ServerOutcome], system_metrics: Vec<Metric>, tsc_hz: Option<f64>) -> ServerReport {
+fn server_report(
+    case: &RrCase,
+    threads: &[ServerOutcome],
+    system_metrics: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
     let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
     let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
     let bytes = transactions * (case.request_size + case.response_size);

@@ -136,7 +136,6 @@ fn control_still_open(control: &ControlChannel) -> anyhow::Result<()> {
     }
 }
 
-
 /// Run one receiving thread per data connection while following the client's phase messages.
 /// A stop (`stopped`) ends the session within about 100 ms as `Interrupted`; so does reaching
 /// the byte budget `max_bytes`, as an error naming it.
@@ -363,4 +362,3 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
         warning,
     )
 }
-
