@@ -3,7 +3,7 @@
 //! byte budget of `net serve --max-session-bytes`, and the session's last word (the report or
 //! the failure).
 
-use super::handshake::{refuse, ReadyLine, RefusalKind};
+use super::handshake::{refused, ReadyLine, RefusalKind};
 use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::stop::{Interrupted, Stop};
 use anyhow::{anyhow, bail, Context};
@@ -25,8 +25,10 @@ pub(crate) fn open_data_port(control: &mut ControlChannel) -> anyhow::Result<(Tc
     let listener = match TcpListener::bind(SocketAddr::new(local.ip(), 0)) {
         Ok(l) => l,
         Err(e) => {
+            // Refused on the wire; the server's log counts it as a failed session.
             let error = format!("could not open a data port on {}: {e}", local.ip());
-            return Err(refuse(control, RefusalKind::SetUp, error));
+            control.send(&refused(RefusalKind::SetUp, &error)).ok();
+            bail!(error);
         }
     };
     control.send_json(&ReadyLine {
