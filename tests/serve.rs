@@ -347,3 +347,59 @@ fn a_servers_refusal_reaches_the_terminal_without_control_characters() {
     );
     assert!(err.contains(r"\x1b[2J"), "{err}");
 }
+
+/// Issue 21: a refusal carries its kind beside its words (`"kind":"key"`, …), so a client
+/// matches it by kind, never by a text prefix. A wrong key, a session longer than
+/// `--max-session` and another protocol version, each on the wire as `net serve` sends them.
+#[test]
+fn a_refusal_names_its_kind_on_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let server = Server::start(&["--psk-file", key.to_str().unwrap(), "--max-session", "1s"]);
+    let hello = |duration_ms: u64| {
+        let mut case = stream_case(4096, 1);
+        case.net.duration_ms = duration_ms;
+        serde_json::to_string(&Control::Hello {
+            version: PROTOCOL_VERSION,
+            case,
+        })
+        .unwrap()
+    };
+    // Say `hello`, answer the challenge with `mac(nonce)`: the server's answer.
+    let exchange = |hello: &str, mac: &dyn Fn(&str) -> String| {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        writeln!(s, "{hello}").unwrap();
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let challenge: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(challenge["type"], "challenge", "{line}");
+        let answer = serde_json::json!({"type": "auth", "mac": mac(challenge["nonce"].as_str().unwrap())});
+        writeln!(s, "{answer}").unwrap();
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    // A wrong key: refused, of kind `key`.
+    let refusal = exchange(&hello(100), &|_| "00".to_string());
+    assert_eq!(refusal["type"], "refused", "{refusal}");
+    assert_eq!(refusal["kind"], "key", "{refusal}");
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .contains("wrong or missing pre-shared key"),
+        "{refusal}"
+    );
+    // The right key, asking for 5 s from a server that allows 1 s: `session_too_long`.
+    let right = |nonce: &str| iopath::net::auth::answer(b"0123456789abcdef0123456789abcdef", nonce);
+    let refusal = exchange(&hello(5000), &right);
+    assert_eq!(refusal["type"], "refused", "{refusal}");
+    assert_eq!(refusal["kind"], "session_too_long", "{refusal}");
+    // Another protocol version: refused before the key challenge, of kind `version`.
+    let (answer, _) = answer_to(&server.addr, r#"{"type":"hello","version":99,"case":{}}"#);
+    assert_eq!(answer["type"], "refused", "{answer}");
+    assert_eq!(answer["kind"], "version", "{answer}");
+}

@@ -604,7 +604,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
         None => None,
     };
-    let options = stream::ServeOptions {
+    let options = crate::net::session::ServeOptions {
         key,
         max_session: Some(args.max_session),
         max_session_bytes: args.max_session_bytes,
@@ -631,7 +631,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     loop {
         // Every session (peer, workload, outcome) and every refused connection is logged as it
         // ends; an error here is accepting's own.
-        match stream::serve_session_with(&listener, Some(stop.flag()), &options) {
+        match crate::net::session::serve_session_with(
+            &listener,
+            Some(stop.flag()),
+            &options,
+            crate::net::session::registry::NET_SERVE,
+        ) {
             Ok(()) => {}
             Err(_) if stop.requested() => break,
             Err(e) => eprintln!("net serve: {e:#}"),

@@ -58,8 +58,12 @@ pub enum Control {
     Ready {
         token: u64,
     },
+    /// The server will not run the case: `error` in words for the user, `kind` for the
+    /// program (absent from an older peer: `other`).
     Refused {
         error: String,
+        #[serde(default)]
+        kind: RefusalKind,
     },
     /// The server holds a pre-shared key: prove you hold it too (net/auth.rs).
     Challenge {
@@ -83,23 +87,47 @@ pub enum Control {
     },
 }
 
-/// A case a server refused before answering `ready`, its text already sent to the client as
-/// `refused`: `net serve` logs the session as refused, not failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a server refused a session, as the `kind` field of a `refused` message, so a client
+/// matches a refusal by kind, never by its text. A kind this version does not know (a newer
+/// peer's) and a refusal without a kind (an older peer's) read as `Other`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalKind {
+    /// The server holds a pre-shared key and the client did not prove it holds it.
+    Key,
+    /// Another session is running, or too many connections are saying hello at once.
+    Busy,
+    /// Warm-up + window longer than the server's `--max-session`.
+    SessionTooLong,
+    /// The case fails the server's own checks: its limits, or the memory it would take there.
+    Limits,
+    /// The server's kernel refuses what the case needs (a socket option, an io_uring op).
+    Kernel,
+    /// The server could not set the session up (e.g. open its data port).
+    SetUp,
+    /// The client speaks a protocol version this server does not.
+    Version,
+    /// Not a hello this server can read, or a workload it does not serve.
+    BadHello,
+    /// Anything else, and a text-only refusal from an older peer.
+    #[default]
+    #[serde(other)]
+    Other,
 }
 
-impl std::error::Error for Refusal {}
-
-/// Send `error` to the client as `refused` and return it as a [`Refusal`].
-pub fn refuse(control: &mut ControlChannel, error: String) -> anyhow::Error {
-    control.send(&Control::Refused { error: error.clone() }).ok();
-    anyhow::Error::new(Refusal(error))
+impl RefusalKind {
+    /// Every kind, for tests and documentation.
+    pub const ALL: [RefusalKind; 9] = [
+        RefusalKind::Key,
+        RefusalKind::Busy,
+        RefusalKind::SessionTooLong,
+        RefusalKind::Limits,
+        RefusalKind::Kernel,
+        RefusalKind::SetUp,
+        RefusalKind::Version,
+        RefusalKind::BadHello,
+        RefusalKind::Other,
+    ];
 }
 
 /// How often a wait on the control connection looks at its stop check.
@@ -246,7 +274,10 @@ impl ControlChannel {
             )
         })?;
         Ok(match message {
-            Control::Refused { error } => Control::Refused { error: clean(&error) },
+            Control::Refused { error, kind } => Control::Refused {
+                error: clean(&error),
+                kind,
+            },
             Control::Failed { error } => Control::Failed { error: clean(&error) },
             Control::Unavailable { what, reason } => Control::Unavailable {
                 what: clean(&what),

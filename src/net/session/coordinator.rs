@@ -7,6 +7,7 @@
 //! differs: its hello, its data connections, its client thread bodies and its own metrics.
 
 use super::connect::connect;
+use super::server::Served;
 use super::{interrupted, StartGate, START_PATIENCE};
 use crate::case::NetParams;
 use crate::measure::clock;
@@ -44,12 +45,9 @@ pub(crate) struct Shared<'a> {
 /// The client threads a workload started (a thread that could not start is an error).
 pub(crate) type Handles<'scope, T> = Vec<io::Result<ScopedJoinHandle<'scope, io::Result<T>>>>;
 
-/// The server's acceptance of the case: the line as received (a workload reads its own
-/// fields from it, such as rr's data port) and the message it parses to.
-pub(crate) struct Accepted {
-    pub line: Vec<u8>,
-    pub message: Control,
-}
+/// The server's acceptance of the case: its session token (stream's data connections carry
+/// it) and the session's own data port (rr, crr; None from a stream server).
+pub(crate) type Accepted = super::handshake::Ready;
 
 /// A network workload as the coordinator runs it: what differs between workloads.
 pub(crate) trait NetWorkload: Sync {
@@ -64,6 +62,9 @@ pub(crate) trait NetWorkload: Sync {
     type Outcome: Send;
     /// Joined as the error of a client thread that panicked.
     const PANICKED: &'static str;
+    /// The server side of its sessions, as `net serve` runs them (the in-process server of a
+    /// local run serves this one only).
+    const SERVED: Served;
 
     fn net(&self) -> &NetParams;
     fn hello(&self) -> Self::Hello;
@@ -150,7 +151,9 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         let server_stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let server = topology
-                .spawn_server(scope, "iopath-server", || serve_local(&listener, &server_stop))
+                .spawn_server(scope, "iopath-server", || {
+                    serve_local(&listener, &server_stop, &[W::SERVED])
+                })
                 .context("could not start the server thread")?;
             let tcp_ns = topology.server_namespace();
             let result = topology.on_client_side(|| self.client(addr, tsc_hz, tcp_ns));
@@ -246,32 +249,13 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         Ok(obs)
     }
 
-    /// Say hello, answer a key challenge, and return the server's acceptance; a refusal is an
-    /// error, the kernel refusing the case on the server `Unsupported`. (The one place the
-    /// client's handshake lives: the integrator swaps in net/session/handshake.rs.)
+    /// Say hello, answer a key challenge, and return the server's acceptance
+    /// (net/session/handshake.rs): a refusal is a `ServerRefused` matched by its kind, the
+    /// kernel refusing the case on the server `Unsupported`.
     fn handshake(&self, control: &mut ControlChannel) -> anyhow::Result<Accepted> {
         control.set_read_timeout(Some(HELLO_TIMEOUT))?;
-        control.send_json(&self.workload.hello())?;
-        loop {
-            let line = self.recv_line(control, HELLO_TIMEOUT, "waiting for the server to accept the case")?;
-            match ControlChannel::parse(&line)? {
-                Control::Challenge { nonce } => {
-                    let Some(key) = crate::net::auth::client_key() else {
-                        bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
-                    };
-                    control.send(&Control::Auth {
-                        mac: crate::net::auth::answer(key, &nonce),
-                    })?;
-                }
-                message @ Control::Ready { .. } => return Ok(Accepted { line, message }),
-                Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                    bail!("the server {error}")
-                }
-                Control::Refused { error } => bail!("the server refused the case: {error}"),
-                Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-                other => bail!("unexpected answer from the server: {other:?}"),
-            }
-        }
+        let psk = crate::net::auth::client_key();
+        super::handshake::client(control, &self.workload.hello(), psk, HELLO_TIMEOUT, self.stop)
     }
 
     /// The next line on the control connection within `wait`; a stop ends the wait.
@@ -383,17 +367,17 @@ fn join<T>(handles: Handles<'_, T>, panicked: &str) -> Vec<io::Result<T>> {
         .collect()
 }
 
-/// The in-process server of a local run: the session server of `net serve`, which reads the
-/// hello and hands the session to its workload. (It lives in the stream workload until the
-/// server side moves to net/session/: the integrator points this at it.)
-fn serve_local(listener: &TcpListener, stop: &AtomicBool) -> anyhow::Result<()> {
-    crate::net::workload::stream::serve_session(listener, Some(stop))
+/// The in-process server of a local run: the session server of `net serve`
+/// (net/session/server.rs), serving this workload's sessions only.
+fn serve_local(listener: &TcpListener, stop: &AtomicBool, served: &[Served]) -> anyhow::Result<()> {
+    super::server::serve_session(listener, Some(stop), served)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::case::Endpoint;
+    use crate::net::session::RefusalKind;
     use std::io::{BufRead, BufReader, Write};
 
     /// A workload with no data connection and no thread: what is left is the coordinator's own
@@ -408,6 +392,11 @@ mod tests {
         type Data = ();
         type Outcome = ();
         const PANICKED: &'static str = "a bare thread panicked";
+        // The tests answer from a scripted server: nothing serves a bare session in-process.
+        const SERVED: Served = Served {
+            hellos: &["bare"],
+            serve: |_, _, _| anyhow::bail!("no bare server"),
+        };
 
         fn net(&self) -> &NetParams {
             &self.net
@@ -419,8 +408,13 @@ mod tests {
             Ok(())
         }
         fn open_data(&self, _: SocketAddr, accepted: &Accepted, _: &mut (), _: Stop) -> anyhow::Result<()> {
-            assert!(matches!(accepted.message, Control::Ready { token: 7 }));
-            assert!(String::from_utf8_lossy(&accepted.line).contains("\"port\":9"));
+            assert_eq!(
+                accepted,
+                &Accepted {
+                    token: 7,
+                    port: Some(9)
+                }
+            );
             Ok(())
         }
         fn spawn_clients<'scope, 'env>(
@@ -497,6 +491,7 @@ mod tests {
         let coordinator = Coordinator::new(&workload, Stop::fresh());
         let (addr, server_thread) = server(vec![line(&Control::Refused {
             error: "no room".into(),
+            kind: RefusalKind::Other,
         })]);
         let err = coordinator.client(addr, None, None).unwrap_err();
         assert_eq!(err.to_string(), "the server refused the case: no room");
@@ -504,6 +499,19 @@ mod tests {
             server_thread.join().unwrap(),
             vec![r#"{"type":"hello","workload":"bare"}"#]
         );
+
+        // A key refusal is told by its kind, whatever its words.
+        let (addr, server_thread) = server(vec![line(&Control::Refused {
+            error: "refused: the key does not match".into(),
+            kind: RefusalKind::Key,
+        })]);
+        let err = coordinator.client(addr, None, None).unwrap_err();
+        assert_eq!(
+            crate::net::session::handshake::refusal_kind(&err),
+            Some(RefusalKind::Key)
+        );
+        assert_eq!(err.to_string(), "the server refused: the key does not match");
+        server_thread.join().unwrap();
 
         let (addr, server_thread) = server(vec![line(&Control::Unavailable {
             what: "zerocopy receive".into(),

@@ -1,10 +1,20 @@
-//! One network session, below the workloads: what a client (and a server) of every network
-//! workload does alike. Nothing here imports a workload.
+//! One network session, below the workloads: what a client and a server of every network
+//! workload do alike. The client coordinator, the handshake, the session server of `net serve`
+//! and what a served session does with its data connections. Nothing here imports a workload
+//! but `registry.rs`, the list of what `net serve` serves.
 
 pub(crate) mod connect;
 pub(crate) mod coordinator;
+pub mod data;
 pub(crate) mod gate;
+pub mod handshake;
 pub(crate) mod observe;
+pub mod registry;
+pub mod server;
 
 pub(crate) use connect::{connect, interrupted};
+pub use data::DATA_IDLE_TIMEOUT;
+pub(crate) use data::{accept_from, budget_error, open_data_port, over_budget, send_outcome};
 pub(crate) use gate::{StartGate, START_PATIENCE};
+pub use handshake::{Ready, Refusal, RefusalKind, ServerRefused};
+pub use server::{serve_session, serve_session_with, ServeOptions, Served, Session};

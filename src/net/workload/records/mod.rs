@@ -18,7 +18,7 @@ mod server;
 mod table;
 
 pub use client::pick_range;
-pub use remote::serve_session;
+pub use remote::SERVED;
 pub use table::{check_record, fill_record};
 
 use crate::case::{RecordsCase, RecordsMode};
@@ -47,7 +47,7 @@ use table::Table;
 
 /// A peer silent this long (a blocked send or receive) is gone: the thread fails instead of
 /// waiting forever.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+const IDLE_TIMEOUT: Duration = crate::net::session::DATA_IDLE_TIMEOUT;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;

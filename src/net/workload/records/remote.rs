@@ -14,10 +14,13 @@ use crate::case::{RecordsCase, RecordsMode};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::session::handshake::{self, refuse, RefusalKind};
 use crate::net::session::observe::relay_server_warnings;
+use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
-use crate::net::workload::common::{accept_from, drive_phases, open_data_port, send_outcome, ReadyLine};
+use crate::net::session::{accept_from, budget_error, open_data_port, over_budget, send_outcome, Served, Session};
+use crate::net::workload::common::drive_phases;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -42,30 +45,46 @@ struct RecordsHello<'a> {
     case: &'a RecordsCase,
 }
 
+/// The server's words of a refusal.
+fn refused_text(e: &anyhow::Error) -> String {
+    e.downcast_ref::<handshake::ServerRefused>()
+        .map_or_else(|| format!("{e:#}"), |r| r.0.error.clone())
+}
+
 /// Metrics the server side measures and sends back: its role's, and the zero-copy completions
 /// (its sockets sent).
 fn server_owned(m: &Metric) -> bool {
     m.role == Role::Server || m.name.starts_with("zerocopy_")
 }
 
-fn refuse(control: &mut ControlChannel, error: String) -> anyhow::Error {
-    crate::net::control::refuse(control, error)
+/// The records server side, as `net serve` serves it.
+pub const SERVED: Served = Served {
+    hellos: &["records"],
+    serve,
+};
+
+fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
+    match hello {
+        HelloCase::Records(case) => serve_session(control, &case, session.stopped, session.max_bytes),
+        other => Err(wrong_hello(control, &other)),
+    }
 }
 
 /// Serve one records session on `control` (called by `net serve` for a `records` hello).
-pub fn serve_session(
+fn serve_session(
     mut control: ControlChannel,
     case: &RecordsCase,
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
     if let Err(error) = check_case(case, crate::sys::procfs::memory_headroom()) {
-        return Err(refuse(&mut control, error));
+        return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     if case.mode == RecordsMode::UringZc {
         if let Err(e) = crate::sys::uring_gather_zc::GatherZcRing::new(server::URING_ENTRIES) {
             return Err(refuse(
                 &mut control,
+                RefusalKind::Kernel,
                 format!("uring-zc unavailable on the server: {e:?}"),
             ));
         }
@@ -80,8 +99,13 @@ pub fn serve_session(
         s.set_read_timeout(Some(IDLE_TIMEOUT))?;
         s.set_write_timeout(Some(IDLE_TIMEOUT))?;
         if case.mode == RecordsMode::ZeroCopy {
-            sock::enable_zerocopy(s.as_raw_fd())
-                .map_err(|e| refuse(&mut control, format!("setsockopt(SO_ZEROCOPY) failed: {e}")))?;
+            sock::enable_zerocopy(s.as_raw_fd()).map_err(|e| {
+                refuse(
+                    &mut control,
+                    RefusalKind::Kernel,
+                    format!("setsockopt(SO_ZEROCOPY) failed: {e}"),
+                )
+            })?;
         }
     }
     let outcome = serve_threads(case, &table, &data, &mut control, stopped, max_bytes);
@@ -116,7 +140,7 @@ fn serve_threads(
         if stopped() {
             return true;
         }
-        exceeded.set(crate::net::workload::stream::over_budget(data, max_bytes));
+        exceeded.set(over_budget(data, max_bytes));
         exceeded.get()
     };
     let tsc_hz = clock::tsc_hz();
@@ -173,7 +197,7 @@ fn serve_threads(
                 }
             }
             if exceeded.get() {
-                result = Err(crate::net::workload::stream::budget_error(max_bytes));
+                result = Err(budget_error(max_bytes));
             }
             if result.is_err() {
                 window.abandon(&mut system);
@@ -220,68 +244,35 @@ fn serve_threads(
     })
 }
 
-/// Say hello (the server fills its table before it answers), answer a key challenge, and
-/// return the session's data port; a server that does not know records is `Unsupported`.
-fn hello(control: &mut ControlChannel, case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
-    control.send_json(&RecordsHello {
-        kind: "hello",
-        version: crate::net::control::PROTOCOL_VERSION,
-        workload: "records",
-        case,
-    })?;
-    let stopped = || stop.requested();
-    loop {
-        // The server fills its table before it answers: allow for a large one.
-        let line = control
-            .recv_line(Some(Instant::now() + SETUP_TIMEOUT), &stopped)
-            .map_err(|e| {
-                if stop.requested() {
-                    interrupted()
-                } else {
-                    anyhow::Error::new(e).context("waiting for the server to accept the case")
-                }
-            })?;
-        match ControlChannel::parse(&line)? {
-            Control::Challenge { nonce } => {
-                let Some(key) = crate::net::auth::client_key() else {
-                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
-                };
-                control.send(&Control::Auth {
-                    mac: crate::net::auth::answer(key, &nonce),
-                })?;
-            }
-            Control::Ready { .. } => {
-                let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
-                return ready.port.ok_or_else(|| {
-                    anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
-                });
-            }
-            Control::Refused { error } if error.starts_with("refused: wrong or missing pre-shared key") => {
-                bail!("the server {error}")
-            }
-            Control::Refused { error }
-                if error.starts_with("bad records hello") || error.contains("unknown workload") =>
-            {
-                return Err(Unsupported::new(
-                    "net records on this server",
-                    format!("it refused the hello ({error}): upgrade it"),
-                )
-                .into())
-            }
-            Control::Refused { error } => bail!("the server refused the case: {error}"),
-            other => bail!("unexpected answer from the server: {other:?}"),
-        }
-    }
-}
-
 /// The client side against a remote server: hello, data connections, the client threads
 /// through the window this side announces, the server's report merged in.
 pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
     let tsc_hz = clock::tsc_hz();
     let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
     control.stream().set_nodelay(true).ok();
-    let port = hello(&mut control, case, addr, stop)?;
+    let hello = RecordsHello {
+        kind: "hello",
+        version: crate::net::control::PROTOCOL_VERSION,
+        workload: "records",
+        case,
+    };
+    // The server fills its table before it answers: allow for a large one.
+    let psk = crate::net::auth::client_key();
+    let ready = handshake::client(&mut control, &hello, psk, SETUP_TIMEOUT, stop).map_err(|e| {
+        match handshake::refusal_kind(&e) {
+            // This server cannot read a records hello: an older iopath.
+            Some(RefusalKind::BadHello) => Unsupported::new(
+                "net records on this server",
+                format!("it refused the hello ({}): upgrade it", refused_text(&e)),
+            )
+            .into(),
+            _ => e,
+        }
+    })?;
     let stopped = || stop.requested();
+    let port = ready.port.ok_or_else(|| {
+        anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
+    })?;
     let data_addr = SocketAddr::new(addr.ip(), port);
     let data: Vec<TcpStream> = (0..case.net.threads)
         .map(|_| crate::net::session::connect(data_addr, stop))

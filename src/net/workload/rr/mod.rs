@@ -15,7 +15,7 @@ mod meter;
 mod server;
 
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
-pub use server::serve_session;
+pub use server::SERVED;
 
 #[cfg(test)]
 use crate::case::Case;
@@ -31,7 +31,7 @@ use crate::net::session::observe::{
 use crate::net::session::{connect, START_PATIENCE};
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
 use meter::Ctx;
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long a data connection may stay silent before the peer is declared gone.
-pub const DATA_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::net::session::DATA_IDLE_TIMEOUT;
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// The largest request or response.
@@ -301,12 +301,7 @@ struct Data {
 impl<'a> RrClient<'a> {
     /// The port of the session's data listener, from the server's ready line.
     fn data_port(&self, accepted: &Accepted, addr: SocketAddr) -> anyhow::Result<u16> {
-        #[derive(Deserialize)]
-        struct Port {
-            port: Option<u16>,
-        }
-        let port: Port = serde_json::from_slice(&accepted.line).context("bad ready line")?;
-        port.port.ok_or_else(|| {
+        accepted.port.ok_or_else(|| {
             anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
         })
     }
@@ -331,6 +326,7 @@ impl<'a> NetWorkload for RrClient<'a> {
     type Data = Data;
     type Outcome = ClientOutcome;
     const PANICKED: &'static str = "a client thread panicked";
+    const SERVED: crate::net::session::Served = SERVED;
 
     fn net(&self) -> &NetParams {
         &self.case.net

@@ -5,15 +5,18 @@
 //! then a report of what its threads counted.
 
 use super::meter::{Ctx, Meter, Metered};
-use super::{data_receivers, data_sender, receiver_error, Phase, DATA_IDLE_TIMEOUT};
+use super::{data_receivers, data_sender, receiver_error, Phase};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{Control, ControlChannel, ServerReport, ThreadTally};
+use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::session::handshake::{refuse, RefusalKind};
+use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
-use crate::net::workload::common;
+use crate::net::session::DATA_IDLE_TIMEOUT;
+use crate::net::session::{accept_from, budget_error, open_data_port, send_outcome, Served, Session};
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
@@ -33,9 +36,22 @@ struct ServerOutcome {
     recv_counts: RecvCounts,
 }
 
+/// The rr/crr server side, as `net serve` and the loopback run serve it.
+pub const SERVED: Served = Served {
+    hellos: &["rr", "crr"],
+    serve,
+};
+
+fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
+    match hello {
+        HelloCase::Rr(case) => serve_session(control, &case, session.stopped, session.max_bytes),
+        other => Err(wrong_hello(control, &other)),
+    }
+}
+
 /// Serve one rr/crr session on its control connection (the hello has been read). A raised
 /// `stopped` ends it within about 100 ms.
-pub fn serve_session(
+fn serve_session(
     mut control: ControlChannel,
     case: &RrCase,
     stopped: &dyn Fn() -> bool,
@@ -46,7 +62,7 @@ pub fn serve_session(
     if let Err(error) = super::check_case(case)
         .and_then(|()| super::check_memory(case, Role::Server, crate::sys::procfs::memory_headroom()))
     {
-        return Err(crate::net::control::refuse(&mut control, error));
+        return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     // A receive mode this kernel refuses is answered before any connection is made.
     if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
@@ -59,10 +75,10 @@ pub fn serve_session(
         return Err(refusal.into());
     }
     // The session's own data port, on the address the client reached us at.
-    let (listener, peer) = common::open_data_port(&mut control)?;
+    let (listener, peer) = open_data_port(&mut control)?;
     let data = match case.kind {
         RrKind::Rr => {
-            let data = common::accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
+            let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
             for stream in &data {
                 stream.set_nodelay(true)?;
                 stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
@@ -73,7 +89,7 @@ pub fn serve_session(
         RrKind::Crr => Vec::new(),
     };
     let outcome = run_threads(case, &listener, peer, &data, &mut control, stopped, max_bytes);
-    common::send_outcome(&mut control, outcome)
+    send_outcome(&mut control, outcome)
 }
 
 /// Run the serving threads while following the client's phase messages; the report.
@@ -102,7 +118,6 @@ fn run_threads(
     };
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
-    let mut system = SystemProbes::default();
     let ready = StartGate::default();
     let quit = AtomicBool::new(false);
     let ctx = Ctx {
@@ -118,23 +133,8 @@ fn run_threads(
         // listener is shut down (and at worst after this long, to look at `quit`).
         socket2::SockRef::from(listener).set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
-    let (req, resp) = (case.request_size as usize, case.response_size as usize);
-    let mut interrupted = false;
-    let mut system_metrics = Vec::new();
-    let mut senders = Vec::with_capacity(case.net.threads);
-    for _ in 0..case.net.threads {
-        senders.push(data_sender(case, resp)?);
-    }
-    let mut senders = senders.into_iter();
-    // Every receiver made (and rr's attached to its connection) before any thread starts.
-    let mut receivers = data_receivers(case, req, case.net.threads)?;
-    for (receiver, stream) in receivers.iter_mut().zip(data) {
-        receiver
-            .attach(stream.as_raw_fd())
-            .map_err(|e| receiver_error(case, e))?;
-    }
-    let mut receivers = receivers.into_iter();
-    let outcomes: Vec<io::Result<ServerOutcome>> = std::thread::scope(|scope| {
+    let (mut senders, mut receivers) = thread_ends(case, data)?;
+    let (outcomes, followed) = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
         let handles: Vec<_> = (0..case.net.threads)
             .map(|i| {
@@ -154,35 +154,19 @@ fn run_threads(
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
-        if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
+        let followed = if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
             ready.abandon();
+            window.close(&mut SystemProbes::default());
+            Followed::default()
         } else {
-            let longest = Duration::from_millis(case.session_ms()) + Duration::from_secs(30);
-            let deadline = Instant::now() + longest;
-            loop {
-                let line = control.recv_line(Some(deadline), &stopped_or_over);
-                match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
-                    Ok(Ok(Phase::Measure)) => window.open(&mut system),
-                    Ok(Ok(Phase::Done)) => system_metrics = window.close(&mut system),
-                    Ok(Ok(Phase::Finished)) => break,
-                    other => {
-                        interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
-                        window.close(&mut system);
-                        for s in data {
-                            s.shutdown(Shutdown::Both).ok();
-                        }
-                        break;
-                    }
-                }
-            }
-        }
-        window.close(&mut system);
+            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
+        };
         quit.store(true, Ordering::SeqCst);
         if case.kind == RrKind::Crr {
             // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
             socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
         }
-        handles
+        let outcomes: Vec<io::Result<ServerOutcome>> = handles
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h
@@ -190,18 +174,96 @@ fn run_threads(
                     .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked"))),
                 Err(e) => Err(e),
             })
-            .collect()
+            .collect();
+        (outcomes, followed)
     });
     if exceeded.get() {
-        return Err(crate::net::workload::stream::budget_error(max_bytes));
+        return Err(budget_error(max_bytes));
     }
-    if interrupted {
+    if followed.interrupted {
         return Err(anyhow::Error::new(Interrupted));
     }
     let mut threads = Vec::new();
     for outcome in outcomes {
         threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
     }
+    Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
+}
+
+/// Every thread's sender and receiver, in thread order.
+type ThreadEnds = (
+    std::vec::IntoIter<Box<dyn Sender>>,
+    std::vec::IntoIter<Box<dyn Receiver>>,
+);
+
+/// Every thread's sender and receiver, made (and rr's receivers attached to their
+/// connections) before any thread starts.
+fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<ThreadEnds> {
+    let (req, resp) = (case.request_size as usize, case.response_size as usize);
+    let mut senders = Vec::with_capacity(case.net.threads);
+    for _ in 0..case.net.threads {
+        senders.push(data_sender(case, resp)?);
+    }
+    let mut receivers = data_receivers(case, req, case.net.threads)?;
+    for (receiver, stream) in receivers.iter_mut().zip(data) {
+        receiver
+            .attach(stream.as_raw_fd())
+            .map_err(|e| receiver_error(case, e))?;
+    }
+    Ok((senders.into_iter(), receivers.into_iter()))
+}
+
+/// How following the client's phases ended.
+#[derive(Default)]
+struct Followed {
+    /// The system probes' metrics of the window `Done` closed.
+    system_metrics: Vec<Metric>,
+    /// A stop (or the byte budget) ended it.
+    interrupted: bool,
+}
+
+/// Follow the client: Measure opens the window, Done closes it, Finished ends the session.
+/// Anything else (EOF, timeout, a stop or the budget) closes the window and shuts the data
+/// connections so no thread waits.
+fn follow_phases(
+    case: &RrCase,
+    window: &Window,
+    data: &[TcpStream],
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+    stopped_or_over: &dyn Fn() -> bool,
+) -> Followed {
+    let mut system = SystemProbes::default();
+    let mut followed = Followed::default();
+    let longest = Duration::from_millis(case.session_ms()) + Duration::from_secs(30);
+    let deadline = Instant::now() + longest;
+    loop {
+        let line = control.recv_line(Some(deadline), stopped_or_over);
+        match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
+            Ok(Ok(Phase::Measure)) => window.open(&mut system),
+            Ok(Ok(Phase::Done)) => followed.system_metrics = window.close(&mut system),
+            Ok(Ok(Phase::Finished)) => break,
+            other => {
+                followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
+                window.close(&mut system);
+                for s in data {
+                    s.shutdown(Shutdown::Both).ok();
+                }
+                break;
+            }
+        }
+    }
+    window.close(&mut system);
+    followed
+}
+
+/// The serving threads' counts merged into the report the client gets.
+fn server_report(
+    case: &RrCase,
+    threads: &[ServerOutcome],
+    system_metrics: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
     let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
     let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
     let bytes = transactions * (case.request_size + case.response_size);
@@ -225,7 +287,7 @@ fn run_threads(
         "txn",
     ));
     metrics.extend(system_metrics);
-    Ok(ServerReport {
+    ServerReport {
         metrics,
         placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
         verified_messages: threads.iter().map(|t| t.recv_counts.verified_messages).sum(),
@@ -240,7 +302,7 @@ fn run_threads(
                 syscalls: t.metered.syscalls,
             })
             .collect(),
-    })
+    }
 }
 
 /// The session's byte budget as the serving threads see it: the shared count of bytes moved

@@ -8,8 +8,7 @@
 mod server;
 pub(crate) mod thread;
 
-pub(crate) use server::{budget_error, over_budget};
-pub use server::{serve_session, serve_session_with, ServeOptions};
+pub use server::SERVED;
 
 use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
@@ -25,7 +24,7 @@ use crate::net::session::observe::{
 };
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -214,6 +213,7 @@ impl NetWorkload for StreamClient<'_> {
     type Data = Vec<TcpStream>;
     type Outcome = ThreadOutcome;
     const PANICKED: &'static str = "a stream thread panicked";
+    const SERVED: crate::net::session::Served = SERVED;
 
     fn net(&self) -> &NetParams {
         &self.case.net
@@ -247,14 +247,12 @@ impl NetWorkload for StreamClient<'_> {
         _ends: &mut Self::Ends,
         stop: Stop,
     ) -> anyhow::Result<Vec<TcpStream>> {
-        let Control::Ready { token } = accepted.message else {
-            bail!("unexpected answer from the server: {:?}", accepted.message);
-        };
+        let token = accepted.token;
         let mut data = Vec::with_capacity(self.case.net.threads);
         for i in 0..self.case.net.threads {
             let mut s = connect_with_mss(addr, stop, clamped_mss(self.case))?;
             s.write_all(&encode_data_header(token, i as u32))?;
-            s.set_write_timeout(Some(server::DATA_IDLE_TIMEOUT))?;
+            s.set_write_timeout(Some(crate::net::session::DATA_IDLE_TIMEOUT))?;
             data.push(s);
         }
         Ok(data)

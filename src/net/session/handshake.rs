@@ -1,0 +1,420 @@
+//! The start of every session: the client's hello, the server's key challenge and the
+//! client's answer, then `ready` — or a refusal of a [`RefusalKind`], which travels on the wire
+//! beside its text so that a client matches it by kind.
+//!
+//! The client side is [`client`], one function for every network workload. The server side
+//! is [`greet`] (what a new connection is: a hello or a data connection) and [`challenge`].
+
+pub use crate::net::control::RefusalKind;
+use crate::net::control::{
+    decode_data_header, parse_hello, Control, ControlChannel, HelloCase, HelloError, DATA_HEADER_LEN,
+};
+use crate::observation::Unsupported;
+use crate::stop::{Interrupted, Stop};
+use crate::sys::net as sock;
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+/// How long a new connection may take to say what it is: a whole hello line, or a data
+/// connection's header. A deadline for the whole message, not for each read.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a new connection may stay silent: clients speak as soon as they connect.
+pub const FIRST_BYTE_DEADLINE: Duration = Duration::from_secs(2);
+/// How often every wait looks at the stop flag.
+pub(crate) const SLICE: Duration = Duration::from_millis(20);
+
+/// What the server said yes with: the session token (stream data connections carry it) and
+/// the session's own data port (rr, crr, records; None from a stream server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ready {
+    pub token: u64,
+    pub port: Option<u16>,
+}
+
+/// A session server's `ready` with the session's own data port. `port` is None from a server
+/// older than the workload (a stream server's `ready` has no port).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ReadyLine {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub token: u64,
+    pub port: Option<u16>,
+}
+
+/// A session a server refused before answering `ready`: the kind and the words sent to the
+/// client. On the server it is the session's error (`net serve` logs it as refused, not
+/// failed); its text is the server's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    pub error: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// A refusal as the client reports it: the server's words after what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerRefused(pub Refusal);
+
+impl std::fmt::Display for ServerRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.kind {
+            // The server's words begin with `refused: …`.
+            RefusalKind::Key => write!(f, "the server {}", self.0.error),
+            _ => write!(f, "the server refused the case: {}", self.0.error),
+        }
+    }
+}
+
+impl std::error::Error for ServerRefused {}
+
+/// Send `error` to the client as a `refused` of `kind` and return it as a [`Refusal`].
+pub fn refuse(control: &mut ControlChannel, kind: RefusalKind, error: String) -> anyhow::Error {
+    control.send(&refused(kind, &error)).ok();
+    anyhow::Error::new(Refusal { kind, error })
+}
+
+/// The `refused` control message.
+pub fn refused(kind: RefusalKind, error: &str) -> Control {
+    Control::Refused {
+        error: error.to_string(),
+        kind,
+    }
+}
+
+/// The client's side: send `hello`, answer a key challenge with `psk`, and return the
+/// server's `ready`. Each answer is awaited at most `wait`; a stop ends the wait as
+/// `Interrupted`. A refusal comes back as a [`ServerRefused`] (match it by `.0.kind`), a
+/// kernel refusal on the server (`unavailable`) as an [`Unsupported`].
+pub fn client<H: Serialize>(
+    control: &mut ControlChannel,
+    hello: &H,
+    psk: Option<&[u8]>,
+    wait: Duration,
+    stop: Stop,
+) -> anyhow::Result<Ready> {
+    control.send_json(hello)?;
+    let stopped = || stop.requested();
+    loop {
+        let line = control.recv_line(Some(Instant::now() + wait), &stopped);
+        let answer = line
+            .and_then(|line| Ok((ControlChannel::parse(&line)?, line)))
+            .map_err(|e| {
+                if stop.requested() {
+                    anyhow::Error::new(Interrupted)
+                } else {
+                    anyhow::Error::new(e).context("waiting for the server to accept the case")
+                }
+            })?;
+        match answer {
+            (Control::Challenge { nonce }, _) => {
+                let Some(key) = psk else {
+                    bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
+                };
+                control.send(&Control::Auth {
+                    mac: crate::net::auth::answer(key, &nonce),
+                })?;
+            }
+            (Control::Ready { .. }, line) => {
+                let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
+                return Ok(Ready {
+                    token: ready.token,
+                    port: ready.port,
+                });
+            }
+            (Control::Refused { error, kind }, _) => return Err(ServerRefused(Refusal { kind, error }).into()),
+            (Control::Unavailable { what, reason }, _) => return Err(Unsupported::new(what, reason).into()),
+            (other, _) => bail!("unexpected answer from the server: {other:?}"),
+        }
+    }
+}
+
+/// The kind of a client's error when it is a server's refusal.
+pub fn refusal_kind(e: &anyhow::Error) -> Option<RefusalKind> {
+    e.downcast_ref::<ServerRefused>().map(|r| r.0.kind)
+}
+
+/// What a new connection turned out to be.
+pub(crate) enum Greeting {
+    /// A client's control connection with the case it asks for (any workload).
+    Hello(ControlChannel, Box<HelloCase>),
+    /// A data connection: the session token it carries and its thread index.
+    Data(u64, u32, TcpStream),
+}
+
+/// Wait until `stream` is readable (or at EOF) by `deadline`, watching `quit`.
+fn readable_by(stream: &TcpStream, deadline: Instant, quit: &dyn Fn() -> bool) -> anyhow::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        if quit() {
+            bail!("stopped");
+        }
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
+            bail!("said nothing: timed out after {}", secs(FIRST_BYTE_DEADLINE));
+        };
+        let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left.min(SLICE).as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => return Ok(()),
+            Err(e) => bail!("poll failed: {e}"),
+        }
+    }
+}
+
+pub(crate) fn secs(d: Duration) -> String {
+    crate::format::format_duration_s(d.as_secs_f64())
+}
+
+/// Fill `buf` from `stream` by `deadline` (one deadline for all of it), watching `quit`.
+fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &dyn Fn() -> bool) -> anyhow::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        if quit() {
+            bail!("stopped");
+        }
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
+            bail!(
+                "sent {got} of {} header bytes: timed out after {}",
+                buf.len(),
+                secs(HELLO_DEADLINE)
+            );
+        };
+        stream.set_read_timeout(Some(left.min(SLICE)))?;
+        match (&mut &*stream).read(&mut buf[got..]) {
+            Ok(0) => bail!("closed after {got} of {} header bytes", buf.len()),
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => bail!("reading the header failed: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Find out what a new connection is: its first byte within FIRST_BYTE_DEADLINE (then
+/// `spoke` is called), all of it within HELLO_DEADLINE. A control connection's first byte is
+/// `{` (session tokens never start with it), anything else is a data header. A hello of
+/// another protocol version, or one that is not a hello, is answered with a refusal.
+/// `workload` is set as soon as a hello names one (for the log).
+pub(crate) fn greet(
+    stream: TcpStream,
+    quit: &dyn Fn() -> bool,
+    key: Option<&[u8]>,
+    spoke: &dyn Fn(),
+    workload: &mut Option<&'static str>,
+) -> anyhow::Result<Greeting> {
+    let started = Instant::now();
+    let deadline = started + HELLO_DEADLINE;
+    readable_by(&stream, started + FIRST_BYTE_DEADLINE.min(HELLO_DEADLINE), quit)?;
+    let mut first = [0u8; 1];
+    match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+        Ok(0) => bail!("closed without saying anything"),
+        Ok(_) => spoke(),
+        Err(e) => bail!("reading failed: {e}"),
+    }
+    if first[0] == b'{' {
+        stream.set_nodelay(true).ok();
+        let mut control = ControlChannel::new(stream)?;
+        let line = control.recv_line(Some(deadline), quit).map_err(|e| match e.kind() {
+            io::ErrorKind::Interrupted => anyhow!("stopped"),
+            io::ErrorKind::TimedOut => anyhow!("no whole hello: timed out after {}", secs(HELLO_DEADLINE)),
+            _ => anyhow!("reading the hello failed: {e}"),
+        })?;
+        return match parse_hello(&line) {
+            Ok(case) => {
+                *workload = Some(case.workload());
+                if let Some(key) = key {
+                    challenge(&mut control, key, deadline, quit)?;
+                }
+                Ok(Greeting::Hello(control, Box::new(case)))
+            }
+            Err(HelloError::Version(error)) => {
+                control.send(&refused(RefusalKind::Version, &error)).ok();
+                Err(anyhow!(error))
+            }
+            Err(HelloError::Malformed(error)) => {
+                control.send(&refused(RefusalKind::BadHello, &error)).ok();
+                Err(anyhow!(error))
+            }
+        };
+    }
+    let mut header = [0u8; DATA_HEADER_LEN];
+    read_exact_by(&stream, &mut header, deadline, quit)?;
+    let (token, index) = decode_data_header(&header);
+    Ok(Greeting::Data(token, index, stream))
+}
+
+/// With a pre-shared key: send a nonce, check the answer, refuse with one clear line if it is
+/// missing or wrong.
+fn challenge(
+    control: &mut ControlChannel,
+    key: &[u8],
+    deadline: Instant,
+    quit: &dyn Fn() -> bool,
+) -> anyhow::Result<()> {
+    let nonce = crate::net::auth::nonce();
+    control.send(&Control::Challenge { nonce: nonce.clone() })?;
+    let line = control
+        .recv_line(Some(deadline), quit)
+        .map_err(|e| anyhow!("no answer to the key challenge: {e}"))?;
+    let ok = match serde_json::from_slice::<Control>(&line) {
+        Ok(Control::Auth { mac }) => crate::net::auth::verify(key, &nonce, &mac),
+        _ => false,
+    };
+    if !ok {
+        let error = "refused: wrong or missing pre-shared key (this server was started with --psk-file; give the client the same key with --psk-file)";
+        control.send(&refused(RefusalKind::Key, error)).ok();
+        bail!("wrong or missing pre-shared key");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::session::server::{serve_session_with, ServeOptions};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Every kind travels as the `kind` field of a `refused` line and reads back the same,
+    /// beside its text.
+    #[test]
+    fn every_refusal_kind_round_trips_through_the_control_line() {
+        // A kind added to the enum but not to ALL fails to compile here.
+        for kind in RefusalKind::ALL {
+            match kind {
+                RefusalKind::Key
+                | RefusalKind::Busy
+                | RefusalKind::SessionTooLong
+                | RefusalKind::Limits
+                | RefusalKind::Kernel
+                | RefusalKind::SetUp
+                | RefusalKind::Version
+                | RefusalKind::BadHello
+                | RefusalKind::Other => {}
+            }
+        }
+        let mut names = std::collections::HashSet::new();
+        for kind in RefusalKind::ALL {
+            let line = serde_json::to_vec(&refused(kind, "no")).unwrap();
+            let text = String::from_utf8(line.clone()).unwrap();
+            assert!(text.contains(r#""type":"refused""#), "{text}");
+            assert!(names.insert(serde_json::to_string(&kind).unwrap()), "{text}");
+            assert_eq!(
+                ControlChannel::parse(&line).unwrap(),
+                Control::Refused {
+                    error: "no".into(),
+                    kind
+                },
+                "{text}"
+            );
+        }
+        assert_eq!(names.len(), 9);
+    }
+
+    /// An older peer's refusal has no kind, a newer peer's may have one this version does not
+    /// know: both read as `Other`, with the text kept.
+    #[test]
+    fn a_refusal_without_a_kind_or_of_an_unknown_kind_reads_as_other() {
+        let old = br#"{"type":"refused","error":"server busy: another client's session is running"}"#;
+        assert_eq!(
+            ControlChannel::parse(old).unwrap(),
+            Control::Refused {
+                error: "server busy: another client's session is running".into(),
+                kind: RefusalKind::Other
+            }
+        );
+        let newer = br#"{"type":"refused","error":"over quota","kind":"quota"}"#;
+        assert_eq!(
+            ControlChannel::parse(newer).unwrap(),
+            Control::Refused {
+                error: "over quota".into(),
+                kind: RefusalKind::Other
+            }
+        );
+    }
+
+    fn stream_hello() -> Control {
+        use crate::case::{Align, CopyMode, Endpoint, NetParams, RxMode, StreamCase};
+        Control::Hello {
+            version: crate::net::control::PROTOCOL_VERSION,
+            case: StreamCase {
+                mode: CopyMode::OneCopy,
+                rx_mode: RxMode::Copy,
+                size: 4096,
+                fields: 1,
+                net: NetParams {
+                    threads: 1,
+                    duration_ms: 100,
+                    warmup_ms: 0,
+                    client_cpus: None,
+                    server_cpus: None,
+                    verify: false,
+                    endpoint: Endpoint::Loopback { port: 0 },
+                    perf: false,
+                },
+                prove_copies: false,
+                zc_ring: None,
+                fixed_buffers: false,
+                align: Align::Page,
+            },
+        }
+    }
+
+    /// A server with a key: a client with another key is refused by kind (`Key`), one without
+    /// a key is told to give one; nothing is served and the server stops when asked.
+    #[test]
+    fn a_wrong_key_is_refused_by_kind() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        let options = ServeOptions {
+            key: Some(b"0123456789abcdef-the-servers-key".to_vec()),
+            ..ServeOptions::default()
+        };
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                serve_session_with(
+                    &listener,
+                    Some(&stop),
+                    &options,
+                    crate::net::session::registry::NET_SERVE,
+                )
+            });
+            let ask = |psk: Option<&[u8]>| {
+                let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+                client(
+                    &mut control,
+                    &stream_hello(),
+                    psk,
+                    Duration::from_secs(10),
+                    Stop::never(),
+                )
+            };
+            let wrong = ask(Some(b"0123456789abcdef-another-key")).unwrap_err();
+            assert_eq!(refusal_kind(&wrong), Some(RefusalKind::Key), "{wrong:#}");
+            assert!(
+                format!("{wrong:#}").starts_with("the server refused: wrong or missing pre-shared key"),
+                "{wrong:#}"
+            );
+            let none = ask(None).unwrap_err();
+            assert_eq!(refusal_kind(&none), None, "{none:#}");
+            assert!(format!("{none:#}").contains("requires a pre-shared key"), "{none:#}");
+            stop.store(true, Ordering::SeqCst);
+            assert!(server.join().unwrap().is_err(), "no session was served");
+        });
+    }
+}

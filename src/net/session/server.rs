@@ -1,0 +1,690 @@
+//! The session server of `iopath net serve` (and of the in-process server of loopback, netns
+//! and veth runs): accept connections, greet each, and run the session a hello asks for
+//! through the workloads it serves (`Served`, listed for `net serve` in `registry.rs`).
+//!
+//! Every new connection is greeted on a thread of its own with a deadline for what it must say
+//! first (a whole hello line, or a data connection's header), so one slow, idle or stray
+//! connection holds up nobody else, and a stop ends every wait within about 20 ms. The
+//! connections being greeted sit in a table of bounded size with a cap per address; a
+//! newcomer evicts the oldest silent one rather than being dropped, so idle connections
+//! cannot starve a real client, and whoever is turned away reads `server busy: …`.
+
+use super::handshake::{greet, refuse, refused, Greeting, Refusal, RefusalKind, SLICE};
+use crate::net::control::{describe_io_error, ControlChannel, HelloCase};
+use crate::observation::Unsupported;
+use crate::sys::net as sock;
+use anyhow::{bail, Context};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Connections being greeted at once; a newcomer beyond this evicts the oldest (a silent one
+/// first).
+const MAX_GREETING: usize = 64;
+/// Connections from one address greeted at once; a newcomer beyond this evicts the oldest of
+/// that address's connections that has said nothing yet, or, when all of them are speaking,
+/// is turned away.
+const PER_ADDRESS: usize = 8;
+/// How long a connection turned away stays open (its late bytes read and dropped), so that
+/// its peer reads `server busy`, not a reset.
+const LINGER: Duration = Duration::from_millis(500);
+/// Connections turned away and lingering at once; beyond this the oldest is closed.
+const MAX_LINGERING: usize = 256;
+/// Refused connections logged per second by `net serve`; the rest are counted in one line.
+const LOG_PER_SECOND: u32 = 20;
+/// Accepting pauses this long when the process is out of file descriptors.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// A workload's server side as the session server knows it: the hello kinds it answers (a
+/// hello's `workload`, as `HelloCase::workload` names it) and the function that runs one of
+/// its sessions once the hello has been read (and the key checked).
+#[derive(Clone, Copy)]
+pub struct Served {
+    pub hellos: &'static [&'static str],
+    pub serve: SessionFn,
+}
+
+/// Run one session on its control connection: check the case (refusing with
+/// [`refuse`](super::handshake::refuse) before `ready`), answer `ready`, serve, report. A
+/// hello of a kind the entry does not serve is refused with [`wrong_hello`].
+pub type SessionFn = fn(ControlChannel, HelloCase, &Session<'_>) -> anyhow::Result<()>;
+
+/// What a session function gets from the server besides its control connection.
+pub struct Session<'a> {
+    /// The server was asked to stop: end within about 100 ms (as `Interrupted`).
+    pub stopped: &'a dyn Fn() -> bool,
+    /// The most bytes the session may move through this server (`--max-session-bytes`).
+    pub max_bytes: Option<u64>,
+    route: &'a Route,
+}
+
+impl Session<'_> {
+    /// A token for data connections that arrive on the server's own listener, and where they
+    /// come (thread index, connection) until [`Session::close_route`] or the session's end.
+    pub fn open_route(&self) -> (u64, mpsc::Receiver<(u32, TcpStream)>) {
+        let token = new_token();
+        let (tx, rx) = mpsc::channel();
+        if let Ok(mut r) = self.route.lock() {
+            *r = Some((token, tx));
+        }
+        (token, rx)
+    }
+
+    /// Later data connections with the session's token are dropped as strays.
+    pub fn close_route(&self) {
+        if let Ok(mut r) = self.route.lock() {
+            *r = None;
+        }
+    }
+}
+
+/// Refuse a hello a session function does not serve (a registry entry listing a kind its
+/// function does not take).
+pub fn wrong_hello(mut control: ControlChannel, hello: &HelloCase) -> anyhow::Error {
+    let error = format!("this server does not serve {} sessions here", hello.workload());
+    refuse(&mut control, RefusalKind::BadHello, error)
+}
+
+/// A session token; its first byte on the wire (little-endian) is never `{`, so a data
+/// connection is never taken for a control connection.
+fn new_token() -> u64 {
+    rand::random::<u64>() | 0x80
+}
+
+/// The session being served: its token and where its data connections go.
+type Route = Mutex<Option<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
+
+/// Serve one session on `listener` of the workloads in `served`: a client's control
+/// connection, then its data connections. Connections are greeted concurrently, each within
+/// HELLO_DEADLINE; a second client's hello while a session runs is refused as busy. Returns
+/// the first session's result once it is over, every connection that arrived meanwhile has
+/// been greeted (one that brings a hello then gets its session too; its outcome is logged)
+/// and every thread is joined. A raised `stop` ends every phase within about 20 ms.
+pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>, served: &[Served]) -> anyhow::Result<()> {
+    serve_session_with(listener, stop, &ServeOptions::default(), served)
+}
+/// What a server left running enforces (`net serve` flags).
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Every client must first prove it holds this key (`--psk-file`).
+    pub key: Option<Vec<u8>>,
+    /// The longest session (warm-up + window) a client may ask for (`--max-session`).
+    pub max_session: Option<Duration>,
+    /// The most bytes one session may send this server (`--max-session-bytes`); a session
+    /// that reaches it is ended with the limit named.
+    pub max_session_bytes: Option<u64>,
+    /// Log every session and every refused connection on stderr (`net serve`).
+    pub log: bool,
+}
+
+/// [`serve_session`] with a server's limits. With `options.log`, every session's outcome and
+/// every refused connection is logged on stderr (peer, workload, reason), and an error comes
+/// back only when accepting failed (or on a stop).
+pub fn serve_session_with(
+    listener: &TcpListener,
+    stop: Option<&AtomicBool>,
+    options: &ServeOptions,
+    served: &[Served],
+) -> anyhow::Result<()> {
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the listener non-blocking")?;
+    let server = Server {
+        options,
+        served,
+        stop,
+        route: Mutex::new(None),
+        busy: AtomicBool::new(false),
+        ended: AtomicBool::new(false),
+        greeting: AtomicUsize::new(0),
+        sessions: AtomicUsize::new(0),
+        result: Mutex::new(None),
+        greeters: Greeters::default(),
+        log: ServeLog::new(options.log),
+    };
+    let accepted = std::thread::scope(|scope| server.accept_all(listener, scope));
+    server.greeters.close_lingering(true);
+    server.log.flush();
+    let outcome = server.result.lock().ok().and_then(|mut r| r.take());
+    match outcome {
+        // Logged already.
+        Some(_) if options.log => Ok(()),
+        Some(outcome) => outcome,
+        None => {
+            accepted?;
+            bail!("stopped")
+        }
+    }
+}
+
+/// One run of [`serve_session_with`]: what its greeter threads share.
+struct Server<'a> {
+    options: &'a ServeOptions,
+    served: &'a [Served],
+    stop: Option<&'a AtomicBool>,
+    route: Route,
+    /// A session holds the server.
+    busy: AtomicBool,
+    /// The first session is over.
+    ended: AtomicBool,
+    /// Connections being greeted (their threads running).
+    greeting: AtomicUsize,
+    /// Sessions run so far.
+    sessions: AtomicUsize,
+    /// The first session's outcome.
+    result: Mutex<Option<anyhow::Result<()>>>,
+    greeters: Greeters,
+    log: ServeLog,
+}
+
+impl<'a> Server<'a> {
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    /// Accept and greet connections, each on a thread of its own, until stopped or, after the
+    /// first session, until no connection is left saying hello (so none is dropped unheard
+    /// and none waits in the backlog behind a silent one).
+    fn accept_all<'s>(&'s self, listener: &TcpListener, scope: &'s std::thread::Scope<'s, '_>) -> anyhow::Result<()> {
+        let finished = || self.ended.load(Ordering::SeqCst) && self.greeting.load(Ordering::SeqCst) == 0;
+        while !self.stopped() && !finished() {
+            self.greeters.close_lingering(false);
+            let (stream, peer) = match accept_within(listener, SLICE)? {
+                Some(s) => s,
+                None => continue,
+            };
+            let Some(seat) = self.greeters.admit(&stream, peer, &self.log) else {
+                continue; // turned away: told `server busy` (and logged)
+            };
+            self.greeting.fetch_add(1, Ordering::SeqCst);
+            let id = seat.id;
+            let spawned = std::thread::Builder::new()
+                .name("iopath-greet".into())
+                .spawn_scoped(scope, move || {
+                    self.greet_one(stream, peer, seat);
+                    self.greeting.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                self.greeters.leave(id);
+                self.greeting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+
+    /// A greeter thread's body: find out what the connection is and serve it (a hello), route
+    /// it to its session (a data connection) or log why it was dropped.
+    fn greet_one(&self, stream: TcpStream, peer: SocketAddr, seat: Seat) {
+        let quit = || self.stopped() || seat.evicted.load(Ordering::SeqCst);
+        let mut workload = None;
+        let key = self.options.key.as_deref();
+        let greeted = greet(stream, &quit, key, &|| self.greeters.spoke(seat.id), &mut workload);
+        // Evicted meanwhile: told `server busy` and logged by the evicter.
+        let seated = self.greeters.leave(seat.id);
+        match greeted {
+            _ if !seated => {}
+            Ok(Greeting::Hello(control, case)) => self.serve_hello(control, *case, peer, &quit),
+            Ok(Greeting::Data(token, index, stream)) => {
+                let to = self.route.lock().ok().and_then(|r| r.clone());
+                match to.filter(|(t, _)| *t == token) {
+                    Some((_, tx)) => {
+                        let _ = tx.send((index, stream));
+                    }
+                    // A stray connection (a port scanner, a late or foreign data connection):
+                    // dropped.
+                    None => self.log.refused(
+                        peer,
+                        "data",
+                        "a data connection with no session's token (late, foreign or not iopath)",
+                    ),
+                }
+            }
+            // Refused (the refusal was sent) or silent: dropped.
+            Err(_) if self.stopped() => {}
+            Err(e) => self.log.refused(peer, workload.unwrap_or("unknown"), &format!("{e:#}")),
+        }
+    }
+
+    /// A hello: the session it asks for, unless the server does not serve that workload, the
+    /// session is longer than `--max-session`, or another session holds the server.
+    fn serve_hello(&self, mut control: ControlChannel, case: HelloCase, peer: SocketAddr, quit: &dyn Fn() -> bool) {
+        let workload = case.workload();
+        let asked = Duration::from_millis(case.session_ms());
+        let Some(served) = self.served.iter().find(|s| s.hellos.contains(&workload)) else {
+            let kinds: Vec<&str> = self.served.iter().flat_map(|s| s.hellos.iter().copied()).collect();
+            let error = format!("unknown workload {workload} (this server serves {})", kinds.join(", "));
+            control.send(&refused(RefusalKind::BadHello, &error)).ok();
+            self.log.refused(peer, workload, &error);
+            return;
+        };
+        if let Some(max) = self.options.max_session.filter(|max| asked > *max) {
+            let error = format!(
+                "the case asks for a {:.1} s session (warm-up + window); this server allows at most {:.1} s (--max-session)",
+                asked.as_secs_f64(),
+                max.as_secs_f64()
+            );
+            control.send(&refused(RefusalKind::SessionTooLong, &error)).ok();
+            self.log.refused(peer, workload, &error);
+            return;
+        }
+        if !claim_within(&self.busy, ENDING_SESSION_PATIENCE, quit) {
+            let error = "server busy: another client's session is running; try again when it ends";
+            control.send(&refused(RefusalKind::Busy, error)).ok();
+            self.log.refused(peer, workload, error);
+            return;
+        }
+        // The session's own data connections come from this address: they are not held to the
+        // per-address cap while it sets up.
+        self.greeters.expect_data_from(Some(peer.ip()));
+        let stopped = || self.stopped();
+        let session = Session {
+            stopped: &stopped,
+            max_bytes: self.options.max_session_bytes,
+            route: &self.route,
+        };
+        let outcome = (served.serve)(control, case, &session);
+        self.greeters.expect_data_from(None);
+        session.close_route();
+        self.log.session(peer, workload, &outcome);
+        self.record(outcome);
+        self.ended.store(true, Ordering::SeqCst);
+        self.busy.store(false, Ordering::SeqCst);
+    }
+
+    /// Keep the first session's outcome (what [`serve_session_with`] returns); later ones are
+    /// logged (or, without a log, said on stderr).
+    fn record(&self, outcome: anyhow::Result<()>) {
+        if self.sessions.fetch_add(1, Ordering::SeqCst) == 0 {
+            if let Ok(mut r) = self.result.lock() {
+                *r = Some(outcome);
+            }
+        } else if !self.log.on {
+            match outcome {
+                Ok(()) => eprintln!("session finished"),
+                Err(e) => eprintln!("session failed: {e:#}"),
+            }
+        }
+    }
+}
+
+/// One connection being greeted.
+struct Greeter {
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    /// Its first byte has arrived.
+    spoke: bool,
+    evicted: Arc<AtomicBool>,
+    /// A second descriptor of its socket, to refuse and close it when it is evicted.
+    stream: TcpStream,
+}
+
+/// A greeter thread's place in the table.
+struct Seat {
+    id: u64,
+    evicted: Arc<AtomicBool>,
+}
+
+/// The connections being greeted (at most MAX_GREETING, PER_ADDRESS from one address), and
+/// the connections turned away, kept open for LINGER so their peers read the refusal.
+#[derive(Default)]
+struct Greeters {
+    table: Mutex<Vec<Greeter>>,
+    next_id: AtomicU64,
+    /// The address of the session setting up, whose data connections are exempt from the
+    /// per-address cap.
+    expected: Mutex<Option<IpAddr>>,
+    lingering: Mutex<VecDeque<(Instant, TcpStream)>>,
+}
+
+impl Greeters {
+    /// Seat a new connection, evicting the oldest silent connection of its address when that
+    /// address is at PER_ADDRESS, or the oldest of all (silent first) when the table is full.
+    /// None when it was turned away instead (every connection of its address is speaking):
+    /// it has been told `server busy` and the refusal logged.
+    fn admit(&self, stream: &TcpStream, peer: SocketAddr, log: &ServeLog) -> Option<Seat> {
+        let Ok(second) = stream.try_clone() else {
+            log.refused(peer, "unknown", "out of file descriptors: closed at once");
+            return None;
+        };
+        let expected = self.expected.lock().ok().and_then(|e| *e);
+        let mut table = self.table.lock().ok()?;
+        let oldest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
+            (0..table.len())
+                .filter(|&i| pick(&table[i]))
+                .min_by_key(|&i| table[i].since)
+        };
+        let same = |g: &Greeter| g.peer.ip() == peer.ip();
+        let from_peer = table.iter().filter(|g| same(g)).count();
+        let victim = if from_peer >= PER_ADDRESS && expected != Some(peer.ip()) {
+            match oldest(&table, &|g| same(g) && !g.spoke) {
+                Some(i) => Some((
+                    i,
+                    format!(
+                        "server busy: more than {PER_ADDRESS} connections from {} were saying hello at once and this one, the oldest silent one, was closed to make room; try again",
+                        peer.ip()
+                    ),
+                )),
+                None => {
+                    drop(table);
+                    let error = format!(
+                        "server busy: {PER_ADDRESS} connections from {} are already saying hello; try again in a few seconds",
+                        peer.ip()
+                    );
+                    log.refused(peer, "unknown", &error);
+                    self.turn_away(second, &error);
+                    return None;
+                }
+            }
+        } else if table.len() >= MAX_GREETING {
+            // Silent first; then speaking ones, the setting-up session's data connections last.
+            oldest(&table, &|g| !g.spoke)
+                .or_else(|| oldest(&table, &|g| expected != Some(g.peer.ip())))
+                .or_else(|| oldest(&table, &|_| true))
+                .map(|i| {
+                (
+                    i,
+                    format!("server busy: {MAX_GREETING} connections were saying hello at once and this one, the oldest, was closed to make room; try again"),
+                )
+            })
+        } else {
+            None
+        };
+        let evicted = victim.map(|(i, why)| (table.swap_remove(i), why));
+        let seat = Seat {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            evicted: Arc::new(AtomicBool::new(false)),
+        };
+        // A client sends its hello (or header) as soon as it is connected: often it is here
+        // already, and the connection is not silent even before its greeter runs.
+        let mut first = [0u8; 1];
+        let spoke = matches!(
+            sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+            Ok(1)
+        );
+        table.push(Greeter {
+            id: seat.id,
+            peer,
+            since: Instant::now(),
+            spoke,
+            evicted: seat.evicted.clone(),
+            stream: second,
+        });
+        drop(table);
+        if let Some((victim, why)) = evicted {
+            victim.evicted.store(true, Ordering::SeqCst);
+            log.refused(victim.peer, "unknown", &why);
+            self.turn_away(victim.stream, &why);
+        }
+        Some(seat)
+    }
+
+    /// Tell a connection `error` as a refusal, close both directions (its greeter, if any,
+    /// wakes at once) and keep the socket open for LINGER, reading what still arrives, so the
+    /// peer reads the refusal rather than a reset.
+    fn turn_away(&self, stream: TcpStream, error: &str) {
+        if let Ok(mut line) = serde_json::to_vec(&refused(RefusalKind::Busy, error)) {
+            line.push(b'\n');
+            sock::send(stream.as_raw_fd(), &line, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL).ok();
+        }
+        stream.shutdown(Shutdown::Both).ok();
+        if let Ok(mut lingering) = self.lingering.lock() {
+            lingering.push_back((Instant::now(), stream));
+            while lingering.len() > MAX_LINGERING {
+                if let Some((_, s)) = lingering.pop_front() {
+                    drain_and_close(s);
+                }
+            }
+        }
+    }
+
+    /// Close the turned-away connections that have lingered long enough (`all`: every one).
+    fn close_lingering(&self, all: bool) {
+        let Ok(mut lingering) = self.lingering.lock() else {
+            return;
+        };
+        while let Some((since, _)) = lingering.front() {
+            if !all && since.elapsed() < LINGER {
+                break;
+            }
+            if let Some((_, s)) = lingering.pop_front() {
+                drain_and_close(s);
+            }
+        }
+    }
+
+    fn spoke(&self, id: u64) {
+        if let Some(g) = self
+            .table
+            .lock()
+            .ok()
+            .as_mut()
+            .and_then(|t| t.iter_mut().find(|g| g.id == id))
+        {
+            g.spoke = true;
+        }
+    }
+
+    /// Leave the table; false when the connection was evicted meanwhile.
+    fn leave(&self, id: u64) -> bool {
+        let Ok(mut table) = self.table.lock() else { return false };
+        match table.iter().position(|g| g.id == id) {
+            Some(i) => {
+                table.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expect_data_from(&self, ip: Option<IpAddr>) {
+        if let Ok(mut e) = self.expected.lock() {
+            *e = ip;
+        }
+    }
+}
+
+/// Read (and drop) what a turned-away peer still sent, so closing sends no reset, then close.
+fn drain_and_close(stream: TcpStream) {
+    let mut scrap = [0u8; 4096];
+    for _ in 0..16 {
+        match sock::recv(stream.as_raw_fd(), &mut scrap, libc::MSG_DONTWAIT) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+}
+
+/// What `net serve` logs on stderr: one line per session (peer, workload, outcome) and per
+/// refused connection, at most LOG_PER_SECOND refusals a second (the rest counted), so a
+/// flood of connections cannot flood the log. Remote text passes a control-character filter.
+struct ServeLog {
+    on: bool,
+    /// The second being counted, refusals logged in it, refusals left out since the last line.
+    budget: Mutex<(Instant, u32, u64)>,
+}
+
+impl ServeLog {
+    fn new(on: bool) -> ServeLog {
+        ServeLog {
+            on,
+            budget: Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
+
+    fn refused(&self, peer: SocketAddr, workload: &str, reason: &str) {
+        if !self.on {
+            return;
+        }
+        let Ok(mut budget) = self.budget.lock() else { return };
+        let (second, _, left_out) = &mut *budget;
+        if second.elapsed() >= Duration::from_secs(1) {
+            if *left_out > 0 {
+                eprintln!("({left_out} more refused connections were not logged)");
+            }
+            *budget = (Instant::now(), 0, 0);
+        }
+        let (_, logged, left_out) = &mut *budget;
+        if *logged >= LOG_PER_SECOND {
+            *left_out += 1;
+            return;
+        }
+        *logged += 1;
+        eprintln!(
+            "session refused: peer {peer}, workload {workload}: {}",
+            crate::format::escape_control(reason)
+        );
+    }
+
+    fn session(&self, peer: SocketAddr, workload: &str, outcome: &anyhow::Result<()>) {
+        if !self.on {
+            return;
+        }
+        match outcome {
+            Ok(()) => eprintln!("session finished: peer {peer}, workload {workload}"),
+            Err(e) if e.is::<Refusal>() || e.is::<Unsupported>() => self.refused(peer, workload, &format!("{e:#}")),
+            Err(e) => eprintln!(
+                "session failed: peer {peer}, workload {workload}: {}",
+                crate::format::escape_control(&format!("{e:#}"))
+            ),
+        }
+    }
+
+    /// Count the refusals left out, at the end.
+    fn flush(&self) {
+        if let Ok(budget) = self.budget.lock() {
+            if self.on && budget.2 > 0 {
+                eprintln!("({} more refused connections were not logged)", budget.2);
+            }
+        }
+    }
+}
+
+/// Wait up to `wait` for a connection; out of descriptors, pause instead of spinning.
+fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Option<(TcpStream, SocketAddr)>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(wait.as_millis() as u16)) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => bail!("poll failed: {e}"),
+    }
+    match listener.accept() {
+        Ok((stream, peer)) => {
+            stream.set_nonblocking(false)?;
+            Ok(Some((stream, peer)))
+        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+            // The listener stays readable: polling it at once again would spin.
+            std::thread::sleep(ACCEPT_BACKOFF);
+            Ok(None)
+        }
+        Err(e) => bail!("accept failed: {}", describe_io_error(&e, Duration::ZERO)),
+    }
+}
+
+/// How long a hello waits for a session that is ending before it is told `server busy`.
+const ENDING_SESSION_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Claim the server's one session, waiting up to `patience` for the running one to end: a
+/// client running cells back to back says hello again the moment its last report arrives,
+/// a moment before the server has let go of that session.
+fn claim_within(busy: &AtomicBool, patience: Duration, quit: &dyn Fn() -> bool) -> bool {
+    let until = Instant::now() + patience;
+    loop {
+        if !busy.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        if quit() || Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::control::Control;
+    use std::io::Read;
+
+    /// A connection to `listener` from `from` (any 127/8 address is loopback), and its accepted end.
+    fn connection(listener: &TcpListener, from: [u8; 4]) -> (TcpStream, TcpStream, SocketAddr) {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        (socket.into(), accepted, peer)
+    }
+
+    /// What a turned-away client reads: one refusal line, then EOF.
+    fn refusal(mut client: TcpStream) -> String {
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut text = String::new();
+        client.read_to_string(&mut text).unwrap();
+        match ControlChannel::parse(text.as_bytes()).unwrap() {
+            Control::Refused { error, kind } => {
+                assert_eq!(kind, RefusalKind::Busy, "{error}");
+                error
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The eviction policy: the oldest silent connection of a full address makes room; an
+    /// address whose connections all speak turns the newcomer away; a full table evicts its
+    /// oldest silent connection, whatever its address. Everyone turned away reads `server busy`.
+    #[test]
+    fn the_greeting_table_evicts_the_oldest_silent_connection_and_never_fills() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (greeters, log) = (Greeters::default(), ServeLog::new(false));
+        let mut local = Vec::new();
+        let mut seats = Vec::new();
+        for _ in 0..PER_ADDRESS {
+            let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+            seats.push(greeters.admit(&accepted, peer, &log).expect("room"));
+            local.push((client, accepted));
+        }
+        // A ninth from the same address: the first (oldest, silent) is evicted.
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        let ninth = greeters.admit(&accepted, peer, &log).expect("room made");
+        assert!(seats[0].evicted.load(Ordering::SeqCst));
+        assert!(!greeters.leave(seats[0].id), "an evicted connection has no seat");
+        let (first, _) = local.remove(0);
+        assert!(refusal(first).starts_with("server busy: more than 8 connections from 127.0.0.1"));
+        local.push((client, accepted));
+        // Every connection of the address speaking: the newcomer is turned away.
+        for seat in seats.iter().skip(1).chain([&ninth]) {
+            greeters.spoke(seat.id);
+        }
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        assert!(greeters.admit(&accepted, peer, &log).is_none());
+        drop(accepted);
+        assert!(refusal(client).starts_with("server busy: 8 connections from 127.0.0.1 are already saying hello"));
+        // Fill the table from other addresses; the 65th evicts the oldest silent one (the
+        // first of 127.0.0.2), not the older speaking ones of 127.0.0.1.
+        let mut others = Vec::new();
+        for host in 2..9u8 {
+            for _ in 0..PER_ADDRESS {
+                let (client, accepted, peer) = connection(&listener, [127, 0, 0, host]);
+                others.push((greeters.admit(&accepted, peer, &log).expect("room"), client, accepted));
+            }
+        }
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        let (_client, accepted, peer) = connection(&listener, [127, 0, 0, 9]);
+        assert!(greeters.admit(&accepted, peer, &log).is_some());
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        assert!(others[0].0.evicted.load(Ordering::SeqCst));
+        assert!(!ninth.evicted.load(Ordering::SeqCst));
+        let (_, client, _) = others.remove(0);
+        assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
+        greeters.close_lingering(true);
+    }
+}
