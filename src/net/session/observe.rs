@@ -6,6 +6,7 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::net::alias;
 use crate::net::completions::CompletionCounts;
 use crate::net::control::{ServerReport, ThreadTally};
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, WarningKind};
 
 /// Why the client side's figures are missing when none of its threads measured.
@@ -61,7 +62,7 @@ pub(crate) fn publish_proof(
             .ok_or_else(|| "the alias probe received no bytes".to_string())
     });
     obs.push(Metric::from_result(
-        "alias_by_reference_fraction",
+        names::ALIAS_BY_REFERENCE_FRACTION,
         Role::System,
         "fraction",
         Source::Tool,
@@ -122,7 +123,10 @@ pub(crate) fn push_quantiles(obs: &mut Observation, hist: &LatencyHistogram, nam
 /// `latency_max_us` and `latency_mean_us`, each unavailable with `why` when nothing completed.
 pub(crate) fn push_latency(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)], why: &str) {
     push_quantiles(obs, hist, names, why);
-    for (name, value) in [("latency_max_us", hist.max_us()), ("latency_mean_us", hist.mean_us())] {
+    for (name, value) in [
+        (names::LATENCY_MAX_US, hist.max_us()),
+        (names::LATENCY_MEAN_US, hist.mean_us()),
+    ] {
         obs.push(match value {
             Some(v) => Metric::tool(name, Role::Client, v, "us"),
             None => Metric::unavailable(name, Role::Client, "us", why),
@@ -193,7 +197,7 @@ pub(crate) fn warn_verify(obs: &mut Observation, what: &str, corrupted: Option<S
 pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts) {
     obs.push(Metric::tool("zerocopy_sends", Role::System, c.sends as f64, "calls"));
     obs.push(Metric::tool(
-        "zerocopy_completions",
+        names::ZEROCOPY_COMPLETIONS,
         Role::System,
         c.notifications as f64,
         "notifications",
@@ -215,7 +219,7 @@ pub(crate) fn push_completion_counts(obs: &mut Observation, c: &CompletionCounts
 /// zerocopy_copied_fraction: of the completed sends, those the kernel copied after all.
 pub(crate) fn copied_fraction(c: &CompletionCounts) -> Metric {
     Metric::from_result(
-        "zerocopy_copied_fraction",
+        names::ZEROCOPY_COPIED_FRACTION,
         Role::System,
         "fraction",
         Source::Tool,
@@ -270,7 +274,7 @@ pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_
 /// The `--verify` counts of one role: messages checked intact and messages found corrupt.
 pub(crate) fn push_verify_counts(obs: &mut Observation, role: crate::observation::Role, verified: u64, corrupt: u64) {
     obs.push(Metric::tool("verified_messages", role, verified as f64, "messages"));
-    obs.push(Metric::tool("corrupt_messages", role, corrupt as f64, "messages"));
+    obs.push(Metric::tool(names::CORRUPT_MESSAGES, role, corrupt as f64, "messages"));
 }
 
 /// A remote server's warnings, which come as text over the control connection.

@@ -34,6 +34,7 @@ use crate::net::session::observe::{
 };
 use crate::net::session::{interrupted, StartGate, START_PATIENCE};
 use crate::net::topology::Topology;
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -398,15 +399,15 @@ fn connect_all(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<TcpStream>>
 
 /// The headline metrics, which a case the kernel refuses reports as unavailable with the reason.
 const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
-    ("responses_per_s", Role::System, "responses/s"),
-    ("throughput_gbps", Role::System, "Gbit/s"),
-    ("latency_p50_us", Role::Client, "us"),
-    ("latency_p99_us", Role::Client, "us"),
-    ("cpu_us_per_response", Role::Client, "us/response"),
-    ("cpu_us_per_response", Role::Server, "us/response"),
-    ("user_copy_bytes_per_payload_byte", Role::Server, "B/B"),
-    ("dram_bytes_per_payload_byte", Role::System, "B/B"),
-    ("zerocopy_copied_fraction", Role::System, "fraction"),
+    (names::RESPONSES_PER_S, Role::System, "responses/s"),
+    (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+    (names::CPU_US_PER_RESPONSE, Role::Client, "us/response"),
+    (names::CPU_US_PER_RESPONSE, Role::Server, "us/response"),
+    (names::USER_COPY_BYTES_PER_PAYLOAD_BYTE, Role::Server, "B/B"),
+    (names::DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System, "B/B"),
+    (names::ZEROCOPY_COPIED_FRACTION, Role::System, "fraction"),
 ];
 
 /// Run one records case and return its observation. A stop request ends it within about
@@ -618,10 +619,10 @@ fn drive(
 
 /// The latency quantiles a records case reports.
 const QUANTILES: [(&str, f64); 4] = [
-    ("latency_p50_us", 0.5),
-    ("latency_p90_us", 0.9),
-    ("latency_p99_us", 0.99),
-    ("latency_p999_us", 0.999),
+    (names::LATENCY_P50_US, 0.5),
+    (names::LATENCY_P90_US, 0.9),
+    (names::LATENCY_P99_US, 0.99),
+    (names::LATENCY_P999_US, 0.999),
 ];
 
 /// Why the rates are missing when no client thread measured.
@@ -651,7 +652,12 @@ fn push_zero_copy(obs: &mut Observation, servers: &[&SideOutcome]) {
     }
     push_completion_counts(obs, &c);
     obs.push(copied_fraction(&c));
-    obs.push(Metric::tool("zerocopy_enobufs", Role::System, enobufs as f64, "errors"));
+    obs.push(Metric::tool(
+        names::ZEROCOPY_ENOBUFS,
+        Role::System,
+        enobufs as f64,
+        "errors",
+    ));
     warn_unexpected_completions(obs, &c);
     if c.completed > 0 && c.copied > 0 {
         obs.warn(WarningKind::ZeroCopyCopied, format!(
@@ -698,13 +704,13 @@ fn build_observation(
     let tool = |name: &str, unit: &str, value: Result<f64, String>| {
         Metric::from_result(name, Role::System, unit, Source::Tool, value)
     };
-    obs.push(tool("responses_per_s", "responses/s", rate.clone()));
+    obs.push(tool(names::RESPONSES_PER_S, "responses/s", rate.clone()));
     obs.push(tool(
-        "throughput_gbps",
+        names::THROUGHPUT_GBPS,
         "Gbit/s",
         rate.clone().map(|r| r * response_bytes * 8.0 / 1e9),
     ));
-    obs.push(tool("window_s", "s", client_window));
+    obs.push(tool(names::WINDOW_S, "s", client_window));
 
     let mut latency = LatencyHistogram::new();
     for c in &clients {
@@ -728,14 +734,14 @@ fn build_observation(
         obs.metrics
             .extend(sample.metrics(role, payload, responses, "response", tsc_hz));
         obs.push(Metric::from_result(
-            "cpu_us_per_response",
+            names::CPU_US_PER_RESPONSE,
             role,
             "us/response",
             Source::Rusage,
             cpu_us_per_response,
         ));
         obs.push(Metric::new(
-            "syscalls_per_response",
+            names::SYSCALLS_PER_RESPONSE,
             role,
             per(syscalls as f64, responses as f64),
             "syscalls/response",
@@ -753,7 +759,7 @@ fn build_observation(
         if role == Role::Server {
             let copied: u64 = side.iter().map(|t| t.user_copy_bytes).sum();
             obs.push(Metric::new(
-                "user_copy_bytes_per_payload_byte",
+                names::USER_COPY_BYTES_PER_PAYLOAD_BYTE,
                 role,
                 per(copied as f64, payload as f64),
                 "B/B",
@@ -778,7 +784,12 @@ fn build_observation(
             verified as f64,
             "records",
         ));
-        obs.push(Metric::tool("corrupt_records", Role::Client, corrupt as f64, "records"));
+        obs.push(Metric::tool(
+            names::CORRUPT_RECORDS,
+            Role::Client,
+            corrupt as f64,
+            "records",
+        ));
         obs.warn(
             WarningKind::VerifyCost,
             "--verify reads and checks every record byte on the client: its CPU and the latency include that work",

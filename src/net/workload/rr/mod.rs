@@ -29,6 +29,7 @@ use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
 use crate::net::session::{connect, START_PATIENCE};
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
 use anyhow::anyhow;
@@ -261,9 +262,9 @@ fn unavailable_observation(refusal: &Unsupported) -> Observation {
     let mut obs = Observation::default();
     obs.warn(WarningKind::Unsupported, reason.clone());
     for (name, role, unit) in [
-        ("transactions_per_s", Role::System, "txn/s"),
-        ("latency_p50_us", Role::Client, "us"),
-        ("latency_p99_us", Role::Client, "us"),
+        (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
+        (names::LATENCY_P50_US, Role::Client, "us"),
+        (names::LATENCY_P99_US, Role::Client, "us"),
     ] {
         obs.push(Metric::unavailable(name, role, unit, reason.clone()));
     }
@@ -486,7 +487,7 @@ impl<'a> NetWorkload for RrClient<'a> {
 
     /// The requests and responses of the transactions counted in the window.
     fn payload(&self, obs: &Observation, _server: &ServerReport) -> Result<f64, String> {
-        let transactions = obs.value("transactions", Role::Client).unwrap_or(0.0);
+        let transactions = obs.value(names::TRANSACTIONS, Role::Client).unwrap_or(0.0);
         Ok(transactions * (self.case.request_size + self.case.response_size) as f64)
     }
 }
@@ -503,7 +504,7 @@ fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
 /// CPU time (user + system, getrusage) per transaction for one role.
 fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
     Metric::from_result(
-        "cpu_us_per_txn",
+        names::CPU_US_PER_TXN,
         role,
         "us/txn",
         Source::Rusage,
@@ -537,12 +538,12 @@ pub const CDF_QUANTILES: [(&str, f64); 10] = [
     ("latency_p1_us", 0.01),
     ("latency_p10_us", 0.10),
     ("latency_p25_us", 0.25),
-    ("latency_p50_us", 0.50),
+    (names::LATENCY_P50_US, 0.50),
     ("latency_p75_us", 0.75),
-    ("latency_p90_us", 0.90),
+    (names::LATENCY_P90_US, 0.90),
     ("latency_p95_us", 0.95),
-    ("latency_p99_us", 0.99),
-    ("latency_p999_us", 0.999),
+    (names::LATENCY_P99_US, 0.99),
+    (names::LATENCY_P999_US, 0.999),
     ("latency_p9999_us", 0.9999),
 ];
 
@@ -565,7 +566,12 @@ fn push_open_loop(obs: &mut Observation, clients: &[ClientOutcome], rate: u64) {
     }
     percentiles(obs, &lag, &[("send_lag_p50_us", 0.5), ("send_lag_p99_us", 0.99)]);
     let starved: u64 = clients.iter().map(|c| c.starved).sum();
-    obs.push(Metric::tool("unanswered_at_end", Role::Client, starved as f64, "txn"));
+    obs.push(Metric::tool(
+        names::UNANSWERED_AT_END,
+        Role::Client,
+        starved as f64,
+        "txn",
+    ));
     if starved > 0 {
         obs.warn(WarningKind::Starved, format!(
             "{starved} requests had waited over {} ms unanswered when the window closed: their ages so far are in the latency percentiles (as lower bounds)",
@@ -603,7 +609,7 @@ fn build_observation(
         close.merge(&c.close);
     }
     obs.push(Metric::from_result(
-        "transactions_per_s",
+        names::TRANSACTIONS_PER_S,
         Role::System,
         "txn/s",
         Source::Tool,
@@ -615,16 +621,25 @@ fn build_observation(
     ));
     push_latency(&mut obs, &latency, &CDF_QUANTILES, NO_TRANSACTION);
     if case.kind == RrKind::Crr {
-        percentiles(&mut obs, &connect, &[("connect_p50_us", 0.5), ("connect_p99_us", 0.99)]);
+        percentiles(
+            &mut obs,
+            &connect,
+            &[(names::CONNECT_P50_US, 0.5), ("connect_p99_us", 0.99)],
+        );
         percentiles(
             &mut obs,
             &exchange,
-            &[("exchange_p50_us", 0.5), ("exchange_p99_us", 0.99)],
+            &[(names::EXCHANGE_P50_US, 0.5), ("exchange_p99_us", 0.99)],
         );
-        percentiles(&mut obs, &close, &[("close_p50_us", 0.5), ("close_p99_us", 0.99)]);
+        percentiles(&mut obs, &close, &[(names::CLOSE_P50_US, 0.5), ("close_p99_us", 0.99)]);
     }
-    obs.push(Metric::tool("window_s", Role::System, window_s, "s"));
-    obs.push(Metric::tool("transactions", Role::Client, transactions as f64, "txn"));
+    obs.push(Metric::tool(names::WINDOW_S, Role::System, window_s, "s"));
+    obs.push(Metric::tool(
+        names::TRANSACTIONS,
+        Role::Client,
+        transactions as f64,
+        "txn",
+    ));
 
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
@@ -639,7 +654,7 @@ fn build_observation(
     );
     obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
     obs.push(per_transaction(
-        "syscalls_per_txn",
+        names::SYSCALLS_PER_TXN,
         Role::Client,
         syscalls,
         transactions,

@@ -17,6 +17,7 @@ use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
 use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::net::session::{accept_from, budget_error, open_data_port, send_outcome, Served, Session};
+use crate::observation::names;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
@@ -274,14 +275,14 @@ fn server_report(
     let mut metrics = counters.metrics(Role::Server, bytes, transactions, "txn", tsc_hz);
     metrics.push(super::cpu_per_transaction(Role::Server, &counters, transactions));
     metrics.push(super::per_transaction(
-        "syscalls_per_txn",
+        names::SYSCALLS_PER_TXN,
         Role::Server,
         syscalls,
         transactions,
         "syscalls/txn",
     ));
     metrics.push(Metric::tool(
-        "transactions_served",
+        names::TRANSACTIONS_SERVED,
         Role::Server,
         transactions as f64,
         "txn",

@@ -22,6 +22,7 @@ use crate::net::session::observe::{
     mean_window, measured_counters, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify,
     NO_CLIENT_WINDOW, NO_SERVER_WINDOW,
 };
+use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
 use anyhow::{anyhow, Context};
@@ -183,12 +184,12 @@ fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observat
     let mut obs = Observation::default();
     obs.warn(WarningKind::Unsupported, reason.clone());
     let mut figures = vec![
-        ("throughput_gbps", Role::System, "Gbit/s"),
-        ("messages_per_s", Role::System, "msg/s"),
-        ("time_per_msg_us", Role::System, "us"),
+        (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
+        (names::MESSAGES_PER_S, Role::System, "msg/s"),
+        (names::TIME_PER_MSG_US, Role::System, "us"),
     ];
     if case.rx_mode == RxMode::Zerocopy {
-        figures.push(("rx_mapped_fraction", Role::Server, "fraction"));
+        figures.push((names::RX_MAPPED_FRACTION, Role::Server, "fraction"));
     }
     for (name, role, unit) in figures {
         obs.push(Metric::unavailable(name, role, unit, reason.clone()));
@@ -363,17 +364,17 @@ fn build_observation(
         Metric::from_result(name, Role::System, unit, Source::Tool, value)
     };
     obs.push(tool(
-        "throughput_gbps",
+        names::THROUGHPUT_GBPS,
         "Gbit/s",
         server_window.clone().map(|w| received as f64 * 8.0 / 1e9 / w),
     ));
     obs.push(tool(
-        "messages_per_s",
+        names::MESSAGES_PER_S,
         "msg/s",
         server_window.map(|w| received_msgs as f64 / w),
     ));
-    obs.push(tool("time_per_msg_us", "us", time_per_msg.map(|t| t * 1e6)));
-    obs.push(tool("window_s", "s", window));
+    obs.push(tool(names::TIME_PER_MSG_US, "us", time_per_msg.map(|t| t * 1e6)));
+    obs.push(tool(names::WINDOW_S, "s", window));
 
     let bytes_sent: u64 = clients.iter().map(|c| c.tally.bytes).sum();
     let msgs_sent: u64 = clients.iter().map(|c| c.tally.messages).sum();
@@ -386,15 +387,15 @@ fn build_observation(
         (bytes_sent, msgs_sent, "msg"),
         tsc_hz,
     );
-    obs.push(Metric::tool("bytes_sent", Role::Client, bytes_sent as f64, "B"));
+    obs.push(Metric::tool(names::BYTES_SENT, Role::Client, bytes_sent as f64, "B"));
     obs.push(Metric::tool(
-        "messages_sent",
+        names::MESSAGES_SENT,
         Role::Client,
         msgs_sent as f64,
         "messages",
     ));
     obs.push(Metric::new(
-        "syscalls_per_msg",
+        names::SYSCALLS_PER_MSG,
         Role::Client,
         per(syscalls as f64, msgs_sent as f64),
         "syscalls/msg",
@@ -458,7 +459,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
     let c = &zc.completions;
     push_completion_counts(obs, c);
     obs.push(Metric::from_result(
-        "zerocopy_not_copied_fraction",
+        names::ZEROCOPY_NOT_COPIED_FRACTION,
         Role::System,
         "fraction",
         Source::Tool,
@@ -468,7 +469,7 @@ fn push_zero_copy_metrics(obs: &mut Observation, mode: CopyMode, zc: &ZeroCopyCo
     obs.push(copied_fraction(c));
     if mode == CopyMode::ZeroCopy {
         obs.push(Metric::tool(
-            "zerocopy_enobufs",
+            names::ZEROCOPY_ENOBUFS,
             Role::System,
             zc.enobufs as f64,
             "errors",
@@ -508,9 +509,9 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
                 .ok_or_else(|| "no io_uring send completed".to_string()),
         )
     };
-    obs.push(per_msg("uring_submissions_per_msg", "enters/msg", u.enters));
+    obs.push(per_msg(names::URING_SUBMISSIONS_PER_MSG, "enters/msg", u.enters));
     obs.push(per_msg("uring_sqes_per_msg", "sqes/msg", u.sqes));
-    obs.push(per_msg("uring_completions_per_msg", "cqes/msg", u.cqes));
+    obs.push(per_msg(names::URING_COMPLETIONS_PER_MSG, "cqes/msg", u.cqes));
     if mode == CopyMode::UringZc {
         obs.push(Metric::tool(
             "uring_notifications",

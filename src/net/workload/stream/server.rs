@@ -13,6 +13,7 @@ use crate::net::mode::{self, Receiver, RecvCounts};
 use crate::net::session::handshake::{refuse, secs, RefusalKind, SLICE};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{budget_error, over_budget, Served, Session, StartGate, DATA_IDLE_TIMEOUT, START_PATIENCE};
+use crate::observation::names;
 use crate::observation::{Metric, Role, Source, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
@@ -290,7 +291,7 @@ fn server_report(
     let counters = super::measured_counters(threads.iter().map(|t| &t.counters), super::NO_SERVER_WINDOW);
     let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
     metrics.extend(system_metrics);
-    metrics.push(Metric::tool("bytes_received", Role::Server, bytes as f64, "B"));
+    metrics.push(Metric::tool(names::BYTES_RECEIVED, Role::Server, bytes as f64, "B"));
     metrics.push(Metric::tool(
         "messages_received",
         Role::Server,
@@ -298,7 +299,7 @@ fn server_report(
         "messages",
     ));
     metrics.push(Metric::new(
-        "syscalls_per_msg",
+        names::SYSCALLS_PER_MSG,
         Role::Server,
         if messages == 0 {
             f64::NAN
@@ -337,7 +338,7 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
         let none = || Err(super::NO_SERVER_WINDOW.to_string());
         return (
             vec![
-                kernel("rx_mapped_fraction", "fraction", none()),
+                kernel(names::RX_MAPPED_FRACTION, "fraction", none()),
                 kernel("rx_bytes_mapped", "B", none()),
                 kernel("rx_bytes_copied", "B", none()),
             ],
@@ -362,7 +363,7 @@ fn zerocopy_rx_metrics(windows: &[&RecvCounts]) -> (Vec<Metric>, Option<String>)
     });
     (
         vec![
-            kernel("rx_mapped_fraction", "fraction", fraction),
+            kernel(names::RX_MAPPED_FRACTION, "fraction", fraction),
             kernel("rx_bytes_mapped", "B", Ok(sum.bytes_mapped as f64)),
             kernel("rx_bytes_copied", "B", Ok(sum.bytes_copied as f64)),
         ],
