@@ -244,12 +244,9 @@ fn serve_threads(
     })
 }
 
-/// The client side against a remote server: hello, data connections, the client threads
-/// through the window this side announces, the server's report merged in.
-pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
-    let tsc_hz = clock::tsc_hz();
-    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
-    control.stream().set_nodelay(true).ok();
+/// Say hello (the server fills its table before it answers), answer a key challenge, and
+/// return the session's data port; a server that cannot read a records hello is `Unsupported`.
+fn hello(control: &mut ControlChannel, case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<u16> {
     let hello = RecordsHello {
         kind: "hello",
         version: crate::net::control::PROTOCOL_VERSION,
@@ -258,7 +255,7 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
     };
     // The server fills its table before it answers: allow for a large one.
     let psk = crate::net::auth::client_key();
-    let ready = handshake::client(&mut control, &hello, psk, SETUP_TIMEOUT, stop).map_err(|e| {
+    let ready = handshake::client(control, &hello, psk, SETUP_TIMEOUT, stop).map_err(|e| {
         match handshake::refusal_kind(&e) {
             // This server cannot read a records hello: an older iopath.
             Some(RefusalKind::BadHello) => Unsupported::new(
@@ -269,10 +266,19 @@ pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::R
             _ => e,
         }
     })?;
-    let stopped = || stop.requested();
-    let port = ready.port.ok_or_else(|| {
+    ready.port.ok_or_else(|| {
         anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
-    })?;
+    })
+}
+
+/// The client side against a remote server: hello, data connections, the client threads
+/// through the window this side announces, the server's report merged in.
+pub fn run_client(case: &RecordsCase, addr: SocketAddr, stop: Stop) -> anyhow::Result<Observation> {
+    let tsc_hz = clock::tsc_hz();
+    let mut control = ControlChannel::new(crate::net::session::connect(addr, stop)?)?;
+    control.stream().set_nodelay(true).ok();
+    let port = hello(&mut control, case, addr, stop)?;
+    let stopped = || stop.requested();
     let data_addr = SocketAddr::new(addr.ip(), port);
     let data: Vec<TcpStream> = (0..case.net.threads)
         .map(|_| crate::net::session::connect(data_addr, stop))
