@@ -25,6 +25,21 @@ pub struct NetParams {
     pub perf: bool,
 }
 
+impl NetParams {
+    /// Warm-up plus measured window, in seconds: one pass of the session.
+    pub fn session_seconds(&self) -> f64 {
+        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+    }
+
+    /// The CPUs the client and the server threads are pinned to.
+    pub fn pinning(&self) -> super::Pinning<'_> {
+        super::Pinning {
+            client: self.client_cpus.as_ref(),
+            server: self.server_cpus.as_ref(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::case::{Case, CopyMode, Endpoint, RecordsCase, RrCase, StreamCase};

@@ -162,18 +162,15 @@ impl super::Workload for RecordsCase {
 
     /// Filling the table takes about a second per GiB.
     fn planned_seconds(&self) -> f64 {
-        (self.net.warmup_ms + self.net.duration_ms) as f64 / 1e3 + 0.05 + self.table_bytes as f64 / 1e9
+        self.net.session_seconds() + 0.05 + self.table_bytes as f64 / 1e9
     }
 
     fn window_seconds(&self) -> f64 {
-        (self.net.duration_ms + self.net.warmup_ms) as f64 / 1e3
+        self.net.session_seconds()
     }
 
     fn pinning(&self) -> super::Pinning<'_> {
-        super::Pinning {
-            client: self.net.client_cpus.as_ref(),
-            server: self.net.server_cpus.as_ref(),
-        }
+        self.net.pinning()
     }
 
     fn headline(&self) -> super::Headline {

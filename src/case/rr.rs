@@ -234,14 +234,11 @@ impl super::Workload for RrCase {
     }
 
     fn window_seconds(&self) -> f64 {
-        super::Workload::passes(self) as f64 * (self.net.duration_ms + self.net.warmup_ms) as f64 / 1e3
+        super::Workload::passes(self) as f64 * self.net.session_seconds()
     }
 
     fn pinning(&self) -> super::Pinning<'_> {
-        super::Pinning {
-            client: self.net.client_cpus.as_ref(),
-            server: self.net.server_cpus.as_ref(),
-        }
+        self.net.pinning()
     }
 
     fn headline(&self) -> super::Headline {
