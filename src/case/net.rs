@@ -26,9 +26,14 @@ pub struct NetParams {
 }
 
 impl NetParams {
-    /// Warm-up plus measured window, in seconds: one pass of the session.
+    /// Warm-up plus measured window, in milliseconds: one pass of the session.
+    pub fn session_ms(&self) -> u64 {
+        self.duration_ms.saturating_add(self.warmup_ms)
+    }
+
+    /// [`NetParams::session_ms`] in seconds.
     pub fn session_seconds(&self) -> f64 {
-        (self.duration_ms + self.warmup_ms) as f64 / 1e3
+        self.session_ms() as f64 / 1e3
     }
 
     /// The CPUs the client and the server threads are pinned to.

@@ -198,11 +198,6 @@ impl RrCase {
             ("align", self.align.to_string()),
         ]
     }
-
-    /// The longest session (warm-up + window) this case asks of a server.
-    pub fn session_ms(&self) -> u64 {
-        self.net.duration_ms.saturating_add(self.net.warmup_ms)
-    }
 }
 
 impl super::Workload for RrCase {
@@ -230,7 +225,7 @@ impl super::Workload for RrCase {
     }
 
     fn planned_seconds(&self) -> f64 {
-        super::Workload::passes(self) as f64 * (self.session_ms() as f64 / 1e3 + 0.1)
+        super::Workload::passes(self) as f64 * (self.net.session_seconds() + 0.1)
     }
 
     fn window_seconds(&self) -> f64 {

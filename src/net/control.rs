@@ -339,9 +339,9 @@ impl HelloCase {
     /// Warm-up + window: what `net serve --max-session` limits.
     pub fn session_ms(&self) -> u64 {
         match self {
-            HelloCase::Stream(c) => c.net.duration_ms.saturating_add(c.net.warmup_ms),
-            HelloCase::Rr(c) => c.session_ms(),
-            HelloCase::Records(c) => c.net.duration_ms.saturating_add(c.net.warmup_ms),
+            HelloCase::Stream(c) => c.net.session_ms(),
+            HelloCase::Rr(c) => c.net.session_ms(),
+            HelloCase::Records(c) => c.net.session_ms(),
         }
     }
 }

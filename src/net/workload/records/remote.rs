@@ -149,7 +149,7 @@ fn serve_threads(
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
     let pin = |i: usize| case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
-    let session_wait = Duration::from_millis(case.net.warmup_ms + case.net.duration_ms) + SETUP_TIMEOUT;
+    let session_wait = Duration::from_millis(case.net.session_ms()) + SETUP_TIMEOUT;
     let (outcomes, followed) = std::thread::scope(|scope| {
         let handles: Vec<_> = data
             .iter()

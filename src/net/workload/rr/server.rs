@@ -236,7 +236,7 @@ fn follow_phases(
 ) -> Followed {
     let mut system = SystemProbes::default();
     let mut followed = Followed::default();
-    let longest = Duration::from_millis(case.session_ms()) + Duration::from_secs(30);
+    let longest = Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
     let deadline = Instant::now() + longest;
     loop {
         let line = control.recv_line(Some(deadline), stopped_or_over);
