@@ -40,6 +40,7 @@ mod request;
 mod rr;
 mod servers;
 mod stream;
+mod udp;
 mod workload;
 
 pub use align::{Align, MISALIGNED_OFFSET};
@@ -55,6 +56,7 @@ pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
+pub use udp::{UdpRecvMode, UdpSendMode};
 pub use workload::{Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
