@@ -32,6 +32,7 @@ mod bench;
 pub mod cpus;
 mod endpoint;
 mod fake;
+mod fleet;
 mod micro;
 mod model;
 mod net;
@@ -48,6 +49,7 @@ pub use bench::Bench;
 pub use cpus::CpuList;
 pub use endpoint::{is_host_port, Link, Topology, NO_NETEM};
 pub use fake::{FakeBehaviour, FakeCase};
+pub use fleet::FleetCase;
 pub use micro::MicroCase;
 pub use model::Model;
 pub use net::NetParams;
@@ -72,6 +74,8 @@ pub enum Case {
     NetRr(RrCase),
     /// Hidden test workload (see case/fake.rs).
     Fake(FakeCase),
+    /// One directed pair of a fleet run (`iopath fleet run`).
+    Fleet(FleetCase),
 }
 
 impl Case {
@@ -84,6 +88,7 @@ impl Case {
             Case::Micro(c) => c,
             Case::NetRr(c) => c,
             Case::Fake(c) => c,
+            Case::Fleet(c) => c,
         }
     }
 
