@@ -42,6 +42,15 @@ fn check(record: &Value, verify: bool) -> bool {
         assert_eq!(value(record, "system", "transactions_per_s"), 0.0, "{label}");
         for name in ["latency_p50_us", "syscalls_per_txn", "cpu_us_per_txn"] {
             let m = role_metric(record, "client", name).unwrap();
+            if name == "latency_p50_us" && !m["value"].is_null() {
+                // An open loop's requests still unanswered when the window closed are in the
+                // percentiles as lower bounds of their ages: then there are such requests.
+                assert!(
+                    !record["case"]["rate"].is_null() && value(record, "client", "unanswered_at_end") > 0.0,
+                    "{label}: {m} without a transaction or an unanswered request"
+                );
+                continue;
+            }
             // (CPU time names the thread that missed the window when that is the cause.)
             let why = if name == "cpu_us_per_txn" {
                 "unavailable: "
@@ -82,6 +91,14 @@ fn check(record: &Value, verify: bool) -> bool {
         "client" => value(record, "client", "transactions"),
         _ => value(record, "server", "transactions_served"),
     };
+    if txns("server") == 0.0 {
+        // The same on the server's side: its window (from `measure` to `done` as it saw them)
+        // can miss every transaction when a loaded machine starves its threads.
+        common::skip(&format!(
+            "{label}: no transaction inside the server's window on this busy machine"
+        ));
+        return false;
+    }
     for role in ["client", "server"] {
         let n = txns(role);
         assert!(n > 0.0 && n.fract() == 0.0, "{label}: {n} {role} transactions");
