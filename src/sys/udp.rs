@@ -404,5 +404,8 @@ mod tests {
         assert!(granted >= 4096, "{granted}");
         assert!(set_sndbuf(b.as_raw_fd(), 8192).unwrap() >= 8192);
         assert!(path_mtu(b.as_raw_fd()).unwrap() >= 576);
+        set_max_pacing_rate(b.as_raw_fd(), 1_000_000).unwrap();
+        set_udp_segment(b.as_raw_fd(), 1000).unwrap();
+        set_udp_gro(b.as_raw_fd(), true).unwrap();
     }
 }
