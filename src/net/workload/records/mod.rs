@@ -415,7 +415,9 @@ fn check_uring_zc() -> anyhow::Result<()> {
 
 fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
-    Coordinator::new(&Records { case }, stop).run().map_err(|e| too_old(case, e))
+    Coordinator::new(&Records { case }, stop)
+        .run()
+        .map_err(|e| too_old(case, e))
 }
 
 /// A server that cannot read a records hello is an older iopath: the case is unavailable
@@ -497,9 +499,17 @@ impl<'a> NetWorkload for Records<'a> {
         Ok(())
     }
 
-    fn open_data(&self, addr: SocketAddr, accepted: &Accepted, _: &mut (), stop: Stop) -> anyhow::Result<Vec<TcpStream>> {
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        _: &mut (),
+        stop: Stop,
+    ) -> anyhow::Result<Vec<TcpStream>> {
         let port = accepted.port.ok_or_else(|| {
-            anyhow!("the server at {addr} answered without a data port: an older iopath that does not serve net records")
+            anyhow!(
+                "the server at {addr} answered without a data port: an older iopath that does not serve net records"
+            )
         })?;
         let data_addr = SocketAddr::new(addr.ip(), port);
         let data: Vec<TcpStream> = (0..self.case.net.threads)
@@ -547,7 +557,13 @@ impl<'a> NetWorkload for Records<'a> {
         Some(data.iter().map(|s| s.as_raw_fd()).collect())
     }
 
-    fn observe(&self, clients: &[SideOutcome], server: &ServerReport, _window_s: f64, tsc_hz: Option<f64>) -> Observation {
+    fn observe(
+        &self,
+        clients: &[SideOutcome],
+        server: &ServerReport,
+        _window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
         observe::client_observation(self.case, clients, server, tsc_hz)
     }
 
@@ -615,5 +631,71 @@ mod tests {
         assert!(check_case(&big, Some(1 << 30)).unwrap_err().contains("more than half"));
         let tiny = RecordsCase { record_size: 4, ..case };
         assert!(check_case(&tiny, None).unwrap_err().contains("accepted: 8 B to 1 MiB"));
+    }
+
+    fn loopback_case(mode: RecordsMode) -> RecordsCase {
+        RecordsCase {
+            mode,
+            record_size: 1024,
+            records: 4,
+            table_bytes: 1 << 20,
+            pick: crate::case::Pick::Random,
+            outstanding: 1,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 60,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: true,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+            prove_copies: false,
+            align: crate::case::Align::Page,
+        }
+    }
+
+    /// Through the coordinator and its in-process server, each figure comes once: the
+    /// server's role, its zero-copy counts and its machine's memory traffic from its report,
+    /// the client's TCP counters from the client's window (memory traffic counted by one end
+    /// only: `server_counts_memory_traffic`).
+    #[test]
+    fn a_loopback_run_counts_each_figure_once_with_the_memory_traffic_from_the_server() {
+        let obs = run(&loopback_case(RecordsMode::ZeroCopy), Stop::fresh()).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for m in &obs.metrics {
+            assert!(seen.insert((m.name.clone(), m.role)), "{} {} twice", m.role, m.name);
+        }
+        assert!(obs.get(names::DRAM_BYTES, Role::System).is_some());
+        assert!(obs.get(names::DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System).is_some());
+        assert!(obs.value(observe::RESPONSES, Role::Server).unwrap() > 0.0);
+        assert!(obs.value(observe::RESPONSES, Role::Client).unwrap() > 0.0);
+        assert_eq!(obs.value(names::CORRUPT_RECORDS, Role::Client), Some(0.0));
+        assert!(obs.get(names::ZEROCOPY_COPIED_FRACTION, Role::System).is_some());
+        // Both ends' threads are placed: the client's, then the server's from its report.
+        let roles: Vec<Role> = obs.placement.iter().map(|p| p.role).collect();
+        assert_eq!(roles, [Role::Client, Role::Server]);
+    }
+
+    /// The hooks records gives the coordinator: the hello waits for the table to be filled,
+    /// the payload of the DRAM ratio is what the clients received, none without a window.
+    #[test]
+    fn the_hello_waits_for_the_table_and_the_payload_needs_a_client_window() {
+        let small = loopback_case(RecordsMode::Gather);
+        let big = RecordsCase {
+            table_bytes: 64 << 30,
+            ..small.clone()
+        };
+        let (small, big) = (Records { case: &small }, Records { case: &big });
+        assert_eq!(small.hello_wait(), SETUP_TIMEOUT);
+        assert_eq!(big.hello_wait(), SETUP_TIMEOUT + Duration::from_secs(256));
+        assert!(small.server_counts_memory_traffic());
+        let report = ServerReport::default();
+        let mut obs = Observation::default();
+        assert_eq!(small.payload(&obs, &report), Err(observe::NO_CLIENT_WINDOW.to_string()));
+        obs.push(Metric::tool(names::WINDOW_S, Role::System, 0.5, "s"));
+        obs.push(Metric::tool(observe::RESPONSES, Role::Client, 10.0, "responses"));
+        assert_eq!(small.payload(&obs, &report), Ok(10.0 * 4.0 * 1024.0));
     }
 }

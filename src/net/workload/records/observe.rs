@@ -88,7 +88,9 @@ fn warn_idle(obs: &mut Observation, role: Role, idle: usize) {
     if idle > 0 {
         obs.warn(
             WarningKind::Starved,
-            format!("{idle} {role} threads moved no response inside the window (starved of CPU?): more threads than CPUs?"),
+            format!(
+                "{idle} {role} threads moved no response inside the window (starved of CPU?): more threads than CPUs?"
+            ),
         );
     }
 }
@@ -173,7 +175,11 @@ pub(super) fn server_report(
         placement: threads.into_iter().map(|t| t.placement).collect(),
         verified_messages: 0,
         corrupt_messages: 0,
-        warnings: obs.warnings.into_iter().map(|w| format!("server: {}", w.text)).collect(),
+        warnings: obs
+            .warnings
+            .into_iter()
+            .map(|w| format!("server: {}", w.text))
+            .collect(),
     }
 }
 
@@ -209,9 +215,17 @@ pub(super) fn client_observation(
     }
     push_latency(&mut obs, &latency, &QUANTILES, "no response arrived inside the window");
     push_side(&mut obs, case, Role::Client, clients, tsc_hz);
-    warn_idle(&mut obs, Role::Client, clients.iter().filter(|t| t.responses == 0).count());
+    warn_idle(
+        &mut obs,
+        Role::Client,
+        clients.iter().filter(|t| t.responses == 0).count(),
+    );
     push_server_metrics(&mut obs, server);
-    warn_idle(&mut obs, Role::Server, server.threads.iter().filter(|t| t.messages == 0).count());
+    warn_idle(
+        &mut obs,
+        Role::Server,
+        server.threads.iter().filter(|t| t.messages == 0).count(),
+    );
     if case.mode.is_zero_copy() {
         warn_copied(&mut obs);
     }
@@ -241,4 +255,107 @@ pub(super) fn client_observation(
     warn_cache_resident(&mut obs, case);
     place(&mut obs, clients.iter().map(|t| t.placement.clone()), server, &case.net);
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Align, Endpoint, NetParams, Pick, RecordsMode};
+    use crate::observation::ThreadPlacement;
+
+    fn case() -> RecordsCase {
+        RecordsCase {
+            mode: RecordsMode::ZeroCopy,
+            record_size: 100,
+            records: 2,
+            table_bytes: 1 << 20,
+            pick: Pick::Hot,
+            outstanding: 1,
+            net: NetParams {
+                threads: 2,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: Some("0".parse().unwrap()),
+                server_cpus: Some("1".parse().unwrap()),
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+            prove_copies: false,
+            align: Align::Page,
+        }
+    }
+
+    fn thread(role: Role, index: usize, responses: u64, zerocopy: Option<CompletionCounts>) -> SideOutcome {
+        SideOutcome {
+            responses,
+            syscalls: 2 * responses,
+            user_copy_bytes: 0,
+            window_s: Some(0.1),
+            counters: None,
+            placement: ThreadPlacement {
+                role,
+                index,
+                pinned: None,
+                cpu_at_start: None,
+                cpu_at_end: None,
+                migrations: None,
+            },
+            latency: LatencyHistogram::new(),
+            verified_records: 0,
+            corrupt_records: 0,
+            zerocopy: zerocopy.map(|c| (c, 0)),
+        }
+    }
+
+    /// What the server sees only it can count travels in its report as figures and tallies,
+    /// so the client's observation gives them their kinds: the copied zero-copy sends and the
+    /// idle server thread are typed warnings, not relayed text.
+    #[test]
+    fn the_servers_report_comes_back_as_typed_figures_and_warnings() {
+        let case = case();
+        let counts = CompletionCounts {
+            sends: 10,
+            notifications: 4,
+            completed: 10,
+            copied: 5,
+            unexpected: 0,
+        };
+        let servers = vec![
+            thread(Role::Server, 0, 10, Some(counts)),
+            thread(Role::Server, 1, 0, Some(CompletionCounts::default())),
+        ];
+        let memory = Metric::unavailable(names::DRAM_BYTES, Role::System, "B", "no uncore counters");
+        let report = server_report(&case, servers, None, vec![memory]);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        assert_eq!(report.threads.iter().map(|t| t.messages).collect::<Vec<_>>(), [10, 0]);
+        assert_eq!(report.threads[0].bytes, 2000);
+
+        let clients = [thread(Role::Client, 0, 6, None), thread(Role::Client, 1, 4, None)];
+        let obs = client_observation(&case, &clients, &report, None);
+        assert_eq!(obs.value(RESPONSES, Role::Server), Some(10.0));
+        assert_eq!(obs.value(RESPONSES, Role::Client), Some(10.0));
+        assert_eq!(obs.value(names::RESPONSES_PER_S, Role::System), Some(100.0));
+        assert_eq!(obs.value(names::ZEROCOPY_COPIED_FRACTION, Role::System), Some(0.5));
+        assert_eq!(
+            obs.value(names::USER_COPY_BYTES_PER_PAYLOAD_BYTE, Role::Server),
+            Some(0.0)
+        );
+        assert!(obs.get(names::DRAM_BYTES, Role::System).is_some());
+        let kinds: Vec<_> = obs.warnings.iter().map(|w| (w.kind, w.text.as_str())).collect();
+        assert!(
+            kinds
+                .iter()
+                .any(|(k, t)| *k == WarningKind::ZeroCopyCopied && t.contains("copied 50% of sends")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds
+                .iter()
+                .any(|(k, t)| *k == WarningKind::Starved && t.starts_with("1 server threads")),
+            "{kinds:?}"
+        );
+        assert!(!kinds.iter().any(|(k, _)| *k == WarningKind::Other), "{kinds:?}");
+        assert_eq!(obs.placement.len(), 4);
+    }
 }
