@@ -128,9 +128,17 @@ pub(crate) trait NetWorkload: Sync {
 /// the TCP counters of the namespace the connections live in (`tcp_ns`, None: ours) and the
 /// memory traffic.
 pub(crate) fn network_probes(tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
+    window_probes(tcp_ns, true)
+}
+
+/// The one list of a client window's system probes: `network_probes`, without the memory
+/// traffic when the server's report carries it (`NetWorkload::server_counts_memory_traffic`).
+fn window_probes(tcp_ns: Option<&crate::sys::netns::NetNs>, memory_traffic: bool) -> SystemProbes {
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    if memory_traffic {
+        crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    }
     system
 }
 
@@ -198,9 +206,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         let policy = kernel_policy();
         let window = Window::new();
         let mut system = if w.server_counts_memory_traffic() {
-            let mut system = SystemProbes::default();
-            crate::measure::system::push_network_probes(&mut system, tcp_ns);
-            system
+            window_probes(tcp_ns, false)
         } else {
             network_probes(tcp_ns)
         };
