@@ -96,4 +96,16 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         assert!(!Stop::never().requested());
     }
+
+    /// (Moved from net/workload/common.rs, which the records coordinator no longer needs.)
+    #[test]
+    fn a_failed_thread_ends_the_wait_early() {
+        let stop = Stop::never();
+        let failed = AtomicBool::new(true);
+        let start = Instant::now();
+        assert!(!stop.sleep_watching(Duration::from_secs(5), &failed));
+        // Well under the 5 s it would sleep, with room for a loaded machine's wake-up delay.
+        assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+        assert!(stop.sleep_watching(Duration::from_millis(1), &AtomicBool::new(false)));
+    }
 }

@@ -1,5 +1,5 @@
 //! The client side of a network session, written once for every workload that runs on it
-//! (`net stream`, `net rr`/`net crr`): establish the topology (and the in-process server when
+//! (`net stream`, `net rr`/`net crr`, `net records`): establish the topology (and the in-process server when
 //! the far end is not remote), connect the control channel, handshake, open the data
 //! connections, start the client threads behind one gate, drive warm-up / Measure / Done, shut
 //! the connections down when something failed, join, take the server's report and merge it
@@ -68,6 +68,15 @@ pub(crate) trait NetWorkload: Sync {
 
     fn net(&self) -> &NetParams;
     fn hello(&self) -> Self::Hello;
+    /// How long the server may take to answer the hello (records fills its table first).
+    fn hello_wait(&self) -> Duration {
+        HELLO_TIMEOUT
+    }
+    /// Whether the server's report carries its machine's memory traffic (records: the
+    /// sender's DRAM is the figure), so the client's window does not count its own.
+    fn server_counts_memory_traffic(&self) -> bool {
+        false
+    }
     /// Set up the in-process server's listener before it accepts anything.
     fn listen(&self, _listener: &TcpListener) -> anyhow::Result<()> {
         Ok(())
@@ -119,9 +128,17 @@ pub(crate) trait NetWorkload: Sync {
 /// the TCP counters of the namespace the connections live in (`tcp_ns`, None: ours) and the
 /// memory traffic.
 pub(crate) fn network_probes(tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
+    window_probes(tcp_ns, true)
+}
+
+/// The one list of a client window's system probes: `network_probes`, without the memory
+/// traffic when the server's report carries it (`NetWorkload::server_counts_memory_traffic`).
+fn window_probes(tcp_ns: Option<&crate::sys::netns::NetNs>, memory_traffic: bool) -> SystemProbes {
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    if memory_traffic {
+        crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
+    }
     system
 }
 
@@ -188,7 +205,11 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
 
         let policy = kernel_policy();
         let window = Window::new();
-        let mut system = network_probes(tcp_ns);
+        let mut system = if w.server_counts_memory_traffic() {
+            window_probes(tcp_ns, false)
+        } else {
+            network_probes(tcp_ns)
+        };
         let failed = AtomicBool::new(false);
         let ready = StartGate::default();
         let shared = Shared {
@@ -253,9 +274,10 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     /// (net/session/handshake.rs): a refusal is a `ServerRefused` matched by its kind, the
     /// kernel refusing the case on the server `Unsupported`.
     fn handshake(&self, control: &mut ControlChannel) -> anyhow::Result<Accepted> {
-        control.set_read_timeout(Some(HELLO_TIMEOUT))?;
+        let wait = self.workload.hello_wait();
+        control.set_read_timeout(Some(wait))?;
         let psk = crate::net::auth::client_key();
-        super::handshake::client(control, &self.workload.hello(), psk, HELLO_TIMEOUT, self.stop)
+        super::handshake::client(control, &self.workload.hello(), psk, wait, self.stop)
     }
 
     /// The next line on the control connection within `wait`; a stop ends the wait.

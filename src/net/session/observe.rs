@@ -283,3 +283,46 @@ pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) 
         obs.warn(WarningKind::Other, w.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement(migrations: Option<u64>) -> ThreadPlacement {
+        ThreadPlacement {
+            role: Role::Client,
+            index: 0,
+            pinned: None,
+            cpu_at_start: None,
+            cpu_at_end: None,
+            migrations,
+        }
+    }
+
+    /// (Moved from net/workload/common.rs, which the records coordinator no longer needs.)
+    #[test]
+    fn pinning_both_sides_leaves_no_placement_warning_and_migrations_are_counted() {
+        let mut obs = Observation::default();
+        warn_placement(&mut obs, true, true);
+        assert!(obs.warnings.is_empty());
+        obs.placement = vec![
+            placement(Some(2)),
+            placement(Some(0)),
+            placement(None),
+            placement(Some(1)),
+        ];
+        warn_placement(&mut obs, true, false);
+        assert!(obs.has_warning(WarningKind::Unpinned));
+        let migrated: Vec<_> = obs
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::Migrated)
+            .collect();
+        assert_eq!(migrated.len(), 1);
+        assert!(
+            migrated[0].text.starts_with("2 threads migrated"),
+            "{}",
+            migrated[0].text
+        );
+    }
+}

@@ -1,6 +1,5 @@
 //! Network workloads, one per module.
 
-pub(crate) mod common;
 pub mod records;
 pub mod rr;
 pub mod stream;

@@ -7,7 +7,11 @@ use super::{recv_exact, send_all, Side, SideOutcome, Snapshot, ThreadStart};
 use crate::case::{Pick, RecordsCase, HOT_SET_BYTES};
 use crate::measure::histogram::LatencyHistogram;
 use crate::observation::Role;
-use std::os::fd::RawFd;
+use std::io;
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Instant;
 
 /// xorshift64*: cheap, and the same ids for the same seed (a run can be reproduced).
@@ -34,7 +38,32 @@ pub fn pick_range(case: &RecordsCase) -> u64 {
     }
 }
 
-pub fn run(start: ThreadStart<'_>, case: &RecordsCase, index: usize, fd: RawFd) -> anyhow::Result<SideOutcome> {
+/// Start client thread `start.index` on `stream`. On failure it raises `failed` and shuts the
+/// connection (waking its peer); otherwise it shuts its sending side, so the server's thread
+/// reads EOF after the last request and leaves.
+pub(super) fn spawn<'scope, 'env>(
+    scope: &'scope Scope<'scope, 'env>,
+    start: ThreadStart<'env>,
+    case: &'env RecordsCase,
+    stream: &'env TcpStream,
+    failed: &'env AtomicBool,
+) -> io::Result<ScopedJoinHandle<'scope, io::Result<SideOutcome>>> {
+    let i = start.index;
+    std::thread::Builder::new()
+        .name(format!("iopath-records-cli-{i}"))
+        .spawn_scoped(scope, move || {
+            let result = run(start, case, i, stream.as_raw_fd());
+            if result.is_err() {
+                failed.store(true, Ordering::SeqCst);
+                stream.shutdown(Shutdown::Both).ok();
+            } else {
+                stream.shutdown(Shutdown::Write).ok();
+            }
+            result.map_err(|e| io::Error::other(format!("{e:#}")))
+        })
+}
+
+fn run(start: ThreadStart<'_>, case: &RecordsCase, index: usize, fd: RawFd) -> anyhow::Result<SideOutcome> {
     let mut side = Side::begin(start, Role::Client)?;
     let n = case.records;
     let depth = case.outstanding.max(1);

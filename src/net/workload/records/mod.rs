@@ -3,53 +3,53 @@
 //! record ids with those N records, sent copy-out (memcpy into a transmit buffer, then send),
 //! gather (sendmsg with one iovec per record, in place) or zero copy (the same with
 //! MSG_ZEROCOPY). Client threads keep `outstanding` requests in flight each; both ends count
-//! CPU, counters and system calls inside one measured window, and the system probes (TCP
-//! counters, the memory-traffic counters) cover it.
+//! CPU, counters and system calls inside the measured window, and the system probes (TCP
+//! counters, the server machine's memory traffic) cover it.
 //!
-//! Both ends live in this process (loopback, or namespaces of a topology); the table is
-//! allocated and filled before any connection exists and is never written again, so a record
-//! may be in flight in several zero-copy sends at once. Every server thread drains its
-//! zero-copy completions before it returns, and the table outlives every thread.
+//! It runs on the network session (`net::session::coordinator::Coordinator`): the server is
+//! the session server of `net serve` (this workload's `SERVED` entry), in this process for
+//! loopback, netns and veth or a remote `net serve`. What is records' own: the client thread
+//! body (client.rs), the server's session and thread body (session.rs, server.rs), the table
+//! (table.rs), the alias probe (alias.rs) and its metrics (observe.rs). The table is allocated
+//! and filled before any data connection exists and never written again, so a record may be in
+//! flight in several zero-copy sends at once; every server thread drains its zero-copy
+//! completions before it returns, and the table outlives every thread.
 
 mod alias;
 mod client;
-mod remote;
+mod observe;
 mod server;
+mod session;
 mod table;
 
 pub use client::pick_range;
-pub use remote::SERVED;
+pub use session::SERVED;
 pub use table::{check_record, fill_record};
 
-use crate::case::{RecordsCase, RecordsMode};
-use crate::measure::clock;
-use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
+use crate::case::{NetParams, RecordsCase, RecordsMode};
+use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
 use crate::measure::histogram::LatencyHistogram;
-use crate::measure::window::{thread_counters, Edge, SystemProbes, View, Window};
+use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::completions::CompletionCounts;
-use crate::net::session::coordinator::network_probes;
-use crate::net::session::observe::{
-    copied_fraction, measured_counters, push_completion_counts, push_latency, warn_unexpected_completions,
-    warn_unpinned,
-};
-use crate::net::session::{interrupted, StartGate, START_PATIENCE};
-use crate::net::topology::Topology;
+use crate::net::control::ServerReport;
+use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::{handshake, interrupted, Served, StartGate};
 use crate::observation::names;
-use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
+use crate::observation::{Metric, Observation, Role, ThreadPlacement, Unsupported, WarningKind};
 use crate::stop::Stop;
 use crate::sys::affinity;
 use crate::sys::net as sock;
-use anyhow::{anyhow, bail, Context};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use anyhow::{anyhow, bail};
+use serde::Serialize;
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-use table::Table;
+use std::time::Duration;
 
 /// A peer silent this long (a blocked send or receive) is gone: the thread fails instead of
 /// waiting forever.
 const IDLE_TIMEOUT: Duration = crate::net::session::DATA_IDLE_TIMEOUT;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long either end waits for the other to set up (data connections, the table) or report.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 pub const MAX_RECORD_SIZE: u64 = 1 << 20;
@@ -166,31 +166,6 @@ pub(crate) struct ThreadStart<'a> {
 
 type SideHandle<'scope> = std::io::Result<std::thread::ScopedJoinHandle<'scope, anyhow::Result<SideOutcome>>>;
 
-/// Start client thread `start.index` on `stream`. On failure it sets `failed` and shuts the
-/// connection (waking its peer); otherwise it shuts its sending side, so the server's thread
-/// reads EOF after the last request and leaves.
-pub(crate) fn spawn_client<'scope, 'env>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    start: ThreadStart<'env>,
-    case: &'env RecordsCase,
-    stream: &'env TcpStream,
-    failed: &'env AtomicBool,
-) -> SideHandle<'scope> {
-    let i = start.index;
-    std::thread::Builder::new()
-        .name(format!("iopath-records-cli-{i}"))
-        .spawn_scoped(scope, move || {
-            let result = client::run(start, case, i, stream.as_raw_fd());
-            if result.is_err() {
-                failed.store(true, Ordering::SeqCst);
-                stream.shutdown(Shutdown::Both).ok();
-            } else {
-                stream.shutdown(Shutdown::Write).ok();
-            }
-            result
-        })
-}
-
 /// Join every thread of a case: each one's outcome, a panic or a thread that never started as
 /// its error.
 pub(crate) fn join_sides(handles: Vec<SideHandle<'_>>) -> Vec<anyhow::Result<SideOutcome>> {
@@ -205,7 +180,6 @@ pub(crate) fn join_sides(handles: Vec<SideHandle<'_>>) -> Vec<anyhow::Result<Sid
 
 /// What one thread measured.
 pub(crate) struct SideOutcome {
-    role: Role,
     /// Responses sent (server) or received whole (client) inside the thread's window.
     responses: u64,
     syscalls: u64,
@@ -292,7 +266,6 @@ impl<'a> Side<'a> {
             _ => (None, Snapshot::default()),
         };
         SideOutcome {
-            role: self.role,
             responses: counted.responses,
             syscalls: counted.syscalls,
             user_copy_bytes: counted.user_copy,
@@ -360,43 +333,6 @@ fn peer_error(err: std::io::Error, what: &str) -> std::io::Error {
     std::io::Error::new(err.kind(), text)
 }
 
-/// Accept `count` connections within CONNECT_TIMEOUT, giving up when a stop is requested.
-fn accept_all(listener: &TcpListener, count: usize, stop: Stop) -> anyhow::Result<Vec<TcpStream>> {
-    listener.set_nonblocking(true)?;
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let mut accepted = Vec::with_capacity(count);
-    while accepted.len() < count {
-        if stop.requested() {
-            return Err(interrupted());
-        }
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                accepted.push(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    bail!(
-                        "only {} of {count} connections arrived within {CONNECT_TIMEOUT:?}",
-                        accepted.len()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(e) => return Err(anyhow!("accept failed: {e}")),
-        }
-    }
-    Ok(accepted)
-}
-
-fn connect_all(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<TcpStream>> {
-    (0..count)
-        .map(|_| {
-            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| format!("could not connect to {addr}"))
-        })
-        .collect()
-}
-
 /// The headline metrics, which a case the kernel refuses reports as unavailable with the reason.
 const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
     (names::RESPONSES_PER_S, Role::System, "responses/s"),
@@ -454,7 +390,7 @@ fn prove_copies(case: &RecordsCase) -> Result<crate::net::alias::ByteTally, Stri
     if let Some(why) = alias::not_applicable(case.mode) {
         return Err(why.to_string());
     }
-    if matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. }) {
+    if remote(case) {
         return Err("the alias probe needs to see the receiver, and with a remote server it is remote (run without --topology remote)".into());
     }
     alias::probe(case).map_err(|e| format!("the alias probe failed: {e}"))
@@ -479,334 +415,172 @@ fn check_uring_zc() -> anyhow::Result<()> {
 
 fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
-    if let crate::case::Endpoint::Remote { .. } = case.net.endpoint {
-        // The table and the sending live on the server, which checks what it can do.
-        let net = Topology::from(&case.net.endpoint).establish()?;
-        let addr = net
-            .remote_addr()?
-            .ok_or_else(|| anyhow!("a remote endpoint without an address"))?;
-        return remote::run_client(case, addr, stop);
-    }
-    if case.mode == RecordsMode::UringZc {
-        // Refused here, before any thread or connection exists, when the kernel lacks it.
-        check_uring_zc()?;
-    }
-    // Calibrate before any window opens so it never disturbs one.
-    let tsc_hz = clock::tsc_hz();
-    let Some(table) = Table::new(case.record_size as usize, case.table_records(), case.align, &|| {
-        stop.requested()
-    })?
-    else {
-        return Err(interrupted());
+    Coordinator::new(&Records { case }, stop)
+        .run()
+        .map_err(|e| too_old(case, e))
+}
+
+/// A server that cannot read a records hello is an older iopath: the case is unavailable
+/// there, not a failure.
+fn too_old(case: &RecordsCase, e: anyhow::Error) -> anyhow::Error {
+    let Some(refused) = e.downcast_ref::<handshake::ServerRefused>() else {
+        return e;
     };
-    let net = Topology::from(&case.net.endpoint).establish()?;
-    let listener = net.bind(case.net.endpoint.port())?;
-    let addr = listener.local_addr()?;
-    let clients = net.on_client_side(|| connect_all(addr, case.net.threads))?;
-    let servers = accept_all(&listener, case.net.threads, stop)?;
-    for s in clients.iter().chain(&servers) {
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(IDLE_TIMEOUT))?;
-        s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+    if refused.0.kind != handshake::RefusalKind::BadHello || !remote(case) {
+        return e;
     }
-    if case.mode == RecordsMode::ZeroCopy {
-        for s in &servers {
-            sock::enable_zerocopy(s.as_raw_fd()).map_err(|e| match Unsupported::refused("MSG_ZEROCOPY", &e) {
-                Some(u) => anyhow::Error::new(u),
-                None => anyhow!("setsockopt(SO_ZEROCOPY) failed: {e}"),
-            })?;
-        }
-    }
-
-    let policy = kernel_policy();
-    let window = Window::new();
-    let mut system = network_probes(net.server_namespace());
-    let ready = StartGate::default();
-    let failed = AtomicBool::new(false);
-    let pin = |cpus: &Option<crate::case::CpuList>, i: usize| cpus.as_ref().and_then(|c| c.cpu_for(i));
-    let start = |index: usize, pin: Option<usize>| ThreadStart {
-        index,
-        pin,
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-        perf: case.net.perf,
-    };
-
-    let (outcomes, drive_result) = std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for (i, stream) in servers.iter().enumerate() {
-            let (start, table, failed) = (start(i, pin(&case.net.server_cpus, i)), &table, &failed);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-srv-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = server::serve(start, case, table, stream.as_raw_fd());
-                        if result.is_err() {
-                            failed.store(true, Ordering::SeqCst);
-                            // Wake the client blocked on this connection.
-                            stream.shutdown(Shutdown::Both).ok();
-                        }
-                        result
-                    }),
-            );
-        }
-        for (i, stream) in clients.iter().enumerate() {
-            handles.push(spawn_client(
-                scope,
-                start(i, pin(&case.net.client_cpus, i)),
-                case,
-                stream,
-                &failed,
-            ));
-        }
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let drive_result = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
-            drive(case, &window, &mut system, &failed, stop)
-        } else {
-            ready.abandon();
-            window.close(&mut system);
-            Err(anyhow!("could not start all {} threads of the case", handles.len()))
-        };
-        if drive_result.is_err() || failed.load(Ordering::SeqCst) {
-            for s in clients.iter().chain(&servers) {
-                s.shutdown(Shutdown::Both).ok();
-            }
-        }
-        (join_sides(handles), drive_result)
-    });
-    // Every server thread drained its zero-copy completions before returning: the kernel
-    // holds no page of the table when it is freed.
-    drop(table);
-
-    let mut system_metrics = drive_result?;
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    let mut threads = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        threads.push(outcome?);
-    }
-    let server_fds: Vec<RawFd> = servers.iter().map(|s| s.as_raw_fd()).collect();
-    system_metrics.extend(crate::measure::system::tcp_info_metrics(&server_fds, Role::Server));
-    let mut obs = build_observation(case, &threads, tsc_hz, &system_metrics);
-    if let Some(w) = crate::measure::system::contended(&system_metrics) {
-        obs.warn(WarningKind::Contended, w);
-    }
-    obs.metrics.extend(system_metrics);
-    Ok(obs)
+    Unsupported::new(
+        "net records on this server",
+        format!("it refused the hello ({}): upgrade it", refused.0.error),
+    )
+    .into()
 }
 
-/// Warm up, open the window, hold it, close it; returns the system probes' metrics. Returns early (window closed) when a thread failed, and with
-/// `Interrupted` when a stop was requested.
-fn drive(
-    case: &RecordsCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    failed: &AtomicBool,
-    stop: Stop,
-) -> anyhow::Result<Vec<Metric>> {
-    if stop.sleep_watching(Duration::from_millis(case.net.warmup_ms), failed) {
-        window.open(system);
-        stop.sleep_watching(Duration::from_millis(case.net.duration_ms), failed);
-    }
-    let metrics = window.close(system);
-    if stop.requested() {
-        return Err(interrupted());
-    }
-    Ok(metrics)
+/// Whether the server is a `net serve` elsewhere.
+fn remote(case: &RecordsCase) -> bool {
+    matches!(case.net.endpoint, crate::case::Endpoint::Remote { .. })
 }
 
-/// The latency quantiles a records case reports.
-const QUANTILES: [(&str, f64); 4] = [
-    (names::LATENCY_P50_US, 0.5),
-    (names::LATENCY_P90_US, 0.9),
-    (names::LATENCY_P99_US, 0.99),
-    (names::LATENCY_P999_US, 0.999),
-];
-
-/// Why the rates are missing when no client thread measured.
-const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
-const NO_SERVER_WINDOW: &str = "no server thread saw the measured window";
-
-fn mean_window<'a>(outcomes: impl IntoIterator<Item = &'a SideOutcome>) -> Option<f64> {
-    let seen: Vec<f64> = outcomes.into_iter().filter_map(|o| o.window_s).collect();
-    (!seen.is_empty()).then(|| seen.iter().sum::<f64>() / seen.len() as f64)
+/// The hello of a records client.
+#[derive(Serialize)]
+pub(crate) struct RecordsHello<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    version: u32,
+    workload: &'static str,
+    case: &'a RecordsCase,
 }
 
-fn per(total: f64, count: f64) -> f64 {
-    if count == 0.0 {
-        f64::NAN
-    } else {
-        total / count
-    }
+/// net records as the session coordinator runs it: the server (in this process, or a
+/// `net serve`) holds the table and sends; the client threads ask and time.
+struct Records<'a> {
+    case: &'a RecordsCase,
 }
 
-/// The zero-copy truth of the server's sockets: completions, how many the kernel copied.
-fn push_zero_copy(obs: &mut Observation, servers: &[&SideOutcome]) {
-    let mut c = CompletionCounts::default();
-    let mut enobufs = 0;
-    for (z, e) in servers.iter().filter_map(|s| s.zerocopy.as_ref()) {
-        c.add(z);
-        enobufs += e;
-    }
-    push_completion_counts(obs, &c);
-    obs.push(copied_fraction(&c));
-    obs.push(Metric::tool(
-        names::ZEROCOPY_ENOBUFS,
-        Role::System,
-        enobufs as f64,
-        "errors",
-    ));
-    warn_unexpected_completions(obs, &c);
-    if c.completed > 0 && c.copied > 0 {
-        obs.warn(WarningKind::ZeroCopyCopied, format!(
-            "zero-copy: the kernel copied {:.0}% of sends: local delivery (loopback, veth) copies the pages, so MSG_ZEROCOPY saves no copy here",
-            100.0 * c.copied as f64 / c.completed as f64
-        ));
-    }
-}
+impl<'a> NetWorkload for Records<'a> {
+    type Hello = RecordsHello<'a>;
+    type Ends = ();
+    /// One data connection per client thread.
+    type Data = Vec<TcpStream>;
+    type Outcome = SideOutcome;
+    const PANICKED: &'static str = "a records thread panicked";
+    const SERVED: Served = SERVED;
 
-/// Random picks from a table the last-level cache nearly holds are often served from the
-/// cache: warn, since the case means to measure DRAM.
-fn warn_cache_resident(obs: &mut Observation, case: &RecordsCase) {
-    if case.pick == crate::case::Pick::Random {
-        if let Some(llc) = crate::sys::cache::last_level_bytes().filter(|llc| case.table_bytes < 4 * llc) {
-            obs.warn(
-                WarningKind::CacheResident,
-                format!(
-                    "the {} table is less than 4x the {} last-level cache: random records are often served from the cache, not DRAM",
-                    crate::format::format_bytes(case.table_bytes),
-                    crate::format::format_bytes(llc)
-                ),
-            );
+    fn net(&self) -> &NetParams {
+        &self.case.net
+    }
+
+    fn hello(&self) -> RecordsHello<'a> {
+        RecordsHello {
+            kind: "hello",
+            version: crate::net::control::PROTOCOL_VERSION,
+            workload: "records",
+            case: self.case,
         }
     }
-}
 
-/// Both sides' counts into the observation: responses/s and payload throughput from what the
-/// clients received inside their windows, latency percentiles, CPU and counters per role and
-/// per response, the user-space copy and the zero-copy truth.
-fn build_observation(
-    case: &RecordsCase,
-    threads: &[SideOutcome],
-    tsc_hz: Option<f64>,
-    system_metrics: &[Metric],
-) -> Observation {
-    let mut obs = Observation::default();
-    let clients: Vec<&SideOutcome> = threads.iter().filter(|t| t.role == Role::Client).collect();
-    let servers: Vec<&SideOutcome> = threads.iter().filter(|t| t.role == Role::Server).collect();
-    let response_bytes = case.response_bytes() as f64;
-    let client_window = mean_window(clients.iter().copied()).ok_or_else(|| NO_CLIENT_WINDOW.to_string());
-    let received: u64 = clients.iter().map(|c| c.responses).sum();
-    let rate = client_window.clone().map(|w| received as f64 / w);
-    let client_window_seen = client_window.clone();
-    let tool = |name: &str, unit: &str, value: Result<f64, String>| {
-        Metric::from_result(name, Role::System, unit, Source::Tool, value)
-    };
-    obs.push(tool(names::RESPONSES_PER_S, "responses/s", rate.clone()));
-    obs.push(tool(
-        names::THROUGHPUT_GBPS,
-        "Gbit/s",
-        rate.clone().map(|r| r * response_bytes * 8.0 / 1e9),
-    ));
-    obs.push(tool(names::WINDOW_S, "s", client_window));
-
-    let mut latency = LatencyHistogram::new();
-    for c in &clients {
-        latency.merge(&c.latency);
+    /// The server fills its table before it answers: a second per 256 MiB on top of the
+    /// set-up time.
+    fn hello_wait(&self) -> Duration {
+        SETUP_TIMEOUT + Duration::from_secs(self.case.table_bytes >> 28)
     }
-    push_latency(&mut obs, &latency, &QUANTILES, "no response arrived inside the window");
 
-    for (role, side, why) in [
-        (Role::Client, &clients, NO_CLIENT_WINDOW),
-        (Role::Server, &servers, NO_SERVER_WINDOW),
-    ] {
-        let responses: u64 = side.iter().map(|t| t.responses).sum();
-        let syscalls: u64 = side.iter().map(|t| t.syscalls).sum();
-        let payload = responses * case.response_bytes();
-        let sample = measured_counters(side.iter().map(|t| &t.counters), why);
-        let cpu_us_per_response = sample
-            .usage
-            .as_ref()
-            .map(|u| per((u.user + u.system).as_secs_f64() * 1e6, responses as f64))
-            .map_err(|e| e.clone());
-        obs.metrics
-            .extend(sample.metrics(role, payload, responses, "response", tsc_hz));
-        obs.push(Metric::from_result(
-            names::CPU_US_PER_RESPONSE,
-            role,
-            "us/response",
-            Source::Rusage,
-            cpu_us_per_response,
-        ));
-        obs.push(Metric::new(
-            names::SYSCALLS_PER_RESPONSE,
-            role,
-            per(syscalls as f64, responses as f64),
-            "syscalls/response",
-            Source::Tool,
-        ));
-        obs.push(Metric::tool("responses", role, responses as f64, "responses"));
-        obs.push(Metric::tool("payload_bytes", role, payload as f64, "B"));
-        let idle = side.iter().filter(|t| t.responses == 0).count();
-        if idle > 0 {
-            obs.warn(
-                WarningKind::Starved,
-                format!("{idle} {role} threads moved no response inside the window (starved of CPU?): more threads than CPUs?"),
-            );
+    /// The sender's DRAM is the figure: the server's report carries its machine's.
+    fn server_counts_memory_traffic(&self) -> bool {
+        true
+    }
+
+    /// uring-zc on this kernel, before any connection exists, when the server is this
+    /// process (a remote server checks its own and refuses the hello).
+    fn prepare(&self) -> anyhow::Result<()> {
+        if self.case.mode == RecordsMode::UringZc && !remote(self.case) {
+            check_uring_zc()?;
         }
-        if role == Role::Server {
-            let copied: u64 = side.iter().map(|t| t.user_copy_bytes).sum();
-            obs.push(Metric::new(
-                names::USER_COPY_BYTES_PER_PAYLOAD_BYTE,
-                role,
-                per(copied as f64, payload as f64),
-                "B/B",
-                Source::Tool,
-            ));
+        Ok(())
+    }
+
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        _: &mut (),
+        stop: Stop,
+    ) -> anyhow::Result<Vec<TcpStream>> {
+        let port = accepted.port.ok_or_else(|| {
+            anyhow!(
+                "the server at {addr} answered without a data port: an older iopath that does not serve net records"
+            )
+        })?;
+        let data_addr = SocketAddr::new(addr.ip(), port);
+        let data: Vec<TcpStream> = (0..self.case.net.threads)
+            .map(|_| crate::net::session::connect(data_addr, stop))
+            .collect::<anyhow::Result<_>>()?;
+        for s in &data {
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(IDLE_TIMEOUT))?;
+            s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+        }
+        Ok(data)
+    }
+
+    fn spawn_clients<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        shared: &'env Shared<'env>,
+        data: &'env Vec<TcpStream>,
+        _: (),
+    ) -> Handles<'scope, SideOutcome> {
+        let net = &self.case.net;
+        data.iter()
+            .enumerate()
+            .map(|(i, stream)| {
+                let start = ThreadStart {
+                    index: i,
+                    pin: net.client_cpus.as_ref().and_then(|c| c.cpu_for(i)),
+                    window: shared.window,
+                    ready: shared.ready,
+                    policy: shared.policy,
+                    perf: net.perf,
+                };
+                client::spawn(scope, start, self.case, stream, shared.failed)
+            })
+            .collect()
+    }
+
+    fn wake(&self, data: &Vec<TcpStream>) {
+        for s in data {
+            s.shutdown(Shutdown::Both).ok();
         }
     }
-    // DRAM traffic per payload byte: over the payload the clients received inside their
-    // windows (the bytes throughput counts), as net stream does.
-    let payload = client_window_seen.map(|_| (received * case.response_bytes()) as f64);
-    obs.push(crate::measure::memtraffic::per_payload_byte(system_metrics, payload));
 
-    if case.mode.is_zero_copy() {
-        push_zero_copy(&mut obs, &servers);
+    fn data_fds(&self, data: &Vec<TcpStream>) -> Option<Vec<RawFd>> {
+        Some(data.iter().map(|s| s.as_raw_fd()).collect())
     }
-    if case.net.verify {
-        let verified: u64 = clients.iter().map(|c| c.verified_records).sum();
-        let corrupt: u64 = clients.iter().map(|c| c.corrupt_records).sum();
-        obs.push(Metric::tool(
-            "verified_records",
-            Role::Client,
-            verified as f64,
-            "records",
-        ));
-        obs.push(Metric::tool(
-            names::CORRUPT_RECORDS,
-            Role::Client,
-            corrupt as f64,
-            "records",
-        ));
-        obs.warn(
-            WarningKind::VerifyCost,
-            "--verify reads and checks every record byte on the client: its CPU and the latency include that work",
-        );
-        if corrupt > 0 {
-            obs.warn(WarningKind::Anomaly, format!("{corrupt} records arrived corrupted"));
-        }
+
+    fn observe(
+        &self,
+        clients: &[SideOutcome],
+        server: &ServerReport,
+        _window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
+        observe::client_observation(self.case, clients, server, tsc_hz)
     }
-    warn_cache_resident(&mut obs, case);
-    obs.placement = threads.iter().map(|t| t.placement.clone()).collect();
-    warn_unpinned(&mut obs, case.net.client_cpus.is_some(), case.net.server_cpus.is_some());
-    obs
+
+    /// The payload the client threads received whole inside their windows (the bytes
+    /// `throughput_gbps` counts), as net stream does.
+    fn payload(&self, obs: &Observation, _: &ServerReport) -> Result<f64, String> {
+        obs.value(names::WINDOW_S, Role::System)
+            .ok_or_else(|| observe::NO_CLIENT_WINDOW.to_string())?;
+        let received = obs.value(observe::RESPONSES, Role::Client).unwrap_or(0.0);
+        Ok(received * self.case.response_bytes() as f64)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observation::Source;
 
     #[test]
     fn a_refused_feature_is_an_observation_of_unavailable_headlines_not_numbers() {
@@ -857,5 +631,71 @@ mod tests {
         assert!(check_case(&big, Some(1 << 30)).unwrap_err().contains("more than half"));
         let tiny = RecordsCase { record_size: 4, ..case };
         assert!(check_case(&tiny, None).unwrap_err().contains("accepted: 8 B to 1 MiB"));
+    }
+
+    fn loopback_case(mode: RecordsMode) -> RecordsCase {
+        RecordsCase {
+            mode,
+            record_size: 1024,
+            records: 4,
+            table_bytes: 1 << 20,
+            pick: crate::case::Pick::Random,
+            outstanding: 1,
+            net: crate::case::NetParams {
+                threads: 1,
+                duration_ms: 60,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: true,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+            prove_copies: false,
+            align: crate::case::Align::Page,
+        }
+    }
+
+    /// Through the coordinator and its in-process server, each figure comes once: the
+    /// server's role, its zero-copy counts and its machine's memory traffic from its report,
+    /// the client's TCP counters from the client's window (memory traffic counted by one end
+    /// only: `server_counts_memory_traffic`).
+    #[test]
+    fn a_loopback_run_counts_each_figure_once_with_the_memory_traffic_from_the_server() {
+        let obs = run(&loopback_case(RecordsMode::ZeroCopy), Stop::fresh()).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for m in &obs.metrics {
+            assert!(seen.insert((m.name.clone(), m.role)), "{} {} twice", m.role, m.name);
+        }
+        assert!(obs.get(names::DRAM_BYTES, Role::System).is_some());
+        assert!(obs.get(names::DRAM_BYTES_PER_PAYLOAD_BYTE, Role::System).is_some());
+        assert!(obs.value(observe::RESPONSES, Role::Server).unwrap() > 0.0);
+        assert!(obs.value(observe::RESPONSES, Role::Client).unwrap() > 0.0);
+        assert_eq!(obs.value(names::CORRUPT_RECORDS, Role::Client), Some(0.0));
+        assert!(obs.get(names::ZEROCOPY_COPIED_FRACTION, Role::System).is_some());
+        // Both ends' threads are placed: the client's, then the server's from its report.
+        let roles: Vec<Role> = obs.placement.iter().map(|p| p.role).collect();
+        assert_eq!(roles, [Role::Client, Role::Server]);
+    }
+
+    /// The hooks records gives the coordinator: the hello waits for the table to be filled,
+    /// the payload of the DRAM ratio is what the clients received, none without a window.
+    #[test]
+    fn the_hello_waits_for_the_table_and_the_payload_needs_a_client_window() {
+        let small = loopback_case(RecordsMode::Gather);
+        let big = RecordsCase {
+            table_bytes: 64 << 30,
+            ..small.clone()
+        };
+        let (small, big) = (Records { case: &small }, Records { case: &big });
+        assert_eq!(small.hello_wait(), SETUP_TIMEOUT);
+        assert_eq!(big.hello_wait(), SETUP_TIMEOUT + Duration::from_secs(256));
+        assert!(small.server_counts_memory_traffic());
+        let report = ServerReport::default();
+        let mut obs = Observation::default();
+        assert_eq!(small.payload(&obs, &report), Err(observe::NO_CLIENT_WINDOW.to_string()));
+        obs.push(Metric::tool(names::WINDOW_S, Role::System, 0.5, "s"));
+        obs.push(Metric::tool(observe::RESPONSES, Role::Client, 10.0, "responses"));
+        assert_eq!(small.payload(&obs, &report), Ok(10.0 * 4.0 * 1024.0));
     }
 }
