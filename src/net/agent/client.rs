@@ -45,7 +45,7 @@ pub fn run_on_agent(
 }
 
 /// [`run_on_agent`] with the key given, and `on_queued` told each position the agent says
-/// while the request waits in its queue.
+/// while the request waits in its queue (how many runs go first), then 0 when it runs.
 pub fn run_on_agent_with(
     agent: SocketAddr,
     target: &str,
@@ -97,7 +97,7 @@ pub fn run_on_agent_with(
                 queued_behind = queued_behind.max(position);
                 on_queued(position);
             }
-            Control::Running => {}
+            Control::Running => on_queued(0),
             Control::AgentResult(result) => {
                 return Ok(AgentRun {
                     observation: result.observation,

@@ -875,4 +875,24 @@ mod tests {
         assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
         greeters.close_lingering(true);
     }
+
+    /// `--allow-peers`: addresses and networks of both families; an IPv4-mapped IPv6 peer is
+    /// its IPv4 address; bad items are refused with what is accepted.
+    #[test]
+    fn an_allow_list_matches_addresses_and_networks() {
+        let list: AllowList = "10.0.0.0/8, 192.168.1.7,fd00::/8,172.16.0.0/12".parse().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for yes in ["10.1.2.3", "192.168.1.7", "fd12::1", "172.31.255.255", "::ffff:10.9.9.9"] {
+            assert!(list.allows(ip(yes)), "{yes}");
+        }
+        for no in ["11.0.0.1", "192.168.1.8", "fe80::1", "172.32.0.1", "127.0.0.1"] {
+            assert!(!list.allows(ip(no)), "{no}");
+        }
+        let any: AllowList = "0.0.0.0/0".parse().unwrap();
+        assert!(any.allows(ip("8.8.8.8")) && !any.allows(ip("::1")));
+        for bad in ["10.0.0.0/33", "host", "", "10.0.0.0/x", "::/129"] {
+            let e = bad.parse::<AllowList>().unwrap_err();
+            assert!(e.contains("accepted: addresses or networks"), "{bad}: {e}");
+        }
+    }
 }
