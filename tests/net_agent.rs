@@ -314,3 +314,49 @@ fn a_target_killed_mid_run_fails_the_run_and_the_agent_keeps_serving() {
     assert!(text.contains("the run failed") && !text.contains("no answer within"), "{text}");
     run(&a, &c.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
 }
+
+/// A controller that goes away while its request waits frees its place: the request behind
+/// it moves up (told position 1, not 2) and runs.
+#[test]
+fn a_controller_that_goes_away_frees_its_place_in_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path(), "key", KEY);
+    let (a, b, c) = (
+        Agent::start(&key, &[]),
+        Agent::start(&key, &[]),
+        Agent::start(&key, &[]),
+    );
+    let (running, started) = std::sync::mpsc::channel();
+    let (queued, waiting) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| {
+            run_on_agent_with(a.addr, &b.target(), &stream_case(6000), Some(KEY), Stop::fresh(), CALL, &mut |p| {
+                if p == 0 {
+                    running.send(()).ok();
+                }
+            })
+        });
+        started.recv_timeout(CALL).expect("the first run started");
+        let stop = Stop::fresh();
+        let (agent, target) = (a.addr, c.target());
+        let leaving = scope.spawn(move || {
+            run_on_agent_with(agent, &target, &stream_case(100), Some(KEY), stop, CALL, &mut |p| {
+                queued.send(p).ok();
+            })
+        });
+        assert_eq!(waiting.recv_timeout(CALL).expect("queued"), 1);
+        stop.request();
+        let e = leaving.join().unwrap().unwrap_err();
+        assert!(e.is::<iopath::stop::Interrupted>(), "{e:#}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !a.log().contains("closed its connection while its run request waited") {
+            assert!(Instant::now() < deadline, "A's log:\n{}", a.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut told = Vec::new();
+        let third = run_on_agent_with(a.addr, &c.target(), &stream_case(100), Some(KEY), Stop::fresh(), CALL, &mut |p| told.push(p));
+        third.unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
+        assert_eq!(told, [1, 0]);
+        first.join().unwrap().unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
+    });
+}
