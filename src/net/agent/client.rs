@@ -26,8 +26,8 @@ pub struct AgentRun {
     pub queued_behind: u32,
 }
 
-/// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`; its endpoint
-/// is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
+/// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`, or a fleet
+/// cell holding one; its endpoint is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
 /// this process's key (`net::auth::client_key`, as `--connect` uses it). `timeout` bounds the
 /// whole call, queueing included: connection refused, an agent that stops answering or dies
 /// mid-run is an error within it, never a hang. A refusal is a [`ServerRefused`] (match

@@ -215,8 +215,12 @@ fn net_of(case: &Case) -> Option<&NetParams> {
         .or_else(|| case.get::<RrCase>().map(|c| &c.net))
 }
 
-/// The case with its endpoint replaced by the target; only `net stream`, `net rr`, `net crr`.
+/// The case with its endpoint replaced by the target; only `net stream`, `net rr`, `net crr`
+/// (a fleet cell stands for the network case it holds).
 fn aimed_at(case: &Case, target: SocketAddr) -> Result<Case, String> {
+    if let Some(fleet) = case.get::<crate::case::FleetCase>() {
+        return aimed_at(&fleet.case, target);
+    }
     let endpoint = Endpoint::Remote {
         addr: target.to_string(),
     };
@@ -276,5 +280,72 @@ pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
         )
         .into()),
         other => bail!("expected the target's fingerprint, got {}", message_type(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Align, CopyMode, FakeBehaviour, FakeCase, FleetCase, RxMode};
+
+    fn stream(size: u64) -> StreamCase {
+        StreamCase {
+            mode: CopyMode::OneCopy,
+            rx_mode: RxMode::Scatter,
+            size,
+            fields: 1,
+            net: NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+            prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
+            align: Align::Page,
+        }
+    }
+
+    /// The case an agent runs points at the target whatever endpoint it came with; a fleet
+    /// cell stands for its network case; another workload is refused by name.
+    #[test]
+    fn a_run_request_is_aimed_at_its_target_and_only_network_cases_run() {
+        let target: SocketAddr = "10.1.2.3:7000".parse().unwrap();
+        let remote = Endpoint::Remote {
+            addr: "10.1.2.3:7000".into(),
+        };
+        let aimed = aimed_at(&Case::NetStream(stream(4096)), target).unwrap();
+        assert_eq!(aimed.get::<StreamCase>().unwrap().net.endpoint, remote);
+        let fleet = Case::Fleet(FleetCase {
+            source: "a:7000".into(),
+            destination: "b:7000".into(),
+            round: 0,
+            concurrent_pairs: 1,
+            case: Box::new(Case::NetStream(stream(4096))),
+        });
+        let aimed = aimed_at(&fleet, target).unwrap();
+        assert_eq!(aimed.get::<StreamCase>().unwrap().net.endpoint, remote);
+        let fake = Case::Fake(FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Ok { value: 1 },
+        });
+        let e = aimed_at(&fake, target).unwrap_err();
+        assert!(e.contains("net stream, net rr and net crr cases, not fake"), "{e}");
+    }
+
+    /// The client side's limits and memory, as the CLI checks them: a case whose buffers are
+    /// more than half the headroom is refused, naming both.
+    #[test]
+    fn a_run_request_is_checked_as_the_cli_checks_it() {
+        assert_eq!(check_case(&Case::NetStream(stream(1 << 20)), Some(1 << 30)), Ok(()));
+        let e = check_case(&Case::NetStream(stream(1 << 20)), Some(1 << 20)).unwrap_err();
+        assert!(e.contains("more than half of the"), "{e}");
+        let e = check_case(&Case::NetStream(stream(2 << 30)), None).unwrap_err();
+        assert!(e.contains("larger than 1 GiB"), "{e}");
     }
 }
