@@ -155,7 +155,10 @@ fn a_run_from_one_agent_to_another_returns_the_observation_and_both_fingerprints
     let obs = &got.observation;
     let gbps = obs.get(names::THROUGHPUT_GBPS, Role::System).expect("throughput");
     assert!(gbps.value.is_some_and(|v| v > 0.0), "{gbps:?}");
-    assert!(obs.get(names::BYTES_RECEIVED, Role::Server).is_some(), "the target's report is merged");
+    assert!(
+        obs.get(names::BYTES_RECEIVED, Role::Server).is_some(),
+        "the target's report is merged"
+    );
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     for machine in [&got.source, &got.destination] {
         assert_eq!(machine.hostname.as_deref(), Some(hostname.trim()));
@@ -198,8 +201,14 @@ fn a_wrong_key_is_refused_on_the_controller_leg_and_on_the_third_party_leg() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    BufReader::new(plain.stderr.take().unwrap()).read_line(&mut first).unwrap();
-    let plain_addr = first.split_whitespace().find(|w| w.starts_with("127.0.0.1:")).unwrap().to_string();
+    BufReader::new(plain.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let plain_addr = first
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap()
+        .to_string();
     let e = run(&a, &plain_addr, &stream_case(100), KEY).unwrap_err();
     let _ = plain.kill();
     let _ = plain.wait();
@@ -237,19 +246,35 @@ fn a_second_run_request_is_queued_and_then_runs() {
     let (first, second) = std::thread::scope(|scope| {
         let first = scope.spawn(|| {
             let mut told = Vec::new();
-            let got = run_on_agent_with(a.addr, &b.target(), &stream_case(5000), Some(KEY), Stop::fresh(), CALL, &mut |p| {
-                told.push(p);
-                if p == 0 {
-                    running.send(()).ok();
-                }
-            });
+            let got = run_on_agent_with(
+                a.addr,
+                &b.target(),
+                &stream_case(5000),
+                Some(KEY),
+                Stop::fresh(),
+                CALL,
+                &mut |p| {
+                    told.push(p);
+                    if p == 0 {
+                        running.send(()).ok();
+                    }
+                },
+            );
             (got, told)
         });
         // The second is sent once the first holds the agent (it said `running`).
         started.recv_timeout(CALL).expect("the first run started");
         let second = scope.spawn(|| {
             let mut told = Vec::new();
-            let got = run_on_agent_with(a.addr, &c.target(), &stream_case(100), Some(KEY), Stop::fresh(), CALL, &mut |p| told.push(p));
+            let got = run_on_agent_with(
+                a.addr,
+                &c.target(),
+                &stream_case(100),
+                Some(KEY),
+                Stop::fresh(),
+                CALL,
+                &mut |p| told.push(p),
+            );
             (got, told)
         });
         (first.join().unwrap(), second.join().unwrap())
@@ -277,7 +302,14 @@ fn a_target_outside_allow_peers_is_refused() {
     assert_eq!(refusal_kind(&e), Some(RefusalKind::NotAllowed), "{e:#}");
     assert!(format!("{e:#}").contains("outside this agent's --allow-peers"), "{e:#}");
     assert!(!b.log().contains("workload"), "nothing reached B: {}", b.log());
-    let open = Agent::start(&key, &["--allow-peers", "127.0.0.0/8"]);
+    // `--port` (the DaemonSet's flag) replaces the port of --listen.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let open = Agent::start(&key, &["--allow-peers", "127.0.0.0/8", "--port", &port.to_string()]);
+    assert_eq!(open.addr.port(), port);
     run(&open, &b.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", open.log()));
 }
 
@@ -297,11 +329,19 @@ fn a_target_killed_mid_run_fails_the_run_and_the_agent_keeps_serving() {
     let target = b.target();
     let outcome = std::thread::scope(|scope| {
         let call = scope.spawn(|| {
-            run_on_agent_with(a.addr, &target, &stream_case(120_000), Some(KEY), Stop::fresh(), timeout, &mut |p| {
-                if p == 0 {
-                    running.send(()).ok();
-                }
-            })
+            run_on_agent_with(
+                a.addr,
+                &target,
+                &stream_case(120_000),
+                Some(KEY),
+                Stop::fresh(),
+                timeout,
+                &mut |p| {
+                    if p == 0 {
+                        running.send(()).ok();
+                    }
+                },
+            )
         });
         started.recv_timeout(CALL).expect("the run started");
         std::thread::sleep(Duration::from_millis(1000));
@@ -311,7 +351,10 @@ fn a_target_killed_mid_run_fails_the_run_and_the_agent_keeps_serving() {
     });
     let e = outcome.expect_err("the target died");
     let text = format!("{e:#}");
-    assert!(text.contains("the run failed") && !text.contains("no answer within"), "{text}");
+    assert!(
+        text.contains("the run failed") && !text.contains("no answer within"),
+        "{text}"
+    );
     run(&a, &c.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
 }
 
@@ -330,11 +373,19 @@ fn a_controller_that_goes_away_frees_its_place_in_the_queue() {
     let (queued, waiting) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         let first = scope.spawn(|| {
-            run_on_agent_with(a.addr, &b.target(), &stream_case(6000), Some(KEY), Stop::fresh(), CALL, &mut |p| {
-                if p == 0 {
-                    running.send(()).ok();
-                }
-            })
+            run_on_agent_with(
+                a.addr,
+                &b.target(),
+                &stream_case(6000),
+                Some(KEY),
+                Stop::fresh(),
+                CALL,
+                &mut |p| {
+                    if p == 0 {
+                        running.send(()).ok();
+                    }
+                },
+            )
         });
         started.recv_timeout(CALL).expect("the first run started");
         let stop = Stop::fresh();
@@ -354,7 +405,15 @@ fn a_controller_that_goes_away_frees_its_place_in_the_queue() {
             std::thread::sleep(Duration::from_millis(10));
         }
         let mut told = Vec::new();
-        let third = run_on_agent_with(a.addr, &c.target(), &stream_case(100), Some(KEY), Stop::fresh(), CALL, &mut |p| told.push(p));
+        let third = run_on_agent_with(
+            a.addr,
+            &c.target(),
+            &stream_case(100),
+            Some(KEY),
+            Stop::fresh(),
+            CALL,
+            &mut |p| told.push(p),
+        );
         third.unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
         assert_eq!(told, [1, 0]);
         first.join().unwrap().unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));

@@ -41,7 +41,15 @@ pub fn run_on_agent(
     stop: Stop,
     timeout: Duration,
 ) -> anyhow::Result<AgentRun> {
-    run_on_agent_with(agent, target, case, crate::net::auth::client_key(), stop, timeout, &mut |_| {})
+    run_on_agent_with(
+        agent,
+        target,
+        case,
+        crate::net::auth::client_key(),
+        stop,
+        timeout,
+        &mut |_| {},
+    )
 }
 
 /// [`run_on_agent`] with the key given, and `on_queued` told each position the agent says
@@ -62,8 +70,8 @@ pub fn run_on_agent_with(
             .filter(|l| !l.is_zero())
             .ok_or_else(|| anyhow!("agent {agent}: no answer within {}", secs(timeout)))
     };
-    let stream = TcpStream::connect_timeout(&agent, left()?)
-        .with_context(|| format!("agent {agent}: could not connect"))?;
+    let stream =
+        TcpStream::connect_timeout(&agent, left()?).with_context(|| format!("agent {agent}: could not connect"))?;
     stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(stream)?;
     handshake::client_with(
@@ -81,17 +89,15 @@ pub fn run_on_agent_with(
     })))?;
     let mut queued_behind = 0;
     loop {
-        let line = control
-            .recv_line(Some(deadline), &|| stop.requested())
-            .map_err(|e| {
-                if stop.requested() {
-                    anyhow::Error::new(Interrupted)
-                } else if e.kind() == std::io::ErrorKind::TimedOut {
-                    anyhow!("agent {agent}: no answer within {} ({e})", secs(timeout))
-                } else {
-                    anyhow::Error::new(e).context(format!("agent {agent}: waiting for the run's result"))
-                }
-            })?;
+        let line = control.recv_line(Some(deadline), &|| stop.requested()).map_err(|e| {
+            if stop.requested() {
+                anyhow::Error::new(Interrupted)
+            } else if e.kind() == std::io::ErrorKind::TimedOut {
+                anyhow!("agent {agent}: no answer within {} ({e})", secs(timeout))
+            } else {
+                anyhow::Error::new(e).context(format!("agent {agent}: waiting for the run's result"))
+            }
+        })?;
         match ControlChannel::parse(&line).with_context(|| format!("agent {agent}"))? {
             Control::Queued { position } => {
                 queued_behind = queued_behind.max(position);

@@ -250,7 +250,10 @@ pub fn check_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
     } else if let Some(c) = case.get::<RrCase>() {
         rr::check_case(c).and_then(|()| rr::check_memory(c, Role::Client, headroom))
     } else {
-        Err(format!("an agent runs net stream, net rr and net crr cases, not {}", case.workload()))
+        Err(format!(
+            "an agent runs net stream, net rr and net crr cases, not {}",
+            case.workload()
+        ))
     }
 }
 
@@ -275,10 +278,9 @@ pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
     let line = control.recv_line(Some(deadline), &|| stop.requested())?;
     match ControlChannel::parse(&line)? {
         Control::Machine(machine) => Ok(*machine),
-        Control::Refused { error, kind } => Err(crate::net::session::ServerRefused(
-            crate::net::session::Refusal { kind, error },
-        )
-        .into()),
+        Control::Refused { error, kind } => {
+            Err(crate::net::session::ServerRefused(crate::net::session::Refusal { kind, error }).into())
+        }
         other => bail!("expected the target's fingerprint, got {}", message_type(&other)),
     }
 }

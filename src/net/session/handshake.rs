@@ -185,9 +185,7 @@ pub fn client_with<H: Serialize>(
             }
             (Control::Proof { mac }, _) => {
                 let holds = match (psk, &asked) {
-                    (Some(key), Some((ours, theirs))) => {
-                        crate::net::auth::verify_server_proof(key, ours, theirs, &mac)
-                    }
+                    (Some(key), Some((ours, theirs))) => crate::net::auth::verify_server_proof(key, ours, theirs, &mac),
                     _ => false,
                 };
                 if !holds {
@@ -563,16 +561,27 @@ mod tests {
         let impostor = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut control = ControlChannel::new(stream).unwrap();
-            control.recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
             control.send(&Control::Challenge { nonce: "00".into() }).unwrap();
-            control.recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
             control.send(&Control::Proof { mac: "ab".repeat(32) }).unwrap();
             control.send(&Control::Ready { token: 1 }).ok();
         });
         let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
         let hello = crate::net::control::AgentHello::default();
-        let e = client_with(&mut control, &hello, Some(KEY), ServerProof::IfOffered, Duration::from_secs(10), Stop::never())
-            .unwrap_err();
+        let e = client_with(
+            &mut control,
+            &hello,
+            Some(KEY),
+            ServerProof::IfOffered,
+            Duration::from_secs(10),
+            Stop::never(),
+        )
+        .unwrap_err();
         assert!(e.is::<Unproven>(), "{e:#}");
         impostor.join().unwrap();
 
@@ -588,9 +597,13 @@ mod tests {
         });
         let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
         control.send_json(&crate::net::control::AgentHello::default()).unwrap();
-        let Control::Challenge { nonce } = control.recv().unwrap() else { panic!("no challenge") };
+        let Control::Challenge { nonce } = control.recv().unwrap() else {
+            panic!("no challenge")
+        };
         let old = format!(r#"{{"type":"auth","mac":"{}"}}"#, crate::net::auth::answer(KEY, &nonce));
-        control.send_json(&serde_json::from_str::<serde_json::Value>(&old).unwrap()).unwrap();
+        control
+            .send_json(&serde_json::from_str::<serde_json::Value>(&old).unwrap())
+            .unwrap();
         assert_eq!(control.recv().unwrap(), Control::Ready { token: 2 });
         server.join().unwrap();
     }
@@ -616,7 +629,14 @@ mod tests {
                 )
             });
             let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
-            let e = client(&mut control, &stream_hello(), None, Duration::from_secs(10), Stop::never()).unwrap_err();
+            let e = client(
+                &mut control,
+                &stream_hello(),
+                None,
+                Duration::from_secs(10),
+                Stop::never(),
+            )
+            .unwrap_err();
             assert_eq!(refusal_kind(&e), Some(RefusalKind::NotAllowed), "{e:#}");
             assert!(format!("{e:#}").contains("not 127.0.0.1"), "{e:#}");
             stop.store(true, Ordering::SeqCst);

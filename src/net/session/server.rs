@@ -105,9 +105,8 @@ impl Session<'_> {
             };
             if waiting.len() >= MAX_QUEUED {
                 drop(waiting);
-                let error = format!(
-                    "server busy: {MAX_QUEUED} run requests are already waiting; try again when they are done"
-                );
+                let error =
+                    format!("server busy: {MAX_QUEUED} run requests are already waiting; try again when they are done");
                 return Err(refuse(control, RefusalKind::Busy, error));
             }
             waiting.push_back(ticket);
@@ -445,7 +444,10 @@ impl<'a> Server<'a> {
         let agent = matches!(case, HelloCase::Agent);
         if !agent {
             if self.options.allow_peers.as_ref().is_some_and(|a| !a.allows(peer.ip())) {
-                let error = format!("this server serves only the peers of its --allow-peers, not {}", peer.ip());
+                let error = format!(
+                    "this server serves only the peers of its --allow-peers, not {}",
+                    peer.ip()
+                );
                 control.send(&refused(RefusalKind::NotAllowed, &error)).ok();
                 self.log.refused(peer, workload, &error);
                 return;
@@ -882,7 +884,13 @@ mod tests {
     fn an_allow_list_matches_addresses_and_networks() {
         let list: AllowList = "10.0.0.0/8, 192.168.1.7,fd00::/8,172.16.0.0/12".parse().unwrap();
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        for yes in ["10.1.2.3", "192.168.1.7", "fd12::1", "172.31.255.255", "::ffff:10.9.9.9"] {
+        for yes in [
+            "10.1.2.3",
+            "192.168.1.7",
+            "fd12::1",
+            "172.31.255.255",
+            "::ffff:10.9.9.9",
+        ] {
             assert!(list.allows(ip(yes)), "{yes}");
         }
         for no in ["11.0.0.1", "192.168.1.8", "fe80::1", "172.32.0.1", "127.0.0.1"] {
@@ -933,7 +941,11 @@ mod tests {
         queue.waiting.lock().unwrap().extend(1000..1000 + MAX_QUEUED as u64);
         let (mut control, client) = control_pair();
         let e = session(&queue, &route, &never).wait_turn(&mut control).unwrap_err();
-        assert_eq!(e.downcast_ref::<Refusal>().map(|r| r.kind), Some(RefusalKind::Busy), "{e:#}");
+        assert_eq!(
+            e.downcast_ref::<Refusal>().map(|r| r.kind),
+            Some(RefusalKind::Busy),
+            "{e:#}"
+        );
         drop(client);
         queue.waiting.lock().unwrap().clear();
 
