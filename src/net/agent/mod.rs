@@ -110,7 +110,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     // The target proves the key (and that it is an agent) before anything waits or runs.
-    let destination = match fingerprint(addr, Stop::never()) {
+    let destination = match watched(&control, session, |stop| fingerprint(addr, stop)) {
         Ok(machine) => machine,
         Err(e) if handshake::key_failure(&e) => {
             let error = format!("the target {target} does not hold this agent's key: {e:#}");
@@ -170,30 +170,40 @@ fn answer_failure(control: &mut ControlChannel, target: &str, e: anyhow::Error) 
 }
 
 /// Run the case as its client; a stop of the server or the controller closing its connection
-/// stops it (checked every 20 ms on a watcher thread).
+/// stops it.
 fn run_watched(case: &Case, control: &ControlChannel, session: &Session<'_>) -> anyhow::Result<Observation> {
-    // One flag per run (it is 'static: a bool leaked per run request).
+    watched(control, session, |stop| {
+        if let Some(c) = case.get::<StreamCase>() {
+            stream::run(c, stop)
+        } else if let Some(c) = case.get::<RrCase>() {
+            rr::run(c, stop)
+        } else {
+            Err(anyhow!("an agent runs net stream, net rr and net crr cases"))
+        }
+    })
+}
+
+/// Run `f` on a thread of its own with a stop of its own, raised when the server is stopped or
+/// the controller closes its connection (looked at every 20 ms).
+fn watched<T: Send>(
+    control: &ControlChannel,
+    session: &Session<'_>,
+    f: impl FnOnce(Stop) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    // One flag per call (it is 'static: a bool leaked per request).
     let stop = Stop::fresh();
     std::thread::scope(|scope| {
-        let run = std::thread::Builder::new()
+        let work = std::thread::Builder::new()
             .name("iopath-agent-run".into())
-            .spawn_scoped(scope, move || {
-                if let Some(c) = case.get::<StreamCase>() {
-                    stream::run(c, stop)
-                } else if let Some(c) = case.get::<RrCase>() {
-                    rr::run(c, stop)
-                } else {
-                    Err(anyhow!("an agent runs net stream, net rr and net crr cases"))
-                }
-            })
+            .spawn_scoped(scope, move || f(stop))
             .context("could not start the run's thread")?;
-        while !run.is_finished() {
+        while !work.is_finished() {
             if !stop.requested() && ((session.stopped)() || peer_gone(control)) {
                 stop.request();
             }
             std::thread::sleep(Stop::POLL);
         }
-        run.join().unwrap_or_else(|_| Err(anyhow!("the run panicked")))
+        work.join().unwrap_or_else(|_| Err(anyhow!("the run panicked")))
     })
 }
 
@@ -261,8 +271,7 @@ pub fn check_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
 /// (this process's key, `net::auth::client_key`), `fingerprint`, its `machine`.
 pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
     let deadline = Instant::now() + FINGERPRINT_TIMEOUT;
-    let stream = std::net::TcpStream::connect_timeout(&addr, FINGERPRINT_TIMEOUT)
-        .with_context(|| format!("could not connect to {addr}"))?;
+    let stream = crate::net::session::connect(addr, stop)?;
     stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(stream)?;
     let key = crate::net::auth::client_key();
