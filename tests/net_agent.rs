@@ -85,6 +85,19 @@ impl Agent {
     fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// Wait (at most 20 s) until the log has a line containing every one of `parts`.
+    fn logged(&self, parts: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = self.log();
+            if let Some(line) = log.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return line.to_string();
+            }
+            assert!(Instant::now() < deadline, "no line with {parts:?} in the log:\n{log}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Agent {
@@ -166,11 +179,7 @@ fn a_run_from_one_agent_to_another_returns_the_observation_and_both_fingerprints
     }
     assert_eq!(got.queued_behind, 0);
     // The session ran on B as a client's session from A (the log names the workload).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !b.log().contains("session finished: peer 127.0.0.1") || !b.log().contains("workload stream") {
-        assert!(Instant::now() < deadline, "B's log:\n{}", b.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    b.logged(&["session finished: peer 127.0.0.1", "workload stream"]);
     let rr = run(&b, &a.target(), &rr_case(200), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", b.log()));
     assert!(rr.observation.get(names::LATENCY_P50_US, Role::Client).is_some());
 }
@@ -302,6 +311,15 @@ fn a_target_outside_allow_peers_is_refused() {
     assert_eq!(refusal_kind(&e), Some(RefusalKind::NotAllowed), "{e:#}");
     assert!(format!("{e:#}").contains("outside this agent's --allow-peers"), "{e:#}");
     assert!(!b.log().contains("workload"), "nothing reached B: {}", b.log());
+    a.logged(&[
+        "session refused",
+        "workload agent",
+        "outside this agent's --allow-peers",
+    ]);
+    // An agent is not its own target (it would wait for itself).
+    let e = run(&b, &b.target(), &stream_case(100), KEY).unwrap_err();
+    assert_eq!(refusal_kind(&e), Some(RefusalKind::SetUp), "{e:#}");
+    assert!(format!("{e:#}").contains("is this agent itself"), "{e:#}");
     // `--port` (the DaemonSet's flag) replaces the port of --listen.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -399,11 +417,7 @@ fn a_controller_that_goes_away_frees_its_place_in_the_queue() {
         stop.request();
         let e = leaving.join().unwrap().unwrap_err();
         assert!(e.is::<iopath::stop::Interrupted>(), "{e:#}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !a.log().contains("closed its connection while its run request waited") {
-            assert!(Instant::now() < deadline, "A's log:\n{}", a.log());
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        a.logged(&["session failed", "closed its connection while its run request waited"]);
         let mut told = Vec::new();
         let third = run_on_agent_with(
             a.addr,

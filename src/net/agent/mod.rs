@@ -86,6 +86,10 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         Ok(addr) => addr,
         Err(error) => return Err(refuse(&mut control, RefusalKind::SetUp, error)),
     };
+    if control.stream().local_addr().is_ok_and(|ours| ours == addr) {
+        let error = format!("the target {target} is this agent itself: a run needs two agents");
+        return Err(refuse(&mut control, RefusalKind::SetUp, error));
+    }
     if session.allow_peers.is_some_and(|allow| !allow.allows(addr.ip())) {
         let error = format!(
             "the target {target} ({}) is outside this agent's --allow-peers",
