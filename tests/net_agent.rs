@@ -433,3 +433,55 @@ fn a_controller_that_goes_away_frees_its_place_in_the_queue() {
         first.join().unwrap().unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
     });
 }
+
+/// The source agent killed in the middle of a run, or nothing listening: the controller hears
+/// an error, not the timeout's (the case asks for two minutes, more than the timeout).
+#[test]
+fn an_agent_that_dies_mid_run_or_is_not_there_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path(), "key", KEY);
+    let mut a = Agent::start(&key, &[]);
+    let b = Agent::start(&key, &[]);
+    let timeout = Duration::from_secs(60);
+    let (running, started) = std::sync::mpsc::channel();
+    let (agent, target) = (a.addr, b.target());
+    let call = std::thread::spawn(move || {
+        run_on_agent_with(
+            agent,
+            &target,
+            &stream_case(120_000),
+            Some(KEY),
+            Stop::fresh(),
+            timeout,
+            &mut |p| {
+                if p == 0 {
+                    running.send(()).ok();
+                }
+            },
+        )
+    });
+    started.recv_timeout(CALL).expect("the run started");
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let e = call.join().unwrap().expect_err("the agent died");
+    let text = format!("{e:#}");
+    assert!(
+        text.contains("waiting for the run's result") && !text.contains("no answer within"),
+        "{text}"
+    );
+    // Nothing listens on the dead agent's port any more: refused at once.
+    let e = run_on_agent_with(
+        agent,
+        &b.target(),
+        &stream_case(100),
+        Some(KEY),
+        Stop::fresh(),
+        timeout,
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("could not connect"), "{e:#}");
+    // And B, whose session lost its client, serves the next one.
+    let c = Agent::start(&key, &[]);
+    run(&c, &b.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", b.log()));
+}
