@@ -97,11 +97,11 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         );
         return Err(refuse(&mut control, RefusalKind::NotAllowed, error));
     }
-    let case = match aimed_at(&request.case, addr) {
+    let case = match Runnable::aimed_at(&request.case, addr) {
         Ok(case) => case,
         Err(error) => return Err(refuse(&mut control, RefusalKind::BadHello, error)),
     };
-    let asked = Duration::from_millis(net_of(&case).map_or(0, NetParams::session_ms));
+    let asked = Duration::from_millis(case.net().session_ms());
     if let Some(max) = session.max_session.filter(|max| asked > *max) {
         let error = format!(
             "the case asks for a {:.1} s session (warm-up + window); this agent allows at most {:.1} s (--max-session)",
@@ -110,7 +110,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         );
         return Err(refuse(&mut control, RefusalKind::SessionTooLong, error));
     }
-    if let Err(error) = check_case(&case, crate::sys::procfs::memory_headroom()) {
+    if let Err(error) = case.check(crate::sys::procfs::memory_headroom()) {
         return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     // The target proves the key (and that it is an agent) before anything waits or runs.
@@ -128,7 +128,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
     session.wait_turn(&mut control)?;
     control.send(&Control::Running)?;
     let source = crate::sysinfo::describe();
-    let outcome = run_watched(&case, &control, session);
+    let outcome = watched(&control, session, |stop| case.run(stop));
     if peer_gone(&control) {
         bail!("the controller closed its connection during the run");
     }
@@ -173,20 +173,6 @@ fn answer_failure(control: &mut ControlChannel, target: &str, e: anyhow::Error) 
     anyhow!(error)
 }
 
-/// Run the case as its client; a stop of the server or the controller closing its connection
-/// stops it.
-fn run_watched(case: &Case, control: &ControlChannel, session: &Session<'_>) -> anyhow::Result<Observation> {
-    watched(control, session, |stop| {
-        if let Some(c) = case.get::<StreamCase>() {
-            stream::run(c, stop)
-        } else if let Some(c) = case.get::<RrCase>() {
-            rr::run(c, stop)
-        } else {
-            Err(anyhow!("an agent runs net stream, net rr and net crr cases"))
-        }
-    })
-}
-
 /// Run `f` on a thread of its own with a stop of its own, raised when the server is stopped or
 /// the controller closes its connection (looked at every 20 ms).
 fn watched<T: Send>(
@@ -222,52 +208,69 @@ fn resolve(target: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("the target '{target}' resolves to no address ({accepted})"))
 }
 
-/// The network parameters of a case an agent runs.
-fn net_of(case: &Case) -> Option<&NetParams> {
-    case.get::<StreamCase>()
-        .map(|c| &c.net)
-        .or_else(|| case.get::<RrCase>().map(|c| &c.net))
+/// A case an agent runs, aimed at its target: the one place that names the network case
+/// types an agent runs (a network workload added for fleets adds a variant and its arms here).
+#[derive(Debug, Clone)]
+enum Runnable {
+    Stream(StreamCase),
+    Rr(RrCase),
 }
 
-/// The case with its endpoint replaced by the target; only `net stream`, `net rr`, `net crr`
-/// (a fleet cell stands for the network case it holds).
-fn aimed_at(case: &Case, target: SocketAddr) -> Result<Case, String> {
-    if let Some(fleet) = case.get::<crate::case::FleetCase>() {
-        return aimed_at(&fleet.case, target);
+impl Runnable {
+    /// The case with its endpoint replaced by the target; only `net stream`, `net rr`,
+    /// `net crr` (a fleet cell stands for the network case it holds).
+    fn aimed_at(case: &Case, target: SocketAddr) -> Result<Runnable, String> {
+        if let Some(fleet) = case.get::<crate::case::FleetCase>() {
+            return Runnable::aimed_at(&fleet.case, target);
+        }
+        let endpoint = Endpoint::Remote {
+            addr: target.to_string(),
+        };
+        let mut runnable = if let Some(c) = case.get::<StreamCase>() {
+            Runnable::Stream(c.clone())
+        } else if let Some(c) = case.get::<RrCase>() {
+            Runnable::Rr(c.clone())
+        } else {
+            return Err(format!(
+                "an agent runs net stream, net rr and net crr cases, not {} ({})",
+                case.workload(),
+                case.label()
+            ));
+        };
+        runnable.net_mut().endpoint = endpoint;
+        Ok(runnable)
     }
-    let endpoint = Endpoint::Remote {
-        addr: target.to_string(),
-    };
-    if let Some(c) = case.get::<StreamCase>() {
-        let mut c = c.clone();
-        c.net.endpoint = endpoint;
-        Ok(Case::NetStream(c))
-    } else if let Some(c) = case.get::<RrCase>() {
-        let mut c = c.clone();
-        c.net.endpoint = endpoint;
-        Ok(Case::NetRr(c))
-    } else {
-        Err(format!(
-            "an agent runs net stream, net rr and net crr cases, not {} ({})",
-            case.workload(),
-            case.label()
-        ))
-    }
-}
 
-/// The checks the CLI makes before running the case here as the client: the workload's
-/// limits and the client side's buffers against `headroom` (the same function the server side
-/// checks a hello with).
-pub fn check_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    if let Some(c) = case.get::<StreamCase>() {
-        stream::check_case(c, Role::Client, headroom)
-    } else if let Some(c) = case.get::<RrCase>() {
-        rr::check_case(c).and_then(|()| rr::check_memory(c, Role::Client, headroom))
-    } else {
-        Err(format!(
-            "an agent runs net stream, net rr and net crr cases, not {}",
-            case.workload()
-        ))
+    fn net_mut(&mut self) -> &mut NetParams {
+        match self {
+            Runnable::Stream(c) => &mut c.net,
+            Runnable::Rr(c) => &mut c.net,
+        }
+    }
+
+    fn net(&self) -> &NetParams {
+        match self {
+            Runnable::Stream(c) => &c.net,
+            Runnable::Rr(c) => &c.net,
+        }
+    }
+
+    /// The checks the CLI makes before running the case here as the client: the workload's
+    /// limits and the client side's buffers against `headroom` (the same function the server
+    /// side checks a hello with).
+    fn check(&self, headroom: Option<u64>) -> Result<(), String> {
+        match self {
+            Runnable::Stream(c) => stream::check_case(c, Role::Client, headroom),
+            Runnable::Rr(c) => rr::check_case(c).and_then(|()| rr::check_memory(c, Role::Client, headroom)),
+        }
+    }
+
+    /// Run it through the normal client path (the session `Coordinator`).
+    fn run(&self, stop: Stop) -> anyhow::Result<Observation> {
+        match self {
+            Runnable::Stream(c) => stream::run(c, stop),
+            Runnable::Rr(c) => rr::run(c, stop),
+        }
     }
 }
 
@@ -334,8 +337,9 @@ mod tests {
         let remote = Endpoint::Remote {
             addr: "10.1.2.3:7000".into(),
         };
-        let aimed = aimed_at(&Case::NetStream(stream(4096)), target).unwrap();
-        assert_eq!(aimed.get::<StreamCase>().unwrap().net.endpoint, remote);
+        let aimed = Runnable::aimed_at(&Case::NetStream(stream(4096)), target).unwrap();
+        assert!(matches!(aimed, Runnable::Stream(_)));
+        assert_eq!(aimed.net().endpoint, remote);
         let fleet = Case::Fleet(FleetCase {
             source: "a:7000".into(),
             destination: "b:7000".into(),
@@ -343,13 +347,14 @@ mod tests {
             concurrent_pairs: 1,
             case: Box::new(Case::NetStream(stream(4096))),
         });
-        let aimed = aimed_at(&fleet, target).unwrap();
-        assert_eq!(aimed.get::<StreamCase>().unwrap().net.endpoint, remote);
+        let aimed = Runnable::aimed_at(&fleet, target).unwrap();
+        assert!(matches!(aimed, Runnable::Stream(_)));
+        assert_eq!(aimed.net().endpoint, remote);
         let fake = Case::Fake(FakeCase {
             index: 0,
             behaviour: FakeBehaviour::Ok { value: 1 },
         });
-        let e = aimed_at(&fake, target).unwrap_err();
+        let e = Runnable::aimed_at(&fake, target).unwrap_err();
         assert!(e.contains("net stream, net rr and net crr cases, not fake"), "{e}");
     }
 
@@ -357,10 +362,11 @@ mod tests {
     /// more than half the headroom is refused, naming both.
     #[test]
     fn a_run_request_is_checked_as_the_cli_checks_it() {
-        assert_eq!(check_case(&Case::NetStream(stream(1 << 20)), Some(1 << 30)), Ok(()));
-        let e = check_case(&Case::NetStream(stream(1 << 20)), Some(1 << 20)).unwrap_err();
+        let runnable = |size| Runnable::Stream(stream(size));
+        assert_eq!(runnable(1 << 20).check(Some(1 << 30)), Ok(()));
+        let e = runnable(1 << 20).check(Some(1 << 20)).unwrap_err();
         assert!(e.contains("more than half of the"), "{e}");
-        let e = check_case(&Case::NetStream(stream(2 << 30)), None).unwrap_err();
+        let e = runnable(2 << 30).check(None).unwrap_err();
         assert!(e.contains("larger than 1 GiB"), "{e}");
     }
 }
