@@ -92,10 +92,44 @@ pub fn refused(kind: RefusalKind, error: &str) -> Control {
     }
 }
 
+/// Whether a client demands that the server prove it holds the key too (mutual proof).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerProof {
+    /// Check a proof the server sends (a wrong one is refused); a server that sends none (an
+    /// older one) is served as before. Every client with a key asks for one.
+    IfOffered,
+    /// Refuse a server that does not prove it holds the key: an agent's third-party leg and a
+    /// controller's leg (`net serve --agent`).
+    Required,
+}
+
+/// Set once by `net serve --agent`: every client session this process runs (the third-party
+/// legs, through the session `Coordinator`) demands the server's proof.
+static SERVER_MUST_PROVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on every [`client`] of this process requires [`ServerProof::Required`].
+pub fn require_server_proof() {
+    SERVER_MUST_PROVE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A server that did not prove it holds the key (no proof where one was required, or a wrong
+/// one): the client refused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unproven(pub String);
+
+impl std::fmt::Display for Unproven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unproven {}
+
 /// The client's side: send `hello`, answer a key challenge with `psk`, and return the
 /// server's `ready`. Each answer is awaited at most `wait`; a stop ends the wait as
 /// `Interrupted`. A refusal comes back as a [`ServerRefused`] (match it by `.0.kind`), a
-/// kernel refusal on the server (`unavailable`) as an [`Unsupported`].
+/// kernel refusal on the server (`unavailable`) as an [`Unsupported`]. With a key the client
+/// asks the server to prove it too; the proof is required after [`require_server_proof`].
 pub fn client<H: Serialize>(
     control: &mut ControlChannel,
     hello: &H,
@@ -103,8 +137,29 @@ pub fn client<H: Serialize>(
     wait: Duration,
     stop: Stop,
 ) -> anyhow::Result<Ready> {
+    let proof = if SERVER_MUST_PROVE.load(std::sync::atomic::Ordering::SeqCst) {
+        ServerProof::Required
+    } else {
+        ServerProof::IfOffered
+    };
+    client_with(control, hello, psk, proof, wait, stop)
+}
+
+/// [`client`] with the server's proof demanded as `proof` says. Without a key, a required
+/// proof cannot be checked: the server is refused as [`Unproven`].
+pub fn client_with<H: Serialize>(
+    control: &mut ControlChannel,
+    hello: &H,
+    psk: Option<&[u8]>,
+    proof: ServerProof,
+    wait: Duration,
+    stop: Stop,
+) -> anyhow::Result<Ready> {
     control.send_json(hello)?;
     let stopped = || stop.requested();
+    // Our nonce and the server's challenge, once sent; whether the server proved the key.
+    let mut asked: Option<(String, String)> = None;
+    let mut proven = false;
     loop {
         let line = control.recv_line(Some(Instant::now() + wait), &stopped);
         let answer = line
@@ -121,11 +176,35 @@ pub fn client<H: Serialize>(
                 let Some(key) = psk else {
                     bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
                 };
+                let ours = crate::net::auth::nonce();
                 control.send(&Control::Auth {
                     mac: crate::net::auth::answer(key, &nonce),
+                    nonce: Some(ours.clone()),
                 })?;
+                asked = Some((ours, nonce));
+            }
+            (Control::Proof { mac }, _) => {
+                let holds = match (psk, &asked) {
+                    (Some(key), Some((ours, theirs))) => crate::net::auth::verify_server_proof(key, ours, theirs, &mac),
+                    _ => false,
+                };
+                if !holds {
+                    return Err(Unproven(
+                        "the server's proof of the pre-shared key is wrong: it does not hold the same key".into(),
+                    )
+                    .into());
+                }
+                proven = true;
             }
             (Control::Ready { .. }, line) => {
+                if proof == ServerProof::Required && !proven {
+                    let why = if asked.is_none() {
+                        "the server did not challenge for a key (it was started without --psk-file), so it cannot prove it holds the same key"
+                    } else {
+                        "the server did not prove that it holds the pre-shared key (an iopath older than agent mode)"
+                    };
+                    return Err(Unproven(why.into()).into());
+                }
                 let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
                 return Ok(Ready {
                     token: ready.token,
@@ -137,6 +216,12 @@ pub fn client<H: Serialize>(
             (other, _) => bail!("unexpected answer from the server: {other:?}"),
         }
     }
+}
+
+/// Whether a client's error is about the key: the server refused ours, or did not prove it
+/// holds it.
+pub fn key_failure(e: &anyhow::Error) -> bool {
+    refusal_kind(e) == Some(RefusalKind::Key) || e.downcast_ref::<Unproven>().is_some()
 }
 
 /// The kind of a client's error when it is a server's refusal.
@@ -270,14 +355,21 @@ fn challenge(
     let line = control
         .recv_line(Some(deadline), quit)
         .map_err(|e| anyhow!("no answer to the key challenge: {e}"))?;
-    let ok = match serde_json::from_slice::<Control>(&line) {
-        Ok(Control::Auth { mac }) => crate::net::auth::verify(key, &nonce, &mac),
-        _ => false,
+    let (ok, theirs) = match serde_json::from_slice::<Control>(&line) {
+        Ok(Control::Auth { mac, nonce: theirs }) => (crate::net::auth::verify(key, &nonce, &mac), theirs),
+        _ => (false, None),
     };
     if !ok {
         let error = "refused: wrong or missing pre-shared key (this server was started with --psk-file; give the client the same key with --psk-file)";
         control.send(&refused(RefusalKind::Key, error)).ok();
         bail!("wrong or missing pre-shared key");
+    }
+    // Mutual proof: a client that sent a nonce of its own hears that we hold the key too
+    // (only once it proved it does: a client without the key learns nothing).
+    if let Some(theirs) = theirs {
+        control.send(&Control::Proof {
+            mac: crate::net::auth::server_proof(key, &theirs, &nonce),
+        })?;
     }
     Ok(())
 }
@@ -304,6 +396,8 @@ mod tests {
                 | RefusalKind::SetUp
                 | RefusalKind::Version
                 | RefusalKind::BadHello
+                | RefusalKind::NotAllowed
+                | RefusalKind::TargetKey
                 | RefusalKind::Other => {}
             }
         }
@@ -322,7 +416,7 @@ mod tests {
                 "{text}"
             );
         }
-        assert_eq!(names.len(), 9);
+        assert_eq!(names.len(), 11);
     }
 
     /// An older peer's refusal has no kind, a newer peer's may have one this version does not
@@ -413,6 +507,138 @@ mod tests {
             let none = ask(None).unwrap_err();
             assert_eq!(refusal_kind(&none), None, "{none:#}");
             assert!(format!("{none:#}").contains("requires a pre-shared key"), "{none:#}");
+            stop.store(true, Ordering::SeqCst);
+            assert!(server.join().unwrap().is_err(), "no session was served");
+        });
+    }
+
+    /// A server that greets with `key` (None: no challenge) and answers `ready`; the client's
+    /// outcome with `psk` and `proof`.
+    fn mutual(key: Option<&'static [u8]>, psk: Option<&[u8]>, proof: ServerProof) -> anyhow::Result<Ready> {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut workload = None;
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, key, &|| {}, &mut workload) {
+                control.send(&Control::Ready { token: 5 }).ok();
+            }
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        let hello = crate::net::control::AgentHello::default();
+        let got = client_with(&mut control, &hello, psk, proof, Duration::from_secs(10), Stop::never());
+        drop(control);
+        server.join().unwrap();
+        got
+    }
+
+    /// Mutual proof: a server with the client's key proves it; a server without a key cannot,
+    /// and a client that requires the proof refuses it (as `Unproven`, a key failure); one that
+    /// does not require it is served as before.
+    #[test]
+    fn a_client_that_requires_it_hears_the_server_prove_the_key() {
+        const KEY: &[u8] = b"0123456789abcdef-the-shared-key";
+        let ok = mutual(Some(KEY), Some(KEY), ServerProof::Required).unwrap();
+        assert_eq!(ok.token, 5);
+        let e = mutual(None, Some(KEY), ServerProof::Required).unwrap_err();
+        assert!(e.is::<Unproven>() && key_failure(&e), "{e:#}");
+        assert!(format!("{e:#}").contains("did not challenge for a key"), "{e:#}");
+        assert!(mutual(None, Some(KEY), ServerProof::IfOffered).is_ok());
+        assert!(mutual(None, None, ServerProof::IfOffered).is_ok());
+        let e = mutual(Some(KEY), Some(b"0123456789abcdef-another-key"), ServerProof::Required).unwrap_err();
+        assert_eq!(refusal_kind(&e), Some(RefusalKind::Key), "{e:#}");
+        assert!(key_failure(&e));
+    }
+
+    /// A server that answers the challenge's `auth` with a proof it cannot have made (it does
+    /// not hold the key) is refused; an older client's `auth` without a nonce is served
+    /// without a proof.
+    #[test]
+    fn a_wrong_proof_is_refused_and_an_old_client_gets_none() {
+        const KEY: &[u8] = b"0123456789abcdef-the-shared-key";
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let impostor = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut control = ControlChannel::new(stream).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
+            control.send(&Control::Challenge { nonce: "00".into() }).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
+            control.send(&Control::Proof { mac: "ab".repeat(32) }).unwrap();
+            control.send(&Control::Ready { token: 1 }).ok();
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        let hello = crate::net::control::AgentHello::default();
+        let e = client_with(
+            &mut control,
+            &hello,
+            Some(KEY),
+            ServerProof::IfOffered,
+            Duration::from_secs(10),
+            Stop::never(),
+        )
+        .unwrap_err();
+        assert!(e.is::<Unproven>(), "{e:#}");
+        impostor.join().unwrap();
+
+        // An old client: its auth has no nonce; the next line it reads is `ready`.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut workload = None;
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|| {}, &mut workload) {
+                control.send(&Control::Ready { token: 2 }).ok();
+            }
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        control.send_json(&crate::net::control::AgentHello::default()).unwrap();
+        let Control::Challenge { nonce } = control.recv().unwrap() else {
+            panic!("no challenge")
+        };
+        let old = format!(r#"{{"type":"auth","mac":"{}"}}"#, crate::net::auth::answer(KEY, &nonce));
+        control
+            .send_json(&serde_json::from_str::<serde_json::Value>(&old).unwrap())
+            .unwrap();
+        assert_eq!(control.recv().unwrap(), Control::Ready { token: 2 });
+        server.join().unwrap();
+    }
+
+    /// `--allow-peers`: a session's client outside it is refused by kind before anything is
+    /// served.
+    #[test]
+    fn a_client_outside_allow_peers_is_refused_by_kind() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        let options = ServeOptions {
+            allow_peers: Some("10.0.0.0/8".parse().unwrap()),
+            ..ServeOptions::default()
+        };
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                serve_session_with(
+                    &listener,
+                    Some(&stop),
+                    &options,
+                    crate::net::session::registry::NET_SERVE,
+                )
+            });
+            let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+            let e = client(
+                &mut control,
+                &stream_hello(),
+                None,
+                Duration::from_secs(10),
+                Stop::never(),
+            )
+            .unwrap_err();
+            assert_eq!(refusal_kind(&e), Some(RefusalKind::NotAllowed), "{e:#}");
+            assert!(format!("{e:#}").contains("not 127.0.0.1"), "{e:#}");
             stop.store(true, Ordering::SeqCst);
             assert!(server.join().unwrap().is_err(), "no session was served");
         });
