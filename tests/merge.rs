@@ -134,6 +134,9 @@ fn every_run_is_copied_with_its_provenance_and_identical_cells() {
     let html = t.out.with_file_name("merged.html");
     ok(&["report", "1", "--db", s(&t.out), "-o", s(&html)]);
     assert!(html.exists());
+    // A merged run is not resumed here: its cells were measured on another host.
+    let err = usage_error(&["sweep", "--resume", "1", "--db", s(&t.out)]);
+    assert!(err.contains("copied by `iopath merge` from run 1 of"), "{err}");
     // The inputs are not changed into the new schema.
     for input in [&t.a, &t.b] {
         assert_eq!(
