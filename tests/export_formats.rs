@@ -143,3 +143,78 @@ fn bmf_has_per_benchmark_per_measure_value_and_bounds() {
         }
     }
 }
+
+/// The otava binary: `IOPATH_OTAVA`, or `otava` on PATH.
+fn otava() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("IOPATH_OTAVA") {
+        return Some(path.into());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("otava"))
+        .find(|p| p.is_file())
+}
+
+/// Apache Otava itself reads the export (one test's rows, with the config snippet of
+/// docs/output.md) and finds the step of a history whose value fell by a fifth after five runs.
+#[test]
+fn otava_reads_the_export_and_finds_the_change_point() {
+    let Some(otava) = otava() else {
+        common::skip("Apache Otava is not installed (pip install apache-otava, or set IOPATH_OTAVA)");
+        return;
+    };
+    let (dir, db) = common::temp_db("history.db");
+    for night in 1..=10 {
+        let scale = if night <= 5 { "1" } else { "0.8" };
+        let out = iopath()
+            .args(["sweep", "fake", "--cells", "noise:100~2,ok:3", "--reps", "3", "--db"])
+            .arg(&db)
+            .env("IOPATH_FAKE_SCALE", scale)
+            .env("IOPATH_FAKE_SEED", night.to_string())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        // Otava orders a series by time, which the store keeps to the second.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let (header, all) = rows(&ok(&["export", "--format", "otava"], &db));
+    let test = all[0][4].clone();
+    let mut w = csv::Writer::from_path(dir.path().join("series.csv")).unwrap();
+    w.write_record(&header).unwrap();
+    for row in all.iter().filter(|r| r[4] == test) {
+        w.write_record(row).unwrap();
+    }
+    w.flush().unwrap();
+    std::fs::write(
+        dir.path().join("otava.yaml"),
+        format!(
+            "tests:\n  {test}:\n    type: csv\n    file: {}\n    time_column: time\n    attributes: [run_id, host, case]\n    \
+             metrics:\n      system_value:\n        direction: 1\n    csv_options:\n      delimiter: \",\"\n      quote_char: '\"'\n",
+            dir.path().join("series.csv").display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(otava)
+        .args(["analyze", &test])
+        .env("OTAVA_CONFIG", dir.path().join("otava.yaml"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "otava: {}{}", text, stderr(&out));
+    // Ten rows of the series, and one change point between the fifth and the sixth run.
+    let points: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains('%') && !l.contains("+0000"))
+        .collect();
+    assert_eq!(points.len(), 1, "{text}");
+    assert!(points[0].trim().starts_with('-'), "{text}");
+    let runs: Vec<&str> = text.lines().filter(|l| l.contains("+0000")).collect();
+    assert_eq!(runs.len(), 10, "{text}");
+    let before: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.contains('%'))
+        .filter(|l| l.contains("+0000"))
+        .collect();
+    assert_eq!(before.len(), 5, "{text}");
+}
