@@ -265,3 +265,29 @@ fn an_input_of_the_older_schema_is_read_without_being_changed() {
     ok(&["runs", "--upgrade", "--db", s(&t.a)]);
     assert_eq!(records(&t.out, 1), records(&t.a, 1));
 }
+
+/// A run another process is executing right now is not copied (its cells are still coming, and
+/// a copy would stand for the finished run); once it has ended it is.
+#[test]
+fn a_run_being_executed_is_left_until_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, out) = (dir.path().join("a.db"), dir.path().join("out.db"));
+    let child = common::spawn(&["sweep", "fake", "--cells", "ok:1,sleep:60s", "--db", s(&a)]);
+    common::wait_for_cells(&a, 1, Duration::from_secs(60));
+    let text = stdout(&ok(&["merge", s(&out), s(&a)]));
+    assert!(
+        text.contains("run 1 is being run by another iopath process right now"),
+        "{text}"
+    );
+    assert!(
+        text.contains("merged 0 runs") && text.contains("1 run in progress not copied"),
+        "{text}"
+    );
+    assert_eq!(count(&out, "SELECT count(*) FROM runs"), 0);
+    common::sigint(&child);
+    let stopped = common::finish_within(child, Duration::from_secs(30));
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let text = stdout(&ok(&["merge", s(&out), s(&a)]));
+    assert!(text.contains("run 1 copied as run 1"), "{text}");
+    assert_eq!(records(&out, 1), records(&a, 1));
+}

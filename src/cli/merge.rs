@@ -31,7 +31,7 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
         }
     }
     // Every input is checked before OUT is created or written.
-    let inputs: Vec<Store> = args
+    let mut inputs: Vec<Store> = args
         .inputs
         .iter()
         .map(|path| {
@@ -44,8 +44,9 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let mut out = open_for_writing(&args.out)?;
-    let (mut copied, mut duplicates) = (0usize, 0usize);
-    for input in &inputs {
+    let (mut copied, mut duplicates, mut in_progress) = (0usize, 0usize, 0usize);
+    let count = inputs.len();
+    for input in &mut inputs {
         let name = input.path().display().to_string();
         for outcome in out.merge_from(input).map_err(store_error)? {
             match outcome {
@@ -54,6 +55,13 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
                     crate::say!(
                         "{name}: run {source_run} copied as run {run} (host {})",
                         host.as_deref().unwrap_or("not recorded")
+                    )?;
+                }
+                Merged::InProgress { source_run } => {
+                    in_progress += 1;
+                    crate::say!(
+                        "{name}: run {source_run} is being run by another iopath process right now: not copied \
+                         (merge again when it has ended)"
                     )?;
                 }
                 Merged::Duplicate { source_run, existing } => {
@@ -66,10 +74,14 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let running = match in_progress {
+        0 => String::new(),
+        n => format!(", {} in progress not copied", plural(n, "run")),
+    };
     crate::say!(
-        "merged {} from {} into {}; {} not copied",
+        "merged {} from {} into {}; {} not copied{running}",
         plural(copied, "run"),
-        plural(inputs.len(), "database"),
+        plural(count, "database"),
         args.out.display(),
         plural(duplicates, "duplicate")
     )?;

@@ -46,6 +46,9 @@ pub enum Merged {
     },
     /// Already in the output as run `existing`: not copied.
     Duplicate { source_run: i64, existing: i64 },
+    /// Being executed by another process right now: not copied (its cells are still coming,
+    /// and a copy would keep its identity from the finished run).
+    InProgress { source_run: i64 },
 }
 
 /// The run columns copied as they are, in this order.
@@ -162,7 +165,7 @@ impl Store {
     /// not copied. Each run is checked as a reader checks it (status, repetitions, cases that
     /// parse, possible positions) before anything of it is written: a damaged input is an
     /// error, and the runs copied before it stay whole.
-    pub fn merge_from(&mut self, input: &Store) -> anyhow::Result<Vec<Merged>> {
+    pub fn merge_from(&mut self, input: &mut Store) -> anyhow::Result<Vec<Merged>> {
         let source_file = std::fs::canonicalize(input.path())
             .unwrap_or_else(|_| input.path().to_path_buf())
             .display()
@@ -175,6 +178,14 @@ impl Store {
             .collect::<Result<_, _>>()?;
         let mut outcomes = Vec::with_capacity(ids.len());
         for id in ids {
+            // Kept open (with the input's locks, closed after its connection): the read lock
+            // keeps a resume of the run from starting while it is copied.
+            let (guard, in_progress) = super::lock::run_in_progress(input.path(), id)?;
+            input.locks.push(guard);
+            if in_progress {
+                outcomes.push(Merged::InProgress { source_run: id });
+                continue;
+            }
             let run = input.run(id)?;
             let cases = input.cases(id)?;
             if let Some(why) = input.impossible_positions(id, cases.len(), run.repetitions)? {
