@@ -130,6 +130,11 @@ fn every_run_is_copied_with_its_provenance_and_identical_cells() {
         (runs[0]["cells_ok"].as_i64(), runs[0]["cells_failed"].as_i64()),
         (Some(6), Some(3))
     );
+    assert_eq!(runs[2]["source"]["file"], absolute(&t.b));
+    assert_eq!(runs[2]["source"]["run_id"], 2);
+    assert_eq!(runs[2]["source"]["host"], hostname());
+    let native = stdout(&ok(&["runs", "--json", "--db", s(&t.a)]));
+    assert!(serde_json::from_str::<Value>(&native).unwrap()[0]["source"].is_null());
     ok(&["compare", "2", "3", "--db", s(&t.out)]);
     let html = t.out.with_file_name("merged.html");
     ok(&["report", "1", "--db", s(&t.out), "-o", s(&html)]);

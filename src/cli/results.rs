@@ -264,15 +264,22 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()
         .map_err(store_error)?;
     if args.json {
-        let list: Vec<Value> = runs
-            .iter()
-            .zip(&workloads)
-            .map(|(r, workload)| {
-                let mut run = tidy::run_json(r);
-                run["workload"] = workload.clone();
-                run
-            })
-            .collect();
+        let mut list: Vec<Value> = Vec::with_capacity(runs.len());
+        for (r, workload) in runs.iter().zip(&workloads) {
+            let mut run = tidy::run_json(r);
+            run["workload"] = workload.clone();
+            // Where a run copied by `iopath merge` came from; null for one measured here.
+            run["source"] = match store.provenance(r.id).map_err(store_error)? {
+                Some(p) => json!({
+                    "file": p.source_file,
+                    "run_id": p.source_run_id,
+                    "host": p.source_host,
+                    "merged_at": p.merged_at,
+                }),
+                None => Value::Null,
+            };
+            list.push(run);
+        }
         let mut text = serde_json::to_string_pretty(&list)?;
         text.push('\n');
         super::output::out(text)?;
