@@ -46,9 +46,11 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
     let mut out = open_for_writing(&args.out)?;
     let (mut copied, mut duplicates, mut in_progress) = (0usize, 0usize, 0usize);
     let count = inputs.len();
+    // The identities of the runs OUT holds, computed once (a large run's cases are hashed).
+    let mut known = out.run_identities().map_err(store_error)?;
     for input in &mut inputs {
         let name = input.path().display().to_string();
-        for outcome in out.merge_from(input).map_err(store_error)? {
+        for outcome in out.merge_from(input, &mut known).map_err(store_error)? {
             match outcome {
                 Merged::Copied { source_run, run, host } => {
                     copied += 1;

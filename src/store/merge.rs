@@ -161,16 +161,16 @@ impl Store {
     }
 
     /// Copy every run of `input` (oldest first) into this database, each in one transaction
-    /// with a new id and its provenance; a run whose identity is already here is a duplicate,
-    /// not copied. Each run is checked as a reader checks it (status, repetitions, cases that
-    /// parse, possible positions) before anything of it is written: a damaged input is an
-    /// error, and the runs copied before it stay whole.
-    pub fn merge_from(&mut self, input: &mut Store) -> anyhow::Result<Vec<Merged>> {
+    /// with a new id and its provenance; a run whose identity is in `known` (this database's
+    /// [`Store::run_identities`], which the copies are added to) is a duplicate, not copied.
+    /// Each run is checked as a reader checks it (status, repetitions, cases that parse,
+    /// possible positions) before anything of it is written: a damaged input is an error, and
+    /// the runs copied before it stay whole.
+    pub fn merge_from(&mut self, input: &mut Store, known: &mut HashMap<String, i64>) -> anyhow::Result<Vec<Merged>> {
         let source_file = std::fs::canonicalize(input.path())
             .unwrap_or_else(|_| input.path().to_path_buf())
             .display()
             .to_string();
-        let mut known = self.run_identities()?;
         let ids: Vec<i64> = input
             .conn
             .prepare("SELECT id FROM runs ORDER BY id")?
