@@ -222,7 +222,15 @@ pub const EXPORT: &str = "\
 Examples:
   iopath export > newest.csv
   iopath export 3 --format json -o run3.json
-  iopath export 3 --db lab.db --format csv";
+  iopath export 3 --db lab.db --format csv
+  iopath export --format otava --db history.db -o otava.csv   # every run
+  iopath export 3 --format bmf -o bench.json        # Bencher Metric Format";
+
+pub const MERGE: &str = "\
+Examples:
+  iopath merge all.db node1.db node2.db   # every run of both, with provenance
+  iopath merge history.db nightly/*.db    # nightly: runs already there skipped
+  iopath runs --db all.db";
 
 pub const COMPARE: &str = "\
 Examples:

@@ -6,6 +6,7 @@ pub mod examples;
 pub mod fake;
 pub mod launcher;
 pub mod live;
+pub mod merge;
 pub mod micro;
 pub mod net;
 pub mod output;
@@ -87,6 +88,9 @@ pub enum Command {
     /// Export a run's observations as CSV or JSON.
     #[command(after_help = examples::EXPORT)]
     Export(results::ExportArgs),
+    /// Copy every run of other iopath databases into one, with new ids and their provenance.
+    #[command(after_help = examples::MERGE)]
+    Merge(merge::MergeArgs),
     /// Compare two runs cell by cell, with a significance test.
     #[command(after_help = examples::COMPARE)]
     Compare(results::CompareArgs),
@@ -159,6 +163,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => results::run_report(args),
         Command::Export(args) => results::run_export(args),
         Command::Compare(args) => results::run_compare(args),
+        Command::Merge(args) => merge::run(args),
         Command::Micro(args) => micro::run(args),
         Command::Sysinfo(args) => sysinfo::run(args),
         Command::Servers(args) => servers::run(args),

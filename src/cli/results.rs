@@ -8,7 +8,7 @@ use super::sweep::{default_report_path, store_error};
 use crate::observation::Role;
 use crate::report::compare::{CompareOptions, Comparison, Correction, Difference, Gate, Verdict};
 use crate::report::{self, fmt_num};
-use crate::store::export::{CsvExporter, Exporter, JsonExporter};
+use crate::store::export::{bmf_json, otava_csv, CsvExporter, Exporter, JsonExporter};
 use crate::store::output::{check_output, write_atomic};
 use crate::store::{tidy, RunData, Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
@@ -56,6 +56,11 @@ pub enum ExportFormat {
     Ndjson,
     /// JSON summary of the run: per-cell statistics, crossovers and findings.
     Summary,
+    /// CSV for Apache Otava's change-point detection: one row per run and case (every run of
+    /// the database unless a run is named), a time column and a column per metric.
+    Otava,
+    /// Bencher Metric Format JSON: per case, per metric the median and its bounds.
+    Bmf,
 }
 
 #[derive(Args, Debug)]
@@ -259,15 +264,22 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()
         .map_err(store_error)?;
     if args.json {
-        let list: Vec<Value> = runs
-            .iter()
-            .zip(&workloads)
-            .map(|(r, workload)| {
-                let mut run = tidy::run_json(r);
-                run["workload"] = workload.clone();
-                run
-            })
-            .collect();
+        let mut list: Vec<Value> = Vec::with_capacity(runs.len());
+        for (r, workload) in runs.iter().zip(&workloads) {
+            let mut run = tidy::run_json(r);
+            run["workload"] = workload.clone();
+            // Where a run copied by `iopath merge` came from; null for one measured here.
+            run["source"] = match store.provenance(r.id).map_err(store_error)? {
+                Some(p) => json!({
+                    "file": p.source_file,
+                    "run_id": p.source_run_id,
+                    "host": p.source_host,
+                    "merged_at": p.merged_at,
+                }),
+                None => Value::Null,
+            };
+            list.push(run);
+        }
         let mut text = serde_json::to_string_pretty(&list)?;
         text.push('\n');
         super::output::out(text)?;
@@ -329,6 +341,20 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<()> {
     }
     let data = store.load_run(id).map_err(store_error)?;
     let bytes = match args.format {
+        ExportFormat::Otava => {
+            // A history: every run, unless one is named.
+            let ids: Vec<i64> = match args.run_id {
+                Some(id) => vec![id],
+                None => store.list_runs().map_err(store_error)?.iter().map(|r| r.id).collect(),
+            };
+            let runs = ids
+                .into_iter()
+                .map(|id| store.load_run(id))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .map_err(store_error)?;
+            otava_csv(&runs)?
+        }
+        ExportFormat::Bmf => bmf_json(&data)?,
         ExportFormat::Csv => CsvExporter.serialize(&data.records())?,
         ExportFormat::Json => JsonExporter.serialize(&data.records())?,
         ExportFormat::Long => tidy::long_csv(&data)?,

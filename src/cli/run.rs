@@ -558,6 +558,16 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
     // Resuming writes: an existing database is brought up to date like any writer does.
     let store = Store::upgrade(db).map_err(store_error)?;
     let run = store.run(run_id).map_err(store_error)?;
+    // A merged run's cells were measured on another host: more cells here would mix machines.
+    if let Some(from) = store.provenance(run_id).map_err(store_error)? {
+        return Err(usage(format!(
+            "run {run_id} was copied by `iopath merge` from run {} of {} (host {}); resume it there, then merge \
+             into a new database",
+            from.source_run_id,
+            from.source_file,
+            from.source_host.as_deref().unwrap_or("not recorded")
+        )));
+    }
     let cases = store.cases(run_id).map_err(store_error)?;
     let damaged = |detail: String| {
         store_error(

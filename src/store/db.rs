@@ -383,6 +383,17 @@ impl Store {
     /// while we read cannot fold its WAL back into the file under us. A database in use is
     /// opened with `mode=ro` and reads through the writers' `-shm` and `-wal`.
     pub fn open_existing(path: &Path) -> anyhow::Result<Store> {
+        Store::open_reader(path, false)
+    }
+
+    /// [`Store::open_existing`] for an input of `iopath merge`: a database written by an older
+    /// iopath is read as it is (never migrated: an input is not changed), each reader of it
+    /// using only the columns its schema version has (`schema_version`).
+    pub fn open_merge_input(path: &Path) -> anyhow::Result<Store> {
+        Store::open_reader(path, true)
+    }
+
+    fn open_reader(path: &Path, older_ok: bool) -> anyhow::Result<Store> {
         let Some(meta) = regular_file(path)? else {
             return Err(StoreError::Missing(path.to_path_buf()).into());
         };
@@ -423,12 +434,12 @@ impl Store {
             path: path.to_path_buf(),
             locks,
         };
-        store.check_readable()?;
+        store.check_readable(older_ok)?;
         Ok(store)
     }
 
     /// The schema as found, in one read transaction: usable as it is, or why not.
-    fn check_readable(&mut self) -> anyhow::Result<()> {
+    fn check_readable(&mut self, older_ok: bool) -> anyhow::Result<()> {
         let path = self.path.clone();
         let tx = self
             .conn
@@ -441,7 +452,7 @@ impl Store {
         let app = read("PRAGMA application_id")?;
         let version = read("PRAGMA user_version")?;
         let tables = read("SELECT count(*) FROM sqlite_master")?;
-        if judge_schema(&path, app, version, tables)? {
+        if judge_schema(&path, app, version, tables)? && !(older_ok && version >= 1) {
             return Err(StoreError::Outdated {
                 path,
                 found: version,
@@ -511,7 +522,6 @@ impl Store {
     }
 
     /// The schema version of the open database.
-    #[cfg(test)]
     pub fn schema_version(&self) -> anyhow::Result<i64> {
         Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }

@@ -1,9 +1,12 @@
 //! Exporters: one trait, one method that serialises records. CSV is wide (one row per case
 //! and repetition, a value column and a `_source` column per metric); JSON keeps the nested
-//! record. Both are the documented contract in docs/output.md.
+//! record. Both are the documented contract in docs/output.md. For the history tools teams
+//! already run: `otava_csv` (Apache Otava's CSV) and `bmf_json` (Bencher Metric Format).
 
-use super::Record;
-use std::collections::BTreeSet;
+use super::{Record, RunData};
+use crate::case::Case;
+use crate::observation::Role;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The source written for a metric column that a row's case does not measure at all.
 pub const NOT_MEASURED: &str = "not measured by this case";
@@ -116,6 +119,155 @@ impl Exporter for CsvExporter {
         }
         Ok(w.into_inner()?)
     }
+}
+
+/// A stored run's cases with, for each, the values of every metric over its successful
+/// repetitions (non-finite and unavailable values left out), in planned order; a case without
+/// a successful repetition is left out.
+type CaseValues<'a> = (usize, &'a Case, usize, BTreeMap<(Role, String), Vec<f64>>);
+
+fn case_values(data: &RunData) -> Vec<CaseValues<'_>> {
+    let mut out: Vec<CaseValues<'_>> = Vec::new();
+    for (position, case) in data.cases.iter().enumerate() {
+        let mut values: BTreeMap<(Role, String), Vec<f64>> = BTreeMap::new();
+        let mut ok = 0;
+        for cell in data
+            .cells
+            .iter()
+            .filter(|c| c.position == position && c.error.is_none())
+        {
+            ok += 1;
+            for m in &cell.observation.metrics {
+                let entry = values.entry((m.role, m.name.clone())).or_default();
+                if let Some(v) = m.value.filter(|v| v.is_finite()) {
+                    entry.push(v);
+                }
+            }
+        }
+        if ok > 0 {
+            out.push((position, case, ok, values));
+        }
+    }
+    out
+}
+
+/// Letters, digits, `-` and `_` kept, any other run of characters one `-`: a name part that
+/// needs no quoting in a file name or a YAML key.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// `2026-11-24T18:36:20Z` (as the store writes it) as `2026-11-24 18:36:20 +0000`, the form
+/// Otava prints; any other text unchanged.
+fn otava_time(started_at: &str) -> String {
+    match started_at.strip_suffix('Z') {
+        Some(t) if t.len() == 19 && t.as_bytes()[10] == b'T' => format!("{} {} +0000", &t[..10], &t[11..]),
+        _ => started_at.to_string(),
+    }
+}
+
+/// The fixed columns of `export --format otava`, before one column per metric.
+pub const OTAVA_COLUMNS: [&str; 8] = [
+    "time",
+    "run_id",
+    "run_name",
+    "host",
+    "test",
+    "workload",
+    "case",
+    "repetitions_ok",
+];
+
+/// `export --format otava` (docs/output.md): one row per run and case with at least one
+/// successful repetition, oldest run first; `time` the run's start; `test` names the series
+/// (host, workload and case) for Otava, which reads a file as one series; one column per
+/// metric (`<role>_<name>`, sorted) holding the median over the case's successful
+/// repetitions, empty where the case has no value of it.
+pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
+    let mut runs: Vec<&RunData> = runs.iter().collect();
+    runs.sort_by(|a, b| (&a.run.started_at, a.run.id).cmp(&(&b.run.started_at, b.run.id)));
+    let tables: Vec<(&RunData, Vec<CaseValues<'_>>)> = runs.iter().map(|d| (*d, case_values(d))).collect();
+    let metrics: BTreeSet<(Role, String)> = tables
+        .iter()
+        .flat_map(|(_, cases)| cases.iter().flat_map(|(_, _, _, v)| v.keys().cloned()))
+        .collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = OTAVA_COLUMNS.iter().map(|s| s.to_string()).collect();
+    header.extend(metrics.iter().map(|(role, name)| format!("{}_{name}", role.as_str())));
+    w.write_record(&header)?;
+    for (data, cases) in &tables {
+        let host = super::merge::host_of(&data.run.machine_json).unwrap_or_else(|| "unknown-host".into());
+        for (_, case, ok, values) in cases {
+            let mut row = vec![
+                otava_time(&data.run.started_at),
+                data.run.id.to_string(),
+                data.run.name.clone().unwrap_or_default(),
+                host.clone(),
+                format!("{}.{}.{}", slug(&host), case.workload(), slug(&case.label())),
+                case.workload().to_string(),
+                case.label(),
+                ok.to_string(),
+            ];
+            for key in &metrics {
+                let mut v = values.get(key).cloned().unwrap_or_default();
+                row.push(match v.is_empty() {
+                    true => String::new(),
+                    false => super::tidy::csv_text(&super::tidy::number(Some(crate::measure::stats::median(&mut v)))),
+                });
+            }
+            w.write_record(row.iter().map(|c| crate::format::spreadsheet_safe(c).into_owned()))?;
+        }
+    }
+    Ok(w.into_inner()?)
+}
+
+/// `export --format bmf` (docs/output.md): Bencher Metric Format. Per case (`<workload>/<label>`,
+/// `#<position>` added when two cases share a label), per metric with a value
+/// (`<role>_<name>`): `value` the median over the successful repetitions, `lower_value` and
+/// `upper_value` the 95% confidence interval of the median (order statistics, as the report)
+/// when there are at least 6 values, else the smallest and largest value.
+pub fn bmf_json(data: &RunData) -> anyhow::Result<Vec<u8>> {
+    let cases = case_values(data);
+    let names: Vec<String> = cases
+        .iter()
+        .map(|(_, case, _, _)| format!("{}/{}", case.workload(), case.label()))
+        .collect();
+    let mut uses: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for name in &names {
+        *uses.entry(name.as_str()).or_default() += 1;
+    }
+    let mut doc = serde_json::Map::new();
+    for ((position, _, _, values), name) in cases.iter().zip(&names) {
+        let name = match uses[name.as_str()] {
+            1 => name.clone(),
+            _ => format!("{name} #{position}"),
+        };
+        let mut measures = serde_json::Map::new();
+        for ((role, metric), v) in values {
+            let Some(s) = crate::measure::stats::summarize(v) else {
+                continue;
+            };
+            let (lower, upper) = s.ci95.unwrap_or((s.min, s.max));
+            measures.insert(
+                format!("{}_{metric}", role.as_str()),
+                serde_json::json!({"value": s.median, "lower_value": lower, "upper_value": upper}),
+            );
+        }
+        if !measures.is_empty() {
+            doc.insert(name, serde_json::Value::Object(measures));
+        }
+    }
+    let mut out = serde_json::to_vec_pretty(&serde_json::Value::Object(doc))?;
+    out.push(b'\n');
+    Ok(out)
 }
 
 #[cfg(test)]

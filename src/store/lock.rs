@@ -56,3 +56,13 @@ pub(super) fn run_lock(path: &Path, id: i64) -> anyhow::Result<(File, bool)> {
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
     try_lock(file, true, RUN_LOCK_BASE + id.max(0), 1)
 }
+
+/// Whether another process is executing run `id` right now (it holds the run's lock): the
+/// descriptor and true when it is. When it is not, the descriptor holds a read lock on the
+/// run's byte until it is closed, so no process starts executing (resuming) the run meanwhile;
+/// it needs only read access to the file.
+pub(super) fn run_in_progress(path: &Path, id: i64) -> anyhow::Result<(File, bool)> {
+    let file = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let (file, free) = try_lock(file, false, RUN_LOCK_BASE + id.max(0), 1)?;
+    Ok((file, !free))
+}

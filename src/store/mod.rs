@@ -1,10 +1,11 @@
 //! Results storage: the SQLite database that is the source of truth for sweeps (schema and
 //! migrations, writing cells as they finish, reading runs back) and the exporters that turn
-//! records into CSV or JSON following docs/output.md.
+//! records into CSV or JSON following docs/output.md, and merging databases (`merge.rs`).
 
 pub mod db;
 pub mod export;
 mod lock;
+pub mod merge;
 pub mod output;
 pub mod read;
 pub mod schema;

@@ -54,6 +54,15 @@ pub const MIGRATIONS: &[&str] = &[
         source         TEXT NOT NULL
     );
     CREATE INDEX metrics_by_observation ON metrics (observation_id);",
+    // 2: provenance of a run copied by `iopath merge` (store/merge.rs): the file and run it came
+    // from, its host, and its identity (unique: the same run is never merged twice). NULL for
+    // a run measured into this database.
+    "ALTER TABLE runs ADD COLUMN source_file TEXT;
+    ALTER TABLE runs ADD COLUMN source_run_id INTEGER;
+    ALTER TABLE runs ADD COLUMN source_host TEXT;
+    ALTER TABLE runs ADD COLUMN source_identity TEXT;
+    ALTER TABLE runs ADD COLUMN merged_at TEXT;
+    CREATE UNIQUE INDEX runs_by_source_identity ON runs (source_identity) WHERE source_identity IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
