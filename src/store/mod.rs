@@ -4,6 +4,7 @@
 
 pub mod db;
 pub mod export;
+pub mod fleet;
 mod lock;
 pub mod output;
 pub mod read;
