@@ -353,7 +353,10 @@ fn run_matrix(args: ReportArgs) -> anyhow::Result<()> {
     let html = args.output.clone().unwrap_or_else(|| {
         let report = default_report_path(&args.db, id);
         let name = report.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        report.with_file_name(name.replace("report-", "matrix-"))
+        // `report-<run>.html` or `<db>-report-<run>.html`: the last `report-` is ours.
+        let at = name.rfind("report-").unwrap_or(0);
+        let (head, tail) = name.split_at(at);
+        report.with_file_name(format!("{head}matrix-{}", tail.strip_prefix("report-").unwrap_or(tail)))
     });
     check_report_path(&html, &args.db)?;
     let files = match report::matrix::write_matrix_report(&store, id, &html, &args.db) {

@@ -23,7 +23,7 @@ pub mod heatmap;
 pub mod synth;
 
 use super::fmt_num;
-use crate::case::{Case, FleetCase};
+use crate::case::FleetCase;
 use crate::observation::{names, Role};
 use crate::store::{RunData, Store};
 use maud::{html, Markup, PreEscaped};
@@ -197,6 +197,8 @@ pub struct Matrix {
     pub hosts: Vec<HostFlag>,
     /// Flagged links: (source, destination, side).
     pub links: Vec<(usize, usize, Side)>,
+    /// The distinct sources of the values (`tool`, `estimate`, `unavailable: …`).
+    pub sources: Vec<String>,
 }
 
 impl Matrix {
@@ -379,20 +381,61 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Collects pairs and values in one pass, then builds the matrices. Memory: a few words per
-/// case and per value asked for; no observation is kept.
+/// Values of the metrics a matrix draws, as read: a part per reader, merged by the builder.
+#[derive(Debug, Default)]
+pub struct Values {
+    /// (position, metric index, value).
+    values: Vec<(u32, u8, f64)>,
+    /// The distinct sources of each metric's values, by metric index.
+    sources: Vec<Vec<String>>,
+}
+
+impl Values {
+    /// One value of a successful cell and its source (any metric: those no matrix draws are
+    /// ignored; an unavailable one only adds its reason to the metric's sources).
+    pub fn push(&mut self, position: usize, name: &str, role: Role, value: Option<f64>, source: &str) {
+        let Some(m) = metric_index(name, role) else {
+            return;
+        };
+        if self.sources.len() < METRICS.len() {
+            self.sources.resize(METRICS.len(), Vec::new());
+        }
+        if !self.sources[m].iter().any(|s| s == source) {
+            self.sources[m].push(source.to_string());
+        }
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.values.push((position as u32, m as u8, v));
+        }
+    }
+
+    fn merge(&mut self, other: Values) {
+        if self.values.is_empty() {
+            self.values = other.values;
+        } else {
+            self.values.extend(other.values);
+        }
+        self.sources.resize(METRICS.len(), Vec::new());
+        for (mine, theirs) in self.sources.iter_mut().zip(other.sources) {
+            for s in theirs {
+                if !mine.contains(&s) {
+                    mine.push(s);
+                }
+            }
+        }
+    }
+}
+
+/// Collects pairs and values, then builds the matrices. Memory: a few words per case and per
+/// value drawn; no observation is kept.
 #[derive(Debug, Default)]
 pub struct Builder {
     host_ids: HashMap<String, u32>,
     hosts: Vec<String>,
-    /// (network case key, concurrency) of each group; a run has a handful.
-    group_keys: Vec<(String, u32)>,
-    /// (label, concurrency) of each group.
+    /// (network case label, concurrency) of each group; a run has a handful.
     groups: Vec<(String, u32)>,
     /// By case position: (source, destination, group).
     pairs: Vec<Option<(u32, u32, u32)>>,
-    /// (position, metric index, value).
-    values: Vec<(u32, u8, f64)>,
+    values: Values,
 }
 
 impl Builder {
@@ -406,24 +449,19 @@ impl Builder {
         id
     }
 
-    /// One fleet case: its position, pair, concurrency, the key of its network case (the
-    /// JSON without the endpoint, the same for every pair of that case) and the case's JSON.
-    pub fn pair(&mut self, position: usize, pair: (&str, &str), concurrent_pairs: u32, key: &str, inner: &str) {
+    /// One fleet case: its position, pair, concurrency and the label of its network case (the
+    /// same for every pair of that case: labels are unique within a run's grid).
+    pub fn pair(&mut self, position: usize, pair: (&str, &str), concurrent_pairs: u32, inner_label: &str) {
         let (s, d) = (self.host(pair.0), self.host(pair.1));
-        // Looked up by borrowing first: one String per network case, not per pair.
         let found = self
-            .group_keys
+            .groups
             .iter()
-            .position(|(k, c)| k == key && *c == concurrent_pairs)
-            .map(|g| g as u32);
+            .position(|(l, c)| l == inner_label && *c == concurrent_pairs);
         let g = match found {
-            Some(g) => g,
+            Some(g) => g as u32,
             None => {
-                let g = self.groups.len() as u32;
-                let label = serde_json::from_str::<Case>(inner).map_or_else(|_| inner.to_string(), |c| c.label());
-                self.groups.push((label, concurrent_pairs));
-                self.group_keys.push((key.to_string(), concurrent_pairs));
-                g
+                self.groups.push((inner_label.to_string(), concurrent_pairs));
+                (self.groups.len() - 1) as u32
             }
         };
         if self.pairs.len() <= position {
@@ -432,12 +470,14 @@ impl Builder {
         self.pairs[position] = Some((s, d, g));
     }
 
-    /// One value of a successful cell (any metric: those no matrix draws are ignored).
-    pub fn value(&mut self, position: usize, name: &str, role: Role, value: Option<f64>) {
-        let (Some(m), Some(v)) = (metric_index(name, role), value.filter(|v| v.is_finite())) else {
-            return;
-        };
-        self.values.push((position as u32, m as u8, v));
+    /// One value of a successful cell (see [`Values::push`]).
+    pub fn value(&mut self, position: usize, name: &str, role: Role, value: Option<f64>, source: &str) {
+        self.values.push(position, name, role, value, source);
+    }
+
+    /// Values read elsewhere (a reader thread).
+    pub fn add_values(&mut self, values: Values) {
+        self.values.merge(values);
     }
 
     /// The matrices, or None when no fleet case was fed.
@@ -469,18 +509,22 @@ impl Builder {
             groups[*g as usize].planned[index[*s as usize] * n + index[*d as usize]] = true;
         }
         let mut slots: Vec<Vec<Option<Matrix>>> = (0..groups.len()).map(|_| vec![None; METRICS.len()]).collect();
-        self.values.sort_unstable_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)).then(a.2.total_cmp(&b.2)));
+        let Values { mut values, mut sources } = std::mem::take(&mut self.values);
+        for s in &mut sources {
+            s.sort();
+        }
+        values.sort_unstable_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)).then(a.2.total_cmp(&b.2)));
         let mut start = 0;
         let mut reps: Vec<f64> = Vec::new();
-        while start < self.values.len() {
-            let (position, m, _) = self.values[start];
+        while start < values.len() {
+            let (position, m, _) = values[start];
             let end = start
-                + self.values[start..]
+                + values[start..]
                     .iter()
                     .take_while(|v| (v.0, v.1) == (position, m))
                     .count();
             reps.clear();
-            reps.extend(self.values[start..end].iter().map(|v| v.2));
+            reps.extend(values[start..end].iter().map(|v| v.2));
             start = end;
             let Some(Some((s, d, g))) = self.pairs.get(position as usize) else {
                 continue;
@@ -495,10 +539,11 @@ impl Builder {
                 median: None,
                 hosts: Vec::new(),
                 links: Vec::new(),
+                sources: sources.get(m as usize).cloned().unwrap_or_default(),
             });
             matrix.values[index[*s as usize] * n + index[*d as usize]] = Some(crate::measure::stats::median(&mut reps));
         }
-        drop(self.values);
+        drop(values);
         for (group, slot) in groups.iter_mut().zip(slots) {
             group.matrices = slot.into_iter().flatten().collect();
             for m in &mut group.matrices {
@@ -519,22 +564,12 @@ pub fn from_run(data: &RunData) -> Option<Fleet> {
     let mut b = Builder::default();
     for (position, case) in data.cases.iter().enumerate() {
         if let Some(f) = case.get::<FleetCase>() {
-            let mut key = serde_json::to_value(&*f.case).unwrap_or_default();
-            if let Some(object) = key.as_object_mut() {
-                object.remove("endpoint");
-            }
-            b.pair(
-                position,
-                (&f.source, &f.destination),
-                f.concurrent_pairs,
-                &key.to_string(),
-                &f.case.key(),
-            );
+            b.pair(position, (&f.source, &f.destination), f.concurrent_pairs, &f.case.label());
         }
     }
     for cell in data.cells.iter().filter(|c| c.error.is_none()) {
         for m in &cell.observation.metrics {
-            b.value(cell.position, &m.name, m.role, m.value);
+            b.value(cell.position, &m.name, m.role, m.value, &m.source.to_string());
         }
     }
     b.finish()
@@ -544,13 +579,16 @@ pub fn from_run(data: &RunData) -> Option<Fleet> {
 pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
     let mut b = Builder::default();
     store.fleet_pairs(run_id, |p| {
-        b.pair(p.position, (p.source, p.destination), p.concurrent_pairs, p.inner_key, p.inner);
+        b.pair(p.position, (&p.source, &p.destination), p.concurrent_pairs, &p.inner_label);
         Ok(())
     })?;
-    store.fleet_values(run_id, &metric_names(), |v| {
-        b.value(v.position, v.name, v.role, v.value);
-        Ok(())
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let parts = store.fleet_values(run_id, &metric_names(), threads, Values::default, |part, v| {
+        part.push(v.position, v.name, v.role, v.value, v.source);
     })?;
+    for part in parts {
+        b.add_values(part);
+    }
     Ok(b.finish())
 }
 
@@ -643,6 +681,8 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap]) -> Markup {
                     }
                     figcaption {
                         strong { (m.metric.title) " (" (m.metric.unit) ", " (m.metric.role) "." (m.metric.name) ")." }
+                        " Source: " (m.sources.join(", ")) "."
+                        @if m.sources.iter().any(|s| s == "estimate") { " " span.est { "ESTIMATE: CPU time × TSC frequency, no hardware cycle counter." } }
                         " Median over all pairs: " (fmt_num(m.median)) " " (m.metric.unit) ". "
                         (m.hosts.len()) " hosts and " (m.links.len()) " links flagged."
                         @if let Some(map) = map {
@@ -811,11 +851,11 @@ mod tests {
         let mut position = 0;
         for s in 0..n {
             for d in (0..n).filter(|d| *d != s) {
-                b.pair(position, (&format!("h{}", s + 1), &format!("h{}", d + 1)), 1, "{}", "{}");
-                b.value(position, names::THROUGHPUT_GBPS, Role::System, value(s, d));
+                b.pair(position, (&format!("h{}", s + 1), &format!("h{}", d + 1)), 1, "one-copy 64KiB t1");
+                b.value(position, names::THROUGHPUT_GBPS, Role::System, value(s, d), "tool");
                 // A metric no matrix draws, and the same name in another role: both ignored.
-                b.value(position, names::BYTES_SENT, Role::Client, Some(0.0));
-                b.value(position, names::THROUGHPUT_GBPS, Role::Client, Some(0.0));
+                b.value(position, names::BYTES_SENT, Role::Client, Some(0.0), "tool");
+                b.value(position, names::THROUGHPUT_GBPS, Role::Client, Some(0.0), "tool");
                 position += 1;
             }
         }
@@ -885,20 +925,46 @@ mod tests {
     #[test]
     fn repetitions_give_their_median_and_hosts_sort_by_number() {
         let mut b = Builder::default();
-        b.pair(0, ("10.0.0.10:7000", "10.0.0.9:7000"), 2, "{}", "{}");
-        b.pair(1, ("10.0.0.9:7000", "10.0.0.10:7000"), 2, "{}", "{}");
+        b.pair(0, ("10.0.0.10:7000", "10.0.0.9:7000"), 2, "rr");
+        b.pair(1, ("10.0.0.9:7000", "10.0.0.10:7000"), 2, "rr");
         for v in [1.0, 9.0, 3.0] {
-            b.value(0, names::LATENCY_P99_US, Role::Client, Some(v));
+            b.value(0, names::LATENCY_P99_US, Role::Client, Some(v), "tool");
         }
-        b.value(1, names::LATENCY_P99_US, Role::Client, None);
+        b.value(1, names::LATENCY_P99_US, Role::Client, None, "unavailable: no answer");
         let f = b.finish().unwrap();
         assert_eq!(f.hosts, ["10.0.0.9:7000", "10.0.0.10:7000"]);
         let m = &f.groups[0].matrices[0];
         assert_eq!(m.metric.name, names::LATENCY_P99_US);
         assert_eq!(m.get(1, 0), Some(3.0));
         assert_eq!(m.get(0, 1), None, "an unavailable value is missing");
+        assert_eq!(m.sources, ["tool", "unavailable: no answer"]);
         assert_eq!(f.groups[0].concurrent_pairs, 2);
         assert!(Builder::default().finish().is_none());
+    }
+
+    /// The matrices read from the database row by row are those of the loaded run, whether the
+    /// metrics table is scanned in rowid ranges (a run with most of the observations) or
+    /// followed by its index (a small run beside a large one).
+    #[test]
+    fn streamed_from_the_store_equals_built_from_the_loaded_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create_or_open(&dir.path().join("f.db")).unwrap();
+        let mut big = synth::Spec::new(7);
+        big.slow_hosts = vec![4];
+        big.failed = vec![(1, 5)];
+        big.repetitions = 2;
+        let big = synth::generate(&mut store, &big, |_, _| {}).unwrap();
+        let small = synth::generate(&mut store, &synth::Spec::new(3), |_, _| {}).unwrap();
+        for id in [big, small] {
+            let loaded = from_run(&store.load_run(id).unwrap()).unwrap();
+            let streamed = from_store(&store, id).unwrap().unwrap();
+            assert_eq!(streamed, loaded, "run {id}");
+            assert_eq!(streamed.groups[0].label, "one-copy 64KiB t1");
+            assert_eq!(streamed.groups[0].matrices[0].sources, ["tool"]);
+        }
+        let f = from_store(&store, big).unwrap().unwrap();
+        assert_eq!(f.flagged_hosts(), vec![4]);
+        assert_eq!(f.groups[0].failed, vec![(1, 5)]);
     }
 
     #[test]
