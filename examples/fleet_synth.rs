@@ -32,7 +32,10 @@ fn main() -> ExitCode {
         let Some(value) = args.next() else {
             return usage(&format!("{flag} needs a value"));
         };
-        let number = |v: &str| v.parse::<u64>().map_err(|_| format!("{flag}: '{v}' is not a whole number"));
+        let number = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: '{v}' is not a whole number"))
+        };
         let parsed: Result<(), String> = match flag.as_str() {
             "--hosts" => number(&value).map(|n| spec.hosts = n as usize),
             "--reps" => number(&value).map(|n| spec.repetitions = n as u32),

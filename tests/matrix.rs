@@ -37,7 +37,10 @@ fn a_fleet_runs_report_has_a_matrix_section_that_flags_the_slow_host() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let html = std::fs::read_to_string(&html_path).unwrap();
-    assert!(html.contains("<h2 id=\"matrix\">Fleet matrix</h2>"), "no matrix section");
+    assert!(
+        html.contains("<h2 id=\"matrix\">Fleet matrix</h2>"),
+        "no matrix section"
+    );
     assert!(html.contains("id=\"matrix_1_throughput\""), "no throughput heat map");
     for stem in ["matrix_1_throughput", "matrix_1_cpu_per_byte_source"] {
         for ext in ["svg", "png"] {
@@ -46,7 +49,10 @@ fn a_fleet_runs_report_has_a_matrix_section_that_flags_the_slow_host() {
         }
     }
     // The slow host is flagged, by name, and the failed pair is listed as missing.
-    assert!(html.contains(&format!("<td>3 {}</td>", host_name(2))), "slow host not flagged");
+    assert!(
+        html.contains(&format!("<td>3 {}</td>", host_name(2))),
+        "slow host not flagged"
+    );
     assert!(html.contains("1 missing (no successful cell)"));
     assert!(html.contains(&format!("1 {} → 2 {}", host_name(0), host_name(1))));
 }

@@ -278,10 +278,10 @@ impl Matrix {
                 });
             }
         }
-        for i in 0..n {
-            for j in 0..n {
+        for (i, row_band) in row_bands.iter().enumerate() {
+            for (j, column_band) in column_bands.iter().enumerate() {
                 let Some(v) = self.values[i * n + j] else { continue };
-                if let (Some(a), Some(b)) = (judge(v, row_bands[i]), judge(v, column_bands[j])) {
+                if let (Some(a), Some(b)) = (judge(v, *row_band), judge(v, *column_band)) {
                     if a == b {
                         self.links.push((i, j, a));
                     }
@@ -493,7 +493,10 @@ impl Builder {
             index[*old as usize] = new;
         }
         let n = order.len();
-        let hosts: Vec<String> = order.iter().map(|o| std::mem::take(&mut self.hosts[*o as usize])).collect();
+        let hosts: Vec<String> = order
+            .iter()
+            .map(|o| std::mem::take(&mut self.hosts[*o as usize]))
+            .collect();
         let mut groups: Vec<Group> = self
             .groups
             .iter()
@@ -509,7 +512,10 @@ impl Builder {
             groups[*g as usize].planned[index[*s as usize] * n + index[*d as usize]] = true;
         }
         let mut slots: Vec<Vec<Option<Matrix>>> = (0..groups.len()).map(|_| vec![None; METRICS.len()]).collect();
-        let Values { mut values, mut sources } = std::mem::take(&mut self.values);
+        let Values {
+            mut values,
+            mut sources,
+        } = std::mem::take(&mut self.values);
         for s in &mut sources {
             s.sort();
         }
@@ -564,7 +570,12 @@ pub fn from_run(data: &RunData) -> Option<Fleet> {
     let mut b = Builder::default();
     for (position, case) in data.cases.iter().enumerate() {
         if let Some(f) = case.get::<FleetCase>() {
-            b.pair(position, (&f.source, &f.destination), f.concurrent_pairs, &f.case.label());
+            b.pair(
+                position,
+                (&f.source, &f.destination),
+                f.concurrent_pairs,
+                &f.case.label(),
+            );
         }
     }
     for cell in data.cells.iter().filter(|c| c.error.is_none()) {
@@ -579,7 +590,12 @@ pub fn from_run(data: &RunData) -> Option<Fleet> {
 pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
     let mut b = Builder::default();
     store.fleet_pairs(run_id, |p| {
-        b.pair(p.position, (&p.source, &p.destination), p.concurrent_pairs, &p.inner_label);
+        b.pair(
+            p.position,
+            (&p.source, &p.destination),
+            p.concurrent_pairs,
+            &p.inner_label,
+        );
         Ok(())
     })?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
@@ -851,7 +867,12 @@ mod tests {
         let mut position = 0;
         for s in 0..n {
             for d in (0..n).filter(|d| *d != s) {
-                b.pair(position, (&format!("h{}", s + 1), &format!("h{}", d + 1)), 1, "one-copy 64KiB t1");
+                b.pair(
+                    position,
+                    (&format!("h{}", s + 1), &format!("h{}", d + 1)),
+                    1,
+                    "one-copy 64KiB t1",
+                );
                 b.value(position, names::THROUGHPUT_GBPS, Role::System, value(s, d), "tool");
                 // A metric no matrix draws, and the same name in another role: both ignored.
                 b.value(position, names::BYTES_SENT, Role::Client, Some(0.0), "tool");
@@ -903,7 +924,13 @@ mod tests {
 
     #[test]
     fn a_failed_pair_is_missing_never_zero() {
-        let f = fleet(4, |s, d| if (s, d) == (1, 2) { None } else { Some(10.0 * noise(s, d)) });
+        let f = fleet(4, |s, d| {
+            if (s, d) == (1, 2) {
+                None
+            } else {
+                Some(10.0 * noise(s, d))
+            }
+        });
         let g = &f.groups[0];
         let m = &g.matrices[0];
         assert_eq!(m.get(1, 2), None);
@@ -911,7 +938,10 @@ mod tests {
         assert!(!g.planned[0], "a host is not paired with itself");
         assert_eq!(g.failed, vec![(1, 2)]);
         assert!(m.hosts.is_empty() && m.links.is_empty(), "{:?} {:?}", m.hosts, m.links);
-        assert!(m.worst(100).iter().all(|(_, _, v)| *v > 9.0), "missing is not a worst pair");
+        assert!(
+            m.worst(100).iter().all(|(_, _, v)| *v > 9.0),
+            "missing is not a worst pair"
+        );
         assert_eq!(m.worst(100).len(), 11);
         let svg = heatmap::svg(m, &g.planned, "t").unwrap();
         // Once in the failed square, once in the key under the colour bar; no square says 0.

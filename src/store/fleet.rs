@@ -201,17 +201,20 @@ impl Store {
             self.read_values(&sql, names, &observations, |row| each(&mut out, row))?;
             return Ok(vec![out]);
         }
-        let (lo, hi): (i64, i64) = self
-            .conn
-            .query_row("SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) FROM metrics", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+        let (lo, hi): (i64, i64) = self.conn.query_row(
+            "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) FROM metrics",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let threads = threads.clamp(1, 16) as i64;
         let span = (hi - lo + threads) / threads;
         let sql = format!(
             "SELECT observation_id, role, name, value, source FROM metrics
              WHERE rowid BETWEEN ?1 AND ?2 AND name IN ({})",
-            (0..names.len()).map(|i| format!("?{}", i + 3)).collect::<Vec<_>>().join(", ")
+            (0..names.len())
+                .map(|i| format!("?{}", i + 3))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let observations = &observations[..];
         let path = &self.path;

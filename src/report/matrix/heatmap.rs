@@ -91,7 +91,13 @@ fn goodness(m: &Matrix, v: f64, (lo, hi): (f64, f64)) -> f64 {
     }
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, planned: &[bool], title: &str, k: i32) -> anyhow::Result<()> {
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    m: &Matrix,
+    planned: &[bool],
+    title: &str,
+    k: i32,
+) -> anyhow::Result<()> {
     register_font();
     root.fill(&WHITE).map_err(draw_err)?;
     let n = m.n;
@@ -142,8 +148,11 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, planned: 
     if l.cell >= 4 {
         for (s, d, _) in &m.links {
             let (x, y) = (left + *d as i32 * cell, top + *s as i32 * cell);
-            root.draw(&Rectangle::new([(x, y), (x + cell - 1, y + cell - 1)], FLAG.stroke_width(2 * k as u32)))
-                .map_err(draw_err)?;
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cell - 1, y + cell - 1)],
+                FLAG.stroke_width(2 * k as u32),
+            ))
+            .map_err(draw_err)?;
         }
     }
     // Host numbers (rows: sources, columns: destinations) and flagged hosts' marks.
@@ -158,25 +167,35 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, planned: 
             root.draw(&Text::new(
                 (h + 1).to_string(),
                 (left - 10 * k, top + centre),
-                TextStyle::from(font(10)).color(color).pos(Pos::new(HPos::Right, VPos::Center)),
+                TextStyle::from(font(10))
+                    .color(color)
+                    .pos(Pos::new(HPos::Right, VPos::Center)),
             ))
             .map_err(draw_err)?;
             root.draw(&Text::new(
                 (h + 1).to_string(),
                 (left + centre, top - 10 * k),
-                TextStyle::from(font(10)).color(color).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                TextStyle::from(font(10))
+                    .color(color)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom)),
             ))
             .map_err(draw_err)?;
         }
         if let Some(f) = flagged {
             let span = (h as i32 * cell, h as i32 * cell + cell.max(2 * k));
             if f.as_source.is_some() {
-                root.draw(&Rectangle::new([(left - 7 * k, top + span.0), (left - 3 * k, top + span.1)], FLAG.filled()))
-                    .map_err(draw_err)?;
+                root.draw(&Rectangle::new(
+                    [(left - 7 * k, top + span.0), (left - 3 * k, top + span.1)],
+                    FLAG.filled(),
+                ))
+                .map_err(draw_err)?;
             }
             if f.as_destination.is_some() {
-                root.draw(&Rectangle::new([(left + span.0, top - 7 * k), (left + span.1, top - 3 * k)], FLAG.filled()))
-                    .map_err(draw_err)?;
+                root.draw(&Rectangle::new(
+                    [(left + span.0, top - 7 * k), (left + span.1, top - 3 * k)],
+                    FLAG.filled(),
+                ))
+                .map_err(draw_err)?;
             }
         }
     }
@@ -191,8 +210,11 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, planned: 
     let bar_h = grid.max(60 * k);
     for y in 0..bar_h {
         let t = 1.0 - y as f64 / (bar_h - 1).max(1) as f64;
-        root.draw(&Rectangle::new([(bar_x, top + y), (bar_x + 16 * k, top + y + 1)], colour(t).filled()))
-            .map_err(draw_err)?;
+        root.draw(&Rectangle::new(
+            [(bar_x, top + y), (bar_x + 16 * k, top + y + 1)],
+            colour(t).filled(),
+        ))
+        .map_err(draw_err)?;
     }
     if let Some((lo, hi)) = range {
         let (best, worst) = if m.metric.higher_is_better { (hi, lo) } else { (lo, hi) };
@@ -208,12 +230,17 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, planned: 
         label(worst, top + bar_h, VPos::Bottom)?;
     }
     let key_y = top + bar_h + 8 * k;
-    root.draw(&Rectangle::new([(bar_x, key_y), (bar_x + 16 * k, key_y + 10 * k)], MISSING.filled()))
-        .map_err(draw_err)?;
+    root.draw(&Rectangle::new(
+        [(bar_x, key_y), (bar_x + 16 * k, key_y + 10 * k)],
+        MISSING.filled(),
+    ))
+    .map_err(draw_err)?;
     root.draw(&Text::new(
         "missing".to_string(),
         (bar_x + 20 * k, key_y),
-        TextStyle::from(font(10)).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Top)),
+        TextStyle::from(font(10))
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Top)),
     ))
     .map_err(draw_err)?;
     Ok(())

@@ -106,7 +106,12 @@ const TEMPLATE: &[(Role, &str, &str, &str)] = &[
     (Role::Client, "branch_misses", "misses", "u"),
     (Role::Client, "task_clock_s", "s", "software"),
     (Role::Client, names::CONTEXT_SWITCHES, "switches", "software"),
-    (Role::Client, names::CONTEXT_SWITCHES_PER_MSG, "switches/msg", "software"),
+    (
+        Role::Client,
+        names::CONTEXT_SWITCHES_PER_MSG,
+        "switches/msg",
+        "software",
+    ),
     (Role::Client, "cpu_migrations", "migrations", "software"),
     (Role::Client, names::PAGE_FAULTS, "faults", "software"),
     (Role::Client, names::VOLUNTARY_SWITCHES, "switches", "rusage"),
@@ -126,7 +131,12 @@ const TEMPLATE: &[(Role, &str, &str, &str)] = &[
     (Role::Server, "branch_misses", "misses", "u"),
     (Role::Server, "task_clock_s", "s", "software"),
     (Role::Server, names::CONTEXT_SWITCHES, "switches", "software"),
-    (Role::Server, names::CONTEXT_SWITCHES_PER_MSG, "switches/msg", "software"),
+    (
+        Role::Server,
+        names::CONTEXT_SWITCHES_PER_MSG,
+        "switches/msg",
+        "software",
+    ),
     (Role::Server, "cpu_migrations", "migrations", "software"),
     (Role::Server, names::PAGE_FAULTS, "faults", "software"),
     (Role::Server, names::VOLUNTARY_SWITCHES, "switches", "rusage"),
@@ -241,7 +251,8 @@ pub fn generate(store: &mut Store, spec: &Spec, mut progress: impl FnMut(u64, u6
             let result = if spec.failed.contains(&(s, d)) {
                 Err(format!("agent {} stopped answering (synthetic)", names[d]))
             } else {
-                let slow = spec.slow_hosts.contains(&s) || spec.slow_hosts.contains(&d) || spec.slow_links.contains(&(s, d));
+                let slow =
+                    spec.slow_hosts.contains(&s) || spec.slow_hosts.contains(&d) || spec.slow_links.contains(&(s, d));
                 let factor = if slow { spec.slow_factor } else { 1.0 };
                 let noise = 1.0 + 0.01 * (rng.unit() - 0.5);
                 Ok(observation(
@@ -288,7 +299,10 @@ mod tests {
         let data = store.load_run(id).unwrap();
         assert_eq!(data.cells[5].observation.metrics.len(), TEMPLATE.len());
         let f = data.cases[0].get::<FleetCase>().unwrap();
-        assert_eq!((f.source.as_str(), f.destination.as_str()), ("10.0.0.1:7000", "10.0.0.2:7000"));
+        assert_eq!(
+            (f.source.as_str(), f.destination.as_str()),
+            ("10.0.0.1:7000", "10.0.0.2:7000")
+        );
     }
 
     /// The circle method: in every round each host is in at most one pair, and every directed
