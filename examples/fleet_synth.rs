@@ -74,6 +74,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    spec.command_line = Some(std::env::args().collect::<Vec<_>>().join(" "));
     let total = spec.cells();
     let start = std::time::Instant::now();
     let step = (total / 20).max(1);

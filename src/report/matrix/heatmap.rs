@@ -160,7 +160,10 @@ fn draw<DB: DrawingBackend>(
     let grid = cell * n as i32;
     for h in 0..n {
         let flagged = m.host_flag(h);
-        let number = h == 0 || (h + 1) % step == 0 || flagged.is_some();
+        // Every `step`-th host is numbered, and every flagged one, whose number wins over a
+        // regular one too close to it to read.
+        let near_flag = step > 1 && m.hosts.iter().any(|f| f.host != h && f.host.abs_diff(h) <= step / 2);
+        let number = flagged.is_some() || ((h == 0 || (h + 1) % step == 0) && !near_flag);
         let centre = h as i32 * cell + cell / 2;
         if number {
             let color = if flagged.is_some() { &FLAG } else { &BLACK };

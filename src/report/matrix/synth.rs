@@ -26,6 +26,8 @@ pub struct Spec {
     /// Pairs whose cells fail (stored as failed, with an error).
     pub failed: Vec<(usize, usize)>,
     pub seed: u64,
+    /// Stored as the run's command line (default: the generator's arguments for this spec).
+    pub command_line: Option<String>,
 }
 
 impl Spec {
@@ -38,6 +40,7 @@ impl Spec {
             slow_factor: 0.5,
             failed: Vec::new(),
             seed: 1,
+            command_line: None,
         }
     }
 
@@ -228,7 +231,16 @@ pub fn generate(store: &mut Store, spec: &Spec, mut progress: impl FnMut(u64, u6
     }
     let run_id = store.create_run(&NewRun {
         name: Some(format!("synthetic fleet of {n} hosts")),
-        command_line: format!("cargo run --example fleet_synth -- --hosts {n}"),
+        command_line: spec.command_line.clone().unwrap_or_else(|| {
+            let slow: Vec<String> = spec.slow_hosts.iter().map(|h| h.to_string()).collect();
+            format!(
+                "synthetic: fleet_synth --hosts {n} --reps {} --seed {}{}{}",
+                spec.repetitions,
+                spec.seed,
+                if slow.is_empty() { "" } else { " --slow " },
+                slow.join(","),
+            )
+        }),
         repetitions: spec.repetitions,
         shuffle: true,
         seed: spec.seed,
