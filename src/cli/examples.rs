@@ -216,7 +216,8 @@ pub const REPORT: &str = "\
 Examples:
   iopath report                                     # the newest run, beside the database
   iopath report 3 -o run3.html                      # charts in run3-charts/
-  iopath report 3 --db lab.db";
+  iopath report 3 --db lab.db
+  iopath report --matrix 2 --db fleet.db -o matrix.html  # a fleet run's heat maps only";
 
 pub const EXPORT: &str = "\
 Examples:

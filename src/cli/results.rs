@@ -41,6 +41,12 @@ pub struct ReportArgs {
     /// Results database.
     #[arg(long, default_value = DEFAULT_DB_PATH)]
     pub db: PathBuf,
+    /// A fleet run's matrix only: heat maps (rows: source host, columns: destination) of
+    /// median Gbit/s, p99 latency and CPU per byte or transaction of each side, outlier hosts
+    /// and links flagged, the worst pairs; -o names an .html file
+    /// (default: matrix-<run>.html beside the database).
+    #[arg(long)]
+    pub matrix: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -318,6 +324,9 @@ pub fn run_runs(args: RunsArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
+    if args.matrix {
+        return run_matrix(args);
+    }
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
@@ -327,6 +336,51 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     crate::say!(
         "report of run {id}: {} ({} chart files in {})",
         files.html.display(),
+        files.chart_files.len(),
+        files.charts_dir.display()
+    )?;
+    Ok(())
+}
+
+/// `report --matrix`: only the matrix of a fleet run, read without loading the run.
+fn run_matrix(args: ReportArgs) -> anyhow::Result<()> {
+    if let Some(out) = &args.output {
+        let html = out
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+        if !html {
+            return Err(usage(format!(
+                "--matrix writes an HTML page (its heat maps go into a folder beside it): give -o a file ending \
+                 in .html, not {}",
+                out.display()
+            )));
+        }
+    }
+    let store = open(&args.db)?;
+    let id = match args.run_id {
+        Some(id) => store.run_head(id).map(|h| h.id).map_err(store_error)?,
+        None => store.latest_run_id().map_err(store_error)?,
+    };
+    let html = args.output.clone().unwrap_or_else(|| {
+        let report = default_report_path(&args.db, id);
+        let name = report.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        // `report-<run>.html` or `<db>-report-<run>.html`: the last `report-` is ours.
+        let at = name.rfind("report-").unwrap_or(0);
+        let (head, tail) = name.split_at(at);
+        report.with_file_name(format!("{head}matrix-{}", tail.strip_prefix("report-").unwrap_or(tail)))
+    });
+    check_report_path(&html, &args.db)?;
+    let files = match report::matrix::write_matrix_report(&store, id, &html, &args.db) {
+        Err(e) if e.is::<report::matrix::NoFleetCells>() => return Err(usage(e.to_string())),
+        other => other.map_err(store_error)?,
+    };
+    crate::say!(
+        "matrix of run {id}: {} ({} hosts; {} hosts and {} links flagged; {} chart files in {})",
+        files.html.display(),
+        files.hosts,
+        files.flagged_hosts,
+        files.flagged_links,
         files.chart_files.len(),
         files.charts_dir.display()
     )?;

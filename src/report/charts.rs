@@ -15,7 +15,7 @@ use std::sync::Once;
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
 
-fn register_font() {
+pub(crate) fn register_font() {
     REGISTER.call_once(|| {
         // The font is compiled in and known to parse; a failure would show as missing text.
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
@@ -243,7 +243,7 @@ pub const TAIL_POINTS: [(&str, f64); 5] = [
     ("max", 4.0),
 ];
 
-fn draw_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(crate) fn draw_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart failed: {e:?}")
 }
 
@@ -774,7 +774,7 @@ pub fn render_svg(spec: &ChartSpec) -> anyhow::Result<String> {
 /// Why a PNG could not be written, as one line: plotters formats an io error with Debug
 /// (`ImageError(IoError(Custom { kind: Other, error: "No space left on device (os error 28)" }))`);
 /// keep its message.
-fn png_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn png_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
     let text = e.to_string();
     let reason = ["message: \"", "error: \""]
         .iter()

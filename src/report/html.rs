@@ -30,11 +30,13 @@ pub struct ReportInput<'a> {
     pub findings: &'a super::findings::Findings,
     pub charts: &'a [RenderedChart],
     pub summary_sheet: Option<&'a RenderedChart>,
+    /// A fleet run's matrix section (`super::matrix::section`).
+    pub matrix: Option<&'a Markup>,
     /// ` --db PATH` when the run is not in the default database (`super::db_flag`).
     pub db_flag: &'a str,
 }
 
-const STYLE: &str = "
+pub(super) const STYLE: &str = "
 body { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; margin: 1.5em auto; max-width: 1300px;
        color: #222; line-height: 1.4; padding: 0 0.8em; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; }
@@ -360,6 +362,7 @@ pub fn render(input: &ReportInput<'_>) -> String {
                     }
                     @for chart in input.charts { (chart_figure(chart)) }
                 }
+                @if let Some(matrix) = input.matrix { (matrix) }
                 @if !input.crossovers.is_empty() {
                     h2 id="crossover" { "Crossover sizes" }
                     p { "The smallest message size from which mode A has a higher median throughput than mode B, significantly (two-sided Mann-Whitney U over the repetitions, p < 0.05), and is never significantly lower at a larger size; the medians cross at the interpolated size (log scale). With fewer than 4 repetitions a side nothing can be significant, so nothing is claimed." }

@@ -12,6 +12,7 @@ pub mod findings;
 pub use crate::format::format_number as fmt_num;
 
 pub mod html;
+pub mod matrix;
 pub mod remote_fs_figures;
 pub mod rr_figures;
 
@@ -474,6 +475,14 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
         };
         Some(render(sheet_spec, Some(&stream_specs))?)
     };
+    // A fleet run's matrix: its own section, heat maps beside the other charts.
+    let matrix = match matrix::from_run(data) {
+        Some(fleet) => {
+            let maps = matrix::render_maps(&fleet, &mut staging, &charts_dir, &charts_name, &mut chart_files)?;
+            Some(matrix::section(&fleet, &maps))
+        }
+        None => None,
+    };
     let page = html::render(&html::ReportInput {
         data,
         cells: &analysis.cells,
@@ -485,6 +494,7 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
         findings: &analysis.findings,
         charts: &rendered,
         summary_sheet: sheet.as_ref(),
+        matrix: matrix.as_ref(),
         db_flag: &db_flag(db),
     });
     staging.write(html_path, page.as_bytes())?;

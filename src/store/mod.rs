@@ -4,6 +4,7 @@
 
 pub mod db;
 pub mod export;
+pub mod fleet;
 mod lock;
 pub mod merge;
 pub mod output;

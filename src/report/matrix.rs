@@ -1,0 +1,1013 @@
+//! The matrix of a fleet run (issue 23): for each network case the run measured, N×N matrices
+//! (rows = source host, columns = destination host) of the median over repetitions of the
+//! throughput, the p99 latency and the CPU cost per byte or per transaction of each side, with
+//! outlier hosts and links flagged by a robust rule and the worst pairs listed.
+//!
+//! The rule (docs/methodology.md, "Fleet matrix"): over a set of values with median `m` and
+//! median absolute deviation `MAD`, a value `x` is an outlier when
+//! `|x - m| > max(K · 1.4826 · MAD, MIN_RELATIVE · |m|)` with `K` = 3 and `MIN_RELATIVE` = 5 %
+//! (1.4826 · MAD estimates the standard deviation of normal data; the 5 % floor keeps pairs that
+//! are all but equal from flagging each other over noise when MAD is 0), judged only with at
+//! least `MIN_VALUES` = 3 values. A host is flagged when its row median (as source) is an
+//! outlier among all row medians, or its column median (as destination) among all column
+//! medians; a link when its value is an outlier both in its row and in its column, on the same
+//! side. A pair that was planned but has no value (failed, not run yet, or its metric was
+//! unavailable) is missing: drawn and listed as missing, never as zero, and left out of every
+//! median.
+//!
+//! Built in one pass by a [`Builder`] fed either from a loaded run ([`from_run`], the report of
+//! a fleet run) or streamed from the database ([`from_store`], `report --matrix`, which reads
+//! only the pairs and the few metrics it draws: a 1000-host run is 999,000 cells).
+
+pub mod heatmap;
+pub mod synth;
+
+use super::fmt_num;
+use crate::case::FleetCase;
+use crate::observation::{names, Role};
+use crate::store::{RunData, Store};
+use maud::{html, Markup, PreEscaped};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// `K` of the rule: how many (normal-scaled) MADs from the median an outlier lies.
+pub const K: f64 = 3.0;
+/// MAD × 1.4826 estimates the standard deviation of normally distributed values.
+pub const MAD_SCALE: f64 = 1.4826;
+/// The band is never narrower than this fraction of the median.
+pub const MIN_RELATIVE: f64 = 0.05;
+/// Fewer values than this judge nothing.
+pub const MIN_VALUES: usize = 3;
+/// How many pairs the table of the worst pairs lists per matrix.
+pub const WORST: usize = 10;
+
+/// One matrix a fleet run can have: a metric of the network case and how to read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatrixMetric {
+    pub name: &'static str,
+    pub role: Role,
+    pub title: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    /// File name part of its heat map.
+    pub stem: &'static str,
+}
+
+/// The matrices, in the order the report shows them; a run gets those its cells hold.
+pub const METRICS: &[MatrixMetric] = &[
+    MatrixMetric {
+        name: names::THROUGHPUT_GBPS,
+        role: Role::System,
+        title: "median throughput",
+        unit: "Gbit/s",
+        higher_is_better: true,
+        stem: "throughput",
+    },
+    MatrixMetric {
+        name: names::TRANSACTIONS_PER_S,
+        role: Role::System,
+        title: "median transactions per second",
+        unit: "txn/s",
+        higher_is_better: true,
+        stem: "transactions",
+    },
+    MatrixMetric {
+        name: names::LATENCY_P99_US,
+        role: Role::Client,
+        title: "median p99 latency",
+        unit: "us",
+        higher_is_better: false,
+        stem: "p99_latency",
+    },
+    MatrixMetric {
+        name: names::CYCLES_PER_BYTE,
+        role: Role::Client,
+        title: "CPU per byte of the source (client)",
+        unit: "cycles/B",
+        higher_is_better: false,
+        stem: "cpu_per_byte_source",
+    },
+    MatrixMetric {
+        name: names::CYCLES_PER_BYTE,
+        role: Role::Server,
+        title: "CPU per byte of the destination (server)",
+        unit: "cycles/B",
+        higher_is_better: false,
+        stem: "cpu_per_byte_destination",
+    },
+    MatrixMetric {
+        name: names::CPU_US_PER_TXN,
+        role: Role::Client,
+        title: "CPU per transaction of the source (client)",
+        unit: "us/txn",
+        higher_is_better: false,
+        stem: "cpu_per_txn_source",
+    },
+    MatrixMetric {
+        name: names::CPU_US_PER_TXN,
+        role: Role::Server,
+        title: "CPU per transaction of the destination (server)",
+        unit: "us/txn",
+        higher_is_better: false,
+        stem: "cpu_per_txn_destination",
+    },
+];
+
+/// The metric names the matrices read (each once).
+pub fn metric_names() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for m in METRICS {
+        if !out.contains(&m.name) {
+            out.push(m.name);
+        }
+    }
+    out
+}
+
+fn metric_index(name: &str, role: Role) -> Option<usize> {
+    METRICS.iter().position(|m| m.name == name && m.role == role)
+}
+
+/// Which side of the band an outlier lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Low,
+    High,
+}
+
+impl Side {
+    /// Whether this side is the bad one for the metric (low throughput, high latency).
+    pub fn is_worse(self, metric: &MatrixMetric) -> bool {
+        (self == Side::Low) == metric.higher_is_better
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Side::Low => "low",
+            Side::High => "high",
+        }
+    }
+}
+
+/// The median and half-width of the band of a set of values, when there are enough of them.
+pub fn band(values: &mut [f64]) -> Option<(f64, f64)> {
+    if values.len() < MIN_VALUES {
+        return None;
+    }
+    let median = crate::measure::stats::median(values);
+    for v in values.iter_mut() {
+        *v = (*v - median).abs();
+    }
+    let mad = crate::measure::stats::median(values);
+    Some((median, (K * MAD_SCALE * mad).max(MIN_RELATIVE * median.abs())))
+}
+
+/// The side `x` lies on outside the band, if it does.
+pub fn judge(x: f64, band: Option<(f64, f64)>) -> Option<Side> {
+    let (median, half) = band?;
+    if x < median - half {
+        Some(Side::Low)
+    } else if x > median + half {
+        Some(Side::High)
+    } else {
+        None
+    }
+}
+
+/// A flagged host: on which side its row (as source) and column (as destination) median lie.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostFlag {
+    pub host: usize,
+    pub as_source: Option<Side>,
+    pub as_destination: Option<Side>,
+}
+
+/// One matrix: values row-major (`values[source * n + destination]`), None where missing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub metric: &'static MatrixMetric,
+    pub n: usize,
+    pub values: Vec<Option<f64>>,
+    /// Median of each row (as source) and column (as destination) over the values it has.
+    pub row_medians: Vec<Option<f64>>,
+    pub column_medians: Vec<Option<f64>>,
+    /// The median over every pair's value.
+    pub median: Option<f64>,
+    pub hosts: Vec<HostFlag>,
+    /// Flagged links: (source, destination, side).
+    pub links: Vec<(usize, usize, Side)>,
+    /// The distinct sources of the values (`tool`, `estimate`, `unavailable: …`).
+    pub sources: Vec<String>,
+}
+
+impl Matrix {
+    pub fn get(&self, source: usize, destination: usize) -> Option<f64> {
+        self.values[source * self.n + destination]
+    }
+
+    /// Whether the host has a flag in this matrix.
+    pub fn host_flag(&self, host: usize) -> Option<&HostFlag> {
+        self.hosts.iter().find(|h| h.host == host)
+    }
+
+    pub fn link_flag(&self, source: usize, destination: usize) -> Option<Side> {
+        self.links
+            .iter()
+            .find(|(s, d, _)| (*s, *d) == (source, destination))
+            .map(|l| l.2)
+    }
+
+    /// The pairs with a value, worst first (lowest throughput, highest latency and CPU), at
+    /// most `limit`.
+    pub fn worst(&self, limit: usize) -> Vec<(usize, usize, f64)> {
+        let mut all: Vec<(usize, usize, f64)> = (0..self.n * self.n)
+            .filter_map(|i| self.values[i].map(|v| (i / self.n, i % self.n, v)))
+            .collect();
+        let worse_first = |a: &(usize, usize, f64), b: &(usize, usize, f64)| {
+            let by = if self.metric.higher_is_better {
+                a.2.total_cmp(&b.2)
+            } else {
+                b.2.total_cmp(&a.2)
+            };
+            by.then((a.0, a.1).cmp(&(b.0, b.1)))
+        };
+        if all.len() > limit {
+            all.select_nth_unstable_by(limit, worse_first);
+            all.truncate(limit);
+        }
+        all.sort_by(worse_first);
+        all
+    }
+
+    /// Medians per row and column, host and link flags: the rule of the module's comment.
+    fn judge(&mut self) {
+        let n = self.n;
+        let mut row: Vec<f64> = Vec::with_capacity(n);
+        let row_bands: Vec<Option<(f64, f64)>> = (0..n)
+            .map(|i| {
+                row.clear();
+                row.extend((0..n).filter_map(|j| self.values[i * n + j]));
+                let b = band(&mut row.clone());
+                self.row_medians[i] = (!row.is_empty()).then(|| crate::measure::stats::median(&mut row));
+                b
+            })
+            .collect();
+        let column_bands: Vec<Option<(f64, f64)>> = (0..n)
+            .map(|j| {
+                row.clear();
+                row.extend((0..n).filter_map(|i| self.values[i * n + j]));
+                let b = band(&mut row.clone());
+                self.column_medians[j] = (!row.is_empty()).then(|| crate::measure::stats::median(&mut row));
+                b
+            })
+            .collect();
+        let mut all: Vec<f64> = self.values.iter().flatten().copied().collect();
+        self.median = (!all.is_empty()).then(|| crate::measure::stats::median(&mut all));
+        drop(all);
+        let rows_band = band(&mut self.row_medians.iter().flatten().copied().collect::<Vec<_>>());
+        let columns_band = band(&mut self.column_medians.iter().flatten().copied().collect::<Vec<_>>());
+        for h in 0..n {
+            let as_source = self.row_medians[h].and_then(|m| judge(m, rows_band));
+            let as_destination = self.column_medians[h].and_then(|m| judge(m, columns_band));
+            if as_source.is_some() || as_destination.is_some() {
+                self.hosts.push(HostFlag {
+                    host: h,
+                    as_source,
+                    as_destination,
+                });
+            }
+        }
+        for (i, row_band) in row_bands.iter().enumerate() {
+            for (j, column_band) in column_bands.iter().enumerate() {
+                let Some(v) = self.values[i * n + j] else { continue };
+                if let (Some(a), Some(b)) = (judge(v, *row_band), judge(v, *column_band)) {
+                    if a == b {
+                        self.links.push((i, j, a));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The pairs of one network case (and concurrency) of a fleet run and their matrices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The network case, as its label says it.
+    pub label: String,
+    pub concurrent_pairs: u32,
+    /// Whether the pair (row-major) was planned: a planned pair without a value is missing.
+    pub planned: Vec<bool>,
+    /// Planned pairs with no successful cell at all.
+    pub failed: Vec<(usize, usize)>,
+    pub matrices: Vec<Matrix>,
+}
+
+impl Group {
+    pub fn pairs(&self) -> usize {
+        self.planned.iter().filter(|p| **p).count()
+    }
+}
+
+/// Every matrix of a fleet run: the hosts (sorted, numbers in them by value) and a group per
+/// network case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fleet {
+    pub hosts: Vec<String>,
+    pub groups: Vec<Group>,
+}
+
+impl Fleet {
+    /// Hosts flagged in any matrix, each once.
+    pub fn flagged_hosts(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.matrices)
+            .flat_map(|m| m.hosts.iter().map(|h| h.host))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    pub fn flagged_links(&self) -> usize {
+        let mut out: Vec<(usize, usize)> = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.matrices)
+            .flat_map(|m| m.links.iter().map(|l| (l.0, l.1)))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out.len()
+    }
+}
+
+/// `a` before `b` with the digit runs in them compared as numbers (`h2` before `h10`,
+/// `10.0.0.9:7000` before `10.0.0.10:7000`).
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) if p.is_ascii_digit() && q.is_ascii_digit() => {
+                let dx = x.iter().take_while(|c| c.is_ascii_digit()).count();
+                let dy = y.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (nx, ny) = (&x[..dx], &y[..dy]);
+                let trim = |s: &[u8]| {
+                    let z = s.iter().take_while(|c| **c == b'0').count();
+                    s[z..].to_vec()
+                };
+                let (tx, ty) = (trim(nx), trim(ny));
+                let by = tx.len().cmp(&ty.len()).then_with(|| tx.cmp(&ty));
+                if by != Ordering::Equal {
+                    return by;
+                }
+                x = &x[dx..];
+                y = &y[dy..];
+            }
+            (Some(p), Some(q)) => {
+                if p != q {
+                    return p.cmp(q);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
+/// Values of the metrics a matrix draws, as read: a part per reader, merged by the builder.
+#[derive(Debug, Default)]
+pub struct Values {
+    /// (position, metric index, value).
+    values: Vec<(u32, u8, f64)>,
+    /// The distinct sources of each metric's values, by metric index.
+    sources: Vec<Vec<String>>,
+}
+
+impl Values {
+    /// One value of a successful cell and its source (any metric: those no matrix draws are
+    /// ignored; an unavailable one only adds its reason to the metric's sources).
+    pub fn push(&mut self, position: usize, name: &str, role: Role, value: Option<f64>, source: &str) {
+        let Some(m) = metric_index(name, role) else {
+            return;
+        };
+        if self.sources.len() < METRICS.len() {
+            self.sources.resize(METRICS.len(), Vec::new());
+        }
+        if !self.sources[m].iter().any(|s| s == source) {
+            self.sources[m].push(source.to_string());
+        }
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.values.push((position as u32, m as u8, v));
+        }
+    }
+
+    fn merge(&mut self, other: Values) {
+        if self.values.is_empty() {
+            self.values = other.values;
+        } else {
+            self.values.extend(other.values);
+        }
+        self.sources.resize(METRICS.len(), Vec::new());
+        for (mine, theirs) in self.sources.iter_mut().zip(other.sources) {
+            for s in theirs {
+                if !mine.contains(&s) {
+                    mine.push(s);
+                }
+            }
+        }
+    }
+}
+
+/// Collects pairs and values, then builds the matrices. Memory: a few words per case and per
+/// value drawn; no observation is kept.
+#[derive(Debug, Default)]
+pub struct Builder {
+    host_ids: HashMap<String, u32>,
+    hosts: Vec<String>,
+    /// (network case label, concurrency) of each group; a run has a handful.
+    groups: Vec<(String, u32)>,
+    /// By case position: (source, destination, group).
+    pairs: Vec<Option<(u32, u32, u32)>>,
+    values: Values,
+}
+
+impl Builder {
+    fn host(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.host_ids.get(name) {
+            return *id;
+        }
+        let id = self.hosts.len() as u32;
+        self.hosts.push(name.to_string());
+        self.host_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// One fleet case: its position, pair, concurrency and the label of its network case (the
+    /// same for every pair of that case: labels are unique within a run's grid).
+    pub fn pair(&mut self, position: usize, pair: (&str, &str), concurrent_pairs: u32, inner_label: &str) {
+        let (s, d) = (self.host(pair.0), self.host(pair.1));
+        let found = self
+            .groups
+            .iter()
+            .position(|(l, c)| l == inner_label && *c == concurrent_pairs);
+        let g = match found {
+            Some(g) => g as u32,
+            None => {
+                self.groups.push((inner_label.to_string(), concurrent_pairs));
+                (self.groups.len() - 1) as u32
+            }
+        };
+        if self.pairs.len() <= position {
+            self.pairs.resize(position + 1, None);
+        }
+        self.pairs[position] = Some((s, d, g));
+    }
+
+    /// One value of a successful cell (see [`Values::push`]).
+    pub fn value(&mut self, position: usize, name: &str, role: Role, value: Option<f64>, source: &str) {
+        self.values.push(position, name, role, value, source);
+    }
+
+    /// Values read elsewhere (a reader thread).
+    pub fn add_values(&mut self, values: Values) {
+        self.values.merge(values);
+    }
+
+    /// The matrices, or None when no fleet case was fed.
+    pub fn finish(mut self) -> Option<Fleet> {
+        if self.hosts.is_empty() {
+            return None;
+        }
+        // Hosts in natural order: old id -> new index.
+        let mut order: Vec<u32> = (0..self.hosts.len() as u32).collect();
+        order.sort_by(|a, b| natural_cmp(&self.hosts[*a as usize], &self.hosts[*b as usize]));
+        let mut index = vec![0usize; order.len()];
+        for (new, old) in order.iter().enumerate() {
+            index[*old as usize] = new;
+        }
+        let n = order.len();
+        let hosts: Vec<String> = order
+            .iter()
+            .map(|o| std::mem::take(&mut self.hosts[*o as usize]))
+            .collect();
+        let mut groups: Vec<Group> = self
+            .groups
+            .iter()
+            .map(|(label, concurrent_pairs)| Group {
+                label: label.clone(),
+                concurrent_pairs: *concurrent_pairs,
+                planned: vec![false; n * n],
+                failed: Vec::new(),
+                matrices: Vec::new(),
+            })
+            .collect();
+        for (s, d, g) in self.pairs.iter().flatten() {
+            groups[*g as usize].planned[index[*s as usize] * n + index[*d as usize]] = true;
+        }
+        let mut slots: Vec<Vec<Option<Matrix>>> = (0..groups.len()).map(|_| vec![None; METRICS.len()]).collect();
+        let Values {
+            mut values,
+            mut sources,
+        } = std::mem::take(&mut self.values);
+        for s in &mut sources {
+            s.sort();
+        }
+        values.sort_unstable_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)).then(a.2.total_cmp(&b.2)));
+        let mut start = 0;
+        let mut reps: Vec<f64> = Vec::new();
+        while start < values.len() {
+            let (position, m, _) = values[start];
+            let end = start
+                + values[start..]
+                    .iter()
+                    .take_while(|v| (v.0, v.1) == (position, m))
+                    .count();
+            reps.clear();
+            reps.extend(values[start..end].iter().map(|v| v.2));
+            start = end;
+            let Some(Some((s, d, g))) = self.pairs.get(position as usize) else {
+                continue;
+            };
+            let slot = &mut slots[*g as usize][m as usize];
+            let matrix = slot.get_or_insert_with(|| Matrix {
+                metric: &METRICS[m as usize],
+                n,
+                values: vec![None; n * n],
+                row_medians: vec![None; n],
+                column_medians: vec![None; n],
+                median: None,
+                hosts: Vec::new(),
+                links: Vec::new(),
+                sources: sources.get(m as usize).cloned().unwrap_or_default(),
+            });
+            matrix.values[index[*s as usize] * n + index[*d as usize]] = Some(crate::measure::stats::median(&mut reps));
+        }
+        drop(values);
+        for (group, slot) in groups.iter_mut().zip(slots) {
+            group.matrices = slot.into_iter().flatten().collect();
+            for m in &mut group.matrices {
+                m.judge();
+            }
+            // A planned pair is failed when no matrix has a value for it.
+            group.failed = (0..n * n)
+                .filter(|i| group.planned[*i] && group.matrices.iter().all(|m| m.values[*i].is_none()))
+                .map(|i| (i / n, i % n))
+                .collect();
+        }
+        Some(Fleet { hosts, groups })
+    }
+}
+
+/// The matrices of a loaded run; None when it has no fleet cell.
+pub fn from_run(data: &RunData) -> Option<Fleet> {
+    let mut b = Builder::default();
+    for (position, case) in data.cases.iter().enumerate() {
+        if let Some(f) = case.get::<FleetCase>() {
+            b.pair(
+                position,
+                (&f.source, &f.destination),
+                f.concurrent_pairs,
+                &f.case.label(),
+            );
+        }
+    }
+    for cell in data.cells.iter().filter(|c| c.error.is_none()) {
+        for m in &cell.observation.metrics {
+            b.value(cell.position, &m.name, m.role, m.value, &m.source.to_string());
+        }
+    }
+    b.finish()
+}
+
+/// The matrices of a stored run, read row by row; None when it has no fleet cell.
+pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
+    let mut b = Builder::default();
+    store.fleet_pairs(run_id, |p| {
+        b.pair(
+            p.position,
+            (&p.source, &p.destination),
+            p.concurrent_pairs,
+            &p.inner_label,
+        );
+        Ok(())
+    })?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let parts = store.fleet_values(run_id, &metric_names(), threads, Values::default, |part, v| {
+        part.push(v.position, v.name, v.role, v.value, v.source);
+    })?;
+    for part in parts {
+        b.add_values(part);
+    }
+    Ok(b.finish())
+}
+
+/// A heat map as the page shows it: inline SVG when there is one, else the PNG's file.
+pub struct RenderedMap {
+    pub group: usize,
+    pub metric: &'static MatrixMetric,
+    pub svg: Option<String>,
+    pub svg_file: Option<String>,
+    pub png_file: String,
+}
+
+/// Draw every heat map of `fleet` into `charts_dir` through `staging` (named
+/// `<charts_name>/matrix_<group>_<metric>.{svg,png}` in the page), SVG only up to
+/// `heatmap::MAX_SVG_HOSTS` hosts.
+pub fn render_maps(
+    fleet: &Fleet,
+    staging: &mut crate::store::output::Staging,
+    charts_dir: &Path,
+    charts_name: &str,
+    files: &mut Vec<PathBuf>,
+) -> anyhow::Result<Vec<RenderedMap>> {
+    let mut out = Vec::new();
+    for (g, group) in fleet.groups.iter().enumerate() {
+        for m in &group.matrices {
+            let stem = format!("matrix_{}_{}", g + 1, m.metric.stem);
+            let title = format!("{} ({}), {}", m.metric.title, m.metric.unit, group.label);
+            let png_path = charts_dir.join(format!("{stem}.png"));
+            let staged = staging.file(&png_path);
+            heatmap::png(m, &group.planned, &title, &staged).map_err(|e| {
+                anyhow::Error::from(crate::store::StoreError::CannotWrite {
+                    path: png_path.clone(),
+                    detail: e.to_string(),
+                })
+            })?;
+            files.push(png_path);
+            let (svg, svg_file) = if fleet.hosts.len() <= heatmap::MAX_SVG_HOSTS {
+                let svg = heatmap::svg(m, &group.planned, &title)?;
+                let svg_path = charts_dir.join(format!("{stem}.svg"));
+                staging.write(&svg_path, svg.as_bytes())?;
+                files.push(svg_path);
+                (Some(svg), Some(format!("{charts_name}/{stem}.svg")))
+            } else {
+                (None, None)
+            };
+            out.push(RenderedMap {
+                group: g,
+                metric: m.metric,
+                svg,
+                svg_file,
+                png_file: format!("{charts_name}/{stem}.png"),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn side_text(side: Option<Side>, metric: &MatrixMetric) -> String {
+    match side {
+        None => "-".into(),
+        Some(s) if s.is_worse(metric) => format!("{} (worse)", s.word()),
+        Some(s) => format!("{} (better)", s.word()),
+    }
+}
+
+/// How many hosts are listed by name in the host table before it only lists the flagged.
+const HOST_TABLE_ALL: usize = 64;
+
+/// The matrix section: per network case, each heat map, its flagged hosts and links and the
+/// worst pairs; the failed pairs once per case.
+pub fn section(fleet: &Fleet, maps: &[RenderedMap]) -> Markup {
+    let n = fleet.hosts.len();
+    let host = |h: usize| format!("{} {}", h + 1, fleet.hosts[h]);
+    html! {
+        h2 id="matrix" { "Fleet matrix" }
+        p { (n) " hosts, numbered in the heat maps as listed below (rows: source, the client side; columns: destination, the server side). "
+            "Each square is the median over the pair's repetitions; dark is worse (low throughput, high latency or CPU). "
+            "Grey squares are pairs that were planned and have no value (failed or not run): missing, never zero; white squares were not planned. "
+            "Flags (red): a host whose row or column median lies outside median ± max(" (K) " × 1.4826 × MAD, " (MIN_RELATIVE * 100.0) "% of the median) over all hosts' row or column medians; "
+            "a link (red outline) whose value lies outside that band both in its row and in its column, on the same side (docs/methodology.md, \"Fleet matrix\")." }
+        @for (g, group) in fleet.groups.iter().enumerate() {
+            h3 { (group.label) ", " (group.concurrent_pairs) " pair" @if group.concurrent_pairs != 1 { "s" } " at once" }
+            p { (group.pairs()) " pairs planned, " (group.failed.len()) " missing (no successful cell)." }
+            @for m in &group.matrices {
+                @let map = maps.iter().find(|r| r.group == g && r.metric == m.metric);
+                figure id=(format!("matrix_{}_{}", g + 1, m.metric.stem)) {
+                    @if let Some(map) = map {
+                        @if let Some(svg) = &map.svg { (PreEscaped(svg.as_str())) }
+                        @else { img src=(map.png_file) alt=(m.metric.title) style="max-width:100%"; }
+                    }
+                    figcaption {
+                        strong { (m.metric.title) " (" (m.metric.unit) ", " (m.metric.role) "." (m.metric.name) ")." }
+                        " Source: " (m.sources.join(", ")) "."
+                        @if m.sources.iter().any(|s| s == "estimate") { " " span.est { "ESTIMATE: CPU time × TSC frequency, no hardware cycle counter." } }
+                        " Median over all pairs: " (fmt_num(m.median)) " " (m.metric.unit) ". "
+                        (m.hosts.len()) " hosts and " (m.links.len()) " links flagged."
+                        @if let Some(map) = map {
+                            " Files: "
+                            @if let Some(svg) = &map.svg_file { a href=(svg) { (svg) } ", " }
+                            a href=(map.png_file) { (map.png_file) }
+                        }
+                    }
+                }
+                @if !m.hosts.is_empty() {
+                    div.scroll { table {
+                        tr { th { "flagged host" } th { "row median (as source)" } th { "as source" } th { "column median (as destination)" } th { "as destination" } }
+                        @for h in &m.hosts {
+                            tr.failed {
+                                td { (host(h.host)) }
+                                td.num { (fmt_num(m.row_medians[h.host])) }
+                                td { (side_text(h.as_source, m.metric)) }
+                                td.num { (fmt_num(m.column_medians[h.host])) }
+                                td { (side_text(h.as_destination, m.metric)) }
+                            }
+                        }
+                    } }
+                }
+                @if !m.links.is_empty() {
+                    div.scroll { table {
+                        tr { th { "flagged link: source" } th { "destination" } th { (m.metric.unit) } th { "row median" } th { "column median" } th { "side" } }
+                        @for (s, d, side) in m.links.iter().take(50) {
+                            tr { td { (host(*s)) } td { (host(*d)) } td.num { (fmt_num(m.get(*s, *d))) }
+                                 td.num { (fmt_num(m.row_medians[*s])) } td.num { (fmt_num(m.column_medians[*d])) } td { (side_text(Some(*side), m.metric)) } }
+                        }
+                    } }
+                    @if m.links.len() > 50 { p { "… and " (m.links.len() - 50) " more flagged links." } }
+                }
+                details {
+                    summary { "The " (WORST) " worst pairs: " (m.metric.title) }
+                    div.scroll { table {
+                        tr { th { "source" } th { "destination" } th { (m.metric.unit) } th { "vs median of all pairs" } th { "flags" } }
+                        @for (s, d, v) in m.worst(WORST) {
+                            tr {
+                                td { (host(s)) } td { (host(d)) } td.num { (fmt_num(Some(v))) }
+                                td.num { @if let Some(med) = m.median.filter(|x| *x != 0.0) { (format!("{:.2}×", v / med)) } @else { "n/a" } }
+                                td {
+                                    @if m.link_flag(s, d).is_some() { "link " }
+                                    @if m.host_flag(s).is_some() { "source-host " }
+                                    @if m.host_flag(d).is_some() { "destination-host" }
+                                }
+                            }
+                        }
+                    } }
+                }
+            }
+            @if !group.failed.is_empty() {
+                details {
+                    summary.failed { (group.failed.len()) " missing pairs (planned, no successful cell)" }
+                    p { @for (i, (s, d)) in group.failed.iter().take(200).enumerate() {
+                        @if i > 0 { ", " } (host(*s)) " → " (host(*d))
+                    } @if group.failed.len() > 200 { ", …" } }
+                }
+            }
+        }
+        h3 { "Hosts" }
+        @let flagged = fleet.flagged_hosts();
+        div.scroll { table {
+            tr { th { "#" } th { "host" } th { "flagged" } }
+            @for h in 0..n {
+                @if n <= HOST_TABLE_ALL || flagged.contains(&h) {
+                    tr { td.num { (h + 1) } td { (fleet.hosts[h]) } td { @if flagged.contains(&h) { span.failed { "flagged" } } @else { "-" } } }
+                }
+            }
+        } }
+        @if n > HOST_TABLE_ALL { p { "Hosts not flagged are numbered in the order of their names (numbers in names compared by value)." } }
+    }
+}
+
+/// What `write_matrix_report` wrote.
+#[derive(Debug, Clone)]
+pub struct MatrixFiles {
+    pub html: PathBuf,
+    pub charts_dir: PathBuf,
+    pub chart_files: Vec<PathBuf>,
+    pub hosts: usize,
+    pub flagged_hosts: usize,
+    pub flagged_links: usize,
+}
+
+/// The run has no fleet cell: `report --matrix` has nothing to draw (exit 2 from the CLI).
+#[derive(Debug, thiserror::Error)]
+#[error("run {run} has no fleet cells (its cases are {workloads}): --matrix draws the pairs of an `iopath fleet run`; `iopath report {run}` writes this run's report")]
+pub struct NoFleetCells {
+    pub run: i64,
+    pub workloads: String,
+}
+
+/// `iopath report --matrix`: the matrix page of a stored fleet run, its heat maps as PNG (and
+/// SVG up to `heatmap::MAX_SVG_HOSTS` hosts) in `<name>-charts/` beside it, written whole or
+/// not at all. Reads only the pairs and the metrics it draws.
+pub fn write_matrix_report(store: &Store, run_id: i64, html_path: &Path, db: &Path) -> anyhow::Result<MatrixFiles> {
+    let head = store.run_head(run_id)?;
+    let Some(fleet) = from_store(store, run_id)? else {
+        let workloads = store.run_workloads(run_id)?;
+        return Err(NoFleetCells {
+            run: run_id,
+            workloads: if workloads.is_empty() {
+                "none".into()
+            } else {
+                workloads.join(", ")
+            },
+        }
+        .into());
+    };
+    let dir = html_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = html_path.file_stem().and_then(|s| s.to_str()).unwrap_or("matrix");
+    let charts_name = format!("{stem}-charts");
+    let charts_dir = dir.join(&charts_name);
+    let mut staging = crate::store::output::Staging::new(dir)?;
+    let mut chart_files = Vec::new();
+    let maps = render_maps(&fleet, &mut staging, &charts_dir, &charts_name, &mut chart_files)?;
+    let title = match &head.name {
+        Some(name) => format!("iopath matrix: run {} ({name})", head.id),
+        None => format!("iopath matrix: run {}", head.id),
+    };
+    let page = html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(super::html::STYLE)) }
+            }
+            body {
+                h1 { (title) }
+                p.rerun { "Re-run this: " code { (head.command_line) } }
+                p { "Started " (head.started_at) " (UTC), status " (head.status) "." }
+                (section(&fleet, &maps))
+                p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with "
+                    code { "iopath report --matrix " (head.id) (super::db_flag(db)) } "." } }
+            }
+        }
+    };
+    staging.write(html_path, page.into_string().as_bytes())?;
+    staging.commit()?;
+    Ok(MatrixFiles {
+        html: html_path.to_path_buf(),
+        charts_dir,
+        chart_files,
+        hosts: fleet.hosts.len(),
+        flagged_hosts: fleet.flagged_hosts().len(),
+        flagged_links: fleet.flagged_links(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: usize = 0;
+
+    /// A builder over `n` hosts `h1..hn`, all pairs, one repetition each, with the value
+    /// `value(source, destination)` of throughput (None: the pair failed).
+    fn fleet(n: usize, value: impl Fn(usize, usize) -> Option<f64>) -> Fleet {
+        let mut b = Builder::default();
+        let mut position = 0;
+        for s in 0..n {
+            for d in (0..n).filter(|d| *d != s) {
+                b.pair(
+                    position,
+                    (&format!("h{}", s + 1), &format!("h{}", d + 1)),
+                    1,
+                    "one-copy 64KiB t1",
+                );
+                b.value(position, names::THROUGHPUT_GBPS, Role::System, value(s, d), "tool");
+                // A metric no matrix draws, and the same name in another role: both ignored.
+                b.value(position, names::BYTES_SENT, Role::Client, Some(0.0), "tool");
+                b.value(position, names::THROUGHPUT_GBPS, Role::Client, Some(0.0), "tool");
+                position += 1;
+            }
+        }
+        b.finish().unwrap()
+    }
+
+    /// Noise that is deterministic and under 1 %.
+    fn noise(s: usize, d: usize) -> f64 {
+        1.0 + ((s * 7 + d * 3) % 5) as f64 * 0.002
+    }
+
+    #[test]
+    fn a_slow_host_in_a_4x4_flags_exactly_that_host() {
+        // h3 sends and receives at half speed.
+        let f = fleet(4, |s, d| Some(if s == 2 || d == 2 { 5.0 } else { 10.0 } * noise(s, d)));
+        assert_eq!(f.hosts, ["h1", "h2", "h3", "h4"]);
+        assert_eq!(f.groups.len(), 1);
+        let m = &f.groups[0].matrices;
+        assert_eq!(m.len(), 1, "only throughput has values");
+        assert_eq!(m[0].metric, &METRICS[TP]);
+        assert_eq!(
+            m[0].hosts,
+            vec![HostFlag {
+                host: 2,
+                as_source: Some(Side::Low),
+                as_destination: Some(Side::Low)
+            }]
+        );
+        assert!(Side::Low.is_worse(m[0].metric));
+        assert!(m[0].links.is_empty(), "{:?}", m[0].links);
+        assert_eq!(f.flagged_hosts(), vec![2]);
+        let (s, d, _) = m[0].worst(1)[0];
+        assert!(s == 2 || d == 2);
+    }
+
+    #[test]
+    fn a_single_slow_link_flags_that_link_and_no_host() {
+        let f = fleet(4, |s, d| Some(if (s, d) == (0, 3) { 2.0 } else { 10.0 * noise(s, d) }));
+        let m = &f.groups[0].matrices[0];
+        assert!(m.hosts.is_empty(), "{:?}", m.hosts);
+        assert_eq!(m.links, vec![(0, 3, Side::Low)]);
+        assert_eq!(m.worst(1), vec![(0, 3, 2.0)]);
+        assert_eq!(f.flagged_links(), 1);
+    }
+
+    #[test]
+    fn a_failed_pair_is_missing_never_zero() {
+        let f = fleet(4, |s, d| {
+            if (s, d) == (1, 2) {
+                None
+            } else {
+                Some(10.0 * noise(s, d))
+            }
+        });
+        let g = &f.groups[0];
+        let m = &g.matrices[0];
+        assert_eq!(m.get(1, 2), None);
+        assert!(g.planned[4 + 2], "the pair was planned");
+        assert!(!g.planned[0], "a host is not paired with itself");
+        assert_eq!(g.failed, vec![(1, 2)]);
+        assert!(m.hosts.is_empty() && m.links.is_empty(), "{:?} {:?}", m.hosts, m.links);
+        assert!(
+            m.worst(100).iter().all(|(_, _, v)| *v > 9.0),
+            "missing is not a worst pair"
+        );
+        assert_eq!(m.worst(100).len(), 11);
+        let svg = heatmap::svg(m, &g.planned, "t").unwrap();
+        // Once in the failed square, once in the key under the colour bar; no square says 0.
+        assert_eq!(svg.matches("\nmissing\n").count(), 2, "{svg}");
+        assert!(!svg.contains("\n0\n"), "{svg}");
+        let html = section(&f, &[]).into_string();
+        assert!(html.contains("1 missing (no successful cell)"), "{html}");
+        assert!(html.contains("2 h2 → 3 h3"), "{html}");
+    }
+
+    #[test]
+    fn repetitions_give_their_median_and_hosts_sort_by_number() {
+        let mut b = Builder::default();
+        b.pair(0, ("10.0.0.10:7000", "10.0.0.9:7000"), 2, "rr");
+        b.pair(1, ("10.0.0.9:7000", "10.0.0.10:7000"), 2, "rr");
+        for v in [1.0, 9.0, 3.0] {
+            b.value(0, names::LATENCY_P99_US, Role::Client, Some(v), "tool");
+        }
+        b.value(1, names::LATENCY_P99_US, Role::Client, None, "unavailable: no answer");
+        let f = b.finish().unwrap();
+        assert_eq!(f.hosts, ["10.0.0.9:7000", "10.0.0.10:7000"]);
+        let m = &f.groups[0].matrices[0];
+        assert_eq!(m.metric.name, names::LATENCY_P99_US);
+        assert_eq!(m.get(1, 0), Some(3.0));
+        assert_eq!(m.get(0, 1), None, "an unavailable value is missing");
+        assert_eq!(m.sources, ["tool", "unavailable: no answer"]);
+        assert_eq!(f.groups[0].concurrent_pairs, 2);
+        assert!(Builder::default().finish().is_none());
+    }
+
+    /// The matrices read from the database row by row are those of the loaded run, whether the
+    /// metrics table is scanned in rowid ranges (a run with most of the observations) or
+    /// followed by its index (a small run beside a large one).
+    #[test]
+    fn streamed_from_the_store_equals_built_from_the_loaded_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create_or_open(&dir.path().join("f.db")).unwrap();
+        let mut big = synth::Spec::new(7);
+        big.slow_hosts = vec![4];
+        big.failed = vec![(1, 5)];
+        big.repetitions = 2;
+        let big = synth::generate(&mut store, &big, |_, _| {}).unwrap();
+        let small = synth::generate(&mut store, &synth::Spec::new(3), |_, _| {}).unwrap();
+        for id in [big, small] {
+            let loaded = from_run(&store.load_run(id).unwrap()).unwrap();
+            let streamed = from_store(&store, id).unwrap().unwrap();
+            assert_eq!(streamed, loaded, "run {id}");
+            assert_eq!(streamed.groups[0].label, "one-copy 64KiB t1");
+            assert_eq!(streamed.groups[0].matrices[0].sources, ["tool"]);
+        }
+        let f = from_store(&store, big).unwrap().unwrap();
+        assert_eq!(f.flagged_hosts(), vec![4]);
+        assert_eq!(f.groups[0].failed, vec![(1, 5)]);
+    }
+
+    #[test]
+    fn the_band_is_median_plus_minus_k_scaled_mads_with_a_floor() {
+        let b = band(&mut [10.0, 11.0, 12.0, 13.0, 14.0]).unwrap();
+        assert_eq!(b.0, 12.0);
+        assert!((b.1 - K * MAD_SCALE * 1.0).abs() < 1e-12);
+        assert_eq!(band(&mut [10.0, 10.0, 10.0]), Some((10.0, 0.5)));
+        assert_eq!(band(&mut [1.0, 2.0]), None);
+        assert_eq!(judge(9.4, Some((10.0, 0.5))), Some(Side::Low));
+        assert_eq!(judge(10.5, Some((10.0, 0.5))), None);
+        assert_eq!(judge(10.6, Some((10.0, 0.5))), Some(Side::High));
+        assert_eq!(natural_cmp("h2", "h10"), Ordering::Less);
+        assert_eq!(natural_cmp("10.0.0.9", "10.0.0.10"), Ordering::Less);
+    }
+}

@@ -1,0 +1,304 @@
+//! Reading a fleet run for its matrix (`iopath report --matrix`) without loading the run: the
+//! pairs and only the metrics asked for, streamed row by row to a callback (a fleet run of 1000
+//! hosts holds 999,000 cells and some 72 million metric rows; `load_run` would hold them all).
+
+use super::db::Store;
+use crate::observation::Role;
+use rusqlite::types::ValueRef;
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// The run's own row, without the cell counts `Store::run` adds (which count every cell).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunHead {
+    pub id: i64,
+    pub name: Option<String>,
+    pub command_line: String,
+    pub started_at: String,
+    pub status: String,
+}
+
+/// One fleet case of a run: borrowed from the row being read where it can be.
+#[derive(Debug, Clone)]
+pub struct FleetPairRow<'a> {
+    pub position: usize,
+    pub source: Cow<'a, str>,
+    pub destination: Cow<'a, str>,
+    pub concurrent_pairs: u32,
+    /// The label of the network case inside (`FleetCase::label` after `SRC -> DST rN: `):
+    /// the same for every pair of one network case, whatever its destination.
+    pub inner_label: Cow<'a, str>,
+}
+
+/// The fields of a stored fleet case the matrix needs; the network case inside is skipped.
+#[derive(Deserialize)]
+struct PairFields<'a> {
+    #[serde(borrow)]
+    source: Cow<'a, str>,
+    #[serde(borrow)]
+    destination: Cow<'a, str>,
+    round: u32,
+    concurrent_pairs: u32,
+    case: serde::de::IgnoredAny,
+}
+
+/// One value of one successful cell: the case's position, and the metric.
+#[derive(Debug, Clone, Copy)]
+pub struct FleetValueRow<'a> {
+    pub position: usize,
+    pub role: Role,
+    pub name: &'a str,
+    /// None: stored as unavailable.
+    pub value: Option<f64>,
+    /// Where it came from (`tool`, `estimate`, `unavailable: <reason>`).
+    pub source: &'a str,
+}
+
+fn text<'a>(v: ValueRef<'a>, what: &str) -> anyhow::Result<&'a str> {
+    match v {
+        ValueRef::Text(t) => Ok(std::str::from_utf8(t)?),
+        other => anyhow::bail!("a fleet case has no {what} (found {:?})", other.data_type()),
+    }
+}
+
+fn role_of(text: &str) -> Option<Role> {
+    match text {
+        "client" => Some(Role::Client),
+        "server" => Some(Role::Server),
+        "system" => Some(Role::System),
+        _ => None,
+    }
+}
+
+impl Store {
+    /// The run's own row, or `StoreError::UnknownRun`.
+    pub fn run_head(&self, id: i64) -> anyhow::Result<RunHead> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row(
+                "SELECT id, name, command_line, started_at, status FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(RunHead {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        command_line: r.get(2)?,
+                        started_at: r.get(3)?,
+                        status: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?
+            .ok_or_else(|| {
+                super::StoreError::UnknownRun {
+                    id,
+                    path: self.path.display().to_string(),
+                }
+                .into()
+            })
+    }
+
+    /// The workloads of the run's cases (`fleet`, `net-stream`), each once, sorted.
+    pub fn run_workloads(&self, run_id: i64) -> anyhow::Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT workload FROM cases WHERE run_id = ?1 ORDER BY workload")?;
+        let rows = stmt.query_map([run_id], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every fleet case of the run in position order, handed to `each` one at a time. The
+    /// case JSON is parsed only for the pair's fields (the network case inside is skipped), and
+    /// texts are borrowed from the row.
+    pub fn fleet_pairs(
+        &self,
+        run_id: i64,
+        mut each: impl FnMut(FleetPairRow<'_>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT position, label, case_json FROM cases WHERE run_id = ?1 AND workload = 'fleet' ORDER BY position",
+        )?;
+        let mut rows = stmt.query([run_id])?;
+        while let Some(row) = rows.next()? {
+            let position: i64 = row.get(0)?;
+            let position = usize::try_from(position)
+                .map_err(|_| self.corrupt_fleet(format!("a fleet case has the position {position}")))?;
+            let label = text(row.get_ref(1)?, "label").map_err(|e| self.corrupt_fleet(e.to_string()))?;
+            let json = text(row.get_ref(2)?, "case").map_err(|e| self.corrupt_fleet(e.to_string()))?;
+            let fields: PairFields<'_> = serde_json::from_str(json).map_err(|e| {
+                self.corrupt_fleet(format!("the fleet case at position {position} does not parse ({e})"))
+            })?;
+            let _ = fields.case;
+            let prefix = format!("{} -> {} r{}: ", fields.source, fields.destination, fields.round);
+            let inner_label = match label.strip_prefix(&prefix) {
+                Some(inner) => Cow::Borrowed(inner),
+                // A label of another shape: the network case's own, parsed (slow, but right).
+                None => Cow::Owned(
+                    serde_json::from_str::<crate::case::Case>(json)
+                        .ok()
+                        .and_then(|c| c.get::<crate::case::FleetCase>().map(|f| f.case.label()))
+                        .unwrap_or_else(|| label.to_string()),
+                ),
+            };
+            each(FleetPairRow {
+                position,
+                source: fields.source,
+                destination: fields.destination,
+                concurrent_pairs: fields.concurrent_pairs,
+                inner_label,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The values of the metrics `names` in every successful cell of the run's fleet cases, in
+    /// no particular order: each reader thread starts a `T` with `init`, hands it every row it
+    /// reads with `each`, and the `T`s are returned. Failed cells give nothing.
+    ///
+    /// The metrics table has one index, by observation. Following it costs a seek per metric
+    /// row (72 a stream cell, of which the matrix wants 3), so when the run holds a quarter or
+    /// more of the database's observations the table is read front to back instead, in rowid
+    /// ranges on up to `threads` connections at once (WAL: readers never wait for each other),
+    /// keeping the rows of this run's observations whose name is asked for.
+    pub fn fleet_values<T: Send>(
+        &self,
+        run_id: i64,
+        names: &[&str],
+        threads: usize,
+        init: impl Fn() -> T + Sync,
+        each: impl Fn(&mut T, FleetValueRow<'_>) + Sync,
+    ) -> anyhow::Result<Vec<T>> {
+        // The run's successful observations: (observation id, position), sorted by id.
+        let mut observations: Vec<(i64, u32)> = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT o.id, c.position FROM cases c JOIN observations o ON o.case_id = c.id
+                 WHERE c.run_id = ?1 AND c.workload = 'fleet' AND o.status = 'ok'",
+            )?;
+            let mut rows = stmt.query([run_id])?;
+            while let Some(row) = rows.next()? {
+                let position: i64 = row.get(1)?;
+                let position = u32::try_from(position)
+                    .map_err(|_| self.corrupt_fleet(format!("a fleet case has the position {position}")))?;
+                observations.push((row.get(0)?, position));
+            }
+        }
+        if observations.is_empty() || names.is_empty() {
+            return Ok(vec![init()]);
+        }
+        observations.sort_unstable();
+        let all: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM observations", [], |r| r.get(0))?;
+        let list = vec!["?"; names.len()].join(", ");
+        if (observations.len() as i64) * 4 < all {
+            let sql = format!(
+                "SELECT m.observation_id, m.role, m.name, m.value, m.source FROM cases c
+                 JOIN observations o ON o.case_id = c.id JOIN metrics m ON m.observation_id = o.id
+                 WHERE c.run_id = {run_id} AND c.workload = 'fleet' AND o.status = 'ok' AND m.name IN ({list})"
+            );
+            let mut out = init();
+            self.read_values(&sql, names, &observations, |row| each(&mut out, row))?;
+            return Ok(vec![out]);
+        }
+        let (lo, hi): (i64, i64) = self.conn.query_row(
+            "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) FROM metrics",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let threads = threads.clamp(1, 16) as i64;
+        let span = (hi - lo + threads) / threads;
+        let sql = format!(
+            "SELECT observation_id, role, name, value, source FROM metrics
+             WHERE rowid BETWEEN ?1 AND ?2 AND name IN ({})",
+            (0..names.len())
+                .map(|i| format!("?{}", i + 3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let observations = &observations[..];
+        let path = &self.path;
+        let (init, each, sql) = (&init, &each, &sql);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (from, to) = (lo + t * span, (lo + (t + 1) * span - 1).min(hi));
+                    scope.spawn(move || -> anyhow::Result<T> {
+                        // Each reader its own connection: one connection is one thread at a time.
+                        let store = Store::open_existing(path)?;
+                        let mut out = init();
+                        let mut stmt = store.conn.prepare(sql)?;
+                        let mut params: Vec<rusqlite::types::Value> = vec![from.into(), to.into()];
+                        params.extend(names.iter().map(|n| rusqlite::types::Value::from(n.to_string())));
+                        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+                        while let Some(row) = rows.next()? {
+                            if let Some(value) = store.value_row(row, observations)? {
+                                each(&mut out, value);
+                            }
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().map_err(|_| anyhow::anyhow!("a reader thread panicked"))?)
+                .collect()
+        })
+    }
+
+    /// Run `sql` (observation id, role, name, value, source; `names` bound in order) and hand
+    /// over the rows of `observations`.
+    fn read_values(
+        &self,
+        sql: &str,
+        names: &[&str],
+        observations: &[(i64, u32)],
+        mut each: impl FnMut(FleetValueRow<'_>),
+    ) -> anyhow::Result<()> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(names.iter()))?;
+        while let Some(row) = rows.next()? {
+            if let Some(value) = self.value_row(row, observations)? {
+                each(value);
+            }
+        }
+        Ok(())
+    }
+
+    /// One metric row as a value of the run, or None when its observation is another run's.
+    fn value_row<'r>(
+        &self,
+        row: &'r rusqlite::Row<'r>,
+        observations: &[(i64, u32)],
+    ) -> anyhow::Result<Option<FleetValueRow<'r>>> {
+        let observation: i64 = row.get(0)?;
+        let Ok(at) = observations.binary_search_by_key(&observation, |(id, _)| *id) else {
+            return Ok(None);
+        };
+        let role_text = text(row.get_ref(1)?, "role").map_err(|e| self.corrupt_fleet(e.to_string()))?;
+        let role = role_of(role_text)
+            .ok_or_else(|| self.corrupt_fleet(format!("stored metric has an unknown role '{role_text}'")))?;
+        let value = match row.get_ref(3)? {
+            ValueRef::Null => None,
+            ValueRef::Real(v) => Some(v),
+            ValueRef::Integer(v) => Some(v as f64),
+            _ => return Err(self.corrupt_fleet("a stored metric value is not a number".into())),
+        };
+        Ok(Some(FleetValueRow {
+            position: observations[at].1 as usize,
+            role,
+            name: text(row.get_ref(2)?, "name").map_err(|e| self.corrupt_fleet(e.to_string()))?,
+            value,
+            source: text(row.get_ref(4)?, "source").map_err(|e| self.corrupt_fleet(e.to_string()))?,
+        }))
+    }
+
+    fn corrupt_fleet(&self, detail: String) -> anyhow::Error {
+        super::StoreError::Corrupt {
+            path: self.path.clone(),
+            detail,
+        }
+        .into()
+    }
+}

@@ -1,0 +1,110 @@
+//! The matrix of a fleet run (issue 23): the section of `iopath report` and the page of
+//! `iopath report --matrix`, on fleet runs written by the synthetic generator through the
+//! store's write path (no agents needed), and the refusals of `--matrix`.
+
+mod common;
+
+use common::{iopath, stderr, stdout, usage_error};
+use iopath::report::matrix::synth::{generate, host_name, Spec};
+use iopath::store::Store;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A fleet of 6 hosts in which host 2 (10.0.0.3:7000) is slow both ways and the pair 0 -> 1
+/// failed, in a database of its own.
+fn fleet_db(dir: &Path) -> PathBuf {
+    let db = dir.join("fleet.db");
+    let mut store = Store::create_or_open(&db).unwrap();
+    let mut spec = Spec::new(6);
+    spec.slow_hosts = vec![2];
+    spec.failed = vec![(0, 1)];
+    generate(&mut store, &spec, |_, _| {}).unwrap();
+    db
+}
+
+#[test]
+fn a_fleet_runs_report_has_a_matrix_section_that_flags_the_slow_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fleet_db(dir.path());
+    let html_path = dir.path().join("report.html");
+    let out = iopath()
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html_path)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains("<h2 id=\"matrix\">Fleet matrix</h2>"),
+        "no matrix section"
+    );
+    assert!(html.contains("id=\"matrix_1_throughput\""), "no throughput heat map");
+    for stem in ["matrix_1_throughput", "matrix_1_cpu_per_byte_source"] {
+        for ext in ["svg", "png"] {
+            let file = dir.path().join(format!("report-charts/{stem}.{ext}"));
+            assert!(file.exists(), "{} missing", file.display());
+        }
+    }
+    // The slow host is flagged, by name, and the failed pair is listed as missing.
+    assert!(
+        html.contains(&format!("<td>3 {}</td>", host_name(2))),
+        "slow host not flagged"
+    );
+    assert!(html.contains("1 missing (no successful cell)"));
+    assert!(html.contains(&format!("1 {} → 2 {}", host_name(0), host_name(1))));
+}
+
+#[test]
+fn report_matrix_writes_the_page_of_the_matrix_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fleet_db(dir.path());
+    let html_path = dir.path().join("m.html");
+    let out = iopath()
+        .args(["report", "--matrix", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html_path)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("(6 hosts; 1 hosts and 0 links flagged;"),
+        "{}",
+        stdout(&out)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("<h2 id=\"matrix\">Fleet matrix</h2>"));
+    assert!(!html.contains("Per-case statistics"), "only the matrix");
+    assert!(html.contains(&format!("<td>3 {}</td>", host_name(2))));
+    // The failed pair's square says missing (and the key under the colour bar); none says 0.
+    let svg = std::fs::read_to_string(dir.path().join("m-charts/matrix_1_throughput.svg")).unwrap();
+    assert_eq!(svg.matches("\nmissing\n").count(), 2);
+    assert!(!svg.contains("\n0\n"));
+}
+
+#[test]
+fn report_matrix_refuses_a_run_without_fleet_cells_and_other_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fake.db");
+    let out = iopath()
+        .args(["sweep", "fake", "--cells", "ok:1", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db_text = db.to_str().unwrap();
+    let html = dir.path().join("m.html");
+    let err = usage_error(&["report", "--matrix", "--db", db_text, "-o", html.to_str().unwrap()]);
+    assert!(err.contains("run 1 has no fleet cells (its cases are fake)"), "{err}");
+    assert!(!html.exists(), "nothing written");
+    let csv = dir.path().join("m.csv");
+    let err = usage_error(&["report", "--matrix", "--db", db_text, "-o", csv.to_str().unwrap()]);
+    assert!(err.contains("give -o a file ending in .html"), "{err}");
+    let err = usage_error(&["report", "--matrix", "7", "--db", db_text]);
+    assert!(err.contains("no run 7"), "{err}");
+}
