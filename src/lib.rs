@@ -7,6 +7,7 @@
 pub mod case;
 pub mod cli;
 pub mod fake;
+pub mod fleet;
 pub mod format;
 pub mod measure;
 pub mod micro;
