@@ -208,8 +208,23 @@ pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
 pub struct ServeArgs {
     /// Address to listen on. Loopback by default, so a server left running is reachable from
     /// this machine only; give an interface address (or 0.0.0.0:5201) to serve other hosts.
-    #[arg(long, default_value = "127.0.0.1:5201")]
-    pub listen: String,
+    /// With --agent the default is 0.0.0.0:5201 (an agent serves other hosts; it needs a key).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// The port to listen on (replaces the port of --listen).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Agent mode (for `iopath fleet run`): besides serving sessions, run a network case as
+    /// the client against another agent when a controller holding the key asks; run requests
+    /// wait in a queue of 16 while a session runs. Needs --psk-file; the target must prove
+    /// the same key.
+    #[arg(long)]
+    pub agent: bool,
+    /// Serve sessions only to these peers and (agent mode) run cases only against these
+    /// targets: addresses or networks, comma-separated (10.0.0.0/8,192.168.1.7,fd00::/8).
+    /// Controllers are not held to it (they prove the key). Default: any peer.
+    #[arg(long, value_name = "ADDRS", value_parser = parse_allow_peers)]
+    pub allow_peers: Option<crate::net::session::AllowList>,
     /// Serve one session, then exit.
     #[arg(long)]
     pub once: bool,
@@ -227,6 +242,10 @@ pub struct ServeArgs {
     /// every session's time).
     #[arg(long, value_name = "BYTES", value_parser = values::parse_size)]
     pub max_session_bytes: Option<u64>,
+}
+
+fn parse_allow_peers(text: &str) -> Result<crate::net::session::AllowList, String> {
+    text.parse()
 }
 
 /// See values::SizeList for why this is an alias.
@@ -600,33 +619,57 @@ fn placement_summary(records: &[Record]) -> String {
 }
 
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.agent && args.psk_file.is_none() {
+        return Err(usage(
+            "--agent needs --psk-file: an agent runs cases for whoever proves the key, and never for anyone without one",
+        ));
+    }
     let key = match &args.psk_file {
         Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
         None => None,
     };
+    if args.agent {
+        // The agent's own runs (the third-party legs) answer their target's challenge with the
+        // same key and require the target to prove it too.
+        if let Some(key) = &key {
+            crate::net::auth::set_client_key(key.clone());
+        }
+        crate::net::session::handshake::require_server_proof();
+    }
     let options = crate::net::session::ServeOptions {
         key,
         max_session: Some(args.max_session),
         max_session_bytes: args.max_session_bytes,
         log: true,
+        allow_peers: args.allow_peers.clone(),
     };
-    let addr: std::net::SocketAddr = args.listen.parse().map_err(|_| {
+    let listen = args.listen.clone().unwrap_or_else(|| {
+        if args.agent { "0.0.0.0:5201" } else { "127.0.0.1:5201" }.to_string()
+    });
+    let mut addr: std::net::SocketAddr = listen.parse().map_err(|_| {
         usage(format!(
-            "--listen '{}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)",
-            args.listen
+            "--listen '{listen}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)"
         ))
     })?;
+    if let Some(port) = args.port {
+        addr.set_port(port);
+    }
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
-            anyhow::anyhow!("{} is busy (address in use): choose another with --listen", args.listen)
+            anyhow::anyhow!("{addr} is busy (address in use): choose another with --listen or --port")
         } else {
-            anyhow::anyhow!("could not listen on {}: {e}", args.listen)
+            anyhow::anyhow!("could not listen on {addr}: {e}")
         }
     })?;
+    let mut served = crate::net::session::registry::NET_SERVE.to_vec();
+    if args.agent {
+        served.push(crate::net::agent::SERVED);
+    }
     let stop = crate::sys::signal::install_stop_handler();
     eprintln!(
-        "iopath net serve: listening on {} (Ctrl-C to stop)",
-        listener.local_addr()?
+        "iopath net serve: listening on {}{} (Ctrl-C to stop)",
+        listener.local_addr()?,
+        if args.agent { " as an agent" } else { "" }
     );
     loop {
         // Every session (peer, workload, outcome) and every refused connection is logged as it
@@ -635,7 +678,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             &listener,
             Some(stop.flag()),
             &options,
-            crate::net::session::registry::NET_SERVE,
+            &served,
         ) {
             Ok(()) => {}
             Err(_) if stop.requested() => break,

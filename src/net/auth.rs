@@ -12,6 +12,9 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// What the MAC covers besides the nonce, so a MAC for another purpose never fits.
 const CONTEXT: &[u8] = b"iopath net stream v2 challenge";
+/// The context of a server's proof (mutual authentication): another context, so neither a
+/// client's answer nor a server's proof can be replayed as the other.
+const SERVER_CONTEXT: &[u8] = b"iopath server proof v1";
 
 /// The client's key for this process (`net stream --psk-file`), set once by the CLI before
 /// the run; cases never carry it, so it is never stored.
@@ -71,6 +74,30 @@ pub fn answer(key: &[u8], nonce: &str) -> String {
 
 /// Whether `answer` proves knowledge of `key` for `nonce` (constant-time comparison).
 pub fn verify(key: &[u8], nonce: &str, answer: &str) -> bool {
+    check(mac(key, nonce), answer)
+}
+
+/// A server's proof that it holds `key`, for the client's nonce (and its own challenge's
+/// nonce, so a proof belongs to one session).
+pub fn server_proof(key: &[u8], client_nonce: &str, server_nonce: &str) -> String {
+    hex(&proof_mac(key, client_nonce, server_nonce).finalize().into_bytes())
+}
+
+/// Whether `proof` proves that the server holds `key` (constant-time comparison).
+pub fn verify_server_proof(key: &[u8], client_nonce: &str, server_nonce: &str, proof: &str) -> bool {
+    check(proof_mac(key, client_nonce, server_nonce), proof)
+}
+
+fn proof_mac(key: &[u8], client_nonce: &str, server_nonce: &str) -> HmacSha256 {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    m.update(SERVER_CONTEXT);
+    m.update(client_nonce.as_bytes());
+    m.update(b"/");
+    m.update(server_nonce.as_bytes());
+    m
+}
+
+fn check(mac: HmacSha256, answer: &str) -> bool {
     let Some(bytes) = (0..answer.len())
         .step_by(2)
         .map(|i| answer.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
@@ -78,7 +105,7 @@ pub fn verify(key: &[u8], nonce: &str, answer: &str) -> bool {
     else {
         return false;
     };
-    mac(key, nonce).verify_slice(&bytes).is_ok()
+    mac.verify_slice(&bytes).is_ok()
 }
 
 #[cfg(test)]
@@ -96,5 +123,19 @@ mod tests {
         assert!(!verify(b"0123456789abcdef", &nonce(), &a));
         assert!(!verify(b"0123456789abcdef", &n, "zz"));
         assert!(!verify(b"0123456789abcdef", &n, ""));
+    }
+
+    /// A server's proof is bound to both nonces and is never a client's answer.
+    #[test]
+    fn a_server_proof_holds_for_its_key_and_nonces_only() {
+        let (c, s) = (nonce(), nonce());
+        let key = b"0123456789abcdef";
+        let p = server_proof(key, &c, &s);
+        assert!(verify_server_proof(key, &c, &s, &p));
+        assert!(!verify_server_proof(b"0123456789abcdeX", &c, &s, &p));
+        assert!(!verify_server_proof(key, &s, &c, &p));
+        assert!(!verify_server_proof(key, &c, &nonce(), &p));
+        assert!(!verify(key, &c, &p), "a proof is not an answer to the client's nonce");
+        assert!(!verify_server_proof(key, &c, &s, &answer(key, &c)));
     }
 }

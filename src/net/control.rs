@@ -69,10 +69,36 @@ pub enum Control {
     Challenge {
         nonce: String,
     },
-    /// HMAC-SHA256(key, nonce), hex.
+    /// HMAC-SHA256(key, nonce), hex. `nonce`: the client's own nonce, asking the server to
+    /// prove that it holds the key too (answered with `proof` before `ready`; an older server
+    /// ignores it and a client that requires the proof then refuses it).
     Auth {
         mac: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<String>,
     },
+    /// The server's answer to the client's nonce: HMAC-SHA256 of both nonces under the key, in
+    /// a context of its own (net/auth.rs `server_proof`).
+    Proof {
+        mac: String,
+    },
+    /// Agent mode (`net serve --agent`), after `ready` on an `agent` hello: run this network
+    /// case as the client against the agent `target` and answer with `agent_result`.
+    Run(Box<RunRequest>),
+    /// Agent mode: this agent's place in its queue of run requests (how many runs go first,
+    /// the one running included); one line per change.
+    Queued {
+        position: u32,
+    },
+    /// Agent mode: the run request left the queue and is being run.
+    Running,
+    /// Agent mode: the client's observation of a run request and both hosts' fingerprints.
+    AgentResult(Box<AgentResult>),
+    /// Agent mode, after `ready` on an `agent` hello: send this host's fingerprint
+    /// (`machine`). What a source agent asks its target before a run.
+    Fingerprint,
+    /// Agent mode: the answer to `fingerprint`, `sysinfo` of this host.
+    Machine(Box<crate::sysinfo::Machine>),
     Measure,
     Done,
     Report(Box<ServerReport>),
@@ -109,6 +135,12 @@ pub enum RefusalKind {
     Version,
     /// Not a hello this server can read, or a workload it does not serve.
     BadHello,
+    /// The peer's address (a session's client, an agent's target) is outside the server's
+    /// `--allow-peers`.
+    NotAllowed,
+    /// Agent mode: the target of a run request refused this agent's key or did not prove that
+    /// it holds the same key (the third-party leg).
+    TargetKey,
     /// Anything else, and a text-only refusal from an older peer.
     #[default]
     #[serde(other)]
@@ -117,7 +149,7 @@ pub enum RefusalKind {
 
 impl RefusalKind {
     /// Every kind, for tests and documentation.
-    pub const ALL: [RefusalKind; 9] = [
+    pub const ALL: [RefusalKind; 11] = [
         RefusalKind::Key,
         RefusalKind::Busy,
         RefusalKind::SessionTooLong,
@@ -126,6 +158,8 @@ impl RefusalKind {
         RefusalKind::SetUp,
         RefusalKind::Version,
         RefusalKind::BadHello,
+        RefusalKind::NotAllowed,
+        RefusalKind::TargetKey,
         RefusalKind::Other,
     ];
 }
@@ -324,6 +358,28 @@ pub enum HelloCase {
     Rr(RrCase),
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
+    /// `"workload":"agent"`: a controller or another agent, whose request (`run` or
+    /// `fingerprint`) is read only after the key is proven (`net serve --agent`).
+    Agent,
+}
+
+/// A controller's request to an agent: run `case` (`net stream`, `net rr` or `net crr`) as the
+/// client against the agent at `target` (`HOST:PORT`). The case's endpoint is replaced by the
+/// target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub target: String,
+    pub case: crate::case::Case,
+}
+
+/// An agent's answer to a run request: the client's whole observation and both hosts'
+/// fingerprints (`source`: the agent that ran the client; `destination`: its target, as the
+/// target sent it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentResult {
+    pub observation: crate::observation::Observation,
+    pub source: crate::sysinfo::Machine,
+    pub destination: crate::sysinfo::Machine,
 }
 
 impl HelloCase {
@@ -333,6 +389,7 @@ impl HelloCase {
             HelloCase::Stream(_) => "stream",
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
+            HelloCase::Agent => "agent",
         }
     }
 
@@ -342,6 +399,8 @@ impl HelloCase {
             HelloCase::Stream(c) => c.net.session_ms(),
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
+            // The run request, read after the key, is checked against it by the agent.
+            HelloCase::Agent => 0,
         }
     }
 }
@@ -364,6 +423,27 @@ impl RrHello {
             version: PROTOCOL_VERSION,
             workload: case.kind.as_str().into(),
             case: case.clone(),
+        }
+    }
+}
+
+/// The hello of a controller, or of an agent asking its target for a fingerprint:
+/// `{"type":"hello","version":4,"workload":"agent"}`. Nothing else: the request follows once
+/// the key is proven both ways.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentHello {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub workload: String,
+}
+
+impl Default for AgentHello {
+    fn default() -> Self {
+        AgentHello {
+            kind: "hello".into(),
+            version: PROTOCOL_VERSION,
+            workload: "agent".into(),
         }
     }
 }
@@ -414,6 +494,7 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 Err(e) => Err(HelloError::Malformed(format!("bad {workload} hello: {e}"))),
             };
         }
+        Some(Some("agent")) => return Ok(HelloCase::Agent),
         Some(Some("records")) => {
             #[derive(Deserialize)]
             struct RecordsHello {

@@ -1,5 +1,6 @@
 //! Network workloads: the message, the copy modes, the stream workload and where ends live.
 
+pub mod agent;
 pub mod alias;
 pub mod auth;
 pub mod completions;

@@ -92,10 +92,44 @@ pub fn refused(kind: RefusalKind, error: &str) -> Control {
     }
 }
 
+/// Whether a client demands that the server prove it holds the key too (mutual proof).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerProof {
+    /// Check a proof the server sends (a wrong one is refused); a server that sends none (an
+    /// older one) is served as before. Every client with a key asks for one.
+    IfOffered,
+    /// Refuse a server that does not prove it holds the key: an agent's third-party leg and a
+    /// controller's leg (`net serve --agent`).
+    Required,
+}
+
+/// Set once by `net serve --agent`: every client session this process runs (the third-party
+/// legs, through the session `Coordinator`) demands the server's proof.
+static SERVER_MUST_PROVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on every [`client`] of this process requires [`ServerProof::Required`].
+pub fn require_server_proof() {
+    SERVER_MUST_PROVE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A server that did not prove it holds the key (no proof where one was required, or a wrong
+/// one): the client refused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unproven(pub String);
+
+impl std::fmt::Display for Unproven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unproven {}
+
 /// The client's side: send `hello`, answer a key challenge with `psk`, and return the
 /// server's `ready`. Each answer is awaited at most `wait`; a stop ends the wait as
 /// `Interrupted`. A refusal comes back as a [`ServerRefused`] (match it by `.0.kind`), a
-/// kernel refusal on the server (`unavailable`) as an [`Unsupported`].
+/// kernel refusal on the server (`unavailable`) as an [`Unsupported`]. With a key the client
+/// asks the server to prove it too; the proof is required after [`require_server_proof`].
 pub fn client<H: Serialize>(
     control: &mut ControlChannel,
     hello: &H,
@@ -103,8 +137,29 @@ pub fn client<H: Serialize>(
     wait: Duration,
     stop: Stop,
 ) -> anyhow::Result<Ready> {
+    let proof = if SERVER_MUST_PROVE.load(std::sync::atomic::Ordering::SeqCst) {
+        ServerProof::Required
+    } else {
+        ServerProof::IfOffered
+    };
+    client_with(control, hello, psk, proof, wait, stop)
+}
+
+/// [`client`] with the server's proof demanded as `proof` says. Without a key, a required
+/// proof cannot be checked: the server is refused as [`Unproven`].
+pub fn client_with<H: Serialize>(
+    control: &mut ControlChannel,
+    hello: &H,
+    psk: Option<&[u8]>,
+    proof: ServerProof,
+    wait: Duration,
+    stop: Stop,
+) -> anyhow::Result<Ready> {
     control.send_json(hello)?;
     let stopped = || stop.requested();
+    // Our nonce and the server's challenge, once sent; whether the server proved the key.
+    let mut asked: Option<(String, String)> = None;
+    let mut proven = false;
     loop {
         let line = control.recv_line(Some(Instant::now() + wait), &stopped);
         let answer = line
@@ -121,11 +176,37 @@ pub fn client<H: Serialize>(
                 let Some(key) = psk else {
                     bail!("the server requires a pre-shared key: give the client the server's key with --psk-file");
                 };
+                let ours = crate::net::auth::nonce();
                 control.send(&Control::Auth {
                     mac: crate::net::auth::answer(key, &nonce),
+                    nonce: Some(ours.clone()),
                 })?;
+                asked = Some((ours, nonce));
+            }
+            (Control::Proof { mac }, _) => {
+                let holds = match (psk, &asked) {
+                    (Some(key), Some((ours, theirs))) => {
+                        crate::net::auth::verify_server_proof(key, ours, theirs, &mac)
+                    }
+                    _ => false,
+                };
+                if !holds {
+                    return Err(Unproven(
+                        "the server's proof of the pre-shared key is wrong: it does not hold the same key".into(),
+                    )
+                    .into());
+                }
+                proven = true;
             }
             (Control::Ready { .. }, line) => {
+                if proof == ServerProof::Required && !proven {
+                    let why = if asked.is_none() {
+                        "the server did not challenge for a key (it was started without --psk-file), so it cannot prove it holds the same key"
+                    } else {
+                        "the server did not prove that it holds the pre-shared key (an iopath older than agent mode)"
+                    };
+                    return Err(Unproven(why.into()).into());
+                }
                 let ready: ReadyLine = serde_json::from_slice(&line).context("bad ready line")?;
                 return Ok(Ready {
                     token: ready.token,
@@ -137,6 +218,12 @@ pub fn client<H: Serialize>(
             (other, _) => bail!("unexpected answer from the server: {other:?}"),
         }
     }
+}
+
+/// Whether a client's error is about the key: the server refused ours, or did not prove it
+/// holds it.
+pub fn key_failure(e: &anyhow::Error) -> bool {
+    refusal_kind(e) == Some(RefusalKind::Key) || e.downcast_ref::<Unproven>().is_some()
 }
 
 /// The kind of a client's error when it is a server's refusal.
@@ -270,14 +357,21 @@ fn challenge(
     let line = control
         .recv_line(Some(deadline), quit)
         .map_err(|e| anyhow!("no answer to the key challenge: {e}"))?;
-    let ok = match serde_json::from_slice::<Control>(&line) {
-        Ok(Control::Auth { mac }) => crate::net::auth::verify(key, &nonce, &mac),
-        _ => false,
+    let (ok, theirs) = match serde_json::from_slice::<Control>(&line) {
+        Ok(Control::Auth { mac, nonce: theirs }) => (crate::net::auth::verify(key, &nonce, &mac), theirs),
+        _ => (false, None),
     };
     if !ok {
         let error = "refused: wrong or missing pre-shared key (this server was started with --psk-file; give the client the same key with --psk-file)";
         control.send(&refused(RefusalKind::Key, error)).ok();
         bail!("wrong or missing pre-shared key");
+    }
+    // Mutual proof: a client that sent a nonce of its own hears that we hold the key too
+    // (only once it proved it does: a client without the key learns nothing).
+    if let Some(theirs) = theirs {
+        control.send(&Control::Proof {
+            mac: crate::net::auth::server_proof(key, &theirs, &nonce),
+        })?;
     }
     Ok(())
 }
@@ -304,6 +398,8 @@ mod tests {
                 | RefusalKind::SetUp
                 | RefusalKind::Version
                 | RefusalKind::BadHello
+                | RefusalKind::NotAllowed
+                | RefusalKind::TargetKey
                 | RefusalKind::Other => {}
             }
         }
@@ -322,7 +418,7 @@ mod tests {
                 "{text}"
             );
         }
-        assert_eq!(names.len(), 9);
+        assert_eq!(names.len(), 11);
     }
 
     /// An older peer's refusal has no kind, a newer peer's may have one this version does not

@@ -60,7 +60,17 @@ pub struct Session<'a> {
     pub stopped: &'a dyn Fn() -> bool,
     /// The most bytes the session may move through this server (`--max-session-bytes`).
     pub max_bytes: Option<u64>,
+    /// The longest session (warm-up + window) this server allows (`--max-session`).
+    pub max_session: Option<Duration>,
+    /// The peer addresses this server talks to (`--allow-peers`; None: any).
+    pub allow_peers: Option<&'a AllowList>,
+    /// The client proved it holds the server's key (the server has one).
+    pub authenticated: bool,
     route: &'a Route,
+    queue: &'a RunQueue,
+    /// The session holds the server's one session (every session but an agent hello, which
+    /// claims it through [`Session::wait_turn`]).
+    claimed: AtomicBool,
 }
 
 impl Session<'_> {
@@ -80,6 +90,157 @@ impl Session<'_> {
         if let Ok(mut r) = self.route.lock() {
             *r = None;
         }
+    }
+
+    /// Agent mode: wait in the server's queue of run requests (at most [`MAX_QUEUED`] waiting)
+    /// until this request may claim the server's one session, telling the client its position
+    /// (`queued`, a line per change: how many go first, the session running included). Returns
+    /// the first position told (0: it never waited). A full queue is refused as `Busy`; a
+    /// client that closes its connection leaves the queue (an error); a stop ends the wait.
+    pub fn wait_turn(&self, control: &mut ControlChannel) -> anyhow::Result<u32> {
+        let ticket = self.queue.next.fetch_add(1, Ordering::Relaxed);
+        {
+            let Ok(mut waiting) = self.queue.waiting.lock() else {
+                bail!("the run queue is poisoned");
+            };
+            if waiting.len() >= MAX_QUEUED {
+                drop(waiting);
+                let error = format!(
+                    "server busy: {MAX_QUEUED} run requests are already waiting; try again when they are done"
+                );
+                return Err(refuse(control, RefusalKind::Busy, error));
+            }
+            waiting.push_back(ticket);
+        }
+        let _leave = LeaveQueue(self.queue, ticket);
+        let (mut told, mut first) = (None, 0);
+        loop {
+            if (self.stopped)() {
+                return Err(anyhow::Error::new(crate::stop::Interrupted));
+            }
+            if peer_gone(control) {
+                bail!("the client closed its connection while its run request waited in the queue");
+            }
+            let ahead = self
+                .queue
+                .waiting
+                .lock()
+                .ok()
+                .and_then(|w| w.iter().position(|&t| t == ticket))
+                .unwrap_or(0) as u32;
+            if ahead == 0 && !self.queue.busy.swap(true, Ordering::SeqCst) {
+                self.claimed.store(true, Ordering::SeqCst);
+                return Ok(first);
+            }
+            let position = ahead + u32::from(self.queue.busy.load(Ordering::SeqCst));
+            if told != Some(position) && position > 0 {
+                control
+                    .send(&crate::net::control::Control::Queued { position })
+                    .context("the client closed its connection while its run request waited in the queue")?;
+                first = first.max(position);
+                told = Some(position);
+            }
+            std::thread::sleep(SLICE);
+        }
+    }
+}
+
+/// Run requests waiting at once in an agent's queue; one more is refused as `server busy`.
+pub const MAX_QUEUED: usize = 16;
+
+/// The agent's queue of run requests: tickets in arrival order, and the server's one-session
+/// flag they claim in turn.
+struct RunQueue {
+    next: AtomicU64,
+    waiting: Mutex<VecDeque<u64>>,
+    busy: AtomicBool,
+}
+
+/// Takes a ticket out of the queue however its wait ends.
+struct LeaveQueue<'a>(&'a RunQueue, u64);
+
+impl Drop for LeaveQueue<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut waiting) = self.0.waiting.lock() {
+            waiting.retain(|&t| t != self.1);
+        }
+    }
+}
+
+/// Whether the peer of `control` has closed its connection (or it failed): readable with
+/// nothing to read.
+pub fn peer_gone(control: &ControlChannel) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    if control.has_buffered() {
+        return false;
+    }
+    let stream = control.stream();
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => false,
+        Ok(_) => {
+            let mut byte = [0u8; 1];
+            !matches!(
+                sock::recv(stream.as_raw_fd(), &mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+                Ok(n) if n > 0
+            )
+        }
+        Err(_) => true,
+    }
+}
+
+/// `--allow-peers`: the addresses and networks (CIDR) a server talks to. An address without a
+/// prefix is that address alone; IPv4 and IPv6 (an IPv4-mapped IPv6 peer matches its IPv4
+/// form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowList(Vec<(IpAddr, u8)>);
+
+impl AllowList {
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        self.0.iter().any(|&(net, bits)| match (net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), bits),
+            _ => false,
+        })
+    }
+}
+
+fn prefix_eq(net: &[u8], addr: &[u8], bits: u8) -> bool {
+    let (whole, rest) = ((bits / 8) as usize, bits % 8);
+    net[..whole] == addr[..whole] && (rest == 0 || (net[whole] ^ addr[whole]) >> (8 - rest) == 0)
+}
+
+impl std::str::FromStr for AllowList {
+    type Err = String;
+
+    /// `10.0.0.0/8,192.168.1.7,fd00::/8`: comma-separated addresses or networks.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let accepted = "accepted: addresses or networks, comma-separated, e.g. 10.0.0.0/8,192.168.1.7,fd00::/8";
+        let mut list = Vec::new();
+        for item in text.split(',').map(str::trim) {
+            let (addr, bits) = match item.split_once('/') {
+                Some((a, b)) => (a, Some(b)),
+                None => (item, None),
+            };
+            let ip: IpAddr = addr
+                .parse()
+                .map_err(|_| format!("'{item}' is not an address or network ({accepted})"))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let bits = match bits {
+                None => max,
+                Some(b) => b
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|b| *b <= max)
+                    .ok_or_else(|| format!("'{item}': the prefix length must be 0 to {max} ({accepted})"))?,
+            };
+            list.push((ip, bits));
+        }
+        Ok(AllowList(list))
     }
 }
 
@@ -120,6 +281,9 @@ pub struct ServeOptions {
     pub max_session_bytes: Option<u64>,
     /// Log every session and every refused connection on stderr (`net serve`).
     pub log: bool,
+    /// Serve sessions to these client addresses only, and (agent mode) run requests against
+    /// these targets only (`--allow-peers`).
+    pub allow_peers: Option<AllowList>,
 }
 
 /// [`serve_session`] with a server's limits. With `options.log`, every session's outcome and
@@ -139,7 +303,11 @@ pub fn serve_session_with(
         served,
         stop,
         route: Mutex::new(None),
-        busy: AtomicBool::new(false),
+        queue: RunQueue {
+            next: AtomicU64::new(0),
+            waiting: Mutex::new(VecDeque::new()),
+            busy: AtomicBool::new(false),
+        },
         ended: AtomicBool::new(false),
         greeting: AtomicUsize::new(0),
         sessions: AtomicUsize::new(0),
@@ -168,8 +336,8 @@ struct Server<'a> {
     served: &'a [Served],
     stop: Option<&'a AtomicBool>,
     route: Route,
-    /// A session holds the server.
-    busy: AtomicBool,
+    /// The run requests waiting (agent mode) and the flag a session holds the server with.
+    queue: RunQueue,
     /// The first session is over.
     ended: AtomicBool,
     /// Connections being greeted (their threads running).
@@ -272,28 +440,48 @@ impl<'a> Server<'a> {
             self.log.refused(peer, workload, &error);
             return;
         }
-        if !claim_within(&self.busy, ENDING_SESSION_PATIENCE, quit) {
-            let error = "server busy: another client's session is running; try again when it ends";
-            control.send(&refused(RefusalKind::Busy, error)).ok();
-            self.log.refused(peer, workload, error);
-            return;
+        // An agent hello (a run request, or a target's fingerprint) claims the server, if at
+        // all, in the queue's order (`Session::wait_turn`); any other session here and now.
+        let agent = matches!(case, HelloCase::Agent);
+        if !agent {
+            if self.options.allow_peers.as_ref().is_some_and(|a| !a.allows(peer.ip())) {
+                let error = format!("this server serves only the peers of its --allow-peers, not {}", peer.ip());
+                control.send(&refused(RefusalKind::NotAllowed, &error)).ok();
+                self.log.refused(peer, workload, &error);
+                return;
+            }
+            if !claim_within(&self.queue.busy, ENDING_SESSION_PATIENCE, quit) {
+                let error = "server busy: another client's session is running; try again when it ends";
+                control.send(&refused(RefusalKind::Busy, error)).ok();
+                self.log.refused(peer, workload, error);
+                return;
+            }
+            // The session's own data connections come from this address: they are not held to
+            // the per-address cap while it sets up.
+            self.greeters.expect_data_from(Some(peer.ip()));
         }
-        // The session's own data connections come from this address: they are not held to the
-        // per-address cap while it sets up.
-        self.greeters.expect_data_from(Some(peer.ip()));
         let stopped = || self.stopped();
         let session = Session {
             stopped: &stopped,
             max_bytes: self.options.max_session_bytes,
+            max_session: self.options.max_session,
+            allow_peers: self.options.allow_peers.as_ref(),
+            authenticated: self.options.key.is_some(),
             route: &self.route,
+            queue: &self.queue,
+            claimed: AtomicBool::new(!agent),
         };
         let outcome = (served.serve)(control, case, &session);
-        self.greeters.expect_data_from(None);
+        if !agent {
+            self.greeters.expect_data_from(None);
+        }
         session.close_route();
         self.log.session(peer, workload, &outcome);
         self.record(outcome);
         self.ended.store(true, Ordering::SeqCst);
-        self.busy.store(false, Ordering::SeqCst);
+        if session.claimed.load(Ordering::SeqCst) {
+            self.queue.busy.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Keep the first session's outcome (what [`serve_session_with`] returns); later ones are

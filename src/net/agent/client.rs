@@ -1,0 +1,121 @@
+//! The controller's side of agent mode: ask one agent to run a case against another and wait
+//! for the answer, within a time limit for the whole call.
+
+use crate::case::Case;
+use crate::net::control::{AgentHello, Control, ControlChannel, RunRequest};
+use crate::net::session::handshake::{self, ServerProof};
+use crate::net::session::{Refusal, ServerRefused};
+use crate::observation::{Observation, Unsupported};
+use crate::stop::{Interrupted, Stop};
+use crate::sysinfo::Machine;
+use anyhow::{anyhow, bail, Context};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What an agent answered a run request with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRun {
+    /// The client's whole observation of the case (the agent ran the client side).
+    pub observation: Observation,
+    /// `sysinfo` of the agent that ran the client (the source).
+    pub source: Machine,
+    /// `sysinfo` of the target (the destination), as the target sent it to the source.
+    pub destination: Machine,
+    /// How many runs went before this one when it was queued (the first position the agent
+    /// told; 0: it ran at once).
+    pub queued_behind: u32,
+}
+
+/// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`; its endpoint
+/// is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
+/// this process's key (`net::auth::client_key`, as `--connect` uses it). `timeout` bounds the
+/// whole call, queueing included: connection refused, an agent that stops answering or dies
+/// mid-run is an error within it, never a hang. A refusal is a [`ServerRefused`] (match
+/// `handshake::refusal_kind`: `Key` on this leg, `TargetKey` on the third-party leg,
+/// `NotAllowed`, `Busy`, `Limits`, `SessionTooLong`), a case the kernel refuses an
+/// [`Unsupported`], a stop [`Interrupted`].
+pub fn run_on_agent(
+    agent: SocketAddr,
+    target: &str,
+    case: &Case,
+    stop: Stop,
+    timeout: Duration,
+) -> anyhow::Result<AgentRun> {
+    run_on_agent_with(agent, target, case, crate::net::auth::client_key(), stop, timeout, &mut |_| {})
+}
+
+/// [`run_on_agent`] with the key given, and `on_queued` told each position the agent says
+/// while the request waits in its queue.
+pub fn run_on_agent_with(
+    agent: SocketAddr,
+    target: &str,
+    case: &Case,
+    key: Option<&[u8]>,
+    stop: Stop,
+    timeout: Duration,
+    on_queued: &mut dyn FnMut(u32),
+) -> anyhow::Result<AgentRun> {
+    let deadline = Instant::now() + timeout;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|l| !l.is_zero())
+            .ok_or_else(|| anyhow!("agent {agent}: no answer within {}", secs(timeout)))
+    };
+    let stream = TcpStream::connect_timeout(&agent, left()?)
+        .with_context(|| format!("agent {agent}: could not connect"))?;
+    stream.set_nodelay(true).ok();
+    let mut control = ControlChannel::new(stream)?;
+    handshake::client_with(
+        &mut control,
+        &AgentHello::default(),
+        key,
+        ServerProof::Required,
+        left()?,
+        stop,
+    )
+    .with_context(|| format!("agent {agent}"))?;
+    control.send(&Control::Run(Box::new(RunRequest {
+        target: target.to_string(),
+        case: case.clone(),
+    })))?;
+    let mut queued_behind = 0;
+    loop {
+        let line = control
+            .recv_line(Some(deadline), &|| stop.requested())
+            .map_err(|e| {
+                if stop.requested() {
+                    anyhow::Error::new(Interrupted)
+                } else if e.kind() == std::io::ErrorKind::TimedOut {
+                    anyhow!("agent {agent}: no answer within {} ({e})", secs(timeout))
+                } else {
+                    anyhow::Error::new(e).context(format!("agent {agent}: waiting for the run's result"))
+                }
+            })?;
+        match ControlChannel::parse(&line).with_context(|| format!("agent {agent}"))? {
+            Control::Queued { position } => {
+                queued_behind = queued_behind.max(position);
+                on_queued(position);
+            }
+            Control::Running => {}
+            Control::AgentResult(result) => {
+                return Ok(AgentRun {
+                    observation: result.observation,
+                    source: result.source,
+                    destination: result.destination,
+                    queued_behind,
+                })
+            }
+            Control::Refused { error, kind } => {
+                return Err(anyhow::Error::new(ServerRefused(Refusal { kind, error })).context(format!("agent {agent}")))
+            }
+            Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
+            Control::Failed { error } => bail!("agent {agent}: the run failed: {error}"),
+            other => bail!("agent {agent}: unexpected message {other:?}"),
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    crate::format::format_duration_s(d.as_secs_f64())
+}
