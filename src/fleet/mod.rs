@@ -13,6 +13,10 @@ pub use batch::Batches;
 pub use hosts::{PairSpec, MAX_HOSTS};
 
 use crate::case::{Case, FleetCase};
+use crate::observation::{Metric, Observation, Role};
+use crate::stop::Stop;
+use std::net::ToSocketAddrs;
+use std::time::Duration;
 
 /// The network workloads a fleet cell runs (the client side on the source agent).
 pub const FLEET_WORKLOADS: [&str; 3] = ["net-stream", "net-rr", "net-crr"];
@@ -63,6 +67,39 @@ pub fn aimed_at(case: &Case, destination: &str) -> Result<Case, String> {
     };
     *endpoint = serde_json::json!({ "kind": "remote", "addr": destination });
     serde_json::from_value(json).map_err(|e| format!("cannot aim the case at {destination}: {e}"))
+}
+
+/// How many runs the source agent said went before this cell's while it waited in its queue
+/// (0: it ran at once; pairs of a round are disjoint, so a fleet's own cells never queue).
+pub const QUEUED_BEHIND_METRIC: &str = "agent_queued_behind";
+
+/// The longest a pair's call to its source agent may take: twice the case's warm-up and window
+/// plus 30 s for connecting, the handshakes of both legs and the reports. An agent that dies
+/// or stops answering fails the cell within it.
+pub fn pair_timeout(c: &FleetCase) -> Duration {
+    Duration::from_secs_f64(2.0 * c.case.planned_seconds() + 30.0)
+}
+
+/// Measure one pair: ask the source agent (`net serve --agent`) to run the network case as
+/// the client against the destination agent, with this process's key (`--psk-file`), and
+/// return the client's observation. Every failure names the pair; the round goes on.
+pub fn run_pair(c: &FleetCase, stop: Stop) -> anyhow::Result<Observation> {
+    let agent = c
+        .source
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| anyhow::anyhow!("agent {}: cannot resolve its address", c.source))?;
+    // Its errors name the agent; the cell's label names the pair.
+    let run = crate::net::agent::run_on_agent(agent, &c.destination, &c.case, stop, pair_timeout(c))?;
+    let mut observation = run.observation;
+    observation.push(Metric::tool(
+        QUEUED_BEHIND_METRIC,
+        Role::Client,
+        f64::from(run.queued_behind),
+        "runs",
+    ));
+    Ok(observation)
 }
 
 /// Whether a stored fleet cell could have come from `fleet run` (before a resume runs it):
