@@ -17,19 +17,30 @@ use std::path::PathBuf;
 
 pub const EXAMPLES: &str = "\
 Examples:
-  # on every host, as a launcher would start it (a DaemonSet, srun, pdsh):
-  iopath net serve --agent --port 7000 --psk-file /etc/iopath/psk
-  # on the controller: every pair both ways, one pair at a time
+  iopath net serve --agent --port 7000 --psk-file /etc/iopath/psk   # on every host
   iopath fleet run rr --hosts hosts.txt --pairs all --psk-file psk --db fleet.db
-  # half the hosts at once (under load), a fixed order, a stream case
-  iopath fleet run stream --hosts hosts.txt --concurrent-pairs 8 --seed 7 --size 1M --psk-file psk
-  # finish what a killed or failed run is missing
-  iopath fleet run --resume 3 --db fleet.db --psk-file psk
+  iopath fleet run stream --hosts hosts.txt --concurrent-pairs 8 --psk-file psk
+  iopath fleet run --resume 3 --db fleet.db --psk-file psk           # what is missing
 
 --hosts: one HOST:PORT per line (# comments). --pairs: all (the circle method: 2(N-1) rounds of
-N/2 disjoint pairs for even N), ring (i -> i+1), star:HOST (HOST <-> every other), or a file of
-`SOURCE DESTINATION` lines. Each cell records its source, destination, round and how many pairs
-ran at once.";
+N/2 disjoint pairs for even N, both directions), ring (i -> i+1), star:HOST (HOST <-> every
+other), or a file of `SOURCE DESTINATION` lines. --seed N fixes the shuffled order of the rounds
+and of the pairs within each. Each cell records its source, destination, round and how many
+pairs ran at once.";
+
+const STREAM_EXAMPLES: &str = "\
+Examples:
+  iopath fleet run stream --hosts hosts.txt --psk-file psk --db fleet.db
+  iopath fleet run stream --hosts hosts.txt --pairs ring --size 64K,1M --psk-file psk";
+
+const RR_EXAMPLES: &str = "\
+Examples:
+  iopath fleet run rr --hosts hosts.txt --psk-file psk --db fleet.db
+  iopath fleet run rr --hosts hosts.txt --pairs star:10.0.0.1:7000 --psk-file psk";
+
+const CRR_EXAMPLES: &str = "\
+Examples:
+  iopath fleet run crr --hosts hosts.txt --mode two-copy --psk-file psk --db fleet.db";
 
 #[derive(Subcommand, Debug)]
 pub enum FleetCommand {
@@ -59,10 +70,13 @@ pub struct FleetRunArgs {
 #[derive(Subcommand, Debug)]
 pub enum FleetWorkload {
     /// The flags of `iopath net stream`, each case run between every pair.
+    #[command(after_help = STREAM_EXAMPLES)]
     Stream(Box<FleetStream>),
     /// The flags of `iopath net rr`, each case run between every pair.
+    #[command(after_help = RR_EXAMPLES)]
     Rr(Box<FleetRr>),
     /// The flags of `iopath net crr`, each case run between every pair.
+    #[command(after_help = CRR_EXAMPLES)]
     Crr(Box<FleetCrr>),
 }
 
