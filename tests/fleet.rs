@@ -196,8 +196,8 @@ fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64>
 /// The whole story on one fleet (building it is the slow part): all pairs, 12 directed cells
 /// each with its hosts and round, the shaped host's cells bounded by its token bucket; a
 /// wrong key refused; an agent killed mid-run fails only its cells and `--resume` completes
-/// them once it is back; a controller killed with SIGKILL leaves the agents serving the next
-/// run; and the namespaces go when the test ends.
+/// them once it is back; a controller stopped with SIGINT or killed with SIGKILL leaves the
+/// agents serving the next run; and the namespaces go when the test ends.
 #[test]
 fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     if !is_root() || Command::new("ip").arg("-V").output().is_err() {
@@ -286,6 +286,19 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     let done = cells(&kill_db);
     assert_eq!(done.len(), 12);
     assert!(done.iter().all(|c| c.4 == "ok"), "{done:?}");
+
+    // Ctrl-C of the controller mid-run: it stops (the batch in flight discarded), says how to
+    // resume, and the agents keep running.
+    let (_int_dir, int_db) = common::temp_db("sigint.db");
+    let controller = fleet.rr(&int_db, &fleet.key(), &["--concurrent-pairs", "2"]).spawn().unwrap();
+    common::wait_for_cells(&int_db, 2, limit);
+    common::sigint(&controller);
+    // The stop reaches the pairs' calls within 20 ms polls; 30 s bounds a hang, not a time.
+    let out = common::finish_within(controller, Duration::from_secs(30));
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped:") && err.contains("--resume"), "{err}");
+    assert!(cells(&int_db).len() < 12, "the run was cut short");
 
     // A controller killed with SIGKILL mid-run: the agents keep running and take the next run.
     let (_sk_dir, sk_db) = common::temp_db("sigkill.db");
