@@ -97,12 +97,16 @@ impl Fleet {
 
     /// The agent of host `i`, started as the DaemonSet starts it; returns once it listens.
     fn start_agent(&mut self, i: usize) {
+        self.start_agent_with(i, &self.key());
+    }
+
+    fn start_agent_with(&mut self, i: usize, key: &Path) {
         let log = self.dir.path().join(format!("agent{i}.log"));
         let child = Command::new("ip")
             .args(["netns", "exec", &self.hosts[i]])
             .arg(common::bin())
             .args(["net", "serve", "--agent", "--port", "7000", "--psk-file"])
-            .arg(self.key())
+            .arg(key)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -286,6 +290,30 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     let done = cells(&kill_db);
     assert_eq!(done.len(), 12);
     assert!(done.iter().all(|c| c.4 == "ok"), "{done:?}");
+
+    // An agent with another key: refused on the controller's leg where it is the source, on
+    // the third-party leg where it is the destination; the other pairs measure.
+    const ODD: usize = 3;
+    fleet.kill_agent(ODD);
+    fleet.start_agent_with(ODD, &other_key);
+    let (_odd_dir, odd_db) = common::temp_db("odd.db");
+    let out = run(fleet.rr(&odd_db, &fleet.key(), &["--concurrent-pairs", "2"]), limit);
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    let odd = &fleet.addrs[ODD];
+    let mixed = cells(&odd_db);
+    assert_eq!(mixed.len(), 12);
+    for c in &mixed {
+        let error = c.5.clone().unwrap_or_default();
+        if &c.0 == odd {
+            assert!(c.4 == "failed" && error.contains("pre-shared key"), "controller leg: {c:?}");
+        } else if &c.1 == odd {
+            assert!(c.4 == "failed" && error.contains("does not hold this agent's key"), "third-party leg: {c:?}");
+        } else {
+            assert_eq!(c.4, "ok", "{c:?}");
+        }
+    }
+    fleet.kill_agent(ODD);
+    fleet.start_agent(ODD);
 
     // Ctrl-C of the controller mid-run: it stops (the batch in flight discarded), says how to
     // resume, and the agents keep running.
