@@ -61,7 +61,9 @@ impl Fleet {
             fleet.hosts.push(host.clone());
             let port = format!("v{i}");
             // The veth's host end is created directly inside the host's namespace.
-            ip(&["-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &host]);
+            ip(&[
+                "-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &host,
+            ]);
             ip(&["-n", &bridge, "link", "set", &port, "master", "br0", "up"]);
             let addr = format!("198.19.77.{}", i + 1);
             ip(&["-n", &host, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
@@ -75,7 +77,11 @@ impl Fleet {
             .args(["rate", "1mbit", "burst", "10kb", "latency", "100ms"])
             .output()
             .expect("run tc");
-        assert!(shaped.status.success(), "tc: {}", String::from_utf8_lossy(&shaped.stderr));
+        assert!(
+            shaped.status.success(),
+            "tc: {}",
+            String::from_utf8_lossy(&shaped.stderr)
+        );
         std::fs::write(fleet.key(), "fleet-test-key-0123456789abcdef\n").unwrap();
         std::fs::write(fleet.dir.path().join("other-key"), "another-key-0123456789abcdef\n").unwrap();
         let list: String = fleet.addrs.iter().map(|a| format!("{a}\n")).collect();
@@ -113,7 +119,10 @@ impl Fleet {
             .expect("start an agent");
         self.agents[i] = Some(child);
         let start = Instant::now();
-        while !std::fs::read_to_string(&log).unwrap_or_default().contains("listening on") {
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
             assert!(
                 start.elapsed() < Duration::from_secs(30),
                 "agent {i} did not listen: {}",
@@ -144,8 +153,22 @@ impl Fleet {
     fn rr(&self, db: &Path, key: &Path, more: &[&str]) -> Command {
         let (hosts, db, key) = (self.hosts_file(), db.to_path_buf(), key.to_path_buf());
         let mut cmd = self.controller(&["fleet", "run", "rr"]);
-        cmd.arg("--hosts").arg(hosts).arg("--psk-file").arg(key).arg("--db").arg(db);
-        cmd.args(["--pairs", "all", "--mode", "two-copy", "--duration", "1s", "--warmup", "0"]);
+        cmd.arg("--hosts")
+            .arg(hosts)
+            .arg("--psk-file")
+            .arg(key)
+            .arg("--db")
+            .arg(db);
+        cmd.args([
+            "--pairs",
+            "all",
+            "--mode",
+            "two-copy",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+        ]);
         cmd.args(more);
         cmd
     }
@@ -178,7 +201,9 @@ fn cells(db: &Path) -> Vec<(String, String, i64, i64, String, Option<String>)> {
         )
         .unwrap();
     let rows = q
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
         .unwrap();
     rows.map(Result::unwrap).collect()
 }
@@ -213,7 +238,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     let limit = Duration::from_secs(300);
 
     // All pairs, two at a time.
-    let out = run(fleet.rr(&db, &fleet.key(), &["--concurrent-pairs", "2", "--seed", "5"]), limit);
+    let out = run(
+        fleet.rr(&db, &fleet.key(), &["--concurrent-pairs", "2", "--seed", "5"]),
+        limit,
+    );
     let err = common::stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(
@@ -242,7 +270,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     for other in fleet.addrs.iter().filter(|a| *a != slow) {
         for (s, d) in [(slow, other), (other, slow)] {
             let txn = metric(&db, s, d, "transactions_per_s").unwrap_or_else(|| panic!("{s} -> {d}: no txn/s"));
-            assert!(txn < 3000.0, "{s} -> {d}: {txn} transactions/s through a 1 Mbit/s bucket");
+            assert!(
+                txn < 3000.0,
+                "{s} -> {d}: {txn} transactions/s through a 1 Mbit/s bucket"
+            );
         }
     }
 
@@ -305,9 +336,15 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     for c in &mixed {
         let error = c.5.clone().unwrap_or_default();
         if &c.0 == odd {
-            assert!(c.4 == "failed" && error.contains("pre-shared key"), "controller leg: {c:?}");
+            assert!(
+                c.4 == "failed" && error.contains("pre-shared key"),
+                "controller leg: {c:?}"
+            );
         } else if &c.1 == odd {
-            assert!(c.4 == "failed" && error.contains("does not hold this agent's key"), "third-party leg: {c:?}");
+            assert!(
+                c.4 == "failed" && error.contains("does not hold this agent's key"),
+                "third-party leg: {c:?}"
+            );
         } else {
             assert_eq!(c.4, "ok", "{c:?}");
         }
@@ -318,7 +355,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     // Ctrl-C of the controller mid-run: it stops (the batch in flight discarded), says how to
     // resume, and the agents keep running.
     let (_int_dir, int_db) = common::temp_db("sigint.db");
-    let controller = fleet.rr(&int_db, &fleet.key(), &["--concurrent-pairs", "2"]).spawn().unwrap();
+    let controller = fleet
+        .rr(&int_db, &fleet.key(), &["--concurrent-pairs", "2"])
+        .spawn()
+        .unwrap();
     common::wait_for_cells(&int_db, 2, limit);
     common::sigint(&controller);
     // The stop reaches the pairs' calls within 20 ms polls; 30 s bounds a hang, not a time.
@@ -330,22 +370,33 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
 
     // A controller killed with SIGKILL mid-run: the agents keep running and take the next run.
     let (_sk_dir, sk_db) = common::temp_db("sigkill.db");
-    let controller = fleet.rr(&sk_db, &fleet.key(), &["--concurrent-pairs", "2"]).spawn().unwrap();
+    let controller = fleet
+        .rr(&sk_db, &fleet.key(), &["--concurrent-pairs", "2"])
+        .spawn()
+        .unwrap();
     common::wait_for_cells(&sk_db, 2, limit);
     common::signal(&controller, nix::sys::signal::Signal::SIGKILL);
     let _ = common::finish_within(controller, limit);
     for (i, agent) in fleet.agents.iter_mut().enumerate() {
         let agent = agent.as_mut().expect("an agent");
-        assert!(agent.try_wait().unwrap().is_none(), "agent {i} ended with the controller");
+        assert!(
+            agent.try_wait().unwrap().is_none(),
+            "agent {i} ended with the controller"
+        );
     }
     let (_next_dir, next_db) = common::temp_db("next.db");
     let out = run(fleet.rr(&next_db, &fleet.key(), &["--concurrent-pairs", "2"]), limit);
-    assert!(out.status.success(), "the agents took the next run: {}", common::stderr(&out));
+    assert!(
+        out.status.success(),
+        "the agents took the next run: {}",
+        common::stderr(&out)
+    );
     assert_eq!(cells(&next_db).len(), 12);
 
     let names: Vec<String> = fleet.hosts.iter().chain([&fleet.bridge]).cloned().collect();
     drop(fleet);
-    let list = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    let list =
+        String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     for name in names {
         assert!(!list.contains(&name), "namespace {name} left behind");
     }
@@ -364,8 +415,14 @@ fn bad_fleet_input_is_one_line_naming_what_is_accepted() {
     let key = file("psk", "fleet-test-key-0123456789abcdef\n");
     let good = file("hosts", "10.0.0.1:7000\n10.0.0.2:7000 # two\n");
     for (hosts, says) in [
-        (file("dup", "10.0.0.1:7000\n# x\n10.0.0.1:7000\n"), "line 3: 10.0.0.1:7000 is listed twice"),
-        (file("bad", "10.0.0.1:7000\n10.0.0.2\n"), "line 2: '10.0.0.2' is not HOST:PORT"),
+        (
+            file("dup", "10.0.0.1:7000\n# x\n10.0.0.1:7000\n"),
+            "line 3: 10.0.0.1:7000 is listed twice",
+        ),
+        (
+            file("bad", "10.0.0.1:7000\n10.0.0.2\n"),
+            "line 2: '10.0.0.2' is not HOST:PORT",
+        ),
         (file("one", "10.0.0.1:7000\n"), "needs at least 2"),
     ] {
         let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &hosts, "--psk-file", &key]);
@@ -373,11 +430,38 @@ fn bad_fleet_input_is_one_line_naming_what_is_accepted() {
     }
     let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &good]);
     assert!(err.contains("needs --psk-file"), "{err}");
-    let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &good, "--psk-file", &key, "--connect", "1.2.3.4:5"]);
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "rr",
+        "--hosts",
+        &good,
+        "--psk-file",
+        &key,
+        "--connect",
+        "1.2.3.4:5",
+    ]);
     assert!(err.contains("--connect is not for fleet run"), "{err}");
     let pairs = file("pairs", "10.0.0.1:7000 10.0.0.3:7000\n");
-    let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &good, "--psk-file", &key, "--pairs", &pairs]);
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "rr",
+        "--hosts",
+        &good,
+        "--psk-file",
+        &key,
+        "--pairs",
+        &pairs,
+    ]);
     assert!(err.contains("line 1: 10.0.0.3:7000 is not one of the --hosts"), "{err}");
-    let err = common::usage_error(&["fleet", "run", "--resume", "1", "--db", &dir.path().join("x.db").to_string_lossy()]);
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "--resume",
+        "1",
+        "--db",
+        &dir.path().join("x.db").to_string_lossy(),
+    ]);
     assert!(err.contains("needs --psk-file"), "{err}");
 }

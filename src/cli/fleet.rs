@@ -187,13 +187,19 @@ fn network_cases(workload: &mut FleetWorkload, first_host: &str) -> anyhow::Resu
             refuse_unused(&w.args.endpoint, &w.args.run)?;
             aim(&mut w.args.endpoint);
             let cases = super::net::stream_cases(&w.args)?;
-            (cases.into_iter().map(Case::NetStream).collect(), FleetFlagsRef::of(&w.fleet, &w.args.run))
+            (
+                cases.into_iter().map(Case::NetStream).collect(),
+                FleetFlagsRef::of(&w.fleet, &w.args.run),
+            )
         }
         FleetWorkload::Rr(w) => {
             refuse_unused(&w.args.endpoint, &w.args.run)?;
             aim(&mut w.args.endpoint);
             let cases = super::rr::rr_cases(&w.args, crate::case::RrKind::Rr)?;
-            (cases.into_iter().map(Case::NetRr).collect(), FleetFlagsRef::of(&w.fleet, &w.args.run))
+            (
+                cases.into_iter().map(Case::NetRr).collect(),
+                FleetFlagsRef::of(&w.fleet, &w.args.run),
+            )
         }
         FleetWorkload::Crr(w) => {
             refuse_unused(&w.args.args.endpoint, &w.args.args.run)?;
@@ -252,7 +258,8 @@ pub fn fleet_plan(workload: &mut FleetWorkload) -> anyhow::Result<(Plan, String)
     let widest = rounds.iter().map(Vec::len).max().unwrap_or(0);
     let at_once = (flags.concurrent_pairs as usize).min(widest);
     let t_case = inner.iter().map(Case::planned_seconds).sum::<f64>();
-    let seconds = fleet::schedule::estimated_seconds(&rounds, flags.concurrent_pairs, t_case) * f64::from(plan.repetitions);
+    let seconds =
+        fleet::schedule::estimated_seconds(&rounds, flags.concurrent_pairs, t_case) * f64::from(plan.repetitions);
     let announce = format!(
         "fleet: {} hosts, pairs {}, {} rounds of up to {widest} disjoint pairs, {} cells ({} case(s) x {} rep(s)), up to {at_once} pair(s) at once, seed {seed}; estimated {} (a round takes ceil(its pairs / {}) x {} of case time)\n",
         hosts.len(),
@@ -325,9 +332,13 @@ pub fn render_fleet_table(records: &[Record], view: View) -> String {
     let fleet = |r: &Record| r.case.get::<FleetCase>().cloned();
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
-        Column::key("round", move |r, _| fleet(r).map(|c| c.round.to_string()).unwrap_or_default()),
+        Column::key("round", move |r, _| {
+            fleet(r).map(|c| c.round.to_string()).unwrap_or_default()
+        }),
         Column::key("source", move |r, _| fleet(r).map(|c| c.source).unwrap_or_default()),
-        Column::key("destination", move |r, _| fleet(r).map(|c| c.destination).unwrap_or_default()),
+        Column::key("destination", move |r, _| {
+            fleet(r).map(|c| c.destination).unwrap_or_default()
+        }),
         Column::key("at once", move |r, _| {
             fleet(r).map(|c| c.concurrent_pairs.to_string()).unwrap_or_default()
         }),

@@ -76,7 +76,10 @@ fn check_fleet(case: &Case, _headroom: Option<u64>) -> Result<(), String> {
     crate::fleet::check_case(c)?;
     match of(c.case.workload()) {
         Some(cli) => (cli.check)(&c.case, None),
-        None => Err(format!("this iopath does not know the workload '{}'", c.case.workload())),
+        None => Err(format!(
+            "this iopath does not know the workload '{}'",
+            c.case.workload()
+        )),
     }
 }
 

@@ -169,7 +169,10 @@ mod tests {
                 arrived.fetch_add(1, Ordering::SeqCst);
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
                 while arrived.load(Ordering::SeqCst) < 2 {
-                    assert!(std::time::Instant::now() < deadline, "the batch's pairs did not run at once");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the batch's pairs did not run at once"
+                    );
                     std::thread::yield_now();
                 }
             }

@@ -37,7 +37,9 @@ pub fn parse_hosts(text: &str, name: &str) -> Result<Vec<String>, String> {
         }
         hosts.push(host.to_string());
         if hosts.len() > MAX_HOSTS {
-            return Err(format!("--hosts {name}: more than {MAX_HOSTS} agents (accepted: 2 to {MAX_HOSTS})"));
+            return Err(format!(
+                "--hosts {name}: more than {MAX_HOSTS} agents (accepted: 2 to {MAX_HOSTS})"
+            ));
         }
     }
     if hosts.len() < 2 {
@@ -118,10 +120,7 @@ pub fn pairs_of(spec: &PairSpec, hosts: &[String]) -> Result<Vec<Pair>, String> 
         PairSpec::Ring => Ok((0..n).map(|i| (i, (i + 1) % n)).filter(|(a, b)| a != b).collect()),
         PairSpec::Star(center) => {
             let c = index(center).ok_or_else(|| format!("star:{center} is not one of the --hosts"))?;
-            Ok((0..n)
-                .filter(|i| *i != c)
-                .flat_map(|i| [(c, i), (i, c)])
-                .collect())
+            Ok((0..n).filter(|i| *i != c).flat_map(|i| [(c, i), (i, c)]).collect())
         }
         PairSpec::File(path) => {
             let text = read_list(path, "--pairs")?;
@@ -158,7 +157,9 @@ pub fn parse_pairs(text: &str, name: &str, hosts: &[String]) -> Result<Vec<Pair>
             ));
         }
         if !seen.insert(pair) {
-            return Err(format!("--pairs {name} line {number}: {a} {b} is listed twice (each directed pair once)"));
+            return Err(format!(
+                "--pairs {name} line {number}: {a} {b} is listed twice (each directed pair once)"
+            ));
         }
         pairs.push(pair);
     }
@@ -178,8 +179,8 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// A list file's text, bounded; `flag` names it in refusals.
 fn read_list(path: &Path, flag: &str) -> Result<String, String> {
-    let bytes = crate::sys::input::read_bounded(path, MAX_LIST_FILE)
-        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    let bytes =
+        crate::sys::input::read_bounded(path, MAX_LIST_FILE).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     String::from_utf8(bytes).map_err(|_| format!("{flag} {}: not UTF-8 text", path.display()))
 }
 
@@ -189,10 +190,17 @@ mod tests {
 
     #[test]
     fn hosts_are_read_with_comments_and_refused_by_line() {
-        let hosts = parse_hosts("# rack 1\n10.0.0.1:7000\n\n  10.0.0.2:7000  # the slow one\nnode3:7000\n", "h").unwrap();
+        let hosts = parse_hosts(
+            "# rack 1\n10.0.0.1:7000\n\n  10.0.0.2:7000  # the slow one\nnode3:7000\n",
+            "h",
+        )
+        .unwrap();
         assert_eq!(hosts, ["10.0.0.1:7000", "10.0.0.2:7000", "node3:7000"]);
         let err = parse_hosts("10.0.0.1:7000\n10.0.0.2\n", "h").unwrap_err();
-        assert!(err.starts_with("--hosts h line 2: '10.0.0.2' is not HOST:PORT"), "{err}");
+        assert!(
+            err.starts_with("--hosts h line 2: '10.0.0.2' is not HOST:PORT"),
+            "{err}"
+        );
         let err = parse_hosts("a:1\n# x\nb:2\nA:1\n", "h").unwrap_err();
         assert_eq!(err, "--hosts h line 4: A:1 is listed twice (each agent once)");
         let err = parse_hosts("a:1 b:2\n", "h").unwrap_err();
@@ -212,7 +220,10 @@ mod tests {
         let far: PairSpec = "star:z:1".parse().unwrap();
         assert!(pairs_of(&far, &hosts).unwrap_err().contains("not one of the --hosts"));
         assert!("star:nope".parse::<PairSpec>().is_err());
-        assert_eq!(parse_pairs("a:1 c:1\n# x\nc:1 a:1\n", "p", &hosts).unwrap(), vec![(0, 2), (2, 0)]);
+        assert_eq!(
+            parse_pairs("a:1 c:1\n# x\nc:1 a:1\n", "p", &hosts).unwrap(),
+            vec![(0, 2), (2, 0)]
+        );
         for (text, says) in [
             ("a:1\n", "line 1: 'a:1' is not two hosts"),
             ("a:1 b:1\nb:1 d:1\n", "line 2: d:1 is not one of the --hosts"),

@@ -127,7 +127,10 @@ pub fn check_case(c: &FleetCase) -> Result<(), String> {
     }
     let aimed = aimed_at(&c.case, &c.destination)?;
     if aimed != *c.case {
-        return Err(format!("its network case is not aimed at its destination {}", c.destination));
+        return Err(format!(
+            "its network case is not aimed at its destination {}",
+            c.destination
+        ));
     }
     Ok(())
 }

@@ -26,7 +26,11 @@ pub fn circle(n: usize) -> Vec<Vec<Pair>> {
         for i in 0..m / 2 {
             // Slots 0..m-1 rotate; the last slot stays.
             let slot = |k: usize| if k == m - 1 { m - 1 } else { (k + r) % (m - 1) };
-            let (a, b) = if i == 0 { (slot(m - 1), slot(0)) } else { (slot(i), slot(m - 1 - i)) };
+            let (a, b) = if i == 0 {
+                (slot(m - 1), slot(0))
+            } else {
+                (slot(i), slot(m - 1 - i))
+            };
             if a >= n || b >= n {
                 continue; // the bye
             }
