@@ -38,6 +38,8 @@ pub fn cells(hosts: &[String], rounds: &[Vec<hosts::Pair>], k: u32, inner: &[Cas
     let slots = schedule::slots(rounds, k);
     let mut out = Vec::with_capacity(slots.len() * inner.len());
     for case in inner {
+        // Aimed once per destination, not once per cell (N·(N−1) cells, N destinations).
+        let aimed: Vec<Case> = hosts.iter().map(|h| aimed_at(case, h)).collect::<Result<_, _>>()?;
         for slot in &slots {
             let (source, destination) = (&hosts[slot.pair.0], &hosts[slot.pair.1]);
             out.push(Case::Fleet(FleetCase {
@@ -45,7 +47,7 @@ pub fn cells(hosts: &[String], rounds: &[Vec<hosts::Pair>], k: u32, inner: &[Cas
                 destination: destination.clone(),
                 round: slot.round,
                 concurrent_pairs: slot.concurrent_pairs,
-                case: Box::new(aimed_at(case, destination)?),
+                case: Box::new(aimed[slot.pair.1].clone()),
             }));
         }
     }
@@ -188,16 +190,16 @@ mod tests {
         bad.destination = bad.source.clone();
         assert!(check_case(&bad).unwrap_err().contains("both"));
         let mut bad = good.clone();
-        bad.case = Box::new(rr_case());
+        *bad.case = rr_case();
         assert!(check_case(&bad).unwrap_err().contains("not aimed"));
         let mut bad = good.clone();
         bad.round = 0;
         assert!(check_case(&bad).unwrap_err().contains("round 0"));
         let mut bad = good;
-        bad.case = Box::new(Case::Fake(crate::case::FakeCase {
+        *bad.case = Case::Fake(crate::case::FakeCase {
             index: 0,
             behaviour: crate::case::FakeBehaviour::Ok { value: 1 },
-        }));
+        });
         assert!(check_case(&bad).unwrap_err().contains("not fake"));
     }
 }
