@@ -91,6 +91,7 @@ Examples:
   iopath net serve                                  # listen on 127.0.0.1:5201 until Ctrl-C
   iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
   iopath net serve --listen 0.0.0.0:5201 --psk-file key --max-session-bytes 50G  # other hosts
+  iopath net serve --agent --port 7000 --psk-file key --allow-peers 10.0.0.0/8  # a fleet agent
   iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host";
 
 pub const NET_RR: &str = "\

@@ -643,9 +643,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         log: true,
         allow_peers: args.allow_peers.clone(),
     };
-    let listen = args.listen.clone().unwrap_or_else(|| {
-        if args.agent { "0.0.0.0:5201" } else { "127.0.0.1:5201" }.to_string()
-    });
+    let listen = args
+        .listen
+        .clone()
+        .unwrap_or_else(|| if args.agent { "0.0.0.0:5201" } else { "127.0.0.1:5201" }.to_string());
     let mut addr: std::net::SocketAddr = listen.parse().map_err(|_| {
         usage(format!(
             "--listen '{listen}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)"
@@ -674,12 +675,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     loop {
         // Every session (peer, workload, outcome) and every refused connection is logged as it
         // ends; an error here is accepting's own.
-        match crate::net::session::serve_session_with(
-            &listener,
-            Some(stop.flag()),
-            &options,
-            &served,
-        ) {
+        match crate::net::session::serve_session_with(&listener, Some(stop.flag()), &options, &served) {
             Ok(()) => {}
             Err(_) if stop.requested() => break,
             Err(e) => eprintln!("net serve: {e:#}"),

@@ -26,8 +26,8 @@ pub struct AgentRun {
     pub queued_behind: u32,
 }
 
-/// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`; its endpoint
-/// is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
+/// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`, or a fleet
+/// cell holding one; its endpoint is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
 /// this process's key (`net::auth::client_key`, as `--connect` uses it). `timeout` bounds the
 /// whole call, queueing included: connection refused, an agent that stops answering or dies
 /// mid-run is an error within it, never a hang. A refusal is a [`ServerRefused`] (match
@@ -41,11 +41,19 @@ pub fn run_on_agent(
     stop: Stop,
     timeout: Duration,
 ) -> anyhow::Result<AgentRun> {
-    run_on_agent_with(agent, target, case, crate::net::auth::client_key(), stop, timeout, &mut |_| {})
+    run_on_agent_with(
+        agent,
+        target,
+        case,
+        crate::net::auth::client_key(),
+        stop,
+        timeout,
+        &mut |_| {},
+    )
 }
 
 /// [`run_on_agent`] with the key given, and `on_queued` told each position the agent says
-/// while the request waits in its queue.
+/// while the request waits in its queue (how many runs go first), then 0 when it runs.
 pub fn run_on_agent_with(
     agent: SocketAddr,
     target: &str,
@@ -62,8 +70,8 @@ pub fn run_on_agent_with(
             .filter(|l| !l.is_zero())
             .ok_or_else(|| anyhow!("agent {agent}: no answer within {}", secs(timeout)))
     };
-    let stream = TcpStream::connect_timeout(&agent, left()?)
-        .with_context(|| format!("agent {agent}: could not connect"))?;
+    let stream =
+        TcpStream::connect_timeout(&agent, left()?).with_context(|| format!("agent {agent}: could not connect"))?;
     stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(stream)?;
     handshake::client_with(
@@ -81,23 +89,21 @@ pub fn run_on_agent_with(
     })))?;
     let mut queued_behind = 0;
     loop {
-        let line = control
-            .recv_line(Some(deadline), &|| stop.requested())
-            .map_err(|e| {
-                if stop.requested() {
-                    anyhow::Error::new(Interrupted)
-                } else if e.kind() == std::io::ErrorKind::TimedOut {
-                    anyhow!("agent {agent}: no answer within {} ({e})", secs(timeout))
-                } else {
-                    anyhow::Error::new(e).context(format!("agent {agent}: waiting for the run's result"))
-                }
-            })?;
+        let line = control.recv_line(Some(deadline), &|| stop.requested()).map_err(|e| {
+            if stop.requested() {
+                anyhow::Error::new(Interrupted)
+            } else if e.kind() == std::io::ErrorKind::TimedOut {
+                anyhow!("agent {agent}: no answer within {} ({e})", secs(timeout))
+            } else {
+                anyhow::Error::new(e).context(format!("agent {agent}: waiting for the run's result"))
+            }
+        })?;
         match ControlChannel::parse(&line).with_context(|| format!("agent {agent}"))? {
             Control::Queued { position } => {
                 queued_behind = queued_behind.max(position);
                 on_queued(position);
             }
-            Control::Running => {}
+            Control::Running => on_queued(0),
             Control::AgentResult(result) => {
                 return Ok(AgentRun {
                     observation: result.observation,

@@ -86,6 +86,10 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         Ok(addr) => addr,
         Err(error) => return Err(refuse(&mut control, RefusalKind::SetUp, error)),
     };
+    if control.stream().local_addr().is_ok_and(|ours| ours == addr) {
+        let error = format!("the target {target} is this agent itself: a run needs two agents");
+        return Err(refuse(&mut control, RefusalKind::SetUp, error));
+    }
     if session.allow_peers.is_some_and(|allow| !allow.allows(addr.ip())) {
         let error = format!(
             "the target {target} ({}) is outside this agent's --allow-peers",
@@ -93,11 +97,11 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         );
         return Err(refuse(&mut control, RefusalKind::NotAllowed, error));
     }
-    let case = match aimed_at(&request.case, addr) {
+    let case = match Runnable::aimed_at(&request.case, addr) {
         Ok(case) => case,
         Err(error) => return Err(refuse(&mut control, RefusalKind::BadHello, error)),
     };
-    let asked = Duration::from_millis(net_of(&case).map_or(0, NetParams::session_ms));
+    let asked = Duration::from_millis(case.net().session_ms());
     if let Some(max) = session.max_session.filter(|max| asked > *max) {
         let error = format!(
             "the case asks for a {:.1} s session (warm-up + window); this agent allows at most {:.1} s (--max-session)",
@@ -106,11 +110,11 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         );
         return Err(refuse(&mut control, RefusalKind::SessionTooLong, error));
     }
-    if let Err(error) = check_case(&case, crate::sys::procfs::memory_headroom()) {
+    if let Err(error) = case.check(crate::sys::procfs::memory_headroom()) {
         return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     // The target proves the key (and that it is an agent) before anything waits or runs.
-    let destination = match fingerprint(addr, Stop::never()) {
+    let destination = match watched(&control, session, |stop| fingerprint(addr, stop)) {
         Ok(machine) => machine,
         Err(e) if handshake::key_failure(&e) => {
             let error = format!("the target {target} does not hold this agent's key: {e:#}");
@@ -124,7 +128,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
     session.wait_turn(&mut control)?;
     control.send(&Control::Running)?;
     let source = crate::sysinfo::describe();
-    let outcome = run_watched(&case, &control, session);
+    let outcome = watched(&control, session, |stop| case.run(stop));
     if peer_gone(&control) {
         bail!("the controller closed its connection during the run");
     }
@@ -169,31 +173,27 @@ fn answer_failure(control: &mut ControlChannel, target: &str, e: anyhow::Error) 
     anyhow!(error)
 }
 
-/// Run the case as its client; a stop of the server or the controller closing its connection
-/// stops it (checked every 20 ms on a watcher thread).
-fn run_watched(case: &Case, control: &ControlChannel, session: &Session<'_>) -> anyhow::Result<Observation> {
-    // One flag per run (it is 'static: a bool leaked per run request).
+/// Run `f` on a thread of its own with a stop of its own, raised when the server is stopped or
+/// the controller closes its connection (looked at every 20 ms).
+fn watched<T: Send>(
+    control: &ControlChannel,
+    session: &Session<'_>,
+    f: impl FnOnce(Stop) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    // One flag per call (it is 'static: a bool leaked per request).
     let stop = Stop::fresh();
     std::thread::scope(|scope| {
-        let run = std::thread::Builder::new()
+        let work = std::thread::Builder::new()
             .name("iopath-agent-run".into())
-            .spawn_scoped(scope, move || {
-                if let Some(c) = case.get::<StreamCase>() {
-                    stream::run(c, stop)
-                } else if let Some(c) = case.get::<RrCase>() {
-                    rr::run(c, stop)
-                } else {
-                    Err(anyhow!("an agent runs net stream, net rr and net crr cases"))
-                }
-            })
+            .spawn_scoped(scope, move || f(stop))
             .context("could not start the run's thread")?;
-        while !run.is_finished() {
+        while !work.is_finished() {
             if !stop.requested() && ((session.stopped)() || peer_gone(control)) {
                 stop.request();
             }
             std::thread::sleep(Stop::POLL);
         }
-        run.join().unwrap_or_else(|_| Err(anyhow!("the run panicked")))
+        work.join().unwrap_or_else(|_| Err(anyhow!("the run panicked")))
     })
 }
 
@@ -208,45 +208,69 @@ fn resolve(target: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("the target '{target}' resolves to no address ({accepted})"))
 }
 
-/// The network parameters of a case an agent runs.
-fn net_of(case: &Case) -> Option<&NetParams> {
-    case.get::<StreamCase>()
-        .map(|c| &c.net)
-        .or_else(|| case.get::<RrCase>().map(|c| &c.net))
+/// A case an agent runs, aimed at its target: the one place that names the network case
+/// types an agent runs (a network workload added for fleets adds a variant and its arms here).
+#[derive(Debug, Clone)]
+enum Runnable {
+    Stream(StreamCase),
+    Rr(RrCase),
 }
 
-/// The case with its endpoint replaced by the target; only `net stream`, `net rr`, `net crr`.
-fn aimed_at(case: &Case, target: SocketAddr) -> Result<Case, String> {
-    let endpoint = Endpoint::Remote {
-        addr: target.to_string(),
-    };
-    if let Some(c) = case.get::<StreamCase>() {
-        let mut c = c.clone();
-        c.net.endpoint = endpoint;
-        Ok(Case::NetStream(c))
-    } else if let Some(c) = case.get::<RrCase>() {
-        let mut c = c.clone();
-        c.net.endpoint = endpoint;
-        Ok(Case::NetRr(c))
-    } else {
-        Err(format!(
-            "an agent runs net stream, net rr and net crr cases, not {} ({})",
-            case.workload(),
-            case.label()
-        ))
+impl Runnable {
+    /// The case with its endpoint replaced by the target; only `net stream`, `net rr`,
+    /// `net crr` (a fleet cell stands for the network case it holds).
+    fn aimed_at(case: &Case, target: SocketAddr) -> Result<Runnable, String> {
+        if let Some(fleet) = case.get::<crate::case::FleetCase>() {
+            return Runnable::aimed_at(&fleet.case, target);
+        }
+        let endpoint = Endpoint::Remote {
+            addr: target.to_string(),
+        };
+        let mut runnable = if let Some(c) = case.get::<StreamCase>() {
+            Runnable::Stream(c.clone())
+        } else if let Some(c) = case.get::<RrCase>() {
+            Runnable::Rr(c.clone())
+        } else {
+            return Err(format!(
+                "an agent runs net stream, net rr and net crr cases, not {} ({})",
+                case.workload(),
+                case.label()
+            ));
+        };
+        runnable.net_mut().endpoint = endpoint;
+        Ok(runnable)
     }
-}
 
-/// The checks the CLI makes before running the case here as the client: the workload's
-/// limits and the client side's buffers against `headroom` (the same function the server side
-/// checks a hello with).
-pub fn check_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    if let Some(c) = case.get::<StreamCase>() {
-        stream::check_case(c, Role::Client, headroom)
-    } else if let Some(c) = case.get::<RrCase>() {
-        rr::check_case(c).and_then(|()| rr::check_memory(c, Role::Client, headroom))
-    } else {
-        Err(format!("an agent runs net stream, net rr and net crr cases, not {}", case.workload()))
+    fn net_mut(&mut self) -> &mut NetParams {
+        match self {
+            Runnable::Stream(c) => &mut c.net,
+            Runnable::Rr(c) => &mut c.net,
+        }
+    }
+
+    fn net(&self) -> &NetParams {
+        match self {
+            Runnable::Stream(c) => &c.net,
+            Runnable::Rr(c) => &c.net,
+        }
+    }
+
+    /// The checks the CLI makes before running the case here as the client: the workload's
+    /// limits and the client side's buffers against `headroom` (the same function the server
+    /// side checks a hello with).
+    fn check(&self, headroom: Option<u64>) -> Result<(), String> {
+        match self {
+            Runnable::Stream(c) => stream::check_case(c, Role::Client, headroom),
+            Runnable::Rr(c) => rr::check_case(c).and_then(|()| rr::check_memory(c, Role::Client, headroom)),
+        }
+    }
+
+    /// Run it through the normal client path (the session `Coordinator`).
+    fn run(&self, stop: Stop) -> anyhow::Result<Observation> {
+        match self {
+            Runnable::Stream(c) => stream::run(c, stop),
+            Runnable::Rr(c) => rr::run(c, stop),
+        }
     }
 }
 
@@ -254,8 +278,7 @@ pub fn check_case(case: &Case, headroom: Option<u64>) -> Result<(), String> {
 /// (this process's key, `net::auth::client_key`), `fingerprint`, its `machine`.
 pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
     let deadline = Instant::now() + FINGERPRINT_TIMEOUT;
-    let stream = std::net::TcpStream::connect_timeout(&addr, FINGERPRINT_TIMEOUT)
-        .with_context(|| format!("could not connect to {addr}"))?;
+    let stream = crate::net::session::connect(addr, stop)?;
     stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(stream)?;
     let key = crate::net::auth::client_key();
@@ -271,10 +294,79 @@ pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
     let line = control.recv_line(Some(deadline), &|| stop.requested())?;
     match ControlChannel::parse(&line)? {
         Control::Machine(machine) => Ok(*machine),
-        Control::Refused { error, kind } => Err(crate::net::session::ServerRefused(
-            crate::net::session::Refusal { kind, error },
-        )
-        .into()),
+        Control::Refused { error, kind } => {
+            Err(crate::net::session::ServerRefused(crate::net::session::Refusal { kind, error }).into())
+        }
         other => bail!("expected the target's fingerprint, got {}", message_type(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Align, CopyMode, FakeBehaviour, FakeCase, FleetCase, RxMode};
+
+    fn stream(size: u64) -> StreamCase {
+        StreamCase {
+            mode: CopyMode::OneCopy,
+            rx_mode: RxMode::Scatter,
+            size,
+            fields: 1,
+            net: NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+            prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
+            align: Align::Page,
+        }
+    }
+
+    /// The case an agent runs points at the target whatever endpoint it came with; a fleet
+    /// cell stands for its network case; another workload is refused by name.
+    #[test]
+    fn a_run_request_is_aimed_at_its_target_and_only_network_cases_run() {
+        let target: SocketAddr = "10.1.2.3:7000".parse().unwrap();
+        let remote = Endpoint::Remote {
+            addr: "10.1.2.3:7000".into(),
+        };
+        let aimed = Runnable::aimed_at(&Case::NetStream(stream(4096)), target).unwrap();
+        assert!(matches!(aimed, Runnable::Stream(_)));
+        assert_eq!(aimed.net().endpoint, remote);
+        let fleet = Case::Fleet(FleetCase {
+            source: "a:7000".into(),
+            destination: "b:7000".into(),
+            round: 0,
+            concurrent_pairs: 1,
+            case: Box::new(Case::NetStream(stream(4096))),
+        });
+        let aimed = Runnable::aimed_at(&fleet, target).unwrap();
+        assert!(matches!(aimed, Runnable::Stream(_)));
+        assert_eq!(aimed.net().endpoint, remote);
+        let fake = Case::Fake(FakeCase {
+            index: 0,
+            behaviour: FakeBehaviour::Ok { value: 1 },
+        });
+        let e = Runnable::aimed_at(&fake, target).unwrap_err();
+        assert!(e.contains("net stream, net rr and net crr cases, not fake"), "{e}");
+    }
+
+    /// The client side's limits and memory, as the CLI checks them: a case whose buffers are
+    /// more than half the headroom is refused, naming both.
+    #[test]
+    fn a_run_request_is_checked_as_the_cli_checks_it() {
+        let runnable = |size| Runnable::Stream(stream(size));
+        assert_eq!(runnable(1 << 20).check(Some(1 << 30)), Ok(()));
+        let e = runnable(1 << 20).check(Some(1 << 20)).unwrap_err();
+        assert!(e.contains("more than half of the"), "{e}");
+        let e = runnable(2 << 30).check(None).unwrap_err();
+        assert!(e.contains("larger than 1 GiB"), "{e}");
     }
 }

@@ -185,9 +185,7 @@ pub fn client_with<H: Serialize>(
             }
             (Control::Proof { mac }, _) => {
                 let holds = match (psk, &asked) {
-                    (Some(key), Some((ours, theirs))) => {
-                        crate::net::auth::verify_server_proof(key, ours, theirs, &mac)
-                    }
+                    (Some(key), Some((ours, theirs))) => crate::net::auth::verify_server_proof(key, ours, theirs, &mac),
                     _ => false,
                 };
                 if !holds {
@@ -509,6 +507,138 @@ mod tests {
             let none = ask(None).unwrap_err();
             assert_eq!(refusal_kind(&none), None, "{none:#}");
             assert!(format!("{none:#}").contains("requires a pre-shared key"), "{none:#}");
+            stop.store(true, Ordering::SeqCst);
+            assert!(server.join().unwrap().is_err(), "no session was served");
+        });
+    }
+
+    /// A server that greets with `key` (None: no challenge) and answers `ready`; the client's
+    /// outcome with `psk` and `proof`.
+    fn mutual(key: Option<&'static [u8]>, psk: Option<&[u8]>, proof: ServerProof) -> anyhow::Result<Ready> {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut workload = None;
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, key, &|| {}, &mut workload) {
+                control.send(&Control::Ready { token: 5 }).ok();
+            }
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        let hello = crate::net::control::AgentHello::default();
+        let got = client_with(&mut control, &hello, psk, proof, Duration::from_secs(10), Stop::never());
+        drop(control);
+        server.join().unwrap();
+        got
+    }
+
+    /// Mutual proof: a server with the client's key proves it; a server without a key cannot,
+    /// and a client that requires the proof refuses it (as `Unproven`, a key failure); one that
+    /// does not require it is served as before.
+    #[test]
+    fn a_client_that_requires_it_hears_the_server_prove_the_key() {
+        const KEY: &[u8] = b"0123456789abcdef-the-shared-key";
+        let ok = mutual(Some(KEY), Some(KEY), ServerProof::Required).unwrap();
+        assert_eq!(ok.token, 5);
+        let e = mutual(None, Some(KEY), ServerProof::Required).unwrap_err();
+        assert!(e.is::<Unproven>() && key_failure(&e), "{e:#}");
+        assert!(format!("{e:#}").contains("did not challenge for a key"), "{e:#}");
+        assert!(mutual(None, Some(KEY), ServerProof::IfOffered).is_ok());
+        assert!(mutual(None, None, ServerProof::IfOffered).is_ok());
+        let e = mutual(Some(KEY), Some(b"0123456789abcdef-another-key"), ServerProof::Required).unwrap_err();
+        assert_eq!(refusal_kind(&e), Some(RefusalKind::Key), "{e:#}");
+        assert!(key_failure(&e));
+    }
+
+    /// A server that answers the challenge's `auth` with a proof it cannot have made (it does
+    /// not hold the key) is refused; an older client's `auth` without a nonce is served
+    /// without a proof.
+    #[test]
+    fn a_wrong_proof_is_refused_and_an_old_client_gets_none() {
+        const KEY: &[u8] = b"0123456789abcdef-the-shared-key";
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let impostor = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut control = ControlChannel::new(stream).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
+            control.send(&Control::Challenge { nonce: "00".into() }).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .unwrap();
+            control.send(&Control::Proof { mac: "ab".repeat(32) }).unwrap();
+            control.send(&Control::Ready { token: 1 }).ok();
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        let hello = crate::net::control::AgentHello::default();
+        let e = client_with(
+            &mut control,
+            &hello,
+            Some(KEY),
+            ServerProof::IfOffered,
+            Duration::from_secs(10),
+            Stop::never(),
+        )
+        .unwrap_err();
+        assert!(e.is::<Unproven>(), "{e:#}");
+        impostor.join().unwrap();
+
+        // An old client: its auth has no nonce; the next line it reads is `ready`.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut workload = None;
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|| {}, &mut workload) {
+                control.send(&Control::Ready { token: 2 }).ok();
+            }
+        });
+        let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+        control.send_json(&crate::net::control::AgentHello::default()).unwrap();
+        let Control::Challenge { nonce } = control.recv().unwrap() else {
+            panic!("no challenge")
+        };
+        let old = format!(r#"{{"type":"auth","mac":"{}"}}"#, crate::net::auth::answer(KEY, &nonce));
+        control
+            .send_json(&serde_json::from_str::<serde_json::Value>(&old).unwrap())
+            .unwrap();
+        assert_eq!(control.recv().unwrap(), Control::Ready { token: 2 });
+        server.join().unwrap();
+    }
+
+    /// `--allow-peers`: a session's client outside it is refused by kind before anything is
+    /// served.
+    #[test]
+    fn a_client_outside_allow_peers_is_refused_by_kind() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        let options = ServeOptions {
+            allow_peers: Some("10.0.0.0/8".parse().unwrap()),
+            ..ServeOptions::default()
+        };
+        std::thread::scope(|scope| {
+            let server = scope.spawn(|| {
+                serve_session_with(
+                    &listener,
+                    Some(&stop),
+                    &options,
+                    crate::net::session::registry::NET_SERVE,
+                )
+            });
+            let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
+            let e = client(
+                &mut control,
+                &stream_hello(),
+                None,
+                Duration::from_secs(10),
+                Stop::never(),
+            )
+            .unwrap_err();
+            assert_eq!(refusal_kind(&e), Some(RefusalKind::NotAllowed), "{e:#}");
+            assert!(format!("{e:#}").contains("not 127.0.0.1"), "{e:#}");
             stop.store(true, Ordering::SeqCst);
             assert!(server.join().unwrap().is_err(), "no session was served");
         });

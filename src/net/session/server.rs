@@ -105,9 +105,8 @@ impl Session<'_> {
             };
             if waiting.len() >= MAX_QUEUED {
                 drop(waiting);
-                let error = format!(
-                    "server busy: {MAX_QUEUED} run requests are already waiting; try again when they are done"
-                );
+                let error =
+                    format!("server busy: {MAX_QUEUED} run requests are already waiting; try again when they are done");
                 return Err(refuse(control, RefusalKind::Busy, error));
             }
             waiting.push_back(ticket);
@@ -445,7 +444,10 @@ impl<'a> Server<'a> {
         let agent = matches!(case, HelloCase::Agent);
         if !agent {
             if self.options.allow_peers.as_ref().is_some_and(|a| !a.allows(peer.ip())) {
-                let error = format!("this server serves only the peers of its --allow-peers, not {}", peer.ip());
+                let error = format!(
+                    "this server serves only the peers of its --allow-peers, not {}",
+                    peer.ip()
+                );
                 control.send(&refused(RefusalKind::NotAllowed, &error)).ok();
                 self.log.refused(peer, workload, &error);
                 return;
@@ -874,5 +876,118 @@ mod tests {
         let (_, client, _) = others.remove(0);
         assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
         greeters.close_lingering(true);
+    }
+
+    /// `--allow-peers`: addresses and networks of both families; an IPv4-mapped IPv6 peer is
+    /// its IPv4 address; bad items are refused with what is accepted.
+    #[test]
+    fn an_allow_list_matches_addresses_and_networks() {
+        let list: AllowList = "10.0.0.0/8, 192.168.1.7,fd00::/8,172.16.0.0/12".parse().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for yes in [
+            "10.1.2.3",
+            "192.168.1.7",
+            "fd12::1",
+            "172.31.255.255",
+            "::ffff:10.9.9.9",
+        ] {
+            assert!(list.allows(ip(yes)), "{yes}");
+        }
+        for no in ["11.0.0.1", "192.168.1.8", "fe80::1", "172.32.0.1", "127.0.0.1"] {
+            assert!(!list.allows(ip(no)), "{no}");
+        }
+        let any: AllowList = "0.0.0.0/0".parse().unwrap();
+        assert!(any.allows(ip("8.8.8.8")) && !any.allows(ip("::1")));
+        for bad in ["10.0.0.0/33", "host", "", "10.0.0.0/x", "::/129"] {
+            let e = bad.parse::<AllowList>().unwrap_err();
+            assert!(e.contains("accepted: addresses or networks"), "{bad}: {e}");
+        }
+    }
+
+    /// A control connection (server end) and its client end.
+    fn control_pair() -> (ControlChannel, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (ControlChannel::new(server).unwrap(), client)
+    }
+
+    fn session<'a>(queue: &'a RunQueue, route: &'a Route, stopped: &'a dyn Fn() -> bool) -> Session<'a> {
+        Session {
+            stopped,
+            max_bytes: None,
+            max_session: None,
+            allow_peers: None,
+            authenticated: true,
+            route,
+            queue,
+            claimed: AtomicBool::new(false),
+        }
+    }
+
+    /// The queue: a request behind a running session is told position 1 and claims the
+    /// server when it ends; the 17th waiting request is refused as busy; a client that closes
+    /// its connection leaves the queue, and the one behind it moves up.
+    #[test]
+    fn run_requests_wait_in_a_bounded_queue_and_leave_it_when_their_client_goes() {
+        let queue = RunQueue {
+            next: AtomicU64::new(0),
+            waiting: Mutex::new(VecDeque::new()),
+            busy: AtomicBool::new(true),
+        };
+        let route: Route = Mutex::new(None);
+        let never = || false;
+        // Full: 16 tickets wait already.
+        queue.waiting.lock().unwrap().extend(1000..1000 + MAX_QUEUED as u64);
+        let (mut control, client) = control_pair();
+        let e = session(&queue, &route, &never).wait_turn(&mut control).unwrap_err();
+        assert_eq!(
+            e.downcast_ref::<Refusal>().map(|r| r.kind),
+            Some(RefusalKind::Busy),
+            "{e:#}"
+        );
+        drop(client);
+        queue.waiting.lock().unwrap().clear();
+
+        // One waits behind the running session; its client goes away: it leaves the queue.
+        let (mut gone, client) = control_pair();
+        let (mut stays, mut reader) = control_pair();
+        std::thread::scope(|scope| {
+            let leaving = scope.spawn(|| session(&queue, &route, &never).wait_turn(&mut gone));
+            while queue.waiting.lock().unwrap().is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let staying = scope.spawn(|| {
+                let s = session(&queue, &route, &never);
+                let first = s.wait_turn(&mut stays);
+                (first, s.claimed.load(Ordering::SeqCst))
+            });
+            while queue.waiting.lock().unwrap().len() < 2 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            drop(client);
+            let e = leaving.join().unwrap().unwrap_err();
+            assert!(format!("{e:#}").contains("closed its connection"), "{e:#}");
+            // The running session ends: the one left claims the server.
+            std::thread::sleep(Duration::from_millis(100));
+            queue.busy.store(false, Ordering::SeqCst);
+            let (first, claimed) = staying.join().unwrap();
+            assert_eq!(first.unwrap(), 2, "it waited second at first");
+            assert!(claimed && queue.busy.load(Ordering::SeqCst));
+        });
+        assert!(queue.waiting.lock().unwrap().is_empty());
+        // What the staying client was told: position 2, then 1 when the other left.
+        reader.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut told = String::new();
+        drop(stays);
+        reader.read_to_string(&mut told).unwrap();
+        let positions: Vec<u32> = told
+            .lines()
+            .map(|l| match ControlChannel::parse(l.as_bytes()).unwrap() {
+                Control::Queued { position } => position,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(positions, [2, 1]);
     }
 }
