@@ -1,12 +1,13 @@
 //! iopath: measures what moving data through a Linux machine costs.
 //!
 //! Layers, ground first (imports only run downwards): `sys` → `measure` (+ `case`,
-//! `observation`, `format`) → workloads (`net`, `servers`, `micro`) → `sweep` → `store` → `report` → `cli`.
+//! `observation`, `format`) → workloads (`net`, `servers`, `micro`) → `fleet` → `sweep` → `store` → `report` → `cli`.
 #![deny(unsafe_code)]
 
 pub mod case;
 pub mod cli;
 pub mod fake;
+pub mod fleet;
 pub mod format;
 pub mod measure;
 pub mod micro;

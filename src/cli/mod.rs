@@ -4,6 +4,7 @@
 pub mod error;
 pub mod examples;
 pub mod fake;
+pub mod fleet;
 pub mod launcher;
 pub mod live;
 pub mod merge;
@@ -76,6 +77,10 @@ pub enum Command {
     /// A one-minute sweep of the copy modes on loopback, saved to the database, with an HTML report.
     #[command(after_help = examples::QUICK)]
     Quick(sweep::QuickArgs),
+    /// Measure pairs of `net serve --agent` agents (all pairs, a ring, a star, a list) in
+    /// rounds of disjoint pairs, stored as one run.
+    #[command(subcommand, after_help = fleet::EXAMPLES)]
+    Fleet(fleet::FleetCommand),
     /// Run any measuring command as a stored run (the same flags), or resume one.
     #[command(after_help = examples::SWEEP)]
     Sweep(Box<sweep::SweepArgs>),
@@ -124,9 +129,13 @@ pub enum Command {
 pub fn command() -> clap::Command {
     let scope_sweep = |sweep: clap::Command| in_order(sweep, "micro", micro::scope_options);
     in_order(
-        in_order(Cli::command(), "micro", micro::scope_options),
-        "sweep",
-        scope_sweep,
+        in_order(
+            in_order(Cli::command(), "micro", micro::scope_options),
+            "sweep",
+            scope_sweep,
+        ),
+        "fleet",
+        fleet::scope_options,
     )
 }
 
@@ -158,6 +167,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Net(cmd) => net::run(cmd),
         Command::Quick(args) => sweep::run_quick(args),
+        Command::Fleet(cmd) => fleet::run(cmd),
         Command::Sweep(args) => sweep::run_sweep(*args),
         Command::Runs(args) => results::run_runs(args),
         Command::Report(args) => results::run_report(args),

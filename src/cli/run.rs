@@ -476,7 +476,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         run_plan(
             plan,
             &cells,
-            &mut |case, stop| crate::sweep::execute_case(case, stop),
+            &mut crate::sweep::executor(plan, &cells),
             &mut sinks,
             stop,
         )

@@ -37,6 +37,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
             super::micro::check_case(typed::<MicroCase>(c)?, headroom)
         }),
         "fake" => (super::fake::table, |_, _| Ok(())),
+        "fleet" => (super::fleet::render_fleet_table, check_fleet),
         _ => return None,
     };
     Some(WorkloadCli { table, check })
@@ -65,6 +66,20 @@ fn check_stream(case: &Case, headroom: Option<u64>) -> Result<(), String> {
             format_bytes(h)
         )),
         _ => Ok(()),
+    }
+}
+
+/// A fleet cell as `fleet run` makes it, and its network case as its own command would check
+/// it; the client runs on the source agent, not here, so no memory check.
+fn check_fleet(case: &Case, _headroom: Option<u64>) -> Result<(), String> {
+    let c = typed::<crate::case::FleetCase>(case)?;
+    crate::fleet::check_case(c)?;
+    match of(c.case.workload()) {
+        Some(cli) => (cli.check)(&c.case, None),
+        None => Err(format!(
+            "this iopath does not know the workload '{}'",
+            c.case.workload()
+        )),
     }
 }
 
@@ -104,6 +119,7 @@ mod tests {
             "servers",
             "micro",
             "fake",
+            "fleet",
         ] {
             assert!(of(kind).is_some(), "{kind}");
         }

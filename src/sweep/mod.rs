@@ -24,9 +24,20 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::Micro(c) => crate::micro::run_case(c, stop),
         Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
         Case::Fake(c) => crate::fake::run(c, stop),
-        Case::Fleet(_) => anyhow::bail!(
-            "{}: a fleet cell runs only between agents, from `iopath fleet run`",
-            case.label()
-        ),
+        Case::Fleet(c) => crate::fleet::run_pair(c, stop),
+    }
+}
+
+/// What the runner runs `cells` of `plan` with: [`execute_case`], except that the pairs of a
+/// fleet round that measure at the same time run together (`fleet::Batches`: the first cell
+/// of a batch starts every pair of it on a thread, the next cells take their kept outcomes).
+pub fn executor<'a>(
+    plan: &'a Plan,
+    cells: &[Cell],
+) -> impl FnMut(&Case, crate::stop::Stop) -> anyhow::Result<Observation> + 'a {
+    let mut batches = crate::fleet::Batches::new(&plan.cases, cells.iter().map(|c| (c.position, c.repetition)));
+    move |case, stop| match case.get::<crate::case::FleetCase>() {
+        Some(pair) => batches.execute(pair, stop, &crate::fleet::run_pair),
+        None => execute_case(case, stop),
     }
 }

@@ -1,0 +1,467 @@
+//! `iopath fleet run` end to end: four "hosts" as network namespaces on a bridge that lives in
+//! a namespace of its own (never the root namespace), an agent in each started exactly as the
+//! DaemonSet's command line (`iopath net serve --agent --port 7000 --psk-file FILE`, through
+//! `ip netns exec`), and the controller in the bridge's namespace. Needs root and iproute2;
+//! the refusals of bad input run anywhere.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HOSTS: usize = 4;
+/// The host whose link is shaped with tbf (index into the hosts).
+const SLOW: usize = 2;
+/// The host whose agent is killed mid-run (index into the hosts).
+const KILLED: usize = 1;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The namespaces, the bridge, the agents; dropped (test passed or panicked) it kills the
+/// agents and deletes the namespaces, which takes the veths and qdiscs with them.
+struct Fleet {
+    bridge: String,
+    hosts: Vec<String>,
+    addrs: Vec<String>,
+    agents: Vec<Option<Child>>,
+    dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn build() -> Fleet {
+        let tag = format!("iopf{}", std::process::id() % 100_000);
+        let bridge = format!("{tag}b");
+        ip(&["netns", "add", &bridge]);
+        let mut fleet = Fleet {
+            bridge: bridge.clone(),
+            hosts: Vec::new(),
+            addrs: Vec::new(),
+            agents: Vec::new(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        ip(&["-n", &bridge, "link", "set", "lo", "up"]);
+        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &bridge, "addr", "add", "198.19.77.254/24", "dev", "br0"]);
+        ip(&["-n", &bridge, "link", "set", "br0", "up"]);
+        for i in 0..HOSTS {
+            let host = format!("{tag}h{i}");
+            ip(&["netns", "add", &host]);
+            fleet.hosts.push(host.clone());
+            let port = format!("v{i}");
+            // The veth's host end is created directly inside the host's namespace.
+            ip(&[
+                "-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &host,
+            ]);
+            ip(&["-n", &bridge, "link", "set", &port, "master", "br0", "up"]);
+            let addr = format!("198.19.77.{}", i + 1);
+            ip(&["-n", &host, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            ip(&["-n", &host, "link", "set", "eth0", "up"]);
+            ip(&["-n", &host, "link", "set", "lo", "up"]);
+            fleet.addrs.push(format!("{addr}:7000"));
+        }
+        // One host shaped slower: everything it sends leaves through a 1 Mbit/s token bucket.
+        let shaped = Command::new("tc")
+            .args(["-n", &fleet.hosts[SLOW], "qdisc", "add", "dev", "eth0", "root", "tbf"])
+            .args(["rate", "1mbit", "burst", "10kb", "latency", "100ms"])
+            .output()
+            .expect("run tc");
+        assert!(
+            shaped.status.success(),
+            "tc: {}",
+            String::from_utf8_lossy(&shaped.stderr)
+        );
+        std::fs::write(fleet.key(), "fleet-test-key-0123456789abcdef\n").unwrap();
+        std::fs::write(fleet.dir.path().join("other-key"), "another-key-0123456789abcdef\n").unwrap();
+        let list: String = fleet.addrs.iter().map(|a| format!("{a}\n")).collect();
+        std::fs::write(fleet.hosts_file(), format!("# the test's fleet\n{list}")).unwrap();
+        for i in 0..HOSTS {
+            fleet.agents.push(None);
+            fleet.start_agent(i);
+        }
+        fleet
+    }
+
+    fn key(&self) -> PathBuf {
+        self.dir.path().join("psk")
+    }
+
+    fn hosts_file(&self) -> PathBuf {
+        self.dir.path().join("hosts")
+    }
+
+    /// The agent of host `i`, started as the DaemonSet starts it; returns once it listens.
+    fn start_agent(&mut self, i: usize) {
+        self.start_agent_with(i, &self.key());
+    }
+
+    fn start_agent_with(&mut self, i: usize, key: &Path) {
+        let log = self.dir.path().join(format!("agent{i}.log"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.hosts[i]])
+            .arg(common::bin())
+            .args(["net", "serve", "--agent", "--port", "7000", "--psk-file"])
+            .arg(key)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start an agent");
+        self.agents[i] = Some(child);
+        let start = Instant::now();
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "agent {i} did not listen: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill_agent(&mut self, i: usize) {
+        if let Some(mut child) = self.agents[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The controller, in the bridge's namespace: `iopath fleet run ARGS`.
+    fn controller(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.bridge])
+            .arg(common::bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn rr(&self, db: &Path, key: &Path, more: &[&str]) -> Command {
+        let (hosts, db, key) = (self.hosts_file(), db.to_path_buf(), key.to_path_buf());
+        let mut cmd = self.controller(&["fleet", "run", "rr"]);
+        cmd.arg("--hosts")
+            .arg(hosts)
+            .arg("--psk-file")
+            .arg(key)
+            .arg("--db")
+            .arg(db);
+        cmd.args([
+            "--pairs",
+            "all",
+            "--mode",
+            "two-copy",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+        ]);
+        cmd.args(more);
+        cmd
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for i in 0..self.agents.len() {
+            self.kill_agent(i);
+        }
+        for ns in self.hosts.iter().chain([&self.bridge]) {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn run(mut cmd: Command, limit: Duration) -> std::process::Output {
+    common::finish_within(cmd.spawn().expect("start the controller"), limit)
+}
+
+/// (source, destination, round, concurrent_pairs, status, error) of every stored cell.
+fn cells(db: &Path) -> Vec<(String, String, i64, i64, String, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT json_extract(c.case_json, '$.source'), json_extract(c.case_json, '$.destination'),
+                    json_extract(c.case_json, '$.round'), json_extract(c.case_json, '$.concurrent_pairs'),
+                    o.status, o.error
+             FROM observations o JOIN cases c ON o.case_id = c.id ORDER BY c.position",
+        )
+        .unwrap();
+    let rows = q
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT m.value FROM metrics m JOIN observations o ON m.observation_id = o.id
+         JOIN cases c ON o.case_id = c.id
+         WHERE json_extract(c.case_json, '$.source') = ?1 AND json_extract(c.case_json, '$.destination') = ?2
+           AND m.name = ?3 AND m.role = 'system'",
+        [source, destination, name],
+        |r| r.get(0),
+    )
+    .ok()
+    .flatten()
+}
+
+/// The whole story on one fleet (building it is the slow part): all pairs, 12 directed cells
+/// each with its hosts and round, the shaped host's cells bounded by its token bucket; a
+/// wrong key refused; an agent killed mid-run fails only its cells and `--resume` completes
+/// them once it is back; a controller stopped with SIGINT or killed with SIGKILL leaves the
+/// agents serving the next run; and the namespaces go when the test ends.
+#[test]
+fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
+    if !is_root() || Command::new("ip").arg("-V").output().is_err() {
+        common::skip("needs root and iproute2 to build namespaces and a bridge");
+        return;
+    }
+    let mut fleet = Fleet::build();
+    let (_dir, db) = common::temp_db("fleet.db");
+    let limit = Duration::from_secs(300);
+
+    // All pairs, two at a time.
+    let out = run(
+        fleet.rr(&db, &fleet.key(), &["--concurrent-pairs", "2", "--seed", "5"]),
+        limit,
+    );
+    let err = common::stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("fleet: 4 hosts, pairs all, 6 rounds of up to 2 disjoint pairs, 12 cells"),
+        "the plan is announced: {err}"
+    );
+    let stored = cells(&db);
+    assert_eq!(stored.len(), 12);
+    let mut directed: Vec<(String, String)> = stored.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
+    directed.sort();
+    directed.dedup();
+    assert_eq!(directed.len(), 12, "every directed pair once");
+    for (source, destination, round, at_once, status, error) in &stored {
+        assert_eq!(status, "ok", "{source} -> {destination}: {error:?}");
+        assert!((1..=6).contains(round) && *at_once == 2, "{source} -> {destination}");
+    }
+    for round in 1..=6 {
+        let pairs: Vec<_> = stored.iter().filter(|c| c.2 == round).collect();
+        assert_eq!(pairs.len(), 2, "round {round}");
+        let hosts: std::collections::HashSet<_> = pairs.iter().flat_map(|c| [&c.0, &c.1]).collect();
+        assert_eq!(hosts.len(), 4, "round {round}: its pairs are disjoint");
+    }
+    // The shaped host sends at most 1 Mbit/s: about 1,100 packets of a 64-byte request or
+    // response with its headers a second, plus the 10 kB burst. Load only lowers it.
+    let slow = &fleet.addrs[SLOW];
+    for other in fleet.addrs.iter().filter(|a| *a != slow) {
+        for (s, d) in [(slow, other), (other, slow)] {
+            let txn = metric(&db, s, d, "transactions_per_s").unwrap_or_else(|| panic!("{s} -> {d}: no txn/s"));
+            assert!(
+                txn < 3000.0,
+                "{s} -> {d}: {txn} transactions/s through a 1 Mbit/s bucket"
+            );
+        }
+    }
+
+    // A wrong key: every cell refused, the refusal saying it is the key.
+    let (_wrong_dir, wrong_db) = common::temp_db("wrong.db");
+    let other_key = fleet.dir.path().join("other-key");
+    let out = run(fleet.rr(&wrong_db, &other_key, &["--concurrent-pairs", "2"]), limit);
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    let refused = cells(&wrong_db);
+    assert_eq!(refused.len(), 12);
+    for c in &refused {
+        let error = c.5.clone().unwrap_or_default();
+        assert!(c.4 == "failed" && error.contains("key"), "{c:?}");
+    }
+
+    // An agent killed mid-run fails only its own cells; the run goes on.
+    let (_kill_dir, kill_db) = common::temp_db("killed.db");
+    let controller = fleet
+        .rr(&kill_db, &fleet.key(), &["--concurrent-pairs", "1", "--seed", "9"])
+        .spawn()
+        .expect("start the controller");
+    common::wait_for_cells(&kill_db, 2, limit);
+    fleet.kill_agent(KILLED);
+    let out = common::finish_within(controller, limit);
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    let dead = &fleet.addrs[KILLED];
+    let after = cells(&kill_db);
+    assert_eq!(after.len(), 12, "every cell ran: the rounds went on");
+    let failed: Vec<_> = after.iter().filter(|c| c.4 == "failed").collect();
+    assert!(!failed.is_empty(), "the dead agent's cells failed");
+    for c in &after {
+        let involved = &c.0 == dead || &c.1 == dead;
+        assert!(c.4 == "ok" || involved, "a cell without the dead agent failed: {c:?}");
+    }
+    // Back again, --resume runs what is missing and only that.
+    fleet.start_agent(KILLED);
+    let id = common::count(&kill_db, "SELECT max(id) FROM runs").to_string();
+    let resume = fleet.controller(&["fleet", "run", "--resume", &id, "--db"]);
+    let mut resume = resume;
+    resume.arg(&kill_db).arg("--psk-file").arg(fleet.key());
+    let out = run(resume, limit);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(err.contains(&format!("{} to run", failed.len())), "{err}");
+    let done = cells(&kill_db);
+    assert_eq!(done.len(), 12);
+    assert!(done.iter().all(|c| c.4 == "ok"), "{done:?}");
+
+    // An agent with another key: refused on the controller's leg where it is the source, on
+    // the third-party leg where it is the destination; the other pairs measure.
+    const ODD: usize = 3;
+    fleet.kill_agent(ODD);
+    fleet.start_agent_with(ODD, &other_key);
+    let (_odd_dir, odd_db) = common::temp_db("odd.db");
+    let out = run(fleet.rr(&odd_db, &fleet.key(), &["--concurrent-pairs", "2"]), limit);
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    let odd = &fleet.addrs[ODD];
+    let mixed = cells(&odd_db);
+    assert_eq!(mixed.len(), 12);
+    for c in &mixed {
+        let error = c.5.clone().unwrap_or_default();
+        if &c.0 == odd {
+            assert!(
+                c.4 == "failed" && error.contains("pre-shared key"),
+                "controller leg: {c:?}"
+            );
+        } else if &c.1 == odd {
+            assert!(
+                c.4 == "failed" && error.contains("does not hold this agent's key"),
+                "third-party leg: {c:?}"
+            );
+        } else {
+            assert_eq!(c.4, "ok", "{c:?}");
+        }
+    }
+    fleet.kill_agent(ODD);
+    fleet.start_agent(ODD);
+
+    // Ctrl-C of the controller mid-run: it stops (the batch in flight discarded), says how to
+    // resume, and the agents keep running.
+    let (_int_dir, int_db) = common::temp_db("sigint.db");
+    let controller = fleet
+        .rr(&int_db, &fleet.key(), &["--concurrent-pairs", "2"])
+        .spawn()
+        .unwrap();
+    common::wait_for_cells(&int_db, 2, limit);
+    common::sigint(&controller);
+    // The stop reaches the pairs' calls within 20 ms polls; 30 s bounds a hang, not a time.
+    let out = common::finish_within(controller, Duration::from_secs(30));
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped:") && err.contains("--resume"), "{err}");
+    assert!(cells(&int_db).len() < 12, "the run was cut short");
+
+    // A controller killed with SIGKILL mid-run: the agents keep running and take the next run.
+    let (_sk_dir, sk_db) = common::temp_db("sigkill.db");
+    let controller = fleet
+        .rr(&sk_db, &fleet.key(), &["--concurrent-pairs", "2"])
+        .spawn()
+        .unwrap();
+    common::wait_for_cells(&sk_db, 2, limit);
+    common::signal(&controller, nix::sys::signal::Signal::SIGKILL);
+    let _ = common::finish_within(controller, limit);
+    for (i, agent) in fleet.agents.iter_mut().enumerate() {
+        let agent = agent.as_mut().expect("an agent");
+        assert!(
+            agent.try_wait().unwrap().is_none(),
+            "agent {i} ended with the controller"
+        );
+    }
+    let (_next_dir, next_db) = common::temp_db("next.db");
+    let out = run(fleet.rr(&next_db, &fleet.key(), &["--concurrent-pairs", "2"]), limit);
+    assert!(
+        out.status.success(),
+        "the agents took the next run: {}",
+        common::stderr(&out)
+    );
+    assert_eq!(cells(&next_db).len(), 12);
+
+    let names: Vec<String> = fleet.hosts.iter().chain([&fleet.bridge]).cloned().collect();
+    drop(fleet);
+    let list =
+        String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    for name in names {
+        assert!(!list.contains(&name), "namespace {name} left behind");
+    }
+}
+
+/// Bad input is one line and exit 2: hosts files refused by line, the key required, the
+/// flags that say where a server is refused.
+#[test]
+fn bad_fleet_input_is_one_line_naming_what_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let key = file("psk", "fleet-test-key-0123456789abcdef\n");
+    let good = file("hosts", "10.0.0.1:7000\n10.0.0.2:7000 # two\n");
+    for (hosts, says) in [
+        (
+            file("dup", "10.0.0.1:7000\n# x\n10.0.0.1:7000\n"),
+            "line 3: 10.0.0.1:7000 is listed twice",
+        ),
+        (
+            file("bad", "10.0.0.1:7000\n10.0.0.2\n"),
+            "line 2: '10.0.0.2' is not HOST:PORT",
+        ),
+        (file("one", "10.0.0.1:7000\n"), "needs at least 2"),
+    ] {
+        let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &hosts, "--psk-file", &key]);
+        assert!(err.contains(says), "{err}");
+    }
+    let err = common::usage_error(&["fleet", "run", "rr", "--hosts", &good]);
+    assert!(err.contains("needs --psk-file"), "{err}");
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "rr",
+        "--hosts",
+        &good,
+        "--psk-file",
+        &key,
+        "--connect",
+        "1.2.3.4:5",
+    ]);
+    assert!(err.contains("--connect is not for fleet run"), "{err}");
+    let pairs = file("pairs", "10.0.0.1:7000 10.0.0.3:7000\n");
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "rr",
+        "--hosts",
+        &good,
+        "--psk-file",
+        &key,
+        "--pairs",
+        &pairs,
+    ]);
+    assert!(err.contains("line 1: 10.0.0.3:7000 is not one of the --hosts"), "{err}");
+    let err = common::usage_error(&[
+        "fleet",
+        "run",
+        "--resume",
+        "1",
+        "--db",
+        &dir.path().join("x.db").to_string_lossy(),
+    ]);
+    assert!(err.contains("needs --psk-file"), "{err}");
+}
