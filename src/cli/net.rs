@@ -35,6 +35,10 @@ pub enum NetCommand {
     /// Connect, request, response, close per transaction: connect and close timed apart.
     #[command(after_help = super::examples::NET_CRR)]
     Crr(Box<super::rr::CrrArgs>),
+    /// Stream numbered datagrams from client threads to server threads (one UDP socket each)
+    /// in every way Linux sends and receives them: throughput, loss, reordering, jitter, drops.
+    #[command(after_help = super::examples::NET_UDP_STREAM)]
+    UdpStream(Box<super::udp_stream::UdpStreamArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -271,6 +275,7 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
         NetCommand::Serve(args) => run_serve(args),
         NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
         NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),
+        NetCommand::UdpStream(args) => super::udp_stream::run_udp_stream(&args),
     }
 }
 

@@ -324,6 +324,8 @@ pub enum HelloCase {
     Rr(RrCase),
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
+    /// `"workload":"udp-stream"`: the case and the client's UDP ports.
+    UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
 }
 
 impl HelloCase {
@@ -333,6 +335,7 @@ impl HelloCase {
             HelloCase::Stream(_) => "stream",
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
+            HelloCase::UdpStream(_) => "udp-stream",
         }
     }
 
@@ -342,6 +345,7 @@ impl HelloCase {
             HelloCase::Stream(c) => c.net.session_ms(),
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
+            HelloCase::UdpStream(h) => h.case.net.session_ms(),
         }
     }
 }
@@ -423,9 +427,14 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 .map(|hello| HelloCase::Records(hello.case))
                 .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
         }
+        Some(Some("udp-stream")) => {
+            return serde_json::from_slice(line)
+                .map(HelloCase::UdpStream)
+                .map_err(|e| HelloError::Malformed(format!("bad udp-stream hello: {e}")));
+        }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records)",
+                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -566,7 +575,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream)".into()
             ))
         );
         let stream = StreamCase {
