@@ -4,6 +4,7 @@ pub mod alias;
 pub mod auth;
 pub mod completions;
 pub mod control;
+pub mod dgram;
 pub mod message;
 pub mod mode;
 pub mod session;

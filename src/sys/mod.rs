@@ -24,6 +24,7 @@ pub mod tcpinfo;
 pub mod tether;
 pub mod thread;
 pub mod tsc;
+pub mod udp;
 pub mod uncore;
 pub mod uring;
 pub mod uring_gather_zc;

@@ -1,0 +1,149 @@
+//! Datagrams: the format every UDP workload sends (`header`: sequence number, send time and a
+//! verifiable pattern), the send paths behind `DgramSender` (one per `case::UdpSendMode`), the
+//! receive paths behind `DgramReceiver` (one per `case::UdpRecvMode`), and `SeqTracker`, what
+//! arrived of a flow. `net udp-stream` and `net udp-rr` build on these; the sockets, the
+//! session and the window are theirs.
+//!
+//! Every path allocates nothing per call once built: buffers, gather lists and mmsghdr arrays
+//! are made by the constructor and reused (tests/udp_modes.rs counts allocations).
+
+mod header;
+mod rx;
+mod tracker;
+mod tx;
+
+pub use header::{check, monotonic_ns, write_fields, write_part, Header, HEADER};
+pub use rx::{GroReceiver, RecvReceiver, RecvmmsgReceiver};
+pub use tracker::{SeqCounts, SeqTracker, WINDOW};
+pub use tx::{GsoSender, SendSender, SendmmsgSender, SendmsgSender, UringSender, ZerocopySender};
+
+pub use crate::net::mode::unsupported_in;
+/// The zero-copy completion counts of a `DgramSender`: the TCP zero-copy mode's, read the
+/// same way (completions, of them copied by the kernel, ENOBUFS retries, slot waits).
+pub use crate::net::mode::ZeroCopyCounts as ZcCounts;
+
+use crate::case::{UdpRecvMode, UdpSendMode};
+use std::io;
+use std::os::fd::RawFd;
+
+/// The fields of the `sendmsg` and `sendmmsg` modes' gather lists (as `net stream`'s default).
+pub const GATHER_FIELDS: usize = 8;
+/// The largest UDP payload over IPv4: 65535 − 20 (IP header) − 8 (UDP header).
+pub const MAX_DATAGRAM: usize = 65_507;
+/// IP and UDP headers, what a datagram adds to its payload on the wire (IPv4).
+pub const IP_UDP_HEADERS: usize = 28;
+
+/// Hands numbered datagrams to the kernel.
+pub trait DgramSender: Send {
+    /// Hand up to `count` datagrams, numbered `first_seq` on, to the kernel, in system calls
+    /// of up to `batch()` datagrams; returns how many went. A full socket buffer ends the call
+    /// early: with some sent, their count; with none, the `WouldBlock`/timeout error (never a
+    /// spin).
+    fn send(&mut self, fd: RawFd, first_seq: u64, count: usize) -> io::Result<usize>;
+    /// System calls made so far (sends, error-queue reads and polls, io_uring_enter).
+    fn syscalls(&self) -> u64;
+    /// Wait until the kernel holds none of our buffers (zero copy: every completion read).
+    fn finish(&mut self, fd: RawFd) -> io::Result<()>;
+    /// The zero-copy mode's completion counts; None for the others.
+    fn zerocopy(&self) -> Option<ZcCounts>;
+    /// Datagrams one system call carries at most.
+    fn batch(&self) -> usize;
+}
+
+/// Takes datagrams back from the kernel.
+pub trait DgramReceiver: Send {
+    /// Take what one system call returns (blocking as long as the socket's receive timeout
+    /// lets it; a timeout or `WouldBlock` is `Ok(0)`), split GRO buffers into their datagrams,
+    /// feed each to `seen` (with verify, checking every byte); returns the datagrams taken.
+    fn recv(&mut self, fd: RawFd, seen: &mut SeqTracker) -> io::Result<usize>;
+    /// System calls made so far.
+    fn syscalls(&self) -> u64;
+    /// The socket's dropped datagrams (SO_RXQ_OVFL) as the last datagram received said (the
+    /// kernel says it only once it is not zero: 0 until then); None before the first call or
+    /// where the kernel refused the option.
+    fn kernel_drops(&self) -> Option<u64>;
+}
+
+/// The sender of datagrams of `size` bytes for `mode`; `batch` datagrams per call for the
+/// batching modes (sendmmsg, gso, uring); `verify` writes the pattern of every datagram
+/// (otherwise once per buffer, and only the header per datagram). A mode the kernel refuses
+/// is an io::Error holding an `observation::Unsupported` (`unsupported_in`).
+pub fn sender(mode: UdpSendMode, size: usize, batch: usize, verify: bool) -> io::Result<Box<dyn DgramSender>> {
+    check_size(size)?;
+    let batch = batch.clamp(1, crate::sys::udp::MAX_BATCH);
+    Ok(match mode {
+        UdpSendMode::Send => Box::new(SendSender::new(size, verify)),
+        UdpSendMode::Sendmsg => Box::new(SendmsgSender::new(size, verify)),
+        UdpSendMode::Sendmmsg => Box::new(SendmmsgSender::new(size, batch, verify)),
+        UdpSendMode::Gso => Box::new(GsoSender::new(size, batch, verify)?),
+        UdpSendMode::Zerocopy => Box::new(ZerocopySender::new(size, verify)?),
+        UdpSendMode::Uring => Box::new(UringSender::new(size, batch, verify)?),
+    })
+}
+
+/// The receiver of datagrams of `size` bytes for `mode`; `batch` datagrams per recvmmsg;
+/// `verify` checks every byte of every datagram.
+pub fn receiver(mode: UdpRecvMode, size: usize, batch: usize, verify: bool) -> io::Result<Box<dyn DgramReceiver>> {
+    check_size(size)?;
+    let batch = batch.clamp(1, crate::sys::udp::MAX_BATCH);
+    Ok(match mode {
+        UdpRecvMode::Recv => Box::new(RecvReceiver::new(size, verify)),
+        UdpRecvMode::Recvmmsg => Box::new(RecvmmsgReceiver::new(size, batch, verify)),
+        UdpRecvMode::Gro => Box::new(GroReceiver::new(size, verify)?),
+    })
+}
+
+fn check_size(size: usize) -> io::Result<()> {
+    if (HEADER..=MAX_DATAGRAM).contains(&size) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a datagram of {size} bytes: accepted {HEADER} to {MAX_DATAGRAM} bytes (the header, the largest IPv4 UDP payload)"),
+        ))
+    }
+}
+
+/// Whether a fresh UDP socket takes the option `set` sets: the kernel's refusal, if any, as
+/// the io::Error the constructors return.
+fn probe_option(what: &str, set: impl FnOnce(RawFd) -> io::Result<()>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    set(socket.as_raw_fd()).map_err(|e| refusal(what, e))
+}
+
+/// An error from setting up `what`: the kernel's refusal as an `Unsupported`, anything else
+/// as it is.
+fn refusal(what: &str, err: io::Error) -> io::Error {
+    match crate::observation::Unsupported::refused(what, &err) {
+        Some(u) => crate::net::mode::unavailable(u),
+        None => io::Error::new(err.kind(), format!("{what}: {err}")),
+    }
+}
+
+/// Retry on EINTR, counting every attempt.
+fn retry<T>(syscalls: &mut u64, mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        *syscalls += 1;
+        match call() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A send that stopped after `sent` datagrams with `err`: their count when some went and the
+/// socket was full, else the error.
+fn partial(sent: usize, err: io::Error) -> io::Result<usize> {
+    if sent > 0 && is_full(&err) {
+        Ok(sent)
+    } else {
+        Err(err)
+    }
+}
+
+/// A full socket buffer (non-blocking, or a blocking send's timeout) or a full device queue.
+fn is_full(err: &io::Error) -> bool {
+    matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+        || err.raw_os_error() == Some(libc::ENOBUFS)
+}

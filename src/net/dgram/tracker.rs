@@ -1,0 +1,370 @@
+//! `SeqTracker`: what arrived of one flow of numbered datagrams — received datagrams and
+//! bytes, duplicates, reordered ones, loss against the sender's count, interarrival jitter
+//! (RFC 3550) and verify failures — with no allocation per datagram.
+
+use super::header::{self, Header};
+
+/// Sequence numbers this far below the highest seen are still told apart as new or duplicate
+/// (a bitmap of 8 KiB); an older one is counted received and reordered but cannot be checked
+/// for duplication (`beyond_window`).
+pub const WINDOW: u64 = 1 << 16;
+const WORDS: usize = (WINDOW / 64) as usize;
+
+/// What a tracker counted (monotonic but for the jitter, the estimate at that moment).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SeqCounts {
+    /// Datagrams received, duplicates and malformed ones included.
+    pub received: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Distinct sequence numbers received.
+    pub distinct: u64,
+    /// Datagrams whose sequence number had already arrived.
+    pub duplicates: u64,
+    /// Distinct datagrams that arrived after one with a higher sequence number.
+    pub reordered: u64,
+    /// Of the reordered, those more than `WINDOW` below the highest: not checked for
+    /// duplication (counted distinct).
+    pub beyond_window: u64,
+    /// Datagrams that failed the check (`--verify`: size, pattern), or that were too short to
+    /// carry a header (always).
+    pub verify_failures: u64,
+    /// RFC 3550 interarrival jitter in nanoseconds; None before two datagrams.
+    pub jitter_ns: Option<f64>,
+    /// Transit-time differences the jitter was computed from (the weight when merging).
+    pub jitter_samples: u64,
+}
+
+impl SeqCounts {
+    /// Datagrams sent but never received: `expected` (the sender's count) less the distinct
+    /// ones that arrived, never negative.
+    pub fn lost(&self, expected: u64) -> u64 {
+        expected.saturating_sub(self.distinct)
+    }
+
+    /// What was counted since `earlier` (a snapshot of the same tracker); the jitter is this
+    /// snapshot's estimate.
+    pub fn since(&self, earlier: &SeqCounts) -> SeqCounts {
+        SeqCounts {
+            received: self.received - earlier.received,
+            bytes: self.bytes - earlier.bytes,
+            distinct: self.distinct - earlier.distinct,
+            duplicates: self.duplicates - earlier.duplicates,
+            reordered: self.reordered - earlier.reordered,
+            beyond_window: self.beyond_window - earlier.beyond_window,
+            verify_failures: self.verify_failures - earlier.verify_failures,
+            jitter_ns: self.jitter_ns,
+            jitter_samples: self.jitter_samples - earlier.jitter_samples,
+        }
+    }
+
+    /// Add another flow's counts (several threads): counts add up; the jitter is the mean of
+    /// the flows' estimates weighted by their samples.
+    pub fn add(&mut self, other: &SeqCounts) {
+        let jitter = match (self.jitter_ns, other.jitter_ns) {
+            (Some(a), Some(b)) => {
+                let (wa, wb) = (self.jitter_samples as f64, other.jitter_samples as f64);
+                Some(if wa + wb > 0.0 {
+                    (a * wa + b * wb) / (wa + wb)
+                } else {
+                    (a + b) / 2.0
+                })
+            }
+            (a, b) => a.or(b),
+        };
+        self.received += other.received;
+        self.bytes += other.bytes;
+        self.distinct += other.distinct;
+        self.duplicates += other.duplicates;
+        self.reordered += other.reordered;
+        self.beyond_window += other.beyond_window;
+        self.verify_failures += other.verify_failures;
+        self.jitter_samples += other.jitter_samples;
+        self.jitter_ns = jitter;
+    }
+}
+
+/// One flow's arrivals (one socket's sequence numbers).
+pub struct SeqTracker {
+    counts: SeqCounts,
+    /// The highest sequence number seen.
+    highest: Option<u64>,
+    /// Bit `s % WINDOW` says whether `s` arrived, for `s` in (highest − WINDOW, highest].
+    seen: Box<[u64; WORDS]>,
+    /// The last distinct datagram's transit time (arrival − send, ns, wrapping).
+    last_transit: Option<i64>,
+    jitter: f64,
+    /// Flows merged in besides this one (their windows are not this one's).
+    merged: bool,
+}
+
+impl Default for SeqTracker {
+    fn default() -> Self {
+        SeqTracker::new()
+    }
+}
+
+impl SeqTracker {
+    pub fn new() -> SeqTracker {
+        SeqTracker {
+            counts: SeqCounts::default(),
+            highest: None,
+            seen: Box::new([0; WORDS]),
+            last_transit: None,
+            jitter: 0.0,
+            merged: false,
+        }
+    }
+
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// Clear the bits of (from, to], which now stand for new sequence numbers.
+    fn clear(&mut self, from: u64, to: u64) {
+        if to - from >= WINDOW {
+            self.seen.fill(0);
+            return;
+        }
+        for s in from + 1..=to {
+            let (w, b) = Self::bit(s);
+            self.seen[w] &= !b;
+        }
+    }
+
+    /// One arrived datagram of `len` bytes with sequence number `seq`, sent at `sent_ns` by
+    /// the sender's clock and received at `arrival_ns` by ours. True when its number was new.
+    pub fn record(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
+        self.counts.received += 1;
+        self.counts.bytes += len as u64;
+        let new = match self.highest {
+            None => {
+                self.highest = Some(seq);
+                true
+            }
+            Some(h) if seq > h => {
+                self.clear(h, seq);
+                self.highest = Some(seq);
+                true
+            }
+            Some(h) if h - seq >= WINDOW => {
+                self.counts.beyond_window += 1;
+                self.counts.reordered += 1;
+                self.counts.distinct += 1;
+                self.jitter_sample(sent_ns, arrival_ns);
+                return true;
+            }
+            Some(_) => {
+                let (w, b) = Self::bit(seq);
+                if self.seen[w] & b != 0 {
+                    self.counts.duplicates += 1;
+                    return false;
+                }
+                self.counts.reordered += 1;
+                true
+            }
+        };
+        debug_assert!(new);
+        let (w, b) = Self::bit(seq);
+        self.seen[w] |= b;
+        self.counts.distinct += 1;
+        self.jitter_sample(sent_ns, arrival_ns);
+        true
+    }
+
+    /// RFC 3550 §6.4.1: J += (|D| − J)/16, D the difference of consecutive transit times.
+    fn jitter_sample(&mut self, sent_ns: u64, arrival_ns: u64) {
+        let transit = arrival_ns.wrapping_sub(sent_ns) as i64;
+        if let Some(last) = self.last_transit {
+            let d = transit.wrapping_sub(last).unsigned_abs() as f64;
+            self.jitter += (d - self.jitter) / 16.0;
+            self.counts.jitter_samples += 1;
+            self.counts.jitter_ns = Some(self.jitter);
+        }
+        self.last_transit = Some(transit);
+    }
+
+    /// One received datagram as the receive paths hand it over: its bytes, whether the kernel
+    /// cut it short (MSG_TRUNC), when it arrived, and with `verify` the datagram size every
+    /// byte is checked against. A datagram too short to hold a header is a verify failure
+    /// even without `verify` (it cannot be one of ours).
+    pub fn datagram(&mut self, data: &[u8], truncated: bool, arrival_ns: u64, verify: Option<usize>) {
+        match verify {
+            Some(size) => match header::check(data, size) {
+                Ok(h) if !truncated => {
+                    self.record(h.seq, data.len(), h.sent_ns, arrival_ns);
+                }
+                Ok(h) => {
+                    self.record(h.seq, data.len(), h.sent_ns, arrival_ns);
+                    self.counts.verify_failures += 1;
+                }
+                Err(_) => self.unchecked(data, arrival_ns, true),
+            },
+            None => self.unchecked(data, arrival_ns, false),
+        }
+    }
+
+    /// Record what the header says; with `failed` (or no header) count a failure too.
+    fn unchecked(&mut self, data: &[u8], arrival_ns: u64, failed: bool) {
+        match Header::read(data) {
+            Some(h) => {
+                self.record(h.seq, data.len(), h.sent_ns, arrival_ns);
+                if failed {
+                    self.counts.verify_failures += 1;
+                }
+            }
+            None => {
+                self.counts.received += 1;
+                self.counts.bytes += data.len() as u64;
+                self.counts.verify_failures += 1;
+            }
+        }
+    }
+
+    pub fn counts(&self) -> SeqCounts {
+        self.counts
+    }
+
+    /// `counts().lost(expected)`.
+    pub fn lost(&self, expected: u64) -> u64 {
+        self.counts.lost(expected)
+    }
+
+    /// Whether other flows were merged into this tracker.
+    pub fn is_merged(&self) -> bool {
+        self.merged
+    }
+
+    /// Add another flow's (thread's) counts to this one (see `SeqCounts::add`). The result is
+    /// for reporting: later `record`s go on checking this tracker's own flow only.
+    pub fn merge(&mut self, other: &SeqTracker) {
+        self.counts.add(&other.counts);
+        self.merged = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(t: &mut SeqTracker, seqs: &[u64]) {
+        for &s in seqs {
+            t.record(s, 100, 0, 0);
+        }
+    }
+
+    #[test]
+    fn loss_is_what_never_arrived() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0, 1, 2, 4, 5, 8, 9]);
+        let c = t.counts();
+        assert_eq!((c.received, c.distinct, c.bytes), (7, 7, 700));
+        assert_eq!((c.duplicates, c.reordered), (0, 0));
+        assert_eq!(t.lost(10), 3);
+        assert_eq!(t.lost(5), 0, "never negative");
+    }
+
+    #[test]
+    fn a_late_datagram_is_reordered_and_a_repeated_one_a_duplicate() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0, 2, 1, 3, 3, 1, 5, 4, 0]);
+        let c = t.counts();
+        assert_eq!(c.received, 9);
+        assert_eq!(c.distinct, 6);
+        assert_eq!(c.duplicates, 3, "3, 1 and 0 again");
+        assert_eq!(c.reordered, 2, "1 after 2, 4 after 5");
+        assert_eq!(t.lost(6), 0);
+    }
+
+    #[test]
+    fn the_window_slides_and_what_falls_out_of_it_is_counted_not_checked() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0, 1, WINDOW + 5, WINDOW + 1, WINDOW + 1, 1]);
+        let c = t.counts();
+        assert_eq!(c.duplicates, 1, "WINDOW+1 twice; its bit was cleared of 1's");
+        assert_eq!(c.beyond_window, 1, "1 again, too old to tell");
+        assert_eq!(c.distinct, 5);
+        // A jump of more than a window clears everything.
+        feed(&mut t, &[10 * WINDOW, 10 * WINDOW - 3, 10 * WINDOW - 3]);
+        assert_eq!(t.counts().duplicates, 2);
+    }
+
+    #[test]
+    fn jitter_follows_rfc_3550_on_a_known_series() {
+        let mut t = SeqTracker::new();
+        // Transit times 10, 12, 10, 14 ns: D = 2, 2, 4.
+        for (seq, (sent, arrival)) in [(100u64, 110u64), (200, 212), (300, 310), (400, 414)]
+            .into_iter()
+            .enumerate()
+        {
+            t.record(seq as u64, 64, sent, arrival);
+        }
+        let mut j = 0.0f64;
+        for d in [2.0, 2.0, 4.0] {
+            j += (d - j) / 16.0;
+        }
+        let c = t.counts();
+        assert_eq!(c.jitter_samples, 3);
+        assert!((c.jitter_ns.unwrap() - j).abs() < 1e-12, "{c:?} vs {j}");
+        assert!((j - 0.477_050_781_25).abs() < 1e-12);
+        // A clock offset between the ends cancels; a duplicate adds no sample.
+        let mut shifted = SeqTracker::new();
+        let series = [
+            (0u64, 100u64, 5_110u64),
+            (1, 200, 5_212),
+            (1, 250, 5_400),
+            (2, 300, 5_310),
+            (3, 400, 5_414),
+        ];
+        for (seq, sent, arrival) in series {
+            shifted.record(seq, 64, sent, arrival);
+        }
+        assert_eq!(shifted.counts().duplicates, 1);
+        assert_eq!(shifted.counts().jitter_ns, c.jitter_ns);
+    }
+
+    #[test]
+    fn merged_flows_add_their_counts_and_weigh_their_jitter() {
+        let mut a = SeqTracker::new();
+        feed(&mut a, &[0, 1, 1]);
+        let mut b = SeqTracker::new();
+        feed(&mut b, &[0, 2]);
+        a.merge(&b);
+        let c = a.counts();
+        assert_eq!((c.received, c.distinct, c.duplicates), (5, 4, 1));
+        assert_eq!(a.lost(6), 2);
+        assert!(a.is_merged());
+        let mut x = SeqCounts {
+            jitter_ns: Some(10.0),
+            jitter_samples: 1,
+            ..Default::default()
+        };
+        x.add(&SeqCounts {
+            jitter_ns: Some(40.0),
+            jitter_samples: 2,
+            ..Default::default()
+        });
+        assert_eq!(x.jitter_ns, Some(30.0));
+    }
+
+    #[test]
+    fn datagrams_are_checked_and_failures_counted() {
+        use super::header::write_part;
+        let mut t = SeqTracker::new();
+        let mut d = vec![0u8; 64];
+        write_part(&mut d, 0, &Header { seq: 3, sent_ns: 1 }, true);
+        t.datagram(&d, false, 2, Some(64));
+        t.datagram(&d, true, 2, Some(64));
+        let mut bad = d.clone();
+        bad[40] ^= 0xff;
+        t.datagram(&bad, false, 2, Some(64));
+        t.datagram(&bad, false, 2, None);
+        t.datagram(&d[..8], false, 2, None);
+        let c = t.counts();
+        assert_eq!(c.received, 5);
+        assert_eq!(c.distinct, 1);
+        assert_eq!(c.duplicates, 3);
+        assert_eq!(c.verify_failures, 3, "truncated, a changed byte, no header");
+    }
+}
