@@ -103,12 +103,7 @@ impl UdpStreamCase {
 
     /// `udp send/recv 1KiB b32 t1 @100k/s rcvbuf=4KiB`.
     pub fn label(&self) -> String {
-        let mut label = format!(
-            "udp {}/{} {}",
-            self.mode,
-            self.rx_mode,
-            format_bytes(self.size)
-        );
+        let mut label = format!("udp {}/{} {}", self.mode, self.rx_mode, format_bytes(self.size));
         if self.batches() {
             label.push_str(&format!(" b{}", self.batch));
         }
@@ -124,10 +119,8 @@ impl UdpStreamCase {
 
     /// Whether `batch` means anything for the case's modes.
     pub fn batches(&self) -> bool {
-        matches!(
-            self.mode,
-            UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring
-        ) || self.rx_mode == UdpRecvMode::Recvmmsg
+        matches!(self.mode, UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring)
+            || self.rx_mode == UdpRecvMode::Recvmmsg
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {

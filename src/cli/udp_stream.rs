@@ -20,12 +20,12 @@ pub struct UdpStreamArgs {
     /// MTU), zerocopy (sendmsg with MSG_ZEROCOPY, buffers reused after their completion;
     /// the copied fraction is reported), uring (io_uring SENDMSG, --batch per submission).
     #[arg(long, default_value = "send", value_parser = values::parse_list::<UdpSendMode>)]
-    pub mode: Vec<UdpSendMode>,
+    pub mode: SendModes,
     /// Receive modes, comma-separated; every --mode runs with every one: recv (one datagram
     /// per call), recvmmsg (--batch per call), gro (UDP_GRO: the kernel coalesces datagrams
     /// of the flow into one buffer, split again by the segment size it reports).
     #[arg(long, default_value = "recv", value_parser = values::parse_list::<UdpRecvMode>, value_name = "RX_MODES")]
-    pub rx_mode: Vec<UdpRecvMode>,
+    pub rx_mode: RecvModes,
     /// Datagram sizes (UDP payload), 16 (the sequence number and send time) to 65507 bytes:
     /// 1K, lists 64,1K,8K and ranges 64..8K (both ends and every power of two between).
     #[arg(long, default_value = "1K", value_parser = values::parse_size_list)]
@@ -46,8 +46,8 @@ pub struct UdpStreamArgs {
     #[arg(long, value_parser = clap::value_parser!(UdpRate))]
     pub rate: Option<UdpRate>,
     /// The receiving sockets' SO_RCVBUF in bytes (4K, 1M; 256 B to 1 GiB): small to make loss
-    /// happen on purpose. The kernel doubles it and clamps it (net.core.rmem_max, unless
-    /// root); what it granted is reported as rcvbuf_bytes.
+    /// happen on purpose. The kernel clamps it to net.core.rmem_max and doubles it for its
+    /// bookkeeping; what it granted is reported as rcvbuf_bytes.
     #[arg(long, value_parser = values::parse_size)]
     pub rcvbuf: Option<u64>,
     #[command(flatten)]
@@ -64,6 +64,10 @@ pub struct UdpStreamArgs {
     #[command(flatten)]
     pub run: RunFlags,
 }
+
+/// A list of modes (an alias: clap reads a `Vec` field as a repeated flag).
+type SendModes = Vec<UdpSendMode>;
+type RecvModes = Vec<UdpRecvMode>;
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCase>> {
@@ -137,15 +141,17 @@ impl TryFrom<&UdpStreamArgs> for Plan {
         let topology = cases
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        Ok(args
-            .run
-            .plan(cases.into_iter().map(Case::NetUdpStream).collect(), &topology.interface()))
+        Ok(args.run.plan(
+            cases.into_iter().map(Case::NetUdpStream).collect(),
+            &topology.interface(),
+        ))
     }
 }
 
 pub fn run_udp_stream(args: &UdpStreamArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_table))?
-        .corrupt("datagrams", |o| o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0));
+    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_table))?.corrupt("datagrams", |o| {
+        o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
+    });
     run::run_workload(&Plan::try_from(args)?, run::direct_destination(&args.run), outputs)
 }
 
@@ -190,9 +196,7 @@ pub fn render_table(records: &[Record], view: View) -> String {
         m("zc copied", Show::Wide, names::ZEROCOPY_COPIED_FRACTION, Role::System),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
-    text.push_str(
-        "received: server, inside its window; lost: sent in the whole session less arrived, after a drain\n",
-    );
+    text.push_str("received: server, inside its window; lost: sent in the whole session less arrived, after a drain\n");
     text.push_str(&super::output::notes(records, view));
     text
 }
@@ -227,7 +231,10 @@ mod tests {
             (vec!["--rate", "1", "--threads", "2"], "from one per second per thread"),
         ] {
             let err = cases(&argv).unwrap_err();
-            assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{argv:?}: {err}");
+            assert!(
+                err.downcast_ref::<crate::cli::UsageError>().is_some(),
+                "{argv:?}: {err}"
+            );
             assert!(err.to_string().contains(needle), "{argv:?}: {err}");
             assert!(!err.to_string().contains('\n'), "{err}");
         }

@@ -372,7 +372,10 @@ mod tests {
         let mut got = Vec::new();
         for (i, buf) in bufs.iter().enumerate().take(n) {
             let meta = rx.meta(i).unwrap();
-            assert_eq!(meta.drops, None, "the kernel says nothing while nothing was dropped: {meta:?}");
+            assert_eq!(
+                meta.drops, None,
+                "the kernel says nothing while nothing was dropped: {meta:?}"
+            );
             got.push(buf[..meta.len].to_vec());
         }
         let mut room = RecvRoom::default();

@@ -66,7 +66,9 @@ pub enum UdpPhase {
     Done,
     /// Every client thread has stopped; `datagrams[i]`: what thread i sent in the whole
     /// session (warm-up and window), the count its flow's loss is reckoned against.
-    Sent { datagrams: Vec<u64> },
+    Sent {
+        datagrams: Vec<u64>,
+    },
 }
 
 /// Say what each client thread sent (the client, once every thread is joined).
@@ -122,7 +124,11 @@ pub fn open_udp_port(
     let peer = control.stream().peer_addr()?.ip();
     match bind_flows(local, peer, ports, rcvbuf) {
         Ok(sockets) => {
-            let port = sockets.first().map(|s| s.socket.local_addr()).transpose()?.map(|a| a.port());
+            let port = sockets
+                .first()
+                .map(|s| s.socket.local_addr())
+                .transpose()?
+                .map(|a| a.port());
             control.send_json(&ReadyLine {
                 kind: "ready".into(),
                 token: 0,
@@ -143,7 +149,11 @@ fn bind_flows(local: IpAddr, peer: IpAddr, ports: &[u16], rcvbuf: Option<u64>) -
     let mut port = 0;
     let mut sockets = Vec::with_capacity(ports.len());
     for &client_port in ports {
-        let socket = Socket::new(Domain::for_address(SocketAddr::new(local, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+        let socket = Socket::new(
+            Domain::for_address(SocketAddr::new(local, 0)),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
         socket.set_reuse_port(true)?;
         if let Some(bytes) = rcvbuf {
             socket.set_recv_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))?;
@@ -274,8 +284,10 @@ mod tests {
         }
         let mut buf = [0u8; 16];
         for _ in 0..3 {
-            assert_eq!(&buf[..flows[0].socket.recv(&mut buf).unwrap()], b"zero");
-            assert_eq!(&buf[..flows[1].socket.recv(&mut buf).unwrap()], b"one");
+            let n = flows[0].socket.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"zero");
+            let n = flows[1].socket.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"one");
         }
     }
 

@@ -53,25 +53,23 @@ impl Pace {
         (elapsed.as_secs_f64() * self.per_s) as u64
     }
 
-    /// Wait until datagram `next` is due (sleeping when that is far, spinning the last 50 µs),
-    /// but never longer than 20 ms, so the thread looks at the window often enough.
+    /// Sleep until datagram `next` is due, but never longer than 20 ms, so the thread looks
+    /// at the window often enough. A sleep that overshoots is caught up by the next calls
+    /// (`due` counts from the start), so the rate holds while no CPU is spent spinning.
     fn wait_for(&self, next: u64, origin: Instant) {
         let at = origin + Duration::from_secs_f64(next as f64 / self.per_s);
-        let now = Instant::now();
-        let Some(left) = at.checked_duration_since(now) else { return };
-        let left = left.min(crate::stop::Stop::POLL);
-        if left > Duration::from_micros(100) {
-            std::thread::sleep(left - Duration::from_micros(50));
-        } else {
-            std::hint::spin_loop();
+        if let Some(left) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(left.min(crate::stop::Stop::POLL));
         }
     }
 }
 
 /// A send that found the socket buffer or the device queue full: try again.
 fn full(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
-        || e.raw_os_error() == Some(libc::ENOBUFS)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    ) || e.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 /// One client thread: send until its window closes (or `quit`), then wait for the kernel to

@@ -66,7 +66,10 @@ pub fn check_case(case: &UdpStreamCase) -> Result<(), String> {
         ));
     }
     if case.batch == 0 || case.batch > MAX_BATCH {
-        return Err(format!("--batch {}: 1 to {MAX_BATCH} datagrams per system call", case.batch));
+        return Err(format!(
+            "--batch {}: 1 to {MAX_BATCH} datagrams per system call",
+            case.batch
+        ));
     }
     if case.mode == UdpSendMode::Gso {
         if case.batch > MAX_GSO_SEGMENTS {
@@ -102,7 +105,7 @@ pub fn check_case(case: &UdpStreamCase) -> Result<(), String> {
     if let Some(bytes) = case.rcvbuf {
         if !(RCVBUF_RANGE.0..=RCVBUF_RANGE.1).contains(&bytes) {
             return Err(format!(
-                "--rcvbuf {bytes}: accepted 256 B to 1 GiB (the kernel doubles it and clamps it to net.core.rmem_max unless root)"
+                "--rcvbuf {bytes}: accepted 256 B to 1 GiB (the kernel clamps it to net.core.rmem_max and doubles it)"
             ));
         }
     }
@@ -259,13 +262,6 @@ impl NetWorkload for UdpStreamClient<'_> {
             .map(|_| data_sender(case))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let sockets = udp::client_sockets(case.net.threads, server_ip(&case.net)?)?;
-        if case.mode == UdpSendMode::Zerocopy {
-            for s in &sockets {
-                use std::os::fd::AsRawFd;
-                crate::sys::udp::enable_zerocopy(s.as_raw_fd())
-                    .map_err(|e| set_up_error("MSG_ZEROCOPY (SO_ZEROCOPY)", e))?;
-            }
-        }
         if let Ok(mut ports) = self.ports.lock() {
             *ports = udp::ports(&sockets)?;
         }
@@ -330,7 +326,13 @@ impl NetWorkload for UdpStreamClient<'_> {
         None
     }
 
-    fn observe(&self, clients: &[ClientOutcome], server: &ServerReport, window_s: f64, tsc_hz: Option<f64>) -> Observation {
+    fn observe(
+        &self,
+        clients: &[ClientOutcome],
+        server: &ServerReport,
+        window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
         build_observation(self.case, clients, server, window_s, tsc_hz)
     }
 
@@ -365,12 +367,16 @@ pub(crate) fn per_datagram_costs(
     syscalls: u64,
     datagrams: u64,
 ) -> [Metric; 2] {
-    let cpu = counters
-        .usage
-        .clone()
-        .map(|u| (u.user + u.system).as_secs_f64() * 1e6);
+    let cpu = counters.usage.clone().map(|u| (u.user + u.system).as_secs_f64() * 1e6);
     [
-        per_datagram(names::CPU_US_PER_DATAGRAM, role, "us/datagram", Source::Rusage, cpu, datagrams),
+        per_datagram(
+            names::CPU_US_PER_DATAGRAM,
+            role,
+            "us/datagram",
+            Source::Rusage,
+            cpu,
+            datagrams,
+        ),
         per_datagram(
             names::SYSCALLS_PER_DATAGRAM,
             role,
@@ -393,11 +399,26 @@ fn build_observation(
     let mut obs = Observation::default();
     let datagrams: u64 = clients.iter().map(|c| c.window_datagrams).sum();
     let bytes = datagrams * case.size;
-    obs.push(Metric::tool(names::DATAGRAMS_SENT, Role::Client, datagrams as f64, "datagrams"));
+    obs.push(Metric::tool(
+        names::DATAGRAMS_SENT,
+        Role::Client,
+        datagrams as f64,
+        "datagrams",
+    ));
     obs.push(Metric::tool(names::BYTES_SENT, Role::Client, bytes as f64, "B"));
     let rate = |v: f64| observe::per(v, window_s);
-    obs.push(Metric::tool(names::DATAGRAMS_PER_S, Role::Client, rate(datagrams as f64), "datagrams/s"));
-    obs.push(Metric::tool(names::THROUGHPUT_GBPS, Role::Client, rate(bytes as f64 * 8.0) / 1e9, "Gbit/s"));
+    obs.push(Metric::tool(
+        names::DATAGRAMS_PER_S,
+        Role::Client,
+        rate(datagrams as f64),
+        "datagrams/s",
+    ));
+    obs.push(Metric::tool(
+        names::THROUGHPUT_GBPS,
+        Role::Client,
+        rate(bytes as f64 * 8.0) / 1e9,
+        "Gbit/s",
+    ));
     if let Some(r) = case.rate {
         // The method: a user-space gap between the sends of each thread (client.rs).
         obs.push(Metric::tool(
@@ -422,7 +443,8 @@ fn build_observation(
         tsc_hz,
     );
     let syscalls = clients.iter().map(|c| c.metered.syscalls).sum();
-    obs.metrics.extend(per_datagram_costs(Role::Client, &counters, syscalls, datagrams));
+    obs.metrics
+        .extend(per_datagram_costs(Role::Client, &counters, syscalls, datagrams));
     if case.mode == UdpSendMode::Zerocopy {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
@@ -451,7 +473,12 @@ fn build_observation(
             )
         });
         warn_verify(&mut obs, "CPU figures", corrupted);
-        observe::push_verify_counts(&mut obs, Role::Server, server.verified_messages, server.corrupt_messages);
+        observe::push_verify_counts(
+            &mut obs,
+            Role::Server,
+            server.verified_messages,
+            server.corrupt_messages,
+        );
     }
     if obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0) && case.rate.is_none() {
         obs.warn(
@@ -459,6 +486,11 @@ fn build_observation(
             "datagrams were lost: unpaced, the sender outran the receiver (see socket_drops and udp_rcvbuf_errors); --rate paces it",
         );
     }
-    place(&mut obs, clients.iter().map(|c| c.metered.placement.clone()), server, &case.net);
+    place(
+        &mut obs,
+        clients.iter().map(|c| c.metered.placement.clone()),
+        server,
+        &case.net,
+    );
     obs
 }

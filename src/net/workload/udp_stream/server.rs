@@ -5,7 +5,7 @@
 //! then a report of what arrived and what was lost.
 
 use super::{check_case, check_memory, per_datagram_costs, set_up_error, HELLO};
-use crate::case::{UdpRecvMode, UdpStreamCase};
+use crate::case::UdpStreamCase;
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
@@ -44,8 +44,6 @@ struct FlowOutcome {
     window: SeqCounts,
     /// The whole session, the drain included.
     total: SeqCounts,
-    /// The flow's RFC 3550 estimate and its samples (weights when flows are merged).
-    jitter: (Option<f64>, u64),
     metered: Metered,
     /// SO_RXQ_OVFL: datagrams the kernel dropped for a full socket buffer.
     socket_drops: Option<u64>,
@@ -101,28 +99,20 @@ fn serve_session(
                     })
                     .ok();
             } else {
-                control.send(&crate::net::session::handshake::refused(RefusalKind::SetUp, &format!("{e:#}"))).ok();
+                control
+                    .send(&crate::net::session::handshake::refused(
+                        RefusalKind::SetUp,
+                        &format!("{e:#}"),
+                    ))
+                    .ok();
             }
             return Err(e);
         }
     };
     let sockets = udp::open_udp_port(&mut control, ports, case.rcvbuf)?;
-    let outcome = set_up_sockets(case, &sockets)
-        .and_then(|()| run_threads(case, &sockets, receivers, &mut control, session));
+    // Each receiver sets its socket up on its first call (SO_RXQ_OVFL; UDP_GRO for gro).
+    let outcome = run_threads(case, &sockets, receivers, &mut control, session);
     send_outcome(&mut control, outcome)
-}
-
-/// SO_RXQ_OVFL on every socket (the drop count: None where the kernel refuses it) and, for
-/// GRO, UDP_GRO.
-fn set_up_sockets(case: &UdpStreamCase, sockets: &[ServerSocket]) -> anyhow::Result<()> {
-    for s in sockets {
-        let fd = s.socket.as_raw_fd();
-        crate::sys::udp::enable_rxq_ovfl(fd).ok();
-        if case.rx_mode == UdpRecvMode::Gro {
-            crate::sys::udp::set_udp_gro(fd, true).map_err(|e| set_up_error("UDP_GRO", e))?;
-        }
-    }
-    Ok(())
 }
 
 /// Run one receiving thread per socket while following the client's phases; the report.
@@ -148,7 +138,11 @@ fn run_threads(
         if (session.stopped)() {
             return true;
         }
-        exceeded.set(session.max_bytes.is_some_and(|max| flags.received.load(Ordering::Relaxed) > max));
+        exceeded.set(
+            session
+                .max_bytes
+                .is_some_and(|max| flags.received.load(Ordering::Relaxed) > max),
+        );
         exceeded.get()
     };
     let ctx = Ctx {
@@ -180,7 +174,13 @@ fn run_threads(
                 ..Default::default()
             }
         } else {
-            udp::follow(control, &window, &mut SystemProbes::default(), longest, &stopped_or_over)
+            udp::follow(
+                control,
+                &window,
+                &mut SystemProbes::default(),
+                longest,
+                &stopped_or_over,
+            )
         };
         if followed.sent.is_some() {
             flags.drain.store(true, Ordering::SeqCst);
@@ -208,10 +208,15 @@ fn run_threads(
     for outcome in outcomes {
         flows.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
     }
-    let sent = followed
-        .sent
-        .clone()
-        .ok_or_else(|| anyhow!("{}", followed.error.clone().unwrap_or_else(|| "the session ended early".into())))?;
+    let sent = followed.sent.clone().ok_or_else(|| {
+        anyhow!(
+            "{}",
+            followed
+                .error
+                .clone()
+                .unwrap_or_else(|| "the session ended early".into())
+        )
+    })?;
     server_report(case, sockets, &flows, &sent, followed, tsc_hz)
 }
 
@@ -259,7 +264,6 @@ fn receive_flow(
     Ok(FlowOutcome {
         window,
         total,
-        jitter: (total.jitter_ns, total.jitter_samples),
         metered: meter.finish(receiver.syscalls()),
         socket_drops: receiver.kernel_drops(),
     })
@@ -278,11 +282,7 @@ fn server_report(
     let mut total = SeqCounts::default();
     for f in flows {
         window.add(&f.window);
-        total.add(&SeqCounts {
-            jitter_ns: f.jitter.0,
-            jitter_samples: f.jitter.1,
-            ..f.total
-        });
+        total.add(&f.total);
     }
     let distinct: Vec<u64> = flows.iter().map(|f| f.total.distinct).collect();
     let lost: u64 = udp::lost_per_flow(sent, &distinct)?.iter().sum();
@@ -290,16 +290,31 @@ fn server_report(
     let window_s = followed.window_s;
     let rate = |v: f64| crate::net::session::observe::per(v, window_s);
     let mut metrics = vec![
-        Metric::tool(names::DATAGRAMS_RECEIVED, Role::Server, window.received as f64, "datagrams"),
+        Metric::tool(
+            names::DATAGRAMS_RECEIVED,
+            Role::Server,
+            window.received as f64,
+            "datagrams",
+        ),
         Metric::tool(names::BYTES_RECEIVED, Role::Server, window.bytes as f64, "B"),
-        Metric::tool(names::DATAGRAMS_PER_S, Role::System, rate(window.received as f64), "datagrams/s"),
+        Metric::tool(
+            names::DATAGRAMS_PER_S,
+            Role::System,
+            rate(window.received as f64),
+            "datagrams/s",
+        ),
         Metric::tool(
             names::THROUGHPUT_GBPS,
             Role::System,
             rate(window.bytes as f64 * 8.0) / 1e9,
             "Gbit/s",
         ),
-        Metric::tool(names::SESSION_DATAGRAMS_SENT, Role::System, sent_total as f64, "datagrams"),
+        Metric::tool(
+            names::SESSION_DATAGRAMS_SENT,
+            Role::System,
+            sent_total as f64,
+            "datagrams",
+        ),
         Metric::tool(
             names::SESSION_DATAGRAMS_RECEIVED,
             Role::System,
@@ -313,8 +328,18 @@ fn server_report(
             crate::net::session::observe::per(lost as f64, sent_total as f64),
             "fraction",
         ),
-        Metric::tool(names::DATAGRAMS_REORDERED, Role::Server, total.reordered as f64, "datagrams"),
-        Metric::tool(names::DATAGRAMS_DUPLICATE, Role::Server, total.duplicates as f64, "datagrams"),
+        Metric::tool(
+            names::DATAGRAMS_REORDERED,
+            Role::Server,
+            total.reordered as f64,
+            "datagrams",
+        ),
+        Metric::tool(
+            names::DATAGRAMS_DUPLICATE,
+            Role::Server,
+            total.duplicates as f64,
+            "datagrams",
+        ),
         Metric::from_result(
             names::JITTER_US,
             Role::Server,
@@ -332,9 +357,9 @@ fn server_report(
         Role::Server,
         "datagrams",
         Source::Kernel,
-        drops.map(|d| d as f64).ok_or_else(|| {
-            "SO_RXQ_OVFL gave no count (refused by the kernel, or no datagram arrived)".to_string()
-        }),
+        drops
+            .map(|d| d as f64)
+            .ok_or_else(|| "SO_RXQ_OVFL gave no count (refused by the kernel, or no datagram arrived)".to_string()),
     ));
     metrics.push(Metric::new(
         names::RCVBUF_BYTES,
