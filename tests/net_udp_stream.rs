@@ -27,7 +27,10 @@ fn run(args: &[&str]) -> Vec<Value> {
 
 /// A record the kernel refused (a mode it lacks) is a recorded skip, not a pass.
 fn refused(record: &Value) -> bool {
-    let warnings = record["observation"]["warnings"].as_array().cloned().unwrap_or_default();
+    let warnings = record["observation"]["warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     match warnings.iter().find(|w| w["kind"] == "unsupported") {
         Some(w) => {
             common::skip(&format!("{}: {}", record["label"], w["text"]));
@@ -114,7 +117,9 @@ fn the_plain_modes_deliver_every_datagram_over_veth() {
 /// counted (lost = sent − arrived, and the kernel's own drop count) and shown.
 #[test]
 fn a_tiny_receive_buffer_loses_datagrams_and_says_so() {
-    let burst = ["--mode", "sendmmsg", "--batch", "64", "--size", "1K", "--rcvbuf", "256", "--verify"];
+    let burst = [
+        "--mode", "sendmmsg", "--batch", "64", "--size", "1K", "--rcvbuf", "256", "--verify",
+    ];
     let records = run(&burst);
     let r = &records[0];
     let lost = value(r, "system", "datagrams_lost");

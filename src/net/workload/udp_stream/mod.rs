@@ -483,7 +483,7 @@ fn build_observation(
     if obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0) && case.rate.is_none() {
         obs.warn(
             WarningKind::Other,
-            "datagrams were lost: unpaced, the sender outran the receiver (see socket_drops and udp_rcvbuf_errors); --rate paces it",
+            "datagrams were lost: unpaced, the sender outran the receiver (socket_drops counts what its socket buffer dropped); --rate paces it",
         );
     }
     place(
