@@ -24,8 +24,8 @@ pub enum NetCommand {
     /// zero copy: responses/s, latency, CPU and memory traffic per payload byte.
     #[command(after_help = super::examples::NET_RECORDS)]
     Records(Box<super::records::RecordsArgs>),
-    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` (and `net records
-    /// --topology remote`) on another host or namespace.
+    /// Serve sessions for `iopath net stream`, `net rr`, `net crr` and `net udp-stream
+    /// --connect` (and `net records --topology remote`) on another host or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
     /// Request/response on open connections: S-byte requests, R-byte responses, N in flight
