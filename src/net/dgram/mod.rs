@@ -34,12 +34,13 @@ pub const MAX_DATAGRAM: usize = 65_507;
 /// IP and UDP headers, what a datagram adds to its payload on the wire (IPv4).
 pub const IP_UDP_HEADERS: usize = 28;
 
-/// Hands numbered datagrams to the kernel.
+/// Hands numbered datagrams to the kernel. One sender serves one socket: the options it sets
+/// (UDP_SEGMENT, SO_ZEROCOPY) and the zero-copy completion ids are that socket's.
 pub trait DgramSender: Send {
     /// Hand up to `count` datagrams, numbered `first_seq` on, to the kernel, in system calls
     /// of up to `batch()` datagrams; returns how many went. A full socket buffer ends the call
-    /// early: with some sent, their count; with none, the `WouldBlock`/timeout error (never a
-    /// spin).
+    /// early: with some sent, their count; with none, the error, which `is_full` tells from a
+    /// failure (never a spin).
     fn send(&mut self, fd: RawFd, first_seq: u64, count: usize) -> io::Result<usize>;
     /// System calls made so far (sends, error-queue reads and polls, io_uring_enter).
     fn syscalls(&self) -> u64;
@@ -51,7 +52,8 @@ pub trait DgramSender: Send {
     fn batch(&self) -> usize;
 }
 
-/// Takes datagrams back from the kernel.
+/// Takes datagrams back from the kernel. One receiver serves one socket (SO_RXQ_OVFL and
+/// UDP_GRO are set on it at the first call; the drop count is that socket's).
 pub trait DgramReceiver: Send {
     /// Take what one system call returns (blocking as long as the socket's receive timeout
     /// lets it; a timeout or `WouldBlock` is `Ok(0)`), split GRO buffers into their datagrams,
@@ -143,8 +145,11 @@ fn partial(sent: usize, err: io::Error) -> io::Result<usize> {
     }
 }
 
-/// A full socket buffer (non-blocking, or a blocking send's timeout) or a full device queue.
-fn is_full(err: &io::Error) -> bool {
+/// Whether a send error means "no room now" rather than a failure: a full socket buffer
+/// (non-blocking, or a blocking send's timeout) or a full device queue (ENOBUFS, with
+/// IP_RECVERR on; without it the kernel counts those in `udp_sndbuf_errors` and says nothing).
+/// What `DgramSender::send` returns when it could send nothing for want of room.
+pub fn is_full(err: &io::Error) -> bool {
     matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
         || err.raw_os_error() == Some(libc::ENOBUFS)
 }
