@@ -203,3 +203,45 @@ fn net_serve_with_a_key_serves_it() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("key"), "{}", stderr(&out));
 }
+
+fn long_case(rate: Option<iopath::case::UdpRate>) -> iopath::case::UdpStreamCase {
+    use iopath::case::{Endpoint, NetParams, UdpRecvMode, UdpSendMode, UdpStreamCase};
+    UdpStreamCase {
+        mode: UdpSendMode::Sendmmsg,
+        rx_mode: UdpRecvMode::Recvmmsg,
+        size: 512,
+        batch: 16,
+        rate,
+        rcvbuf: None,
+        net: NetParams {
+            threads: 2,
+            duration_ms: 30_000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        },
+    }
+}
+
+/// One in-process run at a time: the thread check looks at every thread of this process.
+static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A stop in a 30 s window ends the run as interrupted, unpaced or paced so slowly that the
+/// senders sleep between datagrams, with no thread left behind.
+#[test]
+fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
+    for rate in [None, Some(iopath::case::UdpRate::Datagrams(4))] {
+        let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        let case = long_case(rate);
+        let stop = iopath::stop::Stop::fresh();
+        common::assert_stops_as_interrupted(
+            move || iopath::net::workload::udp_stream::run(&case, stop),
+            stop,
+            Duration::from_millis(1000),
+            &["iopath-udp", "iopath-server", "iopath-greet"],
+        );
+    }
+}
