@@ -245,3 +245,61 @@ fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
         );
     }
 }
+
+/// The default table fits 100 columns; `--wide` shows every column docs/output.md lists.
+#[test]
+fn the_table_fits_100_columns_and_wide_has_every_column() {
+    let table = |wide: bool| {
+        let mut cmd = iopath();
+        cmd.args([
+            "net",
+            "udp-stream",
+            "--mode",
+            "sendmmsg,zerocopy",
+            "--rx-mode",
+            "recvmmsg",
+        ])
+        .args(["--rate", "200k", "--duration", "150ms", "--warmup", "0"]);
+        if wide {
+            cmd.arg("--wide");
+        }
+        let out = cmd.timeout(Duration::from_secs(60)).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let text = table(false);
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "{} columns: {line}", line.chars().count());
+    }
+    let header = text.lines().next().unwrap();
+    for title in [
+        "mode",
+        "size",
+        "thr",
+        "rate",
+        "Gbit/s",
+        "dgram/s",
+        "lost",
+        "loss",
+        "cli us/dg",
+        "srv us/dg",
+    ] {
+        assert!(header.contains(title), "{title}: {header}");
+    }
+    let wide = table(true);
+    let header = wide.lines().next().unwrap();
+    for title in [
+        "jitter us",
+        "sent",
+        "received",
+        "reordered",
+        "dup",
+        "sock drops",
+        "rcvbuf",
+        "cli sc/dg",
+        "srv sc/dg",
+        "zc copied",
+    ] {
+        assert!(header.contains(title), "{title}: {header}");
+    }
+}
