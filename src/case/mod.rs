@@ -42,6 +42,7 @@ mod rr;
 mod servers;
 mod stream;
 mod udp;
+mod udp_stream;
 mod workload;
 
 pub use align::{Align, MISALIGNED_OFFSET};
@@ -59,6 +60,7 @@ pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
+pub use udp_stream::{UdpRate, UdpStreamCase};
 pub use workload::{Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
@@ -76,6 +78,8 @@ pub enum Case {
     Fake(FakeCase),
     /// One directed pair of a fleet run (`iopath fleet run`).
     Fleet(FleetCase),
+    /// `net udp-stream`.
+    NetUdpStream(UdpStreamCase),
 }
 
 impl Case {
@@ -89,6 +93,7 @@ impl Case {
             Case::NetRr(c) => c,
             Case::Fake(c) => c,
             Case::Fleet(c) => c,
+            Case::NetUdpStream(c) => c,
         }
     }
 

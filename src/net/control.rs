@@ -358,6 +358,8 @@ pub enum HelloCase {
     Rr(RrCase),
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
+    /// `"workload":"udp-stream"`: the case and the client's UDP ports.
+    UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
     /// `"workload":"agent"`: a controller or another agent, whose request (`run` or
     /// `fingerprint`) is read only after the key is proven (`net serve --agent`).
     Agent,
@@ -390,6 +392,7 @@ impl HelloCase {
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
             HelloCase::Agent => "agent",
+            HelloCase::UdpStream(_) => "udp-stream",
         }
     }
 
@@ -401,6 +404,7 @@ impl HelloCase {
             HelloCase::Records(c) => c.net.session_ms(),
             // The run request, read after the key, is checked against it by the agent.
             HelloCase::Agent => 0,
+            HelloCase::UdpStream(h) => h.case.net.session_ms(),
         }
     }
 }
@@ -504,9 +508,14 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 .map(|hello| HelloCase::Records(hello.case))
                 .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
         }
+        Some(Some("udp-stream")) => {
+            return serde_json::from_slice(line)
+                .map(HelloCase::UdpStream)
+                .map_err(|e| HelloError::Malformed(format!("bad udp-stream hello: {e}")));
+        }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records)",
+                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -647,7 +656,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream)".into()
             ))
         );
         let stream = StreamCase {

@@ -3,3 +3,4 @@
 pub mod records;
 pub mod rr;
 pub mod stream;
+pub mod udp_stream;

@@ -11,7 +11,7 @@
 //! The server answers with the port of a data listener of the session's own.
 
 mod client;
-mod meter;
+pub(crate) mod meter;
 mod server;
 
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
