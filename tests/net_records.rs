@@ -54,6 +54,14 @@ fn assert_verified(r: &Value, records_per_response: f64) {
     let p99 = value_of(r, "client", "latency_p99_us").unwrap();
     let max = value_of(r, "client", "latency_max_us").unwrap();
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{label}: {p50} {p99} {max}");
+    if value_of(r, "server", "responses") == Some(0.0) {
+        // The server's window is its own (from `measure` to `done` as it read them): on a
+        // starved machine it can miss every response of a 200 ms window the client saw.
+        common::skip(&format!(
+            "{label}: no response inside the server's window on this busy machine"
+        ));
+        return;
+    }
     // A response is at least one receive and one send on the server.
     assert!(
         value_of(r, "server", "syscalls_per_response").unwrap() >= 2.0,

@@ -213,8 +213,12 @@ pub struct ServeArgs {
     /// Address to listen on. Loopback by default, so a server left running is reachable from
     /// this machine only; give an interface address (or 0.0.0.0:5201) to serve other hosts.
     /// With --agent the default is 0.0.0.0:5201 (an agent serves other hosts; it needs a key).
-    #[arg(long)]
-    pub listen: Option<String>,
+    #[arg(
+        long,
+        default_value = "127.0.0.1:5201",
+        default_value_if("agent", clap::builder::ArgPredicate::IsPresent, "0.0.0.0:5201")
+    )]
+    pub listen: String,
     /// The port to listen on (replaces the port of --listen).
     #[arg(long)]
     pub port: Option<u16>,
@@ -648,10 +652,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         log: true,
         allow_peers: args.allow_peers.clone(),
     };
-    let listen = args
-        .listen
-        .clone()
-        .unwrap_or_else(|| if args.agent { "0.0.0.0:5201" } else { "127.0.0.1:5201" }.to_string());
+    let listen = &args.listen;
     let mut addr: std::net::SocketAddr = listen.parse().map_err(|_| {
         usage(format!(
             "--listen '{listen}' is not an address (accepted: IP:PORT, e.g. 0.0.0.0:5201)"

@@ -67,7 +67,8 @@ pub(crate) trait NetWorkload: Sync {
     const SERVED: Served;
 
     fn net(&self) -> &NetParams;
-    fn hello(&self) -> Self::Hello;
+    /// The hello, which may name what `prepare` made (udp-stream: its client sockets' ports).
+    fn hello(&self, ends: &Self::Ends) -> Self::Hello;
     /// How long the server may take to answer the hello (records fills its table first).
     fn hello_wait(&self) -> Duration {
         HELLO_TIMEOUT
@@ -200,7 +201,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         let mut ends = w.prepare()?;
         let mut control = ControlChannel::new(connect(addr, stop)?)?;
         control.stream().set_nodelay(true).ok();
-        let accepted = self.handshake(&mut control)?;
+        let accepted = self.handshake(&mut control, &ends)?;
         let data = w.open_data(addr, &accepted, &mut ends, stop)?;
 
         let policy = kernel_policy();
@@ -273,11 +274,11 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     /// Say hello, answer a key challenge, and return the server's acceptance
     /// (net/session/handshake.rs): a refusal is a `ServerRefused` matched by its kind, the
     /// kernel refusing the case on the server `Unsupported`.
-    fn handshake(&self, control: &mut ControlChannel) -> anyhow::Result<Accepted> {
+    fn handshake(&self, control: &mut ControlChannel, ends: &W::Ends) -> anyhow::Result<Accepted> {
         let wait = self.workload.hello_wait();
         control.set_read_timeout(Some(wait))?;
         let psk = crate::net::auth::client_key();
-        super::handshake::client(control, &self.workload.hello(), psk, wait, self.stop)
+        super::handshake::client(control, &self.workload.hello(ends), psk, wait, self.stop)
     }
 
     /// The next line on the control connection within `wait`; a stop ends the wait.
@@ -423,7 +424,7 @@ mod tests {
         fn net(&self) -> &NetParams {
             &self.net
         }
-        fn hello(&self) -> serde_json::Value {
+        fn hello(&self, _: &()) -> serde_json::Value {
             serde_json::json!({"type": "hello", "workload": "bare"})
         }
         fn prepare(&self) -> anyhow::Result<()> {

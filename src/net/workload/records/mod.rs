@@ -470,7 +470,7 @@ impl<'a> NetWorkload for Records<'a> {
         &self.case.net
     }
 
-    fn hello(&self) -> RecordsHello<'a> {
+    fn hello(&self, _: &Self::Ends) -> RecordsHello<'a> {
         RecordsHello {
             kind: "hello",
             version: crate::net::control::PROTOCOL_VERSION,

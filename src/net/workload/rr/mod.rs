@@ -11,7 +11,6 @@
 //! The server answers with the port of a data listener of the session's own.
 
 mod client;
-pub(crate) mod meter;
 mod server;
 
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
@@ -34,7 +33,7 @@ use crate::observation::{Metric, Observation, Role, Source, Unsupported, Warning
 use crate::stop::Stop;
 use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
-use meter::Ctx;
+use crate::net::session::meter::Ctx;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -333,7 +332,7 @@ impl<'a> NetWorkload for RrClient<'a> {
         &self.case.net
     }
 
-    fn hello(&self) -> RrHello {
+    fn hello(&self, _: &Self::Ends) -> RrHello {
         RrHello::new(self.case)
     }
 

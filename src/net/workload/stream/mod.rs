@@ -220,7 +220,7 @@ impl NetWorkload for StreamClient<'_> {
         &self.case.net
     }
 
-    fn hello(&self) -> Control {
+    fn hello(&self, _: &Self::Ends) -> Control {
         Control::Hello {
             version: PROTOCOL_VERSION,
             case: self.case.clone(),

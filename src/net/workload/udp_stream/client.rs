@@ -4,7 +4,7 @@
 use crate::case::{UdpSendMode, UdpStreamCase};
 use crate::net::dgram::{DgramSender, ZcCounts};
 use crate::net::session::coordinator::Shared;
-use crate::net::workload::rr::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::observation::Role;
 use std::io;
 use std::net::UdpSocket;

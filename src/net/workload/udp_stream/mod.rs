@@ -32,7 +32,6 @@ use client::ClientOutcome;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// The hello's `workload`.
 pub const HELLO: &str = "udp-stream";
@@ -209,8 +208,6 @@ fn server_ip(net: &NetParams) -> anyhow::Result<IpAddr> {
 /// udp-stream as the session coordinator runs it.
 struct UdpStreamClient<'a> {
     case: &'a UdpStreamCase,
-    /// The client sockets' ports, for the hello (set by `prepare`).
-    ports: Mutex<Vec<u16>>,
     /// What each client thread sent in the whole session, as it stopped (said in `sent`).
     sent: Vec<AtomicU64>,
 }
@@ -219,7 +216,6 @@ impl<'a> UdpStreamClient<'a> {
     fn new(case: &'a UdpStreamCase) -> Self {
         UdpStreamClient {
             case,
-            ports: Mutex::new(Vec::new()),
             sent: (0..case.net.threads).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -230,6 +226,8 @@ impl<'a> UdpStreamClient<'a> {
 pub(crate) struct Ends {
     senders: Vec<Box<dyn DgramSender>>,
     sockets: Vec<UdpSocket>,
+    /// Their ports, named in the hello.
+    ports: Vec<u16>,
 }
 
 /// The client's sockets, connected to the server's data port.
@@ -251,9 +249,8 @@ impl NetWorkload for UdpStreamClient<'_> {
         &self.case.net
     }
 
-    fn hello(&self) -> Self::Hello {
-        let ports = self.ports.lock().map(|p| p.clone()).unwrap_or_default();
-        UdpHello::new(HELLO, self.case.clone(), ports)
+    fn hello(&self, ends: &Ends) -> Self::Hello {
+        UdpHello::new(HELLO, self.case.clone(), ends.ports.clone())
     }
 
     fn prepare(&self) -> anyhow::Result<Ends> {
@@ -262,10 +259,8 @@ impl NetWorkload for UdpStreamClient<'_> {
             .map(|_| data_sender(case))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let sockets = udp::client_sockets(case.net.threads, server_ip(&case.net)?)?;
-        if let Ok(mut ports) = self.ports.lock() {
-            *ports = udp::ports(&sockets)?;
-        }
-        Ok(Ends { senders, sockets })
+        let ports = udp::ports(&sockets)?;
+        Ok(Ends { senders, sockets, ports })
     }
 
     fn open_data(&self, addr: SocketAddr, accepted: &Accepted, ends: &mut Ends, _stop: Stop) -> anyhow::Result<Data> {
