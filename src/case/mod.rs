@@ -42,6 +42,7 @@ mod rr;
 mod servers;
 mod stream;
 mod udp;
+mod udp_rr;
 mod workload;
 
 pub use align::{Align, MISALIGNED_OFFSET};
@@ -59,6 +60,7 @@ pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
+pub use udp_rr::UdpRrCase;
 pub use workload::{Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
@@ -76,6 +78,7 @@ pub enum Case {
     Fake(FakeCase),
     /// One directed pair of a fleet run (`iopath fleet run`).
     Fleet(FleetCase),
+    NetUdpRr(UdpRrCase),
 }
 
 impl Case {
@@ -89,6 +92,7 @@ impl Case {
             Case::NetRr(c) => c,
             Case::Fake(c) => c,
             Case::Fleet(c) => c,
+            Case::NetUdpRr(c) => c,
         }
     }
 

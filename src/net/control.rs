@@ -324,6 +324,8 @@ pub enum HelloCase {
     Rr(RrCase),
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
+    /// `"workload":"udp-rr"`: a net udp-rr case and the UDP ports of the client's sockets.
+    UdpRr { case: crate::case::UdpRrCase, ports: Vec<u16> },
 }
 
 impl HelloCase {
@@ -333,6 +335,7 @@ impl HelloCase {
             HelloCase::Stream(_) => "stream",
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
+            HelloCase::UdpRr { .. } => "udp-rr",
         }
     }
 
@@ -342,6 +345,7 @@ impl HelloCase {
             HelloCase::Stream(c) => c.net.session_ms(),
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
+            HelloCase::UdpRr { case, .. } => case.net.session_ms(),
         }
     }
 }
@@ -423,9 +427,22 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 .map(|hello| HelloCase::Records(hello.case))
                 .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
         }
+        Some(Some("udp-rr")) => {
+            #[derive(Deserialize)]
+            struct UdpRrHello {
+                case: crate::case::UdpRrCase,
+                ports: Vec<u16>,
+            }
+            return serde_json::from_slice::<UdpRrHello>(line)
+                .map(|hello| HelloCase::UdpRr {
+                    case: hello.case,
+                    ports: hello.ports,
+                })
+                .map_err(|e| HelloError::Malformed(format!("bad udp-rr hello: {e}")));
+        }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records)",
+                "unknown workload {} (this server serves stream, rr, crr, records, udp-rr)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -566,7 +583,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-rr)".into()
             ))
         );
         let stream = StreamCase {

@@ -52,13 +52,18 @@ pub const LOOP_OVERHEAD_NS: &str = "loop_overhead_ns";
 pub const MESSAGES_PER_S: &str = "messages_per_s";
 pub const MESSAGES_SENT: &str = "messages_sent";
 pub const PAGE_FAULTS: &str = "page_faults";
+pub const RCVBUF_BYTES: &str = "rcvbuf_bytes";
 pub const READ_TIME_PER_MIB_US: &str = "read_time_per_mib_us";
 pub const REMOTE_TIME_PER_READ_US: &str = "remote_time_per_read_us";
+pub const REPLIES_DUPLICATE: &str = "replies_duplicate";
+pub const REPLIES_LATE: &str = "replies_late";
 pub const REQUESTS_PER_S: &str = "requests_per_s";
+pub const REQUESTS_SENT: &str = "requests_sent";
 pub const RESIDENT_FRACTION: &str = "resident_fraction";
 pub const RESPONSES_PER_S: &str = "responses_per_s";
 pub const ROUND_TRIP_US: &str = "round_trip_us";
 pub const RUNQUEUE_WAIT_MAX_PCT: &str = "runqueue_wait_max_pct";
+pub const RXQ_DROPS: &str = "rxq_drops";
 pub const RX_MAPPED_FRACTION: &str = "rx_mapped_fraction";
 pub const SERVED_FRACTION: &str = "served_fraction";
 pub const SYSCALLS_PER_MSG: &str = "syscalls_per_msg";
@@ -84,6 +89,8 @@ pub const TOTAL_CYCLES_PER_BYTE: &str = "total_cycles_per_byte";
 pub const TRANSACTIONS: &str = "transactions";
 pub const TRANSACTIONS_PER_S: &str = "transactions_per_s";
 pub const TRANSACTIONS_SERVED: &str = "transactions_served";
+pub const TXN_LOST: &str = "txn_lost";
+pub const TXN_LOST_FRACTION: &str = "txn_lost_fraction";
 pub const UNANSWERED_AT_END: &str = "unanswered_at_end";
 pub const URING_COMPLETIONS_PER_MSG: &str = "uring_completions_per_msg";
 pub const URING_SUBMISSIONS_PER_MSG: &str = "uring_submissions_per_msg";
@@ -143,13 +150,18 @@ pub const ALL: &[&str] = &[
     MESSAGES_PER_S,
     MESSAGES_SENT,
     PAGE_FAULTS,
+    RCVBUF_BYTES,
     READ_TIME_PER_MIB_US,
     REMOTE_TIME_PER_READ_US,
+    REPLIES_DUPLICATE,
+    REPLIES_LATE,
     REQUESTS_PER_S,
+    REQUESTS_SENT,
     RESIDENT_FRACTION,
     RESPONSES_PER_S,
     ROUND_TRIP_US,
     RUNQUEUE_WAIT_MAX_PCT,
+    RXQ_DROPS,
     RX_MAPPED_FRACTION,
     SERVED_FRACTION,
     SYSCALLS_PER_MSG,
@@ -175,6 +187,8 @@ pub const ALL: &[&str] = &[
     TRANSACTIONS,
     TRANSACTIONS_PER_S,
     TRANSACTIONS_SERVED,
+    TXN_LOST,
+    TXN_LOST_FRACTION,
     UNANSWERED_AT_END,
     URING_COMPLETIONS_PER_MSG,
     URING_SUBMISSIONS_PER_MSG,

@@ -7,6 +7,7 @@ pub(crate) mod connect;
 pub(crate) mod coordinator;
 pub mod data;
 pub(crate) mod gate;
+pub(crate) mod meter;
 pub mod handshake;
 pub(crate) mod observe;
 pub mod registry;

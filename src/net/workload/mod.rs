@@ -4,3 +4,4 @@ pub(crate) mod common;
 pub mod records;
 pub mod rr;
 pub mod stream;
+pub mod udp_rr;

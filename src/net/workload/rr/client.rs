@@ -4,7 +4,7 @@
 //! another). Inside the loops: a relaxed load of the window, the sends and receives, a clock
 //! read and a histogram record; nothing is allocated.
 
-use super::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::observation::Role;

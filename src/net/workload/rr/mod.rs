@@ -11,7 +11,6 @@
 //! The server answers with the port of a data listener of the session's own.
 
 mod client;
-mod meter;
 mod server;
 
 pub use client::{connect_error, OPEN_LOOP_BACKLOG};
@@ -34,7 +33,7 @@ use crate::observation::{Metric, Observation, Role, Source, Unsupported, Warning
 use crate::stop::Stop;
 use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
-use meter::Ctx;
+use crate::net::session::meter::Ctx;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};

@@ -4,7 +4,7 @@
 //! accepts, answers and closes connection after connection), following the client's window,
 //! then a report of what its threads counted.
 
-use super::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use super::{data_receivers, data_sender, receiver_error, Phase};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;

@@ -1,4 +1,4 @@
-//! What every rr/crr thread does around its loop: pin, open its counters, wait at the start
+//! What every request/response thread (rr, crr, udp-rr) does around its loop: pin, open its counters, wait at the start
 //! gate, follow the measured window (snapshotting its own system-call count at the window's
 //! edges, as its counters open and close) and say where it ran.
 
