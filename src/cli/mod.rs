@@ -14,6 +14,7 @@ pub mod progress;
 pub mod records;
 pub mod results;
 pub mod rr;
+pub mod udp_rr;
 pub mod run;
 pub mod servers;
 pub mod sweep;

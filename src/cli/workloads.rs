@@ -36,6 +36,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
         "micro" => (super::micro::render, |c, headroom| {
             super::micro::check_case(typed::<MicroCase>(c)?, headroom)
         }),
+        "net-udp-rr" => (super::udp_rr::render_udp_rr_table, super::udp_rr::check_case),
         "fake" => (super::fake::table, |_, _| Ok(())),
         _ => return None,
     };
@@ -101,6 +102,7 @@ mod tests {
             "net-rr",
             "net-crr",
             "net-records",
+            "net-udp-rr",
             "servers",
             "micro",
             "fake",
