@@ -100,6 +100,9 @@ pub fn run(
     let mut due = monotonic_ns() + schedule.phase.as_nanos() as u64;
     // The tracker's counts as the window opened: the verify counts are the window's.
     let mut window_base = None;
+    // The server's socket answered with ICMP port unreachable (its session ended or failed:
+    // the control connection says which).
+    let mut server_gone = false;
     // The poll() calls of the open loop.
     let mut own_syscalls = 0u64;
     loop {
@@ -145,9 +148,16 @@ pub fn run(
                 Some(gap) => due - gap * to_send as u64,
                 None => monotonic_ns(),
             };
-            let went = match sender.send(fd, next_seq, to_send) {
+            let result = if server_gone { Ok(0) } else { sender.send(fd, next_seq, to_send) };
+            let went = match result {
                 Ok(n) => n,
-                Err(e) if is_full(&e) || super::gone(&e) => 0,
+                Err(e) if is_full(&e) => 0,
+                // The server's socket is gone: send nothing more (an io_uring ring refuses
+                // every call after a failed one); what is in flight times out.
+                Err(e) if super::gone(&e) => {
+                    server_gone = true;
+                    0
+                }
                 Err(e) => return Err(e),
             };
             let mut seqs = next_seq..next_seq + went as u64;
@@ -185,7 +195,7 @@ pub fn run(
             Ok(_) => {}
             // The server's socket is gone (its session ended with the window, or it failed:
             // then the control connection says so): what is in flight times out.
-            Err(e) if super::gone(&e) => {}
+            Err(e) if super::gone(&e) => server_gone = true,
             Err(e) => return Err(e),
         }
         for arrival in seen.arrivals() {
@@ -204,7 +214,12 @@ pub fn run(
         }
         seen.clear_arrivals();
     }
-    sender.finish(fd)?;
+    if !server_gone {
+        match sender.finish(fd) {
+            Err(e) if !super::gone(&e) => return Err(e),
+            _ => {}
+        }
+    }
     let at_end = seen.counts();
     let in_window = at_end.since(&window_base.unwrap_or(at_end));
     let metered = meter.finish(own_syscalls + sender.syscalls() + receiver.syscalls());

@@ -281,6 +281,7 @@ fn serve_socket(
     seen.keep_arrivals(crate::net::dgram::ARRIVALS);
     let mut transactions = 0u64;
     let mut window_base = None;
+    let mut peer_gone = false;
     loop {
         let open = meter.tick(|| sender.syscalls() + receiver.syscalls());
         if quit.load(Ordering::Relaxed) {
@@ -293,7 +294,7 @@ fn serve_socket(
             Ok(_) => {}
             // A client socket that is gone (its thread ended with the window) answered a
             // reply with ICMP port unreachable: nothing to answer.
-            Err(e) if gone(&e) => {}
+            Err(e) if gone(&e) => peer_gone = true,
             Err(e) => return Err(e),
         }
         // Answer each request with its own number; a run of consecutive numbers (a batch
@@ -307,12 +308,15 @@ fn serve_socket(
                 run += 1;
             }
             let mut done = 0;
-            while done < run {
+            while done < run && !peer_gone {
                 match sender.send(fd, first + done as u64, run - done) {
                     Ok(n) => done += n.max(1),
                     // A full socket buffer drops the reply, as the network may: the client
                     // counts it lost.
-                    Err(e) if is_full(&e) || gone(&e) => done = run,
+                    Err(e) if is_full(&e) => done = run,
+                    // The client socket is gone (its thread ended with the window): answer
+                    // nothing more (an io_uring ring refuses every call after a failed one).
+                    Err(e) if gone(&e) => peer_gone = true,
                     Err(e) => return Err(e),
                 }
             }
@@ -327,7 +331,12 @@ fn serve_socket(
             transactions += answered;
         }
     }
-    sender.finish(fd)?;
+    if !peer_gone {
+        match sender.finish(fd) {
+            Err(e) if !gone(&e) => return Err(e),
+            _ => {}
+        }
+    }
     let at_end = seen.counts();
     let in_window = at_end.since(&window_base.unwrap_or(at_end));
     Ok(ServerOutcome {
