@@ -1,11 +1,11 @@
 //! The kernel's own evidence over a measured window, as [`SystemProbe`]s whose metrics have
 //! source `kernel`: TCP counters of the run's network namespace (/proc/net/snmp and
-//! /proc/net/netstat), run-queue wait of this process's threads (/proc/<tid>/schedstat),
+//! /proc/net/netstat), its UDP counters (/proc/net/snmp, `push_udp_probe`), run-queue wait of this process's threads (/proc/<tid>/schedstat),
 //! CPU pressure (/proc/pressure/cpu) and system-wide CPU time by kind (/proc/stat, counted
 //! in scheduler ticks).
 
 use crate::measure::window::{Probe, SystemProbes};
-use crate::observation::{Metric, Role, Source};
+use crate::observation::{names, Metric, Role, Source};
 use crate::sys::netns::NetNs;
 use std::collections::HashMap;
 use std::fs::File;
@@ -137,6 +137,86 @@ impl Probe for TcpCounters {
                     format!("cannot read /proc/net/snmp: {reason}"),
                 ),
                 _ => Metric::unavailable(name, Role::System, unit, "cannot read /proc/net/snmp"),
+            })
+            .collect()
+    }
+}
+
+/// The UDP counters of the namespace `ns` (None: this process's own) over the window, for a
+/// UDP workload's `SystemProbes`: datagrams delivered to sockets, dropped for a full receive
+/// buffer, all receive errors, send-buffer errors, datagrams to a port nobody listened on.
+pub fn push_udp_probe(system: &mut SystemProbes, ns: Option<&NetNs>) {
+    system.push(Box::new(udp_counters(ns)));
+}
+
+/// The UDP counters of the namespace `ns` (None: this process's own), opened there.
+pub fn udp_counters(ns: Option<&NetNs>) -> UdpCounters {
+    let opened = match ns {
+        None => UdpCounters::open_here(),
+        Some(ns) => ns.run(UdpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
+    };
+    opened.unwrap_or_else(|reason| UdpCounters {
+        file: Err(reason),
+        before: None,
+    })
+}
+
+/// (metric, counter, unit) of the Udp line of /proc/net/snmp (all of them datagrams).
+pub const UDP_METRICS: &[(&str, &str, &str)] = &[
+    (names::UDP_IN_DATAGRAMS, "Udp.InDatagrams", "datagrams"),
+    (names::UDP_RCVBUF_ERRORS, "Udp.RcvbufErrors", "datagrams"),
+    (names::UDP_IN_ERRORS, "Udp.InErrors", "datagrams"),
+    (names::UDP_SNDBUF_ERRORS, "Udp.SndbufErrors", "datagrams"),
+    (names::UDP_NO_PORTS, "Udp.NoPorts", "datagrams"),
+];
+
+/// The UDP counters of one network namespace (every socket of it, not only the run's), from
+/// /proc/net/snmp opened inside it.
+pub struct UdpCounters {
+    file: Result<File, String>,
+    before: Option<HashMap<String, i64>>,
+}
+
+impl UdpCounters {
+    /// Open the calling thread's namespace's counters.
+    pub fn open_here() -> Result<UdpCounters, String> {
+        let file = File::open("/proc/thread-self/net/snmp").map_err(|e| format!("snmp: {e}"))?;
+        Ok(UdpCounters {
+            file: Ok(file),
+            before: None,
+        })
+    }
+
+    /// The counters now (`Udp.Name` -> value), None when the file cannot be read.
+    pub fn read(&mut self) -> Option<HashMap<String, i64>> {
+        let file = self.file.as_mut().ok()?;
+        let mut map = HashMap::new();
+        parse_snmp(&reread(file).ok()?, &mut map);
+        Some(map)
+    }
+}
+
+impl Probe for UdpCounters {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = self.read();
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        let after = self.read();
+        UDP_METRICS
+            .iter()
+            .map(|(name, key, unit)| {
+                let delta = match (&self.before, &after) {
+                    (Some(b), Some(a)) => match (b.get(*key), a.get(*key)) {
+                        (Some(b), Some(a)) => Ok((a - b) as f64),
+                        _ => Err(format!("/proc/net/snmp has no {key} counter")),
+                    },
+                    _ => Err(match &self.file {
+                        Err(reason) => format!("cannot read /proc/net/snmp: {reason}"),
+                        Ok(_) => "cannot read /proc/net/snmp".to_string(),
+                    }),
+                };
+                Metric::from_result(name, Role::System, unit, Source::Kernel, delta)
             })
             .collect()
     }
@@ -374,6 +454,29 @@ mod tests {
         );
         assert_eq!(m["Tcp.OutSegs"], 42);
         assert_eq!(m["Udp.InDatagrams"], 3);
+    }
+
+    /// A datagram delivered and one to a port nobody listens on move their counters (they
+    /// only grow, so other traffic cannot make this fail); every metric is the kernel's.
+    #[test]
+    fn the_udp_probe_counts_delivered_datagrams_and_closed_ports() {
+        let mut probe = udp_counters(None);
+        probe.open();
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let closed_addr = closed.local_addr().unwrap();
+        drop(closed);
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        tx.send_to(b"y", closed_addr).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        rx.recv(&mut [0u8; 4]).unwrap();
+        let metrics = probe.close();
+        assert_eq!(metrics.len(), UDP_METRICS.len());
+        let value = |name: &str| metrics.iter().find(|m| m.name == name).and_then(|m| m.value);
+        assert!(value(names::UDP_IN_DATAGRAMS).unwrap() >= 1.0, "{metrics:?}");
+        assert!(value(names::UDP_NO_PORTS).unwrap() >= 1.0, "{metrics:?}");
+        assert!(metrics.iter().all(|m| m.source == Source::Kernel && m.value.is_some()));
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub const TRANSACTIONS_PER_S: &str = "transactions_per_s";
 pub const TRANSACTIONS_SERVED: &str = "transactions_served";
 pub const TXN_LOST: &str = "txn_lost";
 pub const TXN_LOST_FRACTION: &str = "txn_lost_fraction";
+pub const UDP_IN_DATAGRAMS: &str = "udp_in_datagrams";
+pub const UDP_IN_ERRORS: &str = "udp_in_errors";
+pub const UDP_NO_PORTS: &str = "udp_no_ports";
+pub const UDP_RCVBUF_ERRORS: &str = "udp_rcvbuf_errors";
+pub const UDP_SNDBUF_ERRORS: &str = "udp_sndbuf_errors";
 pub const UNANSWERED_AT_END: &str = "unanswered_at_end";
 pub const URING_COMPLETIONS_PER_MSG: &str = "uring_completions_per_msg";
 pub const URING_SUBMISSIONS_PER_MSG: &str = "uring_submissions_per_msg";
@@ -189,6 +194,11 @@ pub const ALL: &[&str] = &[
     TRANSACTIONS_SERVED,
     TXN_LOST,
     TXN_LOST_FRACTION,
+    UDP_IN_DATAGRAMS,
+    UDP_IN_ERRORS,
+    UDP_NO_PORTS,
+    UDP_RCVBUF_ERRORS,
+    UDP_SNDBUF_ERRORS,
     UNANSWERED_AT_END,
     URING_COMPLETIONS_PER_MSG,
     URING_SUBMISSIONS_PER_MSG,

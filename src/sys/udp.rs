@@ -372,7 +372,10 @@ mod tests {
         let mut got = Vec::new();
         for (i, buf) in bufs.iter().enumerate().take(n) {
             let meta = rx.meta(i).unwrap();
-            assert_eq!(meta.drops, None, "the kernel says nothing while nothing was dropped: {meta:?}");
+            assert_eq!(
+                meta.drops, None,
+                "the kernel says nothing while nothing was dropped: {meta:?}"
+            );
             got.push(buf[..meta.len].to_vec());
         }
         let mut room = RecvRoom::default();
@@ -401,5 +404,8 @@ mod tests {
         assert!(granted >= 4096, "{granted}");
         assert!(set_sndbuf(b.as_raw_fd(), 8192).unwrap() >= 8192);
         assert!(path_mtu(b.as_raw_fd()).unwrap() >= 576);
+        set_max_pacing_rate(b.as_raw_fd(), 1_000_000).unwrap();
+        set_udp_segment(b.as_raw_fd(), 1000).unwrap();
+        set_udp_gro(b.as_raw_fd(), true).unwrap();
     }
 }

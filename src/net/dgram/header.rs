@@ -94,7 +94,7 @@ mod tests {
         write_part(&mut whole, 0, &header, true);
         assert_eq!(check(&whole, 200), Ok(header));
         for split in [1, 5, 15, 16, 17, 100] {
-            let mut fields = vec![vec![0u8; split], vec![0u8; 7], vec![0u8; 200 - split - 7]];
+            let mut fields = [vec![0u8; split], vec![0u8; 7], vec![0u8; 200 - split - 7]];
             write_fields(fields.iter_mut().map(|f| &mut f[..]), &header, true);
             assert_eq!(fields.concat(), whole, "split at {split}");
         }

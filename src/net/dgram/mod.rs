@@ -37,8 +37,8 @@ pub const IP_UDP_HEADERS: usize = 28;
 pub trait DgramSender: Send {
     /// Hand up to `count` datagrams, numbered `first_seq` on, to the kernel, in system calls
     /// of up to `batch()` datagrams; returns how many went. A full socket buffer ends the call
-    /// early: with some sent, their count; with none, the `WouldBlock`/timeout error (never a
-    /// spin).
+    /// early: with some sent, their count; with none, the error, which `is_full` tells from a
+    /// failure (never a spin).
     fn send(&mut self, fd: RawFd, first_seq: u64, count: usize) -> io::Result<usize>;
     /// System calls made so far (sends, error-queue reads and polls, io_uring_enter).
     fn syscalls(&self) -> u64;
@@ -142,8 +142,11 @@ fn partial(sent: usize, err: io::Error) -> io::Result<usize> {
     }
 }
 
-/// A full socket buffer (non-blocking, or a blocking send's timeout) or a full device queue.
-fn is_full(err: &io::Error) -> bool {
+/// Whether a send error means "no room now" rather than a failure: a full socket buffer
+/// (non-blocking, or a blocking send's timeout) or a full device queue (ENOBUFS, with
+/// IP_RECVERR on; without it the kernel counts those in `udp_sndbuf_errors` and says nothing).
+/// What `DgramSender::send` returns when it could send nothing for want of room.
+pub fn is_full(err: &io::Error) -> bool {
     matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
         || err.raw_os_error() == Some(libc::ENOBUFS)
 }

@@ -94,6 +94,8 @@ pub struct SeqTracker {
     /// The last distinct datagram's transit time (arrival − send, ns, wrapping).
     last_transit: Option<i64>,
     jitter: f64,
+    /// The header of the last datagram recorded (duplicates included).
+    last: Option<Header>,
     /// Flows merged in besides this one (their windows are not this one's).
     merged: bool,
     /// The datagrams recorded since `clear_arrivals`, kept only after `keep_arrivals` (up to
@@ -129,6 +131,7 @@ impl SeqTracker {
             seen: Box::new([0; WORDS]),
             last_transit: None,
             jitter: 0.0,
+            last: None,
             merged: false,
             arrivals: Vec::new(),
             keep: 0,
@@ -181,6 +184,7 @@ impl SeqTracker {
     fn count(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
         self.counts.received += 1;
         self.counts.bytes += len as u64;
+        self.last = Some(Header { seq, sent_ns });
         let new = match self.highest {
             None => {
                 self.highest = Some(seq);
@@ -269,6 +273,12 @@ impl SeqTracker {
         self.counts
     }
 
+    /// The sequence number and send time of the last datagram recorded (a request/response
+    /// client matches a reply to its request with it).
+    pub fn last(&self) -> Option<Header> {
+        self.last
+    }
+
     /// `counts().lost(expected)`.
     pub fn lost(&self, expected: u64) -> u64 {
         self.counts.lost(expected)
@@ -338,6 +348,7 @@ mod tests {
         assert_eq!(c.duplicates, 3, "3, 1 and 0 again");
         assert_eq!(c.reordered, 2, "1 after 2, 4 after 5");
         assert_eq!(t.lost(6), 0);
+        assert_eq!(t.last(), Some(Header { seq: 0, sent_ns: 0 }));
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub fn run(
             let result = if server_gone { Ok(0) } else { sender.send(fd, next_seq, to_send) };
             let went = match result {
                 Ok(n) => n,
-                Err(e) if is_full(&e) => 0,
+                Err(e) if crate::net::dgram::is_full(&e) => 0,
                 // The server's socket is gone: send nothing more (an io_uring ring refuses
                 // every call after a failed one); what is in flight times out.
                 Err(e) if super::gone(&e) => {
@@ -236,12 +236,6 @@ pub fn run(
         latency,
         metered,
     })
-}
-
-/// A full socket buffer: nothing went this time (the requests are sent again later).
-fn is_full(err: &io::Error) -> bool {
-    matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
-        || err.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 /// Whether `socket` has a datagram to read within `wait` (poll(2), whole milliseconds).

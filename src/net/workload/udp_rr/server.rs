@@ -243,6 +243,8 @@ fn follow_phases(
     stopped_or_over: &dyn Fn() -> bool,
 ) -> Followed {
     let mut system = SystemProbes::default();
+    // The UDP counters of the namespace the server's sockets live in (this thread's).
+    crate::measure::system::push_udp_probe(&mut system, None);
     let mut followed = Followed::default();
     let deadline = Instant::now() + Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
     loop {
@@ -313,7 +315,7 @@ fn serve_socket(
                     Ok(n) => done += n.max(1),
                     // A full socket buffer drops the reply, as the network may: the client
                     // counts it lost.
-                    Err(e) if is_full(&e) => done = run,
+                    Err(e) if crate::net::dgram::is_full(&e) => done = run,
                     // The client socket is gone (its thread ended with the window): answer
                     // nothing more (an io_uring ring refuses every call after a failed one).
                     Err(e) if gone(&e) => peer_gone = true,
@@ -346,11 +348,6 @@ fn serve_socket(
         rxq_drops: receiver.kernel_drops(),
         metered: meter.finish(sender.syscalls() + receiver.syscalls()),
     })
-}
-
-fn is_full(err: &io::Error) -> bool {
-    matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
-        || err.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 /// The serving threads' counts as the report the client gets.
