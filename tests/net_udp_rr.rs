@@ -127,9 +127,9 @@ fn loss_is_counted_not_waited_for_when_the_kernel_drops() {
     // The kernel's own count of what it dropped at the sockets, where it gives one.
     let drops: f64 = ["client", "server"]
         .iter()
-        .filter_map(|role| common::value_of(r, role, "rxq_drops"))
+        .filter_map(|role| common::value_of(r, role, "socket_drops"))
         .sum();
-    match role_metric(r, "server", "rxq_drops").map(|m| m["value"].is_null()) {
+    match role_metric(r, "server", "socket_drops").map(|m| m["value"].is_null()) {
         Some(false) => assert!(drops > 0.0, "{r}"),
         _ => common::skip("SO_RXQ_OVFL gave no count here"),
     }

@@ -43,6 +43,7 @@ mod servers;
 mod stream;
 mod udp;
 mod udp_rr;
+mod udp_stream;
 mod workload;
 
 pub use align::{Align, MISALIGNED_OFFSET};
@@ -61,6 +62,7 @@ pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
 pub use udp_rr::UdpRrCase;
+pub use udp_stream::{UdpRate, UdpStreamCase};
 pub use workload::{Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
@@ -79,6 +81,8 @@ pub enum Case {
     /// One directed pair of a fleet run (`iopath fleet run`).
     Fleet(FleetCase),
     NetUdpRr(UdpRrCase),
+    /// `net udp-stream`.
+    NetUdpStream(UdpStreamCase),
 }
 
 impl Case {
@@ -93,6 +97,7 @@ impl Case {
             Case::Fake(c) => c,
             Case::Fleet(c) => c,
             Case::NetUdpRr(c) => c,
+            Case::NetUdpStream(c) => c,
         }
     }
 

@@ -9,6 +9,7 @@ Examples:
   iopath net records --record-size 128,1K --records 1..32 --mode copy-out,zero-copy
   iopath net rr --request-size 64,1K --response-size 64
   iopath net crr --threads 2
+  iopath net udp-stream --mode sendmmsg,gso --size 1K --rate 100k
   iopath net serve --listen 0.0.0.0:5201            # the far end for net stream/rr/crr --connect";
 
 pub const NET_STREAM: &str = "\
@@ -151,6 +152,29 @@ Examples:
   iopath sweep net-rr --mode one-copy,zero-copy --rx-mode scatter,zerocopy --reps 3
 
 The flags are those of `iopath net rr`.";
+
+pub const NET_UDP_STREAM: &str = "\
+Examples:
+  iopath net udp-stream                             # 1 KiB datagrams, send/recv, unpaced
+  iopath net udp-stream --mode send,sendmmsg,gso --rx-mode recv,gro --size 64,1K,8K
+  iopath net udp-stream --rate 100k --verify        # paced at 100000 datagrams/s: expect 0 lost
+  iopath net udp-stream --rate 2Gbit --size 1400    # paced in payload bits per second
+  iopath net udp-stream --rcvbuf 4K --mode sendmmsg --batch 64   # a tiny receive buffer: loss
+  iopath net udp-stream --topology veth:mtu=1500 --mode gso --size 1472
+  iopath net udp-stream --connect 10.0.0.2:5201     # with `iopath net serve` there
+
+Throughput is what the server received inside its window; lost is what the client sent in
+the whole session that never arrived, counted after the server drained its sockets (never
+skewed by datagrams in flight at the window's end). Jitter is the RFC 3550 estimate. --rate
+paces with a user-space gap between send calls (a call carries --batch datagrams in the
+batching modes). See docs/output.md.";
+
+pub const SWEEP_NET_UDP_STREAM: &str = "\
+Examples:
+  iopath sweep udp-stream --size 64,1K,8K --mode send,sendmmsg,gso --reps 3
+  iopath sweep net-udp-stream --rx-mode recv,recvmmsg,gro --rate 200k --verify
+
+The flags are those of `iopath net udp-stream`.";
 
 pub const SWEEP_NET_CRR: &str = "\
 Examples:

@@ -24,8 +24,8 @@ pub enum NetCommand {
     /// zero copy: responses/s, latency, CPU and memory traffic per payload byte.
     #[command(after_help = super::examples::NET_RECORDS)]
     Records(Box<super::records::RecordsArgs>),
-    /// Serve sessions for `iopath net stream`, `net rr` and `net crr --connect` (and `net records
-    /// --topology remote`) on another host or namespace.
+    /// Serve sessions for `iopath net stream`, `net rr`, `net crr` and `net udp-stream
+    /// --connect` (and `net records --topology remote`) on another host or namespace.
     #[command(after_help = super::examples::NET_SERVE)]
     Serve(ServeArgs),
     /// Request/response on open connections: S-byte requests, R-byte responses, N in flight
@@ -39,6 +39,10 @@ pub enum NetCommand {
     /// latency percentiles, transactions lost within a timeout, CPU per transaction.
     #[command(after_help = super::examples::NET_UDP_RR)]
     UdpRr(Box<super::udp_rr::UdpRrArgs>),
+    /// Stream numbered datagrams from client threads to server threads (one UDP socket each)
+    /// in every way Linux sends and receives them: throughput, loss, reordering, jitter, drops.
+    #[command(after_help = super::examples::NET_UDP_STREAM)]
+    UdpStream(Box<super::udp_stream::UdpStreamArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -276,6 +280,7 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
         NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
         NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),
         NetCommand::UdpRr(args) => super::udp_rr::run_udp_rr(&args),
+        NetCommand::UdpStream(args) => super::udp_stream::run_udp_stream(&args),
     }
 }
 

@@ -51,6 +51,9 @@ pub enum SweepWorkload {
     /// The flags of `iopath net records`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
     NetRecords(Box<super::records::RecordsArgs>),
+    /// The flags of `iopath net udp-stream`, stored as a run.
+    #[command(alias = "udp-stream", after_help = super::examples::SWEEP_NET_UDP_STREAM)]
+    NetUdpStream(Box<super::udp_stream::UdpStreamArgs>),
     /// The flags of `iopath servers`, stored as a run.
     #[command(after_help = super::examples::SWEEP_SERVERS)]
     Servers(super::servers::ServersArgs),
@@ -378,6 +381,7 @@ pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFla
         SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
         SweepWorkload::NetUdpRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
+        SweepWorkload::NetUdpStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
         SweepWorkload::Micro(a) => {
             let Some((benches, flags)) = a.command.benches() else {

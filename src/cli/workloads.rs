@@ -30,6 +30,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
         "net-stream" => (super::net::render_stream_table, check_stream),
         "net-rr" | "net-crr" => (super::rr::render_rr_table, |c, _| rr::check_case(typed::<RrCase>(c)?)),
         "net-records" => (super::records::render_records_table, check_records),
+        "net-udp-stream" => (super::udp_stream::render_table, super::udp_stream::check_stored),
         "servers" => (super::servers::table, |c, _| {
             super::servers::check_case(typed::<ServersCase>(c)?)
         }),

@@ -326,6 +326,8 @@ pub enum HelloCase {
     Records(crate::case::RecordsCase),
     /// `"workload":"udp-rr"`: a net udp-rr case and the UDP ports of the client's sockets.
     UdpRr { case: crate::case::UdpRrCase, ports: Vec<u16> },
+    /// `"workload":"udp-stream"`: the case and the client's UDP ports.
+    UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
 }
 
 impl HelloCase {
@@ -336,6 +338,7 @@ impl HelloCase {
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
             HelloCase::UdpRr { .. } => "udp-rr",
+            HelloCase::UdpStream(_) => "udp-stream",
         }
     }
 
@@ -346,6 +349,7 @@ impl HelloCase {
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
             HelloCase::UdpRr { case, .. } => case.net.session_ms(),
+            HelloCase::UdpStream(h) => h.case.net.session_ms(),
         }
     }
 }
@@ -440,9 +444,14 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 })
                 .map_err(|e| HelloError::Malformed(format!("bad udp-rr hello: {e}")));
         }
+        Some(Some("udp-stream")) => {
+            return serde_json::from_slice(line)
+                .map(HelloCase::UdpStream)
+                .map_err(|e| HelloError::Malformed(format!("bad udp-stream hello: {e}")));
+        }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records, udp-rr)",
+                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream, udp-rr)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -583,7 +592,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-rr)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream, udp-rr)".into()
             ))
         );
         let stream = StreamCase {

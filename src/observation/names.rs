@@ -52,7 +52,6 @@ pub const LOOP_OVERHEAD_NS: &str = "loop_overhead_ns";
 pub const MESSAGES_PER_S: &str = "messages_per_s";
 pub const MESSAGES_SENT: &str = "messages_sent";
 pub const PAGE_FAULTS: &str = "page_faults";
-pub const RCVBUF_BYTES: &str = "rcvbuf_bytes";
 pub const READ_TIME_PER_MIB_US: &str = "read_time_per_mib_us";
 pub const REMOTE_TIME_PER_READ_US: &str = "remote_time_per_read_us";
 pub const REPLIES_DUPLICATE: &str = "replies_duplicate";
@@ -63,7 +62,6 @@ pub const RESIDENT_FRACTION: &str = "resident_fraction";
 pub const RESPONSES_PER_S: &str = "responses_per_s";
 pub const ROUND_TRIP_US: &str = "round_trip_us";
 pub const RUNQUEUE_WAIT_MAX_PCT: &str = "runqueue_wait_max_pct";
-pub const RXQ_DROPS: &str = "rxq_drops";
 pub const RX_MAPPED_FRACTION: &str = "rx_mapped_fraction";
 pub const SERVED_FRACTION: &str = "served_fraction";
 pub const SYSCALLS_PER_MSG: &str = "syscalls_per_msg";
@@ -106,6 +104,23 @@ pub const ZEROCOPY_COMPLETIONS: &str = "zerocopy_completions";
 pub const ZEROCOPY_COPIED_FRACTION: &str = "zerocopy_copied_fraction";
 pub const ZEROCOPY_ENOBUFS: &str = "zerocopy_enobufs";
 pub const ZEROCOPY_NOT_COPIED_FRACTION: &str = "zerocopy_not_copied_fraction";
+/// UDP (`net udp-stream`): datagrams, loss, order, jitter and drops (docs/output.md).
+pub const CPU_US_PER_DATAGRAM: &str = "cpu_us_per_datagram";
+pub const DATAGRAMS_DUPLICATE: &str = "datagrams_duplicate";
+pub const DATAGRAMS_LOST: &str = "datagrams_lost";
+pub const DATAGRAMS_PER_S: &str = "datagrams_per_s";
+pub const DATAGRAMS_RECEIVED: &str = "datagrams_received";
+pub const DATAGRAMS_REORDERED: &str = "datagrams_reordered";
+pub const DATAGRAMS_SENT: &str = "datagrams_sent";
+pub const JITTER_US: &str = "jitter_us";
+pub const LOSS_FRACTION: &str = "loss_fraction";
+pub const OFFERED_DATAGRAMS_PER_S: &str = "offered_datagrams_per_s";
+pub const PACING_GAP_US: &str = "pacing_gap_us";
+pub const RCVBUF_BYTES: &str = "rcvbuf_bytes";
+pub const SESSION_DATAGRAMS_RECEIVED: &str = "session_datagrams_received";
+pub const SESSION_DATAGRAMS_SENT: &str = "session_datagrams_sent";
+pub const SOCKET_DROPS: &str = "socket_drops";
+pub const SYSCALLS_PER_DATAGRAM: &str = "syscalls_per_datagram";
 /// The fake workload's only metric (`fake.rs`, the headline of a fake case).
 pub const FAKE_VALUE: &str = "value";
 
@@ -155,7 +170,6 @@ pub const ALL: &[&str] = &[
     MESSAGES_PER_S,
     MESSAGES_SENT,
     PAGE_FAULTS,
-    RCVBUF_BYTES,
     READ_TIME_PER_MIB_US,
     REMOTE_TIME_PER_READ_US,
     REPLIES_DUPLICATE,
@@ -166,7 +180,6 @@ pub const ALL: &[&str] = &[
     RESPONSES_PER_S,
     ROUND_TRIP_US,
     RUNQUEUE_WAIT_MAX_PCT,
-    RXQ_DROPS,
     RX_MAPPED_FRACTION,
     SERVED_FRACTION,
     SYSCALLS_PER_MSG,
@@ -209,6 +222,22 @@ pub const ALL: &[&str] = &[
     ZEROCOPY_COPIED_FRACTION,
     ZEROCOPY_ENOBUFS,
     ZEROCOPY_NOT_COPIED_FRACTION,
+    CPU_US_PER_DATAGRAM,
+    DATAGRAMS_DUPLICATE,
+    DATAGRAMS_LOST,
+    DATAGRAMS_PER_S,
+    DATAGRAMS_RECEIVED,
+    DATAGRAMS_REORDERED,
+    DATAGRAMS_SENT,
+    JITTER_US,
+    LOSS_FRACTION,
+    OFFERED_DATAGRAMS_PER_S,
+    PACING_GAP_US,
+    RCVBUF_BYTES,
+    SESSION_DATAGRAMS_RECEIVED,
+    SESSION_DATAGRAMS_SENT,
+    SOCKET_DROPS,
+    SYSCALLS_PER_DATAGRAM,
     FAKE_VALUE,
 ];
 

@@ -14,6 +14,7 @@ pub use crate::format::format_number as fmt_num;
 pub mod html;
 pub mod remote_fs_figures;
 pub mod rr_figures;
+pub mod udp_figures;
 
 use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::memtraffic;

@@ -25,6 +25,7 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
         Case::NetUdpRr(c) => crate::net::workload::udp_rr::run(c, stop),
         Case::Fake(c) => crate::fake::run(c, stop),
+        Case::NetUdpStream(c) => crate::net::workload::udp_stream::run(c, stop),
         Case::Fleet(_) => anyhow::bail!(
             "{}: a fleet cell runs only between agents, from `iopath fleet run`",
             case.label()

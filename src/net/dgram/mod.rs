@@ -9,6 +9,7 @@
 
 mod header;
 mod rx;
+pub mod session;
 mod tracker;
 mod tx;
 

@@ -5,3 +5,4 @@ pub mod records;
 pub mod rr;
 pub mod stream;
 pub mod udp_rr;
+pub mod udp_stream;

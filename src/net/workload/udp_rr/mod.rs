@@ -499,7 +499,7 @@ fn build_observation(
         "datagrams",
     ));
     let drops = clients.iter().map(|c| c.rxq_drops).collect::<Option<Vec<u64>>>();
-    obs.push(rxq_drops(Role::Client, drops.map(|d| d.iter().sum())));
+    obs.push(socket_drops(Role::Client, drops.map(|d| d.iter().sum())));
     if let Some(rate) = case.rate {
         obs.push(Metric::tool("offered_per_s", Role::Client, rate as f64, "txn/s"));
         let shed = sum(|c| c.shed);
@@ -572,9 +572,9 @@ fn build_observation(
 
 /// Datagrams the kernel dropped at a role's sockets for want of receive-buffer room
 /// (SO_RXQ_OVFL, as the last datagram received said).
-fn rxq_drops(role: Role, drops: Option<u64>) -> Metric {
+fn socket_drops(role: Role, drops: Option<u64>) -> Metric {
     Metric::from_result(
-        names::RXQ_DROPS,
+        names::SOCKET_DROPS,
         role,
         "datagrams",
         Source::Kernel,

@@ -6,7 +6,7 @@
 //! datagram carrying the request's sequence number; the window follows the client's phase
 //! messages, then the report.
 
-use super::{data_receiver, data_sender, gone, rcvbuf_metric, rxq_drops, set_up_socket};
+use super::{data_receiver, data_sender, gone, rcvbuf_metric, socket_drops, set_up_socket};
 use crate::case::UdpRrCase;
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
@@ -375,7 +375,7 @@ fn server_report(case: &UdpRrCase, threads: &[ServerOutcome], system_metrics: Ve
         "txn",
     ));
     let drops = threads.iter().map(|t| t.rxq_drops).collect::<Option<Vec<u64>>>();
-    metrics.push(rxq_drops(Role::Server, drops.map(|d| d.iter().sum())));
+    metrics.push(socket_drops(Role::Server, drops.map(|d| d.iter().sum())));
     metrics.extend(system_metrics);
     ServerReport {
         metrics,

@@ -1,0 +1,158 @@
+//! The charts of `net udp-stream` runs: throughput (what the server received) and the share of
+//! datagrams lost against datagram size, a line per send/receive mode pair, a panel per
+//! everything else (threads, rate, receive buffer, batch).
+
+use super::cells::CellSummary;
+use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
+use super::figures::{point, Provenance};
+use crate::case::{format_bytes, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::observation::names;
+use crate::observation::Role;
+
+/// What a case is apart from its modes and size: the panel.
+fn panel(c: &UdpStreamCase) -> String {
+    let mut text = format!("t{}", c.net.threads);
+    if c.batches() {
+        text.push_str(&format!(" b{}", c.batch));
+    }
+    text.push_str(&c.rate.map_or(" unpaced".to_string(), |r| format!(" @{r}/s")));
+    if let Some(rcvbuf) = c.rcvbuf {
+        text.push_str(&format!(" rcvbuf {}", format_bytes(rcvbuf)));
+    }
+    text
+}
+
+/// A mode pair's colour (its send mode) and style (its receive mode).
+fn style(mode: UdpSendMode, rx: UdpRecvMode) -> ((u8, u8, u8), usize) {
+    let colour = UdpSendMode::ALL.iter().position(|m| *m == mode).unwrap_or(0);
+    let style = UdpRecvMode::ALL.iter().position(|m| *m == rx).unwrap_or(0);
+    (OKABE_ITO[colour % OKABE_ITO.len()], style)
+}
+
+/// One chart of `name` (role system) against datagram size.
+fn chart(
+    cases: &[(&UdpStreamCase, &CellSummary)],
+    (stem, title, y_desc, what): (&str, &str, &str, &str),
+    name: &str,
+    y_range: Option<(f64, f64)>,
+) -> ChartSpec {
+    let mut pairs: Vec<_> = cases.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut panels: Vec<String> = Vec::new();
+    for (c, _) in cases {
+        if !panels.contains(&panel(c)) {
+            panels.push(panel(c));
+        }
+    }
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for p in &panels {
+        for &(mode, rx) in &pairs {
+            let mut points: Vec<Point> = Vec::new();
+            for (c, cell) in cases
+                .iter()
+                .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx) && panel(c) == *p)
+            {
+                if let Some(m) = cell.metric(name, Role::System) {
+                    provenance.add(m);
+                    points.extend(point(c.size as f64, m));
+                }
+            }
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            if !points.is_empty() {
+                let (color, style) = style(mode, rx);
+                series.push(Series {
+                    name: format!("{mode}/{rx}"),
+                    color,
+                    points,
+                    panel: if panels.len() > 1 { p.clone() } else { String::new() },
+                    style,
+                });
+            }
+        }
+    }
+    ChartSpec {
+        stem: stem.into(),
+        title: title.into(),
+        x_desc: "datagram size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: y_desc.into(),
+        caption: provenance.caption(what),
+        empty_reason: provenance.empty_reason(),
+        series,
+        y_range,
+        ..Default::default()
+    }
+}
+
+pub fn udp_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let cases: Vec<(&UdpStreamCase, &CellSummary)> = cells
+        .iter()
+        .filter_map(|c| c.case.get::<UdpStreamCase>().map(|u| (u, c)))
+        .collect();
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        chart(
+            &cases,
+            (
+                "udp_throughput_vs_size",
+                "UDP throughput received vs datagram size",
+                "Gbit/s",
+                "y: system throughput_gbps (payload bytes the server received in its window × 8 / window)",
+            ),
+            names::THROUGHPUT_GBPS,
+            None,
+        ),
+        chart(
+            &cases,
+            (
+                "udp_loss_vs_size",
+                "UDP datagrams lost vs datagram size",
+                "share of datagrams lost",
+                "y: system loss_fraction (datagrams sent in the session that never arrived, after the server's drain / sent)",
+            ),
+            names::LOSS_FRACTION,
+            Some((0.0, 1.0)),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_name_what_is_not_on_the_axes_and_pairs_differ_in_colour_or_style() {
+        let mut seen = Vec::new();
+        for mode in UdpSendMode::ALL {
+            for rx in UdpRecvMode::ALL {
+                let s = style(mode, rx);
+                assert!(!seen.contains(&s), "{mode}/{rx}");
+                seen.push(s);
+            }
+        }
+        let case = UdpStreamCase {
+            mode: UdpSendMode::Gso,
+            rx_mode: UdpRecvMode::Recv,
+            size: 1024,
+            batch: 16,
+            rate: None,
+            rcvbuf: Some(4096),
+            net: crate::case::NetParams {
+                threads: 2,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+        };
+        assert_eq!(panel(&case), "t2 b16 unpaced rcvbuf 4KiB");
+        assert!(udp_figures(&[]).is_empty());
+    }
+}

@@ -1,0 +1,205 @@
+//! `iopath net udp-stream`: every send × receive mode with --verify over loopback at a low
+//! paced rate (every datagram arrives intact: 0 lost), the plain modes over veth (root), an
+//! unpaced burst into a tiny receive buffer (loss counted and shown in the JSON and the
+//! table), refused input, and a remote `iopath net serve` with a pre-shared key.
+
+mod common;
+
+use common::{iopath, json_records, stderr, stdout, usage_error, value, value_of};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Low enough that the receiver keeps up however busy the machine: at 500 datagrams/s the
+/// socket buffer the kernel grants (rmem_max, doubled) holds hundreds of milliseconds of them.
+const LOW_RATE: &str = "500";
+
+fn run(args: &[&str]) -> Vec<Value> {
+    let out = iopath()
+        .args(["net", "udp-stream"])
+        .args(args)
+        .args(["--duration", "300ms", "--warmup", "50ms", "--json"])
+        .timeout(Duration::from_secs(180))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "iopath {args:?}: {}", stderr(&out));
+    json_records(&out)
+}
+
+/// A record the kernel refused (a mode it lacks) is a recorded skip, not a pass.
+fn refused(record: &Value) -> bool {
+    let warnings = record["observation"]["warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    match warnings.iter().find(|w| w["kind"] == "unsupported") {
+        Some(w) => {
+            common::skip(&format!("{}: {}", record["label"], w["text"]));
+            true
+        }
+        None => false,
+    }
+}
+
+/// Every datagram the client sent arrived, once, intact.
+fn check_all_arrived(record: &Value) {
+    let label = record["label"].as_str().unwrap_or("?");
+    assert!(record["error"].is_null(), "{label}: {}", record["error"]);
+    let sent = value(record, "system", "session_datagrams_sent");
+    assert!(sent > 0.0, "{label}: nothing sent");
+    assert_eq!(value(record, "system", "datagrams_lost"), 0.0, "{label}");
+    assert_eq!(value(record, "system", "loss_fraction"), 0.0, "{label}");
+    assert_eq!(value(record, "system", "session_datagrams_received"), sent, "{label}");
+    assert_eq!(value(record, "server", "datagrams_duplicate"), 0.0, "{label}");
+    assert_eq!(value(record, "server", "corrupt_messages"), 0.0, "{label}");
+    assert!(value(record, "server", "verified_messages") >= sent, "{label}");
+    assert!(value(record, "client", "datagrams_sent") > 0.0, "{label}");
+    assert!(value(record, "server", "syscalls_per_datagram") > 0.0, "{label}");
+}
+
+#[test]
+fn every_send_and_receive_mode_delivers_every_datagram_with_verify() {
+    let records = run(&[
+        "--mode",
+        "send,sendmsg,sendmmsg,gso,zerocopy,uring",
+        "--rx-mode",
+        "recv,recvmmsg,gro",
+        "--size",
+        "256",
+        "--batch",
+        "8",
+        "--rate",
+        LOW_RATE,
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 18);
+    for r in &records {
+        if refused(r) {
+            continue;
+        }
+        check_all_arrived(r);
+        if r["case"]["mode"] == "zerocopy" {
+            // Every completion came back before the thread ended.
+            let completed = value(r, "system", "zerocopy_completed_sends");
+            assert_eq!(completed, value(r, "system", "zerocopy_sends"), "{}", r["label"]);
+        }
+    }
+}
+
+#[test]
+fn the_plain_modes_deliver_every_datagram_over_veth() {
+    if !nix::unistd::geteuid().is_root() {
+        common::skip("a veth pair needs root");
+        return;
+    }
+    let records = run(&[
+        "--topology",
+        "veth",
+        "--mode",
+        "send,sendmmsg,gso",
+        "--rx-mode",
+        "recv,recvmmsg",
+        "--size",
+        "1400",
+        "--rate",
+        LOW_RATE,
+        "--verify",
+    ]);
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        assert_eq!(r["case"]["endpoint"]["kind"], "veth");
+        if !refused(r) {
+            check_all_arrived(r);
+        }
+    }
+}
+
+/// An unpaced sender into a receive buffer of a couple of datagrams: loss is certain, and is
+/// counted (lost = sent − arrived, and the kernel's own drop count) and shown.
+#[test]
+fn a_tiny_receive_buffer_loses_datagrams_and_says_so() {
+    let burst = [
+        "--mode", "sendmmsg", "--batch", "64", "--size", "1K", "--rcvbuf", "256", "--verify",
+    ];
+    let records = run(&burst);
+    let r = &records[0];
+    let lost = value(r, "system", "datagrams_lost");
+    let sent = value(r, "system", "session_datagrams_sent");
+    assert!(lost > 0.0, "{r}");
+    assert_eq!(lost + value(r, "system", "session_datagrams_received"), sent);
+    assert!(value(r, "system", "loss_fraction") > 0.0);
+    assert_eq!(value(r, "server", "corrupt_messages"), 0.0);
+    if let Some(drops) = value_of(r, "server", "socket_drops") {
+        assert!(drops > 0.0, "SO_RXQ_OVFL counted no drop: {r}");
+    }
+    // The table shows it too.
+    let out = iopath()
+        .args(["net", "udp-stream"])
+        .args(burst)
+        .args(["--duration", "300ms", "--warmup", "50ms"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let at = header.iter().position(|h| *h == "lost").expect("a lost column");
+    // The key columns (mode, size, thr, rate) are one word each, as their titles.
+    let shown: f64 = row[at].parse().unwrap_or_else(|_| panic!("{text}"));
+    assert!(shown > 0.0, "{text}");
+}
+
+#[test]
+fn refused_input_is_one_line_and_exit_2() {
+    for (args, needle) in [
+        (vec!["--size", "8"], "a datagram is 16 B"),
+        (vec!["--size", "64K"], "to 65507 B"),
+        (vec!["--rate", "fast"], "accepted: datagrams per second"),
+        (vec!["--mode", "sendfile"], "unknown UDP send mode 'sendfile'"),
+        (vec!["--rx-mode", "zerocopy"], "unknown UDP receive mode 'zerocopy'"),
+        (vec!["--rcvbuf", "16"], "--rcvbuf 16: accepted 256 B to 1 GiB"),
+        (vec!["--mode", "gso", "--batch", "65"], "at most 64 datagrams"),
+        (
+            vec!["--mode", "gso", "--size", "1500", "--topology", "veth"],
+            "a GSO segment must fit the MTU",
+        ),
+    ] {
+        let line = usage_error(&[&["net", "udp-stream"], args.as_slice()].concat());
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn net_serve_with_a_key_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    let key = key.to_str().unwrap();
+    let server = common::net_serve(&["--psk-file", key]);
+    let records = run(&[
+        "--connect",
+        &server.addr,
+        "--psk-file",
+        key,
+        "--mode",
+        "sendmmsg",
+        "--rx-mode",
+        "recvmmsg",
+        "--threads",
+        "2",
+        "--rate",
+        LOW_RATE,
+        "--verify",
+    ]);
+    check_all_arrived(&records[0]);
+    assert_eq!(records[0]["case"]["endpoint"]["kind"], "remote");
+    // Without the key the server refuses: the run fails, saying why.
+    let out = iopath()
+        .args(["net", "udp-stream", "--connect", &server.addr, "--duration", "100ms"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("key"), "{}", stderr(&out));
+}
