@@ -325,7 +325,7 @@ pub enum HelloCase {
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
     /// `"workload":"udp-rr"`: a net udp-rr case and the UDP ports of the client's sockets.
-    UdpRr { case: crate::case::UdpRrCase, ports: Vec<u16> },
+    UdpRr(crate::net::dgram::session::UdpHello<crate::case::UdpRrCase>),
     /// `"workload":"udp-stream"`: the case and the client's UDP ports.
     UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
 }
@@ -337,7 +337,7 @@ impl HelloCase {
             HelloCase::Stream(_) => "stream",
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
-            HelloCase::UdpRr { .. } => "udp-rr",
+            HelloCase::UdpRr(_) => "udp-rr",
             HelloCase::UdpStream(_) => "udp-stream",
         }
     }
@@ -348,7 +348,7 @@ impl HelloCase {
             HelloCase::Stream(c) => c.net.session_ms(),
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
-            HelloCase::UdpRr { case, .. } => case.net.session_ms(),
+            HelloCase::UdpRr(h) => h.case.net.session_ms(),
             HelloCase::UdpStream(h) => h.case.net.session_ms(),
         }
     }
@@ -432,16 +432,8 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
         }
         Some(Some("udp-rr")) => {
-            #[derive(Deserialize)]
-            struct UdpRrHello {
-                case: crate::case::UdpRrCase,
-                ports: Vec<u16>,
-            }
-            return serde_json::from_slice::<UdpRrHello>(line)
-                .map(|hello| HelloCase::UdpRr {
-                    case: hello.case,
-                    ports: hello.ports,
-                })
+            return serde_json::from_slice(line)
+                .map(HelloCase::UdpRr)
                 .map_err(|e| HelloError::Malformed(format!("bad udp-rr hello: {e}")));
         }
         Some(Some("udp-stream")) => {

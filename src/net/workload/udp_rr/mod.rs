@@ -25,7 +25,8 @@ pub use server::SERVED;
 use crate::case::{NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
 use crate::measure::counters::{latency_then_counting, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
-use crate::net::control::{ServerReport, PROTOCOL_VERSION};
+use crate::net::control::ServerReport;
+use crate::net::dgram::session::UdpHello;
 use crate::net::dgram::{self, DgramReceiver, DgramSender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
@@ -35,7 +36,6 @@ use crate::observation::{Metric, Observation, Role, Source, Unsupported, Warning
 use crate::stop::Stop;
 use anyhow::{anyhow, bail};
 use client::ClientOutcome;
-use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -64,31 +64,6 @@ const NO_TRANSACTION: &str = "no transaction completed inside the window";
 /// The quantiles stored for the latency CDF, as `net rr` stores them (the report reads these
 /// names).
 pub use crate::net::workload::rr::CDF_QUANTILES;
-
-/// The hello of a udp-rr client: the case, and the UDP ports of its sockets, one per
-/// thread, which the server connects its own sockets to (at the address the control
-/// connection comes from).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct UdpRrHello {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub version: u32,
-    pub workload: String,
-    pub case: UdpRrCase,
-    pub ports: Vec<u16>,
-}
-
-impl UdpRrHello {
-    pub fn new(case: &UdpRrCase, ports: Vec<u16>) -> UdpRrHello {
-        UdpRrHello {
-            kind: "hello".into(),
-            version: PROTOCOL_VERSION,
-            workload: "udp-rr".into(),
-            case: case.clone(),
-            ports,
-        }
-    }
-}
 
 /// Whether a case can run: limits on every parameter and which send modes a request/response
 /// exchange can use. Used by the CLI before running (exit 2) and by a server before `ready`.
@@ -182,13 +157,18 @@ fn data_receiver(case: &UdpRrCase, size: u64) -> anyhow::Result<Box<dyn DgramRec
 /// case asks for one. Returns the receive buffer the kernel granted (SO_RCVBUF read back:
 /// the kernel doubles what it is asked for, for its bookkeeping, and has a floor).
 fn set_up_socket(socket: &UdpSocket, case: &UdpRrCase) -> io::Result<u64> {
-    socket.set_read_timeout(Some(POLL))?;
-    socket.set_write_timeout(Some(crate::net::session::DATA_IDLE_TIMEOUT))?;
+    set_timeouts(socket)?;
     let sock = socket2::SockRef::from(socket);
     if let Some(bytes) = case.rcvbuf {
         sock.set_recv_buffer_size(bytes as usize)?;
     }
     Ok(sock.recv_buffer_size()? as u64)
+}
+
+/// The receive timeout the loops poll at, and how long a send may wait for room.
+fn set_timeouts(socket: &UdpSocket) -> io::Result<()> {
+    socket.set_read_timeout(Some(POLL))?;
+    socket.set_write_timeout(Some(crate::net::session::DATA_IDLE_TIMEOUT))
 }
 
 /// The peer's socket is gone: a datagram to it came back as ICMP port unreachable, which a
@@ -281,7 +261,7 @@ struct Data {
 }
 
 impl<'a> NetWorkload for UdpRrClient<'a> {
-    type Hello = UdpRrHello;
+    type Hello = UdpHello<UdpRrCase>;
     type Ends = Vec<End>;
     type Data = Data;
     type Outcome = ClientOutcome;
@@ -292,8 +272,8 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
         &self.case.net
     }
 
-    fn hello(&self) -> UdpRrHello {
-        UdpRrHello::new(self.case, self.ports.get().cloned().unwrap_or_default())
+    fn hello(&self) -> UdpHello<UdpRrCase> {
+        UdpHello::new("udp-rr", self.case.clone(), self.ports.get().cloned().unwrap_or_default())
     }
 
     /// The client sockets (their ports go into the hello) and every sender and receiver: a
@@ -680,12 +660,12 @@ mod tests {
     /// The hello the client sends is the one the server's parser reads, ports included.
     #[test]
     fn the_hello_parses_back_with_its_ports() {
-        let hello = UdpRrHello::new(&case(), vec![4000, 4001]);
+        let hello = UdpHello::new("udp-rr", case(), vec![4000, 4001]);
         let line = serde_json::to_vec(&hello).unwrap();
         match crate::net::control::parse_hello(&line) {
-            Ok(crate::net::control::HelloCase::UdpRr { case: c, ports }) => {
-                assert_eq!(c, case());
-                assert_eq!(ports, [4000, 4001]);
+            Ok(crate::net::control::HelloCase::UdpRr(h)) => {
+                assert_eq!(h.case, case());
+                assert_eq!(h.ports, [4000, 4001]);
             }
             other => panic!("{other:?}"),
         }

@@ -6,14 +6,15 @@
 //! datagram carrying the request's sequence number; the window follows the client's phase
 //! messages, then the report.
 
-use super::{data_receiver, data_sender, gone, rcvbuf_metric, socket_drops, set_up_socket};
+use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
+use crate::net::dgram::session::open_udp_port;
 use crate::case::UdpRrCase;
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
-use crate::net::session::handshake::{refuse, refused, ReadyLine, RefusalKind};
+use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{budget_error, send_outcome, Served, Session, StartGate, START_PATIENCE};
@@ -21,10 +22,9 @@ use crate::net::workload::rr::Phase;
 use crate::observation::names;
 use crate::observation::{Metric, Role};
 use crate::stop::Interrupted;
-use anyhow::{anyhow, bail};
-use socket2::{Domain, Socket, Type};
+use anyhow::anyhow;
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ pub const SERVED: Served = Served {
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
-        HelloCase::UdpRr { case, ports } => serve_session(control, &case, &ports, session.stopped, session.max_bytes),
+        HelloCase::UdpRr(h) => serve_session(control, &h.case, &h.ports, session.stopped, session.max_bytes),
         other => Err(wrong_hello(control, &other)),
     }
 }
@@ -98,53 +98,19 @@ fn serve_session(
             }
         }
     }
-    let local = control.stream().local_addr()?.ip();
-    let peer = control.stream().peer_addr()?.ip();
-    let sockets = match open_sockets(local, peer, ports) {
-        Ok(s) => s,
-        Err(e) => {
-            let error = format!("could not open the UDP data sockets on {local}: {e}");
-            control.send(&refused(RefusalKind::SetUp, &error)).ok();
-            bail!(error);
-        }
-    };
-    let mut rcvbuf = 0;
+    // The session's UDP data port (net/dgram/session.rs): one socket per client port, each
+    // connected to it; `ready` names the port.
+    let opened = open_udp_port(&mut control, ports, case.rcvbuf)?;
+    let rcvbuf = opened.iter().map(|s| s.rcvbuf as u64).min().unwrap_or(0);
+    let sockets: Vec<UdpSocket> = opened.into_iter().map(|s| s.socket).collect();
     for socket in &sockets {
-        rcvbuf = set_up_socket(socket, case)?;
+        set_timeouts(socket)?;
     }
-    control.send_json(&ReadyLine {
-        kind: "ready".into(),
-        token: 0,
-        port: Some(sockets[0].local_addr()?.port()),
-    })?;
     let outcome = run_threads(case, &sockets, ends, &mut control, stopped, max_bytes).map(|mut report| {
         report.metrics.push(rcvbuf_metric(Role::Server, rcvbuf));
         report
     });
     send_outcome(&mut control, outcome)
-}
-
-/// One socket per client port, all on one port of `local` (the first picks it), each
-/// connected to `peer`'s port.
-fn open_sockets(local: IpAddr, peer: IpAddr, ports: &[u16]) -> io::Result<Vec<UdpSocket>> {
-    if !local.is_ipv4() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "udp-rr speaks IPv4 only",
-        ));
-    }
-    let mut port = 0;
-    let mut sockets = Vec::with_capacity(ports.len());
-    for &client_port in ports {
-        let socket = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
-        socket.set_reuse_port(true)?;
-        socket.bind(&SocketAddr::new(local, port).into())?;
-        socket.connect(&SocketAddr::new(peer, client_port).into())?;
-        let socket = UdpSocket::from(socket);
-        port = socket.local_addr()?.port();
-        sockets.push(socket);
-    }
-    Ok(sockets)
 }
 
 /// The session's byte budget as the serving threads count it (request + response bytes per
