@@ -151,13 +151,11 @@ impl TryFrom<&UdpRrArgs> for Plan {
 }
 
 pub fn run_udp_rr(args: &UdpRrArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_udp_rr_table))?.corrupt(
-        "datagrams",
-        |o| {
+    let outputs =
+        run::Outputs::of(&args.run, false, run::EndTable::Records(render_udp_rr_table))?.corrupt("datagrams", |o| {
             o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
                 + o.value(names::CORRUPT_MESSAGES, Role::Client).unwrap_or(0.0)
-        },
-    );
+        });
     run::run_workload(&Plan::try_from(args)?, run::direct_destination(&args.run), outputs)
 }
 
@@ -234,7 +232,15 @@ mod tests {
 
     #[test]
     fn modes_cross_and_bad_input_is_a_usage_error() {
-        let grid = cases(&["--mode", "send,uring", "--rx-mode", "recv,recvmmsg", "--inflight", "1,4"]).unwrap();
+        let grid = cases(&[
+            "--mode",
+            "send,uring",
+            "--rx-mode",
+            "recv,recvmmsg",
+            "--inflight",
+            "1,4",
+        ])
+        .unwrap();
         assert_eq!(grid.len(), 8);
         assert_eq!(grid[0].path(), "send/recv");
         assert_eq!(grid[0].loss_timeout_ms, 200);

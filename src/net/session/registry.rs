@@ -6,7 +6,13 @@ use super::server::Served;
 use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
 
 /// Every workload `net serve` runs sessions of, by the `workload` its hello names.
-pub const NET_SERVE: &[Served] = &[stream::SERVED, rr::SERVED, records::SERVED, udp_stream::SERVED, udp_rr::SERVED];
+pub const NET_SERVE: &[Served] = &[
+    stream::SERVED,
+    rr::SERVED,
+    records::SERVED,
+    udp_stream::SERVED,
+    udp_rr::SERVED,
+];
 
 #[cfg(test)]
 mod tests {

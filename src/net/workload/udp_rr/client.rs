@@ -115,7 +115,10 @@ pub fn run(
         }
         let now = monotonic_ns();
         // Requests whose time is up are lost; their slots are free again.
-        for slot in slots.iter_mut().filter(|s| s.busy && now.saturating_sub(s.from_ns) >= timeout_ns) {
+        for slot in slots
+            .iter_mut()
+            .filter(|s| s.busy && now.saturating_sub(s.from_ns) >= timeout_ns)
+        {
             slot.busy = false;
             if open {
                 c.lost += 1;
@@ -148,7 +151,11 @@ pub fn run(
                 Some(gap) => due - gap * to_send as u64,
                 None => monotonic_ns(),
             };
-            let result = if server_gone { Ok(0) } else { sender.send(fd, next_seq, to_send) };
+            let result = if server_gone {
+                Ok(0)
+            } else {
+                sender.send(fd, next_seq, to_send)
+            };
             let went = match result {
                 Ok(n) => n,
                 Err(e) if crate::net::dgram::is_full(&e) => 0,

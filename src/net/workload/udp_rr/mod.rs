@@ -273,7 +273,11 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
     }
 
     fn hello(&self) -> UdpHello<UdpRrCase> {
-        UdpHello::new("udp-rr", self.case.clone(), self.ports.get().cloned().unwrap_or_default())
+        UdpHello::new(
+            "udp-rr",
+            self.case.clone(),
+            self.ports.get().cloned().unwrap_or_default(),
+        )
     }
 
     /// The client sockets (their ports go into the hello) and every sender and receiver: a
@@ -297,13 +301,21 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
         Ok(ends)
     }
 
-    fn open_data(&self, addr: SocketAddr, accepted: &Accepted, ends: &mut Vec<End>, _stop: Stop) -> anyhow::Result<Data> {
+    fn open_data(
+        &self,
+        addr: SocketAddr,
+        accepted: &Accepted,
+        ends: &mut Vec<End>,
+        _stop: Stop,
+    ) -> anyhow::Result<Data> {
         let case = self.case;
         if !addr.is_ipv4() {
             bail!("net udp-rr speaks IPv4 only; {addr} is an IPv6 address");
         }
         let port = accepted.port.ok_or_else(|| {
-            anyhow!("the server at {addr} answered without a data port: it is an older iopath that does not serve udp-rr")
+            anyhow!(
+                "the server at {addr} answered without a data port: it is an older iopath that does not serve udp-rr"
+            )
         })?;
         let server = SocketAddr::new(addr.ip(), port);
         let mut rcvbuf = 0;
@@ -381,7 +393,13 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
         None
     }
 
-    fn observe(&self, clients: &[ClientOutcome], server: &ServerReport, window_s: f64, tsc_hz: Option<f64>) -> Observation {
+    fn observe(
+        &self,
+        clients: &[ClientOutcome],
+        server: &ServerReport,
+        window_s: f64,
+        tsc_hz: Option<f64>,
+    ) -> Observation {
         let mut obs = build_observation(self.case, clients, server, window_s, tsc_hz);
         if let Some(&granted) = self.rcvbuf.get() {
             obs.push(rcvbuf_metric(Role::Client, granted));
@@ -457,8 +475,18 @@ fn build_observation(
     ));
     push_latency(&mut obs, &latency, &CDF_QUANTILES, NO_TRANSACTION);
     obs.push(Metric::tool(names::WINDOW_S, Role::System, window_s, "s"));
-    obs.push(Metric::tool(names::TRANSACTIONS, Role::Client, transactions as f64, "txn"));
-    obs.push(Metric::tool(names::REQUESTS_SENT, Role::Client, sum(|c| c.sent) as f64, "datagrams"));
+    obs.push(Metric::tool(
+        names::TRANSACTIONS,
+        Role::Client,
+        transactions as f64,
+        "txn",
+    ));
+    obs.push(Metric::tool(
+        names::REQUESTS_SENT,
+        Role::Client,
+        sum(|c| c.sent) as f64,
+        "datagrams",
+    ));
     obs.push(Metric::tool(names::TXN_LOST, Role::Client, lost as f64, "txn"));
     obs.push(Metric::from_result(
         names::TXN_LOST_FRACTION,
@@ -471,7 +499,12 @@ fn build_observation(
             Ok(lost as f64 / (transactions + lost) as f64)
         },
     ));
-    obs.push(Metric::tool(names::REPLIES_LATE, Role::Client, sum(|c| c.late) as f64, "datagrams"));
+    obs.push(Metric::tool(
+        names::REPLIES_LATE,
+        Role::Client,
+        sum(|c| c.late) as f64,
+        "datagrams",
+    ));
     obs.push(Metric::tool(
         names::REPLIES_DUPLICATE,
         Role::Client,
@@ -546,7 +579,12 @@ fn build_observation(
         });
         warn_verify(&mut obs, "rates, latency and CPU", corrupted);
     }
-    place(&mut obs, clients.iter().map(|c| c.metered.placement.clone()), server, &case.net);
+    place(
+        &mut obs,
+        clients.iter().map(|c| c.metered.placement.clone()),
+        server,
+        &case.net,
+    );
     obs
 }
 
@@ -558,9 +596,9 @@ fn socket_drops(role: Role, drops: Option<u64>) -> Metric {
         role,
         "datagrams",
         Source::Kernel,
-        drops
-            .map(|d| d as f64)
-            .ok_or_else(|| "SO_RXQ_OVFL gave no count (no datagram arrived, or the kernel refused the option)".to_string()),
+        drops.map(|d| d as f64).ok_or_else(|| {
+            "SO_RXQ_OVFL gave no count (no datagram arrived, or the kernel refused the option)".to_string()
+        }),
     )
 }
 
@@ -618,11 +656,7 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("--request-size 8") && err.contains("16 to 65507"), "{err}");
-        let err = check_case(&UdpRrCase {
-            inflight: 65,
-            ..case()
-        })
-        .unwrap_err();
+        let err = check_case(&UdpRrCase { inflight: 65, ..case() }).unwrap_err();
         assert!(err.contains("accepted 1 to 64"), "{err}");
         let err = check_case(&UdpRrCase {
             loss_timeout_ms: 0,
@@ -644,17 +678,28 @@ mod tests {
             })
             .is_none());
         }
-        for mode in [UdpSendMode::Send, UdpSendMode::Sendmsg, UdpSendMode::Zerocopy, UdpSendMode::Uring] {
+        for mode in [
+            UdpSendMode::Send,
+            UdpSendMode::Sendmsg,
+            UdpSendMode::Zerocopy,
+            UdpSendMode::Uring,
+        ] {
             assert!(mode_refusal(&UdpRrCase { mode, ..case() }).is_none(), "{mode}");
         }
-        let obs = unavailable_observation(&mode_refusal(&UdpRrCase {
-            mode: UdpSendMode::Gso,
-            ..case()
-        })
-        .unwrap());
+        let obs = unavailable_observation(
+            &mode_refusal(&UdpRrCase {
+                mode: UdpSendMode::Gso,
+                ..case()
+            })
+            .unwrap(),
+        );
         let m = obs.get(names::LATENCY_P50_US, Role::Client).unwrap();
         assert_eq!(m.value, None);
-        assert!(matches!(&m.source, Source::Unavailable(r) if r.contains("batches nothing")), "{:?}", m.source);
+        assert!(
+            matches!(&m.source, Source::Unavailable(r) if r.contains("batches nothing")),
+            "{:?}",
+            m.source
+        );
     }
 
     /// The hello the client sends is the one the server's parser reads, ports included.

@@ -7,12 +7,12 @@
 //! messages, then the report.
 
 use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
-use crate::net::dgram::session::open_udp_port;
 use crate::case::UdpRrCase;
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::dgram::session::open_udp_port;
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
@@ -81,8 +81,8 @@ fn serve_session(
     // Every path before `ready`: a mode this kernel refuses is answered as unavailable.
     let mut ends = Vec::with_capacity(case.net.threads);
     for _ in 0..case.net.threads {
-        let made = data_sender(case, case.response_size)
-            .and_then(|s| data_receiver(case, case.request_size).map(|r| (s, r)));
+        let made =
+            data_sender(case, case.response_size).and_then(|s| data_receiver(case, case.request_size).map(|r| (s, r)));
         match made {
             Ok(pair) => ends.push(pair),
             Err(e) => {
@@ -156,7 +156,9 @@ fn run_threads(
             .map(|(i, ((sender, receiver), socket))| {
                 std::thread::Builder::new()
                     .name(format!("iopath-udp-rr-server-{i}"))
-                    .spawn_scoped(scope, move || serve_socket(ctx, i, socket, sender, receiver, quit, budget))
+                    .spawn_scoped(scope, move || {
+                        serve_socket(ctx, i, socket, sender, receiver, quit, budget)
+                    })
             })
             .collect();
         let started = handles.iter().filter(|h| h.is_ok()).count();
@@ -317,7 +319,12 @@ fn serve_socket(
 }
 
 /// The serving threads' counts as the report the client gets.
-fn server_report(case: &UdpRrCase, threads: &[ServerOutcome], system_metrics: Vec<Metric>, tsc_hz: Option<f64>) -> ServerReport {
+fn server_report(
+    case: &UdpRrCase,
+    threads: &[ServerOutcome],
+    system_metrics: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
     let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
     let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
     let bytes = transactions * (case.request_size + case.response_size);
