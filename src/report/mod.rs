@@ -15,6 +15,7 @@ pub mod html;
 pub mod remote_fs_figures;
 pub mod rr_figures;
 pub mod udp_figures;
+pub mod udp_rr_figures;
 
 use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::memtraffic;
