@@ -209,3 +209,37 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// A stop in a 30 s window ends the case as interrupted within the promised time, with no
+/// client, server or greeting thread left behind (in-process, loopback).
+#[test]
+fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
+    use iopath::case::{Endpoint, NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
+    let case = UdpRrCase {
+        mode: UdpSendMode::Sendmmsg,
+        rx_mode: UdpRecvMode::Recvmmsg,
+        request_size: 64,
+        response_size: 64,
+        inflight: 4,
+        rate: None,
+        loss_timeout_ms: 200,
+        rcvbuf: None,
+        net: NetParams {
+            threads: 2,
+            duration_ms: 30_000,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: true,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        },
+    };
+    let stop = iopath::stop::Stop::fresh();
+    common::assert_stops_as_interrupted(
+        move || iopath::net::workload::udp_rr::run(&case, stop),
+        stop,
+        Duration::from_millis(1200),
+        &["iopath-udp-rr", "iopath-server", "iopath-greet"],
+    );
+}
