@@ -100,6 +100,8 @@ pub fn run(
     let mut due = monotonic_ns() + schedule.phase.as_nanos() as u64;
     // The tracker's counts as the window opened: the verify counts are the window's.
     let mut window_base = None;
+    // SO_RXQ_OVFL as the window opened (None: no datagram had said yet, so 0).
+    let mut drops_base = None;
     // The server's socket answered with ICMP port unreachable (its session ended or failed:
     // the control connection says which).
     let mut server_gone = false;
@@ -112,6 +114,7 @@ pub fn run(
         }
         if open && window_base.is_none() {
             window_base = Some(seen.counts());
+            drops_base = receiver.kernel_drops();
         }
         let now = monotonic_ns();
         // Requests whose time is up are lost; their slots are free again.
@@ -239,7 +242,9 @@ pub fn run(
         shed: c.shed,
         verified: in_window.received.saturating_sub(in_window.verify_failures),
         corrupt: in_window.verify_failures,
-        rxq_drops: receiver.kernel_drops(),
+        rxq_drops: window_base
+            .and(receiver.kernel_drops())
+            .map(|d| d.saturating_sub(drops_base.unwrap_or(0))),
         latency,
         metered,
     })

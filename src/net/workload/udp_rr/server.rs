@@ -251,6 +251,10 @@ fn serve_socket(
     seen.keep_arrivals(crate::net::dgram::ARRIVALS);
     let mut transactions = 0u64;
     let mut window_base = None;
+    // The tracker's counts and SO_RXQ_OVFL as the window closed (the thread answers on
+    // until the session ends).
+    let mut window_end = None;
+    let mut drops_base = None;
     let mut peer_gone = false;
     loop {
         let open = meter.tick(|| sender.syscalls() + receiver.syscalls());
@@ -259,6 +263,10 @@ fn serve_socket(
         }
         if open && window_base.is_none() {
             window_base = Some(seen.counts());
+            drops_base = receiver.kernel_drops();
+        }
+        if meter.closed() && window_end.is_none() {
+            window_end = Some((seen.counts(), receiver.kernel_drops()));
         }
         match receiver.recv(fd, &mut seen) {
             Ok(_) => {}
@@ -307,13 +315,15 @@ fn serve_socket(
             _ => {}
         }
     }
-    let at_end = seen.counts();
+    let (at_end, drops_end) = window_end.unwrap_or((seen.counts(), receiver.kernel_drops()));
     let in_window = at_end.since(&window_base.unwrap_or(at_end));
     Ok(ServerOutcome {
         transactions,
         verified: in_window.received.saturating_sub(in_window.verify_failures),
         corrupt: in_window.verify_failures,
-        rxq_drops: receiver.kernel_drops(),
+        rxq_drops: window_base
+            .and(drops_end)
+            .map(|d| d.saturating_sub(drops_base.unwrap_or(0))),
         metered: meter.finish(sender.syscalls() + receiver.syscalls()),
     })
 }
