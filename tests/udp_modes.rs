@@ -226,6 +226,11 @@ fn a_tiny_receive_buffer_under_a_burst_loses_datagrams_and_every_count_says_so()
         while sent < BURST {
             sent += tx.send(from.as_raw_fd(), sent, BURST as usize - sent as usize).unwrap() as u64;
         }
+        // The socket's own counter says so at once, before any datagram reports it.
+        assert!(
+            udp::socket_drops(to.as_raw_fd()).unwrap() > 0,
+            "{recv_mode}: SO_MEMINFO"
+        );
         let deadline = Instant::now() + PATIENCE;
         while rx.recv(to.as_raw_fd(), &mut seen).unwrap() > 0 {
             assert!(Instant::now() < deadline);
@@ -248,6 +253,15 @@ fn a_tiny_receive_buffer_under_a_burst_loses_datagrams_and_every_count_says_so()
         assert_eq!(c.verify_failures, 0, "{recv_mode}: {c:?}");
         let drops = rx.kernel_drops().unwrap_or(0);
         assert!(drops > 0, "{recv_mode}: SO_RXQ_OVFL said {:?}", rx.kernel_drops());
+        assert_eq!(
+            drops,
+            udp::socket_drops(to.as_raw_fd()).unwrap(),
+            "{recv_mode}: the same counter"
+        );
+        assert!(
+            drops <= lost,
+            "{recv_mode}: every drop is a lost datagram ({drops} > {lost})"
+        );
         let rcvbuf_errors = metrics
             .iter()
             .find(|m| m.name == names::UDP_RCVBUF_ERRORS)

@@ -13,6 +13,11 @@ use std::os::fd::RawFd;
 pub const SO_RXQ_OVFL: i32 = 40;
 /// asm-generic/socket.h, as above.
 pub const SO_MAX_PACING_RATE: i32 = 47;
+/// asm-generic/socket.h, as above: getsockopt of the socket's memory counters (Linux 4.12).
+pub const SO_MEMINFO: i32 = 55;
+/// The index of the drop count among SO_MEMINFO's u32s (SK_MEMINFO_DROPS,
+/// include/uapi/linux/sock_diag.h).
+const SK_MEMINFO_DROPS: usize = 8;
 /// The most datagrams one UDP_SEGMENT send may carry (UDP_MAX_SEGMENTS, include/linux/udp.h).
 pub const UDP_MAX_SEGMENTS: usize = 64;
 /// The most messages one sendmmsg/recvmmsg takes (UIO_MAXIOV; the kernel caps vlen there).
@@ -130,6 +135,26 @@ pub fn path_mtu(fd: RawFd) -> io::Result<usize> {
     get_int_opt(fd, libc::IPPROTO_IP, libc::IP_MTU)
         .or_else(|_| get_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU))
         .map(|v| v.max(0) as usize)
+}
+
+/// The socket's dropped datagrams now (SO_MEMINFO's SK_MEMINFO_DROPS, the counter SO_RXQ_OVFL
+/// reports): unlike SO_RXQ_OVFL it needs no datagram to arrive after the drops.
+pub fn socket_drops(fd: RawFd) -> io::Result<u64> {
+    let mut info = [0u32; 16];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: info and len are live and writable; len says info's size, and the kernel writes
+    // at most that many bytes.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < (SK_MEMINFO_DROPS + 1) * 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO returned no drop count (a kernel before 4.12)",
+        ));
+    }
+    Ok(u64::from(info[SK_MEMINFO_DROPS]))
 }
 
 /// What one received message was, from its length, flags and control messages.
@@ -405,6 +430,7 @@ mod tests {
         assert!(set_sndbuf(b.as_raw_fd(), 8192).unwrap() >= 8192);
         assert!(path_mtu(b.as_raw_fd()).unwrap() >= 576);
         set_max_pacing_rate(b.as_raw_fd(), 1_000_000).unwrap();
+        assert_eq!(socket_drops(b.as_raw_fd()).unwrap(), 0);
         set_udp_segment(b.as_raw_fd(), 1000).unwrap();
         set_udp_gro(b.as_raw_fd(), true).unwrap();
     }

@@ -34,7 +34,8 @@ pub const MAX_DATAGRAM: usize = 65_507;
 /// IP and UDP headers, what a datagram adds to its payload on the wire (IPv4).
 pub const IP_UDP_HEADERS: usize = 28;
 
-/// Hands numbered datagrams to the kernel.
+/// Hands numbered datagrams to the kernel. One sender serves one socket: the options it sets
+/// (UDP_SEGMENT, SO_ZEROCOPY) and the zero-copy completion ids are that socket's.
 pub trait DgramSender: Send {
     /// Hand up to `count` datagrams, numbered `first_seq` on, to the kernel, in system calls
     /// of up to `batch()` datagrams; returns how many went. A full socket buffer ends the call
@@ -51,7 +52,8 @@ pub trait DgramSender: Send {
     fn batch(&self) -> usize;
 }
 
-/// Takes datagrams back from the kernel.
+/// Takes datagrams back from the kernel. One receiver serves one socket (SO_RXQ_OVFL and
+/// UDP_GRO are set on it at the first call; the drop count is that socket's).
 pub trait DgramReceiver: Send {
     /// Take what one system call returns (blocking as long as the socket's receive timeout
     /// lets it; a timeout or `WouldBlock` is `Ok(0)`), split GRO buffers into their datagrams,

@@ -64,12 +64,9 @@ impl Pace {
     }
 }
 
-/// A send that found the socket buffer or the device queue full: try again.
+/// A send that found no room (the socket buffer, the device queue) or was interrupted: try again.
 fn full(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    ) || e.raw_os_error() == Some(libc::ENOBUFS)
+    crate::net::dgram::is_full(e) || e.kind() == io::ErrorKind::Interrupted
 }
 
 /// One client thread: send until its window closes (or `quit`), then wait for the kernel to

@@ -45,7 +45,7 @@ struct FlowOutcome {
     /// The whole session, the drain included.
     total: SeqCounts,
     metered: Metered,
-    /// SO_RXQ_OVFL: datagrams the kernel dropped for a full socket buffer.
+    /// Datagrams the kernel dropped at the socket in the session (SO_MEMINFO, else SO_RXQ_OVFL).
     socket_drops: Option<u64>,
 }
 
@@ -174,13 +174,11 @@ fn run_threads(
                 ..Default::default()
             }
         } else {
-            udp::follow(
-                control,
-                &window,
-                &mut SystemProbes::default(),
-                longest,
-                &stopped_or_over,
-            )
+            // The kernel's UDP counters of this end's namespace (this thread lives in it):
+            // RcvbufErrors and InErrors say what the kernel dropped, whatever the sockets say.
+            let mut system = SystemProbes::default();
+            crate::measure::system::push_udp_probe(&mut system, None);
+            udp::follow(control, &window, &mut system, longest, &stopped_or_over)
         };
         if followed.sent.is_some() {
             flags.drain.store(true, Ordering::SeqCst);
@@ -265,7 +263,9 @@ fn receive_flow(
         window,
         total,
         metered: meter.finish(receiver.syscalls()),
-        socket_drops: receiver.kernel_drops(),
+        // The socket's own drop count after the drain (SO_MEMINFO), which also counts drops
+        // after the last datagram that carried SO_RXQ_OVFL's; that one where it is refused.
+        socket_drops: crate::sys::udp::socket_drops(fd).ok().or(receiver.kernel_drops()),
     })
 }
 
@@ -359,7 +359,7 @@ fn server_report(
         Source::Kernel,
         drops
             .map(|d| d as f64)
-            .ok_or_else(|| "SO_RXQ_OVFL gave no count (refused by the kernel, or no datagram arrived)".to_string()),
+            .ok_or_else(|| "neither SO_MEMINFO nor SO_RXQ_OVFL gave a drop count".to_string()),
     ));
     metrics.push(Metric::new(
         names::RCVBUF_BYTES,
