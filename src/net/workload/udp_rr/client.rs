@@ -114,7 +114,7 @@ pub fn run(
         }
         if open && window_base.is_none() {
             window_base = Some(seen.counts());
-            drops_base = receiver.kernel_drops();
+            drops_base = super::drops_now(fd, receiver.as_ref());
         }
         let now = monotonic_ns();
         // Requests whose time is up are lost; their slots are free again.
@@ -243,7 +243,7 @@ pub fn run(
         verified: in_window.received.saturating_sub(in_window.verify_failures),
         corrupt: in_window.verify_failures,
         rxq_drops: window_base
-            .and(receiver.kernel_drops())
+            .and(super::drops_now(fd, receiver.as_ref()))
             .map(|d| d.saturating_sub(drops_base.unwrap_or(0))),
         latency,
         metered,

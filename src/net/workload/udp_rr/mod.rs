@@ -588,8 +588,14 @@ fn build_observation(
     obs
 }
 
-/// Datagrams the kernel dropped at a role's sockets for want of receive-buffer room
-/// (SO_RXQ_OVFL, as the last datagram received said).
+/// The datagrams the kernel has dropped at a socket so far: SO_MEMINFO's count (no datagram
+/// needs to arrive after the drops), else SO_RXQ_OVFL's as the last datagram carried it.
+fn drops_now(fd: std::os::fd::RawFd, receiver: &dyn DgramReceiver) -> Option<u64> {
+    crate::sys::udp::socket_drops(fd).ok().or(receiver.kernel_drops())
+}
+
+/// Datagrams the kernel dropped at a role's sockets for want of receive-buffer room inside
+/// the window (`drops_now` at its close less at its open).
 fn socket_drops(role: Role, drops: Option<u64>) -> Metric {
     Metric::from_result(
         names::SOCKET_DROPS,
@@ -597,7 +603,7 @@ fn socket_drops(role: Role, drops: Option<u64>) -> Metric {
         "datagrams",
         Source::Kernel,
         drops.map(|d| d as f64).ok_or_else(|| {
-            "SO_RXQ_OVFL gave no count (no datagram arrived, or the kernel refused the option)".to_string()
+            "the kernel gave no drop count (SO_MEMINFO and SO_RXQ_OVFL), or a socket never saw the window".to_string()
         }),
     )
 }

@@ -263,10 +263,10 @@ fn serve_socket(
         }
         if open && window_base.is_none() {
             window_base = Some(seen.counts());
-            drops_base = receiver.kernel_drops();
+            drops_base = super::drops_now(fd, receiver.as_ref());
         }
         if meter.closed() && window_end.is_none() {
-            window_end = Some((seen.counts(), receiver.kernel_drops()));
+            window_end = Some((seen.counts(), super::drops_now(fd, receiver.as_ref())));
         }
         match receiver.recv(fd, &mut seen) {
             Ok(_) => {}
@@ -315,7 +315,7 @@ fn serve_socket(
             _ => {}
         }
     }
-    let (at_end, drops_end) = window_end.unwrap_or((seen.counts(), receiver.kernel_drops()));
+    let (at_end, drops_end) = window_end.unwrap_or((seen.counts(), super::drops_now(fd, receiver.as_ref())));
     let in_window = at_end.since(&window_base.unwrap_or(at_end));
     Ok(ServerOutcome {
         transactions,
