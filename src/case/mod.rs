@@ -42,6 +42,7 @@ mod rr;
 mod servers;
 mod stream;
 mod udp;
+mod udp_rr;
 mod udp_stream;
 mod workload;
 
@@ -60,6 +61,7 @@ pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
 pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
+pub use udp_rr::UdpRrCase;
 pub use udp_stream::{UdpRate, UdpStreamCase};
 pub use workload::{Contest, Headline, Pinning, Workload};
 
@@ -78,6 +80,7 @@ pub enum Case {
     Fake(FakeCase),
     /// One directed pair of a fleet run (`iopath fleet run`).
     Fleet(FleetCase),
+    NetUdpRr(UdpRrCase),
     /// `net udp-stream`.
     NetUdpStream(UdpStreamCase),
 }
@@ -93,6 +96,7 @@ impl Case {
             Case::NetRr(c) => c,
             Case::Fake(c) => c,
             Case::Fleet(c) => c,
+            Case::NetUdpRr(c) => c,
             Case::NetUdpStream(c) => c,
         }
     }

@@ -125,6 +125,27 @@ client closes first, so its ports wait in TIME_WAIT: a run that exhausts
 net.ipv4.ip_local_port_range stops with that named). Connect, exchange and close are timed
 apart (connect_p50_us, exchange_p50_us, close_p50_us).";
 
+pub const NET_UDP_RR: &str = "\
+Examples:
+  iopath net udp-rr                                 # 64 B ping-pong, send and sendmsg
+  iopath net udp-rr --mode send,sendmsg,uring --rx-mode recv,recvmmsg --verify
+  iopath net udp-rr --mode sendmmsg,gso --inflight 8 --rx-mode recvmmsg
+  iopath net udp-rr --rate 20000 --threads 2 --duration 5s   # open loop
+  iopath net udp-rr --inflight 64 --rcvbuf 1K --loss-timeout 50ms   # drops on purpose
+  iopath net udp-rr --topology veth --verify        # across a veth pair (root)
+  iopath net udp-rr --connect 10.0.0.2:5201         # with `iopath net serve` there
+
+Latency is the client's: request sent (open loop: when it was due) until its reply. A
+request with no reply within --loss-timeout is lost: counted (lost), and replaced by a new
+one; a reply after that is counted late, a repeated one duplicate, neither timed.";
+
+pub const SWEEP_NET_UDP_RR: &str = "\
+Examples:
+  iopath sweep net-udp-rr --request-size 64,1K,16K --reps 5
+  iopath sweep net-udp-rr --mode send,sendmsg,sendmmsg,uring --inflight 4 --reps 3 --shuffle
+
+The flags are those of `iopath net udp-rr`.";
+
 pub const SWEEP_NET_RR: &str = "\
 Examples:
   iopath sweep net-rr --request-size 64,1K,16K --response-size 64 --reps 5

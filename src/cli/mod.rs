@@ -20,6 +20,7 @@ pub mod run;
 pub mod servers;
 pub mod sweep;
 pub mod sysinfo;
+pub mod udp_rr;
 pub mod udp_stream;
 pub mod values;
 pub mod workloads;

@@ -35,6 +35,10 @@ pub enum NetCommand {
     /// Connect, request, response, close per transaction: connect and close timed apart.
     #[command(after_help = super::examples::NET_CRR)]
     Crr(Box<super::rr::CrrArgs>),
+    /// UDP request/response: one datagram each way per transaction, N in flight or at a rate;
+    /// latency percentiles, transactions lost within a timeout, CPU per transaction.
+    #[command(after_help = super::examples::NET_UDP_RR)]
+    UdpRr(Box<super::udp_rr::UdpRrArgs>),
     /// Stream numbered datagrams from client threads to server threads (one UDP socket each)
     /// in every way Linux sends and receives them: throughput, loss, reordering, jitter, drops.
     #[command(after_help = super::examples::NET_UDP_STREAM)]
@@ -298,6 +302,7 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
         NetCommand::Serve(args) => run_serve(args),
         NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
         NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),
+        NetCommand::UdpRr(args) => super::udp_rr::run_udp_rr(&args),
         NetCommand::UdpStream(args) => super::udp_stream::run_udp_stream(&args),
     }
 }

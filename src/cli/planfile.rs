@@ -26,11 +26,12 @@ pub const VERSION: u32 = 1;
 pub const MAX_PLAN_FILE: u64 = 1 << 20;
 
 /// The workloads a plan file may name after `sweep`.
-pub const WORKLOADS: [&str; 8] = [
+pub const WORKLOADS: [&str; 9] = [
     "net-stream",
     "net-rr",
     "net-crr",
     "net-records",
+    "net-udp-rr",
     "net-udp-stream",
     "servers",
     "micro",

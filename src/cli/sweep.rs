@@ -45,6 +45,9 @@ pub enum SweepWorkload {
     /// The flags of `iopath net crr`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_CRR)]
     NetCrr(Box<super::rr::CrrArgs>),
+    /// The flags of `iopath net udp-rr`, stored as a run.
+    #[command(after_help = super::examples::SWEEP_NET_UDP_RR)]
+    NetUdpRr(Box<super::udp_rr::UdpRrArgs>),
     /// The flags of `iopath net records`, stored as a run.
     #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
     NetRecords(Box<super::records::RecordsArgs>),
@@ -376,6 +379,7 @@ pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFla
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
+        SweepWorkload::NetUdpRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetUdpStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
@@ -419,7 +423,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             run::run_workload(&plan, Destination::Resume(&args.db, id), outputs)
         }
         (None, None) => Err(usage(
-            "sweep needs a workload (net-stream, net-rr, net-crr, net-records, servers, micro), --plan or --resume",
+            "sweep needs a workload (net-stream, net-rr, net-crr, net-records, net-udp-rr, servers, micro), --plan or --resume",
         )),
     }
 }

@@ -37,6 +37,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
         "micro" => (super::micro::render, |c, headroom| {
             super::micro::check_case(typed::<MicroCase>(c)?, headroom)
         }),
+        "net-udp-rr" => (super::udp_rr::render_udp_rr_table, super::udp_rr::check_case),
         "fake" => (super::fake::table, |_, _| Ok(())),
         "fleet" => (super::fleet::render_fleet_table, check_fleet),
         _ => return None,
@@ -117,6 +118,7 @@ mod tests {
             "net-rr",
             "net-crr",
             "net-records",
+            "net-udp-rr",
             "servers",
             "micro",
             "fake",

@@ -358,6 +358,8 @@ pub enum HelloCase {
     Rr(RrCase),
     /// `"workload":"records"`: a net records case (the server holds the table).
     Records(crate::case::RecordsCase),
+    /// `"workload":"udp-rr"`: a net udp-rr case and the UDP ports of the client's sockets.
+    UdpRr(crate::net::dgram::session::UdpHello<crate::case::UdpRrCase>),
     /// `"workload":"udp-stream"`: the case and the client's UDP ports.
     UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
     /// `"workload":"agent"`: a controller or another agent, whose request (`run` or
@@ -391,6 +393,7 @@ impl HelloCase {
             HelloCase::Stream(_) => "stream",
             HelloCase::Rr(c) => c.kind.as_str(),
             HelloCase::Records(_) => "records",
+            HelloCase::UdpRr(_) => "udp-rr",
             HelloCase::Agent => "agent",
             HelloCase::UdpStream(_) => "udp-stream",
         }
@@ -402,6 +405,7 @@ impl HelloCase {
             HelloCase::Stream(c) => c.net.session_ms(),
             HelloCase::Rr(c) => c.net.session_ms(),
             HelloCase::Records(c) => c.net.session_ms(),
+            HelloCase::UdpRr(h) => h.case.net.session_ms(),
             // The run request, read after the key, is checked against it by the agent.
             HelloCase::Agent => 0,
             HelloCase::UdpStream(h) => h.case.net.session_ms(),
@@ -508,6 +512,11 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
                 .map(|hello| HelloCase::Records(hello.case))
                 .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
         }
+        Some(Some("udp-rr")) => {
+            return serde_json::from_slice(line)
+                .map(HelloCase::UdpRr)
+                .map_err(|e| HelloError::Malformed(format!("bad udp-rr hello: {e}")));
+        }
         Some(Some("udp-stream")) => {
             return serde_json::from_slice(line)
                 .map(HelloCase::UdpStream)
@@ -515,7 +524,7 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
         }
         Some(_) => {
             return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream)",
+                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream, udp-rr)",
                 envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
             )))
         }
@@ -656,7 +665,7 @@ mod tests {
         assert_eq!(
             parse_hello(unknown.as_bytes()),
             Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream)".into()
+                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream, udp-rr)".into()
             ))
         );
         let stream = StreamCase {

@@ -54,7 +54,10 @@ pub const MESSAGES_SENT: &str = "messages_sent";
 pub const PAGE_FAULTS: &str = "page_faults";
 pub const READ_TIME_PER_MIB_US: &str = "read_time_per_mib_us";
 pub const REMOTE_TIME_PER_READ_US: &str = "remote_time_per_read_us";
+pub const REPLIES_DUPLICATE: &str = "replies_duplicate";
+pub const REPLIES_LATE: &str = "replies_late";
 pub const REQUESTS_PER_S: &str = "requests_per_s";
+pub const REQUESTS_SENT: &str = "requests_sent";
 pub const RESIDENT_FRACTION: &str = "resident_fraction";
 pub const RESPONSES_PER_S: &str = "responses_per_s";
 pub const ROUND_TRIP_US: &str = "round_trip_us";
@@ -84,6 +87,8 @@ pub const TOTAL_CYCLES_PER_BYTE: &str = "total_cycles_per_byte";
 pub const TRANSACTIONS: &str = "transactions";
 pub const TRANSACTIONS_PER_S: &str = "transactions_per_s";
 pub const TRANSACTIONS_SERVED: &str = "transactions_served";
+pub const TXN_LOST: &str = "txn_lost";
+pub const TXN_LOST_FRACTION: &str = "txn_lost_fraction";
 pub const UDP_IN_DATAGRAMS: &str = "udp_in_datagrams";
 pub const UDP_IN_ERRORS: &str = "udp_in_errors";
 pub const UDP_NO_PORTS: &str = "udp_no_ports";
@@ -167,7 +172,10 @@ pub const ALL: &[&str] = &[
     PAGE_FAULTS,
     READ_TIME_PER_MIB_US,
     REMOTE_TIME_PER_READ_US,
+    REPLIES_DUPLICATE,
+    REPLIES_LATE,
     REQUESTS_PER_S,
+    REQUESTS_SENT,
     RESIDENT_FRACTION,
     RESPONSES_PER_S,
     ROUND_TRIP_US,
@@ -197,6 +205,8 @@ pub const ALL: &[&str] = &[
     TRANSACTIONS,
     TRANSACTIONS_PER_S,
     TRANSACTIONS_SERVED,
+    TXN_LOST,
+    TXN_LOST_FRACTION,
     UDP_IN_DATAGRAMS,
     UDP_IN_ERRORS,
     UDP_NO_PORTS,

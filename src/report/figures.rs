@@ -1153,6 +1153,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     figures.extend(servers_figures(cells));
     figures.extend(super::rr_figures::rr_figures(&drawn));
     figures.extend(super::udp_figures::udp_figures(&drawn));
+    figures.extend(super::udp_rr_figures::udp_rr_figures(&drawn));
     figures.extend(micro_figures(&drawn, caches));
     figures.extend(super::remote_fs_figures::remote_fs_figures(&drawn));
     for f in figures.iter_mut().filter(|f| !f.stem.starts_with("servers_")) {

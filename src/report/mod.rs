@@ -16,6 +16,7 @@ pub mod matrix;
 pub mod remote_fs_figures;
 pub mod rr_figures;
 pub mod udp_figures;
+pub mod udp_rr_figures;
 
 use crate::case::{CopyMode, Endpoint, StreamCase};
 use crate::measure::memtraffic;

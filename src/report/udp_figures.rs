@@ -23,7 +23,7 @@ fn panel(c: &UdpStreamCase) -> String {
 }
 
 /// A mode pair's colour (its send mode) and style (its receive mode).
-fn style(mode: UdpSendMode, rx: UdpRecvMode) -> ((u8, u8, u8), usize) {
+pub(super) fn style(mode: UdpSendMode, rx: UdpRecvMode) -> ((u8, u8, u8), usize) {
     let colour = UdpSendMode::ALL.iter().position(|m| *m == mode).unwrap_or(0);
     let style = UdpRecvMode::ALL.iter().position(|m| *m == rx).unwrap_or(0);
     (OKABE_ITO[colour % OKABE_ITO.len()], style)

@@ -23,6 +23,7 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Obse
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
         Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
+        Case::NetUdpRr(c) => crate::net::workload::udp_rr::run(c, stop),
         Case::Fake(c) => crate::fake::run(c, stop),
         Case::NetUdpStream(c) => crate::net::workload::udp_stream::run(c, stop),
         Case::Fleet(c) => crate::fleet::run_pair(c, stop),

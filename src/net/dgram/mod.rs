@@ -15,7 +15,7 @@ mod tx;
 
 pub use header::{check, monotonic_ns, write_fields, write_part, Header, HEADER};
 pub use rx::{GroReceiver, RecvReceiver, RecvmmsgReceiver};
-pub use tracker::{SeqCounts, SeqTracker, WINDOW};
+pub use tracker::{Arrival, SeqCounts, SeqTracker, ARRIVALS, WINDOW};
 pub use tx::{GsoSender, SendSender, SendmmsgSender, SendmsgSender, UringSender, ZerocopySender};
 
 pub use crate::net::mode::unsupported_in;

@@ -13,13 +13,14 @@
 //!   been quiet for `DRAIN_QUIET` (at most `DRAIN_MAX`), so the datagrams still in flight when
 //!   the client stopped are counted as arrived, not lost.
 
+use crate::case::{NetParams, Topology};
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, PROTOCOL_VERSION};
 use crate::net::session::handshake::{refused, ReadyLine, RefusalKind};
 use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// How long a blocking receive waits before its thread looks at the session's flags again.
@@ -74,6 +75,19 @@ pub enum UdpPhase {
 /// Say what each client thread sent (the client, once every thread is joined).
 pub fn send_sent(control: &mut ControlChannel, datagrams: Vec<u64>) -> io::Result<()> {
     control.send_json(&UdpPhase::Sent { datagrams })
+}
+
+/// The address family the client's sockets need: the server's (a remote name resolved).
+pub fn server_ip(net: &NetParams) -> anyhow::Result<IpAddr> {
+    match Topology::from(&net.endpoint) {
+        Topology::Remote { addr } => addr
+            .to_socket_addrs()
+            .map_err(|e| anyhow!("cannot resolve {addr}: {e}"))?
+            .next()
+            .map(|a| a.ip())
+            .ok_or_else(|| anyhow!("{addr} resolves to no address")),
+        _ => Ok(IpAddr::from([127, 0, 0, 1])),
+    }
 }
 
 /// The client's UDP sockets, one per thread, bound to port 0 of the unspecified address of

@@ -98,7 +98,24 @@ pub struct SeqTracker {
     last: Option<Header>,
     /// Flows merged in besides this one (their windows are not this one's).
     merged: bool,
+    /// The datagrams recorded since `clear_arrivals`, kept only after `keep_arrivals` (up to
+    /// its capacity; more are counted, not kept): what a request/response client matches
+    /// replies by (udp-rr).
+    arrivals: Vec<Arrival>,
+    keep: usize,
 }
+
+/// One recorded datagram as `SeqTracker::arrivals` keeps it: its number, when it arrived
+/// (our clock, ns) and whether the number was new (false: a duplicate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub seq: u64,
+    pub arrival_ns: u64,
+    pub new: bool,
+}
+
+/// Room for the arrivals of any one receive call: a 64 KiB GRO buffer of 16-byte datagrams.
+pub const ARRIVALS: usize = 4096;
 
 impl Default for SeqTracker {
     fn default() -> Self {
@@ -116,7 +133,25 @@ impl SeqTracker {
             jitter: 0.0,
             last: None,
             merged: false,
+            arrivals: Vec::new(),
+            keep: 0,
         }
+    }
+
+    /// Keep every datagram recorded from now on (up to `capacity` between two
+    /// `clear_arrivals`; the room is made here, so recording allocates nothing).
+    pub fn keep_arrivals(&mut self, capacity: usize) {
+        self.keep = capacity;
+        self.arrivals = Vec::with_capacity(capacity);
+    }
+
+    /// The datagrams recorded since the last `clear_arrivals`, in arrival order.
+    pub fn arrivals(&self) -> &[Arrival] {
+        &self.arrivals
+    }
+
+    pub fn clear_arrivals(&mut self) {
+        self.arrivals.clear();
     }
 
     fn bit(seq: u64) -> (usize, u64) {
@@ -139,6 +174,14 @@ impl SeqTracker {
     /// One arrived datagram of `len` bytes with sequence number `seq`, sent at `sent_ns` by
     /// the sender's clock and received at `arrival_ns` by ours. True when its number was new.
     pub fn record(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
+        let new = self.count(seq, len, sent_ns, arrival_ns);
+        if self.arrivals.len() < self.keep {
+            self.arrivals.push(Arrival { seq, arrival_ns, new });
+        }
+        new
+    }
+
+    fn count(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
         self.counts.received += 1;
         self.counts.bytes += len as u64;
         self.last = Some(Header { seq, sent_ns });
@@ -262,6 +305,26 @@ mod tests {
         for &s in seqs {
             t.record(s, 100, 0, 0);
         }
+    }
+
+    /// Kept arrivals say each datagram's number and whether it was new, up to the room asked
+    /// for, until cleared.
+    #[test]
+    fn kept_arrivals_name_each_datagram_until_cleared() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0]);
+        assert!(t.arrivals().is_empty(), "nothing kept before keep_arrivals");
+        t.keep_arrivals(3);
+        t.record(5, 100, 0, 7);
+        t.record(5, 100, 0, 8);
+        t.record(4, 100, 0, 9);
+        t.record(6, 100, 0, 10);
+        let kept: Vec<(u64, u64, bool)> = t.arrivals().iter().map(|a| (a.seq, a.arrival_ns, a.new)).collect();
+        assert_eq!(kept, [(5, 7, true), (5, 8, false), (4, 9, true)]);
+        assert_eq!(t.counts().received, 5, "a datagram beyond the room is still counted");
+        t.clear_arrivals();
+        t.record(7, 100, 0, 11);
+        assert_eq!(t.arrivals().len(), 1);
     }
 
     #[test]

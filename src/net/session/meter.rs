@@ -1,12 +1,11 @@
-//! What every thread of a network session that meters itself (rr/crr, udp-stream, …) does
-//! around its loop: pin, open its counters, wait at the start
-//! gate, follow the measured window (snapshotting its own system-call count at the window's
+//! What every thread of a network session that meters itself (rr/crr, udp-rr, udp-stream)
+//! does around its loop: pin, open its counters, wait at the start gate, follow the measured window (snapshotting its own system-call count at the window's
 //! edges, as its counters open and close) and say where it ran.
 
+use super::StartGate;
 use crate::case::CpuList;
 use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
 use crate::measure::window::{thread_counters, Edge, View, Window};
-use super::StartGate;
 use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
 use std::io;

@@ -3,4 +3,5 @@
 pub mod records;
 pub mod rr;
 pub mod stream;
+pub mod udp_rr;
 pub mod udp_stream;

@@ -4,9 +4,9 @@
 //! another). Inside the loops: a relaxed load of the window, the sends and receives, a clock
 //! read and a histogram record; nothing is allocated.
 
-use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::observation::Role;
 use socket2::{Domain, Socket, Type};
 use std::io;

@@ -24,6 +24,7 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::net::control::{ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
@@ -33,7 +34,6 @@ use crate::observation::{Metric, Observation, Role, Source, Unsupported, Warning
 use crate::stop::Stop;
 use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
-use crate::net::session::meter::Ctx;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};

@@ -4,7 +4,6 @@
 //! accepts, answers and closes connection after connection), following the client's window,
 //! then a report of what its threads counted.
 
-use crate::net::session::meter::{Ctx, Meter, Metered};
 use super::{data_receivers, data_sender, receiver_error, Phase};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
@@ -13,6 +12,7 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::handshake::{refuse, RefusalKind};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
 use crate::net::session::DATA_IDLE_TIMEOUT;

@@ -18,7 +18,7 @@ mod server;
 
 pub use server::SERVED;
 
-use crate::case::{NetParams, Topology, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::case::{NetParams, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramSender};
@@ -30,7 +30,7 @@ use crate::stop::Stop;
 use anyhow::anyhow;
 use client::ClientOutcome;
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The hello's `workload`.
@@ -192,19 +192,6 @@ fn unavailable_observation(refusal: &Unsupported) -> Observation {
     obs
 }
 
-/// The address family the client's sockets need: the server's (a remote name resolved).
-fn server_ip(net: &NetParams) -> anyhow::Result<IpAddr> {
-    match Topology::from(&net.endpoint) {
-        Topology::Remote { addr } => addr
-            .to_socket_addrs()
-            .map_err(|e| anyhow!("cannot resolve {addr}: {e}"))?
-            .next()
-            .map(|a| a.ip())
-            .ok_or_else(|| anyhow!("{addr} resolves to no address")),
-        _ => Ok(IpAddr::from([127, 0, 0, 1])),
-    }
-}
-
 /// udp-stream as the session coordinator runs it.
 struct UdpStreamClient<'a> {
     case: &'a UdpStreamCase,
@@ -258,9 +245,13 @@ impl NetWorkload for UdpStreamClient<'_> {
         let senders = (0..case.net.threads)
             .map(|_| data_sender(case))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let sockets = udp::client_sockets(case.net.threads, server_ip(&case.net)?)?;
+        let sockets = udp::client_sockets(case.net.threads, udp::server_ip(&case.net)?)?;
         let ports = udp::ports(&sockets)?;
-        Ok(Ends { senders, sockets, ports })
+        Ok(Ends {
+            senders,
+            sockets,
+            ports,
+        })
     }
 
     fn open_data(&self, addr: SocketAddr, accepted: &Accepted, ends: &mut Ends, _stop: Stop) -> anyhow::Result<Data> {

@@ -13,9 +13,9 @@ use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, Thre
 use crate::net::dgram::session::{self as udp, ServerSocket};
 use crate::net::dgram::{self, DgramReceiver, SeqCounts, SeqTracker};
 use crate::net::session::handshake::{refuse, RefusalKind};
+use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{budget_error, send_outcome, Served, Session, StartGate, START_PATIENCE};
-use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source};
 use crate::stop::Interrupted;

@@ -1,0 +1,379 @@
+//! The serving end of a udp-rr session (`net serve`, and the in-process server of loopback,
+//! netns and veth runs): one UDP socket per client thread, all bound to the session's one
+//! data port (SO_REUSEPORT) and each connected to its client socket (the address the control
+//! connection comes from, the port the hello names), so the kernel delivers each client's
+//! requests to its own socket; one thread per socket answers every request with a response
+//! datagram carrying the request's sequence number; the window follows the client's phase
+//! messages, then the report.
+
+use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
+use crate::case::UdpRrCase;
+use crate::measure::clock;
+use crate::measure::counters::kernel_policy;
+use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::dgram::session::open_udp_port;
+use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
+use crate::net::session::handshake::{refuse, RefusalKind};
+use crate::net::session::meter::{Ctx, Meter, Metered};
+use crate::net::session::server::wrong_hello;
+use crate::net::session::{budget_error, send_outcome, Served, Session, StartGate, START_PATIENCE};
+use crate::net::workload::rr::Phase;
+use crate::observation::names;
+use crate::observation::{Metric, Role};
+use crate::stop::Interrupted;
+use anyhow::anyhow;
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The udp-rr server side, as `net serve` and the local run serve it.
+pub const SERVED: Served = Served {
+    hellos: &["udp-rr"],
+    serve,
+};
+
+fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
+    match hello {
+        HelloCase::UdpRr(h) => serve_session(control, &h.case, &h.ports, session.stopped, session.max_bytes),
+        other => Err(wrong_hello(control, &other)),
+    }
+}
+
+/// What one serving thread counted inside the window.
+struct ServerOutcome {
+    transactions: u64,
+    verified: u64,
+    corrupt: u64,
+    rxq_drops: Option<u64>,
+    metered: Metered,
+}
+
+fn serve_session(
+    mut control: ControlChannel,
+    case: &UdpRrCase,
+    ports: &[u16],
+    stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
+) -> anyhow::Result<()> {
+    if let Err(error) = super::check_case(case) {
+        return Err(refuse(&mut control, RefusalKind::Limits, error));
+    }
+    if ports.len() != case.net.threads {
+        let error = format!(
+            "the hello names {} client ports for {} threads",
+            ports.len(),
+            case.net.threads
+        );
+        return Err(refuse(&mut control, RefusalKind::Other, error));
+    }
+    if let Some(refusal) = super::mode_refusal(case) {
+        control
+            .send(&crate::net::control::Control::Unavailable {
+                what: refusal.what.clone(),
+                reason: refusal.reason.clone(),
+            })
+            .ok();
+        return Err(refusal.into());
+    }
+    // Every path before `ready`: a mode this kernel refuses is answered as unavailable.
+    let mut ends = Vec::with_capacity(case.net.threads);
+    for _ in 0..case.net.threads {
+        let made =
+            data_sender(case, case.response_size).and_then(|s| data_receiver(case, case.request_size).map(|r| (s, r)));
+        match made {
+            Ok(pair) => ends.push(pair),
+            Err(e) => {
+                if let Some(refusal) = e.downcast_ref::<crate::observation::Unsupported>() {
+                    control
+                        .send(&crate::net::control::Control::Unavailable {
+                            what: refusal.what.clone(),
+                            reason: refusal.reason.clone(),
+                        })
+                        .ok();
+                }
+                return Err(e);
+            }
+        }
+    }
+    // The session's UDP data port (net/dgram/session.rs): one socket per client port, each
+    // connected to it; `ready` names the port.
+    let opened = open_udp_port(&mut control, ports, case.rcvbuf)?;
+    let rcvbuf = opened.iter().map(|s| s.rcvbuf as u64).min().unwrap_or(0);
+    let sockets: Vec<UdpSocket> = opened.into_iter().map(|s| s.socket).collect();
+    for socket in &sockets {
+        set_timeouts(socket)?;
+    }
+    let outcome = run_threads(case, &sockets, ends, &mut control, stopped, max_bytes).map(|mut report| {
+        report.metrics.push(rcvbuf_metric(Role::Server, rcvbuf));
+        report
+    });
+    send_outcome(&mut control, outcome)
+}
+
+/// The session's byte budget as the serving threads count it (request + response bytes per
+/// transaction); None without a budget.
+type Budget<'a> = Option<(&'a AtomicU64, u64)>;
+
+fn run_threads(
+    case: &UdpRrCase,
+    sockets: &[UdpSocket],
+    ends: Vec<(Box<dyn DgramSender>, Box<dyn DgramReceiver>)>,
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+    max_bytes: Option<u64>,
+) -> anyhow::Result<ServerReport> {
+    let policy = kernel_policy();
+    let moved = AtomicU64::new(0);
+    let budget: Budget<'_> = max_bytes.map(|_| (&moved, case.request_size + case.response_size));
+    let exceeded = std::cell::Cell::new(false);
+    let stopped_or_over = || {
+        if stopped() {
+            return true;
+        }
+        exceeded.set(max_bytes.is_some_and(|max| moved.load(Ordering::Relaxed) > max));
+        exceeded.get()
+    };
+    let tsc_hz = clock::tsc_hz();
+    let window = Window::new();
+    let ready = StartGate::default();
+    let quit = AtomicBool::new(false);
+    let ctx = Ctx {
+        window: &window,
+        ready: &ready,
+        policy: &policy,
+        perf: case.net.perf,
+        cpus: case.net.server_cpus.as_ref(),
+    };
+    let (outcomes, followed) = std::thread::scope(|scope| {
+        let (ctx, quit) = (&ctx, &quit);
+        let handles: Vec<_> = ends
+            .into_iter()
+            .zip(sockets)
+            .enumerate()
+            .map(|(i, ((sender, receiver), socket))| {
+                std::thread::Builder::new()
+                    .name(format!("iopath-udp-rr-server-{i}"))
+                    .spawn_scoped(scope, move || {
+                        serve_socket(ctx, i, socket, sender, receiver, quit, budget)
+                    })
+            })
+            .collect();
+        let started = handles.iter().filter(|h| h.is_ok()).count();
+        let followed = if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
+            ready.abandon();
+            window.close(&mut SystemProbes::default());
+            Followed::default()
+        } else {
+            follow_phases(case, &window, control, stopped, &stopped_or_over)
+        };
+        quit.store(true, Ordering::SeqCst);
+        let outcomes: Vec<io::Result<ServerOutcome>> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a udp-rr server thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect();
+        (outcomes, followed)
+    });
+    if exceeded.get() {
+        return Err(budget_error(max_bytes));
+    }
+    if followed.interrupted {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    let mut threads = Vec::new();
+    for outcome in outcomes {
+        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+    }
+    Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
+}
+
+/// How following the client's phases ended.
+#[derive(Default)]
+struct Followed {
+    system_metrics: Vec<Metric>,
+    interrupted: bool,
+}
+
+/// Follow the client: Measure opens the window, Done closes it, Finished (or the control
+/// connection's end) ends the session.
+fn follow_phases(
+    case: &UdpRrCase,
+    window: &Window,
+    control: &mut ControlChannel,
+    stopped: &dyn Fn() -> bool,
+    stopped_or_over: &dyn Fn() -> bool,
+) -> Followed {
+    let mut system = SystemProbes::default();
+    // The UDP counters of the namespace the server's sockets live in (this thread's).
+    crate::measure::system::push_udp_probe(&mut system, None);
+    let mut followed = Followed::default();
+    let deadline = Instant::now() + Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
+    loop {
+        let line = control.recv_line(Some(deadline), stopped_or_over);
+        match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
+            Ok(Ok(Phase::Measure)) => window.open(&mut system),
+            Ok(Ok(Phase::Done)) => {
+                followed.system_metrics = window.close(&mut system);
+                // The client sends nothing after Done: the report may go.
+                break;
+            }
+            Ok(Ok(Phase::Finished)) => break,
+            other => {
+                followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
+                break;
+            }
+        }
+    }
+    window.close(&mut system);
+    followed
+}
+
+/// Answer every request on one socket until the session is over.
+fn serve_socket(
+    ctx: &Ctx<'_>,
+    index: usize,
+    socket: &UdpSocket,
+    mut sender: Box<dyn DgramSender>,
+    mut receiver: Box<dyn DgramReceiver>,
+    quit: &AtomicBool,
+    budget: Budget<'_>,
+) -> io::Result<ServerOutcome> {
+    let fd = socket.as_raw_fd();
+    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let mut seen = SeqTracker::new();
+    seen.keep_arrivals(crate::net::dgram::ARRIVALS);
+    let mut transactions = 0u64;
+    let mut window_base = None;
+    // The tracker's counts and SO_RXQ_OVFL as the window closed (the thread answers on
+    // until the session ends).
+    let mut window_end = None;
+    let mut drops_base = None;
+    let mut peer_gone = false;
+    loop {
+        let open = meter.tick(|| sender.syscalls() + receiver.syscalls());
+        if quit.load(Ordering::Relaxed) {
+            break;
+        }
+        if open && window_base.is_none() {
+            window_base = Some(seen.counts());
+            drops_base = super::drops_now(fd, receiver.as_ref());
+        }
+        if meter.closed() && window_end.is_none() {
+            window_end = Some((seen.counts(), super::drops_now(fd, receiver.as_ref())));
+        }
+        match receiver.recv(fd, &mut seen) {
+            Ok(_) => {}
+            // A client socket that is gone (its thread ended with the window) answered a
+            // reply with ICMP port unreachable: nothing to answer.
+            Err(e) if gone(&e) => peer_gone = true,
+            Err(e) => return Err(e),
+        }
+        // Answer each request with its own number; a run of consecutive numbers (a batch
+        // the client sent in one call) goes in one call of the batching modes.
+        let arrivals = seen.arrivals();
+        let mut i = 0;
+        while i < arrivals.len() {
+            let first = arrivals[i].seq;
+            let mut run = 1;
+            while i + run < arrivals.len() && arrivals[i + run].seq == first + run as u64 {
+                run += 1;
+            }
+            let mut done = 0;
+            while done < run && !peer_gone {
+                match sender.send(fd, first + done as u64, run - done) {
+                    Ok(n) => done += n.max(1),
+                    // A full socket buffer drops the reply, as the network may: the client
+                    // counts it lost.
+                    Err(e) if crate::net::dgram::is_full(&e) => done = run,
+                    // The client socket is gone (its thread ended with the window): answer
+                    // nothing more (an io_uring ring refuses every call after a failed one).
+                    Err(e) if gone(&e) => peer_gone = true,
+                    Err(e) => return Err(e),
+                }
+            }
+            i += run;
+        }
+        let answered = arrivals.len() as u64;
+        seen.clear_arrivals();
+        if let Some((moved, bytes)) = budget {
+            moved.fetch_add(answered * bytes, Ordering::Relaxed);
+        }
+        if open {
+            transactions += answered;
+        }
+    }
+    if !peer_gone {
+        match sender.finish(fd) {
+            Err(e) if !gone(&e) => return Err(e),
+            _ => {}
+        }
+    }
+    let (at_end, drops_end) = window_end.unwrap_or((seen.counts(), super::drops_now(fd, receiver.as_ref())));
+    let in_window = at_end.since(&window_base.unwrap_or(at_end));
+    Ok(ServerOutcome {
+        transactions,
+        verified: in_window.received.saturating_sub(in_window.verify_failures),
+        corrupt: in_window.verify_failures,
+        rxq_drops: window_base
+            .and(drops_end)
+            .map(|d| d.saturating_sub(drops_base.unwrap_or(0))),
+        metered: meter.finish(sender.syscalls() + receiver.syscalls()),
+    })
+}
+
+/// The serving threads' counts as the report the client gets.
+fn server_report(
+    case: &UdpRrCase,
+    threads: &[ServerOutcome],
+    system_metrics: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
+    let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
+    let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
+    let bytes = transactions * (case.request_size + case.response_size);
+    let counters = crate::net::session::observe::measured_counters(
+        threads.iter().map(|t| &t.metered.counters),
+        crate::net::session::observe::NO_SERVER_WINDOW,
+    );
+    let mut metrics = counters.metrics(Role::Server, bytes, transactions, "txn", tsc_hz);
+    metrics.push(super::cpu_per_transaction(Role::Server, &counters, transactions));
+    metrics.push(super::per_transaction(
+        names::SYSCALLS_PER_TXN,
+        Role::Server,
+        syscalls,
+        transactions,
+        "syscalls/txn",
+    ));
+    metrics.push(Metric::tool(
+        names::TRANSACTIONS_SERVED,
+        Role::Server,
+        transactions as f64,
+        "txn",
+    ));
+    let drops = threads.iter().map(|t| t.rxq_drops).collect::<Option<Vec<u64>>>();
+    metrics.push(socket_drops(Role::Server, drops.map(|d| d.iter().sum())));
+    metrics.extend(system_metrics);
+    ServerReport {
+        metrics,
+        placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
+        verified_messages: threads.iter().map(|t| t.verified).sum(),
+        corrupt_messages: threads.iter().map(|t| t.corrupt).sum(),
+        warnings: Vec::new(),
+        threads: threads
+            .iter()
+            .map(|t| ThreadTally {
+                bytes: t.transactions * (case.request_size + case.response_size),
+                messages: t.transactions,
+                window_s: None,
+                syscalls: t.metered.syscalls,
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,162 @@
+//! The charts of `net udp-rr` runs: the client's p50 and p99 latency and the share of
+//! transactions lost against request size, a line per send/receive mode pair (coloured and
+//! styled as udp-stream's charts), a panel per everything else (response size, in flight,
+//! threads, rate, receive buffer). `rr_figures` takes `net rr`'s case and copy modes only.
+
+use super::cells::CellSummary;
+use super::charts::{ChartSpec, Point, Series, XAxis};
+use super::figures::{point, Provenance};
+use super::udp_figures::style;
+use crate::case::{format_bytes, UdpRrCase};
+use crate::observation::names;
+use crate::observation::Role;
+
+/// What a case is apart from its modes and request size: the panel.
+fn panel(c: &UdpRrCase) -> String {
+    let mut text = format!(
+        "resp {} n{} t{}",
+        format_bytes(c.response_size),
+        c.inflight,
+        c.net.threads
+    );
+    if let Some(rate) = c.rate {
+        text.push_str(&format!(" @{rate}/s"));
+    }
+    if let Some(rcvbuf) = c.rcvbuf {
+        text.push_str(&format!(" rcvbuf {}", format_bytes(rcvbuf)));
+    }
+    text
+}
+
+/// One chart of the client's `name` against request size.
+fn chart(
+    cases: &[(&UdpRrCase, &CellSummary)],
+    (stem, title, y_desc, what): (&str, &str, &str, &str),
+    name: &str,
+    y_range: Option<(f64, f64)>,
+) -> ChartSpec {
+    let mut pairs: Vec<_> = cases.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut panels: Vec<String> = Vec::new();
+    for (c, _) in cases {
+        if !panels.contains(&panel(c)) {
+            panels.push(panel(c));
+        }
+    }
+    let mut provenance = Provenance::default();
+    let mut series = Vec::new();
+    for p in &panels {
+        for &(mode, rx) in &pairs {
+            let mut points: Vec<Point> = Vec::new();
+            for (c, cell) in cases
+                .iter()
+                .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx) && panel(c) == *p)
+            {
+                if let Some(m) = cell.metric(name, Role::Client) {
+                    provenance.add(m);
+                    points.extend(point(c.request_size as f64, m));
+                }
+            }
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            if !points.is_empty() {
+                let (color, style) = style(mode, rx);
+                series.push(Series {
+                    name: format!("{mode}/{rx}"),
+                    color,
+                    points,
+                    panel: if panels.len() > 1 { p.clone() } else { String::new() },
+                    style,
+                });
+            }
+        }
+    }
+    ChartSpec {
+        stem: stem.into(),
+        title: title.into(),
+        x_desc: "request size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: y_desc.into(),
+        caption: provenance.caption(what),
+        empty_reason: provenance.empty_reason(),
+        series,
+        y_range,
+        ..Default::default()
+    }
+}
+
+pub fn udp_rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
+    let cases: Vec<(&UdpRrCase, &CellSummary)> = cells
+        .iter()
+        .filter_map(|c| c.case.get::<UdpRrCase>().map(|u| (u, c)))
+        .collect();
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        chart(
+            &cases,
+            (
+                "udp_rr_p50_vs_size",
+                "UDP request/response p50 latency vs request size",
+                "latency (us)",
+                "y: client latency_p50_us (request sent, open loop: due, to its reply; answered transactions only)",
+            ),
+            names::LATENCY_P50_US,
+            None,
+        ),
+        chart(
+            &cases,
+            (
+                "udp_rr_p99_vs_size",
+                "UDP request/response p99 latency vs request size",
+                "latency (us)",
+                "y: client latency_p99_us (answered transactions only)",
+            ),
+            names::LATENCY_P99_US,
+            None,
+        ),
+        chart(
+            &cases,
+            (
+                "udp_rr_lost_vs_size",
+                "UDP transactions lost vs request size",
+                "share of transactions lost",
+                "y: client txn_lost_fraction (requests with no reply within the loss timeout / answered + lost, in the window)",
+            ),
+            names::TXN_LOST_FRACTION,
+            Some((0.0, 1.0)),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_name_what_is_not_on_the_axes() {
+        let case = UdpRrCase {
+            mode: crate::case::UdpSendMode::Send,
+            rx_mode: crate::case::UdpRecvMode::Recv,
+            request_size: 64,
+            response_size: 1024,
+            inflight: 4,
+            rate: Some(500),
+            loss_timeout_ms: 200,
+            rcvbuf: Some(4096),
+            net: crate::case::NetParams {
+                threads: 2,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: crate::case::Endpoint::Loopback { port: 0 },
+                perf: false,
+            },
+        };
+        assert_eq!(panel(&case), "resp 1KiB n4 t2 @500/s rcvbuf 4KiB");
+        assert!(udp_rr_figures(&[]).is_empty());
+    }
+}
