@@ -129,7 +129,7 @@ fn the_controller_is_a_job_running_fleet_run_over_all_pairs() {
     assert_eq!(pod["restartPolicy"], "Never");
     let controller = &pod["containers"][0];
     let command = strings(&controller["command"]);
-    assert_eq!(command[..3], ["iopath", "fleet", "run"]);
+    assert_eq!(command[..4], ["iopath", "fleet", "run", "rr"]);
     let after = |flag: &str| command.iter().position(|a| *a == flag).map(|i| command[i + 1]);
     assert_eq!(after("--pairs"), Some("all"));
     assert_eq!(after("--psk-file"), Some("/etc/iopath/psk"));
@@ -184,7 +184,7 @@ fn the_ansible_playbook_starts_the_agents_then_the_controller() {
     let fleet = argvs(&plays[1]);
     let run = fleet
         .iter()
-        .find(|a| a[..3] == ["iopath", "fleet", "run"])
+        .find(|a| a[..4] == ["iopath", "fleet", "run", "rr"])
         .expect("the controller's fleet run");
     assert!(run.windows(2).any(|w| w == ["--pairs", "all"]), "{run:?}");
     assert!(run.iter().any(|a| a == "--hosts"), "{run:?}");
@@ -207,7 +207,7 @@ fn the_shell_recipes_pass_bash_n_and_start_the_agents_in_the_background_first() 
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
         let fleet = lines
             .iter()
-            .position(|l| l.contains("iopath fleet run --hosts") && l.contains("--pairs all"))
+            .position(|l| l.contains("iopath fleet run rr --hosts") && l.contains("--pairs all"))
             .unwrap_or_else(|| panic!("{}: no fleet run over all pairs", path.display()));
         let started = lines
             .iter()
@@ -245,7 +245,7 @@ fn the_readme_shows_the_three_ways_to_launch() {
         "deploy/ssh/pdsh.sh",
         "deploy/ssh/iopath-fleet.yml",
         &AGENT.join(" "),
-        "iopath fleet run --hosts",
+        "iopath fleet run rr --hosts",
     ] {
         assert!(section.contains(needle), "README's Many hosts section lacks {needle}");
     }

@@ -104,9 +104,12 @@ fn report_holds_every_chart_and_the_crossover_table() {
     assert!(html.contains("name=\"viewport\""));
     // Machine figures in human units, not raw bytes and hertz.
     assert!(html.contains("RAM") && html.contains(" GHz"));
-    // Three pairs x two thread counts, none testable with 2 repetitions a side.
-    // The crossover table's rows; the findings say it too, once per question they could not test.
-    assert_eq!(html.matches("not tested (2 repetitions: too few for p").count(), 6);
+    // Three pairs x two thread counts, none testable with 2 repetitions a side: the crossover
+    // table's six rows all say so. (A loaded machine can leave a 100 ms cell without a throughput, and its
+    // pairs then read "not tested (1 repetition)": still a row that claims nothing.)
+    let crossover = &html[html.find("id=\"crossover\"").unwrap()..html.find("id=\"cells\"").unwrap()];
+    assert_eq!(crossover.matches("not tested (").count(), 6);
+    // The findings say it too, once per question they could not test.
     assert!(html.contains("not tested (2 repetitions per case"));
     // Loopback copies every zero-copy send: the report must say so.
     assert!(

@@ -16,4 +16,4 @@ db=${2:-fleet.db}
 
 pdsh -w "$(list "$hosts_file")" 'nohup iopath net serve --agent --port 7000 --psk-file /etc/iopath/psk > /tmp/iopath-agent.log 2>&1 < /dev/null & echo $! > /tmp/iopath-agent.pid'
 
-iopath fleet run --hosts "$hosts_file" --pairs all --psk-file /etc/iopath/psk --db "$db"
+iopath fleet run rr --hosts "$hosts_file" --pairs all --psk-file /etc/iopath/psk --db "$db"

@@ -73,16 +73,12 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Network benchmarks: stream a structured message, request/response (rr, crr), in every send mode.
+    /// Network benchmarks: stream a structured message, request/response (rr, crr), UDP datagrams (udp-stream, udp-rr), in every send mode.
     #[command(subcommand, after_help = examples::NET)]
     Net(net::NetCommand),
     /// A one-minute sweep of the copy modes on loopback, saved to the database, with an HTML report.
     #[command(after_help = examples::QUICK)]
     Quick(sweep::QuickArgs),
-    /// Measure pairs of `net serve --agent` agents (all pairs, a ring, a star, a list) in
-    /// rounds of disjoint pairs, stored as one run.
-    #[command(subcommand, after_help = fleet::EXAMPLES)]
-    Fleet(fleet::FleetCommand),
     /// Run any measuring command as a stored run (the same flags), or resume one.
     #[command(after_help = examples::SWEEP)]
     Sweep(Box<sweep::SweepArgs>),
@@ -98,6 +94,10 @@ pub enum Command {
     /// Copy every run of other iopath databases into one, with new ids and their provenance.
     #[command(after_help = examples::MERGE)]
     Merge(merge::MergeArgs),
+    /// Measure pairs of `net serve --agent` agents (all pairs, a ring, a star, a list) in
+    /// rounds of disjoint pairs, stored as one run.
+    #[command(subcommand, after_help = fleet::EXAMPLES)]
+    Fleet(fleet::FleetCommand),
     /// Compare two runs cell by cell, with a significance test.
     #[command(after_help = examples::COMPARE)]
     Compare(results::CompareArgs),
