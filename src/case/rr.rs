@@ -175,11 +175,7 @@ impl RrCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<CpuList>| match c {
-            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
-            None => "any".to_string(),
-        };
-        vec![
+        let mut params = vec![
             ("kind", self.kind.as_str().to_string()),
             ("mode", self.mode.to_string()),
             ("rx_mode", self.rx_mode.to_string()),
@@ -189,14 +185,10 @@ impl RrCase {
             ("inflight", self.inflight.to_string()),
             ("threads", self.net.threads.to_string()),
             ("rate", self.rate.map_or("closed".to_string(), |r| r.to_string())),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.net.client_cpus)),
-            ("server_cpus", cpus(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
-            ("align", self.align.to_string()),
-        ]
+        ];
+        params.extend(self.net.window_params());
+        params.push(("align", self.align.to_string()));
+        params
     }
 }
 
