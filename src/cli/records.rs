@@ -125,16 +125,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 table_bytes: args.table / record_size * record_size,
                                 pick,
                                 outstanding,
-                                net: crate::case::NetParams {
-                                    threads,
-                                    duration_ms: args.window.duration_ms(),
-                                    warmup_ms: args.window.warmup_ms(),
-                                    client_cpus: args.window.client_cpus(),
-                                    server_cpus: args.window.server_cpus(),
-                                    verify: args.verify,
-                                    endpoint: endpoint.clone(),
-                                    perf: !args.no_perf,
-                                },
+                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 align: args.window.align,
                                 prove_copies: args.prove_copies,
                             });

@@ -143,16 +143,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 response_size,
                                 fields: args.fields as usize,
                                 inflight,
-                                net: crate::case::NetParams {
-                                    threads,
-                                    duration_ms: args.window.duration_ms(),
-                                    warmup_ms: args.window.warmup_ms(),
-                                    client_cpus: args.window.client_cpus(),
-                                    server_cpus: args.window.server_cpus(),
-                                    verify: args.verify,
-                                    endpoint: endpoint.clone(),
-                                    perf: !args.no_perf,
-                                },
+                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 rate: args.rate,
                                 align: args.window.align,
                             });
@@ -260,17 +251,10 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: RrArgs,
-    }
 
     fn cases(argv: &[&str], kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
-        let parsed = Cmd::try_parse_from(std::iter::once("rr").chain(argv.iter().copied()))?;
-        rr_cases(&parsed.args, kind)
+        let parsed = crate::cli::values::parse_flags::<RrArgs>(argv)?;
+        rr_cases(&parsed, kind)
     }
 
     #[test]
