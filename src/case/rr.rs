@@ -233,24 +233,15 @@ impl super::Workload for RrCase {
     }
 
     fn contest(&self) -> Option<super::Contest> {
-        Some(super::Contest {
-            group: format!(
-                "net {}, {} responses, {} in flight, {}{}",
-                self.kind.as_str(),
-                format_bytes(self.response_size),
-                self.inflight,
-                super::workload::count(self.net.threads, "thread"),
-                self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
-            ),
+        Some(super::workload::request_response_contest(
+            &format!("net {}", self.kind.as_str()),
+            (self.request_size, self.response_size),
+            self.inflight,
+            self.net.threads,
+            self.rate,
             // The send mode, with the receive mode when it is not the usual pairing.
-            contender: self.path(),
-            x: self.request_size,
-            x_text: format!("{} requests", format_bytes(self.request_size)),
-            contenders_are: "mode",
-            axis: "size",
-            everywhere: "every size",
-            best_word: "fastest",
-        })
+            self.path(),
+        ))
     }
 
     fn sends_by_reference(&self) -> bool {

@@ -108,22 +108,14 @@ impl super::Workload for UdpRrCase {
     }
 
     fn contest(&self) -> Option<super::Contest> {
-        Some(super::Contest {
-            group: format!(
-                "net udp-rr, {} responses, {} in flight, {}{}",
-                format_bytes(self.response_size),
-                self.inflight,
-                super::workload::count(self.net.threads, "thread"),
-                self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
-            ),
-            contender: self.path(),
-            x: self.request_size,
-            x_text: format!("{} requests", format_bytes(self.request_size)),
-            contenders_are: "mode",
-            axis: "size",
-            everywhere: "every size",
-            best_word: "fastest",
-        })
+        Some(super::workload::request_response_contest(
+            "net udp-rr",
+            (self.request_size, self.response_size),
+            self.inflight,
+            self.net.threads,
+            self.rate,
+            self.path(),
+        ))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
