@@ -205,10 +205,7 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
     let records = &with_kernel_copied_fraction(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| r.case.get::<RecordsCase>().cloned();
-    let key = |title, f: fn(&RecordsCase) -> String| {
-        Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<RecordsCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| c.mode.to_string()),

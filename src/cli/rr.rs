@@ -203,9 +203,7 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
     let crr = merged
         .iter()
         .any(|(r, _)| r.case.get::<RrCase>().is_some_and(|c| c.kind == RrKind::Crr));
-    let rr = |r: &Record| r.case.get::<RrCase>().cloned();
-    let key =
-        |title, f: fn(&RrCase) -> String| Column::key(title, move |r, _| rr(r).map(|c| f(&c)).unwrap_or_default());
+    let key = super::output::case_key::<RrCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("kind", |c| c.kind.as_str().to_string()),

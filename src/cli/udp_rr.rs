@@ -153,10 +153,7 @@ pub fn render_udp_rr_table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let typed = |r: &Record| r.case.get::<UdpRrCase>().cloned();
-    let key = |title, f: fn(&UdpRrCase) -> String| {
-        Column::key(title, move |r, _| typed(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<UdpRrCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| c.path()),

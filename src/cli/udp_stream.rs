@@ -150,10 +150,7 @@ pub fn render_table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let udp = |r: &Record| r.case.get::<UdpStreamCase>().cloned();
-    let key = |title, f: fn(&UdpStreamCase) -> String| {
-        Column::key(title, move |r, _| udp(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<UdpStreamCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| format!("{}/{}", c.mode, c.rx_mode)),
