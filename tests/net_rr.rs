@@ -429,9 +429,6 @@ fn rr_and_crr_against_a_net_serve_child() {
     drop(server);
 }
 
-/// Serialises the in-process runs of this file: each checks no thread of a run is left.
-static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrCase {
     use iopath::case::{CopyMode, Endpoint, RrCase};
     RrCase {
@@ -460,7 +457,7 @@ fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrC
 /// An open loop whose schedule sends every half second still stops within a second.
 #[test]
 fn a_stop_in_a_slow_open_loop_ends_within_a_second_with_nothing_left() {
-    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::in_process_alone();
     let case = long_case(iopath::case::RrKind::Rr, Some(4));
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
@@ -473,7 +470,7 @@ fn a_stop_in_a_slow_open_loop_ends_within_a_second_with_nothing_left() {
 
 #[test]
 fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
-    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::in_process_alone();
     let case = long_case(iopath::case::RrKind::Crr, None);
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(

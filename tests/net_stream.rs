@@ -749,15 +749,11 @@ fn db_keeps_the_run_for_report_and_export() {
     assert!(std::fs::read_to_string(&report).unwrap().contains("Machine"));
 }
 
-/// Names of this process's threads whose name starts with `prefix`.
-/// Serialises the in-process runs of this file (the other tests run the binary).
-static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Run a long stream case in-process, request a stop after `after`, and check it comes back
 /// as Interrupted within a second of the request with every thread of the run gone.
 fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Duration) {
     // One at a time: each checks that no thread of a run is left in this process.
-    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::in_process_alone();
     use iopath::case::{Endpoint, StreamCase};
     let case = StreamCase {
         mode,

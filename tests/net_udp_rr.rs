@@ -167,9 +167,8 @@ fn a_veth_pair_moves_verified_datagrams_without_loss() {
 #[test]
 fn net_serve_with_a_key_runs_it_over_connect() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
-    let key = key.to_str().unwrap();
+    let key = common::psk_file(dir.path());
+    let key = key.as_str();
     let server = common::net_serve(&["--psk-file", key]);
     let records = run(&[
         "--connect",

@@ -173,9 +173,8 @@ fn refused_input_is_one_line_and_exit_2() {
 #[test]
 fn net_serve_with_a_key_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
-    let key = key.to_str().unwrap();
+    let key = common::psk_file(dir.path());
+    let key = key.as_str();
     let server = common::net_serve(&["--psk-file", key]);
     let records = run(&[
         "--connect",
@@ -226,15 +225,12 @@ fn long_case(rate: Option<iopath::case::UdpRate>) -> iopath::case::UdpStreamCase
     }
 }
 
-/// One in-process run at a time: the thread check looks at every thread of this process.
-static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// A stop in a 30 s window ends the run as interrupted, unpaced or paced so slowly that the
 /// senders sleep between datagrams, with no thread left behind.
 #[test]
 fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
     for rate in [None, Some(iopath::case::UdpRate::Datagrams(4))] {
-        let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        let _alone = common::in_process_alone();
         let case = long_case(rate);
         let stop = iopath::stop::Stop::fresh();
         common::assert_stops_as_interrupted(

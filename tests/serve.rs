@@ -149,9 +149,8 @@ fn idle_connections_do_not_starve_a_client() {
 #[test]
 fn idle_connections_do_not_starve_a_client_with_a_key() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
-    let key = key.to_str().unwrap();
+    let key = common::psk_file(dir.path());
+    let key = key.as_str();
     let server = Server::start(&["--psk-file", key]);
     let addr = server.addr.clone();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -354,9 +353,8 @@ fn a_servers_refusal_reaches_the_terminal_without_control_characters() {
 #[test]
 fn a_refusal_names_its_kind_on_the_wire() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
-    let server = Server::start(&["--psk-file", key.to_str().unwrap(), "--max-session", "1s"]);
+    let key = common::psk_file(dir.path());
+    let server = Server::start(&["--psk-file", &key, "--max-session", "1s"]);
     let hello = |duration_ms: u64| {
         let mut case = stream_case(4096, 1);
         case.net.duration_ms = duration_ms;
@@ -394,7 +392,7 @@ fn a_refusal_names_its_kind_on_the_wire() {
         "{refusal}"
     );
     // The right key, asking for 5 s from a server that allows 1 s: `session_too_long`.
-    let right = |nonce: &str| iopath::net::auth::answer(b"0123456789abcdef0123456789abcdef", nonce);
+    let right = |nonce: &str| iopath::net::auth::answer(common::PSK.as_bytes(), nonce);
     let refusal = exchange(&hello(5000), &right);
     assert_eq!(refusal["type"], "refused", "{refusal}");
     assert_eq!(refusal["kind"], "session_too_long", "{refusal}");

@@ -716,14 +716,11 @@ fn sigterm_stops_the_service_like_sigint() {
     assert!(err.contains("1 thread(s) joined"), "{err}");
 }
 
-/// Serialises the in-process runs of this file (the other tests run the binary).
-static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Run a long servers case in-process, request a stop after `after`, and check it comes back
 /// as Interrupted (not a cut-short observation) within a second, the server's threads gone.
 fn stop_servers_after(model: &str, warmup_ms: u64, after: Duration) {
     // One at a time: each checks that no thread of a run is left in this process.
-    let _alone = IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::in_process_alone();
     let mut case = iopath::case::ServersCase::new(model.parse().unwrap(), "echo:64".parse().unwrap(), 8, 30_000);
     case.warmup_ms = warmup_ms;
     case.perf = false;

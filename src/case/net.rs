@@ -36,6 +36,19 @@ impl NetParams {
         self.session_ms() as f64 / 1e3
     }
 
+    /// The window, CPUs, verify and perf as a case's params (the names and texts every
+    /// network case's `params` lists, in this order, after its own).
+    pub fn window_params(&self) -> [(&'static str, String); 6] {
+        [
+            ("duration_ms", self.duration_ms.to_string()),
+            ("warmup_ms", self.warmup_ms.to_string()),
+            ("client_cpus", super::cpus::param_text(&self.client_cpus)),
+            ("server_cpus", super::cpus::param_text(&self.server_cpus)),
+            ("verify", self.verify.to_string()),
+            ("perf", self.perf.to_string()),
+        ]
+    }
+
     /// The CPUs the client and the server threads are pinned to.
     pub fn pinning(&self) -> super::Pinning<'_> {
         super::Pinning {

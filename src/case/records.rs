@@ -2,7 +2,6 @@
 //! table of fixed-size records and answers each request naming N record ids with those N
 //! records, sent in one of four ways.
 
-use super::cpus::param_text;
 use super::{format_bytes, Align, NetParams};
 use serde::{Deserialize, Serialize};
 
@@ -127,7 +126,7 @@ impl RecordsCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
             ("record_size_bytes", self.record_size.to_string()),
             ("records", self.records.to_string()),
@@ -135,15 +134,13 @@ impl RecordsCase {
             ("pick", self.pick.to_string()),
             ("outstanding", self.outstanding.to_string()),
             ("threads", self.net.threads.to_string()),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", param_text(&self.net.client_cpus)),
-            ("server_cpus", param_text(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
+        ];
+        params.extend(self.net.window_params());
+        params.extend([
             ("prove_copies", self.prove_copies.to_string()),
             ("align", self.align.to_string()),
-        ]
+        ]);
+        params
     }
 }
 

@@ -175,11 +175,7 @@ impl RrCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<CpuList>| match c {
-            Some(list) => list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "),
-            None => "any".to_string(),
-        };
-        vec![
+        let mut params = vec![
             ("kind", self.kind.as_str().to_string()),
             ("mode", self.mode.to_string()),
             ("rx_mode", self.rx_mode.to_string()),
@@ -189,14 +185,10 @@ impl RrCase {
             ("inflight", self.inflight.to_string()),
             ("threads", self.net.threads.to_string()),
             ("rate", self.rate.map_or("closed".to_string(), |r| r.to_string())),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.net.client_cpus)),
-            ("server_cpus", cpus(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
-            ("align", self.align.to_string()),
-        ]
+        ];
+        params.extend(self.net.window_params());
+        params.push(("align", self.align.to_string()));
+        params
     }
 }
 
@@ -241,24 +233,15 @@ impl super::Workload for RrCase {
     }
 
     fn contest(&self) -> Option<super::Contest> {
-        Some(super::Contest {
-            group: format!(
-                "net {}, {} responses, {} in flight, {}{}",
-                self.kind.as_str(),
-                format_bytes(self.response_size),
-                self.inflight,
-                super::workload::count(self.net.threads, "thread"),
-                self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
-            ),
+        Some(super::workload::request_response_contest(
+            &format!("net {}", self.kind.as_str()),
+            (self.request_size, self.response_size),
+            self.inflight,
+            self.net.threads,
+            self.rate,
             // The send mode, with the receive mode when it is not the usual pairing.
-            contender: self.path(),
-            x: self.request_size,
-            x_text: format!("{} requests", format_bytes(self.request_size)),
-            contenders_are: "mode",
-            axis: "size",
-            everywhere: "every size",
-            best_word: "fastest",
-        })
+            self.path(),
+        ))
     }
 
     fn sends_by_reference(&self) -> bool {

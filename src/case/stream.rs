@@ -1,6 +1,5 @@
 //! Parameters of the network stream benchmark (`iopath net stream`).
 
-use super::cpus::param_text;
 use super::{format_bytes, Align, CpuList, NetParams};
 use serde::{Deserialize, Serialize};
 
@@ -258,15 +257,12 @@ impl StreamCase {
             ("size_bytes", self.size.to_string()),
             ("fields", self.fields.to_string()),
             ("threads", self.net.threads.to_string()),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", param_text(&self.net.client_cpus)),
-            ("server_cpus", param_text(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
+        ];
+        params.extend(self.net.window_params());
+        params.extend([
             ("prove_copies", self.prove_copies.to_string()),
             ("align", self.align.to_string()),
-        ];
+        ]);
         // Only when given, so the columns of runs that never use them stay as they were (an
         // export's columns are the union over its cases: the others' cells are empty).
         if let Some(bytes) = self.zc_ring {

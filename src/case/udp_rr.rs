@@ -2,7 +2,7 @@
 //! transaction, with loss as a counted outcome (a request or its reply missing within the
 //! loss timeout) instead of a hang.
 
-use super::{format_bytes, CpuList, NetParams, UdpRecvMode, UdpSendMode};
+use super::{format_bytes, NetParams, UdpRecvMode, UdpSendMode};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,8 +56,7 @@ impl UdpRrCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        let cpus = |c: &Option<CpuList>| super::cpus::param_text(c);
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
             ("rx_mode", self.rx_mode.to_string()),
             ("request_bytes", self.request_size.to_string()),
@@ -67,13 +66,9 @@ impl UdpRrCase {
             ("rate", self.rate.map_or("closed".to_string(), |r| r.to_string())),
             ("loss_timeout_ms", self.loss_timeout_ms.to_string()),
             ("rcvbuf", self.rcvbuf.map_or("default".to_string(), |r| r.to_string())),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", cpus(&self.net.client_cpus)),
-            ("server_cpus", cpus(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
-        ]
+        ];
+        params.extend(self.net.window_params());
+        params
     }
 }
 
@@ -113,22 +108,14 @@ impl super::Workload for UdpRrCase {
     }
 
     fn contest(&self) -> Option<super::Contest> {
-        Some(super::Contest {
-            group: format!(
-                "net udp-rr, {} responses, {} in flight, {}{}",
-                format_bytes(self.response_size),
-                self.inflight,
-                super::workload::count(self.net.threads, "thread"),
-                self.rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
-            ),
-            contender: self.path(),
-            x: self.request_size,
-            x_text: format!("{} requests", format_bytes(self.request_size)),
-            contenders_are: "mode",
-            axis: "size",
-            everywhere: "every size",
-            best_word: "fastest",
-        })
+        Some(super::workload::request_response_contest(
+            "net udp-rr",
+            (self.request_size, self.response_size),
+            self.inflight,
+            self.net.threads,
+            self.rate,
+            self.path(),
+        ))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -124,7 +124,7 @@ impl UdpStreamCase {
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut params = vec![
             ("mode", self.mode.to_string()),
             ("rx_mode", self.rx_mode.to_string()),
             ("size", self.size.to_string()),
@@ -132,13 +132,9 @@ impl UdpStreamCase {
             ("rate", self.rate.map_or("unpaced".to_string(), |r| r.to_string())),
             ("rcvbuf", self.rcvbuf.map_or("default".to_string(), |r| r.to_string())),
             ("threads", self.net.threads.to_string()),
-            ("duration_ms", self.net.duration_ms.to_string()),
-            ("warmup_ms", self.net.warmup_ms.to_string()),
-            ("client_cpus", super::cpus::param_text(&self.net.client_cpus)),
-            ("server_cpus", super::cpus::param_text(&self.net.server_cpus)),
-            ("verify", self.net.verify.to_string()),
-            ("perf", self.net.perf.to_string()),
-        ]
+        ];
+        params.extend(self.net.window_params());
+        params
     }
 }
 

@@ -143,6 +143,34 @@ pub trait Workload: Any + std::fmt::Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// The contest of a request/response workload (`net rr`/`net crr`, `net udp-rr`): the modes
+/// (`contender`, the case's path) race along the request size, in groups of the same
+/// response size, requests in flight, threads and offered rate.
+pub(super) fn request_response_contest(
+    command: &str,
+    (request_size, response_size): (u64, u64),
+    inflight: usize,
+    threads: usize,
+    rate: Option<u64>,
+    contender: String,
+) -> Contest {
+    Contest {
+        group: format!(
+            "{command}, {} responses, {inflight} in flight, {}{}",
+            super::format_bytes(response_size),
+            count(threads, "thread"),
+            rate.map_or(String::new(), |rate| format!(", {rate}/s offered"))
+        ),
+        contender,
+        x: request_size,
+        x_text: format!("{} requests", super::format_bytes(request_size)),
+        contenders_are: "mode",
+        axis: "size",
+        everywhere: "every size",
+        best_word: "fastest",
+    }
+}
+
 /// `1 thread`, `2 threads`.
 pub(super) fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })

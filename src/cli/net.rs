@@ -206,6 +206,21 @@ impl WindowFlags {
     pub fn server_cpus(&self) -> Option<crate::case::CpuList> {
         self.server_cpus.clone().map(Into::into)
     }
+
+    /// The parameters every network case shares: this window and these CPUs, with the
+    /// case's `threads`, `--verify`, endpoint and `!--no-perf`.
+    pub fn net_params(&self, threads: usize, verify: bool, endpoint: &Endpoint, perf: bool) -> crate::case::NetParams {
+        crate::case::NetParams {
+            threads,
+            duration_ms: self.duration_ms(),
+            warmup_ms: self.warmup_ms(),
+            client_cpus: self.client_cpus(),
+            server_cpus: self.server_cpus(),
+            verify,
+            endpoint: endpoint.clone(),
+            perf,
+        }
+    }
 }
 
 pub(crate) fn parse_topology(text: &str) -> Result<Topology, String> {
@@ -269,6 +284,11 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 
 /// See values::SizeList for why this is an alias.
 pub(super) type RxModeList = Vec<RxMode>;
+
+/// The send and receive mode lists of the UDP workloads (udp-stream, udp-rr): aliases, so
+/// clap takes each comma-separated list whole (it reads a `Vec` field as a repeated flag).
+pub(super) type UdpSendModes = Vec<crate::case::UdpSendMode>;
+pub(super) type UdpRecvModes = Vec<crate::case::UdpRecvMode>;
 
 /// `--rx-mode` of `net stream`, `net rr` and `net crr` (and their sweeps).
 pub(super) fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
@@ -360,16 +380,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             rx_mode,
                             size,
                             fields: args.fields as usize,
-                            net: crate::case::NetParams {
-                                threads,
-                                duration_ms: args.window.duration_ms(),
-                                warmup_ms: args.window.warmup_ms(),
-                                client_cpus: args.window.client_cpus(),
-                                server_cpus: args.window.server_cpus(),
-                                verify: args.verify,
-                                endpoint: endpoint.clone(),
-                                perf: !args.no_perf,
-                            },
+                            net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                             zc_ring,
                             fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
                             prove_copies: args.prove_copies,
@@ -701,17 +712,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Stream {
-        #[command(flatten)]
-        args: StreamArgs,
-    }
 
     fn cases(argv: &[&str]) -> anyhow::Result<Vec<StreamCase>> {
-        let parsed = Stream::try_parse_from(std::iter::once("stream").chain(argv.iter().copied()))?;
-        stream_cases(&parsed.args)
+        let parsed = crate::cli::values::parse_flags::<StreamArgs>(argv)?;
+        stream_cases(&parsed)
     }
 
     /// A message of 4 bytes cannot have 8 fields of at least one byte: refused as bad input

@@ -259,6 +259,12 @@ macro_rules! say {
 /// A column's cell: from a row's record and the number of repetitions merged into it.
 pub type Cell<'a> = Box<dyn Fn(&crate::store::Record, usize) -> String + 'a>;
 
+/// A key column of a workload's table: `f` of the row's case when it is a `C` (empty when
+/// the row is another workload's).
+pub fn case_key<'a, C: crate::case::Workload>(title: &'static str, f: fn(&C) -> String) -> Column<'a> {
+    Column::key(title, move |r, _| r.case.get::<C>().map(f).unwrap_or_default())
+}
+
 /// One column of a measuring command's table: its title, when it shows, its cell for a row
 /// (a case's merged record and how many repetitions were merged) and, for a figure, where its
 /// numbers came from.

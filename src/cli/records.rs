@@ -125,16 +125,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 table_bytes: args.table / record_size * record_size,
                                 pick,
                                 outstanding,
-                                net: crate::case::NetParams {
-                                    threads,
-                                    duration_ms: args.window.duration_ms(),
-                                    warmup_ms: args.window.warmup_ms(),
-                                    client_cpus: args.window.client_cpus(),
-                                    server_cpus: args.window.server_cpus(),
-                                    verify: args.verify,
-                                    endpoint: endpoint.clone(),
-                                    perf: !args.no_perf,
-                                },
+                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 align: args.window.align,
                                 prove_copies: args.prove_copies,
                             });
@@ -214,10 +205,7 @@ pub fn render_records_table(records: &[Record], view: View) -> String {
     let records = &with_kernel_copied_fraction(records);
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| r.case.get::<RecordsCase>().cloned();
-    let key = |title, f: fn(&RecordsCase) -> String| {
-        Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<RecordsCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| c.mode.to_string()),

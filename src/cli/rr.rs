@@ -143,16 +143,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 response_size,
                                 fields: args.fields as usize,
                                 inflight,
-                                net: crate::case::NetParams {
-                                    threads,
-                                    duration_ms: args.window.duration_ms(),
-                                    warmup_ms: args.window.warmup_ms(),
-                                    client_cpus: args.window.client_cpus(),
-                                    server_cpus: args.window.server_cpus(),
-                                    verify: args.verify,
-                                    endpoint: endpoint.clone(),
-                                    perf: !args.no_perf,
-                                },
+                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 rate: args.rate,
                                 align: args.window.align,
                             });
@@ -212,9 +203,7 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
     let crr = merged
         .iter()
         .any(|(r, _)| r.case.get::<RrCase>().is_some_and(|c| c.kind == RrKind::Crr));
-    let rr = |r: &Record| r.case.get::<RrCase>().cloned();
-    let key =
-        |title, f: fn(&RrCase) -> String| Column::key(title, move |r, _| rr(r).map(|c| f(&c)).unwrap_or_default());
+    let key = super::output::case_key::<RrCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("kind", |c| c.kind.as_str().to_string()),
@@ -260,17 +249,10 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: RrArgs,
-    }
 
     fn cases(argv: &[&str], kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
-        let parsed = Cmd::try_parse_from(std::iter::once("rr").chain(argv.iter().copied()))?;
-        rr_cases(&parsed.args, kind)
+        let parsed = crate::cli::values::parse_flags::<RrArgs>(argv)?;
+        rr_cases(&parsed, kind)
     }
 
     #[test]

@@ -295,10 +295,7 @@ pub fn table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let case = |r: &Record| r.case.get::<ServersCase>().cloned();
-    let key = |title, f: fn(&ServersCase) -> String| {
-        Column::key(title, move |r, _| case(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<ServersCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("model", |c| c.model.to_string()),

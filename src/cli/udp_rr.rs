@@ -21,13 +21,13 @@ pub struct UdpRrArgs {
     /// the kernel; needs --inflight 2 or more), zerocopy (MSG_ZEROCOPY, completions read),
     /// uring (io_uring SENDMSG). With one request in flight sendmmsg and gso batch nothing and
     /// the cell reads `unavailable` saying so.
-    #[arg(long, default_value = "send,sendmsg", value_parser = parse_send_modes)]
-    pub mode: SendModes,
+    #[arg(long, default_value = "send,sendmsg", value_parser = values::parse_list::<UdpSendMode>)]
+    pub mode: super::net::UdpSendModes,
     /// Receive modes, comma-separated, used by both ends: recv (one datagram per call),
     /// recvmmsg (up to --inflight per call), gro (UDP_GRO, coalesced datagrams split by the
     /// segment size). Every --mode runs with every one of them. Default: recv.
-    #[arg(long, default_value = "recv", value_parser = parse_recv_modes, value_name = "RX_MODES")]
-    pub rx_mode: RecvModes,
+    #[arg(long, default_value = "recv", value_parser = values::parse_list::<UdpRecvMode>, value_name = "RX_MODES")]
+    pub rx_mode: super::net::UdpRecvModes,
     /// Request datagram sizes (client to server), the 16-byte header included: 16 to 65507
     /// bytes; lists 64,1K and ranges 64..4K.
     #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
@@ -71,18 +71,6 @@ pub struct UdpRrArgs {
     pub run: RunFlags,
 }
 
-/// A list given as one comma-separated value (an alias, so clap takes it whole).
-type SendModes = Vec<UdpSendMode>;
-type RecvModes = Vec<UdpRecvMode>;
-
-fn parse_send_modes(text: &str) -> Result<Vec<UdpSendMode>, String> {
-    values::parse_list(text)
-}
-
-fn parse_recv_modes(text: &str) -> Result<Vec<UdpRecvMode>, String> {
-    values::parse_list(text)
-}
-
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
     let (_, endpoint) = super::net::endpoint_of(&args.endpoint)?;
@@ -114,16 +102,7 @@ pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
                                 rate: args.rate,
                                 loss_timeout_ms,
                                 rcvbuf: args.rcvbuf,
-                                net: crate::case::NetParams {
-                                    threads,
-                                    duration_ms: args.window.duration_ms(),
-                                    warmup_ms: args.window.warmup_ms(),
-                                    client_cpus: args.window.client_cpus(),
-                                    server_cpus: args.window.server_cpus(),
-                                    verify: args.verify,
-                                    endpoint: endpoint.clone(),
-                                    perf: !args.no_perf,
-                                },
+                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                             });
                         }
                     }
@@ -174,10 +153,7 @@ pub fn render_udp_rr_table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let typed = |r: &Record| r.case.get::<UdpRrCase>().cloned();
-    let key = |title, f: fn(&UdpRrCase) -> String| {
-        Column::key(title, move |r, _| typed(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<UdpRrCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| c.path()),
@@ -217,17 +193,10 @@ pub fn render_udp_rr_table(records: &[Record], view: View) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: UdpRrArgs,
-    }
 
     fn cases(argv: &[&str]) -> anyhow::Result<Vec<UdpRrCase>> {
-        let parsed = Cmd::try_parse_from(std::iter::once("udp-rr").chain(argv.iter().copied()))?;
-        udp_rr_cases(&parsed.args)
+        let parsed = crate::cli::values::parse_flags::<UdpRrArgs>(argv)?;
+        udp_rr_cases(&parsed)
     }
 
     #[test]
@@ -255,6 +224,6 @@ mod tests {
             assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
             assert!(err.to_string().contains(needle), "{needle}: {err}");
         }
-        assert!(Cmd::try_parse_from(["udp-rr", "--mode", "sendfile"]).is_err());
+        assert!(crate::cli::values::parse_flags::<UdpRrArgs>(&["--mode", "sendfile"]).is_err());
     }
 }

@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Align, Case, NetParams, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::case::{format_bytes, Align, Case, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::net::workload::udp_stream;
 use crate::observation::names;
 use crate::observation::Role;
@@ -20,12 +20,12 @@ pub struct UdpStreamArgs {
     /// MTU), zerocopy (sendmsg with MSG_ZEROCOPY, buffers reused after their completion;
     /// the copied fraction is reported), uring (io_uring SENDMSG, --batch per submission).
     #[arg(long, default_value = "send", value_parser = values::parse_list::<UdpSendMode>)]
-    pub mode: SendModes,
+    pub mode: super::net::UdpSendModes,
     /// Receive modes, comma-separated; every --mode runs with every one: recv (one datagram
     /// per call), recvmmsg (--batch per call), gro (UDP_GRO: the kernel coalesces datagrams
     /// of the flow into one buffer, split again by the segment size it reports).
     #[arg(long, default_value = "recv", value_parser = values::parse_list::<UdpRecvMode>, value_name = "RX_MODES")]
-    pub rx_mode: RecvModes,
+    pub rx_mode: super::net::UdpRecvModes,
     /// Datagram sizes (UDP payload), 16 (the sequence number and send time) to 65507 bytes:
     /// 1K, lists 64,1K,8K and ranges 64..8K (both ends and every power of two between).
     #[arg(long, default_value = "1K", value_parser = values::parse_size_list)]
@@ -65,10 +65,6 @@ pub struct UdpStreamArgs {
     pub run: RunFlags,
 }
 
-/// A list of modes (an alias: clap reads a `Vec` field as a repeated flag).
-type SendModes = Vec<UdpSendMode>;
-type RecvModes = Vec<UdpRecvMode>;
-
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCase>> {
     let (topology, endpoint) = super::net::endpoint_of(&args.endpoint)?;
@@ -89,16 +85,7 @@ pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCas
                         batch: args.batch as usize,
                         rate: args.rate,
                         rcvbuf: args.rcvbuf,
-                        net: NetParams {
-                            threads,
-                            duration_ms: args.window.duration_ms(),
-                            warmup_ms: args.window.warmup_ms(),
-                            client_cpus: args.window.client_cpus(),
-                            server_cpus: args.window.server_cpus(),
-                            verify: args.verify,
-                            endpoint: endpoint.clone(),
-                            perf: !args.no_perf,
-                        },
+                        net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                     });
                 }
             }
@@ -163,10 +150,7 @@ pub fn render_table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
     let merged = super::output::median_records(records);
     let repeated = merged.iter().any(|(_, n)| *n > 1);
-    let udp = |r: &Record| r.case.get::<UdpStreamCase>().cloned();
-    let key = |title, f: fn(&UdpStreamCase) -> String| {
-        Column::key(title, move |r, _| udp(r).map(|c| f(&c)).unwrap_or_default())
-    };
+    let key = super::output::case_key::<UdpStreamCase>;
     let m = |title, show, name, role| Column::metric(title, show, name, role, records);
     let mut cols = vec![
         key("mode", |c| format!("{}/{}", c.mode, c.rx_mode)),
@@ -204,17 +188,10 @@ pub fn render_table(records: &[Record], view: View) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: UdpStreamArgs,
-    }
 
     fn cases(argv: &[&str]) -> anyhow::Result<Vec<UdpStreamCase>> {
-        let parsed = Cmd::try_parse_from(std::iter::once("udp-stream").chain(argv.iter().copied()))?;
-        udp_stream_cases(&parsed.args)
+        let parsed = crate::cli::values::parse_flags::<UdpStreamArgs>(argv)?;
+        udp_stream_cases(&parsed)
     }
 
     #[test]

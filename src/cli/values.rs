@@ -264,6 +264,15 @@ fn dedup_keep_order<T: PartialEq + Copy>(v: &mut Vec<T>) {
     });
 }
 
+/// A unit test's parse of one command's flags (`A`, a clap `Args` struct) from `argv`, the
+/// command's name left out: what the `net` commands' tests check their grids with.
+#[cfg(test)]
+pub(crate) fn parse_flags<A: clap::Args + clap::FromArgMatches>(argv: &[&str]) -> Result<A, clap::Error> {
+    let mut matches = A::augment_args(clap::Command::new("iopath"))
+        .try_get_matches_from(std::iter::once("iopath").chain(argv.iter().copied()))?;
+    A::from_arg_matches_mut(&mut matches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

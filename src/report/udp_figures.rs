@@ -29,20 +29,27 @@ pub(super) fn style(mode: UdpSendMode, rx: UdpRecvMode) -> ((u8, u8, u8), usize)
     (OKABE_ITO[colour % OKABE_ITO.len()], style)
 }
 
-/// One chart of `name` (role system) against datagram size.
-fn chart(
-    cases: &[(&UdpStreamCase, &CellSummary)],
+/// What places a case on a mode-pair chart: its send and receive modes, its panel and its x.
+pub(super) type Place<C> = fn(&C) -> (UdpSendMode, UdpRecvMode, String, f64);
+
+/// One chart of `name` (of `role`) against the x that `place` gives each case, a line per
+/// send/receive mode pair and a panel per distinct panel text: udp-stream's and udp-rr's charts.
+pub(super) fn mode_pair_chart<C>(
+    cases: &[(&C, &CellSummary)],
+    place: Place<C>,
     (stem, title, y_desc, what): (&str, &str, &str, &str),
-    name: &str,
+    (name, role): (&str, Role),
+    x_desc: &str,
     y_range: Option<(f64, f64)>,
 ) -> ChartSpec {
-    let mut pairs: Vec<_> = cases.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
+    let placed: Vec<_> = cases.iter().map(|(c, cell)| (place(c), *cell)).collect();
+    let mut pairs: Vec<_> = placed.iter().map(|((m, r, _, _), _)| (*m, *r)).collect();
     pairs.sort_unstable();
     pairs.dedup();
-    let mut panels: Vec<String> = Vec::new();
-    for (c, _) in cases {
-        if !panels.contains(&panel(c)) {
-            panels.push(panel(c));
+    let mut panels: Vec<&String> = Vec::new();
+    for ((_, _, p, _), _) in &placed {
+        if !panels.contains(&p) {
+            panels.push(p);
         }
     }
     let mut provenance = Provenance::default();
@@ -50,13 +57,13 @@ fn chart(
     for p in &panels {
         for &(mode, rx) in &pairs {
             let mut points: Vec<Point> = Vec::new();
-            for (c, cell) in cases
+            for ((_, _, _, x), cell) in placed
                 .iter()
-                .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx) && panel(c) == *p)
+                .filter(|((m, r, panel, _), _)| (*m, *r) == (mode, rx) && panel == *p)
             {
-                if let Some(m) = cell.metric(name, Role::System) {
+                if let Some(m) = cell.metric(name, role) {
                     provenance.add(m);
-                    points.extend(point(c.size as f64, m));
+                    points.extend(point(*x, m));
                 }
             }
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
@@ -66,7 +73,7 @@ fn chart(
                     name: format!("{mode}/{rx}"),
                     color,
                     points,
-                    panel: if panels.len() > 1 { p.clone() } else { String::new() },
+                    panel: if panels.len() > 1 { (*p).clone() } else { String::new() },
                     style,
                 });
             }
@@ -75,7 +82,7 @@ fn chart(
     ChartSpec {
         stem: stem.into(),
         title: title.into(),
-        x_desc: "datagram size (bytes, log scale)".into(),
+        x_desc: x_desc.into(),
         x_axis: XAxis::LogBytes,
         y_desc: y_desc.into(),
         caption: provenance.caption(what),
@@ -84,6 +91,23 @@ fn chart(
         y_range,
         ..Default::default()
     }
+}
+
+/// One chart of `name` (role system) against datagram size.
+fn chart(
+    cases: &[(&UdpStreamCase, &CellSummary)],
+    text: (&str, &str, &str, &str),
+    name: &str,
+    y_range: Option<(f64, f64)>,
+) -> ChartSpec {
+    mode_pair_chart(
+        cases,
+        |c| (c.mode, c.rx_mode, panel(c), c.size as f64),
+        text,
+        (name, Role::System),
+        "datagram size (bytes, log scale)",
+        y_range,
+    )
 }
 
 pub fn udp_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {

@@ -4,9 +4,8 @@
 //! threads, rate, receive buffer). `rr_figures` takes `net rr`'s case and copy modes only.
 
 use super::cells::CellSummary;
-use super::charts::{ChartSpec, Point, Series, XAxis};
-use super::figures::{point, Provenance};
-use super::udp_figures::style;
+use super::charts::ChartSpec;
+use super::udp_figures::mode_pair_chart;
 use crate::case::{format_bytes, UdpRrCase};
 use crate::observation::names;
 use crate::observation::Role;
@@ -31,58 +30,18 @@ fn panel(c: &UdpRrCase) -> String {
 /// One chart of the client's `name` against request size.
 fn chart(
     cases: &[(&UdpRrCase, &CellSummary)],
-    (stem, title, y_desc, what): (&str, &str, &str, &str),
+    text: (&str, &str, &str, &str),
     name: &str,
     y_range: Option<(f64, f64)>,
 ) -> ChartSpec {
-    let mut pairs: Vec<_> = cases.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    let mut panels: Vec<String> = Vec::new();
-    for (c, _) in cases {
-        if !panels.contains(&panel(c)) {
-            panels.push(panel(c));
-        }
-    }
-    let mut provenance = Provenance::default();
-    let mut series = Vec::new();
-    for p in &panels {
-        for &(mode, rx) in &pairs {
-            let mut points: Vec<Point> = Vec::new();
-            for (c, cell) in cases
-                .iter()
-                .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx) && panel(c) == *p)
-            {
-                if let Some(m) = cell.metric(name, Role::Client) {
-                    provenance.add(m);
-                    points.extend(point(c.request_size as f64, m));
-                }
-            }
-            points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            if !points.is_empty() {
-                let (color, style) = style(mode, rx);
-                series.push(Series {
-                    name: format!("{mode}/{rx}"),
-                    color,
-                    points,
-                    panel: if panels.len() > 1 { p.clone() } else { String::new() },
-                    style,
-                });
-            }
-        }
-    }
-    ChartSpec {
-        stem: stem.into(),
-        title: title.into(),
-        x_desc: "request size (bytes, log scale)".into(),
-        x_axis: XAxis::LogBytes,
-        y_desc: y_desc.into(),
-        caption: provenance.caption(what),
-        empty_reason: provenance.empty_reason(),
-        series,
+    mode_pair_chart(
+        cases,
+        |c| (c.mode, c.rx_mode, panel(c), c.request_size as f64),
+        text,
+        (name, Role::Client),
+        "request size (bytes, log scale)",
         y_range,
-        ..Default::default()
-    }
+    )
 }
 
 pub fn udp_rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {

@@ -4,6 +4,7 @@
 //! Each test binary uses only some of these.
 #![allow(dead_code)]
 
+pub mod alloc;
 pub mod cgroup;
 
 use assert_cmd::Command;
@@ -235,6 +236,16 @@ impl Drop for Reaped {
     }
 }
 
+/// The pre-shared key the tests give `net serve --psk-file` and their clients.
+pub const PSK: &str = "0123456789abcdef0123456789abcdef";
+
+/// Write [`PSK`] to the file `key` in `dir`; returns its path, for `--psk-file`.
+pub fn psk_file(dir: &Path) -> String {
+    let key = dir.join("key");
+    std::fs::write(&key, PSK).unwrap();
+    key.to_str().unwrap().to_string()
+}
+
 /// A `net serve` child on a free loopback port, killed (by its pid) and reaped when dropped.
 /// What it logs is read on as it runs, so it never writes into a full or closed pipe.
 pub struct NetServe {
@@ -282,6 +293,14 @@ impl Drop for NetServe {
             let _ = drain.join();
         }
     }
+}
+
+/// One in-process run at a time in a test binary: the thread check of
+/// [`assert_stops_as_interrupted`] looks at every thread of this process. Hold the guard for
+/// the run (a test that panicked while holding it does not stop the others).
+pub fn in_process_alone() -> std::sync::MutexGuard<'static, ()> {
+    static IN_PROCESS_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    IN_PROCESS_RUNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Names of this process's threads that start with `prefix` (from /proc/self/task/*/comm).
