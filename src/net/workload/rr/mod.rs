@@ -28,6 +28,7 @@ use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
+use crate::net::session::observe::{refusal_as_observation, Headline};
 use crate::net::session::{connect, START_PATIENCE};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
@@ -241,33 +242,18 @@ pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
+/// The figures an rr/crr case the kernel cannot run says are unavailable.
+const HEADLINE: [Headline; 3] = [
+    (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+];
+
 /// One pass of the case.
 fn run_pass(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    match run_measured(case, stop) {
-        Ok(obs) => Ok(obs),
-        // The kernel refuses what the case needs (a send or receive mode): a result, not a
-        // failure, whose figures say why they are missing.
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => Ok(unavailable_observation(refusal)),
-            None => Err(e),
-        },
-    }
-}
-
-/// The observation of a case the kernel cannot run: its headline figures unavailable with the
-/// kernel's reason, and a warning saying the same.
-fn unavailable_observation(refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in [
-        (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
-        (names::LATENCY_P50_US, Role::Client, "us"),
-        (names::LATENCY_P99_US, Role::Client, "us"),
-    ] {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    // The kernel refuses what the case needs (a send or receive mode): a result, not a
+    // failure, whose figures say why they are missing.
+    refusal_as_observation(run_measured(case, stop), &HEADLINE)
 }
 
 fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {

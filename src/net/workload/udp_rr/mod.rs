@@ -30,7 +30,9 @@ use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramReceiver, DgramSender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
-use crate::net::session::observe::{place, push_client_counters, push_latency, push_server_metrics, warn_verify};
+use crate::net::session::observe::{
+    place, push_client_counters, push_latency, push_server_metrics, refusal_as_observation, warn_verify, Headline,
+};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -196,36 +198,21 @@ pub fn run(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
+/// The figures a udp-rr case the kernel cannot run says are unavailable.
+const HEADLINE: [Headline; 4] = [
+    (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+    (names::TXN_LOST, Role::Client, "txn"),
+];
+
 fn run_pass(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let result = match mode_refusal(case) {
         Some(refusal) => Err(anyhow::Error::new(refusal)),
         None => Coordinator::new(&UdpRrClient::new(case), stop).run(),
     };
-    match result {
-        Ok(obs) => Ok(obs),
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => Ok(unavailable_observation(refusal)),
-            None => Err(e),
-        },
-    }
-}
-
-/// The observation of a case that cannot run here: its headline figures unavailable with the
-/// reason, and a warning saying the same.
-fn unavailable_observation(refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in [
-        (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
-        (names::LATENCY_P50_US, Role::Client, "us"),
-        (names::LATENCY_P99_US, Role::Client, "us"),
-        (names::TXN_LOST, Role::Client, "txn"),
-    ] {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    refusal_as_observation(result, &HEADLINE)
 }
 
 /// udp-rr as the session coordinator runs it.
