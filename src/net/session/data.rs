@@ -119,6 +119,28 @@ pub(crate) fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
     moved > max
 }
 
+/// What a served session's threads ended with: the byte budget's error when the session went
+/// over it, `Interrupted` when a stop ended it, else every thread's outcome (a thread's failure
+/// the session's error).
+pub(crate) fn threads_ended<T>(
+    outcomes: Vec<io::Result<T>>,
+    exceeded: bool,
+    max_bytes: Option<u64>,
+    interrupted: bool,
+) -> anyhow::Result<Vec<T>> {
+    if exceeded {
+        return Err(budget_error(max_bytes));
+    }
+    if interrupted {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    let mut threads = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+    }
+    Ok(threads)
+}
+
 /// The error a session over its byte budget ends with (the client is told the same).
 pub(crate) fn budget_error(max: Option<u64>) -> anyhow::Error {
     anyhow!(

@@ -23,13 +23,13 @@ use crate::measure::counters::{latency_then_counting, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::control::{ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
+use crate::net::session::connect;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
 use crate::net::session::observe::{refusal_as_observation, Headline};
-use crate::net::session::{connect, START_PATIENCE};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;

@@ -11,16 +11,16 @@ use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::session::data::threads_ended;
+use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
 use crate::net::session::DATA_IDLE_TIMEOUT;
-use crate::net::session::{accept_from, budget_error, open_data_port, send_outcome, Served, Session};
+use crate::net::session::{accept_from, open_data_port, send_outcome, Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role};
-use crate::stop::Interrupted;
-use anyhow::anyhow;
 use std::io;
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -154,40 +154,20 @@ fn run_threads(
                 }
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let followed = if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
-            ready.abandon();
+        let followed = if all_ready(&ready, &handles) {
+            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
+        } else {
             window.close(&mut SystemProbes::default());
             Followed::default()
-        } else {
-            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
         };
         quit.store(true, Ordering::SeqCst);
         if case.kind == RrKind::Crr {
             // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
             socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
         }
-        let outcomes: Vec<io::Result<ServerOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
-        (outcomes, followed)
+        (join_all(handles, "a server thread panicked"), followed)
     });
-    if exceeded.get() {
-        return Err(budget_error(max_bytes));
-    }
-    if followed.interrupted {
-        return Err(anyhow::Error::new(Interrupted));
-    }
-    let mut threads = Vec::new();
-    for outcome in outcomes {
-        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
-    }
+    let threads = threads_ended(outcomes, exceeded.get(), max_bytes, followed.interrupted)?;
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 
