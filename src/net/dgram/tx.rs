@@ -64,15 +64,6 @@ impl DgramSender for SendSender {
     fn syscalls(&self) -> u64 {
         self.syscalls
     }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
-    }
-    fn batch(&self) -> usize {
-        1
-    }
 }
 
 /// `sendmsg`: sendmsg(2) per datagram of a gather list of `GATHER_FIELDS` separate buffers.
@@ -114,15 +105,6 @@ impl DgramSender for SendmsgSender {
     }
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
-    }
-    fn batch(&self) -> usize {
-        1
     }
 }
 
@@ -186,12 +168,6 @@ impl DgramSender for SendmmsgSender {
     }
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
     }
     fn batch(&self) -> usize {
         self.messages.len()
@@ -281,12 +257,6 @@ impl DgramSender for GsoSender {
     }
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
     }
     fn batch(&self) -> usize {
         self.per_call
@@ -470,9 +440,6 @@ impl DgramSender for ZerocopySender {
             slot_waits: self.slot_waits,
         })
     }
-    fn batch(&self) -> usize {
-        1
-    }
 }
 
 /// `uring`: io_uring SENDMSG of each datagram from a ring of `batch` slots, the batch
@@ -546,9 +513,6 @@ impl DgramSender for UringSender {
     }
     fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
         self.ring.wait_idle(STUCK)
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
     }
     fn batch(&self) -> usize {
         self.ring.slots()

@@ -36,6 +36,8 @@ use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorklo
 use crate::net::session::observe::{refusal_as_observation, Headline};
 use crate::net::session::{handshake, interrupted, Served, StartGate};
 use crate::observation::names;
+#[cfg(test)]
+use crate::observation::{Metric, WarningKind};
 use crate::observation::{Observation, Role, ThreadPlacement, Unsupported};
 use crate::stop::Stop;
 use crate::sys::affinity;
@@ -354,6 +356,12 @@ const HEADLINE_METRICS: [Headline; 9] = [
 /// numbers.
 pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
     refusal_as_observation(run_case(case, stop), &HEADLINE_METRICS)
+}
+
+/// The observation of a case the kernel refused (what `run` makes of a refusal).
+#[cfg(test)]
+fn refused_observation(refused: &Unsupported) -> Observation {
+    crate::net::session::observe::unavailable_observation(refused, &HEADLINE_METRICS)
 }
 
 fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {

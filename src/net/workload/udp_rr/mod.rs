@@ -206,6 +206,12 @@ const HEADLINE: [Headline; 4] = [
     (names::TXN_LOST, Role::Client, "txn"),
 ];
 
+/// The observation of a case that cannot run here (what `run_pass` makes of a refusal).
+#[cfg(test)]
+fn unavailable_observation(refusal: &Unsupported) -> Observation {
+    crate::net::session::observe::unavailable_observation(refusal, &HEADLINE)
+}
+
 fn run_pass(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let result = match mode_refusal(case) {
