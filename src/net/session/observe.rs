@@ -15,6 +15,41 @@ pub(crate) const NO_CLIENT_WINDOW: &str = "no client thread saw the measured win
 /// Why the server side's rates and counters are missing when none of its threads measured.
 pub(crate) const NO_SERVER_WINDOW: &str =
     "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
+/// Why a per-transaction figure of a request-response workload (rr, crr, udp-rr) is missing.
+pub(crate) const NO_TRANSACTION: &str = "no transaction completed inside the window";
+
+/// CPU time (user + system, getrusage) per transaction for one role.
+pub(crate) fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
+    Metric::from_result(
+        names::CPU_US_PER_TXN,
+        role,
+        "us/txn",
+        Source::Rusage,
+        counters.usage.clone().and_then(|u| {
+            if transactions == 0 {
+                Err(NO_TRANSACTION.to_string())
+            } else {
+                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
+            }
+        }),
+    )
+}
+
+/// `total / transactions`, counted by iopath.
+pub(crate) fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
+    Metric::from_result(
+        name,
+        role,
+        unit,
+        Source::Tool,
+        if transactions == 0 {
+            Err(NO_TRANSACTION.to_string())
+        } else {
+            Ok(total as f64 / transactions as f64)
+        },
+    )
+}
+
 /// A headline figure of a workload, as its unavailable metric names it: name, role, unit.
 pub(crate) type Headline = (&'static str, Role, &'static str);
 

@@ -19,7 +19,7 @@ pub use server::SERVED;
 #[cfg(test)]
 use crate::case::Case;
 use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
-use crate::measure::counters::{latency_then_counting, CounterSample};
+use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::control::{ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
@@ -27,9 +27,11 @@ use crate::net::session::connect;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
+    cpu_per_transaction, per_transaction, refusal_as_observation, Headline, NO_TRANSACTION,
+};
+use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
-use crate::net::session::observe::{refusal_as_observation, Headline};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -486,37 +488,6 @@ fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
     Ok(s)
 }
 
-/// CPU time (user + system, getrusage) per transaction for one role.
-fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
-    Metric::from_result(
-        names::CPU_US_PER_TXN,
-        role,
-        "us/txn",
-        Source::Rusage,
-        counters.usage.clone().and_then(|u| {
-            if transactions == 0 {
-                Err("no transaction completed inside the window".to_string())
-            } else {
-                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
-            }
-        }),
-    )
-}
-
-fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
-    Metric::from_result(
-        name,
-        role,
-        unit,
-        Source::Tool,
-        if transactions == 0 {
-            Err("no transaction completed inside the window".to_string())
-        } else {
-            Ok(total as f64 / transactions as f64)
-        },
-    )
-}
-
 /// The quantiles stored for the latency CDF (the report draws it from these), with their
 /// metric names; p50..p99.9 and max are the headline percentiles.
 pub const CDF_QUANTILES: [(&str, f64); 10] = [
@@ -536,9 +507,6 @@ pub const CDF_QUANTILES: [(&str, f64); 10] = [
 fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
     push_quantiles(obs, hist, names, NO_TRANSACTION);
 }
-
-/// Why a per-transaction figure is missing.
-const NO_TRANSACTION: &str = "no transaction completed inside the window";
 
 /// The open loop's own figures (`--rate`): what was offered, how late the sends went, what
 /// was left unanswered and what was shed.
