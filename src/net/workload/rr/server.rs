@@ -11,7 +11,7 @@ use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
-use crate::net::session::data::threads_ended;
+use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
@@ -107,16 +107,9 @@ fn run_threads(
     // The byte budget: request and response bytes moved, counted by the serving threads only when a
     // budget is set (one relaxed add per transaction) and checked between the coordinator's
     // polls of the control connection.
-    let received = AtomicU64::new(0);
-    let budget: Budget<'_> = max_bytes.map(|_| (&received, case.request_size + case.response_size));
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(max_bytes.is_some_and(|max| received.load(Ordering::Relaxed) > max));
-        exceeded.get()
-    };
+    let moved = MovedBytes::new(max_bytes);
+    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
+    let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let ready = StartGate::default();
@@ -167,7 +160,7 @@ fn run_threads(
         }
         (join_all(handles, "a server thread panicked"), followed)
     });
-    let threads = threads_ended(outcomes, exceeded.get(), max_bytes, followed.interrupted)?;
+    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 

@@ -14,7 +14,7 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::session::open_udp_port;
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
-use crate::net::session::data::threads_ended;
+use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
@@ -126,16 +126,9 @@ fn run_threads(
     max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
-    let moved = AtomicU64::new(0);
-    let budget: Budget<'_> = max_bytes.map(|_| (&moved, case.request_size + case.response_size));
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(max_bytes.is_some_and(|max| moved.load(Ordering::Relaxed) > max));
-        exceeded.get()
-    };
+    let moved = MovedBytes::new(max_bytes);
+    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
+    let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let ready = StartGate::default();
@@ -170,7 +163,7 @@ fn run_threads(
         quit.store(true, Ordering::SeqCst);
         (join_all(handles, "a udp-rr server thread panicked"), followed)
     });
-    let threads = threads_ended(outcomes, exceeded.get(), max_bytes, followed.interrupted)?;
+    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 
