@@ -5,7 +5,105 @@
 //! [first, last] that may be coalesced and may arrive out of order. A buffer may be reused only
 //! when the ids of every call that referenced it are complete.
 
+use crate::sys::zerocopy::{self, ErrQueueRead};
 use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// The completion side of a MSG_ZEROCOPY sender with a ring of buffers (TCP's `zero-copy`
+/// mode, UDP's `zerocopy`): the tracker, the id of the send call that last used each ring
+/// slot, and what reading the error queue and waiting for slots cost.
+pub struct ZcSlots {
+    pub tracker: CompletionTracker,
+    last_id: Vec<Option<u32>>,
+    /// Error-queue reads and polls.
+    pub reap_syscalls: u64,
+    /// Sends that had to wait for their slot's completion.
+    pub slot_waits: u64,
+}
+
+impl ZcSlots {
+    /// A ring of `slots` buffers, none sent yet.
+    pub fn new(slots: usize) -> ZcSlots {
+        ZcSlots {
+            // Room for two send calls per slot (a message a partial send split).
+            tracker: CompletionTracker::with_room(2 * slots),
+            last_id: vec![None; slots],
+            reap_syscalls: 0,
+            slot_waits: 0,
+        }
+    }
+
+    /// Record that the send call whose id is `id` used `slot` last (it is not free until
+    /// that call completes).
+    pub fn sent_from(&mut self, slot: usize, id: u32) {
+        self.last_id[slot] = Some(id);
+    }
+
+    /// Read every notification queued now; with `wait`, first block up to that long for one.
+    pub fn reap(&mut self, fd: RawFd, wait: Option<Duration>) -> io::Result<()> {
+        if let Some(wait) = wait {
+            self.reap_syscalls += 1;
+            zerocopy::wait_errqueue(fd, wait.as_millis().min(i32::MAX as u128) as i32)?;
+        }
+        loop {
+            self.reap_syscalls += 1;
+            match zerocopy::read_errqueue(fd)? {
+                ErrQueueRead::Completion(n) => self.tracker.complete(n.first, n.last, n.copied),
+                ErrQueueRead::Empty => return Ok(()),
+                ErrQueueRead::Other { origin, errno } => {
+                    return Err(io::Error::other(format!(
+                        "socket error on the error queue (origin {origin}): {}",
+                        io::Error::from_raw_os_error(errno as i32)
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Block until every send call up to the slot's last one has completed (a message sent in
+    /// several calls has several ids; all of them must be done before its pages are touched);
+    /// after `timeout`, the error `stuck`.
+    pub fn wait_for_slot(&mut self, fd: RawFd, slot: usize, timeout: Duration, stuck: &str) -> io::Result<()> {
+        let Some(id) = self.last_id[slot] else {
+            return Ok(());
+        };
+        if self.tracker.is_complete_through(id) {
+            return Ok(());
+        }
+        self.reap(fd, None)?;
+        if self.tracker.is_complete_through(id) {
+            return Ok(());
+        }
+        self.slot_waits += 1;
+        let deadline = Instant::now() + timeout;
+        while !self.tracker.is_complete_through(id) {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, stuck.to_string()));
+            }
+            self.reap(fd, Some(Duration::from_millis(100)))?;
+        }
+        Ok(())
+    }
+
+    /// Wait until the kernel holds none of the ring's buffers (every completion read); after
+    /// `timeout`, the error `missing` says of the count still outstanding.
+    pub fn drain(&mut self, fd: RawFd, timeout: Duration, missing: impl Fn(usize) -> String) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        self.reap(fd, None)?;
+        while self.tracker.outstanding() > 0 {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    missing(self.tracker.outstanding()),
+                ));
+            }
+            self.reap(fd, Some(Duration::from_millis(50)))?;
+        }
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompletionCounts {

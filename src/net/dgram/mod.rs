@@ -44,12 +44,19 @@ pub trait DgramSender: Send {
     fn send(&mut self, fd: RawFd, first_seq: u64, count: usize) -> io::Result<usize>;
     /// System calls made so far (sends, error-queue reads and polls, io_uring_enter).
     fn syscalls(&self) -> u64;
-    /// Wait until the kernel holds none of our buffers (zero copy: every completion read).
-    fn finish(&mut self, fd: RawFd) -> io::Result<()>;
+    /// Wait until the kernel holds none of our buffers (zero copy: every completion read);
+    /// nothing to wait for in a mode whose buffers are free when the call returns.
+    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
+        Ok(())
+    }
     /// The zero-copy mode's completion counts; None for the others.
-    fn zerocopy(&self) -> Option<ZcCounts>;
-    /// Datagrams one system call carries at most.
-    fn batch(&self) -> usize;
+    fn zerocopy(&self) -> Option<ZcCounts> {
+        None
+    }
+    /// Datagrams one system call carries at most: one, unless the mode batches.
+    fn batch(&self) -> usize {
+        1
+    }
 }
 
 /// Takes datagrams back from the kernel. One receiver serves one socket (SO_RXQ_OVFL and

@@ -6,17 +6,16 @@
 use super::header::{write_fields, write_part, Header};
 use super::{partial, refusal, retry, DgramSender, ZcCounts, GATHER_FIELDS, IP_UDP_HEADERS, MAX_DATAGRAM};
 use crate::case::Align;
-use crate::net::completions::CompletionTracker;
+use crate::net::completions::ZcSlots;
 use crate::net::message::{self, Message};
 use crate::observation::Unsupported;
 use crate::sys::aligned::AlignedBuf;
 use crate::sys::net::{self as sock, IovecStore};
 use crate::sys::udp::{self, MmsgRoom, UDP_MAX_SEGMENTS};
 use crate::sys::uring_send::{SendRing, SendRingConfig, SetupError};
-use crate::sys::zerocopy::{self, ErrQueueRead};
 use std::io;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::header::monotonic_ns;
 
@@ -64,15 +63,6 @@ impl DgramSender for SendSender {
     fn syscalls(&self) -> u64 {
         self.syscalls
     }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
-    }
-    fn batch(&self) -> usize {
-        1
-    }
 }
 
 /// `sendmsg`: sendmsg(2) per datagram of a gather list of `GATHER_FIELDS` separate buffers.
@@ -114,15 +104,6 @@ impl DgramSender for SendmsgSender {
     }
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
-    }
-    fn batch(&self) -> usize {
-        1
     }
 }
 
@@ -186,12 +167,6 @@ impl DgramSender for SendmmsgSender {
     }
     fn syscalls(&self) -> u64 {
         self.syscalls
-    }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
     }
     fn batch(&self) -> usize {
         self.messages.len()
@@ -282,12 +257,6 @@ impl DgramSender for GsoSender {
     fn syscalls(&self) -> u64 {
         self.syscalls
     }
-    fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
-        Ok(())
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
-    }
     fn batch(&self) -> usize {
         self.per_call
     }
@@ -299,36 +268,12 @@ impl DgramSender for GsoSender {
 /// send from never changes.
 pub struct ZerocopySender {
     ring: Vec<AlignedBuf>,
-    /// The id of the send that last used each buffer.
-    last_id: Vec<Option<u32>>,
-    tracker: CompletionTracker,
+    /// The completions, and which send last used each buffer.
+    slots: ZcSlots,
     verify: bool,
     enabled_on: Option<RawFd>,
     send_syscalls: u64,
-    reap_syscalls: u64,
     enobufs: u64,
-    slot_waits: u64,
-}
-
-/// Read every completion queued now; with `wait`, first poll up to that long for one.
-fn reap(fd: RawFd, tracker: &mut CompletionTracker, syscalls: &mut u64, wait: Option<Duration>) -> io::Result<()> {
-    if let Some(wait) = wait {
-        *syscalls += 1;
-        zerocopy::wait_errqueue(fd, wait.as_millis().min(i32::MAX as u128) as i32)?;
-    }
-    loop {
-        *syscalls += 1;
-        match zerocopy::read_errqueue(fd)? {
-            ErrQueueRead::Completion(n) => tracker.complete(n.first, n.last, n.copied),
-            ErrQueueRead::Empty => return Ok(()),
-            ErrQueueRead::Other { origin, errno } => {
-                return Err(io::Error::other(format!(
-                    "socket error on the error queue (origin {origin}): {}",
-                    io::Error::from_raw_os_error(errno as i32)
-                )))
-            }
-        }
-    }
 }
 
 impl ZerocopySender {
@@ -348,46 +293,18 @@ impl ZerocopySender {
             .collect();
         Ok(ZerocopySender {
             ring,
-            last_id: vec![None; slots],
-            tracker: CompletionTracker::with_room(2 * slots),
+            slots: ZcSlots::new(slots),
             verify,
             enabled_on: None,
             send_syscalls: 0,
-            reap_syscalls: 0,
             enobufs: 0,
-            slot_waits: 0,
         })
     }
 
     /// Wait until the send that last used `slot` has completed.
     fn wait_for_slot(&mut self, fd: RawFd, slot: usize) -> io::Result<()> {
-        let Some(id) = self.last_id[slot] else {
-            return Ok(());
-        };
-        if self.tracker.is_complete_through(id) {
-            return Ok(());
-        }
-        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
-        if self.tracker.is_complete_through(id) {
-            return Ok(());
-        }
-        self.slot_waits += 1;
-        let deadline = Instant::now() + STUCK;
-        while !self.tracker.is_complete_through(id) {
-            if Instant::now() > deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "a UDP zero-copy completion did not arrive within 10 s",
-                ));
-            }
-            reap(
-                fd,
-                &mut self.tracker,
-                &mut self.reap_syscalls,
-                Some(Duration::from_millis(100)),
-            )?;
-        }
-        Ok(())
+        self.slots
+            .wait_for_slot(fd, slot, STUCK, "a UDP zero-copy completion did not arrive within 10 s")
     }
 
     fn send_one(&mut self, fd: RawFd, seq: u64) -> io::Result<()> {
@@ -400,7 +317,8 @@ impl ZerocopySender {
             let buf = &self.ring[slot];
             match retry(&mut self.send_syscalls, || sock::send(fd, buf, sock::MSG_ZEROCOPY)) {
                 Ok(_) => {
-                    self.last_id[slot] = Some(self.tracker.record_send());
+                    let id = self.slots.tracker.record_send();
+                    self.slots.sent_from(slot, id);
                     return Ok(());
                 }
                 // optmem_max or RLIMIT_MEMLOCK exhausted: reaping completions frees it.
@@ -412,12 +330,7 @@ impl ZerocopySender {
                             "MSG_ZEROCOPY kept failing with ENOBUFS for 10 s; raise net.core.optmem_max or RLIMIT_MEMLOCK",
                         ));
                     }
-                    reap(
-                        fd,
-                        &mut self.tracker,
-                        &mut self.reap_syscalls,
-                        Some(Duration::from_millis(10)),
-                    )?;
+                    self.slots.reap(fd, Some(Duration::from_millis(10)))?;
                 }
                 Err(e) => return Err(e),
             }
@@ -439,39 +352,19 @@ impl DgramSender for ZerocopySender {
         Ok(count)
     }
     fn syscalls(&self) -> u64 {
-        self.send_syscalls + self.reap_syscalls
+        self.send_syscalls + self.slots.reap_syscalls
     }
     fn finish(&mut self, fd: RawFd) -> io::Result<()> {
-        let deadline = Instant::now() + STUCK;
-        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
-        while self.tracker.outstanding() > 0 {
-            if Instant::now() > deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "{} UDP zero-copy completions still missing after 10 s",
-                        self.tracker.outstanding()
-                    ),
-                ));
-            }
-            reap(
-                fd,
-                &mut self.tracker,
-                &mut self.reap_syscalls,
-                Some(Duration::from_millis(50)),
-            )?;
-        }
-        Ok(())
+        self.slots.drain(fd, STUCK, |missing| {
+            format!("{missing} UDP zero-copy completions still missing after 10 s")
+        })
     }
     fn zerocopy(&self) -> Option<ZcCounts> {
         Some(ZcCounts {
-            completions: self.tracker.counts.clone(),
+            completions: self.slots.tracker.counts.clone(),
             enobufs: self.enobufs,
-            slot_waits: self.slot_waits,
+            slot_waits: self.slots.slot_waits,
         })
-    }
-    fn batch(&self) -> usize {
-        1
     }
 }
 
@@ -546,9 +439,6 @@ impl DgramSender for UringSender {
     }
     fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
         self.ring.wait_idle(STUCK)
-    }
-    fn zerocopy(&self) -> Option<ZcCounts> {
-        None
     }
     fn batch(&self) -> usize {
         self.ring.slots()

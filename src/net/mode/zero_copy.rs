@@ -6,14 +6,13 @@
 
 use super::one_copy::{sendmsg_all, SendEvent};
 use super::{SendCounts, Sender, ZeroCopyCounts};
-use crate::net::completions::CompletionTracker;
+use crate::net::completions::ZcSlots;
 use crate::net::message::Message;
 use crate::sys::net as sock;
 use crate::sys::net::IovecStore;
-use crate::sys::zerocopy::{self, ErrQueueRead};
 use std::io;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Keep about this many bytes in flight across the ring (beyond a typical socket buffer).
 const RING_BYTES: usize = 8 << 20;
@@ -26,37 +25,12 @@ pub struct ZeroCopySender {
     ring: Vec<Message>,
     /// Room for the iovecs of a send.
     iov: IovecStore,
-    /// The id of the last send call that referenced each ring slot.
-    slot_last_id: Vec<Option<u32>>,
-    tracker: CompletionTracker,
+    /// The completions, and which send call last referenced each ring slot.
+    slots: ZcSlots,
     verify: bool,
     enabled_on: Option<RawFd>,
     send_syscalls: u64,
-    /// Error-queue reads and polls.
-    reap_syscalls: u64,
     enobufs: u64,
-    slot_waits: u64,
-}
-
-/// Read every notification queued now; with `wait`, first block up to that long for one.
-fn reap(fd: RawFd, tracker: &mut CompletionTracker, syscalls: &mut u64, wait: Option<Duration>) -> io::Result<()> {
-    if let Some(wait) = wait {
-        *syscalls += 1;
-        zerocopy::wait_errqueue(fd, wait.as_millis().min(i32::MAX as u128) as i32)?;
-    }
-    loop {
-        *syscalls += 1;
-        match zerocopy::read_errqueue(fd)? {
-            ErrQueueRead::Completion(n) => tracker.complete(n.first, n.last, n.copied),
-            ErrQueueRead::Empty => return Ok(()),
-            ErrQueueRead::Other { origin, errno } => {
-                return Err(io::Error::other(format!(
-                    "socket error on the error queue (origin {origin}): {}",
-                    io::Error::from_raw_os_error(errno as i32)
-                )))
-            }
-        }
-    }
 }
 
 /// How many messages of `size` bytes a zero-copy ring holds (zero-copy and uring-zc): by
@@ -78,48 +52,22 @@ impl ZeroCopySender {
                 .map(|i| Message::placed(size, fields, i as u64, align))
                 .collect(),
             iov: IovecStore::with_capacity(fields),
-            slot_last_id: vec![None; slots],
-            // Room for two send calls per slot (a message a partial send split).
-            tracker: CompletionTracker::with_room(2 * slots),
+            slots: ZcSlots::new(slots),
             verify,
             enabled_on: None,
             send_syscalls: 0,
-            reap_syscalls: 0,
             enobufs: 0,
-            slot_waits: 0,
         }
     }
 
-    /// Block until every send call up to the slot's last one has completed (a message sent in
-    /// several calls has several ids; all of them must be done before its pages are touched).
+    /// Block until every send call up to the slot's last one has completed.
     fn wait_for_slot(&mut self, fd: RawFd, slot: usize) -> io::Result<()> {
-        let Some(id) = self.slot_last_id[slot] else {
-            return Ok(());
-        };
-        if self.tracker.is_complete_through(id) {
-            return Ok(());
-        }
-        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
-        if self.tracker.is_complete_through(id) {
-            return Ok(());
-        }
-        self.slot_waits += 1;
-        let deadline = Instant::now() + COMPLETION_TIMEOUT;
-        while !self.tracker.is_complete_through(id) {
-            if Instant::now() > deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "zero-copy completion did not arrive within 10 s: the peer stopped reading",
-                ));
-            }
-            reap(
-                fd,
-                &mut self.tracker,
-                &mut self.reap_syscalls,
-                Some(Duration::from_millis(100)),
-            )?;
-        }
-        Ok(())
+        self.slots.wait_for_slot(
+            fd,
+            slot,
+            COMPLETION_TIMEOUT,
+            "zero-copy completion did not arrive within 10 s: the peer stopped reading",
+        )
     }
 }
 
@@ -136,7 +84,7 @@ impl Sender for ZeroCopySender {
         if self.verify {
             self.ring[slot].fill(seq);
         }
-        let (tracker, reap_syscalls, enobufs) = (&mut self.tracker, &mut self.reap_syscalls, &mut self.enobufs);
+        let (slots, enobufs) = (&mut self.slots, &mut self.enobufs);
         let mut last_id = None;
         let mut consecutive_enobufs = 0u32;
         sendmsg_all(
@@ -148,7 +96,7 @@ impl Sender for ZeroCopySender {
             |event| {
                 match event {
                     SendEvent::Sent => {
-                        last_id = Some(tracker.record_send());
+                        last_id = Some(slots.tracker.record_send());
                         consecutive_enobufs = 0;
                     }
                     SendEvent::NoBuffers => {
@@ -160,48 +108,31 @@ impl Sender for ZeroCopySender {
                             "MSG_ZEROCOPY kept failing with ENOBUFS for 10 s; raise net.core.optmem_max or RLIMIT_MEMLOCK",
                         ));
                         }
-                        reap(fd, tracker, reap_syscalls, Some(Duration::from_millis(10)))?;
+                        slots.reap(fd, Some(Duration::from_millis(10)))?;
                     }
                 }
                 Ok(())
             },
         )?;
-        if last_id.is_some() {
-            self.slot_last_id[slot] = last_id;
+        if let Some(id) = last_id {
+            self.slots.sent_from(slot, id);
         }
         Ok(())
     }
 
     fn drain(&mut self, fd: RawFd, timeout: Duration) -> io::Result<()> {
-        let deadline = Instant::now() + timeout;
-        reap(fd, &mut self.tracker, &mut self.reap_syscalls, None)?;
-        while self.tracker.outstanding() > 0 {
-            if Instant::now() > deadline {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "{} zero-copy completions still missing after {timeout:?}",
-                        self.tracker.outstanding()
-                    ),
-                ));
-            }
-            reap(
-                fd,
-                &mut self.tracker,
-                &mut self.reap_syscalls,
-                Some(Duration::from_millis(50)),
-            )?;
-        }
-        Ok(())
+        self.slots.drain(fd, timeout, |missing| {
+            format!("{missing} zero-copy completions still missing after {timeout:?}")
+        })
     }
 
     fn counts(&self) -> SendCounts {
         SendCounts {
-            syscalls: self.send_syscalls + self.reap_syscalls,
+            syscalls: self.send_syscalls + self.slots.reap_syscalls,
             zerocopy: Some(ZeroCopyCounts {
-                completions: self.tracker.counts.clone(),
+                completions: self.slots.tracker.counts.clone(),
                 enobufs: self.enobufs,
-                slot_waits: self.slot_waits,
+                slot_waits: self.slots.slot_waits,
             }),
             uring: None,
         }

@@ -7,8 +7,9 @@
 //! differs: its hello, its data connections, its client thread bodies and its own metrics.
 
 use super::connect::connect;
+use super::gate::{all_ready, join_all};
 use super::server::Served;
-use super::{interrupted, StartGate, START_PATIENCE};
+use super::{interrupted, StartGate};
 use crate::case::NetParams;
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, KernelPolicy};
@@ -23,7 +24,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::{Scope, ScopedJoinHandle};
+use std::thread::Scope;
 use std::time::{Duration, Instant};
 
 /// How long the client waits for the server to accept the case.
@@ -43,7 +44,7 @@ pub(crate) struct Shared<'a> {
 }
 
 /// The client threads a workload started (a thread that could not start is an error).
-pub(crate) type Handles<'scope, T> = Vec<io::Result<ScopedJoinHandle<'scope, io::Result<T>>>>;
+pub(crate) use super::gate::Handles;
 
 /// The server's acceptance of the case: its session token (stream's data connections carry
 /// it) and the session's own data port (rr, crr; None from a stream server).
@@ -221,11 +222,9 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         };
         let (outcomes, phases) = std::thread::scope(|scope| {
             let handles = w.spawn_clients(scope, &shared, &data, ends);
-            let started = handles.iter().filter(|h| h.is_ok()).count();
-            let phases = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+            let phases = if all_ready(&ready, &handles) {
                 self.drive(&window, &mut system, &failed, &mut control)
             } else {
-                ready.abandon();
                 window.close(&mut system);
                 control.send(&Control::Done).ok();
                 Err(anyhow!("could not start all {} client threads", handles.len()))
@@ -233,7 +232,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
             if phases.is_err() || failed.load(Ordering::SeqCst) {
                 w.wake(&data);
             }
-            (join(handles, W::PANICKED), phases)
+            (join_all(handles, W::PANICKED), phases)
         });
         w.threads_done(&mut control);
         let mut threads = Vec::with_capacity(outcomes.len());
@@ -377,17 +376,6 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
             other => bail!("unexpected message from the server: {other:?}"),
         }
     }
-}
-
-/// Join every client thread; one that could not start or panicked is an error.
-fn join<T>(handles: Handles<'_, T>, panicked: &str) -> Vec<io::Result<T>> {
-    handles
-        .into_iter()
-        .map(|h| match h {
-            Ok(h) => h.join().unwrap_or_else(|_| Err(io::Error::other(panicked.to_string()))),
-            Err(e) => Err(e),
-        })
-        .collect()
 }
 
 /// The in-process server of a local run: the session server of `net serve`

@@ -119,6 +119,69 @@ pub(crate) fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
     moved > max
 }
 
+/// A session's byte budget (`--max-session-bytes`) as serving threads that count what they
+/// move see it: the bytes moved, added only when a budget is set, checked between the polls of
+/// the control connection.
+pub(crate) struct MovedBytes {
+    moved: std::sync::atomic::AtomicU64,
+    max: Option<u64>,
+    exceeded: std::cell::Cell<bool>,
+}
+
+impl MovedBytes {
+    pub(crate) fn new(max: Option<u64>) -> MovedBytes {
+        MovedBytes {
+            moved: std::sync::atomic::AtomicU64::new(0),
+            max,
+            exceeded: std::cell::Cell::new(false),
+        }
+    }
+
+    /// What a serving thread adds to, and how much per transaction; None without a budget.
+    pub(crate) fn counter(&self, per_transaction: u64) -> Option<(&std::sync::atomic::AtomicU64, u64)> {
+        self.max.map(|_| (&self.moved, per_transaction))
+    }
+
+    /// Whether the session should end: `stopped`, or over the budget (which `exceeded` then says).
+    pub(crate) fn stopped_or_over(&self, stopped: &dyn Fn() -> bool) -> bool {
+        if stopped() {
+            return true;
+        }
+        let over = self
+            .max
+            .is_some_and(|max| self.moved.load(std::sync::atomic::Ordering::Relaxed) > max);
+        self.exceeded.set(over);
+        over
+    }
+
+    /// Whether the last look found the session over its budget.
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded.get()
+    }
+}
+
+/// What a served session's threads ended with: the byte budget's error when the session went
+/// over it, `Interrupted` when a stop ended it, else every thread's outcome (a thread's failure
+/// the session's error).
+pub(crate) fn threads_ended<T>(
+    outcomes: Vec<io::Result<T>>,
+    exceeded: bool,
+    max_bytes: Option<u64>,
+    interrupted: bool,
+) -> anyhow::Result<Vec<T>> {
+    if exceeded {
+        return Err(budget_error(max_bytes));
+    }
+    if interrupted {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    let mut threads = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
+    }
+    Ok(threads)
+}
+
 /// The error a session over its byte budget ends with (the client is told the same).
 pub(crate) fn budget_error(max: Option<u64>) -> anyhow::Error {
     anyhow!(

@@ -1,10 +1,40 @@
 //! Where a side's threads meet before the measured run starts.
 
+use std::io;
 use std::sync::{Condvar, Mutex};
+use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long threads may take to become ready (pin, open counters) before the run is abandoned.
 pub(crate) const START_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A side's threads as they were spawned: each the handle of a thread that started, or why it
+/// could not.
+pub(crate) type Handles<'scope, T> = Vec<io::Result<ScopedJoinHandle<'scope, io::Result<T>>>>;
+
+/// Whether every one of a side's threads started and became ready within `START_PATIENCE`
+/// (the gate opens); if not, the start is abandoned and whoever did start is released.
+pub(crate) fn all_ready<T>(ready: &StartGate, handles: &[io::Result<T>]) -> bool {
+    let started = handles.iter().filter(|h| h.is_ok()).count();
+    if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+        true
+    } else {
+        ready.abandon();
+        false
+    }
+}
+
+/// Join every thread of a side; one that could not start or panicked (`panicked` says so) is
+/// an error.
+pub(crate) fn join_all<T>(handles: Handles<'_, T>, panicked: &str) -> Vec<io::Result<T>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h.join().unwrap_or_else(|_| Err(io::Error::other(panicked.to_string()))),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
 
 /// Where a side's threads wait until all of them are ready (pinned, counters open). Unlike a
 /// Barrier it can be abandoned: if a thread fails to start, the others are released with

@@ -16,6 +16,6 @@ pub mod server;
 pub(crate) use connect::{connect, interrupted};
 pub use data::DATA_IDLE_TIMEOUT;
 pub(crate) use data::{accept_from, budget_error, open_data_port, over_budget, send_outcome};
-pub(crate) use gate::{StartGate, START_PATIENCE};
+pub(crate) use gate::StartGate;
 pub use handshake::{Ready, Refusal, RefusalKind, ServerProof, ServerRefused, Unproven};
 pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Served, Session};

@@ -7,7 +7,7 @@ use crate::net::alias;
 use crate::net::completions::CompletionCounts;
 use crate::net::control::{ServerReport, ThreadTally};
 use crate::observation::names;
-use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, WarningKind};
+use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
 
 /// Why the client side's figures are missing when none of its threads measured.
 pub(crate) const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
@@ -15,6 +15,72 @@ pub(crate) const NO_CLIENT_WINDOW: &str = "no client thread saw the measured win
 /// Why the server side's rates and counters are missing when none of its threads measured.
 pub(crate) const NO_SERVER_WINDOW: &str =
     "no server thread saw the measured window (each was blocked in recv() from before it opened until after it closed)";
+/// Why a per-transaction figure of a request-response workload (rr, crr, udp-rr) is missing.
+pub(crate) const NO_TRANSACTION: &str = "no transaction completed inside the window";
+
+/// CPU time (user + system, getrusage) per transaction for one role.
+pub(crate) fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
+    Metric::from_result(
+        names::CPU_US_PER_TXN,
+        role,
+        "us/txn",
+        Source::Rusage,
+        counters.usage.clone().and_then(|u| {
+            if transactions == 0 {
+                Err(NO_TRANSACTION.to_string())
+            } else {
+                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
+            }
+        }),
+    )
+}
+
+/// `total / transactions`, counted by iopath.
+pub(crate) fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
+    Metric::from_result(
+        name,
+        role,
+        unit,
+        Source::Tool,
+        if transactions == 0 {
+            Err(NO_TRANSACTION.to_string())
+        } else {
+            Ok(total as f64 / transactions as f64)
+        },
+    )
+}
+
+/// A headline figure of a workload, as its unavailable metric names it: name, role, unit.
+pub(crate) type Headline = (&'static str, Role, &'static str);
+
+/// The observation of a case the kernel cannot run: its headline figures unavailable with the
+/// kernel's reason, and a warning saying the same.
+pub(crate) fn unavailable_observation(refusal: &Unsupported, headline: &[Headline]) -> Observation {
+    let reason = refusal.to_string();
+    let mut obs = Observation::default();
+    obs.warn(WarningKind::Unsupported, reason.clone());
+    for &(name, role, unit) in headline {
+        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
+    }
+    obs
+}
+
+/// A pass's result with the kernel's refusal of what the case needs (a send or receive mode)
+/// made a result, not a failure: the observation of `headline` unavailable with its reason.
+/// Any other error stays one.
+pub(crate) fn refusal_as_observation(
+    result: anyhow::Result<Observation>,
+    headline: &[Headline],
+) -> anyhow::Result<Observation> {
+    match result {
+        Ok(obs) => Ok(obs),
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(refusal) => Ok(unavailable_observation(refusal, headline)),
+            None => Err(e),
+        },
+    }
+}
+
 /// The mean length of the windows of the threads that had one; None when no thread had one.
 /// A thread without a window measured nothing and is left out (counting it as a window of
 /// length ~0 would halve the mean and double every rate over it).

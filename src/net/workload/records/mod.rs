@@ -33,9 +33,12 @@ use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::completions::CompletionCounts;
 use crate::net::control::ServerReport;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::observe::{refusal_as_observation, Headline};
 use crate::net::session::{handshake, interrupted, Served, StartGate};
 use crate::observation::names;
-use crate::observation::{Metric, Observation, Role, ThreadPlacement, Unsupported, WarningKind};
+#[cfg(test)]
+use crate::observation::{Metric, WarningKind};
+use crate::observation::{Observation, Role, ThreadPlacement, Unsupported};
 use crate::stop::Stop;
 use crate::sys::affinity;
 use crate::sys::net as sock;
@@ -334,7 +337,7 @@ fn peer_error(err: std::io::Error, what: &str) -> std::io::Error {
 }
 
 /// The headline metrics, which a case the kernel refuses reports as unavailable with the reason.
-const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
+const HEADLINE_METRICS: [Headline; 9] = [
     (names::RESPONSES_PER_S, Role::System, "responses/s"),
     (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
     (names::LATENCY_P50_US, Role::Client, "us"),
@@ -352,25 +355,13 @@ const HEADLINE_METRICS: [(&str, Role, &str); 9] = [
 /// observation says `unavailable: <reason>` for every headline metric, never another mode's
 /// numbers.
 pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
-    match run_case(case, stop) {
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refused) => Ok(refused_observation(refused)),
-            None => Err(e),
-        },
-        ok => ok,
-    }
+    refusal_as_observation(run_case(case, stop), &HEADLINE_METRICS)
 }
 
-/// The observation of a case the kernel refused: every headline metric unavailable with the
-/// reason, and an `unsupported` warning.
+/// The observation of a case the kernel refused (what `run` makes of a refusal).
+#[cfg(test)]
 fn refused_observation(refused: &Unsupported) -> Observation {
-    let reason = refused.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in HEADLINE_METRICS {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    crate::net::session::observe::unavailable_observation(refused, &HEADLINE_METRICS)
 }
 
 fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {

@@ -18,8 +18,8 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::server::wrong_hello;
+use crate::net::session::StartGate;
 use crate::net::session::{accept_from, budget_error, open_data_port, over_budget, send_outcome, Served, Session};
-use crate::net::session::{StartGate, START_PATIENCE};
 use crate::observation::{Metric, Role, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
@@ -206,11 +206,9 @@ fn serve_threads(
                     })
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let followed = if started == handles.len() && ready.open_when(started, START_PATIENCE) {
+        let followed = if crate::net::session::gate::all_ready(&ready, &handles) {
             follow(case, &window, &mut system, data, control, (stopped, max_bytes))
         } else {
-            ready.abandon();
             Err(anyhow!("could not start all {} server threads", handles.len()))
         };
         (join_sides(handles), followed)

@@ -19,16 +19,19 @@ pub use server::SERVED;
 #[cfg(test)]
 use crate::case::Case;
 use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
-use crate::measure::counters::{latency_then_counting, CounterSample};
+use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::control::{ControlChannel, RrHello, ServerReport};
 use crate::net::mode::{self, Receiver, Sender};
+use crate::net::session::connect;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
+    cpu_per_transaction, per_transaction, refusal_as_observation, Headline, NO_TRANSACTION,
+};
+use crate::net::session::observe::{
     place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
 };
-use crate::net::session::{connect, START_PATIENCE};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -241,33 +244,18 @@ pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
+/// The figures an rr/crr case the kernel cannot run says are unavailable.
+const HEADLINE: [Headline; 3] = [
+    (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+];
+
 /// One pass of the case.
 fn run_pass(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
-    match run_measured(case, stop) {
-        Ok(obs) => Ok(obs),
-        // The kernel refuses what the case needs (a send or receive mode): a result, not a
-        // failure, whose figures say why they are missing.
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => Ok(unavailable_observation(refusal)),
-            None => Err(e),
-        },
-    }
-}
-
-/// The observation of a case the kernel cannot run: its headline figures unavailable with the
-/// kernel's reason, and a warning saying the same.
-fn unavailable_observation(refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in [
-        (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
-        (names::LATENCY_P50_US, Role::Client, "us"),
-        (names::LATENCY_P99_US, Role::Client, "us"),
-    ] {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    // The kernel refuses what the case needs (a send or receive mode): a result, not a
+    // failure, whose figures say why they are missing.
+    refusal_as_observation(run_measured(case, stop), &HEADLINE)
 }
 
 fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
@@ -500,37 +488,6 @@ fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
     Ok(s)
 }
 
-/// CPU time (user + system, getrusage) per transaction for one role.
-fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
-    Metric::from_result(
-        names::CPU_US_PER_TXN,
-        role,
-        "us/txn",
-        Source::Rusage,
-        counters.usage.clone().and_then(|u| {
-            if transactions == 0 {
-                Err("no transaction completed inside the window".to_string())
-            } else {
-                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
-            }
-        }),
-    )
-}
-
-fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
-    Metric::from_result(
-        name,
-        role,
-        unit,
-        Source::Tool,
-        if transactions == 0 {
-            Err("no transaction completed inside the window".to_string())
-        } else {
-            Ok(total as f64 / transactions as f64)
-        },
-    )
-}
-
 /// The quantiles stored for the latency CDF (the report draws it from these), with their
 /// metric names; p50..p99.9 and max are the headline percentiles.
 pub const CDF_QUANTILES: [(&str, f64); 10] = [
@@ -550,9 +507,6 @@ pub const CDF_QUANTILES: [(&str, f64); 10] = [
 fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
     push_quantiles(obs, hist, names, NO_TRANSACTION);
 }
-
-/// Why a per-transaction figure is missing.
-const NO_TRANSACTION: &str = "no transaction completed inside the window";
 
 /// The open loop's own figures (`--rate`): what was offered, how late the sends went, what
 /// was left unanswered and what was shed.

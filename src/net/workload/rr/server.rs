@@ -11,16 +11,16 @@ use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
+use crate::net::session::data::{threads_ended, MovedBytes};
+use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::StartGate;
 use crate::net::session::DATA_IDLE_TIMEOUT;
-use crate::net::session::{accept_from, budget_error, open_data_port, send_outcome, Served, Session};
+use crate::net::session::{accept_from, open_data_port, send_outcome, Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role};
-use crate::stop::Interrupted;
-use anyhow::anyhow;
 use std::io;
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -107,16 +107,9 @@ fn run_threads(
     // The byte budget: request and response bytes moved, counted by the serving threads only when a
     // budget is set (one relaxed add per transaction) and checked between the coordinator's
     // polls of the control connection.
-    let received = AtomicU64::new(0);
-    let budget: Budget<'_> = max_bytes.map(|_| (&received, case.request_size + case.response_size));
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(max_bytes.is_some_and(|max| received.load(Ordering::Relaxed) > max));
-        exceeded.get()
-    };
+    let moved = MovedBytes::new(max_bytes);
+    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
+    let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let ready = StartGate::default();
@@ -154,40 +147,20 @@ fn run_threads(
                 }
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let followed = if started < handles.len() || !ready.open_when(started, super::START_PATIENCE) {
-            ready.abandon();
+        let followed = if all_ready(&ready, &handles) {
+            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
+        } else {
             window.close(&mut SystemProbes::default());
             Followed::default()
-        } else {
-            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
         };
         quit.store(true, Ordering::SeqCst);
         if case.kind == RrKind::Crr {
             // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
             socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
         }
-        let outcomes: Vec<io::Result<ServerOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
-        (outcomes, followed)
+        (join_all(handles, "a server thread panicked"), followed)
     });
-    if exceeded.get() {
-        return Err(budget_error(max_bytes));
-    }
-    if followed.interrupted {
-        return Err(anyhow::Error::new(Interrupted));
-    }
-    let mut threads = Vec::new();
-    for outcome in outcomes {
-        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
-    }
+    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 

@@ -22,6 +22,7 @@ use crate::net::session::observe::{
     mean_window, measured_counters, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify,
     NO_CLIENT_WINDOW, NO_SERVER_WINDOW,
 };
+use crate::net::session::observe::{unavailable_observation, Headline};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -157,7 +158,7 @@ pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
         // The kernel refuses what the case needs (a send mode, TCP receive zero-copy): a
         // result, not a failure, whose figures say why they are missing.
         Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => unavailable_observation(case, refusal),
+            Some(refusal) => unavailable_observation(refusal, &headline(case)),
             None => return Err(e),
         },
     };
@@ -177,12 +178,8 @@ fn prove_copies(case: &StreamCase) -> Result<alias::ByteTally, String> {
     alias::probe(case.mode, case.size, case.fields).map_err(|e| format!("the alias probe failed: {e}"))
 }
 
-/// The observation of a case the kernel cannot run: its headline figures unavailable with the
-/// kernel's reason, and a warning saying the same.
-fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
+/// The figures a stream case the kernel cannot run says are unavailable.
+fn headline(case: &StreamCase) -> Vec<Headline> {
     let mut figures = vec![
         (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
         (names::MESSAGES_PER_S, Role::System, "msg/s"),
@@ -191,10 +188,7 @@ fn unavailable_observation(case: &StreamCase, refusal: &Unsupported) -> Observat
     if case.rx_mode == RxMode::Zerocopy {
         figures.push((names::RX_MAPPED_FRACTION, Role::Server, "fraction"));
     }
-    for (name, role, unit) in figures {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    figures
 }
 
 /// The measured run: the session coordinator with the stream's threads.

@@ -12,7 +12,7 @@ use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
 use crate::net::session::handshake::{refuse, secs, RefusalKind, SLICE};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::{budget_error, over_budget, Served, Session, StartGate, DATA_IDLE_TIMEOUT, START_PATIENCE};
+use crate::net::session::{budget_error, over_budget, Served, Session, StartGate, DATA_IDLE_TIMEOUT};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source, Unsupported};
 use crate::stop::Interrupted;
@@ -178,10 +178,8 @@ fn run_receivers(
                     .spawn_scoped(scope, move || thread::run(plan, end))
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
-            // Release whoever did start, and end the session: the client sees the failure.
-            ready.abandon();
+        if !crate::net::session::gate::all_ready(&ready, &handles) {
+            // Whoever did start is released; end the session: the client sees the failure.
             shut_all(data);
             return (thread::join_all(handles), Followed::default());
         }

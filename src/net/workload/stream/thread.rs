@@ -105,15 +105,7 @@ impl<'a> ThreadPlan<'a> {
 pub fn join_all(
     handles: Vec<io::Result<std::thread::ScopedJoinHandle<'_, io::Result<ThreadOutcome>>>>,
 ) -> Vec<io::Result<ThreadOutcome>> {
-    handles
-        .into_iter()
-        .map(|h| match h {
-            Ok(h) => h
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("a stream thread panicked"))),
-            Err(e) => Err(e),
-        })
-        .collect()
+    crate::net::session::gate::join_all(handles, "a stream thread panicked")
 }
 
 /// Where the thread's own counts stood when its window opened.

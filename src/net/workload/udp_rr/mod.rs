@@ -23,14 +23,17 @@ mod server;
 pub use server::SERVED;
 
 use crate::case::{NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
-use crate::measure::counters::{latency_then_counting, CounterSample};
+use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::control::ServerReport;
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramReceiver, DgramSender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
-use crate::net::session::observe::{place, push_client_counters, push_latency, push_server_metrics, warn_verify};
+use crate::net::session::observe::{cpu_per_transaction, per_transaction, NO_TRANSACTION};
+use crate::net::session::observe::{
+    place, push_client_counters, push_latency, push_server_metrics, refusal_as_observation, warn_verify, Headline,
+};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -57,9 +60,6 @@ pub const RCVBUF_BYTES: std::ops::RangeInclusive<u64> = 1..=(1 << 30);
 /// How long a blocked receive waits before the thread looks at the window, the stop and its
 /// timeouts again.
 const POLL: Duration = Duration::from_millis(5);
-
-/// Why a per-transaction figure is missing.
-const NO_TRANSACTION: &str = "no transaction completed inside the window";
 
 /// The quantiles stored for the latency CDF, as `net rr` stores them (the report reads these
 /// names).
@@ -196,36 +196,27 @@ pub fn run(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
 
+/// The figures a udp-rr case the kernel cannot run says are unavailable.
+const HEADLINE: [Headline; 4] = [
+    (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
+    (names::LATENCY_P50_US, Role::Client, "us"),
+    (names::LATENCY_P99_US, Role::Client, "us"),
+    (names::TXN_LOST, Role::Client, "txn"),
+];
+
+/// The observation of a case that cannot run here (what `run_pass` makes of a refusal).
+#[cfg(test)]
+fn unavailable_observation(refusal: &Unsupported) -> Observation {
+    crate::net::session::observe::unavailable_observation(refusal, &HEADLINE)
+}
+
 fn run_pass(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let result = match mode_refusal(case) {
         Some(refusal) => Err(anyhow::Error::new(refusal)),
         None => Coordinator::new(&UdpRrClient::new(case), stop).run(),
     };
-    match result {
-        Ok(obs) => Ok(obs),
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => Ok(unavailable_observation(refusal)),
-            None => Err(e),
-        },
-    }
-}
-
-/// The observation of a case that cannot run here: its headline figures unavailable with the
-/// reason, and a warning saying the same.
-fn unavailable_observation(refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in [
-        (names::TRANSACTIONS_PER_S, Role::System, "txn/s"),
-        (names::LATENCY_P50_US, Role::Client, "us"),
-        (names::LATENCY_P99_US, Role::Client, "us"),
-        (names::TXN_LOST, Role::Client, "txn"),
-    ] {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
+    refusal_as_observation(result, &HEADLINE)
 }
 
 /// udp-rr as the session coordinator runs it.
@@ -405,38 +396,6 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
         let transactions = obs.value(names::TRANSACTIONS, Role::Client).unwrap_or(0.0);
         Ok(transactions * (self.case.request_size + self.case.response_size) as f64)
     }
-}
-
-/// CPU time (user + system, getrusage) per transaction for one role.
-fn cpu_per_transaction(role: Role, counters: &CounterSample, transactions: u64) -> Metric {
-    Metric::from_result(
-        names::CPU_US_PER_TXN,
-        role,
-        "us/txn",
-        Source::Rusage,
-        counters.usage.clone().and_then(|u| {
-            if transactions == 0 {
-                Err(NO_TRANSACTION.to_string())
-            } else {
-                Ok((u.user + u.system).as_secs_f64() * 1e6 / transactions as f64)
-            }
-        }),
-    )
-}
-
-/// `total / transactions`, counted by iopath.
-fn per_transaction(name: &str, role: Role, total: u64, transactions: u64, unit: &str) -> Metric {
-    Metric::from_result(
-        name,
-        role,
-        unit,
-        Source::Tool,
-        if transactions == 0 {
-            Err(NO_TRANSACTION.to_string())
-        } else {
-            Ok(total as f64 / transactions as f64)
-        },
-    )
 }
 
 /// Both sides' counts into the observation.

@@ -14,15 +14,15 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::session::open_udp_port;
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
+use crate::net::session::data::{threads_ended, MovedBytes};
+use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::{budget_error, send_outcome, Served, Session, StartGate, START_PATIENCE};
+use crate::net::session::{send_outcome, Served, Session, StartGate};
 use crate::net::workload::rr::Phase;
 use crate::observation::names;
 use crate::observation::{Metric, Role};
-use crate::stop::Interrupted;
-use anyhow::anyhow;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -126,16 +126,9 @@ fn run_threads(
     max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
     let policy = kernel_policy();
-    let moved = AtomicU64::new(0);
-    let budget: Budget<'_> = max_bytes.map(|_| (&moved, case.request_size + case.response_size));
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(max_bytes.is_some_and(|max| moved.load(Ordering::Relaxed) > max));
-        exceeded.get()
-    };
+    let moved = MovedBytes::new(max_bytes);
+    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
+    let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
     let window = Window::new();
     let ready = StartGate::default();
@@ -161,36 +154,16 @@ fn run_threads(
                     })
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let followed = if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
-            ready.abandon();
+        let followed = if all_ready(&ready, &handles) {
+            follow_phases(case, &window, control, stopped, &stopped_or_over)
+        } else {
             window.close(&mut SystemProbes::default());
             Followed::default()
-        } else {
-            follow_phases(case, &window, control, stopped, &stopped_or_over)
         };
         quit.store(true, Ordering::SeqCst);
-        let outcomes: Vec<io::Result<ServerOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a udp-rr server thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
-        (outcomes, followed)
+        (join_all(handles, "a udp-rr server thread panicked"), followed)
     });
-    if exceeded.get() {
-        return Err(budget_error(max_bytes));
-    }
-    if followed.interrupted {
-        return Err(anyhow::Error::new(Interrupted));
-    }
-    let mut threads = Vec::new();
-    for outcome in outcomes {
-        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
-    }
+    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
     Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
 }
 

@@ -23,7 +23,9 @@ use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramSender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
-use crate::net::session::observe::{self, place, push_client_counters, push_server_metrics, warn_verify};
+use crate::net::session::observe::{
+    self, place, push_client_counters, push_server_metrics, refusal_as_observation, warn_verify, Headline,
+};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -167,30 +169,15 @@ pub(crate) fn set_up_error(what: &str, e: io::Error) -> anyhow::Error {
 pub fn run(case: &UdpStreamCase, stop: Stop) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let client = UdpStreamClient::new(case);
-    match Coordinator::new(&client, stop).run() {
-        Ok(obs) => Ok(obs),
-        Err(e) => match e.downcast_ref::<Unsupported>() {
-            Some(refusal) => Ok(unavailable_observation(refusal)),
-            None => Err(e),
-        },
-    }
+    refusal_as_observation(Coordinator::new(&client, stop).run(), &HEADLINE)
 }
 
-/// The observation of a case the kernel cannot run: its headline figures unavailable with
-/// the kernel's reason, and a warning saying the same.
-fn unavailable_observation(refusal: &Unsupported) -> Observation {
-    let reason = refusal.to_string();
-    let mut obs = Observation::default();
-    obs.warn(WarningKind::Unsupported, reason.clone());
-    for (name, role, unit) in [
-        (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
-        (names::DATAGRAMS_PER_S, Role::System, "datagrams/s"),
-        (names::DATAGRAMS_LOST, Role::System, "datagrams"),
-    ] {
-        obs.push(Metric::unavailable(name, role, unit, reason.clone()));
-    }
-    obs
-}
+/// The figures a udp-stream case the kernel cannot run says are unavailable.
+const HEADLINE: [Headline; 3] = [
+    (names::THROUGHPUT_GBPS, Role::System, "Gbit/s"),
+    (names::DATAGRAMS_PER_S, Role::System, "datagrams/s"),
+    (names::DATAGRAMS_LOST, Role::System, "datagrams"),
+];
 
 /// udp-stream as the session coordinator runs it.
 struct UdpStreamClient<'a> {

@@ -12,13 +12,14 @@ use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::session::{self as udp, ServerSocket};
 use crate::net::dgram::{self, DgramReceiver, SeqCounts, SeqTracker};
+use crate::net::session::data::threads_ended;
+use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::{budget_error, send_outcome, Served, Session, StartGate, START_PATIENCE};
+use crate::net::session::{send_outcome, Served, Session, StartGate};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source};
-use crate::stop::Interrupted;
 use anyhow::anyhow;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -165,9 +166,7 @@ fn run_threads(
                     .spawn_scoped(scope, move || receive_flow(ctx, i, socket, receiver, flags, case.size))
             })
             .collect();
-        let started = handles.iter().filter(|h| h.is_ok()).count();
-        let followed = if started < handles.len() || !ready.open_when(started, START_PATIENCE) {
-            ready.abandon();
+        let followed = if !all_ready(&ready, &handles) {
             window.close(&mut SystemProbes::default());
             udp::Followed {
                 error: Some(format!("could not start all {} server threads", handles.len())),
@@ -185,27 +184,9 @@ fn run_threads(
         } else {
             flags.quit.store(true, Ordering::SeqCst);
         }
-        let outcomes: Vec<io::Result<FlowOutcome>> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a server thread panicked"))),
-                Err(e) => Err(e),
-            })
-            .collect();
-        (outcomes, followed)
+        (join_all(handles, "a server thread panicked"), followed)
     });
-    if exceeded.get() {
-        return Err(budget_error(session.max_bytes));
-    }
-    if followed.interrupted {
-        return Err(anyhow::Error::new(Interrupted));
-    }
-    let mut flows = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        flows.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
-    }
+    let flows = threads_ended(outcomes, exceeded.get(), session.max_bytes, followed.interrupted)?;
     let sent = followed.sent.clone().ok_or_else(|| {
         anyhow!(
             "{}",
