@@ -551,6 +551,16 @@ pub fn decode_data_header(header: &[u8; DATA_HEADER_LEN]) -> (u64, u32) {
     (u64::from_le_bytes(token), u32::from_le_bytes(index))
 }
 
+/// What a request/response client (rr, crr, udp-rr) says after `ready`: the window opens (`measure`), closes (`done`),
+/// and its threads are finished (`finished`: a crr server stops accepting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum RrPhase {
+    Measure,
+    Done,
+    Finished,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

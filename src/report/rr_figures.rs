@@ -7,7 +7,7 @@ use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
 use super::figures::{mode_style, point, Provenance};
 use crate::case::{format_bytes, RrCase};
-use crate::net::workload::rr::CDF_QUANTILES;
+use crate::net::session::observe::CDF_QUANTILES;
 use crate::observation::names;
 use crate::observation::Role;
 

@@ -350,6 +350,21 @@ pub(crate) fn relay_server_warnings(obs: &mut Observation, warnings: &[String]) 
     }
 }
 
+/// The quantiles stored for the latency CDF (the report draws it from these), with their
+/// metric names; p50..p99.9 and max are the headline percentiles.
+pub const CDF_QUANTILES: [(&str, f64); 10] = [
+    ("latency_p1_us", 0.01),
+    ("latency_p10_us", 0.10),
+    ("latency_p25_us", 0.25),
+    (names::LATENCY_P50_US, 0.50),
+    ("latency_p75_us", 0.75),
+    (names::LATENCY_P90_US, 0.90),
+    ("latency_p95_us", 0.95),
+    (names::LATENCY_P99_US, 0.99),
+    (names::LATENCY_P999_US, 0.999),
+    ("latency_p9999_us", 0.9999),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,7 @@ use crate::observation::{Metric, Observation, Role, Source, Unsupported, Warning
 use crate::stop::Stop;
 use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
-use serde::{Deserialize, Serialize};
+
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -57,16 +57,6 @@ pub const MAX_MESSAGE: u64 = 16 << 20;
 pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
 
 const NO_SERVER_WINDOW: &str = crate::net::session::observe::NO_SERVER_WINDOW;
-
-/// What an rr/crr client says after `ready`: the window opens (`measure`), closes (`done`),
-/// and its threads are finished (`finished`: a crr server stops accepting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum Phase {
-    Measure,
-    Done,
-    Finished,
-}
 
 /// The sender of one direction (requests: the client's; responses: the server's); a mode the
 /// kernel refuses is `Unsupported`. The uring modes hand every message to the kernel at once:
@@ -450,7 +440,7 @@ impl<'a> NetWorkload for RrClient<'a> {
 
     /// Every client thread is done: a crr server may stop accepting.
     fn threads_done(&self, control: &mut ControlChannel) {
-        control.send_json(&Phase::Finished).ok();
+        control.send_json(&crate::net::control::RrPhase::Finished).ok();
     }
 
     /// crr attaches its receiver to every new connection: a refusal there is a result too.
@@ -487,21 +477,6 @@ fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
     s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
     Ok(s)
 }
-
-/// The quantiles stored for the latency CDF (the report draws it from these), with their
-/// metric names; p50..p99.9 and max are the headline percentiles.
-pub const CDF_QUANTILES: [(&str, f64); 10] = [
-    ("latency_p1_us", 0.01),
-    ("latency_p10_us", 0.10),
-    ("latency_p25_us", 0.25),
-    (names::LATENCY_P50_US, 0.50),
-    ("latency_p75_us", 0.75),
-    (names::LATENCY_P90_US, 0.90),
-    ("latency_p95_us", 0.95),
-    (names::LATENCY_P99_US, 0.99),
-    (names::LATENCY_P999_US, 0.999),
-    ("latency_p9999_us", 0.9999),
-];
 
 /// Percentile metrics of one histogram: `prefix_pNN_us`, unavailable when it is empty.
 fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
@@ -572,7 +547,12 @@ fn build_observation(
             Err("the window did not open".to_string())
         },
     ));
-    push_latency(&mut obs, &latency, &CDF_QUANTILES, NO_TRANSACTION);
+    push_latency(
+        &mut obs,
+        &latency,
+        &crate::net::session::observe::CDF_QUANTILES,
+        NO_TRANSACTION,
+    );
     if case.kind == RrKind::Crr {
         percentiles(
             &mut obs,

@@ -4,11 +4,12 @@
 //! accepts, answers and closes connection after connection), following the client's window,
 //! then a report of what its threads counted.
 
-use super::{data_receivers, data_sender, receiver_error, Phase};
+use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::RrPhase;
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::data::{threads_ended, MovedBytes};
@@ -213,10 +214,10 @@ fn follow_phases(
     let deadline = Instant::now() + longest;
     loop {
         let line = control.recv_line(Some(deadline), stopped_or_over);
-        match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
-            Ok(Ok(Phase::Measure)) => window.open(&mut system),
-            Ok(Ok(Phase::Done)) => followed.system_metrics = window.close(&mut system),
-            Ok(Ok(Phase::Finished)) => break,
+        match line.map(|l| serde_json::from_slice::<RrPhase>(&l)) {
+            Ok(Ok(RrPhase::Measure)) => window.open(&mut system),
+            Ok(Ok(RrPhase::Done)) => followed.system_metrics = window.close(&mut system),
+            Ok(Ok(RrPhase::Finished)) => break,
             other => {
                 followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
                 window.close(&mut system);

@@ -63,7 +63,7 @@ const POLL: Duration = Duration::from_millis(5);
 
 /// The quantiles stored for the latency CDF, as `net rr` stores them (the report reads these
 /// names).
-pub use crate::net::workload::rr::CDF_QUANTILES;
+pub use crate::net::session::observe::CDF_QUANTILES;
 
 /// Whether a case can run: limits on every parameter and which send modes a request/response
 /// exchange can use. Used by the CLI before running (exit 2) and by a server before `ready`.

@@ -11,6 +11,7 @@ use crate::case::UdpRrCase;
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
+use crate::net::control::RrPhase;
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::session::open_udp_port;
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
@@ -20,7 +21,6 @@ use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{send_outcome, Served, Session, StartGate};
-use crate::net::workload::rr::Phase;
 use crate::observation::names;
 use crate::observation::{Metric, Role};
 use std::io;
@@ -190,14 +190,14 @@ fn follow_phases(
     let deadline = Instant::now() + Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
     loop {
         let line = control.recv_line(Some(deadline), stopped_or_over);
-        match line.map(|l| serde_json::from_slice::<Phase>(&l)) {
-            Ok(Ok(Phase::Measure)) => window.open(&mut system),
-            Ok(Ok(Phase::Done)) => {
+        match line.map(|l| serde_json::from_slice::<RrPhase>(&l)) {
+            Ok(Ok(RrPhase::Measure)) => window.open(&mut system),
+            Ok(Ok(RrPhase::Done)) => {
                 followed.system_metrics = window.close(&mut system);
                 // The client sends nothing after Done: the report may go.
                 break;
             }
-            Ok(Ok(Phase::Finished)) => break,
+            Ok(Ok(RrPhase::Finished)) => break,
             other => {
                 followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
                 break;
