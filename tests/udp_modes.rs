@@ -116,7 +116,9 @@ fn every_mode_moves_every_datagram(pair: impl Fn() -> (UdpSocket, UdpSocket), si
                 assert_eq!(c.bytes, n * size as u64, "{what}");
                 assert_eq!(seen.lost(n), 0, "{what}");
                 assert_eq!((c.duplicates, c.reordered, c.verify_failures), (0, 0, 0), "{what}");
-                assert_eq!(rx.kernel_drops(), Some(0), "{what}");
+                // Plain recv(2) reads no control message, so no SO_RXQ_OVFL count.
+                let expected = (recv_mode != UdpRecvMode::Recv).then_some(0);
+                assert_eq!(rx.kernel_drops(), expected, "{what}");
                 assert!(tx.syscalls() >= n.div_ceil(tx.batch() as u64), "{what}");
                 assert!(rx.syscalls() >= 1, "{what}");
                 if path == "loopback" && send_mode == UdpSendMode::Gso && recv_mode == UdpRecvMode::Gro {
@@ -221,13 +223,12 @@ fn a_tiny_receive_buffer_under_a_burst_loses_datagrams_and_every_count_says_so()
         assert!(lost > 0, "{recv_mode}: {c:?}");
         assert!(c.distinct > 0, "{recv_mode}: {c:?}");
         assert_eq!(c.verify_failures, 0, "{recv_mode}: {c:?}");
-        let drops = rx.kernel_drops().unwrap_or(0);
-        assert!(drops > 0, "{recv_mode}: SO_RXQ_OVFL said {:?}", rx.kernel_drops());
-        assert_eq!(
-            drops,
-            udp::socket_drops(to.as_raw_fd()).unwrap(),
-            "{recv_mode}: the same counter"
-        );
+        let drops = udp::socket_drops(to.as_raw_fd()).unwrap();
+        assert!(drops > 0, "{recv_mode}: SO_MEMINFO said {drops}");
+        if recv_mode != UdpRecvMode::Recv {
+            // SO_RXQ_OVFL, which the other paths read, is the same counter.
+            assert_eq!(rx.kernel_drops(), Some(drops), "{recv_mode}: the same counter");
+        }
         assert!(
             drops <= lost,
             "{recv_mode}: every drop is a lost datagram ({drops} > {lost})"

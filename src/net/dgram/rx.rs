@@ -1,6 +1,6 @@
-//! The receive paths, one per `case::UdpRecvMode`. Each reads into buffers it made once,
-//! with control room for SO_RXQ_OVFL (the socket's drop counter, enabled on the first call
-//! on a socket) and, for GRO, the segment size. The arrival time of every datagram a call
+//! The receive paths, one per `case::UdpRecvMode`. Each reads into buffers it made once;
+//! recvmmsg and GRO with control room for SO_RXQ_OVFL (the socket's drop counter, enabled on
+//! the first call on a socket) and, for GRO, the segment size; recv reads the bytes alone. The arrival time of every datagram a call
 //! returns is the moment the call returned.
 
 use super::header::monotonic_ns;
@@ -80,10 +80,11 @@ impl Common {
     }
 }
 
-/// `recv`: one datagram per call (recvmsg(2) of one buffer, for its control messages).
+/// `recv`: one datagram per call, recv(2) into one buffer with no control messages (what
+/// iperf3 does): the socket's drop count is read apart, with SO_MEMINFO
+/// (`sys::udp::socket_drops`), not from SO_RXQ_OVFL on every datagram.
 pub struct RecvReceiver {
     buf: AlignedBuf,
-    room: RecvRoom,
     common: Common,
 }
 
@@ -91,7 +92,6 @@ impl RecvReceiver {
     pub fn new(size: usize, verify: bool) -> RecvReceiver {
         RecvReceiver {
             buf: message::buffer(size, Align::Page),
-            room: RecvRoom::default(),
             common: Common::new(size, verify),
         }
     }
@@ -99,20 +99,27 @@ impl RecvReceiver {
 
 impl DgramReceiver for RecvReceiver {
     fn recv(&mut self, fd: RawFd, seen: &mut SeqTracker) -> io::Result<usize> {
-        self.common.attach(fd);
         self.common.syscalls += 1;
-        let meta = match self.room.recvmsg(fd, &mut self.buf, 0) {
-            Ok(meta) => meta,
+        // MSG_TRUNC: the datagram's own length, so a longer one is known to be cut.
+        let len = match crate::sys::net::recv(fd, &mut self.buf, libc::MSG_TRUNC) {
+            Ok(len) => len,
             Err(e) => return nothing(e),
         };
         let arrival = monotonic_ns();
+        let meta = RecvMeta {
+            len: len.min(self.buf.len()),
+            truncated: len > self.buf.len(),
+            segment: None,
+            drops: None,
+        };
         Ok(self.common.take(&self.buf[..meta.len], &meta, arrival, seen))
     }
     fn syscalls(&self) -> u64 {
         self.common.syscalls
     }
+    /// None: plain recv(2) reads no control message (the workloads read SO_MEMINFO's count).
     fn kernel_drops(&self) -> Option<u64> {
-        self.common.drops
+        None
     }
 }
 
