@@ -98,7 +98,7 @@ fn every_send_and_receive_mode_delivers_every_datagram_with_verify() {
 }
 
 #[test]
-fn the_plain_modes_deliver_every_datagram_over_veth() {
+fn every_send_and_receive_mode_delivers_every_datagram_over_veth() {
     if !nix::unistd::geteuid().is_root() {
         common::skip("a veth pair needs root");
         return;
@@ -107,16 +107,18 @@ fn the_plain_modes_deliver_every_datagram_over_veth() {
         "--topology",
         "veth",
         "--mode",
-        "send,sendmmsg,gso",
+        "send,sendmsg,sendmmsg,gso,zerocopy,uring",
         "--rx-mode",
-        "recv,recvmmsg",
+        "recv,recvmmsg,gro",
         "--size",
         "1400",
+        "--batch",
+        "8",
         "--rate",
         LOW_RATE,
         "--verify",
     ]);
-    assert_eq!(records.len(), 6);
+    assert_eq!(records.len(), 18);
     for r in &records {
         assert_eq!(r["case"]["endpoint"]["kind"], "veth");
         if !refused(r) {
