@@ -229,6 +229,36 @@ pub(crate) fn push_client_counters<'a>(
 }
 
 /// The server's metrics as they must read (`checked`).
+/// A request/response client's side (rr, crr, udp-rr) over its metered threads: counters, CPU
+/// and system calls per transaction, then the server's report.
+pub(crate) fn push_transaction_sides<'a>(
+    obs: &mut Observation,
+    metered: impl Iterator<Item = &'a crate::net::session::meter::Metered> + Clone,
+    perf: bool,
+    (bytes, transactions): (u64, u64),
+    tsc_hz: Option<f64>,
+    server: &ServerReport,
+) {
+    let syscalls = metered.clone().map(|m| m.syscalls).sum();
+    let client_counters = push_client_counters(
+        obs,
+        metered.map(|m| &m.counters),
+        perf,
+        "cycles are",
+        (bytes, transactions, "txn"),
+        tsc_hz,
+    );
+    obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
+    obs.push(per_transaction(
+        names::SYSCALLS_PER_TXN,
+        Role::Client,
+        syscalls,
+        transactions,
+        "syscalls/txn",
+    ));
+    push_server_metrics(obs, server);
+}
+
 pub(crate) fn push_server_metrics(obs: &mut Observation, server: &ServerReport) {
     obs.metrics.extend(server.metrics.iter().map(checked));
 }

@@ -29,9 +29,7 @@ use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     cpu_per_transaction, per_transaction, refusal_as_observation, Headline, NO_TRANSACTION,
 };
-use crate::net::session::observe::{
-    place, push_client_counters, push_latency, push_quantiles, push_server_metrics, warn_verify,
-};
+use crate::net::session::observe::{place, push_latency, push_quantiles, push_transaction_sides, warn_verify};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
 use crate::stop::Stop;
@@ -576,24 +574,14 @@ fn build_observation(
 
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
-    let syscalls: u64 = clients.iter().map(|c| c.metered.syscalls).sum();
-    let client_counters = push_client_counters(
+    push_transaction_sides(
         &mut obs,
-        clients.iter().map(|c| &c.metered.counters),
+        clients.iter().map(|c| &c.metered),
         case.net.perf,
-        "cycles are",
-        (bytes, transactions, "txn"),
+        (bytes, transactions),
         tsc_hz,
+        server,
     );
-    obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
-    obs.push(per_transaction(
-        names::SYSCALLS_PER_TXN,
-        Role::Client,
-        syscalls,
-        transactions,
-        "syscalls/txn",
-    ));
-    push_server_metrics(&mut obs, server);
 
     if let Some(rate) = case.rate {
         push_open_loop(&mut obs, clients, rate);

@@ -32,7 +32,7 @@ use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorklo
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{cpu_per_transaction, per_transaction, NO_TRANSACTION};
 use crate::net::session::observe::{
-    place, push_client_counters, push_latency, push_server_metrics, refusal_as_observation, warn_verify, Headline,
+    place, push_latency, push_transaction_sides, refusal_as_observation, warn_verify, Headline,
 };
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
@@ -488,24 +488,14 @@ fn build_observation(
     }
 
     let bytes = transactions * (case.request_size + case.response_size);
-    let syscalls = sum(|c| c.metered.syscalls);
-    let client_counters = push_client_counters(
+    push_transaction_sides(
         &mut obs,
-        clients.iter().map(|c| &c.metered.counters),
+        clients.iter().map(|c| &c.metered),
         case.net.perf,
-        "cycles are",
-        (bytes, transactions, "txn"),
+        (bytes, transactions),
         tsc_hz,
+        server,
     );
-    obs.push(cpu_per_transaction(Role::Client, &client_counters, transactions));
-    obs.push(per_transaction(
-        names::SYSCALLS_PER_TXN,
-        Role::Client,
-        syscalls,
-        transactions,
-        "syscalls/txn",
-    ));
-    push_server_metrics(&mut obs, server);
     let idle = clients.iter().filter(|c| c.metered.counters.is_none()).count();
     if idle > 0 {
         obs.warn(
