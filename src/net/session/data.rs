@@ -190,6 +190,25 @@ pub(crate) fn budget_error(max: Option<u64>) -> anyhow::Error {
     )
 }
 
+/// Whether `need` bytes of buffers on `role`'s side fit in half of `headroom`
+/// (`sys::procfs::memory_headroom`; None skips the check); `advice` says what to shrink.
+pub(crate) fn check_buffers(
+    label: &str,
+    need: u64,
+    role: crate::observation::Role,
+    headroom: Option<u64>,
+    advice: &str,
+) -> Result<(), String> {
+    match headroom {
+        Some(headroom) if need > headroom / 2 => Err(format!(
+            "{label} needs about {} of buffers on the {role} side, more than half of the {} available (MemAvailable and the memory cgroup's limit): {advice}",
+            crate::format::format_bytes(need),
+            crate::format::format_bytes(headroom)
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

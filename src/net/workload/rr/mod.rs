@@ -194,17 +194,13 @@ pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
 /// (`sys::procfs::memory_headroom`: MemAvailable lowered by the memory cgroup's room; None
 /// skips the check). A server runs it on every hello before answering `ready`.
 pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<(), String> {
-    let Some(headroom) = headroom else { return Ok(()) };
-    let need = buffer_bytes(case, role);
-    if need > headroom / 2 {
-        return Err(format!(
-            "{} needs about {} of buffers on the {role} side, more than half of the {} available (MemAvailable and the memory cgroup's limit): use smaller messages, fewer in flight or fewer threads",
-            case.label(),
-            crate::format::format_bytes(need),
-            crate::format::format_bytes(headroom)
-        ));
-    }
-    Ok(())
+    crate::net::session::data::check_buffers(
+        &case.label(),
+        buffer_bytes(case, role),
+        role,
+        headroom,
+        "use smaller messages, fewer in flight or fewer threads",
+    )
 }
 
 /// Run one rr/crr case. A stop request ends it within about 100 ms in any phase, with every

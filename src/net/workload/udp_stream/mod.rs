@@ -134,17 +134,13 @@ pub fn buffer_bytes(case: &UdpStreamCase, role: Role) -> u64 {
 
 /// Whether the buffers of `role`'s end fit in half of `headroom` (None skips the check).
 pub fn check_memory(case: &UdpStreamCase, role: Role, headroom: Option<u64>) -> Result<(), String> {
-    let Some(headroom) = headroom else { return Ok(()) };
-    let need = buffer_bytes(case, role);
-    if need > headroom / 2 {
-        return Err(format!(
-            "{} needs about {} of buffers on the {role} side, more than half of the {} available (MemAvailable and the memory cgroup's limit): use smaller datagrams, a smaller batch or --rcvbuf, or fewer threads",
-            case.label(),
-            crate::format::format_bytes(need),
-            crate::format::format_bytes(headroom)
-        ));
-    }
-    Ok(())
+    crate::net::session::data::check_buffers(
+        &case.label(),
+        buffer_bytes(case, role),
+        role,
+        headroom,
+        "use smaller datagrams, a smaller batch or --rcvbuf, or fewer threads",
+    )
 }
 
 /// The sender of one client thread; a mode the kernel refuses is `Unsupported`.
