@@ -381,7 +381,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Values of the metrics a matrix draws, as read: a part per reader, merged by the builder.
+/// Values of the metrics a matrix draws, as read.
 #[derive(Debug, Default)]
 pub struct Values {
     /// (position, metric index, value).
@@ -405,22 +405,6 @@ impl Values {
         }
         if let Some(v) = value.filter(|v| v.is_finite()) {
             self.values.push((position as u32, m as u8, v));
-        }
-    }
-
-    fn merge(&mut self, other: Values) {
-        if self.values.is_empty() {
-            self.values = other.values;
-        } else {
-            self.values.extend(other.values);
-        }
-        self.sources.resize(METRICS.len(), Vec::new());
-        for (mine, theirs) in self.sources.iter_mut().zip(other.sources) {
-            for s in theirs {
-                if !mine.contains(&s) {
-                    mine.push(s);
-                }
-            }
         }
     }
 }
@@ -473,11 +457,6 @@ impl Builder {
     /// One value of a successful cell (see [`Values::push`]).
     pub fn value(&mut self, position: usize, name: &str, role: Role, value: Option<f64>, source: &str) {
         self.values.push(position, name, role, value, source);
-    }
-
-    /// Values read elsewhere (a reader thread).
-    pub fn add_values(&mut self, values: Values) {
-        self.values.merge(values);
     }
 
     /// The matrices, or None when no fleet case was fed.
@@ -598,13 +577,9 @@ pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
         );
         Ok(())
     })?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-    let parts = store.fleet_values(run_id, &metric_names(), threads, Values::default, |part, v| {
-        part.push(v.position, v.name, v.role, v.value, v.source);
+    store.fleet_values(run_id, &metric_names(), |v| {
+        b.value(v.position, v.name, v.role, v.value, v.source);
     })?;
-    for part in parts {
-        b.add_values(part);
-    }
     Ok(b.finish())
 }
 
@@ -972,9 +947,9 @@ mod tests {
         assert!(Builder::default().finish().is_none());
     }
 
-    /// The matrices read from the database row by row are those of the loaded run, whether the
-    /// metrics table is scanned in rowid ranges (a run with most of the observations) or
-    /// followed by its index (a small run beside a large one).
+    /// The matrices read from the database row by row (the pairs from the cases, the values
+    /// from the partial index of migration 3) are those of the loaded run, for a run beside
+    /// another in the same database.
     #[test]
     fn streamed_from_the_store_equals_built_from_the_loaded_run() {
         let dir = tempfile::tempdir().unwrap();
@@ -995,6 +970,20 @@ mod tests {
         let f = from_store(&store, big).unwrap().unwrap();
         assert_eq!(f.flagged_hosts(), vec![4]);
         assert_eq!(f.groups[0].failed, vec![(1, 5)]);
+    }
+
+    /// Every metric a matrix draws is in the partial index `report --matrix` reads: a metric
+    /// added to `METRICS` needs a migration that widens the index, or its query fails.
+    #[test]
+    fn every_matrix_metric_is_in_the_stored_index() {
+        for m in METRICS {
+            assert!(
+                crate::store::schema::FLEET_MATRIX_NAMES.contains(&format!("'{}'", m.name)),
+                "{} is not in the index's names: {}",
+                m.name,
+                crate::store::schema::FLEET_MATRIX_NAMES
+            );
+        }
     }
 
     #[test]

@@ -151,29 +151,28 @@ impl Store {
         Ok(())
     }
 
-    /// The values of the metrics `names` in every successful cell of the run's fleet cases, in
-    /// no particular order: each reader thread starts a `T` with `init`, hands it every row it
-    /// reads with `each`, and the `T`s are returned. Failed cells give nothing.
+    /// The values of the metrics `names` in every successful cell of the run, handed to `each`
+    /// in no particular order. Failed cells give nothing.
     ///
-    /// The metrics table has one index, by observation. Following it costs a seek per metric
-    /// row (72 a stream cell, of which the matrix wants 3), so when the run holds a quarter or
-    /// more of the database's observations the table is read front to back instead, in rowid
-    /// ranges on up to `threads` connections at once (WAL: readers never wait for each other),
-    /// keeping the rows of this run's observations whose name is asked for.
-    pub fn fleet_values<T: Send>(
+    /// The rows come from the partial index `metrics_of_fleet_matrix` (schema migration 3),
+    /// which holds every metric row a matrix draws, with its value and source: a 10^6-cell
+    /// run has 3 million such rows among its 72 million. `names` must be among the index's
+    /// (`schema::FLEET_MATRIX_NAMES`), or SQLite refuses the query.
+    pub fn fleet_values(
         &self,
         run_id: i64,
         names: &[&str],
-        threads: usize,
-        init: impl Fn() -> T + Sync,
-        each: impl Fn(&mut T, FleetValueRow<'_>) + Sync,
-    ) -> anyhow::Result<Vec<T>> {
-        // The run's successful observations: (observation id, position), sorted by id.
+        mut each: impl FnMut(FleetValueRow<'_>),
+    ) -> anyhow::Result<()> {
+        // The run's successful observations: (observation id, position), sorted by id. Both
+        // come from indexes alone (cases by run and position, observations by case and status:
+        // migration 3), not from the rows; a position that is not a fleet case gets no pair
+        // from `fleet_pairs`, so its values are never drawn.
         let mut observations: Vec<(i64, u32)> = Vec::new();
         {
             let mut stmt = self.conn.prepare(
                 "SELECT o.id, c.position FROM cases c JOIN observations o ON o.case_id = c.id
-                 WHERE c.run_id = ?1 AND c.workload = 'fleet' AND o.status = 'ok'",
+                 WHERE c.run_id = ?1 AND o.status = 'ok'",
             )?;
             let mut rows = stmt.query([run_id])?;
             while let Some(row) = rows.next()? {
@@ -184,82 +183,27 @@ impl Store {
             }
         }
         if observations.is_empty() || names.is_empty() {
-            return Ok(vec![init()]);
+            return Ok(());
         }
         observations.sort_unstable();
-        let all: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM observations", [], |r| r.get(0))?;
-        let list = vec!["?"; names.len()].join(", ");
-        if (observations.len() as i64) * 4 < all {
-            let sql = format!(
-                "SELECT m.observation_id, m.role, m.name, m.value, m.source FROM cases c
-                 JOIN observations o ON o.case_id = c.id JOIN metrics m ON m.observation_id = o.id
-                 WHERE c.run_id = {run_id} AND c.workload = 'fleet' AND o.status = 'ok' AND m.name IN ({list})"
-            );
-            let mut out = init();
-            self.read_values(&sql, names, &observations, |row| each(&mut out, row))?;
-            return Ok(vec![out]);
-        }
-        let (lo, hi): (i64, i64) = self.conn.query_row(
-            "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) FROM metrics",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let threads = threads.clamp(1, 16) as i64;
-        let span = (hi - lo + threads) / threads;
+        let (first, last) = (observations[0].0, observations[observations.len() - 1].0);
+        // The index's own condition, then the names asked for and the run's id range: the
+        // rows between are other runs' (skipped by the binary search in `value_row`).
+        let asked = (0..names.len())
+            .map(|i| format!("?{}", i + 3))
+            .collect::<Vec<_>>()
+            .join(", ");
         let sql = format!(
-            "SELECT observation_id, role, name, value, source FROM metrics
-             WHERE rowid BETWEEN ?1 AND ?2 AND name IN ({})",
-            (0..names.len())
-                .map(|i| format!("?{}", i + 3))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "SELECT observation_id, role, name, value, source FROM metrics INDEXED BY metrics_of_fleet_matrix
+             WHERE {} AND name IN ({asked}) AND observation_id BETWEEN ?1 AND ?2",
+            super::schema::FLEET_MATRIX_NAMES
         );
-        let observations = &observations[..];
-        let path = &self.path;
-        let (init, each, sql) = (&init, &each, &sql);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (from, to) = (lo + t * span, (lo + (t + 1) * span - 1).min(hi));
-                    scope.spawn(move || -> anyhow::Result<T> {
-                        // Each reader its own connection: one connection is one thread at a time.
-                        let store = Store::open_existing(path)?;
-                        let mut out = init();
-                        let mut stmt = store.conn.prepare(sql)?;
-                        let mut params: Vec<rusqlite::types::Value> = vec![from.into(), to.into()];
-                        params.extend(names.iter().map(|n| rusqlite::types::Value::from(n.to_string())));
-                        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
-                        while let Some(row) = rows.next()? {
-                            if let Some(value) = store.value_row(row, observations)? {
-                                each(&mut out, value);
-                            }
-                        }
-                        Ok(out)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().map_err(|_| anyhow::anyhow!("a reader thread panicked"))?)
-                .collect()
-        })
-    }
-
-    /// Run `sql` (observation id, role, name, value, source; `names` bound in order) and hand
-    /// over the rows of `observations`.
-    fn read_values(
-        &self,
-        sql: &str,
-        names: &[&str],
-        observations: &[(i64, u32)],
-        mut each: impl FnMut(FleetValueRow<'_>),
-    ) -> anyhow::Result<()> {
-        let mut stmt = self.conn.prepare(sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(names.iter()))?;
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut params: Vec<rusqlite::types::Value> = vec![first.into(), last.into()];
+        params.extend(names.iter().map(|n| rusqlite::types::Value::from(n.to_string())));
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
         while let Some(row) = rows.next()? {
-            if let Some(value) = self.value_row(row, observations)? {
+            if let Some(value) = self.value_row(row, &observations)? {
                 each(value);
             }
         }

@@ -5,6 +5,19 @@
 /// "iopa" in ASCII: marks an iopath results database.
 pub const APPLICATION_ID: i64 = 0x696f_7061;
 
+/// The condition of the partial index `metrics_of_fleet_matrix` (migration 3): the metric names
+/// `report --matrix` draws (`report::matrix::METRICS`, a test keeps the two together). A query
+/// that wants the index repeats this text word for word: SQLite uses a partial index only for a
+/// query whose WHERE holds the index's own condition.
+macro_rules! fleet_matrix_names {
+    () => {
+        "name IN ('throughput_gbps', 'transactions_per_s', 'latency_p99_us', 'cycles_per_byte', 'cpu_us_per_txn')"
+    };
+}
+
+/// [`fleet_matrix_names!`] as a value, for the queries that use the index.
+pub const FLEET_MATRIX_NAMES: &str = fleet_matrix_names!();
+
 /// Migration N (1-based) brings the schema from version N-1 to N.
 pub const MIGRATIONS: &[&str] = &[
     // 1: runs, their cases, one observation per (case, repetition) and its metrics.
@@ -63,6 +76,18 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN source_identity TEXT;
     ALTER TABLE runs ADD COLUMN merged_at TEXT;
     CREATE UNIQUE INDEX runs_by_source_identity ON runs (source_identity) WHERE source_identity IS NOT NULL;",
+    // 3: the few metric rows a fleet matrix draws, by name and observation, with their values:
+    // `report --matrix` reads a 10^6-cell run's 3 million such rows from this index instead of
+    // scanning its 72 million metric rows (docs/benchmarks.md, "Fleet matrix at scale"). Its
+    // condition names only those metrics, so it costs the other cells little.
+    // The successful observations of a run's cases come from the index of observations by
+    // case and status, without reading an observation's row.
+    concat!(
+        "CREATE INDEX IF NOT EXISTS metrics_of_fleet_matrix ON metrics (name, observation_id, role, value, source) WHERE ",
+        fleet_matrix_names!(),
+        ";
+        CREATE INDEX IF NOT EXISTS observations_by_case_status ON observations (case_id, status);"
+    ),
 ];
 
 /// The schema version this build writes.
