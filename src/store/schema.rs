@@ -65,13 +65,14 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX runs_by_source_identity ON runs (source_identity) WHERE source_identity IS NOT NULL;",
     // 3: the machines at both ends of a fleet cell (store/machines.rs): each distinct machine
     // description once (its SHA-256 unique), and per observation and end the machine it had.
-    // Deleting an observation (a failed cell replaced) deletes its links.
-    "CREATE TABLE machines (
+    // Deleting an observation (a failed cell replaced) deletes its links. `IF NOT EXISTS`: a
+    // database taken back to an older version by hand (tests/merge.rs) keeps its tables.
+    "CREATE TABLE IF NOT EXISTS machines (
         id           INTEGER PRIMARY KEY,
         digest       TEXT NOT NULL UNIQUE,
         machine_json TEXT NOT NULL
     );
-    CREATE TABLE observation_machines (
+    CREATE TABLE IF NOT EXISTS observation_machines (
         observation_id INTEGER NOT NULL REFERENCES observations(id) ON DELETE CASCADE,
         pair_end       TEXT NOT NULL CHECK (pair_end IN ('source', 'destination')),
         machine_id     INTEGER NOT NULL REFERENCES machines(id),
