@@ -532,13 +532,27 @@ fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
         2
     );
     let err = common::usage_error(&["sweep", "--resume", "1", "--db", db_s]);
-    assert!(err.contains("run 1 is a fleet run: resuming it needs the agents' key, --psk-file KEY"), "{err}");
+    assert!(
+        err.contains("run 1 is a fleet run: resuming it needs the agents' key, --psk-file KEY"),
+        "{err}"
+    );
     let err = common::usage_error(&["sweep", "--psk-file", key.to_str().unwrap(), "--db", db_s]);
     assert!(err.contains("sweep's own --psk-file is for --resume"), "{err}");
 
-    let out = iopath_run(&["sweep", "--resume", "1", "--db", db_s, "--psk-file", key.to_str().unwrap()]);
+    let out = iopath_run(&[
+        "sweep",
+        "--resume",
+        "1",
+        "--db",
+        db_s,
+        "--psk-file",
+        key.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}\n{}\n{}", stderr(&out), a.log(), b.log());
-    assert_eq!(common::count(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"), 2);
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"),
+        2
+    );
 
     // Both ends of both cells, each host's description stored once (two agent processes:
     // at most two descriptions, the failed attempts' links gone with them).
@@ -552,14 +566,20 @@ fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
         assert_eq!(seen.len(), 1, "{host}: {seen:?}");
         assert_eq!(seen[0].cells, 2, "{host} was source once and destination once");
         assert_eq!(seen[0].machine.kernel.as_deref(), Some(kernel.trim()));
-        assert_eq!(seen[0].machine.memory_available_bytes, None, "a reading of the moment is not kept");
+        assert_eq!(
+            seen[0].machine.memory_available_bytes, None,
+            "a reading of the moment is not kept"
+        );
     }
     drop(store);
     let html = dir.path().join("m.html");
     let out = iopath_run(&["report", "--matrix", "1", "--db", db_s, "-o", html.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("<th>kernel</th><th>CPU model</th><th>logical CPUs</th>"), "{page}");
+    assert!(
+        page.contains("<th>kernel</th><th>CPU model</th><th>logical CPUs</th>"),
+        "{page}"
+    );
     assert!(page.contains(&format!("<td>{}</td>", kernel.trim())), "{page}");
     assert!(!page.contains("The hosts differ in kernels"), "{page}");
 }

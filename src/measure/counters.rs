@@ -580,7 +580,10 @@ pub fn merge_counting(obs: &mut Observation, counted: Observation) {
             .iter()
             .position(|m| m.name == metric.name && m.role == metric.role);
         match at {
-            Some(i) if counter || (obs.metrics[i].value.is_none() && (metric.value.is_some() || perf_off(&obs.metrics[i]))) => {
+            Some(i)
+                if counter
+                    || (obs.metrics[i].value.is_none() && (metric.value.is_some() || perf_off(&obs.metrics[i]))) =>
+            {
                 obs.metrics[i] = metric
             }
             None if counter => obs.metrics.push(metric),
@@ -683,8 +686,18 @@ mod tests {
         let latency_pass = || {
             let mut obs = Observation::default();
             obs.push(Metric::tool("latency_p50_us", Role::Client, 10.0, "us"));
-            obs.push(Metric::unavailable("cycles_per_txn", Role::Client, "cycles/txn", PERF_OFF));
-            obs.push(Metric::unavailable("cycles_per_txn", Role::Server, "cycles/txn", PERF_OFF));
+            obs.push(Metric::unavailable(
+                "cycles_per_txn",
+                Role::Client,
+                "cycles/txn",
+                PERF_OFF,
+            ));
+            obs.push(Metric::unavailable(
+                "cycles_per_txn",
+                Role::Server,
+                "cycles/txn",
+                PERF_OFF,
+            ));
             obs
         };
         let reason = |obs: &Observation, role: Role| obs.get("cycles_per_txn", role).unwrap().source.to_string();
@@ -718,7 +731,10 @@ mod tests {
         // No counting pass (stopped): says so.
         let obs = latency_then_counting(true, |_| Ok(latency_pass()), || false).unwrap();
         let client = reason(&obs, Role::Client);
-        assert!(client.contains("no counting pass ran (the run was stopped)"), "{client}");
+        assert!(
+            client.contains("no counting pass ran (the run was stopped)"),
+            "{client}"
+        );
         assert!(!client.contains("--no-perf"), "{client}");
         // --no-perf: the flag is the reason.
         let obs = latency_then_counting(false, |_| Ok(latency_pass()), || true).unwrap();

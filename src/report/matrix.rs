@@ -1095,11 +1095,22 @@ mod tests {
             html.contains("The hosts differ in kernels: 6.1.0 on 2 hosts (1, 2); 6.8.0 on 1 host (3 flagged)."),
             "{html}"
         );
-        assert!(html.contains("The hosts differ in logical CPU counts: 8 on 3 hosts (1, 2, 3 flagged); 4 on 1 host (2)."), "{html}");
+        assert!(
+            html.contains("The hosts differ in logical CPU counts: 8 on 3 hosts (1, 2, 3 flagged); 4 on 1 host (2)."),
+            "{html}"
+        );
         assert!(!html.contains("differ in CPU models"), "{html}");
-        assert!(html.contains("1 host changed between its cells (the fields that differ): 2 h2 (2 descriptions: logical_cpus)."), "{html}");
+        assert!(
+            html.contains(
+                "1 host changed between its cells (the fields that differ): 2 h2 (2 descriptions: logical_cpus)."
+            ),
+            "{html}"
+        );
         assert!(html.contains("1 of 4 hosts have no stored description"), "{html}");
-        assert!(html.contains("<td>6.8.0</td><td>Test CPU 9000</td><td class=\"num\">8</td><td class=\"num\">1</td>"), "{html}");
+        assert!(
+            html.contains("<td>6.8.0</td><td>Test CPU 9000</td><td class=\"num\">8</td><td class=\"num\">1</td>"),
+            "{html}"
+        );
         assert!(html.contains("<td class=\"num\">8 / 4</td>"), "{html}");
         assert!(html.contains("<td>not recorded</td>"), "{html}");
         // No machines stored (a run from before): said once, no notes.

@@ -37,7 +37,10 @@ pub fn stored_form(machine: &Machine) -> anyhow::Result<(String, String)> {
 
 /// The hex SHA-256 of a stored description's text.
 fn digest_of(json: &str) -> String {
-    Sha256::digest(json.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(json.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The id of the stored description with this digest, inserted when new.
@@ -177,14 +180,17 @@ impl Store {
             let Some(host) = host else {
                 return Err(corrupt(self, format!("run {run_id}: a fleet case names no host")));
             };
-            if !parsed.contains_key(&id) {
-                let json: String = read.query_row([id], |r| r.get(0))?;
-                let machine: Machine = serde_json::from_str(&json)
-                    .map_err(|e| corrupt(self, format!("stored machine {id} does not parse ({e})")))?;
-                parsed.insert(id, machine);
-            }
+            let machine = match parsed.entry(id) {
+                std::collections::hash_map::Entry::Occupied(known) => known.get().clone(),
+                std::collections::hash_map::Entry::Vacant(new) => {
+                    let json: String = read.query_row([id], |r| r.get(0))?;
+                    let machine: Machine = serde_json::from_str(&json)
+                        .map_err(|e| corrupt(self, format!("stored machine {id} does not parse ({e})")))?;
+                    new.insert(machine).clone()
+                }
+            };
             out.hosts.entry(host).or_default().push(SeenMachine {
-                machine: parsed[&id].clone(),
+                machine,
                 cells: cells as u64,
             });
         }
@@ -287,9 +293,7 @@ mod tests {
         // The second reading of each host's free memory differs: still the same description.
         let mut a2 = a.clone();
         a2.memory_available_bytes = Some(1);
-        store
-            .record_cell(id, cell(1), &outcome(Some((b.clone(), a2))))
-            .unwrap();
+        store.record_cell(id, cell(1), &outcome(Some((b.clone(), a2)))).unwrap();
         assert_eq!(count(&store, "machines"), 2, "two hosts, two distinct descriptions");
         assert_eq!(count(&store, "observation_machines"), 4);
         let seen = store.fleet_machines(id).unwrap();
@@ -350,7 +354,11 @@ mod tests {
         store
             .record_cell(id, cell(0), &outcome(Some((new.clone(), b.clone()))))
             .unwrap();
-        assert_eq!(count(&store, "observation_machines"), 2, "the replaced observation's links are gone");
+        assert_eq!(
+            count(&store, "observation_machines"),
+            2,
+            "the replaced observation's links are gone"
+        );
         let seen = store.fleet_machines(id).unwrap();
         assert_eq!(seen.of("a:1").len(), 1);
         assert_eq!(seen.of("a:1")[0].machine.kernel.as_deref(), Some("6.9.0"));
