@@ -566,9 +566,11 @@ fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
         assert_eq!(seen.len(), 1, "{host}: {seen:?}");
         assert_eq!(seen[0].cells, 2, "{host} was source once and destination once");
         assert_eq!(seen[0].machine.kernel.as_deref(), Some(kernel.trim()));
+        let m = &seen[0].machine;
         assert_eq!(
-            seen[0].machine.memory_available_bytes, None,
-            "a reading of the moment is not kept"
+            (m.memory_available_bytes, m.tsc_hz),
+            (None, None),
+            "readings of the moment are not kept"
         );
     }
     drop(store);

@@ -6,9 +6,10 @@
 //! kernel or CPU count changed in the middle of a run has two descriptions, and its cells say
 //! which one each measured with.
 //!
-//! What is stored is the description without `memory_available_bytes`, a reading of the
-//! moment that differs at every call and would make every cell's description distinct; the
-//! rest is fixed for an agent process (its TSC frequency is calibrated once per process).
+//! What is stored is the description without its two readings of the moment, which would make
+//! descriptions of one unchanged machine distinct: `memory_available_bytes` (different at every
+//! call) and `tsc_hz` (calibrated over 20 ms once per process: an agent restarted in the middle
+//! of a run reads it a few hundred kHz apart). The CPU model says what the TSC would.
 
 use super::db::Store;
 use crate::observation::PairMachines;
@@ -24,11 +25,12 @@ pub const MACHINES_VERSION: i64 = 3;
 /// case's JSON that name its hosts.
 pub const ENDS: [&str; 2] = ["source", "destination"];
 
-/// A machine description as stored: its JSON (without `memory_available_bytes`) and the hex
-/// SHA-256 of that text.
+/// A machine description as stored: its JSON (without `memory_available_bytes` and `tsc_hz`,
+/// readings of the moment) and the hex SHA-256 of that text.
 pub fn stored_form(machine: &Machine) -> anyhow::Result<(String, String)> {
     let json = serde_json::to_string(&Machine {
         memory_available_bytes: None,
+        tsc_hz: None,
         ..machine.clone()
     })?;
     let digest = digest_of(&json);
@@ -226,6 +228,7 @@ mod tests {
             cpu_model: Some("Test CPU".into()),
             logical_cpus: cpus,
             memory_available_bytes: Some(cpus as u64 * 1000 + kernel.len() as u64),
+            tsc_hz: Some(2.5e9),
             io_uring: "available".into(),
             ..Default::default()
         }
@@ -271,9 +274,10 @@ mod tests {
             .unwrap()
     }
 
-    fn without_memory(m: &Machine) -> Machine {
+    fn without_readings(m: &Machine) -> Machine {
         Machine {
             memory_available_bytes: None,
+            tsc_hz: None,
             ..m.clone()
         }
     }
@@ -290,9 +294,11 @@ mod tests {
         store
             .record_cell(id, cell(0), &outcome(Some((a.clone(), b.clone()))))
             .unwrap();
-        // The second reading of each host's free memory differs: still the same description.
+        // The second reading of the host's free memory and TSC frequency (its agent restarted)
+        // differ: still the same description.
         let mut a2 = a.clone();
         a2.memory_available_bytes = Some(1);
+        a2.tsc_hz = Some(2.5003e9);
         store.record_cell(id, cell(1), &outcome(Some((b.clone(), a2)))).unwrap();
         assert_eq!(count(&store, "machines"), 2, "two hosts, two distinct descriptions");
         assert_eq!(count(&store, "observation_machines"), 4);
@@ -301,7 +307,7 @@ mod tests {
         assert_eq!(
             seen.of("a:1"),
             [SeenMachine {
-                machine: without_memory(&a),
+                machine: without_readings(&a),
                 cells: 2
             }]
         );
