@@ -227,8 +227,9 @@ impl Store {
         Ok(outcomes)
     }
 
-    /// One run of `input` with its cases, observations, metrics and fleet cells' machines, in one transaction: the
-    /// new id, or (a merge beside this one copied it first) the id it already has here.
+    /// One run of `input` with its cases, observations, metrics and fleet cells' machines, in
+    /// one transaction: the new id, or (a merge beside this one copied it first) the id it
+    /// already has here.
     fn copy_run(
         &mut self,
         input: &Store,
