@@ -225,6 +225,22 @@ pub struct Observation {
     /// Things the user should know about this result (copied zero-copy sends, unpinned run...).
     pub warnings: Vec<Warning>,
     pub placement: Vec<ThreadPlacement>,
+    /// Both hosts' machine descriptions (`sysinfo`) of a cell measured between two agents (a
+    /// fleet cell: the agent's `agent_result`); None for every other cell. Not part of the
+    /// observation's JSON (`--json`, exports and the agent protocol stay as they are): the
+    /// store keeps each distinct description once (store/machines.rs) and the matrix's host
+    /// table shows them.
+    #[serde(skip)]
+    pub pair_machines: Option<Box<PairMachines>>,
+}
+
+/// The machines at the two ends of a pair, as the source agent reported them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairMachines {
+    /// The agent that ran the client side.
+    pub source: crate::sysinfo::Machine,
+    /// The agent that served it, as it described itself to the source.
+    pub destination: crate::sysinfo::Machine,
 }
 
 impl Observation {

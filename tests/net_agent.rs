@@ -485,3 +485,103 @@ fn an_agent_that_dies_mid_run_or_is_not_there_is_an_error_not_a_hang() {
     let c = Agent::start(&key, &[]);
     run(&c, &b.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", b.log()));
 }
+
+/// Run `iopath args` (at most 120 s): its output.
+fn iopath_run(args: &[&str]) -> std::process::Output {
+    iopath()
+        .args(args)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("run iopath")
+}
+
+/// A fleet run of two agents whose controller had the wrong key fails every cell; `sweep
+/// --resume` of it without the key is refused in one line, and with `--psk-file` it runs
+/// them (before: sweep had no --psk-file). Every stored cell carries both hosts' machines,
+/// stored once per host, and `report --matrix` shows each host's kernel and CPUs.
+#[test]
+fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path(), "key", KEY);
+    let wrong = key_file(dir.path(), "wrong", OTHER_KEY);
+    let (a, b) = (Agent::start(&key, &[]), Agent::start(&key, &[]));
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, format!("{}\n{}\n", a.target(), b.target())).unwrap();
+    let db = dir.path().join("fleet.db");
+    let (hosts_s, db_s) = (hosts.to_str().unwrap(), db.to_str().unwrap());
+    let out = iopath_run(&[
+        "fleet",
+        "run",
+        "rr",
+        "--hosts",
+        hosts_s,
+        "--psk-file",
+        wrong.to_str().unwrap(),
+        "--db",
+        db_s,
+        "--mode",
+        "two-copy",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM observations WHERE status = 'failed'"),
+        2
+    );
+    let err = common::usage_error(&["sweep", "--resume", "1", "--db", db_s]);
+    assert!(
+        err.contains("run 1 is a fleet run: resuming it needs the agents' key, --psk-file KEY"),
+        "{err}"
+    );
+    let err = common::usage_error(&["sweep", "--psk-file", key.to_str().unwrap(), "--db", db_s]);
+    assert!(err.contains("sweep's own --psk-file is for --resume"), "{err}");
+
+    let out = iopath_run(&[
+        "sweep",
+        "--resume",
+        "1",
+        "--db",
+        db_s,
+        "--psk-file",
+        key.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}\n{}\n{}", stderr(&out), a.log(), b.log());
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"),
+        2
+    );
+
+    // Both ends of both cells, each host's description stored once (two agent processes:
+    // at most two descriptions, the failed attempts' links gone with them).
+    assert_eq!(common::count(&db, "SELECT count(*) FROM observation_machines"), 4);
+    assert!(common::count(&db, "SELECT count(*) FROM machines") <= 2);
+    let store = iopath::store::Store::open_existing(&db).unwrap();
+    let machines = store.fleet_machines(1).unwrap();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    for host in [a.target(), b.target()] {
+        let seen = machines.of(&host);
+        assert_eq!(seen.len(), 1, "{host}: {seen:?}");
+        assert_eq!(seen[0].cells, 2, "{host} was source once and destination once");
+        assert_eq!(seen[0].machine.kernel.as_deref(), Some(kernel.trim()));
+        let m = &seen[0].machine;
+        assert_eq!(
+            (m.memory_available_bytes, m.tsc_hz),
+            (None, None),
+            "readings of the moment are not kept"
+        );
+    }
+    drop(store);
+    let html = dir.path().join("m.html");
+    let out = iopath_run(&["report", "--matrix", "1", "--db", db_s, "-o", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<th>kernel</th><th>CPU model</th><th>logical CPUs</th>"),
+        "{page}"
+    );
+    assert!(page.contains(&format!("<td>{}</td>", kernel.trim())), "{page}");
+    assert!(!page.contains("The hosts differ in kernels"), "{page}");
+}

@@ -196,7 +196,8 @@ Examples:
   iopath sweep servers --model epoll,uring --clients 1,10,100 --reps 3
   iopath sweep micro memlat --reps 3
   iopath sweep --resume 4                           # finish run 4 after Ctrl-C or a crash
-  iopath sweep --resume 4 --db lab.db";
+  iopath sweep --resume 4 --db lab.db
+  iopath sweep --resume 7 --db fleet.db --psk-file key  # a fleet or --connect run: its key again";
 
 pub const SWEEP_NET_STREAM: &str = "\
 Examples:

@@ -383,6 +383,7 @@ pub fn run() -> anyhow::Result<()> {
         db: PathBuf::from(DEFAULT_DB_PATH),
         plan: None,
         live: true,
+        psk_file: None,
     });
     let db_text = db.display().to_string();
     if let Some(run_id) = Store::open_existing(&db).ok().and_then(|s| {

@@ -32,6 +32,10 @@ pub struct SweepArgs {
     /// Show the run of --plan or --resume in the live terminal view (workloads take --live).
     #[arg(long)]
     pub live: bool,
+    /// With --resume: the pre-shared key of the run's remote ends (the agents of a fleet run,
+    /// a `--connect` server), as the command that made the run took it; never stored.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -403,6 +407,11 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         args.workload = Some(workload);
     }
     let summary = || run::EndTable::Stored(Box::new(print_summary));
+    if args.psk_file.is_some() && args.resume.is_none() {
+        return Err(usage(
+            "sweep's own --psk-file is for --resume RUN_ID; a new sweep takes it among the workload's flags (sweep net-stream --connect HOST:PORT --psk-file KEY)",
+        ));
+    }
     match (&args.workload, args.resume) {
         (Some(workload), _) => {
             let (plan, flags) = plan_of(workload)?;
@@ -414,7 +423,16 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             run::run_workload(&plan, Destination::NewRun(&db), outputs)
         }
         (None, Some(id)) => {
+            if let Some(path) = &args.psk_file {
+                crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
+            }
             let plan = run::resume_plan(&args.db, id)?;
+            let fleet = plan.cases.iter().any(|c| c.get::<crate::case::FleetCase>().is_some());
+            if fleet && args.psk_file.is_none() {
+                return Err(usage(format!(
+                    "run {id} is a fleet run: resuming it needs the agents' key, --psk-file KEY (never stored)"
+                )));
+            }
             let outputs = run::Outputs {
                 live: args.live,
                 print: run::Print::Table(summary()),

@@ -84,7 +84,9 @@ pub fn pair_timeout(c: &FleetCase) -> Duration {
 
 /// Measure one pair: ask the source agent (`net serve --agent`) to run the network case as
 /// the client against the destination agent, with this process's key (`--psk-file`), and
-/// return the client's observation. Every failure names the pair; the round goes on.
+/// return the client's observation with both hosts' machine descriptions
+/// (`Observation::pair_machines`, stored per cell). Every failure names the pair; the round
+/// goes on.
 pub fn run_pair(c: &FleetCase, stop: Stop) -> anyhow::Result<Observation> {
     let agent = c
         .source
@@ -95,6 +97,10 @@ pub fn run_pair(c: &FleetCase, stop: Stop) -> anyhow::Result<Observation> {
     // Its errors name the agent; the cell's label names the pair.
     let run = crate::net::agent::run_on_agent(agent, &c.destination, &c.case, stop, pair_timeout(c))?;
     let mut observation = run.observation;
+    observation.pair_machines = Some(Box::new(crate::observation::PairMachines {
+        source: run.source,
+        destination: run.destination,
+    }));
     observation.push(Metric::tool(
         QUEUED_BEHIND_METRIC,
         Role::Client,

@@ -520,25 +520,56 @@ pub fn latency_then_counting(
 ) -> anyhow::Result<Observation> {
     let mut obs = pass(false)?;
     if !perf {
+        // --no-perf: PERF_OFF is the reason, as the figures say.
         return Ok(obs);
     }
     let measured = obs
         .metrics
         .iter()
         .any(|m| m.name == "latency_p50_us" && m.role == Role::Client && m.value.is_some());
-    // Unsupported, nothing measured or stopped: a counting pass would add nothing.
+    // Unsupported, nothing measured or stopped: a counting pass would add nothing. The
+    // latency pass's figures must not blame a --no-perf nobody passed.
     if !measured || !go_on() {
+        let why = match measured {
+            false => "the latency pass measured no client p50",
+            true => "the run was stopped",
+        };
+        relabel_perf_off(
+            &mut obs,
+            &format!("{LATENCY_PASS_NO_PERF}; no counting pass ran ({why})"),
+        );
         return Ok(obs);
     }
     merge_counting(&mut obs, pass(true)?);
+    relabel_perf_off(
+        &mut obs,
+        &format!("{LATENCY_PASS_NO_PERF}; the counting pass did not give this figure"),
+    );
     Ok(obs)
+}
+
+/// Why the latency pass of a run with counters on has no perf figure (by design).
+pub const LATENCY_PASS_NO_PERF: &str = "the latency pass opens no perf event";
+
+/// Whether `m` is missing because perf was off for its pass.
+fn perf_off(m: &Metric) -> bool {
+    m.value.is_none() && matches!(&m.source, Source::Unavailable(r) if r == PERF_OFF)
+}
+
+/// Every figure missing as [`PERF_OFF`] given `reason` instead (a run with counters on:
+/// `--no-perf` was not the reason).
+fn relabel_perf_off(obs: &mut Observation, reason: &str) {
+    for m in obs.metrics.iter_mut().filter(|m| perf_off(m)) {
+        m.source = Source::Unavailable(reason.to_string());
+    }
 }
 
 /// Latency without the cost of counting (rr, crr, servers): a case runs a latency pass with
 /// no perf event on any thread, then a counting pass with them. Into the latency pass's
 /// observation: every counter figure of the counting pass (perf
 /// hardware and software counts, and what the latency pass had unavailable because perf was
-/// off), its counter warnings, its p50 as `latency_p50_counted_us`, and the transactions the
+/// off, with the counting pass's own reason when it could not count them either), its counter
+/// warnings, its p50 as `latency_p50_counted_us`, and the transactions the
 /// per-transaction counter figures are over as `counted_transactions` (client) and
 /// `counted_transactions_served` (server).
 pub fn merge_counting(obs: &mut Observation, counted: Observation) {
@@ -549,7 +580,12 @@ pub fn merge_counting(obs: &mut Observation, counted: Observation) {
             .iter()
             .position(|m| m.name == metric.name && m.role == metric.role);
         match at {
-            Some(i) if counter || (obs.metrics[i].value.is_none() && metric.value.is_some()) => obs.metrics[i] = metric,
+            Some(i)
+                if counter
+                    || (obs.metrics[i].value.is_none() && (metric.value.is_some() || perf_off(&obs.metrics[i]))) =>
+            {
+                obs.metrics[i] = metric
+            }
             None if counter => obs.metrics.push(metric),
             _ if metric.name == "latency_p50_us" && metric.role == Role::Client => {
                 obs.push(Metric {
@@ -640,6 +676,69 @@ mod tests {
         assert_eq!(get("latency_p50_counted_us", Role::Client), (Some(14.0), Source::Tool));
         let kinds: Vec<_> = quiet.warnings.iter().map(|w| w.kind).collect();
         assert_eq!(kinds, vec![WarningKind::CountersRestricted]);
+    }
+
+    /// Found by review: with counters on, a figure the counting pass could not count either (no
+    /// hardware PMU) or that no counting pass added said "perf counters off (--no-perf)" though
+    /// nobody passed --no-perf. It now gives the true reason; with --no-perf, that flag.
+    #[test]
+    fn a_figure_missing_after_the_latency_pass_names_the_true_reason() {
+        let latency_pass = || {
+            let mut obs = Observation::default();
+            obs.push(Metric::tool("latency_p50_us", Role::Client, 10.0, "us"));
+            obs.push(Metric::unavailable(
+                "cycles_per_txn",
+                Role::Client,
+                "cycles/txn",
+                PERF_OFF,
+            ));
+            obs.push(Metric::unavailable(
+                "cycles_per_txn",
+                Role::Server,
+                "cycles/txn",
+                PERF_OFF,
+            ));
+            obs
+        };
+        let reason = |obs: &Observation, role: Role| obs.get("cycles_per_txn", role).unwrap().source.to_string();
+        // The counting pass has no PMU either: its reason; a figure it did not give at all:
+        // the latency pass's design, not the flag.
+        let obs = latency_then_counting(
+            true,
+            |perf| {
+                Ok(match perf {
+                    false => latency_pass(),
+                    true => {
+                        let mut counted = Observation::default();
+                        counted.push(Metric::tool("latency_p50_us", Role::Client, 12.0, "us"));
+                        counted.push(Metric::unavailable(
+                            "cycles_per_txn",
+                            Role::Client,
+                            "cycles/txn",
+                            "no hardware PMU",
+                        ));
+                        counted
+                    }
+                })
+            },
+            || true,
+        )
+        .unwrap();
+        assert_eq!(reason(&obs, Role::Client), "unavailable: no hardware PMU");
+        let server = reason(&obs, Role::Server);
+        assert!(server.contains(LATENCY_PASS_NO_PERF), "{server}");
+        assert!(!server.contains("--no-perf"), "{server}");
+        // No counting pass (stopped): says so.
+        let obs = latency_then_counting(true, |_| Ok(latency_pass()), || false).unwrap();
+        let client = reason(&obs, Role::Client);
+        assert!(
+            client.contains("no counting pass ran (the run was stopped)"),
+            "{client}"
+        );
+        assert!(!client.contains("--no-perf"), "{client}");
+        // --no-perf: the flag is the reason.
+        let obs = latency_then_counting(false, |_| Ok(latency_pass()), || true).unwrap();
+        assert_eq!(reason(&obs, Role::Client), format!("unavailable: {PERF_OFF}"));
     }
 
     #[test]

@@ -493,6 +493,7 @@ pub(crate) mod tests {
             },
             cases: cases.into_iter().map(|(c, _)| c).collect(),
             cells,
+            fleet_machines: Default::default(),
         }
     }
 

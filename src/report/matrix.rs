@@ -25,10 +25,10 @@ pub mod synth;
 use super::fmt_num;
 use crate::case::FleetCase;
 use crate::observation::{names, Role};
-use crate::store::{RunData, Store};
+use crate::store::{FleetMachines, RunData, SeenMachine, Store};
 use maud::{html, Markup, PreEscaped};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// `K` of the rule: how many (normal-scaled) MADs from the median an outlier lies.
@@ -648,9 +648,146 @@ fn side_text(side: Option<Side>, metric: &MatrixMetric) -> String {
 /// How many hosts are listed by name in the host table before it only lists the flagged.
 const HOST_TABLE_ALL: usize = 64;
 
+/// The distinct values of one field over a host's descriptions, joined (`-` when none).
+fn distinct(seen: &[SeenMachine], field: impl Fn(&crate::sysinfo::Machine) -> Option<String>) -> String {
+    let mut values: Vec<String> = Vec::new();
+    for s in seen {
+        if let Some(v) = field(&s.machine) {
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+    }
+    if values.is_empty() {
+        "-".into()
+    } else {
+        values.join(" / ")
+    }
+}
+
+/// The fields (of `iopath sysinfo`'s description) in which a host's descriptions differ from
+/// its first one.
+pub fn differing_fields(seen: &[SeenMachine]) -> Vec<String> {
+    let values: Vec<serde_json::Value> = seen
+        .iter()
+        .map(|s| serde_json::to_value(&s.machine).unwrap_or_default())
+        .collect();
+    let Some(serde_json::Value::Object(first)) = values.first() else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for other in &values[1..] {
+        for (key, value) in first {
+            if other.get(key) != Some(value) && !out.contains(key) {
+                out.push(key.clone());
+            }
+        }
+    }
+    out
+}
+
+/// How many host numbers a line about hosts that differ lists before it only counts.
+const HOSTS_LISTED: usize = 20;
+
+/// The host numbers of `hosts` (0-based), the flagged ones marked, at most [`HOSTS_LISTED`].
+fn host_numbers(hosts: &[usize], flagged: &[usize]) -> String {
+    let mut out: Vec<String> = hosts
+        .iter()
+        .take(HOSTS_LISTED)
+        .map(|h| match flagged.contains(h) {
+            true => format!("{} flagged", h + 1),
+            false => (h + 1).to_string(),
+        })
+        .collect();
+    if hosts.len() > HOSTS_LISTED {
+        out.push("…".into());
+    }
+    out.join(", ")
+}
+
+/// What the hosts table says about the hosts' machines: one line per field (kernel, CPU
+/// model, logical CPUs) in which hosts differ (each value with the hosts that have it), and
+/// the hosts whose description changed between their cells with the fields that changed.
+fn machine_notes(fleet: &Fleet, machines: &FleetMachines, flagged: &[usize]) -> Vec<String> {
+    type Field = fn(&crate::sysinfo::Machine) -> Option<String>;
+    let fields: [(&str, Field); 3] = [
+        ("kernels", |m| m.kernel.clone()),
+        ("CPU models", |m| m.cpu_model.clone()),
+        ("logical CPU counts", |m| Some(m.logical_cpus.to_string())),
+    ];
+    let mut notes = Vec::new();
+    for (what, field) in fields {
+        // Each value to the hosts that had it (a host that changed is under each of its values).
+        let mut by_value: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (h, name) in fleet.hosts.iter().enumerate() {
+            let mut values: Vec<String> = machines.of(name).iter().filter_map(|s| field(&s.machine)).collect();
+            values.dedup();
+            for v in values {
+                let hosts = by_value.entry(v).or_default();
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        if by_value.len() > 1 {
+            let mut groups: Vec<(String, Vec<usize>)> = by_value.into_iter().collect();
+            // The most common first: the odd ones out last.
+            groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+            let parts: Vec<String> = groups
+                .iter()
+                .map(|(value, hosts)| {
+                    let n = hosts.len();
+                    format!(
+                        "{value} on {n} host{} ({})",
+                        if n == 1 { "" } else { "s" },
+                        host_numbers(hosts, flagged)
+                    )
+                })
+                .collect();
+            notes.push(format!("The hosts differ in {what}: {}.", parts.join("; ")));
+        }
+    }
+    let changed: Vec<String> = fleet
+        .hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| machines.of(name).len() > 1)
+        .map(|(h, name)| {
+            let seen = machines.of(name);
+            format!(
+                "{} {name} ({} descriptions: {})",
+                h + 1,
+                seen.len(),
+                differing_fields(seen).join(", ")
+            )
+        })
+        .collect();
+    if !changed.is_empty() {
+        let n = changed.len();
+        let listed: Vec<String> = changed.into_iter().take(HOSTS_LISTED).collect();
+        notes.push(format!(
+            "{n} host{} changed between {} cells (the fields that differ): {}{}.",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "its" } else { "their" },
+            listed.join("; "),
+            if n > HOSTS_LISTED { "; …" } else { "" }
+        ));
+    }
+    let recorded = fleet.hosts.iter().filter(|h| !machines.of(h).is_empty()).count();
+    if recorded > 0 && recorded < fleet.hosts.len() {
+        notes.push(format!(
+            "{} of {} hosts have no stored description (no successful cell, or cells stored before iopath kept them).",
+            fleet.hosts.len() - recorded,
+            fleet.hosts.len()
+        ));
+    }
+    notes
+}
+
 /// The matrix section: per network case, each heat map, its flagged hosts and links and the
-/// worst pairs; the failed pairs once per case.
-pub fn section(fleet: &Fleet, maps: &[RenderedMap]) -> Markup {
+/// worst pairs; the failed pairs once per case; the hosts with their machines (`machines`:
+/// each host's descriptions as its cells stored them).
+pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) -> Markup {
     let n = fleet.hosts.len();
     let host = |h: usize| format!("{} {}", h + 1, fleet.hosts[h]);
     html! {
@@ -736,11 +873,32 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap]) -> Markup {
         }
         h3 { "Hosts" }
         @let flagged = fleet.flagged_hosts();
+        @if machines.is_empty() {
+            p { "No machine descriptions are stored for this run's cells (measured before iopath kept them, or no cell succeeded)." }
+        } @else {
+            p { "Kernel, CPU model and logical CPUs: each host's own description (" code { "iopath sysinfo" } ") as the agents reported it with every cell; "
+                "a host whose description changed between its cells shows each value." }
+            @for note in machine_notes(fleet, machines, &flagged) { p.caveat { (note) } }
+        }
         div.scroll { table {
-            tr { th { "#" } th { "host" } th { "flagged" } }
+            tr { th { "#" } th { "host" } th { "flagged" } th { "kernel" } th { "CPU model" } th { "logical CPUs" } th { "descriptions" } }
             @for h in 0..n {
                 @if n <= HOST_TABLE_ALL || flagged.contains(&h) {
-                    tr { td.num { (h + 1) } td { (fleet.hosts[h]) } td { @if flagged.contains(&h) { span.failed { "flagged" } } @else { "-" } } }
+                    @let seen = machines.of(&fleet.hosts[h]);
+                    tr {
+                        td.num { (h + 1) } td { (fleet.hosts[h]) } td { @if flagged.contains(&h) { span.failed { "flagged" } } @else { "-" } }
+                        @if seen.is_empty() {
+                            td { "not recorded" } td { "-" } td.num { "-" } td.num { "0" }
+                        } @else {
+                            td { (distinct(seen, |m| m.kernel.clone())) }
+                            td { (distinct(seen, |m| m.cpu_model.clone())) }
+                            td.num { (distinct(seen, |m| Some(m.logical_cpus.to_string()))) }
+                            td.num {
+                                @if seen.len() > 1 { span.failed { (seen.len()) " (differ in " (differing_fields(seen).join(", ")) ")" } }
+                                @else { "1" }
+                            }
+                        }
+                    }
                 }
             }
         } }
@@ -794,6 +952,7 @@ pub fn write_matrix_report(store: &Store, run_id: i64, html_path: &Path, db: &Pa
     let mut staging = crate::store::output::Staging::new(dir)?;
     let mut chart_files = Vec::new();
     let maps = render_maps(&fleet, &mut staging, &charts_dir, &charts_name, &mut chart_files)?;
+    let machines = store.fleet_machines(run_id)?;
     let title = match &head.name {
         Some(name) => format!("iopath matrix: run {} ({name})", head.id),
         None => format!("iopath matrix: run {}", head.id),
@@ -811,7 +970,7 @@ pub fn write_matrix_report(store: &Store, run_id: i64, html_path: &Path, db: &Pa
                 h1 { (title) }
                 p.rerun { "Re-run this: " code { (head.command_line) } }
                 p { "Started " (head.started_at) " (UTC), status " (head.status) "." }
-                (section(&fleet, &maps))
+                (section(&fleet, &maps, &machines))
                 p { small { "Generated by iopath " (env!("CARGO_PKG_VERSION")) " from the results database alone; rebuild it any time with "
                     code { "iopath report --matrix " (head.id) (super::db_flag(db)) } "." } }
             }
@@ -887,6 +1046,54 @@ mod tests {
         assert!(s == 2 || d == 2);
     }
 
+    /// The host table shows each host's kernel, CPU model and logical CPUs, says that the
+    /// flagged (slow) host is the one on the other kernel, and names the host whose
+    /// description changed between its cells with the field that changed.
+    #[test]
+    fn the_host_table_shows_each_hosts_machine_and_what_differs() {
+        let f = fleet(4, |s, d| Some(if s == 2 || d == 2 { 5.0 } else { 10.0 } * noise(s, d)));
+        let machine = |kernel: &str, cpus: usize| crate::sysinfo::Machine {
+            kernel: Some(kernel.into()),
+            cpu_model: Some("Test CPU 9000".into()),
+            logical_cpus: cpus,
+            ..Default::default()
+        };
+        let seen = |m: crate::sysinfo::Machine| SeenMachine { machine: m, cells: 6 };
+        let mut machines = FleetMachines::default();
+        machines.hosts.insert("h1".into(), vec![seen(machine("6.1.0", 8))]);
+        machines
+            .hosts
+            .insert("h2".into(), vec![seen(machine("6.1.0", 8)), seen(machine("6.1.0", 4))]);
+        machines.hosts.insert("h3".into(), vec![seen(machine("6.8.0", 8))]);
+        let html = section(&f, &[], &machines).into_string();
+        assert!(
+            html.contains("The hosts differ in kernels: 6.1.0 on 2 hosts (1, 2); 6.8.0 on 1 host (3 flagged)."),
+            "{html}"
+        );
+        assert!(
+            html.contains("The hosts differ in logical CPU counts: 8 on 3 hosts (1, 2, 3 flagged); 4 on 1 host (2)."),
+            "{html}"
+        );
+        assert!(!html.contains("differ in CPU models"), "{html}");
+        assert!(
+            html.contains(
+                "1 host changed between its cells (the fields that differ): 2 h2 (2 descriptions: logical_cpus)."
+            ),
+            "{html}"
+        );
+        assert!(html.contains("1 of 4 hosts have no stored description"), "{html}");
+        assert!(
+            html.contains("<td>6.8.0</td><td>Test CPU 9000</td><td class=\"num\">8</td><td class=\"num\">1</td>"),
+            "{html}"
+        );
+        assert!(html.contains("<td class=\"num\">8 / 4</td>"), "{html}");
+        assert!(html.contains("<td>not recorded</td>"), "{html}");
+        // No machines stored (a run from before): said once, no notes.
+        let html = section(&f, &[], &FleetMachines::default()).into_string();
+        assert!(html.contains("No machine descriptions are stored"), "{html}");
+        assert!(!html.contains("differ in"), "{html}");
+    }
+
     #[test]
     fn a_single_slow_link_flags_that_link_and_no_host() {
         let f = fleet(4, |s, d| Some(if (s, d) == (0, 3) { 2.0 } else { 10.0 * noise(s, d) }));
@@ -922,7 +1129,7 @@ mod tests {
         // Once in the failed square, once in the key under the colour bar; no square says 0.
         assert_eq!(svg.matches("\nmissing\n").count(), 2, "{svg}");
         assert!(!svg.contains("\n0\n"), "{svg}");
-        let html = section(&f, &[]).into_string();
+        let html = section(&f, &[], &FleetMachines::default()).into_string();
         assert!(html.contains("1 missing (no successful cell)"), "{html}");
         assert!(html.contains("2 h2 → 3 h3"), "{html}");
     }
@@ -948,7 +1155,7 @@ mod tests {
     }
 
     /// The matrices read from the database row by row (the pairs from the cases, the values
-    /// from the partial index of migration 3) are those of the loaded run, for a run beside
+    /// from the partial index of migration 4) are those of the loaded run, for a run beside
     /// another in the same database.
     #[test]
     fn streamed_from_the_store_equals_built_from_the_loaded_run() {

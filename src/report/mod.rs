@@ -481,7 +481,7 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
     let matrix = match matrix::from_run(data) {
         Some(fleet) => {
             let maps = matrix::render_maps(&fleet, &mut staging, &charts_dir, &charts_name, &mut chart_files)?;
-            Some(matrix::section(&fleet, &maps))
+            Some(matrix::section(&fleet, &maps, &data.fleet_machines))
         }
         None => None,
     };

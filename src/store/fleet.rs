@@ -154,7 +154,7 @@ impl Store {
     /// The values of the metrics `names` in every successful cell of the run, handed to `each`
     /// in no particular order. Failed cells give nothing.
     ///
-    /// The rows come from the partial index `metrics_of_fleet_matrix` (schema migration 3),
+    /// The rows come from the partial index `metrics_of_fleet_matrix` (schema migration 4),
     /// which holds every metric row a matrix draws, with its value and source: a 10^6-cell
     /// run has 3 million such rows among its 72 million. `names` must be among the index's
     /// (`schema::FLEET_MATRIX_NAMES`), or SQLite refuses the query.
@@ -166,7 +166,7 @@ impl Store {
     ) -> anyhow::Result<()> {
         // The run's successful observations: (observation id, position), sorted by id. Both
         // come from indexes alone (cases by run and position, observations by case and status:
-        // migration 3), not from the rows; a position that is not a fleet case gets no pair
+        // migration 4), not from the rows; a position that is not a fleet case gets no pair
         // from `fleet_pairs`, so its values are never drawn.
         let mut observations: Vec<(i64, u32)> = Vec::new();
         {

@@ -227,8 +227,9 @@ impl Store {
         Ok(outcomes)
     }
 
-    /// One run of `input` with its cases, observations and metrics, in one transaction: the
-    /// new id, or (a merge beside this one copied it first) the id it already has here.
+    /// One run of `input` with its cases, observations, metrics and fleet cells' machines, in
+    /// one transaction: the new id, or (a merge beside this one copied it first) the id it
+    /// already has here.
     fn copy_run(
         &mut self,
         input: &Store,
@@ -327,6 +328,7 @@ impl Store {
                 insert.execute(params_from_iter(values))?;
             }
         }
+        super::machines::copy_run(input, &tx, id, &observation_ids)?;
         tx.commit()?;
         Ok(Ok(run))
     }

@@ -1,11 +1,13 @@
 //! Results storage: the SQLite database that is the source of truth for sweeps (schema and
 //! migrations, writing cells as they finish, reading runs back) and the exporters that turn
-//! records into CSV or JSON following docs/output.md, and merging databases (`merge.rs`).
+//! records into CSV or JSON following docs/output.md, and merging databases (`merge.rs`);
+//! `machines.rs` keeps the machines at both ends of each fleet cell.
 
 pub mod db;
 pub mod export;
 pub mod fleet;
 mod lock;
+pub mod machines;
 pub mod merge;
 pub mod output;
 pub mod read;
@@ -15,6 +17,7 @@ pub mod tidy;
 pub mod write;
 
 pub use db::{Store, StoreError, DEFAULT_DB_PATH};
+pub use machines::{FleetMachines, SeenMachine};
 pub use read::{RunData, RunSummary, StoredCell};
 pub use status::RunStatus;
 #[cfg(test)]

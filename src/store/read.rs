@@ -68,6 +68,8 @@ pub struct RunData {
     pub cases: Vec<Case>,
     /// Cells ordered by case position, then repetition.
     pub cells: Vec<StoredCell>,
+    /// The machines of its fleet cells, per host (empty for any other run).
+    pub fleet_machines: super::FleetMachines,
 }
 
 impl RunData {
@@ -272,6 +274,7 @@ impl Store {
                 metrics,
                 warnings: serde_json::from_str(&warnings)?,
                 placement: serde_json::from_str(&placement)?,
+                pair_machines: None,
             };
             cells.push(StoredCell {
                 position: position as usize,
@@ -286,7 +289,13 @@ impl Store {
                 elapsed_s,
             });
         }
-        Ok(RunData { run, cases, cells })
+        let fleet_machines = self.fleet_machines(id)?;
+        Ok(RunData {
+            run,
+            cases,
+            cells,
+            fleet_machines,
+        })
     }
 }
 

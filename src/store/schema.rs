@@ -5,7 +5,7 @@
 /// "iopa" in ASCII: marks an iopath results database.
 pub const APPLICATION_ID: i64 = 0x696f_7061;
 
-/// The condition of the partial index `metrics_of_fleet_matrix` (migration 3): the metric names
+/// The condition of the partial index `metrics_of_fleet_matrix` (migration 4): the metric names
 /// `report --matrix` draws (`report::matrix::METRICS`, a test keeps the two together). A query
 /// that wants the index repeats this text word for word: SQLite uses a partial index only for a
 /// query whose WHERE holds the index's own condition.
@@ -76,11 +76,26 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN source_identity TEXT;
     ALTER TABLE runs ADD COLUMN merged_at TEXT;
     CREATE UNIQUE INDEX runs_by_source_identity ON runs (source_identity) WHERE source_identity IS NOT NULL;",
-    // 3: the few metric rows a fleet matrix draws, by name and observation, with their values:
+    // 3: the machines at both ends of a fleet cell (store/machines.rs): each distinct machine
+    // description once (its SHA-256 unique), and per observation and end the machine it had.
+    // Deleting an observation (a failed cell replaced) deletes its links. `IF NOT EXISTS`: a
+    // database taken back to an older version by hand (tests/merge.rs) keeps its tables.
+    "CREATE TABLE IF NOT EXISTS machines (
+        id           INTEGER PRIMARY KEY,
+        digest       TEXT NOT NULL UNIQUE,
+        machine_json TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS observation_machines (
+        observation_id INTEGER NOT NULL REFERENCES observations(id) ON DELETE CASCADE,
+        pair_end       TEXT NOT NULL CHECK (pair_end IN ('source', 'destination')),
+        machine_id     INTEGER NOT NULL REFERENCES machines(id),
+        PRIMARY KEY (observation_id, pair_end)
+    ) WITHOUT ROWID;",
+    // 4: the few metric rows a fleet matrix draws, by name and observation, with their values:
     // `report --matrix` reads a 10^6-cell run's 3 million such rows from this index instead of
     // scanning its 72 million metric rows (docs/benchmarks.md, "Fleet matrix at scale"). Its
-    // condition names only those metrics, so it costs the other cells little.
-    // The successful observations of a run's cases come from the index of observations by
+    // condition names only those metrics, so it costs the other cells little. The successful
+    // observations of a run's cases come from the index of observations by
     // case and status, without reading an observation's row.
     concat!(
         "CREATE INDEX IF NOT EXISTS metrics_of_fleet_matrix ON metrics (name, observation_id, role, value, source) WHERE ",

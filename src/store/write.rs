@@ -114,8 +114,8 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Commit one cell: its observation and every metric, or the failure and its error text.
-    /// Replaces an earlier failed attempt at the same cell.
+    /// Commit one cell: its observation and every metric (and a fleet cell's two machines),
+    /// or the failure and its error text. Replaces an earlier failed attempt at the same cell.
     pub fn record_cell(&mut self, run_id: i64, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         let tx = self.conn.transaction()?;
         let case_id: i64 = tx
@@ -170,6 +170,10 @@ impl Store {
                     m.unit,
                     m.source.to_string()
                 ])?;
+            }
+            // A fleet cell's two machines (no statement for any other cell).
+            if let Some(machines) = &obs.pair_machines {
+                super::machines::record(&tx, observation_id, machines)?;
             }
         }
         tx.commit()?;
