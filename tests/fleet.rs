@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::netns::{fleet_cells as cells, is_root, Hosts};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,24 +18,11 @@ const SLOW: usize = 2;
 /// The host whose agent is killed mid-run (index into the hosts).
 const KILLED: usize = 1;
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The namespaces, the bridge, the agents; dropped (test passed or panicked) it kills the
-/// agents and deletes the namespaces, which takes the veths and qdiscs with them.
+/// The namespaces and the agents; dropped (test passed or panicked) it kills the agents, then
+/// its `hosts` delete the namespaces.
 struct Fleet {
-    bridge: String,
-    hosts: Vec<String>,
+    hosts: Hosts,
+    /// Each agent's `HOST:PORT`.
     addrs: Vec<String>,
     agents: Vec<Option<Child>>,
     dir: tempfile::TempDir,
@@ -42,38 +31,25 @@ struct Fleet {
 impl Fleet {
     fn build() -> Fleet {
         let tag = format!("iopf{}", std::process::id() % 100_000);
-        let bridge = format!("{tag}b");
-        ip(&["netns", "add", &bridge]);
+        let hosts = Hosts::build(&tag, "198.19.77", HOSTS);
         let mut fleet = Fleet {
-            bridge: bridge.clone(),
-            hosts: Vec::new(),
-            addrs: Vec::new(),
+            addrs: hosts.addrs.iter().map(|a| format!("{a}:7000")).collect(),
+            hosts,
             agents: Vec::new(),
             dir: tempfile::tempdir().expect("temp dir"),
         };
-        ip(&["-n", &bridge, "link", "set", "lo", "up"]);
-        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]);
-        ip(&["-n", &bridge, "addr", "add", "198.19.77.254/24", "dev", "br0"]);
-        ip(&["-n", &bridge, "link", "set", "br0", "up"]);
-        for i in 0..HOSTS {
-            let host = format!("{tag}h{i}");
-            ip(&["netns", "add", &host]);
-            fleet.hosts.push(host.clone());
-            let port = format!("v{i}");
-            // The veth's host end is created directly inside the host's namespace.
-            ip(&[
-                "-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &host,
-            ]);
-            ip(&["-n", &bridge, "link", "set", &port, "master", "br0", "up"]);
-            let addr = format!("198.19.77.{}", i + 1);
-            ip(&["-n", &host, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
-            ip(&["-n", &host, "link", "set", "eth0", "up"]);
-            ip(&["-n", &host, "link", "set", "lo", "up"]);
-            fleet.addrs.push(format!("{addr}:7000"));
-        }
         // One host shaped slower: everything it sends leaves through a 1 Mbit/s token bucket.
         let shaped = Command::new("tc")
-            .args(["-n", &fleet.hosts[SLOW], "qdisc", "add", "dev", "eth0", "root", "tbf"])
+            .args([
+                "-n",
+                &fleet.hosts.names[SLOW],
+                "qdisc",
+                "add",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+            ])
             .args(["rate", "1mbit", "burst", "10kb", "latency", "100ms"])
             .output()
             .expect("run tc");
@@ -108,9 +84,7 @@ impl Fleet {
 
     fn start_agent_with(&mut self, i: usize, key: &Path) {
         let log = self.dir.path().join(format!("agent{i}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.hosts[i]])
-            .arg(common::bin())
+        let child = Hosts::exec(&self.hosts.names[i], common::bin())
             .args(["net", "serve", "--agent", "--port", "7000", "--psk-file"])
             .arg(key)
             .stdout(Stdio::null())
@@ -141,12 +115,8 @@ impl Fleet {
 
     /// The controller, in the bridge's namespace: `iopath fleet run ARGS`.
     fn controller(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.bridge])
-            .arg(common::bin())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = Hosts::exec(&self.hosts.bridge, common::bin());
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd
     }
 
@@ -179,33 +149,11 @@ impl Drop for Fleet {
         for i in 0..self.agents.len() {
             self.kill_agent(i);
         }
-        for ns in self.hosts.iter().chain([&self.bridge]) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
     }
 }
 
 fn run(mut cmd: Command, limit: Duration) -> std::process::Output {
     common::finish_within(cmd.spawn().expect("start the controller"), limit)
-}
-
-/// (source, destination, round, concurrent_pairs, status, error) of every stored cell.
-fn cells(db: &Path) -> Vec<(String, String, i64, i64, String, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut q = conn
-        .prepare(
-            "SELECT json_extract(c.case_json, '$.source'), json_extract(c.case_json, '$.destination'),
-                    json_extract(c.case_json, '$.round'), json_extract(c.case_json, '$.concurrent_pairs'),
-                    o.status, o.error
-             FROM observations o JOIN cases c ON o.case_id = c.id ORDER BY c.position",
-        )
-        .unwrap();
-    let rows = q
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })
-        .unwrap();
-    rows.map(Result::unwrap).collect()
 }
 
 fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64> {
@@ -220,6 +168,62 @@ fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64>
     )
     .ok()
     .flatten()
+}
+
+/// The hosts `report --matrix` marks "flagged" in its host table (every host is listed there
+/// up to 64), from the page it writes.
+fn matrix_flags(html: &str) -> Vec<(String, bool)> {
+    let table = html
+        .split("<h3>Hosts</h3>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no host table in {html}"));
+    let table = &table[..table.find("</table>").expect("the host table ends")];
+    table
+        .split("<tr>")
+        .filter(|row| row.contains("<td"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split("<td").skip(1).collect();
+            let text = |c: &str| c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()].to_string();
+            (text(cells[1]), cells[2].contains("flagged"))
+        })
+        .collect()
+}
+
+/// `iopath report --matrix RUN --db DB -o FILE.html` flags `slow` and no other host: in its
+/// host table and in its closing line's count.
+fn assert_only_flagged(fleet: &Fleet, db: &Path, run: i64, slow: &str) {
+    let html = fleet.dir.path().join(format!("matrix-{run}.html"));
+    let out = common::iopath()
+        .args(["report", "--matrix", &run.to_string(), "--db"])
+        .arg(db)
+        .arg("-o")
+        .arg(&html)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let said = common::stdout(&out);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let hosts = matrix_flags(&page);
+    let mut listed: Vec<&str> = hosts.iter().map(|h| h.0.as_str()).collect();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> = fleet.addrs.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "every host in the table");
+    // Each matrix's own flags, for the message when the assertion fails.
+    let why: Vec<&str> = page
+        .split("<figcaption>")
+        .skip(1)
+        .map(|f| &f[..f.find("</figcaption>").unwrap()])
+        .chain(
+            page.split("flagged host</th>")
+                .skip(1)
+                .map(|t| &t[..t.find("</table>").unwrap()]),
+        )
+        .collect();
+    let flagged: Vec<&str> = hosts.iter().filter(|h| h.1).map(|h| h.0.as_str()).collect();
+    assert_eq!(flagged, [slow], "run {run}: {said}\n{}", why.join("\n"));
+    assert!(said.contains("(4 hosts; 1 hosts and"), "{said}");
 }
 
 /// The whole story on one fleet (building it is the slow part): all pairs, 12 directed cells
@@ -248,27 +252,13 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
         err.contains("fleet: 4 hosts, pairs all, 6 rounds of up to 2 disjoint pairs, 12 cells"),
         "the plan is announced: {err}"
     );
-    let stored = cells(&db);
-    assert_eq!(stored.len(), 12);
-    let mut directed: Vec<(String, String)> = stored.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
-    directed.sort();
-    directed.dedup();
-    assert_eq!(directed.len(), 12, "every directed pair once");
-    for (source, destination, round, at_once, status, error) in &stored {
-        assert_eq!(status, "ok", "{source} -> {destination}: {error:?}");
-        assert!((1..=6).contains(round) && *at_once == 2, "{source} -> {destination}");
-    }
-    for round in 1..=6 {
-        let pairs: Vec<_> = stored.iter().filter(|c| c.2 == round).collect();
-        assert_eq!(pairs.len(), 2, "round {round}");
-        let hosts: std::collections::HashSet<_> = pairs.iter().flat_map(|c| [&c.0, &c.1]).collect();
-        assert_eq!(hosts.len(), 4, "round {round}: its pairs are disjoint");
-    }
+    common::netns::assert_all_pairs_ok(&db, HOSTS);
+    assert!(cells(&db).iter().all(|c| c.3 == 2), "two pairs at once in every cell");
     // The shaped host sends at most 1 Mbit/s: about 1,100 packets of a 64-byte request or
     // response with its headers a second, plus the 10 kB burst. Load only lowers it.
-    let slow = &fleet.addrs[SLOW];
-    for other in fleet.addrs.iter().filter(|a| *a != slow) {
-        for (s, d) in [(slow, other), (other, slow)] {
+    let slow = fleet.addrs[SLOW].clone();
+    for other in fleet.addrs.iter().filter(|a| **a != slow) {
+        for (s, d) in [(&slow, other), (other, &slow)] {
             let txn = metric(&db, s, d, "transactions_per_s").unwrap_or_else(|| panic!("{s} -> {d}: no txn/s"));
             assert!(
                 txn < 3000.0,
@@ -276,6 +266,9 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
             );
         }
     }
+
+    // The matrix of that run flags the shaped host, and only it.
+    assert_only_flagged(&fleet, &db, 1, &slow);
 
     // A wrong key: every cell refused, the refusal saying it is the key.
     let (_wrong_dir, wrong_db) = common::temp_db("wrong.db");
@@ -321,6 +314,9 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     let done = cells(&kill_db);
     assert_eq!(done.len(), 12);
     assert!(done.iter().all(|c| c.4 == "ok"), "{done:?}");
+    // Completed, that run's matrix too flags the shaped host and no other (its failed cells
+    // are left out: the pairs' values are those of the resumed cells).
+    assert_only_flagged(&fleet, &kill_db, id.parse().unwrap(), &slow);
 
     // An agent with another key: refused on the controller's leg where it is the source, on
     // the third-party leg where it is the destination; the other pairs measure.
@@ -393,12 +389,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     );
     assert_eq!(cells(&next_db).len(), 12);
 
-    let names: Vec<String> = fleet.hosts.iter().chain([&fleet.bridge]).cloned().collect();
+    let names = fleet.hosts.all();
     drop(fleet);
-    let list =
-        String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     for name in names {
-        assert!(!list.contains(&name), "namespace {name} left behind");
+        assert!(!common::netns::listed(&name), "namespace {name} left behind");
     }
 }
 
