@@ -195,7 +195,6 @@ fn the_ansible_playbook_starts_the_agents_then_the_controller() {
 fn the_shell_recipes_pass_bash_n_and_start_the_agents_in_the_background_first() {
     let scripts = files(&[".sh", ".sbatch"]);
     assert_eq!(scripts.len(), 2, "{scripts:?}");
-    let agent = AGENT.join(" ");
     for path in &scripts {
         let out = std::process::Command::new("bash").arg("-n").arg(path).output().unwrap();
         assert!(
