@@ -2,7 +2,8 @@
 //! what the issue names — the DaemonSet on the host network with the key from a Secret at
 //! /etc/iopath/psk, the capabilities and the agent's exact command line; the controller Job;
 //! the Ansible playbook — and the shell scripts (Slurm, pdsh) pass `bash -n` and start the
-//! agents in the background before the controller.
+//! agents in the background before the controller; the pdsh recipe is run with a stand-in
+//! pdsh and iopath to check the commands it gives each host.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -194,7 +195,6 @@ fn the_ansible_playbook_starts_the_agents_then_the_controller() {
 fn the_shell_recipes_pass_bash_n_and_start_the_agents_in_the_background_first() {
     let scripts = files(&[".sh", ".sbatch"]);
     assert_eq!(scripts.len(), 2, "{scripts:?}");
-    let agent = AGENT.join(" ");
     for path in &scripts {
         let out = std::process::Command::new("bash").arg("-n").arg(path).output().unwrap();
         assert!(
@@ -207,11 +207,11 @@ fn the_shell_recipes_pass_bash_n_and_start_the_agents_in_the_background_first() 
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
         let fleet = lines
             .iter()
-            .position(|l| l.contains("iopath fleet run rr --hosts") && l.contains("--pairs all"))
+            .position(|l| l.contains("fleet run rr --hosts") && l.contains("--pairs all"))
             .unwrap_or_else(|| panic!("{}: no fleet run over all pairs", path.display()));
         let started = lines
             .iter()
-            .position(|l| l.contains("iopath net serve --agent --port"))
+            .position(|l| l.contains("net serve --agent --port"))
             .unwrap_or_else(|| panic!("{}: no agent started", path.display()));
         assert!(
             started < fleet,
@@ -225,11 +225,119 @@ fn the_shell_recipes_pass_bash_n_and_start_the_agents_in_the_background_first() 
             assert!(lines[started].trim_end().ends_with('&'), "{}", lines[started]);
             assert!(lines[started].contains("--psk-file"));
         } else {
-            assert!(lines[started].contains("pdsh -w"), "{}", lines[started]);
-            assert!(lines[started].contains(&agent), "{}", lines[started]);
+            // pdsh.sh: what it runs is checked by running it (below).
+            assert!(lines[started - 1].contains("pdsh -S -w"), "{}", lines[started - 1]);
             assert!(lines[started].contains(" & "), "the agent is not put in the background");
         }
     }
+}
+
+/// Whether `pid` is a process that has not exited (absent or a zombie: it has).
+fn running(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or_default().trim_start().chars().next();
+    state.is_some_and(|s| s != 'Z')
+}
+
+/// deploy/ssh/pdsh.sh run as written, with a `pdsh` that runs the remote command on each host
+/// of its -w list here (with the SSH_CONNECTION ssh would give it) and an `iopath` that records
+/// its command line (as an agent it says it listens and sleeps): the agent's exact command line
+/// once per host on the port its line names, files named per host, the controller after them
+/// with the extra flags, and the stop line ending every agent. tests/fleet_launcher.rs runs it
+/// with the real pdsh over ssh.
+#[test]
+fn the_pdsh_recipe_starts_each_hosts_agent_then_the_controller_and_its_stop_line_ends_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let calls = dir.path().join("calls");
+    let script = |name: &str, text: &str| {
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    script(
+        "pdsh",
+        r#"#!/bin/bash
+echo "pdsh $*" >> "$CALLS"
+[ "$1" = -S ] && [ "$2" = -w ] || exit 9
+list=$3; shift 3
+status=0
+for host in ${list//,/ }; do SSH_CONNECTION="192.0.2.9 50000 $host 22" bash -c "$*" || status=$?; done
+exit $status
+"#,
+    );
+    script(
+        "iopath",
+        r#"#!/bin/bash
+echo "iopath $*" >> "$CALLS"
+if [ "$2" = serve ]; then echo "iopath net serve: listening on 0.0.0.0:$5" >&2; exec sleep 30; fi
+"#,
+    );
+    let hosts = dir.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        "# three hosts\n10.0.0.1:7000\n  10.0.0.2:7000 # two\n\nnode3:7001\n",
+    )
+    .unwrap();
+    let recipe = |args: &[&std::ffi::OsStr]| {
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        std::process::Command::new("bash")
+            .arg(deploy().join("ssh/pdsh.sh"))
+            .args(args)
+            .env("PATH", path)
+            .env("CALLS", &calls)
+            .env("IOPATH_AGENT_DIR", dir.path())
+            .env_remove("IOPATH")
+            .env_remove("IOPATH_PSK")
+            .output()
+            .unwrap()
+    };
+    let out = recipe(&[hosts.as_os_str(), "x.db".as_ref(), "--duration".as_ref(), "1s".as_ref()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&calls).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let agent = |port: &str| AGENT.join(" ").replace("7000", port);
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(lines[0].starts_with("pdsh -S -w 10.0.0.1,10.0.0.2 "), "{text}");
+    assert_eq!(lines[1..3], [agent("7000"), agent("7000")], "{text}");
+    assert!(lines[3].starts_with("pdsh -S -w node3 "), "{text}");
+    assert_eq!(lines[4], agent("7001"), "{text}");
+    assert_eq!(
+        lines[5],
+        format!(
+            "iopath fleet run rr --hosts {} --pairs all --psk-file /etc/iopath/psk --db x.db --duration 1s",
+            hosts.display()
+        )
+    );
+    let mut pids = Vec::new();
+    for host in ["10.0.0.1:7000", "10.0.0.2:7000", "node3:7001"] {
+        let log = std::fs::read_to_string(dir.path().join(format!("iopath-agent-{host}.log"))).unwrap();
+        assert!(log.contains("listening on"), "{host}: {log}");
+        let pid = std::fs::read_to_string(dir.path().join(format!("iopath-agent-{host}.pid"))).unwrap();
+        let pid: i32 = pid.trim().parse().unwrap();
+        assert!(running(pid), "{host}'s agent {pid}");
+        pids.push(pid);
+    }
+
+    let out = recipe(&["--stop".as_ref(), hosts.as_os_str()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|p| running(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!pids.iter().any(|p| running(*p)), "agents left: {pids:?}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".pid"))
+        .collect();
+    assert!(left.is_empty(), "pid files left: {left:?}");
+
+    // No hosts file: the usage, exit 2.
+    let out = recipe(&["--stop".as_ref()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: pdsh.sh HOSTS"));
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! `iopath fleet run` end to end: four "hosts" as network namespaces on a bridge that lives in
 //! a namespace of its own (never the root namespace), an agent in each started exactly as the
 //! DaemonSet's command line (`iopath net serve --agent --port 7000 --psk-file FILE`, through
-//! `ip netns exec`), and the controller in the bridge's namespace. Needs root and iproute2;
-//! the refusals of bad input run anywhere.
+//! `ip netns exec`), and the controller in the bridge's namespace (the namespaces come from
+//! tests/common/netns.rs; tests/fleet_launcher.rs starts the agents with pdsh over ssh
+//! instead). Needs root, iproute2 and tc; the refusals of bad input run anywhere.
 
 mod common;
+
+use common::netns::{fleet_cells as cells, is_root, Hosts};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,24 +19,11 @@ const SLOW: usize = 2;
 /// The host whose agent is killed mid-run (index into the hosts).
 const KILLED: usize = 1;
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The namespaces, the bridge, the agents; dropped (test passed or panicked) it kills the
-/// agents and deletes the namespaces, which takes the veths and qdiscs with them.
+/// The namespaces and the agents; dropped (test passed or panicked) it kills the agents, then
+/// its `hosts` delete the namespaces.
 struct Fleet {
-    bridge: String,
-    hosts: Vec<String>,
+    hosts: Hosts,
+    /// Each agent's `HOST:PORT`.
     addrs: Vec<String>,
     agents: Vec<Option<Child>>,
     dir: tempfile::TempDir,
@@ -42,46 +32,33 @@ struct Fleet {
 impl Fleet {
     fn build() -> Fleet {
         let tag = format!("iopf{}", std::process::id() % 100_000);
-        let bridge = format!("{tag}b");
-        ip(&["netns", "add", &bridge]);
+        let hosts = Hosts::build(&tag, "198.19.77", HOSTS);
         let mut fleet = Fleet {
-            bridge: bridge.clone(),
-            hosts: Vec::new(),
-            addrs: Vec::new(),
+            addrs: hosts.addrs.iter().map(|a| format!("{a}:7000")).collect(),
+            hosts,
             agents: Vec::new(),
             dir: tempfile::tempdir().expect("temp dir"),
         };
-        ip(&["-n", &bridge, "link", "set", "lo", "up"]);
-        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]);
-        ip(&["-n", &bridge, "addr", "add", "198.19.77.254/24", "dev", "br0"]);
-        ip(&["-n", &bridge, "link", "set", "br0", "up"]);
-        for i in 0..HOSTS {
-            let host = format!("{tag}h{i}");
-            ip(&["netns", "add", &host]);
-            fleet.hosts.push(host.clone());
-            let port = format!("v{i}");
-            // The veth's host end is created directly inside the host's namespace.
-            ip(&[
-                "-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &host,
-            ]);
-            ip(&["-n", &bridge, "link", "set", &port, "master", "br0", "up"]);
-            let addr = format!("198.19.77.{}", i + 1);
-            ip(&["-n", &host, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
-            ip(&["-n", &host, "link", "set", "eth0", "up"]);
-            ip(&["-n", &host, "link", "set", "lo", "up"]);
-            fleet.addrs.push(format!("{addr}:7000"));
-        }
         // One host shaped slower: everything it sends leaves through a 1 Mbit/s token bucket.
-        let shaped = Command::new("tc")
-            .args(["-n", &fleet.hosts[SLOW], "qdisc", "add", "dev", "eth0", "root", "tbf"])
-            .args(["rate", "1mbit", "burst", "10kb", "latency", "100ms"])
-            .output()
-            .expect("run tc");
-        assert!(
-            shaped.status.success(),
-            "tc: {}",
-            String::from_utf8_lossy(&shaped.stderr)
-        );
+        // Every other host sends through a 20 Mbit/s one, which a stream fills however busy the
+        // machine is: its throughput is the bucket's, not the CPU's (the matrix check below).
+        for (i, host) in fleet.hosts.names.iter().enumerate() {
+            let (rate, burst) = if i == SLOW {
+                ("1mbit", "10kb")
+            } else {
+                ("20mbit", "32kb")
+            };
+            let shaped = Command::new("tc")
+                .args(["-n", host, "qdisc", "add", "dev", "eth0", "root", "tbf"])
+                .args(["rate", rate, "burst", burst, "latency", "100ms"])
+                .output()
+                .expect("run tc");
+            assert!(
+                shaped.status.success(),
+                "tc: {}",
+                String::from_utf8_lossy(&shaped.stderr)
+            );
+        }
         std::fs::write(fleet.key(), "fleet-test-key-0123456789abcdef\n").unwrap();
         std::fs::write(fleet.dir.path().join("other-key"), "another-key-0123456789abcdef\n").unwrap();
         let list: String = fleet.addrs.iter().map(|a| format!("{a}\n")).collect();
@@ -108,9 +85,7 @@ impl Fleet {
 
     fn start_agent_with(&mut self, i: usize, key: &Path) {
         let log = self.dir.path().join(format!("agent{i}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.hosts[i]])
-            .arg(common::bin())
+        let child = Hosts::exec(&self.hosts.names[i], common::bin())
             .args(["net", "serve", "--agent", "--port", "7000", "--psk-file"])
             .arg(key)
             .stdout(Stdio::null())
@@ -141,35 +116,42 @@ impl Fleet {
 
     /// The controller, in the bridge's namespace: `iopath fleet run ARGS`.
     fn controller(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.bridge])
-            .arg(common::bin())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = Hosts::exec(&self.hosts.bridge, common::bin());
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd
     }
 
     fn rr(&self, db: &Path, key: &Path, more: &[&str]) -> Command {
-        let (hosts, db, key) = (self.hosts_file(), db.to_path_buf(), key.to_path_buf());
-        let mut cmd = self.controller(&["fleet", "run", "rr"]);
+        self.fleet_run("rr", db, key, &["--warmup", "0"], more)
+    }
+
+    /// A stream of 64 KiB messages: through the buckets its throughput is their rate (after
+    /// the warm-up has filled the socket buffers), whatever the load.
+    fn stream(&self, db: &Path, key: &Path, more: &[&str]) -> Command {
+        let flags = [
+            "--rx-mode",
+            "copy",
+            "--size",
+            "64K",
+            "--threads",
+            "1",
+            "--warmup",
+            "500ms",
+        ];
+        self.fleet_run("stream", db, key, &flags, more)
+    }
+
+    /// `iopath fleet run WORKLOAD` over all pairs, in two-copy mode with a 1 s window.
+    fn fleet_run(&self, workload: &str, db: &Path, key: &Path, flags: &[&str], more: &[&str]) -> Command {
+        let mut cmd = self.controller(&["fleet", "run", workload]);
         cmd.arg("--hosts")
-            .arg(hosts)
+            .arg(self.hosts_file())
             .arg("--psk-file")
             .arg(key)
             .arg("--db")
             .arg(db);
-        cmd.args([
-            "--pairs",
-            "all",
-            "--mode",
-            "two-copy",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0",
-        ]);
-        cmd.args(more);
+        cmd.args(["--pairs", "all", "--mode", "two-copy", "--duration", "1s"]);
+        cmd.args(flags).args(more);
         cmd
     }
 }
@@ -179,33 +161,11 @@ impl Drop for Fleet {
         for i in 0..self.agents.len() {
             self.kill_agent(i);
         }
-        for ns in self.hosts.iter().chain([&self.bridge]) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
     }
 }
 
 fn run(mut cmd: Command, limit: Duration) -> std::process::Output {
     common::finish_within(cmd.spawn().expect("start the controller"), limit)
-}
-
-/// (source, destination, round, concurrent_pairs, status, error) of every stored cell.
-fn cells(db: &Path) -> Vec<(String, String, i64, i64, String, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut q = conn
-        .prepare(
-            "SELECT json_extract(c.case_json, '$.source'), json_extract(c.case_json, '$.destination'),
-                    json_extract(c.case_json, '$.round'), json_extract(c.case_json, '$.concurrent_pairs'),
-                    o.status, o.error
-             FROM observations o JOIN cases c ON o.case_id = c.id ORDER BY c.position",
-        )
-        .unwrap();
-    let rows = q
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })
-        .unwrap();
-    rows.map(Result::unwrap).collect()
 }
 
 fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64> {
@@ -222,10 +182,100 @@ fn metric(db: &Path, source: &str, destination: &str, name: &str) -> Option<f64>
     .flatten()
 }
 
+/// The text of each `<td>` of a table row.
+fn tds(row: &str) -> Vec<&str> {
+    row.split("<td")
+        .skip(1)
+        .map(|c| &c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()])
+        .collect()
+}
+
+/// The hosts `report --matrix` marks "flagged" in its host table (every host is listed there
+/// up to 64): (host, flagged).
+fn host_table(page: &str) -> Vec<(String, bool)> {
+    let table = page
+        .split("<h3>Hosts</h3>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no host table in {page}"));
+    let table = &table[..table.find("</table>").expect("the host table ends")];
+    table
+        .split("<tr>")
+        .map(tds)
+        .filter(|cells| cells.len() == 3)
+        .map(|cells| (cells[1].to_string(), cells[2].contains("flagged")))
+        .collect()
+}
+
+/// The hosts one matrix (its heat map's `stem`, of the run's first network case) flags: (host,
+/// side as source, side as destination), from the table under its heat map.
+fn matrix_flags(page: &str, stem: &str) -> Vec<(String, String, String)> {
+    let figure = format!("<figure id=\"matrix_1_{stem}\">");
+    let section = page
+        .split(figure.as_str())
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {figure} in {page}"));
+    let section = &section[..section.find("<details>").unwrap_or(section.len())];
+    let Some(table) = section.split("flagged host</th>").nth(1) else {
+        return Vec::new();
+    };
+    table[..table.find("</table>").unwrap()]
+        .split("<tr")
+        .skip(1)
+        .map(tds)
+        .map(|c| {
+            // "3 198.19.77.3:7000": the host's number in the heat maps, then its name.
+            let host = c[0].split_once(' ').map_or(c[0], |(_, name)| name);
+            (host.to_string(), c[2].to_string(), c[4].to_string())
+        })
+        .collect()
+}
+
+/// `iopath report --matrix RUN --db DB -o FILE.html` of a stream over all pairs flags `slow`:
+/// in the throughput matrix, as the only host there, low as a source (what it sends leaves
+/// through its 1 Mbit/s bucket, the others' through 20 Mbit/s ones; as a destination it only
+/// sends ACKs, which fit its bucket), and so in the host table.
+///
+/// Other hosts are not checked in the host table: it marks a host flagged in any matrix, and
+/// with 4 hosts the CPU-per-byte matrices flag whichever healthy host's CPU cost the machine's
+/// load moved furthest (median ± max(3 × 1.4826 × MAD, 5 %) over 4 row or column medians: the
+/// band is 2.2 × (δ + e) wide, δ half the gap of the middle two, e the nearer extreme's
+/// distance: one noisy value among three close ones is out). On a loaded 2-core machine
+/// healthy hosts' cycles per byte differ by 30 % from run to run; the buckets' rates do not.
+fn assert_slow_flagged(fleet: &Fleet, db: &Path, run: i64, slow: &str) {
+    let html = fleet.dir.path().join(format!("matrix-{run}.html"));
+    let out = common::iopath()
+        .args(["report", "--matrix", &run.to_string(), "--db"])
+        .arg(db)
+        .arg("-o")
+        .arg(&html)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let said = common::stdout(&out);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert!(said.contains("(4 hosts; "), "{said}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let throughput = matrix_flags(&page, "throughput");
+    assert!(
+        throughput.len() == 1 && throughput[0].0 == slow && throughput[0].1 == "low (worse)",
+        "run {run}: the throughput matrix flags {throughput:?}, not {slow} alone as a slow source"
+    );
+    let hosts = host_table(&page);
+    let mut listed: Vec<&str> = hosts.iter().map(|h| h.0.as_str()).collect();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> = fleet.addrs.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "every host in the table");
+    assert!(
+        hosts.iter().any(|h| h.0 == slow && h.1),
+        "run {run}: {slow} is not flagged in the host table: {hosts:?}"
+    );
+}
+
 /// The whole story on one fleet (building it is the slow part): all pairs, 12 directed cells
 /// each with its hosts and round, the shaped host's cells bounded by its token bucket; a
 /// wrong key refused; an agent killed mid-run fails only its cells and `--resume` completes
-/// them once it is back; a controller stopped with SIGINT or killed with SIGKILL leaves the
+/// them once it is back, after which `report --matrix` flags the shaped host; a controller stopped with SIGINT or killed with SIGKILL leaves the
 /// agents serving the next run; and the namespaces go when the test ends.
 #[test]
 fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
@@ -248,27 +298,13 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
         err.contains("fleet: 4 hosts, pairs all, 6 rounds of up to 2 disjoint pairs, 12 cells"),
         "the plan is announced: {err}"
     );
-    let stored = cells(&db);
-    assert_eq!(stored.len(), 12);
-    let mut directed: Vec<(String, String)> = stored.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
-    directed.sort();
-    directed.dedup();
-    assert_eq!(directed.len(), 12, "every directed pair once");
-    for (source, destination, round, at_once, status, error) in &stored {
-        assert_eq!(status, "ok", "{source} -> {destination}: {error:?}");
-        assert!((1..=6).contains(round) && *at_once == 2, "{source} -> {destination}");
-    }
-    for round in 1..=6 {
-        let pairs: Vec<_> = stored.iter().filter(|c| c.2 == round).collect();
-        assert_eq!(pairs.len(), 2, "round {round}");
-        let hosts: std::collections::HashSet<_> = pairs.iter().flat_map(|c| [&c.0, &c.1]).collect();
-        assert_eq!(hosts.len(), 4, "round {round}: its pairs are disjoint");
-    }
+    common::netns::assert_all_pairs_ok(&db, HOSTS);
+    assert!(cells(&db).iter().all(|c| c.3 == 2), "two pairs at once in every cell");
     // The shaped host sends at most 1 Mbit/s: about 1,100 packets of a 64-byte request or
     // response with its headers a second, plus the 10 kB burst. Load only lowers it.
-    let slow = &fleet.addrs[SLOW];
-    for other in fleet.addrs.iter().filter(|a| *a != slow) {
-        for (s, d) in [(slow, other), (other, slow)] {
+    let slow = fleet.addrs[SLOW].clone();
+    for other in fleet.addrs.iter().filter(|a| **a != slow) {
+        for (s, d) in [(&slow, other), (other, &slow)] {
             let txn = metric(&db, s, d, "transactions_per_s").unwrap_or_else(|| panic!("{s} -> {d}: no txn/s"));
             assert!(
                 txn < 3000.0,
@@ -289,10 +325,11 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
         assert!(c.4 == "failed" && error.contains("key"), "{c:?}");
     }
 
-    // An agent killed mid-run fails only its own cells; the run goes on.
+    // An agent killed mid-run (of a stream: its matrix is checked below) fails only its own
+    // cells; the run goes on.
     let (_kill_dir, kill_db) = common::temp_db("killed.db");
     let controller = fleet
-        .rr(&kill_db, &fleet.key(), &["--concurrent-pairs", "1", "--seed", "9"])
+        .stream(&kill_db, &fleet.key(), &["--concurrent-pairs", "1", "--seed", "9"])
         .spawn()
         .expect("start the controller");
     common::wait_for_cells(&kill_db, 2, limit);
@@ -321,6 +358,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     let done = cells(&kill_db);
     assert_eq!(done.len(), 12);
     assert!(done.iter().all(|c| c.4 == "ok"), "{done:?}");
+    // Completed, the run's matrix flags the shaped host, from the values of the resumed cells
+    // (the failed ones are left out; before the resume the dead agent's missing cells made
+    // some row medians the mean of a slow and a fast cell).
+    assert_slow_flagged(&fleet, &kill_db, id.parse().unwrap(), &fleet.addrs[SLOW]);
 
     // An agent with another key: refused on the controller's leg where it is the source, on
     // the third-party leg where it is the destination; the other pairs measure.
@@ -393,12 +434,10 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     );
     assert_eq!(cells(&next_db).len(), 12);
 
-    let names: Vec<String> = fleet.hosts.iter().chain([&fleet.bridge]).cloned().collect();
+    let names = fleet.hosts.all();
     drop(fleet);
-    let list =
-        String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     for name in names {
-        assert!(!list.contains(&name), "namespace {name} left behind");
+        assert!(!common::netns::listed(&name), "namespace {name} left behind");
     }
 }
 

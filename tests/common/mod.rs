@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod cgroup;
+pub mod netns;
 
 use assert_cmd::Command;
 use serde_json::Value;
