@@ -201,7 +201,7 @@ fn host_table(page: &str) -> Vec<(String, bool)> {
     table
         .split("<tr>")
         .map(tds)
-        .filter(|cells| cells.len() == 3)
+        .filter(|cells| cells.len() >= 3)
         .map(|cells| (cells[1].to_string(), cells[2].contains("flagged")))
         .collect()
 }
@@ -235,7 +235,7 @@ fn matrix_flags(page: &str, stem: &str) -> Vec<(String, String, String)> {
 /// through its 1 Mbit/s bucket, the others' through 20 Mbit/s ones; as a destination it only
 /// sends ACKs, which fit its bucket), and so in the host table.
 ///
-/// Other hosts are not checked in the host table: it marks a host flagged in any matrix, and
+/// Other hosts are not checked in the host table: it flags a host worse in any matrix, and
 /// with 4 hosts the CPU-per-byte matrices flag whichever healthy host's CPU cost the machine's
 /// load moved furthest (median ± max(3 × 1.4826 × MAD, 5 %) over 4 row or column medians: the
 /// band is 2.2 × (δ + e) wide, δ half the gap of the middle two, e the nearer extreme's

@@ -559,7 +559,7 @@ fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
     assert_eq!(common::count(&db, "SELECT count(*) FROM observation_machines"), 4);
     assert!(common::count(&db, "SELECT count(*) FROM machines") <= 2);
     let store = iopath::store::Store::open_existing(&db).unwrap();
-    let machines = store.fleet_machines(1).unwrap();
+    let machines = store.load_run(1).unwrap().fleet_machines;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     for host in [a.target(), b.target()] {
         let seen = machines.of(&host);

@@ -25,6 +25,7 @@ pub mod synth;
 use super::fmt_num;
 use crate::case::FleetCase;
 use crate::observation::{names, Role};
+use crate::store::fleet::RunObservations;
 use crate::store::{FleetMachines, RunData, SeenMachine, Store};
 use maud::{html, Markup, PreEscaped};
 use std::cmp::Ordering;
@@ -175,12 +176,23 @@ pub fn judge(x: f64, band: Option<(f64, f64)>) -> Option<Side> {
     }
 }
 
-/// A flagged host: on which side its row (as source) and column (as destination) median lie.
+/// A host outside the band: on which side its row (as source) and column (as destination)
+/// median lie. Only a worse side makes it a flagged host; a better one is reported, not flagged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostFlag {
     pub host: usize,
     pub as_source: Option<Side>,
     pub as_destination: Option<Side>,
+}
+
+impl HostFlag {
+    /// Whether either side is the metric's worse one (low throughput, high latency or CPU).
+    pub fn is_worse(&self, metric: &MatrixMetric) -> bool {
+        [self.as_source, self.as_destination]
+            .into_iter()
+            .flatten()
+            .any(|side| side.is_worse(metric))
+    }
 }
 
 /// One matrix: values row-major (`values[source * n + destination]`), None where missing.
@@ -206,9 +218,19 @@ impl Matrix {
         self.values[source * self.n + destination]
     }
 
-    /// Whether the host has a flag in this matrix.
+    /// Whether the host lies outside the band in this matrix (either side).
     pub fn host_flag(&self, host: usize) -> Option<&HostFlag> {
         self.hosts.iter().find(|h| h.host == host)
+    }
+
+    /// The hosts outside the band on the worse side.
+    pub fn worse_hosts(&self) -> impl Iterator<Item = &HostFlag> {
+        self.hosts.iter().filter(|h| h.is_worse(self.metric))
+    }
+
+    /// The links outside both their row's and their column's band on the worse side.
+    pub fn worse_links(&self) -> impl Iterator<Item = &(usize, usize, Side)> {
+        self.links.iter().filter(|l| l.2.is_worse(self.metric))
     }
 
     pub fn link_flag(&self, source: usize, destination: usize) -> Option<Side> {
@@ -319,17 +341,44 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Hosts flagged in any matrix, each once.
+    /// Hosts on the worse side of some matrix's band (slower, or costlier in latency or CPU),
+    /// each once. A host only better than the rest is not flagged: nothing to fix there.
     pub fn flagged_hosts(&self) -> Vec<usize> {
         let mut out: Vec<usize> = self
             .groups
             .iter()
             .flat_map(|g| &g.matrices)
-            .flat_map(|m| m.hosts.iter().map(|h| h.host))
+            .flat_map(|m| m.worse_hosts().map(|h| h.host))
             .collect();
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// Where host `h` lies outside a band: (the worse findings, the better ones), each as
+    /// "<matrix title> <low|high> as <source|destination>", the group's label first when the
+    /// run has several network cases.
+    pub fn host_findings(&self, h: usize) -> (Vec<String>, Vec<String>) {
+        let (mut worse, mut better) = (Vec::new(), Vec::new());
+        for g in &self.groups {
+            for m in &g.matrices {
+                let Some(flag) = m.host_flag(h) else { continue };
+                let sides = [("source", flag.as_source), ("destination", flag.as_destination)];
+                for (end, side) in sides.into_iter().filter_map(|(e, s)| s.map(|s| (e, s))) {
+                    let case = if self.groups.len() > 1 {
+                        format!("{}: ", g.label)
+                    } else {
+                        String::new()
+                    };
+                    let text = format!("{case}{} {} as {end}", m.metric.title, side.word());
+                    match side.is_worse(m.metric) {
+                        true => worse.push(text),
+                        false => better.push(text),
+                    }
+                }
+            }
+        }
+        (worse, better)
     }
 
     pub fn flagged_links(&self) -> usize {
@@ -337,7 +386,7 @@ impl Fleet {
             .groups
             .iter()
             .flat_map(|g| &g.matrices)
-            .flat_map(|m| m.links.iter().map(|l| (l.0, l.1)))
+            .flat_map(|m| m.worse_links().map(|l| (l.0, l.1)))
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -381,7 +430,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Values of the metrics a matrix draws, as read.
+/// Values of the metrics a matrix draws, as read (a part per reader, merged).
 #[derive(Debug, Default)]
 pub struct Values {
     /// (position, metric index, value).
@@ -405,6 +454,19 @@ impl Values {
         }
         if let Some(v) = value.filter(|v| v.is_finite()) {
             self.values.push((position as u32, m as u8, v));
+        }
+    }
+
+    /// Add the values another reader read.
+    fn merge(&mut self, other: Values) {
+        self.values.extend(other.values);
+        self.sources.resize(METRICS.len().max(self.sources.len()), Vec::new());
+        for (mine, theirs) in self.sources.iter_mut().zip(other.sources) {
+            for source in theirs {
+                if !mine.contains(&source) {
+                    mine.push(source);
+                }
+            }
         }
     }
 }
@@ -565,10 +627,36 @@ pub fn from_run(data: &RunData) -> Option<Fleet> {
     b.finish()
 }
 
-/// The matrices of a stored run, read row by row; None when it has no fleet cell.
-pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
+/// How many connections read a stored run's values at once (`from_store`).
+const VALUE_READERS: usize = 4;
+
+/// The matrices of a stored run, read row by row, with its hosts' machines; None when it has no
+/// fleet cell. The pairs (the cases' rows) and parts of the values (an index) are read on
+/// connections of their own at once, so that on a cold cache they wait for the disk together.
+pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<(Fleet, FleetMachines)>> {
+    let path = store.path();
+    let (pairs, values) = std::thread::scope(|scope| {
+        let pairs = scope.spawn(move || read_pairs(path, run_id));
+        let values = read_values(store, run_id);
+        let pairs = pairs
+            .join()
+            .map_err(|_| anyhow::anyhow!("the reader of the pairs panicked"));
+        (pairs, values)
+    });
+    let mut b = pairs??;
+    let (observations, values) = values?;
+    b.values = values;
+    let machines = store.fleet_machines(&observations, |position, end| {
+        let (source, destination, _) = b.pairs.get(position).copied().flatten()?;
+        Some(b.hosts[[source, destination][end] as usize].as_str())
+    })?;
+    Ok(b.finish().map(|fleet| (fleet, machines)))
+}
+
+/// A builder holding the run's pairs, read on a connection of its own.
+fn read_pairs(path: &Path, run_id: i64) -> anyhow::Result<Builder> {
     let mut b = Builder::default();
-    store.fleet_pairs(run_id, |p| {
+    Store::open_existing(path)?.fleet_pairs(run_id, |p| {
         b.pair(
             p.position,
             (&p.source, &p.destination),
@@ -577,10 +665,40 @@ pub fn from_store(store: &Store, run_id: i64) -> anyhow::Result<Option<Fleet>> {
         );
         Ok(())
     })?;
-    store.fleet_values(run_id, &metric_names(), |v| {
-        b.value(v.position, v.name, v.role, v.value, v.source);
+    Ok(b)
+}
+
+/// The run's successful observations and the values the matrices draw from them, read by
+/// `VALUE_READERS` connections at once, each a part of the observations: the index pages of a
+/// run written cell by cell lie all over the file, and readers at once keep the disk busy.
+fn read_values(store: &Store, run_id: i64) -> anyhow::Result<(RunObservations, Values)> {
+    let observations = store.ok_observations(run_id)?;
+    let values = std::thread::scope(|scope| {
+        let readers: Vec<_> = observations
+            .split(VALUE_READERS)
+            .into_iter()
+            .map(|ids| {
+                let (observations, path) = (&observations, store.path());
+                scope.spawn(move || -> anyhow::Result<Values> {
+                    let mut values = Values::default();
+                    Store::open_existing(path)?.fleet_values(observations, ids, &metric_names(), |v| {
+                        values.push(v.position, v.name, v.role, v.value, v.source);
+                    })?;
+                    Ok(values)
+                })
+            })
+            .collect();
+        let mut values = Values::default();
+        for reader in readers {
+            values.merge(
+                reader
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a reader of the values panicked"))??,
+            );
+        }
+        anyhow::Ok(values)
     })?;
-    Ok(b.finish())
+    Ok((observations, values))
 }
 
 /// A heat map as the page shows it: inline SVG when there is one, else the PNG's file.
@@ -812,7 +930,10 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
                         " Source: " (m.sources.join(", ")) "."
                         @if m.sources.iter().any(|s| s == "estimate") { " " span.est { "ESTIMATE: CPU time × TSC frequency, no hardware cycle counter." } }
                         " Median over all pairs: " (fmt_num(m.median)) " " (m.metric.unit) ". "
-                        (m.hosts.len()) " hosts and " (m.links.len()) " links flagged."
+                        (m.worse_hosts().count()) " hosts and " (m.worse_links().count()) " links flagged (worse)"
+                        @let better = m.hosts.len() - m.worse_hosts().count();
+                        @if better > 0 { "; " (better) " hosts better than the rest" }
+                        "."
                         @if let Some(map) = map {
                             " Files: "
                             @if let Some(svg) = &map.svg_file { a href=(svg) { (svg) } ", " }
@@ -824,7 +945,7 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
                     div.scroll { table {
                         tr { th { "flagged host" } th { "row median (as source)" } th { "as source" } th { "column median (as destination)" } th { "as destination" } }
                         @for h in &m.hosts {
-                            tr.failed {
+                            tr class=[h.is_worse(m.metric).then_some("failed")] {
                                 td { (host(h.host)) }
                                 td.num { (fmt_num(m.row_medians[h.host])) }
                                 td { (side_text(h.as_source, m.metric)) }
@@ -886,7 +1007,14 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
                 @if n <= HOST_TABLE_ALL || flagged.contains(&h) {
                     @let seen = machines.of(&fleet.hosts[h]);
                     tr {
-                        td.num { (h + 1) } td { (fleet.hosts[h]) } td { @if flagged.contains(&h) { span.failed { "flagged" } } @else { "-" } }
+                        @let (worse, better) = fleet.host_findings(h);
+                        td.num { (h + 1) } td { (fleet.hosts[h]) }
+                        td {
+                            @if !worse.is_empty() { span.failed { "flagged: " (worse.join("; ")) } }
+                            @if !worse.is_empty() && !better.is_empty() { br; }
+                            @if !better.is_empty() { "better: " (better.join("; ")) }
+                            @if worse.is_empty() && better.is_empty() { "-" }
+                        }
                         @if seen.is_empty() {
                             td { "not recorded" } td { "-" } td.num { "-" } td.num { "0" }
                         } @else {
@@ -930,7 +1058,7 @@ pub struct NoFleetCells {
 /// not at all. Reads only the pairs and the metrics it draws.
 pub fn write_matrix_report(store: &Store, run_id: i64, html_path: &Path, db: &Path) -> anyhow::Result<MatrixFiles> {
     let head = store.run_head(run_id)?;
-    let Some(fleet) = from_store(store, run_id)? else {
+    let Some((fleet, machines)) = from_store(store, run_id)? else {
         let workloads = store.run_workloads(run_id)?;
         return Err(NoFleetCells {
             run: run_id,
@@ -952,7 +1080,6 @@ pub fn write_matrix_report(store: &Store, run_id: i64, html_path: &Path, db: &Pa
     let mut staging = crate::store::output::Staging::new(dir)?;
     let mut chart_files = Vec::new();
     let maps = render_maps(&fleet, &mut staging, &charts_dir, &charts_name, &mut chart_files)?;
-    let machines = store.fleet_machines(run_id)?;
     let title = match &head.name {
         Some(name) => format!("iopath matrix: run {} ({name})", head.id),
         None => format!("iopath matrix: run {}", head.id),
@@ -1044,6 +1171,41 @@ mod tests {
         assert_eq!(f.flagged_hosts(), vec![2]);
         let (s, d, _) = m[0].worst(1)[0];
         assert!(s == 2 || d == 2);
+    }
+
+    /// A host only better than the rest (twice the throughput) is found and said, but not
+    /// flagged: not in the count, not red, `better:` in the host table; a slow one is flagged.
+    #[test]
+    fn a_host_better_than_the_rest_is_said_but_not_flagged() {
+        let f = fleet(5, |s, d| Some(if s == 1 || d == 1 { 20.0 } else { 10.0 } * noise(s, d)));
+        let m = &f.groups[0].matrices[0];
+        assert_eq!(m.hosts.len(), 1, "{:?}", m.hosts);
+        assert_eq!(m.worse_hosts().count(), 0);
+        assert!(f.flagged_hosts().is_empty());
+        assert_eq!(f.flagged_links(), 0);
+        let (worse, better) = f.host_findings(1);
+        assert!(worse.is_empty(), "{worse:?}");
+        assert_eq!(
+            better,
+            [
+                "median throughput high as source",
+                "median throughput high as destination"
+            ]
+        );
+        let html = section(&f, &[], &FleetMachines::default()).into_string();
+        assert!(html.contains("better: median throughput high as source"), "{html}");
+        assert!(!html.contains("flagged: "), "{html}");
+        assert!(
+            html.contains("0 hosts and 0 links flagged (worse); 1 hosts better than the rest."),
+            "{html}"
+        );
+        let slow = fleet(5, |s, d| Some(if s == 1 || d == 1 { 5.0 } else { 10.0 } * noise(s, d)));
+        assert_eq!(slow.flagged_hosts(), vec![1]);
+        let html = section(&slow, &[], &FleetMachines::default()).into_string();
+        assert!(
+            html.contains("flagged: median throughput low as source; median throughput low as destination"),
+            "{html}"
+        );
     }
 
     /// The host table shows each host's kernel, CPU model and logical CPUs, says that the
@@ -1169,12 +1331,18 @@ mod tests {
         let small = synth::generate(&mut store, &synth::Spec::new(3), |_, _| {}).unwrap();
         for id in [big, small] {
             let loaded = from_run(&store.load_run(id).unwrap()).unwrap();
-            let streamed = from_store(&store, id).unwrap().unwrap();
+            let (streamed, machines) = from_store(&store, id).unwrap().unwrap();
+            assert_eq!(machines, store.load_run(id).unwrap().fleet_machines, "run {id}");
+            assert_eq!(
+                machines.hosts.len(),
+                streamed.hosts.len(),
+                "run {id}: every host's machine"
+            );
             assert_eq!(streamed, loaded, "run {id}");
             assert_eq!(streamed.groups[0].label, "one-copy 64KiB t1");
             assert_eq!(streamed.groups[0].matrices[0].sources, ["tool"]);
         }
-        let f = from_store(&store, big).unwrap().unwrap();
+        let (f, _) = from_store(&store, big).unwrap().unwrap();
         assert_eq!(f.flagged_hosts(), vec![4]);
         assert_eq!(f.groups[0].failed, vec![(1, 5)]);
     }

@@ -42,6 +42,30 @@ struct PairFields<'a> {
     case: serde::de::IgnoredAny,
 }
 
+/// A run's successful observations: (observation id, its case's position), sorted by id.
+#[derive(Debug, Clone, Default)]
+pub struct RunObservations(Vec<(i64, u32)>);
+
+impl RunObservations {
+    /// The position of the case of `observation`, None when it is not one of the run's.
+    pub fn position(&self, observation: i64) -> Option<usize> {
+        let at = self.0.binary_search_by_key(&observation, |(id, _)| *id).ok()?;
+        Some(self.0[at].1 as usize)
+    }
+
+    /// The first and last observation id, None when there is none.
+    pub fn id_range(&self) -> Option<(i64, i64)> {
+        Some((self.0.first()?.0, self.0.last()?.0))
+    }
+
+    /// The id range cut into at most `parts` ranges of about as many of the run's observations
+    /// each (for readers working at once).
+    pub fn split(&self, parts: usize) -> Vec<(i64, i64)> {
+        let per = self.0.len().div_ceil(parts.max(1)).max(1);
+        self.0.chunks(per).map(|c| (c[0].0, c[c.len() - 1].0)).collect()
+    }
+}
+
 /// One value of one successful cell: the case's position, and the metric.
 #[derive(Debug, Clone, Copy)]
 pub struct FleetValueRow<'a> {
@@ -151,8 +175,29 @@ impl Store {
         Ok(())
     }
 
-    /// The values of the metrics `names` in every successful cell of the run, handed to `each`
-    /// in no particular order. Failed cells give nothing.
+    /// The run's successful observations and their cases' positions, from indexes alone (cases
+    /// by run and position, observations by case and status: migration 4), never the rows.
+    pub fn ok_observations(&self, run_id: i64) -> anyhow::Result<RunObservations> {
+        let mut stmt = self.conn.prepare(
+            "SELECT o.id, c.position FROM cases c JOIN observations o ON o.case_id = c.id
+             WHERE c.run_id = ?1 AND o.status = 'ok'",
+        )?;
+        let mut rows = stmt.query([run_id])?;
+        let mut found = Vec::new();
+        while let Some(row) = rows.next()? {
+            let position: i64 = row.get(1)?;
+            let position = u32::try_from(position)
+                .map_err(|_| self.corrupt_fleet(format!("a case has the position {position}")))?;
+            found.push((row.get(0)?, position));
+        }
+        found.sort_unstable();
+        Ok(RunObservations(found))
+    }
+
+    /// The values of the metrics `names` in the run's successful `observations` whose ids lie
+    /// in `ids` (`RunObservations::id_range`, or a part of it from `split`), handed to `each`
+    /// in no particular order. A position that is not a fleet case gets no pair from
+    /// `fleet_pairs`, so its values are never drawn.
     ///
     /// The rows come from the partial index `metrics_of_fleet_matrix` (schema migration 4),
     /// which holds every metric row a matrix draws, with its value and source: a 10^6-cell
@@ -160,35 +205,16 @@ impl Store {
     /// (`schema::FLEET_MATRIX_NAMES`), or SQLite refuses the query.
     pub fn fleet_values(
         &self,
-        run_id: i64,
+        observations: &RunObservations,
+        (first, last): (i64, i64),
         names: &[&str],
         mut each: impl FnMut(FleetValueRow<'_>),
     ) -> anyhow::Result<()> {
-        // The run's successful observations: (observation id, position), sorted by id. Both
-        // come from indexes alone (cases by run and position, observations by case and status:
-        // migration 4), not from the rows; a position that is not a fleet case gets no pair
-        // from `fleet_pairs`, so its values are never drawn.
-        let mut observations: Vec<(i64, u32)> = Vec::new();
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT o.id, c.position FROM cases c JOIN observations o ON o.case_id = c.id
-                 WHERE c.run_id = ?1 AND o.status = 'ok'",
-            )?;
-            let mut rows = stmt.query([run_id])?;
-            while let Some(row) = rows.next()? {
-                let position: i64 = row.get(1)?;
-                let position = u32::try_from(position)
-                    .map_err(|_| self.corrupt_fleet(format!("a fleet case has the position {position}")))?;
-                observations.push((row.get(0)?, position));
-            }
-        }
-        if observations.is_empty() || names.is_empty() {
+        if names.is_empty() {
             return Ok(());
         }
-        observations.sort_unstable();
-        let (first, last) = (observations[0].0, observations[observations.len() - 1].0);
         // The index's own condition, then the names asked for and the run's id range: the
-        // rows between are other runs' (skipped by the binary search in `value_row`).
+        // rows between are other runs' (skipped by `value_row`).
         let asked = (0..names.len())
             .map(|i| format!("?{}", i + 3))
             .collect::<Vec<_>>()
@@ -203,7 +229,7 @@ impl Store {
         params.extend(names.iter().map(|n| rusqlite::types::Value::from(n.to_string())));
         let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
         while let Some(row) = rows.next()? {
-            if let Some(value) = self.value_row(row, &observations)? {
+            if let Some(value) = self.value_row(row, observations)? {
                 each(value);
             }
         }
@@ -214,10 +240,9 @@ impl Store {
     fn value_row<'r>(
         &self,
         row: &'r rusqlite::Row<'r>,
-        observations: &[(i64, u32)],
+        observations: &RunObservations,
     ) -> anyhow::Result<Option<FleetValueRow<'r>>> {
-        let observation: i64 = row.get(0)?;
-        let Ok(at) = observations.binary_search_by_key(&observation, |(id, _)| *id) else {
+        let Some(position) = observations.position(row.get(0)?) else {
             return Ok(None);
         };
         let role_text = text(row.get_ref(1)?, "role").map_err(|e| self.corrupt_fleet(e.to_string()))?;
@@ -230,7 +255,7 @@ impl Store {
             _ => return Err(self.corrupt_fleet("a stored metric value is not a number".into())),
         };
         Ok(Some(FleetValueRow {
-            position: observations[at].1 as usize,
+            position,
             role,
             name: text(row.get_ref(2)?, "name").map_err(|e| self.corrupt_fleet(e.to_string()))?,
             value,

@@ -12,6 +12,7 @@
 //! of a run reads it a few hundred kHz apart). The CPU model says what the TSC would.
 
 use super::db::Store;
+use super::fleet::RunObservations;
 use crate::observation::PairMachines;
 use crate::sysinfo::Machine;
 use rusqlite::{params, Connection};
@@ -151,37 +152,54 @@ impl FleetMachines {
 }
 
 impl Store {
-    /// The machines of run `run_id`'s fleet cells, per host (see [`FleetMachines`]): one
-    /// grouped query over the run's links, then each distinct description parsed once.
-    pub fn fleet_machines(&self, run_id: i64) -> anyhow::Result<FleetMachines> {
+    /// The machines of a run's fleet cells, per host (see [`FleetMachines`]), from the links
+    /// of its successful `observations` (only those have machines). `host_of(position, end)`
+    /// names the host at `end` (an index into [`ENDS`]) of the case at `position`, None when it
+    /// is not a fleet case: the caller has the pairs already, so a 10^6-cell run's two million
+    /// links are read in key order over the run's id range, without a case parsed or a lookup
+    /// per cell.
+    pub fn fleet_machines<'h>(
+        &self,
+        observations: &RunObservations,
+        host_of: impl Fn(usize, usize) -> Option<&'h str>,
+    ) -> anyhow::Result<FleetMachines> {
         let mut out = FleetMachines::default();
+        let Some((first, last)) = observations.id_range() else {
+            return Ok(out);
+        };
         if self.schema_version()? < MACHINES_VERSION {
             return Ok(out);
         }
-        // A database without any (every run before migration 3, the synthetic fleet runs):
-        // nothing to look up per observation.
-        let any: bool = self
-            .conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM observation_machines)", [], |r| r.get(0))?;
-        if !any {
-            return Ok(out);
-        }
+        // (host, machine) -> (cells, the first observation that had it).
+        let mut seen: HashMap<(&'h str, i64), (u64, i64)> = HashMap::new();
         let mut stmt = self.conn.prepare(
-            "SELECT json_extract(c.case_json, '$.' || om.pair_end) AS host, om.machine_id, count(*), min(o.id) AS first
-             FROM cases c JOIN observations o ON o.case_id = c.id
-             JOIN observation_machines om ON om.observation_id = o.id
-             WHERE c.run_id = ?1 AND c.workload = 'fleet'
-             GROUP BY host, om.machine_id ORDER BY host, first",
+            "SELECT observation_id, pair_end, machine_id FROM observation_machines
+             WHERE observation_id BETWEEN ?1 AND ?2",
         )?;
-        let rows: Vec<(Option<String>, i64, i64)> = stmt
-            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<Result<_, _>>()?;
+        let mut rows = stmt.query([first, last])?;
+        while let Some(row) = rows.next()? {
+            let observation: i64 = row.get(0)?;
+            // Another run's observation inside the range.
+            let Some(position) = observations.position(observation) else {
+                continue;
+            };
+            let end = match row.get_ref(1)?.as_str()? {
+                "source" => 0,
+                "destination" => 1,
+                other => return Err(corrupt(self, format!("a machine link has the end '{other}'"))),
+            };
+            let Some(host) = host_of(position, end) else {
+                continue;
+            };
+            let entry = seen.entry((host, row.get(2)?)).or_insert((0, observation));
+            entry.0 += 1;
+            entry.1 = entry.1.min(observation);
+        }
+        let mut found: Vec<((&str, i64), (u64, i64))> = seen.into_iter().collect();
+        found.sort_unstable_by_key(|((host, _), (_, first))| (*host, *first));
         let mut parsed: HashMap<i64, Machine> = HashMap::new();
         let mut read = self.conn.prepare("SELECT machine_json FROM machines WHERE id = ?1")?;
-        for (host, id, cells) in rows {
-            let Some(host) = host else {
-                return Err(corrupt(self, format!("run {run_id}: a fleet case names no host")));
-            };
+        for ((host, id), (cells, _)) in found {
             let machine = match parsed.entry(id) {
                 std::collections::hash_map::Entry::Occupied(known) => known.get().clone(),
                 std::collections::hash_map::Entry::Vacant(new) => {
@@ -191,10 +209,10 @@ impl Store {
                     new.insert(machine).clone()
                 }
             };
-            out.hosts.entry(host).or_default().push(SeenMachine {
-                machine,
-                cells: cells as u64,
-            });
+            out.hosts
+                .entry(host.to_string())
+                .or_default()
+                .push(SeenMachine { machine, cells });
         }
         Ok(out)
     }
@@ -207,6 +225,17 @@ mod tests {
     use crate::observation::{Metric, Observation, Role};
     use crate::store::NewRun;
     use crate::sweep::{Cell, CellOutcome};
+
+    /// The machines of run `id` per host, its pairs named by its stored cases.
+    fn per_host(store: &Store, id: i64) -> FleetMachines {
+        let cases = store.load_run(id).unwrap().cases;
+        store
+            .fleet_machines(&store.ok_observations(id).unwrap(), |position, end| {
+                let f = cases.get(position)?.get::<FleetCase>()?;
+                Some([f.source.as_str(), f.destination.as_str()][end])
+            })
+            .unwrap()
+    }
 
     fn fleet_case(source: &str, destination: &str) -> Case {
         Case::Fleet(FleetCase {
@@ -302,7 +331,7 @@ mod tests {
         store.record_cell(id, cell(1), &outcome(Some((b.clone(), a2)))).unwrap();
         assert_eq!(count(&store, "machines"), 2, "two hosts, two distinct descriptions");
         assert_eq!(count(&store, "observation_machines"), 4);
-        let seen = store.fleet_machines(id).unwrap();
+        let seen = per_host(&store, id);
         assert_eq!(seen.hosts.len(), 2);
         assert_eq!(
             seen.of("a:1"),
@@ -313,14 +342,12 @@ mod tests {
         );
         assert_eq!(seen.of("b:1")[0].machine.kernel.as_deref(), Some("6.8.0"));
         assert_eq!(seen.of("b:1")[0].cells, 2);
-        // The run's loaded data carries them too (the report's section reads them there).
-        assert_eq!(store.load_run(id).unwrap().fleet_machines, seen);
 
         // A run of ordinary cells: no machine stored, nothing read.
         let other = run(&mut store, vec![fleet_case("c:1", "d:1")]);
         store.record_cell(other, cell(0), &outcome(None)).unwrap();
         assert_eq!(count(&store, "observation_machines"), 4);
-        assert!(store.fleet_machines(other).unwrap().is_empty());
+        assert!(per_host(&store, other).is_empty());
     }
 
     /// One machine at both ends of two cells (the same description everywhere): one row.
@@ -365,16 +392,14 @@ mod tests {
             2,
             "the replaced observation's links are gone"
         );
-        let seen = store.fleet_machines(id).unwrap();
+        let seen = per_host(&store, id);
         assert_eq!(seen.of("a:1").len(), 1);
         assert_eq!(seen.of("a:1")[0].machine.kernel.as_deref(), Some("6.9.0"));
         // Its other cell measured before the upgrade: the host shows both, first seen first.
         store
             .record_cell(id, cell(1), &outcome(Some((b.clone(), old.clone()))))
             .unwrap();
-        let kernels: Vec<_> = store
-            .fleet_machines(id)
-            .unwrap()
+        let kernels: Vec<_> = per_host(&store, id)
             .of("a:1")
             .iter()
             .map(|s| s.machine.kernel.clone().unwrap())
@@ -397,7 +422,7 @@ mod tests {
             .record_cell(id, cell(1), &outcome(Some((b.clone(), a.clone()))))
             .unwrap();
         input.set_run_status(id, crate::store::RunStatus::Complete).unwrap();
-        let expected = input.fleet_machines(id).unwrap();
+        let expected = per_host(&input, id);
         drop(input);
         let mut out = Store::create_or_open(&dir.path().join("out.db")).unwrap();
         // One run of the output's own first, so the copies get other ids.
@@ -412,7 +437,7 @@ mod tests {
             _ => panic!("{merged:?}"),
         };
         assert_ne!(copy, id);
-        assert_eq!(out.fleet_machines(copy).unwrap(), expected);
+        assert_eq!(per_host(&out, copy), expected);
         assert_eq!(count(&out, "machines"), 2, "a's description was already there");
         assert_eq!(count(&out, "observation_machines"), 6);
     }

@@ -289,7 +289,10 @@ impl Store {
                 elapsed_s,
             });
         }
-        let fleet_machines = self.fleet_machines(id)?;
+        let fleet_machines = self.fleet_machines(&self.ok_observations(id)?, |position, end| {
+            let f = cases.get(position)?.get::<crate::case::FleetCase>()?;
+            Some([f.source.as_str(), f.destination.as_str()][end])
+        })?;
         Ok(RunData {
             run,
             cases,

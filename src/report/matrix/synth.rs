@@ -2,7 +2,8 @@
 //! write path (`Store::create_run`, then `Store::record_cell`: one transaction per cell, as
 //! `fleet run` commits them): all directed pairs of N hosts, each cell a `FleetCase` around a
 //! remote `net stream` case, with an observation holding the 72 metrics of a real stream cell
-//! (names, roles, units and sources as `iopath net stream` stores them; values made up, seeded).
+//! (names, roles, units and sources as `iopath net stream` stores them; values made up, seeded)
+//! and both hosts' descriptions (this machine's, named for the host).
 //!
 //! It is how the 10⁶-cell scale of `report --matrix` is measured (`examples/fleet_synth.rs`,
 //! docs/benchmarks.md) and how tests get fleet runs without agents. Nothing here measures.
@@ -215,6 +216,15 @@ pub fn generate(store: &mut Store, spec: &Spec, mut progress: impl FnMut(u64, u6
     anyhow::ensure!(n >= 2, "a fleet needs at least 2 hosts");
     anyhow::ensure!(spec.repetitions >= 1, "at least 1 repetition");
     let names: Vec<String> = (0..n).map(host_name).collect();
+    // Each host's description as its agent would send it: this machine's, under the host's name.
+    let this_machine = crate::sysinfo::describe();
+    let machines: Vec<crate::sysinfo::Machine> = names
+        .iter()
+        .map(|name| crate::sysinfo::Machine {
+            hostname: Some(name.clone()),
+            ..this_machine.clone()
+        })
+        .collect();
     let mut pairs: Vec<(usize, usize)> = Vec::with_capacity(n * (n - 1));
     let mut cases: Vec<Case> = Vec::with_capacity(n * (n - 1));
     for s in 0..n {
@@ -267,12 +277,17 @@ pub fn generate(store: &mut Store, spec: &Spec, mut progress: impl FnMut(u64, u6
                     spec.slow_hosts.contains(&s) || spec.slow_hosts.contains(&d) || spec.slow_links.contains(&(s, d));
                 let factor = if slow { spec.slow_factor } else { 1.0 };
                 let noise = 1.0 + 0.01 * (rng.unit() - 0.5);
-                Ok(observation(
+                let mut obs = observation(
                     9.4 * factor * noise,
                     1.1 * noise / factor.sqrt(),
                     1.4 * noise / factor.sqrt(),
                     &mut rng,
-                ))
+                );
+                obs.pair_machines = Some(Box::new(crate::observation::PairMachines {
+                    source: machines[s].clone(),
+                    destination: machines[d].clone(),
+                }));
+                Ok(obs)
             };
             let outcome = CellOutcome { result, elapsed_s: 4.0 };
             store.record_cell(
