@@ -195,11 +195,15 @@ impl Store {
             entry.0 += 1;
             entry.1 = entry.1.min(observation);
         }
-        let mut found: Vec<((&str, i64), (u64, i64))> = seen.into_iter().collect();
-        found.sort_unstable_by_key(|((host, _), (_, first))| (*host, *first));
+        // (host, machine id, cells, first observation), each host's machines first seen first.
+        let mut found: Vec<(&str, i64, u64, i64)> = seen
+            .into_iter()
+            .map(|((host, id), (cells, first))| (host, id, cells, first))
+            .collect();
+        found.sort_unstable_by_key(|(host, _, _, first)| (*host, *first));
         let mut parsed: HashMap<i64, Machine> = HashMap::new();
         let mut read = self.conn.prepare("SELECT machine_json FROM machines WHERE id = ?1")?;
-        for ((host, id), (cells, _)) in found {
+        for (host, id, cells, _) in found {
             let machine = match parsed.entry(id) {
                 std::collections::hash_map::Entry::Occupied(known) => known.get().clone(),
                 std::collections::hash_map::Entry::Vacant(new) => {
