@@ -300,6 +300,13 @@ fn a_fleet_of_four_namespaces_measures_every_pair_and_survives_a_dead_agent() {
     );
     common::netns::assert_all_pairs_ok(&db, HOSTS);
     assert!(cells(&db).iter().all(|c| c.3 == 2), "two pairs at once in every cell");
+    // And they did measure two at a time: each round's two pairs are one batch.
+    for s in &fleet.addrs {
+        for d in fleet.addrs.iter().filter(|d| *d != s) {
+            let at_once = metric(&db, s, d, "fleet_concurrent_pairs");
+            assert_eq!(at_once, Some(2.0), "{s} -> {d}: pairs measured at once");
+        }
+    }
     // The shaped host sends at most 1 Mbit/s: about 1,100 packets of a 64-byte request or
     // response with its headers a second, plus the 10 kB burst. Load only lowers it.
     let slow = fleet.addrs[SLOW].clone();

@@ -63,7 +63,7 @@ impl<'a> Batches<'a> {
                 break;
             }
             let Some(other) = self.fleet_at(j) else { break };
-            if self.cells[j].1 != repetition || other.round != case.round || other.case != case.case {
+            if self.cells[j].1 != repetition || other.round != case.round || !super::same_network_case(case, other) {
                 break;
             }
             // Pairs of a round are disjoint by construction; a stored run that says otherwise
@@ -222,6 +222,27 @@ mod tests {
         assert_eq!(at_once(batches.execute(fleet(&cases[1]), stop, &run)), Some(2.0));
         assert_eq!(at_once(batches.execute(fleet(&cases[2]), stop, &run)), Some(1.0));
         assert_eq!(sizes.lock().unwrap().len(), 5, "every cell measured once");
+    }
+
+    /// The cells `fleet run` plans (each network case aimed at its own destination, so no two
+    /// pairs' cases are equal) batch as planned: K pairs of a round at once.
+    #[test]
+    fn planned_cells_of_a_network_case_batch_k_at_a_time() {
+        let hosts: Vec<String> = (1..=4).map(|i| format!("10.9.0.{i}:7000")).collect();
+        let rounds = crate::fleet::rounds(&crate::fleet::hosts::PairSpec::All, &hosts, 3).unwrap();
+        let cases = crate::fleet::cells(&hosts, &rounds, 2, &[crate::fleet::tests::rr_case()]).unwrap();
+        assert_eq!(cases.len(), 12);
+        let mut batches = Batches::new(&cases, (0..cases.len()).map(|p| (p, 0)));
+        let run = |_: &FleetCase, _stop: Stop| -> anyhow::Result<Observation> { Ok(Observation::default()) };
+        for case in &cases {
+            let outcome = batches.execute(fleet(case), Stop::fresh(), &run).unwrap();
+            assert_eq!(
+                outcome.value(CONCURRENT_PAIRS_METRIC, Role::System),
+                Some(2.0),
+                "{}",
+                case.label()
+            );
+        }
     }
 
     #[test]

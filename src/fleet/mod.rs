@@ -71,6 +71,16 @@ pub fn aimed_at(case: &Case, destination: &str) -> Result<Case, String> {
     serde_json::from_value(json).map_err(|e| format!("cannot aim the case at {destination}: {e}"))
 }
 
+/// Whether two fleet cells run the same network case, each aimed at its own destination (the
+/// pairs of one batch): `b`'s case aimed at `a`'s destination is `a`'s.
+pub fn same_network_case(a: &FleetCase, b: &FleetCase) -> bool {
+    match aimed_at(&b.case, &a.destination) {
+        Ok(aimed) => aimed == *a.case,
+        // A case without an endpoint (a test's stand-in): equal as it is.
+        Err(_) => a.case == b.case,
+    }
+}
+
 /// How many runs the source agent said went before this cell's while it waited in its queue
 /// (0: it ran at once; pairs of a round are disjoint, so a fleet's own cells never queue).
 pub const QUEUED_BEHIND_METRIC: &str = "agent_queued_behind";
@@ -148,7 +158,8 @@ mod tests {
     use super::*;
     use crate::case::{RrCase, Workload};
 
-    fn rr_case() -> Case {
+    /// A `net rr` case as the CLI makes it (for the batch tests too).
+    pub(super) fn rr_case() -> Case {
         let json = r#"{"workload":"net-rr","kind":"rr","mode":"two-copy","rx_mode":"copy","request_size":64,"response_size":64,"fields":1,"inflight":1,"threads":1,"rate":null,"duration_ms":1000,"warmup_ms":0,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":false}"#;
         serde_json::from_str(json).unwrap()
     }
