@@ -355,25 +355,27 @@ impl Fleet {
         out
     }
 
-    /// Where host `h` lies outside a band: (the worse findings, the better ones), each as
-    /// "<matrix title> <low|high> as <source|destination>", the group's label first when the
-    /// run has several network cases.
+    /// Where host `h` lies outside a band: (the worse findings, the better ones), one per
+    /// matrix and kind, as "<matrix title>: <low|high> as source[ and destination]", the
+    /// group's label first when the run has several network cases.
     pub fn host_findings(&self, h: usize) -> (Vec<String>, Vec<String>) {
         let (mut worse, mut better) = (Vec::new(), Vec::new());
         for g in &self.groups {
             for m in &g.matrices {
                 let Some(flag) = m.host_flag(h) else { continue };
-                let sides = [("source", flag.as_source), ("destination", flag.as_destination)];
-                for (end, side) in sides.into_iter().filter_map(|(e, s)| s.map(|s| (e, s))) {
-                    let case = if self.groups.len() > 1 {
-                        format!("{}: ", g.label)
-                    } else {
-                        String::new()
-                    };
-                    let text = format!("{case}{} {} as {end}", m.metric.title, side.word());
-                    match side.is_worse(m.metric) {
-                        true => worse.push(text),
-                        false => better.push(text),
+                let case = if self.groups.len() > 1 {
+                    format!("{}: ", g.label)
+                } else {
+                    String::new()
+                };
+                for (is_worse, out) in [(true, &mut worse), (false, &mut better)] {
+                    let sides: Vec<String> = [("source", flag.as_source), ("destination", flag.as_destination)]
+                        .into_iter()
+                        .filter_map(|(end, side)| side.filter(|s| s.is_worse(m.metric) == is_worse).map(|s| (end, s)))
+                        .map(|(end, side)| format!("{} as {end}", side.word()))
+                        .collect();
+                    if !sides.is_empty() {
+                        out.push(format!("{case}{}: {}", m.metric.title, sides.join(", ")));
                     }
                 }
             }
@@ -1185,15 +1187,9 @@ mod tests {
         assert_eq!(f.flagged_links(), 0);
         let (worse, better) = f.host_findings(1);
         assert!(worse.is_empty(), "{worse:?}");
-        assert_eq!(
-            better,
-            [
-                "median throughput high as source",
-                "median throughput high as destination"
-            ]
-        );
+        assert_eq!(better, ["median throughput: high as source, high as destination"]);
         let html = section(&f, &[], &FleetMachines::default()).into_string();
-        assert!(html.contains("better: median throughput high as source"), "{html}");
+        assert!(html.contains("better: median throughput: high as source"), "{html}");
         assert!(!html.contains("flagged: "), "{html}");
         assert!(
             html.contains("0 hosts and 0 links flagged (worse); 1 hosts better than the rest."),
@@ -1203,7 +1199,7 @@ mod tests {
         assert_eq!(slow.flagged_hosts(), vec![1]);
         let html = section(&slow, &[], &FleetMachines::default()).into_string();
         assert!(
-            html.contains("flagged: median throughput low as source; median throughput low as destination"),
+            html.contains("flagged: median throughput: low as source, low as destination"),
             "{html}"
         );
     }
