@@ -915,8 +915,9 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
         p { (n) " hosts, numbered in the heat maps as listed below (rows: source, the client side; columns: destination, the server side). "
             "Each square is the median over the pair's repetitions; dark is worse (low throughput, high latency or CPU). "
             "Grey squares are pairs that were planned and have no value (failed or not run): missing, never zero; white squares were not planned. "
-            "Flags (red): a host whose row or column median lies outside median ± max(" (K) " × 1.4826 × MAD, " (MIN_RELATIVE * 100.0) "% of the median) over all hosts' row or column medians; "
-            "a link (red outline) whose value lies outside that band both in its row and in its column, on the same side (docs/methodology.md, \"Fleet matrix\")." }
+            "Flags (red): a host whose row or column median lies outside median ± max(" (K) " × 1.4826 × MAD, " (MIN_RELATIVE * 100.0) "% of the median) over all hosts' row or column medians, on the worse side; "
+            "a link (red outline) whose value lies outside that band both in its row and in its column, on the same worse side. "
+            "A host outside a band on the better side is listed as better, not flagged (docs/methodology.md, \"Fleet matrix\")." }
         @for (g, group) in fleet.groups.iter().enumerate() {
             h3 { (group.label) ", " (group.concurrent_pairs) " pair" @if group.concurrent_pairs != 1 { "s" } " at once" }
             p { (group.pairs()) " pairs planned, " (group.failed.len()) " missing (no successful cell)." }

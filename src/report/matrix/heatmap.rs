@@ -146,7 +146,7 @@ fn draw<DB: DrawingBackend>(
     }
     // Flagged links outlined.
     if l.cell >= 4 {
-        for (s, d, _) in &m.links {
+        for (s, d, _) in m.worse_links() {
             let (x, y) = (left + *d as i32 * cell, top + *s as i32 * cell);
             root.draw(&Rectangle::new(
                 [(x, y), (x + cell - 1, y + cell - 1)],
@@ -159,10 +159,11 @@ fn draw<DB: DrawingBackend>(
     let step = label_step(n);
     let grid = cell * n as i32;
     for h in 0..n {
-        let flagged = m.host_flag(h);
+        // Red marks only the worse side: a host better than the rest is not flagged.
+        let flagged = m.host_flag(h).filter(|f| f.is_worse(m.metric));
         // Every `step`-th host is numbered, and every flagged one, whose number wins over a
         // regular one too close to it to read.
-        let near_flag = step > 1 && m.hosts.iter().any(|f| f.host != h && f.host.abs_diff(h) <= step / 2);
+        let near_flag = step > 1 && m.worse_hosts().any(|f| f.host != h && f.host.abs_diff(h) <= step / 2);
         let number = flagged.is_some() || ((h == 0 || (h + 1) % step == 0) && !near_flag);
         let centre = h as i32 * cell + cell / 2;
         if number {
@@ -186,14 +187,14 @@ fn draw<DB: DrawingBackend>(
         }
         if let Some(f) = flagged {
             let span = (h as i32 * cell, h as i32 * cell + cell.max(2 * k));
-            if f.as_source.is_some() {
+            if f.as_source.is_some_and(|side| side.is_worse(m.metric)) {
                 root.draw(&Rectangle::new(
                     [(left - 7 * k, top + span.0), (left - 3 * k, top + span.1)],
                     FLAG.filled(),
                 ))
                 .map_err(draw_err)?;
             }
-            if f.as_destination.is_some() {
+            if f.as_destination.is_some_and(|side| side.is_worse(m.metric)) {
                 root.draw(&Rectangle::new(
                     [(left + span.0, top - 7 * k), (left + span.1, top - 3 * k)],
                     FLAG.filled(),
