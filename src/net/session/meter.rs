@@ -2,9 +2,10 @@
 //! does around its loop: pin, open its counters, wait at the start gate, follow the measured window (snapshotting its own system-call count at the window's
 //! edges, as its counters open and close) and say where it ran.
 
+use super::coordinator::Shared;
 use super::StartGate;
-use crate::case::CpuList;
-use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
+use crate::case::{CpuList, NetParams};
+use crate::measure::counters::{kernel_policy, CounterSample, KernelPolicy, ThreadCounters};
 use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::observation::{Role, ThreadPlacement};
 use crate::sys::affinity;
@@ -18,6 +19,49 @@ pub struct Ctx<'a> {
     pub perf: bool,
     /// The CPUs this end's threads are pinned to, thread i to entry i (wrapping).
     pub cpus: Option<&'a CpuList>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A client thread's: the coordinator's window, gate and policy, the case's perf choice
+    /// and client CPUs.
+    pub fn client(shared: &Shared<'a>, net: &'a NetParams) -> Ctx<'a> {
+        Ctx {
+            window: shared.window,
+            ready: shared.ready,
+            policy: shared.policy,
+            perf: net.perf,
+            cpus: net.client_cpus.as_ref(),
+        }
+    }
+}
+
+/// What the threads of a serving end share, owned by its session (rr, udp-rr, udp-stream):
+/// the window, the start gate and the kernel's counter policy.
+pub struct ServerShared {
+    pub window: Window,
+    pub ready: StartGate,
+    pub policy: KernelPolicy,
+}
+
+impl ServerShared {
+    pub fn new() -> ServerShared {
+        ServerShared {
+            window: Window::new(),
+            ready: StartGate::default(),
+            policy: kernel_policy(),
+        }
+    }
+
+    /// A serving thread's context: the case's perf choice and server CPUs.
+    pub fn ctx<'a>(&'a self, net: &'a NetParams) -> Ctx<'a> {
+        Ctx {
+            window: &self.window,
+            ready: &self.ready,
+            policy: &self.policy,
+            perf: net.perf,
+            cpus: net.server_cpus.as_ref(),
+        }
+    }
 }
 
 /// One thread's view of the window, its counters and its system-call snapshots.

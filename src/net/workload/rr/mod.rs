@@ -277,19 +277,6 @@ impl<'a> RrClient<'a> {
             anyhow!("the server at {addr} answered without a data port: it serves net stream only (an older iopath); upgrade it to serve rr and crr")
         })
     }
-
-    fn ctx<'e>(&self, shared: &Shared<'e>) -> Ctx<'e>
-    where
-        'a: 'e,
-    {
-        Ctx {
-            window: shared.window,
-            ready: shared.ready,
-            policy: shared.policy,
-            perf: self.case.net.perf,
-            cpus: self.case.net.client_cpus.as_ref(),
-        }
-    }
 }
 
 impl<'a> NetWorkload for RrClient<'a> {
@@ -381,7 +368,7 @@ impl<'a> NetWorkload for RrClient<'a> {
                 (RrKind::Rr, None) => {
                     let stream = &data.streams[i];
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let ctx = self.ctx(shared);
+                        let ctx = Ctx::client(shared, &self.case.net);
                         let r = watch(client::closed_loop(&ctx, i, stream, sender, receiver, case.inflight));
                         if r.is_err() {
                             stream.shutdown(Shutdown::Both).ok();
@@ -393,11 +380,11 @@ impl<'a> NetWorkload for RrClient<'a> {
                     let (stream, open) = (&data.streams[i], &data.open_shared[i]);
                     let phase = gap.mul_f64(i as f64 / case.net.threads as f64);
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let ctx = self.ctx(shared);
+                        let ctx = Ctx::client(shared, &self.case.net);
                         watch(client::open_sender(&ctx, i, stream, sender, open, gap, phase, failed))
                     }));
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let ctx = self.ctx(shared);
+                        let ctx = Ctx::client(shared, &self.case.net);
                         let r = watch(client::open_receiver(&ctx, i, stream, receiver, open));
                         if r.is_err() {
                             stream.shutdown(Shutdown::Both).ok();
@@ -408,7 +395,7 @@ impl<'a> NetWorkload for RrClient<'a> {
                 (RrKind::Crr, _) => {
                     let addr = data.addr;
                     handles.push(builder().spawn_scoped(scope, move || {
-                        let ctx = self.ctx(shared);
+                        let ctx = Ctx::client(shared, &self.case.net);
                         watch(client::crr_loop(
                             &ctx,
                             i,

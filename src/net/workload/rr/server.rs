@@ -7,7 +7,6 @@
 use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
 use crate::measure::clock;
-use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::RrPhase;
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
@@ -15,9 +14,8 @@ use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
-use crate::net::session::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::StartGate;
 use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::net::session::{accept_from, open_data_port, send_outcome, Served, Session};
 use crate::observation::names;
@@ -104,7 +102,6 @@ fn run_threads(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
-    let policy = kernel_policy();
     // The byte budget: request and response bytes moved, counted by the serving threads only when a
     // budget is set (one relaxed add per transaction) and checked between the coordinator's
     // polls of the control connection.
@@ -112,16 +109,9 @@ fn run_threads(
     let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
     let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
-    let window = Window::new();
-    let ready = StartGate::default();
+    let shared = ServerShared::new();
     let quit = AtomicBool::new(false);
-    let ctx = Ctx {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-        perf: case.net.perf,
-        cpus: case.net.server_cpus.as_ref(),
-    };
+    let ctx = shared.ctx(&case.net);
     if case.kind == RrKind::Crr {
         // Accepted sockets inherit the listener's timeout: the data one, set once here rather
         // than on every connection. accept() itself ends at the session's end, when the
@@ -148,10 +138,10 @@ fn run_threads(
                 }
             })
             .collect();
-        let followed = if all_ready(&ready, &handles) {
-            follow_phases(case, &window, data, control, stopped, &stopped_or_over)
+        let followed = if all_ready(&shared.ready, &handles) {
+            follow_phases(case, &shared.window, data, control, stopped, &stopped_or_over)
         } else {
-            window.close(&mut SystemProbes::default());
+            shared.window.close(&mut SystemProbes::default());
             Followed::default()
         };
         quit.store(true, Ordering::SeqCst);

@@ -343,13 +343,7 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
                 std::thread::Builder::new()
                     .name(format!("iopath-udp-rr-client-{i}"))
                     .spawn_scoped(scope, move || {
-                        let ctx = Ctx {
-                            window: shared.window,
-                            ready: shared.ready,
-                            policy: shared.policy,
-                            perf: case.net.perf,
-                            cpus: case.net.client_cpus.as_ref(),
-                        };
+                        let ctx = Ctx::client(shared, &case.net);
                         let End {
                             socket,
                             sender,

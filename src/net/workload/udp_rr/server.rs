@@ -9,7 +9,6 @@
 use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
 use crate::case::UdpRrCase;
 use crate::measure::clock;
-use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::RrPhase;
 use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
@@ -18,9 +17,9 @@ use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
 use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
-use crate::net::session::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::{send_outcome, Served, Session, StartGate};
+use crate::net::session::{send_outcome, Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role};
 use std::io;
@@ -125,21 +124,13 @@ fn run_threads(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<ServerReport> {
-    let policy = kernel_policy();
     let moved = MovedBytes::new(max_bytes);
     let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
     let stopped_or_over = || moved.stopped_or_over(stopped);
     let tsc_hz = clock::tsc_hz();
-    let window = Window::new();
-    let ready = StartGate::default();
+    let shared = ServerShared::new();
     let quit = AtomicBool::new(false);
-    let ctx = Ctx {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-        perf: case.net.perf,
-        cpus: case.net.server_cpus.as_ref(),
-    };
+    let ctx = shared.ctx(&case.net);
     let (outcomes, followed) = std::thread::scope(|scope| {
         let (ctx, quit) = (&ctx, &quit);
         let handles: Vec<_> = ends
@@ -154,10 +145,10 @@ fn run_threads(
                     })
             })
             .collect();
-        let followed = if all_ready(&ready, &handles) {
-            follow_phases(case, &window, control, stopped, &stopped_or_over)
+        let followed = if all_ready(&shared.ready, &handles) {
+            follow_phases(case, &shared.window, control, stopped, &stopped_or_over)
         } else {
-            window.close(&mut SystemProbes::default());
+            shared.window.close(&mut SystemProbes::default());
             Followed::default()
         };
         quit.store(true, Ordering::SeqCst);

@@ -82,13 +82,7 @@ pub(crate) fn send_flow(
     quit: &AtomicBool,
     sent: &AtomicU64,
 ) -> io::Result<ClientOutcome> {
-    let ctx = Ctx {
-        window: shared.window,
-        ready: shared.ready,
-        policy: shared.policy,
-        perf: case.net.perf,
-        cpus: case.net.client_cpus.as_ref(),
-    };
+    let ctx = Ctx::client(shared, &case.net);
     let mut seq = 0u64;
     let result = run(&ctx, index, socket, &mut *sender, pace, quit, &mut seq);
     sent.store(seq, Ordering::SeqCst);

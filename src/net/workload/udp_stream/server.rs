@@ -7,17 +7,16 @@
 use super::{check_case, check_memory, per_datagram_costs, set_up_error, HELLO};
 use crate::case::UdpStreamCase;
 use crate::measure::clock;
-use crate::measure::counters::kernel_policy;
-use crate::measure::window::{SystemProbes, Window};
+use crate::measure::window::SystemProbes;
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
 use crate::net::dgram::session::{self as udp, ServerSocket};
 use crate::net::dgram::{self, DgramReceiver, SeqCounts, SeqTracker};
 use crate::net::session::data::threads_ended;
 use crate::net::session::gate::{all_ready, join_all};
 use crate::net::session::handshake::{refuse, RefusalKind};
-use crate::net::session::meter::{Ctx, Meter, Metered};
+use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
-use crate::net::session::{send_outcome, Served, Session, StartGate};
+use crate::net::session::{send_outcome, Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source};
 use anyhow::anyhow;
@@ -124,10 +123,8 @@ fn run_threads(
     control: &mut ControlChannel,
     session: &Session<'_>,
 ) -> anyhow::Result<ServerReport> {
-    let policy = kernel_policy();
     let tsc_hz = clock::tsc_hz();
-    let window = Window::new();
-    let ready = StartGate::default();
+    let shared = ServerShared::new();
     let flags = Flags {
         drain: AtomicBool::new(false),
         quit: AtomicBool::new(false),
@@ -146,13 +143,7 @@ fn run_threads(
         );
         exceeded.get()
     };
-    let ctx = Ctx {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-        perf: case.net.perf,
-        cpus: case.net.server_cpus.as_ref(),
-    };
+    let ctx = shared.ctx(&case.net);
     let longest = Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
     let (outcomes, followed) = std::thread::scope(|scope| {
         let (ctx, flags) = (&ctx, &flags);
@@ -166,8 +157,8 @@ fn run_threads(
                     .spawn_scoped(scope, move || receive_flow(ctx, i, socket, receiver, flags, case.size))
             })
             .collect();
-        let followed = if !all_ready(&ready, &handles) {
-            window.close(&mut SystemProbes::default());
+        let followed = if !all_ready(&shared.ready, &handles) {
+            shared.window.close(&mut SystemProbes::default());
             udp::Followed {
                 error: Some(format!("could not start all {} server threads", handles.len())),
                 ..Default::default()
@@ -177,7 +168,7 @@ fn run_threads(
             // RcvbufErrors and InErrors say what the kernel dropped, whatever the sockets say.
             let mut system = SystemProbes::default();
             crate::measure::system::push_udp_probe(&mut system, None);
-            udp::follow(control, &window, &mut system, longest, &stopped_or_over)
+            udp::follow(control, &shared.window, &mut system, longest, &stopped_or_over)
         };
         if followed.sent.is_some() {
             flags.drain.store(true, Ordering::SeqCst);
