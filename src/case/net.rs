@@ -31,6 +31,11 @@ impl NetParams {
         self.duration_ms.saturating_add(self.warmup_ms)
     }
 
+    /// The same with perf events on or off (the latency and counting passes of rr and udp-rr).
+    pub fn with_perf(&self, perf: bool) -> NetParams {
+        NetParams { perf, ..self.clone() }
+    }
+
     /// [`NetParams::session_ms`] in seconds.
     pub fn session_seconds(&self) -> f64 {
         self.session_ms() as f64 / 1e3

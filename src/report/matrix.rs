@@ -462,7 +462,7 @@ impl Values {
     /// Add the values another reader read.
     fn merge(&mut self, other: Values) {
         self.values.extend(other.values);
-        self.sources.resize(METRICS.len().max(self.sources.len()), Vec::new());
+        self.sources.resize(METRICS.len(), Vec::new());
         for (mine, theirs) in self.sources.iter_mut().zip(other.sources) {
             for source in theirs {
                 if !mine.contains(&source) {

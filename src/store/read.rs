@@ -289,10 +289,15 @@ impl Store {
                 elapsed_s,
             });
         }
-        let fleet_machines = self.fleet_machines(&self.ok_observations(id)?, |position, end| {
-            let f = cases.get(position)?.get::<crate::case::FleetCase>()?;
-            Some([f.source.as_str(), f.destination.as_str()][end])
-        })?;
+        let fleet = |position: usize| cases.get(position)?.get::<crate::case::FleetCase>();
+        // Only a fleet run's cells have machines: no further query for any other run.
+        let fleet_machines = match cases.iter().any(|c| c.get::<crate::case::FleetCase>().is_some()) {
+            true => self.fleet_machines(&self.ok_observations(id)?, |position, end| {
+                let f = fleet(position)?;
+                Some([f.source.as_str(), f.destination.as_str()][end])
+            })?,
+            false => Default::default(),
+        };
         Ok(RunData {
             run,
             cases,

@@ -214,16 +214,8 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
     let pass = |perf: bool| {
-        run_pass(
-            &RrCase {
-                net: crate::case::NetParams {
-                    perf,
-                    ..case.net.clone()
-                },
-                ..case.clone()
-            },
-            stop,
-        )
+        let net = case.net.with_perf(perf);
+        run_pass(&RrCase { net, ..case.clone() }, stop)
     };
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }

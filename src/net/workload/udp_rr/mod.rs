@@ -182,16 +182,8 @@ fn gone(err: &io::Error) -> bool {
 /// (measure::counters::latency_then_counting).
 pub fn run(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
     let pass = |perf: bool| {
-        run_pass(
-            &UdpRrCase {
-                net: NetParams {
-                    perf,
-                    ..case.net.clone()
-                },
-                ..case.clone()
-            },
-            stop,
-        )
+        let net = case.net.with_perf(perf);
+        run_pass(&UdpRrCase { net, ..case.clone() }, stop)
     };
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
