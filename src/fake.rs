@@ -90,7 +90,7 @@ fn stubborn(ms: u64) -> anyhow::Result<()> {
         crate::sys::signal::kill_process_group(pgid);
         let _ = std::fs::remove_file(&path);
     });
-    eprintln!("fake: stubborn cell holds child {pgid} and {}", scratch.display());
+    crate::tell!("fake: stubborn cell holds child {pgid} and {}", scratch.display());
     std::thread::sleep(Duration::from_millis(ms));
     drop(guard);
     crate::sys::signal::kill_process_group(pgid);

@@ -120,7 +120,7 @@ pub fn whole_in(what: &str, text: &str, lo: u64, hi: u64) -> Result<u64, String>
 /// any other Unicode, is unchanged (and then no copy is made).
 pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
     fn needs(c: char) -> bool {
-        c.is_control() || c == '\\' || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        c.is_control() || c == '\\' || invisible(c)
     }
     if !text.chars().any(needs) {
         return std::borrow::Cow::Borrowed(text);
@@ -137,12 +137,49 @@ pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A character a terminal shows as nothing or that changes how the text around it shows:
+/// Unicode's format characters (bidirectional embeddings, overrides, isolates and marks,
+/// zero-width spaces and joiners, the byte-order mark, soft hyphen, invisible operators,
+/// interlinear annotation, tags), the line and paragraph separators, and the unassigned ends
+/// of a plane (noncharacters). Both escapes make them visible as `\u{...}`.
+pub fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    ) || (c as u32 & 0xfffe) == 0xfffe
+        || ('\u{fdd0}'..='\u{fdef}').contains(&c)
+}
+
 /// [`escape_control`] for whole blocks of output (tables, error lines): line feeds and tabs,
 /// which the program writes itself, are kept, every other control character is made
 /// visible, and backslashes are left alone (JSON and paths in the text stay as they are).
 pub fn escape_control_keep_lines(text: &str) -> std::borrow::Cow<'_, str> {
     fn needs(c: char) -> bool {
-        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        (c.is_control() && c != '\n' && c != '\t') || invisible(c)
     }
     if !text.chars().any(needs) {
         return std::borrow::Cow::Borrowed(text);
@@ -156,6 +193,43 @@ pub fn escape_control_keep_lines(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// An error and its causes as one line (`{e:#}`), each context said once: where a layer adds
+/// the words the layer below already said ("the run failed: the run failed: ..."), or a peer's
+/// message is wrapped in the same words again, the repeat is dropped. Every error that becomes
+/// text — printed, stored with a failed cell, sent to a peer — goes through it.
+pub fn error_text(e: &anyhow::Error) -> String {
+    said_once(&format!("{e:#}"))
+}
+
+/// `text` with each `: `-separated part that repeats the part just before it dropped.
+pub fn said_once(text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
+}
+
+/// `eprintln!` with [`escape_control_keep_lines`] applied to the whole line: what every
+/// message to stderr goes through, so a name, label or peer's words in it reach the terminal
+/// as visible text (stdout's equivalent is `cli::output::out`).
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::format::escape_control_keep_lines(&format!($($arg)*)))
+    };
+}
+
+/// `eprint!` through the same escape as [`tell!`].
+#[macro_export]
+macro_rules! tell_part {
+    ($($arg:tt)*) => {
+        eprint!("{}", $crate::format::escape_control_keep_lines(&format!($($arg)*)))
+    };
 }
 
 /// A text cell for a CSV file that a spreadsheet will open, neutralised against formula
@@ -173,7 +247,21 @@ pub fn spreadsheet_safe(cell: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod escape_tests {
-    use super::{escape_control, spreadsheet_safe};
+    use super::{escape_control, escape_control_keep_lines, spreadsheet_safe};
+
+    #[test]
+    fn an_error_says_each_context_once() {
+        use anyhow::Context;
+        let inner: anyhow::Result<()> = Err(anyhow::anyhow!("the peer hung up"));
+        let e = inner
+            .context("reading the report")
+            .context("reading the report")
+            .unwrap_err();
+        assert_eq!(super::error_text(&e), "reading the report: the peer hung up");
+        let wrapped = anyhow::anyhow!("agent 10.0.0.9:7000: the run failed: {}", "the run failed: gone");
+        assert_eq!(super::error_text(&wrapped), "agent 10.0.0.9:7000: the run failed: gone");
+        assert_eq!(super::said_once("a: b: a: b"), "a: b: a: b");
+    }
 
     #[test]
     fn terminal_control_sequences_become_visible() {
@@ -184,6 +272,23 @@ mod escape_tests {
         assert_eq!(escape_control("x\u{9b}31m"), "x\\u{9b}31m");
         assert_eq!(escape_control("a\rb\nc\td\x7f"), "a\\x0db\\x0ac\\x09d\\x7f");
         assert_eq!(escape_control("abc\u{202e}fed"), "abc\\u{202e}fed");
+        // Marks, isolates, zero-width characters, the BOM, tags, separators: each made visible.
+        for c in [
+            '\u{200f}',
+            '\u{200e}',
+            '\u{61c}',
+            '\u{2067}',
+            '\u{200b}',
+            '\u{2060}',
+            '\u{feff}',
+            '\u{e0041}',
+            '\u{2029}',
+            '\u{ad}',
+        ] {
+            let shown = escape_control_keep_lines(&format!("a{c}b")).into_owned();
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", c as u32));
+            assert_eq!(escape_control(&format!("a{c}b")), shown);
+        }
         assert_eq!(escape_control("naïve 64KiB µs"), "naïve 64KiB µs");
         assert!(matches!(escape_control("plain"), std::borrow::Cow::Borrowed(_)));
         let block = "name\tx\\y\n\x1b]52;c;aGk=\x07\u{9d}\n";

@@ -143,7 +143,7 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
             ExitCode::from(err.downcast_ref::<cli::error::ExitWith>().map_or(1, |e| e.code))
         }
         Err(err) => {
-            eprintln!("error: {}", escape(&format!("{err:#}")));
+            eprintln!("error: {}", escape(&iopath::format::error_text(&err)));
             ExitCode::from(1)
         }
     }

@@ -154,7 +154,51 @@ impl Metric {
     pub fn key(&self) -> String {
         format!("{}_{}", self.role.as_str(), self.name)
     }
+
+    /// The one range check of a value iopath did not compute here — a peer's (an agent's
+    /// result, a server's report) or the store's: why `value` cannot be one of this metric's,
+    /// or None when it can. Every metric iopath measures is a count, a rate, a time, a size
+    /// or a ratio of them: finite, not negative, at most [`MAX_VALUE`] (2^53: no count or
+    /// rate reaches it, and above it a count is no longer a whole number), and a `_fraction`
+    /// at most 1.
+    pub fn impossible(&self) -> Option<String> {
+        impossible_value(self.role, &self.name, self.value?)
+    }
+
+    /// This metric as received from `peer`: a value that fails [`Metric::impossible`] is
+    /// unavailable, saying what the peer sent, never shown or stored as a number.
+    pub fn from_peer(&self, peer: &str) -> Metric {
+        match self.impossible() {
+            Some(why) => Metric::unavailable(
+                &self.name,
+                self.role,
+                &self.unit,
+                format!("{peer} sent an impossible value ({why})"),
+            ),
+            None => self.clone(),
+        }
+    }
 }
+
+/// [`Metric::impossible`] of the value `v` of metric `role.name` (for readers that stream
+/// rows without making a `Metric`).
+pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
+    let what = if !v.is_finite() {
+        "not a finite number"
+    } else if v < 0.0 {
+        "negative, which no count, rate, time or size is"
+    } else if v > MAX_VALUE {
+        "larger than any measurement gives (2^53)"
+    } else if name.ends_with("_fraction") && v > 1.0 {
+        "a fraction above 1"
+    } else {
+        return None;
+    };
+    Some(format!("{}.{name} = {v:e} is {what}", role.as_str()))
+}
+
+/// The largest value a metric may hold (2^53), see [`Metric::impossible`].
+pub const MAX_VALUE: f64 = 9_007_199_254_740_992.0;
 
 #[cfg(test)]
 mod metric_tests {
@@ -169,6 +213,40 @@ mod metric_tests {
             assert_eq!(m.source, Source::Unavailable(NOT_FINITE.into()));
         }
         assert_eq!(Metric::tool("x", Role::System, 2.0, "u").value, Some(2.0));
+    }
+
+    #[test]
+    fn a_peers_impossible_value_is_unavailable() {
+        let with = |name: &str, v: f64| Metric {
+            value: Some(v),
+            ..Metric::tool(name, Role::Client, 0.0, "u")
+        };
+        for (name, v) in [
+            ("requests_per_s", -0.5),
+            ("requests_per_s", -7e3),
+            ("latency_p99_us", 3e17),
+            ("latency_p99_us", f64::MAX),
+            ("latency_p99_us", f64::NEG_INFINITY),
+            ("latency_p99_us", f64::NAN),
+            ("served_fraction", 1.25),
+        ] {
+            let m = with(name, v);
+            assert!(m.impossible().is_some(), "{name} {v}");
+            let seen = m.from_peer("agent 10.9.9.9:7000");
+            assert_eq!(seen.value, None, "{name} {v}");
+            assert!(
+                matches!(&seen.source, Source::Unavailable(why) if why.contains("10.9.9.9")),
+                "{seen:?}"
+            );
+        }
+        for (name, v) in [
+            ("requests_per_s", 0.0),
+            ("bytes_sent", 4.5e15),
+            ("served_fraction", 1.0),
+        ] {
+            assert_eq!(with(name, v).impossible(), None);
+            assert_eq!(with(name, v).from_peer("p"), with(name, v));
+        }
     }
 }
 

@@ -294,7 +294,7 @@ fn run_fleet(args: FleetRunArgs) -> anyhow::Result<()> {
             };
             let outputs = run::Outputs::of(run, false, run::EndTable::Records(render_fleet_table))?;
             let db = run.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            eprint!("{}", super::output::wrap(&announce, 4));
+            crate::tell_part!("{}", super::output::wrap(&announce, 4));
             run::run_workload(&plan, Destination::NewRun(&db), outputs)
         }
         (None, Some(id)) => {

@@ -360,11 +360,11 @@ pub fn run() -> anyhow::Result<()> {
     let file = match decide(&mut prompter) {
         Ok(Some(file)) => file,
         Ok(None) => {
-            eprintln!("nothing ran.");
+            crate::tell!("nothing ran.");
             return Ok(());
         }
         Err(e) if e.downcast_ref::<Quit>().is_some() => {
-            eprintln!("\nnothing ran.");
+            crate::tell!("\nnothing ran.");
             return Ok(());
         }
         Err(e) => return Err(e),
@@ -394,10 +394,10 @@ pub fn run() -> anyhow::Result<()> {
             .find(|r| r.command_line == file.command_line())
             .map(|r| r.id)
     }) {
-        eprintln!("results: run {run_id} in {db_text}");
-        eprintln!("report:  iopath report {run_id} --db {db_text}");
+        crate::tell!("results: run {run_id} in {db_text}");
+        crate::tell!("report:  iopath report {run_id} --db {db_text}");
         if let Some(previous) = previous_run(&db, run_id) {
-            eprintln!(
+            crate::tell!(
                 "compare with the previous run of the same cases: iopath compare {previous} {run_id} --db {db_text}"
             );
         }

@@ -168,7 +168,7 @@ impl Sink for LiveSink {
                 Ok(())
             }
             Err(e) => {
-                eprintln!("note: no live view ({e:#}); the run goes on without it");
+                crate::tell!("note: no live view ({e:#}); the run goes on without it");
                 let mut progress = super::progress::ProgressSink::default();
                 let begun = progress.begin(plan, cells);
                 self.fallback = Some(progress);
@@ -223,7 +223,7 @@ impl Sink for LiveSink {
                 let line = super::output::safe(&format!("failed: {label}: {e}")).into_owned();
                 // The line the plain progress prints: stderr is held while the view is up and
                 // comes out after it, so the failures are still there once the view is gone.
-                eprintln!("cell {line}");
+                crate::tell!("cell {line}");
                 s.failures.push(line);
             }
         }
@@ -339,7 +339,7 @@ impl LiveView {
                 .filter_map(|c| {
                     plan.cases
                         .get(c.position)
-                        .map(|k| format!("{} rep {}", k.label(), c.repetition))
+                        .map(|k| super::output::safe(&format!("{} rep {}", k.label(), c.repetition)).into_owned())
                 })
                 .collect(),
             planned_s: cells

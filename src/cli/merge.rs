@@ -43,12 +43,29 @@ pub fn run(args: MergeArgs) -> anyhow::Result<()> {
             })
         })
         .collect::<anyhow::Result<_>>()?;
+    // OUT made by this merge and left without a run (a damaged input found while copying the
+    // first one) is removed again, with SQLite's files beside it: no empty database is left.
+    let created = !args.out.exists();
     let mut out = open_for_writing(&args.out)?;
+    let result = merge_into(&mut out, &mut inputs, &args);
+    if result.is_err() && created && out.run_identities().is_ok_and(|runs| runs.is_empty()) {
+        drop(out);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = args.out.clone().into_os_string();
+            name.push(suffix);
+            let _ = std::fs::remove_file(name);
+        }
+    }
+    result
+}
+
+/// Copy every input's runs into `out`, saying what became of each.
+fn merge_into(out: &mut Store, inputs: &mut [Store], args: &MergeArgs) -> anyhow::Result<()> {
     let (mut copied, mut duplicates, mut in_progress) = (0usize, 0usize, 0usize);
     let count = inputs.len();
     // The identities of the runs OUT holds, computed once (a large run's cases are hashed).
     let mut known = out.run_identities().map_err(store_error)?;
-    for input in &mut inputs {
+    for input in inputs.iter_mut() {
         let name = input.path().display().to_string();
         for outcome in out.merge_from(input, &mut known).map_err(store_error)? {
             match outcome {

@@ -417,7 +417,7 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
         stride: a.stride,
         hugepages: a.hugepages,
         membw_size: a.size,
-        dir: a.dir.clone(),
+        dir: a.dir.as_deref().map(micro::scratch::resolved),
         file_bytes: a.file_size,
         cache_max: a.cache_max,
         cache_time_s: a.cache_time.map(|d| d.as_secs_f64().ceil() as u64),

@@ -328,6 +328,8 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
     // (a database, or a link to one), a folder or a device.
     for (name, _) in &pages {
         let path = dir.join(name);
+        crate::store::output::check_path(&path, crate::store::output::PathUse::Output, None)
+            .map_err(sweep::store_error)?;
         match std::fs::metadata(&path) {
             Ok(_) if crate::store::db::is_sqlite_file(&path) => {
                 return Err(error::usage(format!(
@@ -348,6 +350,6 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
     for (name, page) in &pages {
         crate::store::output::write_atomic(&dir.join(name), page).map_err(sweep::store_error)?;
     }
-    eprintln!("wrote {} manual pages into {}", pages.len(), dir.display());
+    crate::tell!("wrote {} manual pages into {}", pages.len(), dir.display());
     Ok(())
 }

@@ -689,7 +689,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         served.push(crate::net::agent::SERVED);
     }
     let stop = crate::sys::signal::install_stop_handler();
-    eprintln!(
+    crate::tell!(
         "iopath net serve: listening on {}{} (Ctrl-C to stop)",
         listener.local_addr()?,
         if args.agent { " as an agent" } else { "" }
@@ -700,7 +700,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         match crate::net::session::serve_session_with(&listener, Some(stop.flag()), &options, &served) {
             Ok(()) => {}
             Err(_) if stop.requested() => break,
-            Err(e) => eprintln!("net serve: {e:#}"),
+            Err(e) => crate::tell!("net serve: {e:#}"),
         }
         if args.once || stop.requested() {
             break;

@@ -128,6 +128,8 @@ impl PlanFile {
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let text = self.to_toml()?;
         // Like every output: never over an SQLite file, whole or absent, a device written in place.
+        crate::store::output::check_path(path, crate::store::output::PathUse::Output, None)
+            .map_err(super::sweep::store_error)?;
         crate::store::output::write_atomic(path, text.as_bytes()).map_err(super::sweep::store_error)
     }
 }

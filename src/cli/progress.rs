@@ -90,12 +90,12 @@ impl Progress {
     /// `warm-up: <label>` for the discarded warm-up cell.
     pub fn start_cell(&self, label: &str) {
         match &self.view {
-            View::Bar(bar) => bar.set_message(label.to_string()),
+            View::Bar(bar) => bar.set_message(crate::format::escape_control(label).into_owned()),
             View::Hidden => {}
             View::Lines => {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(case) = label.strip_prefix("warm-up: ") {
-                    eprintln!("warm-up cell (discarded): {case}");
+                    crate::tell!("warm-up cell (discarded): {case}");
                     return;
                 }
                 let now = Instant::now();
@@ -106,7 +106,7 @@ impl Progress {
                     .is_none_or(|last| now.duration_since(last) >= LINE_INTERVAL);
                 if number == 1 || number >= self.total || due {
                     state.last_line = Some(now);
-                    eprintln!("{}", self.line(&state, number, label, now));
+                    crate::tell!("{}", self.line(&state, number, label, now));
                 }
             }
         }
@@ -142,8 +142,8 @@ impl Progress {
     /// Print a line above the bar (or plainly without one).
     pub fn note(&self, line: &str) {
         match &self.view {
-            View::Bar(bar) => bar.println(line),
-            View::Lines | View::Hidden => eprintln!("{line}"),
+            View::Bar(bar) => bar.println(crate::format::escape_control_keep_lines(line)),
+            View::Lines | View::Hidden => crate::tell!("{line}"),
         }
     }
 
@@ -154,7 +154,7 @@ impl Progress {
             View::Lines => {
                 let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if self.total > 0 {
-                    eprintln!(
+                    crate::tell!(
                         "{}/{} cells done in {}",
                         state.done,
                         self.total,

@@ -9,7 +9,7 @@ use crate::observation::Role;
 use crate::report::compare::{CompareOptions, Comparison, Correction, Difference, Gate, Verdict};
 use crate::report::{self, fmt_num};
 use crate::store::export::{bmf_json, otava_csv, CsvExporter, Exporter, JsonExporter};
-use crate::store::output::{check_output, write_atomic};
+use crate::store::output::{check_path, write_atomic, PathUse};
 use crate::store::{tidy, RunData, Store, DEFAULT_DB_PATH};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -192,7 +192,7 @@ fn pick_run(store: &Store, id: Option<i64>) -> anyhow::Result<i64> {
 /// Refuse an output path that is the database `db` (or any SQLite file), or that we cannot
 /// write, before doing any work: exit code 2.
 pub fn check_output_path(path: &Path, db: &Path) -> anyhow::Result<()> {
-    check_output(path, db).map_err(store_error)?;
+    check_path(path, PathUse::Output, Some(db)).map_err(store_error)?;
     check_writable(path)
 }
 
@@ -201,7 +201,8 @@ pub fn check_output_path(path: &Path, db: &Path) -> anyhow::Result<()> {
 /// FIFO such as /dev/stdout, beside which a charts folder would be made in /dev), and that
 /// folder, when something is already there, must be a folder (never an SQLite file).
 pub fn check_report_path(html: &Path, db: &Path) -> anyhow::Result<()> {
-    check_output_path(html, db)?;
+    check_path(html, PathUse::Report, Some(db)).map_err(store_error)?;
+    check_writable(html)?;
     if std::fs::metadata(html).is_ok_and(|m| !m.is_file()) {
         return Err(usage(format!(
             "a report cannot be written to {}: it is not a file, and the report's charts need a folder beside \

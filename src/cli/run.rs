@@ -430,11 +430,11 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     };
     let cells = plan.cells(&done);
     if let (Some(id), false) = (run_id, done.is_empty()) {
-        eprintln!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
+        crate::tell!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
     }
     if outputs.detectable {
         let line = crate::report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len());
-        eprint!("{}", super::output::wrap(&line, 4));
+        crate::tell_part!("{}", super::output::wrap(&line, 4));
     }
     // A second signal exits at once: it must not leave the run `running`.
     let _forced_exit_guard = match (&store, run_id) {
@@ -525,7 +525,7 @@ pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<
 /// After printing: say where the run is stored, and fail (exit 1) when cells failed.
 pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
-        eprintln!(
+        crate::tell!(
             "stored as run {id} in {db}; `iopath report {id} --db {db}` draws it",
             db = db.display()
         );

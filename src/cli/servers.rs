@@ -337,7 +337,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let stop = crate::sys::signal::install_stop_handler();
     if let Some(w) = srv::raise_fd_limit(args.max_conns as u64 + 64) {
-        eprintln!("note: {w}");
+        crate::tell!("note: {w}");
     }
     let mut config = ServerConfig::new(args.model, args.listen);
     config.max_conns = args.max_conns;
@@ -360,7 +360,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let s = running.stop();
-    eprintln!(
+    crate::tell!(
         "stopped: {} connections accepted, {} refused, {} requests, {} bad frames, {} idle closed, {} too slow, {} evicted for newcomers; {} thread(s) joined",
         s.accepted,
         s.refused,

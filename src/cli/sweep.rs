@@ -465,7 +465,7 @@ fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
         } else {
             "confidence intervals of the median (6 needed) or significance (4 a side)"
         };
-        eprintln!("note: {reps} repetition(s) per case: too few for {what}; --reps 6 gives them");
+        crate::tell!("note: {reps} repetition(s) per case: too few for {what}; --reps 6 gives them");
     }
     Ok(())
 }
@@ -569,14 +569,14 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         super::results::check_report_path(out, &args.db)?;
     }
     let started = std::time::Instant::now();
-    eprintln!(
+    crate::tell!(
         "iopath quick: {} cases x {QUICK_REPS} repetitions ({} cells of {QUICK_DURATION}) into {}",
         plan.cases.len(),
         plan.cases.len() * QUICK_REPS as usize,
         args.db.display()
     );
     for note in quick_notes(&plan) {
-        eprint!("{}", super::output::wrap(&format!("  {note}"), 4));
+        crate::tell_part!("{}", super::output::wrap(&format!("  {note}"), 4));
     }
     let (output, wide) = (args.output.clone(), args.wide);
     let report = move |stored: &run::StoredRun| -> anyhow::Result<()> {

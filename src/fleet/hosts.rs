@@ -2,7 +2,8 @@
 //! (`--pairs all|ring|star:HOST|FILE`). Both files are read bounded and refused line by line:
 //! every refusal names the file, the line and what is accepted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 /// The most bytes a hosts or pairs file may hold: 10,000 agents at ~60 bytes a line, or the
@@ -20,7 +21,7 @@ pub fn read_hosts(path: &Path) -> Result<Vec<String>, String> {
 /// The agents named by `text` (the contents of the file `name`), in the file's order.
 pub fn parse_hosts(text: &str, name: &str) -> Result<Vec<String>, String> {
     let mut hosts: Vec<String> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
     for (number, line) in lines(text) {
         let mut words = line.split_whitespace();
         let (Some(host), None) = (words.next(), words.next()) else {
@@ -30,11 +31,19 @@ pub fn parse_hosts(text: &str, name: &str) -> Result<Vec<String>, String> {
             ));
         };
         check_host_port(host).map_err(|why| format!("--hosts {name} line {number}: {why}"))?;
-        if !seen.insert(host.to_ascii_lowercase()) {
-            return Err(format!(
-                "--hosts {name} line {number}: {host} is listed twice (each agent once)"
-            ));
+        if let Some(first) = seen.get(&agent_key(host)) {
+            let same_text = hosts[*first].eq_ignore_ascii_case(host);
+            let host = crate::format::escape_control(host);
+            return Err(if same_text {
+                format!("--hosts {name} line {number}: {host} is listed twice (each agent once)")
+            } else {
+                format!(
+                    "--hosts {name} line {number}: {host} is the agent {} again (each agent once)",
+                    crate::format::escape_control(&hosts[*first])
+                )
+            });
         }
+        seen.insert(agent_key(host), hosts.len());
         hosts.push(host.to_string());
         if hosts.len() > MAX_HOSTS {
             return Err(format!(
@@ -49,6 +58,67 @@ pub fn parse_hosts(text: &str, name: &str) -> Result<Vec<String>, String> {
         ));
     }
     Ok(hosts)
+}
+
+/// What `host` connects to, as one spelling: the port as a number (`07000` is 7000), a numeric
+/// IPv4 address as the resolver reads it (`127.000.000.002`, `0x7f.2`, `2130706434` are all
+/// 127.0.0.2 — inet_aton's decimal, octal and hex parts), an IPv6 address in its shortest form
+/// (an IPv4-mapped one as the IPv4 address it reaches), a name in lower case without the root's
+/// trailing dot. Two entries with one key are one agent.
+pub fn agent_key(host: &str) -> String {
+    let Some((name, port)) = host.rsplit_once(':') else {
+        return host.to_ascii_lowercase();
+    };
+    let port = port
+        .parse::<u16>()
+        .map(|p| p.to_string())
+        .unwrap_or_else(|_| port.to_string());
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']'));
+    let address = match bare.map(str::parse::<Ipv6Addr>) {
+        Some(Ok(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => format!("[{v6}]"),
+        },
+        _ => match numeric_ipv4(name) {
+            Some(v4) => v4.to_string(),
+            None => name.trim_end_matches('.').to_ascii_lowercase(),
+        },
+    };
+    format!("{address}:{port}")
+}
+
+/// A numeric IPv4 address as inet_aton (and so getaddrinfo) reads it: one to four parts, each
+/// decimal, octal (a leading 0) or hex (0x), the last filling the remaining bytes.
+fn numeric_ipv4(text: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = text.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let number = |part: &str| -> Option<u64> {
+        let lower = part.to_ascii_lowercase();
+        let value = if let Some(hex) = lower.strip_prefix("0x") {
+            if hex.is_empty() {
+                Some(0)
+            } else {
+                u64::from_str_radix(hex, 16).ok()
+            }
+        } else if lower.len() > 1 && lower.starts_with('0') {
+            u64::from_str_radix(&lower[1..], 8).ok()
+        } else {
+            lower.parse::<u64>().ok()
+        };
+        value.filter(|_| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric()))
+    };
+    let values: Vec<u64> = parts.iter().map(|p| number(p)).collect::<Option<_>>()?;
+    let (head, last) = values.split_at(values.len() - 1);
+    if head.iter().any(|v| *v > 255) || last[0] >= 1u64 << (8 * (4 - head.len())) {
+        return None;
+    }
+    let mut address = last[0];
+    for (i, v) in head.iter().enumerate() {
+        address |= v << (8 * (3 - i));
+    }
+    u32::try_from(address).ok().map(Ipv4Addr::from)
 }
 
 /// `HOST:PORT` with a port from 1 to 65535, no control characters, no spaces.
@@ -112,7 +182,7 @@ pub type Pair = (usize, usize);
 /// [`super::schedule::circle`] builds as rounds directly). Errors name what is wrong.
 pub fn pairs_of(spec: &PairSpec, hosts: &[String]) -> Result<Vec<Pair>, String> {
     let n = hosts.len();
-    let index = |host: &str| hosts.iter().position(|h| h.eq_ignore_ascii_case(host));
+    let index = |host: &str| hosts.iter().position(|h| agent_key(h) == agent_key(host));
     match spec {
         PairSpec::All => Ok((0..n)
             .flat_map(|a| (0..n).filter(move |b| *b != a).map(move |b| (a, b)))
@@ -131,7 +201,7 @@ pub fn pairs_of(spec: &PairSpec, hosts: &[String]) -> Result<Vec<Pair>, String> 
 
 /// A pairs file: `SOURCE DESTINATION` per line (hosts of `--hosts`), `#` comments.
 pub fn parse_pairs(text: &str, name: &str, hosts: &[String]) -> Result<Vec<Pair>, String> {
-    let index = |host: &str| hosts.iter().position(|h| h.eq_ignore_ascii_case(host));
+    let index = |host: &str| hosts.iter().position(|h| agent_key(h) == agent_key(host));
     let mut pairs = Vec::new();
     let mut seen = HashSet::new();
     for (number, line) in lines(text) {
@@ -207,6 +277,38 @@ mod tests {
         assert!(err.contains("line 1") && err.contains("not one HOST:PORT"), "{err}");
         assert!(parse_hosts("a:0\nb:1\n", "h").unwrap_err().contains("line 1"));
         assert!(parse_hosts("a:1\n", "h").unwrap_err().contains("at least 2"));
+    }
+
+    #[test]
+    fn one_agent_spelt_two_ways_is_listed_twice() {
+        for (a, b) in [
+            ("10.1.2.3:7100", "10.001.002.003:7100"),
+            ("10.1.2.3:7100", "10.1.2.3:07100"),
+            ("10.1.2.3:7100", "0xa.1.2.3:7100"),
+            ("10.1.2.3:7100", "167838211:7100"),
+            ("10.1.2.3:7100", "10.1.515:7100"),
+            ("10.1.2.8:7100", "10.1.2.010:7100"),
+            ("10.1.2.3:7100", "[::ffff:10.1.2.3]:7100"),
+            ("[fd00::5]:7100", "[fd00:0:0::0005]:7100"),
+            ("Node4.lab:7100", "node4.LAB.:7100"),
+        ] {
+            let err = parse_hosts(&format!("{a}\n{b}\n"), "h").unwrap_err();
+            assert!(err.contains("line 2") && err.contains("again"), "{a} {b}: {err}");
+        }
+        for (a, b) in [
+            ("10.1.2.3:7100", "10.1.2.3:7101"),
+            ("10.1.2.3:7100", "10.1.2.30:7100"),
+            ("10.1.2.9:7100", "10.1.2.010:7100"),
+            ("10.1.2.3:7100", "10.1.2.3.4:7100"),
+            ("node4:7100", "node40:7100"),
+        ] {
+            assert!(parse_hosts(&format!("{a}\n{b}\n"), "h").is_ok(), "{a} {b}");
+        }
+        let hosts: Vec<String> = ["10.0.0.1:1", "10.0.0.2:1"].map(String::from).to_vec();
+        assert_eq!(
+            parse_pairs("10.0.0.001:1 10.0.0.2:01\n", "p", &hosts).unwrap(),
+            vec![(0, 1)]
+        );
     }
 
     #[test]

@@ -753,7 +753,7 @@ mod busy_tests {
     fn sample_beside_two_spinners(self_contending: bool) -> Option<Observation> {
         let &cpu = crate::sys::affinity::allowed_cpus().unwrap().first()?;
         if std::fs::read_to_string("/proc/thread-self/schedstat").is_err() {
-            eprintln!("no schedstat here: nothing to check");
+            crate::tell!("no schedstat here: nothing to check");
             return None;
         }
         let done = std::sync::Arc::new(AtomicBool::new(false));

@@ -217,12 +217,12 @@ pub fn helper_main(args: &[String]) -> i32 {
             .and_then(|a| a.parse::<f64>().ok())
             .filter(|n| *n > 0.0 && *n <= 1e9),
     ) else {
-        eprintln!("error: {HELPER_ARG} takes <samples 1..1000> <sample_ns up to 1e9>");
+        crate::tell!("error: {HELPER_ARG} takes <samples 1..1000> <sample_ns up to 1e9>");
         return 2;
     };
     harness::overheads();
     let Some(size) = self_size() else {
-        eprintln!("error: cannot read /proc/self/status or /proc/self/maps");
+        crate::tell!("error: cannot read /proc/self/status or /proc/self/maps");
         return 1;
     };
     let budget = Budget { samples, sample_ns };
@@ -240,7 +240,7 @@ pub fn helper_main(args: &[String]) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("error: fork failed: {e}");
+            crate::tell!("error: fork failed: {e}");
             1
         }
     }

@@ -62,6 +62,8 @@ pub enum StoreError {
     Damaged { detail: String },
     #[error("cannot write {path}: {detail}")]
     CannotWrite { path: PathBuf, detail: String },
+    #[error("refusing {path}: {why}")]
+    PathRefused { path: PathBuf, why: String },
 }
 
 /// An SQLite failure that means the database itself cannot be used as it is — damaged
@@ -255,6 +257,7 @@ impl Store {
     /// Open the database for writing, creating it (and its folder) when missing. A 0-byte file
     /// is initialised as a new database (the user named it as the place to write).
     pub fn create_or_open(path: &Path) -> anyhow::Result<Store> {
+        super::output::check_path(path, super::output::PathUse::Database, None)?;
         match regular_file(path)? {
             Some(meta) if meta.len() > 0 => {
                 check_header(path)?;
@@ -389,11 +392,26 @@ impl Store {
     /// [`Store::open_existing`] for an input of `iopath merge`: a database written by an older
     /// iopath is read as it is (never migrated: an input is not changed), each reader of it
     /// using only the columns its schema version has (`schema_version`).
+    /// Every page of it is read once first (SQLite's `quick_check`), so a damaged input is named
+    /// before the output is created or written.
     pub fn open_merge_input(path: &Path) -> anyhow::Result<Store> {
-        Store::open_reader(path, true)
+        let store = Store::open_reader(path, true)?;
+        let found: String = store
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+            .map_err(|e| sqlite_error(path, e))?;
+        if found != "ok" {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("SQLite's check of every page found: {found}"),
+            }
+            .into());
+        }
+        Ok(store)
     }
 
     fn open_reader(path: &Path, older_ok: bool) -> anyhow::Result<Store> {
+        super::output::check_path(path, super::output::PathUse::Database, None)?;
         let Some(meta) = regular_file(path)? else {
             return Err(StoreError::Missing(path.to_path_buf()).into());
         };

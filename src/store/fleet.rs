@@ -254,10 +254,15 @@ impl Store {
             ValueRef::Integer(v) => Some(v as f64),
             _ => return Err(self.corrupt_fleet("a stored metric value is not a number".into())),
         };
+        let name = text(row.get_ref(2)?, "name").map_err(|e| self.corrupt_fleet(e.to_string()))?;
+        // The one range check of values not computed here, as `load_run` applies it.
+        if let Some(why) = value.and_then(|v| crate::observation::impossible_value(role, name, v)) {
+            return Err(self.corrupt_fleet(why));
+        }
         Ok(Some(FleetValueRow {
             position,
             role,
-            name: text(row.get_ref(2)?, "name").map_err(|e| self.corrupt_fleet(e.to_string()))?,
+            name,
             value,
             source: text(row.get_ref(4)?, "source").map_err(|e| self.corrupt_fleet(e.to_string()))?,
         }))

@@ -104,9 +104,10 @@ impl Store {
         Ok(row)
     }
 
-    /// The identity of run `id` computed from its row and cases (what a run measured into this
-    /// database is known by).
-    fn computed_identity(&self, id: i64) -> anyhow::Result<String> {
+    /// The identity of run `id` computed from its row and cases, with `original_id` the run's
+    /// id where it was measured (its own id for a run measured into this database, the stored
+    /// `source_run_id` of a merged one).
+    fn computed_identity(&self, id: i64, original_id: i64) -> anyhow::Result<String> {
         let (started_at, command_line, tool_version, machine_json, environment_json): (
             String,
             String,
@@ -128,7 +129,7 @@ impl Store {
             &[
                 &host,
                 &started_at,
-                &id.to_string(),
+                &original_id.to_string(),
                 &command_line,
                 &tool_version,
                 &machine_json,
@@ -138,12 +139,33 @@ impl Store {
         ))
     }
 
-    /// Run `id`'s identity: the stored one of a merged run, else computed.
+    /// Run `id`'s identity, always computed from its content: for a merged run from its
+    /// original id, and the stored `source_identity` checked against it — a stored identity
+    /// that is not the content's (tampered, or damaged) is `StoreError::Corrupt`, never
+    /// obeyed (it would make merge skip a genuine run as a duplicate, or copy one twice).
     pub fn run_identity(&self, id: i64) -> anyhow::Result<String> {
-        match self.provenance(id)? {
+        match self.checked_provenance(id)? {
             Some(p) => Ok(p.identity),
-            None => self.computed_identity(id),
+            None => self.computed_identity(id, id),
         }
+    }
+
+    /// [`Store::provenance`] with its identity checked against the run's content.
+    fn checked_provenance(&self, id: i64) -> anyhow::Result<Option<Provenance>> {
+        let Some(p) = self.provenance(id)? else {
+            return Ok(None);
+        };
+        if self.computed_identity(id, p.source_run_id)? != p.identity {
+            return Err(StoreError::Corrupt {
+                path: self.path().to_path_buf(),
+                detail: format!(
+                    "run {id}: its stored source identity is not the one its content gives (the row was changed \
+                     after it was merged)"
+                ),
+            }
+            .into());
+        }
+        Ok(Some(p))
     }
 
     /// Every run's identity, to its id.
@@ -166,7 +188,13 @@ impl Store {
     /// Each run is checked as a reader checks it (status, repetitions, cases that parse,
     /// possible positions) before anything of it is written: a damaged input is an error, and
     /// the runs copied before it stay whole.
+    /// Any failure reading the input that means it is damaged names the input.
     pub fn merge_from(&mut self, input: &mut Store, known: &mut HashMap<String, i64>) -> anyhow::Result<Vec<Merged>> {
+        let path = input.path().to_path_buf();
+        self.merge_runs(input, known).map_err(|e| damaged_input(e, &path))
+    }
+
+    fn merge_runs(&mut self, input: &mut Store, known: &mut HashMap<String, i64>) -> anyhow::Result<Vec<Merged>> {
         let source_file = std::fs::canonicalize(input.path())
             .unwrap_or_else(|_| input.path().to_path_buf())
             .display()
@@ -195,10 +223,10 @@ impl Store {
                 }
                 .into());
             }
-            let (identity, origin) = match input.provenance(id)? {
+            let (identity, origin) = match input.checked_provenance(id)? {
                 Some(p) => (p.identity.clone(), (p.source_file, p.source_run_id, p.source_host)),
                 None => (
-                    input.computed_identity(id)?,
+                    input.computed_identity(id, id)?,
                     (source_file.clone(), id, host_of(&run.machine_json)),
                 ),
             };
@@ -332,6 +360,36 @@ impl Store {
         tx.commit()?;
         Ok(Ok(run))
     }
+}
+
+/// `e`, met while merging from the input at `path`, as `StoreError::Corrupt` naming that input
+/// when it says a database is damaged (a malformed page, a value of the wrong type) without
+/// naming which.
+fn damaged_input(e: anyhow::Error, path: &Path) -> anyhow::Error {
+    let named = |detail: String| -> anyhow::Error {
+        StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        }
+        .into()
+    };
+    if let Some(StoreError::Damaged { detail }) = e.downcast_ref::<StoreError>() {
+        return named(detail.clone());
+    }
+    for cause in e.chain() {
+        if let Some(sqlite) = cause.downcast_ref::<rusqlite::Error>() {
+            if let Some(found) = super::db::unusable(Some(path), sqlite) {
+                return found.into();
+            }
+            if matches!(
+                sqlite,
+                rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..)
+            ) {
+                return named(format!("a stored value has the wrong type ({sqlite})"));
+            }
+        }
+    }
+    e
 }
 
 /// Whether two paths name the same file (device and inode: links and other spellings alike);

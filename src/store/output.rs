@@ -81,6 +81,139 @@ pub fn check_output(output: &Path, db: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a path named on the command line or in a plan is used as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathUse {
+    /// A results database (`--db`, `merge`'s output and inputs): SQLite reopens it by name and
+    /// writes its journal beside it, so it must be a file of its own.
+    Database,
+    /// A file written whole (`export -o`, `man -o`'s pages, a plan written out).
+    Output,
+    /// A report's HTML file, whose charts go into a folder beside it.
+    Report,
+}
+
+/// The suffixes of the files SQLite keeps beside a database.
+const SIDECARS: [&str; 3] = ["-journal", "-wal", "-shm"];
+
+/// Which of this process's descriptors `path` names, if any: `/dev/stdin`, `/dev/stdout`,
+/// `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/<our pid>/fd/N`,
+/// or a symbolic link (any chain of them) that leads to one.
+pub fn descriptor_of(path: &Path) -> Option<u32> {
+    let own = std::process::id().to_string();
+    let mut at = std::path::absolute(path).ok()?;
+    for _ in 0..40 {
+        let parts: Vec<String> = at
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        let named: Vec<&str> = parts.iter().map(String::as_str).collect();
+        match named[..] {
+            ["dev", "stdin"] => return Some(0),
+            ["dev", "stdout"] => return Some(1),
+            ["dev", "stderr"] => return Some(2),
+            ["dev", "fd", n] => return n.parse().ok(),
+            ["proc", who, "fd", n] if who == "self" || who == "thread-self" || who == own => return n.parse().ok(),
+            _ => {}
+        }
+        let target = std::fs::read_link(&at).ok()?;
+        at = match at.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+    }
+    None
+}
+
+fn refuse_path(path: &Path, why: String) -> anyhow::Error {
+    StoreError::PathRefused {
+        path: path.to_path_buf(),
+        why,
+    }
+    .into()
+}
+
+/// What a descriptor number is, in words for a refusal.
+fn descriptor_words(fd: u32) -> String {
+    match fd {
+        0 => "this process's standard input".into(),
+        1 => "this process's standard output".into(),
+        2 => "this process's standard error".into(),
+        n => format!("this process's open descriptor {n}"),
+    }
+}
+
+/// The one check of every output and database path, before any work: `path` resolved (links,
+/// `..`, and `/dev/std*`, `/dev/fd/*` through /proc/self/fd to what the descriptor is) and
+/// refused, with one line (exit 2), when it is not what it looks like:
+/// - a name of SQLite's own side files (`-journal`, `-wal`, `-shm`), given or resolved: SQLite
+///   deletes or rewrites them under the database they belong to;
+/// - for a database: one of this process's descriptors (a redirected stdout is not a file
+///   SQLite can reopen by name);
+/// - for a report: a descriptor (its charts need a folder beside a file of its own);
+/// - for an output: the database `db`, one of its side files, any SQLite file, a folder, or a
+///   place that cannot be written. A descriptor output is written in place (`write_atomic`).
+pub fn check_path(path: &Path, role: PathUse, db: Option<&Path>) -> anyhow::Result<()> {
+    // The names along the way: as given, each link's target (a link may point at a name that
+    // does not exist yet), and the whole path resolved.
+    let mut names = vec![path.to_path_buf()];
+    while names.len() < 40 {
+        let Some(target) = names.last().and_then(|at| std::fs::read_link(at).ok()) else {
+            break;
+        };
+        let at = names
+            .last()
+            .and_then(|at| at.parent())
+            .unwrap_or(Path::new("/"))
+            .join(target);
+        names.push(at);
+    }
+    names.push(normalize(path));
+    for name in names.iter().filter_map(|p| p.file_name()) {
+        let name = name.to_string_lossy();
+        if let Some(suffix) = SIDECARS.iter().find(|s| name.ends_with(*s)) {
+            return Err(refuse_path(
+                path,
+                format!(
+                    "a name ending in {suffix} is one of the files SQLite keeps beside a database (-journal, -wal, \
+                     -shm), which SQLite deletes or rewrites; choose another name"
+                ),
+            ));
+        }
+    }
+    let descriptor = descriptor_of(path);
+    match (role, descriptor) {
+        (PathUse::Database, Some(fd)) => {
+            return Err(refuse_path(
+                path,
+                format!(
+                    "it is {}, and a results database must be a file of its own (SQLite reopens it by name and keeps \
+                     its journal beside it); give a file path such as results.db",
+                    descriptor_words(fd)
+                ),
+            ))
+        }
+        (PathUse::Report, Some(fd)) => {
+            return Err(refuse_path(
+                path,
+                format!(
+                    "it is {}, and a report's charts need a folder beside a file of its own; give a file path such \
+                     as report.html (its charts go into report-charts/)",
+                    descriptor_words(fd)
+                ),
+            ))
+        }
+        _ => {}
+    }
+    match (role, db) {
+        (PathUse::Database, _) | (_, None) => Ok(()),
+        (_, Some(db)) => check_output(path, db),
+    }
+}
+
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh name for a temporary sibling of `name` in `dir`.
@@ -113,6 +246,19 @@ fn cannot_write(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
 /// `/dev/null`) is written directly: renaming over it would replace the device. Refuses to
 /// replace an SQLite file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if descriptor_of(path).is_some() {
+        // `-o /dev/stdout` is what the descriptor is (a pipe, a terminal, the file the shell
+        // redirected it to), written where it is: never a temporary file renamed over the
+        // redirected file.
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| cannot_write(path, e))?;
+        return file
+            .write_all(bytes)
+            .and_then(|()| file.flush())
+            .map_err(|e| cannot_write(path, e));
+    }
     let dest = destination(path);
     match std::fs::metadata(&dest) {
         Ok(m) if m.is_dir() => return Err(cannot_write(path, "it is a folder")),
@@ -263,6 +409,37 @@ mod tests {
         assert!(same_file(&dir.path().join("sub/../x.db"), &db));
         assert!(same_file(&dir.path().join("./sub/../missing/../x.db"), &db));
         assert!(!same_file(&dir.path().join("y.db"), &db));
+    }
+
+    #[test]
+    fn descriptors_and_side_files_are_known_by_any_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(descriptor_of(Path::new("/dev/stderr")), Some(2));
+        assert_eq!(descriptor_of(Path::new("/dev/fd/7")), Some(7));
+        assert_eq!(descriptor_of(Path::new("/proc/thread-self/fd/1")), Some(1));
+        assert_eq!(
+            descriptor_of(&PathBuf::from(format!("/proc/{}/fd/4", std::process::id()))),
+            Some(4)
+        );
+        assert_eq!(descriptor_of(Path::new("/proc/1/fd/4")), None, "another process's");
+        let link = dir.path().join("out.db");
+        std::os::unix::fs::symlink("/dev/stdout", &link).unwrap();
+        assert_eq!(descriptor_of(&link), Some(1), "a link to one");
+        assert_eq!(descriptor_of(&dir.path().join("plain.db")), None);
+        let err = check_path(&link, PathUse::Database, None).unwrap_err().to_string();
+        assert!(err.contains("standard output"), "{err}");
+        assert!(check_path(&link, PathUse::Report, None).is_err());
+        for name in ["runs.db-wal", "x-shm", "a.sqlite-journal"] {
+            for role in [PathUse::Database, PathUse::Output, PathUse::Report] {
+                let err = check_path(&dir.path().join(name), role, None).unwrap_err().to_string();
+                assert!(err.contains("SQLite keeps beside a database"), "{name}: {err}");
+            }
+        }
+        // A link whose target is a side file's name.
+        let to_side = dir.path().join("innocent.csv");
+        std::os::unix::fs::symlink(dir.path().join("m.db-journal"), &to_side).unwrap();
+        assert!(check_path(&to_side, PathUse::Output, None).is_err());
+        assert!(check_path(&dir.path().join("wal.db"), PathUse::Database, None).is_ok());
     }
 
     #[test]

@@ -259,21 +259,31 @@ impl Store {
                         r.get::<_, String>(4)?,
                     ))
                 })?
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.stored(e))?;
             let mut metrics = Vec::with_capacity(metric_rows.len());
             for (role, name, value, unit, source) in metric_rows {
-                metrics.push(Metric {
-                    name,
-                    role: parse_role(&role)?,
+                let damaged = |what: String| self.corrupt(format!("observation {obs_id}: {what}"));
+                let metric = Metric {
+                    role: parse_role(&role).map_err(|e| damaged(e.to_string()))?,
                     value,
                     unit,
-                    source: source.parse().map_err(|e: String| anyhow::anyhow!(e))?,
-                });
+                    source: source.parse().map_err(damaged)?,
+                    name,
+                };
+                // The one range check of values not computed here (`Metric::impossible`).
+                if let Some(why) = metric.impossible() {
+                    return Err(damaged(why));
+                }
+                metrics.push(metric);
             }
+            let json = |text: &str, what: &str| {
+                self.corrupt(format!("observation {obs_id}: its {what} do not parse ({text})"))
+            };
             let observation = Observation {
                 metrics,
-                warnings: serde_json::from_str(&warnings)?,
-                placement: serde_json::from_str(&placement)?,
+                warnings: serde_json::from_str(&warnings).map_err(|e| json(&e.to_string(), "warnings"))?,
+                placement: serde_json::from_str(&placement).map_err(|e| json(&e.to_string(), "placement"))?,
                 pair_machines: None,
             };
             cells.push(StoredCell {

@@ -118,7 +118,7 @@ pub fn run_plan(
         }
     };
     if let Some(e) = &error {
-        end.error = Some(format!("{e:#}"));
+        end.error = Some(crate::format::error_text(e));
     }
     for sink in sinks.iter_mut() {
         if let Err(e) = sink.finish(&end) {
@@ -181,7 +181,7 @@ fn run_cells(
             break;
         }
         let outcome = CellOutcome {
-            result: result.map_err(|e| format!("{e:#}")),
+            result: result.map_err(|e| crate::format::error_text(&e)),
             elapsed_s: started.elapsed().as_secs_f64(),
         };
         if outcome.result.is_err() {

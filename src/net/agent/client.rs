@@ -105,18 +105,24 @@ pub fn run_on_agent_with(
             }
             Control::Running => on_queued(0),
             Control::AgentResult(result) => {
+                let mut observation = result.observation;
+                // An agent's figures pass the one range check of a peer's values.
+                let peer = format!("agent {agent}");
+                observation.metrics = observation.metrics.iter().map(|m| m.from_peer(&peer)).collect();
                 return Ok(AgentRun {
-                    observation: result.observation,
+                    observation,
                     source: result.source,
                     destination: result.destination,
                     queued_behind,
-                })
+                });
             }
             Control::Refused { error, kind } => {
                 return Err(anyhow::Error::new(ServerRefused(Refusal { kind, error })).context(format!("agent {agent}")))
             }
             Control::Unavailable { what, reason } => return Err(Unsupported::new(what, reason).into()),
-            Control::Failed { error } => bail!("agent {agent}: the run failed: {error}"),
+            Control::Failed { error } => bail!(crate::format::said_once(&format!(
+                "agent {agent}: the run failed: {error}"
+            ))),
             other => bail!("agent {agent}: unexpected message {other:?}"),
         }
     }

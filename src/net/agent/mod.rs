@@ -167,7 +167,7 @@ fn answer_failure(control: &mut ControlChannel, target: &str, e: anyhow::Error) 
     let error = if e.is::<Interrupted>() {
         "the agent was stopped during the run".to_string()
     } else {
-        format!("{e:#}")
+        crate::format::error_text(&e)
     };
     control.send(&Control::Failed { error: error.clone() }).ok();
     anyhow!(error)

@@ -98,12 +98,13 @@ pub(crate) fn measured_counters<'a>(
     CounterSample::sum(samples.into_iter().flatten()).unwrap_or_else(|| CounterSample::missing(why))
 }
 
-/// A metric from the peer as it must read: no value means unavailable, whatever the peer said.
+/// A metric from the peer as it must read: no value means unavailable, whatever the peer said,
+/// and a value out of range (`Metric::impossible`) is unavailable too.
 pub(crate) fn checked(metric: &Metric) -> Metric {
     match (&metric.value, &metric.source) {
         (None, Source::Unavailable(_)) => metric.clone(),
         (None, _) => Metric::unavailable(&metric.name, metric.role, &metric.unit, "the server sent no value"),
-        (Some(v), source) => Metric::new(&metric.name, metric.role, *v, &metric.unit, source.clone()),
+        (Some(_), _) => metric.from_peer("the server"),
     }
 }
 

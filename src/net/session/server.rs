@@ -495,8 +495,8 @@ impl<'a> Server<'a> {
             }
         } else if !self.log.on {
             match outcome {
-                Ok(()) => eprintln!("session finished"),
-                Err(e) => eprintln!("session failed: {e:#}"),
+                Ok(()) => crate::tell!("session finished"),
+                Err(e) => crate::tell!("session failed: {e:#}"),
             }
         }
     }
@@ -715,7 +715,7 @@ impl ServeLog {
         let (second, _, left_out) = &mut *budget;
         if second.elapsed() >= Duration::from_secs(1) {
             if *left_out > 0 {
-                eprintln!("({left_out} more refused connections were not logged)");
+                crate::tell!("({left_out} more refused connections were not logged)");
             }
             *budget = (Instant::now(), 0, 0);
         }
@@ -725,7 +725,7 @@ impl ServeLog {
             return;
         }
         *logged += 1;
-        eprintln!(
+        crate::tell!(
             "session refused: peer {peer}, workload {workload}: {}",
             crate::format::escape_control(reason)
         );
@@ -736,9 +736,9 @@ impl ServeLog {
             return;
         }
         match outcome {
-            Ok(()) => eprintln!("session finished: peer {peer}, workload {workload}"),
+            Ok(()) => crate::tell!("session finished: peer {peer}, workload {workload}"),
             Err(e) if e.is::<Refusal>() || e.is::<Unsupported>() => self.refused(peer, workload, &format!("{e:#}")),
-            Err(e) => eprintln!(
+            Err(e) => crate::tell!(
                 "session failed: peer {peer}, workload {workload}: {}",
                 crate::format::escape_control(&format!("{e:#}"))
             ),
@@ -749,7 +749,7 @@ impl ServeLog {
     fn flush(&self) {
         if let Ok(budget) = self.budget.lock() {
             if self.on && budget.2 > 0 {
-                eprintln!("({} more refused connections were not logged)", budget.2);
+                crate::tell!("({} more refused connections were not logged)", budget.2);
             }
         }
     }
