@@ -173,7 +173,7 @@ fn an_output_path_that_is_the_database_or_any_sqlite_file_is_refused() {
             .arg(&db)
             .output()
             .unwrap();
-        assert_refused(&out, "refusing to write", &format!("{command} -o {}", target.display()));
+        assert_refused(&out, "refusing", &format!("{command} -o {}", target.display()));
     }
     // quick refuses before it measures anything (it would run for a minute otherwise).
     for target in [&db, &dotted] {
@@ -858,7 +858,7 @@ fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
         .arg(&db)
         .output()
         .unwrap();
-    assert_refused(&out, "not a file", "report -o /dev/stdout");
+    assert_refused(&out, "a report's charts need a folder", "report -o /dev/stdout");
     assert!(
         !Path::new("/dev/stdout-charts").exists(),
         "a charts folder was made in /dev"
@@ -893,4 +893,147 @@ fn man_and_report_outputs_never_land_on_a_database_or_beside_a_device() {
         .unwrap();
     assert_refused(&out, "x-charts", "report whose charts folder is a database");
     assert!(!dir.path().join("x.html").exists());
+}
+
+/// Issue 31, item 3: every database and output path is resolved (a descriptor through
+/// /proc/self/fd) and checked by one function before any work; SQLite's side-file names are
+/// refused everywhere.
+#[test]
+fn paths_that_are_not_what_they_look_like_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kept.db");
+    assert!(fake_sweep(&db).status.success());
+    let before = std::fs::read(&db).unwrap();
+    // A database named like a side file, in every command that takes one.
+    for name in ["kept.db-journal", "results-wal", "x.sqlite-shm"] {
+        let side = dir.path().join(name);
+        for args in [
+            &["fake", "--cells", "ok"][..],
+            &["runs"],
+            &["export"],
+            &["sweep", "fake", "--cells", "ok"],
+        ] {
+            let out = iopath().args(args).arg("--db").arg(&side).output().unwrap();
+            assert_refused(&out, "SQLite keeps beside a database", &format!("{args:?} --db {name}"));
+            assert!(!side.exists(), "{args:?} --db {name} made it");
+        }
+        for (command, flag) in [("export", "-o"), ("report", "-o")] {
+            let out = iopath()
+                .args([command, flag])
+                .arg(&side)
+                .arg("--db")
+                .arg(&db)
+                .output()
+                .unwrap();
+            assert_refused(&out, "SQLite keeps beside a database", &format!("{command} -o {name}"));
+        }
+        let out = iopath().arg("merge").arg(&side).arg(&db).output().unwrap();
+        assert_refused(&out, "SQLite keeps beside a database", &format!("merge {name}"));
+        assert!(!side.exists(), "merge {name} made it");
+    }
+    // A link whose name looks harmless but leads to a side file's name.
+    let innocent = dir.path().join("numbers.csv");
+    std::os::unix::fs::symlink(dir.path().join("kept.db-wal"), &innocent).unwrap();
+    let out = iopath()
+        .args(["export", "-o"])
+        .arg(&innocent)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_refused(
+        &out,
+        "SQLite keeps beside a database",
+        "export -o a link to a -wal name",
+    );
+
+    // A database that is this process's stdout or another descriptor, redirected to a file:
+    // refused with one line before anything is measured, nothing written into the file.
+    for (spelling, fd_name) in [
+        ("/dev/stdout", "standard output"),
+        ("/dev/fd/1", "standard output"),
+        ("/proc/self/fd/1", "standard output"),
+    ] {
+        let sink = dir.path().join("redirected.out");
+        let err = dir.path().join("redirected.err");
+        let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("iopath"))
+            .args(["fake", "--cells", "ok:3", "--db", spelling])
+            .stdout(std::fs::File::create(&sink).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .status()
+            .unwrap();
+        let said = std::fs::read_to_string(&err).unwrap();
+        assert_eq!(status.code(), Some(2), "--db {spelling}: {said}");
+        assert!(
+            said.contains(fd_name) && said.trim_end().lines().count() == 1,
+            "--db {spelling}: {said}"
+        );
+        assert_eq!(
+            std::fs::read(&sink).unwrap().len(),
+            0,
+            "--db {spelling} wrote into the redirected file"
+        );
+    }
+    // A report into a redirected stderr: no charts folder under /dev, one line, exit 2.
+    let err = dir.path().join("report.err");
+    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("iopath"))
+        .args(["report", "-o", "/dev/fd/2", "--db"])
+        .arg(&db)
+        .stderr(std::fs::File::create(&err).unwrap())
+        .status()
+        .unwrap();
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("standard error") && said.trim_end().lines().count() == 1,
+        "{said}"
+    );
+    assert!(!Path::new("/dev/fd-charts").exists() && !Path::new("/dev/stderr-charts").exists());
+    assert!(std::fs::read(&db).unwrap() == before, "the database was changed");
+}
+
+/// Issue 31, item 4: a stored value out of range (negative, not finite, beyond 2^53, a
+/// fraction above 1) or of the wrong type (text) is "damaged", exit 2, in every reader —
+/// never printed, never a raw SQLite error.
+#[test]
+fn stored_values_out_of_range_or_of_the_wrong_type_are_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.db");
+    assert!(fake_sweep(&clean).status.success());
+    assert!(fake_sweep(&clean).status.success());
+    let html = dir.path().join("r.html");
+    for (i, value) in ["-0.25", "-4096", "3e17", "1e999", "-1e999", "'quick'", "x'00ff'"]
+        .iter()
+        .enumerate()
+    {
+        let db = dir.path().join(format!("bad{i}.db"));
+        std::fs::copy(&clean, &db).unwrap();
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch(&format!(
+                "UPDATE metrics SET value = {value} WHERE rowid = (SELECT max(m.rowid) FROM metrics m \
+                 JOIN observations o ON o.id = m.observation_id JOIN cases c ON c.id = o.case_id WHERE c.run_id = 2)"
+            ))
+            .unwrap();
+        for args in [
+            vec!["export"],
+            vec!["export", "--format", "json"],
+            vec!["compare", "1", "2"],
+            vec!["report", "2", "-o", html.to_str().unwrap()],
+        ] {
+            let out = iopath().args(&args).arg("--db").arg(&db).output().unwrap();
+            assert_refused(&out, "damaged", &format!("{args:?} with the value {value}"));
+        }
+    }
+    // A fraction above 1.
+    let db = dir.path().join("fraction.db");
+    std::fs::copy(&clean, &db).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "UPDATE metrics SET name = 'served_fraction', value = 1.5 WHERE rowid = (SELECT max(rowid) FROM metrics)",
+        )
+        .unwrap();
+    let out = iopath().arg("export").arg("--db").arg(&db).output().unwrap();
+    assert_refused(&out, "damaged", "a fraction of 1.5");
 }

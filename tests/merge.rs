@@ -296,3 +296,91 @@ fn a_run_being_executed_is_left_until_it_ends() {
     assert!(text.contains("run 1 copied as run 1"), "{text}");
     assert_eq!(records(&out, 1), records(&a, 1));
 }
+
+/// Exit 2 with one line on stderr naming `file` and saying "damaged".
+fn assert_damaged(out: &Output, file: &Path, what: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(err.contains("damaged") && err.contains(s(file)), "{what}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+}
+
+/// Issue 31, item 4: a stored source identity is checked against the run's content, never
+/// obeyed: a tampered one neither makes a genuine run a "duplicate" nor lets a run in twice.
+#[test]
+fn a_stored_identity_that_is_not_the_contents_is_damaged_not_obeyed() {
+    let t = two_databases();
+    let merged_b = t.out.with_file_name("merged-b.db");
+    ok(&["merge", s(&merged_b), s(&t.b)]);
+    ok(&["merge", s(&t.out), s(&t.a)]);
+    let identity_of_a: String = rusqlite::Connection::open(&t.out)
+        .unwrap()
+        .query_row("SELECT source_identity FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    for (id, forged) in [
+        (1, identity_of_a.clone()),
+        (2, "0".repeat(64)),
+        (1, identity_of_a.to_uppercase()),
+    ] {
+        let tampered = t.out.with_file_name(format!("tampered-{id}.db"));
+        std::fs::copy(&merged_b, &tampered).unwrap();
+        rusqlite::Connection::open(&tampered)
+            .unwrap()
+            .execute(
+                "UPDATE runs SET source_identity = ?1 WHERE id = ?2",
+                rusqlite::params![forged, id],
+            )
+            .unwrap();
+        let out = run(&["merge", s(&t.out), s(&tampered)]);
+        assert_damaged(&out, &tampered, &format!("run {id} with identity {forged}"));
+        assert_eq!(
+            count(&t.out, "SELECT count(*) FROM runs"),
+            1,
+            "nothing copied from a tampered input"
+        );
+    }
+    // Untouched, the same database merges as before.
+    let text = stdout(&ok(&["merge", s(&t.out), s(&merged_b)]));
+    assert!(text.contains("merged 2 runs"), "{text}");
+}
+
+/// Issue 31, item 7: a damaged input is named, and an output the merge created is not left
+/// behind empty.
+#[test]
+fn a_damaged_input_is_named_and_leaves_no_empty_output() {
+    let t = two_databases();
+    let bytes = std::fs::read(&t.b).unwrap();
+    // Pages overwritten past the first; a value of the wrong type; a value out of range.
+    let overwritten = t.out.with_file_name("overwritten.db");
+    let mut damaged = bytes.clone();
+    for (i, b) in damaged[4096..].iter_mut().enumerate() {
+        *b = (i * 31 % 251) as u8;
+    }
+    std::fs::write(&overwritten, &damaged).unwrap();
+    let mut inputs = vec![overwritten];
+    for (name, value) in [("text.db", "'lots'"), ("negative.db", "-12.5"), ("huge.db", "4e300")] {
+        let path = t.out.with_file_name(name);
+        std::fs::write(&path, &bytes).unwrap();
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "UPDATE metrics SET value = {value} WHERE rowid = (SELECT max(rowid) FROM metrics)"
+            ))
+            .unwrap();
+        inputs.push(path);
+    }
+    for input in &inputs {
+        let fresh = t.out.with_file_name("fresh.db");
+        let out = run(&["merge", s(&fresh), s(input)]);
+        assert_damaged(&out, input, &format!("merge fresh.db {}", input.display()));
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let left = format!("{}{suffix}", fresh.display());
+            assert!(!Path::new(&left).exists(), "{left} left behind by a failed merge");
+        }
+    }
+    // An output that existed before keeps what it had.
+    ok(&["merge", s(&t.out), s(&t.a)]);
+    let out = run(&["merge", s(&t.out), s(&inputs[1])]);
+    assert_damaged(&out, &inputs[1], "merge into an existing output");
+    assert_eq!(count(&t.out, "SELECT count(*) FROM runs"), 1);
+}

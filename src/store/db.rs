@@ -392,8 +392,9 @@ impl Store {
     /// [`Store::open_existing`] for an input of `iopath merge`: a database written by an older
     /// iopath is read as it is (never migrated: an input is not changed), each reader of it
     /// using only the columns its schema version has (`schema_version`).
-    /// Every page of it is read once first (SQLite's `quick_check`), so a damaged input is named
-    /// before the output is created or written.
+    /// Every page of it is read once first (SQLite's `quick_check`) and its rows checked as a
+    /// reader checks them (`Store::check_merge_input`), so a damaged input is named before the
+    /// output is created or written.
     pub fn open_merge_input(path: &Path) -> anyhow::Result<Store> {
         let store = Store::open_reader(path, true)?;
         let found: String = store
@@ -403,10 +404,20 @@ impl Store {
         if found != "ok" {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
-                detail: format!("SQLite's check of every page found: {found}"),
+                detail: format!(
+                    "SQLite's check of every page found: {}",
+                    found
+                        .lines()
+                        .filter(|l| !l.starts_with("***"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
             }
             .into());
         }
+        store
+            .check_merge_input()
+            .map_err(|e| super::merge::damaged_input(e, path))?;
         Ok(store)
     }
 

@@ -85,7 +85,7 @@ fn text<'a>(v: ValueRef<'a>, what: &str) -> anyhow::Result<&'a str> {
     }
 }
 
-fn role_of(text: &str) -> Option<Role> {
+pub(super) fn role_of(text: &str) -> Option<Role> {
     match text {
         "client" => Some(Role::Client),
         "server" => Some(Role::Server),

@@ -168,6 +168,30 @@ impl Store {
         Ok(Some(p))
     }
 
+    /// Check this database as an input of `merge` before the output is created or written:
+    /// every stored identity against its run's content, every metric row as a reader would
+    /// accept it (`check_stored_value`). Merge copies rows without decoding them, so what a
+    /// reader would refuse is refused here, and a damaged input copies nothing.
+    pub fn check_merge_input(&self) -> anyhow::Result<()> {
+        let ids: Vec<i64> = self
+            .conn
+            .prepare("SELECT id FROM runs ORDER BY id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for id in ids {
+            self.checked_provenance(id)?;
+        }
+        let mut read = self.conn.prepare(
+            "SELECT c.run_id, m.role, m.name, m.value FROM metrics m JOIN observations o ON o.id = m.observation_id
+             JOIN cases c ON c.id = o.case_id",
+        )?;
+        let mut rows = read.query([])?;
+        while let Some(r) = rows.next()? {
+            check_stored_value(self, r.get(0)?, r)?;
+        }
+        Ok(())
+    }
+
     /// Every run's identity, to its id.
     pub fn run_identities(&self) -> anyhow::Result<HashMap<String, i64>> {
         let ids: Vec<i64> = self
@@ -362,10 +386,42 @@ impl Store {
     }
 }
 
+/// A metric row of run `id` of `input` as a reader would accept it: a known role, and a value
+/// that is a number passing the one range check (`observation::impossible_value`) or none.
+/// Merge copies rows without decoding them, so it checks them here: a damaged value is never
+/// carried into the output.
+fn check_stored_value(input: &Store, id: i64, r: &rusqlite::Row<'_>) -> anyhow::Result<()> {
+    let damaged = |detail: String| -> anyhow::Error {
+        StoreError::Corrupt {
+            path: input.path().to_path_buf(),
+            detail: format!("run {id}: {detail}"),
+        }
+        .into()
+    };
+    let role_text: String = r.get(1)?;
+    let name: String = r.get(2)?;
+    let role = super::fleet::role_of(&role_text)
+        .ok_or_else(|| damaged(format!("a stored metric has an unknown role '{role_text}'")))?;
+    let value = match r.get_ref(3)? {
+        rusqlite::types::ValueRef::Null => return Ok(()),
+        rusqlite::types::ValueRef::Real(v) => v,
+        rusqlite::types::ValueRef::Integer(v) => v as f64,
+        _ => {
+            return Err(damaged(format!(
+                "the stored value of {role_text}.{name} is not a number"
+            )))
+        }
+    };
+    match crate::observation::impossible_value(role, &name, value) {
+        Some(why) => Err(damaged(why)),
+        None => Ok(()),
+    }
+}
+
 /// `e`, met while merging from the input at `path`, as `StoreError::Corrupt` naming that input
 /// when it says a database is damaged (a malformed page, a value of the wrong type) without
 /// naming which.
-fn damaged_input(e: anyhow::Error, path: &Path) -> anyhow::Error {
+pub(super) fn damaged_input(e: anyhow::Error, path: &Path) -> anyhow::Error {
     let named = |detail: String| -> anyhow::Error {
         StoreError::Corrupt {
             path: path.to_path_buf(),
