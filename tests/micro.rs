@@ -707,3 +707,105 @@ fn db_that_cannot_be_created_is_refused_before_running() {
         .code(2)
         .stderr(predicate::str::contains("--db"));
 }
+
+/// The scratch folders of process `pid` in `dir`.
+fn scratch_of(dir: &std::path::Path, pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("iopath-micro-{pid}-"))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 31, item 6: a run killed with SIGKILL leaves its scratch folder (nothing in the
+/// process can remove it); the next run in the same place removes it and says so in one line,
+/// and never touches the folder of a run still going.
+#[test]
+fn folders_left_by_a_killed_run_are_removed_by_the_next_and_a_live_runs_are_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let (_db_dir, db) = temp_db("leftovers");
+    let long_run = |name: &str| {
+        std::process::Command::new(common::bin())
+            .args([
+                "micro",
+                "fs",
+                "--variant",
+                "seq_read",
+                "--dir",
+                d,
+                "--file-size",
+                "4M",
+                "--reps",
+                "1000",
+            ])
+            .args(["--name", name, "--db"])
+            .arg(&db)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("iopath")
+    };
+    let wait_for_folder = |pid: u32| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        // A cell's folder with its file in it (not the brief one the flags' check makes).
+        while !scratch_of(dir.path(), pid).iter().any(|f| f.join("fs.dat").exists()) {
+            assert!(std::time::Instant::now() < deadline, "no scratch folder of {pid}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    // The live run first: any run that starts removes what the dead left.
+    let live = long_run("live");
+    wait_for_folder(live.id());
+    let mut killed = long_run("killed");
+    wait_for_folder(killed.id());
+    common::signal(&killed, nix::sys::signal::Signal::SIGKILL);
+    killed.wait().expect("reaped");
+    let left = scratch_of(dir.path(), killed.id());
+    assert_eq!(left.len(), 1, "SIGKILL leaves the folder: {left:?}");
+    assert!(left[0].join("fs.dat").exists(), "with its file");
+
+    let out = iopath()
+        .args([
+            "micro",
+            "fs",
+            "--variant",
+            "seq_read",
+            "--dir",
+            d,
+            "--file-size",
+            "1M",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .expect("iopath");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("removed")).collect();
+    let name = left[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        said.len() == 1 && said[0].contains(&name),
+        "one line naming {name}: {err}"
+    );
+    assert!(!left[0].exists(), "{} still there", left[0].display());
+
+    // The live run went on untouched: stopped now, every cell it finished is a success.
+    common::sigint(&live);
+    let _ = common::finish_within(live, std::time::Duration::from_secs(30));
+    let failed = common::count(
+        &db,
+        "SELECT count(*) FROM observations o JOIN cases c ON c.id = o.case_id JOIN runs r ON r.id = c.run_id \
+         WHERE r.name = 'live' AND o.status != 'ok'",
+    );
+    assert_eq!(failed, 0, "a cell of the live run failed: its folder was touched");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "all removed");
+}

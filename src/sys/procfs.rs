@@ -99,17 +99,22 @@ fn cgroup_headroom() -> Option<u64> {
 
 /// When process `pid` started (field 22 of /proc/PID/stat, clock ticks after boot): with the
 /// pid, what tells one process from a later one given the same pid. None when there is no
-/// such process.
+/// such process, or only its zombie (dead, not yet reaped).
 pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// The file name of process `pid`'s program (/proc/PID/exe; its command name when the link
-/// cannot be read, as for another user's process). None when there is no such process.
+/// cannot be read, as for another user's process). None when there is no such process or only
+/// its zombie.
 pub fn program_name(pid: u32) -> Option<String> {
+    start_time(pid)?;
     match std::fs::read_link(format!("/proc/{pid}/exe")) {
         Ok(exe) => exe.file_name().map(|n| n.to_string_lossy().into_owned()),
         Err(_) => read_trimmed(format!("/proc/{pid}/comm")),
