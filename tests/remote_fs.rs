@@ -295,3 +295,62 @@ fn bad_remote_options_exit_2_with_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Issue 31, item 6: `--dir` given as a relative path works for a remote case as for a local
+/// one (sshd and sshfs run elsewhere than this folder: the case stores the absolute path).
+#[test]
+fn a_relative_dir_is_resolved_for_the_remote_setup() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("scratch-space")).expect("sub folder");
+    std::fs::create_dir(dir.path().join("scratch space")).expect("sub folder");
+    let (_db_dir, db) = temp_db("relative.db");
+    let out = iopath()
+        .current_dir(dir.path())
+        .args([
+            "micro",
+            "fs",
+            "--remote",
+            "--quick",
+            "--json",
+            "--dir",
+            "./scratch-space/../scratch-space",
+        ])
+        .args(["--variant", "seq_read", "--file-size", "64K", "--db"])
+        .arg(&db)
+        .output()
+        .expect("run iopath");
+    assert!(out.status.success(), "iopath failed: {}", stderr(&out));
+    let records = json_records(&out);
+    let m = metric(&records[0], "remote_time_per_read_us").expect("remote figure");
+    assert!(m["value"].as_f64().is_some_and(|v| v > 0.0), "{m}");
+    let stored: String = rusqlite::Connection::open(&db)
+        .expect("db")
+        .query_row("SELECT case_json FROM cases", [], |r| r.get(0))
+        .expect("one case");
+    let absolute = std::fs::canonicalize(dir.path().join("scratch-space")).expect("canonical");
+    assert!(stored.contains(&*absolute.to_string_lossy()), "{stored}");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("scratch-space"))
+            .expect("dir")
+            .count(),
+        0
+    );
+    // A folder the setup cannot name (sshd's configuration, sshfs's options): one line, exit 2,
+    // before anything is built.
+    for bad in ["scratch space", "a,b"] {
+        std::fs::create_dir_all(dir.path().join(bad)).expect("sub folder");
+        let out = iopath()
+            .current_dir(dir.path())
+            .args(["micro", "fs", "--remote", "--quick", "--dir", bad, "--db"])
+            .arg(&db)
+            .output()
+            .expect("run iopath");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.contains("--dir for --remote") && err.trim_end().lines().count() == 1,
+            "{bad}: {err}"
+        );
+    }
+}

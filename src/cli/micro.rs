@@ -446,6 +446,8 @@ fn remote_settings(benches: &[Bench], a: &RunArgs, variants: Option<&[String]>) 
             "--remote measures seq_read, rand_read and contention (accepted with --variant), not cache_read",
         ));
     }
+    let base = micro::scratch::base_dir(a.dir.as_ref().and_then(|d| d.to_str()));
+    micro::remote_fs::check_base(&base).map_err(|e| usage(format!("--dir for --remote: {e}")))?;
     if !link.is_empty() {
         match format!("veth:{link}").parse::<crate::net::topology::Topology>() {
             Ok(crate::net::topology::Topology::Veth(l)) if l.delay_us.is_none() && l.loss_ppm.is_none() => {}

@@ -189,6 +189,28 @@ impl Drop for Tethered {
     }
 }
 
+/// Whether the scratch folder's base `base` (absolute: `scratch::base_dir`) can be carried
+/// where the setup names it: sshd's configuration (a line of words), sshfs's `-o` options
+/// (split at commas) and the `host:path` it mounts. A path with whitespace, a comma, a quote,
+/// a backslash or a control character cannot; the refusal says so instead of sshd's words.
+pub fn check_base(base: &Path) -> Result<(), String> {
+    let text = base
+        .to_str()
+        .ok_or_else(|| format!("'{}' is not UTF-8", base.display()))?;
+    match text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, ',' | '"' | '\'' | '\\' | '#'))
+    {
+        Some(c) => Err(format!(
+            "the folder '{}' holds {:?}, which sshd's configuration and sshfs's options cannot carry; give a folder \
+             whose path has no space, comma, quote, backslash or '#'",
+            crate::format::escape_control(text),
+            c
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The running setup. Field order is teardown order: the client (and its mount) first, then
 /// the server, the links, the client's namespace, and last the scratch directory.
 pub struct Remote {
@@ -207,6 +229,7 @@ impl Remote {
     /// Build it: keys, server, links, mount. Everything built so far is torn down on error.
     pub fn start(base: &Path, link: Link, stop: Stop) -> anyhow::Result<Remote> {
         check().map_err(|e| anyhow!(e))?;
+        check_base(base).map_err(|e| anyhow!(e))?;
         let scratch = ScratchDir::new(base)?;
         let dir = scratch.path().to_path_buf();
         let export = dir.join("export");
