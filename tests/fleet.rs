@@ -511,3 +511,79 @@ fn bad_fleet_input_is_one_line_naming_what_is_accepted() {
     ]);
     assert!(err.contains("needs --psk-file"), "{err}");
 }
+
+/// Issue 31, item 4: one agent spelt two ways (leading zeros, hex or octal parts, a port with
+/// a leading zero, an IPv6 address in another form) is one agent listed twice: refused with
+/// one line, exit 2.
+#[test]
+fn one_agent_spelt_two_ways_in_hosts_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = common::psk_file(dir.path());
+    for (a, b) in [
+        ("127.0.0.3:7123", "0x7f.0.0.3:7123"),
+        ("127.0.0.3:7123", "127.0.0.003:07123"),
+        ("[::1]:7000", "[0:0::1]:7000"),
+        ("10.20.30.40:7000", "10.20.7720:7000"),
+    ] {
+        let hosts = dir.path().join("hosts");
+        std::fs::write(&hosts, format!("{a}\n# the same one again\n{b}\n")).unwrap();
+        let out = common::iopath()
+            .args([
+                "fleet",
+                "run",
+                "stream",
+                "--duration",
+                "1",
+                "--psk-file",
+                &psk,
+                "--hosts",
+            ])
+            .arg(&hosts)
+            .arg("--db")
+            .arg(dir.path().join("f.db"))
+            .output()
+            .unwrap();
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{a} {b}: {err}");
+        assert!(
+            err.contains("line 3") && err.trim_end().lines().count() == 1,
+            "{a} {b}: {err}"
+        );
+    }
+}
+
+/// Issue 31, item 4: an agent's name holding bidirectional or invisible characters reaches
+/// the terminal escaped on every line that names it (announce, progress, failed cells, table).
+#[test]
+fn invisible_characters_in_an_agent_name_are_escaped_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = common::psk_file(dir.path());
+    let hosts = dir.path().join("hosts");
+    // Two names that resolve nowhere (.invalid, RFC 6761): each cell fails at once.
+    std::fs::write(
+        &hosts,
+        "node\u{2067}7.invalid:7301\nnode\u{200f}8\u{feff}.invalid:7302\n",
+    )
+    .unwrap();
+    let out = common::iopath()
+        .args([
+            "fleet",
+            "run",
+            "stream",
+            "--duration",
+            "1",
+            "--psk-file",
+            &psk,
+            "--hosts",
+        ])
+        .arg(&hosts)
+        .arg("--db")
+        .arg(dir.path().join("f.db"))
+        .output()
+        .unwrap();
+    let all = format!("{}{}", common::stdout(&out), common::stderr(&out));
+    assert!(all.contains("node\\u{2067}7.invalid"), "{all}");
+    for raw in ['\u{2067}', '\u{200f}', '\u{feff}'] {
+        assert!(!all.contains(raw), "{:?} reached the terminal raw: {all}", raw);
+    }
+}
