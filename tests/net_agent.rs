@@ -373,6 +373,11 @@ fn a_target_killed_mid_run_fails_the_run_and_the_agent_keeps_serving() {
         text.contains("the run failed") && !text.contains("no answer within"),
         "{text}"
     );
+    // Issue 31, item 7: each context said once ("the run failed: the run failed: ..." was the
+    // agent's words wrapped in the controller's same words).
+    assert_eq!(text.matches("the run failed").count(), 1, "{text}");
+    let parts: Vec<&str> = text.split(": ").collect();
+    assert!(parts.windows(2).all(|w| w[0] != w[1]), "a context repeated: {text}");
     run(&a, &c.target(), &stream_case(100), KEY).unwrap_or_else(|e| panic!("{e:#}\n{}", a.log()));
 }
 
