@@ -512,6 +512,26 @@ fn bad_fleet_input_is_one_line_naming_what_is_accepted() {
     assert!(err.contains("needs --psk-file"), "{err}");
 }
 
+/// `fleet run stream` of one-second cases among the agents of `hosts`, into `db`.
+fn fleet_stream(hosts: &Path, psk: &str, db: &Path) -> std::process::Output {
+    common::iopath()
+        .args([
+            "fleet",
+            "run",
+            "stream",
+            "--duration",
+            "1",
+            "--psk-file",
+            psk,
+            "--hosts",
+        ])
+        .arg(hosts)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap()
+}
+
 /// Issue 31, item 4: one agent spelt two ways (leading zeros, hex or octal parts, a port with
 /// a leading zero, an IPv6 address in another form) is one agent listed twice: refused with
 /// one line, exit 2.
@@ -527,22 +547,7 @@ fn one_agent_spelt_two_ways_in_hosts_is_refused() {
     ] {
         let hosts = dir.path().join("hosts");
         std::fs::write(&hosts, format!("{a}\n# the same one again\n{b}\n")).unwrap();
-        let out = common::iopath()
-            .args([
-                "fleet",
-                "run",
-                "stream",
-                "--duration",
-                "1",
-                "--psk-file",
-                &psk,
-                "--hosts",
-            ])
-            .arg(&hosts)
-            .arg("--db")
-            .arg(dir.path().join("f.db"))
-            .output()
-            .unwrap();
+        let out = fleet_stream(&hosts, &psk, &dir.path().join("f.db"));
         let err = common::stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{a} {b}: {err}");
         assert!(
@@ -565,22 +570,7 @@ fn invisible_characters_in_an_agent_name_are_escaped_everywhere() {
         "node\u{2067}7.invalid:7301\nnode\u{200f}8\u{feff}.invalid:7302\n",
     )
     .unwrap();
-    let out = common::iopath()
-        .args([
-            "fleet",
-            "run",
-            "stream",
-            "--duration",
-            "1",
-            "--psk-file",
-            &psk,
-            "--hosts",
-        ])
-        .arg(&hosts)
-        .arg("--db")
-        .arg(dir.path().join("f.db"))
-        .output()
-        .unwrap();
+    let out = fleet_stream(&hosts, &psk, &dir.path().join("f.db"));
     let all = format!("{}{}", common::stdout(&out), common::stderr(&out));
     assert!(all.contains("node\\u{2067}7.invalid"), "{all}");
     for raw in ['\u{2067}', '\u{200f}', '\u{feff}'] {

@@ -708,6 +708,20 @@ fn db_that_cannot_be_created_is_refused_before_running() {
         .stderr(predicate::str::contains("--db"));
 }
 
+/// `micro fs --variant seq_read` of files of `size` in the folder `dir`.
+fn seq_read_in<'a>(dir: &'a str, size: &'a str) -> [&'a str; 8] {
+    [
+        "micro",
+        "fs",
+        "--variant",
+        "seq_read",
+        "--dir",
+        dir,
+        "--file-size",
+        size,
+    ]
+}
+
 /// The scratch folders of process `pid` in `dir`.
 fn scratch_of(dir: &std::path::Path, pid: u32) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
@@ -735,18 +749,8 @@ fn folders_left_by_a_killed_run_are_removed_by_the_next_and_a_live_runs_are_kept
     let (_db_dir, db) = temp_db("leftovers");
     let long_run = |name: &str| {
         std::process::Command::new(common::bin())
-            .args([
-                "micro",
-                "fs",
-                "--variant",
-                "seq_read",
-                "--dir",
-                d,
-                "--file-size",
-                "4M",
-                "--reps",
-                "1000",
-            ])
+            .args(seq_read_in(d, "4M"))
+            .args(["--reps", "1000"])
             .args(["--name", name, "--db"])
             .arg(&db)
             .stdout(std::process::Stdio::null())
@@ -774,17 +778,8 @@ fn folders_left_by_a_killed_run_are_removed_by_the_next_and_a_live_runs_are_kept
     assert!(left[0].join("fs.dat").exists(), "with its file");
 
     let out = iopath()
-        .args([
-            "micro",
-            "fs",
-            "--variant",
-            "seq_read",
-            "--dir",
-            d,
-            "--file-size",
-            "1M",
-            "--db",
-        ])
+        .args(seq_read_in(d, "1M"))
+        .arg("--db")
         .arg(&db)
         .output()
         .expect("iopath");
