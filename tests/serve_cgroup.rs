@@ -176,3 +176,183 @@ fn a_server_in_a_memory_cgroup_refuses_cases_past_its_headroom_and_lives() {
     );
     drop(server);
 }
+
+/// A case of each workload kind that needs far more memory than a 256 MiB cgroup leaves
+/// (hundreds of MiB of buffers in the process, or on the server side alone) and far less than
+/// this machine's MemAvailable, as the flags of `sweep <kind>`. Every kind `sweep` knows must
+/// have one: a workload added without it fails here, not in a user's OOM kill.
+fn oversized(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "net-stream" => &["--mode", "one-copy", "--size", "64M", "--threads", "4"],
+        "net-rr" => &[
+            "--mode",
+            "two-copy",
+            "--request-size",
+            "8M",
+            "--response-size",
+            "8M",
+            "--inflight",
+            "8",
+            "--threads",
+            "4",
+            "--rate",
+            "100",
+        ],
+        "net-crr" => &[
+            "--mode",
+            "two-copy",
+            "--request-size",
+            "16M",
+            "--response-size",
+            "16M",
+            "--threads",
+            "8",
+        ],
+        "net-records" => &["--table", "1G", "--mode", "copy-out", "--records", "1"],
+        "net-udp-stream" => &[
+            "--size",
+            "60000",
+            "--batch",
+            "1024",
+            "--rx-mode",
+            "recvmmsg",
+            "--threads",
+            "8",
+        ],
+        "net-udp-rr" => &[
+            "--mode",
+            "sendmmsg",
+            "--rx-mode",
+            "recvmmsg",
+            "--request-size",
+            "60000",
+            "--response-size",
+            "60000",
+            "--inflight",
+            "64",
+            "--threads",
+            "64",
+        ],
+        "servers" => &["--request", "echo:1M", "--clients", "200"],
+        "micro" => &["membw", "--size", "200M"],
+        _ => return None,
+    })
+}
+
+/// Kinds that hold no memory a case can size: the test workload `fake`.
+const HOLDS_NO_MEMORY: &[&str] = &["fake"];
+
+/// The direct command of a `sweep` workload: `net-stream` is `net stream`.
+fn direct(kind: &str) -> Vec<&str> {
+    match kind.strip_prefix("net-") {
+        Some(rest) => vec!["net", rest],
+        None => vec![kind],
+    }
+}
+
+/// Issue 31.1: every workload kind — the list `sweep` and plan files know
+/// (`planfile::WORKLOADS`) and the list `net serve` serves (`registry::NET_SERVE`), not a
+/// hand-typed one — is refused before it allocates, inside a 256 MiB memory cgroup, on the
+/// command line (the direct command and `sweep`: exit 2), as a hello to `net serve` (refused
+/// naming the server's memory; the server lives), and as a stored case on resume (damaged,
+/// exit 2); the OOM killer never runs.
+#[test]
+fn every_workload_is_refused_past_its_headroom_on_every_path() {
+    let limit = 256 * MIB;
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024);
+    // The largest case above holds about 2 GiB in the process that plans it (this test's).
+    if available.is_none_or(|a| a < 8 << 30) {
+        return skip("this check needs 8 GiB of MemAvailable, far above the 256 MiB cgroup");
+    }
+    let cg = match MemCgroup::new(limit) {
+        Ok(cg) => cg,
+        Err(why) => return skip(&why),
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let in_cgroup = |args: &[&str]| {
+        let mut c = cg.command(&common::bin(), args);
+        c.stdin(Stdio::null());
+        let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+        common::finish_within(child, Duration::from_secs(60))
+    };
+    let kinds = iopath::cli::planfile::WORKLOADS;
+    for kind in kinds {
+        if HOLDS_NO_MEMORY.contains(&kind) {
+            continue;
+        }
+        let flags = oversized(kind).unwrap_or_else(|| panic!("no oversized case for the workload {kind}: add one"));
+
+        // The command line: the direct command and its sweep.
+        let mut argv = direct(kind);
+        argv.extend_from_slice(flags);
+        let out = in_cgroup(&argv);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{argv:?} in 256 MiB: {err}");
+        assert!(
+            err.contains("available"),
+            "{argv:?}: the refusal does not name memory: {err}"
+        );
+        let db = dir.path().join(format!("{kind}.db"));
+        let db_text = db.to_str().expect("utf-8 path");
+        let mut argv = vec!["sweep", kind];
+        argv.extend_from_slice(flags);
+        argv.extend_from_slice(&["--db", db_text]);
+        let out = in_cgroup(&argv);
+        assert_eq!(out.status.code(), Some(2), "{argv:?} in 256 MiB: {}", stderr(&out));
+
+        // A stored case on resume: the run planned here, outside the cgroup (where it fits),
+        // then resumed inside it.
+        let command: Vec<String> = argv[..argv.len() - 2].iter().map(|s| s.to_string()).collect();
+        let file = iopath::cli::planfile::PlanFile::new(command);
+        let workload = file.workload().expect("a sweep command line");
+        let (plan, _) = iopath::cli::sweep::plan_of(&workload).expect("the plan fits outside the cgroup");
+        let run = {
+            let mut store = iopath::store::Store::create_or_open(&db).expect("a new database");
+            store
+                .create_run(&iopath::store::NewRun::of_plan(&plan, file.command_line()))
+                .expect("the run stored")
+        };
+        let run_text = run.to_string();
+        let out = in_cgroup(&["sweep", "--resume", &run_text, "--db", db_text]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "resume of {kind} in 256 MiB: {err}");
+        assert!(
+            err.contains("damaged") && err.contains("available"),
+            "resume of {kind}: not refused for memory: {err}"
+        );
+    }
+
+    // A hello of every kind `net serve` serves, from a client outside the cgroup (whose own
+    // check passes) to a server inside it.
+    let mut server = Server::start_in(&cg);
+    let remote = format!("remote:{}", server.addr);
+    let hellos = iopath::net::session::registry::NET_SERVE
+        .iter()
+        .flat_map(|s| s.hellos.iter().copied());
+    for hello in hellos {
+        let kind = format!("net-{hello}");
+        let flags = oversized(&kind).unwrap_or_else(|| panic!("no oversized case for the hello {hello}: add one"));
+        let mut argv = vec!["net", hello, "--topology", &remote];
+        argv.extend_from_slice(flags);
+        let out = client(&argv);
+        assert_refused_for_memory(&out, hello);
+        assert!(
+            server.alive(),
+            "the server died after the {hello} hello: {}",
+            stderr(&out)
+        );
+    }
+    // Still serving a case that fits.
+    let out = client(&["net", "udp-rr", "--topology", &remote]);
+    assert!(out.status.success(), "a small udp-rr case: {}", stderr(&out));
+    assert!(server.alive(), "the server died");
+    drop(server);
+    assert_eq!(cg.oom_kills().unwrap_or(0), 0, "the OOM killer ran in the cgroup");
+}

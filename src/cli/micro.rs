@@ -282,14 +282,7 @@ fn list() -> String {
 /// numbers, samples in range, and buffers within a third of `headroom` as `check_resources`
 /// demands of the flags (membw copies between two buffers, memlat adds a successor table).
 pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(), String> {
-    let number = |name: &str| -> Result<Option<u64>, String> {
-        c.option(name)
-            .map(|t| {
-                t.parse::<u64>()
-                    .map_err(|_| format!("option {name}='{t}' is not a whole number"))
-            })
-            .transpose()
-    };
+    let number = |name: &str| number_option(c, name);
     for (name, _) in &c.options {
         if name.ends_with("_bytes") || matches!(name.as_str(), "samples" | "procs" | "args") {
             number(name)?;
@@ -298,12 +291,7 @@ pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(
     if let Some(n) = number("samples")?.filter(|n| !(1..=MAX_SAMPLES as u64).contains(n)) {
         return Err(format!("{n} samples (accepted: 1 to {MAX_SAMPLES})"));
     }
-    let size = number("size_bytes")?.unwrap_or(0);
-    let need = match c.bench {
-        Bench::Membw => size.saturating_mul(2),
-        Bench::Memlat => size.saturating_add(size / 4),
-        _ => size,
-    };
+    let need = memory_bytes(c)?;
     match headroom {
         Some(h) if need > h / 3 => Err(format!(
             "it needs about {} of memory, more than a third of the {} available",
@@ -312,6 +300,27 @@ pub fn check_case(c: &crate::case::MicroCase, headroom: Option<u64>) -> Result<(
         )),
         _ => Ok(()),
     }
+}
+
+/// The bytes a micro case's buffers take: membw copies between two buffers, memlat adds a
+/// successor table (a quarter) to its buffer; the others hold one buffer of `size_bytes`.
+pub fn memory_bytes(c: &crate::case::MicroCase) -> Result<u64, String> {
+    let size = number_option(c, "size_bytes")?.unwrap_or(0);
+    Ok(match c.bench {
+        Bench::Membw => size.saturating_mul(2),
+        Bench::Memlat => size.saturating_add(size / 4),
+        _ => size,
+    })
+}
+
+/// A micro option that must be a whole number, if given.
+fn number_option(c: &crate::case::MicroCase, name: &str) -> Result<Option<u64>, String> {
+    c.option(name)
+        .map(|t| {
+            t.parse::<u64>()
+                .map_err(|_| format!("option {name}='{t}' is not a whole number"))
+        })
+        .transpose()
 }
 
 const MAX_SAMPLES: usize = 100_000;

@@ -405,6 +405,7 @@ pub fn run_workload(plan: &Plan, destination: Destination<'_>, outputs: Outputs)
 /// database; the records print when the run ends. Prints the closing lines (how to resume) on
 /// stderr afterwards.
 pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<Executed> {
+    check_plan(plan)?;
     if outputs.live {
         super::live::check_terminal()?;
     }
@@ -607,6 +608,18 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
     })
 }
 
+/// Every case of a plan passes its workload's check and the memory check in this process
+/// ([`check_stored_case`]) before anything runs: the seam every path goes through (a direct
+/// command, `sweep`, a plan file, `quick`, a resume), so a workload whose own flag checks
+/// forgot memory is still refused up front (exit 2), not cell by cell.
+fn check_plan(plan: &Plan) -> anyhow::Result<()> {
+    let headroom = crate::sys::procfs::memory_headroom();
+    for case in &plan.cases {
+        check_stored_case(case, headroom).map_err(|why| usage(format!("{}: {why}", case.label())))?;
+    }
+    Ok(())
+}
+
 /// Whether a stored case could have come from the command line: each workload's own
 /// `check_case` (the limits its flags enforce) and the memory check the CLI makes with
 /// `headroom` (MemAvailable and the memory cgroup; None skips it).
@@ -623,10 +636,7 @@ pub fn check_stored_case(case: &Case, headroom: Option<u64>) -> Result<(), Strin
     if has_control(&serde_json::to_value(case).unwrap_or_default()) {
         return Err("its parameters hold control characters".into());
     }
-    match super::workloads::of(case.workload()) {
-        Some(cli) => (cli.check)(case, headroom),
-        None => Err(format!("this iopath does not know the workload '{}'", case.workload())),
-    }
+    super::workloads::check_here(case, headroom)
 }
 
 #[cfg(test)]

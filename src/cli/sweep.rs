@@ -378,7 +378,7 @@ fn print_cells(cells: &[report::cells::CellSummary]) -> anyhow::Result<()> {
 }
 
 /// The workload's plan and its flags shared with the direct command.
-pub(super) fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
+pub fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
     Ok(match workload {
         SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
         SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),

@@ -138,14 +138,6 @@ pub fn run_udp_rr(args: &UdpRrArgs) -> anyhow::Result<()> {
     run::run_workload(&Plan::try_from(args)?, run::direct_destination(&args.run), outputs)
 }
 
-/// A stored case's check before a resume runs it.
-pub fn check_case(case: &Case, _headroom: Option<u64>) -> Result<(), String> {
-    let c = case
-        .get::<UdpRrCase>()
-        .ok_or_else(|| format!("a {} case is not what its kind promises", case.workload()))?;
-    udp_rr::check_case(c)
-}
-
 /// The human table: one row per case (the median of its repetitions): the paths, sizes, in
 /// flight, threads, rate; transactions/s, p50 and p99, lost transactions and their share,
 /// CPU per transaction of each side; `--wide` adds the rest.

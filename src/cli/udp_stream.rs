@@ -112,15 +112,6 @@ pub fn check_case(
     udp_stream::check_memory(case, Role::Server, server_headroom)
 }
 
-/// The stored-case check of a resume (`cli/workloads.rs`).
-pub fn check_stored(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    let c = case
-        .get::<UdpStreamCase>()
-        .ok_or_else(|| format!("a {} case is not what its kind promises", case.workload()))?;
-    let local = Topology::from(&c.net.endpoint).starts_server();
-    check_case(c, headroom.filter(|_| local), headroom)
-}
-
 impl TryFrom<&UdpStreamArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &UdpStreamArgs) -> anyhow::Result<Plan> {

@@ -3,72 +3,151 @@
 //! runs it. Adding a workload adds one arm to `of`.
 
 use super::output::View;
-use crate::case::{Case, Endpoint, MicroCase, RecordsCase, RrCase, ServersCase, StreamCase, Workload};
+use crate::case::{
+    Case, Endpoint, MicroCase, RecordsCase, Request, RrCase, ServersCase, StreamCase, UdpRrCase, UdpStreamCase,
+    Workload,
+};
 use crate::format::format_bytes;
-use crate::net::workload::{records, rr, stream};
+use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
 use crate::observation::Role;
 use crate::store::Record;
 
 /// A workload's terminal table of its records (`--wide` in the view).
 pub type Table = fn(&[Record], View) -> String;
 
-/// A workload's own check of a case read back from the database, with the memory this process
-/// may still use (None: unknown).
+/// A workload's own check of a case (the limits its flags enforce, and any memory rule of its
+/// own), with the memory this process may still use (None: unknown).
 pub type Check = fn(&Case, Option<u64>) -> Result<(), String>;
+
+/// The bytes of buffers a case holds in this process: the client's, and the server's when
+/// the server runs here too (0 for a workload that holds none to speak of). Every case of
+/// every path — the command line, `sweep`, a plan file, a resume — is held to half of the
+/// headroom with it ([`check_here`]), so a workload cannot be added without saying it.
+pub type Memory = fn(&Case) -> Result<u64, String>;
 
 /// What the CLI does with the cases of one workload kind.
 #[derive(Clone, Copy)]
 pub struct WorkloadCli {
     pub table: Table,
     pub check: Check,
+    pub memory: Memory,
 }
 
 /// The CLI's side of a workload kind (`net-stream`, `net-rr`, …); None for a kind this build
 /// does not know.
 pub fn of(kind: &str) -> Option<WorkloadCli> {
-    let (table, check): (Table, Check) = match kind {
-        "net-stream" => (super::net::render_stream_table, check_stream),
-        "net-rr" | "net-crr" => (super::rr::render_rr_table, |c, _| rr::check_case(typed::<RrCase>(c)?)),
-        "net-records" => (super::records::render_records_table, check_records),
-        "net-udp-stream" => (super::udp_stream::render_table, super::udp_stream::check_stored),
-        "servers" => (super::servers::table, |c, _| {
-            super::servers::check_case(typed::<ServersCase>(c)?)
-        }),
-        "micro" => (super::micro::render, |c, headroom| {
-            super::micro::check_case(typed::<MicroCase>(c)?, headroom)
-        }),
-        "net-udp-rr" => (super::udp_rr::render_udp_rr_table, super::udp_rr::check_case),
-        "fake" => (super::fake::table, |_, _| Ok(())),
-        "fleet" => (super::fleet::render_fleet_table, check_fleet),
+    Some(match kind {
+        "net-stream" => WorkloadCli {
+            table: super::net::render_stream_table,
+            check: |c, _| stream::check_case(typed::<StreamCase>(c)?, Role::Client, None),
+            memory: |c| {
+                let c = typed::<StreamCase>(c)?;
+                Ok(both_ends(&c.net.endpoint, |role| stream::buffer_bytes(c, role)))
+            },
+        },
+        "net-rr" | "net-crr" => WorkloadCli {
+            table: super::rr::render_rr_table,
+            check: |c, _| rr::check_case(typed::<RrCase>(c)?),
+            memory: |c| {
+                let c = typed::<RrCase>(c)?;
+                Ok(both_ends(&c.net.endpoint, |role| rr::buffer_bytes(c, role)))
+            },
+        },
+        "net-records" => WorkloadCli {
+            table: super::records::render_records_table,
+            check: |c, _| records::check_case(typed::<RecordsCase>(c)?, None),
+            // The table and every connection's buffers live with the server.
+            memory: |c| {
+                let c = typed::<RecordsCase>(c)?;
+                Ok(match c.net.endpoint {
+                    Endpoint::Remote { .. } => 0,
+                    _ => records::buffer_bytes(c),
+                })
+            },
+        },
+        "net-udp-stream" => WorkloadCli {
+            table: super::udp_stream::render_table,
+            check: |c, _| udp_stream::check_case(typed::<UdpStreamCase>(c)?),
+            memory: |c| {
+                let c = typed::<UdpStreamCase>(c)?;
+                Ok(both_ends(&c.net.endpoint, |role| udp_stream::buffer_bytes(c, role)))
+            },
+        },
+        "net-udp-rr" => WorkloadCli {
+            table: super::udp_rr::render_udp_rr_table,
+            check: |c, _| udp_rr::check_case(typed::<UdpRrCase>(c)?),
+            memory: |c| {
+                let c = typed::<UdpRrCase>(c)?;
+                Ok(both_ends(&c.net.endpoint, |role| udp_rr::buffer_bytes(c, role)))
+            },
+        },
+        "servers" => WorkloadCli {
+            table: super::servers::table,
+            check: |c, _| super::servers::check_case(typed::<ServersCase>(c)?),
+            memory: |c| Ok(servers_bytes(typed::<ServersCase>(c)?)),
+        },
+        "micro" => WorkloadCli {
+            table: super::micro::render,
+            check: |c, headroom| super::micro::check_case(typed::<MicroCase>(c)?, headroom),
+            memory: |c| super::micro::memory_bytes(typed::<MicroCase>(c)?),
+        },
+        "fake" => WorkloadCli {
+            table: super::fake::table,
+            check: |_, _| Ok(()),
+            memory: |_| Ok(0),
+        },
+        "fleet" => WorkloadCli {
+            table: super::fleet::render_fleet_table,
+            check: check_fleet,
+            // Both ends of a fleet cell run on agents (each checks its own memory).
+            memory: |_| Ok(0),
+        },
         _ => return None,
+    })
+}
+
+/// A case's check and its memory in this process against half of `headroom` (None skips the
+/// memory): what every case passes before any of its run starts or resumes.
+pub fn check_here(case: &Case, headroom: Option<u64>) -> Result<(), String> {
+    let Some(cli) = of(case.workload()) else {
+        return Err(format!("this iopath does not know the workload '{}'", case.workload()));
     };
-    Some(WorkloadCli { table, check })
+    (cli.check)(case, headroom)?;
+    let need = (cli.memory)(case)?;
+    match headroom {
+        Some(h) if need > h / 2 => Err(format!(
+            "it needs about {} of buffers in this process, more than half of the {} available (MemAvailable and the memory cgroup's limit)",
+            format_bytes(need),
+            format_bytes(h)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The client's buffers and, unless the server is remote, the server's: both live in this
+/// process.
+fn both_ends(endpoint: &Endpoint, bytes: impl Fn(Role) -> u64) -> u64 {
+    let server = match endpoint {
+        Endpoint::Remote { .. } => 0,
+        _ => bytes(Role::Server),
+    };
+    bytes(Role::Client).saturating_add(server)
+}
+
+/// The servers workload: both ends in this process, and for an echo a request and a reply in
+/// flight on each connection's two ends (the procs request's frames are small).
+fn servers_bytes(c: &ServersCase) -> u64 {
+    let frame = match c.request {
+        Request::Echo(bytes) => bytes as u64,
+        _ => 0,
+    };
+    frame.saturating_mul(4).saturating_mul(c.clients as u64)
 }
 
 /// The case as the type its kind promises.
 fn typed<T: Workload>(case: &Case) -> Result<&T, String> {
     case.get::<T>()
         .ok_or_else(|| format!("a {} case is not what its kind promises", case.workload()))
-}
-
-/// As `net stream` does: both ends live in this process unless the server is remote, and their
-/// buffers may take at most half of the memory available.
-fn check_stream(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    let c = typed::<StreamCase>(case)?;
-    stream::check_case(c, Role::Client, None)?;
-    let server = match c.net.endpoint {
-        Endpoint::Remote { .. } => 0,
-        _ => stream::buffer_bytes(c, Role::Server),
-    };
-    let need = stream::buffer_bytes(c, Role::Client).saturating_add(server);
-    match headroom {
-        Some(h) if need > h / 2 => Err(format!(
-            "it needs about {} of buffers in this process, more than half of the {} available",
-            format_bytes(need),
-            format_bytes(h)
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// A fleet cell as `fleet run` makes it, and its network case as its own command would check
@@ -83,13 +162,6 @@ fn check_fleet(case: &Case, _headroom: Option<u64>) -> Result<(), String> {
             c.case.workload()
         )),
     }
-}
-
-/// The table lives in this process unless the server is remote.
-fn check_records(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    let c = typed::<RecordsCase>(case)?;
-    let headroom = headroom.filter(|_| !matches!(c.net.endpoint, Endpoint::Remote { .. }));
-    records::check_case(c, headroom)
 }
 
 #[cfg(test)]

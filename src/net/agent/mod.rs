@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 /// The agent's entry in the list `net serve --agent` serves (beside `registry::NET_SERVE`).
 pub const SERVED: Served = Served {
     hellos: &["agent"],
+    // A run request's case is checked when it arrives (`Runnable::check`, this host's
+    // headroom), before the agent runs anything.
+    check: |_, _| Ok(()),
     serve,
 };
 

@@ -103,6 +103,36 @@ pub fn receiver(mode: UdpRecvMode, size: usize, batch: usize, verify: bool) -> i
     })
 }
 
+/// Bytes of datagram buffers [`sender`] allocates for `mode`, `size` and `batch` (each buffer
+/// rounded up to whole pages, as `AlignedBuf` places it): what the memory checks of udp-stream
+/// and udp-rr charge for one sending socket, so they cannot drift from the allocation.
+pub fn sender_bytes(mode: UdpSendMode, size: u64, batch: usize) -> u64 {
+    let batch = batch.clamp(1, crate::sys::udp::MAX_BATCH) as u64;
+    let buffers = match mode {
+        UdpSendMode::Send | UdpSendMode::Sendmsg => 1,
+        UdpSendMode::Sendmmsg | UdpSendMode::Uring => batch,
+        UdpSendMode::Gso => return pages(size.saturating_mul(batch.min(crate::sys::udp::UDP_MAX_SEGMENTS as u64))),
+        UdpSendMode::Zerocopy => crate::net::mode::zero_copy_ring_slots(size as usize, None) as u64,
+    };
+    pages(size).saturating_mul(buffers)
+}
+
+/// Bytes of datagram buffers [`receiver`] allocates for `mode`, `size` and `batch`.
+pub fn receiver_bytes(mode: UdpRecvMode, size: u64, batch: usize) -> u64 {
+    let batch = batch.clamp(1, crate::sys::udp::MAX_BATCH) as u64;
+    match mode {
+        UdpRecvMode::Recv => pages(size),
+        UdpRecvMode::Recvmmsg => pages(size).saturating_mul(batch),
+        UdpRecvMode::Gro => pages(size.max(rx::GRO_BUFFER as u64)),
+    }
+}
+
+/// `bytes` rounded up to whole pages, plus the page a placed buffer may start into.
+fn pages(bytes: u64) -> u64 {
+    let page = crate::sys::mem::page_size() as u64;
+    bytes.div_ceil(page).saturating_add(1).saturating_mul(page)
+}
+
 fn check_size(size: usize) -> io::Result<()> {
     if (HEADER..=MAX_DATAGRAM).contains(&size) {
         Ok(())

@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 
 /// The GRO receive buffer: room for the largest coalesced packet (64 KiB by default, the
 /// device's gro_max_size) with room to spare; a longer one is truncated and counted.
-const GRO_BUFFER: usize = 1 << 17;
+pub(super) const GRO_BUFFER: usize = 1 << 17;
 
 /// A receive that found nothing within the socket's timeout, or was interrupted: Ok(0).
 fn nothing(err: io::Error) -> io::Result<usize> {

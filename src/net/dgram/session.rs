@@ -33,6 +33,32 @@ pub const DRAIN_QUIET: Duration = Duration::from_millis(100);
 pub const DRAIN_MAX: Duration = Duration::from_secs(2);
 /// The most UDP sockets (threads) a session may ask for.
 pub const MAX_FLOWS: usize = 1024;
+/// The smallest and largest receive buffer (SO_RCVBUF) a UDP workload may ask for, on either
+/// end: one range and one message for udp-stream and udp-rr, on the command line, in a
+/// stored case and in a hello alike.
+pub const RCVBUF_RANGE: std::ops::RangeInclusive<u64> = 256..=(1 << 30);
+
+/// Whether a hello names one client port per thread.
+pub fn check_ports(ports: &[u16], threads: usize) -> Result<(), String> {
+    if ports.len() == threads {
+        Ok(())
+    } else {
+        Err(format!(
+            "the hello names {} client ports for {threads} threads",
+            ports.len()
+        ))
+    }
+}
+
+/// Whether `--rcvbuf` lies in [`RCVBUF_RANGE`].
+pub fn check_rcvbuf(rcvbuf: Option<u64>) -> Result<(), String> {
+    match rcvbuf {
+        Some(bytes) if !RCVBUF_RANGE.contains(&bytes) => Err(format!(
+            "--rcvbuf {bytes}: accepted 256 B to 1 GiB (the kernel clamps it to net.core.rmem_max and doubles it)"
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// The hello of a UDP workload: `{"type":"hello","version":4,"workload":"udp-stream",
 /// "case":{...},"ports":[40001]}`; `ports` are the client's UDP source ports, one per thread.

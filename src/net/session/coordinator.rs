@@ -406,6 +406,7 @@ mod tests {
         // The tests answer from a scripted server: nothing serves a bare session in-process.
         const SERVED: Served = Served {
             hellos: &["bare"],
+            check: |_, _| Ok(()),
             serve: |_, _, _| anyhow::bail!("no bare server"),
         };
 

@@ -41,13 +41,23 @@ const LOG_PER_SECOND: u32 = 20;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// A workload's server side as the session server knows it: the hello kinds it answers (a
-/// hello's `workload`, as `HelloCase::workload` names it) and the function that runs one of
-/// its sessions once the hello has been read (and the key checked).
+/// hello's `workload`, as `HelloCase::workload` names it), the check of a hello's case it
+/// must pass before anything is allocated, and the function that runs one of its sessions
+/// once the hello has been read (and the key checked).
 #[derive(Clone, Copy)]
 pub struct Served {
     pub hellos: &'static [&'static str],
+    /// The case's limits and the memory this server would hold for it, against the headroom
+    /// (`sys::procfs::memory_headroom`: MemAvailable and the memory cgroup). The session
+    /// server runs it for every hello before the session function, so no workload serves a
+    /// case it has not sized; a refusal is sent as `Limits`.
+    pub check: CheckFn,
     pub serve: SessionFn,
 }
+
+/// A [`Served`] entry's check of a hello's case with this server's memory headroom (None:
+/// unknown); a hello of a kind the entry does not serve passes (its session refuses it).
+pub type CheckFn = fn(&HelloCase, Option<u64>) -> Result<(), String>;
 
 /// Run one session on its control connection: check the case (refusing with
 /// [`refuse`](super::handshake::refuse) before `ready`), answer `ready`, serve, report. A
@@ -436,6 +446,13 @@ impl<'a> Server<'a> {
                 max.as_secs_f64()
             );
             control.send(&refused(RefusalKind::SessionTooLong, &error)).ok();
+            self.log.refused(peer, workload, &error);
+            return;
+        }
+        // Limits and memory before anything is allocated or `ready` said: one check for every
+        // workload, here, rather than in each session function.
+        if let Err(error) = (served.check)(&case, crate::sys::procfs::memory_headroom()) {
+            control.send(&refused(RefusalKind::Limits, &error)).ok();
             self.log.refused(peer, workload, &error);
             return;
         }

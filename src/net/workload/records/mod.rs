@@ -125,18 +125,14 @@ pub fn check_case(case: &RecordsCase, mem_available: Option<u64>) -> Result<(), 
     if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
-    let need = buffer_bytes(case);
-    if let Some(available) = mem_available {
-        if need > available / 2 {
-            return Err(format!(
-                "{} needs about {} (table and buffers), more than half of the {} available (MemAvailable and the memory cgroup's limit): use a smaller --table",
-                case.label(),
-                crate::format::format_bytes(need),
-                crate::format::format_bytes(available)
-            ));
-        }
-    }
-    Ok(())
+    // The table and the buffers live with the server (in this process for a local run).
+    crate::net::session::data::check_buffers(
+        &case.label(),
+        buffer_bytes(case),
+        crate::observation::Role::Server,
+        mem_available,
+        "use a smaller --table",
+    )
 }
 
 /// Where counts a thread keeps itself stood at a moment (snapshotted at the window's edges).

@@ -32,8 +32,17 @@ use std::time::{Duration, Instant};
 /// The records server side, as `net serve` and the in-process server serve it.
 pub const SERVED: Served = Served {
     hellos: &["records"],
+    check,
     serve,
 };
+
+/// The limits and the table the case would build here, against this server's headroom.
+fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
+    match hello {
+        HelloCase::Records(case) => check_case(case, headroom),
+        _ => Ok(()),
+    }
+}
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
@@ -49,9 +58,7 @@ fn serve_session(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
-    if let Err(error) = check_case(case, crate::sys::procfs::memory_headroom()) {
-        return Err(refuse(&mut control, RefusalKind::Limits, error));
-    }
+    // Limits and memory: checked by the session server before this runs (`check`).
     if case.mode == RecordsMode::UringZc {
         if let Err(e) = check_uring_zc() {
             let reason = e

@@ -13,7 +13,6 @@ use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, Thre
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
-use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::DATA_IDLE_TIMEOUT;
@@ -39,8 +38,18 @@ struct ServerOutcome {
 /// The rr/crr server side, as `net serve` and the loopback run serve it.
 pub const SERVED: Served = Served {
     hellos: &["rr", "crr"],
+    check,
     serve,
 };
+
+/// The limits, then the memory the case would take here, against the same headroom the
+/// client side checks (MemAvailable and the memory cgroup's room).
+fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
+    match hello {
+        HelloCase::Rr(case) => super::check_case(case).and_then(|()| super::check_memory(case, Role::Server, headroom)),
+        _ => Ok(()),
+    }
+}
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
@@ -57,13 +66,7 @@ fn serve_session(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
-    // The limits, then the memory the case would take here, against the same headroom the
-    // client side checks (MemAvailable and the memory cgroup's room), before `ready`.
-    if let Err(error) = super::check_case(case)
-        .and_then(|()| super::check_memory(case, Role::Server, crate::sys::procfs::memory_headroom()))
-    {
-        return Err(refuse(&mut control, RefusalKind::Limits, error));
-    }
+    // Limits and memory: checked by the session server before this runs (`check`).
     // A receive mode this kernel refuses is answered before any connection is made.
     if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
         control

@@ -10,7 +10,7 @@ use crate::measure::counters::kernel_policy;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
-use crate::net::session::handshake::{refuse, secs, RefusalKind, SLICE};
+use crate::net::session::handshake::{secs, SLICE};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{budget_error, over_budget, Served, Session, StartGate, DATA_IDLE_TIMEOUT};
 use crate::observation::names;
@@ -30,8 +30,19 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The stream's server side, as `net serve` and the loopback run serve it.
 pub const SERVED: Served = Served {
     hellos: &["stream"],
+    check,
     serve,
 };
+
+/// The limits, then the receive buffers the case would take here, against the same headroom
+/// the client side checks (MemAvailable lowered by the memory cgroup's room: a server in a
+/// 3 GiB cgroup on a large machine must not take MemAvailable's word).
+fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
+    match hello {
+        HelloCase::Stream(case) => super::check_case(case, Role::Server, headroom),
+        _ => Ok(()),
+    }
+}
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
@@ -44,11 +55,7 @@ fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> an
 /// connections (routed here by the greeters), receive, report.
 fn run_session(mut control: ControlChannel, case: &StreamCase, session: &Session<'_>) -> anyhow::Result<()> {
     let stopped = session.stopped;
-    // The same headroom the client side checks: MemAvailable lowered by the memory cgroup's
-    // room (a server in a 3 GiB cgroup on a large machine must not take MemAvailable's word).
-    if let Err(error) = super::check_case(case, Role::Server, crate::sys::procfs::memory_headroom()) {
-        return Err(refuse(&mut control, RefusalKind::Limits, error));
-    }
+    // Limits and memory: checked by the session server before this runs (`check`).
     // A receive mode this kernel refuses is answered before any connection is made.
     if let Err(refusal) = mode::check_receiver(case.rx_mode) {
         control.send(&unavailable(&refusal)).ok();

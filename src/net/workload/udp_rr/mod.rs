@@ -54,9 +54,6 @@ pub const MAX_INFLIGHT: usize = 64;
 pub const LOSS_TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1..=10_000;
 /// The default loss timeout.
 pub const DEFAULT_LOSS_TIMEOUT_MS: u64 = 200;
-/// The smallest SO_RCVBUF the CLI accepts (the kernel raises anything smaller to its own
-/// minimum anyway), and the largest.
-pub const RCVBUF_BYTES: std::ops::RangeInclusive<u64> = 1..=(1 << 30);
 /// How long a blocked receive waits before the thread looks at the window, the stop and its
 /// timeouts again.
 const POLL: Duration = Duration::from_millis(5);
@@ -96,11 +93,7 @@ pub fn check_case(case: &UdpRrCase) -> Result<(), String> {
             case.loss_timeout_ms
         ));
     }
-    if let Some(rcvbuf) = case.rcvbuf {
-        if !RCVBUF_BYTES.contains(&rcvbuf) {
-            return Err(format!("--rcvbuf {rcvbuf}: accepted 1 byte to 1 GiB"));
-        }
-    }
+    udp::check_rcvbuf(case.rcvbuf)?;
     if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
@@ -113,6 +106,37 @@ pub fn check_case(case: &UdpRrCase) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Memory one end of a case holds: per thread, the sender of its direction's datagrams and
+/// the receiver of the other's (`dgram::sender_bytes`/`receiver_bytes`: what they allocate,
+/// batches of up to `--inflight`), the socket buffer it asks for (twice: the kernel doubles
+/// it) and, on the client, its slots of requests in flight.
+pub fn buffer_bytes(case: &UdpRrCase, role: Role) -> u64 {
+    let (sent, received) = match role {
+        Role::Client => (case.request_size, case.response_size),
+        _ => (case.response_size, case.request_size),
+    };
+    let slots = match role {
+        Role::Client => (case.inflight as u64).saturating_mul(64),
+        _ => 0,
+    };
+    let per_thread = dgram::sender_bytes(case.mode, sent, case.inflight)
+        .saturating_add(dgram::receiver_bytes(case.rx_mode, received, case.inflight))
+        .saturating_add(case.rcvbuf.unwrap_or(0).saturating_mul(2))
+        .saturating_add(slots);
+    per_thread.saturating_mul(case.net.threads as u64)
+}
+
+/// Whether the buffers of `role`'s end fit in half of `headroom` (None skips the check).
+pub fn check_memory(case: &UdpRrCase, role: Role, headroom: Option<u64>) -> Result<(), String> {
+    crate::net::session::data::check_buffers(
+        &case.label(),
+        buffer_bytes(case, role),
+        role,
+        headroom,
+        "use smaller datagrams, fewer requests in flight, a smaller --rcvbuf or fewer threads",
+    )
 }
 
 /// Send modes that cannot do anything of their own in a request/response exchange: the

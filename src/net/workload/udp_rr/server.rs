@@ -16,7 +16,6 @@ use crate::net::dgram::session::open_udp_port;
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
 use crate::net::session::data::{threads_ended, MovedBytes};
 use crate::net::session::gate::{all_ready, join_all};
-use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{send_outcome, Served, Session};
@@ -31,8 +30,20 @@ use std::time::{Duration, Instant};
 /// The udp-rr server side, as `net serve` and the local run serve it.
 pub const SERVED: Served = Served {
     hellos: &["udp-rr"],
+    check,
     serve,
 };
+
+/// The limits, the hello's client ports, and the datagram and socket buffers the case would
+/// take here (a socket, a sender and a receiver per thread), against this server's headroom.
+fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
+    let HelloCase::UdpRr(h) = hello else {
+        return Ok(());
+    };
+    super::check_case(&h.case)?;
+    crate::net::dgram::session::check_ports(&h.ports, h.case.net.threads)?;
+    super::check_memory(&h.case, Role::Server, headroom)
+}
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
@@ -57,17 +68,7 @@ fn serve_session(
     stopped: &dyn Fn() -> bool,
     max_bytes: Option<u64>,
 ) -> anyhow::Result<()> {
-    if let Err(error) = super::check_case(case) {
-        return Err(refuse(&mut control, RefusalKind::Limits, error));
-    }
-    if ports.len() != case.net.threads {
-        let error = format!(
-            "the hello names {} client ports for {} threads",
-            ports.len(),
-            case.net.threads
-        );
-        return Err(refuse(&mut control, RefusalKind::Other, error));
-    }
+    // Limits, ports and memory: checked by the session server before this runs (`check`).
     if let Some(refusal) = super::mode_refusal(case) {
         control
             .send(&crate::net::control::Control::Unavailable {

@@ -18,7 +18,7 @@ mod server;
 
 pub use server::SERVED;
 
-use crate::case::{NetParams, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::case::{NetParams, UdpSendMode, UdpStreamCase};
 use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramSender};
@@ -45,8 +45,6 @@ pub const MAX_BATCH: usize = 1024;
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// The highest paced rate, datagrams per second in total.
 pub const MAX_RATE: f64 = 100e6;
-/// The smallest and largest `--rcvbuf`.
-pub const RCVBUF_RANGE: (u64, u64) = (256, 1 << 30);
 
 /// Whether a case can run: limits on every parameter. The CLI runs it before anything runs,
 /// a server before it answers `ready`.
@@ -103,31 +101,18 @@ pub fn check_case(case: &UdpStreamCase) -> Result<(), String> {
             ));
         }
     }
-    if let Some(bytes) = case.rcvbuf {
-        if !(RCVBUF_RANGE.0..=RCVBUF_RANGE.1).contains(&bytes) {
-            return Err(format!(
-                "--rcvbuf {bytes}: accepted 256 B to 1 GiB (the kernel clamps it to net.core.rmem_max and doubles it)"
-            ));
-        }
-    }
+    udp::check_rcvbuf(case.rcvbuf)?;
     Ok(())
 }
 
-/// Memory one end of a case holds: per thread, the datagram buffers of its sender (a batch,
-/// twice with GSO's and zero copy's rings) or receiver (a batch; GRO a 64 KiB buffer) and the
-/// socket buffer the receiver asked for (charged like any memory).
+/// Memory one end of a case holds: per thread, the datagram buffers of its sender or receiver
+/// (`dgram::sender_bytes`/`receiver_bytes`: what they allocate) and, on the receiving end, the
+/// socket buffer it asked for (charged like any memory, twice as the kernel doubles it).
 pub fn buffer_bytes(case: &UdpStreamCase, role: Role) -> u64 {
-    let batch = case.batch as u64;
     let per_thread = match role {
-        Role::Client => case.size.saturating_mul(batch).saturating_mul(2),
-        _ => {
-            let buffers = match case.rx_mode {
-                UdpRecvMode::Gro => 64 << 10,
-                UdpRecvMode::Recvmmsg => case.size.saturating_mul(batch),
-                UdpRecvMode::Recv => case.size,
-            };
-            buffers.saturating_add(case.rcvbuf.unwrap_or(0).saturating_mul(2))
-        }
+        Role::Client => dgram::sender_bytes(case.mode, case.size, case.batch),
+        _ => dgram::receiver_bytes(case.rx_mode, case.size, case.batch)
+            .saturating_add(case.rcvbuf.unwrap_or(0).saturating_mul(2)),
     };
     per_thread.saturating_mul(case.net.threads as u64)
 }

@@ -13,7 +13,7 @@ use crate::net::dgram::session::{self as udp, ServerSocket};
 use crate::net::dgram::{self, DgramReceiver, SeqCounts, SeqTracker};
 use crate::net::session::data::threads_ended;
 use crate::net::session::gate::{all_ready, join_all};
-use crate::net::session::handshake::{refuse, RefusalKind};
+use crate::net::session::handshake::RefusalKind;
 use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
 use crate::net::session::server::wrong_hello;
 use crate::net::session::{send_outcome, Served, Session};
@@ -28,8 +28,20 @@ use std::time::Duration;
 /// The udp-stream server side, as `net serve` and the local runs serve it.
 pub const SERVED: Served = Served {
     hellos: &[HELLO],
+    check,
     serve,
 };
+
+/// The limits, the hello's client ports, and the receive buffers the case would take here,
+/// against this server's headroom.
+fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
+    let HelloCase::UdpStream(h) = hello else {
+        return Ok(());
+    };
+    check_case(&h.case)?;
+    crate::net::dgram::session::check_ports(&h.ports, h.case.net.threads)?;
+    check_memory(&h.case, Role::Server, headroom)
+}
 
 fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
     match hello {
@@ -67,22 +79,7 @@ fn serve_session(
     ports: &[u16],
     session: &Session<'_>,
 ) -> anyhow::Result<()> {
-    if let Err(error) = check_case(case)
-        .and_then(|()| check_memory(case, Role::Server, crate::sys::procfs::memory_headroom()))
-        .and_then(|()| {
-            if ports.len() == case.net.threads {
-                Ok(())
-            } else {
-                Err(format!(
-                    "the hello names {} client ports for {} threads",
-                    ports.len(),
-                    case.net.threads
-                ))
-            }
-        })
-    {
-        return Err(refuse(&mut control, RefusalKind::Limits, error));
-    }
+    // Limits, ports and memory: checked by the session server before this runs (`check`).
     // Every receiver before `ready`: a receive mode this kernel refuses is answered so.
     let receivers = match (0..case.net.threads)
         .map(|_| dgram::receiver(case.rx_mode, case.size as usize, case.batch, case.net.verify))
