@@ -384,6 +384,9 @@ fn run_matrix(args: ReportArgs) -> anyhow::Result<()> {
         files.chart_files.len(),
         files.charts_dir.display()
     )?;
+    for line in &files.summary {
+        crate::say!("{line}")?;
+    }
     Ok(())
 }
 
