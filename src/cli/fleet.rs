@@ -26,7 +26,9 @@ Examples:
 N/2 disjoint pairs for even N, both directions), ring (i -> i+1), star:HOST (HOST <-> every
 other), or a file of `SOURCE DESTINATION` lines. --seed N fixes the shuffled order of the rounds
 and of the pairs within each. Each cell records its source, destination, round and how many
-pairs ran at once.";
+pairs ran at once. --reps auto (the default) runs the schedule as many times as `report
+--matrix` needs to flag a host against the noise (8 hosts over all pairs: 3; the plan's line
+says how many and why).";
 
 const STREAM_EXAMPLES: &str = "\
 Examples:

@@ -550,8 +550,6 @@ impl Builder {
             groups[*g as usize].planned[index[*s as usize] * n + index[*d as usize]] = true;
         }
         let mut slots: Vec<Vec<Option<Matrix>>> = (0..groups.len()).map(|_| vec![None; METRICS.len()]).collect();
-        // Every repetition of each matrix: (pair index, value), for its tests.
-        let mut cells: Vec<Vec<Vec<(u32, f64)>>> = (0..groups.len()).map(|_| vec![Vec::new(); METRICS.len()]).collect();
         let Values {
             mut values,
             mut sources,
@@ -576,7 +574,6 @@ impl Builder {
                 continue;
             };
             let pair = index[*s as usize] * n + index[*d as usize];
-            cells[*g as usize][m as usize].extend(reps.iter().map(|v| (pair as u32, *v)));
             let slot = &mut slots[*g as usize][m as usize];
             let matrix = slot.get_or_insert_with(|| Matrix {
                 metric: &METRICS[m as usize],
@@ -592,15 +589,26 @@ impl Builder {
             });
             matrix.values[pair] = Some(crate::measure::stats::median(&mut reps));
         }
-        drop(values);
         // The run's chance of a false flag is shared among its matrices.
         let matrices = slots.iter().flatten().filter(|m| m.is_some()).count();
         let alpha = flags::ALPHA / matrices.max(1) as f64;
-        for ((group, slot), cells) in groups.iter_mut().zip(slots).zip(cells) {
+        for (g, (group, slot)) in groups.iter_mut().zip(slots).enumerate() {
             let mut judged: Vec<Matrix> = Vec::new();
-            for (mut m, cells) in slot.into_iter().zip(cells).filter_map(|(m, c)| Some((m?, c))) {
-                m.judge(&cells, alpha);
-                judged.push(m);
+            for (m, matrix) in slot.into_iter().enumerate() {
+                let Some(mut matrix) = matrix else { continue };
+                // Every repetition of this matrix's pairs (pair index, value), one matrix at a
+                // time: the values are sorted by metric, so its metric's are one stretch.
+                let from = values.partition_point(|v| (v.1 as usize) < m);
+                let to = values.partition_point(|v| (v.1 as usize) <= m);
+                let cells: Vec<(u32, f64)> = values[from..to]
+                    .iter()
+                    .filter_map(|(position, _, v)| {
+                        let (s, d, of) = self.pairs.get(*position as usize).copied().flatten()?;
+                        (of as usize == g).then(|| ((index[s as usize] * n + index[d as usize]) as u32, *v))
+                    })
+                    .collect();
+                matrix.judge(&cells, alpha);
+                judged.push(matrix);
             }
             group.matrices = judged;
             // A planned pair is failed when no matrix has a value for it.
