@@ -133,7 +133,7 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     );
     t.line("fake");
     t.answer("cells [", "sleep:300ms,ok:7");
-    t.answer("repetitions [3]:", "20");
+    t.answer("repetitions [6]:", "20");
     t.answer("a name for the run [none]:", "");
     t.answer("results database [", &db.display().to_string());
     let screen = t.wait_for("save the plan as TOML", Duration::from_secs(20));
@@ -173,7 +173,7 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     let t = Tmux::start("again", dir.path(), &bin().display().to_string());
     t.answer("experiment [1]:", "fake");
     t.answer("cells [", "sleep:300ms,ok:7");
-    t.answer("repetitions [3]:", "1");
+    t.answer("repetitions [6]:", "1");
     t.answer("a name for the run [none]:", "");
     t.answer("results database [", &db.display().to_string());
     t.answer("save the plan as TOML", "");
@@ -200,9 +200,10 @@ fn the_launcher_runs_a_short_net_stream() {
     t.answer("client threads", "");
     t.answer("measured window per cell [1s]:", "200ms");
     t.answer("warm-up per cell [200ms]:", "100ms");
-    t.answer("pin client threads", "");
-    t.answer("pin server threads", "");
-    t.answer("repetitions (3 or more", "3");
+    // Proposed: quick's pinning of this machine; answered: none (a 1-CPU runner has no CPU 1).
+    t.answer("pin client threads", "none");
+    t.answer("pin server threads", "none");
+    t.answer("repetitions (6 give intervals of the median", "3");
     t.answer("a name for the run [none]:", "");
     t.answer("results database [", &db.display().to_string());
     let screen = t.wait_for("save the plan as TOML", Duration::from_secs(20));

@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A fleet of 6 hosts in which host 2 (10.0.0.3:7000) is slow both ways and the pair 0 -> 1
-/// failed, in a database of its own.
+/// failed, in a database of its own; 3 repetitions (15 cells a host side: what flags a host
+/// of 6 in 3 matrices).
 fn fleet_db(dir: &Path) -> PathBuf {
     let db = dir.join("fleet.db");
     let mut store = Store::create_or_open(&db).unwrap();
     let mut spec = Spec::new(6);
+    spec.repetitions = 3;
     spec.slow_hosts = vec![2];
     spec.failed = vec![(0, 1)];
     generate(&mut store, &spec, |_, _| {}).unwrap();
@@ -71,10 +73,19 @@ fn report_matrix_writes_the_page_of_the_matrix_alone() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("(6 hosts; 1 hosts and 0 links flagged;"), "{said}");
+    // Each matrix's noise and what it takes to flag, and the flagged host with its test.
     assert!(
-        stdout(&out).contains("(6 hosts; 1 hosts and 0 links flagged;"),
-        "{}",
-        stdout(&out)
+        said.contains(
+            "median throughput (Gbit/s), one-copy 64KiB t1: 1 hosts and 0 links flagged. Noise: a cell lies within"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("the smallest deviation flagged 4 times in 5:"), "{said}");
+    assert!(
+        said.contains(&format!("flagged host 3 {}: low as source: 15 / 0 of 15", host_name(2))),
+        "{said}"
     );
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains("<h2 id=\"matrix\">Fleet matrix</h2>"));

@@ -26,7 +26,9 @@ Examples:
 N/2 disjoint pairs for even N, both directions), ring (i -> i+1), star:HOST (HOST <-> every
 other), or a file of `SOURCE DESTINATION` lines. --seed N fixes the shuffled order of the rounds
 and of the pairs within each. Each cell records its source, destination, round and how many
-pairs ran at once.";
+pairs ran at once. --reps auto (the default) runs the schedule as many times as `report
+--matrix` needs to flag a host against the noise (8 hosts over all pairs: 3; the plan's line
+says how many and why).";
 
 const STREAM_EXAMPLES: &str = "\
 Examples:
@@ -134,6 +136,12 @@ pub fn scope_options(run: clap::Command) -> clap::Command {
                         "Seed of the schedule's order: rounds and the pairs within each are shuffled by it (default: from the clock; stored with the run)",
                     )
                 })
+                .mut_arg("reps", |a| {
+                    a.value_parser(parse_fleet_reps)
+                        .default_value("auto")
+                        .value_name("auto|N")
+                        .help(REPS_HELP)
+                })
                 .mut_arg("shuffle", |a| a.hide(true))
                 .mut_arg("warmup_cell", |a| a.hide(true))
                 .mut_arg("port", |a| a.hide(true))
@@ -143,6 +151,50 @@ pub fn scope_options(run: clap::Command) -> clap::Command {
         }
         run
     })
+}
+
+/// `fleet run --reps`: what the matrix's tests need, by default.
+const REPS_HELP: &str = "Repetitions of every pair (1 to 1000, or auto). auto (the default): as many as the matrix's \
+tests need to flag a host with one cell in the other direction: 3 for 8 hosts over all pairs, 5 for 4, 1 from 18 hosts up, at most 10 \
+(the plan's line says how many and why; docs/methodology.md, \"Fleet matrix: outlier hosts and links\")";
+
+/// The most repetitions `--reps auto` plans for pair sets that give a host few partners.
+const AUTO_REPS_MAX: u32 = 10;
+
+/// `--reps` of a fleet run: `auto` (0 in `RunFlags::reps`, resolved by [`fleet_plan`]) or 1 to 1000.
+fn parse_fleet_reps(text: &str) -> Result<u32, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(0);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!("'{text}' is not auto or a whole number from 1 to 1000")),
+    }
+}
+
+/// The repetitions `--reps auto` gives a schedule of `hosts` hosts, and why, for the plan's line.
+fn auto_repetitions(rounds: &[Vec<fleet::hosts::Pair>], hosts: usize) -> (u32, String) {
+    use crate::report::matrix::flags;
+    let partners = fleet::judgeable_partners(rounds, hosts);
+    if partners == 0 {
+        return (
+            1,
+            "1 repetition: no host has a partner whose other pairs could be its yardstick, so the matrix judges no host".into(),
+        );
+    }
+    let reps = flags::repetitions_needed(hosts, partners).min(AUTO_REPS_MAX);
+    let level = flags::ALPHA / flags::MATRICES_PLANNED as f64 / (2 * hosts) as f64;
+    let cells = partners as u32 * reps;
+    let why = if flags::needed(cells, level).is_some_and(|k| k < cells) {
+        format!(
+            "{reps} repetition(s): {partners} partner(s) x {reps} = {cells} cells a host side, enough to flag a host with one cell the other way"
+        )
+    } else {
+        format!(
+            "{reps} repetition(s), the most auto plans: {cells} cells a host side may be too few for the matrix to flag a host (it says so); --reps N for more"
+        )
+    };
+    (reps, why)
 }
 
 pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
@@ -245,9 +297,13 @@ pub fn fleet_plan(workload: &mut FleetWorkload) -> anyhow::Result<(Plan, String)
     let seed = flags.run.seed.unwrap_or_else(clock_seed);
     let rounds = fleet::rounds(&flags.pairs, &hosts, seed).map_err(usage)?;
     let cases = fleet::cells(&hosts, &rounds, flags.concurrent_pairs, &inner).map_err(usage)?;
+    let (repetitions, why) = match flags.run.reps {
+        0 => auto_repetitions(&rounds, hosts.len()),
+        n => (n, format!("{n} repetition(s), as --reps says")),
+    };
     let plan = Plan {
         cases,
-        repetitions: flags.run.reps,
+        repetitions,
         // The schedule's order is the plan's: batches of a round stay consecutive.
         shuffle: false,
         seed,
@@ -261,7 +317,7 @@ pub fn fleet_plan(workload: &mut FleetWorkload) -> anyhow::Result<(Plan, String)
     let seconds =
         fleet::schedule::estimated_seconds(&rounds, flags.concurrent_pairs, t_case) * f64::from(plan.repetitions);
     let announce = format!(
-        "fleet: {} hosts, pairs {}, {} rounds of up to {widest} disjoint pairs, {} cells ({} case(s) x {} rep(s)), up to {at_once} pair(s) at once, seed {seed}; estimated {} (a round takes ceil(its pairs / {}) x {} of case time)\n",
+        "fleet: {} hosts, pairs {}, {} rounds of up to {widest} disjoint pairs, {} cells ({} case(s) x {} rep(s)), up to {at_once} pair(s) at once, seed {seed}; estimated {} (a round takes ceil(its pairs / {}) x {} of case time); {why}\n",
         hosts.len(),
         flags.pairs,
         rounds.len(),

@@ -29,6 +29,8 @@ struct Prompter<R: BufRead, W: Write> {
     output: W,
     /// The answers given so far, by question: the defaults when the questions come again.
     memory: HashMap<String, String>,
+    /// The (client, server) CPUs proposed, quick's (`sweep::quick_pins`); None: cannot pin.
+    pins: Option<(usize, usize)>,
 }
 
 impl<R: BufRead, W: Write> Prompter<R, W> {
@@ -158,31 +160,70 @@ fn flag(argv: &mut Vec<String>, name: &str, value: &str) {
     }
 }
 
-/// Ask for the parameters of one family and build the `sweep` argv. `hidden` families
-/// (`fake`, for tests) are reached by typing their name.
+/// The repetitions the launcher proposes: quick's (`sweep::QUICK_REPS`, 6), the fewest for
+/// which a cell has the 95 % interval of its median and a comparison can be tested.
+pub const PROPOSED_REPS: u32 = super::sweep::QUICK_REPS;
+
+/// The repetitions question, with the numbers the run enforces: the interval of the median
+/// needs `MIN_VALUES_FOR_CI` (6); a comparison (crossover, winner) is "not tested" below the
+/// fewest repetitions a side with which the rank test can reach p < 0.05 (4).
+pub fn reps_question() -> String {
+    format!(
+        "repetitions ({} give intervals of the median and tested comparisons; with fewer than {} nothing is tested)",
+        crate::measure::stats::MIN_VALUES_FOR_CI,
+        fewest_testable_reps()
+    )
+}
+
+/// The fewest repetitions a side with which a comparison can be significant at all.
+pub fn fewest_testable_reps() -> usize {
+    (1..100)
+        .find(|n| crate::report::crossover::testable(*n, *n))
+        .unwrap_or(100)
+}
+
+/// What the launcher says before the questions of where threads run: quick's pinning, or why
+/// it cannot pin.
+fn pin_note(pins: Option<(usize, usize)>) -> String {
+    match pins {
+        Some((client, server)) => format!(
+            "  quick's design: client on CPU {client}, server on CPU {server} (pinned: the scheduler cannot move them mid-window), {PROPOSED_REPS} repetitions"
+        ),
+        None => format!(
+            "  not pinned: fewer than two CPUs are available to this process, so client and server share one; {PROPOSED_REPS} repetitions"
+        ),
+    }
+}
+
+/// The CPU list proposed for one end: its pinned CPU, or none.
+fn pin_default(pins: Option<(usize, usize)>, server: bool) -> String {
+    match pins {
+        Some((c, s)) => (if server { s } else { c }).to_string(),
+        None => "none".into(),
+    }
+}
+
 /// The questions every network family asks last, in this order: window, warm-up, where each
-/// side's threads run, repetitions.
+/// side's threads run (quick's pinning proposed), repetitions (quick's 6 proposed).
 fn ask_window_cpus_and_reps<R: BufRead, W: Write>(
     p: &mut Prompter<R, W>,
     argv: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     flag(argv, "--duration", &p.ask("measured window per cell", "1s")?);
     flag(argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+    p.say(&pin_note(p.pins))?;
+    let (client, server) = (pin_default(p.pins, false), pin_default(p.pins, true));
     flag(
         argv,
         "--client-cpus",
-        &p.ask("pin client threads to CPUs (none, 0, 0-1)", "none")?,
+        &p.ask("pin client threads to CPUs (none, 0, 0-1)", &client)?,
     );
     flag(
         argv,
         "--server-cpus",
-        &p.ask("pin server threads to CPUs (none, 1, 2-3)", "none")?,
+        &p.ask("pin server threads to CPUs (none, 1, 2-3)", &server)?,
     );
-    flag(
-        argv,
-        "--reps",
-        &p.ask("repetitions (3 or more give confidence intervals)", "3")?,
-    );
+    flag(argv, "--reps", &p.ask(&reps_question(), &PROPOSED_REPS.to_string())?);
     Ok(())
 }
 
@@ -225,17 +266,23 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
             flag(&mut argv, "--clients", &p.ask("concurrent clients", "1,10,100")?);
             flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
             flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+            p.say(&pin_note(p.pins))?;
+            let (client, server) = (pin_default(p.pins, false), pin_default(p.pins, true));
             flag(
                 &mut argv,
                 "--server-cpus",
-                &p.ask("pin server threads to CPUs (none, 1, 0-1)", "none")?,
+                &p.ask("pin server threads to CPUs (none, 1, 0-1)", &server)?,
             );
             flag(
                 &mut argv,
                 "--client-cpus",
-                &p.ask("pin load-generator threads to CPUs", "none")?,
+                &p.ask("pin load-generator threads to CPUs", &client)?,
             );
-            flag(&mut argv, "--reps", &p.ask("repetitions", "3")?);
+            flag(
+                &mut argv,
+                "--reps",
+                &p.ask(&reps_question(), &PROPOSED_REPS.to_string())?,
+            );
         }
         "OS microbenchmarks" => {
             argv.push("micro".into());
@@ -249,7 +296,13 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
             {
                 argv.push("--quick".into());
             }
-            flag(&mut argv, "--reps", &p.ask("repetitions", "1")?);
+            // Each micro cell takes its own samples, with their interval: one repetition is
+            // a full measurement; more compare the runs of a benchmark with each other.
+            flag(
+                &mut argv,
+                "--reps",
+                &p.ask("repetitions (each cell takes its own samples and their interval)", "1")?,
+            );
         }
         "record store" => {
             argv.push("net-records".into());
@@ -289,7 +342,7 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
         _ => {
             argv.push("fake".into());
             flag(&mut argv, "--cells", &p.ask("cells", "sleep:300ms,sleep:300ms")?);
-            flag(&mut argv, "--reps", &p.ask("repetitions", "3")?);
+            flag(&mut argv, "--reps", &p.ask("repetitions", &PROPOSED_REPS.to_string())?);
         }
     }
     flag(&mut argv, "--name", &p.ask("a name for the run", "none")?);
@@ -356,6 +409,7 @@ pub fn run() -> anyhow::Result<()> {
         input: stdin.lock(),
         output: std::io::stdout(),
         memory: HashMap::new(),
+        pins: sweep::quick_pins(),
     };
     let file = match decide(&mut prompter) {
         Ok(Some(file)) => file,
@@ -410,6 +464,10 @@ mod tests {
     use super::*;
 
     fn answers(lines: &[&str]) -> (anyhow::Result<Vec<String>>, String) {
+        answers_pinned(lines, None)
+    }
+
+    fn answers_pinned(lines: &[&str], pins: Option<(usize, usize)>) -> (anyhow::Result<Vec<String>>, String) {
         let text = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
         let mut out = Vec::new();
         let result = {
@@ -417,16 +475,40 @@ mod tests {
                 input: std::io::Cursor::new(text),
                 output: &mut out,
                 memory: HashMap::new(),
+                pins,
             };
             ask_command(&mut p)
         };
         (result, String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// The defaults are quick's design: 6 repetitions (what the run needs for intervals and
+    /// tested comparisons, and what the question says), client and server pinned to quick's
+    /// two CPUs of this machine, or not pinned with the reason said.
     #[test]
-    fn defaults_give_a_valid_copy_mode_sweep() {
-        let (argv, _) = answers(&["", "", "", "", "", "", "", "", "", "", ""]);
+    fn defaults_give_a_valid_copy_mode_sweep_with_quicks_design() {
+        let pins = sweep::quick_pins();
+        let (argv, out) = answers_pinned(&["", "", "", "", "", "", "", "", "", "", ""], pins);
         let file = PlanFile::new(argv.unwrap());
+        match pins {
+            Some((c, s)) => {
+                assert!(
+                    file.command_line()
+                        .contains(&format!("--client-cpus {c} --server-cpus {s} --reps 6")),
+                    "{}",
+                    file.command_line()
+                );
+                assert!(
+                    out.contains(&format!("quick's design: client on CPU {c}, server on CPU {s}")),
+                    "{out}"
+                );
+            }
+            None => assert!(out.contains("not pinned: fewer than two CPUs"), "{out}"),
+        }
+        assert!(
+            out.contains("repetitions (6 give intervals of the median and tested comparisons; with fewer than 4 nothing is tested) [6]:"),
+            "{out}"
+        );
         assert_eq!(file.command[..2], ["sweep", "net-stream"]);
         assert!(
             file.command_line().contains("--mode two-copy,one-copy,zero-copy,uring"),
@@ -436,7 +518,48 @@ mod tests {
         let (plan, _) = sweep::plan_of(&file.workload().unwrap()).unwrap();
         // Every mode at the three default sizes.
         assert_eq!(plan.cases.len(), CopyMode::ALL.len() * 3);
-        assert_eq!(plan.repetitions, 3);
+        assert_eq!(plan.repetitions, 6);
+        assert_eq!(plan.repetitions as usize, crate::measure::stats::MIN_VALUES_FOR_CI);
+        assert!(crate::report::crossover::testable(6, 6) && !crate::report::crossover::testable(3, 3));
+    }
+
+    /// Every `--reps` help (net stream's, shared by every measuring command through
+    /// `RunFlags`) states the numbers the run enforces and the launcher proposes.
+    #[test]
+    fn the_reps_help_states_the_numbers_the_run_enforces() {
+        let cmd = crate::cli::command();
+        let stream = cmd
+            .find_subcommand("net")
+            .and_then(|n| n.find_subcommand("stream"))
+            .expect("net stream");
+        let reps = stream.get_arguments().find(|a| a.get_id() == "reps").expect("--reps");
+        let help = reps.get_long_help().or(reps.get_help()).expect("help").to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for says in [
+            format!("needs {} or more", crate::measure::stats::MIN_VALUES_FOR_CI),
+            format!("tested from {} a side", fewest_testable_reps()),
+            format!("the launcher run {PROPOSED_REPS}"),
+        ] {
+            assert!(help.contains(&says), "{says:?} not in: {help}");
+        }
+        assert_eq!(PROPOSED_REPS as usize, crate::measure::stats::MIN_VALUES_FOR_CI);
+    }
+
+    /// With two CPUs the proposal is quick's pinning; with one it says why it cannot pin.
+    #[test]
+    fn the_pinning_proposed_is_quicks_or_the_reason_it_cannot_pin() {
+        let (argv, out) = answers_pinned(&["1", "1", "4K", "", "", "", "", "", "", "", ""], Some((0, 1)));
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert!(line.contains("--client-cpus 0 --server-cpus 1 --reps 6"), "{line}");
+        assert!(out.contains("pin client threads to CPUs (none, 0, 0-1) [0]:"), "{out}");
+        assert!(out.contains("pin server threads to CPUs (none, 1, 2-3) [1]:"), "{out}");
+        let (argv, out) = answers_pinned(&["1", "1", "4K", "", "", "", "", "", "", "", ""], None);
+        let line = PlanFile::new(argv.unwrap()).command_line();
+        assert!(!line.contains("-cpus") && line.contains("--reps 6"), "{line}");
+        assert!(
+            out.contains("not pinned: fewer than two CPUs are available to this process"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -461,6 +584,7 @@ mod tests {
             input: std::io::Cursor::new(text),
             output: &mut out,
             memory: HashMap::new(),
+            pins: None,
         })
         .unwrap();
         let out = String::from_utf8_lossy(&out);
@@ -489,7 +613,7 @@ mod tests {
         let line = PlanFile::new(argv.unwrap()).command_line();
         assert_eq!(
             line,
-            "iopath sweep net-records --mode copy-out,zero-copy --record-size 128 --records 1,16 --table 16M --duration 1s --warmup 200ms --reps 3 --db r.db"
+            "iopath sweep net-records --mode copy-out,zero-copy --record-size 128 --records 1,16 --table 16M --duration 1s --warmup 200ms --reps 6 --db r.db"
         );
     }
 
@@ -511,7 +635,7 @@ mod tests {
         );
         assert_eq!(
             line,
-            "iopath sweep net-rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 3 --db rr.db"
+            "iopath sweep net-rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 6 --db rr.db"
         );
         let (argv, out) = answers(&["6", "", "", "", "", "", "", "", "", "", "", "crr.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();

@@ -45,7 +45,7 @@ const EXAMPLES: &str = "\
 Examples:
   iopath quick                                  # every copy mode on loopback, with an HTML report
   iopath net stream --mode one-copy,zero-copy --size 4K..1M
-  iopath sweep net-stream --size 1K..1M --reps 5 --shuffle
+  iopath sweep net-stream --size 1K..1M --reps 6 --shuffle
   iopath servers --model epoll,uring --clients 1,100
   iopath micro list
   iopath runs

@@ -42,8 +42,10 @@ pub struct ReportArgs {
     #[arg(long, default_value = DEFAULT_DB_PATH)]
     pub db: PathBuf,
     /// A fleet run's matrix only: heat maps (rows: source host, columns: destination) of
-    /// median Gbit/s, p99 latency and CPU per byte or transaction of each side, outlier hosts
-    /// and links flagged, the worst pairs; -o names an .html file
+    /// median Gbit/s, p99 latency and CPU per byte or transaction of each side, the worst
+    /// pairs, and the hosts and links its tests flag (a host: a sign test of its cells against
+    /// its partners', Holm over the hosts; the page and the terminal say the noise judged
+    /// against and the smallest deviation it can flag); -o names an .html file
     /// (default: matrix-<run>.html beside the database).
     #[arg(long)]
     pub matrix: bool,
@@ -385,6 +387,9 @@ fn run_matrix(args: ReportArgs) -> anyhow::Result<()> {
         files.chart_files.len(),
         files.charts_dir.display()
     )?;
+    for line in &files.summary {
+        crate::say!("{line}")?;
+    }
     Ok(())
 }
 

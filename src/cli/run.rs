@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug, Clone, Default)]
 pub struct RunFlags {
     /// Repetitions of every case, each one a cell of its own (1 to 1000). With 2 or more the
-    /// table shows the median of the repetitions; confidence intervals need 3 or more.
+    /// table shows their median; the 95% interval of the median needs 6 or more, and a
+    /// comparison of two cases (crossover, winner) is tested from 4 a side, "not tested" below.
+    /// quick and the launcher run 6.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub reps: u32,
     /// Run the cells in a random order (fixed by --seed) so drift does not line up with the grid.

@@ -150,8 +150,14 @@ fn sysfs_core(cpu: usize) -> Option<(u32, u32)> {
 /// The preset plan of `iopath quick`: the `net stream` and `net rr` flags a user would type for
 /// it, pinned to two CPUs of this machine when it has them.
 pub fn quick_plan(name: &str) -> anyhow::Result<Plan> {
+    quick_plan_on(name, quick_pins())
+}
+
+/// The (client, server) CPUs quick pins to on this machine (`quick_cpus` over the CPUs this
+/// process may use); None with fewer than two. The launcher proposes the same.
+pub fn quick_pins() -> Option<(usize, usize)> {
     let allowed = crate::sys::affinity::allowed_cpus().unwrap_or_default();
-    quick_plan_on(name, quick_cpus(&allowed, sysfs_core))
+    quick_cpus(&allowed, sysfs_core)
 }
 
 /// The preset plan with the client and server pinned to `cpus` (None: not pinned).

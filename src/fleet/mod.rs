@@ -31,6 +31,33 @@ pub fn rounds(spec: &PairSpec, hosts: &[String], seed: u64) -> Result<Vec<Vec<ho
     Ok(rounds)
 }
 
+/// The fewest partners any host side of `rounds` over `n` hosts has that the matrix can judge
+/// it against: a pair `s → d` counts for `s` as a source when `d` has another source too,
+/// and for `d` as a destination when `s` has another destination (what the other hosts get
+/// from the same partner is the yardstick). 0 when no host side has one (a ring, two hosts).
+pub fn judgeable_partners(rounds: &[Vec<hosts::Pair>], n: usize) -> usize {
+    let (mut sources_of, mut destinations_of) = (vec![0usize; n], vec![0usize; n]);
+    for &(s, d) in rounds.iter().flatten() {
+        destinations_of[s] += 1;
+        sources_of[d] += 1;
+    }
+    let (mut as_source, mut as_destination) = (vec![0usize; n], vec![0usize; n]);
+    for &(s, d) in rounds.iter().flatten() {
+        if sources_of[d] >= 2 {
+            as_source[s] += 1;
+        }
+        if destinations_of[s] >= 2 {
+            as_destination[d] += 1;
+        }
+    }
+    as_source
+        .into_iter()
+        .chain(as_destination)
+        .filter(|p| *p > 0)
+        .min()
+        .unwrap_or(0)
+}
+
 /// Every cell of a fleet run: for each network case of `inner` (in order), every slot of the
 /// schedule (rounds in order, each cut into batches of at most `k` pairs), the network case
 /// aimed at the slot's destination.
@@ -192,6 +219,19 @@ mod tests {
             let r = |c: &Case| c.get::<FleetCase>().unwrap().round;
             r(&w[0]) <= r(&w[1])
         }));
+    }
+
+    /// All pairs: every host side has its N − 1 partners; a ring none (each destination has
+    /// one source); a star's leaves one (the centre), the centre N − 1.
+    #[test]
+    fn judgeable_partners_count_the_partners_with_a_yardstick() {
+        let hosts: Vec<String> = (1..=8).map(|i| format!("10.9.0.{i}:7000")).collect();
+        let all = rounds(&PairSpec::All, &hosts, 1).unwrap();
+        assert_eq!(judgeable_partners(&all, 8), 7);
+        let ring = schedule::pack(&(0..8).map(|i| (i, (i + 1) % 8)).collect::<Vec<_>>());
+        assert_eq!(judgeable_partners(&ring, 8), 0);
+        let star: Vec<hosts::Pair> = (1..8).flat_map(|i| [(0, i), (i, 0)]).collect();
+        assert_eq!(judgeable_partners(&schedule::pack(&star), 8), 1);
     }
 
     #[test]

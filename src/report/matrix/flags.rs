@@ -1,0 +1,464 @@
+//! Which hosts and links a matrix flags (issue 30): tests over the cells of a host or a link,
+//! corrected for how many are judged, never a band over single values.
+//!
+//! Each cell (one repetition of a directed pair) is put beside what its partner gets from all
+//! its pairs, in log space:
+//! - judging host `h` as a source, cell `h → d` against the median of `d`'s column (every
+//!   source's pair to `d`, each pair's median over its repetitions);
+//! - judging `h` as a destination, cell `s → h` against the median of `s`'s row.
+//!
+//! The host's own pair is in that median: one odd value among three or more does not move a
+//! median, and with it in, one bad link cannot move its neighbours' yardstick.
+//! A partner's own slowness is on both sides of the ratio and cancels; what is left is the
+//! host's deviation plus noise. A host side with `m` such cells is flagged low (high) when so
+//! many of them lie more than [`FLOOR`] below (above) that the exact one-sided sign test
+//! (Binomial(m, ½) upper tail, doubled for the two sides) gives a p that Holm's step-down over
+//! every host side of the matrix keeps at level `alpha` — and `alpha` is [`ALPHA`] divided
+//! among the run's matrices, so a run of identical hosts flags any host in any matrix with
+//! probability at most 5 %. The sign test assumes nothing of the noise's shape (a load spike
+//! moves one cell, however far) and a bad link is one partner among `N − 1`; the floor keeps a
+//! consistent but negligible difference from being a finding.
+//!
+//! A link `s → d` is judged against the additive prediction `row(s) + column(d) − all`
+//! (medians of the pairs' log values): it is flagged when it has at least
+//! [`LINK_MIN_REPS`] repetitions and every one of them lies beyond `max(z · σ, FLOOR)` on the
+//! same side, `σ` being 1.4826 × MAD of every cell's distance from its prediction and `z` the
+//! normal quantile of `alpha` shared (Bonferroni) among the matrix's links. One repetition of
+//! a pair is one moment of the machine: a pair is not flagged on one.
+
+use super::Side;
+use crate::report::compare::{holm, normal_quantile_upper};
+
+/// Deviations smaller than this fraction are never a finding, however consistent.
+pub const FLOOR: f64 = 0.05;
+/// The chance that a run of identical hosts flags anything, shared among its matrices.
+pub const ALPHA: f64 = 0.05;
+/// 1.4826 × MAD estimates the standard deviation of normally distributed values.
+pub const MAD_SCALE: f64 = 1.4826;
+/// The fewest repetitions of a pair that can make it a flagged link.
+pub const LINK_MIN_REPS: usize = 2;
+/// The power of the "smallest deviation flagged" the page states: flagged 4 times in 5.
+pub const POWER: f64 = 0.8;
+/// The most matrices one run's network case has (rr: transactions, p99, CPU of each side):
+/// what the default repetitions of a fleet run are planned for.
+pub const MATRICES_PLANNED: usize = 4;
+
+/// One side (as source or as destination) of a host, tested.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SideTest {
+    /// Cells with a partner to compare against.
+    pub cells: u32,
+    /// Cells more than [`FLOOR`] below / above their partner's typical value.
+    pub low: u32,
+    pub high: u32,
+    /// The median of the cells' ratios to their partner's typical value (1 = like the others).
+    pub ratio: Option<f64>,
+    /// The two-sided sign test's p, and after Holm over the matrix's host sides.
+    pub p: f64,
+    pub holm_p: f64,
+    /// The side the test found, when `holm_p` ≤ the matrix's alpha.
+    pub side: Option<Side>,
+}
+
+/// What a matrix's flags were judged against, for the page and the terminal.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Noise {
+    /// The level of this matrix's tests (`ALPHA` / the run's matrices).
+    pub alpha: f64,
+    /// Host sides tested (with at least one cell).
+    pub tests: usize,
+    /// The spread of a cell around its partner's typical value: 1.4826 × MAD of the log
+    /// ratios, as a fraction (0.03 = ±3 %). None without cells.
+    pub spread: Option<f64>,
+    /// The fewest and most cells a tested host side has.
+    pub cells_min: u32,
+    pub cells_max: u32,
+    /// How many of `cells_min` cells must lie beyond the floor on one side for the first of
+    /// Holm's steps; None when even all of them would not do (the matrix cannot flag a host).
+    pub needed: Option<u32>,
+    /// The deviation of a host side with `cells_min` cells flagged with probability
+    /// [`POWER`] given `spread` (normal noise assumed for this figure only), as a fraction
+    /// (0.08 = 8 % slower); None when the matrix cannot flag.
+    pub smallest: Option<f64>,
+    /// The link rule's distance from the prediction, as a fraction; None without cells.
+    pub link_threshold: Option<f64>,
+    /// The most repetitions any pair has (links need [`LINK_MIN_REPS`]).
+    pub reps_max: u32,
+}
+
+impl Noise {
+    /// The one-line account of the noise and what it takes to flag, in words.
+    pub fn sentence(&self) -> String {
+        let Some(spread) = self.spread else {
+            return "no cell has a partner to compare against: nothing judged".into();
+        };
+        let mut out = format!(
+            "a cell lies within ±{:.1} % of its partner's typical value (1.4826 × MAD of every cell)",
+            100.0 * spread
+        );
+        let cells = if self.cells_min == self.cells_max {
+            format!("{}", self.cells_min)
+        } else {
+            format!("{} to {}", self.cells_min, self.cells_max)
+        };
+        match (self.needed, self.smallest) {
+            (Some(k), smallest) => {
+                out.push_str(&format!(
+                    "; a host is flagged when at least {k} of its {} cells as source (or as destination) lie more than {:.0} % to one side (sign test, Holm over {} host sides, level {:.4})",
+                    self.cells_min,
+                    100.0 * FLOOR,
+                    self.tests,
+                    self.alpha
+                ));
+                if let Some(d) = smallest {
+                    out.push_str(&format!(
+                        "; the smallest deviation flagged 4 times in 5: {:.1} %",
+                        100.0 * d
+                    ));
+                }
+            }
+            (None, _) => out.push_str(&format!(
+                "; CANNOT FLAG A HOST: {cells} cells a host side, and even all of them beyond {:.0} % give p = {:.1e} > {:.1e} (level {:.4} / {} host sides); run more repetitions (--reps) or more hosts",
+                100.0 * FLOOR,
+                two_sided(self.cells_min, self.cells_min),
+                self.alpha / self.tests.max(1) as f64,
+                self.alpha,
+                self.tests
+            )),
+        }
+        match self.link_threshold {
+            Some(t) if self.reps_max as usize >= LINK_MIN_REPS => out.push_str(&format!(
+                "; a link is flagged when every repetition lies more than {:.1} % from what its row and column predict",
+                100.0 * t
+            )),
+            _ => out.push_str(&format!(
+                "; links are not judged (one repetition a pair: at least {LINK_MIN_REPS} are needed)"
+            )),
+        }
+        out
+    }
+}
+
+/// P(X ≥ k) for X ~ Binomial(m, q).
+pub fn binomial_tail(m: u32, k: u32, q: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > m || q <= 0.0 {
+        return 0.0;
+    }
+    if q >= 1.0 {
+        return 1.0;
+    }
+    let (ln_q, ln_r) = (q.ln(), (1.0 - q).ln());
+    // ln C(m, k) + k ln q + (m − k) ln(1 − q), then each next term from the last.
+    let mut ln_term: f64 = (1..=k)
+        .map(|i| f64::from(m - k + i).ln() - f64::from(i).ln())
+        .sum::<f64>()
+        + f64::from(k) * ln_q
+        + f64::from(m - k) * ln_r;
+    let mode = f64::from(m) * q;
+    let mut sum = 0.0;
+    for j in k..=m {
+        let term = ln_term.exp();
+        sum += term;
+        if f64::from(j) > mode && term < sum * 1e-17 {
+            break;
+        }
+        if j < m {
+            ln_term += f64::from(m - j).ln() - f64::from(j + 1).ln() + ln_q - ln_r;
+        }
+    }
+    sum.min(1.0)
+}
+
+/// The two-sided sign test's p for `beyond` of `m` cells on one side.
+fn two_sided(m: u32, beyond: u32) -> f64 {
+    (2.0 * binomial_tail(m, beyond, 0.5)).min(1.0)
+}
+
+/// The fewest cells of `m` beyond the floor on one side whose p reaches `level`.
+pub fn needed(m: u32, level: f64) -> Option<u32> {
+    (0..=m).find(|k| two_sided(m, *k) <= level)
+}
+
+/// The fewest cells a host side needs for the test to flag it with one cell the other way (a
+/// load spike): `(1 + m) · 2^(1 − m)` at most `level`.
+pub fn cells_needed(level: f64) -> u32 {
+    (1..200).find(|m| two_sided(*m, m - 1) <= level).unwrap_or(200)
+}
+
+/// The repetitions a fleet run of `hosts` hosts, each host with at least `partners` partners
+/// on each side, needs so that a host side can be flagged with one cell the other way in any
+/// of [`MATRICES_PLANNED`] matrices: the default of `fleet run --reps`.
+pub fn repetitions_needed(hosts: usize, partners: usize) -> u32 {
+    if hosts < 3 || partners == 0 {
+        // Two hosts: either could be the slow one; nothing to compare against.
+        return 1;
+    }
+    let level = ALPHA / MATRICES_PLANNED as f64 / (2 * hosts) as f64;
+    cells_needed(level).div_ceil(partners as u32).max(1)
+}
+
+/// The median of a sorted line; None when it is empty.
+fn median_sorted(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    (n > 0).then(|| {
+        if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        }
+    })
+}
+
+/// 1.4826 × the median absolute deviation from 0 of `values` (reordered).
+fn spread_around_zero(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    for v in values.iter_mut() {
+        *v = v.abs();
+    }
+    Some(MAD_SCALE * crate::measure::stats::median(values))
+}
+
+/// The flags of one matrix.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Judgement {
+    /// Per host: (as source, as destination).
+    pub hosts: Vec<(SideTest, SideTest)>,
+    /// Flagged links: (source, destination, side).
+    pub links: Vec<(usize, usize, Side)>,
+    pub noise: Noise,
+}
+
+/// Judge a matrix of `n` hosts: `pairs[s * n + d]` the median over the pair's repetitions
+/// (None: missing), `cells` every repetition as (pair index, value). Values that are not
+/// positive have no ratio and are left out. `alpha`: this matrix's level.
+pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) -> Judgement {
+    let log_pair: Vec<Option<f64>> = pairs.iter().map(|v| v.filter(|v| *v > 0.0).map(f64::ln)).collect();
+    // Each row's and column's pair values, sorted.
+    let mut rows: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for (i, y) in log_pair.iter().enumerate() {
+        if let Some(y) = y {
+            rows[i / n].push(*y);
+            columns[i % n].push(*y);
+        }
+    }
+    for line in rows.iter_mut().chain(columns.iter_mut()) {
+        line.sort_by(f64::total_cmp);
+    }
+    let mut all: Vec<f64> = log_pair.iter().flatten().copied().collect();
+    let all_median = (!all.is_empty()).then(|| crate::measure::stats::median(&mut all));
+    drop(all);
+    let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_sorted(r)).collect();
+    let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_sorted(c)).collect();
+    drop((rows, columns));
+    // Each pair's yardsticks: its destination's column, its source's row.
+    let references: Vec<(Option<f64>, Option<f64>)> = (0..pairs.len())
+        .map(|i| match log_pair[i] {
+            Some(_) => (column_median[i % n], row_median[i / n]),
+            None => (None, None),
+        })
+        .collect();
+    let (low_edge, high_edge) = ((1.0 - FLOOR).ln(), (1.0 + FLOOR).ln());
+    let mut source_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut destination_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut residuals: Vec<f64> = Vec::with_capacity(cells.len() * 2);
+    let mut reps = vec![0u32; pairs.len()];
+    for (i, v) in cells {
+        let i = *i as usize;
+        if *v <= 0.0 || !v.is_finite() {
+            continue;
+        }
+        reps[i] += 1;
+        let x = v.ln();
+        let (by_column, by_row) = references[i];
+        if let Some(r) = by_column {
+            source_ratios[i / n].push(x - r);
+            residuals.push(x - r);
+        }
+        if let Some(r) = by_row {
+            destination_ratios[i % n].push(x - r);
+            residuals.push(x - r);
+        }
+    }
+    let spread_log = spread_around_zero(&mut residuals);
+    drop(residuals);
+    let test = |ratios: &mut Vec<f64>| -> SideTest {
+        let cells = ratios.len() as u32;
+        if cells == 0 {
+            return SideTest {
+                p: 1.0,
+                holm_p: 1.0,
+                ..Default::default()
+            };
+        }
+        let low = ratios.iter().filter(|r| **r < low_edge).count() as u32;
+        let high = ratios.iter().filter(|r| **r > high_edge).count() as u32;
+        let ratio = crate::measure::stats::median(ratios).exp();
+        SideTest {
+            cells,
+            low,
+            high,
+            ratio: Some(ratio),
+            p: two_sided(cells, low.max(high)),
+            holm_p: 1.0,
+            side: None,
+        }
+    };
+    let mut hosts: Vec<(SideTest, SideTest)> = (0..n)
+        .map(|h| (test(&mut source_ratios[h]), test(&mut destination_ratios[h])))
+        .collect();
+    drop((source_ratios, destination_ratios));
+    // Holm over the host sides that have cells.
+    let mut tested: Vec<&mut SideTest> = hosts
+        .iter_mut()
+        .flat_map(|(s, d)| [s, d])
+        .filter(|t| t.cells > 0)
+        .collect();
+    let p: Vec<f64> = tested.iter().map(|t| t.p).collect();
+    for (t, adjusted) in tested.iter_mut().zip(holm(&p)) {
+        t.holm_p = adjusted;
+        if adjusted <= alpha {
+            t.side = Some(if t.low >= t.high { Side::Low } else { Side::High });
+        }
+    }
+    let tests = p.len();
+    let (cells_min, cells_max) = hosts
+        .iter()
+        .flat_map(|(s, d)| [s.cells, d.cells])
+        .filter(|c| *c > 0)
+        .fold((u32::MAX, 0), |(lo, hi), c| (lo.min(c), hi.max(c)));
+    let cells_min = if tests == 0 { 0 } else { cells_min };
+    let first_step = alpha / tests.max(1) as f64;
+    let needed_cells = (tests > 0).then(|| needed(cells_min, first_step)).flatten();
+    let smallest = match (needed_cells, spread_log) {
+        (Some(k), Some(s)) => Some(smallest_flagged(cells_min, k, s)),
+        _ => None,
+    };
+    // Links: every repetition beyond max(z σ, FLOOR) from the additive prediction.
+    let links_judged = reps.iter().filter(|r| **r > 0).count();
+    let mut link_residuals: Vec<f64> = Vec::new();
+    let prediction = |i: usize| -> Option<f64> {
+        log_pair[i]?;
+        Some(row_median[i / n]? + column_median[i % n]? - all_median?)
+    };
+    let predictions: Vec<Option<f64>> = (0..pairs.len()).map(prediction).collect();
+    for (i, v) in cells {
+        if let (Some(p), true) = (predictions[*i as usize], *v > 0.0 && v.is_finite()) {
+            link_residuals.push(v.ln() - p);
+        }
+    }
+    let link_spread = spread_around_zero(&mut link_residuals);
+    drop(link_residuals);
+    let z = normal_quantile_upper(alpha / 2.0 / links_judged.max(1) as f64);
+    let link_edge = link_spread.map(|s| (z * s).max(-low_edge));
+    let mut links: Vec<(usize, usize, Side)> = Vec::new();
+    if let Some(edge) = link_edge {
+        // Each flagged pair's sides over its repetitions: (all low so far, all high so far).
+        let mut sides: Vec<(bool, bool)> = vec![(true, true); pairs.len()];
+        for (i, v) in cells {
+            let i = *i as usize;
+            let Some(p) = predictions[i] else { continue };
+            if *v <= 0.0 || !v.is_finite() {
+                continue;
+            }
+            let r = v.ln() - p;
+            sides[i].0 &= r < -edge;
+            sides[i].1 &= r > edge;
+        }
+        for (i, (low, high)) in sides.iter().enumerate() {
+            if predictions[i].is_none() || (reps[i] as usize) < LINK_MIN_REPS {
+                continue;
+            }
+            if *low {
+                links.push((i / n, i % n, Side::Low));
+            } else if *high {
+                links.push((i / n, i % n, Side::High));
+            }
+        }
+    }
+    Judgement {
+        hosts,
+        links,
+        noise: Noise {
+            alpha,
+            tests,
+            spread: spread_log.map(|s| s.exp() - 1.0),
+            cells_min,
+            cells_max,
+            needed: needed_cells,
+            smallest,
+            link_threshold: link_edge.map(|e| e.exp() - 1.0),
+            reps_max: reps.iter().copied().max().unwrap_or(0),
+        },
+    }
+}
+
+/// The deviation (a fraction below 1) that puts at least `k` of `m` cells beyond the floor
+/// with probability [`POWER`], each cell's log ratio normal with deviation `spread` around it.
+fn smallest_flagged(m: u32, k: u32, spread: f64) -> f64 {
+    // The per-cell chance q of lying beyond the floor that gives the power, by bisection.
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..60 {
+        let q = (lo + hi) / 2.0;
+        if binomial_tail(m, k, q) < POWER {
+            lo = q;
+        } else {
+            hi = q;
+        }
+    }
+    let q = hi.min(1.0 - 1e-12);
+    // P(−δ + σ Z < ln(1 − FLOOR)) = q  ⇔  δ = σ Φ⁻¹(q) − ln(1 − FLOOR).
+    let delta = spread.max(1e-9) * normal_quantile_upper(1.0 - q) - (1.0 - FLOOR).ln();
+    1.0 - (-delta).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binomial_tail_matches_counting() {
+        assert!((binomial_tail(4, 3, 0.5) - 5.0 / 16.0).abs() < 1e-12);
+        assert!((binomial_tail(10, 0, 0.3) - 1.0).abs() < 1e-12);
+        assert_eq!(binomial_tail(3, 4, 0.5), 0.0);
+        assert!((binomial_tail(14, 14, 0.5) - 2f64.powi(-14)).abs() < 1e-18);
+        // 1 - P(X <= 1) for Binomial(5, 0.2) = 1 - 0.8^5 - 5 * 0.2 * 0.8^4.
+        let expected = 1.0 - 0.8f64.powi(5) - 5.0 * 0.2 * 0.8f64.powi(4);
+        assert!((binomial_tail(5, 2, 0.2) - expected).abs() < 1e-12);
+        // Large m stays finite and in [0, 1].
+        let t = binomial_tail(100_000, 50_500, 0.5);
+        assert!(t > 0.0 && t < 0.01, "{t}");
+    }
+
+    #[test]
+    fn the_median_of_a_sorted_line() {
+        assert_eq!(median_sorted(&[1.0, 2.0, 10.0]), Some(2.0));
+        assert_eq!(median_sorted(&[1.0, 2.0]), Some(1.5));
+        assert_eq!(median_sorted(&[]), None);
+    }
+
+    /// The default repetitions: 8 hosts need 3 (16 cells a side of 7 partners), 4 hosts 5,
+    /// 1000 hosts 1; 2 hosts cannot be told apart at all.
+    #[test]
+    fn the_repetitions_a_fleet_needs_follow_its_host_count() {
+        assert_eq!(repetitions_needed(8, 7), 3);
+        assert_eq!(repetitions_needed(4, 3), 5);
+        assert_eq!(repetitions_needed(1000, 999), 1);
+        assert_eq!(repetitions_needed(17, 16), 2);
+        assert_eq!(
+            repetitions_needed(18, 17),
+            1,
+            "fleet run --reps's help says: 1 from 18 hosts up"
+        );
+        assert_eq!(repetitions_needed(2, 1), 1);
+        // What was planned can flag: all but one of the cells beyond the floor.
+        let level = ALPHA / MATRICES_PLANNED as f64 / 16.0;
+        assert!(two_sided(21, 20) <= level);
+        assert!(needed(7, level).is_none(), "one repetition of 8 hosts cannot flag");
+    }
+}
