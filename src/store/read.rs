@@ -149,7 +149,7 @@ impl Store {
         self.corrupt(detail)
     }
 
-    fn corrupt(&self, detail: String) -> anyhow::Error {
+    pub(super) fn corrupt(&self, detail: String) -> anyhow::Error {
         StoreError::Corrupt {
             path: self.path.clone(),
             detail,
