@@ -68,6 +68,21 @@ pub struct AbAnalysis {
     pub unpaired: Vec<String>,
 }
 
+/// A cell's label in an A/B run: the case's label and its variant (`one-copy 64KiB t1 [B]`),
+/// so that the report's tables and charts tell the two apart.
+pub fn variant_label(label: &str, variant: Variant) -> String {
+    format!("{label} [{}]", variant.as_str())
+}
+
+/// The case's label and the variant of a label made by [`variant_label`].
+pub fn split_variant(label: &str) -> Option<(&str, Variant)> {
+    if let Some(base) = label.strip_suffix(" [A]") {
+        Some((base, Variant::A))
+    } else {
+        label.strip_suffix(" [B]").map(|base| (base, Variant::B))
+    }
+}
+
 /// One case's pairs: its label, its headline (name, role, higher is better), the (A, B) values.
 struct CasePairs {
     label: String,

@@ -3,6 +3,7 @@
 //! what the store gives it.
 
 pub mod ab;
+pub mod ab_figures;
 pub mod cells;
 pub mod charts;
 pub mod compare;

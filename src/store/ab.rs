@@ -91,6 +91,8 @@ impl Store {
         let (settings, pair_order, scope) = match row {
             Ok(row) => row,
             Err(rusqlite::Error::QueryReturnedNoRows) => return Ok(None),
+            // A database of an older schema read as it is (a merge input) has no A/B runs.
+            Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.starts_with("no such table") => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let settings: Vec<String> = serde_json::from_str(&settings)
