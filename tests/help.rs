@@ -102,6 +102,15 @@ fn every_help_has_examples_that_parse() {
             if let Err(e) = Cli::try_parse_from(&words) {
                 panic!("example in `{name} --help` does not parse: {line}\n{e}");
             }
+            // `iopath ab … -- COMMAND`: the command after `--` parses as a command of its own.
+            if let Some(at) = words.iter().position(|w| w == "--") {
+                let inner: Vec<&str> = std::iter::once("iopath")
+                    .chain(words[at + 1..].iter().map(String::as_str))
+                    .collect();
+                if let Err(e) = Cli::try_parse_from(&inner) {
+                    panic!("the command after -- in `{name} --help` does not parse: {line}\n{e}");
+                }
+            }
             checked += 1;
         }
     }
@@ -293,18 +302,25 @@ fn every_flag_in_a_help_example_is_among_that_commands_options() {
     for path in command_paths() {
         let out = iopath().args(&path).arg("--help").output().unwrap();
         for line in examples(&stdout(&out)) {
-            let words = argv(&line);
-            let (cmd, at) = resolve(&root, &words);
-            for flag in words.iter().filter(|w| w.starts_with("--")) {
-                let long = flag.trim_start_matches('-').split('=').next().unwrap_or_default();
-                if long.is_empty() || long == "help" || long == "version" {
-                    continue;
-                }
-                let shown = cmd
-                    .get_arguments()
-                    .any(|a| a.get_long() == Some(long) && !a.is_hide_set());
-                if !shown {
-                    problems.push(format!("`{}`: {flag} in: {line}", at.join(" ")));
+            let all = argv(&line);
+            // `iopath ab … -- COMMAND`: the flags after `--` are COMMAND's.
+            let split = all.iter().position(|w| w == "--").unwrap_or(all.len());
+            let inner: Vec<String> = std::iter::once("iopath".to_string())
+                .chain(all.iter().skip(split + 1).cloned())
+                .collect();
+            for words in [&all[..split], &inner[..]].into_iter().filter(|w| w.len() > 1) {
+                let (cmd, at) = resolve(&root, words);
+                for flag in words.iter().filter(|w| w.starts_with("--")) {
+                    let long = flag.trim_start_matches('-').split('=').next().unwrap_or_default();
+                    if long.is_empty() || long == "help" || long == "version" {
+                        continue;
+                    }
+                    let shown = cmd
+                        .get_arguments()
+                        .any(|a| a.get_long() == Some(long) && !a.is_hide_set());
+                    if !shown {
+                        problems.push(format!("`{}`: {flag} in: {line}", at.join(" ")));
+                    }
                 }
             }
         }

@@ -288,6 +288,16 @@ Examples:
   iopath compare 5 6 --ignore fields                # 8 fields against 1: match on the rest
   iopath compare 3 4 --correction holm              # any false alarm, not the share (bh)";
 
+pub const AB: &str = "\
+Examples:
+  iopath ab --set dev:client:gro=off -- net stream --topology veth --reps 8
+  iopath ab --set 'qdisc:client:tbf rate 1gbit burst 500k lat 50ms' -- net stream --topology veth
+  iopath ab --fail-on-regression --set flag:--align=misaligned -- net stream --reps 10
+  iopath ab --host-settings --set sysctl:net.ipv4.tcp_autocorking=0 -- net stream --reps 8
+  iopath ab --set sysctl:net.ipv4.tcp_autocorking=0 --order random -- net rr --topology netns
+  iopath ab --show 12 --fail-on-regression    # a stored A/B run: exit 1 worse with B, 3 undecidable
+  iopath compare 12 12                        # the same, one A/B run named twice";
+
 pub const SYSINFO: &str = "\
 Examples:
   iopath sysinfo

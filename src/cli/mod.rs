@@ -1,6 +1,7 @@
 //! The command line: clap definitions (raw flags) and their validation into plans, in two
 //! stages. `run` dispatches a parsed command; exit codes are decided in main.rs.
 
+pub mod ab;
 pub mod error;
 pub mod examples;
 pub mod fake;
@@ -98,6 +99,9 @@ pub enum Command {
     /// rounds of disjoint pairs, stored as one run.
     #[command(subcommand, after_help = fleet::EXAMPLES)]
     Fleet(fleet::FleetCommand),
+    /// Interleaved A/B of system settings or flags in one run: every cell as A and as B, in pairs.
+    #[command(after_help = examples::AB)]
+    Ab(Box<ab::AbArgs>),
     /// Compare two runs cell by cell, with a significance test.
     #[command(after_help = examples::COMPARE)]
     Compare(results::CompareArgs),
@@ -175,6 +179,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => results::run_report(args),
         Command::Export(args) => results::run_export(args),
         Command::Compare(args) => results::run_compare(args),
+        Command::Ab(args) => ab::run(*args),
         Command::Merge(args) => merge::run(args),
         Command::Micro(args) => micro::run(args),
         Command::Sysinfo(args) => sysinfo::run(args),

@@ -128,7 +128,7 @@ fn parse_correction(text: &str) -> Result<Correction, String> {
 }
 
 /// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
-fn parse_threshold(text: &str) -> Result<f64, String> {
+pub(super) fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
     match number.parse::<f64>() {
         Ok(v) if (0.0..100.0).contains(&v) => Ok(v / 100.0),
@@ -694,6 +694,14 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
 }
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
+    // One A/B run named on both sides: its variant B against its A (as `iopath ab --show`).
+    if let (Some(id), true) = (args.run_a.id, args.run_a == args.run_b) {
+        let db = args.run_a.db.clone().unwrap_or_else(|| args.db.clone());
+        let options = CompareOptions::new(args.threshold, args.correction, Vec::new());
+        if let Some(analysis) = super::ab::show_if_ab(&db, id, &options, args.json)? {
+            return super::ab::gate(&analysis, args.fail_on_regression);
+        }
+    }
     let metric = args.metric.as_deref().map(parse_metric).transpose()?;
     let a = Side::load(&args.run_a, &args.db)?;
     let b = Side::load(&args.run_b, &args.db)?;

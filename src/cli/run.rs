@@ -298,6 +298,11 @@ pub struct Outputs {
     pub view: View,
     /// Data that arrived corrupted fails the command once the records are printed.
     pub corrupt: Option<Corrupt>,
+    /// The cells to run in their order (`sweep::ab_cells` for `iopath ab`); None: `Plan::cells`.
+    pub order: Option<CellOrder>,
+    /// A sink that comes before every other (`iopath ab`'s settings: set before a cell starts,
+    /// put back in `finish` before the store closes the run).
+    pub first: Option<Box<dyn Sink>>,
 }
 
 impl Default for Outputs {
@@ -309,9 +314,14 @@ impl Default for Outputs {
             print: Print::Nothing,
             view: View::default(),
             corrupt: None,
+            order: None,
+            first: None,
         }
     }
 }
+
+/// The cells of a plan still to run (those not `done`), in the order they run.
+pub type CellOrder = fn(&Plan, &HashSet<Cell>) -> Vec<Cell>;
 
 /// What fails a command once its records are printed: `count` of an observation above zero
 /// means `what` ("messages", "records") arrived corrupted.
@@ -343,6 +353,8 @@ impl Outputs {
             print,
             view: View { wide: flags.wide },
             corrupt: None,
+            order: None,
+            first: None,
         })
     }
 
@@ -431,7 +443,12 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             (Some(store), Some(id), done)
         }
     };
-    let cells = plan.cells(&done);
+    if let Some(store) = store.as_mut() {
+        super::ab::restore_orphans(store)?;
+    }
+    let cells = outputs
+        .order
+        .map_or_else(|| plan.cells(&done), |order| order(plan, &done));
     if let (Some(id), false) = (run_id, done.is_empty()) {
         crate::tell!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
     }
@@ -463,6 +480,10 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         // after a sink's error) before anything prints, and the progress bar is cleared or the
         // live view closed before the printout writes stdout.
         let mut sinks: Vec<&mut dyn Sink> = Vec::new();
+        let mut first = outputs.first;
+        if let Some(s) = first.as_mut() {
+            sinks.push(s.as_mut());
+        }
         if let Some(s) = store_sink.as_mut() {
             sinks.push(s);
         }
@@ -561,6 +582,11 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
     // Resuming writes: an existing database is brought up to date like any writer does.
     let store = Store::upgrade(db).map_err(store_error)?;
     let run = store.run(run_id).map_err(store_error)?;
+    if store.ab_run(run_id)?.is_some() {
+        return Err(usage(format!(
+            "run {run_id} is an A/B run (`iopath ab`): its settings are not kept for a resume; run the `iopath ab` command again"
+        )));
+    }
     // A merged run's cells were measured on another host: more cells here would mix machines.
     if let Some(from) = store.provenance(run_id).map_err(store_error)? {
         return Err(usage(format!(

@@ -73,7 +73,6 @@ impl SplitMix64 {
     }
 
     /// A uniform index below `n` (> 0) by Lemire's multiply-shift; the bias is below n / 2^64.
-    #[cfg(test)]
     pub fn index(&mut self, n: usize) -> usize {
         ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }

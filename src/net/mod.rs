@@ -9,5 +9,6 @@ pub mod dgram;
 pub mod message;
 pub mod mode;
 pub mod session;
+pub mod settings;
 pub mod topology;
 pub mod workload;

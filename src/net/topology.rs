@@ -60,14 +60,20 @@ impl Topology {
             }),
             Topology::Netns => {
                 let ns = NetNs::new().context("could not create a network namespace")?;
-                Ok(Net {
+                let net = Net {
                     topology: self.clone(),
                     ns: Some(Arc::new(ns)),
                     server_ip: LOOPBACK,
                     host_if: None,
-                })
+                };
+                net.apply_scoped()?;
+                Ok(net)
             }
-            Topology::Veth(link) => build_veth(self, link),
+            Topology::Veth(link) => {
+                let net = build_veth(self, link)?;
+                net.apply_scoped()?;
+                Ok(net)
+            }
         }
     }
 }
@@ -80,7 +86,12 @@ const INNER_IF: &str = "iopath0";
 
 /// Run `ip` or `tc` in the calling thread's namespace; its failure is an error that says
 /// which command failed and what it printed.
-fn iproute(program: &str, args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn iproute(program: &str, args: &[String]) -> anyhow::Result<()> {
+    iproute_output(program, args).map(drop)
+}
+
+/// [`iproute`], returning what the command printed on stdout.
+pub(crate) fn iproute_output(program: &str, args: &[String]) -> anyhow::Result<String> {
     let out = Command::new(program).args(args).output().map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
             anyhow!(
@@ -97,7 +108,7 @@ fn iproute(program: &str, args: &[String]) -> anyhow::Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -184,6 +195,29 @@ pub struct Net {
 impl Net {
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// Apply an A/B run's variant-B settings (`net::settings::scoped`, empty otherwise) to what
+    /// was just built: a sysctl inside the server's namespace, a device setting on the server's
+    /// end (`server`: the veth end inside, or netns's lo) or the client's (`client`: the veth
+    /// end outside, or netns's lo). They go with the namespace and the pair.
+    fn apply_scoped(&self) -> anyhow::Result<()> {
+        for setting in super::settings::scoped() {
+            let (server_side, device) = match setting.device() {
+                None => (true, None),
+                Some("server") => (true, Some(self.host_if.as_ref().map_or("lo", |_| INNER_IF))),
+                Some("client") => (false, Some(self.host_if.as_deref().unwrap_or("lo"))),
+                Some(other) => bail!("{setting}: a topology's device is `server` or `client`, not {other}"),
+            };
+            let real = device.map_or_else(|| setting.clone(), |d| setting.on_device(d));
+            let applied = if server_side {
+                self.on_server_side(|| real.apply())
+            } else {
+                self.on_client_side(|| real.apply())
+            };
+            applied.with_context(|| format!("variant B's {setting} in the topology"))?;
+        }
+        Ok(())
     }
 
     /// The host end of the veth pair, if any.

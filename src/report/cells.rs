@@ -174,7 +174,10 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
             CellSummary {
                 position,
                 case: case.clone(),
-                label: case.label(),
+                label: match data.ab.as_ref().and_then(|ab| ab.variants.get(position)) {
+                    Some(variant) => super::ab::variant_label(&case.label(), *variant),
+                    None => case.label(),
+                },
                 ok: observations.len(),
                 failures: cells.iter().filter_map(|c| c.error.clone()).collect(),
                 metrics,
@@ -494,6 +497,7 @@ pub(crate) mod tests {
             cases: cases.into_iter().map(|(c, _)| c).collect(),
             cells,
             fleet_machines: Default::default(),
+            ab: None,
         }
     }
 

@@ -1156,6 +1156,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     figures.extend(super::udp_rr_figures::udp_rr_figures(&drawn));
     figures.extend(micro_figures(&drawn, caches));
     figures.extend(super::remote_fs_figures::remote_fs_figures(&drawn));
+    figures.extend(super::ab_figures::ab_figures(&drawn));
     for f in figures.iter_mut().filter(|f| !f.stem.starts_with("servers_")) {
         f.caption.push_str(&left_out_line(&left_out));
     }

@@ -2,6 +2,8 @@
 //! stored runs), charts (plotters, SVG + PNG) and the self-contained HTML report. Reads only
 //! what the store gives it.
 
+pub mod ab;
+pub mod ab_figures;
 pub mod cells;
 pub mod charts;
 pub mod compare;

@@ -3,6 +3,7 @@
 //! records into CSV or JSON following docs/output.md, and merging databases (`merge.rs`);
 //! `machines.rs` keeps the machines at both ends of each fleet cell.
 
+pub mod ab;
 pub mod db;
 pub mod export;
 pub mod fleet;

@@ -70,6 +70,8 @@ pub struct RunData {
     pub cells: Vec<StoredCell>,
     /// The machines of its fleet cells, per host (empty for any other run).
     pub fleet_machines: super::FleetMachines,
+    /// An A/B run's settings and each case's variant (`iopath ab`); None for any other run.
+    pub ab: Option<super::ab::AbRun>,
 }
 
 impl RunData {
@@ -149,7 +151,7 @@ impl Store {
         self.corrupt(detail)
     }
 
-    fn corrupt(&self, detail: String) -> anyhow::Error {
+    pub(super) fn corrupt(&self, detail: String) -> anyhow::Error {
         StoreError::Corrupt {
             path: self.path.clone(),
             detail,
@@ -309,6 +311,7 @@ impl Store {
             false => Default::default(),
         };
         Ok(RunData {
+            ab: self.ab_run(id)?,
             run,
             cases,
             cells,

@@ -103,6 +103,31 @@ pub const MIGRATIONS: &[&str] = &[
         ";
         CREATE INDEX IF NOT EXISTS observations_by_case_status ON observations (case_id, status);"
     ),
+    // 5: A/B runs (`iopath ab`, store/ab.rs): each case's variant (no row outside an A/B run), the
+    // run's settings and order; and the journal of the host values an A/B run changes, written
+    // before the first change and marked restored after the last, so that a run killed in
+    // between is put right by the next iopath that opens the database.
+    // `IF NOT EXISTS` throughout, as in 3 (and no ALTER TABLE, which cannot be repeated).
+    "CREATE TABLE IF NOT EXISTS case_variants (
+        case_id INTEGER PRIMARY KEY REFERENCES cases(id) ON DELETE CASCADE,
+        variant TEXT NOT NULL CHECK (variant IN ('A', 'B'))
+    );
+    CREATE TABLE IF NOT EXISTS ab_runs (
+        run_id        INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+        settings_json TEXT NOT NULL,
+        pair_order    TEXT NOT NULL,
+        scope         TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS setting_journal (
+        id           INTEGER PRIMARY KEY,
+        owner_pid    INTEGER NOT NULL,
+        owner_start  INTEGER NOT NULL,
+        netns        INTEGER NOT NULL,
+        run_id       INTEGER,
+        original     TEXT NOT NULL,
+        recorded_at  TEXT NOT NULL,
+        restored_at  TEXT
+    );",
 ];
 
 /// The schema version this build writes.

@@ -8,7 +8,7 @@ pub mod environment;
 pub mod plan;
 pub mod runner;
 
-pub use plan::{order_cells, Cell, Estimate, Plan};
+pub use plan::{ab_cells, order_cells, Cell, Estimate, Plan};
 pub use runner::{run_plan, CellOutcome, RunEnd, Sink};
 
 use crate::case::Case;

@@ -92,9 +92,73 @@ pub fn order_cells(cases: usize, repetitions: u32, done: &HashSet<Cell>, shuffle
     cells
 }
 
+/// The cells of an A/B plan (`iopath ab`): its first half of cases is variant A, the second
+/// half the same cases as variant B; the pairs (case i and case half+i, one repetition) run
+/// one after the other, repetition-major, each pair's two cells in the order ABBA gives
+/// (alternating from pair to pair, so neither variant always runs first) or, with `shuffle`, a
+/// coin thrown by a generator seeded with `seed`.
+pub fn ab_cells(plan: &Plan, done: &HashSet<Cell>) -> Vec<Cell> {
+    use rand::Rng;
+    let half = plan.cases.len() / 2;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed);
+    let mut cells = Vec::with_capacity(plan.cases.len() * plan.repetitions as usize);
+    for repetition in 0..plan.repetitions {
+        for i in 0..half {
+            let pair_index = repetition as usize * half + i;
+            let b_first = if plan.shuffle {
+                rng.gen_bool(0.5)
+            } else {
+                pair_index % 2 == 1
+            };
+            let (a, b) = (
+                Cell {
+                    position: i,
+                    repetition,
+                },
+                Cell {
+                    position: half + i,
+                    repetition,
+                },
+            );
+            cells.extend(if b_first { [b, a] } else { [a, b] });
+        }
+    }
+    cells.retain(|c| !done.contains(c));
+    cells
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ab_pairs_run_together_in_abba_order() {
+        use crate::case::{FakeBehaviour, FakeCase};
+        let fake = |index| {
+            Case::Fake(FakeCase {
+                index,
+                behaviour: FakeBehaviour::Sleep { ms: 1 },
+            })
+        };
+        let mut plan = Plan {
+            cases: vec![fake(0), fake(1), fake(0), fake(1)],
+            repetitions: 2,
+            shuffle: false,
+            seed: 5,
+            warmup_cell: false,
+            name: None,
+            interface: "lo".into(),
+        };
+        let order: Vec<usize> = ab_cells(&plan, &HashSet::new()).iter().map(|c| c.position).collect();
+        assert_eq!(order, vec![0, 2, 3, 1, 0, 2, 3, 1]);
+        plan.shuffle = true;
+        let random = ab_cells(&plan, &HashSet::new());
+        assert_eq!(random, ab_cells(&plan, &HashSet::new()), "the seed fixes the order");
+        for pair in random.chunks(2) {
+            assert_eq!(pair[0].repetition, pair[1].repetition);
+            assert_eq!(pair[0].position % 2, pair[1].position % 2, "one case, both variants");
+        }
+    }
 
     #[test]
     fn repetition_major_order() {

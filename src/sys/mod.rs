@@ -6,6 +6,7 @@
 pub mod affinity;
 pub mod aligned;
 pub mod cache;
+pub mod ethtool;
 pub mod futex;
 pub mod input;
 pub mod mem;

@@ -13,6 +13,15 @@ pub fn read_i64(path: impl AsRef<Path>) -> Option<i64> {
     read_trimmed(path)?.parse().ok()
 }
 
+/// When process `pid` started, in clock ticks after boot (/proc/PID/stat field 22): with the
+/// pid, what names one process for good (a pid is reused, a start time with it is not).
+/// None when no such process exists.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after its last ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// A /proc/meminfo field (e.g. "MemAvailable:") in bytes.
 pub fn meminfo_bytes(key: &str) -> Option<u64> {
     meminfo_field(&read_trimmed("/proc/meminfo")?, key)

@@ -1,0 +1,442 @@
+//! The paired statistics of an A/B run (`iopath ab`): every case ran as variant A (the system
+//! as it was) and variant B (with the settings), one A and one B per repetition, next to each
+//! other in time (ABBA or a seeded random order within each pair). A pair's ratio B/A cancels
+//! whatever the machine did over the run; what is left is the settings' effect and the noise
+//! between two neighbouring cells.
+//!
+//! Per cell: the geometric mean of the pairs' ratios B/A with a 95% bootstrap interval (pairs
+//! resampled, `compare::cell_seed` of the label, `compare::BOOTSTRAP_RESAMPLES`), the exact
+//! two-sided Wilcoxon signed-rank test of the log ratios, p adjusted over the cells
+//! (`compare::Correction`), and `compare::decide`'s verdict. Whole run: every cell's log
+//! ratios oriented so that up is better, the mean over cells of their means with a stratified
+//! bootstrap (pairs resampled within cells), the signed-rank test over all pairs. The gate is
+//! `compare::Gate`, with `compare --fail-on-regression`'s exit codes.
+
+use super::compare::{self, CompareOptions, Gate, Verdict};
+use crate::measure::stats::SplitMix64;
+use crate::observation::Role;
+use crate::store::ab::{AbRun, Variant};
+use crate::store::RunData;
+use serde::Serialize;
+
+/// One case's pairs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AbRow {
+    pub label: String,
+    pub metric: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    /// Pairs with both values.
+    pub pairs: usize,
+    pub median_a: Option<f64>,
+    pub median_b: Option<f64>,
+    /// Geometric mean of the pairs' B/A.
+    pub ratio: Option<f64>,
+    pub ratio_ci95: Option<(f64, f64)>,
+    /// Pairs in which B was better, worse (by the metric's direction).
+    pub b_better: usize,
+    pub b_worse: usize,
+    /// Exact two-sided Wilcoxon signed-rank p of ln(B/A), and adjusted over the cells.
+    pub p: f64,
+    pub p_adjusted: f64,
+    pub verdict: Verdict,
+    pub reason: String,
+    /// The (A, B) values of each pair, in repetition order.
+    pub values: Vec<(f64, f64)>,
+}
+
+/// The verdict over every pair of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AbWhole {
+    pub pairs: usize,
+    /// exp(mean over cells of the mean oriented log ratio): above 1 means B is better.
+    pub better_ratio: Option<f64>,
+    pub better_ratio_ci95: Option<(f64, f64)>,
+    pub p: f64,
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AbAnalysis {
+    pub threshold: f64,
+    pub alpha: f64,
+    pub correction: compare::Correction,
+    pub rows: Vec<AbRow>,
+    pub whole: AbWhole,
+    /// Cases without a single complete pair.
+    pub unpaired: Vec<String>,
+}
+
+/// A cell's label in an A/B run: the case's label and its variant (`one-copy 64KiB t1 [B]`),
+/// so that the report's tables and charts tell the two apart.
+pub fn variant_label(label: &str, variant: Variant) -> String {
+    format!("{label} [{}]", variant.as_str())
+}
+
+/// The case's label and the variant of a label made by [`variant_label`].
+pub fn split_variant(label: &str) -> Option<(&str, Variant)> {
+    if let Some(base) = label.strip_suffix(" [A]") {
+        Some((base, Variant::A))
+    } else {
+        label.strip_suffix(" [B]").map(|base| (base, Variant::B))
+    }
+}
+
+/// One case's pairs: its label, its headline (name, role, higher is better), the (A, B) values.
+struct CasePairs {
+    label: String,
+    name: &'static str,
+    role: Role,
+    higher: bool,
+    values: Vec<(f64, f64)>,
+}
+
+/// The pairs of every case of `data`: variant A's case at position i and variant B's at the
+/// same index among the B cases, matched by repetition, with the value of the case's headline.
+fn pairs_of(data: &RunData, ab: &AbRun) -> Vec<CasePairs> {
+    let a_positions: Vec<usize> = (0..ab.variants.len())
+        .filter(|&p| ab.variants[p] == Variant::A)
+        .collect();
+    let b_positions: Vec<usize> = (0..ab.variants.len())
+        .filter(|&p| ab.variants[p] == Variant::B)
+        .collect();
+    let value = |position: usize, repetition: u32, name: &str, role: Role| {
+        data.cells
+            .iter()
+            .find(|c| c.position == position && c.repetition == repetition && c.error.is_none())
+            .and_then(|c| c.observation.metrics.iter().find(|m| m.name == name && m.role == role))
+            .and_then(|m| m.value)
+    };
+    a_positions
+        .iter()
+        .zip(&b_positions)
+        .filter_map(|(&a, &b)| {
+            let case = data.cases.get(a)?;
+            let h = case.as_workload().headline();
+            let values = (0..data.run.repetitions)
+                .filter_map(|r| Some((value(a, r, h.name, h.role)?, value(b, r, h.name, h.role)?)))
+                .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+                .collect();
+            Some(CasePairs {
+                label: case.label(),
+                name: h.name,
+                role: h.role,
+                higher: h.higher_is_better,
+                values,
+            })
+        })
+        .collect()
+}
+
+/// Exact two-sided Wilcoxon signed-rank p of `d` (zeros dropped, ties given mid-ranks; the
+/// exact null distribution of the rank sum counted over doubled ranks; a normal approximation
+/// above 60 values).
+pub fn signed_rank_p(d: &[f64]) -> f64 {
+    let mut nonzero: Vec<f64> = d.iter().copied().filter(|x| *x != 0.0 && x.is_finite()).collect();
+    let n = nonzero.len();
+    if n == 0 {
+        return 1.0;
+    }
+    nonzero.sort_by(|x, y| x.abs().total_cmp(&y.abs()));
+    // Doubled mid-ranks, so tied ranks stay whole numbers.
+    let mut ranks2 = vec![0usize; n];
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && nonzero[j + 1].abs() == nonzero[i].abs() {
+            j += 1;
+        }
+        for r in ranks2.iter_mut().take(j + 1).skip(i) {
+            *r = i + j + 2;
+        }
+        i = j + 1;
+    }
+    let total: usize = ranks2.iter().sum();
+    let w_plus: usize = nonzero
+        .iter()
+        .zip(&ranks2)
+        .filter(|(x, _)| **x > 0.0)
+        .map(|(_, r)| r)
+        .sum();
+    let extreme = w_plus.min(total - w_plus);
+    if n > 60 {
+        let mean = total as f64 / 2.0;
+        let sd = (ranks2.iter().map(|r| (*r as f64).powi(2)).sum::<f64>() / 4.0).sqrt();
+        let z = (mean - extreme as f64) / sd.max(f64::MIN_POSITIVE);
+        return (2.0 * 0.5 * libm_erfc(z / std::f64::consts::SQRT_2)).min(1.0);
+    }
+    // counts[s]: sign assignments whose positive doubled-rank sum is s.
+    let mut counts = vec![0f64; total + 1];
+    counts[0] = 1.0;
+    for &r in &ranks2 {
+        for s in (r..=total).rev() {
+            counts[s] += counts[s - r];
+        }
+    }
+    let tail: f64 = counts[..=extreme].iter().sum();
+    (2.0 * tail / 2f64.powi(n as i32)).min(1.0)
+}
+
+/// The complementary error function (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7).
+fn libm_erfc(x: f64) -> f64 {
+    if x < 0.0 {
+        return 2.0 - libm_erfc(-x);
+    }
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    poly * (-x * x).exp()
+}
+
+/// The smallest p the signed-rank test reaches with `n` pairs: 2^(1 - n).
+pub fn smallest_possible_p(n: usize) -> f64 {
+    2f64.powi(1 - n as i32).min(1.0)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut v = v.to_vec();
+    Some(crate::measure::stats::median(&mut v))
+}
+
+/// The 2.5% and 97.5% points of `values` (sorted here).
+fn interval(values: &mut [f64]) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|x, y| x.total_cmp(y));
+    let n = values.len() as f64;
+    Some((values[(n * 0.025) as usize], values[(n * 0.975) as usize - 1]))
+}
+
+/// Bootstrap of exp(mean over strata of each stratum's mean): pairs resampled within each.
+fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
+    let strata: Vec<&Vec<f64>> = strata.iter().filter(|s| !s.is_empty()).collect();
+    if strata.is_empty() {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut means: Vec<f64> = (0..compare::BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            let total: f64 = strata
+                .iter()
+                .map(|s| (0..s.len()).map(|_| s[rng.index(s.len())]).sum::<f64>() / s.len() as f64)
+                .sum();
+            (total / strata.len() as f64).exp()
+        })
+        .collect();
+    interval(&mut means)
+}
+
+/// The paired analysis of an A/B run.
+pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalysis {
+    let mut rows = Vec::new();
+    let mut unpaired = Vec::new();
+    for CasePairs {
+        label,
+        name,
+        role,
+        higher,
+        values,
+    } in pairs_of(data, ab)
+    {
+        if values.is_empty() {
+            unpaired.push(label);
+            continue;
+        }
+        let d: Vec<f64> = values.iter().map(|(a, b)| (b / a).ln()).collect();
+        let ci = stratified_bootstrap(std::slice::from_ref(&d), compare::cell_seed(&label));
+        let better = |x: &f64| if higher { *x > 0.0 } else { *x < 0.0 };
+        let worse = |x: &f64| if higher { *x < 0.0 } else { *x > 0.0 };
+        let unit = data
+            .cells
+            .iter()
+            .flat_map(|c| c.observation.metrics.iter())
+            .find(|m| m.name == name && m.role == role)
+            .map(|m| m.unit.clone())
+            .unwrap_or_default();
+        rows.push(AbRow {
+            metric: format!("{role}.{name}"),
+            unit,
+            higher_is_better: higher,
+            pairs: values.len(),
+            median_a: median(&values.iter().map(|v| v.0).collect::<Vec<_>>()),
+            median_b: median(&values.iter().map(|v| v.1).collect::<Vec<_>>()),
+            ratio: Some(mean(&d).exp()),
+            ratio_ci95: ci,
+            b_better: d.iter().filter(|x| better(x)).count(),
+            b_worse: d.iter().filter(|x| worse(x)).count(),
+            p: signed_rank_p(&d),
+            p_adjusted: 1.0,
+            verdict: Verdict::Inconclusive,
+            reason: String::new(),
+            values,
+            label,
+        });
+    }
+    let adjusted = options.correction.adjust(&rows.iter().map(|r| r.p).collect::<Vec<_>>());
+    let p_name = match options.correction {
+        compare::Correction::None => "p".to_string(),
+        c => format!("{} p", c.name().to_uppercase().replace("HOLM", "Holm")),
+    };
+    for (row, p) in rows.iter_mut().zip(adjusted) {
+        row.p_adjusted = p;
+        let (verdict, reason) = compare::decide(
+            row.ratio_ci95,
+            p,
+            &p_name,
+            (row.pairs, row.pairs),
+            row.higher_is_better,
+            options,
+        );
+        row.verdict = verdict;
+        row.reason = reason.replace("repetitions", "pairs").replace("a side", "");
+    }
+    let oriented: Vec<Vec<f64>> = rows
+        .iter()
+        .map(|r| {
+            r.values
+                .iter()
+                .map(|(a, b)| if r.higher_is_better { (b / a).ln() } else { (a / b).ln() })
+                .collect()
+        })
+        .collect();
+    let all: Vec<f64> = oriented.iter().flatten().copied().collect();
+    let better_ratio =
+        (!oriented.is_empty()).then(|| (oriented.iter().map(|d| mean(d)).sum::<f64>() / oriented.len() as f64).exp());
+    let ci = stratified_bootstrap(&oriented, compare::BOOTSTRAP_SEED);
+    let p = signed_rank_p(&all);
+    let (verdict, reason) = compare::decide(ci, p, "p", (all.len(), all.len()), true, options);
+    AbAnalysis {
+        threshold: options.threshold,
+        alpha: options.alpha,
+        correction: options.correction,
+        rows,
+        whole: AbWhole {
+            pairs: all.len(),
+            better_ratio,
+            better_ratio_ci95: ci,
+            p,
+            verdict,
+            reason: reason
+                .replace("B/A", "B/A (up: B better)")
+                .replace("repetitions", "pairs")
+                .replace("a side", ""),
+        },
+        unpaired,
+    }
+}
+
+impl AbAnalysis {
+    /// What `--fail-on-regression` decides, as `compare` does: a regression when the whole run
+    /// or a cell is worse with B; undecidable when no cell can reach alpha with its pairs and
+    /// the whole run decided nothing; a pass otherwise.
+    pub fn gate(&self) -> Gate {
+        let worse: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Slower)
+            .map(|r| r.label.as_str())
+            .collect();
+        if self.whole.verdict == Verdict::Slower || !worse.is_empty() {
+            let mut parts = Vec::new();
+            if self.whole.verdict == Verdict::Slower {
+                parts.push(format!("the whole run is worse with B ({})", self.whole.reason));
+            }
+            if !worse.is_empty() {
+                parts.push(format!("{} cell(s) worse with B: {}", worse.len(), worse.join(", ")));
+            }
+            return Gate::Regression(format!("{} (--fail-on-regression)", parts.join("; ")));
+        }
+        if self.rows.is_empty() {
+            return Gate::Undecidable("undecidable (--fail-on-regression, exit 3): no complete A/B pair".into());
+        }
+        let m = self.rows.len();
+        let min_p0 = self
+            .rows
+            .iter()
+            .map(|r| smallest_possible_p(r.pairs))
+            .fold(1.0, f64::min);
+        let decidable = self
+            .rows
+            .iter()
+            .any(|r| self.correction.best_adjusted(smallest_possible_p(r.pairs), min_p0, m) < self.alpha);
+        if !decidable && self.whole.verdict == Verdict::Inconclusive {
+            return Gate::Undecidable(format!(
+                "undecidable (--fail-on-regression, exit 3): no cell can reach p < {} with its pairs (6 or more pairs a cell can; --reps sets them) and the whole-run verdict is inconclusive",
+                self.alpha
+            ));
+        }
+        Gate::Pass
+    }
+
+    /// The table: a row per cell, then the whole-run line.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<36} {:>5} {:>12} {:>12} {:>7} {:>15} {:>7} {:>8}  verdict\n",
+            "cell", "pairs", "median A", "median B", "B/A", "interval", "B+/B-", "p (adj)"
+        );
+        for r in &self.rows {
+            let num = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
+            out.push_str(&format!(
+                "{:<36} {:>5} {:>12} {:>12} {:>7} {:>15} {:>7} {:>8}  {}\n",
+                crate::format::escape_control(&r.label),
+                r.pairs,
+                num(r.median_a),
+                num(r.median_b),
+                r.ratio.map_or("-".into(), |v| format!("{v:.3}")),
+                r.ratio_ci95.map_or("-".into(), |(l, h)| format!("{l:.3}..{h:.3}")),
+                format!("{}/{}", r.b_better, r.b_worse),
+                format!("{:.3}", r.p_adjusted),
+                r.verdict
+            ));
+        }
+        for label in &self.unpaired {
+            out.push_str(&format!("{label}: no complete pair (a cell of A or B failed)\n"));
+        }
+        let w = &self.whole;
+        out.push_str(&format!(
+            "whole run ({} pairs): {}, B better by a factor {} (up: B better), interval {}, signed-rank p {:.3}: {}\n",
+            w.pairs,
+            w.verdict,
+            w.better_ratio.map_or("-".into(), |v| format!("{v:.3}")),
+            w.better_ratio_ci95
+                .map_or("-".into(), |(l, h)| format!("{l:.3}..{h:.3}")),
+            w.p,
+            w.reason
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signed_rank_test_is_exact_for_small_samples() {
+        // Six pairs all one way: 2 / 2^6.
+        assert!((signed_rank_p(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) - 2.0 / 64.0).abs() < 1e-12);
+        assert!((smallest_possible_p(6) - 2.0 / 64.0).abs() < 1e-12);
+        assert_eq!(signed_rank_p(&[0.0, 0.0]), 1.0);
+        // Symmetric data: p of 1.
+        assert!((signed_rank_p(&[1.0, -1.0, 2.0, -2.0]) - 1.0).abs() < 1e-12);
+        // Large samples take the normal approximation and still see a clear shift.
+        let shifted: Vec<f64> = (0..100).map(|i| 0.5 + (i % 7) as f64 - 3.0).collect();
+        let p = signed_rank_p(&shifted);
+        assert!(p > 0.0 && p < 0.05, "{p}");
+    }
+
+    #[test]
+    fn stratified_bootstrap_holds_a_constant_shift() {
+        let (lo, hi) = stratified_bootstrap(&[vec![0.1; 5], vec![0.1; 3]], 1).unwrap();
+        assert!((lo - 0.1f64.exp()).abs() < 1e-12 && (hi - 0.1f64.exp()).abs() < 1e-12);
+    }
+}
