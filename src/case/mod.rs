@@ -117,6 +117,11 @@ impl Case {
         self.as_workload().label()
     }
 
+    /// The name of the case's series in a history tool (`Workload::series`).
+    pub fn series(&self) -> String {
+        self.as_workload().series()
+    }
+
     /// A stable text key (canonical JSON) used to match cells across runs and on resume.
     pub fn key(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| self.label())

@@ -80,6 +80,19 @@ pub trait Workload: Any + std::fmt::Debug {
     /// The parameters as flat (name, value text) pairs, for table, report and CSV columns.
     fn params(&self) -> Vec<(&'static str, String)>;
 
+    /// The name of this case's series in a history tool (Otava, Bencher): what stays the same
+    /// from one run of a plan to the next, so a series continues. The label, unless it carries
+    /// where the schedule placed the case (a fleet cell's round, reshuffled every run).
+    fn series(&self) -> String {
+        self.label()
+    }
+
+    /// The hosts the case measured between, when not the machine that stored the run (a fleet
+    /// cell's `SOURCE -> DESTINATION`; the controller only ran the schedule).
+    fn hosts(&self) -> Option<String> {
+        None
+    }
+
     /// How many windows one cell runs (rr, crr and servers with counters: a latency pass and a
     /// counting pass, docs/methodology.md).
     fn passes(&self) -> u32 {

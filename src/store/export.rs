@@ -67,7 +67,6 @@ impl Exporter for CsvExporter {
             .iter()
             .flat_map(|r| r.observation.metrics.iter().map(|m| (m.role, m.name.clone(), m.key())))
             .collect();
-        let mut w = csv::Writer::from_writer(Vec::new());
         let mut header: Vec<String> = ["run_id", "workload", "label", "repetition"]
             .iter()
             .map(|s| s.to_string())
@@ -78,7 +77,7 @@ impl Exporter for CsvExporter {
             header.push(format!("{key}_source"));
         }
         header.extend(["status".into(), "error".into(), "warnings".into()]);
-        w.write_record(&header)?;
+        let mut rows: Vec<Vec<String>> = Vec::with_capacity(records.len());
         for r in records {
             let case_params = r.case.params();
             let mut row: Vec<String> = vec![
@@ -114,8 +113,23 @@ impl Exporter for CsvExporter {
             row.push(r.error.clone().unwrap_or_default());
             let warnings: Vec<&str> = r.observation.warnings.iter().map(|w| w.text.as_str()).collect();
             row.push(warnings.join(" | "));
-            w.write_record(row.iter().map(|c| crate::format::spreadsheet_safe(c).into_owned()))?;
+            rows.push(row);
+        }
+        // A parameter or metric column empty in every row says nothing (a parameter no case
+        // sets, a metric no repetition has a value of: its `_source` column, kept, says why):
+        // left out. The fixed columns stay, so `error` is there even when nothing failed.
+        let varying = 4..header.len() - 3;
+        let kept: Vec<usize> = (0..header.len())
+            .filter(|&i| !varying.contains(&i) || rows.iter().any(|row| !row[i].is_empty()))
+            .collect();
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(kept.iter().map(|&i| header[i].as_str()))?;
+        for row in &rows {
             // no formulas (=, +, -, @)
+            w.write_record(
+                kept.iter()
+                    .map(|&i| crate::format::spreadsheet_safe(&row[i]).into_owned()),
+            )?;
         }
         Ok(w.into_inner()?)
     }
@@ -188,7 +202,9 @@ pub const OTAVA_COLUMNS: [&str; 8] = [
 
 /// `export --format otava` (docs/output.md): one row per run and case with at least one
 /// successful repetition, oldest run first; `time` the run's start; `test` names the series
-/// (host, workload and case) for Otava, which reads a file as one series; one column per
+/// (host, workload and case; for a fleet cell its workload, pair and network case, no round
+/// and no controller) for Otava, which reads a file as one series; `host` the machine, or a
+/// fleet cell's pair; `case` the series' case (`Workload::series`); one column per
 /// metric (`<role>_<name>`, sorted) holding the median over the case's successful
 /// repetitions, empty where the case has no value of it.
 pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
@@ -204,16 +220,24 @@ pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
     header.extend(metrics.iter().map(|(role, name)| format!("{}_{name}", role.as_str())));
     w.write_record(&header)?;
     for (data, cases) in &tables {
-        let host = super::merge::host_of(&data.run.machine_json).unwrap_or_else(|| "unknown-host".into());
+        let machine = super::merge::host_of(&data.run.machine_json).unwrap_or_else(|| "unknown-host".into());
         for (_, case, ok, values) in cases {
+            // A fleet cell's hosts are its pair (already in its series), not the controller.
+            let (host, test) = match case.as_workload().hosts() {
+                Some(pair) => (pair, format!("{}.{}", case.workload(), slug(&case.series()))),
+                None => (
+                    machine.clone(),
+                    format!("{}.{}.{}", slug(&machine), case.workload(), slug(&case.series())),
+                ),
+            };
             let mut row = vec![
                 otava_time(&data.run.started_at),
                 data.run.id.to_string(),
                 data.run.name.clone().unwrap_or_default(),
-                host.clone(),
-                format!("{}.{}.{}", slug(&host), case.workload(), slug(&case.label())),
+                host,
+                test,
                 case.workload().to_string(),
-                case.label(),
+                case.series(),
                 ok.to_string(),
             ];
             for key in &metrics {
@@ -229,7 +253,8 @@ pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
     Ok(w.into_inner()?)
 }
 
-/// `export --format bmf` (docs/output.md): Bencher Metric Format. Per case (`<workload>/<label>`,
+/// `export --format bmf` (docs/output.md): Bencher Metric Format. Per case (`<workload>/<series>`:
+/// the label, a fleet cell's without its round,
 /// `#<position>` added when two cases share a label), per metric with a value
 /// (`<role>_<name>`): `value` the median over the successful repetitions, `lower_value` and
 /// `upper_value` the 95% confidence interval of the median (order statistics, as the report)
@@ -238,7 +263,7 @@ pub fn bmf_json(data: &RunData) -> anyhow::Result<Vec<u8>> {
     let cases = case_values(data);
     let names: Vec<String> = cases
         .iter()
-        .map(|(_, case, _, _)| format!("{}/{}", case.workload(), case.label()))
+        .map(|(_, case, _, _)| format!("{}/{}", case.workload(), case.series()))
         .collect();
     let mut uses: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for name in &names {
@@ -315,6 +340,14 @@ mod tests {
         assert_eq!(&rows[2][col("status")], "failed");
         assert_eq!(&rows[2][col("error")], "boom");
         assert_eq!(header.iter().next_back(), Some("warnings"));
+        // The issue "A user's first hour": no column is empty in every row but the fixed ones
+        // (here `warnings`); the micro cases' empty options are left out.
+        for (i, name) in header.iter().enumerate() {
+            assert!(
+                name == "warnings" || name == "error" || rows.iter().any(|r| !r[i].is_empty()),
+                "{name} is empty in every row"
+            );
+        }
     }
 
     /// The issue "Results that speak": `size` vs `size_bytes`, `any` vs `null`, `12.0` counts.
