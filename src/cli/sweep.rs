@@ -493,12 +493,25 @@ fn median_text(cell: &report::cells::CellSummary, name: &str, role: crate::obser
 
 /// The numbers of a quick run before its findings, each table within 100 columns: the median
 /// Gbit/s of every stream case as send mode (rows) × message size (columns), one block per
-/// thread count, and the request/response cases' transactions/s with p50 and p99 latency.
-pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
+/// thread count, and the request/response cases' transactions/s with p50 and p99 latency. A
+/// headline median within the noise of the best at its point carries `~`, as the findings
+/// ranked it, so the table and the sentences under it agree.
+pub(super) fn headline_tables(cells: &[report::cells::CellSummary], findings: &report::findings::Findings) -> String {
     use super::output::Show;
     use crate::case::{format_bytes, RrCase, StreamCase};
     use crate::observation::Role;
     let mut out = String::new();
+    let mut marked = false;
+    let mut median_text = |c: &report::cells::CellSummary, name: &str, role: Role| {
+        let (headline, headline_role, _) = report::cells::headline(&c.case);
+        let mark = if (headline, headline_role) == (name, role) {
+            findings.standing(c).map_or("", |s| s.mark())
+        } else {
+            ""
+        };
+        marked |= !mark.is_empty();
+        format!("{mark}{}", median_text(c, name, role))
+    };
     let streams: Vec<(&report::cells::CellSummary, &crate::case::StreamCase)> = cells
         .iter()
         .filter_map(|c| c.case.get::<StreamCase>().map(|s| (c, s)))
@@ -560,6 +573,10 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
     if !out.is_empty() {
         out.push_str("medians of the repetitions; the report has every figure with its interval\n");
     }
+    if marked {
+        out.push_str(report::findings::WITHIN_NOISE_KEY);
+        out.push('\n');
+    }
     out
 }
 
@@ -585,7 +602,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         let html = output.unwrap_or_else(|| default_report_path(stored.db, stored.run_id));
         let files = report::write_report(&data, &html, stored.db)?;
         let analysis = report::analyze(&data, stored.db);
-        super::output::out(headline_tables(&analysis.cells))?;
+        super::output::out(headline_tables(&analysis.cells, &analysis.findings))?;
         if wide {
             print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
         }
@@ -737,7 +754,7 @@ mod tests {
                 warnings: Vec::new(),
             })
             .collect();
-        let text = headline_tables(&cells);
+        let text = headline_tables(&cells, &report::findings::findings(&cells, &[], &[]));
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         assert!(!text.contains("with --wide"), "nothing left out: {text}");
         let header = text.lines().next().unwrap();

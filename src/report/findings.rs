@@ -74,6 +74,49 @@ impl Findings {
     }
 }
 
+/// Where a cell's headline median stands among its group's contenders at its point (its size,
+/// its load): the best median, within the noise of the best (not significantly behind it,
+/// Mann-Whitney U p >= 0.05, or too few repetitions to tell), or significantly behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Best,
+    WithinNoise,
+    Behind,
+}
+
+impl Standing {
+    /// The mark a table puts before the median: `~` within the noise of the best.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Standing::WithinNoise => "~",
+            Standing::Best | Standing::Behind => "",
+        }
+    }
+}
+
+/// The line under a table whose medians carry `Standing::mark`.
+pub const WITHIN_NOISE_KEY: &str =
+    "~ marks a median within the noise of the best at that point (not significantly behind it: Mann-Whitney U p >= 0.05)";
+
+impl Findings {
+    /// How `cell` stands at its point, as the findings ranked it (so a table's marks and the
+    /// sentences under it agree); None for a cell nothing is ranked against.
+    pub fn standing(&self, cell: &CellSummary) -> Option<Standing> {
+        let e = entry(cell)?;
+        let group = self.groups.iter().find(|g| g.title == e.group)?;
+        let point = group.winners.iter().find(|w| w.x == e.x)?;
+        if point.winner == e.contender {
+            return Some(Standing::Best);
+        }
+        let (_, _, significant) = point.behind.iter().find(|b| b.0 == e.contender)?;
+        Some(if *significant {
+            Standing::Behind
+        } else {
+            Standing::WithinNoise
+        })
+    }
+}
+
 /// "1.4x", "3.2x", "12x"; a small factor keeps the digits that tell it from 1 ("1.04x",
 /// "1.004x"), so a significant difference never reads "1.0x".
 pub fn factor_text(f: f64) -> String {
@@ -295,6 +338,12 @@ fn overtakes_sentence(r: &CrossoverRow) -> String {
             r.b,
             format_bytes(*size)
         ),
+        Crossover::NoCrossover if r.b_ahead.is_empty() && !r.a_higher_in_noise.is_empty() => format!(
+            "{} never significantly overtakes {} here: its median is higher at {}, but within the noise of the repetitions (Mann-Whitney U p >= 0.05).",
+            r.a,
+            r.b,
+            sizes_text(&r.a_higher_in_noise)
+        ),
         Crossover::NoCrossover if r.b_ahead.is_empty() => format!(
             "{} never overtakes {} here: at no size do they differ significantly.",
             r.a, r.b
@@ -306,6 +355,12 @@ fn overtakes_sentence(r: &CrossoverRow) -> String {
             sizes_text(&r.a_ahead),
             r.b,
             sizes_text(&r.b_ahead)
+        ),
+        Crossover::NoCrossover if !r.a_higher_in_noise.is_empty() => format!(
+            "{} never significantly overtakes {} here{behind}; its median is higher at {}, within the noise.",
+            r.a,
+            r.b,
+            sizes_text(&r.a_higher_in_noise)
         ),
         Crossover::NoCrossover => format!("{} never overtakes {} here{behind}.", r.a, r.b),
         Crossover::NotTested { reps } => format!(
@@ -782,6 +837,54 @@ mod tests {
             }
         }
         data
+    }
+
+    /// Issue 30, item 5: one-copy's median is higher than two-copy's at 64KiB and 256KiB but
+    /// within the noise. The sentence says so instead of a bare "never overtakes", and the
+    /// table's mark (`Findings::standing`) calls the lower median within the noise of the best.
+    #[test]
+    fn never_overtakes_owns_up_to_higher_medians_within_the_noise() {
+        // ±12% spread: overlapping repetitions, no significant difference anywhere.
+        let noisy = |v: f64| -> Vec<f64> { (0..6).map(|i| v * (1.0 + 0.05 * (i as f64 - 2.5))).collect() };
+        let two = [10.0, 20.0, 30.0, 29.12, 37.89];
+        let one = [9.9, 19.8, 29.9, 29.29, 40.84];
+        let mut cases = Vec::new();
+        for (i, &size) in SIZES.iter().enumerate() {
+            cases.push((stream_case(CopyMode::TwoCopy, size, 1), noisy(two[i])));
+            cases.push((stream_case(CopyMode::OneCopy, size, 1), noisy(one[i])));
+        }
+        let cells = summarize_run(&run_data(cases));
+        let rows = stream_crossovers(&cells);
+        let f = findings(&cells, &rows, &[]);
+        let lines = f.lines().join("\n");
+        assert!(
+            lines.contains("One-copy never significantly overtakes two-copy here: its median is higher at 64KiB and 256KiB, but within the noise"),
+            "{lines}"
+        );
+        let at = |mode: CopyMode, size: u64| {
+            let cell = cells
+                .iter()
+                .find(|c| matches!(&c.case, Case::NetStream(s) if s.mode == mode && s.size == size))
+                .unwrap();
+            f.standing(cell)
+        };
+        assert_eq!(at(CopyMode::OneCopy, 65536), Some(Standing::Best));
+        assert_eq!(at(CopyMode::TwoCopy, 65536), Some(Standing::WithinNoise));
+        assert_eq!(at(CopyMode::TwoCopy, 1024), Some(Standing::Best));
+        assert_eq!(Standing::WithinNoise.mark(), "~");
+        // Well apart, the slower is behind, unmarked.
+        let (_, g) = seed_findings(6);
+        let cells = summarize_run(&seed_run(6));
+        let f = Findings {
+            groups: vec![g],
+            noise: String::new(),
+        };
+        let zc = cells
+            .iter()
+            .find(|c| matches!(&c.case, Case::NetStream(s) if s.mode == CopyMode::ZeroCopy && s.size == 1024))
+            .unwrap();
+        assert_eq!(f.standing(zc), Some(Standing::Behind));
+        assert_eq!(Standing::Behind.mark(), "");
     }
 
     fn seed_findings(n: usize) -> (Vec<CrossoverRow>, FindingGroup) {
