@@ -270,7 +270,11 @@ fn ndjson_reads_into_pandas_without_a_junk_row() {
         "only the run's own objects added: {got}"
     );
     assert_eq!(got["rows"], 6, "2 cases x 3 repetitions x 1 metric: {got}");
-    assert_eq!(got["values"], serde_json::json!([5.0, 7.0]), "{got}");
+    assert_eq!(
+        got["values"],
+        serde_json::json!([5, 7]),
+        "whole values stay integers: {got}"
+    );
     assert_eq!(got["values_missing"], 0, "{got}");
     assert_eq!(got["run_rows"], 1);
     assert_eq!(got["run_name"], "nd");

@@ -134,6 +134,12 @@ pub trait Workload: Any + std::fmt::Debug {
         None
     }
 
+    /// A figure said among the findings when its median passes a bound (a fraction shown as
+    /// a percentage); None for most workloads.
+    fn alarm(&self) -> Option<Alarm> {
+        None
+    }
+
     /// Whether it sends by reference: sendfile and splice without --verify hand the kernel the
     /// same message's pages again and again, with nothing to say when reusing them is safe.
     fn sends_by_reference(&self) -> bool {
@@ -182,6 +188,21 @@ pub(super) fn request_response_contest(
         everywhere: "every size",
         best_word: "fastest",
     }
+}
+
+/// A figure that, past a bound, changes what the headline means and is said among the
+/// findings, not left to a caveat: a UDP stream that lost most of its datagrams measured what
+/// arrived, not what the sender can do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Alarm {
+    pub metric: &'static str,
+    pub role: crate::observation::Role,
+    /// The median at or above which the finding is said.
+    pub at_least: f64,
+    /// What it is, after the contender and the percentage: `of its datagrams lost`.
+    pub what: &'static str,
+    /// Why it matters and what to do.
+    pub advice: &'static str,
 }
 
 /// `1 thread`, `2 threads`.

@@ -192,7 +192,7 @@ impl Sink for Printout {
 
 /// The table of the successful records, then a line per failed cell, repetitions numbered as
 /// the store numbers them (from 0).
-fn records_table(records: &[Record], view: View, table: fn(&[Record], View) -> String) -> String {
+pub(super) fn records_table(records: &[Record], view: View, table: fn(&[Record], View) -> String) -> String {
     let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
     let mut text = if ok.is_empty() { String::new() } else { table(&ok, view) };
     for r in records.iter().filter(|r| r.error.is_some()) {

@@ -358,23 +358,24 @@ fn print_findings(analysis: &report::Analysis) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_cells(cells: &[report::cells::CellSummary]) -> anyhow::Result<()> {
-    let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
-    for c in cells {
-        let metric = c.headline_metric();
-        let s = metric.and_then(|m| m.summary.as_ref());
-        table.row(vec![
-            c.label.clone(),
-            c.ok.to_string(),
-            c.failures.len().to_string(),
-            metric.map(|m| m.name.clone()).unwrap_or_else(|| "n/a".into()),
-            fmt_num(s.map(|s| s.median)),
-            s.map(|s| s.ci_text(|v| fmt_num(Some(v))))
-                .unwrap_or_else(|| "n/a".into()),
-            s.map(|s| s.cv_text()).unwrap_or_else(|| "n/a".into()),
-        ]);
+/// A stored run's records as each workload's own command prints them (`workloads::of`): the
+/// same table `net udp-stream`, `servers` or `micro` shows, one per workload of the run in
+/// planned order, then a line per failed cell.
+fn print_workload_tables(records: &[crate::store::Record], view: super::output::View) -> anyhow::Result<()> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in records {
+        if !kinds.contains(&r.case.workload()) {
+            kinds.push(r.case.workload());
+        }
     }
-    super::output::out(table.render())
+    for kind in kinds {
+        let Some(cli) = super::workloads::of(kind) else {
+            continue;
+        };
+        let these: Vec<crate::store::Record> = records.iter().filter(|r| r.case.workload() == kind).cloned().collect();
+        super::output::out(run::records_table(&these, view, cli.table))?;
+    }
+    Ok(())
 }
 
 /// The workload's plan and its flags shared with the direct command.
@@ -452,7 +453,7 @@ fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
     let store = Store::open_existing(stored.db).map_err(store_error)?;
     let data = store.load_run(stored.run_id)?;
     let analysis = report::analyze(&data, stored.db);
-    print_cells(&analysis.cells)?;
+    print_workload_tables(&data.records(), stored.view)?;
     print_crossovers(&analysis.crossovers, stored.view)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
@@ -769,6 +770,20 @@ mod tests {
         }
         let two_copy_1k = text.lines().find(|l| l.starts_with("two-copy ")).unwrap();
         assert!(two_copy_1k.contains("12.35"), "the first case's median: {two_copy_1k}");
+        // Equal ping-pongs: the best unmarked, the others within its noise, and the key said.
+        assert!(
+            !text.lines().any(|l| l.starts_with("rr two-copy") && l.contains('~')),
+            "{text}"
+        );
+        assert!(
+            text.contains("~23456") && text.contains(report::findings::WITHIN_NOISE_KEY),
+            "{text}"
+        );
+        // Stream medians 1 Gbit/s apart with no spread: each behind the best, unmarked.
+        assert!(
+            !text.lines().any(|l| l.starts_with("one-copy") && l.contains('~')),
+            "{text}"
+        );
         let rr = text.lines().find(|l| l.starts_with("rr one-copy")).unwrap();
         assert!(
             rr.contains("64B/64B") && rr.contains("41.50") && rr.contains("1234"),

@@ -115,12 +115,14 @@ impl Exporter for CsvExporter {
             row.push(warnings.join(" | "));
             rows.push(row);
         }
-        // A parameter or metric column empty in every row says nothing (a parameter no case
-        // sets, a metric no repetition has a value of: its `_source` column, kept, says why):
-        // left out. The fixed columns stay, so `error` is there even when nothing failed.
-        let varying = 4..header.len() - 3;
+        // A metric's value column empty in every row says nothing (no repetition has a value:
+        // unavailable here, or no case measures it); its `_source` column, kept, says why.
+        // The fixed and parameter columns stay, so a script finds them by name in every file.
+        let metrics = 4 + params.len()..header.len() - 3;
         let kept: Vec<usize> = (0..header.len())
-            .filter(|&i| !varying.contains(&i) || rows.iter().any(|row| !row[i].is_empty()))
+            .filter(|&i| {
+                !metrics.contains(&i) || header[i].ends_with("_source") || rows.iter().any(|row| !row[i].is_empty())
+            })
             .collect();
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(kept.iter().map(|&i| header[i].as_str()))?;
@@ -324,12 +326,12 @@ mod tests {
     /// never produces had an empty source.
     #[test]
     fn csv_has_status_and_error_and_says_what_a_case_does_not_measure() {
-        let rows = [
+        let rows_in = [
             record(Bench::Syscall, Some("a_ns"), None),
             record(Bench::Call, Some("b_ns"), None),
             record(Bench::Fs, None, Some("boom")),
         ];
-        let text = String::from_utf8(CsvExporter.serialize(&rows).unwrap()).unwrap();
+        let text = String::from_utf8(CsvExporter.serialize(&rows_in).unwrap()).unwrap();
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let header = reader.headers().unwrap().clone();
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
@@ -340,14 +342,26 @@ mod tests {
         assert_eq!(&rows[2][col("status")], "failed");
         assert_eq!(&rows[2][col("error")], "boom");
         assert_eq!(header.iter().next_back(), Some("warnings"));
-        // The issue "A user's first hour": no column is empty in every row but the fixed ones
-        // (here `warnings`); the micro cases' empty options are left out.
-        for (i, name) in header.iter().enumerate() {
-            assert!(
-                name == "warnings" || name == "error" || rows.iter().any(|r| !r[i].is_empty()),
-                "{name} is empty in every row"
-            );
-        }
+        // The issue "A user's first hour": no metric column is empty in every row (`a_ns` of
+        // the failed row's metric is not measured by the others, but has a value in one).
+        let unavailable = {
+            let mut r = record(Bench::Call, None, None);
+            r.observation
+                .push(Metric::unavailable("c_ns", Role::System, "ns", "not here"));
+            r
+        };
+        let text = String::from_utf8(CsvExporter.serialize(&[rows_in[0].clone(), unavailable]).unwrap()).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(header.contains(",system_a_ns,"), "{header}");
+        assert!(
+            !header.contains(",system_c_ns,"),
+            "a value column empty in every row: {header}"
+        );
+        assert!(header.contains(",system_c_ns_source,"), "its source says why: {header}");
+        assert!(
+            header.contains(",options,") || header.contains(",bench,"),
+            "parameters stay: {header}"
+        );
     }
 
     /// The issue "Results that speak": `size` vs `size_bytes`, `any` vs `null`, `12.0` counts.
