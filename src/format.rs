@@ -38,6 +38,12 @@ pub fn format_number(value: Option<f64>) -> String {
         Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
         Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
         Some(v) if v.abs() >= 0.01 => format!("{v:.3}"),
+        // Three significant digits as a plain decimal (0.000123, not 1.23e-4, which a
+        // reader of a Gbit/s column takes for a typo); scientific only below a millionth.
+        Some(v) if v.abs() >= 1e-6 => {
+            let decimals = (-v.abs().log10()).floor() as usize + 3;
+            format!("{v:.decimals$}")
+        }
         Some(v) => format!("{v:.2e}"),
     }
 }
@@ -64,7 +70,10 @@ mod tests {
         assert_eq!(format_number(Some(0.0)), "0");
         assert_eq!(format_number(Some(12345.6)), "12346");
         assert_eq!(format_number(Some(1.234)), "1.23");
-        assert_eq!(format_number(Some(0.0001234)), "1.23e-4");
+        assert_eq!(format_number(Some(0.0001234)), "0.000123");
+        assert_eq!(format_number(Some(0.00999)), "0.00999");
+        assert_eq!(format_number(Some(-0.005)), "-0.00500");
+        assert_eq!(format_number(Some(3e-9)), "3.00e-9");
     }
 }
 

@@ -1,11 +1,11 @@
 //! Machine-readable output: the tidy long export (CSV and NDJSON), the run summary, `runs
 //! --json`, `--json-stream` (one flushed line per cell as it finishes), and a pandas pivot of
-//! the long CSV checked against the numbers iopath printed. pandas is installed by .ci/run; the
-//! pandas test fails, never skips, when python3 cannot import it.
+//! the long CSV checked against the numbers iopath printed. pandas is installed by scripts/test
+//! (the README's test command); where python3 cannot import it the pandas tests skip, saying so.
 
 mod common;
 
-use common::{iopath, json_records, spawn, stderr, stdout, temp_db};
+use common::{iopath, json_records, missing_python_module, skip, spawn, stderr, stdout, temp_db};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -202,8 +202,9 @@ except ImportError as e:
     sys.exit(3)
 raw = pd.read_json(sys.argv[1], lines=True)
 # The one-liner of docs/output.md ("Long export and NDJSON").
-df = pd.read_json(sys.argv[1], lines=True).query("type == 'value'").drop(columns=["run", "machine", "environment"])
+df = pd.read_json(sys.argv[1], lines=True).query("type == 'value'").drop(columns=["run", "machine", "environment"]).convert_dtypes()
 print(json.dumps({
+    "repetition_dtype": str(df["repetition"].dtype),
     "raw_columns": sorted(raw.columns),
     "columns": sorted(df.columns),
     "rows": len(df),
@@ -219,6 +220,9 @@ print(json.dumps({
 /// leaves exactly the value rows, every value present, and no column of the run line's.
 #[test]
 fn ndjson_reads_into_pandas_without_a_junk_row() {
+    if let Some(why) = missing_python_module("pandas") {
+        return skip(&why);
+    }
     let (dir, db) = temp_db("ndpandas.db");
     run(
         &["sweep", "fake", "--cells", "ok:5,ok:7", "--reps", "3", "--name", "nd"],
@@ -232,11 +236,11 @@ fn ndjson_reads_into_pandas_without_a_junk_row() {
         .arg(&script)
         .arg(&file)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): .ci/run needs python3 with pandas"));
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): scripts/test installs python3 with pandas"));
     let text = stdout(&out);
     assert!(
         !text.contains("PANDAS MISSING"),
-        "python3 cannot import pandas ({text}); install it as .ci/run does: python3 -m pip install pandas"
+        "python3 cannot import pandas ({text}); scripts/test installs it"
     );
     assert!(out.status.success(), "the pandas script failed: {text}{}", stderr(&out));
     let got: Value = serde_json::from_str(text.trim()).unwrap();
@@ -266,10 +270,17 @@ fn ndjson_reads_into_pandas_without_a_junk_row() {
         "only the run's own objects added: {got}"
     );
     assert_eq!(got["rows"], 6, "2 cases x 3 repetitions x 1 metric: {got}");
-    assert_eq!(got["values"], serde_json::json!([5.0, 7.0]), "{got}");
+    assert_eq!(
+        got["values"],
+        serde_json::json!([5, 7]),
+        "whole values stay integers: {got}"
+    );
     assert_eq!(got["values_missing"], 0, "{got}");
     assert_eq!(got["run_rows"], 1);
     assert_eq!(got["run_name"], "nd");
+    // Whole numbers stay integers with the documented one-liner (the run line's null made
+    // them floats without convert_dtypes).
+    assert_eq!(got["repetition_dtype"], "Int64", "{got}");
 }
 
 /// A line per cell, each flushed as the cell finishes: the first arrives while a later cell is
@@ -347,6 +358,9 @@ print(json.dumps({label: {str(rep): int(x) for rep, x in row.items()} for label,
 /// values iopath printed for the run (`--json`).
 #[test]
 fn pandas_pivot_of_the_long_export_matches_what_iopath_printed() {
+    if let Some(why) = missing_python_module("pandas") {
+        return skip(&why);
+    }
     let (dir, db) = temp_db("pandas.db");
     let printed = run(
         &[
@@ -370,11 +384,11 @@ fn pandas_pivot_of_the_long_export_matches_what_iopath_printed() {
         .arg(&script)
         .arg(&csv)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): .ci/run needs python3 with pandas"));
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): scripts/test installs python3 with pandas"));
     let text = stdout(&out);
     assert!(
         !text.contains("PANDAS MISSING"),
-        "python3 cannot import pandas ({text}); install it as .ci/run does: python3 -m pip install pandas"
+        "python3 cannot import pandas ({text}); scripts/test installs it"
     );
     assert!(
         out.status.success(),
@@ -419,6 +433,9 @@ print(json.dumps({str(size): {mode: float(x) for mode, x in row.items()} for siz
 /// throughput iopath printed for each case.
 #[test]
 fn pandas_pivot_of_a_net_stream_sweep_matches_the_printed_throughput() {
+    if let Some(why) = missing_python_module("pandas") {
+        return skip(&why);
+    }
     let (dir, db) = temp_db("stream.db");
     let printed = run(
         &[
@@ -446,11 +463,11 @@ fn pandas_pivot_of_a_net_stream_sweep_matches_the_printed_throughput() {
         .arg(&script)
         .arg(&csv)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): .ci/run needs python3 with pandas"));
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): scripts/test installs python3 with pandas"));
     let text = stdout(&out);
     assert!(
         !text.contains("PANDAS MISSING"),
-        "python3 cannot import pandas ({text}); install it as .ci/run does: python3 -m pip install pandas"
+        "python3 cannot import pandas ({text}); scripts/test installs it"
     );
     assert!(
         out.status.success(),

@@ -218,3 +218,132 @@ fn otava_reads_the_export_and_finds_the_change_point() {
         .collect();
     assert_eq!(before.len(), 5, "{text}");
 }
+
+/// Three loopback agents with one key, the hosts file naming them, and the key file.
+fn loopback_fleet(dir: &Path) -> (Vec<common::LoopbackAgent>, std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join("key");
+    std::fs::write(&key, "fleet-export-key-0123456789abcdef\n").unwrap();
+    let agents: Vec<_> = (0..3).map(|_| common::LoopbackAgent::start(&key)).collect();
+    let hosts = dir.join("hosts");
+    let list: String = agents.iter().map(|a| format!("{}\n", a.addr)).collect();
+    std::fs::write(&hosts, list).unwrap();
+    (agents, hosts, key)
+}
+
+/// `iopath fleet run rr` over all pairs of the hosts file, short cells.
+fn fleet_rr(hosts: &Path, key: &Path, db: &Path, seed: &str) -> Output {
+    iopath()
+        .args(["fleet", "run", "rr", "--hosts"])
+        .arg(hosts)
+        .arg("--psk-file")
+        .arg(key)
+        .arg("--db")
+        .arg(db)
+        .args([
+            "--pairs",
+            "all",
+            "--mode",
+            "two-copy",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "0",
+        ])
+        .args(["--seed", seed])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+/// Issue 32 C: a history's series is the pair and the case. Two runs of the same fleet plan
+/// with different seeds (so different rounds) export the same series names, in Otava's `test`
+/// and `case` and in Bencher's benchmark names, with no round in them; Otava's `host` is the
+/// pair, not the controller.
+#[test]
+fn fleet_exports_name_a_series_by_the_pair_and_the_case_whatever_the_round() {
+    let (dir, db) = common::temp_db("fleet.db");
+    let (_agents, hosts, key) = loopback_fleet(dir.path());
+    for seed in ["1", "2"] {
+        let out = fleet_rr(&hosts, &key, &db, seed);
+        assert!(out.status.success(), "fleet run --seed {seed}: {}", stderr(&out));
+    }
+    let rounds = |run: &str| -> Vec<String> {
+        let (header, rows) = rows(&ok(&["export", run, "--format", "csv"], &db));
+        let label = header.iter().position(|h| h == "label").unwrap();
+        let mut labels: Vec<String> = rows.iter().map(|r| r[label].clone()).collect();
+        labels.sort();
+        labels
+    };
+    assert_ne!(rounds("1"), rounds("2"), "the seeds drew different rounds");
+    let (header, all) = rows(&ok(&["export", "--format", "otava"], &db));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let series = |run: &str, name: &str| -> Vec<String> {
+        let mut v: Vec<String> = all
+            .iter()
+            .filter(|r| r[col("run_id")] == run)
+            .map(|r| r[col(name)].clone())
+            .collect();
+        v.sort();
+        v
+    };
+    for name in ["test", "case", "host"] {
+        assert_eq!(series("1", name).len(), 6, "{name}");
+        assert_eq!(series("1", name), series("2", name), "Otava's {name}");
+    }
+    for row in &all {
+        assert!(
+            !row[col("case")].contains(" r1:") && row[col("case")].contains(" -> "),
+            "{row:?}"
+        );
+        assert!(row[col("test")].starts_with("fleet.127-0-0-1-"), "{row:?}");
+        assert!(
+            row[col("host")].contains(" -> ") && row[col("host")] != hostname(),
+            "{row:?}"
+        );
+    }
+    let names = |run: &str| -> Vec<String> {
+        let doc: Value = serde_json::from_str(&ok(&["export", run, "--format", "bmf"], &db)).unwrap();
+        doc.as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(names("1").len(), 6);
+    assert_eq!(names("1"), names("2"), "Bencher's benchmark names");
+}
+
+/// Issue 32 C: a wrong fleet key prints each cell's refusal once (the results table, not also
+/// a progress note), and the resume command printed works once `KEY` is the right key file.
+#[test]
+fn a_wrong_fleet_key_is_said_once_per_cell_and_the_printed_resume_works() {
+    let (dir, db) = common::temp_db("badkey.db");
+    let (_agents, hosts, key) = loopback_fleet(dir.path());
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "another-key-0123456789abcdef\n").unwrap();
+    let out = fleet_rr(&hosts, &wrong, &db, "3");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (out_text, err) = (stdout(&out), stderr(&out));
+    let both = format!("{out_text}{err}");
+    let refusals = both
+        .lines()
+        .filter(|l| l.contains("wrong or missing pre-shared key"))
+        .count();
+    // Six cells, each once, plus the closing error quoting the first.
+    assert_eq!(refusals, 7, "{both}");
+    assert!(err.contains("6 cells failed: each is listed with its error"), "{err}");
+    let resume = err
+        .split('`')
+        .find(|s| s.starts_with("iopath sweep --resume"))
+        .unwrap_or_else(|| panic!("no resume command in {err}"));
+    assert!(resume.ends_with(" --psk-file KEY"), "{resume}");
+    let key_text = key.to_str().unwrap();
+    let args: Vec<&str> = resume
+        .split_whitespace()
+        .skip(1)
+        .map(|w| if w == "KEY" { key_text } else { w })
+        .collect();
+    let out = iopath().args(&args).timeout(Duration::from_secs(120)).output().unwrap();
+    assert!(out.status.success(), "{resume}: {}", stderr(&out));
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM observations WHERE status = 'ok'"),
+        6,
+        "the resume measured every refused cell"
+    );
+}

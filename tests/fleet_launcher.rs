@@ -2,8 +2,8 @@
 //! namespace of its own, an sshd in each, and the recipe deploy/ssh/pdsh.sh run from the
 //! bridge's namespace as a site runs it: pdsh over ssh starts an agent on every host of the
 //! hosts file, then the controller measures all pairs; the recipe's stop line ends them. Needs
-//! root, iproute2, pdsh and OpenSSH (sshd, ssh, ssh-keygen): without root it records a skip,
-//! without the tools it fails (.ci/run installs them).
+//! root, iproute2, pdsh and OpenSSH (sshd, ssh, ssh-keygen; scripts/test installs them as
+//! root): without root or a tool it records a skip that says which.
 
 mod common;
 
@@ -137,17 +137,11 @@ fn pdsh_over_ssh_starts_an_agent_per_host_the_fleet_measures_every_pair_and_the_
         common::skip("needs root to build namespaces and run sshd in them");
         return;
     }
-    for (tool, found) in [
-        ("pdsh", Command::new("pdsh").arg("-V").output().is_ok()),
-        ("sshd", Path::new(SSHD).exists()),
-        ("ssh", Command::new("ssh").arg("-V").output().is_ok()),
-        ("ssh-keygen", Command::new("ssh-keygen").arg("-?").output().is_ok()),
-        ("ip", Command::new("ip").arg("-V").output().is_ok()),
-    ] {
-        assert!(
-            found,
-            "{tool} is missing: this test drives pdsh over ssh (.ci/run installs pdsh and OpenSSH)"
-        );
+    if let Some(why) = ["pdsh", SSHD, "ssh", "ssh-keygen", "ip"]
+        .into_iter()
+        .find_map(common::missing_program)
+    {
+        return common::skip(&why);
     }
     // The agents outlive the shells that start them: they become this process's children, so
     // the test reaps them itself (whatever this container's pid 1 does with orphans).

@@ -1,6 +1,7 @@
 //! The launcher, the live view and plan files, driven the way a person uses them: in a real
 //! terminal (tmux, with send-keys and capture-pane), and through pipes where nothing may ever
-//! prompt. tmux is required: .ci/run installs it, and these tests fail without it.
+//! prompt. The terminal tests need tmux (scripts/test installs it); without it they skip,
+//! saying so.
 
 mod common;
 
@@ -16,17 +17,12 @@ struct Tmux {
 
 impl Tmux {
     /// Start `command` (a shell line) in a 120x40 terminal; the pane stays after it exits and
-    /// prints `IOPATH-EXIT=<code>`.
-    fn start(name: &str, dir: &Path, command: &str) -> Tmux {
-        let found = std::process::Command::new("sh")
-            .args(["-c", "command -v tmux"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        assert!(
-            found,
-            "tmux is missing: these tests need it (apt-get install -y tmux; .ci/run installs it)"
-        );
+    /// prints `IOPATH-EXIT=<code>`. None (the test skipped, saying why) when tmux is missing.
+    fn start(name: &str, dir: &Path, command: &str) -> Option<Tmux> {
+        if let Some(why) = missing_program("tmux") {
+            skip(&why);
+            return None;
+        }
         let tmux = Tmux {
             socket: format!("iopath-test-{}-{name}", std::process::id()),
         };
@@ -40,7 +36,7 @@ impl Tmux {
             .status()
             .expect("run tmux");
         assert!(ok.success(), "tmux new-session failed");
-        tmux
+        Some(tmux)
     }
 
     fn tmux(&self, args: &[&str]) -> String {
@@ -125,7 +121,9 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
     let plan = dir.path().join("plan.toml");
-    let t = Tmux::start("q", dir.path(), &bin().display().to_string());
+    let Some(t) = Tmux::start("q", dir.path(), &bin().display().to_string()) else {
+        return;
+    };
     let screen = t.wait_for("experiment [1]:", Duration::from_secs(20));
     assert!(
         screen.contains("copy modes") && screen.contains("server models"),
@@ -170,7 +168,9 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     drop(t);
 
     // The same cases again, run to the end: the launcher offers the comparison.
-    let t = Tmux::start("again", dir.path(), &bin().display().to_string());
+    let Some(t) = Tmux::start("again", dir.path(), &bin().display().to_string()) else {
+        return;
+    };
     t.answer("experiment [1]:", "fake");
     t.answer("cells [", "sleep:300ms,ok:7");
     t.answer("repetitions [6]:", "1");
@@ -193,7 +193,9 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
 fn the_launcher_runs_a_short_net_stream() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("n.db");
-    let t = Tmux::start("stream", dir.path(), &bin().display().to_string());
+    let Some(t) = Tmux::start("stream", dir.path(), &bin().display().to_string()) else {
+        return;
+    };
     t.answer("experiment [1]:", "1");
     t.answer("modes [all]:", "2");
     t.answer("message sizes", "4K");
@@ -234,7 +236,9 @@ fn live_view_on_a_sweep_in_a_terminal() {
         bin().display(),
         db.display()
     );
-    let t = Tmux::start("live", dir.path(), &command);
+    let Some(t) = Tmux::start("live", dir.path(), &command) else {
+        return;
+    };
     let screen = t.wait_for("q: stop", Duration::from_secs(20));
     assert!(screen.contains("iopath fake") && screen.contains("eta"), "{screen}");
     t.wait_for_all(
@@ -263,7 +267,9 @@ fn ctrl_c_in_the_live_view_stops_like_the_signal() {
         bin().display(),
         db.display()
     );
-    let t = Tmux::start("ctrlc", dir.path(), &command);
+    let Some(t) = Tmux::start("ctrlc", dir.path(), &command) else {
+        return;
+    };
     t.wait_for("q: stop", Duration::from_secs(20));
     wait_for_cells(&db, 2, Duration::from_secs(30));
     t.key("C-c");

@@ -3,11 +3,13 @@
 //! local and remote times and the penalty, and leaves nothing behind — no mount in
 //! /proc/mounts, no process, no namespace member, no scratch file — after a normal run and
 //! after SIGKILL of iopath. Needs root and the Debian packages openssh-server,
-//! openssh-sftp-server and sshfs (.ci/run installs them); without them these tests fail.
+//! openssh-sftp-server and sshfs (scripts/test installs them as root); without root or one of
+//! them these tests skip, saying which.
 
 mod common;
 
-use common::{iopath, iopath_child, json_records, metric, sigint, stderr, temp_db};
+use common::netns::is_root;
+use common::{iopath, iopath_child, json_records, metric, missing_program, sigint, skip, stderr, temp_db};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -17,6 +19,23 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The programs the remote setup runs.
 const SETUP: [&str; 6] = ["sshd", "sshfs", "ssh", "sftp-server", "unshare", "nsenter"];
+
+/// Why the remote setup cannot run here (not root, or a program of it missing), or None.
+fn remote_setup_missing() -> Option<String> {
+    if !is_root() {
+        return Some("needs root to run sshd in a network namespace and mount sshfs".into());
+    }
+    [
+        "/usr/sbin/sshd",
+        "/usr/lib/openssh/sftp-server",
+        "sshfs",
+        "ssh",
+        "unshare",
+        "nsenter",
+    ]
+    .into_iter()
+    .find_map(missing_program)
+}
 
 /// Live (not zombie) processes of the setup's programs: pid and name.
 fn setup_processes() -> BTreeSet<(u32, String)> {
@@ -69,6 +88,9 @@ fn descends_from(mut pid: u32, ancestor: u32) -> bool {
 
 #[test]
 fn remote_reads_print_local_remote_and_the_penalty_and_leave_nothing() {
+    if let Some(why) = remote_setup_missing() {
+        return skip(&why);
+    }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = setup_processes();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -172,6 +194,9 @@ fn ctrl_c_once_or_twice_leaves_no_process_mount_or_namespace() {
 /// Start a long remote run, wait until its server and mount are up, end it so, and check
 /// that nothing of the setup is left.
 fn ended_by(ending: Ending) {
+    if let Some(why) = remote_setup_missing() {
+        return skip(&why);
+    }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path().to_str().expect("utf-8 path");

@@ -35,6 +35,15 @@ impl Workload for FleetCase {
         )
     }
 
+    /// The pair and the network case: the round is the schedule's, reshuffled every run.
+    fn series(&self) -> String {
+        format!("{} -> {}: {}", self.source, self.destination, self.case.label())
+    }
+
+    fn hosts(&self) -> Option<String> {
+        Some(format!("{} -> {}", self.source, self.destination))
+    }
+
     fn params(&self) -> Vec<(&'static str, String)> {
         let mut params = vec![
             ("source", self.source.clone()),
@@ -94,6 +103,12 @@ mod tests {
         let params = case.params();
         assert_eq!(params[0], ("source", "10.9.0.2:7000".to_string()));
         assert_eq!(params[2], ("round", "2".to_string()));
+        // A history's series is the pair and the case, whatever round the schedule drew.
+        assert_eq!(
+            case.series(),
+            format!("10.9.0.2:7000 -> 10.9.0.3:7000: {}", fleet.case.label())
+        );
+        assert!(case.label().contains(" r2: "), "{}", case.label());
         assert_eq!(
             case.as_workload().headline().name,
             fleet.case.as_workload().headline().name

@@ -63,7 +63,7 @@ pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
 pub use udp_rr::UdpRrCase;
 pub use udp_stream::{UdpRate, UdpStreamCase};
-pub use workload::{Contest, Headline, Pinning, Workload};
+pub use workload::{Alarm, Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +115,11 @@ impl Case {
     /// A short human label, unique within a sweep grid (e.g. `one-copy 64KiB t2`).
     pub fn label(&self) -> String {
         self.as_workload().label()
+    }
+
+    /// The name of the case's series in a history tool (`Workload::series`).
+    pub fn series(&self) -> String {
+        self.as_workload().series()
     }
 
     /// A stable text key (canonical JSON) used to match cells across runs and on resume.

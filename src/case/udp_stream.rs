@@ -169,6 +169,17 @@ impl super::Workload for UdpStreamCase {
         super::Headline::system(crate::observation::names::THROUGHPUT_GBPS, "Gbit/s", true)
     }
 
+    /// Most datagrams lost: the throughput is what the receiver kept up with.
+    fn alarm(&self) -> Option<super::Alarm> {
+        Some(super::Alarm {
+            metric: crate::observation::names::LOSS_FRACTION,
+            role: crate::observation::Role::System,
+            at_least: 0.5,
+            what: "of its datagrams lost",
+            advice: "its Gbit/s is what the receiver kept up with, not what the sender can send; --rate paces it",
+        })
+    }
+
     fn contest(&self) -> Option<super::Contest> {
         Some(super::Contest {
             group: format!(

@@ -80,6 +80,19 @@ pub trait Workload: Any + std::fmt::Debug {
     /// The parameters as flat (name, value text) pairs, for table, report and CSV columns.
     fn params(&self) -> Vec<(&'static str, String)>;
 
+    /// The name of this case's series in a history tool (Otava, Bencher): what stays the same
+    /// from one run of a plan to the next, so a series continues. The label, unless it carries
+    /// where the schedule placed the case (a fleet cell's round, reshuffled every run).
+    fn series(&self) -> String {
+        self.label()
+    }
+
+    /// The hosts the case measured between, when not the machine that stored the run (a fleet
+    /// cell's `SOURCE -> DESTINATION`; the controller only ran the schedule).
+    fn hosts(&self) -> Option<String> {
+        None
+    }
+
     /// How many windows one cell runs (rr, crr and servers with counters: a latency pass and a
     /// counting pass, docs/methodology.md).
     fn passes(&self) -> u32 {
@@ -118,6 +131,12 @@ pub trait Workload: Any + std::fmt::Debug {
     /// Where the findings rank it; None when it has nothing to be ranked against (a
     /// microbenchmark has one contender per run).
     fn contest(&self) -> Option<Contest> {
+        None
+    }
+
+    /// A figure said among the findings when its median passes a bound (a fraction shown as
+    /// a percentage); None for most workloads.
+    fn alarm(&self) -> Option<Alarm> {
         None
     }
 
@@ -169,6 +188,21 @@ pub(super) fn request_response_contest(
         everywhere: "every size",
         best_word: "fastest",
     }
+}
+
+/// A figure that, past a bound, changes what the headline means and is said among the
+/// findings, not left to a caveat: a UDP stream that lost most of its datagrams measured what
+/// arrived, not what the sender can do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Alarm {
+    pub metric: &'static str,
+    pub role: crate::observation::Role,
+    /// The median at or above which the finding is said.
+    pub at_least: f64,
+    /// What it is, after the contender and the percentage: `of its datagrams lost`.
+    pub what: &'static str,
+    /// Why it matters and what to do.
+    pub advice: &'static str,
 }
 
 /// `1 thread`, `2 threads`.

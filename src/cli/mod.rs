@@ -294,21 +294,125 @@ fn accepted_names(arg: &clap::Arg) -> Vec<String> {
 /// Every manual page: (file name, roff text) for iopath.1 and each visible subcommand at
 /// every level (iopath-net-stream.1, iopath-sweep-micro-memlat.1, ...).
 pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
-    fn walk(cmd: &clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
-        let man = clap_mangen::Man::new(cmd.clone());
-        let mut page = Vec::new();
-        man.render(&mut page)?;
-        pages.push((man.get_filename(), page));
+    /// Each visible command with its page's name (`iopath-net-stream`), its parent's and its
+    /// children's, parents first.
+    fn walk(cmd: &clap::Command, parent: Option<&str>, out: &mut Vec<(clap::Command, String, Option<String>)>) {
+        let name = clap_mangen::Man::new(cmd.clone()).get_filename();
+        let name = name.trim_end_matches(".1").to_string();
+        out.push((cmd.clone(), name.clone(), parent.map(String::from)));
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-            walk(sub, pages)?;
+            walk(sub, Some(&name), out);
         }
-        Ok(())
     }
     let mut cmd = command().disable_help_subcommand(true);
     cmd.build();
+    let mut commands = Vec::new();
+    walk(&cmd, None, &mut commands);
     let mut pages = Vec::new();
-    walk(&cmd, &mut pages)?;
+    for (cmd, name, parent) in &commands {
+        let children: Vec<&str> = commands
+            .iter()
+            .filter(|(_, _, p)| p.as_deref() == Some(name.as_str()))
+            .map(|(_, n, _)| n.as_str())
+            .collect();
+        pages.push((format!("{name}.1"), man_page(cmd, parent.as_deref(), &children)?));
+    }
     Ok(pages)
+}
+
+/// Text for a roff line kept as it is: backslashes and hyphens escaped (a copied `\-\-mode`
+/// stays two ASCII hyphens), and a line that begins with a control character made text.
+fn roff_literal(line: &str) -> String {
+    let text = line.replace('\\', "\\e").replace('-', "\\-");
+    if text.starts_with('.') || text.starts_with('\'') {
+        format!("\\&{text}")
+    } else {
+        text
+    }
+}
+
+/// The exit codes every command shares (main.rs).
+const MAN_EXIT_STATUS: &str = ".TP
+0
+Success.
+.TP
+1
+A measurement failed: a failed cell (the run is still stored and can be resumed), data that
+arrived corrupted, or a regression found by
+.B compare \\-\\-fail\\-on\\-regression.
+.TP
+2
+Bad input: a flag, a file or a database iopath cannot use. One line says what is wrong and
+what is accepted; nothing was measured or written.
+.TP
+3
+.B compare \\-\\-fail\\-on\\-regression
+could not decide (too few runs or repetitions to tell a change from the noise).
+";
+
+const MAN_FILES: &str = ".TP
+iopath\\-results/iopath.db
+The results database (SQLite) that
+.BR quick ,
+.B sweep
+and any command with
+.B \\-\\-db
+write every repetition into; report, export and compare read it.
+.TP
+iopath\\-results/report\\-<run>.html
+The report of a run (self\\-contained HTML), with its charts as SVG and PNG in
+.IR report\\-<run>\\-charts/ .
+";
+
+/// One manual page: clap_mangen's title, NAME, SYNOPSIS, options and subcommands; a
+/// DESCRIPTION only when the long help says more than NAME; then the help's examples as
+/// preformatted lines (never reflowed into prose), EXIT STATUS, FILES, SEE ALSO and VERSION.
+fn man_page(cmd: &clap::Command, parent: Option<&str>, children: &[&str]) -> std::io::Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut page = Vec::new();
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    let about = cmd.get_about().map(|a| a.to_string());
+    let long = cmd.get_long_about().map(|a| a.to_string());
+    if long.is_some() && long != about {
+        man.render_description_section(&mut page)?;
+    }
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut page)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut page)?;
+    }
+    let mut roff = String::new();
+    if let Some(after) = cmd.get_after_long_help().or_else(|| cmd.get_after_help()) {
+        let text = after.to_string();
+        let lines: Vec<&str> = text.lines().filter(|l| l.trim() != "Examples:").collect();
+        roff.push_str(".SH EXAMPLES\n.nf\n");
+        for line in lines {
+            roff.push_str(&roff_literal(line.strip_prefix("  ").unwrap_or(line)));
+            roff.push('\n');
+        }
+        roff.push_str(".fi\n");
+    }
+    roff.push_str(".SH \"EXIT STATUS\"\n");
+    roff.push_str(MAN_EXIT_STATUS);
+    roff.push_str(".SH FILES\n");
+    roff.push_str(MAN_FILES);
+    let mut see: Vec<String> = Vec::new();
+    if let Some(p) = parent {
+        see.push(p.to_string());
+    }
+    see.extend(children.iter().map(|c| c.to_string()));
+    if !see.is_empty() {
+        roff.push_str(".SH \"SEE ALSO\"\n");
+        let refs: Vec<String> = see.iter().map(|s| format!(".BR {} (1)", roff_literal(s))).collect();
+        roff.push_str(&refs.join(",\n"));
+        roff.push('\n');
+    }
+    page.extend_from_slice(roff.as_bytes());
+    man.render_version_section(&mut page)?;
+    Ok(page)
 }
 
 fn run_man(args: ManArgs) -> anyhow::Result<()> {
@@ -357,4 +461,54 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
     }
     crate::tell!("wrote {} manual pages into {}", pages.len(), dir.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 32 B: EXAMPLES stay preformatted lines (not reflowed prose), every page has EXIT
+    /// STATUS, FILES and SEE ALSO, and DESCRIPTION is left out where it would repeat NAME.
+    #[test]
+    fn man_pages_keep_examples_as_lines_and_have_the_usual_sections() {
+        let pages = man_pages().unwrap();
+        let page = |name: &str| {
+            let bytes = &pages
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name}"))
+                .1;
+            String::from_utf8(bytes.clone()).unwrap()
+        };
+        let stream = page("iopath-net-stream.1");
+        let examples = stream
+            .split(".SH EXAMPLES\n.nf\n")
+            .nth(1)
+            .expect("an EXAMPLES section")
+            .split("\n.fi\n")
+            .next()
+            .unwrap();
+        let want = examples::NET_STREAM.lines().filter(|l| l.trim() != "Examples:").count();
+        assert_eq!(examples.lines().count(), want, "one roff line per example: {examples}");
+        assert!(
+            examples.lines().any(
+                |l| l == "iopath net stream \\-\\-mode zero\\-copy \\-\\-size 1M \\-\\-verify \\-\\-json > zc.json"
+            ),
+            "{examples}"
+        );
+        for section in [
+            ".SH \"EXIT STATUS\"",
+            ".SH FILES",
+            ".SH \"SEE ALSO\"",
+            ".BR iopath\\-net (1)",
+        ] {
+            assert!(stream.contains(section), "{section}: {stream}");
+        }
+        assert!(!stream.contains(".SH EXTRA"), "{stream}");
+        // NAME already says what `about` says.
+        assert!(!stream.contains(".SH DESCRIPTION"), "{stream}");
+        let root = page("iopath.1");
+        assert!(root.contains(".BR iopath\\-sweep (1)"), "{root}");
+        assert_eq!(roff_literal(".x \\ -y"), "\\&.x \\e \\-y");
+    }
 }

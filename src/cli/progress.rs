@@ -5,7 +5,8 @@
 //! [`Progress::for_plan`] announces the number of cells and about how long they take.
 //!
 //! [`ProgressSink`] is how a run gets it: a sink the runner tells when the run begins, when
-//! each cell starts and finishes (a failed cell gets a `cell failed:` line) and when the run
+//! each cell starts and finishes (a failed cell gets a `cell failed:` line, or is counted when
+//! the end table lists it with its error) and when the run
 //! ends (the bar is cleared, or the closing line printed).
 
 use crate::case::Case;
@@ -171,6 +172,20 @@ impl Progress {
 #[derive(Default)]
 pub struct ProgressSink {
     progress: Option<Progress>,
+    /// The end table lists every failed cell with its error: the progress then only counts
+    /// them (each error printed once, not twice).
+    failures_listed_at_end: bool,
+    failed: usize,
+}
+
+impl ProgressSink {
+    /// Progress for a run whose end table lists each failed cell with its error.
+    pub fn listing_failures_at_end() -> ProgressSink {
+        ProgressSink {
+            failures_listed_at_end: true,
+            ..Default::default()
+        }
+    }
 }
 
 /// The progress line's name for `cell` of `case`: its label and repetition.
@@ -201,7 +216,11 @@ impl Sink for ProgressSink {
     fn cell_finished(&mut self, case: &Case, cell: Cell, outcome: &CellOutcome) -> anyhow::Result<()> {
         if let Some(p) = &self.progress {
             if let Err(error) = &outcome.result {
-                p.note(&format!("cell failed: {}: {error}", cell_label(case, cell)));
+                if self.failures_listed_at_end {
+                    self.failed += 1;
+                } else {
+                    p.note(&format!("cell failed: {}: {error}", cell_label(case, cell)));
+                }
             }
             p.finish_cell();
         }
@@ -211,6 +230,13 @@ impl Sink for ProgressSink {
     fn finish(&mut self, _end: &RunEnd) -> anyhow::Result<()> {
         if let Some(p) = self.progress.take() {
             p.finish();
+            if self.failed > 0 && !matches!(p.view, View::Hidden) {
+                eprintln!(
+                    "{} cell{} failed: each is listed with its error in the results",
+                    self.failed,
+                    if self.failed == 1 { "" } else { "s" }
+                );
+            }
         }
         Ok(())
     }

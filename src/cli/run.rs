@@ -194,7 +194,7 @@ impl Sink for Printout {
 
 /// The table of the successful records, then a line per failed cell, repetitions numbered as
 /// the store numbers them (from 0).
-fn records_table(records: &[Record], view: View, table: fn(&[Record], View) -> String) -> String {
+pub(super) fn records_table(records: &[Record], view: View, table: fn(&[Record], View) -> String) -> String {
     let ok: Vec<Record> = records.iter().filter(|r| r.error.is_none()).cloned().collect();
     let mut text = if ok.is_empty() { String::new() } else { table(&ok, view) };
     for r in records.iter().filter(|r| r.error.is_some()) {
@@ -467,13 +467,18 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         _ => None,
     };
     let db = store.as_ref().map(|s| s.path().to_path_buf());
+    // A records table lists each failed cell with its error: the progress only counts them.
+    let table_lists_failures = matches!(outputs.print, Print::Table(EndTable::Records(_)));
     let mut printout = Printout::new(outputs.print, outputs.view, run_id, db.clone());
     let end = {
         let mut store_sink = store
             .as_mut()
             .zip(run_id)
             .map(|(store, run_id)| StoreSink { store, run_id });
-        let mut progress = (!outputs.live).then(ProgressSink::default);
+        let mut progress = (!outputs.live).then(|| match table_lists_failures {
+            true => ProgressSink::listing_failures_at_end(),
+            false => ProgressSink::default(),
+        });
         let mut live = outputs.live.then(|| super::live::LiveSink::new(stop));
         let mut stream = outputs.json_stream.then(|| NdjsonSink::new(std::io::stdout(), run_id));
         // `finish` runs in this order: the store closes the run (complete or interrupted, even
@@ -520,8 +525,8 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         let _ = match (&db, run_id) {
             (Some(db), Some(id)) => writeln!(
                 err,
-                "everything finished is stored. Continue with: iopath sweep --resume {id} --db {}",
-                db.display()
+                "everything finished is stored. Continue with: {}",
+                resume_command(id, db)
             ),
             _ => writeln!(
                 err,
@@ -546,6 +551,18 @@ pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<
     }
 }
 
+/// The command that resumes run `id` of `db`, as it works: with `--psk-file KEY` when this
+/// run proved a key to its remote ends (a fleet run's agents, a `--connect` server), since the
+/// key is never stored and the resume is refused without it.
+pub fn resume_command(id: i64, db: &Path) -> String {
+    let key = if crate::net::auth::client_key().is_some() {
+        " --psk-file KEY"
+    } else {
+        ""
+    };
+    format!("iopath sweep --resume {id} --db {}{key}", db.display())
+}
+
 /// After printing: say where the run is stored, and fail (exit 1) when cells failed.
 pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
@@ -557,7 +574,7 @@ pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     let failed: Vec<&Record> = executed.records.iter().filter(|r| r.error.is_some()).collect();
     if !failed.is_empty() {
         let retry = match (&executed.db, executed.run_id) {
-            (Some(db), Some(id)) => format!(" (`iopath sweep --resume {id} --db {}` retries them)", db.display()),
+            (Some(db), Some(id)) => format!(" (`{}` retries them)", resume_command(id, db)),
             _ => String::new(),
         };
         anyhow::bail!(

@@ -288,8 +288,8 @@ pub fn run(args: ServersArgs) -> anyhow::Result<()> {
 }
 
 /// The human table: one row per case (the median of its repetitions, with a `reps` column
-/// when there are several). By default the case, requests/s, p50 and p99 latency, errors and
-/// the server's CPU per request, in at most 100 characters; `--wide` adds every other column.
+/// when there are several). By default the case, requests/s, p50 and p99 latency, errors, the
+/// fraction of clients served and the server's CPU per request, in at most 100 characters; `--wide` adds every other column.
 /// Then the `sources:` line and the notes grouped by kind.
 pub fn table(records: &[Record], view: View) -> String {
     use super::output::{Column, Show};
@@ -310,6 +310,8 @@ pub fn table(records: &[Record], view: View) -> String {
         m("p50 us", Show::Default, names::LATENCY_P50_US, Role::Client),
         m("p99 us", Show::Default, names::LATENCY_P99_US, Role::Client),
         m("errors", Show::Default, names::ERRORS, Role::Client),
+        // Requests/s and latency from a few served clients are not the model's: say how many.
+        m("served", Show::Default, names::SERVED_FRACTION, Role::System),
         m("srv us/req", Show::Default, names::CPU_US_PER_REQ, Role::Server),
         m("srv cs/req", Show::Spare, "context_switches_per_req", Role::Server),
         m("p90 us", Show::Wide, names::LATENCY_P90_US, Role::Client),

@@ -364,23 +364,24 @@ fn print_findings(analysis: &report::Analysis) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_cells(cells: &[report::cells::CellSummary]) -> anyhow::Result<()> {
-    let mut table = Table::new(&["case", "ok", "failed", "metric", "median", "95% CI of median", "CV"]);
-    for c in cells {
-        let metric = c.headline_metric();
-        let s = metric.and_then(|m| m.summary.as_ref());
-        table.row(vec![
-            c.label.clone(),
-            c.ok.to_string(),
-            c.failures.len().to_string(),
-            metric.map(|m| m.name.clone()).unwrap_or_else(|| "n/a".into()),
-            fmt_num(s.map(|s| s.median)),
-            s.map(|s| s.ci_text(|v| fmt_num(Some(v))))
-                .unwrap_or_else(|| "n/a".into()),
-            s.map(|s| s.cv_text()).unwrap_or_else(|| "n/a".into()),
-        ]);
+/// A stored run's records as each workload's own command prints them (`workloads::of`): the
+/// same table `net udp-stream`, `servers` or `micro` shows, one per workload of the run in
+/// planned order, then a line per failed cell.
+fn print_workload_tables(records: &[crate::store::Record], view: super::output::View) -> anyhow::Result<()> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in records {
+        if !kinds.contains(&r.case.workload()) {
+            kinds.push(r.case.workload());
+        }
     }
-    super::output::out(table.render())
+    for kind in kinds {
+        let Some(cli) = super::workloads::of(kind) else {
+            continue;
+        };
+        let these: Vec<crate::store::Record> = records.iter().filter(|r| r.case.workload() == kind).cloned().collect();
+        super::output::out(run::records_table(&these, view, cli.table))?;
+    }
+    Ok(())
 }
 
 /// The workload's plan and its flags shared with the direct command.
@@ -458,7 +459,7 @@ fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
     let store = Store::open_existing(stored.db).map_err(store_error)?;
     let data = store.load_run(stored.run_id)?;
     let analysis = report::analyze(&data, stored.db);
-    print_cells(&analysis.cells)?;
+    print_workload_tables(&data.records(), stored.view)?;
     print_crossovers(&analysis.crossovers, stored.view)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;
@@ -499,12 +500,25 @@ fn median_text(cell: &report::cells::CellSummary, name: &str, role: crate::obser
 
 /// The numbers of a quick run before its findings, each table within 100 columns: the median
 /// Gbit/s of every stream case as send mode (rows) × message size (columns), one block per
-/// thread count, and the request/response cases' transactions/s with p50 and p99 latency.
-pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
+/// thread count, and the request/response cases' transactions/s with p50 and p99 latency. A
+/// headline median within the noise of the best at its point carries `~`, as the findings
+/// ranked it, so the table and the sentences under it agree.
+pub(super) fn headline_tables(cells: &[report::cells::CellSummary], findings: &report::findings::Findings) -> String {
     use super::output::Show;
     use crate::case::{format_bytes, RrCase, StreamCase};
     use crate::observation::Role;
     let mut out = String::new();
+    let mut marked = false;
+    let mut median_text = |c: &report::cells::CellSummary, name: &str, role: Role| {
+        let (headline, headline_role, _) = report::cells::headline(&c.case);
+        let mark = if (headline, headline_role) == (name, role) {
+            findings.standing(c).map_or("", |s| s.mark())
+        } else {
+            ""
+        };
+        marked |= !mark.is_empty();
+        format!("{mark}{}", median_text(c, name, role))
+    };
     let streams: Vec<(&report::cells::CellSummary, &crate::case::StreamCase)> = cells
         .iter()
         .filter_map(|c| c.case.get::<StreamCase>().map(|s| (c, s)))
@@ -566,6 +580,10 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary]) -> String {
     if !out.is_empty() {
         out.push_str("medians of the repetitions; the report has every figure with its interval\n");
     }
+    if marked {
+        out.push_str(report::findings::WITHIN_NOISE_KEY);
+        out.push('\n');
+    }
     out
 }
 
@@ -591,7 +609,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         let html = output.unwrap_or_else(|| default_report_path(stored.db, stored.run_id));
         let files = report::write_report(&data, &html, stored.db)?;
         let analysis = report::analyze(&data, stored.db);
-        super::output::out(headline_tables(&analysis.cells))?;
+        super::output::out(headline_tables(&analysis.cells, &analysis.findings))?;
         if wide {
             print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
         }
@@ -743,7 +761,7 @@ mod tests {
                 warnings: Vec::new(),
             })
             .collect();
-        let text = headline_tables(&cells);
+        let text = headline_tables(&cells, &report::findings::findings(&cells, &[], &[]));
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         assert!(!text.contains("with --wide"), "nothing left out: {text}");
         let header = text.lines().next().unwrap();
@@ -758,6 +776,20 @@ mod tests {
         }
         let two_copy_1k = text.lines().find(|l| l.starts_with("two-copy ")).unwrap();
         assert!(two_copy_1k.contains("12.35"), "the first case's median: {two_copy_1k}");
+        // Equal ping-pongs: the best unmarked, the others within its noise, and the key said.
+        assert!(
+            !text.lines().any(|l| l.starts_with("rr two-copy") && l.contains('~')),
+            "{text}"
+        );
+        assert!(
+            text.contains("~23456") && text.contains(report::findings::WITHIN_NOISE_KEY),
+            "{text}"
+        );
+        // Stream medians 1 Gbit/s apart with no spread: each behind the best, unmarked.
+        assert!(
+            !text.lines().any(|l| l.starts_with("one-copy") && l.contains('~')),
+            "{text}"
+        );
         let rr = text.lines().find(|l| l.starts_with("rr one-copy")).unwrap();
         assert!(
             rr.contains("64B/64B") && rr.contains("41.50") && rr.contains("1234"),

@@ -194,6 +194,21 @@ pub fn noise_warnings(cells: &[CellSummary]) -> Vec<String> {
     noise_lines(cells, usize::MAX)
 }
 
+/// What to do about a noisy cell: depends on whether its threads were pinned and whether one
+/// repetition already takes many samples.
+pub fn noise_advice(cell: &CellSummary) -> &'static str {
+    let workload = cell.case.as_workload();
+    if workload.samples_within_repetition() {
+        "add --reps, or stop other load on the machine (each repetition already takes many samples)"
+    } else if workload.pinning().any() {
+        "the threads are pinned, so look for other load on the machine (load average under \
+         Environment), then lengthen --duration or add --reps"
+    } else {
+        "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
+         other load on the machine"
+    }
+}
+
 /// The noise warnings with at most `max_items` cases listed per line ("… and 27 more"), for
 /// the terminal.
 pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
@@ -215,16 +230,7 @@ pub fn noise_lines(cells: &[CellSummary], max_items: usize) -> Vec<String> {
         let Some(s) = &metric.summary else { continue };
         judged += usize::from(s.cv.is_some());
         if let Some(cv) = s.cv.filter(|cv| *cv > NOISY_CV) {
-            let workload = cell.case.as_workload();
-            let advice = if workload.samples_within_repetition() {
-                "add --reps, or stop other load on the machine (each repetition already takes many samples)"
-            } else if workload.pinning().any() {
-                "the threads are pinned, so look for other load on the machine (load average under \
-                 Environment), then lengthen --duration or add --reps"
-            } else {
-                "pin the threads (--client-cpus/--server-cpus), lengthen --duration, add --reps, or stop \
-                 other load on the machine"
-            };
+            let advice = noise_advice(cell);
             let item = format!("{} ({name} {:.1}%, n={})", cell.label, cv * 100.0, s.n);
             match noisy.iter_mut().find(|(a, _)| *a == advice) {
                 Some((_, items)) => items.push(item),

@@ -83,6 +83,9 @@ pub struct ChartSpec {
     pub markers: Vec<(f64, String)>,
     /// Vertical markers in one panel: (panel, x, label), e.g. a crossover at 1 thread.
     pub panel_markers: Vec<(String, f64, String)>,
+    /// The key of the panel markers' letters, one line each, drawn under the chart (so a
+    /// chart on the summary sheet, without its caption, still says what `a` means).
+    pub marker_key: Vec<String>,
     /// Why there is nothing to draw (e.g. `unavailable: no hardware PMU`).
     pub empty_reason: Option<String>,
     /// A fixed y range (e.g. 0..1 for fractions) instead of one fitted to the data.
@@ -113,6 +116,27 @@ impl ChartSpec {
             }
         }
         out
+    }
+
+    /// Whether the panels get a y scale each (`panel_axes`: their heights differ more than
+    /// threefold); the chart's title and caption then say so, since heights compare only within
+    /// a panel.
+    pub fn y_per_panel(&self) -> bool {
+        let panels = self.panels();
+        let tops: Vec<f64> = panels
+            .iter()
+            .map(|p| {
+                self.series
+                    .iter()
+                    .filter(|s| s.panel == *p)
+                    .flat_map(|s| s.points.iter().map(|q| q.high.max(q.median).abs()))
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        let (lo, hi) = tops
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
+        panels.len() > 1 && self.y_range.is_none() && lo > 0.0 && hi / lo > 3.0
     }
 
     /// Log2 x for bytes, and for counts spanning more than a factor of 16 (1, 10, 100 clients).
@@ -273,12 +297,16 @@ pub fn grid(panels: usize) -> (usize, usize) {
 /// The size a chart is drawn at: taller when its panels take more than one row.
 pub fn chart_size(spec: &ChartSpec) -> (u32, u32) {
     let (_, rows) = grid(spec.panels().len());
+    let key = KEY_LINE * spec.marker_key.len() as u32;
     if rows <= 1 {
-        (WIDTH, HEIGHT)
+        (WIDTH, HEIGHT + key)
     } else {
-        (WIDTH, 60 + 360 * rows as u32)
+        (WIDTH, 60 + 360 * rows as u32 + key)
     }
 }
+
+/// The height of one line of a marker key under a chart.
+const KEY_LINE: u32 = 17;
 
 /// Each panel's axes: the chart's shared axes, or, when the panels' data differ by more than a
 /// factor of three in height (a 1 KiB panel near 10 beside a 64 KiB one at 130), each panel's
@@ -296,20 +324,7 @@ fn panel_axes(spec: &ChartSpec, panels: &[&str]) -> Vec<Axes> {
             axes_with(&sub, log_x, log_y)
         })
         .collect();
-    let tops: Vec<f64> = panels
-        .iter()
-        .map(|p| {
-            spec.series
-                .iter()
-                .filter(|s| s.panel == *p)
-                .flat_map(|s| s.points.iter().map(|q| q.high.max(q.median).abs()))
-                .fold(0.0, f64::max)
-        })
-        .collect();
-    let (lo, hi) = tops
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
-    let free = panels.len() > 1 && spec.y_range.is_none() && lo > 0.0 && hi / lo > 3.0;
+    let free = spec.y_per_panel();
     let shared = axes_with(spec, log_x, log_y);
     own.into_iter()
         .map(|a| {
@@ -425,8 +440,13 @@ pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &Cha
     let px = |v: f64| (v * k).round() as i32;
     let font = |size: f64| ("sans-serif", size * k).into_font();
     let (title_area, body) = root.split_vertically(px(32.0));
+    let title = if spec.has_points() && spec.y_per_panel() {
+        format!("{} (y scale per panel)", spec.title)
+    } else {
+        spec.title.clone()
+    };
     title_area
-        .draw_text(&spec.title, &font(19.0).color(&BLACK), (px(12.0), px(8.0)))
+        .draw_text(&title, &font(19.0).color(&BLACK), (px(12.0), px(8.0)))
         .map_err(draw_err)?;
     if !spec.has_points() {
         let reason = spec
@@ -441,6 +461,22 @@ pub fn draw_scaled<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &Cha
         .map_err(draw_err)?;
         return Ok(());
     }
+    // The markers' key under everything, one small line each.
+    let body = if spec.marker_key.is_empty() {
+        body
+    } else {
+        let key_height = px(f64::from(KEY_LINE) * spec.marker_key.len() as f64 + 4.0);
+        let (body, foot) = body.split_vertically(body.dim_in_pixel().1 as i32 - key_height);
+        for (i, line) in spec.marker_key.iter().enumerate() {
+            foot.draw_text(
+                line,
+                &font(12.0).color(&RGBColor(60, 60, 60)),
+                (px(12.0), px(2.0 + f64::from(KEY_LINE) * i as f64)),
+            )
+            .map_err(draw_err)?;
+        }
+        body
+    };
     let panels = spec.panels();
     let axes = panel_axes(spec, &panels);
     let (columns, rows) = grid(panels.len());

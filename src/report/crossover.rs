@@ -276,6 +276,9 @@ pub struct CrossoverRow {
     pub b_ahead: Vec<u64>,
     /// Sizes where A is significantly ahead (with no crossover: A led somewhere, B later).
     pub a_ahead: Vec<u64>,
+    /// Sizes where A's median is higher but not significantly (within the noise): what a
+    /// "never overtakes" must own up to, since the table shows A's higher median there.
+    pub a_higher_in_noise: Vec<u64>,
 }
 
 impl CrossoverRow {
@@ -298,6 +301,17 @@ pub fn sizes_where_a_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u
     let mut sizes: Vec<u64> = points
         .iter()
         .filter(|p| p.a_wins(higher_is_better))
+        .map(|p| p.size)
+        .collect();
+    sizes.sort_unstable();
+    sizes
+}
+
+/// Sizes at which A's median is better than B's but not significantly.
+pub fn sizes_where_a_leads_in_noise(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
+    let mut sizes: Vec<u64> = points
+        .iter()
+        .filter(|p| p.lead(higher_is_better) > 0.0 && !p.significant())
         .map(|p| p.size)
         .collect();
     sizes.sort_unstable();
@@ -367,6 +381,7 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
                 sizes_compared: points.len(),
                 b_ahead: sizes_where_b_wins(&points, true),
                 a_ahead: sizes_where_a_wins(&points, true),
+                a_higher_in_noise: sizes_where_a_leads_in_noise(&points, true),
             });
         }
     }
@@ -743,6 +758,7 @@ mod tests {
             sizes_compared: 3,
             b_ahead: Vec::new(),
             a_ahead: Vec::new(),
+            a_higher_in_noise: Vec::new(),
         };
         let from = |size: u64, from_smallest: bool| Crossover::From {
             size,

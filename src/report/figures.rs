@@ -410,10 +410,11 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
              (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
         );
-        for line in crossover_key {
+        for line in &crossover_key {
             throughput.caption.push_str(&format!("\n{line}"));
         }
     }
+    throughput.marker_key = crossover_key;
     throughput.panel_markers = crossover_marks;
     let mut figures = vec![throughput];
     // Against threads only when the run varied them.
@@ -422,17 +423,22 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     }
     figures.extend([
         stream_cpu_per_byte(&stream, &paths),
-        stream_vs_size(
-            &stream,
-            &paths,
-            m(
-                names::TOTAL_CYCLES_PER_BYTE,
-                Role::System,
-                "cycles per byte, client + server",
-            ),
-            "cycles_per_byte_vs_size",
-            "CPU cycles per byte vs message size",
-        ),
+        // A cost per byte falls about as 1/size: on a linear axis everything from 16 KiB on
+        // is a flat line at the bottom.
+        ChartSpec {
+            log_y: true,
+            ..stream_vs_size(
+                &stream,
+                &paths,
+                m(
+                    names::TOTAL_CYCLES_PER_BYTE,
+                    Role::System,
+                    "cycles per byte, client + server",
+                ),
+                "cycles_per_byte_vs_size",
+                "CPU cycles per byte vs message size",
+            )
+        },
         stream_vs_size(
             &stream,
             &paths,

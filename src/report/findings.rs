@@ -74,6 +74,151 @@ impl Findings {
     }
 }
 
+/// Where a cell's headline median stands among its group's contenders at its point (its size,
+/// its load): the best median, within the noise of the best (not significantly behind it,
+/// Mann-Whitney U p >= 0.05, or too few repetitions to tell), or significantly behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Best,
+    WithinNoise,
+    Behind,
+}
+
+impl Standing {
+    /// The mark a table puts before the median: `~` within the noise of the best.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Standing::WithinNoise => "~",
+            Standing::Best | Standing::Behind => "",
+        }
+    }
+}
+
+/// The line under a table whose medians carry `Standing::mark`.
+pub const WITHIN_NOISE_KEY: &str =
+    "~: within the noise of the best there (not significantly behind it; Mann-Whitney U p >= 0.05)";
+
+impl Findings {
+    /// How `cell` stands at its point, as the findings ranked it (so a table's marks and the
+    /// sentences under it agree); None for a cell nothing is ranked against.
+    pub fn standing(&self, cell: &CellSummary) -> Option<Standing> {
+        let e = entry(cell)?;
+        let group = self.groups.iter().find(|g| g.title == e.group)?;
+        let point = group.winners.iter().find(|w| w.x == e.x)?;
+        if point.winner == e.contender {
+            return Some(Standing::Best);
+        }
+        let (_, _, significant) = point.behind.iter().find(|b| b.0 == e.contender)?;
+        Some(if *significant {
+            Standing::Behind
+        } else {
+            Standing::WithinNoise
+        })
+    }
+}
+
+/// The numbers a report opens on: for one comparison group, its contenders (rows) at each
+/// point (columns), each the headline median with its interval and its standing at the point;
+/// for cases nothing is ranked against (a microbenchmark), one row per case and one column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadlineTable {
+    /// `net stream, 1 thread`, or `Every case` for the unranked ones.
+    pub title: String,
+    /// The headline metric and its unit: `throughput_gbps (Gbit/s)`.
+    pub metric: String,
+    /// What the rows are (`mode`, `model`, `case`) and the column titles (`64KiB`, `100 clients`).
+    pub rows_are: &'static str,
+    pub points: Vec<String>,
+    pub rows: Vec<(String, Vec<Option<HeadlineValue>>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadlineValue {
+    pub median: f64,
+    pub ci95: Option<(f64, f64)>,
+    pub standing: Option<Standing>,
+}
+
+fn headline_value(cell: &CellSummary, findings: &Findings) -> Option<HeadlineValue> {
+    let s = cell.headline_metric()?.summary.as_ref()?;
+    Some(HeadlineValue {
+        median: s.median,
+        ci95: s.ci95,
+        standing: findings.standing(cell),
+    })
+}
+
+fn metric_title(cell: &CellSummary) -> String {
+    match cell.headline_metric() {
+        Some(m) => format!("{} ({})", m.name, m.unit),
+        None => headline(&cell.case).0.to_string(),
+    }
+}
+
+/// The headline tables of a run: one per comparison group in the findings' order (the
+/// terminal's mode x size table for a stream run), then the cases no group ranks.
+pub fn headline_tables(cells: &[CellSummary], findings: &Findings) -> Vec<HeadlineTable> {
+    let entries: Vec<Entry> = cells.iter().filter_map(entry).collect();
+    let mut tables: Vec<HeadlineTable> = Vec::new();
+    for e in &entries {
+        if tables.iter().any(|t| t.title == e.group) {
+            continue;
+        }
+        let members: Vec<&Entry> = entries.iter().filter(|m| m.group == e.group).collect();
+        let mut xs: Vec<(u64, String)> = members.iter().map(|m| (m.x, m.x_text.clone())).collect();
+        xs.sort_by_key(|x| x.0);
+        xs.dedup_by_key(|x| x.0);
+        let mut contenders: Vec<&str> = Vec::new();
+        for m in &members {
+            if !contenders.contains(&m.contender.as_str()) {
+                contenders.push(&m.contender);
+            }
+        }
+        let rows = contenders
+            .iter()
+            .map(|c| {
+                let values = xs
+                    .iter()
+                    .map(|(x, _)| {
+                        members
+                            .iter()
+                            .find(|m| m.contender == *c && m.x == *x)
+                            .and_then(|m| headline_value(m.cell, findings))
+                    })
+                    .collect();
+                (c.to_string(), values)
+            })
+            .collect();
+        tables.push(HeadlineTable {
+            title: e.group.clone(),
+            metric: metric_title(e.cell),
+            rows_are: e.contenders_are,
+            points: xs.into_iter().map(|x| x.1).collect(),
+            rows,
+        });
+    }
+    let ranked: Vec<usize> = entries.iter().map(|e| e.cell.position).collect();
+    let rest: Vec<&CellSummary> = cells.iter().filter(|c| !ranked.contains(&c.position)).collect();
+    if !rest.is_empty() {
+        tables.push(HeadlineTable {
+            title: "Every case".into(),
+            metric: "its headline metric".into(),
+            rows_are: "case",
+            points: vec!["median".into()],
+            rows: rest
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{} ({})", c.label, metric_title(c)),
+                        vec![headline_value(c, findings)],
+                    )
+                })
+                .collect(),
+        });
+    }
+    tables
+}
+
 /// "1.4x", "3.2x", "12x"; a small factor keeps the digits that tell it from 1 ("1.04x",
 /// "1.004x"), so a significant difference never reads "1.0x".
 pub fn factor_text(f: f64) -> String {
@@ -295,6 +440,12 @@ fn overtakes_sentence(r: &CrossoverRow) -> String {
             r.b,
             format_bytes(*size)
         ),
+        Crossover::NoCrossover if r.b_ahead.is_empty() && !r.a_higher_in_noise.is_empty() => format!(
+            "{} never significantly overtakes {} here: its median is higher at {}, but within the noise of the repetitions (Mann-Whitney U p >= 0.05).",
+            r.a,
+            r.b,
+            sizes_text(&r.a_higher_in_noise)
+        ),
         Crossover::NoCrossover if r.b_ahead.is_empty() => format!(
             "{} never overtakes {} here: at no size do they differ significantly.",
             r.a, r.b
@@ -306,6 +457,13 @@ fn overtakes_sentence(r: &CrossoverRow) -> String {
             sizes_text(&r.a_ahead),
             r.b,
             sizes_text(&r.b_ahead)
+        ),
+        Crossover::NoCrossover if !r.a_higher_in_noise.is_empty() => format!(
+            "{} never significantly overtakes {} here{behind}; {}'s median is higher at {}, within the noise.",
+            r.a,
+            r.b,
+            r.a,
+            sizes_text(&r.a_higher_in_noise)
         ),
         Crossover::NoCrossover => format!("{} never overtakes {} here{behind}.", r.a, r.b),
         Crossover::NotTested { reps } => format!(
@@ -364,6 +522,48 @@ fn zero_copy_sentence(
             join_and(&overtakes.iter().map(String::as_str).collect::<Vec<_>>())
         ))
     }
+}
+
+/// The group's alarms (`Workload::alarm`): per contender, the points where the figure's
+/// median passed its bound, as one sentence with the range of percentages.
+fn alarm_lines(members: &[&Entry]) -> Vec<String> {
+    let mut contenders: Vec<&str> = Vec::new();
+    for e in members {
+        if !contenders.contains(&e.contender.as_str()) {
+            contenders.push(&e.contender);
+        }
+    }
+    let mut lines = Vec::new();
+    for c in contenders {
+        let mut hit: Vec<(&Entry, f64)> = members
+            .iter()
+            .filter(|e| e.contender == c)
+            .filter_map(|e| {
+                let alarm = e.cell.case.as_workload().alarm()?;
+                let median = e.cell.summary(alarm.metric, alarm.role)?.median;
+                (median >= alarm.at_least).then_some((*e, median))
+            })
+            .collect();
+        let Some(alarm) = hit.first().and_then(|(e, _)| e.cell.case.as_workload().alarm()) else {
+            continue;
+        };
+        hit.sort_by_key(|(e, _)| e.x);
+        let lo = hit.iter().map(|h| h.1).fold(f64::INFINITY, f64::min) * 100.0;
+        let hi = hit.iter().map(|h| h.1).fold(0.0, f64::max) * 100.0;
+        let pct = if hi - lo < 0.5 {
+            format!("{lo:.0}%")
+        } else {
+            format!("{lo:.0}-{hi:.0}%")
+        };
+        let at: Vec<&str> = hit.iter().map(|(e, _)| e.x_text.as_str()).collect();
+        lines.push(capitalized(&format!(
+            "{c} had {pct} {} at {} (median over the repetitions): {}.",
+            alarm.what,
+            join_and(&at),
+            alarm.advice
+        )));
+    }
+    lines
 }
 
 /// The findings of a run's cases. `crossovers` are those found in the same cases.
@@ -640,6 +840,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             }
             lines.push(format!("{line}."));
         }
+        lines.extend(alarm_lines(&members));
         groups.push(FindingGroup {
             title: name.to_string(),
             winners,
@@ -782,6 +983,54 @@ mod tests {
             }
         }
         data
+    }
+
+    /// Issue 30, item 5: one-copy's median is higher than two-copy's at 64KiB and 256KiB but
+    /// within the noise. The sentence says so instead of a bare "never overtakes", and the
+    /// table's mark (`Findings::standing`) calls the lower median within the noise of the best.
+    #[test]
+    fn never_overtakes_owns_up_to_higher_medians_within_the_noise() {
+        // ±12% spread: overlapping repetitions, no significant difference anywhere.
+        let noisy = |v: f64| -> Vec<f64> { (0..6).map(|i| v * (1.0 + 0.05 * (i as f64 - 2.5))).collect() };
+        let two = [10.0, 20.0, 30.0, 29.12, 37.89];
+        let one = [9.9, 19.8, 29.9, 29.29, 40.84];
+        let mut cases = Vec::new();
+        for (i, &size) in SIZES.iter().enumerate() {
+            cases.push((stream_case(CopyMode::TwoCopy, size, 1), noisy(two[i])));
+            cases.push((stream_case(CopyMode::OneCopy, size, 1), noisy(one[i])));
+        }
+        let cells = summarize_run(&run_data(cases));
+        let rows = stream_crossovers(&cells);
+        let f = findings(&cells, &rows, &[]);
+        let lines = f.lines().join("\n");
+        assert!(
+            lines.contains("One-copy never significantly overtakes two-copy here: its median is higher at 64KiB and 256KiB, but within the noise"),
+            "{lines}"
+        );
+        let at = |mode: CopyMode, size: u64| {
+            let cell = cells
+                .iter()
+                .find(|c| matches!(&c.case, Case::NetStream(s) if s.mode == mode && s.size == size))
+                .unwrap();
+            f.standing(cell)
+        };
+        assert_eq!(at(CopyMode::OneCopy, 65536), Some(Standing::Best));
+        assert_eq!(at(CopyMode::TwoCopy, 65536), Some(Standing::WithinNoise));
+        assert_eq!(at(CopyMode::TwoCopy, 1024), Some(Standing::Best));
+        assert_eq!(Standing::WithinNoise.mark(), "~");
+        // Well apart, the slower is behind, unmarked.
+        let (_, g) = seed_findings(6);
+        let cells = summarize_run(&seed_run(6));
+        let f = Findings {
+            groups: vec![g],
+            noise: String::new(),
+        };
+        let zc = cells
+            .iter()
+            .find(|c| matches!(&c.case, Case::NetStream(s) if s.mode == CopyMode::ZeroCopy && s.size == 1024))
+            .unwrap();
+        assert_eq!(f.standing(zc), Some(Standing::Behind));
+        assert_eq!(Standing::Behind.mark(), "");
     }
 
     fn seed_findings(n: usize) -> (Vec<CrossoverRow>, FindingGroup) {

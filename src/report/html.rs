@@ -1,5 +1,6 @@
 //! The HTML report: one self-contained file (inline CSS, charts as inline SVG, no scripts, no
 //! network; readable at phone width) telling the story first: the run and how to re-run it, the
+//! headline numbers (each group's medians with intervals, as the terminal's table), the
 //! findings with the caveats said once and a noise verdict, then charts, the crossover table,
 //! per-case statistics, grouped noise warnings and the machine in human units. Sections appear
 //! only for what the run holds.
@@ -55,8 +56,9 @@ figure { margin: 1em 0; max-width: 1300px; } figure svg { max-width: 100%; heigh
 figure.empty { margin: 0.4em 0; }
 figcaption { font-size: 0.85em; color: #555; }
 .meta td:first-child { font-weight: bold; }
+table.headline td { white-space: nowrap; } small.ci { color: #666; } p.key { font-size: 0.85em; color: #555; }
 .side { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 360px; }
+.side .chart { flex: 0 1 900px; min-width: 0; } .side .scroll { flex: 1 1 auto; }
 td.case { min-width: 9em; max-width: 16em; }
 @media (max-width: 600px) {
   body { padding: 0 0.3em; } table { font-size: 0.78em; } th, td { padding: 2px 4px; }
@@ -295,12 +297,101 @@ fn chart_figure(chart: &RenderedChart) -> Markup {
             @else { div.side { div.chart { (PreEscaped(chart.svg.as_str())) } (table) } }
             figcaption {
                 strong { (spec.title) "." } " "
+                @if spec.y_per_panel() { "Each panel has its own y scale (their heights differ more than threefold): compare heights within a panel, not across panels. " }
                 @for line in spec.caption.lines() {
                     @if line.starts_with("ESTIMATE") { span.est { (line) } } @else { (line) } " "
                 }
                 " Files: " a href=(chart.svg_file) { (chart.svg_file) } ", " a href=(chart.png_file) { (chart.png_file) }
             }
         }
+    }
+}
+
+/// The numbers first: each comparison group's headline medians with their 95% intervals,
+/// the best at each point in bold and `~` before a median within the noise of the best (the
+/// terminal's table, with its intervals).
+fn headline_block(input: &ReportInput<'_>) -> Markup {
+    use super::findings::{headline_tables, Standing, WITHIN_NOISE_KEY};
+    let tables = headline_tables(input.cells, input.findings);
+    let marked = tables
+        .iter()
+        .flat_map(|t| t.rows.iter().flat_map(|r| r.1.iter().flatten()))
+        .any(|v| v.standing == Some(Standing::WithinNoise));
+    html! {
+        @for t in &tables {
+            h3 { (t.title) ": " (t.metric) }
+            div.scroll { table.headline {
+                tr { th { (t.rows_are) } @for p in &t.points { th { (p) } } }
+                @for (name, values) in &t.rows {
+                    tr {
+                        td { (name) }
+                        @for v in values {
+                            @match v {
+                                Some(v) => td.num {
+                                    @let median = format!("{}{}", v.standing.map_or("", |s| s.mark()), fmt_num(Some(v.median)));
+                                    @if v.standing == Some(Standing::Best) && t.rows.len() > 1 { strong { (median) } } @else { (median) }
+                                    @if let Some((lo, hi)) = v.ci95 { br; small.ci { (fmt_num(Some(lo))) ".." (fmt_num(Some(hi))) } }
+                                },
+                                None => td.num { "-" },
+                            }
+                        }
+                    }
+                }
+            } }
+        }
+        p.key {
+            "Medians of the repetitions, the 95% interval of the median below each (from 6 repetitions on)"
+            @if tables.iter().any(|t| t.rows.len() > 1) { "; the best at each point in bold" }
+            @if marked { "; " (WITHIN_NOISE_KEY) }
+            "."
+        }
+    }
+}
+
+/// The noise said in a sentence and a table (case, metric, CV, repetitions, what to do), not
+/// a paragraph listing every case; the other warnings (outliers, placement) as they are.
+fn noise_block(input: &ReportInput<'_>) -> Markup {
+    use super::cells::{noise_advice, NOISY_CV};
+    let judged = input
+        .cells
+        .iter()
+        .filter(|c| {
+            c.headline_metric()
+                .and_then(|m| m.summary.as_ref())
+                .is_some_and(|s| s.cv.is_some())
+        })
+        .count();
+    let noisy: Vec<(&CellSummary, &super::cells::MetricCell, f64, usize)> = input
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let m = c.headline_metric()?;
+            let s = m.summary.as_ref()?;
+            s.cv.filter(|cv| *cv > NOISY_CV).map(|cv| (c, m, cv, s.n))
+        })
+        .collect();
+    let prefix = "cases vary with a CV above";
+    html! {
+        @if noisy.is_empty() {
+            p { "Every case's coefficient of variation is at most " (format!("{:.0}%", NOISY_CV * 100.0)) "." }
+        } @else {
+            div.noise {
+                (noisy.len()) " of " (judged) " cases vary by more than " (format!("{:.0}%", NOISY_CV * 100.0))
+                " (coefficient of variation of the headline metric between repetitions): their medians are less sure than the others', and a difference within that spread is noise. The table says which and what to do."
+            }
+            div.scroll { table {
+                tr { th { "case" } th { "metric" } th { "CV" } th { "repetitions" } th { "what to do" } }
+                @for (cell, metric, cv, n) in &noisy {
+                    tr {
+                        td.case { (cell.label) } td { (metric.name) }
+                        td.num { (format!("{:.1}%", cv * 100.0)) } td.num { (n) }
+                        td { (noise_advice(cell)) }
+                    }
+                }
+            } }
+        }
+        // Outliers and placement, which the table does not cover.
+        @for n in input.noise.iter().filter(|n| !n.contains(prefix)) { div.noise { (n) } }
     }
 }
 
@@ -352,6 +443,10 @@ pub fn render(input: &ReportInput<'_>) -> String {
                     tr { td { "cells" } td { (run.cells_ok) " ok, " (run.cells_failed) " failed, " (run.cells_planned()) " planned (" (run.cases) " cases x " (run.repetitions) " repetitions" @if run.shuffle { ", shuffled with seed " (run.seed) } "; a cell is one repetition of one case)" } }
                     tr { td { "iopath" } td { (run.tool_version) } }
                 }
+                @if !input.cells.is_empty() {
+                    h2 id="numbers" { "Headline numbers" }
+                    (headline_block(input))
+                }
                 h2 id="findings" { "Findings" }
                 (findings_block(input))
                 @if !input.charts.is_empty() {
@@ -388,8 +483,7 @@ pub fn render(input: &ReportInput<'_>) -> String {
                 (cell_table(input.cells))
                 (all_metrics(input.cells))
                 h2 id="noise" { "Noise warnings" }
-                @if input.noise.is_empty() { p { "Every case's coefficient of variation is at most 5%." } }
-                @for n in input.noise { div.noise { (n) } }
+                (noise_block(input))
                 h2 id="environment" { "Environment" }
                 div.scroll { table.meta { @for (k, v) in key_values(&run.environment_json) { tr { td { (k) } td { (v) } } } } }
                 h2 id="machine" { "Machine" }

@@ -186,6 +186,32 @@ pub fn db_flag(db: &Path) -> String {
 /// What the reader must know before trusting the numbers, found in the run itself: each with
 /// the kind of workload warning that says the same thing (so the two are said once). `db`:
 /// the database the run is in, named in the resume command.
+/// Metric names as a caveat lists them: a repeated figure's interval bounds (`x_ci95_low`,
+/// `x_ci95_high`, internal companions of `x`) said once as "the 95% interval of x", after the
+/// other names.
+fn caveat_names(names: &[&str]) -> String {
+    let mut plain: Vec<&str> = Vec::new();
+    let mut intervals: Vec<&str> = Vec::new();
+    for name in names {
+        match name
+            .strip_suffix("_ci95_low")
+            .or_else(|| name.strip_suffix("_ci95_high"))
+        {
+            Some(base) if !intervals.contains(&base) => intervals.push(base),
+            Some(_) => {}
+            None => plain.push(name),
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    if !plain.is_empty() {
+        parts.push(plain.join(", "));
+    }
+    if !intervals.is_empty() {
+        parts.push(format!("the 95% interval of {}", intervals.join(", ")));
+    }
+    parts.join("; ")
+}
+
 pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(Option<WarningKind>, String)> {
     let mut out = Vec::new();
     let mut not_copied = Vec::new();
@@ -271,7 +297,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
         } else {
             None
         };
-        out.push((kind, format!("Not measured here ({reason}): {}.", names.join(", "))));
+        out.push((kind, format!("Not measured here ({reason}): {}.", caveat_names(&names))));
     }
     let failed: Vec<&String> = cells.iter().flat_map(|c| &c.failures).collect();
     if let Some(first) = failed.first() {
@@ -514,6 +540,23 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
 mod tests {
     use super::cells::tests::{run_data, stream_case};
     use super::*;
+
+    /// Issue 32 B: a caveat never lists a figure's interval bounds as metric names.
+    #[test]
+    fn caveats_say_an_interval_once_instead_of_its_bound_names() {
+        assert_eq!(
+            caveat_names(&[
+                "a_ns_ci95_low",
+                "a_ns_ci95_high",
+                "b_ns",
+                "c_ns_ci95_high",
+                "c_ns_ci95_low"
+            ]),
+            "b_ns; the 95% interval of a_ns, c_ns"
+        );
+        assert_eq!(caveat_names(&["b_ns", "d_ns"]), "b_ns, d_ns");
+        assert_eq!(caveat_names(&["a_ns_ci95_low"]), "the 95% interval of a_ns");
+    }
     use crate::case::CopyMode;
 
     #[test]

@@ -11,6 +11,9 @@ use crate::net::session::observe::CDF_QUANTILES;
 use crate::observation::names;
 use crate::observation::Role;
 
+/// The highest quantile the CDF draws (p99.9).
+const CDF_CLIP: f64 = 0.999;
+
 /// At most this many CDF panels (cases without their mode); more would be unreadable.
 const MAX_CDF_PANELS: usize = 12;
 
@@ -129,7 +132,9 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     }];
     for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
         let mut points = Vec::new();
-        for (name, q) in CDF_QUANTILES.iter().chain(&[(names::LATENCY_MAX_US, 1.0)]) {
+        // Clipped at p99.9: one tail point (p99.99, the maximum) would take most of the x
+        // range and squeeze the body into its first tenth; the tail chart draws the rest.
+        for (name, q) in CDF_QUANTILES.iter().filter(|(_, q)| *q <= CDF_CLIP) {
             if let Some(m) = cell.metric(name, Role::Client) {
                 provenance.add(m);
             }
@@ -233,7 +238,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         x_axis: XAxis::Count,
         y_desc: "fraction of transactions".into(),
         caption: provenance.caption(
-            "x: client latency_p1_us .. latency_p9999_us and latency_max_us (the median over repetitions); rr: request sent (open loop: due) to response; crr: connect() to closed",
+            "x: client latency_p1_us .. latency_p999_us (the median over repetitions), clipped at p99.9 so one tail point does not take the x range: p99.99 and the maximum are in the table and on the latency spectrum; rr: request sent (open loop: due) to response; crr: connect() to closed",
         ),
         empty_reason: provenance.empty_reason(),
         series,
@@ -330,12 +335,17 @@ mod tests {
         let cdf = &figures[1];
         assert_eq!(cdf.table.len(), 5, "a heading and one row per case");
         let first = &cdf.series[0];
-        assert_eq!(first.points.len(), CDF_QUANTILES.len() + 1);
+        // Clipped at p99.9 (issue 32 B: one tail point took 90% of the x range).
+        assert_eq!(
+            first.points.len(),
+            CDF_QUANTILES.iter().filter(|q| q.1 <= CDF_CLIP).count()
+        );
         assert!(first
             .points
             .windows(2)
             .all(|w| w[0].x <= w[1].x && w[0].median <= w[1].median));
-        assert_eq!(first.points.last().unwrap().median, 1.0);
+        assert_eq!(first.points.last().unwrap().median, 0.999);
+        assert!(cdf.caption.contains("clipped at p99.9"), "{}", cdf.caption);
         assert!(cdf.caption.contains("source: tool"), "{}", cdf.caption);
     }
 }

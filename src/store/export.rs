@@ -67,7 +67,6 @@ impl Exporter for CsvExporter {
             .iter()
             .flat_map(|r| r.observation.metrics.iter().map(|m| (m.role, m.name.clone(), m.key())))
             .collect();
-        let mut w = csv::Writer::from_writer(Vec::new());
         let mut header: Vec<String> = ["run_id", "workload", "label", "repetition"]
             .iter()
             .map(|s| s.to_string())
@@ -78,7 +77,7 @@ impl Exporter for CsvExporter {
             header.push(format!("{key}_source"));
         }
         header.extend(["status".into(), "error".into(), "warnings".into()]);
-        w.write_record(&header)?;
+        let mut rows: Vec<Vec<String>> = Vec::with_capacity(records.len());
         for r in records {
             let case_params = r.case.params();
             let mut row: Vec<String> = vec![
@@ -114,8 +113,25 @@ impl Exporter for CsvExporter {
             row.push(r.error.clone().unwrap_or_default());
             let warnings: Vec<&str> = r.observation.warnings.iter().map(|w| w.text.as_str()).collect();
             row.push(warnings.join(" | "));
-            w.write_record(row.iter().map(|c| crate::format::spreadsheet_safe(c).into_owned()))?;
+            rows.push(row);
+        }
+        // A metric's value column empty in every row says nothing (no repetition has a value:
+        // unavailable here, or no case measures it); its `_source` column, kept, says why.
+        // The fixed and parameter columns stay, so a script finds them by name in every file.
+        let metrics = 4 + params.len()..header.len() - 3;
+        let kept: Vec<usize> = (0..header.len())
+            .filter(|&i| {
+                !metrics.contains(&i) || header[i].ends_with("_source") || rows.iter().any(|row| !row[i].is_empty())
+            })
+            .collect();
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(kept.iter().map(|&i| header[i].as_str()))?;
+        for row in &rows {
             // no formulas (=, +, -, @)
+            w.write_record(
+                kept.iter()
+                    .map(|&i| crate::format::spreadsheet_safe(&row[i]).into_owned()),
+            )?;
         }
         Ok(w.into_inner()?)
     }
@@ -188,7 +204,9 @@ pub const OTAVA_COLUMNS: [&str; 8] = [
 
 /// `export --format otava` (docs/output.md): one row per run and case with at least one
 /// successful repetition, oldest run first; `time` the run's start; `test` names the series
-/// (host, workload and case) for Otava, which reads a file as one series; one column per
+/// (host, workload and case; for a fleet cell its workload, pair and network case, no round
+/// and no controller) for Otava, which reads a file as one series; `host` the machine, or a
+/// fleet cell's pair; `case` the series' case (`Workload::series`); one column per
 /// metric (`<role>_<name>`, sorted) holding the median over the case's successful
 /// repetitions, empty where the case has no value of it.
 pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
@@ -204,16 +222,24 @@ pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
     header.extend(metrics.iter().map(|(role, name)| format!("{}_{name}", role.as_str())));
     w.write_record(&header)?;
     for (data, cases) in &tables {
-        let host = super::merge::host_of(&data.run.machine_json).unwrap_or_else(|| "unknown-host".into());
+        let machine = super::merge::host_of(&data.run.machine_json).unwrap_or_else(|| "unknown-host".into());
         for (_, case, ok, values) in cases {
+            // A fleet cell's hosts are its pair (already in its series), not the controller.
+            let (host, test) = match case.as_workload().hosts() {
+                Some(pair) => (pair, format!("{}.{}", case.workload(), slug(&case.series()))),
+                None => (
+                    machine.clone(),
+                    format!("{}.{}.{}", slug(&machine), case.workload(), slug(&case.series())),
+                ),
+            };
             let mut row = vec![
                 otava_time(&data.run.started_at),
                 data.run.id.to_string(),
                 data.run.name.clone().unwrap_or_default(),
-                host.clone(),
-                format!("{}.{}.{}", slug(&host), case.workload(), slug(&case.label())),
+                host,
+                test,
                 case.workload().to_string(),
-                case.label(),
+                case.series(),
                 ok.to_string(),
             ];
             for key in &metrics {
@@ -229,7 +255,8 @@ pub fn otava_csv(runs: &[RunData]) -> anyhow::Result<Vec<u8>> {
     Ok(w.into_inner()?)
 }
 
-/// `export --format bmf` (docs/output.md): Bencher Metric Format. Per case (`<workload>/<label>`,
+/// `export --format bmf` (docs/output.md): Bencher Metric Format. Per case (`<workload>/<series>`:
+/// the label, a fleet cell's without its round,
 /// `#<position>` added when two cases share a label), per metric with a value
 /// (`<role>_<name>`): `value` the median over the successful repetitions, `lower_value` and
 /// `upper_value` the 95% confidence interval of the median (order statistics, as the report)
@@ -238,7 +265,7 @@ pub fn bmf_json(data: &RunData) -> anyhow::Result<Vec<u8>> {
     let cases = case_values(data);
     let names: Vec<String> = cases
         .iter()
-        .map(|(_, case, _, _)| format!("{}/{}", case.workload(), case.label()))
+        .map(|(_, case, _, _)| format!("{}/{}", case.workload(), case.series()))
         .collect();
     let mut uses: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for name in &names {
@@ -299,12 +326,12 @@ mod tests {
     /// never produces had an empty source.
     #[test]
     fn csv_has_status_and_error_and_says_what_a_case_does_not_measure() {
-        let rows = [
+        let rows_in = [
             record(Bench::Syscall, Some("a_ns"), None),
             record(Bench::Call, Some("b_ns"), None),
             record(Bench::Fs, None, Some("boom")),
         ];
-        let text = String::from_utf8(CsvExporter.serialize(&rows).unwrap()).unwrap();
+        let text = String::from_utf8(CsvExporter.serialize(&rows_in).unwrap()).unwrap();
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let header = reader.headers().unwrap().clone();
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
@@ -315,6 +342,26 @@ mod tests {
         assert_eq!(&rows[2][col("status")], "failed");
         assert_eq!(&rows[2][col("error")], "boom");
         assert_eq!(header.iter().next_back(), Some("warnings"));
+        // The issue "A user's first hour": no metric column is empty in every row (`a_ns` of
+        // the failed row's metric is not measured by the others, but has a value in one).
+        let unavailable = {
+            let mut r = record(Bench::Call, None, None);
+            r.observation
+                .push(Metric::unavailable("c_ns", Role::System, "ns", "not here"));
+            r
+        };
+        let text = String::from_utf8(CsvExporter.serialize(&[rows_in[0].clone(), unavailable]).unwrap()).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(header.contains(",system_a_ns,"), "{header}");
+        assert!(
+            !header.contains(",system_c_ns,"),
+            "a value column empty in every row: {header}"
+        );
+        assert!(header.contains(",system_c_ns_source,"), "its source says why: {header}");
+        assert!(
+            header.contains(",options,") || header.contains(",bench,"),
+            "parameters stay: {header}"
+        );
     }
 
     /// The issue "Results that speak": `size` vs `size_bytes`, `any` vs `null`, `12.0` counts.

@@ -28,10 +28,10 @@ pub const STOP_WITHIN: Duration = Duration::from_secs(3);
 /// Say that a check did not run here and why; the test then returns (a whole test skipped)
 /// or goes on without that part. One line `SKIPPED <test>: <reason>` goes to stderr (shown
 /// with `--nocapture`) and, when `IOPATH_SKIP_LOG` names a file, is appended to it with one
-/// write (O_APPEND: lines from parallel tests and test binaries do not mix); `.ci/run` sets
-/// it, prints those lines and counts them into its closing line as "N skipped". Use it only
-/// where the machine lacks something (root, a kernel feature): never to excuse a figure that
-/// came out wrong.
+/// write (O_APPEND: lines from parallel tests and test binaries do not mix); `scripts/test`
+/// (the README's test command) sets it, prints those lines and counts them into its closing
+/// line as "N skipped". Use it only where the machine lacks something (root, a kernel
+/// feature, a tool): never to excuse a figure that came out wrong.
 pub fn skip(reason: &str) {
     use std::io::Write;
     let test = std::thread::current().name().unwrap_or("a test").to_string();
@@ -49,6 +49,41 @@ pub fn skip(reason: &str) {
                 std::path::Path::new(&log).display()
             );
         }
+    }
+}
+
+/// Why `program` cannot be run here (found neither on PATH nor as a path), or None when it
+/// can. For a test that needs a tool the machine may lack: `if let Some(why) =
+/// missing_program("tmux") { return skip(&why); }`. `scripts/test` installs the tools as root.
+pub fn missing_program(program: &str) -> Option<String> {
+    let found = if program.contains('/') {
+        Path::new(program).exists()
+    } else {
+        std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+            .unwrap_or(false)
+    };
+    (!found).then(|| format!("{program} is not installed (scripts/test installs it as root)"))
+}
+
+/// Why python3 cannot import `module` here, or None when it can.
+pub fn missing_python_module(module: &str) -> Option<String> {
+    if let Some(why) = missing_program("python3") {
+        return Some(why);
+    }
+    let out = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let last = err.lines().last().unwrap_or("no error text").trim().to_string();
+            Some(format!(
+                "python3 cannot import {module} ({last}; scripts/test installs it)"
+            ))
+        }
+        Err(e) => Some(format!("cannot run python3: {e}")),
     }
 }
 
@@ -339,4 +374,50 @@ pub fn assert_stops_as_interrupted(
     assert!(took < STOP_WITHIN, "stopping took {took:?}");
     let left: Vec<String> = thread_prefixes.iter().flat_map(|p| threads_named(p)).collect();
     assert!(left.is_empty(), "threads left behind: {left:?}");
+}
+
+/// A `net serve --agent` child on a free loopback port with the key in `key_file`: a fleet
+/// "host" that needs no root. Dropped, it is killed and reaped.
+pub struct LoopbackAgent {
+    child: Child,
+    /// `127.0.0.1:PORT`, as a fleet's `--hosts` names it.
+    pub addr: String,
+}
+
+impl LoopbackAgent {
+    pub fn start(key_file: &Path) -> LoopbackAgent {
+        use std::io::BufRead;
+        let mut child = iopath_child()
+            .args(["net", "serve", "--agent", "--listen", "127.0.0.1:0", "--psk-file"])
+            .arg(key_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn net serve --agent");
+        let mut first = String::new();
+        // The first line names the address; the rest of stderr is left to the pipe (the
+        // agent writes little, and is killed at the end of the test).
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
+        lines.read_line(&mut first).expect("the agent's first line");
+        let addr = first
+            .split_whitespace()
+            .find(|w| w.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("no address in {first}"))
+            .to_string();
+        // Keep reading so the agent never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while matches!(lines.read_line(&mut sink), Ok(n) if n > 0) {
+                sink.clear();
+            }
+        });
+        LoopbackAgent { child, addr }
+    }
+}
+
+impl Drop for LoopbackAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
