@@ -164,7 +164,7 @@ pub fn signed_rank_p(d: &[f64]) -> f64 {
         let mean = total as f64 / 2.0;
         let sd = (ranks2.iter().map(|r| (*r as f64).powi(2)).sum::<f64>() / 4.0).sqrt();
         let z = (mean - extreme as f64) / sd.max(f64::MIN_POSITIVE);
-        return (2.0 * 0.5 * libm_erfc(z / std::f64::consts::SQRT_2)).min(1.0);
+        return (2.0 * compare::standard_normal_upper_tail(z)).min(1.0);
     }
     // counts[s]: sign assignments whose positive doubled-rank sum is s.
     let mut counts = vec![0f64; total + 1];
@@ -176,17 +176,6 @@ pub fn signed_rank_p(d: &[f64]) -> f64 {
     }
     let tail: f64 = counts[..=extreme].iter().sum();
     (2.0 * tail / 2f64.powi(n as i32)).min(1.0)
-}
-
-/// The complementary error function (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7).
-fn libm_erfc(x: f64) -> f64 {
-    if x < 0.0 {
-        return 2.0 - libm_erfc(-x);
-    }
-    let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly =
-        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    poly * (-x * x).exp()
 }
 
 /// The smallest p the signed-rank test reaches with `n` pairs: 2^(1 - n).
@@ -206,16 +195,6 @@ fn median(v: &[f64]) -> Option<f64> {
     Some(crate::measure::stats::median(&mut v))
 }
 
-/// The 2.5% and 97.5% points of `values` (sorted here).
-fn interval(values: &mut [f64]) -> Option<(f64, f64)> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(|x, y| x.total_cmp(y));
-    let n = values.len() as f64;
-    Some((values[(n * 0.025) as usize], values[(n * 0.975) as usize - 1]))
-}
-
 /// Bootstrap of exp(mean over strata of each stratum's mean): pairs resampled within each.
 fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
     let strata: Vec<&Vec<f64>> = strata.iter().filter(|s| !s.is_empty()).collect();
@@ -232,7 +211,7 @@ fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
             (total / strata.len() as f64).exp()
         })
         .collect();
-    interval(&mut means)
+    Some(compare::percentile_interval_95(&mut means))
 }
 
 /// The paired analysis of an A/B run.
