@@ -282,7 +282,9 @@ fn a_host_setting_is_back_after_sigkill_at_the_next_start() {
         return skip(why);
     }
     let ns = TestNs::new("k");
-    let (_dir, db) = temp_db("ab-kill");
+    // The default database of the folder the later command runs in.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath-results").join("iopath.db");
     let mut child = host_ab(&ns, &db, "sleep:200ms", "50");
     ns.wait_for(AUTOCORKING, "0", Duration::from_secs(60));
     common::signal(&child, Signal::SIGKILL);
@@ -304,9 +306,11 @@ fn a_host_setting_is_back_after_sigkill_at_the_next_start() {
         stderr(&elsewhere)
     );
     assert_eq!(ns.read(AUTOCORKING), "0");
-    // The next measuring command started there puts it back and says so in one line.
+    // The next measuring command started there, even one that stores nothing, puts it back
+    // (the journal is in the default database of its folder) and says so in one line.
     let out = ns
-        .iopath(&["fake", "--cells", "ok:1", "--db", s(&db)])
+        .iopath(&["fake", "--cells", "ok:1"])
+        .current_dir(dir.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

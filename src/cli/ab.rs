@@ -401,6 +401,21 @@ pub fn restore_orphans(store: &mut Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`restore_orphans`] for a run that stores nothing: in the default database, when it exists
+/// and its journal has rows left open (looked at read-only first, so a database that has none
+/// is not opened for writing, nor migrated).
+pub fn restore_orphans_in_default_db() -> anyhow::Result<()> {
+    let path = Path::new(DEFAULT_DB_PATH);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let open_rows = Store::open_existing(path).and_then(|store| store.journal_orphans());
+    if !open_rows.is_ok_and(|rows| !rows.is_empty()) {
+        return Ok(());
+    }
+    restore_orphans(&mut open_for_writing(path)?)
+}
+
 /// The settings of each cell's variant, set when the cell starts and put back in `finish`
 /// (every exit path of the runner) and on drop.
 struct VariantSink {
