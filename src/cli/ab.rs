@@ -192,7 +192,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
         (false, false, true) => Scope::Topology,
         (false, false, false) => {
             return Err(usage(format!(
-                "--set {}: the measuring command runs on this host's loopback, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
+                "--set {}: the measuring command does not run inside --topology netns|veth, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
                 system[0]
             )))
         }
@@ -294,6 +294,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     };
     let executed = run::execute(&plan, Destination::Resume(&args.db, run_id), outputs)?;
     if executed.end.interrupted {
+        eprintln!("(an A/B run is not resumed: its pairs so far are in `iopath ab --show {run_id}`; run the ab command again for a whole one)");
         return Ok(());
     }
     let shown = show(&args.db, run_id, &args, true);
