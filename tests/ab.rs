@@ -104,6 +104,15 @@ fn a_flag_that_changes_nothing_passes_and_the_run_reads_back() {
         "{}",
         stdout(&compare)
     );
+    // A merged copy is the same A/B run.
+    let merged = db.with_file_name("merged.db");
+    let out = iopath().args(["merge", s(&merged), s(&db)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = iopath()
+        .args(["ab", "--show", "1", "--db", s(&merged), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(again.stdout, show.stdout, "{}", stderr(&again));
     // Its settings are not kept for a resume.
     let err = usage_error(&["sweep", "--resume", "1", "--db", s(&db)]);
     assert!(err.contains("A/B run"), "{err}");
