@@ -394,7 +394,7 @@ impl AbAnalysis {
         }
         let w = &self.whole;
         out.push_str(&format!(
-            "whole run ({} pairs): {}, B better by a factor {} (up: B better), interval {}, signed-rank p {:.3}: {}\n",
+            "whole run ({} pairs): {}, B against A {} (above 1: B better), interval {}, signed-rank p {:.3}: {}\n",
             w.pairs,
             w.verdict,
             w.better_ratio.map_or("-".into(), |v| format!("{v:.3}")),
