@@ -104,6 +104,15 @@ fn a_flag_that_changes_nothing_passes_and_the_run_reads_back() {
         "{}",
         stdout(&compare)
     );
+    // A merged copy is the same A/B run.
+    let merged = db.with_file_name("merged.db");
+    let out = iopath().args(["merge", s(&merged), s(&db)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = iopath()
+        .args(["ab", "--show", "1", "--db", s(&merged), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(again.stdout, show.stdout, "{}", stderr(&again));
     // Its settings are not kept for a resume.
     let err = usage_error(&["sweep", "--resume", "1", "--db", s(&db)]);
     assert!(err.contains("A/B run"), "{err}");
@@ -282,7 +291,9 @@ fn a_host_setting_is_back_after_sigkill_at_the_next_start() {
         return skip(why);
     }
     let ns = TestNs::new("k");
-    let (_dir, db) = temp_db("ab-kill");
+    // The default database of the folder the later command runs in.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("iopath-results").join("iopath.db");
     let mut child = host_ab(&ns, &db, "sleep:200ms", "50");
     ns.wait_for(AUTOCORKING, "0", Duration::from_secs(60));
     common::signal(&child, Signal::SIGKILL);
@@ -304,9 +315,11 @@ fn a_host_setting_is_back_after_sigkill_at_the_next_start() {
         stderr(&elsewhere)
     );
     assert_eq!(ns.read(AUTOCORKING), "0");
-    // The next measuring command started there puts it back and says so in one line.
+    // The next measuring command started there, even one that stores nothing, puts it back
+    // (the journal is in the default database of its folder) and says so in one line.
     let out = ns
-        .iopath(&["fake", "--cells", "ok:1", "--db", s(&db)])
+        .iopath(&["fake", "--cells", "ok:1"])
+        .current_dir(dir.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -192,7 +192,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
         (false, false, true) => Scope::Topology,
         (false, false, false) => {
             return Err(usage(format!(
-                "--set {}: the measuring command runs on this host's loopback, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
+                "--set {}: the measuring command does not run inside --topology netns|veth, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
                 system[0]
             )))
         }
@@ -294,6 +294,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     };
     let executed = run::execute(&plan, Destination::Resume(&args.db, run_id), outputs)?;
     if executed.end.interrupted {
+        eprintln!("(an A/B run is not resumed: its pairs so far are in `iopath ab --show {run_id}`; run the ab command again for a whole one)");
         return Ok(());
     }
     let shown = show(&args.db, run_id, &args, true);
@@ -399,6 +400,21 @@ pub fn restore_orphans(store: &mut Store) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// [`restore_orphans`] for a run that stores nothing: in the default database, when it exists
+/// and its journal has rows left open (looked at read-only first, so a database that has none
+/// is not opened for writing, nor migrated).
+pub fn restore_orphans_in_default_db() -> anyhow::Result<()> {
+    let path = Path::new(DEFAULT_DB_PATH);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let open_rows = Store::open_existing(path).and_then(|store| store.journal_orphans());
+    if !open_rows.is_ok_and(|rows| !rows.is_empty()) {
+        return Ok(());
+    }
+    restore_orphans(&mut open_for_writing(path)?)
 }
 
 /// The settings of each cell's variant, set when the cell starts and put back in `finish`

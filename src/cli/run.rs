@@ -443,8 +443,9 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             (Some(store), Some(id), done)
         }
     };
-    if let Some(store) = store.as_mut() {
-        super::ab::restore_orphans(store)?;
+    match store.as_mut() {
+        Some(store) => super::ab::restore_orphans(store)?,
+        None => super::ab::restore_orphans_in_default_db()?,
     }
     let cells = outputs
         .order

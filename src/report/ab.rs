@@ -164,7 +164,7 @@ pub fn signed_rank_p(d: &[f64]) -> f64 {
         let mean = total as f64 / 2.0;
         let sd = (ranks2.iter().map(|r| (*r as f64).powi(2)).sum::<f64>() / 4.0).sqrt();
         let z = (mean - extreme as f64) / sd.max(f64::MIN_POSITIVE);
-        return (2.0 * 0.5 * libm_erfc(z / std::f64::consts::SQRT_2)).min(1.0);
+        return (2.0 * compare::standard_normal_upper_tail(z)).min(1.0);
     }
     // counts[s]: sign assignments whose positive doubled-rank sum is s.
     let mut counts = vec![0f64; total + 1];
@@ -176,17 +176,6 @@ pub fn signed_rank_p(d: &[f64]) -> f64 {
     }
     let tail: f64 = counts[..=extreme].iter().sum();
     (2.0 * tail / 2f64.powi(n as i32)).min(1.0)
-}
-
-/// The complementary error function (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7).
-fn libm_erfc(x: f64) -> f64 {
-    if x < 0.0 {
-        return 2.0 - libm_erfc(-x);
-    }
-    let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly =
-        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    poly * (-x * x).exp()
 }
 
 /// The smallest p the signed-rank test reaches with `n` pairs: 2^(1 - n).
@@ -206,16 +195,6 @@ fn median(v: &[f64]) -> Option<f64> {
     Some(crate::measure::stats::median(&mut v))
 }
 
-/// The 2.5% and 97.5% points of `values` (sorted here).
-fn interval(values: &mut [f64]) -> Option<(f64, f64)> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(|x, y| x.total_cmp(y));
-    let n = values.len() as f64;
-    Some((values[(n * 0.025) as usize], values[(n * 0.975) as usize - 1]))
-}
-
 /// Bootstrap of exp(mean over strata of each stratum's mean): pairs resampled within each.
 fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
     let strata: Vec<&Vec<f64>> = strata.iter().filter(|s| !s.is_empty()).collect();
@@ -232,7 +211,31 @@ fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
             (total / strata.len() as f64).exp()
         })
         .collect();
-    interval(&mut means)
+    Some(compare::percentile_interval_95(&mut means))
+}
+
+/// The fewest pairs whose signed-rank test can reach p < 0.05 (2^(1-6) = 0.031).
+pub const MIN_PAIRS_TO_DECIDE: usize = 6;
+
+/// `compare::decide` for `pairs` pairs: inconclusive below [`MIN_PAIRS_TO_DECIDE`] (compare's
+/// own minimum counts repetitions a side of a rank-sum test).
+fn decide_pairs(
+    ci: Option<(f64, f64)>,
+    p: f64,
+    p_name: &str,
+    pairs: usize,
+    higher_is_better: bool,
+    options: &CompareOptions,
+) -> (Verdict, String) {
+    if pairs < MIN_PAIRS_TO_DECIDE {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "too few pairs to decide ({pairs}; the signed-rank test needs {MIN_PAIRS_TO_DECIDE} to reach p < 0.05)"
+            ),
+        );
+    }
+    compare::decide(ci, p, p_name, (pairs, pairs), higher_is_better, options)
 }
 
 /// The paired analysis of an A/B run.
@@ -288,16 +291,7 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
     };
     for (row, p) in rows.iter_mut().zip(adjusted) {
         row.p_adjusted = p;
-        let (verdict, reason) = compare::decide(
-            row.ratio_ci95,
-            p,
-            &p_name,
-            (row.pairs, row.pairs),
-            row.higher_is_better,
-            options,
-        );
-        row.verdict = verdict;
-        row.reason = reason.replace("repetitions", "pairs").replace("a side", "");
+        (row.verdict, row.reason) = decide_pairs(row.ratio_ci95, p, &p_name, row.pairs, row.higher_is_better, options);
     }
     let oriented: Vec<Vec<f64>> = rows
         .iter()
@@ -313,7 +307,7 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
         (!oriented.is_empty()).then(|| (oriented.iter().map(|d| mean(d)).sum::<f64>() / oriented.len() as f64).exp());
     let ci = stratified_bootstrap(&oriented, compare::BOOTSTRAP_SEED);
     let p = signed_rank_p(&all);
-    let (verdict, reason) = compare::decide(ci, p, "p", (all.len(), all.len()), true, options);
+    let (verdict, reason) = decide_pairs(ci, p, "p", all.len(), true, options);
     AbAnalysis {
         threshold: options.threshold,
         alpha: options.alpha,
@@ -325,10 +319,7 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
             better_ratio_ci95: ci,
             p,
             verdict,
-            reason: reason
-                .replace("B/A", "B/A (up: B better)")
-                .replace("repetitions", "pairs")
-                .replace("a side", ""),
+            reason: reason.replace("B/A", "B/A (up: B better)"),
         },
         unpaired,
     }
@@ -370,7 +361,7 @@ impl AbAnalysis {
             .any(|r| self.correction.best_adjusted(smallest_possible_p(r.pairs), min_p0, m) < self.alpha);
         if !decidable && self.whole.verdict == Verdict::Inconclusive {
             return Gate::Undecidable(format!(
-                "undecidable (--fail-on-regression, exit 3): no cell can reach p < {} with its pairs (6 or more pairs a cell can; --reps sets them) and the whole-run verdict is inconclusive",
+                "undecidable (--fail-on-regression, exit 3): no cell can reach p < {} with its pairs ({MIN_PAIRS_TO_DECIDE} or more pairs a cell can; --reps sets them) and the whole-run verdict is inconclusive",
                 self.alpha
             ));
         }
@@ -403,7 +394,7 @@ impl AbAnalysis {
         }
         let w = &self.whole;
         out.push_str(&format!(
-            "whole run ({} pairs): {}, B better by a factor {} (up: B better), interval {}, signed-rank p {:.3}: {}\n",
+            "whole run ({} pairs): {}, B against A {} (above 1: B better), interval {}, signed-rank p {:.3}: {}\n",
             w.pairs,
             w.verdict,
             w.better_ratio.map_or("-".into(), |v| format!("{v:.3}")),
@@ -432,6 +423,43 @@ mod tests {
         let shifted: Vec<f64> = (0..100).map(|i| 0.5 + (i % 7) as f64 - 3.0).collect();
         let p = signed_rank_p(&shifted);
         assert!(p > 0.0 && p < 0.05, "{p}");
+    }
+
+    /// An A/B run of one stream case: A's and B's throughput per repetition.
+    fn ab_run(a: &[f64], b: &[f64]) -> (RunData, AbRun) {
+        use crate::case::CopyMode;
+        use crate::report::cells::tests::{run_data, stream_case};
+        let case = stream_case(CopyMode::TwoCopy, 4096, 1);
+        let mut data = run_data(vec![(case.clone(), a.to_vec()), (case, b.to_vec())]);
+        data.run.repetitions = a.len() as u32;
+        let ab = AbRun {
+            settings: vec!["dev:client:gro=off".into()],
+            pair_order: "abba".into(),
+            scope: "topology".into(),
+            variants: vec![Variant::A, Variant::B],
+        };
+        (data, ab)
+    }
+
+    #[test]
+    fn the_gate_finds_a_paired_slowdown_passes_no_change_and_cannot_decide_three_pairs() {
+        let options = CompareOptions::default();
+        // Both variants drift together from pair to pair; B is 10% lower in every pair.
+        let a = [10.0, 12.0, 9.0, 11.0, 13.0, 10.5];
+        let b: Vec<f64> = a.iter().map(|v| v * 0.9).collect();
+        let (data, ab) = ab_run(&a, &b);
+        let analysis = analyse(&data, &ab, &options);
+        assert_eq!(analysis.rows[0].verdict, Verdict::Slower, "{}", analysis.table());
+        assert_eq!(analysis.rows[0].b_worse, 6);
+        assert_eq!(analysis.gate().exit_code(), 1);
+        let (data, ab) = ab_run(&a, &a);
+        let analysis = analyse(&data, &ab, &options);
+        assert_eq!(analysis.whole.verdict, Verdict::NoChange);
+        assert_eq!(analysis.gate().exit_code(), 0);
+        let (data, ab) = ab_run(&a[..3], &b[..3]);
+        let analysis = analyse(&data, &ab, &options);
+        assert_eq!(analysis.gate().exit_code(), 3, "{}", analysis.table());
+        assert!(analysis.rows[0].reason.contains("too few pairs"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The chart of an A/B run (`iopath ab`): each case's headline under variant A and under
-//! variant B side by side, the median of its repetitions with the 95% interval of the median,
-//! case by case (x: the case's number, named in the caption). The cells of an A/B run carry
-//! their variant in their label (`report::ab::variant_label`).
+//! variant B, pair by pair (x: the repetition), a panel per case, so the drift both variants
+//! share and the gap between them are seen apart. The cells of an A/B run carry their variant
+//! in their label (`report::ab::variant_label`).
 
 use super::ab::split_variant;
 use super::cells::{headline, CellSummary};
@@ -31,44 +31,46 @@ pub fn ab_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         return Vec::new();
     };
     let (name, role, higher) = headline(&first.case);
-    let point = |x: usize, cell: Option<&CellSummary>| {
-        let summary = cell?.summary(name, role)?;
-        let (low, high) = summary.ci95.unwrap_or((summary.median, summary.median));
-        Some(Point {
-            x: x as f64,
-            median: summary.median,
-            low,
-            high,
-        })
-    };
-    let series = |variant: &str, color: usize, style: usize, b: bool| Series {
-        name: format!("variant {variant}"),
-        color: OKABE_ITO[color],
-        points: cases
+    // Each pair's two values in repetition order, a panel per case.
+    let points = |cell: Option<&CellSummary>| -> Vec<Point> {
+        let values = cell
+            .and_then(|c| c.metric(name, role))
+            .map(|m| m.values.clone())
+            .unwrap_or_default();
+        values
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| point(i + 1, if b { c.2 } else { c.1 }))
-            .collect(),
-        panel: String::new(),
-        style,
+            .map(|(i, v)| Point {
+                x: (i + 1) as f64,
+                median: *v,
+                low: *v,
+                high: *v,
+            })
+            .collect()
     };
+    let mut series = Vec::new();
+    for (base, a, b) in &cases {
+        for (variant, cell, color, style) in [("A", a, 0, 0), ("B", b, 1, 1)] {
+            series.push(Series {
+                name: format!("variant {variant}"),
+                color: OKABE_ITO[color],
+                points: points(*cell),
+                panel: base.to_string(),
+                style,
+            });
+        }
+    }
     let unit = first.metric(name, role).map(|m| m.unit.clone()).unwrap_or_default();
-    let legend: Vec<String> = cases
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("{}: {}", i + 1, c.0))
-        .collect();
     vec![ChartSpec {
         stem: "ab_variants".into(),
-        title: format!("A/B: {role} {name} under variant A and variant B"),
-        x_desc: "case".into(),
+        title: format!("A/B: {role} {name}, variant A and variant B pair by pair"),
+        x_desc: "pair (repetition)".into(),
         x_axis: XAxis::Count,
         y_desc: format!("{name} ({unit})"),
-        series: vec![series("A", 0, 0, false), series("B", 1, 1, true)],
+        series,
         caption: format!(
-            "y: {role} {name}, median of the repetitions and the 95% interval of the median ({}); A: the system as it was, B: with the run's settings, each pair run back to back. Cases: {}",
+            "y: {role} {name} of each repetition ({}); A: the system as it was, B: with the run's settings, the two cells of a pair run back to back, so what the machine did moves both and the gap between them is the settings' effect (the paired verdict: `iopath ab --show RUN`)",
             if higher { "higher is better" } else { "lower is better" },
-            legend.join("; ")
         ),
         ..Default::default()
     }]
@@ -98,11 +100,11 @@ mod tests {
         });
         let figures = ab_figures(&summarize_run(&data));
         assert_eq!(figures.len(), 1);
-        let medians: Vec<Vec<f64>> = figures[0]
+        let values: Vec<Vec<f64>> = figures[0]
             .series
             .iter()
             .map(|s| s.points.iter().map(|p| p.median).collect())
             .collect();
-        assert_eq!(medians, vec![vec![11.0], vec![6.0]]);
+        assert_eq!(values, vec![vec![10.0, 11.0, 12.0], vec![5.0, 6.0, 7.0]]);
     }
 }

@@ -1420,6 +1420,17 @@ fn whole_run(
     })
 }
 
+/// The 2.5% and 97.5% points of bootstrap resamples (sorts them): report/ab.rs's paired
+/// intervals are cut the way compare's are.
+pub fn percentile_interval_95(values: &mut [f64]) -> (f64, f64) {
+    percentile_interval(values)
+}
+
+/// P(Z > z) of a standard normal: report/ab.rs's signed-rank test above its exact range.
+pub fn standard_normal_upper_tail(z: f64) -> f64 {
+    normal_upper_tail(z)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

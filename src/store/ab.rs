@@ -195,6 +195,53 @@ impl Store {
     }
 }
 
+/// The schema version that has A/B runs (migration 5).
+const AB_VERSION: i64 = 5;
+
+/// `iopath merge`: copy run `run`'s A/B description (its `ab_runs` row and its cases'
+/// variants, `case_ids` mapping the input's case ids to the output's) into the run `new_run`
+/// being written by `out`; nothing for an input older than migration 5 or a run that is not
+/// an A/B run. The journal is the input machine's own and is not copied.
+pub(super) fn copy_run(
+    input: &Store,
+    out: &rusqlite::Connection,
+    run: i64,
+    new_run: i64,
+    case_ids: &std::collections::HashMap<i64, i64>,
+) -> anyhow::Result<()> {
+    if input.schema_version()? < AB_VERSION {
+        return Ok(());
+    }
+    let mut read = input
+        .conn
+        .prepare("SELECT settings_json, pair_order, scope FROM ab_runs WHERE run_id = ?1")?;
+    let mut rows = read.query([run])?;
+    let Some(row) = rows.next()? else {
+        return Ok(());
+    };
+    out.execute(
+        "INSERT INTO ab_runs (run_id, settings_json, pair_order, scope) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            new_run,
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?
+        ],
+    )?;
+    let mut read = input.conn.prepare(
+        "SELECT v.case_id, v.variant FROM case_variants v JOIN cases c ON c.id = v.case_id WHERE c.run_id = ?1",
+    )?;
+    let mut rows = read.query([run])?;
+    while let Some(r) = rows.next()? {
+        let case_id = case_ids[&r.get::<_, i64>(0)?];
+        out.execute(
+            "INSERT INTO case_variants (case_id, variant) VALUES (?1, ?2)",
+            params![case_id, r.get::<_, String>(1)?],
+        )?;
+    }
+    Ok(())
+}
+
 /// Mark journal rows restored in the database at `path` (for a forced exit, which has no
 /// store at hand); errors are dropped: the next start finds the rows and puts them back again.
 pub fn mark_restored_at(path: &std::path::Path, ids: &[i64]) {

@@ -381,6 +381,7 @@ impl Store {
             }
         }
         super::machines::copy_run(input, &tx, id, &observation_ids)?;
+        super::ab::copy_run(input, &tx, id, run, &case_ids)?;
         tx.commit()?;
         Ok(Ok(run))
     }
