@@ -401,3 +401,117 @@ fn a_refusal_names_its_kind_on_the_wire() {
     assert_eq!(answer["type"], "refused", "{answer}");
     assert_eq!(answer["kind"], "version", "{answer}");
 }
+
+/// A connection to `addr` from the loopback address `from` (any of 127/8).
+fn connect_from(addr: &str, from: [u8; 4]) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&std::net::SocketAddr::from((from, 0)).into())?;
+    let to: std::net::SocketAddr = addr.parse().expect("an address");
+    socket.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(socket.into())
+}
+
+/// Issue 31.2: a drip flood of unauthenticated greetings — hellos that never end, one byte
+/// at a time, from 128 loopback addresses (two each, under the per-address cap), re-opened as
+/// the server evicts them so the greeting table stays full — used to evict key holders
+/// mid-challenge (the key's extra round trip made the honest client the oldest speaker:
+/// "server busy"). Now the least advanced greeting is evicted first: every keyed client is
+/// served.
+#[test]
+fn a_drip_flood_from_many_addresses_never_turns_a_key_holder_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = common::psk_file(dir.path());
+    let key = key.as_str();
+    let server = Server::start(&["--psk-file", key]);
+    let addr = server.addr.clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let hosts: Vec<[u8; 4]> = (0..256).map(|i| [127, 0, 2, 2 + (i / 2) as u8]).collect();
+            let mut open: Vec<Option<TcpStream>> = (0..hosts.len()).map(|_| None).collect();
+            let started = Instant::now();
+            // A hang guard only: the clients below end the flood.
+            while !done.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < Duration::from_secs(120) {
+                for (slot, host) in open.iter_mut().zip(&hosts) {
+                    // Closed by the server (a refusal or EOF to read, or a failed write): re-open.
+                    let alive = slot.as_mut().is_some_and(|s| {
+                        let mut byte = [0u8; 256];
+                        s.set_nonblocking(true).ok();
+                        matches!((&*s).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                            && (&*s).write(b"a").is_ok()
+                    });
+                    if !alive {
+                        *slot = connect_from(&addr, *host).ok().and_then(|mut s| {
+                            s.write_all(br#"{"version":1,"workload":"rr","drip":""#).ok()?;
+                            Some(s)
+                        });
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    });
+    // The flood fills the table first.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = Vec::new();
+    for _ in 0..6 {
+        let out = iopath()
+            .args(["net", "rr", "--connect", &server.addr, "--psk-file", key])
+            .args([
+                "--mode",
+                "two-copy",
+                "--duration",
+                "100ms",
+                "--warmup",
+                "0",
+                "--no-perf",
+            ])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            refused.push(stderr(&out));
+        }
+    }
+    // A key holder slow to answer (a loaded machine): its hello whole, then the answer to the
+    // challenge a second later, while the flood churns the table many times over. It used to
+    // become the oldest speaker and be evicted; now it is past every dripping greeting.
+    let mut small = rr_case();
+    (
+        small.request_size,
+        small.response_size,
+        small.inflight,
+        small.net.threads,
+    ) = (64, 64, 1, 1);
+    let mut control = TcpStream::connect(&server.addr).unwrap();
+    control.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    writeln!(control, "{}", serde_json::to_string(&RrHello::new(&small)).unwrap()).unwrap();
+    let mut lines = BufReader::new(control.try_clone().unwrap());
+    let mut line = String::new();
+    lines.read_line(&mut line).unwrap();
+    let challenge: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(challenge["type"], "challenge", "{line}");
+    std::thread::sleep(Duration::from_secs(1));
+    let mac = iopath::net::auth::answer(common::PSK.as_bytes(), challenge["nonce"].as_str().unwrap());
+    // An evicted one is told `server busy` and closed: the write may fail, the line says why.
+    let _ = writeln!(
+        control,
+        "{}",
+        serde_json::to_string(&Control::Auth { mac, nonce: None }).unwrap()
+    );
+    line.clear();
+    let _ = lines.read_line(&mut line);
+    assert!(
+        line.contains("\"ready\""),
+        "a key holder one second into its challenge: {line:?}"
+    );
+    drop((lines, control));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    flood.join().unwrap();
+    assert!(
+        refused.is_empty(),
+        "keyed clients not served beside the drip flood: {refused:#?}"
+    );
+    server.logged(&["session refused: peer 127.0.2.", "server busy: "]);
+}

@@ -263,8 +263,9 @@ pub fn serve_blocking(
             Ok(n) => {
                 ServerStats::bump(&handler.stats.bytes_in, n as u64);
                 session.feed(&scratch[..n], handler);
-                // A client trickling a frame never lets the read time out: check here too.
-                if session.frame_started.is_some() && ctx.expired(&session, Instant::now(), false) {
+                // A client trickling a frame never lets the read time out: check here too (the
+                // backlog waiting behind it included: the iterative model serves one at a time).
+                if session.frame_started.is_some() && ctx.expired(&session, Instant::now(), others_waiting()) {
                     return;
                 }
             }

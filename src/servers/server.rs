@@ -65,9 +65,13 @@ pub struct ServerCtx {
     refused_at_ms: AtomicU64,
 }
 
-/// While newcomers are being refused (`--max-conns` reached), connections idle this long are
-/// closed to make room, whatever `--idle-timeout` says.
+/// While newcomers are being refused (`--max-conns` reached), connections idle this long, or
+/// with a frame begun this long ago and still not whole, are closed to make room, whatever
+/// `--idle-timeout` and `--frame-timeout` say.
 pub const FULL_IDLE: Duration = Duration::from_secs(1);
+/// A partial frame with no new byte this long gives up its turn when clients wait behind it
+/// in the iterative model's backlog (a client writes a request at once).
+const BACKLOG_STALL: Duration = Duration::from_millis(100);
 /// How long after a refusal the server counts as turning clients away.
 const TURNING_AWAY: Duration = Duration::from_secs(5);
 
@@ -75,7 +79,8 @@ impl ServerCtx {
     /// Whether a connection must be closed now (the reason is counted): a frame begun more
     /// than the frame timeout ago, or idle past the idle timeout. While the server is full and
     /// turning newcomers away, or `others_waiting` (the iterative model's backlog), a
-    /// connection with nothing owed either way is idle after FULL_IDLE already.
+    /// connection with nothing owed either way is idle after FULL_IDLE already, and one whose
+    /// frame began FULL_IDLE ago is evicted too (a trickling peer).
     pub fn expired(&self, session: &Session, now: Instant, others_waiting: bool) -> bool {
         let stats = &self.handler.stats;
         if session
@@ -91,7 +96,16 @@ impl ServerCtx {
             return true;
         }
         let quiet = session.frame_started.is_none() && session.pending().is_empty();
-        if quiet && idle >= FULL_IDLE && (others_waiting || self.turning_away(now)) {
+        // A frame still arriving FULL_IDLE after its first byte is a slow peer's (a client
+        // writes a request at once): while newcomers wait, it gives its place up like an idle
+        // one, so peers trickling a frame byte by byte cannot hold every slot.
+        let slow_frame = session
+            .frame_started
+            .is_some_and(|t| now.saturating_duration_since(t) >= FULL_IDLE);
+        // The iterative model serves one connection at a time: with others in its backlog, a
+        // frame that stalls for BACKLOG_STALL holds all of them up, and gives its turn up.
+        let stalled_frame = others_waiting && session.frame_started.is_some() && idle >= BACKLOG_STALL;
+        if ((quiet && idle >= FULL_IDLE) || slow_frame || stalled_frame) && (others_waiting || self.turning_away(now)) {
             ServerStats::bump(&stats.evicted, 1);
             return true;
         }

@@ -237,6 +237,22 @@ pub(crate) enum Greeting {
     Data(u64, u32, TcpStream),
 }
 
+/// How far a connection being greeted has come, in order: the greeting table evicts the
+/// least advanced first, so a client that has answered the key challenge is never evicted
+/// for one that has not, and one that sent its whole hello goes after every one still
+/// dripping theirs (the key's extra round trip must not make the honest client the victim).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    /// Nothing has arrived.
+    Silent,
+    /// Its first byte has arrived.
+    Spoke,
+    /// Its whole hello has arrived and it was sent the key challenge.
+    Challenged,
+    /// It answered the challenge with the key.
+    Answered,
+}
+
 /// Wait until `stream` is readable (or at EOF) by `deadline`, watching `quit`.
 fn readable_by(stream: &TcpStream, deadline: Instant, quit: &dyn Fn() -> bool) -> anyhow::Result<()> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -290,7 +306,7 @@ fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &d
 }
 
 /// Find out what a new connection is: its first byte within FIRST_BYTE_DEADLINE (then
-/// `spoke` is called), all of it within HELLO_DEADLINE. A control connection's first byte is
+/// `progress` is told each [`Stage`] it reaches), all of it within HELLO_DEADLINE. A control connection's first byte is
 /// `{` (session tokens never start with it), anything else is a data header. A hello of
 /// another protocol version, or one that is not a hello, is answered with a refusal.
 /// `workload` is set as soon as a hello names one (for the log).
@@ -298,7 +314,7 @@ pub(crate) fn greet(
     stream: TcpStream,
     quit: &dyn Fn() -> bool,
     key: Option<&[u8]>,
-    spoke: &dyn Fn(),
+    progress: &dyn Fn(Stage),
     workload: &mut Option<&'static str>,
 ) -> anyhow::Result<Greeting> {
     let started = Instant::now();
@@ -307,7 +323,7 @@ pub(crate) fn greet(
     let mut first = [0u8; 1];
     match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
         Ok(0) => bail!("closed without saying anything"),
-        Ok(_) => spoke(),
+        Ok(_) => progress(Stage::Spoke),
         Err(e) => bail!("reading failed: {e}"),
     }
     if first[0] == b'{' {
@@ -322,7 +338,8 @@ pub(crate) fn greet(
             Ok(case) => {
                 *workload = Some(case.workload());
                 if let Some(key) = key {
-                    challenge(&mut control, key, deadline, quit)?;
+                    progress(Stage::Challenged);
+                    challenge(&mut control, key, deadline, quit, &|| progress(Stage::Answered))?;
                 }
                 Ok(Greeting::Hello(control, Box::new(case)))
             }
@@ -349,6 +366,7 @@ fn challenge(
     key: &[u8],
     deadline: Instant,
     quit: &dyn Fn() -> bool,
+    answered: &dyn Fn(),
 ) -> anyhow::Result<()> {
     let nonce = crate::net::auth::nonce();
     control.send(&Control::Challenge { nonce: nonce.clone() })?;
@@ -364,6 +382,7 @@ fn challenge(
         control.send(&refused(RefusalKind::Key, error)).ok();
         bail!("wrong or missing pre-shared key");
     }
+    answered();
     // Mutual proof: a client that sent a nonce of its own hears that we hold the key too
     // (only once it proved it does: a client without the key learns nothing).
     if let Some(theirs) = theirs {
@@ -520,7 +539,7 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut workload = None;
-            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, key, &|| {}, &mut workload) {
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, key, &|_| {}, &mut workload) {
                 control.send(&Control::Ready { token: 5 }).ok();
             }
         });
@@ -591,7 +610,7 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut workload = None;
-            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|| {}, &mut workload) {
+            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|_| {}, &mut workload) {
                 control.send(&Control::Ready { token: 2 }).ok();
             }
         });

@@ -6,10 +6,12 @@
 //! first (a whole hello line, or a data connection's header), so one slow, idle or stray
 //! connection holds up nobody else, and a stop ends every wait within about 20 ms. The
 //! connections being greeted sit in a table of bounded size with a cap per address; a
-//! newcomer evicts the oldest silent one rather than being dropped, so idle connections
-//! cannot starve a real client, and whoever is turned away reads `server busy: …`.
+//! newcomer evicts the least advanced (silent, then dripping, then waiting on the key
+//! challenge; never one that answered it), oldest first, rather than being dropped, so idle or
+//! dripping connections cannot starve a real client, and whoever is turned away reads
+//! `server busy: …`.
 
-use super::handshake::{greet, refuse, refused, Greeting, Refusal, RefusalKind, SLICE};
+use super::handshake::{greet, refuse, refused, Greeting, Refusal, RefusalKind, Stage, SLICE};
 use crate::net::control::{describe_io_error, ControlChannel, HelloCase};
 use crate::observation::Unsupported;
 use crate::sys::net as sock;
@@ -400,7 +402,13 @@ impl<'a> Server<'a> {
         let quit = || self.stopped() || seat.evicted.load(Ordering::SeqCst);
         let mut workload = None;
         let key = self.options.key.as_deref();
-        let greeted = greet(stream, &quit, key, &|| self.greeters.spoke(seat.id), &mut workload);
+        let greeted = greet(
+            stream,
+            &quit,
+            key,
+            &|stage| self.greeters.reached(seat.id, stage),
+            &mut workload,
+        );
         // Evicted meanwhile: told `server busy` and logged by the evicter.
         let seated = self.greeters.leave(seat.id);
         match greeted {
@@ -524,8 +532,8 @@ struct Greeter {
     id: u64,
     peer: SocketAddr,
     since: Instant,
-    /// Its first byte has arrived.
-    spoke: bool,
+    /// How far its greeting has come: the least advanced are evicted first.
+    stage: Stage,
     evicted: Arc<AtomicBool>,
     /// A second descriptor of its socket, to refuse and close it when it is evicted.
     stream: TcpStream,
@@ -550,10 +558,12 @@ struct Greeters {
 }
 
 impl Greeters {
-    /// Seat a new connection, evicting the oldest silent connection of its address when that
-    /// address is at PER_ADDRESS, or the oldest of all (silent first) when the table is full.
-    /// None when it was turned away instead (every connection of its address is speaking):
-    /// it has been told `server busy` and the refusal logged.
+    /// Seat a new connection, evicting the least advanced (then oldest) connection of its
+    /// address that has not sent a whole hello when that address is at PER_ADDRESS, or the
+    /// least advanced (then oldest) of all when the table is full — never one that answered
+    /// the key challenge, and the setting-up session's data connections last. None when it
+    /// was turned away instead (none may be evicted): it has been told `server busy` and the
+    /// refusal logged.
     fn admit(&self, stream: &TcpStream, peer: SocketAddr, log: &ServeLog) -> Option<Seat> {
         let Ok(second) = stream.try_clone() else {
             log.refused(peer, "unknown", "out of file descriptors: closed at once");
@@ -561,19 +571,20 @@ impl Greeters {
         };
         let expected = self.expected.lock().ok().and_then(|e| *e);
         let mut table = self.table.lock().ok()?;
-        let oldest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
+        // The least advanced, then the oldest, of those `pick` allows.
+        let weakest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
             (0..table.len())
                 .filter(|&i| pick(&table[i]))
-                .min_by_key(|&i| table[i].since)
+                .min_by_key(|&i| (table[i].stage, expected == Some(table[i].peer.ip()), table[i].since))
         };
         let same = |g: &Greeter| g.peer.ip() == peer.ip();
         let from_peer = table.iter().filter(|g| same(g)).count();
         let victim = if from_peer >= PER_ADDRESS && expected != Some(peer.ip()) {
-            match oldest(&table, &|g| same(g) && !g.spoke) {
+            match weakest(&table, &|g| same(g) && g.stage < Stage::Challenged) {
                 Some(i) => Some((
                     i,
                     format!(
-                        "server busy: more than {PER_ADDRESS} connections from {} were saying hello at once and this one, the oldest silent one, was closed to make room; try again",
+                        "server busy: more than {PER_ADDRESS} connections from {} were saying hello at once and this one, the least advanced, was closed to make room; try again",
                         peer.ip()
                     ),
                 )),
@@ -589,16 +600,21 @@ impl Greeters {
                 }
             }
         } else if table.len() >= MAX_GREETING {
-            // Silent first; then speaking ones, the setting-up session's data connections last.
-            oldest(&table, &|g| !g.spoke)
-                .or_else(|| oldest(&table, &|g| expected != Some(g.peer.ip())))
-                .or_else(|| oldest(&table, &|_| true))
-                .map(|i| {
-                (
+            match weakest(&table, &|g| g.stage < Stage::Answered) {
+                Some(i) => Some((
                     i,
-                    format!("server busy: {MAX_GREETING} connections were saying hello at once and this one, the oldest, was closed to make room; try again"),
-                )
-            })
+                    format!("server busy: {MAX_GREETING} connections were saying hello at once and this one, the least advanced, was closed to make room; try again"),
+                )),
+                None => {
+                    drop(table);
+                    let error = format!(
+                        "server busy: {MAX_GREETING} connections that proved the key are being served; try again in a second"
+                    );
+                    log.refused(peer, "unknown", &error);
+                    self.turn_away(second, &error);
+                    return None;
+                }
+            }
         } else {
             None
         };
@@ -610,15 +626,15 @@ impl Greeters {
         // A client sends its hello (or header) as soon as it is connected: often it is here
         // already, and the connection is not silent even before its greeter runs.
         let mut first = [0u8; 1];
-        let spoke = matches!(
-            sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT),
-            Ok(1)
-        );
+        let stage = match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+            Ok(1) => Stage::Spoke,
+            _ => Stage::Silent,
+        };
         table.push(Greeter {
             id: seat.id,
             peer,
             since: Instant::now(),
-            spoke,
+            stage,
             evicted: seat.evicted.clone(),
             stream: second,
         });
@@ -665,7 +681,8 @@ impl Greeters {
         }
     }
 
-    fn spoke(&self, id: u64) {
+    /// The connection `id` has come as far as `stage`.
+    fn reached(&self, id: u64, stage: Stage) {
         if let Some(g) = self
             .table
             .lock()
@@ -673,7 +690,7 @@ impl Greeters {
             .as_mut()
             .and_then(|t| t.iter_mut().find(|g| g.id == id))
         {
-            g.spoke = true;
+            g.stage = g.stage.max(stage);
         }
     }
 
@@ -846,7 +863,7 @@ mod tests {
     }
 
     /// The eviction policy: the oldest silent connection of a full address makes room; an
-    /// address whose connections all speak turns the newcomer away; a full table evicts its
+    /// address whose connections all sent their hello turns the newcomer away; a full table evicts its
     /// oldest silent connection, whatever its address. Everyone turned away reads `server busy`.
     #[test]
     fn the_greeting_table_evicts_the_oldest_silent_connection_and_never_fills() {
@@ -867,9 +884,9 @@ mod tests {
         let (first, _) = local.remove(0);
         assert!(refusal(first).starts_with("server busy: more than 8 connections from 127.0.0.1"));
         local.push((client, accepted));
-        // Every connection of the address speaking: the newcomer is turned away.
+        // Every connection of the address has sent its whole hello: the newcomer is turned away.
         for seat in seats.iter().skip(1).chain([&ninth]) {
-            greeters.spoke(seat.id);
+            greeters.reached(seat.id, Stage::Challenged);
         }
         let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
         assert!(greeters.admit(&accepted, peer, &log).is_none());
@@ -892,6 +909,57 @@ mod tests {
         assert!(!ninth.evicted.load(Ordering::SeqCst));
         let (_, client, _) = others.remove(0);
         assert!(refusal(client).starts_with("server busy: 64 connections were saying hello at once"));
+        greeters.close_lingering(true);
+    }
+
+    /// Issue 31.2: a drip flood from many addresses (first bytes, never a whole hello) fills
+    /// the table; a key holder mid-challenge, the oldest of all, and one that answered are
+    /// never the victims: every newcomer evicts a dripping one. A table of clients that all
+    /// answered turns the newcomer away instead of evicting any.
+    #[test]
+    fn a_drip_flood_never_evicts_a_key_holder_mid_challenge_or_answered() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (greeters, log) = (Greeters::default(), ServeLog::new(false));
+        let mut held = Vec::new();
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        let challenged = greeters.admit(&accepted, peer, &log).expect("room");
+        greeters.reached(challenged.id, Stage::Challenged);
+        held.push((client, accepted));
+        let (client, accepted, peer) = connection(&listener, [127, 0, 0, 1]);
+        let answered = greeters.admit(&accepted, peer, &log).expect("room");
+        greeters.reached(answered.id, Stage::Answered);
+        held.push((client, accepted));
+        let mut drippers = Vec::new();
+        for round in 0..3 * MAX_GREETING {
+            // From 127.0.1.x, one per address: no per-address cap applies.
+            let host = [127, 0, 1 + (round / 250) as u8, 1 + (round % 250) as u8];
+            let (client, accepted, peer) = connection(&listener, host);
+            let seat = greeters
+                .admit(&accepted, peer, &log)
+                .expect("a dripping one makes room");
+            greeters.reached(seat.id, Stage::Spoke);
+            drippers.push((seat, client, accepted));
+            assert!(
+                !challenged.evicted.load(Ordering::SeqCst),
+                "round {round}: the key holder mid-challenge was evicted"
+            );
+            assert!(
+                !answered.evicted.load(Ordering::SeqCst),
+                "round {round}: a key holder that answered was evicted"
+            );
+        }
+        assert_eq!(greeters.table.lock().unwrap().len(), MAX_GREETING);
+        // Everyone seated has answered: nobody is evicted for a newcomer.
+        for (seat, _, _) in &drippers {
+            greeters.reached(seat.id, Stage::Answered);
+        }
+        greeters.reached(challenged.id, Stage::Answered);
+        let (client, accepted, peer) = connection(&listener, [127, 0, 3, 1]);
+        assert!(greeters.admit(&accepted, peer, &log).is_none());
+        drop(accepted);
+        assert!(refusal(client).starts_with("server busy: 64 connections that proved the key"));
+        assert!(!challenged.evicted.load(Ordering::SeqCst) && !answered.evicted.load(Ordering::SeqCst));
+        drop(drippers);
         greeters.close_lingering(true);
     }
 
