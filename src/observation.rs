@@ -185,7 +185,7 @@ impl Metric {
 pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
     let what = if !v.is_finite() {
         "not a finite number"
-    } else if v < 0.0 {
+    } else if v < 0.0 && !signed(name) {
         "negative, which no count, rate, time or size is"
     } else if v > MAX_VALUE {
         "larger than any measurement gives (2^53)"
@@ -195,6 +195,18 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
         return None;
     };
     Some(format!("{}.{name} = {v:e} is {what}", role.as_str()))
+}
+
+/// The figures that are a difference of two measurements (remote − local), whose summaries
+/// (`_min`, `_ci95_low`, ...) may fall below zero: the only metrics a negative value can be.
+const SIGNED: [&str; 1] = [names::PENALTY_PER_READ_US];
+
+/// Whether `name` is a signed figure or one of its summaries.
+fn signed(name: &str) -> bool {
+    SIGNED.iter().any(|base| {
+        name.strip_prefix(base)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+    })
 }
 
 /// The largest value a metric may hold (2^53), see [`Metric::impossible`].

@@ -974,6 +974,21 @@ fn paths_that_are_not_what_they_look_like_are_refused_before_any_work() {
             "--db {spelling} wrote into the redirected file"
         );
     }
+    // An export into a descriptor the shell opened is written into what it is, in place.
+    let opened = dir.path().join("opened.csv");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" export -o /dev/fd/3 --db "$1" 3>"$2""#)
+        .arg(assert_cmd::cargo::cargo_bin("iopath"))
+        .arg(&db)
+        .arg(&opened)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        std::fs::read_to_string(&opened).unwrap().starts_with("run_id,"),
+        "the export is in the file fd 3 is"
+    );
     // A report into a redirected stderr: no charts folder under /dev, one line, exit 2.
     let err = dir.path().join("report.err");
     let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("iopath"))

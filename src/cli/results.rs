@@ -229,6 +229,10 @@ pub fn check_report_path(html: &Path, db: &Path) -> anyhow::Result<()> {
 
 /// Refuse an output path we cannot write before doing any work: exit code 2.
 pub fn check_writable(path: &Path) -> anyhow::Result<()> {
+    if crate::store::output::descriptor_of(path).is_some() {
+        // One of this process's descriptors (/dev/stdout, /dev/fd/3): written where it is.
+        return Ok(());
+    }
     if path.is_dir() {
         return Err(usage(format!(
             "output {} is a folder; give a file name such as report.html",

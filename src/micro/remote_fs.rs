@@ -510,7 +510,7 @@ fn reads(
     push_value(obs, "reads_per_pass", "count", reads as f64);
     push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
     push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
-    push_summary(obs, "penalty_per_read_us", "us", &penalty_us, Source::Tool);
+    push_summary(obs, names::PENALTY_PER_READ_US, "us", &penalty_us, Source::Tool);
     Ok(())
 }
 
@@ -568,7 +568,7 @@ fn contention(
     push_value(obs, "readers", "count", procs as f64);
     push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
     push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
-    push_summary(obs, "penalty_per_read_us", "us", &penalty_us, Source::Tool);
+    push_summary(obs, names::PENALTY_PER_READ_US, "us", &penalty_us, Source::Tool);
     Ok(())
 }
 

@@ -53,6 +53,7 @@ pub const MESSAGES_PER_S: &str = "messages_per_s";
 pub const MESSAGES_SENT: &str = "messages_sent";
 pub const PAGE_FAULTS: &str = "page_faults";
 pub const READ_TIME_PER_MIB_US: &str = "read_time_per_mib_us";
+pub const PENALTY_PER_READ_US: &str = "penalty_per_read_us";
 pub const REMOTE_TIME_PER_READ_US: &str = "remote_time_per_read_us";
 pub const REPLIES_DUPLICATE: &str = "replies_duplicate";
 pub const REPLIES_LATE: &str = "replies_late";

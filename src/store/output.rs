@@ -103,6 +103,12 @@ pub fn descriptor_of(path: &Path) -> Option<u32> {
     let own = std::process::id().to_string();
     let mut at = std::path::absolute(path).ok()?;
     for _ in 0..40 {
+        // The folder resolved (a link to /proc/self/fd, `..`), the last name kept as it is.
+        if let (Some(dir), Some(name)) = (at.parent(), at.file_name()) {
+            if let Ok(dir) = std::fs::canonicalize(dir) {
+                at = dir.join(name);
+            }
+        }
         let parts: Vec<String> = at
             .components()
             .filter_map(|c| match c {
@@ -117,6 +123,7 @@ pub fn descriptor_of(path: &Path) -> Option<u32> {
             ["dev", "stderr"] => return Some(2),
             ["dev", "fd", n] => return n.parse().ok(),
             ["proc", who, "fd", n] if who == "self" || who == "thread-self" || who == own => return n.parse().ok(),
+            ["proc", who, "task", _, "fd", n] if who == own => return n.parse().ok(),
             _ => {}
         }
         let target = std::fs::read_link(&at).ok()?;
@@ -426,6 +433,11 @@ mod tests {
         std::os::unix::fs::symlink("/dev/stdout", &link).unwrap();
         assert_eq!(descriptor_of(&link), Some(1), "a link to one");
         assert_eq!(descriptor_of(&dir.path().join("plain.db")), None);
+        // A folder that is a link to /proc/self/fd, and `..` on the way.
+        let fds = dir.path().join("fds");
+        std::os::unix::fs::symlink("/proc/self/fd", &fds).unwrap();
+        assert_eq!(descriptor_of(&fds.join("2")), Some(2));
+        assert_eq!(descriptor_of(Path::new("/dev/../dev/./stdout")), Some(1));
         let err = check_path(&link, PathUse::Database, None).unwrap_err().to_string();
         assert!(err.contains("standard output"), "{err}");
         assert!(check_path(&link, PathUse::Report, None).is_err());

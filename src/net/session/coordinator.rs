@@ -370,7 +370,12 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     fn report(&self, control: &mut ControlChannel) -> anyhow::Result<ServerReport> {
         let line = self.recv_line(control, REPORT_TIMEOUT, "waiting for the server's report")?;
         match ControlChannel::parse(&line)? {
-            Control::Report(report) => Ok(*report),
+            Control::Report(mut report) => {
+                // Checked as it arrives, so every reader of the report (the workloads' loss,
+                // payload and warnings as much as the metrics pushed) sees only values in range.
+                report.metrics = report.metrics.iter().map(super::observe::checked).collect();
+                Ok(*report)
+            }
             Control::Failed { error } => bail!("the server failed: {error}"),
             Control::Unavailable { what, reason } => Err(Unsupported::new(what, reason).into()),
             other => bail!("unexpected message from the server: {other:?}"),
@@ -558,5 +563,42 @@ mod tests {
         let ratio = obs.metrics.last().unwrap();
         assert_eq!(ratio.name, "dram_bytes_per_payload_byte");
         assert_eq!(ratio.value, None);
+    }
+
+    /// Issue 31, item 4: a server's report with values no measurement gives (negative, beyond
+    /// 2^53, a fraction above 1) reaches the observation as unavailable, saying so.
+    #[test]
+    fn a_reports_impossible_values_are_unavailable() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let with = |name: &str, v: f64| Metric {
+            value: Some(v),
+            ..Metric::tool(name, Role::Server, 0.0, "u")
+        };
+        let report = ServerReport {
+            metrics: vec![
+                with("bare_bytes", -3.0),
+                with("bare_rate", 7e301),
+                with("bare_fraction", 2.0),
+                with("bare_good", 5.0),
+            ],
+            ..Default::default()
+        };
+        let (addr, server_thread) = server(vec![
+            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
+            None,
+            line(&Control::Report(Box::new(report))),
+        ]);
+        let obs = coordinator.client(addr, None, None).unwrap();
+        server_thread.join().unwrap();
+        for name in ["bare_bytes", "bare_rate", "bare_fraction"] {
+            let m = obs.get(name, Role::Server).expect(name);
+            assert_eq!(m.value, None, "{name}");
+            assert!(
+                matches!(&m.source, crate::observation::Source::Unavailable(why) if why.contains("impossible")),
+                "{m:?}"
+            );
+        }
+        assert_eq!(obs.value("bare_good", Role::Server), Some(5.0));
     }
 }

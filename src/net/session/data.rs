@@ -96,7 +96,7 @@ pub(crate) fn send_outcome(control: &mut ControlChannel, outcome: anyhow::Result
             if !e.is::<Interrupted>() {
                 control
                     .send(&Control::Failed {
-                        error: format!("{e:#}"),
+                        error: crate::format::error_text(&e),
                     })
                     .ok();
             }
