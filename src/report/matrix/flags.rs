@@ -267,13 +267,15 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_sorted(r)).collect();
     let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_sorted(c)).collect();
     drop((rows, columns));
-    // Each pair's yardsticks: its destination's column, its source's row.
-    let references: Vec<(Option<f64>, Option<f64>)> = (0..pairs.len())
-        .map(|i| match log_pair[i] {
-            Some(_) => (column_median[i % n], row_median[i / n]),
-            None => (None, None),
-        })
-        .collect();
+    // Each pair's yardsticks: its destination's column, its source's row (None: no value).
+    let has_value: Vec<bool> = log_pair.iter().map(Option::is_some).collect();
+    drop(log_pair);
+    let references = |i: usize| -> (Option<f64>, Option<f64>) {
+        match has_value[i] {
+            true => (column_median[i % n], row_median[i / n]),
+            false => (None, None),
+        }
+    };
     let (low_edge, high_edge) = ((1.0 - FLOOR).ln(), (1.0 + FLOOR).ln());
     let mut source_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut destination_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -286,7 +288,7 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
         }
         reps[i] += 1;
         let x = v.ln();
-        let (by_column, by_row) = references[i];
+        let (by_column, by_row) = references(i);
         if let Some(r) = by_column {
             source_ratios[i / n].push(x - r);
             residuals.push(x - r);
@@ -354,16 +356,15 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     // so far out that this run's cells rarely are: p = 2 q^R, q the share of all cells at least
     // as far out as the link's nearest repetition, Bonferroni over the links.
     let prediction = |i: usize| -> Option<f64> {
-        log_pair[i]?;
+        has_value[i].then_some(())?;
         Some(row_median[i / n]? + column_median[i % n]? - all_median?)
     };
-    let predictions: Vec<Option<f64>> = (0..pairs.len()).map(prediction).collect();
     // Per pair: the nearest repetition on each side (largest residual, smallest residual).
     let mut nearest: Vec<(f64, f64)> = vec![(f64::NEG_INFINITY, f64::INFINITY); pairs.len()];
     let mut link_residuals: Vec<f64> = Vec::new();
     for (i, v) in cells {
         let i = *i as usize;
-        if let (Some(p), true) = (predictions[i], *v > 0.0 && v.is_finite()) {
+        if let (Some(p), true) = (prediction(i), *v > 0.0 && v.is_finite()) {
             let r = v.ln() - p;
             link_residuals.push(r);
             nearest[i] = (nearest[i].0.max(r), nearest[i].1.min(r));
@@ -372,13 +373,13 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     link_residuals.sort_by(f64::total_cmp);
     let total = link_residuals.len();
     let links_judged = (0..pairs.len())
-        .filter(|i| predictions[*i].is_some() && reps[*i] as usize >= LINK_MIN_REPS)
+        .filter(|i| reps[*i] as usize >= LINK_MIN_REPS && prediction(*i).is_some())
         .count();
     let link_level = alpha / links_judged.max(1) as f64;
     let mut links: Vec<(usize, usize, Side)> = Vec::new();
     for (i, (low_nearest, high_nearest)) in nearest.iter().enumerate() {
         let r = reps[i] as i32;
-        if predictions[i].is_none() || (r as usize) < LINK_MIN_REPS || total == 0 {
+        if (r as usize) < LINK_MIN_REPS || total == 0 || prediction(i).is_none() {
             continue;
         }
         let share_at_or_below = |x: f64| link_residuals.partition_point(|y| *y <= x) as f64 / total as f64;
