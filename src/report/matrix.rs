@@ -8,7 +8,7 @@
 //! side of what its partners get from the other hosts that an exact sign test, corrected by
 //! Holm over every host side of the matrix and shared among the run's matrices, says it is
 //! not noise; a link when every one of its (at least two) repetitions lies beyond what its row
-//! and column predict by more than the noise allows for that many links. Each matrix states
+//! and column predict, where too few of the run's cells lie for it to be noise. Each matrix states
 //! the noise it judged against ([`flags::Noise`]). A pair that was planned but has no value
 //! (failed, not run yet, or its metric was unavailable) is missing: drawn and listed as
 //! missing, never as zero, and left out of every median and test.
@@ -941,7 +941,7 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
             "Grey squares are pairs that were planned and have no value (failed or not run): missing, never zero; white squares were not planned. "
             "Flags (red): a host, as source or as destination, whose cells lie more than " (flags::FLOOR * 100.0) " % to the worse side of what their partners get from the other hosts in so many of its cells that a sign test says it is not noise "
             "(Holm over every host side of a matrix; the run's " (flags::ALPHA * 100.0) " % chance of any false flag shared among its matrices); "
-            "a link (red outline) each of whose repetitions (at least " (flags::LINK_MIN_REPS) ") lies beyond what its row and column predict by more than the noise allows for that many links. "
+            "a link (red outline) each of whose repetitions (at least " (flags::LINK_MIN_REPS) ") lies more than " (flags::FLOOR * 100.0) " % to the worse side of what its row and column predict, where so few of this run's cells lie that it is not noise (Bonferroni over the links). "
             "Under each heat map: the noise it was judged against and the smallest deviation it can flag. "
             "A host found on the better side is listed as better, not flagged (docs/methodology.md, \"Fleet matrix: outlier hosts and links\")." }
         @for (g, group) in fleet.groups.iter().enumerate() {
@@ -1238,13 +1238,15 @@ mod tests {
     }
 
     /// Seeded noise (a loaded machine: `spread` normal noise, and one cell in 20 a load spike
-    /// 10-40 % down) on identical hosts flags no host and no link in any of 50 fleets with the
-    /// repetitions `--reps auto` plans (8 hosts: 3, 4 hosts: 5); one host at half rate as a
-    /// source is flagged in all of them, and no other host.
+    /// 10-40 % down) on identical hosts flags no host in any of 50 fleets with the repetitions
+    /// `--reps auto` plans (8 hosts: 3, 4 hosts: 5); one host at half rate as a source is
+    /// flagged in all of them, and no other host. Links are flagged in 1 of the 100 fleets of
+    /// each size (the links' level is 5 % a run: three spikes can strike one pair).
     #[test]
     fn seeded_noise_on_identical_hosts_flags_none_and_a_half_rate_host_always() {
         use crate::measure::stats::SplitMix64;
         for (n, reps, spread) in [(8, 3, 0.03), (4, 5, 0.08)] {
+            let mut runs_with_links = 0;
             for seed in 0..50u64 {
                 let mut rng = SplitMix64::new(seed);
                 let draws: Vec<f64> = (0..n * n * reps)
@@ -1261,14 +1263,18 @@ mod tests {
                     "{n} hosts, seed {seed}: {:?}",
                     m.hosts
                 );
-                assert_eq!(healthy.flagged_links(), 0, "{n} hosts, seed {seed}: {:?}", m.links);
+                runs_with_links += usize::from(healthy.flagged_links() > 0);
                 let slow = fleet_reps(n, reps, |s, d, r| {
                     Some(if s == 1 { 10.0 } else { 20.0 } * cell(s, d, r))
                 });
                 let m = &slow.groups[0].matrices[0];
                 assert_eq!(slow.flagged_hosts(), vec![1], "{n} hosts, seed {seed}: {:?}", m.hosts);
-                assert_eq!(slow.flagged_links(), 0, "{n} hosts, seed {seed}: {:?}", m.links);
+                runs_with_links += usize::from(slow.flagged_links() > 0);
             }
+            assert!(
+                runs_with_links <= 1,
+                "{n} hosts: links flagged in {runs_with_links} of 100 fleets"
+            );
         }
     }
 

@@ -21,10 +21,13 @@
 //!
 //! A link `s → d` is judged against the additive prediction `row(s) + column(d) − all`
 //! (medians of the pairs' log values): it is flagged when it has at least
-//! [`LINK_MIN_REPS`] repetitions and every one of them lies beyond `max(z · σ, FLOOR)` on the
-//! same side, `σ` being 1.4826 × MAD of every cell's distance from its prediction and `z` the
-//! normal quantile of `alpha` shared (Bonferroni) among the matrix's links. One repetition of
-//! a pair is one moment of the machine: a pair is not flagged on one.
+//! [`LINK_MIN_REPS`] repetitions, every one of them lies beyond [`FLOOR`] on the same side,
+//! and `2 q^R` ≤ `alpha / links`, `q` being the share of all this matrix's cells at least as
+//! far out as the link's nearest repetition and `R` its repetitions: the repetitions of a pair
+//! run in different passes over the schedule, so load spikes (whose rate `q` is, measured on
+//! this run, however heavy their tail) strike them independently; a slow link is far out in
+//! all of them. One repetition of a pair is one moment of the machine: a pair is not flagged
+//! on one.
 
 use super::Side;
 use crate::report::compare::{holm, normal_quantile_upper};
@@ -80,8 +83,12 @@ pub struct Noise {
     /// [`POWER`] given `spread` (normal noise assumed for this figure only), as a fraction
     /// (0.08 = 8 % slower); None when the matrix cannot flag.
     pub smallest: Option<f64>,
-    /// The link rule's distance from the prediction, as a fraction; None without cells.
-    pub link_threshold: Option<f64>,
+    /// What flags a link with `reps_max` repetitions: each of them more than this fraction
+    /// below or above its prediction, a distance beyond which lies at most the third share
+    /// of this run's cells; None when no link is judged.
+    pub link_edges: Option<(f64, f64, f64)>,
+    /// Links judged (with a prediction and at least [`LINK_MIN_REPS`] repetitions).
+    pub links_judged: usize,
     /// The most repetitions any pair has (links need [`LINK_MIN_REPS`]).
     pub reps_max: u32,
 }
@@ -126,12 +133,16 @@ impl Noise {
                 self.tests
             )),
         }
-        match self.link_threshold {
-            Some(t) if self.reps_max as usize >= LINK_MIN_REPS => out.push_str(&format!(
-                "; a link is flagged when every repetition lies more than {:.1} % from what its row and column predict",
-                100.0 * t
+        match self.link_edges {
+            Some((below, above, share)) => out.push_str(&format!(
+                "; a link is flagged when each of its {} repetitions lies more than {:.1} % below (or {:.1} % above) what its row and column predict, as at most {:.2} % of this run's cells do (Bonferroni over {} links)",
+                self.reps_max,
+                100.0 * below,
+                100.0 * above,
+                100.0 * share,
+                self.links_judged
             )),
-            _ => out.push_str(&format!(
+            None => out.push_str(&format!(
                 "; links are not judged (one repetition a pair: at least {LINK_MIN_REPS} are needed)"
             )),
         }
@@ -256,13 +267,15 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_sorted(r)).collect();
     let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_sorted(c)).collect();
     drop((rows, columns));
-    // Each pair's yardsticks: its destination's column, its source's row.
-    let references: Vec<(Option<f64>, Option<f64>)> = (0..pairs.len())
-        .map(|i| match log_pair[i] {
-            Some(_) => (column_median[i % n], row_median[i / n]),
-            None => (None, None),
-        })
-        .collect();
+    // Each pair's yardsticks: its destination's column, its source's row (None: no value).
+    let has_value: Vec<bool> = log_pair.iter().map(Option::is_some).collect();
+    drop(log_pair);
+    let references = |i: usize| -> (Option<f64>, Option<f64>) {
+        match has_value[i] {
+            true => (column_median[i % n], row_median[i / n]),
+            false => (None, None),
+        }
+    };
     let (low_edge, high_edge) = ((1.0 - FLOOR).ln(), (1.0 + FLOOR).ln());
     let mut source_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut destination_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -275,7 +288,7 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
         }
         reps[i] += 1;
         let x = v.ln();
-        let (by_column, by_row) = references[i];
+        let (by_column, by_row) = references(i);
         if let Some(r) = by_column {
             source_ratios[i / n].push(x - r);
             residuals.push(x - r);
@@ -339,48 +352,54 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
         (Some(k), Some(s)) => Some(smallest_flagged(cells_min, k, s)),
         _ => None,
     };
-    // Links: every repetition beyond max(z σ, FLOOR) from the additive prediction.
-    let links_judged = reps.iter().filter(|r| **r > 0).count();
-    let mut link_residuals: Vec<f64> = Vec::new();
+    // Links: every repetition beyond the floor from the additive prediction, on one side, and
+    // so far out that this run's cells rarely are: p = 2 q^R, q the share of all cells at least
+    // as far out as the link's nearest repetition, Bonferroni over the links.
     let prediction = |i: usize| -> Option<f64> {
-        log_pair[i]?;
+        has_value[i].then_some(())?;
         Some(row_median[i / n]? + column_median[i % n]? - all_median?)
     };
-    let predictions: Vec<Option<f64>> = (0..pairs.len()).map(prediction).collect();
+    // Per pair: the nearest repetition on each side (largest residual, smallest residual).
+    let mut nearest: Vec<(f64, f64)> = vec![(f64::NEG_INFINITY, f64::INFINITY); pairs.len()];
+    let mut link_residuals: Vec<f64> = Vec::new();
     for (i, v) in cells {
-        if let (Some(p), true) = (predictions[*i as usize], *v > 0.0 && v.is_finite()) {
-            link_residuals.push(v.ln() - p);
-        }
-    }
-    let link_spread = spread_around_zero(&mut link_residuals);
-    drop(link_residuals);
-    let z = normal_quantile_upper(alpha / 2.0 / links_judged.max(1) as f64);
-    let link_edge = link_spread.map(|s| (z * s).max(-low_edge));
-    let mut links: Vec<(usize, usize, Side)> = Vec::new();
-    if let Some(edge) = link_edge {
-        // Each flagged pair's sides over its repetitions: (all low so far, all high so far).
-        let mut sides: Vec<(bool, bool)> = vec![(true, true); pairs.len()];
-        for (i, v) in cells {
-            let i = *i as usize;
-            let Some(p) = predictions[i] else { continue };
-            if *v <= 0.0 || !v.is_finite() {
-                continue;
-            }
+        let i = *i as usize;
+        if let (Some(p), true) = (prediction(i), *v > 0.0 && v.is_finite()) {
             let r = v.ln() - p;
-            sides[i].0 &= r < -edge;
-            sides[i].1 &= r > edge;
-        }
-        for (i, (low, high)) in sides.iter().enumerate() {
-            if predictions[i].is_none() || (reps[i] as usize) < LINK_MIN_REPS {
-                continue;
-            }
-            if *low {
-                links.push((i / n, i % n, Side::Low));
-            } else if *high {
-                links.push((i / n, i % n, Side::High));
-            }
+            link_residuals.push(r);
+            nearest[i] = (nearest[i].0.max(r), nearest[i].1.min(r));
         }
     }
+    link_residuals.sort_by(f64::total_cmp);
+    let total = link_residuals.len();
+    let links_judged = (0..pairs.len())
+        .filter(|i| reps[*i] as usize >= LINK_MIN_REPS && prediction(*i).is_some())
+        .count();
+    let link_level = alpha / links_judged.max(1) as f64;
+    let mut links: Vec<(usize, usize, Side)> = Vec::new();
+    for (i, (low_nearest, high_nearest)) in nearest.iter().enumerate() {
+        let r = reps[i] as i32;
+        if (r as usize) < LINK_MIN_REPS || total == 0 || prediction(i).is_none() {
+            continue;
+        }
+        let share_at_or_below = |x: f64| link_residuals.partition_point(|y| *y <= x) as f64 / total as f64;
+        let share_at_or_above = |x: f64| (total - link_residuals.partition_point(|y| *y < x)) as f64 / total as f64;
+        if *low_nearest < low_edge && 2.0 * share_at_or_below(*low_nearest).powi(r) <= link_level {
+            links.push((i / n, i % n, Side::Low));
+        } else if *high_nearest > high_edge && 2.0 * share_at_or_above(*high_nearest).powi(r) <= link_level {
+            links.push((i / n, i % n, Side::High));
+        }
+    }
+    let reps_max = reps.iter().copied().max().unwrap_or(0);
+    // What the rule asks of a link with the most repetitions: the share of cells it may cross.
+    let link_edges = (total > 0 && reps_max as usize >= LINK_MIN_REPS).then(|| {
+        let share = (link_level / 2.0).powf(1.0 / f64::from(reps_max));
+        let at = ((share * total as f64).floor() as usize).min(total - 1);
+        let below = link_residuals[at].min(low_edge);
+        let above = link_residuals[total - 1 - at].max(high_edge);
+        (1.0 - below.exp(), above.exp() - 1.0, share)
+    });
+    drop(link_residuals);
     Judgement {
         hosts,
         links,
@@ -392,8 +411,9 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
             cells_max,
             needed: needed_cells,
             smallest,
-            link_threshold: link_edge.map(|e| e.exp() - 1.0),
-            reps_max: reps.iter().copied().max().unwrap_or(0),
+            link_edges,
+            links_judged,
+            reps_max,
         },
     }
 }
