@@ -95,9 +95,23 @@ fn report_holds_every_chart_and_the_crossover_table() {
     ] {
         assert!(html.contains(section), "'{section}' missing from the report");
     }
-    // The story first: findings per thread count before the charts, on any screen.
+    // The story first: the headline numbers, then the findings per thread count, before the
+    // charts, on any screen (issue 32 B: the numbers were 6,000 px down).
+    let numbers = html.find("id=\"numbers\"").expect("a headline numbers section");
     let findings = html.find("id=\"findings\"").expect("a findings section");
-    assert!(findings < html.find("id=\"charts\"").unwrap());
+    assert!(numbers < findings && findings < html.find("id=\"charts\"").unwrap());
+    let headline = &html[numbers..findings];
+    for part in [
+        "net stream, 1 thread: throughput_gbps (Gbit/s)",
+        "net stream, 2 threads",
+        "one-copy",
+        "1KiB",
+    ] {
+        assert!(
+            headline.contains(part),
+            "'{part}' missing from the headline numbers: {headline}"
+        );
+    }
     for thread in ["net stream, 1 thread", "net stream, 2 threads", "Noise: "] {
         assert!(html.contains(thread), "'{thread}' missing from the findings");
     }

@@ -460,6 +460,17 @@ fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
     let data = store.load_run(stored.run_id)?;
     let analysis = report::analyze(&data, stored.db);
     print_workload_tables(&data.records(), stored.view)?;
+    // A planned case with nothing stored (the run was stopped before it) has no row in any
+    // table: said here, so the summary still accounts for every case.
+    for (position, case) in data.cases.iter().enumerate() {
+        if !data.cells.iter().any(|c| c.position == position) {
+            crate::say!(
+                "not run: {} (no repetition stored; `{}` runs it)",
+                super::output::safe(&case.label()),
+                run::resume_command(stored.run_id, stored.db)
+            )?;
+        }
+    }
     print_crossovers(&analysis.crossovers, stored.view)?;
     print_records_crossovers(&analysis.records_crossovers)?;
     print_findings(&analysis)?;

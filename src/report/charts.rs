@@ -890,6 +890,30 @@ mod tests {
         }
     }
 
+    /// Issue 32 B: the summary sheet showed crossover letters without their key. The key is
+    /// drawn under the chart itself (so on the sheet too), which grows by a line per entry.
+    #[test]
+    fn a_markers_key_is_drawn_under_the_chart_and_on_the_sheet() {
+        let pt = |x: f64, median: f64| Point {
+            x,
+            median,
+            low: median,
+            high: median,
+        };
+        let plain = spec(vec![pt(1024.0, 1.0), pt(65536.0, 8.0)]);
+        let keyed = ChartSpec {
+            marker_key: vec!["a (16KiB, 1 thread): one-copy > two-copy".into()],
+            ..plain.clone()
+        };
+        assert_eq!(chart_size(&keyed).1, chart_size(&plain).1 + KEY_LINE);
+        for svg in [
+            render_svg(&keyed).unwrap(),
+            render_sheet_svg(&[keyed.clone(), plain], 2).unwrap(),
+        ] {
+            assert!(svg.contains("a (16KiB, 1 thread): one-copy &gt; two-copy"), "{svg}");
+        }
+    }
+
     #[test]
     fn svg_and_png_render_with_text_and_error_bars() {
         let pts = vec![

@@ -76,7 +76,8 @@ impl Findings {
 
 /// Where a cell's headline median stands among its group's contenders at its point (its size,
 /// its load): the best median, within the noise of the best (not significantly behind it,
-/// Mann-Whitney U p >= 0.05, or too few repetitions to tell), or significantly behind it.
+/// Mann-Whitney U p >= 0.05), or significantly behind it; no standing for a contender at a
+/// point with too few repetitions to test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
     Best,
@@ -107,6 +108,10 @@ impl Findings {
         let point = group.winners.iter().find(|w| w.x == e.x)?;
         if point.winner == e.contender {
             return Some(Standing::Best);
+        }
+        // Too few repetitions to test: no claim either way (the findings say "not tested").
+        if !point.tested {
+            return None;
         }
         let (_, _, significant) = point.behind.iter().find(|b| b.0 == e.contender)?;
         Some(if *significant {
@@ -208,8 +213,10 @@ pub fn headline_tables(cells: &[CellSummary], findings: &Findings) -> Vec<Headli
             rows: rest
                 .iter()
                 .map(|c| {
+                    let why =
+                        super::figures::minority_served(c).map_or(String::new(), |why| format!("; not ranked: {why}"));
                     (
-                        format!("{} ({})", c.label, metric_title(c)),
+                        format!("{} ({}{why})", c.label, metric_title(c)),
                         vec![headline_value(c, findings)],
                     )
                 })
@@ -1031,6 +1038,59 @@ mod tests {
             .unwrap();
         assert_eq!(f.standing(zc), Some(Standing::Behind));
         assert_eq!(Standing::Behind.mark(), "");
+    }
+
+    /// Issue 32 B: a UDP stream that lost most of its datagrams says so among the findings
+    /// (`Workload::alarm`), with the loss and what its Gbit/s then means; a mode that lost
+    /// little is not named.
+    #[test]
+    fn udp_streams_that_lost_most_datagrams_say_so_in_the_findings() {
+        use crate::case::{UdpRecvMode, UdpSendMode, UdpStreamCase};
+        // The seed run's loopback parameters, unpinned.
+        let Case::NetStream(stream) = stream_case(CopyMode::TwoCopy, 1024, 1) else {
+            unreachable!("stream_case makes a stream case")
+        };
+        let case = |mode: UdpSendMode, size: u64| {
+            Case::NetUdpStream(UdpStreamCase {
+                mode,
+                rx_mode: UdpRecvMode::Recv,
+                size,
+                batch: 16,
+                rate: None,
+                rcvbuf: None,
+                net: stream.net.clone(),
+            })
+        };
+        let mut data = run_data(vec![
+            (case(UdpSendMode::Gso, 1024), reps(2.0, 6)),
+            (case(UdpSendMode::Gso, 8192), reps(3.0, 6)),
+            (case(UdpSendMode::Sendmmsg, 1024), reps(1.0, 6)),
+        ]);
+        for cell in &mut data.cells {
+            let loss = match (&cell.case, cell.position) {
+                (_, 0) => 0.81,
+                (_, 1) => 0.93,
+                _ => 0.02,
+            };
+            cell.observation.push(Metric::new(
+                names::LOSS_FRACTION,
+                Role::System,
+                loss,
+                "fraction",
+                Source::Tool,
+            ));
+        }
+        let cells = summarize_run(&data);
+        let f = findings(&cells, &[], &[]);
+        let lines = f.lines().join("\n");
+        let said: Vec<&str> = lines.lines().filter(|l| l.contains("of its datagrams lost")).collect();
+        assert_eq!(said.len(), 1, "{lines}");
+        let want = format!(
+            "{}/recv had 81-93% of its datagrams lost at 1kib datagrams and 8kib datagrams",
+            UdpSendMode::Gso
+        );
+        assert!(said[0].to_lowercase().contains(&want), "{lines}");
+        assert!(said[0].contains("--rate paces it"), "{lines}");
     }
 
     fn seed_findings(n: usize) -> (Vec<CrossoverRow>, FindingGroup) {
