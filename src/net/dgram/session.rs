@@ -32,7 +32,7 @@ pub const DRAIN_QUIET: Duration = Duration::from_millis(100);
 /// The longest drain.
 pub const DRAIN_MAX: Duration = Duration::from_secs(2);
 /// The most UDP sockets (threads) a session may ask for.
-pub const MAX_FLOWS: usize = 1024;
+pub const MAX_FLOWS: usize = crate::net::session::MAX_THREADS;
 /// The smallest and largest receive buffer (SO_RCVBUF) a UDP workload may ask for, on either
 /// end: one range and one message for udp-stream and udp-rr, on the command line, in a
 /// stored case and in a hello alike.
