@@ -111,3 +111,35 @@ fn run_names_are_bounded() {
     refused_saying(&["fake", "--cells", "ok", "--name", "a\u{1b}[2Jb"], "control character");
     refused_saying(&["fake", "--cells", "ok", "--name", ""], "empty");
 }
+
+/// Issue 31.7: a flag has one bound and one message, whatever the value: `--threads` of every
+/// network command says the range its workload accepts for 1025, 999999, 1000001 and far
+/// beyond (the parser once said 1 to 1000000 above a million and the workload 1 to 1024
+/// below it); `--rcvbuf` is one range for udp-stream and udp-rr (udp-rr accepted 100).
+#[test]
+fn each_flag_has_one_bound_and_one_message_for_every_value() {
+    for (command, range) in [
+        (&["net", "stream"][..], "accepted: 1 to 1024"),
+        (&["net", "rr"][..], "accepted: 1 to 1024"),
+        (&["net", "crr"][..], "accepted: 1 to 1024"),
+        (&["net", "udp-rr"][..], "accepted: 1 to 1024"),
+        (&["net", "udp-stream"][..], "accepted: 1 to 1024"),
+        (&["net", "records"][..], "accepted: 1 to 256"),
+        (&["sweep", "net-udp-rr"][..], "accepted: 1 to 1024"),
+    ] {
+        let too_many = if range.ends_with("256") { "257" } else { "1025" };
+        for value in [too_many, "999999", "1000000", "1000001", "99999999999"] {
+            let mut args = command.to_vec();
+            args.extend(["--threads", value]);
+            refused_saying(&args, range);
+        }
+    }
+    for command in [["net", "udp-rr"], ["net", "udp-stream"]] {
+        for value in ["1", "100", "255"] {
+            let mut args = command.to_vec();
+            args.extend(["--rcvbuf", value]);
+            refused_saying(&args, "--rcvbuf");
+            refused_saying(&args, "accepted 256 B to 1 GiB");
+        }
+    }
+}

@@ -133,7 +133,7 @@ fn loss_is_counted_not_waited_for_when_the_kernel_drops() {
         "--inflight",
         "64",
         "--rcvbuf",
-        "1",
+        "256",
         "--loss-timeout",
         "20ms",
         "--duration",

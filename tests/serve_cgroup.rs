@@ -79,6 +79,18 @@ fn client(args: &[&str]) -> std::process::Output {
         .expect("run the client")
 }
 
+/// This machine's MemAvailable, in bytes.
+fn mem_available() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024)
+}
+
 /// The refusal a client printed: the server's reason, naming memory, on the server side.
 fn assert_refused_for_memory(out: &std::process::Output, what: &str) {
     let err = stderr(out);
@@ -92,14 +104,7 @@ fn assert_refused_for_memory(out: &std::process::Output, what: &str) {
 #[test]
 fn a_server_in_a_memory_cgroup_refuses_cases_past_its_headroom_and_lives() {
     let limit = 256 * MIB;
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
+    let available = mem_available();
     if available.is_none_or(|a| a < 8 * limit) {
         return skip("this check needs MemAvailable far above the 256 MiB cgroup (8x)");
     }
@@ -259,14 +264,7 @@ fn direct(kind: &str) -> Vec<&str> {
 #[test]
 fn every_workload_is_refused_past_its_headroom_on_every_path() {
     let limit = 256 * MIB;
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
+    let available = mem_available();
     // The largest case above holds about 2 GiB in the process that plans it (this test's).
     if available.is_none_or(|a| a < 8 << 30) {
         return skip("this check needs 8 GiB of MemAvailable, far above the 256 MiB cgroup");

@@ -70,7 +70,7 @@ pub struct StreamArgs {
     pub size: values::SizeList,
     /// Client threads (each with its own connection and server thread): 1,2,4 or a range 1..8
     /// (both ends and the powers of two between).
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
     pub threads: values::CountList,
     /// Separately heap-allocated fields per message (1 to 1024); the size is split evenly
     /// among them, the remainder to the last, so every size must be at least this many bytes.

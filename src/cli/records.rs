@@ -43,7 +43,7 @@ pub struct RecordsArgs {
     #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
     pub outstanding: values::CountList,
     /// Client threads, each with its own connection and its own server thread.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ records::MAX_THREADS }>)]
     pub threads: values::CountList,
     #[command(flatten)]
     pub window: super::net::WindowFlags,

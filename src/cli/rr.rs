@@ -48,7 +48,7 @@ pub struct RrArgs {
     pub inflight: values::CountList,
     /// Connections, each with its own client thread and server thread (crr: each client
     /// thread connects again for every transaction): 1,2,4 or a range 1..8.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
     pub threads: values::CountList,
     /// Open loop: this many transactions per second in total, spread evenly over the
     /// connections, whatever the responses do; latency counts from when each request was

@@ -40,7 +40,7 @@ pub struct UdpRrArgs {
     #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
     pub inflight: values::CountList,
     /// Client sockets, each with its own client thread and server socket and thread.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
     pub threads: values::CountList,
     /// Open loop: this many transactions per second in total, spread over the threads;
     /// latency counts from when each request was due. A request due while --inflight are

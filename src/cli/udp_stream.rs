@@ -36,7 +36,7 @@ pub struct UdpStreamArgs {
     pub batch: u32,
     /// Flows, each a client thread with its own socket and a server thread with its own:
     /// 1,2,4 or a range 1..8.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
     pub threads: values::CountList,
     /// Pace the senders at this rate in total, shared evenly by the threads: datagrams per
     /// second (100000, 100k, 2M) or payload bits per second with a `bit` suffix (500Mbit,

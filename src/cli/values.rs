@@ -157,14 +157,21 @@ pub const MAX_COUNT: usize = 1_000_000;
 /// A list of positive whole numbers: `1,2,4,8` or ranges `A..B`, which are both ends and every
 /// power of two strictly between them (`1..8` is 1,2,4,8; `3..10` is 3,4,8,10), e.g. threads.
 pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
+    parse_counts_up_to::<MAX_COUNT>(text)
+}
+
+/// [`parse_count_list`] with a flag's own bound `MAX`, so the parser and the workload's own
+/// check say the same range (`--threads` of the network commands: 1 to
+/// `net::session::MAX_THREADS`), whatever the value.
+pub fn parse_counts_up_to<const MAX: usize>(text: &str) -> Result<Vec<usize>, String> {
     let help = "accepted: positive whole numbers like 1,2,4, or a range A..B: both ends and every power of two between them (1..8; 3..10 is 3,4,8,10)";
     let one = |s: &str| -> Result<usize, String> {
         let t = s.trim();
         match t.parse::<usize>() {
             Ok(0) => Err(format!("'{s}' must be at least 1 ({help})")),
-            Ok(n) if n <= MAX_COUNT => Ok(n),
+            Ok(n) if n <= MAX => Ok(n),
             _ if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
-                Err(format!("'{s}' is too large (accepted: 1 to {MAX_COUNT})"))
+                Err(format!("'{s}' is too large (accepted: 1 to {MAX})"))
             }
             _ => Err(format!("'{s}' is not a positive whole number ({help})")),
         }
@@ -177,7 +184,7 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, String> {
                 if lo > hi {
                     return Err(format!("range '{part}' runs backwards ({help})"));
                 }
-                // Both ends are at most MAX_COUNT, so doubling cannot overflow.
+                // Both ends are at most MAX (at most MAX_COUNT), so doubling cannot overflow.
                 let mut v = lo;
                 while v < hi {
                     out.push(v);

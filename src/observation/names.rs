@@ -108,6 +108,10 @@ pub const ZEROCOPY_NOT_COPIED_FRACTION: &str = "zerocopy_not_copied_fraction";
 /// UDP (`net udp-stream`): datagrams, loss, order, jitter and drops (docs/output.md).
 pub const CPU_US_PER_DATAGRAM: &str = "cpu_us_per_datagram";
 pub const DATAGRAMS_DUPLICATE: &str = "datagrams_duplicate";
+/// Datagrams too short to carry a header: dropped, counted apart.
+pub const DATAGRAMS_SHORT: &str = "datagrams_short";
+/// Datagrams whose sequence number the sender never sent: dropped, counted apart.
+pub const DATAGRAMS_FORGED: &str = "datagrams_forged";
 pub const DATAGRAMS_LOST: &str = "datagrams_lost";
 pub const DATAGRAMS_PER_S: &str = "datagrams_per_s";
 pub const DATAGRAMS_RECEIVED: &str = "datagrams_received";
@@ -225,6 +229,8 @@ pub const ALL: &[&str] = &[
     ZEROCOPY_NOT_COPIED_FRACTION,
     CPU_US_PER_DATAGRAM,
     DATAGRAMS_DUPLICATE,
+    DATAGRAMS_SHORT,
+    DATAGRAMS_FORGED,
     DATAGRAMS_LOST,
     DATAGRAMS_PER_S,
     DATAGRAMS_RECEIVED,

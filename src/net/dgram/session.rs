@@ -32,11 +32,20 @@ pub const DRAIN_QUIET: Duration = Duration::from_millis(100);
 /// The longest drain.
 pub const DRAIN_MAX: Duration = Duration::from_secs(2);
 /// The most UDP sockets (threads) a session may ask for.
-pub const MAX_FLOWS: usize = 1024;
+pub const MAX_FLOWS: usize = crate::net::session::MAX_THREADS;
 /// The smallest and largest receive buffer (SO_RCVBUF) a UDP workload may ask for, on either
 /// end: one range and one message for udp-stream and udp-rr, on the command line, in a
 /// stored case and in a hello alike.
 pub const RCVBUF_RANGE: std::ops::RangeInclusive<u64> = 256..=(1 << 30);
+
+/// The client's count of flows is this server's.
+pub fn same_flows(client: usize, server: usize) -> anyhow::Result<()> {
+    if client == server {
+        Ok(())
+    } else {
+        Err(anyhow!("the client counted {client} flows, this server {server}"))
+    }
+}
 
 /// Whether a hello names one client port per thread.
 pub fn check_ports(ports: &[u16], threads: usize) -> Result<(), String> {
@@ -288,13 +297,7 @@ pub fn drain(mut receive: impl FnMut() -> io::Result<usize>) -> io::Result<u64> 
 /// The datagrams a flow lost: what its client thread sent less the distinct ones that arrived
 /// (never negative); an error when the client's counts do not match the flows.
 pub fn lost_per_flow(sent: &[u64], distinct: &[u64]) -> anyhow::Result<Vec<u64>> {
-    if sent.len() != distinct.len() {
-        return Err(anyhow!(
-            "the client counted {} flows, this server {}",
-            sent.len(),
-            distinct.len()
-        ));
-    }
+    same_flows(sent.len(), distinct.len())?;
     Ok(sent.iter().zip(distinct).map(|(s, d)| s.saturating_sub(*d)).collect())
 }
 

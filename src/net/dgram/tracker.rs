@@ -26,9 +26,15 @@ pub struct SeqCounts {
     /// Of the reordered, those more than `WINDOW` below the highest: not checked for
     /// duplication (counted distinct).
     pub beyond_window: u64,
-    /// Datagrams that failed the check (`--verify`: size, pattern), or that were too short to
-    /// carry a header (always).
+    /// Datagrams that failed the check (`--verify`: size, pattern).
     pub verify_failures: u64,
+    /// Datagrams too short to carry a header: dropped (not received, not checked), counted
+    /// here alone — none of ours is.
+    pub short: u64,
+    /// Datagrams whose sequence number the sender never sent (at or beyond its count, known
+    /// once [`SeqTracker::settle`] is told it; or far ahead of the flow and more than the
+    /// tracker holds apart): dropped, counted here alone.
+    pub forged: u64,
     /// RFC 3550 interarrival jitter in nanoseconds; None before two datagrams.
     pub jitter_ns: Option<f64>,
     /// Transit-time differences the jitter was computed from (the weight when merging).
@@ -53,6 +59,8 @@ impl SeqCounts {
             reordered: self.reordered - earlier.reordered,
             beyond_window: self.beyond_window - earlier.beyond_window,
             verify_failures: self.verify_failures - earlier.verify_failures,
+            short: self.short - earlier.short,
+            forged: self.forged.saturating_sub(earlier.forged),
             jitter_ns: self.jitter_ns,
             jitter_samples: self.jitter_samples - earlier.jitter_samples,
         }
@@ -79,6 +87,8 @@ impl SeqCounts {
         self.reordered += other.reordered;
         self.beyond_window += other.beyond_window;
         self.verify_failures += other.verify_failures;
+        self.short += other.short;
+        self.forged += other.forged;
         self.jitter_samples += other.jitter_samples;
         self.jitter_ns = jitter;
     }
@@ -103,7 +113,24 @@ pub struct SeqTracker {
     /// replies by (udp-rr).
     arrivals: Vec<Arrival>,
     keep: usize,
+    /// Datagrams more than WINDOW ahead of the highest sequence number (or of 0, before any):
+    /// held apart, not counted, so a forged number far ahead cannot move the window. The
+    /// next number after a held one is the flow moving on after a long loss: both join it.
+    /// What is still held when the sender's count is known is settled by it.
+    ahead: Vec<Held>,
 }
+
+/// A datagram held apart by [`SeqTracker`]: far ahead of its flow.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    seq: u64,
+    len: usize,
+    sent_ns: u64,
+    arrival_ns: u64,
+}
+
+/// Datagrams held apart at most; more far-ahead ones are counted forged at once.
+const AHEAD: usize = 256;
 
 /// One recorded datagram as `SeqTracker::arrivals` keeps it: its number, when it arrived
 /// (our clock, ns) and whether the number was new (false: a duplicate).
@@ -135,6 +162,7 @@ impl SeqTracker {
             merged: false,
             arrivals: Vec::new(),
             keep: 0,
+            ahead: Vec::with_capacity(AHEAD),
         }
     }
 
@@ -182,6 +210,89 @@ impl SeqTracker {
     }
 
     fn count(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
+        if seq.saturating_sub(self.highest.unwrap_or(0)) > WINDOW {
+            return self.hold(Held {
+                seq,
+                len,
+                sent_ns,
+                arrival_ns,
+            });
+        }
+        self.count_in_window(seq, len, sent_ns, arrival_ns)
+    }
+
+    /// A datagram far ahead of the flow: held apart, joined to the flow with those it
+    /// continues, or (no room) counted forged. True when it joined the flow as new.
+    fn hold(&mut self, held: Held) -> bool {
+        if self.ahead.iter().any(|h| h.seq == held.seq) {
+            self.counts.forged += 1;
+            return false;
+        }
+        if !self.ahead.iter().any(|h| h.seq.wrapping_add(1) == held.seq) {
+            if self.ahead.len() < AHEAD {
+                self.ahead.push(held);
+            } else {
+                self.counts.forged += 1;
+            }
+            return false;
+        }
+        // The flow moved on past a long loss: it continues from the held ones within a
+        // window below this one (in order), and the window restarts there.
+        let mut joined: Vec<Held> = Vec::new();
+        self.ahead.retain(|h| {
+            let near = h.seq < held.seq && held.seq - h.seq < WINDOW;
+            if near {
+                joined.push(*h);
+            }
+            !near
+        });
+        joined.sort_unstable_by_key(|h| h.seq);
+        joined.push(held);
+        self.seen.fill(0);
+        self.highest = Some(joined[0].seq.saturating_sub(1));
+        for h in &joined {
+            self.count_in_window(h.seq, h.len, h.sent_ns, h.arrival_ns);
+        }
+        true
+    }
+
+    /// The sender's count of this flow is known (`sent` datagrams, numbered from 0): what is
+    /// still held apart joins the count if the sender sent it, else is forged; so are the
+    /// numbers at or beyond `sent` the window holds (taken back out of what was received).
+    pub fn settle(&mut self, sent: u64) {
+        for h in std::mem::take(&mut self.ahead) {
+            if h.seq < sent {
+                self.counts.received += 1;
+                self.counts.bytes += h.len as u64;
+                self.counts.distinct += 1;
+                self.counts.reordered += 1;
+            } else {
+                self.counts.forged += 1;
+            }
+        }
+        if let Some(highest) = self.highest.filter(|h| *h >= sent) {
+            let low = sent.max(highest.saturating_sub(WINDOW - 1));
+            let beyond = (low..=highest)
+                .filter(|&s| {
+                    let (w, b) = Self::bit(s);
+                    self.seen[w] & b != 0
+                })
+                .count() as u64;
+            self.counts.forged += beyond;
+            self.counts.distinct -= beyond.min(self.counts.distinct);
+            self.counts.received -= beyond.min(self.counts.received);
+        }
+        // Forged numbers older than the window cannot be told apart: no more distinct
+        // datagrams arrived than were sent, whatever else arrived.
+        if self.counts.distinct > sent {
+            let excess = self.counts.distinct - sent;
+            self.counts.forged += excess;
+            self.counts.distinct = sent;
+            self.counts.received -= excess.min(self.counts.received);
+        }
+    }
+
+    fn count_in_window(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
         self.counts.received += 1;
         self.counts.bytes += len as u64;
         self.last = Some(Header { seq, sent_ns });
@@ -234,9 +345,13 @@ impl SeqTracker {
 
     /// One received datagram as the receive paths hand it over: its bytes, whether the kernel
     /// cut it short (MSG_TRUNC), when it arrived, and with `verify` the datagram size every
-    /// byte is checked against. A datagram too short to hold a header is a verify failure
-    /// even without `verify` (it cannot be one of ours).
+    /// byte is checked against. A datagram too short to hold a header is dropped and counted
+    /// `short` (it cannot be one of ours).
     pub fn datagram(&mut self, data: &[u8], truncated: bool, arrival_ns: u64, verify: Option<usize>) {
+        if data.len() < header::HEADER {
+            self.counts.short += 1;
+            return;
+        }
         match verify {
             Some(size) => match header::check(data, size) {
                 Ok(h) if !truncated => {
@@ -261,11 +376,7 @@ impl SeqTracker {
                     self.counts.verify_failures += 1;
                 }
             }
-            None => {
-                self.counts.received += 1;
-                self.counts.bytes += data.len() as u64;
-                self.counts.verify_failures += 1;
-            }
+            None => self.counts.short += 1,
         }
     }
 
@@ -354,14 +465,22 @@ mod tests {
     #[test]
     fn the_window_slides_and_what_falls_out_of_it_is_counted_not_checked() {
         let mut t = SeqTracker::new();
-        feed(&mut t, &[0, 1, WINDOW + 5, WINDOW + 1, WINDOW + 1, 1]);
+        feed(&mut t, &[0, 1, WINDOW + 1, WINDOW - 1, WINDOW - 1, 1]);
         let c = t.counts();
-        assert_eq!(c.duplicates, 1, "WINDOW+1 twice; its bit was cleared of 1's");
+        assert_eq!(
+            c.duplicates, 1,
+            "WINDOW-1 twice; its bit was cleared of an older number's"
+        );
         assert_eq!(c.beyond_window, 1, "1 again, too old to tell");
         assert_eq!(c.distinct, 5);
-        // A jump of more than a window clears everything.
-        feed(&mut t, &[10 * WINDOW, 10 * WINDOW - 3, 10 * WINDOW - 3]);
+        // A jump of more than a window is held apart until the flow continues from it, then
+        // clears everything.
+        feed(&mut t, &[10 * WINDOW]);
+        assert_eq!(t.counts().distinct, 5, "held apart");
+        feed(&mut t, &[10 * WINDOW + 1, 10 * WINDOW - 3, 10 * WINDOW - 3]);
+        assert_eq!(t.counts().distinct, 8);
         assert_eq!(t.counts().duplicates, 2);
+        assert_eq!(t.counts().forged, 0);
     }
 
     #[test]
@@ -436,9 +555,60 @@ mod tests {
         t.datagram(&bad, false, 2, None);
         t.datagram(&d[..8], false, 2, None);
         let c = t.counts();
-        assert_eq!(c.received, 5);
+        assert_eq!(c.received, 4, "not the one without a header");
         assert_eq!(c.distinct, 1);
         assert_eq!(c.duplicates, 3);
-        assert_eq!(c.verify_failures, 3, "truncated, a changed byte, no header");
+        assert_eq!(c.verify_failures, 2, "truncated, a changed byte");
+        assert_eq!(c.short, 1);
+    }
+
+    /// Issue 31.5: datagrams shorter than the header (0 to 15 bytes) are dropped and counted
+    /// `short` alone, with or without --verify: never received, never loss's complement.
+    #[test]
+    fn datagrams_shorter_than_the_header_are_dropped_and_counted_apart() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0, 1]);
+        for len in [0, 1, 3, super::header::HEADER - 1] {
+            t.datagram(&vec![0xab; len], false, 5, None);
+            t.datagram(&vec![0xab; len], false, 5, Some(64));
+        }
+        let c = t.counts();
+        assert_eq!((c.received, c.distinct, c.short, c.verify_failures), (2, 2, 8, 0));
+        assert_eq!(t.lost(3), 1);
+    }
+
+    /// Issue 31.5: numbers the sender never sent — beyond its count, far ahead of the flow,
+    /// or again — are dropped and counted `forged` once the count is known; the genuine
+    /// counts (and so the loss) are as if they never came: received > sent is never 0 loss.
+    #[test]
+    fn numbers_the_sender_never_sent_are_forged_and_taken_out_of_the_count() {
+        // 7500 sent, 1000 of them lost; forged copies of 3000 of the numbers sent (duplicates),
+        // 2000 numbers just beyond the count, and some far ahead, before and after.
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[u64::MAX / 2, 1 << 40]);
+        let sent = 7500u64;
+        feed(&mut t, &(0..sent - 1000).collect::<Vec<_>>());
+        feed(&mut t, &(0..3000).collect::<Vec<_>>());
+        feed(&mut t, &(sent..sent + 2000).collect::<Vec<_>>());
+        feed(&mut t, &[1 << 50, (1 << 50) + 7]);
+        t.settle(sent);
+        let c = t.counts();
+        assert_eq!(c.distinct, sent - 1000);
+        assert_eq!(t.lost(sent), 1000);
+        assert_eq!(c.duplicates, 3000);
+        assert_eq!(c.forged, 2000 + 4);
+        assert_eq!(c.received, sent - 1000 + 3000, "the duplicates, not the forged");
+    }
+
+    /// A forged number a window ahead does not move the window: the genuine ones after it
+    /// are still told apart as new and duplicate.
+    #[test]
+    fn a_forged_number_far_ahead_does_not_move_the_window() {
+        let mut t = SeqTracker::new();
+        feed(&mut t, &[0, 1, 2, 5 * WINDOW, 3, 3, 4]);
+        let c = t.counts();
+        assert_eq!((c.distinct, c.duplicates, c.reordered, c.beyond_window), (5, 1, 0, 0));
+        t.settle(5);
+        assert_eq!((t.counts().distinct, t.counts().forged), (5, 1));
     }
 }

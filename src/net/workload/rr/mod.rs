@@ -131,7 +131,7 @@ pub fn check_case(case: &RrCase) -> Result<(), String> {
     if case.request_size > MAX_MESSAGE || case.response_size > MAX_MESSAGE {
         return Err("requests and responses larger than 16 MiB are not accepted".into());
     }
-    if case.net.threads > 1024 || case.fields > 1024 || case.inflight > 1024 {
+    if case.net.threads > crate::net::session::MAX_THREADS || case.fields > 1024 || case.inflight > 1024 {
         return Err("at most 1024 threads, 1024 fields and 1024 transactions in flight".into());
     }
     if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {

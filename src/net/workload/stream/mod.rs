@@ -104,7 +104,7 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     if case.size > 1 << 30 {
         return Err("messages larger than 1 GiB are not accepted".into());
     }
-    if case.net.threads > 1024 || case.fields > 1024 {
+    if case.net.threads > crate::net::session::MAX_THREADS || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
     }
     if case.zc_ring == Some(0) {

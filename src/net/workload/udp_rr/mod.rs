@@ -78,8 +78,12 @@ pub fn check_case(case: &UdpRrCase) -> Result<(), String> {
             ));
         }
     }
-    if case.net.threads == 0 || case.net.threads > 1024 {
-        return Err(format!("--threads {}: accepted 1 to 1024", case.net.threads));
+    if case.net.threads == 0 || case.net.threads > udp::MAX_FLOWS {
+        return Err(format!(
+            "--threads {}: accepted 1 to {}",
+            case.net.threads,
+            udp::MAX_FLOWS
+        ));
     }
     if case.inflight == 0 || case.inflight > MAX_INFLIGHT {
         return Err(format!(

@@ -54,6 +54,10 @@ fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> an
 
 /// What one serving thread counted inside the window.
 struct ServerOutcome {
+    /// In the session: datagrams too short for a header, and requests not answered as ones
+    /// the client never sent (a number again, or far ahead and not held).
+    short: u64,
+    forged: u64,
     transactions: u64,
     verified: u64,
     corrupt: u64,
@@ -241,15 +245,23 @@ fn serve_socket(
             Err(e) => return Err(e),
         }
         // Answer each request with its own number; a run of consecutive numbers (a batch
-        // the client sent in one call) goes in one call of the batching modes.
+        // the client sent in one call) goes in one call of the batching modes. A number that
+        // came before is not answered again (the client sends each once: a copy is the
+        // network's or a forger's), nor one too short to carry a number (counted apart).
         let arrivals = seen.arrivals();
         let mut i = 0;
+        let mut answered = 0u64;
         while i < arrivals.len() {
+            if !arrivals[i].new {
+                i += 1;
+                continue;
+            }
             let first = arrivals[i].seq;
             let mut run = 1;
-            while i + run < arrivals.len() && arrivals[i + run].seq == first + run as u64 {
+            while i + run < arrivals.len() && arrivals[i + run].new && arrivals[i + run].seq == first + run as u64 {
                 run += 1;
             }
+            answered += run as u64;
             let mut done = 0;
             while done < run && !peer_gone {
                 match sender.send(fd, first + done as u64, run - done) {
@@ -265,7 +277,6 @@ fn serve_socket(
             }
             i += run;
         }
-        let answered = arrivals.len() as u64;
         seen.clear_arrivals();
         if let Some((moved, bytes)) = budget {
             moved.fetch_add(answered * bytes, Ordering::Relaxed);
@@ -282,7 +293,10 @@ fn serve_socket(
     }
     let (at_end, drops_end) = window_end.unwrap_or((seen.counts(), super::drops_now(fd, receiver.as_ref())));
     let in_window = at_end.since(&window_base.unwrap_or(at_end));
+    let whole = seen.counts();
     Ok(ServerOutcome {
+        short: whole.short,
+        forged: whole.duplicates + whole.forged,
         transactions,
         verified: in_window.received.saturating_sub(in_window.verify_failures),
         corrupt: in_window.verify_failures,
@@ -324,6 +338,20 @@ fn server_report(
     ));
     let drops = threads.iter().map(|t| t.rxq_drops).collect::<Option<Vec<u64>>>();
     metrics.push(socket_drops(Role::Server, drops.map(|d| d.iter().sum())));
+    let short = threads.iter().map(|t| t.short).sum::<u64>();
+    metrics.push(Metric::tool(
+        names::DATAGRAMS_SHORT,
+        Role::Server,
+        short as f64,
+        "datagrams",
+    ));
+    let forged = threads.iter().map(|t| t.forged).sum::<u64>();
+    metrics.push(Metric::tool(
+        names::DATAGRAMS_FORGED,
+        Role::Server,
+        forged as f64,
+        "datagrams",
+    ));
     metrics.extend(system_metrics);
     ServerReport {
         metrics,

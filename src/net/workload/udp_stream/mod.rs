@@ -59,7 +59,7 @@ pub fn check_case(case: &UdpStreamCase) -> Result<(), String> {
     }
     if case.net.threads == 0 || case.net.threads > udp::MAX_FLOWS {
         return Err(format!(
-            "--threads {}: 1 to {} threads, each with its own socket",
+            "--threads {}: accepted 1 to {} threads, each with its own socket",
             case.net.threads,
             udp::MAX_FLOWS
         ));

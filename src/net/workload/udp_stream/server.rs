@@ -54,8 +54,8 @@ fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> an
 struct FlowOutcome {
     /// Inside this end's window.
     window: SeqCounts,
-    /// The whole session, the drain included.
-    total: SeqCounts,
+    /// The whole session, the drain included, to be settled against the client's count.
+    tracker: SeqTracker,
     metered: Metered,
     /// Datagrams the kernel dropped at the socket in the session (SO_MEMINFO, else SO_RXQ_OVFL).
     socket_drops: Option<u64>,
@@ -174,7 +174,7 @@ fn run_threads(
         }
         (join_all(handles, "a server thread panicked"), followed)
     });
-    let flows = threads_ended(outcomes, exceeded.get(), session.max_bytes, followed.interrupted)?;
+    let mut flows = threads_ended(outcomes, exceeded.get(), session.max_bytes, followed.interrupted)?;
     let sent = followed.sent.clone().ok_or_else(|| {
         anyhow!(
             "{}",
@@ -184,7 +184,7 @@ fn run_threads(
                 .unwrap_or_else(|| "the session ended early".into())
         )
     })?;
-    server_report(case, sockets, &flows, &sent, followed, tsc_hz)
+    server_report(case, sockets, &mut flows, &sent, followed, tsc_hz)
 }
 
 /// One server thread: receive into its flow's tracker until the client has said what it
@@ -223,14 +223,13 @@ fn receive_flow(
             flags.received.fetch_add(n as u64 * size, Ordering::Relaxed);
         }
     }
-    let total = seen.counts();
     let window = match at_open {
-        Some(start) => at_close.unwrap_or(total).since(&start),
+        Some(start) => at_close.unwrap_or(seen.counts()).since(&start),
         None => SeqCounts::default(),
     };
     Ok(FlowOutcome {
         window,
-        total,
+        tracker: seen,
         metered: meter.finish(receiver.syscalls()),
         // The socket's own drop count after the drain (SO_MEMINFO), which also counts drops
         // after the last datagram that carried SO_RXQ_OVFL's; that one where it is refused.
@@ -242,18 +241,23 @@ fn receive_flow(
 fn server_report(
     case: &UdpStreamCase,
     sockets: &[ServerSocket],
-    flows: &[FlowOutcome],
+    flows: &mut [FlowOutcome],
     sent: &[u64],
     followed: udp::Followed,
     tsc_hz: Option<f64>,
 ) -> anyhow::Result<ServerReport> {
+    udp::same_flows(sent.len(), flows.len())?;
+    // Only what the client sent counts: numbers beyond its count (or far ahead) are forged.
+    for (f, &s) in flows.iter_mut().zip(sent) {
+        f.tracker.settle(s);
+    }
     let mut window = SeqCounts::default();
     let mut total = SeqCounts::default();
-    for f in flows {
+    for f in flows.iter() {
         window.add(&f.window);
-        total.add(&f.total);
+        total.add(&f.tracker.counts());
     }
-    let distinct: Vec<u64> = flows.iter().map(|f| f.total.distinct).collect();
+    let distinct: Vec<u64> = flows.iter().map(|f| f.tracker.counts().distinct).collect();
     let lost: u64 = udp::lost_per_flow(sent, &distinct)?.iter().sum();
     let sent_total: u64 = sent.iter().sum();
     let window_s = followed.window_s;
@@ -309,6 +313,8 @@ fn server_report(
             total.duplicates as f64,
             "datagrams",
         ),
+        Metric::tool(names::DATAGRAMS_SHORT, Role::Server, total.short as f64, "datagrams"),
+        Metric::tool(names::DATAGRAMS_FORGED, Role::Server, total.forged as f64, "datagrams"),
         Metric::from_result(
             names::JITTER_US,
             Role::Server,
