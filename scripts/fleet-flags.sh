@@ -111,26 +111,34 @@ flagged() {
         | sed 's/<td>\([0-9.:]*\)<\/td>.*/\1/' | sort -u || true
 }
 
+# How many links the matrix page of run $2 of $1.db flagged (its first line's count).
+links() {
+    grep -o '[0-9]* links flagged' "$dir/$1-matrix-$2.txt" | head -1 | cut -d' ' -f1
+}
+
 judge() {
     local slow; slow=$(addr "$slow_index")
-    local quiet=0 total=0 found=0 alone=0 slow_total=0
+    local quiet=0 total=0 found=0 alone=0 slow_total=0 healthy_links=0 slow_links=0
     for (( run = 1; ; run++ )); do
         [[ -f $dir/healthy.db ]] || break
-        local list; list=$(flagged healthy "$run" 2>/dev/null) || break
+        local list; list=$(flagged healthy "$run") || break
         total=$(( total + 1 ))
         if [[ -z $list ]]; then quiet=$(( quiet + 1 )); fi
-        echo "healthy run $run: flagged [$(echo $list)]; $(tail -n +2 "$dir/healthy-matrix-$run.txt" | tr '\n' ' ')"
+        if (( $(links healthy "$run") > 0 )); then healthy_links=$(( healthy_links + 1 )); fi
+        echo "healthy run $run: flagged [$(echo $list)], $(links healthy "$run") links"
     done
     for (( run = 1; ; run++ )); do
         [[ -f $dir/slow.db ]] || break
-        local list; list=$(flagged slow "$run" 2>/dev/null) || break
+        local list; list=$(flagged slow "$run") || break
         slow_total=$(( slow_total + 1 ))
         if grep -qx "$slow" <<<"$list"; then found=$(( found + 1 )); fi
         if [[ $list == "$slow" ]]; then alone=$(( alone + 1 )); fi
-        echo "slow run $run: flagged [$(echo $list)]; $(tail -n +2 "$dir/slow-matrix-$run.txt" | tr '\n' ' ')"
+        if (( $(links slow "$run") > 0 )); then slow_links=$(( slow_links + 1 )); fi
+        echo "slow run $run: flagged [$(echo $list)], $(links slow "$run") links"
     done
-    echo "== identical hosts: no host flagged in $quiet of $total runs"
-    echo "== host $(( slow_index + 1 )) ($slow) at half rate: flagged in $found of $slow_total runs, alone in $alone"
+    echo "== identical hosts: no host flagged in $quiet of $total runs; a link flagged in $healthy_links"
+    echo "== host $(( slow_index + 1 )) ($slow) at half rate: flagged in $found of $slow_total runs, alone in $alone; a link flagged in $slow_links"
+    echo "== the noise each matrix judged against: $dir/{healthy,slow}-matrix-RUN.txt"
 }
 
 if [[ -z $judge_dir ]]; then
