@@ -6,6 +6,7 @@
 pub mod db;
 pub mod export;
 pub mod fleet;
+pub mod history;
 mod lock;
 pub mod machines;
 pub mod merge;
