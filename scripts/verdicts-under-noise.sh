@@ -18,6 +18,7 @@
 # Usage: scripts/verdicts-under-noise.sh [DIR] [path/to/iopath]
 #        (default DIR: a new temporary folder; iopath: $IOPATH, then target/release/iopath)
 #        PHASE=judge scripts/verdicts-under-noise.sh DIR   only the comparisons, on existing pools
+#        PHASE=collect-power ...                          only pool 2 (into DIR/power.db)
 set -euo pipefail
 
 dir=${1:-$(mktemp -d -t iopath-verdicts.XXXXXX)}
@@ -65,6 +66,8 @@ if [[ $phase == all || $phase == collect ]]; then
             run "$dir/aa.db" "aa-$i-quiet"
         fi
     done
+fi
+if [[ $phase == all || $phase == collect || $phase == collect-power ]]; then
     for i in $(seq 1 8); do
         run "$dir/power.db" "clean-$i"
         run "$dir/power.db" "slow-$i" stress-ng --cpu 1 --cpu-load 10 --taskset 1 --timeout 120s
