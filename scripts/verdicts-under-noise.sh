@@ -109,7 +109,9 @@ judge() {
 
 if [[ $phase == all || $phase == judge ]]; then
     echo "== load now: $(cat /proc/loadavg)  $(head -1 /proc/pressure/cpu)"
-    judge "$dir/aa.db" "$(draw 30 40 1,2,3,4,5,6,7,8,9,10,11,12 '')" "A/A"
+    if [[ -f $dir/aa.db ]]; then
+        judge "$dir/aa.db" "$(draw 30 40 1,2,3,4,5,6,7,8,9,10,11,12 '')" "A/A"
+    fi
     judge "$dir/power.db" "$(draw 31 20 1,3,5,7,9,11,13,15 2,4,6,8,10,12,14,16)" "power"
     echo "== the slowdown the duty cycle caused: all 8 clean runs against all 8 slowed"
     "$iopath" compare 1,3,5,7,9,11,13,15 2,4,6,8,10,12,14,16 --db "$dir/power.db" | grep -E '^(whole run|design|contention)'
