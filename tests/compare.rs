@@ -73,6 +73,20 @@ fn verdicts(doc: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The verdict the repetitions within one run a side gave and that was held back (one run a
+/// side, nothing known of the spread between runs); "" when none was.
+fn held_of(doc: &Value, label: &str) -> String {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"].as_str().unwrap().starts_with(label))
+        .unwrap_or_else(|| panic!("no row {label}: {doc}"))["held_back"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
 fn verdict_of(doc: &Value, label: &str) -> String {
     verdicts(doc)
         .into_iter()
@@ -88,10 +102,15 @@ fn each_verdict_faster_slower_no_change_inconclusive() {
     sweep(&db, CELLS, 6, 1.2); // run 2: everything 20% higher
     sweep(&db, CELLS, 6, 1.0); // run 3: run 1 again
 
-    // value is higher-is-better: +20% beyond the ±3% band, significant.
+    // value is higher-is-better: +20% beyond the ±3% band, significant within the runs; with
+    // one run a side and no earlier run of the plan a shift of the machine explains it, so
+    // the verdict is held back (inconclusive).
     let up = compare_json(&["1", "2"], &db);
-    assert_eq!(verdict_of(&up, "fake#0"), "faster", "{up}");
-    assert_eq!(verdict_of(&up, "fake#2"), "faster", "{up}");
+    for label in ["fake#0", "fake#2"] {
+        assert_eq!(verdict_of(&up, label), "inconclusive", "{up}");
+        assert_eq!(held_of(&up, label), "faster", "{up}");
+    }
+    assert_eq!(up["spread"]["df"], 0, "{up}");
     // ±30% jitter: the interval of the ratio straddles the band.
     assert_eq!(verdict_of(&up, "fake#1"), "inconclusive", "{up}");
     let noisy = &up["rows"][1];
@@ -109,10 +128,10 @@ fn each_verdict_faster_slower_no_change_inconclusive() {
     // Three cells are too few for the sign test across cells: the whole run cannot decide.
     assert_eq!(up["whole_run"]["verdict"], "inconclusive", "{up}");
     assert_eq!(up["whole_run"]["cells"], 3);
-    assert_eq!(up["verdicts"]["faster"], 2);
+    assert_eq!(up["verdicts"]["faster"], 0);
 
     let down = compare_json(&["2", "1"], &db);
-    assert_eq!(verdict_of(&down, "fake#0"), "slower", "{down}");
+    assert_eq!(held_of(&down, "fake#0"), "slower", "{down}");
     assert_eq!(verdict_of(&down, "fake#1"), "inconclusive", "{down}");
 
     // The same values again: steady cells show no change; the noisy one cannot rule out ±3%.
@@ -131,9 +150,11 @@ fn each_verdict_faster_slower_no_change_inconclusive() {
     let text = stdout(&out);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        text.contains("3 matching cells: 2 faster, 0 slower, 0 no change, 1 inconclusive"),
+        text.contains("3 matching cells: 0 faster, 0 slower, 0 no change, 3 inconclusive"),
         "{text}"
     );
+    assert!(text.contains("a shift of the whole machine"), "{text}");
+    assert!(text.contains("contention A: run-queue wait"), "{text}");
 }
 
 #[test]
@@ -170,7 +191,7 @@ fn runs_from_two_databases() {
     assert_eq!(doc["a"]["id"], 2);
     assert_eq!(doc["a"]["db"], main_db.display().to_string());
     assert_eq!(doc["b"]["db"], pr_db.display().to_string());
-    assert_eq!(verdict_of(&doc, "fake#0"), "slower", "{doc}");
+    assert_eq!(held_of(&doc, "fake#0"), "slower", "{doc}");
     // A database alone means its newest run.
     let newest = compare_json(&[main_db.to_str().unwrap(), pr_db.to_str().unwrap()], &missing);
     assert_eq!(newest["a"]["id"], 2);
@@ -190,35 +211,77 @@ fn runs_from_two_databases() {
     assert!(stderr(&out).contains("no run 9"), "{}", stderr(&out));
 }
 
+/// Issue 30: the gate at 3 runs a side (seeded noise, so runs differ), `last:N`, and one run
+/// a side without history (exit 3, never 1).
 #[test]
 fn fail_on_regression_exits_1_only_for_a_significant_slowdown_beyond_the_band() {
     let (_dir, db) = temp_db("gate.db");
-    sweep(&db, CELLS, 6, 1.0); // 1
-    sweep(&db, CELLS, 6, 0.8); // 2: 20% slower
-    sweep(&db, CELLS, 6, 0.99); // 3: 1% lower, inside the band
-    let out = compare(&["1", "2", "--fail-on-regression"], &db);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for (seed, scale) in [
+        (1, 1.0),
+        (2, 1.0),
+        (3, 1.0),
+        (4, 0.8),
+        (5, 0.8),
+        (6, 0.8),
+        (7, 0.99),
+        (8, 0.99),
+        (9, 0.99),
+    ] {
+        noise_sweep(&db, 9, 20, 6, seed, scale);
+    }
+    let out = compare(&["1,2,3", "4,5,6", "--fail-on-regression"], &db);
+    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("2 cell(s) slower") && err.contains("fake#0"), "{err}");
     assert!(
-        !err.contains("fake#1"),
-        "the noisy cell is inconclusive, not a regression: {err}"
+        err.contains("the whole run is slower") && err.contains("t test p"),
+        "{err}"
     );
-    assert!(stdout(&out).contains("slower"), "the comparison is printed first");
+    let text = stdout(&out);
+    assert!(text.contains("runs 1,2,3 (A) vs runs 4,5,6 (B)"), "{text}");
+    assert!(text.contains("design: 9 cells, 3 and 3 runs"), "{text}");
     // Without the flag the same comparison exits 0.
-    assert_eq!(compare(&["1", "2"], &db).status.code(), Some(0));
+    assert_eq!(compare(&["1,2,3", "4,5,6"], &db).status.code(), Some(0));
     // Faster is no regression; neither is a change inside the band.
-    assert_eq!(compare(&["2", "1", "--fail-on-regression"], &db).status.code(), Some(0));
-    let small = compare(&["1", "3", "--fail-on-regression", "--json"], &db);
-    assert_eq!(small.status.code(), Some(0), "{}", stderr(&small));
-    let doc: Value = serde_json::from_slice(&small.stdout).unwrap();
-    assert_eq!(verdict_of(&doc, "fake#0"), "no-change", "{doc}");
-    // A band wider than the slowdown lets it pass.
     assert_eq!(
-        compare(&["1", "2", "--fail-on-regression", "--threshold", "30"], &db)
-            .status
-            .code(),
+        compare(&["4,5,6", "1,2,3", "--fail-on-regression"], &db).status.code(),
         Some(0)
+    );
+    let small = compare(&["1,2,3", "7,8,9", "--fail-on-regression"], &db);
+    assert_eq!(small.status.code(), Some(0), "{}{}", stdout(&small), stderr(&small));
+    // A band wider than the slowdown lets it pass.
+    let wide = compare(&["1,2,3", "4,5,6", "--fail-on-regression", "--threshold", "30"], &db);
+    assert_eq!(wide.status.code(), Some(0), "{}", stderr(&wide));
+    // last:3 is the 3 newest earlier runs of B's plan: 3, 2, 1.
+    let doc = compare_json(&["last:3", "4,5,6"], &db);
+    let ids: Vec<i64> = doc["runs_a"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [3, 2, 1], "{doc}");
+    assert_eq!(doc["whole_run"]["verdict"], "slower", "{doc}");
+    // One run a side with earlier runs of the plan: the spread comes from them.
+    let one = compare_json(&["3", "4"], &db);
+    assert_eq!(one["history_runs"], serde_json::json!([2, 1]), "{one}");
+    assert_eq!(one["spread"]["history_runs"], 2, "{one}");
+    // Bad lists are usage errors.
+    for bad in [["last:3", "last:2"], ["1,1", "4"], ["last:0", "4"]] {
+        let out = compare(&bad, &db);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+
+    // One run a side and nothing else of the plan: 20% slower within the runs, but a shift of
+    // the machine cannot be told from a change: undecidable, exit 3.
+    let (_dir2, fresh) = temp_db("fresh.db");
+    sweep(&fresh, CELLS, 6, 1.0);
+    sweep(&fresh, CELLS, 6, 0.8);
+    let out = compare(&["1", "2", "--fail-on-regression"], &fresh);
+    assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot be told from a change"),
+        "{}",
+        stderr(&out)
     );
 }
 
@@ -231,14 +294,15 @@ fn markdown_summary_for_a_pull_request() {
     assert!(out.status.success(), "{}", stderr(&out));
     let md = stdout(&out);
     assert!(md.starts_with("### iopath compare: run 1 (A) → run 2 (B)"), "{md}");
-    assert!(md.contains("**2 slower**"), "{md}");
+    assert!(md.contains("**0 slower**"), "{md}");
+    assert!(md.contains("cannot be told from a change"), "{md}");
+    assert!(md.contains("- contention A: run-queue wait"), "{md}");
     assert!(md.contains("| cell | metric | median A | median B | B/A | 95% CI | p (BH) | verdict |"));
     assert!(md.contains("whole run: inconclusive"), "{md}");
     assert!(
         md.contains("| fake#0 ok:100~1 | `system.value` | 100.0 | 80.00 | 0.800 |"),
         "{md}"
     );
-    assert!(md.contains("| **slower** |"), "{md}");
     let err = common::usage_error(&[
         "compare",
         "1",
@@ -315,29 +379,35 @@ fn environment_differences_are_listed() {
     );
 }
 
-/// Issue 18 A: a uniform 10% slowdown over 33 cells at 6 repetitions. Under Holm no cell can
-/// reach alpha (33 x 2/924 = 0.071), yet the whole run reads "slower" and the gate exits 1.
+/// Issue 18 A with issue 30: a uniform 10% slowdown over 33 cells at 6 repetitions, one run
+/// a side. Under Holm no cell can reach alpha (33 x 2/924 = 0.071); the whole run reads
+/// slower within the runs, but with nothing known of the spread between runs the gate says
+/// undecidable (exit 3) rather than fail a run a machine shift could explain.
 #[test]
 fn a_uniform_slowdown_fires_the_gate_through_the_whole_run_verdict() {
     let (_dir, db) = temp_db("uniform.db");
     noise_sweep(&db, 33, 50, 6, 1, 1.0);
     noise_sweep(&db, 33, 50, 6, 2, 0.9);
     let out = compare(&["1", "2", "--fail-on-regression", "--correction", "holm"], &db);
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("0 slower"), "no single cell: {text}");
-    assert!(text.contains("whole run: slower"), "{text}");
+    assert!(text.contains("whole run: inconclusive"), "{text}");
     assert!(
         text.contains("no cell can reach p < 0.05 after the Holm correction")
             && text.contains("with 33 cells, 7 repetitions a side are needed"),
         "{text}"
     );
-    assert!(stderr(&out).contains("the whole run is slower"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("B reads slower within the runs"),
+        "{}",
+        stderr(&out)
+    );
     let doc = compare_json(&["1", "2", "--correction", "holm"], &db);
     assert_eq!(doc["correction"], "holm");
-    assert_eq!(doc["whole_run"]["verdict"], "slower", "{doc}");
+    assert_eq!(doc["whole_run"]["held_back"], "slower", "{doc}");
     assert_eq!(doc["design"]["cells_decidable"], false);
-    assert_eq!(doc["gate"]["exit_code"], 1);
+    assert_eq!(doc["gate"]["exit_code"], 3);
     assert!(doc["rows"][0]["p_adjusted"].as_f64().unwrap() >= 0.05);
 }
 
@@ -386,7 +456,7 @@ fn ignore_matches_cells_on_the_other_parameters() {
     let doc = compare_json(&["1", "2", "--ignore", "behaviour"], &db);
     assert_eq!(doc["ignore"], serde_json::json!(["behaviour"]));
     assert_eq!(verdicts(&doc).len(), 2, "{doc}");
-    assert_eq!(verdict_of(&doc, "fake#0"), "faster", "{doc}");
+    assert_eq!(held_of(&doc, "fake#0"), "faster", "{doc}");
     assert_eq!(doc["rows"][0]["label_b"], "fake#0 ok:120~1");
     let text = stdout(&compare(&["1", "2", "--ignore", "behaviour"], &db));
     assert!(

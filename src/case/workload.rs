@@ -114,6 +114,13 @@ pub trait Workload: Any + std::fmt::Debug {
         0.0
     }
 
+    /// The parameters that only say where in its run's schedule a cell ran (a fleet cell's
+    /// round, which the seed decides), not what it measured: `compare` leaves them out when it
+    /// matches cells of two runs.
+    fn schedule_params(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// The CPUs its threads are pinned to.
     fn pinning(&self) -> Pinning<'_> {
         Pinning::default()

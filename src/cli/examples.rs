@@ -284,7 +284,10 @@ Examples:
   iopath compare 3 4                                # each workload's headline metric
   iopath compare 3 4 --metric client.cycles_per_byte
   iopath compare 1 2 --db lab.db --metric system.requests_per_s
-  iopath compare main.db pr.db --fail-on-regression # CI: exit 1 slower, 3 undecidable
+  iopath compare 1,2,3 4,5,6 --fail-on-regression   # CI: exit 1 slower, 3 undecidable
+  iopath compare main.db:last:3 pr.db:1,2,3         # main's last 3 runs of the plan
+  iopath compare last:3 7                           # run 7 against the 3 before it
+  iopath compare main.db pr.db                      # newest runs, earlier ones as history
   iopath compare 5 6 --ignore fields                # 8 fields against 1: match on the rest
   iopath compare 3 4 --correction holm              # any false alarm, not the share (bh)";
 

@@ -86,39 +86,90 @@ pub struct ExportArgs {
     pub db: PathBuf,
 }
 
-/// A run named on the command line: `3` (in --db), `other.db:3`, or `other.db` (its newest run).
+/// The runs of one side named on the command line: `3` (in --db), `1,2,3`, `other.db:3`,
+/// `other.db:1,2,3`, `other.db` (its newest run), or `last:3` / `other.db:last:3` (the 3 newest
+/// runs of the other side's plan).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRef {
     pub db: Option<PathBuf>,
-    pub id: Option<i64>,
+    pub pick: Pick,
+}
+
+/// Which runs of a database a side takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pick {
+    /// The newest run.
+    Newest,
+    /// These runs, in this order.
+    Ids(Vec<i64>),
+    /// The N newest complete runs of the other side's plan (older than the other side's runs
+    /// when both are in one database).
+    Last(usize),
+}
+
+/// `1,2,3` into run ids; None when the text is not a list of numbers.
+fn parse_id_list(text: &str) -> Option<Result<Vec<i64>, String>> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    let ids: Result<Vec<i64>, String> = parts.iter().map(|p| super::values::parse_run_id(p)).collect();
+    Some(ids.and_then(|ids| {
+        let mut seen = ids.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() == ids.len() {
+            Ok(ids)
+        } else {
+            Err(format!("'{text}' names a run twice"))
+        }
+    }))
 }
 
 fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     if text.is_empty() {
-        return Err("empty run: give RUN_ID, DB:RUN_ID or DB".into());
+        return Err("empty run: give RUN_ID, RUN_ID,RUN_ID,..., last:N, DB:RUN_ID, DB:last:N or DB".into());
     }
-    if let Ok(id) = text.parse::<i64>() {
-        return Ok(RunRef { db: None, id: Some(id) });
-    }
-    if text.trim().bytes().all(|b| b.is_ascii_digit()) {
-        // All digits but too large for a run id: no such run (not a database of that name).
-        return Err(super::values::parse_run_id(text).unwrap_err());
-    }
-    if let Some((path, id)) = text.rsplit_once(':') {
-        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
-            let id = super::values::parse_run_id(id)?;
-            if path.is_empty() {
+    let (db, rest) = match text.rsplit_once("last:") {
+        Some((before, n)) if before.is_empty() || before.ends_with(':') => {
+            let n = match n.trim().parse::<usize>() {
+                Ok(n) if (1..=1000).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "'{text}': last:N takes a number of runs from 1 to 1000 (e.g. last:3)"
+                    ))
+                }
+            };
+            let db = before.strip_suffix(':').filter(|d| !d.is_empty()).map(PathBuf::from);
+            if before == ":" {
                 return Err(format!("'{text}' names no database before ':'"));
             }
             return Ok(RunRef {
-                db: Some(PathBuf::from(path)),
-                id: Some(id),
+                db,
+                pick: Pick::Last(n),
             });
         }
+        _ => match text.rsplit_once(':') {
+            Some((path, ids)) if parse_id_list(ids).is_some() => (Some(path), ids),
+            _ => (None, text),
+        },
+    };
+    if let Some(ids) = parse_id_list(rest) {
+        let ids = ids?;
+        return match db {
+            Some("") => Err(format!("'{text}' names no database before ':'")),
+            db => Ok(RunRef {
+                db: db.map(PathBuf::from),
+                pick: Pick::Ids(ids),
+            }),
+        };
     }
     Ok(RunRef {
         db: Some(PathBuf::from(text)),
-        id: None,
+        pick: Pick::Newest,
     })
 }
 
@@ -140,20 +191,25 @@ pub(super) fn parse_threshold(text: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The baseline run: RUN_ID in --db, DB:RUN_ID in another database, or DB for its newest run.
-    #[arg(value_parser = parse_run_ref)]
+    /// The baseline: RUN_ID in --db, several runs as RUN_ID,RUN_ID,... (3 a side let the
+    /// verdicts weigh the spread between runs), DB:RUN_ID or DB:RUN_ID,... in another
+    /// database, DB for its newest run, or last:N (DB:last:N) for the N newest runs of the
+    /// other side's plan.
+    #[arg(value_parser = parse_run_ref, value_name = "RUNS_A")]
     pub run_a: RunRef,
-    /// The run compared with it, named the same ways (`iopath compare main.db:3 pr.db:1`).
-    #[arg(value_parser = parse_run_ref)]
+    /// The runs compared with it, named the same ways (`iopath compare main.db:last:3
+    /// pr.db:1,2,3`).
+    #[arg(value_parser = parse_run_ref, value_name = "RUNS_B")]
     pub run_b: RunRef,
     /// The noise band in percent: a change whose whole 95% interval lies within ±THRESHOLD is
     /// "no change"; one beyond it (and significant) is "faster" or "slower".
     #[arg(long, default_value = "3", value_parser = parse_threshold, value_name = "PERCENT")]
     pub threshold: f64,
     /// A gate for CI: exit 1 when the whole run, or any cell, is slower beyond the noise band
-    /// and significant (after the correction for the many cells compared); exit 3 when the
-    /// design cannot decide (no cell can reach alpha and the whole-run verdict is
-    /// inconclusive); exit 0 otherwise.
+    /// and significant against the spread between runs (after the correction for the many
+    /// cells compared); exit 3 when it cannot decide: one run a side with nothing known of the
+    /// spread between runs and B slower within the runs, or no cell can reach alpha and the
+    /// whole-run verdict is inconclusive; exit 0 otherwise. For CI compare 3 runs a side.
     #[arg(long)]
     pub fail_on_regression: bool,
     /// How the cells' p-values are adjusted for the many cells compared: bh
@@ -562,37 +618,166 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
     })
 }
 
-/// A run to compare, loaded from its own database.
+/// The runs of one side, loaded from their own database.
 struct Side {
     db: PathBuf,
-    data: RunData,
+    runs: Vec<RunData>,
+    cells: Vec<Vec<report::cells::CellSummary>>,
 }
 
 impl Side {
+    fn new(db: PathBuf, runs: Vec<RunData>) -> Side {
+        let cells = runs.iter().map(report::cells::summarize_run).collect();
+        Side { db, runs, cells }
+    }
+
+    /// A side that names its runs (ids or the newest).
     fn load(run: &RunRef, default_db: &Path) -> anyhow::Result<Side> {
         let db = run.db.clone().unwrap_or_else(|| default_db.to_path_buf());
         let store = open(&db)?;
-        let id = pick_run(&store, run.id)?;
-        let data = store.load_run(id).map_err(store_error)?;
-        Ok(Side { db, data })
+        let ids = match &run.pick {
+            Pick::Ids(ids) => ids.clone(),
+            _ => vec![pick_run(&store, None)?],
+        };
+        let runs = ids
+            .iter()
+            .map(|&id| store.load_run(id).map_err(store_error))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Side::new(db, runs))
+    }
+
+    /// A `last:N` side: the N newest complete runs of `other`'s plan in its database (older
+    /// than `other`'s runs when the database is the same).
+    fn load_last(run: &RunRef, n: usize, other: &Side, default_db: &Path) -> anyhow::Result<Side> {
+        let db = run.db.clone().unwrap_or_else(|| default_db.to_path_buf());
+        let store = open(&db)?;
+        let ids = other.runs_of_its_plan(&store, &db, n, false, &[])?;
+        if ids.is_empty() {
+            return Err(usage(format!(
+                "last:{n}: {} holds no other complete run of the plan of {} (the same cases)",
+                db.display(),
+                other.name(false)
+            )));
+        }
+        let runs = ids
+            .iter()
+            .map(|&id| store.load_run(id).map_err(store_error))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Side::new(db, runs))
+    }
+
+    fn ids(&self) -> Vec<i64> {
+        self.runs.iter().map(|r| r.run.id).collect()
+    }
+
+    /// Up to `limit` runs of this side's plan in `store` (at `db`), newest first, never this
+    /// side's, older than its newest when the database is its own; on this side's machine
+    /// when `same_host`.
+    fn runs_of_its_plan(
+        &self,
+        store: &Store,
+        db: &Path,
+        limit: usize,
+        same_host: bool,
+        also_exclude: &[i64],
+    ) -> anyhow::Result<Vec<i64>> {
+        let first = &self.runs[0];
+        let plan = report::compare::plan_keys(&first.cases);
+        let same_plan = |cases: &[crate::case::Case]| report::compare::plan_keys(cases) == plan;
+        let host = crate::store::history::hostname(&first.run);
+        let same_db = db == self.db;
+        let mut exclude = also_exclude.to_vec();
+        if same_db {
+            exclude.extend(self.ids());
+        }
+        let filter = crate::store::history::PlanFilter {
+            same_plan: &same_plan,
+            hostname: host.as_deref().filter(|_| same_host),
+            before: same_db.then(|| exclude.iter().copied().max()).flatten(),
+            exclude: &exclude,
+        };
+        store.runs_of_plan(&filter, limit).map_err(store_error)
     }
 
     fn name(&self, same_db: bool) -> String {
-        let mut text = format!("run {}", self.data.run.id);
-        if let Some(name) = &self.data.run.name {
-            text.push_str(&format!(" ({})", safe(name)));
-        }
+        let mut text = match self.runs.as_slice() {
+            [one] => {
+                let mut t = format!("run {}", one.run.id);
+                if let Some(name) = &one.run.name {
+                    t.push_str(&format!(" ({})", safe(name)));
+                }
+                t
+            }
+            runs => format!(
+                "runs {}",
+                runs.iter().map(|r| r.run.id.to_string()).collect::<Vec<_>>().join(",")
+            ),
+        };
         if !same_db {
             text.push_str(&format!(" in {}", self.db.display()));
         }
         text
     }
 
-    fn json(&self) -> Value {
-        let mut v = tidy::run_json(&self.data.run);
-        v["db"] = json!(self.db.display().to_string());
-        v
+    fn runs_json(&self) -> Vec<Value> {
+        self.runs
+            .iter()
+            .map(|r| {
+                let mut v = tidy::run_json(&r.run);
+                v["db"] = json!(self.db.display().to_string());
+                v
+            })
+            .collect()
     }
+
+    fn cell_slices(&self) -> Vec<&[report::cells::CellSummary]> {
+        self.cells.iter().map(Vec::as_slice).collect()
+    }
+
+    fn contention(&self) -> report::compare::contention::SideContention {
+        let runs: Vec<_> = self
+            .runs
+            .iter()
+            .zip(&self.cells)
+            .map(|(r, c)| (&r.run, c.as_slice()))
+            .collect();
+        report::compare::contention::side(&runs)
+    }
+}
+
+/// Both sides, `last:N` resolved against the side that names its runs.
+fn load_sides(args: &CompareArgs) -> anyhow::Result<(Side, Side)> {
+    match (&args.run_a.pick, &args.run_b.pick) {
+        (Pick::Last(_), Pick::Last(_)) => Err(usage(
+            "last:N on both sides: name the runs of one side (e.g. `iopath compare last:3 7`)",
+        )),
+        (Pick::Last(n), _) => {
+            let b = Side::load(&args.run_b, &args.db)?;
+            Ok((Side::load_last(&args.run_a, *n, &b, &args.db)?, b))
+        }
+        (_, Pick::Last(n)) => {
+            let a = Side::load(&args.run_a, &args.db)?;
+            let b = Side::load_last(&args.run_b, *n, &a, &args.db)?;
+            Ok((a, b))
+        }
+        _ => Ok((Side::load(&args.run_a, &args.db)?, Side::load(&args.run_b, &args.db)?)),
+    }
+}
+
+/// Earlier runs of A's plan on A's machine in A's database (never a run of either side),
+/// when each side has one run: what the spread between runs is judged on.
+fn history(a: &Side, b: &Side) -> anyhow::Result<Side> {
+    if a.runs.len() > 1 || b.runs.len() > 1 {
+        return Ok(Side::new(a.db.clone(), Vec::new()));
+    }
+    let store = open(&a.db)?;
+    let b_ids = if b.db == a.db { b.ids() } else { Vec::new() };
+    let ids = a.runs_of_its_plan(&store, &a.db, report::compare::runs::HISTORY_RUNS, true, &b_ids)?;
+    let runs = ids
+        .iter()
+        .map(|&id| store.load_run(id).map_err(store_error))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Side::new(a.db.clone(), runs))
 }
 
 fn ratio_text(r: &crate::report::compare::CompareRow) -> (String, String) {
@@ -676,6 +861,15 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
     if !design.is_empty() {
         md.push_str(&format!("{design}\n\n"));
     }
+    if let Some(line) = c.spread_line() {
+        md.push_str(&format!("{line}\n\n"));
+    }
+    for line in c.contention.iter().flat_map(|c| c.lines()) {
+        md.push_str(&format!("- {line}\n"));
+    }
+    if c.contention.is_some() {
+        md.push('\n');
+    }
     for w in &c.warnings {
         md.push_str(&format!("> warning: {}\n", safe(&w.to_string())));
     }
@@ -707,15 +901,14 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
         }
     }
     let metric = args.metric.as_deref().map(parse_metric).transpose()?;
-    let a = Side::load(&args.run_a, &args.db)?;
-    let b = Side::load(&args.run_b, &args.db)?;
-    let cells_a = report::cells::summarize_run(&a.data);
-    let cells_b = report::cells::summarize_run(&b.data);
+    let (a, b) = load_sides(&args)?;
+    let history = history(&a, &b)?;
+    let (cells_a, cells_b) = (&a.cells[0], &b.cells[0]);
     let same_db = a.db == b.db;
     let (name_a, name_b) = (a.name(same_db), b.name(same_db));
     if let Some((role, name)) = &metric {
         let held = |cells: &[report::cells::CellSummary]| cells.iter().any(|c| c.metric(name, *role).is_some());
-        if !held(&cells_a) || !held(&cells_b) {
+        if !held(cells_a) || !held(cells_b) {
             let mut known: Vec<String> = cells_a
                 .iter()
                 .flat_map(|c| c.metrics.iter().map(|m| format!("{}.{}", m.role, m.name)))
@@ -730,22 +923,29 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     }
     let case_list = |cells: &[report::cells::CellSummary]| cells.iter().map(|c| c.case.clone()).collect::<Vec<_>>();
     let ignore =
-        report::compare::resolve_ignore(&case_list(&cells_a), &case_list(&cells_b), &args.ignore).map_err(usage)?;
+        report::compare::resolve_ignore(&case_list(cells_a), &case_list(cells_b), &args.ignore).map_err(usage)?;
     let options = CompareOptions::new(args.threshold, args.correction, ignore);
-    let comparison = report::compare::compare_cells(
-        &cells_a,
-        &cells_b,
+    let mut comparison = report::compare::compare_runs(
+        &a.cell_slices(),
+        &b.cell_slices(),
+        &history.cell_slices(),
         metric.as_ref().map(|(r, n)| (*r, n.as_str())),
         &options,
     );
-    let env = report::compare::environment_differences(&a.data.run, &b.data.run);
+    comparison.contention = Some(report::compare::contention::contention(a.contention(), b.contention()));
+    let env = report::compare::environment_differences(&a.runs[0].run, &b.runs[0].run);
     let gate = comparison.gate();
     if args.json {
         let doc = json!({
             "type": "comparison",
             "schema_version": tidy::SCHEMA_VERSION,
-            "a": a.json(),
-            "b": b.json(),
+            "a": a.runs_json()[0],
+            "b": b.runs_json()[0],
+            "runs_a": a.runs_json(),
+            "runs_b": b.runs_json(),
+            "history_runs": history.ids(),
+            "spread": comparison.design.spread,
+            "contention": comparison.contention,
             "threshold": comparison.threshold,
             "alpha": comparison.alpha,
             "interval": format!(
@@ -753,7 +953,11 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
                 report::compare::BOOTSTRAP_RESAMPLES,
                 report::compare::BOOTSTRAP_SEED
             ),
-            "test": "two-sided Mann-Whitney U",
+            "test": if comparison.design.spread.df > 0 {
+                "Student's t on the runs' log medians, spread pooled between runs"
+            } else {
+                "two-sided Mann-Whitney U"
+            },
             "correction": comparison.correction,
             "ignore": options.ignore,
             "ignored": comparison.ignored,
@@ -791,6 +995,12 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
         if !comparison.rows.is_empty() {
             crate::say!("{}", comparison.whole_run_line())?;
             crate::say!("{}", comparison.design_line())?;
+            if let Some(line) = comparison.spread_line() {
+                crate::say!("{line}")?;
+            }
+        }
+        for line in comparison.contention.iter().flat_map(|c| c.lines()) {
+            crate::say!("{line}")?;
         }
         for w in &comparison.warnings {
             crate::say!("warning: {}", safe(&w.to_string()))?;

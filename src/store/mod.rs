@@ -7,6 +7,7 @@ pub mod ab;
 pub mod db;
 pub mod export;
 pub mod fleet;
+pub mod history;
 mod lock;
 pub mod machines;
 pub mod merge;

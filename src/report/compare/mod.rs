@@ -356,8 +356,16 @@ pub struct CompareRow {
     /// p_adjusted < alpha.
     pub significant: bool,
     pub verdict: Verdict,
+    /// The verdict the repetitions within one run a side would give, held back (the cell reads
+    /// inconclusive) because a shift of the machine between the runs explains it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<Verdict>,
     /// Why the verdict is what it is, in words.
     pub reason: String,
+    /// Runs of each side that have the cell.
+    pub runs_a: usize,
+    pub runs_b: usize,
+    /// Repetitions of the cell, summed over the side's runs.
     pub n_a: usize,
     pub n_b: usize,
     /// Coefficient of variation of the metric in run A and run B (None below 2 values).
@@ -396,6 +404,8 @@ pub struct Design {
     pub detectable_run: Option<f64>,
     /// Repetitions a side that detect a change of twice the band in one cell at `median_cv`.
     pub reps_suggested: Option<usize>,
+    /// Runs a side and the spread between runs the verdicts are judged against.
+    pub spread: runs::Spread,
 }
 
 /// The whole-run verdict: every cell's median ratio at once.
@@ -418,8 +428,14 @@ pub struct WholeRun {
     pub cells_equal: usize,
     /// Two-sided exact sign test on the cells' ratios (ties dropped).
     pub p: f64,
-    /// The smallest p the sign test can give with this many cells: 2^(1 - cells).
+    /// The smallest p the test can give: 2^(1 - cells) for the sign test, 0 for the t test.
     pub smallest_possible_p: f64,
+    /// The test: `sign test across cells` (one run a side) or `t test on the runs' levels`.
+    pub test: String,
+    /// The verdict the repetitions within one run a side would give, held back because a
+    /// shift of the whole machine between the runs explains it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<Verdict>,
     pub verdict: Verdict,
     pub reason: String,
 }
@@ -476,6 +492,8 @@ pub struct Comparison {
     pub parameter_differences: Vec<Difference>,
     /// Warnings: too few repetitions, cells without the metric.
     pub warnings: Vec<String>,
+    /// The contention each side ran under (set by the caller, which has the runs).
+    pub contention: Option<contention::Contention>,
 }
 
 impl Comparison {
@@ -493,29 +511,34 @@ impl Comparison {
     }
 
     /// What `--fail-on-regression` decides: a regression when the whole run or any cell is
-    /// slower; undecidable when no cell can reach alpha after the correction and the whole-run
-    /// verdict decided nothing either; otherwise a pass.
+    /// slower (with a note when run B ran under materially more contention than run A);
+    /// undecidable when a slowdown was held back (one run a side, nothing known of the spread
+    /// between runs), when no cell can reach alpha after the correction and the whole-run
+    /// verdict decided nothing either, or when no cell matched; otherwise a pass.
     pub fn gate(&self) -> Gate {
         let slower = self.regressions();
         let run_slower = self.whole_run_verdict() == Verdict::Slower;
         if run_slower || !slower.is_empty() {
-            let mut parts = Vec::new();
-            if let Some(w) = self.whole_run.as_ref().filter(|_| run_slower) {
-                parts.push(format!("the whole run is slower ({})", w.reason));
-            }
-            if !slower.is_empty() {
-                let mut names: Vec<&str> = slower.iter().take(8).map(|r| r.label.as_str()).collect();
-                if slower.len() > 8 {
-                    names.push("…");
-                }
-                parts.push(format!(
-                    "{} cell(s) slower beyond the ±{}% band and significant: {}",
-                    slower.len(),
-                    trim_float(self.threshold * 100.0),
-                    names.join(", ")
+            let mut message = self.regression_message(&slower, run_slower);
+            // Said, not decided on: a change that makes the measured threads wait (more threads,
+            // a busier server) is itself a regression, and a hog beside the server is one too.
+            if let Some(more) = self.contention.as_ref().and_then(|c| c.b_more.as_ref()) {
+                message.push_str(&format!(
+                    "; note: {more} - if that load was not the change's, run B again on a quieter machine"
                 ));
             }
-            return Gate::Regression(format!("{} (--fail-on-regression)", parts.join("; ")));
+            return Gate::Regression(format!("{message} (--fail-on-regression)"));
+        }
+        let held = self
+            .whole_run
+            .as_ref()
+            .is_some_and(|w| w.held_back == Some(Verdict::Slower))
+            || self.rows.iter().any(|r| r.held_back == Some(Verdict::Slower));
+        if held {
+            return Gate::Undecidable(format!(
+                "undecidable (--fail-on-regression, exit 3): B reads slower within the runs, but {}",
+                runs::no_spread_line()
+            ));
         }
         if self.rows.is_empty() {
             return Gate::Undecidable(
@@ -529,6 +552,32 @@ impl Comparison {
             ));
         }
         Gate::Pass
+    }
+
+    fn regression_message(&self, slower: &[&CompareRow], run_slower: bool) -> String {
+        let mut parts = Vec::new();
+        if let Some(w) = self.whole_run.as_ref().filter(|_| run_slower) {
+            parts.push(format!("the whole run is slower ({})", w.reason));
+        }
+        if !slower.is_empty() {
+            let mut names: Vec<&str> = slower.iter().take(8).map(|r| r.label.as_str()).collect();
+            if slower.len() > 8 {
+                names.push("…");
+            }
+            parts.push(format!(
+                "{} cell(s) slower beyond the ±{}% band and significant: {}",
+                slower.len(),
+                trim_float(self.threshold * 100.0),
+                names.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+
+    /// With one run a side and nothing known of the spread between runs: the one line saying
+    /// a shift of the machine cannot be told from a change. None otherwise.
+    pub fn spread_line(&self) -> Option<String> {
+        (self.design.spread.df == 0 && !self.rows.is_empty()).then(runs::no_spread_line)
     }
 
     pub fn summary_line(&self) -> String {
@@ -559,13 +608,14 @@ impl Comparison {
         match &self.whole_run {
             None => format!("whole run: inconclusive - no cells with a positive ratio and {MIN_REPS_TO_DECIDE} repetitions a side to combine"),
             Some(w) => format!(
-                "whole run: {} - geometric mean of {} over {} cells {}, 95% interval {}; sign test {} up, {} down, p {} ({})",
+                "whole run: {} - geometric mean of {} over {} cells {}, 95% interval {}; {}: {} up, {} down, p {} ({})",
                 w.verdict,
                 w.basis,
                 w.cells,
                 w.geomean_ratio.map_or("n/a".into(), fmt_ratio),
                 w.ratio_ci95
                     .map_or("n/a".into(), |(lo, hi)| format!("{}..{}", fmt_ratio(lo), fmt_ratio(hi))),
+                w.test,
                 w.cells_up,
                 w.cells_down,
                 fmt_p(w.p),
@@ -579,6 +629,19 @@ impl Comparison {
         let d = &self.design;
         if d.cells == 0 {
             return String::new();
+        }
+        if d.spread.df > 0 {
+            let mut line = format!("design: {} cells, {}", d.cells, d.spread.describe());
+            if let Some(run) = d.detectable_run {
+                line.push_str(&format!(
+                    "; a change of {} over the whole run is detectable (80% power)",
+                    pct(run)
+                ));
+            }
+            if d.spread.runs_a.min(d.spread.runs_b) < 3 && d.spread.history_runs == 0 {
+                line.push_str("; 3 runs a side give the spread between runs more weight");
+            }
+            return line;
         }
         let mut line = if d.cells_decidable {
             format!(
@@ -1079,16 +1142,54 @@ fn case_params(case: &Case) -> Vec<(&'static str, String)> {
     pairs
 }
 
-/// The key cells are matched on: the whole case, or every parameter but `ignore`.
+/// The key cells are matched on: every parameter but `ignore` and the parameters that only
+/// say where in its run's schedule a cell ran (`Workload::schedule_params`: a fleet cell's
+/// round, which a different seed changes). Two cells of one run with the same key are told
+/// apart by their order (`run_keys`).
 fn match_key(case: &Case, ignore: &[String]) -> String {
+    let schedule = case.as_workload().schedule_params();
     if ignore.is_empty() {
-        return case.key();
+        // The whole stored case, but for its schedule fields (top-level keys of its JSON).
+        let mut value = serde_json::to_value(case).unwrap_or_default();
+        if let Some(fields) = value.as_object_mut() {
+            schedule.iter().for_each(|name| {
+                fields.remove(*name);
+            });
+        }
+        return value.to_string();
     }
     let pairs: Vec<(&str, String)> = case_params(case)
         .into_iter()
-        .filter(|(n, _)| !ignore.iter().any(|i| i == n))
+        .filter(|(n, _)| !ignore.iter().any(|i| i == n) && !schedule.contains(n))
         .collect();
     serde_json::to_string(&pairs).unwrap_or_default()
+}
+
+/// The match keys of one run's cells in order; a key met again in the same run gets its
+/// occurrence number, so cells a schedule parameter alone told apart still match one to one.
+pub fn run_keys(cells: &[CellSummary], ignore: &[String]) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    cells
+        .iter()
+        .map(|c| {
+            let key = match_key(&c.case, ignore);
+            let n = seen.entry(key.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                key
+            } else {
+                format!("{key}#{n}")
+            }
+        })
+        .collect()
+}
+
+/// The plan of a run as matching sees it: the sorted match keys of its cases (runs with the
+/// same plan compare cell for cell).
+pub fn plan_keys(cases: &[Case]) -> Vec<String> {
+    let mut keys: Vec<String> = cases.iter().map(|c| match_key(c, &[])).collect();
+    keys.sort();
+    keys
 }
 
 /// Check `--ignore` names against the runs' parameters and resolve them: a name matches a
@@ -1129,7 +1230,9 @@ pub fn resolve_ignore(a: &[Case], b: &[Case], names: &[String]) -> Result<Vec<St
     for (run, cases) in [("A", a), ("B", b)] {
         let mut seen: HashMap<String, &Case> = HashMap::new();
         for case in cases {
-            if let Some(other) = seen.insert(match_key(case, &out), case) {
+            // Cells alike before the ignore (a pair measured in two rounds) stay told apart by order.
+            let alike = |other: &Case| match_key(other, &[]) == match_key(case, &[]);
+            if let Some(other) = seen.insert(match_key(case, &out), case).filter(|o| !alike(o)) {
                 return Err(format!(
                     "--ignore {}: run {run}'s cells '{}' and '{}' would match the same cell; ignore only parameters \
                      that differ between the runs, not within one",
@@ -1143,282 +1246,10 @@ pub fn resolve_ignore(a: &[Case], b: &[Case], names: &[String]) -> Result<Vec<St
     Ok(out)
 }
 
-/// One matched cell before the correction.
-struct Matched<'a> {
-    label: String,
-    label_b: String,
-    ma: &'a super::cells::MetricCell,
-    mb: &'a super::cells::MetricCell,
-    median_a: f64,
-    median_b: f64,
-    p: f64,
-    higher: bool,
-}
-
-/// The design of the matched cells: what they can reach, what is detectable at their CV.
-fn design_of(matched: &[Matched], options: &CompareOptions) -> Design {
-    let m = matched.len();
-    let p0: Vec<f64> = matched
-        .iter()
-        .map(|c| smallest_possible_p(c.ma.values.len(), c.mb.values.len()))
-        .collect();
-    let min_p0 = p0.iter().copied().fold(1.0, f64::min);
-    let smallest_adjusted_p = p0
-        .iter()
-        .map(|&p| options.correction.best_adjusted(p, min_p0, m))
-        .fold(1.0, f64::min);
-    let min_reps = matched
-        .iter()
-        .map(|c| c.ma.values.len().min(c.mb.values.len()))
-        .min()
-        .unwrap_or(0);
-    // A cell decides when it has the repetitions `decide` asks for and its smallest p clears
-    // alpha after the correction; one such cell makes the design decidable.
-    let cells_decidable = matched.iter().zip(&p0).any(|(c, &p)| {
-        c.ma.values.len().min(c.mb.values.len()) >= MIN_REPS_TO_DECIDE
-            && options.correction.best_adjusted(p, min_p0, m) < options.alpha
-    });
-    let mut cvs: Vec<f64> = matched
-        .iter()
-        .filter_map(|c| {
-            let cv = |s: &Option<crate::measure::stats::Summary>| s.as_ref().and_then(|s| s.cv);
-            match (cv(&c.ma.summary), cv(&c.mb.summary)) {
-                (Some(x), Some(y)) => Some(x.max(y)),
-                (x, y) => x.or(y),
-            }
-        })
-        .collect();
-    let median_cv = (!cvs.is_empty()).then(|| crate::measure::stats::median(&mut cvs));
-    let d = detectable_effect(
-        min_reps,
-        m.max(1),
-        options.correction,
-        options.alpha,
-        options.threshold,
-        median_cv.unwrap_or(0.0),
-    );
-    let reps_suggested = median_cv.and_then(|cv| {
-        (MIN_REPS_TO_DECIDE..=MAX_REPS).find(|&n| {
-            detectable_effect(n, m.max(1), options.correction, options.alpha, options.threshold, cv)
-                .cell
-                .is_some_and(|v| v <= 2.0 * options.threshold)
-        })
-    });
-    Design {
-        cells: m,
-        min_reps,
-        smallest_p: min_p0,
-        smallest_adjusted_p,
-        cells_decidable,
-        reps_to_decide: d.reps_to_decide,
-        median_cv,
-        detectable_cell: median_cv.and(d.cell),
-        detectable_run: median_cv.and(d.run),
-        reps_suggested,
-    }
-}
-
-/// Match cells by case key (or every parameter but `options.ignore`); compare `metric` (role,
-/// name) or each workload's headline metric; add the whole-run verdict and the design.
-pub fn compare_cells(
-    a: &[CellSummary],
-    b: &[CellSummary],
-    metric: Option<(Role, &str)>,
-    options: &CompareOptions,
-) -> Comparison {
-    let mut matched = Vec::new();
-    let mut warnings = Vec::new();
-    let mut only_in_a = 0;
-    let b_by_key: HashMap<String, &CellSummary> = b.iter().map(|c| (match_key(&c.case, &options.ignore), c)).collect();
-    let keys_a: std::collections::HashSet<String> = a.iter().map(|c| match_key(&c.case, &options.ignore)).collect();
-    for ca in a {
-        let Some(cb) = b_by_key.get(&match_key(&ca.case, &options.ignore)) else {
-            only_in_a += 1;
-            continue;
-        };
-        let (ma, mb) = match metric {
-            Some((role, name)) => (ca.metric(name, role), cb.metric(name, role)),
-            None => {
-                let ma = ca.headline_metric();
-                (ma, ma.and_then(|m| cb.metric(&m.name, m.role)))
-            }
-        };
-        let (Some(ma), Some(mb)) = (ma, mb) else {
-            warnings.push(format!("{}: the metric is not in both runs; not compared", ca.label));
-            continue;
-        };
-        let (Some(sa), Some(sb)) = (&ma.summary, &mb.summary) else {
-            warnings.push(format!(
-                "{}: {}.{} has no values in one run; not compared",
-                ca.label, ma.role, ma.name
-            ));
-            continue;
-        };
-        let Some(test) = mann_whitney(&ma.values, &mb.values) else {
-            continue;
-        };
-        matched.push(Matched {
-            label: ca.label.clone(),
-            label_b: cb.label.clone(),
-            ma,
-            mb,
-            median_a: sa.median,
-            median_b: sb.median,
-            p: test.p,
-            higher: higher_is_better(&ca.case, ma.role, &ma.name),
-        });
-    }
-    let design = design_of(&matched, options);
-    let adjusted = options
-        .correction
-        .adjust(&matched.iter().map(|m| m.p).collect::<Vec<_>>());
-    let min_p0 = design.smallest_p;
-    let m_cells = matched.len();
-    // Whole run: orient every ratio the same way, then sum the cells' log ratios resample by
-    // resample (one vector of BOOTSTRAP_RESAMPLES numbers, whatever the cell count).
-    let mixed = matched.iter().any(|m| m.higher) && matched.iter().any(|m| !m.higher);
-    let run_higher = matched.first().is_none_or(|m| m.higher) || mixed;
-    let mut run_sums = vec![0.0f64; BOOTSTRAP_RESAMPLES];
-    let mut run_logs: Vec<f64> = Vec::new();
-    let p_name = match options.correction {
-        Correction::None => "p".to_string(),
-        c => format!("{} p", if c == Correction::Holm { "Holm" } else { "BH" }),
-    };
-    let mut rows = Vec::new();
-    for (m, p_adj) in matched.into_iter().zip(adjusted) {
-        let (n_a, n_b) = (m.ma.values.len(), m.mb.values.len());
-        let resampled = bootstrap_ratios(&m.ma.values, &m.mb.values, cell_seed(&m.label));
-        let ratio = (m.median_a != 0.0).then(|| m.median_b / m.median_a);
-        let invert = mixed && !m.higher;
-        if let (Some(ratios), Some(r)) = (&resampled, ratio) {
-            if n_a.min(n_b) >= MIN_REPS_TO_DECIDE && r > 0.0 && ratios.iter().all(|&x| x > 0.0) {
-                let sign = if invert { -1.0 } else { 1.0 };
-                run_logs.push(sign * r.ln());
-                run_sums.iter_mut().zip(ratios).for_each(|(s, x)| *s += sign * x.ln());
-            }
-        }
-        let ci = resampled.map(|mut r| percentile_interval(&mut r));
-        let (verdict, reason) = decide(ci, p_adj, &p_name, (n_a, n_b), m.higher, options);
-        let p0 = smallest_possible_p(n_a, n_b);
-        rows.push(CompareRow {
-            label_b: (m.label_b != m.label).then_some(m.label_b),
-            label: m.label,
-            metric: format!("{}.{}", m.ma.role, m.ma.name),
-            unit: m.ma.unit.clone(),
-            higher_is_better: m.higher,
-            median_a: m.median_a,
-            median_b: m.median_b,
-            change: if m.median_a != 0.0 {
-                (m.median_b - m.median_a) / m.median_a.abs()
-            } else {
-                0.0
-            },
-            ratio,
-            ratio_ci95: ci,
-            p: m.p,
-            p_adjusted: p_adj,
-            smallest_possible_p: options.correction.best_adjusted(p0, min_p0, m_cells),
-            significant: p_adj < options.alpha,
-            verdict,
-            reason,
-            n_a,
-            n_b,
-            cv_a: m.ma.summary.as_ref().and_then(|s| s.cv),
-            cv_b: m.mb.summary.as_ref().and_then(|s| s.cv),
-        });
-    }
-    let whole_run = whole_run(&run_logs, run_sums, run_higher, mixed, options);
-    if let Some(r) = rows.iter().find(|r| r.n_a.min(r.n_b) < MIN_REPS_TO_DECIDE) {
-        warnings.insert(
-            0,
-            format!(
-                "too few repetitions to decide: {} and {} repetitions (e.g. {}); no difference can reach \
-                 p < {} with fewer than {MIN_REPS_TO_DECIDE} a side - use --reps 6 or more",
-                r.n_a, r.n_b, r.label, options.alpha
-            ),
-        );
-    }
-    let only_in_b = b
-        .iter()
-        .filter(|c| !keys_a.contains(&match_key(&c.case, &options.ignore)))
-        .count();
-    let cases = |cells: &[CellSummary]| cells.iter().map(|c| c.case.clone()).collect::<Vec<_>>();
-    let differences = parameter_differences(&cases(a), &cases(b));
-    let (ignored, others): (Vec<Difference>, Vec<Difference>) =
-        differences.into_iter().partition(|d| options.ignore.contains(&d.name));
-    Comparison {
-        threshold: options.threshold,
-        alpha: options.alpha,
-        correction: options.correction,
-        ignored,
-        rows,
-        whole_run,
-        design,
-        only_in_a,
-        only_in_b,
-        parameter_differences: if only_in_a + only_in_b > 0 { others } else { Vec::new() },
-        warnings,
-    }
-}
-
-/// The whole-run verdict from the cells' log ratios (oriented) and the summed log ratios of
-/// each bootstrap resample. None without cells.
-fn whole_run(
-    logs: &[f64],
-    mut sums: Vec<f64>,
-    higher_is_better: bool,
-    mixed: bool,
-    options: &CompareOptions,
-) -> Option<WholeRun> {
-    let m = logs.len();
-    if m == 0 {
-        return None;
-    }
-    let geomean = (logs.iter().sum::<f64>() / m as f64).exp();
-    sums.iter_mut().for_each(|s| *s = (*s / m as f64).exp());
-    let ci = percentile_interval(&mut sums);
-    let up = logs.iter().filter(|&&l| l > 0.0).count();
-    let down = logs.iter().filter(|&&l| l < 0.0).count();
-    let p = sign_test(up, down);
-    let smallest = sign_test_smallest_p(m);
-    let (verdict, reason) = if smallest >= options.alpha {
-        (
-            Verdict::Inconclusive,
-            format!(
-                "too few cells for the sign test across cells ({m}; it reaches p < {} from 6)",
-                options.alpha
-            ),
-        )
-    } else {
-        let (v, why) = decide(
-            Some(ci),
-            p,
-            "sign test p",
-            (MIN_REPS_TO_DECIDE, MIN_REPS_TO_DECIDE),
-            higher_is_better,
-            options,
-        );
-        (v, why.replace("interval of B/A", "interval of the geometric mean"))
-    };
-    Some(WholeRun {
-        cells: m,
-        basis: if mixed {
-            "B/A, lower-is-better metrics inverted".into()
-        } else {
-            "B/A".into()
-        },
-        higher_is_better,
-        geomean_ratio: Some(geomean),
-        ratio_ci95: Some(ci),
-        cells_up: up,
-        cells_down: down,
-        cells_equal: m - up - down,
-        p,
-        smallest_possible_p: smallest,
-        verdict,
-        reason,
-    })
-}
+mod analysis;
+pub mod contention;
+pub mod runs;
+pub use analysis::{compare_cells, compare_runs};
 
 /// The 2.5% and 97.5% points of bootstrap resamples (sorts them): report/ab.rs's paired
 /// intervals are cut the way compare's are.
@@ -1432,296 +1263,4 @@ pub fn standard_normal_upper_tail(z: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exact_p_values_match_the_tables() {
-        // Complete separation: 3 vs 3 gives 2/20, 5 vs 5 gives 2/252.
-        let p = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
-        assert_eq!(p.u, 0.0);
-        assert!((p.p - 0.1).abs() < 1e-12);
-        let p = mann_whitney(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
-        assert!((p.p - 2.0 / 252.0).abs() < 1e-12);
-        // Interleaved samples are not different.
-        let p = mann_whitney(&[1.0, 3.0, 5.0, 7.0], &[2.0, 4.0, 6.0, 8.0]).unwrap();
-        assert!(p.p > 0.5);
-        assert!((smallest_possible_p(3, 3) - 0.1).abs() < 1e-12);
-        assert!(smallest_possible_p(4, 4) < ALPHA);
-    }
-
-    #[test]
-    fn ties_use_the_normal_approximation() {
-        let p = mann_whitney(&[1.0; 6], &[1.0; 6]).unwrap();
-        assert_eq!(p.p, 1.0);
-        let a: Vec<f64> = (0..30).map(|i| (i / 2) as f64).collect();
-        let b: Vec<f64> = (0..30).map(|i| 100.0 + (i / 2) as f64).collect();
-        assert!(mann_whitney(&a, &b).unwrap().p < 1e-6);
-        assert!(mann_whitney(&[], &[1.0]).is_none());
-    }
-
-    #[test]
-    fn holm_adjusts_step_down_and_stays_monotone() {
-        let adj = holm(&[0.01, 0.04, 0.03, 0.5]);
-        assert!((adj[0] - 0.04).abs() < 1e-12, "{adj:?}");
-        assert!((adj[2] - 0.09).abs() < 1e-12, "{adj:?}");
-        assert!((adj[1] - 0.09).abs() < 1e-12, "monotone: {adj:?}");
-        assert!((adj[3] - 0.5).abs() < 1e-12, "{adj:?}");
-        assert!(holm(&[]).is_empty());
-    }
-
-    #[test]
-    fn bootstrap_is_deterministic_and_brackets_the_ratio() {
-        let a = [99.0, 99.4, 99.8, 100.2, 100.6, 101.0];
-        let b: Vec<f64> = a.iter().map(|v| v * 1.2).collect();
-        let ci = bootstrap_ratio_ci(&a, &b).unwrap();
-        assert_eq!(Some(ci), bootstrap_ratio_ci(&a, &b));
-        assert!(ci.0 > 1.1 && ci.1 < 1.3 && ci.0 <= 1.2 && ci.1 >= 1.2, "{ci:?}");
-        assert_eq!(bootstrap_ratio_ci(&[5.0; 6], &[5.0; 6]), Some((1.0, 1.0)));
-        assert!(bootstrap_ratio_ci(&[], &[1.0]).is_none());
-    }
-
-    #[test]
-    fn verdicts_follow_the_interval_the_band_and_the_test() {
-        let o = CompareOptions::default();
-        let n = (6, 6);
-        assert_eq!(decide(Some((1.1, 1.3)), 0.01, "p", n, true, &o).0, Verdict::Faster);
-        assert_eq!(decide(Some((1.1, 1.3)), 0.01, "p", n, false, &o).0, Verdict::Slower);
-        assert_eq!(decide(Some((0.7, 0.9)), 0.01, "p", n, true, &o).0, Verdict::Slower);
-        assert_eq!(decide(Some((0.99, 1.02)), 0.9, "p", n, true, &o).0, Verdict::NoChange);
-        let (v, why) = decide(Some((0.95, 1.10)), 0.2, "p", n, true, &o);
-        assert_eq!(v, Verdict::Inconclusive);
-        assert!(why.contains("straddles"), "{why}");
-        let (v, why) = decide(Some((1.1, 1.3)), 0.2, "p", n, true, &o);
-        assert_eq!(v, Verdict::Inconclusive);
-        assert!(why.contains("not significant"), "{why}");
-        let (v, why) = decide(Some((1.1, 1.3)), 0.01, "p", (3, 3), true, &o);
-        assert_eq!(v, Verdict::Inconclusive);
-        assert!(why.contains("too few"), "{why}");
-    }
-
-    #[test]
-    fn parameter_differences_name_what_keeps_cells_apart() {
-        use crate::case::{FakeBehaviour, FakeCase};
-        let fake = |value| {
-            Case::Fake(FakeCase {
-                index: 0,
-                behaviour: FakeBehaviour::Ok { value },
-            })
-        };
-        let d = parameter_differences(&[fake(5)], &[fake(6)]);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(
-            (d[0].name.as_str(), d[0].a.as_str(), d[0].b.as_str()),
-            ("behaviour", "ok:5", "ok:6")
-        );
-        assert!(parameter_differences(&[fake(5)], &[fake(5)]).is_empty());
-    }
-
-    /// `m` fake cells of `reps` repetitions each: value 1000 · `scale` with normal noise of
-    /// sd `sd`, drawn as the fake workload draws them with `seed`.
-    fn noisy_cells(seed: u64, m: usize, reps: usize, sd: f64, scale: f64) -> Vec<CellSummary> {
-        use crate::case::{FakeBehaviour, FakeCase};
-        use crate::measure::stats::summarize;
-        (0..m)
-            .map(|index| {
-                let values: Vec<f64> = (0..reps as u64)
-                    .map(|call| crate::fake::noise_value(seed, index, call, 1000.0, sd) * scale)
-                    .collect();
-                let case = Case::Fake(FakeCase {
-                    index,
-                    behaviour: FakeBehaviour::Noise {
-                        value: 1000,
-                        sd: sd as u64,
-                    },
-                });
-                CellSummary {
-                    position: index,
-                    label: case.label(),
-                    case,
-                    ok: reps,
-                    failures: Vec::new(),
-                    metrics: vec![crate::report::cells::MetricCell {
-                        role: Role::System,
-                        name: "value".into(),
-                        unit: "1".into(),
-                        sources: vec!["tool".into()],
-                        summary: summarize(&values),
-                        values,
-                    }],
-                    warnings: Vec::new(),
-                }
-            })
-            .collect()
-    }
-
-    /// Issue 18 A: a uniform 10% slowdown over 33 cells at 6 repetitions is "slower" overall,
-    /// and the gate fires, even under Holm, where no single cell can reach alpha.
-    #[test]
-    fn a_uniform_ten_percent_slowdown_over_33_cells_is_slower_overall() {
-        let a = noisy_cells(1, 33, 6, 50.0, 1.0);
-        let b = noisy_cells(2, 33, 6, 50.0, 0.9);
-        for correction in [Correction::Bh, Correction::Holm] {
-            let options = CompareOptions::new(DEFAULT_THRESHOLD, correction, Vec::new());
-            let c = compare_cells(&a, &b, None, &options);
-            let w = c.whole_run.as_ref().unwrap();
-            assert_eq!(w.verdict, Verdict::Slower, "{correction}: {}", c.whole_run_line());
-            assert_eq!(w.cells, 33);
-            let g = w.geomean_ratio.unwrap();
-            assert!((0.85..0.95).contains(&g), "{g}");
-            let (lo, hi) = w.ratio_ci95.unwrap();
-            assert!(lo <= g && g <= hi && hi < 0.97, "{lo}..{hi}");
-            assert!(matches!(c.gate(), Gate::Regression(_)), "{correction}: {:?}", c.gate());
-            assert_eq!(c.gate().exit_code(), 1);
-        }
-        // Under Holm no cell can reach 0.05: 33 x 2/924 = 0.071; the design says what would.
-        let holm = compare_cells(&a, &b, None, &CompareOptions::new(0.03, Correction::Holm, Vec::new()));
-        assert!(!holm.design.cells_decidable);
-        assert_eq!(holm.count(Verdict::Slower), 0);
-        assert!((holm.design.smallest_adjusted_p - 33.0 * 2.0 / 924.0).abs() < 1e-9);
-        assert_eq!(holm.design.reps_to_decide, Some(7), "33 x 2/3432 = 0.019");
-        assert!(
-            holm.design_line()
-                .contains("with 33 cells, 7 repetitions a side are needed"),
-            "{}",
-            holm.design_line()
-        );
-    }
-
-    /// Two runs drawn from one distribution read "no change" or "inconclusive", and the gate
-    /// passes, in at least 95 of 100 seeds.
-    #[test]
-    fn runs_from_one_distribution_pass_the_gate_in_95_of_100_seeds() {
-        let mut clean = 0;
-        for seed in 0..100u64 {
-            let a = noisy_cells(2 * seed, 33, 6, 20.0, 1.0);
-            let b = noisy_cells(2 * seed + 1, 33, 6, 20.0, 1.0);
-            let c = compare_cells(&a, &b, None, &CompareOptions::default());
-            let decided = c.count(Verdict::Faster) + c.count(Verdict::Slower);
-            let run = c.whole_run_verdict();
-            if decided == 0 && matches!(run, Verdict::NoChange | Verdict::Inconclusive) && c.gate() == Gate::Pass {
-                clean += 1;
-            }
-        }
-        println!("{clean} of 100 seeds passed");
-        assert!(clean >= 95, "only {clean} of 100 seeds passed");
-    }
-
-    #[test]
-    fn an_undecidable_design_gates_with_exit_3_and_says_what_would_decide() {
-        let a = noisy_cells(3, 4, 3, 20.0, 1.0);
-        let b = noisy_cells(4, 4, 3, 20.0, 0.8);
-        let c = compare_cells(&a, &b, None, &CompareOptions::default());
-        assert!(!c.design.cells_decidable);
-        assert_eq!(c.whole_run_verdict(), Verdict::Inconclusive);
-        let gate = c.gate();
-        assert_eq!(gate.exit_code(), 3, "{gate:?}");
-        assert!(
-            gate.message().contains("no cell can reach p < 0.05")
-                && gate.message().contains("with 4 cells, 4 repetitions a side are needed"),
-            "{gate:?}"
-        );
-    }
-
-    #[test]
-    fn benjamini_hochberg_matches_a_worked_example() {
-        // p sorted 0.01, 0.02, 0.03, 0.04, 0.5 over m = 5: p m / i = 0.05, 0.05, 0.05, 0.05, 0.5.
-        let adj = benjamini_hochberg(&[0.03, 0.01, 0.5, 0.04, 0.02]);
-        for (got, want) in adj.iter().zip([0.05, 0.05, 0.5, 0.05, 0.05]) {
-            assert!((got - want).abs() < 1e-12, "{adj:?}");
-        }
-        // Monotone from the top: 0.001 x 3 / 1 = 0.003, but 0.04 x 3 / 2 = 0.06 > 0.05 x 3 / 3.
-        let adj = benjamini_hochberg(&[0.001, 0.04, 0.05]);
-        assert!(
-            (adj[1] - 0.05).abs() < 1e-12 && (adj[2] - 0.05).abs() < 1e-12,
-            "{adj:?}"
-        );
-        assert!(benjamini_hochberg(&[]).is_empty());
-        assert_eq!("holm".parse::<Correction>(), Ok(Correction::Holm));
-        assert!("bonferroni"
-            .parse::<Correction>()
-            .unwrap_err()
-            .contains("holm, bh, none"));
-    }
-
-    #[test]
-    fn sign_test_matches_the_binomial() {
-        assert!((sign_test(0, 6) - 2.0 / 64.0).abs() < 1e-12);
-        assert!((sign_test(1, 5) - 2.0 * 7.0 / 64.0).abs() < 1e-12);
-        assert_eq!(sign_test(3, 3), 1.0);
-        assert_eq!(sign_test(0, 0), 1.0);
-        assert!(sign_test_smallest_p(5) > ALPHA && sign_test_smallest_p(6) < ALPHA);
-    }
-
-    #[test]
-    fn smallest_p_is_the_exact_tests_and_stays_cheap_at_any_size() {
-        for (n1, n2) in [(1, 1), (3, 3), (4, 5), (6, 6), (10, 12)] {
-            assert!(
-                (smallest_possible_p(n1, n2) - exact_two_sided(n1, n2, 0.0)).abs() < 1e-12,
-                "{n1} {n2}"
-            );
-        }
-        assert!((smallest_possible_p(6, 6) - 2.0 / 924.0).abs() < 1e-15);
-        // Issue 20 C: 1000 a side built a table of (n1 n2)^2 / 4 numbers; now no table.
-        let a: Vec<f64> = (0..1000).map(|i| i as f64).collect();
-        let b: Vec<f64> = (0..1000).map(|i| i as f64 + 0.5).collect();
-        let t = mann_whitney(&a, &b).unwrap();
-        assert!(t.p > 0.9, "{t:?}");
-        assert!(smallest_possible_p(1000, 1000) < 1e-300);
-        let shifted: Vec<f64> = a.iter().map(|v| v + 100.0).collect();
-        assert!(mann_whitney(&a, &shifted).unwrap().p < 1e-10);
-    }
-
-    #[test]
-    fn detectable_effect_shrinks_with_repetitions_and_cells() {
-        let c = Correction::Bh;
-        let six = detectable_effect(6, 33, c, ALPHA, 0.03, 0.05);
-        let twenty = detectable_effect(20, 33, c, ALPHA, 0.03, 0.05);
-        assert!(six.cell.unwrap() > twenty.cell.unwrap());
-        assert!(six.run.unwrap() < six.cell.unwrap());
-        assert!(six.run.unwrap() > 0.03, "never inside the band");
-        // Holm over 33 cells at 6 repetitions cannot decide a cell; 7 can.
-        let holm = detectable_effect(6, 33, Correction::Holm, ALPHA, 0.03, 0.05);
-        assert_eq!((holm.cell, holm.reps_to_decide), (None, Some(7)));
-        // Three repetitions decide nothing; five cells are too few for the sign test.
-        assert_eq!(detectable_effect(3, 33, c, ALPHA, 0.03, 0.05).run, None);
-        assert_eq!(detectable_effect(6, 5, c, ALPHA, 0.03, 0.05).run, None);
-        let line = plan_detectable_line(6, 33);
-        assert!(
-            line.contains("33 cases × 6 repetitions") && line.contains("over the whole run"),
-            "{line}"
-        );
-    }
-
-    #[test]
-    fn ignore_matches_on_the_other_parameters_and_refuses_what_varies_within_a_run() {
-        use crate::case::{FakeBehaviour, FakeCase};
-        let fake = |index, value| {
-            Case::Fake(FakeCase {
-                index,
-                behaviour: FakeBehaviour::Ok { value },
-            })
-        };
-        let (a, b) = (vec![fake(0, 5), fake(1, 7)], vec![fake(0, 6), fake(1, 8)]);
-        assert_eq!(
-            resolve_ignore(&a, &b, &["behaviour".into()]),
-            Ok(vec!["behaviour".to_string()])
-        );
-        let err = resolve_ignore(&a, &b, &["fields".into()]).unwrap_err();
-        assert!(
-            err.contains("'fields' is not a parameter") && err.contains("behaviour, index"),
-            "{err}"
-        );
-        // `size` finds `size_bytes`-style names; here index alone still tells cells apart.
-        assert_eq!(resolve_ignore(&a, &b, &["index".into()]), Ok(vec!["index".to_string()]));
-        let err = resolve_ignore(&a, &b, &["index".into(), "behaviour".into()]).unwrap_err();
-        assert!(err.contains("would match the same cell"), "{err}");
-    }
-
-    #[test]
-    fn normal_tail_is_accurate() {
-        assert!((normal_upper_tail(1.959964) - 0.025).abs() < 1e-6);
-        assert!((normal_upper_tail(0.0) - 0.5).abs() < 1e-7);
-        assert!((normal_quantile_upper(0.025) - 1.959964).abs() < 1e-5);
-    }
-}
+mod tests;
