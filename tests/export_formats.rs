@@ -248,6 +248,9 @@ fn fleet_rr(hosts: &Path, key: &Path, db: &Path, seed: &str) -> Output {
             "200ms",
             "--warmup",
             "0",
+            // One repetition a pair: six cells (the default, `auto`, plans what the matrix needs).
+            "--reps",
+            "1",
         ])
         .args(["--seed", seed])
         .timeout(Duration::from_secs(120))
