@@ -197,6 +197,8 @@ fn pdsh_over_ssh_starts_an_agent_per_host_the_fleet_measures_every_pair_and_the_
         "0",
         "--concurrent-pairs",
         "2",
+        "--reps",
+        "1",
         "--seed",
         "3",
     ]

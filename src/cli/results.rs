@@ -893,7 +893,11 @@ fn compare_markdown(c: &Comparison, a: &str, b: &str, env: &[Difference]) -> Str
 
 pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     // One A/B run named on both sides: its variant B against its A (as `iopath ab --show`).
-    if let (Some(id), true) = (args.run_a.id, args.run_a == args.run_b) {
+    let same_one_run = match (&args.run_a.pick, args.run_a == args.run_b) {
+        (Pick::Ids(ids), true) if ids.len() == 1 => Some(ids[0]),
+        _ => None,
+    };
+    if let Some(id) = same_one_run {
         let db = args.run_a.db.clone().unwrap_or_else(|| args.db.clone());
         let options = CompareOptions::new(args.threshold, args.correction, Vec::new());
         if let Some(analysis) = super::ab::show_if_ab(&db, id, &options, args.json)? {
