@@ -19,11 +19,14 @@
 #        (default DIR: a new temporary folder; iopath: $IOPATH, then target/release/iopath)
 #        PHASE=judge scripts/verdicts-under-noise.sh DIR   only the comparisons, on existing pools
 #        PHASE=collect-power ...                          only pool 2 (into DIR/power.db)
+#        DUTY=20 ...                                      a busier loop beside the slowed runs
 set -euo pipefail
 
 dir=${1:-$(mktemp -d -t iopath-verdicts.XXXXXX)}
 iopath=${2:-${IOPATH:-target/release/iopath}}
 phase=${PHASE:-all}
+# The busy loop's duty cycle (per cent of the server's CPU) in the slowed runs of pool 2.
+duty=${DUTY:-10}
 mkdir -p "$dir"
 for tool in stress-ng timeout awk; do
     command -v "$tool" >/dev/null || { echo "verdicts-under-noise: needs $tool" >&2; exit 2; }
@@ -70,7 +73,7 @@ fi
 if [[ $phase == all || $phase == collect || $phase == collect-power ]]; then
     for i in $(seq 1 8); do
         run "$dir/power.db" "clean-$i"
-        run "$dir/power.db" "slow-$i" stress-ng --cpu 1 --cpu-load 10 --taskset 1 --timeout 120s
+        run "$dir/power.db" "slow-$i" stress-ng --cpu 1 --cpu-load "$duty" --taskset 1 --timeout 120s
     done
 fi
 
