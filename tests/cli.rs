@@ -8,7 +8,7 @@ use common::usage_error as one_line_error;
 /// name, the possible values and the list of subcommands.
 #[test]
 fn usage_errors_name_what_is_accepted() {
-    assert!(one_line_error(&["compare", "1"]).contains("<RUN_B>"));
+    assert!(one_line_error(&["compare", "1"]).contains("<RUNS_B>"));
     assert!(one_line_error(&["export", "--format", "xml"]).contains("csv, json"));
     assert!(one_line_error(&["micro", "bogus"]).contains("accepted: list, all, timer"));
     assert!(one_line_error(&["bogus"]).contains("net, quick, sweep"));
