@@ -138,24 +138,9 @@ fn a_server_in_a_memory_cgroup_refuses_cases_past_its_headroom_and_lives() {
 
     // An rr case (open loop, so many in flight are accepted) of 8 MiB requests and responses,
     // 8 in flight, 4 threads: over 500 MiB of buffers on the server side.
-    let out = client(&[
-        "net",
-        "rr",
-        "--connect",
-        &addr,
-        "--mode",
-        "two-copy",
-        "--request-size",
-        "8M",
-        "--response-size",
-        "8M",
-        "--inflight",
-        "8",
-        "--threads",
-        "4",
-        "--rate",
-        "100",
-    ]);
+    let mut args = vec!["net", "rr", "--connect", &addr];
+    args.extend_from_slice(oversized("net-rr").expect("rr has an oversized case"));
+    let out = client(&args);
     assert_refused_for_memory(&out, "rr 8 MiB x 8 in flight x 4 threads");
     assert!(server.alive(), "the server died after the rr hello: {}", stderr(&out));
 
