@@ -318,3 +318,167 @@ fn the_table_fits_100_columns_and_wide_has_every_column() {
         assert!(header.contains(title), "{title}: {header}");
     }
 }
+
+/// The UDP sockets of process `pid` as (local, remote) addresses, read from /proc: the
+/// inodes its descriptors name, looked up in /proc/net/udp.
+fn udp_sockets(pid: u32) -> Vec<(std::net::SocketAddrV4, std::net::SocketAddrV4)> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    l.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // "sl local_address rem_address st ... inode": addresses as hex IP (host order) : hex port.
+    let parse = |field: &str| -> Option<std::net::SocketAddrV4> {
+        let (ip, port) = field.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        Some(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::from(u32::from_be(ip)),
+            port,
+        ))
+    };
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.len() > 9 && inodes.iter().any(|i| i == f[9])).then(|| Some((parse(f[1])?, parse(f[2])?)))?
+        })
+        .collect()
+}
+
+/// One IPv4 + UDP datagram from `from` to `to` carrying `payload`, for a raw socket with the
+/// header included (the kernel fills in the IP checksum; a UDP checksum of 0 means none).
+fn forged_packet(from: std::net::SocketAddrV4, to: std::net::SocketAddrV4, payload: &[u8]) -> Vec<u8> {
+    let total = 20 + 8 + payload.len();
+    let mut p = Vec::with_capacity(total);
+    p.extend_from_slice(&[0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    p.extend_from_slice(&from.ip().octets());
+    p.extend_from_slice(&to.ip().octets());
+    let udp_len = (8 + payload.len()) as u16;
+    p.extend_from_slice(&from.port().to_be_bytes());
+    p.extend_from_slice(&to.port().to_be_bytes());
+    p.extend_from_slice(&udp_len.to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(payload);
+    p
+}
+
+/// Issue 31.5: datagrams forged with the client's own address from a raw socket on the same
+/// machine — copies of numbers it sent, numbers far beyond anything it sent, and runts of 0
+/// and 3 bytes — are counted apart (duplicate, forged, short), never as received datagrams:
+/// no more distinct datagrams than were sent, and the loss is what the client's own count
+/// says.
+#[test]
+fn datagrams_forged_with_the_clients_address_are_counted_apart() {
+    use std::net::SocketAddrV4;
+    if !nix::unistd::geteuid().is_root() {
+        common::skip("forging datagrams needs a raw socket (root)");
+        return;
+    }
+    // IPPROTO_RAW: the IP header is ours (IP_HDRINCL), so the source address can be forged.
+    let raw = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::RAW,
+        Some(socket2::Protocol::from(libc::IPPROTO_RAW)),
+    )
+    .expect("a raw socket");
+    let server = common::net_serve(&[]);
+    let client = common::spawn(&[
+        "net",
+        "udp-stream",
+        "--connect",
+        &server.addr,
+        "--size",
+        "64",
+        "--rate",
+        LOW_RATE,
+        "--duration",
+        "2s",
+        "--warmup",
+        "200ms",
+        "--json",
+    ]);
+    let (client_pid, server_pid) = (client.id(), server.child.id());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forger = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut forged_sent = 0u64;
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let servers: Vec<SocketAddrV4> = udp_sockets(server_pid).into_iter().map(|(l, _)| l).collect();
+                // The client's data sockets: those whose peer is one of the server's sockets.
+                for (from, to) in udp_sockets(client_pid) {
+                    if !servers.contains(&to) {
+                        continue;
+                    }
+                    let mut header = [0u8; 64];
+                    let mut payloads: Vec<Vec<u8>> = vec![Vec::new(), vec![7u8; 3]];
+                    for seq in [round % 4, (1u64 << 40) + round, u64::MAX - round] {
+                        header[..8].copy_from_slice(&seq.to_le_bytes());
+                        header[8..16].copy_from_slice(&1u64.to_le_bytes());
+                        payloads.push(header.to_vec());
+                    }
+                    for payload in payloads {
+                        let packet = forged_packet(from, to, &payload);
+                        if raw.send_to(&packet, &std::net::SocketAddr::V4(to).into()).is_ok() {
+                            forged_sent += 1;
+                        }
+                    }
+                }
+                round += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            forged_sent
+        })
+    };
+    let out = common::finish_within(client, Duration::from_secs(120));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let forged_sent = forger.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(forged_sent > 0, "the forger never found the client's data sockets");
+    let record = &json_records(&out)[0];
+    let sent = value(record, "system", "session_datagrams_sent");
+    let distinct = value(record, "system", "session_datagrams_received");
+    let lost = value(record, "system", "datagrams_lost");
+    assert!(distinct <= sent, "{distinct} distinct of {sent} sent");
+    assert_eq!(
+        lost,
+        sent - distinct,
+        "the loss is the client's count less what arrived"
+    );
+    assert!(
+        value(record, "server", "datagrams_short") > 0.0,
+        "runts not counted short"
+    );
+    assert!(
+        value(record, "server", "datagrams_forged") > 0.0,
+        "numbers never sent not counted forged"
+    );
+    // The window's receive count is the client's datagrams, or not given (forged numbers
+    // counted before they could be told apart): never more than were sent.
+    let duplicates = value(record, "server", "datagrams_duplicate");
+    match common::value_of(record, "server", "datagrams_received") {
+        Some(received) => assert!(
+            received <= sent + duplicates,
+            "{received} received in the window of {sent} sent and {duplicates} duplicates"
+        ),
+        None => {
+            let m = common::role_metric(record, "server", "datagrams_received").expect("the metric");
+            assert!(m.to_string().contains("never sent"), "{m}");
+        }
+    }
+    // Any loss at this rate is the starved receiver's socket dropping, never a forged count.
+    if lost > 0.0 {
+        assert_eq!(value(record, "server", "socket_drops"), lost);
+    }
+}

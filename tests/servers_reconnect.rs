@@ -196,9 +196,19 @@ fn connect_from(addr: SocketAddr, from: [u8; 4]) -> Option<TcpStream> {
     Some(socket.into())
 }
 
+/// How a trickler comes back when its connection is closed.
+#[derive(Clone, Copy)]
+enum Return {
+    /// At its next byte, up to 250 ms later.
+    AtNextByte,
+    /// At once, and sends its first byte at once: the attacker racing a newcomer for the
+    /// place its eviction freed.
+    AtOnce,
+}
+
 /// One trickler: the bytes of a 1 MiB echo request, one every 250 ms (never whole in the
-/// test's time), re-connecting as soon as it sees its connection closed.
-fn trickle(addr: SocketAddr, from: [u8; 4], done: &AtomicBool) {
+/// test's time), re-connecting when it sees its connection closed.
+fn trickle(addr: SocketAddr, from: [u8; 4], done: &AtomicBool, back: Return) {
     let mut frame = Vec::new();
     protocol::encode_echo_request(&vec![7u8; 1 << 20], &mut frame);
     let started = Instant::now();
@@ -215,12 +225,15 @@ fn trickle(addr: SocketAddr, from: [u8; 4], done: &AtomicBool) {
         });
         if !alive {
             conn = connect_from(addr, from).map(|s| (s, 0));
+            if matches!(back, Return::AtOnce) && conn.is_some() {
+                continue;
+            }
         }
         std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8) {
+fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
     let max_conns = TRICKLERS.to_string();
     let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
         return;
@@ -230,7 +243,7 @@ fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8) {
         .map(|i| {
             let done = done.clone();
             let addr = server.addr;
-            std::thread::spawn(move || trickle(addr, [127, 0, subnet, 2 + i], &done))
+            std::thread::spawn(move || trickle(addr, [127, 0, subnet, 2 + i], &done, back))
         })
         .collect();
     // Every slot taken by a trickler first.
@@ -264,7 +277,7 @@ macro_rules! slow_peer_models {
     ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
         #[test]
         fn $name() {
-            newcomer_is_served_beside_tricklers($model, $subnet);
+            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtNextByte);
         }
     )*};
 }
@@ -278,4 +291,22 @@ slow_peer_models! {
     epoll_serves_a_newcomer_beside_tricklers => "epoll", 15;
     epoll_et_serves_a_newcomer_beside_tricklers => "epoll-et", 16;
     uring_serves_a_newcomer_beside_tricklers => "uring", 17;
+}
+
+macro_rules! racing_peer_models {
+    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtOnce);
+        }
+    )*};
+}
+
+// Tricklers that come back the instant they are evicted, each from its own address: the
+// place an eviction frees must go to the newcomer that was turned away, not to the evicted.
+racing_peer_models! {
+    threads_serves_a_newcomer_beside_tricklers_racing_back => "threads", 21;
+    poll_serves_a_newcomer_beside_tricklers_racing_back => "poll", 24;
+    epoll_serves_a_newcomer_beside_tricklers_racing_back => "epoll", 25;
+    uring_serves_a_newcomer_beside_tricklers_racing_back => "uring", 27;
 }

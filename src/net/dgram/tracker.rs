@@ -259,7 +259,10 @@ impl SeqTracker {
     /// The sender's count of this flow is known (`sent` datagrams, numbered from 0): what is
     /// still held apart joins the count if the sender sent it, else is forged; so are the
     /// numbers at or beyond `sent` the window holds (taken back out of what was received).
-    pub fn settle(&mut self, sent: u64) {
+    /// Returns how many were taken back: datagrams that had been counted received before they
+    /// could be told apart, so counts taken while they arrived (a window's) include them.
+    pub fn settle(&mut self, sent: u64) -> u64 {
+        let mut taken_back = 0;
         for h in std::mem::take(&mut self.ahead) {
             if h.seq < sent {
                 self.counts.received += 1;
@@ -280,6 +283,7 @@ impl SeqTracker {
                 .count() as u64;
             self.counts.forged += beyond;
             self.counts.distinct -= beyond.min(self.counts.distinct);
+            taken_back += beyond.min(self.counts.received);
             self.counts.received -= beyond.min(self.counts.received);
         }
         // Forged numbers older than the window cannot be told apart: no more distinct
@@ -288,8 +292,10 @@ impl SeqTracker {
             let excess = self.counts.distinct - sent;
             self.counts.forged += excess;
             self.counts.distinct = sent;
+            taken_back += excess.min(self.counts.received);
             self.counts.received -= excess.min(self.counts.received);
         }
+        taken_back
     }
 
     fn count_in_window(&mut self, seq: u64, len: usize, sent_ns: u64, arrival_ns: u64) -> bool {
@@ -591,7 +597,11 @@ mod tests {
         feed(&mut t, &(0..3000).collect::<Vec<_>>());
         feed(&mut t, &(sent..sent + 2000).collect::<Vec<_>>());
         feed(&mut t, &[1 << 50, (1 << 50) + 7]);
-        t.settle(sent);
+        assert_eq!(
+            t.settle(sent),
+            2000,
+            "the numbers just beyond the count had been counted"
+        );
         let c = t.counts();
         assert_eq!(c.distinct, sent - 1000);
         assert_eq!(t.lost(sent), 1000);

@@ -248,8 +248,9 @@ fn server_report(
 ) -> anyhow::Result<ServerReport> {
     udp::same_flows(sent.len(), flows.len())?;
     // Only what the client sent counts: numbers beyond its count (or far ahead) are forged.
+    let mut taken_back = 0;
     for (f, &s) in flows.iter_mut().zip(sent) {
-        f.tracker.settle(s);
+        taken_back += f.tracker.settle(s);
     }
     let mut window = SeqCounts::default();
     let mut total = SeqCounts::default();
@@ -262,25 +263,37 @@ fn server_report(
     let sent_total: u64 = sent.iter().sum();
     let window_s = followed.window_s;
     let rate = |v: f64| crate::net::session::observe::per(v, window_s);
+    // Numbers the client never sent that were counted as they arrived are taken out of the
+    // session's counts, but which of them fell in the window is not known: the window's
+    // receive figures are then not the client's, and are not given.
+    let windowed = |name: &str, role: Role, unit: &str, v: f64| {
+        let value = match taken_back {
+            0 => Ok(v),
+            n => Err(format!(
+                "{n} datagrams the client never sent were counted before they could be told apart"
+            )),
+        };
+        Metric::from_result(name, role, unit, Source::Tool, value)
+    };
     let mut metrics = vec![
-        Metric::tool(
+        windowed(
             names::DATAGRAMS_RECEIVED,
             Role::Server,
-            window.received as f64,
             "datagrams",
+            window.received as f64,
         ),
-        Metric::tool(names::BYTES_RECEIVED, Role::Server, window.bytes as f64, "B"),
-        Metric::tool(
+        windowed(names::BYTES_RECEIVED, Role::Server, "B", window.bytes as f64),
+        windowed(
             names::DATAGRAMS_PER_S,
             Role::System,
-            rate(window.received as f64),
             "datagrams/s",
+            rate(window.received as f64),
         ),
-        Metric::tool(
+        windowed(
             names::THROUGHPUT_GBPS,
             Role::System,
-            rate(window.bytes as f64 * 8.0) / 1e9,
             "Gbit/s",
+            rate(window.bytes as f64 * 8.0) / 1e9,
         ),
         Metric::tool(
             names::SESSION_DATAGRAMS_SENT,
