@@ -19,8 +19,8 @@ use std::time::Duration;
 
 /// The environment variable that turns the probe off (`IOPATH_TRACE=off`), to measure its cost.
 pub const TRACE_ENV: &str = "IOPATH_TRACE";
-/// Ring bytes per CPU; drained every [`DRAIN_EVERY`], so it holds ~20 ms of the busiest stream.
-const RING_BYTES: usize = 4 << 20;
+/// Ring bytes per CPU; drained every [`DRAIN_EVERY`], so it holds seconds of the busiest stream should the drainer wait for a CPU.
+const RING_BYTES: usize = 8 << 20;
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// Samples younger than this stay for the next drain: another CPU's earlier event may not be
 /// in its ring yet, and switches must be paired in time order.
@@ -337,7 +337,13 @@ fn off_reason(perf: bool) -> Option<String> {
 
 /// Why tracepoints cannot be read here, or their layout.
 fn setup() -> Result<Layout, String> {
-    tracepoint::ensure_tracefs().map_err(|e| format!("no tracefs at {} ({e})", tracepoint::TRACEFS))?;
+    tracepoint::ensure_tracefs().map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => format!(
+            "not root: tracefs ({}) is not readable and cannot be mounted (tracepoints need root or CAP_PERFMON)",
+            tracepoint::TRACEFS
+        ),
+        _ => format!("no tracefs at {} ({e})", tracepoint::TRACEFS),
+    })?;
     read_layout(std::path::Path::new(tracepoint::TRACEFS))
 }
 
