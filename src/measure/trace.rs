@@ -313,9 +313,24 @@ struct Running {
     drainer: JoinHandle<(TraceRings, Tally, Vec<TraceSample>)>,
 }
 
+/// Whether the transport's receive copies pass `skb:skb_copy_datagram_iovec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxCopies {
+    /// TCP: every copy to user space goes through skb_copy_datagram_iter, which traces it.
+    Traced,
+    /// Not seen, and why (the receive-copy figures are unavailable with it).
+    Untraced(&'static str),
+}
+
+/// UDP copies a linear datagram with copy_linear_skb (net/ipv4/udp.c), past the tracepoint.
+pub const UDP_RX_COPIES: RxCopies = RxCopies::Untraced(
+    "UDP copies linear datagrams with copy_linear_skb, which skb:skb_copy_datagram_iovec does not see",
+);
+
 /// The probe of one window and role.
 pub struct TraceProbe {
     role: Role,
+    rx_copies: RxCopies,
     /// Also report the system-wide softirq time (one probe per process does, the client's).
     system: bool,
     setup: Result<Layout, String>,
@@ -348,13 +363,14 @@ fn setup() -> Result<Layout, String> {
 }
 
 /// Add the trace probe for `role` (only when the run counts: `perf`; its figures say why not).
-pub fn push_trace_probe(system: &mut SystemProbes, role: Role, perf: bool) {
+pub fn push_trace_probe(system: &mut SystemProbes, role: Role, perf: bool, rx_copies: RxCopies) {
     let setup = match off_reason(perf) {
         Some(why) => Err(why),
         None => setup(),
     };
     system.push(Box::new(TraceProbe {
         role,
+        rx_copies,
         system: role == Role::Client,
         setup,
         threads: Arc::default(),
@@ -535,9 +551,10 @@ impl TraceProbe {
             .iter()
             .zip(values)
             .zip(METRIC_EVENTS)
-            .map(|(((name, unit), v), events)| match short(events) {
-                None => Metric::new(name, self.role, v, unit, Source::Trace),
-                Some(why) => Metric::unavailable(name, self.role, unit, why),
+            .map(|(((name, unit), v), events)| match (short(events), self.rx_copies) {
+                (_, RxCopies::Untraced(why)) if events == [0] => Metric::unavailable(name, self.role, unit, why),
+                (None, _) => Metric::new(name, self.role, v, unit, Source::Trace),
+                (Some(why), _) => Metric::unavailable(name, self.role, unit, why),
             })
             .collect();
         if self.system {

@@ -256,7 +256,7 @@ fn follow_client(
     control: &mut ControlChannel,
     stopped_or_over: &dyn Fn() -> bool,
 ) -> Followed {
-    let mut system = crate::net::session::served_probes(case.net.perf);
+    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
     let longest =
         Duration::from_millis(case.net.warmup_ms.saturating_add(case.net.duration_ms)) + Duration::from_secs(30);
     loop {
