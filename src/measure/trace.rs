@@ -433,7 +433,7 @@ impl Probe for TraceProbe {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
-        let drainer = std::thread::spawn(move || {
+        let drainer = std::thread::Builder::new().name("iopath-trace".into()).spawn(move || {
             let mut pending = Vec::new();
             while !stopped.load(Ordering::SeqCst) {
                 std::thread::sleep(DRAIN_EVERY);
@@ -445,7 +445,10 @@ impl Probe for TraceProbe {
             }
             (rings, tally, pending)
         });
-        self.running = Some(Running { stop, drainer });
+        match drainer {
+            Ok(drainer) => self.running = Some(Running { stop, drainer }),
+            Err(e) => self.failed = Some(format!("could not start the trace drain thread: {e}")),
+        }
     }
 
     fn close(&mut self) -> Vec<Metric> {
@@ -490,6 +493,16 @@ impl Probe for TraceProbe {
                     .map(|(name, unit)| Metric::unavailable(name, Role::System, unit, &why)),
             )
             .collect()
+    }
+}
+
+/// A probe dropped with its window open (a failure between the edges) still joins its thread.
+impl Drop for TraceProbe {
+    fn drop(&mut self) {
+        if let Some(run) = self.running.take() {
+            run.stop.store(true, Ordering::SeqCst);
+            let _ = run.drainer.join();
+        }
     }
 }
 
