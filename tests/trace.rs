@@ -198,67 +198,45 @@ fn assert_all_unavailable(record: &Value, reason: &str) {
     }
 }
 
+/// A short `net stream`, the runs that only look at which figures there are.
+const SHORT_STREAM: [&str; 9] = [
+    "net",
+    "stream",
+    "--mode",
+    "two-copy",
+    "--duration",
+    "200ms",
+    "--warmup",
+    "0",
+    "--json",
+];
+
+/// A short `net stream` with `flags` added, its first record once it succeeded.
+fn short_stream(env: Option<(&str, &str)>, flags: &[&str]) -> Value {
+    let mut cmd = common::iopath();
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let out = cmd.args(SHORT_STREAM).args(flags).output().unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    json_records(&out)[0].clone()
+}
+
 #[test]
 fn turned_off_every_trace_figure_says_why_and_the_run_succeeds() {
-    let out = common::iopath()
-        .env("IOPATH_TRACE", "off")
-        .args([
-            "net",
-            "stream",
-            "--mode",
-            "two-copy",
-            "--duration",
-            "200ms",
-            "--warmup",
-            "0",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    assert_all_unavailable(&json_records(&out)[0], "trace probe off (IOPATH_TRACE=off)");
-    let out = common::iopath()
-        .args([
-            "net",
-            "stream",
-            "--mode",
-            "two-copy",
-            "--duration",
-            "200ms",
-            "--warmup",
-            "0",
-            "--no-perf",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    assert_all_unavailable(&json_records(&out)[0], "--no-perf");
+    let record = short_stream(Some(("IOPATH_TRACE", "off")), &[]);
+    assert_all_unavailable(&record, "trace probe off (IOPATH_TRACE=off)");
+    assert_all_unavailable(&short_stream(None, &["--no-perf"]), "--no-perf");
 }
 
 #[test]
 fn without_root_every_trace_figure_says_why_and_the_run_succeeds() {
     if !nix::unistd::geteuid().is_root() {
         // Not root already: the plain run is the case.
-        let out = common::iopath()
-            .args([
-                "net",
-                "stream",
-                "--mode",
-                "two-copy",
-                "--duration",
-                "200ms",
-                "--warmup",
-                "0",
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", common::stderr(&out));
-        let record = &json_records(&out)[0];
-        let m = role_metric(record, "server", "kernel_rx_copy_bytes").unwrap();
+        let record = short_stream(None, &[]);
+        let m = role_metric(&record, "server", "kernel_rx_copy_bytes").unwrap();
         if m["value"].is_null() {
-            return assert_all_unavailable(record, "");
+            return assert_all_unavailable(&record, "");
         }
         return skip("this user may read tracepoints (CAP_PERFMON or a low perf_event_paranoid)");
     }
@@ -268,17 +246,7 @@ fn without_root_every_trace_figure_says_why_and_the_run_succeeds() {
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(common::bin())
-        .args([
-            "net",
-            "stream",
-            "--mode",
-            "two-copy",
-            "--duration",
-            "200ms",
-            "--warmup",
-            "0",
-            "--json",
-        ])
+        .args(SHORT_STREAM)
         .current_dir(std::env::temp_dir())
         .output()
         .unwrap();

@@ -225,16 +225,17 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
     }
 }
 
-/// One band of a stacked per-byte chart: a role's seconds of each repetition (`seconds`, from
-/// the cell's metrics named in `from`) over the role's bytes.
-struct Band {
-    role: Role,
-    from: &'static [&'static str],
-    seconds: fn(&[&MetricCell]) -> Vec<f64>,
-    bytes: &'static str,
-    name: &'static str,
-    color: (u8, u8, u8),
-}
+/// One band of a stacked per-byte chart: a role's seconds of each repetition (computed by
+/// the function from the cell's metrics named in the list) over the role's bytes, drawn under
+/// a name in a colour.
+struct Band(
+    Role,
+    &'static [&'static str],
+    fn(&[&MetricCell]) -> Vec<f64>,
+    &'static str,
+    &'static str,
+    (u8, u8, u8),
+);
 
 /// The repetitions' values of one metric.
 fn only(cells: &[&MetricCell]) -> Vec<f64> {
@@ -262,30 +263,32 @@ fn both(cells: &[&MetricCell]) -> Vec<f64> {
         .collect()
 }
 
-/// Bands of seconds per byte stacked, one panel per path at the smallest thread count; each
-/// band the median over the repetitions of (seconds / bytes) of its role, in ns per byte.
+/// A chart of bands of seconds per byte stacked, one panel per path at the smallest thread
+/// count; each band the median over the repetitions of (seconds / bytes) of its role, in ns
+/// per byte. `title` is followed by the thread count; `y` says what the bands are.
 fn stacked_per_byte(
     cells: &[(&StreamCase, &CellSummary)],
     paths: &[StreamPath],
     bands: &[Band],
-    provenance: &mut Provenance,
-) -> Vec<Series> {
+    (stem, title, y): (&str, &str, &str),
+) -> ChartSpec {
     let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
     let t = threads.first().copied().unwrap_or(1);
+    let mut provenance = Provenance::default();
     let mut series = Vec::new();
     for &path in paths {
-        for band in bands {
+        for Band(role, from, seconds, bytes, name, color) in bands {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
-                let found: Option<Vec<&MetricCell>> = band.from.iter().map(|n| cell.metric(n, band.role)).collect();
-                let (Some(found), Some(b)) = (found, cell.metric(band.bytes, band.role)) else {
+                let found: Option<Vec<&MetricCell>> = from.iter().map(|n| cell.metric(n, *role)).collect();
+                let (Some(found), Some(b)) = (found, cell.metric(bytes, *role)) else {
                     continue;
                 };
                 found.iter().for_each(|m| provenance.add(m));
                 if found.iter().any(|m| m.values.len() != b.values.len()) {
                     continue;
                 }
-                let mut per_byte: Vec<f64> = (band.seconds)(&found)
+                let mut per_byte: Vec<f64> = seconds(&found)
                     .iter()
                     .zip(&b.values)
                     .filter(|(_, b)| **b > 0.0)
@@ -304,8 +307,8 @@ fn stacked_per_byte(
             }
             if !points.is_empty() {
                 series.push(Series {
-                    name: band.name.into(),
-                    color: band.color,
+                    name: (*name).into(),
+                    color: *color,
                     points,
                     panel: path.to_string(),
                     style: 0,
@@ -313,23 +316,26 @@ fn stacked_per_byte(
             }
         }
     }
-    series
+    let caption = provenance.caption(&format!("{y}, the median per size, stacked"));
+    ChartSpec {
+        stem: stem.into(),
+        title: format!("{title} ({})", threads_panel(t)),
+        x_desc: "message size (bytes, log scale)".into(),
+        x_axis: XAxis::LogBytes,
+        y_desc: "CPU ns per byte (stacked)".into(),
+        caption: caption.replace("error bars: 95% CI of the median", "no error bars (stacked medians)"),
+        empty_reason: provenance.empty_reason(),
+        series,
+        stacked: true,
+        ..Default::default()
+    }
 }
 
 /// CPU time per byte moved, split into user and system time of the client and the server,
 /// stacked: one panel per mode at the smallest thread count. Each band is the median over the
 /// repetitions of (CPU seconds / bytes) of that role.
 fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
-    let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
-    let t = threads.first().copied().unwrap_or(1);
-    let band = |role, cpu: &'static [&'static str], bytes, name, color| Band {
-        role,
-        from: cpu,
-        seconds: only,
-        bytes,
-        name,
-        color,
-    };
+    let band = |role, cpu, bytes, name, color| Band(role, cpu, only, bytes, name, color);
     let bands = [
         band(
             Role::Client,
@@ -360,31 +366,22 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
             OKABE_ITO[3],
         ),
     ];
-    let mut provenance = Provenance::default();
-    let series = stacked_per_byte(cells, paths, &bands, &mut provenance);
-    let caption = provenance.caption(
-        "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received, the median per size, stacked",
-    );
-    ChartSpec {
-        stem: "cpu_per_byte_vs_size".into(),
-        title: format!("CPU time per byte, user and system per side ({})", threads_panel(t)),
-        x_desc: "message size (bytes, log scale)".into(),
-        x_axis: XAxis::LogBytes,
-        y_desc: "CPU ns per byte (stacked)".into(),
-        caption: caption.replace("error bars: 95% CI of the median", "no error bars (stacked medians)"),
-        empty_reason: provenance.empty_reason(),
-        series,
-        stacked: true,
-        ..Default::default()
-    }
+    stacked_per_byte(
+        cells,
+        paths,
+        &bands,
+        (
+            "cpu_per_byte_vs_size",
+            "CPU time per byte, user and system per side",
+            "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received",
+        ),
+    )
 }
 
 /// The network stack's CPU against the application's, per role, stacked: each role's NET_RX +
 /// NET_TX softirq time (trace probe) and the rest of its CPU time (user + system less that
 /// softirq, which the kernel charges to the interrupted thread's system time), per byte.
 fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
-    let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
-    let t = threads.first().copied().unwrap_or(1);
     const NET: &[&str] = &[names::SOFTIRQ_NET_RX_S, names::SOFTIRQ_NET_TX_S];
     const APP: &[&str] = &[
         names::CPU_USER_S,
@@ -392,16 +389,8 @@ fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamP
         names::SOFTIRQ_NET_RX_S,
         names::SOFTIRQ_NET_TX_S,
     ];
-    let band = |role, from, seconds, bytes, name, color| Band {
-        role,
-        from,
-        seconds,
-        bytes,
-        name,
-        color,
-    };
     let bands = [
-        band(
+        Band(
             Role::Client,
             APP,
             first_two_less_next_two,
@@ -409,7 +398,7 @@ fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamP
             "client application",
             OKABE_ITO[0],
         ),
-        band(
+        Band(
             Role::Client,
             NET,
             both,
@@ -417,7 +406,7 @@ fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamP
             "client net softirq",
             OKABE_ITO[5],
         ),
-        band(
+        Band(
             Role::Server,
             APP,
             first_two_less_next_two,
@@ -425,7 +414,7 @@ fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamP
             "server application",
             OKABE_ITO[1],
         ),
-        band(
+        Band(
             Role::Server,
             NET,
             both,
@@ -434,27 +423,17 @@ fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamP
             OKABE_ITO[3],
         ),
     ];
-    let mut provenance = Provenance::default();
-    let series = stacked_per_byte(cells, paths, &bands, &mut provenance);
-    let caption = provenance.caption(
-        "y: per role, softirq_net_rx_s + softirq_net_tx_s (the softirqs that interrupted the role's threads) and \
-         cpu_user_s + cpu_sys_s less them, over bytes_sent / bytes_received, the median per size, stacked",
-    );
-    ChartSpec {
-        stem: "net_vs_app_cpu_vs_size".into(),
-        title: format!(
-            "Network softirq vs application CPU per byte, per side ({})",
-            threads_panel(t)
+    stacked_per_byte(
+        cells,
+        paths,
+        &bands,
+        (
+            "net_vs_app_cpu_vs_size",
+            "Network softirq vs application CPU per byte, per side",
+            "y: per role, softirq_net_rx_s + softirq_net_tx_s (the softirqs that interrupted the role's threads) and \
+             cpu_user_s + cpu_sys_s less them, over bytes_sent / bytes_received",
         ),
-        x_desc: "message size (bytes, log scale)".into(),
-        x_axis: XAxis::LogBytes,
-        y_desc: "CPU ns per byte (stacked)".into(),
-        caption: caption.replace("error bars: 95% CI of the median", "no error bars (stacked medians)"),
-        empty_reason: provenance.empty_reason(),
-        series,
-        stacked: true,
-        ..Default::default()
-    }
+    )
 }
 
 /// The crossover markers of a throughput chart: one per panel and size, labelled with a
