@@ -147,10 +147,18 @@ fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
         formats.push(parse_format(&format));
     }
     let field = |event: usize, name: &str| {
-        formats[event]
+        let (sys, event_name) = EVENTS[event];
+        let f = formats[event]
             .get(name)
             .copied()
-            .ok_or_else(|| format!("{}:{} has no field {name}", EVENTS[event].0, EVENTS[event].1))
+            .ok_or_else(|| format!("{sys}:{event_name} has no field {name}"))?;
+        // A sample keeps the record's first RAW_KEPT bytes.
+        if f.offset + f.size > tracepoint::RAW_KEPT {
+            return Err(format!(
+                "{sys}:{event_name}'s field {name} lies past the bytes a sample keeps"
+            ));
+        }
+        Ok(f)
     };
     Ok(Layout {
         common_type: field(0, "common_type")?,
@@ -216,7 +224,7 @@ impl Tally {
     fn note_delivered(&mut self, layout: &Layout, new: &[TraceSample]) {
         self.delivered.resize(layout.ids.len(), 0);
         for s in new {
-            let ty = layout.common_type.read(&s.raw).unwrap_or(-1);
+            let ty = layout.common_type.read(s.raw()).unwrap_or(-1);
             if let Some(i) = layout.ids.iter().position(|&id| id as i64 == ty) {
                 self.delivered[i] += 1;
             }
@@ -224,11 +232,11 @@ impl Tally {
     }
 
     fn fold(&mut self, layout: &Layout, s: &TraceSample) {
-        let Some(ty) = layout.common_type.read(&s.raw) else {
+        let Some(ty) = layout.common_type.read(s.raw()) else {
             return;
         };
         let event = layout.ids.iter().position(|&id| id == ty as u64);
-        let get = |f: &Field| f.read(&s.raw).unwrap_or(0);
+        let get = |f: &Field| f.read(s.raw()).unwrap_or(0);
         match event {
             Some(0) => {
                 let t = self.threads.entry(s.tid).or_default();
@@ -710,7 +718,7 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         raw[8..12].copy_from_slice(&a.to_ne_bytes());
         raw[12..16].copy_from_slice(&b.to_ne_bytes());
         raw[16..24].copy_from_slice(&c.to_ne_bytes());
-        TraceSample { tid, time_ns, cpu, raw }
+        TraceSample::new(tid, time_ns, cpu, &raw)
     }
 
     #[test]

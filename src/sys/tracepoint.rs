@@ -19,14 +19,40 @@ const PERF_RECORD_SAMPLE: u32 = 9;
 /// `_IO('$', 5)`: send this event's samples into another event's ring on the same CPU.
 const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 
+/// The raw bytes a sample keeps: the probe's tracepoints' records are at most 68 bytes
+/// (sched_switch), and a fixed room spares an allocation per event.
+pub const RAW_KEPT: usize = 96;
+
 /// One sampled event: who was on the CPU, when (CLOCK_MONOTONIC ns), where, and the raw
-/// record (the tracepoint's fields at the offsets its `format` file gives, common ones first).
+/// record (the tracepoint's fields at the offsets its `format` file gives, common ones first;
+/// its first [`RAW_KEPT`] bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceSample {
     pub tid: u32,
     pub time_ns: u64,
     pub cpu: u32,
-    pub raw: Vec<u8>,
+    raw: [u8; RAW_KEPT],
+    raw_len: usize,
+}
+
+impl TraceSample {
+    pub fn new(tid: u32, time_ns: u64, cpu: u32, record: &[u8]) -> TraceSample {
+        let raw_len = record.len().min(RAW_KEPT);
+        let mut raw = [0u8; RAW_KEPT];
+        raw[..raw_len].copy_from_slice(&record[..raw_len]);
+        TraceSample {
+            tid,
+            time_ns,
+            cpu,
+            raw,
+            raw_len,
+        }
+    }
+
+    /// The raw record (a field past [`RAW_KEPT`] is not there to read).
+    pub fn raw(&self) -> &[u8] {
+        &self.raw[..self.raw_len]
+    }
 }
 
 /// The events of a set of tracepoints on every listed CPU, disabled until [`TraceRings::enable`].
@@ -152,8 +178,7 @@ fn parse_sample(body: &[u8]) -> Option<TraceSample> {
     let time_ns = read_u64(body, 8)?;
     let cpu = read_u32(body, 16)?;
     let size = read_u32(body, 24)? as usize;
-    let raw = body.get(28..28 + size)?.to_vec();
-    Some(TraceSample { tid, time_ns, cpu, raw })
+    Some(TraceSample::new(tid, time_ns, cpu, body.get(28..28 + size)?))
 }
 
 /// Mount tracefs where it belongs when it is not there (as root; otherwise the error says why).
@@ -201,7 +226,7 @@ mod tests {
         body.extend(3u32.to_ne_bytes()); // raw size
         body.extend([1u8, 2, 3, 0]); // raw + padding
         let s = parse_sample(&body).unwrap();
-        assert_eq!((s.tid, s.time_ns, s.cpu, s.raw), (9, 123, 1, vec![1, 2, 3]));
+        assert_eq!((s.tid, s.time_ns, s.cpu, s.raw()), (9, 123, 1, &[1u8, 2, 3][..]));
         assert!(parse_sample(&body[..20]).is_none());
     }
 }
