@@ -1,5 +1,5 @@
 //! The trace probe (`measure/trace.rs`, source `trace`): the kernel's receive copies per
-//! payload byte are 1 for a copying receive and 0 for `trunc`, checked against a second
+//! payload byte are 1 for a copying receive and 0 for `trunc` (loopback and veth), checked against a second
 //! reading of the same tracepoint by `perf record` around the run; and where the probe cannot
 //! or must not run every figure says why, and the run still succeeds.
 
@@ -50,7 +50,7 @@ fn pin_flags() -> Vec<String> {
     ]
 }
 
-/// What `perf record` saw over the whole run of `net stream --rx-mode rx`: the bytes the
+/// What `perf record` saw over the whole run of `net stream --topology T --rx-mode rx`: the bytes the
 /// kernel copied to user space (`skb:skb_copy_datagram_iovec`'s `len`), and the bytes the
 /// receive calls returned (`sock:sock_recv_length`'s `length`); with the run's record.
 struct PerfReading {
@@ -67,8 +67,8 @@ fn number_after(line: &str, key: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn stream_under_perf(rx: &str, dir: &Path) -> PerfReading {
-    let data = dir.join(format!("{rx}.data"));
+fn stream_under_perf(topology: &str, rx: &str, dir: &Path) -> PerfReading {
+    let data = dir.join(format!("{topology}-{rx}.data"));
     let mut args: Vec<String> = [
         "record",
         "-q",
@@ -101,6 +101,7 @@ fn stream_under_perf(rx: &str, dir: &Path) -> PerfReading {
         args.push(a.into());
     }
     args.extend(pin_flags());
+    args.extend(["--topology".to_string(), topology.to_string()]);
     let out = Command::new("perf").args(&args).output().expect("perf runs");
     assert!(out.status.success(), "perf record failed: {}", common::stderr(&out));
     let records = json_records(&out);
@@ -141,10 +142,17 @@ fn receive_copies_per_payload_byte_agree_with_a_second_reading_by_perf() {
         return skip(&why);
     }
     let dir = tempfile::tempdir().unwrap();
-    for rx in ["copy", "scatter", "trunc"] {
-        let perf = stream_under_perf(rx, dir.path());
+    let cases = [
+        ("loopback", "copy"),
+        ("loopback", "scatter"),
+        ("loopback", "trunc"),
+        ("veth", "copy"),
+        ("veth", "trunc"),
+    ];
+    for (topology, rx) in cases {
+        let perf = stream_under_perf(topology, rx, dir.path());
         let record = &perf.record;
-        let label = &record["label"];
+        let label = format!("{topology} {}", record["label"]);
         let received = value(record, "server", "bytes_received");
         assert!(received > 0.0, "{label}: nothing received");
         let ratio = role_metric(record, "server", "kernel_copy_bytes_per_byte").expect("the figure is there");
