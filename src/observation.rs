@@ -21,6 +21,8 @@ pub enum Source {
     /// Read from the kernel's own accounting: /proc/net/snmp and netstat, TCP_INFO,
     /// /proc/<tid>/schedstat, /proc/stat, /proc/pressure (docs/output.md names the file).
     Kernel,
+    /// Counted from kernel tracepoints sampled by perf_event_open (`measure/trace.rs`): no PMU needed.
+    Trace,
     /// Derived from other numbers by a stated model (e.g. cycles = CPU time x TSC frequency).
     Estimate,
     /// Could not be measured here; the reason says why.
@@ -36,6 +38,7 @@ impl fmt::Display for Source {
             Source::Tool => f.write_str("tool"),
             Source::Estimate => f.write_str("estimate"),
             Source::Kernel => f.write_str("kernel"),
+            Source::Trace => f.write_str("trace"),
             Source::Unavailable(reason) => write!(f, "unavailable: {reason}"),
         }
     }
@@ -51,6 +54,7 @@ impl std::str::FromStr for Source {
             "tool" => Source::Tool,
             "estimate" => Source::Estimate,
             "kernel" => Source::Kernel,
+            "trace" => Source::Trace,
             other => match other.strip_prefix("unavailable") {
                 Some(rest) => Source::Unavailable(rest.trim_start_matches(':').trim().to_string()),
                 None => return Err(format!("unknown metric source '{other}'")),

@@ -81,7 +81,7 @@ fn zero_copy_completions_cover_every_send_and_report_the_copy() {
 #[test]
 fn every_metric_carries_a_source_and_missing_ones_have_no_value() {
     let records = stream_json(&["--mode", "one-copy", "--size", "64K"]);
-    let known = ["pmu", "software", "rusage", "tool", "estimate", "kernel"];
+    let known = ["pmu", "software", "rusage", "tool", "estimate", "kernel", "trace"];
     for m in records[0]["observation"]["metrics"].as_array().unwrap() {
         let source = m["source"].as_str().unwrap();
         if let Some(reason) = source.strip_prefix("unavailable: ") {

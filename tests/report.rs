@@ -53,6 +53,7 @@ fn report_holds_every_chart_and_the_crossover_table() {
         "throughput_vs_size",
         "time_per_msg_vs_threads",
         "cpu_per_byte_vs_size",
+        "net_vs_app_cpu_vs_size",
         "cycles_per_byte_vs_size",
         "cache_misses_vs_size",
         "context_switches_vs_size",

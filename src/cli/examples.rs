@@ -60,7 +60,9 @@ Receive modes (--rx-mode; without it two-copy receives with copy, the others wit
 
 Sizes: 64, 4K, 1M, lists 1K,64K, ranges A..B (both ends and every power of two between:
 1K..3K is 1K,2K,3K). Each size must be at least --fields bytes.
-Every metric carries its source (pmu, software, rusage, tool, estimate); see docs/output.md.";
+Every metric carries its source (pmu, software, rusage, kernel, trace, tool, estimate); see
+docs/output.md. trace: kernel tracepoints, no PMU needed (kernel_copy_bytes_per_byte says how
+often the kernel copied each payload byte on receive); IOPATH_TRACE=off turns them off.";
 
 pub const NET_RECORDS: &str = "\
 Examples:

@@ -6,4 +6,5 @@ pub mod histogram;
 pub mod memtraffic;
 pub mod stats;
 pub mod system;
+pub mod trace;
 pub mod window;

@@ -6,7 +6,7 @@
 use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters, PERF_OFF};
 use crate::observation::Metric;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A source of metrics that opens when the measured window opens and closes with it,
@@ -18,6 +18,9 @@ pub trait Probe {
     fn open(&mut self);
     /// The window ends: stop counting and say what was counted.
     fn close(&mut self) -> Self::Sample;
+    /// A system probe that counts per thread is told where the window keeps its threads'
+    /// kernel ids (each added as its `View` opens), before the window opens.
+    fn threads(&mut self, _tids: Arc<Mutex<Vec<u32>>>) {}
 }
 
 /// The per-thread counters (perf groups + getrusage) are the probe every measured thread has.
@@ -58,8 +61,9 @@ impl SystemProbes {
         self.probes.push(probe);
     }
 
-    fn open(&mut self) {
+    fn open(&mut self, threads: &Arc<Mutex<Vec<u32>>>) {
         for p in &mut self.probes {
+            p.threads(threads.clone());
             p.open();
         }
     }
@@ -90,6 +94,9 @@ pub struct Window {
     phase: AtomicU8,
     /// Views whose probe is open right now, so the coordinator can wait for them to close.
     open_views: AtomicUsize,
+    /// The kernel ids of the threads whose view opened: the window's own threads, whose
+    /// share of a system-wide count a probe reports (`measure/trace.rs`).
+    threads: Arc<Mutex<Vec<u32>>>,
 }
 
 impl Default for Window {
@@ -103,12 +110,13 @@ impl Window {
         Window {
             phase: AtomicU8::new(Phase::Warmup as u8),
             open_views: AtomicUsize::new(0),
+            threads: Arc::default(),
         }
     }
 
     /// Open the window: system probes first, then the threads (they notice on their next tick).
     pub fn open(&self, system: &mut SystemProbes) {
-        system.open();
+        system.open(&self.threads);
         self.phase.store(Phase::Measure as u8, Ordering::SeqCst);
     }
 
@@ -222,6 +230,9 @@ impl<'w, P: Probe> View<'w, P> {
         match (&self.state, self.window.phase()) {
             (State::Waiting, Phase::Measure) => {
                 self.window.open_views.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut tids) = self.window.threads.lock() {
+                    tids.push(crate::sys::tracepoint::current_tid());
+                }
                 self.probe.open();
                 self.state = State::Open(Instant::now());
                 Edge::Opened

@@ -126,6 +126,18 @@ pub const SESSION_DATAGRAMS_RECEIVED: &str = "session_datagrams_received";
 pub const SESSION_DATAGRAMS_SENT: &str = "session_datagrams_sent";
 pub const SOCKET_DROPS: &str = "socket_drops";
 pub const SYSCALLS_PER_DATAGRAM: &str = "syscalls_per_datagram";
+/// The trace probe's figures (`measure/trace.rs`, source `trace`).
+pub const KERNEL_RX_COPY_CALLS: &str = "kernel_rx_copy_calls";
+pub const KERNEL_RX_COPY_BYTES: &str = "kernel_rx_copy_bytes";
+pub const KERNEL_TX_SENDMSG_CALLS: &str = "kernel_tx_sendmsg_calls";
+pub const KERNEL_TX_BYTES: &str = "kernel_tx_bytes";
+pub const KERNEL_COPY_BYTES_PER_BYTE: &str = "kernel_copy_bytes_per_byte";
+pub const SOFTIRQ_NET_RX_S: &str = "softirq_net_rx_s";
+pub const SOFTIRQ_NET_TX_S: &str = "softirq_net_tx_s";
+pub const SCHED_SWITCHES_VOLUNTARY: &str = "sched_switches_voluntary";
+pub const SCHED_SWITCHES_INVOLUNTARY: &str = "sched_switches_involuntary";
+pub const SCHED_WAKEUPS: &str = "sched_wakeups";
+pub const OFF_CPU_S: &str = "off_cpu_s";
 /// The fake workload's only metric (`fake.rs`, the headline of a fake case).
 pub const FAKE_VALUE: &str = "value";
 
@@ -245,6 +257,17 @@ pub const ALL: &[&str] = &[
     SESSION_DATAGRAMS_SENT,
     SOCKET_DROPS,
     SYSCALLS_PER_DATAGRAM,
+    KERNEL_RX_COPY_CALLS,
+    KERNEL_RX_COPY_BYTES,
+    KERNEL_TX_SENDMSG_CALLS,
+    KERNEL_TX_BYTES,
+    KERNEL_COPY_BYTES_PER_BYTE,
+    SOFTIRQ_NET_RX_S,
+    SOFTIRQ_NET_TX_S,
+    SCHED_SWITCHES_VOLUNTARY,
+    SCHED_SWITCHES_INVOLUNTARY,
+    SCHED_WAKEUPS,
+    OFF_CPU_S,
     FAKE_VALUE,
 ];
 
@@ -264,6 +287,8 @@ const NEIGHBOURS: &[&str] = &[
     "latency_p95_us",
     "latency_p9999_us",
     "round_trip_ns",
+    // The tracepoint sched:sched_wakeup (measure/trace.rs), beside the metric sched_wakeups.
+    "sched_wakeup",
 ];
 
 #[cfg(test)]

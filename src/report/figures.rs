@@ -225,57 +225,70 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
     }
 }
 
-/// CPU time per byte moved, split into user and system time of the client and the server,
-/// stacked: one panel per mode at the smallest thread count. Each band is the median over the
-/// repetitions of (CPU seconds / bytes) of that role.
-fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
+/// One band of a stacked per-byte chart: a role's seconds of each repetition (computed by
+/// the function from the cell's metrics named in the list) over the role's bytes, drawn under
+/// a name in a colour.
+struct Band(
+    Role,
+    &'static [&'static str],
+    fn(&[&MetricCell]) -> Vec<f64>,
+    &'static str,
+    &'static str,
+    (u8, u8, u8),
+);
+
+/// The repetitions' values of one metric.
+fn only(cells: &[&MetricCell]) -> Vec<f64> {
+    cells[0].values.clone()
+}
+
+/// Repetition by repetition, the sum of the first two metrics less the sum of the next two
+/// (never below 0): CPU time less the network softirq time inside it.
+fn first_two_less_next_two(cells: &[&MetricCell]) -> Vec<f64> {
+    let sum = |a: &MetricCell, b: &MetricCell| a.values.iter().zip(&b.values).map(|(x, y)| x + y).collect::<Vec<f64>>();
+    sum(cells[0], cells[1])
+        .iter()
+        .zip(sum(cells[2], cells[3]))
+        .map(|(cpu, net)| (cpu - net).max(0.0))
+        .collect()
+}
+
+/// The sum of the two metrics, repetition by repetition.
+fn both(cells: &[&MetricCell]) -> Vec<f64> {
+    cells[0]
+        .values
+        .iter()
+        .zip(&cells[1].values)
+        .map(|(a, b)| a + b)
+        .collect()
+}
+
+/// A chart of bands of seconds per byte stacked, one panel per path at the smallest thread
+/// count; each band the median over the repetitions of (seconds / bytes) of its role, in ns
+/// per byte. `title` is followed by the thread count; `y` says what the bands are.
+fn stacked_per_byte(
+    cells: &[(&StreamCase, &CellSummary)],
+    paths: &[StreamPath],
+    bands: &[Band],
+    (stem, title, y): (&str, &str, &str),
+) -> ChartSpec {
     let threads = sorted_unique(cells.iter().map(|(s, _)| s.net.threads));
     let t = threads.first().copied().unwrap_or(1);
-    let layers = [
-        (
-            Role::Client,
-            names::CPU_USER_S,
-            names::BYTES_SENT,
-            "client user",
-            OKABE_ITO[0],
-        ),
-        (
-            Role::Client,
-            names::CPU_SYS_S,
-            names::BYTES_SENT,
-            "client system",
-            OKABE_ITO[5],
-        ),
-        (
-            Role::Server,
-            names::CPU_USER_S,
-            names::BYTES_RECEIVED,
-            "server user",
-            OKABE_ITO[1],
-        ),
-        (
-            Role::Server,
-            names::CPU_SYS_S,
-            names::BYTES_RECEIVED,
-            "server system",
-            OKABE_ITO[3],
-        ),
-    ];
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     for &path in paths {
-        for (role, cpu, bytes, name, color) in layers {
+        for Band(role, from, seconds, bytes, name, color) in bands {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
-                let (Some(c), Some(b)) = (cell.metric(cpu, role), cell.metric(bytes, role)) else {
+                let found: Option<Vec<&MetricCell>> = from.iter().map(|n| cell.metric(n, *role)).collect();
+                let (Some(found), Some(b)) = (found, cell.metric(bytes, *role)) else {
                     continue;
                 };
-                provenance.add(c);
-                if c.values.len() != b.values.len() {
+                found.iter().for_each(|m| provenance.add(m));
+                if found.iter().any(|m| m.values.len() != b.values.len()) {
                     continue;
                 }
-                let mut per_byte: Vec<f64> = c
-                    .values
+                let mut per_byte: Vec<f64> = seconds(&found)
                     .iter()
                     .zip(&b.values)
                     .filter(|(_, b)| **b > 0.0)
@@ -294,8 +307,8 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
             }
             if !points.is_empty() {
                 series.push(Series {
-                    name: name.into(),
-                    color,
+                    name: (*name).into(),
+                    color: *color,
                     points,
                     panel: path.to_string(),
                     style: 0,
@@ -303,12 +316,10 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
             }
         }
     }
-    let caption = provenance.caption(
-        "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received, the median per size, stacked",
-    );
+    let caption = provenance.caption(&format!("{y}, the median per size, stacked"));
     ChartSpec {
-        stem: "cpu_per_byte_vs_size".into(),
-        title: format!("CPU time per byte, user and system per side ({})", threads_panel(t)),
+        stem: stem.into(),
+        title: format!("{title} ({})", threads_panel(t)),
         x_desc: "message size (bytes, log scale)".into(),
         x_axis: XAxis::LogBytes,
         y_desc: "CPU ns per byte (stacked)".into(),
@@ -318,6 +329,111 @@ fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPat
         stacked: true,
         ..Default::default()
     }
+}
+
+/// CPU time per byte moved, split into user and system time of the client and the server,
+/// stacked: one panel per mode at the smallest thread count. Each band is the median over the
+/// repetitions of (CPU seconds / bytes) of that role.
+fn stream_cpu_per_byte(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
+    let band = |role, cpu, bytes, name, color| Band(role, cpu, only, bytes, name, color);
+    let bands = [
+        band(
+            Role::Client,
+            &[names::CPU_USER_S],
+            names::BYTES_SENT,
+            "client user",
+            OKABE_ITO[0],
+        ),
+        band(
+            Role::Client,
+            &[names::CPU_SYS_S],
+            names::BYTES_SENT,
+            "client system",
+            OKABE_ITO[5],
+        ),
+        band(
+            Role::Server,
+            &[names::CPU_USER_S],
+            names::BYTES_RECEIVED,
+            "server user",
+            OKABE_ITO[1],
+        ),
+        band(
+            Role::Server,
+            &[names::CPU_SYS_S],
+            names::BYTES_RECEIVED,
+            "server system",
+            OKABE_ITO[3],
+        ),
+    ];
+    stacked_per_byte(
+        cells,
+        paths,
+        &bands,
+        (
+            "cpu_per_byte_vs_size",
+            "CPU time per byte, user and system per side",
+            "y: client and server cpu_user_s and cpu_sys_s over bytes_sent / bytes_received",
+        ),
+    )
+}
+
+/// The network stack's CPU against the application's, per role, stacked: each role's NET_RX +
+/// NET_TX softirq time (trace probe) and the rest of its CPU time (user + system less that
+/// softirq, which the kernel charges to the interrupted thread's system time), per byte.
+fn stream_net_vs_app_cpu(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]) -> ChartSpec {
+    const NET: &[&str] = &[names::SOFTIRQ_NET_RX_S, names::SOFTIRQ_NET_TX_S];
+    const APP: &[&str] = &[
+        names::CPU_USER_S,
+        names::CPU_SYS_S,
+        names::SOFTIRQ_NET_RX_S,
+        names::SOFTIRQ_NET_TX_S,
+    ];
+    let bands = [
+        Band(
+            Role::Client,
+            APP,
+            first_two_less_next_two,
+            names::BYTES_SENT,
+            "client application",
+            OKABE_ITO[0],
+        ),
+        Band(
+            Role::Client,
+            NET,
+            both,
+            names::BYTES_SENT,
+            "client net softirq",
+            OKABE_ITO[5],
+        ),
+        Band(
+            Role::Server,
+            APP,
+            first_two_less_next_two,
+            names::BYTES_RECEIVED,
+            "server application",
+            OKABE_ITO[1],
+        ),
+        Band(
+            Role::Server,
+            NET,
+            both,
+            names::BYTES_RECEIVED,
+            "server net softirq",
+            OKABE_ITO[3],
+        ),
+    ];
+    stacked_per_byte(
+        cells,
+        paths,
+        &bands,
+        (
+            "net_vs_app_cpu_vs_size",
+            "Network softirq vs application CPU per byte, per side",
+            "y: per role, softirq_net_rx_s + softirq_net_tx_s (the softirqs that interrupted the role's threads) and \
+             cpu_user_s + cpu_sys_s less them, over bytes_sent / bytes_received",
+        ),
+    )
 }
 
 /// The crossover markers of a throughput chart: one per panel and size, labelled with a
@@ -423,6 +539,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     }
     figures.extend([
         stream_cpu_per_byte(&stream, &paths),
+        stream_net_vs_app_cpu(&stream, &paths),
         // A cost per byte falls about as 1/size: on a linear axis everything from 16 KiB on
         // is a flat line at the bottom.
         ChartSpec {
@@ -1272,7 +1389,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_runs_get_six_charts_with_sources_in_captions() {
+    fn stream_runs_get_seven_charts_with_sources_in_captions() {
         let data = run_data(vec![
             (stream_case(CopyMode::OneCopy, 1024, 1), vec![1.0, 1.1, 0.9]),
             (stream_case(CopyMode::OneCopy, 4096, 1), vec![2.0, 2.1, 1.9]),
@@ -1280,7 +1397,7 @@ mod tests {
         ]);
         let figures = all_figures(&summarize_run(&data), &[]);
         // One thread count: no chart against threads.
-        assert_eq!(figures.len(), 6);
+        assert_eq!(figures.len(), 7);
         assert!(figures.iter().all(|f| f.stem != "time_per_msg_vs_threads"));
         assert_eq!(figures[0].series.len(), 2);
         let cycles = figures.iter().find(|f| f.stem == "cycles_per_byte_vs_size").unwrap();
@@ -1288,6 +1405,48 @@ mod tests {
         let cache = figures.iter().find(|f| f.stem == "cache_misses_vs_size").unwrap();
         assert!(cache.series.is_empty());
         assert_eq!(cache.empty_reason.as_deref(), Some("unavailable: no hardware PMU"));
+        // No trace probe figures: nothing to stack.
+        let net = figures.iter().find(|f| f.stem == "net_vs_app_cpu_vs_size").unwrap();
+        assert!(net.series.is_empty());
+    }
+
+    /// Issue 35: each role's CPU split into its network softirq time and the rest, per byte.
+    #[test]
+    fn net_vs_app_cpu_stacks_softirq_under_the_rest_of_each_roles_cpu() {
+        use crate::observation::{Metric, Source};
+        let m = |name: &str, role, v| Metric::new(name, role, v, "s", Source::Trace);
+        let metrics = vec![
+            m(names::CPU_USER_S, Role::Client, 0.1),
+            m(names::CPU_SYS_S, Role::Client, 0.5),
+            m(names::SOFTIRQ_NET_RX_S, Role::Client, 0.2),
+            m(names::SOFTIRQ_NET_TX_S, Role::Client, 0.0),
+            m(names::BYTES_SENT, Role::Client, 1e9),
+            m(names::CPU_USER_S, Role::Server, 0.1),
+            m(names::CPU_SYS_S, Role::Server, 0.3),
+            m(names::SOFTIRQ_NET_RX_S, Role::Server, 0.05),
+            m(names::SOFTIRQ_NET_TX_S, Role::Server, 0.0),
+            m(names::BYTES_RECEIVED, Role::Server, 1e9),
+        ];
+        let data = run_of(vec![(stream_case(CopyMode::TwoCopy, 65536, 1), metrics)]);
+        let figures = stream_figures(&summarize_run(&data));
+        let net = figures.iter().find(|f| f.stem == "net_vs_app_cpu_vs_size").unwrap();
+        let per_byte: Vec<(&str, f64)> = net
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), s.points[0].median))
+            .collect();
+        let expect = [
+            ("client application", 0.4),
+            ("client net softirq", 0.2),
+            ("server application", 0.35),
+            ("server net softirq", 0.05),
+        ];
+        for ((name, got), (want_name, want)) in per_byte.iter().zip(expect) {
+            assert_eq!(*name, want_name);
+            assert!((got - want).abs() < 1e-9, "{name}: {got} ns/B, want {want}");
+        }
+        assert_eq!(per_byte.len(), 4);
+        assert!(net.stacked);
     }
 
     /// A run that crossed receive modes: one series per send x receive pair, named
@@ -1311,7 +1470,7 @@ mod tests {
         let figures = stream_figures(&summarize_run(&data));
         let names: Vec<&str> = figures[0].series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["one-copy/scatter", "one-copy/trunc", "zero-copy/zerocopy"]);
-        assert_eq!(figures.len(), 7);
+        assert_eq!(figures.len(), 8);
         assert!(figures.iter().any(|f| f.stem == "rx_mapped_vs_size"));
     }
 

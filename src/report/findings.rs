@@ -417,6 +417,48 @@ fn copied_clause((copied, loopback): (f64, bool)) -> String {
     }
 }
 
+/// Seed 000's "is it really only two copies?" answered from counted copies: the kernel's
+/// receive copies to user space per payload byte (`kernel_copy_bytes_per_byte`, system, source
+/// trace) by receive mode, e.g. "the kernel copied 1.00 B per payload byte on receive with copy
+/// and scatter, 0.00 B with trunc". None when no cell counted them.
+fn receive_copies_sentence(cells: &[&CellSummary]) -> Option<String> {
+    let mut parts: Vec<(String, Vec<&str>)> = Vec::new();
+    for rx in crate::case::RxMode::ALL {
+        let values: Vec<f64> = cells
+            .iter()
+            .filter(|c| c.case.get::<StreamCase>().is_some_and(|s| s.rx_mode == rx))
+            .filter_map(|c| c.metric(names::KERNEL_COPY_BYTES_PER_BYTE, Role::System))
+            .flat_map(|m| m.values.iter().copied())
+            .collect();
+        let (Some(lo), Some(hi)) = (
+            values.iter().copied().reduce(f64::min),
+            values.iter().copied().reduce(f64::max),
+        ) else {
+            continue;
+        };
+        let amount = if hi - lo < 0.005 {
+            format!("{lo:.2} B")
+        } else {
+            format!("{lo:.2}-{hi:.2} B")
+        };
+        match parts.iter_mut().find(|(a, _)| *a == amount) {
+            Some((_, modes)) => modes.push(rx.as_str()),
+            None => parts.push((amount, vec![rx.as_str()])),
+        }
+    }
+    let (first, rest) = parts.split_first()?;
+    let mut text = format!(
+        "Counted at its tracepoints, the kernel copied {} per payload byte to user space on receive with {}",
+        first.0,
+        join_and(&first.1)
+    );
+    for (amount, modes) in rest {
+        text.push_str(&format!(", {amount} with {}", join_and(modes)));
+    }
+    text.push('.');
+    Some(text)
+}
+
 /// The sizes a crossover row lists where B is ahead: "1KiB, 4KiB and 16KiB".
 fn sizes_text(sizes: &[u64]) -> String {
     let texts: Vec<String> = sizes.iter().map(|&s| format_bytes(s)).collect();
@@ -712,6 +754,10 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
                 ));
                 zc_explained = true;
             }
+            let stream_cells: Vec<&CellSummary> = members.iter().map(|e| e.cell).collect();
+            if let Some(line) = receive_copies_sentence(&stream_cells) {
+                lines.push(line);
+            }
             let others = rows
                 .iter()
                 .filter(|r| !seed_pairs.contains(r) && r.result.inside_range().is_some())
@@ -950,6 +996,7 @@ mod tests {
     use super::super::cells::tests::{run_data, stream_case};
     use super::super::crossover::stream_crossovers;
     use super::*;
+    use crate::case::RxMode;
     use crate::observation::{Metric, Source};
     use crate::store::RunData;
 
@@ -990,6 +1037,45 @@ mod tests {
             }
         }
         data
+    }
+
+    /// Issue 35: the counted receive copies per payload byte, by receive mode, in one sentence;
+    /// none without the figure.
+    #[test]
+    fn counted_receive_copies_are_said_per_receive_mode() {
+        let mut cases = Vec::new();
+        for rx in [RxMode::Copy, RxMode::Scatter, RxMode::Trunc] {
+            let mut case = stream_case(CopyMode::TwoCopy, 65536, 1);
+            if let Case::NetStream(s) = &mut case {
+                s.rx_mode = rx;
+            }
+            cases.push((case, reps(10.0, 2)));
+        }
+        let plain = summarize_run(&run_data(cases.clone()));
+        assert!(!findings(&plain, &[], &[]).lines().join("\n").contains("tracepoints"));
+        let mut data = run_data(cases);
+        for cell in &mut data.cells {
+            let copied = match &cell.case {
+                Case::NetStream(s) if s.rx_mode == RxMode::Trunc => 0.0,
+                _ => 1.0003,
+            };
+            cell.observation.push(Metric::new(
+                names::KERNEL_COPY_BYTES_PER_BYTE,
+                Role::System,
+                copied,
+                "B/B",
+                Source::Trace,
+            ));
+        }
+        let cells = summarize_run(&data);
+        let lines = findings(&cells, &stream_crossovers(&cells), &[]).lines().join("\n");
+        assert!(
+            lines.contains(
+                "Counted at its tracepoints, the kernel copied 1.00 B per payload byte to user space on receive with \
+                 copy and scatter, 0.00 B with trunc."
+            ),
+            "{lines}"
+        );
     }
 
     /// Issue 30, item 5: one-copy's median is higher than two-copy's at 64KiB and 256KiB but

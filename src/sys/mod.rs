@@ -24,6 +24,7 @@ pub mod syscall;
 pub mod tcpinfo;
 pub mod tether;
 pub mod thread;
+pub mod tracepoint;
 pub mod tsc;
 pub mod udp;
 pub mod uncore;

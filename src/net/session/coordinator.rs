@@ -76,6 +76,8 @@ pub(crate) trait NetWorkload: Sync {
     }
     /// Whether the server's report carries its machine's memory traffic (records: the
     /// sender's DRAM is the figure), so the client's window does not count its own.
+    /// Whether the trace probe sees this transport's receive copies (TCP's; UDP's not).
+    const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::RxCopies::Traced;
     fn server_counts_memory_traffic(&self) -> bool {
         false
     }
@@ -126,18 +128,16 @@ pub(crate) trait NetWorkload: Sync {
     fn payload(&self, obs: &Observation, server: &ServerReport) -> Result<f64, String>;
 }
 
-/// The system-wide probes of every network session's window: the machine's (`SystemProbes`),
-/// the TCP counters of the namespace the connections live in (`tcp_ns`, None: ours) and the
-/// memory traffic.
-pub(crate) fn network_probes(tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
-    window_probes(tcp_ns, true)
-}
-
-/// The one list of a client window's system probes: `network_probes`, without the memory
-/// traffic when the server's report carries it (`NetWorkload::server_counts_memory_traffic`).
-fn window_probes(tcp_ns: Option<&crate::sys::netns::NetNs>, memory_traffic: bool) -> SystemProbes {
+/// The one list of a client window's system probes: the machine's (`SystemProbes`), the TCP
+/// counters of the namespace the connections live in (`tcp_ns`, None: ours), the client
+/// threads' tracepoint evidence when the run counts (`perf`; `NetWorkload::RX_COPIES`), and
+/// the memory traffic unless
+/// the server's report carries it (`NetWorkload::server_counts_memory_traffic`).
+fn window_probes<W: NetWorkload>(w: &W, tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::trace::push_trace_probe(&mut system, Role::Client, w.net().perf, W::RX_COPIES);
+    let memory_traffic = !w.server_counts_memory_traffic();
     if memory_traffic {
         crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     }
@@ -207,11 +207,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
 
         let policy = kernel_policy();
         let window = Window::new();
-        let mut system = if w.server_counts_memory_traffic() {
-            window_probes(tcp_ns, false)
-        } else {
-            network_probes(tcp_ns)
-        };
+        let mut system = window_probes(w, tcp_ns);
         let failed = AtomicBool::new(false);
         let ready = StartGate::default();
         let shared = Shared {
@@ -265,8 +261,12 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         obs.metrics.extend(system_metrics);
         // DRAM traffic per payload byte.
         let payload = w.payload(&obs, &report);
-        let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload);
+        let ratio = crate::measure::memtraffic::per_payload_byte(&obs.metrics, payload.clone());
         obs.push(ratio);
+        // The kernel's receive copies per payload byte, each side's and both.
+        for ratio in crate::measure::trace::copies_per_payload_byte(&obs.metrics, &payload) {
+            obs.push(ratio);
+        }
         Ok(obs)
     }
 

@@ -24,3 +24,15 @@ pub(crate) use data::{accept_from, budget_error, open_data_port, over_budget, se
 pub(crate) use gate::StartGate;
 pub use handshake::{Ready, Refusal, RefusalKind, ServerProof, ServerRefused, Unproven};
 pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Served, Session};
+
+/// The system probes every served session's window starts with, whatever the workload: the
+/// server threads' tracepoint evidence when the run counts (`perf`; `rx_copies`: whether the
+/// transport's receive copies pass the tracepoint). A workload pushes its own after.
+pub(crate) fn served_probes(
+    perf: bool,
+    rx_copies: crate::measure::trace::RxCopies,
+) -> crate::measure::window::SystemProbes {
+    let mut system = crate::measure::window::SystemProbes::default();
+    crate::measure::trace::push_trace_probe(&mut system, crate::observation::Role::Server, perf, rx_copies);
+    system
+}

@@ -184,7 +184,7 @@ fn serve_threads(
     let window = Window::new();
     // The server's machine's memory traffic: the client's window leaves it to the server
     // (`NetWorkload::server_counts_memory_traffic`).
-    let mut system = SystemProbes::default();
+    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
     crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
     let ready = StartGate::default();
     let pin = |i: usize| case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i));

@@ -201,7 +201,7 @@ fn follow_phases(
     stopped: &dyn Fn() -> bool,
     stopped_or_over: &dyn Fn() -> bool,
 ) -> Followed {
-    let mut system = SystemProbes::default();
+    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
     let mut followed = Followed::default();
     let longest = Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
     let deadline = Instant::now() + longest;

@@ -7,7 +7,7 @@ use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan};
 use crate::case::{RxMode, StreamCase};
 use crate::measure::clock;
 use crate::measure::counters::kernel_policy;
-use crate::measure::window::{SystemProbes, Window};
+use crate::measure::window::Window;
 use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
 use crate::net::session::handshake::{secs, SLICE};
@@ -256,7 +256,7 @@ fn follow_client(
     control: &mut ControlChannel,
     stopped_or_over: &dyn Fn() -> bool,
 ) -> Followed {
-    let mut system = SystemProbes::default();
+    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
     let longest =
         Duration::from_millis(case.net.warmup_ms.saturating_add(case.net.duration_ms)) + Duration::from_secs(30);
     loop {

@@ -274,6 +274,7 @@ impl<'a> NetWorkload for UdpRrClient<'a> {
     type Data = Data;
     type Outcome = ClientOutcome;
     const PANICKED: &'static str = "a udp-rr client thread panicked";
+    const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::UDP_RX_COPIES;
     const SERVED: crate::net::session::Served = SERVED;
 
     fn net(&self) -> &NetParams {

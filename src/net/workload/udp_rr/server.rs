@@ -179,7 +179,7 @@ fn follow_phases(
     stopped: &dyn Fn() -> bool,
     stopped_or_over: &dyn Fn() -> bool,
 ) -> Followed {
-    let mut system = SystemProbes::default();
+    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::UDP_RX_COPIES);
     // The UDP counters of the namespace the server's sockets live in (this thread's).
     crate::measure::system::push_udp_probe(&mut system, None);
     let mut followed = Followed::default();

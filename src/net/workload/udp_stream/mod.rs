@@ -198,6 +198,7 @@ impl NetWorkload for UdpStreamClient<'_> {
     type Data = Data;
     type Outcome = ClientOutcome;
     const PANICKED: &'static str = "a udp-stream client thread panicked";
+    const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::UDP_RX_COPIES;
     const SERVED: crate::net::session::Served = SERVED;
 
     fn net(&self) -> &NetParams {

@@ -163,7 +163,7 @@ fn run_threads(
         } else {
             // The kernel's UDP counters of this end's namespace (this thread lives in it):
             // RcvbufErrors and InErrors say what the kernel dropped, whatever the sockets say.
-            let mut system = SystemProbes::default();
+            let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::UDP_RX_COPIES);
             crate::measure::system::push_udp_probe(&mut system, None);
             udp::follow(control, &shared.window, &mut system, longest, &stopped_or_over)
         };
