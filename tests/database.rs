@@ -931,6 +931,42 @@ fn paths_that_are_not_what_they_look_like_are_refused_before_any_work() {
         assert_refused(&out, "SQLite keeps beside a database", &format!("merge {name}"));
         assert!(!side.exists(), "merge {name} made it");
     }
+    // A folder named like a side file, made by the output (SQLite then cannot open kept.db:
+    // its -wal is a folder): man's pages, an export or a report inside one, a database in one.
+    let wal_dir = dir.path().join("kept.db-wal");
+    let inside = wal_dir.join("out.csv");
+    let inside_report = wal_dir.join("r.html");
+    let inside_db = wal_dir.join("new.db");
+    for args in [
+        vec!["man".into(), "-o".into(), wal_dir.clone().into_os_string()],
+        vec![
+            "export".into(),
+            "-o".into(),
+            inside.into_os_string(),
+            "--db".into(),
+            db.clone().into_os_string(),
+        ],
+        vec![
+            "report".into(),
+            "-o".into(),
+            inside_report.into_os_string(),
+            "--db".into(),
+            db.clone().into_os_string(),
+        ],
+        vec![
+            "fake".into(),
+            "--cells".into(),
+            "ok".into(),
+            "--db".into(),
+            inside_db.into_os_string(),
+        ],
+    ] {
+        let out = iopath().args(&args).output().unwrap();
+        assert_refused(&out, "SQLite keeps beside a database", &format!("{args:?}"));
+        assert!(!wal_dir.exists(), "{args:?} made the folder");
+    }
+    let out = iopath().arg("runs").arg("--db").arg(&db).output().unwrap();
+    assert!(out.status.success(), "kept.db still opens: {}", stderr(&out));
     // A link whose name looks harmless but leads to a side file's name.
     let innocent = dir.path().join("numbers.csv");
     std::os::unix::fs::symlink(dir.path().join("kept.db-wal"), &innocent).unwrap();

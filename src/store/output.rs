@@ -156,8 +156,9 @@ fn descriptor_words(fd: u32) -> String {
 /// The one check of every output and database path, before any work: `path` resolved (links,
 /// `..`, and `/dev/std*`, `/dev/fd/*` through /proc/self/fd to what the descriptor is) and
 /// refused, with one line (exit 2), when it is not what it looks like:
-/// - a name of SQLite's own side files (`-journal`, `-wal`, `-shm`), given or resolved: SQLite
-///   deletes or rewrites them under the database they belong to;
+/// - a name of SQLite's own side files (`-journal`, `-wal`, `-shm`), given or resolved, as the
+///   file or as any folder on its way: SQLite deletes or rewrites them under the database they
+///   belong to (and cannot open a database whose side file is a folder);
 /// - for a database: one of this process's descriptors (a redirected stdout is not a file
 ///   SQLite can reopen by name);
 /// - for a report: a descriptor (its charts need a folder beside a file of its own);
@@ -179,7 +180,13 @@ pub fn check_path(path: &Path, role: PathUse, db: Option<&Path>) -> anyhow::Resu
         names.push(at);
     }
     names.push(normalize(path));
-    for name in names.iter().filter_map(|p| p.file_name()) {
+    // Every component, not only the last: a folder the output creates (`man -o a.db-wal`,
+    // `export -o a.db-wal/x.csv`) would be taken by SQLite for the side file just the same.
+    let components = names.iter().flat_map(|p| p.components()).filter_map(|c| match c {
+        std::path::Component::Normal(name) => Some(name),
+        _ => None,
+    });
+    for name in components {
         let name = name.to_string_lossy();
         if let Some(suffix) = SIDECARS.iter().find(|s| name.ends_with(*s)) {
             return Err(refuse_path(
