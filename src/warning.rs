@@ -50,6 +50,8 @@ pub enum WarningKind {
     BelowResolution,
     /// Samples that vary a lot.
     Noisy,
+    /// Datagrams the sender sent that never arrived (UDP, unpaced).
+    DatagramsLost,
     /// The cell failed; its error.
     CellFailed,
     /// Not classified: text from an older iopath, or from a remote peer.
@@ -57,7 +59,7 @@ pub enum WarningKind {
 }
 
 impl WarningKind {
-    pub const ALL: [WarningKind; 22] = [
+    pub const ALL: [WarningKind; 23] = [
         WarningKind::CountersRestricted,
         WarningKind::NoHardwareCounters,
         WarningKind::Unpinned,
@@ -78,6 +80,7 @@ impl WarningKind {
         WarningKind::PartialFaults,
         WarningKind::BelowResolution,
         WarningKind::Noisy,
+        WarningKind::DatagramsLost,
         WarningKind::CellFailed,
         WarningKind::Other,
     ];
@@ -105,6 +108,7 @@ impl WarningKind {
             WarningKind::PartialFaults => "partial-faults",
             WarningKind::BelowResolution => "below-resolution",
             WarningKind::Noisy => "noisy",
+            WarningKind::DatagramsLost => "datagrams-lost",
             WarningKind::CellFailed => "cell-failed",
             WarningKind::Other => "other",
         }
@@ -133,6 +137,7 @@ impl WarningKind {
             WarningKind::PartialFaults => "Not every page took a major fault",
             WarningKind::BelowResolution => "Too small to resolve",
             WarningKind::Noisy => "Noisy samples",
+            WarningKind::DatagramsLost => "Datagrams lost",
             WarningKind::CellFailed => "Cells failed",
             WarningKind::Other => "Workload warning",
         }
@@ -173,6 +178,7 @@ impl WarningKind {
             WarningKind::PartialFaults => "the time is per fault taken; a larger file or no readahead faults more pages",
             WarningKind::BelowResolution => "nothing to fix: the operation costs less than the overheads subtracted",
             WarningKind::Noisy => "rerun on a quiet machine or with more --samples",
+            WarningKind::DatagramsLost => "pace the sender with --rate (or a larger --rcvbuf) to measure without loss",
             WarningKind::CellFailed => "see the error; `iopath sweep --resume` retries failed cells",
             WarningKind::Other => "",
         }

@@ -437,8 +437,8 @@ fn build_observation(
     }
     if obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0) && case.rate.is_none() {
         obs.warn(
-            WarningKind::Other,
-            "datagrams were lost: unpaced, the sender outran the receiver (socket_drops counts what its socket buffer dropped); --rate paces it",
+            WarningKind::DatagramsLost,
+            "unpaced, the sender outran the receiver (socket_drops counts what its socket buffer dropped)",
         );
     }
     place(
