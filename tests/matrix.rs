@@ -119,3 +119,34 @@ fn report_matrix_refuses_a_run_without_fleet_cells_and_other_outputs() {
     let err = usage_error(&["report", "--matrix", "7", "--db", db_text]);
     assert!(err.contains("no run 7"), "{err}");
 }
+
+/// Issue 31, item 4: a fleet run whose every stored metric is what a lying agent would have
+/// sent (-1, 1e308, ±inf, NaN stored as text, a text value) is "damaged", exit 2 and one line,
+/// in `report --matrix`, `report`, `export` and `compare` — never a flagged host, a
+/// 309-digit integer or a negative rate on the page.
+#[test]
+fn a_fleet_run_whose_every_value_is_impossible_is_damaged_in_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = fleet_db(dir.path());
+    for (i, value) in ["-1", "1e308", "1e999", "-1e999", "'NaN'", "'fast'"].iter().enumerate() {
+        let db = dir.path().join(format!("lied{i}.db"));
+        std::fs::copy(&clean, &db).unwrap();
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch(&format!("UPDATE metrics SET value = {value}"))
+            .unwrap();
+        let db = db.to_str().unwrap();
+        let html = dir.path().join(format!("m{i}.html"));
+        let html = html.to_str().unwrap();
+        for args in [
+            vec!["report", "--matrix", "--db", db, "-o", html],
+            vec!["report", "--db", db, "-o", html],
+            vec!["export", "--db", db],
+            vec!["compare", "1", "1", "--db", db],
+        ] {
+            let err = usage_error(&args);
+            assert!(err.contains("damaged"), "{args:?} with every value {value}: {err}");
+        }
+        assert!(!Path::new(html).exists(), "a page written from the value {value}");
+    }
+}
