@@ -214,6 +214,8 @@ struct Tally {
     /// Softirq time of all CPUs per vector (NET_RX, NET_TX).
     all_rx_ns: u64,
     all_tx_ns: u64,
+    /// The same per CPU: (NET_RX, NET_TX) ns, in CPU order.
+    per_cpu_ns: std::collections::BTreeMap<u32, (u64, u64)>,
     lost: u64,
     /// Samples delivered per tracepoint (checked against the events' own counts).
     delivered: Vec<u64>,
@@ -257,10 +259,12 @@ impl Tally {
                         NET_RX_SOFTIRQ => {
                             t.softirq_rx_ns += ns;
                             self.all_rx_ns += ns;
+                            self.per_cpu_ns.entry(s.cpu).or_default().0 += ns;
                         }
                         NET_TX_SOFTIRQ => {
                             t.softirq_tx_ns += ns;
                             self.all_tx_ns += ns;
+                            self.per_cpu_ns.entry(s.cpu).or_default().1 += ns;
                         }
                         _ => {}
                     }
@@ -580,12 +584,18 @@ impl TraceProbe {
             .collect();
         if self.system {
             let softirq = short(&[3, 4]);
-            let system = |name, value: f64, unit| match &softirq {
+            let system = |name: &str, value: f64, unit: &str| match &softirq {
                 None => Metric::new(name, Role::System, value, unit, Source::Trace),
                 Some(why) => Metric::unavailable(name, Role::System, unit, why.clone()),
             };
             out.push(system(names::SOFTIRQ_NET_RX_S, s(tally.all_rx_ns), "s"));
             out.push(system(names::SOFTIRQ_NET_TX_S, s(tally.all_tx_ns), "s"));
+            // Per CPU that ran any: where the network stack's time went (the pinned CPUs of
+            // a client and a server, or the CPU the NIC's interrupts land on).
+            for (cpu, (rx, tx)) in &tally.per_cpu_ns {
+                out.push(system(&names::per_cpu(names::SOFTIRQ_NET_RX_S, *cpu), s(*rx), "s"));
+                out.push(system(&names::per_cpu(names::SOFTIRQ_NET_TX_S, *cpu), s(*tx), "s"));
+            }
             // Counted, every CPU: the events' own counts, not their samples.
             let wakeups = counted.get(6).copied().unwrap_or(0) + counted.get(7).copied().unwrap_or(0);
             out.push(Metric::new(

@@ -134,6 +134,11 @@ pub const KERNEL_TX_BYTES: &str = "kernel_tx_bytes";
 pub const KERNEL_COPY_BYTES_PER_BYTE: &str = "kernel_copy_bytes_per_byte";
 pub const SOFTIRQ_NET_RX_S: &str = "softirq_net_rx_s";
 pub const SOFTIRQ_NET_TX_S: &str = "softirq_net_tx_s";
+
+/// A figure of one CPU: `softirq_net_rx_s_cpu3` is `softirq_net_rx_s` on CPU 3.
+pub fn per_cpu(name: &str, cpu: u32) -> String {
+    format!("{name}_cpu{cpu}")
+}
 pub const SCHED_SWITCHES_VOLUNTARY: &str = "sched_switches_voluntary";
 pub const SCHED_SWITCHES_INVOLUNTARY: &str = "sched_switches_involuntary";
 pub const SCHED_WAKEUPS: &str = "sched_wakeups";
