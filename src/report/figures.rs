@@ -277,6 +277,7 @@ fn stacked_per_byte(
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     for &path in paths {
+        let first_of_path = series.len();
         for Band(role, from, seconds, bytes, name, color) in bands {
             let mut points = Vec::new();
             for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
@@ -315,6 +316,20 @@ fn stacked_per_byte(
                 });
             }
         }
+        // A stack is drawn only at the sizes where every band of the panel has its figure: a
+        // band missing at one size would otherwise read as a band of 0 there.
+        let panel: &mut [Series] = &mut series[first_of_path..];
+        let common: Vec<f64> = panel.first().map_or_else(Vec::new, |s| {
+            s.points
+                .iter()
+                .map(|p| p.x)
+                .filter(|x| panel.iter().all(|o| o.points.iter().any(|q| q.x == *x)))
+                .collect()
+        });
+        for s in panel.iter_mut() {
+            s.points.retain(|p| common.contains(&p.x));
+        }
+        series.retain(|s| !s.points.is_empty());
     }
     let caption = provenance.caption(&format!("{y}, the median per size, stacked"));
     ChartSpec {
