@@ -540,14 +540,13 @@ mod tests {
         server_thread.join().unwrap();
     }
 
-    /// After `ready`: `measure` and `done` on the control connection, then the server's report
-    /// merged into the workload's observation, with the system probes' metrics after it.
-    #[test]
-    fn a_session_says_measure_then_done_and_merges_the_report() {
+    /// A whole session against a scripted server that is ready, then reports `metrics`: the
+    /// client's observation and the lines the server read.
+    fn session_reporting(metrics: Vec<Metric>) -> (crate::observation::Observation, Vec<String>) {
         let workload = bare();
         let coordinator = Coordinator::new(&workload, Stop::fresh());
         let report = ServerReport {
-            metrics: vec![Metric::tool("bare_bytes", Role::Server, 3.0, "B")],
+            metrics,
             ..Default::default()
         };
         let (addr, server_thread) = server(vec![
@@ -556,7 +555,14 @@ mod tests {
             line(&Control::Report(Box::new(report))),
         ]);
         let obs = coordinator.client(addr, None, None).unwrap();
-        let seen = server_thread.join().unwrap();
+        (obs, server_thread.join().unwrap())
+    }
+
+    /// After `ready`: `measure` and `done` on the control connection, then the server's report
+    /// merged into the workload's observation, with the system probes' metrics after it.
+    #[test]
+    fn a_session_says_measure_then_done_and_merges_the_report() {
+        let (obs, seen) = session_reporting(vec![Metric::tool("bare_bytes", Role::Server, 3.0, "B")]);
         assert_eq!(&seen[1..], [r#"{"type":"measure"}"#, r#"{"type":"done"}"#]);
         assert_eq!(obs.metrics[0].name, "bare_bytes");
         assert_eq!(obs.value("bare_bytes", Role::Server), Some(3.0));
@@ -573,28 +579,16 @@ mod tests {
     /// 2^53, a fraction above 1) reaches the observation as unavailable, saying so.
     #[test]
     fn a_reports_impossible_values_are_unavailable() {
-        let workload = bare();
-        let coordinator = Coordinator::new(&workload, Stop::fresh());
         let with = |name: &str, v: f64| Metric {
             value: Some(v),
             ..Metric::tool(name, Role::Server, 0.0, "u")
         };
-        let report = ServerReport {
-            metrics: vec![
-                with("bare_bytes", -3.0),
-                with("bare_rate", 7e301),
-                with("bare_fraction", 2.0),
-                with("bare_good", 5.0),
-            ],
-            ..Default::default()
-        };
-        let (addr, server_thread) = server(vec![
-            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
-            None,
-            line(&Control::Report(Box::new(report))),
+        let (obs, _) = session_reporting(vec![
+            with("bare_bytes", -3.0),
+            with("bare_rate", 7e301),
+            with("bare_fraction", 2.0),
+            with("bare_good", 5.0),
         ]);
-        let obs = coordinator.client(addr, None, None).unwrap();
-        server_thread.join().unwrap();
         for name in ["bare_bytes", "bare_rate", "bare_fraction"] {
             let m = obs.get(name, Role::Server).expect(name);
             assert_eq!(m.value, None, "{name}");
