@@ -372,7 +372,14 @@ pub fn assert_stops_as_interrupted(
     let err = run.join().unwrap().expect_err("a stopped run is not an observation");
     assert!(err.downcast_ref::<iopath::stop::Interrupted>().is_some(), "{err:#}");
     assert!(took < STOP_WITHIN, "stopping took {took:?}");
-    let left: Vec<String> = thread_prefixes.iter().flat_map(|p| threads_named(p)).collect();
+    // A scoped thread counts as joined once its closure returns, a moment before its OS thread
+    // is gone from /proc/self/task: give those a second, which no stuck thread gets past.
+    let leftover = || -> Vec<String> { thread_prefixes.iter().flat_map(|p| threads_named(p)).collect() };
+    let exited_by = Instant::now() + Duration::from_secs(1);
+    while !leftover().is_empty() && Instant::now() < exited_by {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left = leftover();
     assert!(left.is_empty(), "threads left behind: {left:?}");
 }
 
