@@ -82,7 +82,8 @@ pub struct StreamArgs {
     #[arg(long)]
     pub verify: bool,
     /// zero-copy and uring-zc: bytes of messages kept in flight, each buffer reused only after
-    /// the kernel's completion for it (default: 8 MiB, at least 4 messages). Anything up to
+    /// the kernel's completion for it (default: 8 MiB, at least 4 messages; uring-zc without
+    /// CAP_IPC_LOCK: cut to what half of RLIMIT_MEMLOCK holds). Anything up to
     /// one message size means one message: one buffer, each send waiting for the previous
     /// one's completion (--zc-ring 1). A list (64K,8M) runs each ring as its own case.
     #[arg(long, value_name = "BYTES", value_parser = values::parse_size_list)]

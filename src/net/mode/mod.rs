@@ -109,6 +109,9 @@ pub struct SendOptions {
     pub unbatched: bool,
     /// Where the buffers the kernel reads from start (`--align`; page by default).
     pub align: Align,
+    /// Senders of this process sending at once (uring-zc: they share the user's
+    /// RLIMIT_MEMLOCK, which its default ring fits into); 0 counts as 1.
+    pub senders: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use super::{SendCounts, SendOptions, Sender, UringCounts, ZeroCopyCounts};
 use crate::net::completions::CompletionCounts;
 use crate::net::message::{self, field_sizes};
 use crate::observation::Unsupported;
-use crate::sys::uring_send::{SendRing, SendRingConfig, SetupError};
+use crate::sys::uring_send::{self, SendRing, SendRingConfig, SetupError};
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -33,12 +33,28 @@ pub fn batch(size: usize) -> usize {
 
 /// Slots of the ring: uring reuses a slot as soon as its result arrives, so one submission's
 /// worth; uring-zc keeps the zero-copy ring (`--zc-ring`) of messages awaiting notifications.
+/// The default zero-copy ring is cut to what RLIMIT_MEMLOCK lets every sender of the process
+/// keep in flight at once (`options.senders` of them, half the limit left for anything else of
+/// the user's); a ring set with --zc-ring is kept, and refused by `new` when it does not fit.
 pub fn ring_slots(size: usize, zero_copy: bool, options: &SendOptions) -> usize {
-    if zero_copy {
-        super::zero_copy::ring_slots(size, options.zc_ring)
-    } else {
-        batch(size)
+    if !zero_copy {
+        return batch(size);
     }
+    let slots = super::zero_copy::ring_slots(size, options.zc_ring);
+    match (options.zc_ring, memlock_slots(size, options)) {
+        (None, Some(fit)) => slots.min(fit.max(1)),
+        _ => slots,
+    }
+}
+
+/// How many unregistered zero-copy sends of `size` bytes one sender may have in flight within
+/// its share of RLIMIT_MEMLOCK; None when zero-copy sends are not charged to it.
+fn memlock_slots(size: usize, options: &SendOptions) -> Option<usize> {
+    if options.fixed_buffers {
+        return None; // charged once, when the buffer is registered
+    }
+    let share = uring_send::zero_copy_memlock_budget()? / 2 / options.senders.max(1) as u64;
+    Some((share / uring_send::zero_copy_send_charge(size)) as usize)
 }
 
 pub struct UringSender {
@@ -73,6 +89,21 @@ impl UringSender {
             ));
         }
         let slots = ring_slots(size, zero_copy, options);
+        if zero_copy && memlock_slots(size, options).is_some_and(|fit| slots > fit) {
+            let charge = uring_send::zero_copy_send_charge(size);
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                Unsupported::new(
+                    format!("the {mode} send mode"),
+                    format!(
+                        "{} sender(s) x {slots} messages in flight x {} KiB charged each exceed half of RLIMIT_MEMLOCK ({} KiB) and the process lacks CAP_IPC_LOCK: raise `ulimit -l`, run as root, or use a smaller --zc-ring",
+                        options.senders.max(1),
+                        charge / 1024,
+                        uring_send::zero_copy_memlock_budget().unwrap_or(0) / 1024
+                    ),
+                ),
+            ));
+        }
         let batch = if options.unbatched { 1 } else { batch(size).min(slots) };
         let config = SendRingConfig {
             slots,

@@ -63,6 +63,8 @@ fn data_sender(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Sender>> {
     let options = mode::SendOptions {
         unbatched: true,
         align: case.align,
+        // Each thread's requests and, in one process, the server's responses.
+        senders: 2 * case.net.threads,
         ..Default::default()
     };
     mode::sender_with(case.mode, size, case.fields, case.net.verify, &options).map_err(|e| {
@@ -181,6 +183,7 @@ pub fn buffer_bytes(case: &RrCase, role: Role) -> u64 {
     };
     let options = mode::SendOptions {
         unbatched: true,
+        senders: 2 * case.net.threads,
         ..Default::default()
     };
     let in_flight = (case.inflight as u64).saturating_mul(case.request_size.saturating_add(case.response_size));

@@ -65,6 +65,7 @@ fn send_options(case: &StreamCase) -> mode::SendOptions {
         fixed_buffers: case.fixed_buffers,
         unbatched: false,
         align: case.align,
+        senders: case.net.threads,
     }
 }
 
