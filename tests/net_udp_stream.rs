@@ -578,6 +578,8 @@ fn a_peer_that_drops_is_refused_to_workloads_that_need_answers() {
         &["net", "rr"],
         &["net", "udp-rr"],
         &["net", "records"],
+        &["servers"],
+        &["micro", "tcp"],
     ] {
         let args: Vec<&str> = command
             .iter()
