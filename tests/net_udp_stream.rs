@@ -72,7 +72,7 @@ fn check_all_arrived(record: &Value) {
 fn every_send_and_receive_mode_delivers_every_datagram_with_verify() {
     let records = run(&[
         "--mode",
-        "send,sendmsg,sendmmsg,gso,zerocopy,uring",
+        "send,sendmsg,sendmmsg,gso,zerocopy,uring,uring-zc",
         "--rx-mode",
         "recv,recvmmsg,gro",
         "--size",
@@ -83,13 +83,13 @@ fn every_send_and_receive_mode_delivers_every_datagram_with_verify() {
         LOW_RATE,
         "--verify",
     ]);
-    assert_eq!(records.len(), 18);
+    assert_eq!(records.len(), 21);
     for r in &records {
         if refused(r) {
             continue;
         }
         check_all_arrived(r);
-        if r["case"]["mode"] == "zerocopy" {
+        if r["case"]["mode"] == "zerocopy" || r["case"]["mode"] == "uring-zc" {
             // Every completion came back before the thread ended.
             let completed = value(r, "system", "zerocopy_completed_sends");
             assert_eq!(completed, value(r, "system", "zerocopy_sends"), "{}", r["label"]);
@@ -481,4 +481,114 @@ fn datagrams_forged_with_the_clients_address_are_counted_apart() {
     if lost > 0.0 {
         assert_eq!(value(record, "server", "socket_drops"), lost);
     }
+}
+
+/// Why the kernel cannot build `veth:peer=drop` here (None: it can), as a skip reason.
+fn peer_drop_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("a veth pair needs root".into());
+    }
+    if let Some(missing) = common::missing_program("unshare") {
+        return Some(missing);
+    }
+    let config = std::process::Command::new("sh")
+        .args(["-c", "zcat /proc/config.gz 2>/dev/null"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    ["CONFIG_NET_SCH_INGRESS", "CONFIG_NET_CLS_BPF", "CONFIG_NET_CLS_ACT"]
+        .into_iter()
+        .find(|option| {
+            !config.is_empty()
+                && !config
+                    .lines()
+                    .any(|l| l == format!("{option}=y") || l == format!("{option}=m"))
+        })
+        .map(|option| format!("the kernel lacks {option}, which veth:peer=drop needs"))
+}
+
+/// `net udp-stream` run in a network namespace of its own (`unshare --net`, its loopback up:
+/// the zero-copy modes ask a fresh socket on 127.0.0.1 first), so the veth pair's outer end
+/// and its address never touch the namespace the tests run in.
+fn run_unshared(topology: &str, modes: &str) -> Vec<Value> {
+    let out = std::process::Command::new("unshare")
+        .args(["--net", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .arg(common::bin())
+        .args(["net", "udp-stream", "--topology", topology, "--mode", modes])
+        .args([
+            "--size",
+            "1400",
+            "--rate",
+            "2000",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "50ms",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "udp-stream over {topology}: {}", stderr(&out));
+    json_records(&out)
+}
+
+/// Across `veth:peer=drop` no datagram reaches a socket, so nothing delivers the pages of a
+/// zero-copy send locally: every completion says the kernel did not copy (zerocopy_copied
+/// fraction 0, from SO_EE_CODE_ZEROCOPY_COPIED and IORING_NOTIF_USAGE_ZC_COPIED). Over the
+/// same veth with the peer receiving, the same sends are copied (fraction 1): the flag, not
+/// the test, tells the two apart.
+#[test]
+fn zero_copy_into_a_peer_that_drops_is_not_copied() {
+    if let Some(reason) = peer_drop_unavailable() {
+        common::skip(&reason);
+        return;
+    }
+    for (topology, copied) in [("veth:peer=drop", 0.0), ("veth", 1.0)] {
+        for r in run_unshared(topology, "zerocopy,uring-zc") {
+            if refused(&r) {
+                continue;
+            }
+            let label = format!("{} over {topology}", r["label"]);
+            assert!(r["error"].is_null(), "{label}: {}", r["error"]);
+            let completed = value(&r, "system", "zerocopy_completed_sends");
+            assert!(completed > 0.0, "{label}: no completion");
+            assert_eq!(value(&r, "system", "zerocopy_copied_fraction"), copied, "{label}");
+            let sent = value(&r, "system", "session_datagrams_sent");
+            let received = value(&r, "system", "session_datagrams_received");
+            if copied == 0.0 {
+                // Every datagram left the client and none arrived: dropped at the peer.
+                assert!(sent > 0.0, "{label}");
+                assert_eq!(received, 0.0, "{label}");
+                assert!(value(&r, "client", "throughput_gbps") > 0.0, "{label}");
+            }
+        }
+    }
+}
+
+/// Only udp-stream's one-way datagrams measure across a peer that drops them: any other
+/// network workload is refused with one line (exit 2), before anything is built.
+#[test]
+fn a_peer_that_drops_is_refused_to_workloads_that_need_answers() {
+    if !nix::unistd::geteuid().is_root() {
+        common::skip("not root: a veth topology is refused for lacking root first");
+        return;
+    }
+    for command in [
+        &["net", "stream"][..],
+        &["net", "rr"],
+        &["net", "udp-rr"],
+        &["net", "records"],
+        &["servers"],
+        &["micro", "tcp"],
+    ] {
+        let args: Vec<&str> = command
+            .iter()
+            .copied()
+            .chain(["--topology", "veth:peer=drop"])
+            .collect();
+        let err = usage_error(&args);
+        assert!(err.contains("only net udp-stream"), "{args:?}: {err}");
+    }
+    let err = usage_error(&["net", "udp-stream", "--topology", "veth:peer=down"]);
+    assert!(err.contains("accepted peer=drop"), "{err}");
 }

@@ -126,7 +126,7 @@ fn every_mode_moves_every_datagram(pair: impl Fn() -> (UdpSocket, UdpSocket), si
                     // many datagrams, split by the segment size.
                     assert!(rx.syscalls() < n, "{what}: {} receives", rx.syscalls());
                 }
-                if send_mode == UdpSendMode::Zerocopy {
+                if matches!(send_mode, UdpSendMode::Zerocopy | UdpSendMode::UringZc) {
                     let zc = tx.zerocopy().expect("zero-copy counts");
                     assert_eq!(zc.completions.sends, n, "{what}");
                     assert_eq!(zc.completions.completed, n, "every completion arrived: {what}");

@@ -39,7 +39,15 @@ pub struct Link {
     /// Loss in parts per million (netem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_ppm: Option<u32>,
+    /// `peer=drop`: the server's end drops every UDP datagram at its ingress (a tc filter),
+    /// so no datagram reaches a socket there: the transmit path with no local delivery, where
+    /// the kernel need not copy a zero-copy send. TCP (the control channel) passes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub peer_drops_udp: bool,
 }
+
+/// What `veth:peer=drop` means, for refusals and the run's environment record.
+pub const PEER_DROPS_UDP: &str = "the server's end drops every UDP datagram at its ingress";
 
 /// Why a delay or loss cannot be had on a kernel without netem.
 pub const NO_NETEM: &str = "unavailable: the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)";
@@ -77,6 +85,9 @@ impl fmt::Display for Topology {
                 }
                 if let Some(l) = link.loss_ppm {
                     opts.push(format!("loss={}%", l as f64 / 10_000.0));
+                }
+                if link.peer_drops_udp {
+                    opts.push("peer=drop".into());
                 }
                 if !opts.is_empty() {
                     write!(f, ":{}", opts.join(","))?;
@@ -157,7 +168,8 @@ pub fn is_host_port(addr: &str) -> bool {
 
 impl std::str::FromStr for Topology {
     type Err = String;
-    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P]`, `remote:HOST:PORT`.
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P][,peer=drop]`,
+    /// `remote:HOST:PORT`.
     fn from_str(text: &str) -> Result<Topology, String> {
         let t = text.trim();
         if let Some(addr) = t
@@ -178,7 +190,7 @@ impl std::str::FromStr for Topology {
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
-                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R], remote:HOST:PORT)"
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R][,peer=drop], remote:HOST:PORT)"
             ));
         };
         let mut link = Link::default();
@@ -199,9 +211,17 @@ impl std::str::FromStr for Topology {
                 "rate" => link.rate_bps = Some(parse_rate(value)?),
                 "delay" => link.delay_us = Some(parse_delay_us(value)?),
                 "loss" => link.loss_ppm = Some(parse_loss_ppm(value)?),
+                "peer" => {
+                    if value != "drop" {
+                        return Err(format!(
+                            "veth option peer={value}: accepted peer=drop (the server's end drops every UDP datagram)"
+                        ));
+                    }
+                    link.peer_drops_udp = true;
+                }
                 _ => {
                     return Err(format!(
-                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss)"
+                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer)"
                     ))
                 }
             }
@@ -220,9 +240,28 @@ impl Topology {
         match self {
             Topology::Loopback => "lo".into(),
             Topology::Netns => "lo (private network namespace)".into(),
+            Topology::Veth(link) if link.peer_drops_udp => {
+                format!("veth (mtu {}; {PEER_DROPS_UDP})", link.mtu.unwrap_or(1500))
+            }
             Topology::Veth(link) => format!("veth (mtu {})", link.mtu.unwrap_or(1500)),
             Topology::Remote { .. } => "unknown (remote peer)".into(),
         }
+    }
+
+    /// Whether the server's end drops every UDP datagram (`veth:peer=drop`).
+    pub fn peer_drops_udp(&self) -> bool {
+        matches!(self, Topology::Veth(link) if link.peer_drops_udp)
+    }
+
+    /// Refuse `peer=drop` to a workload whose data needs an answer or is not UDP: only
+    /// datagrams sent one way (`net udp-stream`) measure anything across it. One line, exit 2.
+    pub fn check_answers(&self) -> Result<(), String> {
+        if self.peer_drops_udp() {
+            return Err(format!(
+                "--topology {self}: {PEER_DROPS_UDP}, so only net udp-stream (datagrams sent one way) measures across it"
+            ));
+        }
+        Ok(())
     }
 
     /// Whether this process starts the server (false: it is a running remote peer).
@@ -244,6 +283,8 @@ mod tests {
             "veth:mtu=4148",
             "veth:mtu=9000,rate=100mbit",
             "veth:delay=1ms",
+            "veth:peer=drop",
+            "veth:mtu=9000,peer=drop",
             "remote 10.0.0.2:5201",
         ] {
             let t: Topology = text.parse().unwrap();
@@ -268,6 +309,7 @@ mod tests {
             "veth:mtu",
             "veth:color=red",
             "veth:rate=fast",
+            "veth:peer=down",
             "remote nowhere",
             "vethx",
         ] {

@@ -20,16 +20,28 @@ pub enum UdpSendMode {
     Zerocopy,
     /// io_uring SENDMSG per datagram, submitted in batches.
     Uring,
+    /// io_uring SENDMSG_ZC per datagram, submitted in batches; a slot is reused only after
+    /// its notification, which says whether the kernel copied after all.
+    UringZc,
 }
 
 impl UdpSendMode {
-    pub const ALL: [UdpSendMode; 6] = [
+    /// The modes that submit `--batch` datagrams per call.
+    pub fn batches(self) -> bool {
+        matches!(
+            self,
+            UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring | UdpSendMode::UringZc
+        )
+    }
+
+    pub const ALL: [UdpSendMode; 7] = [
         UdpSendMode::Send,
         UdpSendMode::Sendmsg,
         UdpSendMode::Sendmmsg,
         UdpSendMode::Gso,
         UdpSendMode::Zerocopy,
         UdpSendMode::Uring,
+        UdpSendMode::UringZc,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -40,6 +52,7 @@ impl UdpSendMode {
             UdpSendMode::Gso => "gso",
             UdpSendMode::Zerocopy => "zerocopy",
             UdpSendMode::Uring => "uring",
+            UdpSendMode::UringZc => "uring-zc",
         }
     }
 }
@@ -88,7 +101,7 @@ mod tests {
         let err = "sendfile".parse::<UdpSendMode>().unwrap_err();
         assert_eq!(
             err,
-            "unknown UDP send mode 'sendfile' (accepted: send, sendmsg, sendmmsg, gso, zerocopy, uring)"
+            "unknown UDP send mode 'sendfile' (accepted: send, sendmsg, sendmmsg, gso, zerocopy, uring, uring-zc)"
         );
     }
 }

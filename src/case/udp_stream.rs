@@ -117,10 +117,15 @@ impl UdpStreamCase {
         label
     }
 
+    /// Whether the server's end drops every datagram (`--topology veth:peer=drop`): the
+    /// receiver's figures are zero by design and the sender's are the measurement.
+    pub fn peer_drops(&self) -> bool {
+        matches!(&self.net.endpoint, super::Endpoint::Veth { link, .. } if link.peer_drops_udp)
+    }
+
     /// Whether `batch` means anything for the case's modes.
     pub fn batches(&self) -> bool {
-        matches!(self.mode, UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring)
-            || self.rx_mode == UdpRecvMode::Recvmmsg
+        self.mode.batches() || self.rx_mode == UdpRecvMode::Recvmmsg
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
@@ -165,12 +170,25 @@ impl super::Workload for UdpStreamCase {
     }
 
     fn headline(&self) -> super::Headline {
+        if self.peer_drops() {
+            // Nothing arrives by design (`veth:peer=drop`): what is measured is the sender.
+            return super::Headline {
+                name: crate::observation::names::THROUGHPUT_GBPS,
+                role: crate::observation::Role::Client,
+                unit: "Gbit/s",
+                higher_is_better: true,
+            };
+        }
         // What arrived: a sender that outruns its receiver is not faster.
         super::Headline::system(crate::observation::names::THROUGHPUT_GBPS, "Gbit/s", true)
     }
 
-    /// Most datagrams lost: the throughput is what the receiver kept up with.
+    /// Most datagrams lost: the throughput is what the receiver kept up with. Not across
+    /// `veth:peer=drop`, where every datagram is dropped on purpose.
     fn alarm(&self) -> Option<super::Alarm> {
+        if self.peer_drops() {
+            return None;
+        }
         Some(super::Alarm {
             metric: crate::observation::names::LOSS_FRACTION,
             role: crate::observation::Role::System,

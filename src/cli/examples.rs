@@ -164,13 +164,16 @@ Examples:
   iopath net udp-stream --rate 2Gbit --size 1400    # paced in payload bits per second
   iopath net udp-stream --rcvbuf 4K --mode sendmmsg --batch 64   # a tiny receive buffer: loss
   iopath net udp-stream --topology veth:mtu=1500 --mode gso --size 1472
+  iopath net udp-stream --topology veth:peer=drop --mode send,zerocopy,uring-zc --size 1400
   iopath net udp-stream --connect 10.0.0.2:5201     # with `iopath net serve` there
 
 Throughput is what the server received inside its window; lost is what the client sent in
 the whole session that never arrived, counted after the server drained its sockets (never
 skewed by datagrams in flight at the window's end). Jitter is the RFC 3550 estimate. --rate
 paces with a user-space gap between send calls (a call carries --batch datagrams in the
-batching modes). See docs/output.md.";
+batching modes). Across veth:peer=drop the server's end drops every datagram at ingress:
+nothing is delivered, so zero copy is not copied (zc copied 0) and the client's Gbit/s and
+CPU per datagram are the measurement. See docs/output.md.";
 
 pub const SWEEP_NET_UDP_STREAM: &str = "\
 Examples:

@@ -220,6 +220,7 @@ pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
             )));
         }
         topology.check().map_err(super::error::usage)?;
+        topology.check_answers().map_err(super::error::usage)?;
     }
     let cases = benches
         .iter()

@@ -126,8 +126,10 @@ pub struct EndpointFlags<C: Args + Connect = ConnectFlag> {
     #[command(flatten)]
     pub connect: C,
     /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
-    /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
-    /// tbf, e.g. 1gbit), or remote:HOST:PORT (same as --connect). Namespaces need root.
+    /// veth[:mtu=N][,rate=R][,peer=drop] (the server in a fresh namespace behind a veth pair;
+    /// rate via tbf, e.g. 1gbit; peer=drop, udp-stream only: the server's end drops every UDP
+    /// datagram at ingress, so zero copy is not copied), or remote:HOST:PORT (same as
+    /// --connect). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
     pub topology: Option<Topology>,
     /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
@@ -330,7 +332,7 @@ pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
 
 /// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
-    let (topology, endpoint) = endpoint_of(&args.endpoint)?;
+    let (topology, endpoint) = endpoint_of(&args.endpoint, false)?;
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
         return Err(usage(format!(
             "--size {} is too large (accepted: up to 1G)",
@@ -421,7 +423,12 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
 /// Where the two ends live, from --topology, --connect, --port and --psk-file: shared by
 /// every network command (net stream, net rr, net crr, net records: no --connect) so their
 /// rules cannot drift.
-pub(crate) fn endpoint_of<C: Args + Connect>(flags: &EndpointFlags<C>) -> anyhow::Result<(Topology, Endpoint)> {
+/// `one_way_udp`: the workload sends datagrams that need no answer (udp-stream), the only
+/// one `veth:peer=drop` lets through.
+pub(crate) fn endpoint_of<C: Args + Connect>(
+    flags: &EndpointFlags<C>,
+    one_way_udp: bool,
+) -> anyhow::Result<(Topology, Endpoint)> {
     let (port, psk_file) = (flags.port, flags.psk_file.as_deref());
     let topology = match (flags.topology.as_ref(), flags.connect.connect()) {
         (Some(_), Some(_)) => {
@@ -439,6 +446,9 @@ pub(crate) fn endpoint_of<C: Args + Connect>(flags: &EndpointFlags<C>) -> anyhow
         ));
     }
     topology.check().map_err(usage)?;
+    if !one_way_udp {
+        topology.check_answers().map_err(usage)?;
+    }
     if let Some(path) = psk_file {
         crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
     }

@@ -84,7 +84,7 @@ fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
-    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint)?;
+    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     if let Some(bad) = args
         .record_size
         .iter()

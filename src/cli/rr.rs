@@ -90,7 +90,7 @@ fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
-    let (_, endpoint) = super::net::endpoint_of(&args.endpoint)?;
+    let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     let modes = match (&args.mode, kind) {
         (Some(m), _) => m.clone(),
         (None, RrKind::Rr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy],

@@ -193,6 +193,7 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
 fn topology_of(args: &ServersArgs) -> anyhow::Result<Topology> {
     let topology = args.topology.as_deref().cloned().unwrap_or_default();
     topology.check().map_err(usage)?;
+    topology.check_answers().map_err(usage)?;
     Ok(topology)
 }
 

@@ -73,7 +73,7 @@ pub struct UdpRrArgs {
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
-    let (_, endpoint) = super::net::endpoint_of(&args.endpoint)?;
+    let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     if args.window.align != Align::Page {
         return Err(usage(
             "--align is not used by net udp-rr: its datagram buffers always start on a page (accepted: --align page, the default)",

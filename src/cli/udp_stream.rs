@@ -67,7 +67,7 @@ pub struct UdpStreamArgs {
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCase>> {
-    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint)?;
+    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, true)?;
     if args.window.align != Align::Page {
         return Err(usage(
             "--align is for the TCP workloads: udp-stream's datagram buffers are its own (accepted: page, the default)",
@@ -152,7 +152,14 @@ pub fn render_table(records: &[Record], view: View) -> String {
     if repeated {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
+    // Across `veth:peer=drop` nothing arrives by design: what the senders handed over is the
+    // measurement, so it shows by default.
+    let peer_drops = records
+        .iter()
+        .any(|r| r.case.get::<UdpStreamCase>().is_some_and(UdpStreamCase::peer_drops));
+    let sent_show = if peer_drops { Show::Default } else { Show::Wide };
     cols.extend([
+        m("sent Gbit/s", sent_show, names::THROUGHPUT_GBPS, Role::Client),
         m("Gbit/s", Show::Default, names::THROUGHPUT_GBPS, Role::System),
         m("dgram/s", Show::Default, names::DATAGRAMS_PER_S, Role::System),
         m("lost", Show::Default, names::DATAGRAMS_LOST, Role::System),

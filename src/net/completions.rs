@@ -125,6 +125,19 @@ impl CompletionCounts {
         (self.completed > 0).then(|| (self.completed - self.copied) as f64 / self.completed as f64)
     }
 
+    /// An io_uring send ring's notifications as completions: a SENDMSG_ZC notification says
+    /// whether the kernel copied (IORING_NOTIF_USAGE_ZC_COPIED), as an error-queue completion
+    /// does; notifications of failed sends say nothing and are left out.
+    pub fn of_ring(c: &crate::sys::uring_send::CqeCounts) -> CompletionCounts {
+        CompletionCounts {
+            sends: c.sqes,
+            notifications: c.notifications,
+            completed: c.copied + c.zero_copied,
+            copied: c.copied,
+            unexpected: c.unexpected,
+        }
+    }
+
     /// Add another socket's counts (a case's threads summed).
     pub fn add(&mut self, other: &CompletionCounts) {
         self.sends += other.sends;

@@ -14,7 +14,7 @@
 //! destroys the namespace and with it the veth pair (both ends) and its qdiscs: nothing is
 //! left behind and nothing needs cleaning at the next start.
 
-pub use crate::case::{Link, Topology, NO_NETEM};
+pub use crate::case::{Link, Topology, NO_NETEM, PEER_DROPS_UDP};
 use crate::sys::netns::{self, NetNs};
 use anyhow::{anyhow, bail, Context};
 use std::io;
@@ -37,6 +37,16 @@ impl Topology {
                 && netns::kernel_config_has("CONFIG_NET_SCH_NETEM") == Some(false)
             {
                 return Err(format!("--topology {self}: {NO_NETEM}"));
+            }
+            if link.peer_drops_udp {
+                if let Some(missing) = PEER_DROP_NEEDS
+                    .iter()
+                    .find(|option| netns::kernel_config_has(option) == Some(false))
+                {
+                    return Err(format!(
+                        "--topology {self}: unavailable: the kernel lacks {missing}, which dropping at the server's ingress needs"
+                    ));
+                }
             }
         }
         if needs_ns && !netns::can_build_namespaces() {
@@ -139,6 +149,25 @@ fn shaping(link: &Link, dev: &str) -> Option<Vec<String>> {
     Some(args)
 }
 
+/// What `peer=drop`'s filter needs of the kernel: an ingress qdisc, and the bpf classifier
+/// whose program returns the verdict itself (direct action), which needs no act_gact.
+const PEER_DROP_NEEDS: [&str; 3] = ["CONFIG_NET_SCH_INGRESS", "CONFIG_NET_CLS_BPF", "CONFIG_NET_CLS_ACT"];
+
+/// The classic BPF program of `peer=drop`, in tc's `bytecode` notation: an IPv4 frame whose
+/// protocol is UDP gets TC_ACT_SHOT (2), anything else TC_ACT_OK (0). cls_bpf runs it with
+/// the Ethernet header in front at ingress too, so the EtherType is at 12 and the IPv4
+/// protocol at 14 + 9. The drop happens in `sch_handle_ingress`, before
+/// `__netif_receive_skb_core` delivers to a protocol (where `skb_orphan_frags_rx` copies the
+/// pages of a zero-copy send): every datagram crosses the pair, nothing copies it.
+const DROP_UDP_CBPF: &str = "6,40 0 0 12,21 0 3 2048,48 0 0 23,21 0 1 17,6 0 0 2,6 0 0 0";
+
+/// The tc commands that make `dev` drop every UDP datagram it receives.
+fn drop_udp_at_ingress(dev: &str) -> [Vec<String>; 2] {
+    let mut filter = words(&format!("filter add dev {dev} ingress bpf da bytecode"));
+    filter.push(DROP_UDP_CBPF.to_string());
+    [words(&format!("qdisc add dev {dev} ingress")), filter]
+}
+
 fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     let ns = NetNs::new().context("could not create a network namespace")?;
     let n = VETH_COUNT.fetch_add(1, Ordering::Relaxed);
@@ -169,6 +198,11 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
         iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
         if let Some(args) = shaping(link, INNER_IF) {
             iproute("tc", &args)?;
+        }
+        if link.peer_drops_udp {
+            for args in drop_udp_at_ingress(INNER_IF) {
+                iproute("tc", &args)?;
+            }
         }
         Ok(())
     })??;

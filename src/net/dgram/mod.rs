@@ -87,7 +87,8 @@ pub fn sender(mode: UdpSendMode, size: usize, batch: usize, verify: bool) -> io:
         UdpSendMode::Sendmmsg => Box::new(SendmmsgSender::new(size, batch, verify)),
         UdpSendMode::Gso => Box::new(GsoSender::new(size, batch, verify)?),
         UdpSendMode::Zerocopy => Box::new(ZerocopySender::new(size, verify)?),
-        UdpSendMode::Uring => Box::new(UringSender::new(size, batch, verify)?),
+        UdpSendMode::Uring => Box::new(UringSender::new(size, batch, verify, false)?),
+        UdpSendMode::UringZc => Box::new(UringSender::new(size, batch, verify, true)?),
     })
 }
 
@@ -110,7 +111,7 @@ pub fn sender_bytes(mode: UdpSendMode, size: u64, batch: usize) -> u64 {
     let batch = batch.clamp(1, crate::sys::udp::MAX_BATCH) as u64;
     let buffers = match mode {
         UdpSendMode::Send | UdpSendMode::Sendmsg => 1,
-        UdpSendMode::Sendmmsg | UdpSendMode::Uring => batch,
+        UdpSendMode::Sendmmsg | UdpSendMode::Uring | UdpSendMode::UringZc => batch,
         UdpSendMode::Gso => return pages(size.saturating_mul(batch.min(crate::sys::udp::UDP_MAX_SEGMENTS as u64))),
         UdpSendMode::Zerocopy => crate::net::mode::zero_copy_ring_slots(size as usize, None) as u64,
     };

@@ -370,9 +370,14 @@ impl DgramSender for ZerocopySender {
 
 /// `uring`: io_uring SENDMSG of each datagram from a ring of `batch` slots, the batch
 /// submitted as one linked chain with one io_uring_enter that also waits for the results
-/// (`sys::uring_send::SendRing`).
+/// (`sys::uring_send::SendRing`). `uring-zc`: the same with SENDMSG_ZC; a slot is written
+/// again only after its notification (the ring's `wait_free`).
 pub struct UringSender {
     ring: SendRing,
+    /// `uring-zc`: SENDMSG_ZC, whose notifications say whether the kernel copied.
+    zero_copy: bool,
+    /// Times a slot's notification had not come when the slot was next wanted.
+    slot_waits: u64,
     /// Whether each slot holds the pattern of some datagram yet (without verify it is
     /// written once).
     filled: Vec<bool>,
@@ -380,13 +385,13 @@ pub struct UringSender {
 }
 
 impl UringSender {
-    pub fn new(size: usize, batch: usize, verify: bool) -> io::Result<UringSender> {
+    pub fn new(size: usize, batch: usize, verify: bool, zero_copy: bool) -> io::Result<UringSender> {
         let (align, offset) = message::placement(Align::Page);
         let config = SendRingConfig {
             slots: batch.max(1),
             field_sizes: vec![size],
             batch: batch.max(1),
-            zero_copy: false,
+            zero_copy,
             fixed_buffers: false,
             align,
             offset,
@@ -398,6 +403,8 @@ impl UringSender {
         Ok(UringSender {
             filled: vec![false; ring.slots()],
             ring,
+            zero_copy,
+            slot_waits: 0,
             verify,
         })
     }
@@ -410,9 +417,10 @@ impl DgramSender for UringSender {
             let k = (count - sent).min(self.ring.slots());
             let now = monotonic_ns();
             for slot in 0..k {
-                // After a submit every SENDMSG slot is free (its result came); wait if not.
-                if !self.ring.is_free(slot) {
-                    self.ring.wait_free(slot, STUCK)?;
+                // After a submit every SENDMSG slot is free (its result came); a SENDMSG_ZC
+                // slot only once its notification came too: wait if not.
+                if !self.ring.is_free(slot) && self.ring.wait_free(slot, STUCK)? {
+                    self.slot_waits += 1;
                 }
                 let header = Header {
                     seq: first_seq + (sent + slot) as u64,
@@ -439,6 +447,13 @@ impl DgramSender for UringSender {
     }
     fn finish(&mut self, _fd: RawFd) -> io::Result<()> {
         self.ring.wait_idle(STUCK)
+    }
+    fn zerocopy(&self) -> Option<ZcCounts> {
+        self.zero_copy.then(|| ZcCounts {
+            completions: crate::net::completions::CompletionCounts::of_ring(&self.ring.counts().cqe),
+            enobufs: 0,
+            slot_waits: self.slot_waits,
+        })
     }
     fn batch(&self) -> usize {
         self.ring.slots()

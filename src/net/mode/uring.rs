@@ -165,13 +165,7 @@ impl Sender for UringSender {
         SendCounts {
             syscalls: ring.enters,
             zerocopy: self.zero_copy.then(|| ZeroCopyCounts {
-                completions: CompletionCounts {
-                    sends: c.sqes,
-                    notifications: c.notifications,
-                    completed: c.copied + c.zero_copied,
-                    copied: c.copied,
-                    unexpected: c.unexpected,
-                },
+                completions: CompletionCounts::of_ring(c),
                 enobufs: 0,
                 slot_waits: self.slot_waits,
             }),

@@ -577,7 +577,7 @@ fn rcvbuf_metric(role: Role, granted: u64) -> Metric {
 /// batching send modes, plain recv otherwise.
 pub fn paired_rx(mode: UdpSendMode) -> UdpRecvMode {
     match mode {
-        UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring => UdpRecvMode::Recvmmsg,
+        mode if mode.batches() => UdpRecvMode::Recvmmsg,
         _ => UdpRecvMode::Recv,
     }
 }

@@ -1,7 +1,7 @@
 //! A udp-stream client thread: send numbered datagrams on its own connected socket, paced by
 //! a user-space gap or as fast as the sender goes, counting what it sent inside the window.
 
-use crate::case::{UdpSendMode, UdpStreamCase};
+use crate::case::UdpStreamCase;
 use crate::net::dgram::{DgramSender, ZcCounts};
 use crate::net::session::coordinator::Shared;
 use crate::net::session::meter::{Ctx, Meter, Metered};
@@ -38,7 +38,7 @@ impl Pace {
         let rate = case.rate?;
         let per_s = rate.datagrams_per_s(case.size) / case.net.threads as f64;
         let per_call = match case.mode {
-            UdpSendMode::Sendmmsg | UdpSendMode::Gso | UdpSendMode::Uring => case.batch.max(1),
+            mode if mode.batches() => case.batch.max(1),
             _ => 1,
         };
         Some(Pace {
@@ -147,7 +147,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Endpoint, NetParams, UdpRate, UdpRecvMode};
+    use crate::case::{Endpoint, NetParams, UdpRate, UdpRecvMode, UdpSendMode};
 
     #[test]
     fn the_rate_is_shared_by_the_threads_in_calls_of_a_batch() {

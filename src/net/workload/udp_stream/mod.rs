@@ -291,8 +291,14 @@ impl NetWorkload for UdpStreamClient<'_> {
         build_observation(self.case, clients, server, window_s, tsc_hz)
     }
 
-    /// The payload the server received inside its window.
+    /// The payload the server received inside its window; across `veth:peer=drop`, where
+    /// nothing arrives by design, what the client sent inside its window.
     fn payload(&self, obs: &Observation, _server: &ServerReport) -> Result<f64, String> {
+        if self.case.peer_drops() {
+            return obs
+                .value(names::BYTES_SENT, Role::Client)
+                .ok_or_else(|| "the client counted no bytes".to_string());
+        }
         obs.value(names::BYTES_RECEIVED, Role::Server)
             .ok_or_else(|| "the server counted no bytes".to_string())
     }
@@ -400,7 +406,7 @@ fn build_observation(
     let syscalls = clients.iter().map(|c| c.metered.syscalls).sum();
     obs.metrics
         .extend(per_datagram_costs(Role::Client, &counters, syscalls, datagrams));
-    if case.mode == UdpSendMode::Zerocopy {
+    if clients.iter().any(|c| c.zerocopy.is_some()) {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
             zc.add(&c.completions);
@@ -412,7 +418,7 @@ fn build_observation(
             obs.warn(
                 WarningKind::ZeroCopyCopied,
                 format!(
-                    "the kernel copied {} of {} zero-copy sends after all (loopback and veth deliver to a local socket by copying)",
+                    "the kernel copied {} of {} zero-copy sends after all (loopback and veth deliver to a local socket by copying; --topology veth:peer=drop has no local delivery)",
                     zc.copied, zc.completed
                 ),
             );
@@ -435,7 +441,8 @@ fn build_observation(
             server.corrupt_messages,
         );
     }
-    if obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0) && case.rate.is_none() {
+    let lost = obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0);
+    if lost && case.rate.is_none() && !case.peer_drops() {
         obs.warn(
             WarningKind::DatagramsLost,
             "unpaced, the sender outran the receiver (socket_drops counts what its socket buffer dropped)",

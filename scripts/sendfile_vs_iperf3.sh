@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# sendfile at 128 KiB: iopath next to `iperf3 -Z`, alternated A B A B over loopback (issue 36.5).
+#
+# Each round runs, one after the other, with the client on CPU 0 and the server on CPU 1:
+#   A  iopath net stream --mode sendfile --size 128K --fields 1 $IOPATH_FLAGS   (system throughput_gbps)
+#   B  iperf3 -c 127.0.0.1 -A 0,1 -Z (server: taskset -c 1 iperf3 -s -1)       (sum_received)
+# Prints one line per round (A, B, A/B) and the medians, the median of the per-round ratios,
+# with the load average and /proc/pressure/cpu before and after: a busy machine's figures are
+# not results.
+#
+# Usage: scripts/sendfile_vs_iperf3.sh [path/to/iopath]   (default: $IOPATH, then target/release/iopath)
+#        ROUNDS=5 DURATION=5 WARMUP=1 IOPATH_FLAGS=--no-perf PORT=5301 scripts/sendfile_vs_iperf3.sh
+#        IOPATH_TRACE=off scripts/sendfile_vs_iperf3.sh     (iopath without its trace probe)
+# Every figure goes to a temporary folder that is removed at the end; nothing of the host changes.
+set -euo pipefail
+
+iopath=${1:-${IOPATH:-target/release/iopath}}
+rounds=${ROUNDS:-5}
+duration=${DURATION:-5}
+warmup=${WARMUP:-1}
+port=${PORT:-5301}
+read -r -a extra <<<"${IOPATH_FLAGS:-}"
+for tool in "$iopath" iperf3 jq taskset; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "sendfile_vs_iperf3: $tool is not installed or not built (cargo build --release)" >&2
+        exit 2
+    fi
+done
+if ! [[ $rounds =~ ^[1-9][0-9]*$ && $duration =~ ^[1-9][0-9]*$ && $warmup =~ ^[0-9]+$ ]]; then
+    echo "sendfile_vs_iperf3: ROUNDS and DURATION are whole numbers from 1, WARMUP from 0 (seconds)" >&2
+    exit 2
+fi
+dir=$(mktemp -d)
+server=
+cleanup() {
+    if [[ -n $server ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+pressure() { tr '\n' ' ' </proc/pressure/cpu; }
+echo "start: $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg); cpu pressure: $(pressure)"
+echo "iopath: $iopath ${extra[*]:-}; $rounds rounds of ${duration}s after ${warmup}s of warm-up"
+
+iopath_gbps() {
+    if ! "$iopath" net stream --mode sendfile --size 128K --fields 1 --client-cpus 0 --server-cpus 1 \
+        --duration "${duration}s" --warmup "${warmup}s" --db "$dir/runs.db" --json "${extra[@]}" \
+        >"$dir/a.json" 2>"$dir/a.err"; then
+        cat "$dir/a.err" >&2
+        exit 1
+    fi
+    jq -r '[.[0].observation.metrics[] | select(.name == "throughput_gbps" and .role == "system") | .value][0]' "$dir/a.json"
+}
+
+iperf3_gbps() {
+    taskset -c 1 iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+    server=$!
+    # The server is ready when its port listens (at most 5 s).
+    for _ in $(seq 50); do
+        ss -Hltn "sport = :$port" | grep -q . && break
+        sleep 0.1
+    done
+    if ! taskset -c 0 iperf3 -c 127.0.0.1 -p "$port" -A 0,1 -Z -t "$duration" -O "$warmup" -J >"$dir/b.json"; then
+        jq -r '.error // empty' "$dir/b.json" >&2 || true
+        exit 1
+    fi
+    wait "$server" || true
+    server=
+    jq -r '.end.sum_received.bits_per_second / 1e9' "$dir/b.json"
+}
+
+a_all=() b_all=() ratios=()
+printf '%-6s %12s %12s %8s\n' round iopath iperf3-Z ratio
+for round in $(seq "$rounds"); do
+    a=$(iopath_gbps)
+    b=$(iperf3_gbps)
+    r=$(jq -n "$a / $b")
+    a_all+=("$a") b_all+=("$b") ratios+=("$r")
+    printf '%-6s %12.2f %12.2f %8.3f\n' "$round" "$a" "$b" "$r"
+done
+
+median() { printf '%s\n' "$@" | sort -g | jq -s 'if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end'; }
+printf 'median %12.2f %12.2f %8.3f   (A/B of the medians: %.3f; per-round ratios %s-%s)\n' \
+    "$(median "${a_all[@]}")" "$(median "${b_all[@]}")" "$(median "${ratios[@]}")" \
+    "$(jq -n "$(median "${a_all[@]}") / $(median "${b_all[@]}")")" \
+    "$(printf '%s\n' "${ratios[@]}" | sort -g | head -1 | xargs printf '%.3f')" \
+    "$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1 | xargs printf '%.3f')"
+echo "end: $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg); cpu pressure: $(pressure)"
