@@ -302,6 +302,93 @@ macro_rules! racing_peer_models {
     )*};
 }
 
+/// One attacker: trickles a 1 MiB echo request one byte every 100 ms and, the moment it sees
+/// its connection closed (evicted or refused), connects again at once from the next of its
+/// loopback addresses, so a freed slot is raced for the instant it frees.
+fn trickle_and_reconnect_at_once(addr: SocketAddr, subnet: u8, first: u8, done: &AtomicBool) {
+    let mut frame = Vec::new();
+    protocol::encode_echo_request(&vec![7u8; 1 << 20], &mut frame);
+    let started = Instant::now();
+    let mut host = 0u8;
+    let mut conn: Option<(TcpStream, usize, Instant)> = None;
+    // The test ends it; the time is a hang guard only.
+    while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(120) {
+        let alive = conn.as_mut().is_some_and(|(s, sent, last)| {
+            let mut byte = [0u8; 512];
+            let open = matches!(s.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+            if open && last.elapsed() >= Duration::from_millis(100) {
+                *last = Instant::now();
+                *sent += 1;
+                return s.write(&frame[*sent..*sent + 1]).is_ok_and(|n| n == 1);
+            }
+            open
+        });
+        if !alive {
+            host = host.wrapping_add(1);
+            conn = connect_from(addr, [127, subnet, first, 2 + host % 200]).and_then(|mut s| {
+                s.set_nonblocking(true).ok()?;
+                s.write_all(&frame[..1]).ok()?;
+                Some((s, 0, Instant::now()))
+            });
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Issue 31.2: attackers that reconnect the instant they are evicted, from many 127.x
+/// addresses, still leave a newcomer a slot: the newcomer is served (the bound is a hang
+/// guard; on an idle machine it takes about a second).
+fn newcomer_is_served_beside_instant_reconnectors(model: &str, subnet: u8) {
+    let max_conns = TRICKLERS.to_string();
+    let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
+        return;
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let attackers: Vec<_> = (0..TRICKLERS)
+        .map(|i| {
+            let done = done.clone();
+            let addr = server.addr;
+            std::thread::spawn(move || trickle_and_reconnect_at_once(addr, subnet, i, &done))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let started = Instant::now();
+    let mut last = String::new();
+    let mut served = false;
+    let mut tries = 0;
+    while started.elapsed() < Duration::from_secs(30) {
+        tries += 1;
+        match query(server.addr, 3, Rank::Total, Duration::from_secs(5)) {
+            Ok(_) => {
+                served = true;
+                break;
+            }
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = started.elapsed();
+    done.store(true, Ordering::SeqCst);
+    for a in attackers {
+        a.join().expect("attacker");
+    }
+    eprintln!("{model}: newcomer served={served} after {took:?}, {tries} tries");
+    assert!(
+        served,
+        "{model}: a newcomer beside {TRICKLERS} instant reconnectors was never served in {tries} tries: {last}"
+    );
+    drop(server);
+}
+
+macro_rules! instant_reconnector_models {
+    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            newcomer_is_served_beside_instant_reconnectors($model, $subnet);
+        }
+    )*};
+}
+
 // Tricklers that come back the instant they are evicted, each from its own address: the
 // place an eviction frees must go to the newcomer that was turned away, not to the evicted.
 racing_peer_models! {
@@ -309,4 +396,10 @@ racing_peer_models! {
     poll_serves_a_newcomer_beside_tricklers_racing_back => "poll", 24;
     epoll_serves_a_newcomer_beside_tricklers_racing_back => "epoll", 25;
     uring_serves_a_newcomer_beside_tricklers_racing_back => "uring", 27;
+}
+
+instant_reconnector_models! {
+    threads_serves_a_newcomer_beside_instant_reconnectors => "threads", 31;
+    poll_serves_a_newcomer_beside_instant_reconnectors => "poll", 34;
+    epoll_serves_a_newcomer_beside_instant_reconnectors => "epoll", 35;
 }
