@@ -7,9 +7,11 @@
 //! Issue 31.2: `procs serve --max-conns 8` with 8 peers that trickle a frame one byte at a
 //! time (each from its own loopback address, re-connecting when closed) held every slot: a
 //! connection in the middle of a frame was never evicted, and 0 of 8 queries were answered
-//! until the frame timeout. Now, while newcomers are turned away, a frame still arriving a
-//! second after its first byte gives its place up: a newcomer retrying is served, on every
-//! model. `--frame-timeout 120s` keeps the frame timeout from doing it instead.
+//! until the frame timeout. Now a newcomer that finds every place taken takes the place of
+//! the peer whose frame is slowest (too slow to be whole within the frame timeout), in its
+//! accept, so the place cannot be raced for: a newcomer is served beside tricklers that
+//! reconnect at once from ever new addresses, on every model. `--frame-timeout 120s` keeps the
+//! frame timeout from doing it instead.
 
 mod common;
 
@@ -234,25 +236,39 @@ fn trickle(addr: SocketAddr, from: [u8; 4], done: &AtomicBool, back: Return) {
 }
 
 fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
+    newcomer_is_served_beside(model, "tricklers", move |addr, i, done| {
+        trickle(addr, [127, 0, subnet, 2 + i], done, back)
+    });
+}
+
+/// `procs serve --max-conns TRICKLERS --frame-timeout 120s` facing TRICKLERS peers, each
+/// running `peer(addr, its index, done)` until `done`: once they have taken every slot, a
+/// newcomer that retries when told the server is full must be served (the bound is a hang
+/// guard; on an idle machine the first try is served).
+fn newcomer_is_served_beside(
+    model: &str,
+    peers: &str,
+    peer: impl Fn(SocketAddr, u8, &AtomicBool) + Clone + Send + 'static,
+) {
     let max_conns = TRICKLERS.to_string();
     let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
         return;
     };
     let done = Arc::new(AtomicBool::new(false));
-    let tricklers: Vec<_> = (0..TRICKLERS)
+    let threads: Vec<_> = (0..TRICKLERS)
         .map(|i| {
-            let done = done.clone();
-            let addr = server.addr;
-            std::thread::spawn(move || trickle(addr, [127, 0, subnet, 2 + i], &done, back))
+            let (done, addr, peer) = (done.clone(), server.addr, peer.clone());
+            std::thread::spawn(move || peer(addr, i, &done))
         })
         .collect();
-    // Every slot taken by a trickler first.
+    // Every slot taken by a peer first.
     std::thread::sleep(Duration::from_millis(700));
     let started = Instant::now();
     let mut last = String::new();
     let mut served = false;
-    // A newcomer that retries when told the server is full; the bound is a hang guard.
+    let mut tries = 0;
     while started.elapsed() < Duration::from_secs(60) {
+        tries += 1;
         match query(server.addr, 3, Rank::Total, Duration::from_secs(5)) {
             Ok(_) => {
                 served = true;
@@ -262,13 +278,15 @@ fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let took = started.elapsed();
     done.store(true, Ordering::SeqCst);
-    for t in tricklers {
-        t.join().expect("trickler");
+    for t in threads {
+        t.join().expect("a peer thread");
     }
+    eprintln!("{model}: newcomer beside {peers} served={served} after {took:?}, {tries} tries");
     assert!(
         served,
-        "{model}: a newcomer beside {TRICKLERS} tricklers was never served: {last}"
+        "{model}: a newcomer beside {TRICKLERS} {peers} was never served in {tries} tries: {last}"
     );
     drop(server);
 }
@@ -336,48 +354,11 @@ fn trickle_and_reconnect_at_once(addr: SocketAddr, subnet: u8, first: u8, done: 
 }
 
 /// Issue 31.2: attackers that reconnect the instant they are evicted, from many 127.x
-/// addresses, still leave a newcomer a slot: the newcomer is served (the bound is a hang
-/// guard; on an idle machine it takes about a second).
+/// addresses, still leave a newcomer a slot: the newcomer is served.
 fn newcomer_is_served_beside_instant_reconnectors(model: &str, subnet: u8) {
-    let max_conns = TRICKLERS.to_string();
-    let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
-        return;
-    };
-    let done = Arc::new(AtomicBool::new(false));
-    let attackers: Vec<_> = (0..TRICKLERS)
-        .map(|i| {
-            let done = done.clone();
-            let addr = server.addr;
-            std::thread::spawn(move || trickle_and_reconnect_at_once(addr, subnet, i, &done))
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(700));
-    let started = Instant::now();
-    let mut last = String::new();
-    let mut served = false;
-    let mut tries = 0;
-    while started.elapsed() < Duration::from_secs(30) {
-        tries += 1;
-        match query(server.addr, 3, Rank::Total, Duration::from_secs(5)) {
-            Ok(_) => {
-                served = true;
-                break;
-            }
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let took = started.elapsed();
-    done.store(true, Ordering::SeqCst);
-    for a in attackers {
-        a.join().expect("attacker");
-    }
-    eprintln!("{model}: newcomer served={served} after {took:?}, {tries} tries");
-    assert!(
-        served,
-        "{model}: a newcomer beside {TRICKLERS} instant reconnectors was never served in {tries} tries: {last}"
-    );
-    drop(server);
+    newcomer_is_served_beside(model, "instant reconnectors", move |addr, i, done| {
+        trickle_and_reconnect_at_once(addr, subnet, i, done)
+    });
 }
 
 macro_rules! instant_reconnector_models {
@@ -392,14 +373,25 @@ macro_rules! instant_reconnector_models {
 // Tricklers that come back the instant they are evicted, each from its own address: the
 // place an eviction frees must go to the newcomer that was turned away, not to the evicted.
 racing_peer_models! {
+    iterative_serves_a_newcomer_beside_tricklers_racing_back => "iterative", 20;
     threads_serves_a_newcomer_beside_tricklers_racing_back => "threads", 21;
+    pool_serves_a_newcomer_beside_tricklers_racing_back => "pool", 22;
+    select_serves_a_newcomer_beside_tricklers_racing_back => "select", 23;
     poll_serves_a_newcomer_beside_tricklers_racing_back => "poll", 24;
     epoll_serves_a_newcomer_beside_tricklers_racing_back => "epoll", 25;
+    epoll_et_serves_a_newcomer_beside_tricklers_racing_back => "epoll-et", 26;
     uring_serves_a_newcomer_beside_tricklers_racing_back => "uring", 27;
 }
 
+// Every model admits through `--max-conns` (the iterative model serves one connection at a
+// time, its backlog behind it, and gives a slow frame's turn up the same way).
 instant_reconnector_models! {
+    iterative_serves_a_newcomer_beside_instant_reconnectors => "iterative", 30;
     threads_serves_a_newcomer_beside_instant_reconnectors => "threads", 31;
+    pool_serves_a_newcomer_beside_instant_reconnectors => "pool", 32;
+    select_serves_a_newcomer_beside_instant_reconnectors => "select", 33;
     poll_serves_a_newcomer_beside_instant_reconnectors => "poll", 34;
     epoll_serves_a_newcomer_beside_instant_reconnectors => "epoll", 35;
+    epoll_et_serves_a_newcomer_beside_instant_reconnectors => "epoll-et", 36;
+    uring_serves_a_newcomer_beside_instant_reconnectors => "uring", 37;
 }
