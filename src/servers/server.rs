@@ -65,17 +65,13 @@ pub struct ServerCtx {
     admission: Arc<Admission>,
 }
 
-/// A partial frame with no new byte this long gives up its turn when clients wait behind it
-/// in the iterative model's backlog (a client writes a request at once).
-const BACKLOG_STALL: Duration = Duration::from_millis(100);
-
 impl ServerCtx {
     /// Whether a connection must be closed now (the reason is counted): a frame begun more
     /// than the frame timeout ago, or idle past the idle timeout. With `others_waiting` (the
     /// iterative model's backlog, whose clients are not admitted until this one is done) a
     /// connection gives its turn up as admission would give its place up (admission.rs): a
-    /// frame too slow to arrive within the frame timeout, or quiet for FULL_IDLE; and a frame
-    /// with no new byte for BACKLOG_STALL.
+    /// frame too slow to arrive within the frame timeout, or quiet for FULL_IDLE. A frame
+    /// arriving steadily keeps its turn, pauses and all.
     pub fn expired(&self, session: &Session, now: Instant, others_waiting: bool) -> bool {
         let stats = &self.handler.stats;
         if session
@@ -96,8 +92,7 @@ impl ServerCtx {
         let progress = session.standing();
         let quiet = progress.frame_started.is_none() && !progress.owes;
         let slow_frame = progress.stalled_for(now, self.config.frame_timeout).is_some();
-        let stalled_frame = progress.frame_started.is_some() && idle >= BACKLOG_STALL;
-        if (quiet && idle >= FULL_IDLE) || slow_frame || stalled_frame {
+        if (quiet && idle >= FULL_IDLE) || slow_frame {
             ServerStats::bump(&stats.evicted, 1);
             return true;
         }
