@@ -109,11 +109,27 @@ fn one_client(addr: SocketAddr, n: usize) -> Result<(), String> {
     let mut req = Vec::new();
     protocol::encode_echo_request(payload.as_bytes(), &mut req);
     s.write_all(&req).map_err(|e| format!("write: {e}"))?;
+    match read_response(&mut s)? {
+        Response::Echo(back) if back == payload.as_bytes() => {}
+        other => return Err(format!("{other:?}")),
+    }
+    // Done: the server sees end of file and closes; wait for that close, then go again at once.
+    let mut chunk = [0u8; 64];
+    s.shutdown(Shutdown::Write).map_err(|e| format!("shutdown: {e}"))?;
+    match s.read(&mut chunk) {
+        Ok(0) => Ok(()),
+        Ok(k) => Err(format!("{k} bytes after the reply")),
+        Err(e) => Err(format!("waiting for the close: {e}")),
+    }
+}
+
+/// The first whole response on `s`, or what came instead.
+fn read_response(s: &mut TcpStream) -> Result<Response, String> {
     let mut input = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let reply = loop {
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
         match protocol::decode_response(&input) {
-            Decoded::Frame(resp, _) => break resp,
+            Decoded::Frame(resp, _) => return Ok(resp),
             Decoded::Invalid(e) => return Err(format!("a bad frame: {e}")),
             Decoded::Incomplete(_) => {}
         }
@@ -122,17 +138,6 @@ fn one_client(addr: SocketAddr, n: usize) -> Result<(), String> {
             Ok(k) => input.extend_from_slice(&chunk[..k]),
             Err(e) => return Err(format!("read: {e}")),
         }
-    };
-    match reply {
-        Response::Echo(back) if back == payload.as_bytes() => {}
-        other => return Err(format!("{other:?}")),
-    }
-    // Done: the server sees end of file and closes; wait for that close, then go again at once.
-    s.shutdown(Shutdown::Write).map_err(|e| format!("shutdown: {e}"))?;
-    match s.read(&mut chunk) {
-        Ok(0) => Ok(()),
-        Ok(k) => Err(format!("{k} bytes after the reply")),
-        Err(e) => Err(format!("waiting for the close: {e}")),
     }
 }
 
@@ -394,4 +399,79 @@ instant_reconnector_models! {
     epoll_serves_a_newcomer_beside_instant_reconnectors => "epoll", 35;
     epoll_et_serves_a_newcomer_beside_instant_reconnectors => "epoll-et", 36;
     uring_serves_a_newcomer_beside_instant_reconnectors => "uring", 37;
+}
+
+/// A 1 MiB echo request sent steadily, 64 KiB every 200 ms (about 3 s, far within the frame
+/// timeout at its rate), beside TRICKLERS instant reconnectors that keep arriving at the full
+/// server: every arrival makes a peer give way, and the steady frame must never be the one —
+/// its reply comes back whole. (The sweep that evicted a frame begun 1 s ago, while newcomers
+/// were refused, closed it.)
+fn steady_frame_is_never_evicted(model: &str, subnet: u8) {
+    let max_conns = TRICKLERS.to_string();
+    let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
+        return;
+    };
+    let mut steady = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5)).expect("connect");
+    // The hang guard of the reply (the server owes it about 3 s from now).
+    steady.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let payload: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let mut frame = Vec::new();
+    protocol::encode_echo_request(&payload, &mut frame);
+    // Its place is taken before the attackers come.
+    steady.write_all(&frame[..64 << 10]).expect("the first chunk");
+    let done = Arc::new(AtomicBool::new(false));
+    let attackers: Vec<_> = (0..TRICKLERS)
+        .map(|i| {
+            let (done, addr) = (done.clone(), server.addr);
+            std::thread::spawn(move || trickle_and_reconnect_at_once(addr, subnet, i, &done))
+        })
+        .collect();
+    let mut sent = Ok(());
+    for chunk in frame[64 << 10..].chunks(64 << 10) {
+        std::thread::sleep(Duration::from_millis(200));
+        sent = steady.write_all(chunk).map_err(|e| format!("write: {e}"));
+        if sent.is_err() {
+            break;
+        }
+    }
+    let reply = sent.and_then(|()| read_response(&mut steady));
+    done.store(true, Ordering::SeqCst);
+    for a in attackers {
+        a.join().expect("attacker");
+    }
+    let err = server.stop();
+    match reply {
+        Ok(Response::Echo(back)) => assert!(back == payload, "{model}: the echo differs"),
+        other => panic!("{model}: the steady frame was not answered: {other:?}; server: {err}"),
+    }
+    // The iterative model admits the attackers only after the steady client is done: they
+    // wait in its backlog, which is what its turn rule looks at; every other model is full and
+    // makes a peer give way at each attacker's arrival.
+    if model != "iterative" {
+        assert!(
+            count(&err, "evicted") > 0,
+            "{model}: no peer gave way, the test tested nothing: {err}"
+        );
+    }
+}
+
+macro_rules! steady_frame_models {
+    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            steady_frame_is_never_evicted($model, $subnet);
+        }
+    )*};
+}
+
+// The iterative model serves the steady client alone until its reply is sent; the others wait.
+steady_frame_models! {
+    iterative_never_evicts_a_steady_frame => "iterative", 40;
+    threads_never_evicts_a_steady_frame => "threads", 41;
+    pool_never_evicts_a_steady_frame => "pool", 42;
+    select_never_evicts_a_steady_frame => "select", 43;
+    poll_never_evicts_a_steady_frame => "poll", 44;
+    epoll_never_evicts_a_steady_frame => "epoll", 45;
+    epoll_et_never_evicts_a_steady_frame => "epoll-et", 46;
+    uring_never_evicts_a_steady_frame => "uring", 47;
 }
