@@ -172,16 +172,18 @@ fn reconnect_at_once(model: &str) {
     assert_eq!(count(&err, "refused"), 0, "{model}: {err}");
 }
 
-macro_rules! models {
-    ($($name:ident => $model:expr;)*) => {$(
+/// One test per model of `check`, each given the arguments after its name.
+macro_rules! per_model {
+    ($check:expr; $($name:ident => $($arg:expr),+;)*) => {$(
         #[test]
         fn $name() {
-            reconnect_at_once($model);
+            $check($($arg),+);
         }
     )*};
 }
 
-models! {
+per_model! {
+    reconnect_at_once;
     iterative_reconnect_at_once => "iterative";
     threads_reconnect_at_once => "threads";
     pool_reconnect_at_once => "pool";
@@ -296,16 +298,8 @@ fn newcomer_is_served_beside(
     drop(server);
 }
 
-macro_rules! slow_peer_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtNextByte);
-        }
-    )*};
-}
-
-slow_peer_models! {
+per_model! {
+    |model, subnet| newcomer_is_served_beside_tricklers(model, subnet, Return::AtNextByte);
     iterative_serves_a_newcomer_beside_tricklers => "iterative", 10;
     threads_serves_a_newcomer_beside_tricklers => "threads", 11;
     pool_serves_a_newcomer_beside_tricklers => "pool", 12;
@@ -314,15 +308,6 @@ slow_peer_models! {
     epoll_serves_a_newcomer_beside_tricklers => "epoll", 15;
     epoll_et_serves_a_newcomer_beside_tricklers => "epoll-et", 16;
     uring_serves_a_newcomer_beside_tricklers => "uring", 17;
-}
-
-macro_rules! racing_peer_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtOnce);
-        }
-    )*};
 }
 
 /// One attacker: trickles a 1 MiB echo request one byte every 100 ms and, the moment it sees
@@ -366,18 +351,10 @@ fn newcomer_is_served_beside_instant_reconnectors(model: &str, subnet: u8) {
     });
 }
 
-macro_rules! instant_reconnector_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            newcomer_is_served_beside_instant_reconnectors($model, $subnet);
-        }
-    )*};
-}
-
 // Tricklers that come back the instant they are evicted, each from its own address: the
 // place an eviction frees must go to the newcomer that was turned away, not to the evicted.
-racing_peer_models! {
+per_model! {
+    |model, subnet| newcomer_is_served_beside_tricklers(model, subnet, Return::AtOnce);
     iterative_serves_a_newcomer_beside_tricklers_racing_back => "iterative", 20;
     threads_serves_a_newcomer_beside_tricklers_racing_back => "threads", 21;
     pool_serves_a_newcomer_beside_tricklers_racing_back => "pool", 22;
@@ -390,7 +367,8 @@ racing_peer_models! {
 
 // Every model admits through `--max-conns` (the iterative model serves one connection at a
 // time, its backlog behind it, and gives a slow frame's turn up the same way).
-instant_reconnector_models! {
+per_model! {
+    newcomer_is_served_beside_instant_reconnectors;
     iterative_serves_a_newcomer_beside_instant_reconnectors => "iterative", 30;
     threads_serves_a_newcomer_beside_instant_reconnectors => "threads", 31;
     pool_serves_a_newcomer_beside_instant_reconnectors => "pool", 32;
@@ -455,17 +433,9 @@ fn steady_frame_is_never_evicted(model: &str, subnet: u8) {
     }
 }
 
-macro_rules! steady_frame_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            steady_frame_is_never_evicted($model, $subnet);
-        }
-    )*};
-}
-
 // The iterative model serves the steady client alone until its reply is sent; the others wait.
-steady_frame_models! {
+per_model! {
+    steady_frame_is_never_evicted;
     iterative_never_evicts_a_steady_frame => "iterative", 40;
     threads_never_evicts_a_steady_frame => "threads", 41;
     pool_never_evicts_a_steady_frame => "pool", 42;
