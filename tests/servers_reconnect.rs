@@ -7,9 +7,11 @@
 //! Issue 31.2: `procs serve --max-conns 8` with 8 peers that trickle a frame one byte at a
 //! time (each from its own loopback address, re-connecting when closed) held every slot: a
 //! connection in the middle of a frame was never evicted, and 0 of 8 queries were answered
-//! until the frame timeout. Now, while newcomers are turned away, a frame still arriving a
-//! second after its first byte gives its place up: a newcomer retrying is served, on every
-//! model. `--frame-timeout 120s` keeps the frame timeout from doing it instead.
+//! until the frame timeout. Now a newcomer that finds every place taken takes the place of
+//! the peer whose frame is slowest (too slow to be whole within the frame timeout), in its
+//! accept, so the place cannot be raced for: a newcomer is served beside tricklers that
+//! reconnect at once from ever new addresses, on every model. `--frame-timeout 120s` keeps the
+//! frame timeout from doing it instead.
 
 mod common;
 
@@ -107,11 +109,27 @@ fn one_client(addr: SocketAddr, n: usize) -> Result<(), String> {
     let mut req = Vec::new();
     protocol::encode_echo_request(payload.as_bytes(), &mut req);
     s.write_all(&req).map_err(|e| format!("write: {e}"))?;
+    match read_response(&mut s)? {
+        Response::Echo(back) if back == payload.as_bytes() => {}
+        other => return Err(format!("{other:?}")),
+    }
+    // Done: the server sees end of file and closes; wait for that close, then go again at once.
+    let mut chunk = [0u8; 64];
+    s.shutdown(Shutdown::Write).map_err(|e| format!("shutdown: {e}"))?;
+    match s.read(&mut chunk) {
+        Ok(0) => Ok(()),
+        Ok(k) => Err(format!("{k} bytes after the reply")),
+        Err(e) => Err(format!("waiting for the close: {e}")),
+    }
+}
+
+/// The first whole response on `s`, or what came instead.
+fn read_response(s: &mut TcpStream) -> Result<Response, String> {
     let mut input = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let reply = loop {
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
         match protocol::decode_response(&input) {
-            Decoded::Frame(resp, _) => break resp,
+            Decoded::Frame(resp, _) => return Ok(resp),
             Decoded::Invalid(e) => return Err(format!("a bad frame: {e}")),
             Decoded::Incomplete(_) => {}
         }
@@ -120,17 +138,6 @@ fn one_client(addr: SocketAddr, n: usize) -> Result<(), String> {
             Ok(k) => input.extend_from_slice(&chunk[..k]),
             Err(e) => return Err(format!("read: {e}")),
         }
-    };
-    match reply {
-        Response::Echo(back) if back == payload.as_bytes() => {}
-        other => return Err(format!("{other:?}")),
-    }
-    // Done: the server sees end of file and closes; wait for that close, then go again at once.
-    s.shutdown(Shutdown::Write).map_err(|e| format!("shutdown: {e}"))?;
-    match s.read(&mut chunk) {
-        Ok(0) => Ok(()),
-        Ok(k) => Err(format!("{k} bytes after the reply")),
-        Err(e) => Err(format!("waiting for the close: {e}")),
     }
 }
 
@@ -165,16 +172,18 @@ fn reconnect_at_once(model: &str) {
     assert_eq!(count(&err, "refused"), 0, "{model}: {err}");
 }
 
-macro_rules! models {
-    ($($name:ident => $model:expr;)*) => {$(
+/// One test per model of `check`, each given the arguments after its name.
+macro_rules! per_model {
+    ($check:expr; $($name:ident => $($arg:expr),+;)*) => {$(
         #[test]
         fn $name() {
-            reconnect_at_once($model);
+            $check($($arg),+);
         }
     )*};
 }
 
-models! {
+per_model! {
+    reconnect_at_once;
     iterative_reconnect_at_once => "iterative";
     threads_reconnect_at_once => "threads";
     pool_reconnect_at_once => "pool";
@@ -234,25 +243,39 @@ fn trickle(addr: SocketAddr, from: [u8; 4], done: &AtomicBool, back: Return) {
 }
 
 fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
+    newcomer_is_served_beside(model, "tricklers", move |addr, i, done| {
+        trickle(addr, [127, 0, subnet, 2 + i], done, back)
+    });
+}
+
+/// `procs serve --max-conns TRICKLERS --frame-timeout 120s` facing TRICKLERS peers, each
+/// running `peer(addr, its index, done)` until `done`: once they have taken every slot, a
+/// newcomer that retries when told the server is full must be served (the bound is a hang
+/// guard; on an idle machine the first try is served).
+fn newcomer_is_served_beside(
+    model: &str,
+    peers: &str,
+    peer: impl Fn(SocketAddr, u8, &AtomicBool) + Clone + Send + 'static,
+) {
     let max_conns = TRICKLERS.to_string();
     let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
         return;
     };
     let done = Arc::new(AtomicBool::new(false));
-    let tricklers: Vec<_> = (0..TRICKLERS)
+    let threads: Vec<_> = (0..TRICKLERS)
         .map(|i| {
-            let done = done.clone();
-            let addr = server.addr;
-            std::thread::spawn(move || trickle(addr, [127, 0, subnet, 2 + i], &done, back))
+            let (done, addr, peer) = (done.clone(), server.addr, peer.clone());
+            std::thread::spawn(move || peer(addr, i, &done))
         })
         .collect();
-    // Every slot taken by a trickler first.
+    // Every slot taken by a peer first.
     std::thread::sleep(Duration::from_millis(700));
     let started = Instant::now();
     let mut last = String::new();
     let mut served = false;
-    // A newcomer that retries when told the server is full; the bound is a hang guard.
+    let mut tries = 0;
     while started.elapsed() < Duration::from_secs(60) {
+        tries += 1;
         match query(server.addr, 3, Rank::Total, Duration::from_secs(5)) {
             Ok(_) => {
                 served = true;
@@ -262,27 +285,21 @@ fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let took = started.elapsed();
     done.store(true, Ordering::SeqCst);
-    for t in tricklers {
-        t.join().expect("trickler");
+    for t in threads {
+        t.join().expect("a peer thread");
     }
+    eprintln!("{model}: newcomer beside {peers} served={served} after {took:?}, {tries} tries");
     assert!(
         served,
-        "{model}: a newcomer beside {TRICKLERS} tricklers was never served: {last}"
+        "{model}: a newcomer beside {TRICKLERS} {peers} was never served in {tries} tries: {last}"
     );
     drop(server);
 }
 
-macro_rules! slow_peer_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtNextByte);
-        }
-    )*};
-}
-
-slow_peer_models! {
+per_model! {
+    |model, subnet| newcomer_is_served_beside_tricklers(model, subnet, Return::AtNextByte);
     iterative_serves_a_newcomer_beside_tricklers => "iterative", 10;
     threads_serves_a_newcomer_beside_tricklers => "threads", 11;
     pool_serves_a_newcomer_beside_tricklers => "pool", 12;
@@ -293,20 +310,138 @@ slow_peer_models! {
     uring_serves_a_newcomer_beside_tricklers => "uring", 17;
 }
 
-macro_rules! racing_peer_models {
-    ($($name:ident => $model:expr, $subnet:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            newcomer_is_served_beside_tricklers($model, $subnet, Return::AtOnce);
+/// One attacker: trickles a 1 MiB echo request one byte every 100 ms and, the moment it sees
+/// its connection closed (evicted or refused), connects again at once from the next of its
+/// loopback addresses, so a freed slot is raced for the instant it frees.
+fn trickle_and_reconnect_at_once(addr: SocketAddr, subnet: u8, first: u8, done: &AtomicBool) {
+    let mut frame = Vec::new();
+    protocol::encode_echo_request(&vec![7u8; 1 << 20], &mut frame);
+    let started = Instant::now();
+    let mut host = 0u8;
+    let mut conn: Option<(TcpStream, usize, Instant)> = None;
+    // The test ends it; the time is a hang guard only.
+    while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(120) {
+        let alive = conn.as_mut().is_some_and(|(s, sent, last)| {
+            let mut byte = [0u8; 512];
+            let open = matches!(s.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+            if open && last.elapsed() >= Duration::from_millis(100) {
+                *last = Instant::now();
+                *sent += 1;
+                return s.write(&frame[*sent..*sent + 1]).is_ok_and(|n| n == 1);
+            }
+            open
+        });
+        if !alive {
+            host = host.wrapping_add(1);
+            conn = connect_from(addr, [127, subnet, first, 2 + host % 200]).and_then(|mut s| {
+                s.set_nonblocking(true).ok()?;
+                s.write_all(&frame[..1]).ok()?;
+                Some((s, 0, Instant::now()))
+            });
         }
-    )*};
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Issue 31.2: attackers that reconnect the instant they are evicted, from many 127.x
+/// addresses, still leave a newcomer a slot: the newcomer is served.
+fn newcomer_is_served_beside_instant_reconnectors(model: &str, subnet: u8) {
+    newcomer_is_served_beside(model, "instant reconnectors", move |addr, i, done| {
+        trickle_and_reconnect_at_once(addr, subnet, i, done)
+    });
 }
 
 // Tricklers that come back the instant they are evicted, each from its own address: the
 // place an eviction frees must go to the newcomer that was turned away, not to the evicted.
-racing_peer_models! {
+per_model! {
+    |model, subnet| newcomer_is_served_beside_tricklers(model, subnet, Return::AtOnce);
+    iterative_serves_a_newcomer_beside_tricklers_racing_back => "iterative", 20;
     threads_serves_a_newcomer_beside_tricklers_racing_back => "threads", 21;
+    pool_serves_a_newcomer_beside_tricklers_racing_back => "pool", 22;
+    select_serves_a_newcomer_beside_tricklers_racing_back => "select", 23;
     poll_serves_a_newcomer_beside_tricklers_racing_back => "poll", 24;
     epoll_serves_a_newcomer_beside_tricklers_racing_back => "epoll", 25;
+    epoll_et_serves_a_newcomer_beside_tricklers_racing_back => "epoll-et", 26;
     uring_serves_a_newcomer_beside_tricklers_racing_back => "uring", 27;
+}
+
+// Every model admits through `--max-conns` (the iterative model serves one connection at a
+// time, its backlog behind it, and gives a slow frame's turn up the same way).
+per_model! {
+    newcomer_is_served_beside_instant_reconnectors;
+    iterative_serves_a_newcomer_beside_instant_reconnectors => "iterative", 30;
+    threads_serves_a_newcomer_beside_instant_reconnectors => "threads", 31;
+    pool_serves_a_newcomer_beside_instant_reconnectors => "pool", 32;
+    select_serves_a_newcomer_beside_instant_reconnectors => "select", 33;
+    poll_serves_a_newcomer_beside_instant_reconnectors => "poll", 34;
+    epoll_serves_a_newcomer_beside_instant_reconnectors => "epoll", 35;
+    epoll_et_serves_a_newcomer_beside_instant_reconnectors => "epoll-et", 36;
+    uring_serves_a_newcomer_beside_instant_reconnectors => "uring", 37;
+}
+
+/// A 1 MiB echo request sent steadily, 64 KiB every 200 ms (about 3 s, far within the frame
+/// timeout at its rate), beside TRICKLERS instant reconnectors that keep arriving at the full
+/// server: every arrival makes a peer give way, and the steady frame must never be the one —
+/// its reply comes back whole. (The sweep that evicted a frame begun 1 s ago, while newcomers
+/// were refused, closed it.)
+fn steady_frame_is_never_evicted(model: &str, subnet: u8) {
+    let max_conns = TRICKLERS.to_string();
+    let Some(server) = Served::start_with(model, &["--max-conns", &max_conns, "--frame-timeout", "120s"]) else {
+        return;
+    };
+    let mut steady = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5)).expect("connect");
+    // The hang guard of the reply (the server owes it about 3 s from now).
+    steady.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let payload: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let mut frame = Vec::new();
+    protocol::encode_echo_request(&payload, &mut frame);
+    // Its place is taken before the attackers come.
+    steady.write_all(&frame[..64 << 10]).expect("the first chunk");
+    let done = Arc::new(AtomicBool::new(false));
+    let attackers: Vec<_> = (0..TRICKLERS)
+        .map(|i| {
+            let (done, addr) = (done.clone(), server.addr);
+            std::thread::spawn(move || trickle_and_reconnect_at_once(addr, subnet, i, &done))
+        })
+        .collect();
+    let mut sent = Ok(());
+    for chunk in frame[64 << 10..].chunks(64 << 10) {
+        std::thread::sleep(Duration::from_millis(200));
+        sent = steady.write_all(chunk).map_err(|e| format!("write: {e}"));
+        if sent.is_err() {
+            break;
+        }
+    }
+    let reply = sent.and_then(|()| read_response(&mut steady));
+    done.store(true, Ordering::SeqCst);
+    for a in attackers {
+        a.join().expect("attacker");
+    }
+    let err = server.stop();
+    match reply {
+        Ok(Response::Echo(back)) => assert!(back == payload, "{model}: the echo differs"),
+        other => panic!("{model}: the steady frame was not answered: {other:?}; server: {err}"),
+    }
+    // The iterative model admits the attackers only after the steady client is done: they
+    // wait in its backlog, which is what its turn rule looks at; every other model is full and
+    // makes a peer give way at each attacker's arrival.
+    if model != "iterative" {
+        assert!(
+            count(&err, "evicted") > 0,
+            "{model}: no peer gave way, the test tested nothing: {err}"
+        );
+    }
+}
+
+// The iterative model serves the steady client alone until its reply is sent; the others wait.
+per_model! {
+    steady_frame_is_never_evicted;
+    iterative_never_evicts_a_steady_frame => "iterative", 40;
+    threads_never_evicts_a_steady_frame => "threads", 41;
+    pool_never_evicts_a_steady_frame => "pool", 42;
+    select_never_evicts_a_steady_frame => "select", 43;
+    poll_never_evicts_a_steady_frame => "poll", 44;
+    epoll_never_evicts_a_steady_frame => "epoll", 45;
+    epoll_et_never_evicts_a_steady_frame => "epoll-et", 46;
+    uring_never_evicts_a_steady_frame => "uring", 47;
 }

@@ -1,11 +1,13 @@
 //! One server-side connection: its input and output buffers around the shared handler, and
 //! the two ways models drive it (blocking reads and writes, or readiness-driven pumping).
 
+use super::admission::{Gauge, Slot, Standing};
 use super::handler::{Handler, ServerStats};
-use super::server::{ServerCtx, Slot};
+use super::server::ServerCtx;
 use super::window::ThreadWindow;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Output above this stops reading from the peer until it drains (a client that sends but
@@ -35,9 +37,11 @@ pub struct Session {
     pub closing: bool,
     /// The peer closed its side: answer what was received, then close.
     pub peer_closed: bool,
-    pub last_active: Instant,
+    last_active: Instant,
     /// When the partial frame waiting in `input` began arriving (None: no partial frame).
     pub frame_started: Option<Instant>,
+    /// Where admission reads this session's progress (its slot's; none in unit tests).
+    gauge: Option<Arc<Gauge>>,
 }
 
 impl Session {
@@ -50,6 +54,32 @@ impl Session {
             peer_closed: false,
             last_active: Instant::now(),
             frame_started: None,
+            gauge: None,
+        }
+    }
+
+    /// The session of the connection holding `slot`, publishing its progress to admission.
+    pub fn for_slot(slot: &Slot) -> Session {
+        Session {
+            gauge: Some(slot.gauge()),
+            ..Session::new()
+        }
+    }
+
+    /// Where the partial frame stands and whether a reply is owed (what admission judges).
+    pub fn standing(&self) -> Standing {
+        Standing {
+            frame_started: self.frame_started,
+            frame_bytes: self.input.len(),
+            frame_needs: super::protocol::frame_needs(&self.input),
+            last_active: self.last_active,
+            owes: !self.pending().is_empty(),
+        }
+    }
+
+    fn publish(&self) {
+        if let Some(gauge) = &self.gauge {
+            gauge.publish(self.standing());
         }
     }
 
@@ -79,6 +109,7 @@ impl Session {
         } else if self.frame_started.is_none() {
             self.frame_started = Some(self.last_active);
         }
+        self.publish();
     }
 
     pub fn pending(&self) -> &[u8] {
@@ -92,6 +123,7 @@ impl Session {
             self.out_pos = 0;
         }
         self.last_active = Instant::now();
+        self.publish();
     }
 
     /// Take the whole pending output (for completion-based sends that own their buffer).
@@ -104,14 +136,16 @@ impl Session {
         out
     }
 
-    /// Give back a send buffer's unsent tail in front of anything queued since.
-    pub fn put_back(&mut self, mut unsent: Vec<u8>) {
-        if unsent.is_empty() {
-            return;
+    /// A completion-based send finished: give back its buffer's unsent tail in front of
+    /// anything queued since.
+    pub fn sent(&mut self, mut unsent: Vec<u8>) {
+        self.last_active = Instant::now();
+        if !unsent.is_empty() {
+            unsent.extend_from_slice(self.pending());
+            self.output = unsent;
+            self.out_pos = 0;
         }
-        unsent.extend_from_slice(self.pending());
-        self.output = unsent;
-        self.out_pos = 0;
+        self.publish();
     }
 
     pub fn wants_read(&self) -> bool {
@@ -154,9 +188,9 @@ impl Conn {
     pub fn new(stream: TcpStream, slot: Slot) -> io::Result<Conn> {
         stream.set_nonblocking(true)?;
         Ok(Conn {
+            session: Session::for_slot(&slot),
             _slot: slot,
             stream,
-            session: Session::new(),
         })
     }
 
@@ -236,8 +270,8 @@ pub fn serve_blocking(
     let mut stream = stream;
     // Declared after the stream, so dropped before it: the place under --max-conns is given
     // back before the socket closes (a client reconnecting at once is not told "full").
+    let mut session = Session::for_slot(&slot);
     let _slot = slot;
-    let mut session = Session::new();
     loop {
         window.tick();
         while !session.pending().is_empty() {
@@ -301,7 +335,7 @@ mod tests {
         s.advance(3);
         let rest = s.take_output();
         assert_eq!(rest.len(), req.len() - 3);
-        s.put_back(rest[2..].to_vec());
+        s.sent(rest[2..].to_vec());
         assert_eq!(s.pending().len(), req.len() - 5);
         assert!(!s.finished());
         s.peer_closed = true;

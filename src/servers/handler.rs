@@ -16,7 +16,7 @@ pub struct ServerStats {
     pub idle_closed: AtomicU64,
     /// Closed for sending a frame slower than the frame timeout.
     pub slow_closed: AtomicU64,
-    /// Closed while idle to make room for refused newcomers.
+    /// Closed to give a newcomer its place (admission.rs), or its turn (iterative).
     pub evicted: AtomicU64,
     pub io_errors: AtomicU64,
     pub bytes_in: AtomicU64,

@@ -2,6 +2,7 @@
 //! level/edge, io_uring) serving one framed protocol (`protocol.rs`) through one handler,
 //! the top-k process service behind it, and the load generator that measures them.
 
+mod admission;
 mod conn;
 pub mod handler;
 pub mod loadgen;

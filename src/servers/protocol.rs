@@ -184,6 +184,16 @@ fn parse_header(buf: &[u8]) -> Decoded<(u8, usize)> {
     Decoded::Frame((buf[3], len), HEADER_LEN + len)
 }
 
+/// The length of the whole frame a partial one announces: its header's, or the largest frame
+/// while the header is not whole yet (it may announce that much).
+pub fn frame_needs(partial: &[u8]) -> usize {
+    match parse_header(partial) {
+        Decoded::Incomplete(needs) if partial.len() >= HEADER_LEN => needs,
+        Decoded::Frame(_, needs) => needs,
+        _ => HEADER_LEN + MAX_PAYLOAD,
+    }
+}
+
 pub fn encode_echo_request(payload: &[u8], out: &mut Vec<u8>) {
     put_header(out, KIND_ECHO, payload.len());
     out.extend_from_slice(payload);

@@ -1,6 +1,8 @@
 //! Starting and stopping a server of any model: its configuration, the state its threads
 //! share, connection admission (`--max-conns`), and the handle that stops and joins it.
 
+pub use super::admission::Slot;
+use super::admission::{Admission, Entry, FULL_IDLE};
 use super::conn::Session;
 use super::handler::{Handler, ServerStats};
 use super::model::{self, Model};
@@ -11,7 +13,7 @@ use socket2::{Domain, Socket, Type};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,28 +61,17 @@ pub struct ServerCtx {
     pub handler: Handler,
     pub window: Option<Arc<Window>>,
     stop: AtomicBool,
-    active: AtomicUsize,
-    started: Instant,
-    /// When a newcomer was last refused for want of a slot, in ms since `started` (+1; 0: never).
-    refused_at_ms: AtomicU64,
+    /// The places under `--max-conns` and who holds them (admission.rs).
+    admission: Arc<Admission>,
 }
-
-/// While newcomers are being refused (`--max-conns` reached), connections idle this long, or
-/// with a frame begun this long ago and still not whole, are closed to make room, whatever
-/// `--idle-timeout` and `--frame-timeout` say.
-pub const FULL_IDLE: Duration = Duration::from_secs(1);
-/// A partial frame with no new byte this long gives up its turn when clients wait behind it
-/// in the iterative model's backlog (a client writes a request at once).
-const BACKLOG_STALL: Duration = Duration::from_millis(100);
-/// How long after a refusal the server counts as turning clients away.
-const TURNING_AWAY: Duration = Duration::from_secs(5);
 
 impl ServerCtx {
     /// Whether a connection must be closed now (the reason is counted): a frame begun more
-    /// than the frame timeout ago, or idle past the idle timeout. While the server is full and
-    /// turning newcomers away, or `others_waiting` (the iterative model's backlog), a
-    /// connection with nothing owed either way is idle after FULL_IDLE already, and one whose
-    /// frame began FULL_IDLE ago is evicted too (a trickling peer).
+    /// than the frame timeout ago, or idle past the idle timeout. With `others_waiting` (the
+    /// iterative model's backlog, whose clients are not admitted until this one is done) a
+    /// connection gives its turn up as admission would give its place up (admission.rs): a
+    /// frame too slow to arrive within the frame timeout, or quiet for FULL_IDLE. A frame
+    /// arriving steadily keeps its turn, pauses and all.
     pub fn expired(&self, session: &Session, now: Instant, others_waiting: bool) -> bool {
         let stats = &self.handler.stats;
         if session
@@ -95,30 +86,17 @@ impl ServerCtx {
             ServerStats::bump(&stats.idle_closed, 1);
             return true;
         }
-        let quiet = session.frame_started.is_none() && session.pending().is_empty();
-        // A frame still arriving FULL_IDLE after its first byte is a slow peer's (a client
-        // writes a request at once): while newcomers wait, it gives its place up like an idle
-        // one, so peers trickling a frame byte by byte cannot hold every slot.
-        let slow_frame = session
-            .frame_started
-            .is_some_and(|t| now.saturating_duration_since(t) >= FULL_IDLE);
-        // The iterative model serves one connection at a time: with others in its backlog, a
-        // frame that stalls for BACKLOG_STALL holds all of them up, and gives its turn up.
-        let stalled_frame = others_waiting && session.frame_started.is_some() && idle >= BACKLOG_STALL;
-        if ((quiet && idle >= FULL_IDLE) || slow_frame || stalled_frame) && (others_waiting || self.turning_away(now)) {
+        if !others_waiting {
+            return false;
+        }
+        let progress = session.standing();
+        let quiet = progress.frame_started.is_none() && !progress.owes;
+        let slow_frame = progress.stalled_for(now, self.config.frame_timeout).is_some();
+        if (quiet && idle >= FULL_IDLE) || slow_frame {
             ServerStats::bump(&stats.evicted, 1);
             return true;
         }
         false
-    }
-
-    /// Full, and a newcomer was refused lately.
-    fn turning_away(&self, now: Instant) -> bool {
-        let at = self.refused_at_ms.load(Ordering::Relaxed);
-        at > 0
-            && self.active() >= self.config.max_conns
-            && now.saturating_duration_since(self.started).as_millis() as u64
-                <= at - 1 + TURNING_AWAY.as_millis() as u64
     }
 
     pub fn stop_requested(&self) -> bool {
@@ -131,7 +109,7 @@ impl ServerCtx {
     }
 
     pub fn active(&self) -> usize {
-        self.active.load(Ordering::Relaxed)
+        self.admission.active()
     }
 
     /// The calling server thread's view of the measured window (if any), which also records
@@ -147,46 +125,46 @@ impl ServerCtx {
         }
     }
 
-    /// Admit a new connection or refuse it: over `--max-conns` (or, for select, an fd too high
+    /// Admit a new connection or refuse it. Over `--max-conns` the newcomer takes the place
+    /// of a peer that gives way (admission.rs: a frame too slow to arrive within the frame
+    /// timeout, or, while newcomers are turned away, a quiet peer idle for FULL_IDLE), whose
+    /// socket is shut down for its model to close; with none, (or, for select, an fd too high
     /// to watch) the peer gets a server-full error frame and the socket is closed.
     pub fn admit(self: &Arc<Self>, stream: TcpStream) -> Option<(TcpStream, Slot)> {
-        let fd_limit = self.config.model.fd_limit();
-        let too_high_fd = fd_limit.is_some_and(|limit| stream.as_raw_fd() >= limit);
-        let taken = self.active.fetch_add(1, Ordering::SeqCst);
-        let slot = Slot(self.clone());
-        if taken >= self.config.max_conns || too_high_fd {
-            drop(slot);
-            let message = if too_high_fd {
-                format!(
-                    "select() cannot watch fd {} (FD_SETSIZE is {})",
-                    stream.as_raw_fd(),
-                    multiplex::FD_SETSIZE
-                )
-            } else {
-                let now = self.started.elapsed().as_millis() as u64 + 1;
-                self.refused_at_ms.store(now, Ordering::Relaxed);
-                format!(
-                    "server full: max-conns {} reached; connections idle over {} s are being closed, retry shortly",
-                    self.config.max_conns,
-                    FULL_IDLE.as_secs()
-                )
-            };
-            refuse(stream, &message);
-            ServerStats::bump(&self.handler.stats.refused, 1);
-            return None;
-        }
+        let fd = stream.as_raw_fd();
+        let too_high_fd = self.config.model.fd_limit().is_some_and(|limit| fd >= limit);
+        let entry = if too_high_fd {
+            Entry::Full
+        } else {
+            self.admission.enter(fd)
+        };
+        let slot = match entry {
+            Entry::Free(slot) => slot,
+            Entry::InPlaceOf(slot) => {
+                ServerStats::bump(&self.handler.stats.evicted, 1);
+                slot
+            }
+            Entry::Full => {
+                let message = if too_high_fd {
+                    format!(
+                        "select() cannot watch fd {fd} (FD_SETSIZE is {})",
+                        multiplex::FD_SETSIZE
+                    )
+                } else {
+                    format!(
+                        "server full: max-conns {} reached; connections idle over {} s or too slow to send a frame within the frame timeout give way to newcomers, retry shortly",
+                        self.config.max_conns,
+                        FULL_IDLE.as_secs()
+                    )
+                };
+                refuse(stream, &message);
+                ServerStats::bump(&self.handler.stats.refused, 1);
+                return None;
+            }
+        };
         ServerStats::bump(&self.handler.stats.accepted, 1);
         let _ = stream.set_nodelay(true);
         Some((stream, slot))
-    }
-}
-
-/// A connection's place under `--max-conns`; freed when dropped.
-pub struct Slot(Arc<ServerCtx>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -294,12 +272,10 @@ pub fn start(config: ServerConfig, window: Option<Arc<Window>>) -> anyhow::Resul
     }
     let ctx = Arc::new(ServerCtx {
         handler: Handler::new(config.procs_interval),
+        admission: Arc::new(Admission::new(config.max_conns, config.frame_timeout)),
         config,
         window,
         stop: AtomicBool::new(false),
-        active: AtomicUsize::new(0),
-        started: Instant::now(),
-        refused_at_ms: AtomicU64::new(0),
     });
     let (addr, threads) = model::spawn(&ctx).inspect_err(|_| ctx.handler.shutdown())?;
     Ok(RunningServer { addr, ctx, threads })

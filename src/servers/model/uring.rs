@@ -104,7 +104,7 @@ impl Loop<'_> {
                             id,
                             UConn {
                                 stream,
-                                session: Session::new(),
+                                session: Session::for_slot(&slot),
                                 shut: false,
                                 slot: Some(slot),
                             },
@@ -153,8 +153,7 @@ impl Loop<'_> {
                 } else {
                     let sent = (done.result as usize).min(buf.len());
                     ServerStats::bump(&ctx.handler.stats.bytes_out, sent as u64);
-                    c.session.put_back(buf[sent..].to_vec());
-                    c.session.last_active = Instant::now();
+                    c.session.sent(buf[sent..].to_vec());
                 }
             }
             _ => {}
