@@ -46,6 +46,8 @@ macro_rules! named_choices {
     };
 }
 
+pub(crate) use named_choices;
+
 /// An enum of named choices (see `named_choices!`): its members and each one's name.
 pub trait NamedChoice: Copy + Send + Sync + 'static + std::str::FromStr<Err = String> {
     fn all() -> &'static [Self];
