@@ -27,6 +27,14 @@ macro_rules! named_choices {
             }
         }
 
+        $crate::case::choice_parser!($ty);
+    };
+}
+
+/// clap's parser for an enum with `ALL`, `as_str` and a `FromStr` of its own (one that takes
+/// aliases too, such as a server model's `io_uring`): `named_choices!` without its `FromStr`.
+macro_rules! choice_parser {
+    ($ty:ty) => {
         impl $crate::case::NamedChoice for $ty {
             fn all() -> &'static [Self] {
                 &<$ty>::ALL
@@ -46,6 +54,7 @@ macro_rules! named_choices {
     };
 }
 
+pub(crate) use choice_parser;
 pub(crate) use named_choices;
 
 /// An enum of named choices (see `named_choices!`): its members and each one's name.
