@@ -625,7 +625,7 @@ fn bad_options_exit_2_with_one_line() {
         (vec!["micro", "membw", "--size", "1000G"], "available"),
         (vec!["micro", "memlat", "--max", "1000G"], "available"),
         (vec!["micro", "fs", "--file-size", "100000G"], "free"),
-        (vec!["micro", "fs", "--procs", "100"], "1..64"),
+        (vec!["micro", "fs", "--procs", "100"], "accepted: 1 to 64"),
     ];
     for (args, says) in cases {
         let out = iopath().args(&args).assert().code(2).get_output().clone();

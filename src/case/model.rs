@@ -75,6 +75,8 @@ impl std::str::FromStr for Model {
     }
 }
 
+super::choice_parser!(Model);
+
 impl Serialize for Model {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())

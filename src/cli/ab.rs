@@ -23,6 +23,26 @@ use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
+/// `ab --order`: how each pair's two cells are ordered (stored with the run by its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairOrder {
+    Abba,
+    Random,
+}
+
+impl PairOrder {
+    pub const ALL: [PairOrder; 2] = [PairOrder::Abba, PairOrder::Random];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairOrder::Abba => "abba",
+            PairOrder::Random => "random",
+        }
+    }
+}
+
+crate::case::named_choices!(PairOrder, "order");
+
 #[derive(Args, Debug)]
 pub struct AbArgs {
     /// A setting of variant B (repeat for several): sysctl:NAME=VALUE, dev:DEV:gro|gso|tso=on|off,
@@ -32,8 +52,8 @@ pub struct AbArgs {
     pub set: Vec<String>,
     /// The order of each pair's two cells: abba (A B, B A, A B, ...) or random (a coin per pair,
     /// seeded by --seed).
-    #[arg(long, default_value = "abba", value_parser = ["abba", "random"])]
-    pub order: String,
+    #[arg(long, default_value = "abba")]
+    pub order: PairOrder,
     /// Seed of --order random (default: from the clock; stored with the run).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -229,7 +249,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     let plan = Plan {
         cases: plan_a.cases.iter().chain(&plan_b.cases).cloned().collect(),
         repetitions: plan_a.repetitions,
-        shuffle: args.order == "random",
+        shuffle: args.order == PairOrder::Random,
         seed: args.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -257,7 +277,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     let run_id = store
         .create_run(&NewRun::of_plan(&plan, command_line()))
         .map_err(store_error)?;
-    store.mark_ab_run(run_id, &settings_text, &args.order, scope.name(), half)?;
+    store.mark_ab_run(run_id, &settings_text, args.order.as_str(), scope.name(), half)?;
     let journal = store.journal_originals(Some(run_id), &originals)?;
     drop(store);
     if scope == Scope::Host {

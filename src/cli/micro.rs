@@ -4,7 +4,7 @@
 use super::error::usage;
 use super::output::{num, Table};
 use super::run::{self, RunFlags};
-use super::values::{parse_count_list, parse_size};
+use super::values::parse_size;
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Bench, Settings};
 use crate::observation::names;
@@ -157,8 +157,8 @@ pub struct RunArgs {
     pub cache_time: Option<std::time::Duration>,
     /// fs contention: reader process counts, a list 1,2,4 or a range 1..8 (both ends and the
     /// powers of two between; default 1,2,4, 1,2 with --quick).
-    #[arg(long, value_name = "LIST")]
-    pub procs: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = super::values::parse_counts_up_to::<MAX_READERS>)]
+    pub procs: Option<super::values::CountList>,
     /// fs: read the same files locally and over a real file server built for the run (sshd +
     /// sftp-server in a private network namespace behind a veth pair, mounted with sshfs) and
     /// report the penalty; LINK shapes the link (mtu=N,rate=R, e.g. rate=1gbit; default
@@ -166,11 +166,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "LINK", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub remote: Option<String>,
     /// fs --remote: block sizes read, a list 4K,64K or a range 4K..1M (default 4KiB).
-    #[arg(long, value_name = "LIST")]
-    pub block_size: Option<String>,
-    /// ctxswitch: yes, no or both (default both).
-    #[arg(long, value_name = "yes|no|both")]
-    pub pinned: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = super::values::parse_size_list)]
+    pub block_size: Option<super::values::SizeList>,
+    /// ctxswitch: pinned to one CPU, not pinned, or both (default both).
+    #[arg(long)]
+    pub pinned: Option<Pinned>,
     /// proc: the program fork+exec and posix_spawn start (default /bin/true).
     #[arg(long, value_name = "PATH")]
     pub program: Option<String>,
@@ -181,6 +181,40 @@ pub struct RunArgs {
     #[command(flatten)]
     pub run: RunFlags,
 }
+
+/// The most reader processes of `micro fs --procs`.
+const MAX_READERS: usize = 64;
+
+/// `micro ctxswitch --pinned`: which of its runs to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinned {
+    Yes,
+    No,
+    Both,
+}
+
+impl Pinned {
+    pub const ALL: [Pinned; 3] = [Pinned::Yes, Pinned::No, Pinned::Both];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pinned::Yes => "yes",
+            Pinned::No => "no",
+            Pinned::Both => "both",
+        }
+    }
+
+    /// The one pinning to measure, or `None` for both.
+    fn only(self) -> Option<bool> {
+        match self {
+            Pinned::Yes => Some(true),
+            Pinned::No => Some(false),
+            Pinned::Both => None,
+        }
+    }
+}
+
+crate::case::named_choices!(Pinned, "pinning");
 
 impl MicroCommand {
     /// The benchmarks this command names and its flags; None for `list`.
@@ -368,16 +402,7 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
         micro::scratch::check_dir(dir).map_err(usage)?;
     }
     check_resources(a)?;
-    let pinned = match a.pinned.as_deref() {
-        None | Some("both") => None,
-        Some("yes") => Some(true),
-        Some("no") => Some(false),
-        Some(other) => {
-            return Err(usage(format!(
-                "--pinned '{other}' is not accepted (accepted: yes, no, both)"
-            )))
-        }
-    };
+    let pinned = a.pinned.and_then(Pinned::only);
     if let Some(p) = &a.program {
         use std::os::unix::fs::PermissionsExt;
         let executable = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
@@ -387,16 +412,6 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
             )));
         }
     }
-    let procs = match &a.procs {
-        None => None,
-        Some(text) => {
-            let p = parse_count_list(text).map_err(|e| usage(format!("--procs: {e}")))?;
-            if p.iter().any(|n| *n > 64) {
-                return Err(usage("--procs accepts 1..64 readers"));
-            }
-            Some(p)
-        }
-    };
     let variants = match &a.variant {
         None => None,
         Some(text) => {
@@ -431,7 +446,7 @@ fn settings(benches: &[Bench], a: &RunArgs) -> anyhow::Result<Settings> {
         file_bytes: a.file_size,
         cache_max: a.cache_max,
         cache_time_s: a.cache_time.map(|d| d.as_secs_f64().ceil() as u64),
-        procs,
+        procs: a.procs.clone(),
         pinned,
         program: a.program.clone(),
         variants,
@@ -468,20 +483,13 @@ fn remote_settings(benches: &[Bench], a: &RunArgs, variants: Option<&[String]>) 
             }
         }
     }
-    let blocks = match &a.block_size {
-        None => None,
-        Some(text) => {
-            let b = super::values::parse_size_list(text).map_err(|e| usage(format!("--block-size: {e}")))?;
-            if let Some(bad) = b.iter().find(|b| **b == 0 || **b % 4096 != 0 || **b > 1 << 20) {
-                return Err(usage(format!(
-                    "--block-size {bad} is not accepted (accepted: multiples of 4KiB up to 1MiB)"
-                )));
-            }
-            Some(b)
-        }
-    };
+    if let Some(bad) = a.block_size.iter().flatten().find(|b| **b % 4096 != 0 || **b > 1 << 20) {
+        return Err(usage(format!(
+            "--block-size {bad} is not accepted (accepted: multiples of 4KiB up to 1MiB)"
+        )));
+    }
     micro::remote_fs::check().map_err(usage)?;
-    Ok((Some(link.clone()), blocks))
+    Ok((Some(link.clone()), a.block_size.clone()))
 }
 
 /// Refuse memory sizes that would push the machine into the OOM killer and files that would
@@ -506,12 +514,7 @@ fn check_resources(a: &RunArgs) -> anyhow::Result<()> {
     let dir = micro::scratch::base_dir(a.dir.as_ref().and_then(|d| d.to_str()));
     if let Ok(stat) = nix::sys::statvfs::statvfs(&dir) {
         let free = stat.blocks_available().saturating_mul(stat.fragment_size());
-        let readers = a
-            .procs
-            .as_deref()
-            .and_then(|p| parse_count_list(p).ok())
-            .and_then(|p| p.into_iter().max())
-            .unwrap_or(4) as u64;
+        let readers = a.procs.iter().flatten().max().copied().unwrap_or(4) as u64;
         let needs = [
             ("--file-size", a.file_size.map(|f| f.saturating_mul(readers))),
             ("--cache-max", a.cache_max),

@@ -210,19 +210,16 @@ pub struct ManArgs {
 }
 
 /// The completion script for `shell`: the visible commands only (never the hidden test
-/// workload `fake`), and the values of `--mode`, `--rx-mode`, `--pick` and `--topology` offered
-/// by name instead of file names.
+/// workload `fake`), and the values of `--topology` offered by name instead of file names
+/// (flags of named choices such as `--mode` carry their names in their parser).
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut for_completion(&command()), "iopath", &mut script);
     script
 }
 
-/// The arguments whose values are lists of named choices checked by their own parser.
-const NAMED_VALUE_ARGS: [&str; 4] = ["mode", "rx_mode", "pick", "topology"];
-
 /// `cmd` rebuilt for a completion generator: hidden subcommands left out (clap_complete
-/// offers them otherwise), and each of [`NAMED_VALUE_ARGS`] given the names its parser accepts.
+/// offers them otherwise), and `--topology` given the kinds its parser accepts.
 fn for_completion(cmd: &clap::Command) -> clap::Command {
     // clap takes 'static names; this command lives for one completion script.
     fn leak(text: &str) -> &'static str {
@@ -237,11 +234,9 @@ fn for_completion(cmd: &clap::Command) -> clap::Command {
     }
     for arg in cmd.get_arguments() {
         let mut arg = arg.clone();
-        if NAMED_VALUE_ARGS.contains(&arg.get_id().as_str()) {
-            let names: Vec<&'static str> = accepted_names(&arg).iter().map(|n| leak(n)).collect();
-            if !names.is_empty() {
-                arg = arg.value_parser(clap::builder::PossibleValuesParser::new(names));
-            }
+        if arg.get_id() == "topology" {
+            let names: Vec<&'static str> = topology_names().iter().map(|n| leak(n)).collect();
+            arg = arg.value_parser(clap::builder::PossibleValuesParser::new(names));
         }
         out = out.arg(arg);
     }
@@ -251,20 +246,10 @@ fn for_completion(cmd: &clap::Command) -> clap::Command {
     out
 }
 
-/// The names an argument's parser accepts, read from the "(accepted: a, b, c)" of the error
-/// it gives for a value no parser takes: `veth[:mtu=N]` is offered as `veth` and `veth:`,
-/// `remote:HOST:PORT` as `remote:`.
-fn accepted_names(arg: &clap::Arg) -> Vec<String> {
-    let error = match (arg.get_id().as_str(), arg.get_long()) {
-        ("topology", _) => "\u{1}".parse::<crate::net::topology::Topology>().err(),
-        (_, Some(long)) => clap::Command::new("probe")
-            .no_binary_name(true)
-            .arg(arg.clone().required(false))
-            .try_get_matches_from([format!("--{long}"), "\u{1}".to_string()])
-            .err()
-            .map(|e| e.to_string()),
-        _ => None,
-    };
+/// The topology kinds, read from the "(accepted: a, b, c)" of the refusal of a value no
+/// kind takes: `veth[:mtu=N]` is offered as `veth` and `veth:`, `remote:HOST:PORT` as `remote:`.
+fn topology_names() -> Vec<String> {
+    let error = "\u{1}".parse::<crate::net::topology::Topology>().err();
     let Some(text) = error else { return Vec::new() };
     let Some(list) = text.split("(accepted: ").nth(1).and_then(|l| l.split(')').next()) else {
         return Vec::new();

@@ -53,16 +53,16 @@ pub struct StreamArgs {
     /// notification: with --verify, which rewrites every message, they keep a ring larger than
     /// the socket buffers can hold, and the check catches a slot the kernel still held when it
     /// was rewritten (without it one message is sent again and again, as one-copy does).
-    #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_parser = parse_modes)]
-    pub mode: ModeList,
+    #[arg(long, default_value = "two-copy,one-copy,zero-copy", value_delimiter = ',')]
+    pub mode: Vec<CopyMode>,
     /// Receive modes, comma-separated; every --mode runs with every one of them:
     /// copy (recv into one buffer), scatter (recvmsg into the fields), trunc (recv with
     /// MSG_TRUNC: the kernel discards the bytes, so the sender's cost is seen alone; not with
     /// --verify), zerocopy (TCP_ZEROCOPY_RECEIVE maps whole received pages instead of copying;
     /// sets TCP_MAXSEG 4108 on loopback and netns; the mapped fraction is reported).
     /// Default: copy for two-copy, scatter for the other modes.
-    #[arg(long, value_parser = parse_rx_modes, value_name = "RX_MODES")]
-    pub rx_mode: Option<RxModeList>,
+    #[arg(long, value_delimiter = ',', value_name = "RX_MODES")]
+    pub rx_mode: Option<Vec<RxMode>>,
     /// Message sizes: 64, 4K, 4KiB, 1M (binary units), lists (1K,64K) and ranges A..B, which
     /// are both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K). Each
     /// size must be at least --fields bytes.
@@ -78,6 +78,8 @@ pub struct StreamArgs {
     pub fields: u32,
     #[command(flatten)]
     pub window: WindowFlags,
+    #[command(flatten)]
+    pub align: AlignFlag,
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
@@ -182,15 +184,17 @@ pub struct WindowFlags {
     /// Pin server thread i to the i-th CPU of this list (wrapping).
     #[arg(long, value_parser = values::parse_cpu_list)]
     pub server_cpus: Option<values::CpuList>,
+}
+
+/// `--align`, flattened by the TCP workloads (net stream, net rr, net crr, net records and
+/// their sweeps); the UDP workloads' datagram buffers are their own, so they have no such flag.
+#[derive(Args, Debug)]
+pub struct AlignFlag {
     /// Where every buffer the kernel copies into or out of starts: page (a page boundary),
     /// misaligned (16 bytes past one, where malloc puts large blocks: the kernel's copy can be
     /// many times slower), malloc (wherever the allocator puts it).
-    #[arg(long, default_value = "page", value_parser = parse_align)]
+    #[arg(long, default_value = "page")]
     pub align: Align,
-}
-
-pub(crate) fn parse_align(text: &str) -> Result<Align, String> {
-    text.parse()
 }
 
 impl WindowFlags {
@@ -278,26 +282,6 @@ fn parse_allow_peers(text: &str) -> Result<crate::net::session::AllowList, Strin
     text.parse()
 }
 
-/// See values::SizeList for why this is an alias.
-type ModeList = Vec<CopyMode>;
-
-fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
-    values::parse_list(text)
-}
-
-/// See values::SizeList for why this is an alias.
-pub(super) type RxModeList = Vec<RxMode>;
-
-/// The send and receive mode lists of the UDP workloads (udp-stream, udp-rr): aliases, so
-/// clap takes each comma-separated list whole (it reads a `Vec` field as a repeated flag).
-pub(super) type UdpSendModes = Vec<crate::case::UdpSendMode>;
-pub(super) type UdpRecvModes = Vec<crate::case::UdpRecvMode>;
-
-/// `--rx-mode` of `net stream`, `net rr` and `net crr` (and their sweeps).
-pub(super) fn parse_rx_modes(text: &str) -> Result<Vec<RxMode>, String> {
-    values::parse_list(text)
-}
-
 /// `--rx-mode` against `--verify`: trunc never sees the bytes, so there is nothing to check.
 pub(super) fn check_rx_modes(rx_modes: &[RxMode], verify: bool) -> anyhow::Result<()> {
     if verify && rx_modes.contains(&RxMode::Trunc) {
@@ -314,7 +298,7 @@ pub(super) fn rx_modes_for(mode: CopyMode, rx_modes: &[RxMode]) -> Vec<RxMode> {
     if rx_modes.is_empty() {
         vec![RxMode::paired_with(mode)]
     } else {
-        rx_modes.to_vec()
+        values::distinct(rx_modes)
     }
 }
 
@@ -373,7 +357,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
     check_rx_modes(rx_modes, args.verify)?;
     let mut cases: Vec<StreamCase> = Vec::new();
-    for &mode in &args.mode {
+    for mode in values::distinct(&args.mode) {
         for rx_mode in rx_modes_for(mode, rx_modes) {
             for &size in &args.size {
                 for zc_ring in rings(mode) {
@@ -387,7 +371,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             zc_ring,
                             fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
                             prove_copies: args.prove_copies,
-                            align: args.window.align,
+                            align: args.align.align,
                         });
                     }
                 }

@@ -21,8 +21,8 @@ pub struct RecordsArgs {
     /// them into one buffer, then send), gather (sendmsg with one iovec per record, in place),
     /// zero-copy (the same with MSG_ZEROCOPY: the kernel pins the table's pages), uring-zc
     /// (io_uring SENDMSG_ZC).
-    #[arg(long, default_value = "copy-out,gather,zero-copy,uring-zc", value_parser = parse_modes)]
-    pub mode: ModeList,
+    #[arg(long, default_value = "copy-out,gather,zero-copy,uring-zc", value_delimiter = ',')]
+    pub mode: Vec<RecordsMode>,
     /// Bytes per record (R): 128, 1K, lists 128,1K (8 B to 1 MiB).
     #[arg(long, default_value = "128,1K", value_parser = values::parse_size_list)]
     pub record_size: values::SizeList,
@@ -36,8 +36,8 @@ pub struct RecordsArgs {
     pub table: u64,
     /// Which records a request names: random (uniform over the whole table, defeating the
     /// cache) or hot (uniform over its first 256 KiB, a set that stays cached); a list runs both.
-    #[arg(long, default_value = "random", value_parser = parse_picks)]
-    pub pick: PickList,
+    #[arg(long, default_value = "random", value_delimiter = ',')]
+    pub pick: Vec<Pick>,
     /// Requests each client keeps in flight on its connection: 1 (one at a time) or more
     /// (pipelined), a list 1,8.
     #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
@@ -47,6 +47,8 @@ pub struct RecordsArgs {
     pub threads: values::CountList,
     #[command(flatten)]
     pub window: super::net::WindowFlags,
+    #[command(flatten)]
+    pub align: super::net::AlignFlag,
     /// The client checks every byte of every record against the pattern of the id it asked
     /// for (costs client CPU; the run fails if any record arrives corrupted).
     #[arg(long)]
@@ -69,18 +71,6 @@ pub struct RecordsArgs {
 
 /// `--topology` of net records, which has no `--connect`: what a remote server does here.
 const TOPOLOGY_HELP: &str = "Where the two ends live: loopback, netns (both in a fresh private network namespace), veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair), or remote HOST:PORT (an `iopath net serve` there holds the table and sends: over a real NIC zero copy really avoids the copy). Namespaces need root";
-
-/// See values::SizeList for why these are aliases.
-type ModeList = Vec<RecordsMode>;
-type PickList = Vec<Pick>;
-
-fn parse_modes(text: &str) -> Result<Vec<RecordsMode>, String> {
-    values::parse_list(text)
-}
-
-fn parse_picks(text: &str) -> Result<Vec<Pick>, String> {
-    values::parse_list(text)
-}
 
 /// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
@@ -111,10 +101,10 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
         )));
     }
     let mut cases = Vec::new();
-    for &mode in &args.mode {
+    for mode in values::distinct(&args.mode) {
         for &record_size in &args.record_size {
             for &n in &args.records {
-                for &pick in &args.pick {
+                for &pick in &values::distinct(&args.pick) {
                     for &outstanding in &args.outstanding {
                         for &threads in &args.threads {
                             cases.push(RecordsCase {
@@ -126,7 +116,7 @@ pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
                                 pick,
                                 outstanding,
                                 net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
-                                align: args.window.align,
+                                align: args.align.align,
                                 prove_copies: args.prove_copies,
                             });
                         }

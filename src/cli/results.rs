@@ -173,11 +173,6 @@ fn parse_run_ref(text: &str) -> Result<RunRef, String> {
     })
 }
 
-/// `--correction bh|holm|none`.
-fn parse_correction(text: &str) -> Result<Correction, String> {
-    text.parse()
-}
-
 /// `--threshold 3` or `3%`: a percentage from 0 to 100 (exclusive), as a fraction.
 pub(super) fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
@@ -214,7 +209,7 @@ pub struct CompareArgs {
     pub fail_on_regression: bool,
     /// How the cells' p-values are adjusted for the many cells compared: bh
     /// (Benjamini-Hochberg, false discovery rate), holm (any false alarm) or none.
-    #[arg(long, default_value = "bh", value_parser = parse_correction, value_name = "METHOD")]
+    #[arg(long, default_value = "bh", value_name = "METHOD")]
     pub correction: Correction,
     /// Match cells on every parameter but these (comma-separated parameter names, e.g.
     /// `--ignore fields` to compare 8 fields against 1, `--ignore duration` for 3 s against

@@ -23,8 +23,8 @@ pub struct RrArgs {
     /// a socket closed every transaction would take its uncollected completions with it
     /// (uring-zc's notifications arrive on the ring instead, so it can follow).
     /// Default: two-copy,one-copy,zero-copy for rr; two-copy,one-copy for crr.
-    #[arg(long, value_parser = parse_modes)]
-    pub mode: Option<ModeList>,
+    #[arg(long, value_delimiter = ',')]
+    pub mode: Option<Vec<CopyMode>>,
     /// Receive modes, comma-separated, used by both ends (the server reading requests, the
     /// client reading responses); every --mode runs with every one of them: copy (recv into
     /// one buffer), scatter (recvmsg into the fields), trunc (recv with MSG_TRUNC: the kernel
@@ -32,8 +32,8 @@ pub struct RrArgs {
     /// --verify), zerocopy (TCP_ZEROCOPY_RECEIVE; messages smaller than a page are always
     /// copied, and it is refused as unavailable where the kernel cannot map the socket).
     /// Default: copy for two-copy, scatter for the other modes.
-    #[arg(long, value_parser = super::net::parse_rx_modes, value_name = "RX_MODES")]
-    pub rx_mode: Option<super::net::RxModeList>,
+    #[arg(long, value_delimiter = ',', value_name = "RX_MODES")]
+    pub rx_mode: Option<Vec<crate::case::RxMode>>,
     /// Request sizes (client to server): 64, 1K, lists 64,1K and ranges 64..4K (both ends and
     /// every power of two between). A sweep crosses them with --response-size.
     #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
@@ -62,6 +62,8 @@ pub struct RrArgs {
     pub fields: u32,
     #[command(flatten)]
     pub window: super::net::WindowFlags,
+    #[command(flatten)]
+    pub align: super::net::AlignFlag,
     /// Fill every request and response with a pattern from its sequence number and check
     /// every byte received, on both ends.
     #[arg(long)]
@@ -82,17 +84,11 @@ pub struct CrrArgs {
     pub args: RrArgs,
 }
 
-type ModeList = Vec<CopyMode>;
-
-fn parse_modes(text: &str) -> Result<Vec<CopyMode>, String> {
-    values::parse_list(text)
-}
-
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     let modes = match (&args.mode, kind) {
-        (Some(m), _) => m.clone(),
+        (Some(m), _) => values::distinct(m),
         (None, RrKind::Rr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy, CopyMode::ZeroCopy],
         (None, RrKind::Crr) => vec![CopyMode::TwoCopy, CopyMode::OneCopy],
     };
@@ -145,7 +141,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 inflight,
                                 net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 rate: args.rate,
-                                align: args.window.align,
+                                align: args.align.align,
                             });
                         }
                     }

@@ -77,7 +77,7 @@ pub enum ProcsCommand {
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Concurrency model: iterative, threads, pool, select, poll, epoll, epoll-et, uring.
-    #[arg(long, default_value = "epoll", value_parser = parse_model)]
+    #[arg(long, default_value = "epoll")]
     pub model: Model,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:7070", value_parser = parse_address)]
@@ -136,11 +136,6 @@ fn parse_models(text: &str) -> Result<Vec<Model>, String> {
         return Ok(Model::ALL.to_vec());
     }
     values::parse_list(text)
-}
-
-/// `procs serve --model`: one model.
-fn parse_model(text: &str) -> Result<Model, String> {
-    text.parse()
 }
 
 /// `--request`: requests separated by commas (or `|`).

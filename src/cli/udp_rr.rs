@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Align, Case, Topology, UdpRecvMode, UdpRrCase, UdpSendMode};
+use crate::case::{format_bytes, Case, Topology, UdpRecvMode, UdpRrCase, UdpSendMode};
 use crate::net::workload::udp_rr;
 use crate::observation::names;
 use crate::observation::Role;
@@ -21,13 +21,13 @@ pub struct UdpRrArgs {
     /// the kernel; needs --inflight 2 or more), zerocopy (MSG_ZEROCOPY, completions read),
     /// uring (io_uring SENDMSG). With one request in flight sendmmsg and gso batch nothing and
     /// the cell reads `unavailable` saying so.
-    #[arg(long, default_value = "send,sendmsg", value_parser = values::parse_list::<UdpSendMode>)]
-    pub mode: super::net::UdpSendModes,
+    #[arg(long, default_value = "send,sendmsg", value_delimiter = ',')]
+    pub mode: Vec<UdpSendMode>,
     /// Receive modes, comma-separated, used by both ends: recv (one datagram per call),
     /// recvmmsg (up to --inflight per call), gro (UDP_GRO, coalesced datagrams split by the
     /// segment size). Every --mode runs with every one of them. Default: recv.
-    #[arg(long, default_value = "recv", value_parser = values::parse_list::<UdpRecvMode>, value_name = "RX_MODES")]
-    pub rx_mode: super::net::UdpRecvModes,
+    #[arg(long, default_value = "recv", value_delimiter = ',', value_name = "RX_MODES")]
+    pub rx_mode: Vec<UdpRecvMode>,
     /// Request datagram sizes (client to server), the 16-byte header included: 16 to 65507
     /// bytes; lists 64,1K and ranges 64..4K.
     #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
@@ -74,11 +74,6 @@ pub struct UdpRrArgs {
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
     let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
-    if args.window.align != Align::Page {
-        return Err(usage(
-            "--align is not used by net udp-rr: its datagram buffers always start on a page (accepted: --align page, the default)",
-        ));
-    }
     let loss_timeout_ms = u64::try_from(args.loss_timeout.as_millis()).unwrap_or(u64::MAX);
     if args.loss_timeout.subsec_nanos() % 1_000_000 != 0 || !udp_rr::LOSS_TIMEOUT_MS.contains(&loss_timeout_ms) {
         return Err(usage(format!(
@@ -87,8 +82,8 @@ pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
         )));
     }
     let mut cases = Vec::new();
-    for &mode in &args.mode {
-        for &rx_mode in &args.rx_mode {
+    for mode in values::distinct(&args.mode) {
+        for &rx_mode in &values::distinct(&args.rx_mode) {
             for &request_size in &args.request_size {
                 for &response_size in &args.response_size {
                     for &inflight in &args.inflight {
@@ -210,12 +205,12 @@ mod tests {
             (vec!["--response-size", "64K"], "65507"),
             (vec!["--inflight", "100"], "accepted 1 to 64"),
             (vec!["--loss-timeout", "20s"], "--loss-timeout"),
-            (vec!["--align", "misaligned"], "--align"),
         ] {
             let err = cases(&argv).unwrap_err();
             assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");
             assert!(err.to_string().contains(needle), "{needle}: {err}");
         }
         assert!(crate::cli::values::parse_flags::<UdpRrArgs>(&["--mode", "sendfile"]).is_err());
+        assert!(crate::cli::values::parse_flags::<UdpRrArgs>(&["--align", "page"]).is_err());
     }
 }

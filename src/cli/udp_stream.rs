@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
-use crate::case::{format_bytes, Align, Case, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::case::{format_bytes, Case, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::net::workload::udp_stream;
 use crate::observation::names;
 use crate::observation::Role;
@@ -19,13 +19,13 @@ pub struct UdpStreamArgs {
     /// (UDP_SEGMENT: one call of up to 64 datagrams that the kernel cuts; each must fit the
     /// MTU), zerocopy (sendmsg with MSG_ZEROCOPY, buffers reused after their completion;
     /// the copied fraction is reported), uring (io_uring SENDMSG, --batch per submission).
-    #[arg(long, default_value = "send", value_parser = values::parse_list::<UdpSendMode>)]
-    pub mode: super::net::UdpSendModes,
+    #[arg(long, default_value = "send", value_delimiter = ',')]
+    pub mode: Vec<UdpSendMode>,
     /// Receive modes, comma-separated; every --mode runs with every one: recv (one datagram
     /// per call), recvmmsg (--batch per call), gro (UDP_GRO: the kernel coalesces datagrams
     /// of the flow into one buffer, split again by the segment size it reports).
-    #[arg(long, default_value = "recv", value_parser = values::parse_list::<UdpRecvMode>, value_name = "RX_MODES")]
-    pub rx_mode: super::net::UdpRecvModes,
+    #[arg(long, default_value = "recv", value_delimiter = ',', value_name = "RX_MODES")]
+    pub rx_mode: Vec<UdpRecvMode>,
     /// Datagram sizes (UDP payload), 16 (the sequence number and send time) to 65507 bytes:
     /// 1K, lists 64,1K,8K and ranges 64..8K (both ends and every power of two between).
     #[arg(long, default_value = "1K", value_parser = values::parse_size_list)]
@@ -68,14 +68,9 @@ pub struct UdpStreamArgs {
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCase>> {
     let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, true)?;
-    if args.window.align != Align::Page {
-        return Err(usage(
-            "--align is for the TCP workloads: udp-stream's datagram buffers are its own (accepted: page, the default)",
-        ));
-    }
     let mut cases = Vec::new();
-    for &mode in &args.mode {
-        for &rx_mode in &args.rx_mode {
+    for mode in values::distinct(&args.mode) {
+        for &rx_mode in &values::distinct(&args.rx_mode) {
             for &size in &args.size {
                 for &threads in &args.threads {
                     cases.push(UdpStreamCase {
@@ -202,7 +197,6 @@ mod tests {
             (vec!["--size", "70000"], "to 65507 B"),
             (vec!["--mode", "gso", "--batch", "65"], "at most 64 datagrams"),
             (vec!["--rcvbuf", "16"], "--rcvbuf 16: accepted 256 B to 1 GiB"),
-            (vec!["--align", "misaligned"], "--align is for the TCP workloads"),
             (vec!["--rate", "1", "--threads", "2"], "from one per second per thread"),
         ] {
             let err = cases(&argv).unwrap_err();
@@ -213,5 +207,7 @@ mod tests {
             assert!(err.to_string().contains(needle), "{argv:?}: {err}");
             assert!(!err.to_string().contains('\n'), "{err}");
         }
+        // The datagram buffers are the workload's own: no --align to refuse (nor in --help).
+        assert!(crate::cli::values::parse_flags::<UdpStreamArgs>(&["--align", "page"]).is_err());
     }
 }

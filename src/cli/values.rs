@@ -259,6 +259,13 @@ fn join(cpus: &[usize]) -> String {
     cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
 }
 
+/// The items of a list flag (`--mode a,b,a`), each once, in the order first given.
+pub fn distinct<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut items = items.to_vec();
+    dedup_keep_order(&mut items);
+    items
+}
+
 fn dedup_keep_order<T: PartialEq + Copy>(v: &mut Vec<T>) {
     let mut seen: Vec<T> = Vec::with_capacity(v.len());
     v.retain(|x| {

@@ -287,7 +287,7 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
     let adjusted = options.correction.adjust(&rows.iter().map(|r| r.p).collect::<Vec<_>>());
     let p_name = match options.correction {
         compare::Correction::None => "p".to_string(),
-        c => format!("{} p", c.name().to_uppercase().replace("HOLM", "Holm")),
+        c => format!("{} p", c.as_str().to_uppercase().replace("HOLM", "Holm")),
     };
     for (row, p) in rows.iter_mut().zip(adjusted) {
         row.p_adjusted = p;

@@ -221,7 +221,9 @@ pub enum Correction {
 }
 
 impl Correction {
-    pub fn name(self) -> &'static str {
+    pub const ALL: [Correction; 3] = [Correction::Holm, Correction::Bh, Correction::None];
+
+    pub fn as_str(self) -> &'static str {
         match self {
             Correction::Holm => "holm",
             Correction::Bh => "bh",
@@ -278,7 +280,7 @@ impl Correction {
 
 impl fmt::Display for Correction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.as_str())
     }
 }
 
@@ -289,10 +291,18 @@ impl FromStr for Correction {
             "holm" => Ok(Correction::Holm),
             "bh" | "fdr" | "benjamini-hochberg" => Ok(Correction::Bh),
             "none" => Ok(Correction::None),
-            _ => Err(format!("'{text}' is not a correction (accepted: holm, bh, none)")),
+            _ => {
+                let accepted: Vec<&str> = Correction::ALL.iter().map(|c| c.as_str()).collect();
+                Err(format!(
+                    "'{text}' is not a correction (accepted: {})",
+                    accepted.join(", ")
+                ))
+            }
         }
     }
 }
+
+crate::case::choice_parser!(Correction);
 
 /// How to compare.
 #[derive(Debug, Clone, PartialEq)]
@@ -648,7 +658,7 @@ impl Comparison {
                 "design: {} cells, {} repetitions a side, {}: a cell can reach p {} (below alpha {})",
                 d.cells,
                 d.min_reps,
-                self.correction.name(),
+                self.correction.as_str(),
                 fmt_p(d.smallest_adjusted_p),
                 self.alpha
             )
@@ -994,7 +1004,7 @@ pub fn plan_detectable_line(reps: usize, cells: usize) -> String {
     let lead = format!(
         "detectable against a run like it ({cells} cases × {reps} repetitions, compare's defaults: ±{} band, {}, alpha {}, 80% power, repetitions varying by {} CV)",
         pct(o.threshold),
-        o.correction.name(),
+        o.correction.as_str(),
         o.alpha,
         pct(cv)
     );
