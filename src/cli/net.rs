@@ -444,7 +444,10 @@ pub(crate) fn endpoint_of<C: Args + Connect>(flags: &EndpointFlags<C>) -> anyhow
     let port = port.unwrap_or(0);
     let endpoint = match &topology {
         Topology::Loopback => Endpoint::Loopback { port },
-        Topology::Netns => Endpoint::Netns { port },
+        Topology::Netns(sizes) => Endpoint::Netns {
+            port,
+            sizes: sizes.clone(),
+        },
         Topology::Veth(link) => Endpoint::Veth {
             port,
             link: link.clone(),
