@@ -615,6 +615,9 @@ fn alarm_lines(members: &[&Entry]) -> Vec<String> {
     lines
 }
 
+/// The title of the findings' group of published claims (`report::claims`).
+pub const CLAIMS_TITLE: &str = "Published claims";
+
 /// The findings of a run's cases. `crossovers` are those found in the same cases.
 /// `caches`: the machine's caches stored with the run, to read a memlat curve's levels.
 pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[CacheInfo]) -> Findings {
@@ -902,6 +905,14 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
     }
     if let Some(g) = memlat_group(cells, caches) {
         groups.push(g);
+    }
+    let claims = super::claims::claim_findings(cells);
+    if !claims.is_empty() {
+        groups.push(FindingGroup {
+            title: CLAIMS_TITLE.into(),
+            winners: Vec::new(),
+            lines: claims.into_iter().map(|c| c.line).collect(),
+        });
     }
     Findings {
         groups,

@@ -6,6 +6,7 @@ pub mod ab;
 pub mod ab_figures;
 pub mod cells;
 pub mod charts;
+pub mod claims;
 pub mod compare;
 pub mod crossover;
 pub mod figures;

@@ -400,6 +400,27 @@ fn build_observation(
     let syscalls = clients.iter().map(|c| c.metered.syscalls).sum();
     obs.metrics
         .extend(per_datagram_costs(Role::Client, &counters, syscalls, datagrams));
+    // The udpgso_bench figures (report/claims.rs): bytes per CPU-second, where no PMU counts
+    // cycles, and calls per second.
+    obs.push(Metric::from_result(
+        names::BYTES_PER_CPU_S,
+        Role::Client,
+        "B/cpu-s",
+        Source::Rusage,
+        counters
+            .usage
+            .clone()
+            .and_then(|u| match (u.user + u.system).as_secs_f64() {
+                cpu if cpu > 0.0 => Ok(bytes as f64 / cpu),
+                _ => Err("no CPU time counted in the window".to_string()),
+            }),
+    ));
+    obs.push(Metric::tool(
+        names::CALLS_PER_S,
+        Role::Client,
+        rate(syscalls as f64),
+        "calls/s",
+    ));
     if case.mode == UdpSendMode::Zerocopy {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
