@@ -122,6 +122,10 @@ pub const JITTER_US: &str = "jitter_us";
 pub const BYTES_PER_CPU_S: &str = "bytes_per_cpu_s";
 /// udp-stream's client: send-path system calls per second of its window.
 pub const CALLS_PER_S: &str = "calls_per_s";
+/// udp-stream's client: payload bytes per counted CPU cycle (a PMU's, never an estimate).
+pub const BYTES_PER_CYCLE: &str = "bytes_per_cycle";
+/// Bytes per packet the devices of the server's namespace received over the window.
+pub const LINK_RX_BYTES_PER_PACKET: &str = "link_rx_bytes_per_packet";
 pub const LOSS_FRACTION: &str = "loss_fraction";
 pub const OFFERED_DATAGRAMS_PER_S: &str = "offered_datagrams_per_s";
 pub const PACING_GAP_US: &str = "pacing_gap_us";
@@ -260,6 +264,8 @@ pub const ALL: &[&str] = &[
     JITTER_US,
     BYTES_PER_CPU_S,
     CALLS_PER_S,
+    BYTES_PER_CYCLE,
+    LINK_RX_BYTES_PER_PACKET,
     LOSS_FRACTION,
     OFFERED_DATAGRAMS_PER_S,
     PACING_GAP_US,

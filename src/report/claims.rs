@@ -25,15 +25,6 @@ pub enum Side {
     After,
 }
 
-/// How iopath's figure comes from a stored metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
-    /// The metric as it is.
-    Value,
-    /// Its reciprocal (cycles per byte → bytes per cycle).
-    Inverse,
-}
-
 /// One published figure: its value before and after, and the metrics iopath reads for it, the
 /// first one measured on both sides winning (a stand-in is named in the finding).
 #[derive(Debug, Clone, Copy)]
@@ -42,8 +33,8 @@ pub struct Figure {
     pub what: &'static str,
     pub before: f64,
     pub after: f64,
-    /// (what iopath's figure is, metric, role, form), in order of preference.
-    pub metrics: &'static [(&'static str, &'static str, Role, Form)],
+    /// (what iopath's figure is, metric, role), in order of preference.
+    pub metrics: &'static [(&'static str, &'static str, Role)],
 }
 
 impl Figure {
@@ -127,15 +118,20 @@ fn big_tcp(case: &Case) -> Option<(Side, String)> {
 }
 
 /// BIG TCP over IPv4 needs the IPv4 variants (Linux 6.3); gso_max_size alone leaves IPv4's
-/// packets at 64 KiB.
-fn big_tcp_absent(_: &CellSummary, after: &CellSummary) -> Option<String> {
+/// packets at 64 KiB. On the running kernel, the proof is the packets the devices received:
+/// a veth or lo counts a GSO packet as one, so bigger packets raise the bytes per packet.
+fn big_tcp_absent(before: &CellSummary, after: &CellSummary) -> Option<String> {
     let c = after.case.get::<RrCase>()?;
     let (v4, v6_only) = ipv4_gso(&Topology::from(&c.net.endpoint));
-    (v6_only || v4 <= 65536).then(|| {
-        format!(
+    if v6_only || v4 <= 65536 {
+        return Some(format!(
             "the packets stayed at most 64 KiB: this topology's addresses are IPv4, whose limit is gso_ipv4_max_size ({v4}), not gso_max_size"
-        )
-    })
+        ));
+    }
+    let per_packet = |c: &CellSummary| Some(c.summary(names::LINK_RX_BYTES_PER_PACKET, Role::System)?.median);
+    let (b, a) = (per_packet(before)?, per_packet(after)?);
+    (a <= b)
+        .then(|| format!("the sizes did not take effect: the devices' bytes per packet did not grow ({b:.0} → {a:.0})"))
 }
 
 fn zero_copy_veth(case: &Case) -> Option<(Side, String)> {
@@ -170,12 +166,11 @@ pub static CLAIMS: &[Claim] = &[
                 before: 876.0,
                 after: 2139.0,
                 metrics: &[
-                    ("bytes per cycle", names::CYCLES_PER_BYTE, Role::Client, Form::Inverse),
+                    ("bytes per cycle", names::BYTES_PER_CYCLE, Role::Client),
                     (
                         "bytes per CPU-second, standing in for cycles",
                         names::BYTES_PER_CPU_S,
                         Role::Client,
-                        Form::Value,
                     ),
                 ],
             },
@@ -183,7 +178,7 @@ pub static CLAIMS: &[Claim] = &[
                 what: "calls per second (624,666 → 36,282)",
                 before: 624_666.0,
                 after: 36_282.0,
-                metrics: &[("send calls per second", names::CALLS_PER_S, Role::Client, Form::Value)],
+                metrics: &[("send calls per second", names::CALLS_PER_S, Role::Client)],
             },
         ],
         mechanism_absent: no_mechanism,
@@ -198,13 +193,13 @@ pub static CLAIMS: &[Claim] = &[
                 what: "median transactions/s (8,841 → 12,796)",
                 before: 8841.0,
                 after: 12_796.0,
-                metrics: &[("transactions/s", names::TRANSACTIONS_PER_S, Role::System, Form::Value)],
+                metrics: &[("transactions/s", names::TRANSACTIONS_PER_S, Role::System)],
             },
             Figure {
                 what: "median p99 latency (173.5 → 133 us)",
                 before: 173.5,
                 after: 133.0,
-                metrics: &[("p99 latency", names::LATENCY_P99_US, Role::Client, Form::Value)],
+                metrics: &[("p99 latency", names::LATENCY_P99_US, Role::Client)],
             },
         ],
         mechanism_absent: big_tcp_absent,
@@ -218,7 +213,7 @@ pub static CLAIMS: &[Claim] = &[
             what: "throughput (7,600 → 17,863 MB/s)",
             before: 7600.0,
             after: 17_863.0,
-            metrics: &[("throughput", names::THROUGHPUT_GBPS, Role::System, Form::Value)],
+            metrics: &[("throughput", names::THROUGHPUT_GBPS, Role::System)],
         }],
         mechanism_absent: kernel_copied,
     },
@@ -314,10 +309,10 @@ pub fn decide(before: &[f64], after: &[f64], published: f64, seed: u64) -> (Deci
     )
 }
 
-/// The values of a figure's first metric both cells measured, with its name and form.
-fn figure_values<'a>(figure: &Figure, before: &'a CellSummary, after: &'a CellSummary) -> Option<Sides> {
+/// The values of a figure's first metric both cells measured, with its name.
+fn figure_values(figure: &Figure, before: &CellSummary, after: &CellSummary) -> Option<Sides> {
     let mut unavailable = None;
-    for (what, name, role, form) in figure.metrics {
+    for (what, name, role) in figure.metrics {
         let (Some(b), Some(a)) = (before.metric(name, *role), after.metric(name, *role)) else {
             continue;
         };
@@ -340,16 +335,10 @@ fn figure_values<'a>(figure: &Figure, before: &'a CellSummary, after: &'a CellSu
             }
             continue;
         }
-        let shape = |v: &[f64]| -> Vec<f64> {
-            v.iter()
-                .map(|x| if *form == Form::Inverse { 1.0 / x } else { *x })
-                .filter(|x| x.is_finite())
-                .collect()
-        };
         return Some(Sides {
             what,
-            before: shape(&b.values),
-            after: shape(&a.values),
+            before: b.values.clone(),
+            after: a.values.clone(),
             stand_in: unavailable,
         });
     }
@@ -573,7 +562,7 @@ mod tests {
             }
             Case::NetUdpStream(case)
         };
-        let mut cycles = metric(names::CYCLES_PER_BYTE, Role::Client, &[]);
+        let mut cycles = metric(names::BYTES_PER_CYCLE, Role::Client, &[]);
         cycles.sources = vec!["unavailable: no PMU".into()];
         let send = cell(
             udp(UdpSendMode::Send),

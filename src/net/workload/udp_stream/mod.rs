@@ -421,6 +421,21 @@ fn build_observation(
         rate(syscalls as f64),
         "calls/s",
     ));
+    // Per cycle only where a PMU counted them: an estimate from CPU time is bytes_per_cpu_s again.
+    let counted = obs
+        .get(names::CYCLES_PER_BYTE, Role::Client)
+        .filter(|m| m.source == Source::Pmu)
+        .and_then(|m| m.value)
+        .filter(|v| *v > 0.0);
+    obs.push(Metric::from_result(
+        names::BYTES_PER_CYCLE,
+        Role::Client,
+        "B/cycle",
+        Source::Pmu,
+        counted.map(|c| 1.0 / c).ok_or_else(|| {
+            "cycles not counted: no PMU here (cycles_per_byte, if shown, is an estimate from CPU time)".to_string()
+        }),
+    ));
     if case.mode == UdpSendMode::Zerocopy {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
