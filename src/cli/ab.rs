@@ -358,6 +358,8 @@ pub fn show_if_ab(db: &Path, id: i64, options: &CompareOptions, json: bool) -> a
             ab.scope
         )?;
         super::output::out(analysis.table())?;
+        let cells = crate::report::cells::summarize_run(&data);
+        super::output::out(super::output::claims_text(&cells, Some(&ab)))?;
     }
     Ok(Some(analysis))
 }

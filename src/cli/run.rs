@@ -207,13 +207,8 @@ pub(super) fn records_table(records: &[Record], view: View, table: fn(&[Record],
     }
     // A published claim both sides of which the command measured gets its finding here too,
     // as the report's and a sweep's findings say it (report/claims.rs).
-    let claims = crate::report::claims::claim_findings(&crate::report::cells::summarize_records(records));
-    if !claims.is_empty() {
-        text.push_str(&format!("{}:\n", crate::report::findings::CLAIMS_TITLE));
-        for c in claims {
-            text.push_str(&super::output::wrap(&format!("  {}", c.line), 4));
-        }
-    }
+    let cells = crate::report::cells::summarize_records(records);
+    text.push_str(&super::output::claims_text(&cells, None));
     text
 }
 

@@ -14,8 +14,10 @@ use super::cells::CellSummary;
 use super::compare::{bootstrap_ratios, cell_seed, mann_whitney, percentile_interval_95, ALPHA, MIN_REPS_TO_DECIDE};
 use super::findings::factor_text;
 use crate::case::{Case, CopyMode, RrCase, RrKind, RxMode, StreamCase, Topology, UdpSendMode, UdpStreamCase};
+use crate::net::settings::Setting;
 use crate::observation::names;
 use crate::observation::Role;
+use crate::store::ab::{AbRun, Variant};
 use crate::sys::rtnetlink::LinkSize;
 
 /// Which side of the published change a case is.
@@ -44,6 +46,10 @@ impl Figure {
     }
 }
 
+/// Which side of a claim a case is (with the A/B settings it ran with), and the key its other
+/// side must share; None for a case the claim is not about.
+pub type Applies = fn(&Case, &[Setting]) -> Option<(Side, String)>;
+
 /// A published claim and the cases it applies to.
 #[derive(Debug, Clone, Copy)]
 pub struct Claim {
@@ -54,30 +60,33 @@ pub struct Claim {
     /// The change: `send → gso`.
     pub change: &'static str,
     /// Which side a case is, and the key a before case and an after case must share (the rest
-    /// of the case); None for a case the claim is not about.
-    pub applies: fn(&Case) -> Option<(Side, String)>,
+    /// of the case); None for a case the claim is not about. The settings are those an A/B
+    /// run's variant B gave the case's own namespaces (`iopath ab --set`, empty otherwise).
+    pub applies: Applies,
     pub figures: &'static [Figure],
     /// Why the change's mechanism did not happen in these cells (None: it happened, or iopath
     /// cannot see it).
-    pub mechanism_absent: fn(before: &CellSummary, after: &CellSummary) -> Option<String>,
+    pub mechanism_absent: fn(before: &CellSummary, after: &CellSummary, after_settings: &[Setting]) -> Option<String>,
 }
 
-/// The case as JSON with `drop` taken out: what two sides of a claim must share.
-fn key_without(case: &impl serde::Serialize, drop: &[&str]) -> String {
+/// The case as JSON with `drop` taken out, and the A/B settings it ran with: what two sides
+/// of a claim must share.
+fn key_without(case: &impl serde::Serialize, drop: &[&str], settings: &[Setting]) -> String {
     let mut value = serde_json::to_value(case).unwrap_or_default();
     if let Some(map) = value.as_object_mut() {
         for field in drop {
             map.remove(*field);
         }
     }
-    value.to_string()
+    let settings: Vec<String> = settings.iter().map(|s| s.to_string()).collect();
+    format!("{value} {}", settings.join(" "))
 }
 
-fn no_mechanism(_: &CellSummary, _: &CellSummary) -> Option<String> {
+fn no_mechanism(_: &CellSummary, _: &CellSummary, _: &[Setting]) -> Option<String> {
     None
 }
 
-fn udp_gso(case: &Case) -> Option<(Side, String)> {
+fn udp_gso(case: &Case, settings: &[Setting]) -> Option<(Side, String)> {
     let c = case.get::<UdpStreamCase>()?;
     let side = match c.mode {
         UdpSendMode::Send => Side::Before,
@@ -85,45 +94,56 @@ fn udp_gso(case: &Case) -> Option<(Side, String)> {
         _ => return None,
     };
     // The batch means nothing to send(); gso's is its datagrams per call.
-    Some((side, key_without(c, &["mode", "batch"])))
+    Some((side, key_without(c, &["mode", "batch"], settings)))
 }
 
-/// The IPv4 gso size a case's topology gives both ends (64 KiB: the kernel's default), and
-/// whether its gso_max_size was raised without the IPv4 variant (which IPv4 ignores).
-fn ipv4_gso(topology: &Topology) -> (u64, bool) {
-    let sizes = topology.device_sizes();
-    let v4 = sizes.get(LinkSize::GsoIpv4Max).unwrap_or(65536);
-    let v6_only = sizes.get(LinkSize::GsoMax).is_some_and(|g| g > 65536) && v4 <= 65536;
-    (v4, v6_only)
+/// The gso sizes the server's end of a case's topology had: the topology's own, then an A/B
+/// run's variant-B settings of the `server` device over them (64 KiB: the kernel's default).
+fn gso_sizes(case: &RrCase, settings: &[Setting]) -> (u64, u64) {
+    let sizes = Topology::from(&case.net.endpoint).device_sizes();
+    let set = |limit: LinkSize| {
+        let b = settings.iter().rev().find_map(|s| match s {
+            Setting::MaxSize {
+                device,
+                limit: l,
+                bytes,
+            } if device == "server" && l == limit.name() => Some(*bytes),
+            _ => None,
+        });
+        b.or(sizes.get(limit)).unwrap_or(65536)
+    };
+    (set(LinkSize::GsoMax), set(LinkSize::GsoIpv4Max))
 }
 
-fn big_tcp(case: &Case) -> Option<(Side, String)> {
+fn big_tcp(case: &Case, settings: &[Setting]) -> Option<(Side, String)> {
     let c = case.get::<RrCase>()?;
     // The published run: TCP_RR of 80 KB requests and responses (80,000 or 80 KiB).
     let eighty = |s: u64| s == 80_000 || s == 80 << 10;
     if c.kind != RrKind::Rr || !eighty(c.request_size) || !eighty(c.response_size) {
         return None;
     }
-    let topology = Topology::from(&c.net.endpoint);
-    let sizes = topology.device_sizes();
-    let gso = sizes.get(LinkSize::GsoMax).unwrap_or(65536).max(ipv4_gso(&topology).0);
-    let side = if gso > 65536 { Side::After } else { Side::Before };
+    let (gso, gso_v4) = gso_sizes(c, settings);
+    let side = if gso.max(gso_v4) > 65536 {
+        Side::After
+    } else {
+        Side::Before
+    };
     let mut bare = c.clone();
     match &mut bare.net.endpoint {
         crate::case::Endpoint::Veth { link, .. } => link.sizes = Default::default(),
         crate::case::Endpoint::Netns { sizes, .. } => *sizes = Default::default(),
         _ => return None,
     }
-    Some((side, key_without(&bare, &[])))
+    Some((side, key_without(&bare, &[], &[])))
 }
 
 /// BIG TCP over IPv4 needs the IPv4 variants (Linux 6.3); gso_max_size alone leaves IPv4's
 /// packets at 64 KiB. On the running kernel, the proof is the packets the devices received:
 /// a veth or lo counts a GSO packet as one, so bigger packets raise the bytes per packet.
-fn big_tcp_absent(before: &CellSummary, after: &CellSummary) -> Option<String> {
+fn big_tcp_absent(before: &CellSummary, after: &CellSummary, settings: &[Setting]) -> Option<String> {
     let c = after.case.get::<RrCase>()?;
-    let (v4, v6_only) = ipv4_gso(&Topology::from(&c.net.endpoint));
-    if v6_only || v4 <= 65536 {
+    let (_, v4) = gso_sizes(c, settings);
+    if v4 <= 65536 {
         return Some(format!(
             "the packets stayed at most 64 KiB: this topology's addresses are IPv4, whose limit is gso_ipv4_max_size ({v4}), not gso_max_size"
         ));
@@ -134,7 +154,7 @@ fn big_tcp_absent(before: &CellSummary, after: &CellSummary) -> Option<String> {
         .then(|| format!("the sizes did not take effect: the devices' bytes per packet did not grow ({b:.0} → {a:.0})"))
 }
 
-fn zero_copy_veth(case: &Case) -> Option<(Side, String)> {
+fn zero_copy_veth(case: &Case, settings: &[Setting]) -> Option<(Side, String)> {
     let c = case.get::<StreamCase>()?;
     if !matches!(Topology::from(&c.net.endpoint), Topology::Veth(_)) || c.rx_mode != RxMode::Trunc {
         return None;
@@ -144,11 +164,11 @@ fn zero_copy_veth(case: &Case) -> Option<(Side, String)> {
         CopyMode::ZeroCopy => Side::After,
         _ => return None,
     };
-    Some((side, key_without(c, &["mode", "zc_ring"])))
+    Some((side, key_without(c, &["mode", "zc_ring"], settings)))
 }
 
 /// Zero copy saves the copy only when the kernel did not copy after all.
-fn kernel_copied(_: &CellSummary, after: &CellSummary) -> Option<String> {
+fn kernel_copied(_: &CellSummary, after: &CellSummary, _: &[Setting]) -> Option<String> {
     let copied = after.summary(names::ZEROCOPY_COPIED_FRACTION, Role::System)?.median;
     (copied >= 0.5).then(|| format!("the kernel copied: copied fraction {copied:.2}"))
 }
@@ -353,19 +373,34 @@ pub struct ClaimFinding {
     pub line: String,
 }
 
-/// The findings of every claim whose both sides `cells` hold, paired on the rest of the case.
-pub fn claim_findings(cells: &[CellSummary]) -> Vec<ClaimFinding> {
+/// The settings variant B of an A/B run gave `cell`'s own namespaces (empty for an A cell, a
+/// host-scoped run, any other run, and a setting that does not parse).
+fn variant_settings(cell: &CellSummary, ab: Option<&AbRun>) -> Vec<Setting> {
+    match ab {
+        Some(ab) if ab.scope == "topology" && ab.variants.get(cell.position) == Some(&Variant::B) => {
+            ab.settings.iter().filter_map(|s| s.parse().ok()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The findings of every claim whose both sides `cells` hold, paired on the rest of the case;
+/// `ab`: the run's A/B record, whose variant B's settings are part of its B cells.
+pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFinding> {
     let mut out = Vec::new();
     for claim in CLAIMS {
-        let sides: Vec<(&CellSummary, Side, String)> = cells
+        let sides: Vec<(&CellSummary, Side, String, Vec<Setting>)> = cells
             .iter()
-            .filter_map(|c| (claim.applies)(&c.case).map(|(s, k)| (c, s, k)))
+            .filter_map(|c| {
+                let settings = variant_settings(c, ab);
+                (claim.applies)(&c.case, &settings).map(|(s, k)| (c, s, k, settings))
+            })
             .collect();
-        for (after, _, key) in sides.iter().filter(|s| s.1 == Side::After) {
-            let Some((before, _, _)) = sides.iter().find(|s| s.1 == Side::Before && s.2 == *key) else {
+        for (after, _, key, settings) in sides.iter().filter(|s| s.1 == Side::After) {
+            let Some((before, ..)) = sides.iter().find(|s| s.1 == Side::Before && s.2 == *key) else {
                 continue;
             };
-            let absent = (claim.mechanism_absent)(before, after);
+            let absent = (claim.mechanism_absent)(before, after, settings);
             for figure in claim.figures {
                 let head = format!(
                     "{} ({}), {} at {}: published {} = {}",
@@ -485,7 +520,7 @@ mod tests {
                 ),
             ],
         );
-        claim_findings(&[one, zc])
+        claim_findings(&[one, zc], None)
     }
 
     #[test]
@@ -580,7 +615,7 @@ mod tests {
                 metric(names::CALLS_PER_S, Role::Client, &[30e3, 31e3, 29e3, 30.5e3]),
             ],
         );
-        let f = claim_findings(&[send, gso]);
+        let f = claim_findings(&[send, gso], None);
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
         assert!(

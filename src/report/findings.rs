@@ -618,6 +618,20 @@ fn alarm_lines(members: &[&Entry]) -> Vec<String> {
 /// The title of the findings' group of published claims (`report::claims`).
 pub const CLAIMS_TITLE: &str = "Published claims";
 
+/// The findings' group of published claims a run's cells hold both sides of (None: no claim);
+/// `ab`: an A/B run's record, whose variant B's settings are part of its B cells.
+pub fn claims_group(cells: &[CellSummary], ab: Option<&crate::store::ab::AbRun>) -> Option<FindingGroup> {
+    let lines: Vec<String> = super::claims::claim_findings(cells, ab)
+        .into_iter()
+        .map(|c| c.line)
+        .collect();
+    (!lines.is_empty()).then(|| FindingGroup {
+        title: CLAIMS_TITLE.into(),
+        winners: Vec::new(),
+        lines,
+    })
+}
+
 /// The findings of a run's cases. `crossovers` are those found in the same cases.
 /// `caches`: the machine's caches stored with the run, to read a memlat curve's levels.
 pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[CacheInfo]) -> Findings {
@@ -905,14 +919,6 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
     }
     if let Some(g) = memlat_group(cells, caches) {
         groups.push(g);
-    }
-    let claims = super::claims::claim_findings(cells);
-    if !claims.is_empty() {
-        groups.push(FindingGroup {
-            title: CLAIMS_TITLE.into(),
-            winners: Vec::new(),
-            lines: claims.into_iter().map(|c| c.line).collect(),
-        });
     }
     Findings {
         groups,
