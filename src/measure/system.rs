@@ -19,21 +19,25 @@ pub const CONTENDED_PCT: f64 = 5.0;
 /// The standard probes of a network run; `tcp_ns` is the namespace whose TCP counters count
 /// the run's connections (None: this process's own, shared with everything else here).
 pub fn push_network_probes(system: &mut SystemProbes, tcp_ns: Option<&NetNs>) {
-    let tcp = match tcp_ns {
-        None => TcpCounters::open_here(),
-        Some(ns) => ns.run(TcpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
-    };
+    let tcp = opened_in(tcp_ns, TcpCounters::open_here);
     system.push(Box::new(tcp.unwrap_or_else(TcpCounters::failed)));
-    let dev = || File::open("/proc/thread-self/net/dev").map_err(|e| format!("/proc/net/dev: {e}"));
-    let dev = match tcp_ns {
-        None => dev(),
-        Some(ns) => ns.run(dev).unwrap_or_else(|e| Err(e.to_string())),
-    };
+    let dev = opened_in(tcp_ns, || {
+        File::open("/proc/thread-self/net/dev").map_err(|e| format!("/proc/net/dev: {e}"))
+    });
     system.push(Box::new(LinkPackets {
         file: dev,
         before: None,
     }));
     push_cpu_probes(system);
+}
+
+/// What `open` opened on a thread inside `ns` (None: right here): a /proc/net file keeps the
+/// namespace it was opened in.
+fn opened_in<T: Send>(ns: Option<&NetNs>, open: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    match ns {
+        None => open(),
+        Some(ns) => ns.run(open).unwrap_or_else(|e| Err(e.to_string())),
+    }
 }
 
 /// Bytes per packet the devices of one namespace received over the window, from
@@ -210,11 +214,7 @@ pub fn push_udp_probe(system: &mut SystemProbes, ns: Option<&NetNs>) {
 
 /// The UDP counters of the namespace `ns` (None: this process's own), opened there.
 pub fn udp_counters(ns: Option<&NetNs>) -> UdpCounters {
-    let opened = match ns {
-        None => UdpCounters::open_here(),
-        Some(ns) => ns.run(UdpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
-    };
-    opened.unwrap_or_else(|reason| UdpCounters {
+    opened_in(ns, UdpCounters::open_here).unwrap_or_else(|reason| UdpCounters {
         file: Err(reason),
         before: None,
     })
