@@ -625,4 +625,60 @@ mod tests {
         );
         assert_eq!(f[1].decision, Decision::Reproduced, "{}", f[1].line);
     }
+
+    /// BIG TCP as `iopath ab` runs it: the same rr case as A and B, B's devices given the
+    /// sizes; the devices' bytes per packet are the proof they took effect, and the IPv4
+    /// variant is what an IPv4 pair needs.
+    #[test]
+    fn big_tcp_pairs_an_ab_runs_variants_and_asks_for_proof() {
+        let rr: RrCase = serde_json::from_value(serde_json::json!({
+            "kind": "rr", "mode": "one-copy", "rx_mode": "copy", "request_size": 80000,
+            "response_size": 80000, "fields": 1, "inflight": 1, "rate": null, "threads": 1,
+            "duration_ms": 100, "warmup_ms": 10, "client_cpus": null, "server_cpus": null,
+            "verify": false, "endpoint": {"kind": "veth", "port": 0}, "perf": true, "align": "page"
+        }))
+        .unwrap();
+        let run = |per_packet_b: f64, limit: &str| {
+            let side = |position: usize, tps: &[f64], per_packet: f64| {
+                let mut c = cell(
+                    Case::NetRr(rr.clone()),
+                    vec![
+                        metric(names::TRANSACTIONS_PER_S, Role::System, tps),
+                        metric(names::LINK_RX_BYTES_PER_PACKET, Role::System, &[per_packet; 6]),
+                    ],
+                );
+                c.position = position;
+                c
+            };
+            let cells = [
+                side(0, &[8800.0, 8850.0, 8790.0, 8860.0, 8840.0, 8820.0], 20_000.0),
+                side(
+                    1,
+                    &[12_800.0, 12_900.0, 12_750.0, 12_850.0, 12_790.0, 12_820.0],
+                    per_packet_b,
+                ),
+            ];
+            let ab = AbRun {
+                settings: ["server", "client"]
+                    .map(|end| format!("dev:{end}:{limit}=185000"))
+                    .to_vec(),
+                pair_order: "abba".into(),
+                scope: "topology".into(),
+                variants: vec![Variant::A, Variant::B],
+            };
+            claim_findings(&cells, Some(&ab))
+        };
+        let f = run(40_000.0, "gso_ipv4_max_size");
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
+        let f = run(20_000.0, "gso_ipv4_max_size");
+        assert!(
+            f[0].line
+                .starts_with("not reproduced here: the sizes did not take effect"),
+            "{}",
+            f[0].line
+        );
+        let f = run(40_000.0, "gso_max_size");
+        assert!(f[0].line.contains("whose limit is gso_ipv4_max_size"), "{}", f[0].line);
+    }
 }
