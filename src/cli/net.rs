@@ -126,7 +126,9 @@ pub struct EndpointFlags<C: Args + Connect = ConnectFlag> {
     pub connect: C,
     /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
     /// veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair; rate via
-    /// tbf, e.g. 1gbit), or remote:HOST:PORT (same as --connect). Namespaces need root.
+    /// tbf, e.g. 1gbit), or remote:HOST:PORT (same as --connect). netns and veth also take
+    /// gso_max_size=, gro_max_size=, gso_ipv4_max_size=, gro_ipv4_max_size= (bytes, both ends'
+    /// devices: BIG TCP above 65536). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
     pub topology: Option<Topology>,
     /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
