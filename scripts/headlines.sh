@@ -12,12 +12,16 @@
 # Run it on a quiet machine: the figures are only as honest as the machine is idle.
 set -euo pipefail
 
+# IOPATH=path and DURATION/WARMUP override the binary and the window (a smoke test of the
+# script itself: IOPATH=target/debug/iopath DURATION=300ms WARMUP=100ms scripts/headlines.sh 1).
 REPS=${1:-6}
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-IOPATH=$PWD/target/release/iopath
+if [ -z "${IOPATH:-}" ]; then
+    cargo build --release --quiet
+    IOPATH=$PWD/target/release/iopath
+fi
 OUT=$(mktemp -d /tmp/iopath-headlines.XXXXXX)
-WINDOW=(--duration 3s --warmup 1s --client-cpus 0 --server-cpus 1 --reps "$REPS")
+WINDOW=(--duration "${DURATION:-3s}" --warmup "${WARMUP:-1s}" --client-cpus 0 --server-cpus 1 --reps "$REPS")
 echo "databases in $OUT"
 
 # 1. UDP GSO (udpgso_bench cover letter, 2018): send vs gso, 1472-byte datagrams, gso's calls
