@@ -483,4 +483,16 @@ fn bad_device_sizes_are_one_line_and_exit_2() {
     assert!(err.contains("above the tso_max_size of a veth device"), "{err}");
     let err = common::usage_error(&["net", "rr", "--topology", "netns:gso_ipv4_max_size=16384K"]);
     assert!(err.contains("above the tso_max_size of a namespace's lo"), "{err}");
+    // An A/B run's variant B is held to the same bound, before anything runs.
+    let err = common::usage_error(&[
+        "ab",
+        "--set",
+        "dev:server:gso_max_size=16384K",
+        "--",
+        "net",
+        "rr",
+        "--topology",
+        "veth",
+    ]);
+    assert!(err.contains("above the tso_max_size of a veth device"), "{err}");
 }

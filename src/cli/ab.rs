@@ -202,6 +202,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
             Scope::Host => s.check_here(),
             _ => settings::check_scoped(s).and_then(|()| match s {
                 Setting::Sysctl { .. } => s.check_here(),
+                // The devices do not exist yet: held to the tso_max_size of their kind.
+                Setting::MaxSize { .. } => topology_word(&args.command)
+                    .and_then(|t| t.parse::<crate::net::topology::Topology>().ok())
+                    .map_or(Ok(()), |t| {
+                        t.check_device_setting(s).map_err(|e| format!("--set {s}: {e}"))
+                    }),
                 _ => Ok(()),
             }),
         }

@@ -46,16 +46,40 @@ impl Topology {
                 "--topology {self} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create a network namespace: run as root, or use --topology loopback"
             ));
         }
-        let sizes = self.device_sizes().set();
-        if !sizes.is_empty() {
-            let veth = matches!(self, Topology::Veth(_));
-            let (device, tso_max) = built_device_tso_max(veth).map_err(|e| format!("--topology {self}: {e}"))?;
-            for (limit, bytes) in sizes {
-                settings::check_size_fits(limit, bytes, tso_max, device)
-                    .map_err(|e| format!("--topology {self}: {e}"))?;
-            }
+        for setting in self.own_settings() {
+            self.check_device_setting(&setting)
+                .map_err(|e| format!("--topology {self}: {e}"))?;
         }
         Ok(())
+    }
+
+    /// Its size options as the settings `establish` applies: each on both ends' devices.
+    fn own_settings(&self) -> Vec<Setting> {
+        self.device_sizes()
+            .set()
+            .into_iter()
+            .flat_map(|(limit, bytes)| {
+                settings::TOPOLOGY_DEVICES.map(|device| Setting::MaxSize {
+                    device: device.into(),
+                    limit: limit.name().into(),
+                    bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a device setting fits the devices this topology builds (a gso size within their
+    /// tso_max_size): the check of its own size options and of an A/B run's variant B. One
+    /// line for the user when not.
+    pub fn check_device_setting(&self, setting: &Setting) -> Result<(), String> {
+        let Setting::MaxSize { limit, bytes, .. } = setting else {
+            return Ok(());
+        };
+        let Some(limit) = LinkSize::named(limit) else {
+            return Ok(());
+        };
+        let (device, tso_max) = built_device_tso_max(matches!(self, Topology::Veth(_)))?;
+        settings::check_size_fits(limit, *bytes, tso_max, device)
     }
 
     /// Build the topology: namespaces, links, addresses, qdiscs. What is built lives as long
@@ -238,19 +262,7 @@ impl Net {
     /// inside, or netns's lo) or the client's (`client`: the veth end outside, or netns's lo).
     /// They go with the namespace and the pair.
     fn apply_scoped(&self) -> anyhow::Result<()> {
-        let own = self
-            .topology
-            .device_sizes()
-            .set()
-            .into_iter()
-            .flat_map(|(limit, bytes)| {
-                settings::TOPOLOGY_DEVICES.map(|device| Setting::MaxSize {
-                    device: device.into(),
-                    limit: limit.name().into(),
-                    bytes,
-                })
-            });
-        for setting in own.chain(settings::scoped()) {
+        for setting in self.topology.own_settings().into_iter().chain(settings::scoped()) {
             let (server_side, device) = match setting.device() {
                 None => (true, None),
                 Some("server") => (true, Some(self.host_if.as_ref().map_or("lo", |_| INNER_IF))),
