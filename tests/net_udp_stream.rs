@@ -314,6 +314,9 @@ fn the_table_fits_100_columns_and_wide_has_every_column() {
         "cli sc/dg",
         "srv sc/dg",
         "zc copied",
+        "cli B/cpu-s",
+        "calls/s",
+        "cli B/cycle",
     ] {
         assert!(header.contains(title), "{title}: {header}");
     }

@@ -460,3 +460,39 @@ fn without_the_capabilities_a_namespace_topology_is_one_line_and_exit_2() {
         assert!(err.contains("needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"), "{err}");
     }
 }
+
+/// BIG TCP's sizes: a gso size above the built device's tso_max_size, an option on loopback
+/// (whose lo is this host's), a size that is no size, and a device setting above the device's
+/// tso_max_size are each one line and exit 2, before anything is built or measured.
+#[test]
+fn bad_device_sizes_are_one_line_and_exit_2() {
+    let _serial = serial();
+    let err = common::usage_error(&["net", "rr", "--topology", "loopback:gso_max_size=185000"]);
+    assert!(
+        err.contains("never changes") && err.contains("netns:gso_max_size=185000"),
+        "{err}"
+    );
+    let err = common::usage_error(&["net", "stream", "--topology", "veth:gso_ipv4_max_size=big"]);
+    assert!(err.contains("gso_ipv4_max_size takes a size in bytes"), "{err}");
+    if !is_root() {
+        common::skip("the tso_max_size check reads a device in a namespace of its own: needs root");
+        return;
+    }
+    // 16 MiB (16384K) parses and is above any device's tso_max_size (the kernel's largest is 512 KiB).
+    let err = common::usage_error(&["net", "stream", "--topology", "veth:gso_max_size=16384K"]);
+    assert!(err.contains("above the tso_max_size of a veth device"), "{err}");
+    let err = common::usage_error(&["net", "rr", "--topology", "netns:gso_ipv4_max_size=16384K"]);
+    assert!(err.contains("above the tso_max_size of a namespace's lo"), "{err}");
+    // An A/B run's variant B is held to the same bound, before anything runs.
+    let err = common::usage_error(&[
+        "ab",
+        "--set",
+        "dev:server:gso_max_size=16384K",
+        "--",
+        "net",
+        "rr",
+        "--topology",
+        "veth",
+    ]);
+    assert!(err.contains("above the tso_max_size of a veth device"), "{err}");
+}

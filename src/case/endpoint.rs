@@ -5,6 +5,7 @@
 //! is `net::topology`, which works on these types.
 
 use super::Endpoint;
+use crate::sys::rtnetlink::LinkSize;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -15,8 +16,9 @@ pub enum Topology {
     /// Both ends in this process, over the loopback interface.
     #[default]
     Loopback,
-    /// Both ends in this process, on the loopback of a fresh private network namespace.
-    Netns,
+    /// Both ends in this process, on the loopback of a fresh private network namespace (its
+    /// `lo` given the size limits).
+    Netns(DeviceSizes),
     /// The client here; the server in a fresh namespace behind a veth pair.
     Veth(Link),
     /// The client here; the server is already running at `addr` (`iopath net serve`), so this
@@ -44,10 +46,91 @@ pub struct Link {
     /// the kernel need not copy a zero-copy send. TCP (the control channel) passes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub peer_drops_udp: bool,
+    /// Size limits of both ends (BIG TCP).
+    #[serde(flatten)]
+    pub sizes: DeviceSizes,
 }
 
 /// What `veth:peer=drop` means, for refusals and the run's environment record.
 pub const PEER_DROPS_UDP: &str = "the server's end drops every UDP datagram at its ingress";
+
+/// The packet-size limits a namespace topology sets on the devices it builds, both ends alike
+/// (`veth:gso_max_size=185000,gro_max_size=185000`: BIG TCP): None leaves the kernel's default.
+/// Set over rtnetlink when the topology is built (`net::settings`, `Setting::MaxSize`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct DeviceSizes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso_max_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro_max_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso_ipv4_max_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro_ipv4_max_size: Option<u64>,
+}
+
+impl DeviceSizes {
+    /// The limits set, in the order `ip -d link` shows them.
+    pub fn set(&self) -> Vec<(LinkSize, u64)> {
+        [
+            (LinkSize::GsoMax, self.gso_max_size),
+            (LinkSize::GroMax, self.gro_max_size),
+            (LinkSize::GsoIpv4Max, self.gso_ipv4_max_size),
+            (LinkSize::GroIpv4Max, self.gro_ipv4_max_size),
+        ]
+        .into_iter()
+        .filter_map(|(l, v)| v.map(|v| (l, v)))
+        .collect()
+    }
+
+    /// The value of one limit (None: the kernel's default).
+    pub fn get(&self, limit: LinkSize) -> Option<u64> {
+        self.set().into_iter().find(|(l, _)| *l == limit).map(|(_, v)| v)
+    }
+
+    /// Take `key=value` if `key` is a size limit (None: it is not one).
+    fn take(&mut self, key: &str, value: &str) -> Option<Result<(), String>> {
+        let (limit, bytes) = match size_limit_of(key, value)? {
+            Ok(size) => size,
+            Err(e) => return Some(Err(e)),
+        };
+        *match limit {
+            LinkSize::GsoMax => &mut self.gso_max_size,
+            LinkSize::GroMax => &mut self.gro_max_size,
+            LinkSize::GsoIpv4Max => &mut self.gso_ipv4_max_size,
+            _ => &mut self.gro_ipv4_max_size,
+        } = Some(bytes);
+        Some(Ok(()))
+    }
+
+    fn words(&self) -> Vec<String> {
+        self.set()
+            .into_iter()
+            .map(|(l, v)| format!("{}={v}", l.name()))
+            .collect()
+    }
+}
+
+/// A size limit's value from its words: `gso_max_size` and `185000` or `64K` (None: `name` is
+/// not a limit a topology or `--set` sets; tso_max_size is the device's own). Sizes up to
+/// 16 MiB parse, so that one above what the device takes is refused by the check that reads
+/// the device (`net::settings::check_size_fits`).
+pub fn size_limit_of(name: &str, value: &str) -> Option<Result<(LinkSize, u64), String>> {
+    let limit = LinkSize::named(name).filter(|l| *l != LinkSize::TsoMax)?;
+    let bytes = match value.strip_suffix(['K', 'k']) {
+        Some(k) => k.parse::<u64>().ok().and_then(|k| k.checked_mul(1024)),
+        None => value.parse().ok(),
+    };
+    Some(match bytes {
+        Some(b) if (1..=16 << 20).contains(&b) => Ok((limit, b)),
+        _ => Err(format!(
+            "{name} takes a size in bytes, e.g. 185000 or 64K, not '{value}'"
+        )),
+    })
+}
+
+/// The size limits a topology takes, for its refusals.
+const SIZE_OPTIONS: &str = "gso_max_size, gro_max_size, gso_ipv4_max_size, gro_ipv4_max_size";
 
 /// Why a delay or loss cannot be had on a kernel without netem.
 pub const NO_NETEM: &str = "unavailable: the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)";
@@ -56,7 +139,7 @@ impl From<&Endpoint> for Topology {
     fn from(endpoint: &Endpoint) -> Topology {
         match endpoint {
             Endpoint::Loopback { .. } => Topology::Loopback,
-            Endpoint::Netns { .. } => Topology::Netns,
+            Endpoint::Netns { sizes, .. } => Topology::Netns(sizes.clone()),
             Endpoint::Veth { link, .. } => Topology::Veth(link.clone()),
             Endpoint::Remote { addr } => Topology::Remote { addr: addr.clone() },
         }
@@ -67,7 +150,13 @@ impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Topology::Loopback => f.write_str("loopback"),
-            Topology::Netns => f.write_str("netns"),
+            Topology::Netns(sizes) => {
+                f.write_str("netns")?;
+                match sizes.words() {
+                    w if w.is_empty() => Ok(()),
+                    w => write!(f, ":{}", w.join(",")),
+                }
+            }
             Topology::Veth(link) => {
                 f.write_str("veth")?;
                 let mut opts = Vec::new();
@@ -89,6 +178,7 @@ impl fmt::Display for Topology {
                 if link.peer_drops_udp {
                     opts.push("peer=drop".into());
                 }
+                opts.extend(link.sizes.words());
                 if !opts.is_empty() {
                     write!(f, ":{}", opts.join(","))?;
                 }
@@ -185,8 +275,25 @@ impl std::str::FromStr for Topology {
         }
         match t {
             "loopback" | "lo" => return Ok(Topology::Loopback),
-            "netns" => return Ok(Topology::Netns),
+            "netns" => return Ok(Topology::Netns(DeviceSizes::default())),
             _ => {}
+        }
+        if let Some((_, opts)) = t.split_once(':').filter(|(kind, _)| ["loopback", "lo"].contains(kind)) {
+            return Err(format!(
+                "loopback takes no options ('{opts}'): its lo is this host's, which iopath never changes; the sizes need a namespace of iopath's own: --topology netns:{opts} or veth:{opts}"
+            ));
+        }
+        if let Some(opts) = t.strip_prefix("netns:") {
+            let mut sizes = DeviceSizes::default();
+            for opt in opts.split(',').filter(|o| !o.is_empty()) {
+                let (key, value) = opt
+                    .split_once('=')
+                    .ok_or_else(|| format!("netns option '{opt}' is not KEY=VALUE"))?;
+                sizes
+                    .take(key, value)
+                    .unwrap_or_else(|| Err(format!("unknown netns option '{key}' (accepted: {SIZE_OPTIONS})")))?;
+            }
+            return Ok(Topology::Netns(sizes));
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
@@ -219,11 +326,11 @@ impl std::str::FromStr for Topology {
                     }
                     link.peer_drops_udp = true;
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer)"
+                _ => link.sizes.take(key, value).unwrap_or_else(|| {
+                    Err(format!(
+                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer, {SIZE_OPTIONS})"
                     ))
-                }
+                })?,
             }
         }
         Ok(Topology::Veth(link))
@@ -239,7 +346,7 @@ impl Topology {
     pub fn interface(&self) -> String {
         match self {
             Topology::Loopback => "lo".into(),
-            Topology::Netns => "lo (private network namespace)".into(),
+            Topology::Netns(_) => "lo (private network namespace)".into(),
             Topology::Veth(link) if link.peer_drops_udp => {
                 format!("veth (mtu {}; {PEER_DROPS_UDP})", link.mtu.unwrap_or(1500))
             }
@@ -264,6 +371,15 @@ impl Topology {
         Ok(())
     }
 
+    /// The size limits it sets on the devices it builds (none: loopback, remote).
+    pub fn device_sizes(&self) -> DeviceSizes {
+        match self {
+            Topology::Netns(sizes) => sizes.clone(),
+            Topology::Veth(link) => link.sizes.clone(),
+            Topology::Loopback | Topology::Remote { .. } => DeviceSizes::default(),
+        }
+    }
+
     /// Whether this process starts the server (false: it is a running remote peer).
     pub fn starts_server(&self) -> bool {
         !matches!(self, Topology::Remote { .. })
@@ -285,6 +401,8 @@ mod tests {
             "veth:delay=1ms",
             "veth:peer=drop",
             "veth:mtu=9000,peer=drop",
+            "veth:mtu=9000,gso_max_size=185000,gro_ipv4_max_size=185000",
+            "netns:gso_max_size=185000,gro_max_size=65536",
             "remote 10.0.0.2:5201",
         ] {
             let t: Topology = text.parse().unwrap();
@@ -312,6 +430,10 @@ mod tests {
             "veth:peer=down",
             "remote nowhere",
             "vethx",
+            "loopback:gso_max_size=185000",
+            "netns:mtu=9000",
+            "netns:gso_max_size=big",
+            "veth:tso_max_size=185000",
         ] {
             assert!(bad.parse::<Topology>().is_err(), "{bad}");
         }

@@ -121,7 +121,7 @@ mod workload;
 pub use align::{Align, MISALIGNED_OFFSET};
 pub use bench::Bench;
 pub use cpus::CpuList;
-pub use endpoint::{is_host_port, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
+pub use endpoint::{is_host_port, size_limit_of, DeviceSizes, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
 pub use fake::{FakeBehaviour, FakeCase};
 pub use fleet::FleetCase;
 pub use micro::MicroCase;

@@ -226,7 +226,10 @@ mod tests {
                 client_cpus: None,
                 server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Netns { port: 0 },
+                endpoint: Endpoint::Netns {
+                    port: 0,
+                    sizes: Default::default(),
+                },
                 perf: false,
             },
             prove_copies: false,

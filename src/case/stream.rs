@@ -98,7 +98,11 @@ pub enum Endpoint {
     /// The client here, the server an `iopath net serve` at this address.
     Remote { addr: String },
     /// Both ends in this process on the loopback of a fresh private network namespace.
-    Netns { port: u16 },
+    Netns {
+        port: u16,
+        #[serde(flatten)]
+        sizes: super::DeviceSizes,
+    },
     /// The client here, the server in a fresh namespace behind a veth pair.
     Veth {
         port: u16,
@@ -111,7 +115,7 @@ impl Endpoint {
     /// The port the in-process server listens on (0: any free one; remote: none).
     pub fn port(&self) -> u16 {
         match self {
-            Endpoint::Loopback { port } | Endpoint::Netns { port } | Endpoint::Veth { port, .. } => *port,
+            Endpoint::Loopback { port } | Endpoint::Netns { port, .. } | Endpoint::Veth { port, .. } => *port,
             Endpoint::Remote { .. } => 0,
         }
     }
@@ -437,7 +441,14 @@ mod endpoint_tests {
                 ..Default::default()
             },
         };
-        for e in [Endpoint::Netns { port: 7 }, veth, Endpoint::Loopback { port: 0 }] {
+        for e in [
+            Endpoint::Netns {
+                port: 7,
+                sizes: Default::default(),
+            },
+            veth,
+            Endpoint::Loopback { port: 0 },
+        ] {
             let text = serde_json::to_string(&e).unwrap();
             assert_eq!(serde_json::from_str::<Endpoint>(&text).unwrap(), e, "{text}");
         }

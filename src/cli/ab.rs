@@ -222,6 +222,12 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
             Scope::Host => s.check_here(),
             _ => settings::check_scoped(s).and_then(|()| match s {
                 Setting::Sysctl { .. } => s.check_here(),
+                // The devices do not exist yet: held to the tso_max_size of their kind.
+                Setting::MaxSize { .. } => topology_word(&args.command)
+                    .and_then(|t| t.parse::<crate::net::topology::Topology>().ok())
+                    .map_or(Ok(()), |t| {
+                        t.check_device_setting(s).map_err(|e| format!("--set {s}: {e}"))
+                    }),
                 _ => Ok(()),
             }),
         }
@@ -378,6 +384,8 @@ pub fn show_if_ab(db: &Path, id: i64, options: &CompareOptions, json: bool) -> a
             ab.scope
         )?;
         super::output::out(analysis.table())?;
+        let cells = crate::report::cells::summarize_run(&data);
+        super::output::out(super::output::claims_text(&cells, Some(&ab)))?;
     }
     Ok(Some(analysis))
 }

@@ -105,6 +105,7 @@ Examples:
   iopath net rr --inflight 1,4,16 --threads 2       # closed loop, N transactions in flight
   iopath net rr --mode two-copy --rate 20000 --duration 5s   # open loop: latency under a fixed load
   iopath net rr --topology netns --verify           # both ends in a fresh namespace (root)
+  iopath net rr --request-size 80000 --topology veth:gso_ipv4_max_size=185000   # BIG TCP
   iopath net rr --connect 10.0.0.2:5201             # with `iopath net serve` there
   iopath net rr --mode one-copy,uring --rx-mode copy,zerocopy --verify   # send x receive
   iopath net rr --mode two-copy --rx-mode trunc     # arrivals dropped: the send side alone

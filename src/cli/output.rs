@@ -153,6 +153,19 @@ pub fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// The findings about published claims of `cells` (report/claims.rs), under a title, wrapped
+/// for the terminal; empty when no claim has both its sides here.
+pub fn claims_text(cells: &[crate::report::cells::CellSummary], ab: Option<&crate::store::ab::AbRun>) -> String {
+    let Some(group) = crate::report::findings::claims_group(cells, ab) else {
+        return String::new();
+    };
+    let mut text = format!("{}:\n", group.title);
+    for line in group.lines {
+        text.push_str(&wrap(&format!("  {line}"), 4));
+    }
+    text
+}
+
 /// The line under a default table that names the columns it left out, if any.
 pub fn left_out_line(left_out: &[String]) -> String {
     match left_out.len() {

@@ -205,6 +205,10 @@ pub(super) fn records_table(records: &[Record], view: View, table: fn(&[Record],
             super::output::safe(r.error.as_deref().unwrap_or_default())
         ));
     }
+    // A published claim both sides of which the command measured gets its finding here too,
+    // as the report's and a sweep's findings say it (report/claims.rs).
+    let cells = crate::report::cells::summarize_records(records);
+    text.push_str(&super::output::claims_text(&cells, None));
     text
 }
 

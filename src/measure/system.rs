@@ -19,12 +19,75 @@ pub const CONTENDED_PCT: f64 = 5.0;
 /// The standard probes of a network run; `tcp_ns` is the namespace whose TCP counters count
 /// the run's connections (None: this process's own, shared with everything else here).
 pub fn push_network_probes(system: &mut SystemProbes, tcp_ns: Option<&NetNs>) {
-    let tcp = match tcp_ns {
-        None => TcpCounters::open_here(),
-        Some(ns) => ns.run(TcpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
-    };
+    let tcp = opened_in(tcp_ns, TcpCounters::open_here);
     system.push(Box::new(tcp.unwrap_or_else(TcpCounters::failed)));
+    let dev = opened_in(tcp_ns, || {
+        File::open("/proc/thread-self/net/dev").map_err(|e| format!("/proc/net/dev: {e}"))
+    });
+    system.push(Box::new(LinkPackets {
+        file: dev,
+        before: None,
+    }));
     push_cpu_probes(system);
+}
+
+/// What `open` opened on a thread inside `ns` (None: right here): a /proc/net file keeps the
+/// namespace it was opened in.
+fn opened_in<T: Send>(ns: Option<&NetNs>, open: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    match ns {
+        None => open(),
+        Some(ns) => ns.run(open).unwrap_or_else(|e| Err(e.to_string())),
+    }
+}
+
+/// Bytes per packet the devices of one namespace received over the window, from
+/// /proc/net/dev opened inside it: a veth or lo counts a GSO packet as one, so above 65,536
+/// only when BIG TCP's sizes took effect (`link_rx_bytes_per_packet`).
+struct LinkPackets {
+    file: Result<File, String>,
+    before: Option<(u64, u64)>,
+}
+
+impl LinkPackets {
+    /// Received bytes and packets summed over the devices.
+    fn read(&mut self) -> Option<(u64, u64)> {
+        let text = reread(self.file.as_mut().ok()?).ok()?;
+        Some(parse_net_dev(&text))
+    }
+}
+
+/// `/proc/net/dev`'s received bytes and packets (the first two numbers after `NAME:`), summed.
+fn parse_net_dev(text: &str) -> (u64, u64) {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(_, rest)| {
+            let mut n = rest.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(0));
+            (n.next().unwrap_or(0), n.next().unwrap_or(0))
+        })
+        .fold((0, 0), |(b, p), (db, dp)| (b + db, p + dp))
+}
+
+impl Probe for LinkPackets {
+    type Sample = Vec<Metric>;
+    fn open(&mut self) {
+        self.before = self.read();
+    }
+    fn close(&mut self) -> Vec<Metric> {
+        let after = self.read();
+        let value = match (&self.file, self.before, after) {
+            (Err(reason), _, _) => Err(format!("cannot read {reason}")),
+            (_, Some((b0, p0)), Some((b1, p1))) if p1 > p0 => Ok((b1 - b0) as f64 / (p1 - p0) as f64),
+            (_, Some(_), Some(_)) => Err("no packet received in the window".into()),
+            _ => Err("cannot read /proc/net/dev".into()),
+        };
+        vec![Metric::from_result(
+            names::LINK_RX_BYTES_PER_PACKET,
+            Role::System,
+            "B/packet",
+            Source::Kernel,
+            value,
+        )]
+    }
 }
 
 /// The CPU probes every run can have: run-queue wait, CPU pressure, CPU time by kind.
@@ -151,11 +214,7 @@ pub fn push_udp_probe(system: &mut SystemProbes, ns: Option<&NetNs>) {
 
 /// The UDP counters of the namespace `ns` (None: this process's own), opened there.
 pub fn udp_counters(ns: Option<&NetNs>) -> UdpCounters {
-    let opened = match ns {
-        None => UdpCounters::open_here(),
-        Some(ns) => ns.run(UdpCounters::open_here).unwrap_or_else(|e| Err(e.to_string())),
-    };
-    opened.unwrap_or_else(|reason| UdpCounters {
+    opened_in(ns, UdpCounters::open_here).unwrap_or_else(|reason| UdpCounters {
         file: Err(reason),
         before: None,
     })
@@ -443,6 +502,12 @@ pub fn tcp_info_summary(infos: &[(crate::sys::tcpinfo::TcpInfo, usize)], role: R
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn net_dev_sums_received_bytes_and_packets() {
+        let text = "Inter-|   Receive  |  Transmit\n face |bytes packets errs\n    lo: 1000 4 0 0 0 0 0 0 9 9\nveth0: 370000 2 0 0 0 0 0 0 1 1\n";
+        assert_eq!(parse_net_dev(text), (371000, 6));
+    }
+
     use super::*;
 
     #[test]

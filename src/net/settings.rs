@@ -1,11 +1,14 @@
-//! System settings an A/B run (`iopath ab`) switches between its variants: a sysctl, a network
-//! device's offload (gro, gso, tso) or its gso_max_size, a device's root qdisc. Each is read and
+//! System settings an A/B run (`iopath ab`) switches between its variants, and a topology's
+//! device options apply (`veth:gso_max_size=…`): a sysctl, a network device's offload (gro, gso,
+//! tso) or a size limit (gso/gro_max_size and their IPv4 variants, over rtnetlink), a device's
+//! root qdisc. Each is read and
 //! applied in the calling thread's network namespace, so the same code sets the host (between
 //! cells, journaled by the caller) or iopath's own namespaces (when a topology is built:
 //! [`set_scoped`], applied by `Topology::establish`, gone with the namespace).
 
 use super::topology::{iproute, iproute_output};
 use crate::sys::ethtool::{self, Offload};
+use crate::sys::rtnetlink::{self, LinkSize};
 use anyhow::{anyhow, Context};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -20,8 +23,16 @@ pub enum Setting {
     Sysctl { name: String, value: String },
     /// An offload of a device, on or off.
     Offload { device: String, offload: String, on: bool },
-    /// The largest GSO packet a device builds (`ip link set dev X gso_max_size N`).
-    GsoMaxSize { device: String, bytes: u64 },
+    /// A size limit of a device: `limit` is `gso_max_size`, `gro_max_size`,
+    /// `gso_ipv4_max_size` or `gro_ipv4_max_size` (set over rtnetlink: iproute2 before 6.3
+    /// lacks the IPv4 keywords). Stored before the IPv4 variants as `gso_max_size` rows.
+    #[serde(alias = "gso_max_size")]
+    MaxSize {
+        device: String,
+        #[serde(default = "gso_limit")]
+        limit: String,
+        bytes: u64,
+    },
     /// A device's root qdisc: `tc qdisc replace dev X root SPEC`, or `default` (the kernel's own).
     Qdisc { device: String, spec: String },
 }
@@ -30,8 +41,43 @@ pub enum Setting {
 pub const TOPOLOGY_DEVICES: [&str; 2] = ["server", "client"];
 
 /// What `--set` accepts, for the refusal.
-pub const ACCEPTED: &str = "sysctl:NAME=VALUE, dev:DEV:gro|gso|tso=on|off, dev:DEV:gso_max_size=BYTES, \
+pub const ACCEPTED: &str = "sysctl:NAME=VALUE, dev:DEV:gro|gso|tso=on|off, \
+dev:DEV:gso_max_size|gro_max_size|gso_ipv4_max_size|gro_ipv4_max_size=BYTES, \
 qdisc:DEV:SPEC (tc words, or default), flag:--FLAG=VALUE";
+
+fn gso_limit() -> String {
+    LinkSize::GsoMax.name().into()
+}
+
+/// The kernel's bound of every gso and gro size (GSO_MAX_SIZE and GRO_MAX_SIZE, 8 × 65535).
+pub const MAX_PACKET_SIZE: u64 = 8 * 65535;
+
+/// The size limits a device option may set (tso_max_size is the device's own).
+pub const SIZE_LIMITS: [LinkSize; 4] = [
+    LinkSize::GsoMax,
+    LinkSize::GroMax,
+    LinkSize::GsoIpv4Max,
+    LinkSize::GroIpv4Max,
+];
+
+/// Whether `bytes` of `limit` fits a device whose tso_max_size is `tso_max`: the kernel takes
+/// no gso size above it, and no gro size above GRO_MAX_SIZE.
+pub fn check_size_fits(limit: LinkSize, bytes: u64, tso_max: u32, device: &str) -> Result<(), String> {
+    let gso = matches!(limit, LinkSize::GsoMax | LinkSize::GsoIpv4Max);
+    if gso && bytes > tso_max as u64 {
+        return Err(format!(
+            "{}={bytes} is above the tso_max_size of {device} ({tso_max}): the kernel builds no GSO packet larger than its device takes",
+            limit.name()
+        ));
+    }
+    if bytes > MAX_PACKET_SIZE {
+        return Err(format!(
+            "{}={bytes} is above the kernel's largest packet ({MAX_PACKET_SIZE}, GSO/GRO_MAX_SIZE)",
+            limit.name()
+        ));
+    }
+    Ok(())
+}
 
 fn offload_of(name: &str) -> Option<Offload> {
     match name {
@@ -74,19 +120,17 @@ impl FromStr for Setting {
                 let (name, value) = assignment
                     .split_once('=')
                     .ok_or_else(|| bad("a device setting needs NAME=VALUE"))?;
-                if name == "gso_max_size" {
-                    let bytes = bytes_of(value).ok_or_else(|| bad("gso_max_size takes a size in bytes, e.g. 16K"))?;
-                    if !(1..=(512 << 10)).contains(&bytes) {
-                        return Err(bad("gso_max_size is from 1 byte to 512K"));
-                    }
-                    return Ok(Setting::GsoMaxSize {
+                if let Some(size) = crate::case::size_limit_of(name, value) {
+                    let (limit, bytes) = size.map_err(|e| bad(&e))?;
+                    return Ok(Setting::MaxSize {
                         device: device.to_string(),
+                        limit: limit.name().into(),
                         bytes,
                     });
                 }
                 if offload_of(name).is_none() {
                     return Err(bad(&format!(
-                        "unknown device setting '{name}' (gro, gso, tso, gso_max_size)"
+                        "unknown device setting '{name}' (gro, gso, tso, gso_max_size, gro_max_size, gso_ipv4_max_size, gro_ipv4_max_size)"
                     )));
                 }
                 let on = match value {
@@ -119,14 +163,6 @@ impl FromStr for Setting {
     }
 }
 
-/// Bytes, or KiB with a K suffix.
-fn bytes_of(text: &str) -> Option<u64> {
-    match text.strip_suffix(['K', 'k']) {
-        Some(k) => k.parse::<u64>().ok()?.checked_mul(1024),
-        None => text.parse().ok(),
-    }
-}
-
 fn check_device_name(device: &str) -> Result<(), String> {
     if device.is_empty()
         || device.len() >= 16
@@ -144,7 +180,7 @@ impl fmt::Display for Setting {
             Setting::Offload { device, offload, on } => {
                 write!(f, "dev:{device}:{offload}={}", if *on { "on" } else { "off" })
             }
-            Setting::GsoMaxSize { device, bytes } => write!(f, "dev:{device}:gso_max_size={bytes}"),
+            Setting::MaxSize { device, limit, bytes } => write!(f, "dev:{device}:{limit}={bytes}"),
             Setting::Qdisc { device, spec } => write!(f, "qdisc:{device}:{spec}"),
         }
     }
@@ -155,7 +191,7 @@ impl Setting {
     pub fn device(&self) -> Option<&str> {
         match self {
             Setting::Sysctl { .. } => None,
-            Setting::Offload { device, .. } | Setting::GsoMaxSize { device, .. } | Setting::Qdisc { device, .. } => {
+            Setting::Offload { device, .. } | Setting::MaxSize { device, .. } | Setting::Qdisc { device, .. } => {
                 Some(device)
             }
         }
@@ -166,7 +202,7 @@ impl Setting {
         let mut s = self.clone();
         match &mut s {
             Setting::Sysctl { .. } => {}
-            Setting::Offload { device, .. } | Setting::GsoMaxSize { device, .. } | Setting::Qdisc { device, .. } => {
+            Setting::Offload { device, .. } | Setting::MaxSize { device, .. } | Setting::Qdisc { device, .. } => {
                 *device = name.to_string()
             }
         }
@@ -178,7 +214,7 @@ impl Setting {
         match self {
             Setting::Sysctl { name, .. } => format!("sysctl {name}"),
             Setting::Offload { device, offload, .. } => format!("{offload} of {device}"),
-            Setting::GsoMaxSize { device, .. } => format!("gso_max_size of {device}"),
+            Setting::MaxSize { device, limit, .. } => format!("{limit} of {device}"),
             Setting::Qdisc { device, .. } => format!("the root qdisc of {device}"),
         }
     }
@@ -205,7 +241,22 @@ impl Setting {
                 ));
             }
         }
+        if let Setting::MaxSize { device, bytes, .. } = self {
+            let tso_max = rtnetlink::link_size(device, LinkSize::TsoMax)
+                .map_err(|e| format!("--set {self}: cannot read the tso_max_size of {device}: {e}"))?;
+            check_size_fits(self.size_limit()?, *bytes, tso_max, device).map_err(|e| format!("--set {self}: {e}"))?;
+        }
         Ok(())
+    }
+
+    /// The limit a `MaxSize` names (an unknown name is a damaged stored setting).
+    fn size_limit(&self) -> Result<LinkSize, String> {
+        match self {
+            Setting::MaxSize { limit, .. } => LinkSize::named(limit)
+                .filter(|l| SIZE_LIMITS.contains(l))
+                .ok_or_else(|| format!("{self}: {limit} is not a size limit of a device")),
+            _ => Err(format!("{self} is not a size limit")),
+        }
     }
 
     /// The value its target has now, as the setting that would put it back.
@@ -228,16 +279,14 @@ impl Setting {
                         .with_context(|| format!("cannot read {} of {device}", offload))?,
                 }
             }
-            Setting::GsoMaxSize { device, .. } => {
-                let text = iproute_output(
-                    "ip",
-                    &["-d".into(), "link".into(), "show".into(), "dev".into(), device.clone()],
-                )?;
-                let bytes = gso_max_size_of(&text)
-                    .ok_or_else(|| anyhow!("`ip -d link show dev {device}` shows no gso_max_size"))?;
-                Setting::GsoMaxSize {
+            Setting::MaxSize { device, limit, .. } => {
+                let which = self.size_limit().map_err(|e| anyhow!(e))?;
+                let bytes =
+                    rtnetlink::link_size(device, which).with_context(|| format!("cannot read {limit} of {device}"))?;
+                Setting::MaxSize {
                     device: device.clone(),
-                    bytes,
+                    limit: limit.clone(),
+                    bytes: bytes as u64,
                 }
             }
             Setting::Qdisc { device, .. } => {
@@ -270,10 +319,12 @@ impl Setting {
                 let which = offload_of(offload).ok_or_else(|| anyhow!("unknown offload {offload}"))?;
                 ethtool::set_offload(device, which, *on).with_context(|| format!("cannot set {offload} of {device}"))
             }
-            Setting::GsoMaxSize { device, bytes } => iproute(
-                "ip",
-                &["link", "set", "dev", device, "gso_max_size", &bytes.to_string()].map(String::from),
-            ),
+            Setting::MaxSize { device, limit, bytes } => {
+                let which = self.size_limit().map_err(|e| anyhow!(e))?;
+                let bytes = u32::try_from(*bytes).map_err(|_| anyhow!("{limit} {bytes} is out of range"))?;
+                rtnetlink::set_link_size(device, which, bytes)
+                    .with_context(|| format!("cannot set {limit} of {device} to {bytes}"))
+            }
             Setting::Qdisc { device, spec } if spec == "default" => {
                 if self.current()? == *self {
                     return Ok(());
@@ -287,15 +338,6 @@ impl Setting {
             }
         }
     }
-}
-
-/// The number after `gso_max_size` in `ip -d link show`.
-fn gso_max_size_of(text: &str) -> Option<u64> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words
-        .windows(2)
-        .find(|w| w[0] == "gso_max_size")
-        .and_then(|w| w[1].parse().ok())
 }
 
 /// The root qdisc of `tc qdisc show dev X root` as `tc qdisc replace` words: `default` for the
@@ -357,6 +399,7 @@ mod tests {
             "sysctl:net.ipv4.tcp_autocorking=0",
             "dev:lo:gro=off",
             "dev:server:gso_max_size=16384",
+            "dev:client:gro_ipv4_max_size=185000",
             "qdisc:client:tbf rate 5mbit burst 32kbit latency 50ms",
         ] {
             let s: Setting = text.parse().unwrap();
@@ -368,6 +411,8 @@ mod tests {
             "sysctl:../etc=1",
             "dev:lo:lro=on",
             "dev:lo:gro=maybe",
+            "dev:lo:gso_max_size=0",
+            "dev:lo:gro_max_size=20M",
             "qdisc:lo:tbf; rm",
         ] {
             let e = bad.parse::<Setting>().unwrap_err();
@@ -384,10 +429,19 @@ mod tests {
             root_qdisc_spec("qdisc tbf 8001: root refcnt 2 rate 5Mbit burst 32Kb lat 50ms \n"),
             "tbf rate 5Mbit burst 32Kb lat 50ms"
         );
-        assert_eq!(
-            gso_max_size_of("1: lo: <LOOPBACK> mtu 65536 gso_max_size 65536 gso_max_segs"),
-            Some(65536)
-        );
+    }
+
+    #[test]
+    fn a_gso_max_size_stored_before_the_ipv4_variants_reads_back() {
+        let old: Setting = serde_json::from_str(r#"{"kind":"gso_max_size","device":"lo","bytes":65536}"#).unwrap();
+        assert_eq!(old.to_string(), "dev:lo:gso_max_size=65536");
+        let new: Setting = "dev:lo:gro_ipv4_max_size=185000".parse().unwrap();
+        let back: Setting = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
+        assert!(check_size_fits(LinkSize::GsoMax, 185000, 65536, "x")
+            .unwrap_err()
+            .contains("tso_max_size of x (65536)"));
+        assert!(check_size_fits(LinkSize::GroMax, 185000, 65536, "x").is_ok());
     }
 
     #[test]

@@ -14,14 +14,16 @@
 //! destroys the namespace and with it the veth pair (both ends) and its qdiscs: nothing is
 //! left behind and nothing needs cleaning at the next start.
 
-pub use crate::case::{Link, Topology, NO_NETEM, PEER_DROPS_UDP};
+use super::settings::{self, Setting};
+pub use crate::case::{DeviceSizes, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
 use crate::sys::netns::{self, NetNs};
+use crate::sys::rtnetlink::{self, LinkSize};
 use anyhow::{anyhow, bail, Context};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
 
 /// The address the loopback server listens on and the client connects to.
@@ -31,7 +33,7 @@ impl Topology {
     /// Whether this machine and this process can build the topology: netem for delay or
     /// loss, root for namespaces. The error is one line for the user (exit 2).
     pub fn check(&self) -> Result<(), String> {
-        let needs_ns = matches!(self, Topology::Netns | Topology::Veth(_));
+        let needs_ns = matches!(self, Topology::Netns(_) | Topology::Veth(_));
         if let Topology::Veth(link) = self {
             if (link.delay_us.is_some() || link.loss_ppm.is_some())
                 && netns::kernel_config_has("CONFIG_NET_SCH_NETEM") == Some(false)
@@ -54,7 +56,40 @@ impl Topology {
                 "--topology {self} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create a network namespace: run as root, or use --topology loopback"
             ));
         }
+        for setting in self.own_settings() {
+            self.check_device_setting(&setting)
+                .map_err(|e| format!("--topology {self}: {e}"))?;
+        }
         Ok(())
+    }
+
+    /// Its size options as the settings `establish` applies: each on both ends' devices.
+    fn own_settings(&self) -> Vec<Setting> {
+        self.device_sizes()
+            .set()
+            .into_iter()
+            .flat_map(|(limit, bytes)| {
+                settings::TOPOLOGY_DEVICES.map(|device| Setting::MaxSize {
+                    device: device.into(),
+                    limit: limit.name().into(),
+                    bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a device setting fits the devices this topology builds (a gso size within their
+    /// tso_max_size): the check of its own size options and of an A/B run's variant B. One
+    /// line for the user when not.
+    pub fn check_device_setting(&self, setting: &Setting) -> Result<(), String> {
+        let Setting::MaxSize { limit, bytes, .. } = setting else {
+            return Ok(());
+        };
+        let Some(limit) = LinkSize::named(limit) else {
+            return Ok(());
+        };
+        let (device, tso_max) = built_device_tso_max(matches!(self, Topology::Veth(_)))?;
+        settings::check_size_fits(limit, *bytes, tso_max, device)
     }
 
     /// Build the topology: namespaces, links, addresses, qdiscs. What is built lives as long
@@ -68,7 +103,7 @@ impl Topology {
                 server_ip: LOOPBACK,
                 host_if: None,
             }),
-            Topology::Netns => {
+            Topology::Netns(_) => {
                 let ns = NetNs::new().context("could not create a network namespace")?;
                 let net = Net {
                     topology: self.clone(),
@@ -86,6 +121,30 @@ impl Topology {
             }
         }
     }
+}
+
+/// The kind of device a namespace topology builds (a veth end, else a fresh namespace's lo)
+/// and its tso_max_size, the bound of its gso sizes: read once per process from a throwaway
+/// namespace (the devices of a run do not exist yet when its plan is checked, and this host's
+/// own are never touched).
+fn built_device_tso_max(veth: bool) -> Result<(&'static str, u32), String> {
+    static READ: [OnceLock<Result<u32, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let device = if veth { "a veth device" } else { "a namespace's lo" };
+    let read = READ[veth as usize].get_or_init(|| {
+        let ns = NetNs::new().map_err(|e| format!("cannot create a namespace to read tso_max_size: {e}"))?;
+        ns.run(|| -> Result<u32, String> {
+            let name = if veth {
+                iproute("ip", &words("link add iopprobe0 type veth peer name iopprobe1")).map_err(|e| e.to_string())?;
+                "iopprobe0"
+            } else {
+                "lo"
+            };
+            rtnetlink::link_size(name, LinkSize::TsoMax)
+                .map_err(|e| format!("cannot read the tso_max_size of {device}: {e}"))
+        })
+        .map_err(|e| e.to_string())?
+    });
+    read.clone().map(|v| (device, v))
 }
 
 /// Veth pairs made by this process so far (part of the host end's name and its subnet).
@@ -231,12 +290,13 @@ impl Net {
         &self.topology
     }
 
-    /// Apply an A/B run's variant-B settings (`net::settings::scoped`, empty otherwise) to what
-    /// was just built: a sysctl inside the server's namespace, a device setting on the server's
-    /// end (`server`: the veth end inside, or netns's lo) or the client's (`client`: the veth
-    /// end outside, or netns's lo). They go with the namespace and the pair.
+    /// Apply the topology's own size limits (both ends) and an A/B run's variant-B settings
+    /// (`net::settings::scoped`, empty otherwise) to what was just built: a sysctl inside the
+    /// server's namespace, a device setting on the server's end (`server`: the veth end
+    /// inside, or netns's lo) or the client's (`client`: the veth end outside, or netns's lo).
+    /// They go with the namespace and the pair.
     fn apply_scoped(&self) -> anyhow::Result<()> {
-        for setting in super::settings::scoped() {
+        for setting in self.topology.own_settings().into_iter().chain(settings::scoped()) {
             let (server_side, device) = match setting.device() {
                 None => (true, None),
                 Some("server") => (true, Some(self.host_if.as_ref().map_or("lo", |_| INNER_IF))),
@@ -267,7 +327,7 @@ impl Net {
     /// The namespace the client side lives in (None: this process's own).
     pub fn client_namespace(&self) -> Option<&NetNs> {
         match self.topology {
-            Topology::Netns => self.ns.as_deref(),
+            Topology::Netns(_) => self.ns.as_deref(),
             _ => None,
         }
     }
@@ -443,6 +503,47 @@ mod tests {
             !std::path::Path::new(&format!("/sys/class/net/{host_if}")).exists()
         });
         assert!(gone, "{host_if} is still there");
+    }
+
+    /// The size limits of `veth:`/`netns:` reach both ends' devices: read back over rtnetlink
+    /// inside the namespace (the server's end) and outside it (the client's).
+    #[test]
+    fn size_limits_reach_both_ends() {
+        if !netns::can_build_namespaces() {
+            return;
+        }
+        let all = "gso_max_size=185000,gro_max_size=185000,gso_ipv4_max_size=185000,gro_ipv4_max_size=185000";
+        for text in [format!("veth:{all}"), format!("netns:{all}")] {
+            let topology: Topology = text.parse().unwrap();
+            topology.check().unwrap();
+            let net = topology.establish().unwrap();
+            let server_dev = if net.host_interface().is_some() { INNER_IF } else { "lo" };
+            let client_dev = net.host_interface().unwrap_or("lo").to_string();
+            let server = net.on_server_side(|| rtnetlink::link_sizes(server_dev)).unwrap();
+            let client = net.on_client_side(|| rtnetlink::link_sizes(&client_dev)).unwrap();
+            for limit in settings::SIZE_LIMITS {
+                for (end, read) in [("server", &server), ("client", &client)] {
+                    let got = read.iter().find(|(l, _)| *l == limit).map(|(_, v)| *v);
+                    assert_eq!(got, Some(185000), "{text}: {} of the {end}'s end", limit.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_gso_size_above_the_devices_tso_max_size_is_one_line() {
+        if !netns::can_build_namespaces() {
+            return;
+        }
+        let (_, tso_max) = built_device_tso_max(true).unwrap();
+        let t: Topology = format!("veth:gso_max_size={}", tso_max as u64 + 1).parse().unwrap();
+        let e = t.check().unwrap_err();
+        assert!(e.contains("above the tso_max_size") && !e.contains('\n'), "{e}");
+        let e = "loopback:gso_max_size=185000".parse::<Topology>().unwrap_err();
+        assert!(
+            e.contains("needs a namespace") || e.contains("netns:gso_max_size=185000"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -118,6 +118,14 @@ pub const DATAGRAMS_RECEIVED: &str = "datagrams_received";
 pub const DATAGRAMS_REORDERED: &str = "datagrams_reordered";
 pub const DATAGRAMS_SENT: &str = "datagrams_sent";
 pub const JITTER_US: &str = "jitter_us";
+/// udp-stream's client: payload bytes sent per second of its CPU time (user + system).
+pub const BYTES_PER_CPU_S: &str = "bytes_per_cpu_s";
+/// udp-stream's client: send-path system calls per second of its window.
+pub const CALLS_PER_S: &str = "calls_per_s";
+/// udp-stream's client: payload bytes per counted CPU cycle (a PMU's, never an estimate).
+pub const BYTES_PER_CYCLE: &str = "bytes_per_cycle";
+/// Bytes per packet the devices of the server's namespace received over the window.
+pub const LINK_RX_BYTES_PER_PACKET: &str = "link_rx_bytes_per_packet";
 pub const LOSS_FRACTION: &str = "loss_fraction";
 pub const OFFERED_DATAGRAMS_PER_S: &str = "offered_datagrams_per_s";
 pub const PACING_GAP_US: &str = "pacing_gap_us";
@@ -254,6 +262,10 @@ pub const ALL: &[&str] = &[
     DATAGRAMS_REORDERED,
     DATAGRAMS_SENT,
     JITTER_US,
+    BYTES_PER_CPU_S,
+    CALLS_PER_S,
+    BYTES_PER_CYCLE,
+    LINK_RX_BYTES_PER_PACKET,
     LOSS_FRACTION,
     OFFERED_DATAGRAMS_PER_S,
     PACING_GAP_US,

@@ -143,48 +143,85 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
         .enumerate()
         .map(|(position, case)| {
             let cells: Vec<_> = data.cells.iter().filter(|c| c.position == position).collect();
-            let observations: Vec<&Observation> = cells
-                .iter()
-                .filter(|c| c.error.is_none())
-                .map(|c| &c.observation)
-                .collect();
-            let mut keys: Vec<(Role, String)> = Vec::new();
-            for obs in &observations {
-                for m in &obs.metrics {
-                    if !keys.iter().any(|(r, n)| *r == m.role && *n == m.name) {
-                        keys.push((m.role, m.name.clone()));
-                    }
-                }
-            }
-            let mut metrics: Vec<MetricCell> = keys
-                .iter()
-                .filter_map(|(role, name)| metric_cell(&observations, name, *role))
-                .collect();
-            for (name, total) in TOTALS {
-                if let Some(cell) = total_cell(&observations, name, total) {
-                    metrics.push(cell);
-                }
-            }
-            let mut warnings: Vec<Warning> = Vec::new();
-            for w in observations.iter().flat_map(|o| &o.warnings) {
-                if !warnings.contains(w) {
-                    warnings.push(w.clone());
-                }
-            }
-            CellSummary {
+            let label = match data.ab.as_ref().and_then(|ab| ab.variants.get(position)) {
+                Some(variant) => super::ab::variant_label(&case.label(), *variant),
+                None => case.label(),
+            };
+            summarize_case(
                 position,
-                case: case.clone(),
-                label: match data.ab.as_ref().and_then(|ab| ab.variants.get(position)) {
-                    Some(variant) => super::ab::variant_label(&case.label(), *variant),
-                    None => case.label(),
-                },
-                ok: observations.len(),
-                failures: cells.iter().filter_map(|c| c.error.clone()).collect(),
-                metrics,
-                warnings,
-            }
+                case,
+                label,
+                cells.iter().map(|c| (&c.observation, c.error.as_ref())),
+            )
         })
         .collect()
+}
+
+/// Summarise the records a command just measured (not read back from a store), a cell per
+/// distinct case in the order first met: what a direct command's findings are made from.
+pub fn summarize_records(records: &[crate::store::Record]) -> Vec<CellSummary> {
+    let mut cases: Vec<&Case> = Vec::new();
+    for r in records {
+        if !cases.contains(&&r.case) {
+            cases.push(&r.case);
+        }
+    }
+    cases
+        .iter()
+        .enumerate()
+        .map(|(position, case)| {
+            let mine = records.iter().filter(|r| r.case == **case);
+            summarize_case(
+                position,
+                case,
+                case.label(),
+                mine.map(|r| (&r.observation, r.error.as_ref())),
+            )
+        })
+        .collect()
+}
+
+/// One case's repetitions (each an observation, or the error of a failed one) summarised.
+fn summarize_case<'a>(
+    position: usize,
+    case: &Case,
+    label: String,
+    repetitions: impl Iterator<Item = (&'a Observation, Option<&'a String>)>,
+) -> CellSummary {
+    let (ok, failed): (Vec<_>, Vec<_>) = repetitions.partition(|(_, e)| e.is_none());
+    let observations: Vec<&Observation> = ok.iter().map(|(o, _)| *o).collect();
+    let mut keys: Vec<(Role, String)> = Vec::new();
+    for obs in &observations {
+        for m in &obs.metrics {
+            if !keys.iter().any(|(r, n)| *r == m.role && *n == m.name) {
+                keys.push((m.role, m.name.clone()));
+            }
+        }
+    }
+    let mut metrics: Vec<MetricCell> = keys
+        .iter()
+        .filter_map(|(role, name)| metric_cell(&observations, name, *role))
+        .collect();
+    for (name, total) in TOTALS {
+        if let Some(cell) = total_cell(&observations, name, total) {
+            metrics.push(cell);
+        }
+    }
+    let mut warnings: Vec<Warning> = Vec::new();
+    for w in observations.iter().flat_map(|o| &o.warnings) {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+    CellSummary {
+        position,
+        case: case.clone(),
+        label,
+        ok: observations.len(),
+        failures: failed.iter().filter_map(|(_, e)| e.cloned()).collect(),
+        metrics,
+        warnings,
+    }
 }
 
 /// Noise warnings with advice, grouped: one line per piece of advice listing the cases whose

@@ -615,6 +615,23 @@ fn alarm_lines(members: &[&Entry]) -> Vec<String> {
     lines
 }
 
+/// The title of the findings' group of published claims (`report::claims`).
+pub const CLAIMS_TITLE: &str = "Published claims";
+
+/// The findings' group of published claims a run's cells hold both sides of (None: no claim);
+/// `ab`: an A/B run's record, whose variant B's settings are part of its B cells.
+pub fn claims_group(cells: &[CellSummary], ab: Option<&crate::store::ab::AbRun>) -> Option<FindingGroup> {
+    let lines: Vec<String> = super::claims::claim_findings(cells, ab)
+        .into_iter()
+        .map(|c| c.line)
+        .collect();
+    (!lines.is_empty()).then(|| FindingGroup {
+        title: CLAIMS_TITLE.into(),
+        winners: Vec::new(),
+        lines,
+    })
+}
+
 /// The findings of a run's cases. `crossovers` are those found in the same cases.
 /// `caches`: the machine's caches stored with the run, to read a memlat curve's levels.
 pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[CacheInfo]) -> Findings {

@@ -6,6 +6,7 @@ pub mod ab;
 pub mod ab_figures;
 pub mod cells;
 pub mod charts;
+pub mod claims;
 pub mod compare;
 pub mod crossover;
 pub mod figures;
@@ -415,8 +416,10 @@ pub fn analyze(data: &RunData, db: &Path) -> Analysis {
     let cells = cells::summarize_run(data);
     let crossovers = crossover::stream_crossovers(&cells);
     let (caveats, warnings) = merge_caveats(typed_caveats(data, &cells, db), &warning_groups(&cells));
+    let mut found = findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json));
+    found.groups.extend(findings::claims_group(&cells, data.ab.as_ref()));
     Analysis {
-        findings: findings::findings(&cells, &crossovers, &figures::machine_caches(&data.run.machine_json)),
+        findings: found,
         crossovers,
         records_crossovers: crossover::records_crossovers(&cells),
         caveats,

@@ -15,6 +15,7 @@ pub mod net;
 pub mod netns;
 pub mod process;
 pub mod procfs;
+pub mod rtnetlink;
 pub mod rusage;
 pub mod rx_zerocopy;
 pub mod signal;

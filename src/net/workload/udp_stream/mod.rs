@@ -406,6 +406,42 @@ fn build_observation(
     let syscalls = clients.iter().map(|c| c.metered.syscalls).sum();
     obs.metrics
         .extend(per_datagram_costs(Role::Client, &counters, syscalls, datagrams));
+    // The udpgso_bench figures (report/claims.rs): bytes per CPU-second, where no PMU counts
+    // cycles, and calls per second.
+    obs.push(Metric::from_result(
+        names::BYTES_PER_CPU_S,
+        Role::Client,
+        "B/cpu-s",
+        Source::Rusage,
+        counters
+            .usage
+            .clone()
+            .and_then(|u| match (u.user + u.system).as_secs_f64() {
+                cpu if cpu > 0.0 => Ok(bytes as f64 / cpu),
+                _ => Err("no CPU time counted in the window".to_string()),
+            }),
+    ));
+    obs.push(Metric::tool(
+        names::CALLS_PER_S,
+        Role::Client,
+        rate(syscalls as f64),
+        "calls/s",
+    ));
+    // Per cycle only where a PMU counted them: an estimate from CPU time is bytes_per_cpu_s again.
+    let counted = obs
+        .get(names::CYCLES_PER_BYTE, Role::Client)
+        .filter(|m| m.source == Source::Pmu)
+        .and_then(|m| m.value)
+        .filter(|v| *v > 0.0);
+    obs.push(Metric::from_result(
+        names::BYTES_PER_CYCLE,
+        Role::Client,
+        "B/cycle",
+        Source::Pmu,
+        counted.map(|c| 1.0 / c).ok_or_else(|| {
+            "cycles not counted: no PMU here (cycles_per_byte, if shown, is an estimate from CPU time)".to_string()
+        }),
+    ));
     if clients.iter().any(|c| c.zerocopy.is_some()) {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
