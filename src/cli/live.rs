@@ -16,6 +16,7 @@
 
 use super::error::usage;
 use crate::case::{format_bytes, Case, StreamCase};
+use crate::measure::stats::median_of;
 use crate::observation::Role;
 use crate::stop::Stop;
 use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
@@ -465,20 +466,6 @@ fn fmt_s(s: f64) -> String {
     crate::format::format_duration_s(s.max(0.0))
 }
 
-fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 fn draw(f: &mut Frame, s: &State) {
     let warn_rows = ((s.warnings.len() + s.failures.len().min(3)).min(8) as u16).max(1) + 2;
     let [top, chart, warnings, help] = Layout::vertical([
@@ -574,7 +561,7 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
     let (mut min_size, mut max_size, mut max_y) = (u64::MAX, 0u64, 0.0f64);
     for (case, values) in s.values.values() {
         let Some(c) = case.get::<StreamCase>() else { continue };
-        let Some(m) = median(values) else { continue };
+        let Some(m) = median_of(values) else { continue };
         let name = format!("{} t{}", c.mode, c.net.threads);
         series.entry(name).or_default().push(((c.size.max(1) as f64).log2(), m));
         min_size = min_size.min(c.size.max(1));
@@ -633,7 +620,7 @@ fn draw_bars(f: &mut Frame, area: Rect, s: &State) {
     let rows: Vec<(String, Option<f64>)> = s
         .values
         .values()
-        .map(|(case, values)| (case.label(), median(values)))
+        .map(|(case, values)| (case.label(), median_of(values)))
         .collect();
     let metric = s.metric;
     let max = rows.iter().filter_map(|r| r.1).fold(0.0f64, f64::max);

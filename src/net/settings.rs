@@ -75,10 +75,10 @@ impl FromStr for Setting {
                     .split_once('=')
                     .ok_or_else(|| bad("a device setting needs NAME=VALUE"))?;
                 if name == "gso_max_size" {
-                    let bytes = bytes_of(value).ok_or_else(|| bad("gso_max_size takes a size in bytes, e.g. 16K"))?;
-                    if !(1..=(512 << 10)).contains(&bytes) {
-                        return Err(bad("gso_max_size is from 1 byte to 512K"));
-                    }
+                    let bytes = crate::format::parse_size(value)
+                        .ok()
+                        .filter(|&bytes| bytes <= 512 << 10)
+                        .ok_or_else(|| bad("gso_max_size is a size from 1 byte to 512K, e.g. 16384 or 16K"))?;
                     return Ok(Setting::GsoMaxSize {
                         device: device.to_string(),
                         bytes,
@@ -116,14 +116,6 @@ impl FromStr for Setting {
             }
             _ => Err(bad(&format!("unknown setting kind '{kind}'"))),
         }
-    }
-}
-
-/// Bytes, or KiB with a K suffix.
-fn bytes_of(text: &str) -> Option<u64> {
-    match text.strip_suffix(['K', 'k']) {
-        Some(k) => k.parse::<u64>().ok()?.checked_mul(1024),
-        None => text.parse().ok(),
     }
 }
 
@@ -369,10 +361,29 @@ mod tests {
             "dev:lo:lro=on",
             "dev:lo:gro=maybe",
             "qdisc:lo:tbf; rm",
+            "dev:lo:gso_max_size=0",
+            "dev:lo:gso_max_size=513K",
+            "dev:lo:gso_max_size=16Q",
         ] {
             let e = bad.parse::<Setting>().unwrap_err();
             assert!(e.starts_with(&format!("--set '{bad}'")), "{e}");
             assert!(!e.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn gso_max_size_reads_the_size_units_every_flag_reads() {
+        for (text, bytes) in [
+            ("16384", 16384),
+            ("16K", 16 << 10),
+            ("16KiB", 16 << 10),
+            ("512k", 512 << 10),
+        ] {
+            let s: Setting = format!("dev:lo:gso_max_size={text}").parse().unwrap();
+            assert!(
+                matches!(s, Setting::GsoMaxSize { bytes: b, .. } if b == bytes),
+                "{text}"
+            );
         }
     }
 

@@ -187,14 +187,6 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut v = v.to_vec();
-    Some(crate::measure::stats::median(&mut v))
-}
-
 /// Bootstrap of exp(mean over strata of each stratum's mean): pairs resampled within each.
 fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
     let strata: Vec<&Vec<f64>> = strata.iter().filter(|s| !s.is_empty()).collect();
@@ -270,8 +262,8 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
             unit,
             higher_is_better: higher,
             pairs: values.len(),
-            median_a: median(&values.iter().map(|v| v.0).collect::<Vec<_>>()),
-            median_b: median(&values.iter().map(|v| v.1).collect::<Vec<_>>()),
+            median_a: crate::measure::stats::median_of(&values.iter().map(|v| v.0).collect::<Vec<_>>()),
+            median_b: crate::measure::stats::median_of(&values.iter().map(|v| v.1).collect::<Vec<_>>()),
             ratio: Some(mean(&d).exp()),
             ratio_ci95: ci,
             b_better: d.iter().filter(|x| better(x)).count(),
