@@ -16,7 +16,7 @@ use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
 use crate::sys::statfs::{self, Backing, FsType};
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -161,7 +161,7 @@ fn direct_reads(
         let offsets: Vec<u64> = (0..reads)
             .map(|i| {
                 if random {
-                    rng.gen_range(0..blocks) * BLOCK as u64
+                    rng.random_range(0..blocks) * BLOCK as u64
                 } else {
                     i * BLOCK as u64
                 }

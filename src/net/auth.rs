@@ -50,9 +50,12 @@ pub fn read_key(path: &Path) -> Result<Vec<u8>, String> {
 
 /// A fresh nonce, hex.
 pub fn nonce() -> String {
-    use rand::RngCore;
+    use rand::TryRng;
     let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    // getrandom(2) fails only on a kernel older than 3.17; the nonce has no other source.
+    rand::rngs::SysRng
+        .try_fill_bytes(&mut bytes)
+        .expect("the kernel's random source");
     hex(&bytes)
 }
 
