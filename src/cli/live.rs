@@ -24,7 +24,6 @@ use ratatui::prelude::*;
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -258,7 +257,7 @@ pub struct LiveView {
 }
 
 /// The real stderr while the view holds the terminal (-1: not captured).
-static SAVED_STDERR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+static SAVED_STDERR: std::sync::Mutex<Option<std::os::fd::OwnedFd>> = std::sync::Mutex::new(None);
 
 /// Lines written to stderr while the view is up (the runner's notes, a workload's messages)
 /// would be drawn over it: they go to a pipe and are written out once the terminal is back.
@@ -269,15 +268,12 @@ struct StderrCapture {
 impl StderrCapture {
     fn start() -> Option<StderrCapture> {
         use std::io::Read;
-        use std::os::fd::AsRawFd;
         let (read, write) = nix::unistd::pipe().ok()?;
-        let saved = nix::unistd::dup(2).ok()?;
-        if nix::unistd::dup2(write.as_raw_fd(), 2).is_err() {
-            let _ = nix::unistd::close(saved);
-            return None;
-        }
+        let saved = nix::unistd::dup(std::io::stderr()).ok()?;
+        // On failure `saved` is dropped, which closes it.
+        nix::unistd::dup2_stderr(&write).ok()?;
         drop(write);
-        SAVED_STDERR.store(saved, Ordering::SeqCst);
+        *SAVED_STDERR.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved);
         let reader = std::thread::Builder::new()
             .name("iopath-live-stderr".into())
             .spawn(move || {
@@ -305,10 +301,9 @@ impl StderrCapture {
 }
 
 fn release_stderr() {
-    let saved = SAVED_STDERR.swap(-1, Ordering::SeqCst);
-    if saved >= 0 {
-        let _ = nix::unistd::dup2(saved, 2);
-        let _ = nix::unistd::close(saved);
+    let saved = SAVED_STDERR.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(saved) = saved {
+        let _ = nix::unistd::dup2_stderr(&saved);
     }
 }
 

@@ -109,12 +109,7 @@ pub(super) fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<(
 }
 
 pub(super) fn drop_cache(file: &File) -> anyhow::Result<()> {
-    nix::fcntl::posix_fadvise(
-        file.as_raw_fd(),
-        0,
-        0,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    )?;
+    nix::fcntl::posix_fadvise(file, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)?;
     Ok(())
 }
 
