@@ -1,9 +1,11 @@
 //! Human formatting of numbers and byte counts, shared by the terminal tables and the report.
 
-/// Format a byte count the way the CLI accepts it: 64B, 4KiB, 1MiB, 1.5MiB.
+/// The binary units byte counts are written and read in, largest first.
+const BYTE_UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+
+/// Format a byte count the way the CLI accepts it: 64B, 4KiB, 1MiB, 1.5MiB, 2.0TiB.
 pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (name, unit) in UNITS {
+    for (name, unit) in BYTE_UNITS {
         if bytes >= unit {
             return if bytes % unit == 0 {
                 format!("{}{name}", bytes / unit)
@@ -19,13 +21,44 @@ pub fn format_bytes(bytes: u64) -> String {
 /// `100B`): for messages that name the size the user gave, where `format_bytes` would round
 /// 65537M to "64.0GiB" and seem to name an accepted size.
 pub fn format_bytes_exact(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (name, unit) in UNITS {
+    for (name, unit) in BYTE_UNITS {
         if bytes >= unit && bytes % unit == 0 {
             return format!("{}{name}", bytes / unit);
         }
     }
     format!("{bytes}B")
+}
+
+/// What a size flag accepts, for the messages of `parse_size` and of the lists built on it.
+pub const SIZE_HELP: &str = "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), a list 1K,64K, or a range A..B: both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K)";
+
+/// One byte size, as every flag, workload argument and setting reads it: `64`, `4K`, `4KiB`,
+/// `4k`, `1M`, `1MiB`, `1G`, `1T`: the units `format_bytes` writes. Zero is refused.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("'{text}' is not a size ({SIZE_HELP})"));
+    }
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is too large ({SIZE_HELP})"))?;
+    let multiplier: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("'{text}' has an unknown unit '{suffix}' ({SIZE_HELP})")),
+    };
+    let bytes = number
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("'{text}' is too large ({SIZE_HELP})"))?;
+    if bytes == 0 {
+        return Err(format!("size must be at least 1 byte, got '{text}'"));
+    }
+    Ok(bytes)
 }
 
 /// A number with about four significant digits, or "n/a" when missing or not finite.
@@ -60,6 +93,7 @@ mod tests {
         assert_eq!(format_bytes(1536), "1.5KiB");
         assert_eq!(super::format_bytes_exact(65537 << 20), "65537MiB");
         assert_eq!(super::format_bytes_exact(64 << 30), "64GiB");
+        assert_eq!(super::format_bytes(3 << 39), "1.5TiB");
         assert_eq!(super::format_bytes_exact(1025), "1025B");
     }
 

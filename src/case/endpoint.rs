@@ -117,12 +117,8 @@ impl DeviceSizes {
 /// the device (`net::settings::check_size_fits`).
 pub fn size_limit_of(name: &str, value: &str) -> Option<Result<(LinkSize, u64), String>> {
     let limit = LinkSize::named(name).filter(|l| *l != LinkSize::TsoMax)?;
-    let bytes = match value.strip_suffix(['K', 'k']) {
-        Some(k) => k.parse::<u64>().ok().and_then(|k| k.checked_mul(1024)),
-        None => value.parse().ok(),
-    };
-    Some(match bytes {
-        Some(b) if (1..=16 << 20).contains(&b) => Ok((limit, b)),
+    Some(match crate::format::parse_size(value) {
+        Ok(b) if (1..=16 << 20).contains(&b) => Ok((limit, b)),
         _ => Err(format!(
             "{name} takes a size in bytes, e.g. 185000 or 64K, not '{value}'"
         )),

@@ -26,10 +26,11 @@ impl std::str::FromStr for Request {
         match kind {
             "echo" => {
                 let arg = if arg.is_empty() { "64" } else { arg };
-                let size = parse_bytes(arg).ok_or_else(|| match arg.bytes().all(|b| b.is_ascii_digit()) {
-                    true => format!("workload '{s}': size {arg} is out of range 1..1MiB ({HELP})"),
-                    false => format!("workload '{s}': bad size '{arg}' ({HELP})"),
-                })?;
+                let size =
+                    crate::format::parse_size(arg).map_err(|_| match arg.bytes().all(|b| b.is_ascii_digit()) {
+                        true => format!("workload '{s}': size {arg} is out of range 1..1MiB ({HELP})"),
+                        false => format!("workload '{s}': bad size '{arg}' ({HELP})"),
+                    })?;
                 if size > Request::MAX_ECHO_BYTES as u64 {
                     return Err(format!("workload '{s}': echo payload above 1MiB ({HELP})"));
                 }
@@ -48,20 +49,6 @@ impl std::str::FromStr for Request {
             _ => Err(format!("unknown workload '{s}' ({HELP})")),
         }
     }
-}
-
-/// A byte count with an optional binary unit: 64, 4K, 4KiB, 1M, 1MiB.
-fn parse_bytes(text: &str) -> Option<u64> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        _ => return None,
-    };
-    n.checked_mul(mult).filter(|&b| b > 0)
 }
 
 impl fmt::Display for Request {

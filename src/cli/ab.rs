@@ -383,11 +383,54 @@ pub fn show_if_ab(db: &Path, id: i64, options: &CompareOptions, json: bool) -> a
             ab.pair_order,
             ab.scope
         )?;
-        super::output::out(analysis.table())?;
+        super::output::out(ab_table(&analysis))?;
         let cells = crate::report::cells::summarize_run(&data);
         super::output::out(super::output::claims_text(&cells, Some(&ab)))?;
     }
     Ok(Some(analysis))
+}
+
+/// The A/B table (docs/output.md, "iopath ab"): a row per cell, the cells without a complete
+/// pair, then the whole-run line.
+fn ab_table(analysis: &AbAnalysis) -> String {
+    use super::output::{safe, Table};
+    let mut table = Table::new(&[
+        "cell", "pairs", "median A", "median B", "B/A", "interval", "B+/B-", "p (adj)", "verdict",
+    ]);
+    let num = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
+    let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    let interval = |v: Option<(f64, f64)>| v.map_or("-".into(), |(l, h)| format!("{l:.3}..{h:.3}"));
+    for r in &analysis.rows {
+        table.row(vec![
+            safe(&r.label).into_owned(),
+            r.pairs.to_string(),
+            num(r.median_a),
+            num(r.median_b),
+            ratio(r.ratio),
+            interval(r.ratio_ci95),
+            format!("{}/{}", r.b_better, r.b_worse),
+            format!("{:.3}", r.p_adjusted),
+            r.verdict.to_string(),
+        ]);
+    }
+    let mut out = table.render();
+    for label in &analysis.unpaired {
+        out.push_str(&format!(
+            "{}: no complete pair (a cell of A or B failed)\n",
+            safe(label)
+        ));
+    }
+    let w = &analysis.whole;
+    out.push_str(&format!(
+        "whole run ({} pairs): {}, B against A {} (above 1: B better), interval {}, signed-rank p {:.3}: {}\n",
+        w.pairs,
+        w.verdict,
+        ratio(w.better_ratio),
+        interval(w.better_ratio_ci95),
+        w.p,
+        w.reason
+    ));
+    out
 }
 
 /// Put back every value an earlier iopath journaled and did not restore (killed, crashed), in

@@ -16,6 +16,7 @@
 
 use super::error::usage;
 use crate::case::{format_bytes, Case, StreamCase};
+use crate::measure::stats::median_of;
 use crate::observation::Role;
 use crate::stop::Stop;
 use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
@@ -23,7 +24,6 @@ use ratatui::prelude::*;
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -257,7 +257,7 @@ pub struct LiveView {
 }
 
 /// The real stderr while the view holds the terminal (-1: not captured).
-static SAVED_STDERR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+static SAVED_STDERR: std::sync::Mutex<Option<std::os::fd::OwnedFd>> = std::sync::Mutex::new(None);
 
 /// Lines written to stderr while the view is up (the runner's notes, a workload's messages)
 /// would be drawn over it: they go to a pipe and are written out once the terminal is back.
@@ -268,15 +268,12 @@ struct StderrCapture {
 impl StderrCapture {
     fn start() -> Option<StderrCapture> {
         use std::io::Read;
-        use std::os::fd::AsRawFd;
         let (read, write) = nix::unistd::pipe().ok()?;
-        let saved = nix::unistd::dup(2).ok()?;
-        if nix::unistd::dup2(write.as_raw_fd(), 2).is_err() {
-            let _ = nix::unistd::close(saved);
-            return None;
-        }
+        let saved = nix::unistd::dup(std::io::stderr()).ok()?;
+        // On failure `saved` is dropped, which closes it.
+        nix::unistd::dup2_stderr(&write).ok()?;
         drop(write);
-        SAVED_STDERR.store(saved, Ordering::SeqCst);
+        *SAVED_STDERR.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved);
         let reader = std::thread::Builder::new()
             .name("iopath-live-stderr".into())
             .spawn(move || {
@@ -304,10 +301,9 @@ impl StderrCapture {
 }
 
 fn release_stderr() {
-    let saved = SAVED_STDERR.swap(-1, Ordering::SeqCst);
-    if saved >= 0 {
-        let _ = nix::unistd::dup2(saved, 2);
-        let _ = nix::unistd::close(saved);
+    let saved = SAVED_STDERR.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(saved) = saved {
+        let _ = nix::unistd::dup2_stderr(&saved);
     }
 }
 
@@ -465,20 +461,6 @@ fn fmt_s(s: f64) -> String {
     crate::format::format_duration_s(s.max(0.0))
 }
 
-fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 fn draw(f: &mut Frame, s: &State) {
     let warn_rows = ((s.warnings.len() + s.failures.len().min(3)).min(8) as u16).max(1) + 2;
     let [top, chart, warnings, help] = Layout::vertical([
@@ -574,7 +556,7 @@ fn draw_stream_chart(f: &mut Frame, area: Rect, s: &State) {
     let (mut min_size, mut max_size, mut max_y) = (u64::MAX, 0u64, 0.0f64);
     for (case, values) in s.values.values() {
         let Some(c) = case.get::<StreamCase>() else { continue };
-        let Some(m) = median(values) else { continue };
+        let Some(m) = median_of(values) else { continue };
         let name = format!("{} t{}", c.mode, c.net.threads);
         series.entry(name).or_default().push(((c.size.max(1) as f64).log2(), m));
         min_size = min_size.min(c.size.max(1));
@@ -633,7 +615,7 @@ fn draw_bars(f: &mut Frame, area: Rect, s: &State) {
     let rows: Vec<(String, Option<f64>)> = s
         .values
         .values()
-        .map(|(case, values)| (case.label(), median(values)))
+        .map(|(case, values)| (case.label(), median_of(values)))
         .collect();
     let metric = s.metric;
     let max = rows.iter().filter_map(|r| r.1).fold(0.0f64, f64::max);

@@ -1,5 +1,6 @@
-//! Plain-text tables for the terminal: right-aligned numbers, left-aligned text. A measuring
-//! command's default table fits [`WIDTH`] columns; `--wide` prints every column.
+//! Plain-text tables for the terminal (every one is a [`Table`], drawn by comfy-table):
+//! right-aligned numbers, left-aligned text. A measuring command's default table fits
+//! [`WIDTH`] columns; `--wide` prints every column.
 
 /// The widest line a default table prints (a terminal of 100 columns).
 pub const WIDTH: usize = 100;
@@ -23,7 +24,10 @@ pub struct View {
     pub wide: bool,
 }
 
-/// A table with a header row; `render` pads every column to its widest cell.
+/// A table with a header row, drawn by comfy-table without borders: every column as wide as
+/// its widest cell on screen (display width, so a wide character counts twice), two spaces
+/// between columns, a cell that starts with a digit or `-` right-aligned, anything else
+/// (titles, labels, `~` marks) left-aligned. The one text-table renderer of the CLI.
 pub struct Table {
     header: Vec<String>,
     show: Vec<Show>,
@@ -57,21 +61,27 @@ impl Table {
 
     /// Every column.
     pub fn render(&self) -> String {
-        self.render_columns(&vec![true; self.header.len()])
+        render_columns(self.drawn(), &vec![true; self.header.len()])
     }
 
     /// `--wide`: every column. Otherwise the key and default columns, leaving out default
     /// columns from the last one back until every line fits [`WIDTH`]; returns the text and
     /// the titles of the columns left out (wide-only ones included).
     pub fn render_view(&self, view: View) -> (String, Vec<String>) {
+        let drawn = self.drawn();
         if view.wide {
-            return (self.render(), Vec::new());
+            return (render_columns(drawn, &vec![true; self.header.len()]), Vec::new());
         }
         let mut keep: Vec<bool> = self.show.iter().map(|s| *s != Show::Wide).collect();
-        let widths = self.widths();
+        let widths = drawn.column_max_content_widths();
         let line_width = |keep: &[bool]| -> usize {
-            let shown: Vec<usize> = widths.iter().zip(keep).filter(|(_, k)| **k).map(|(w, _)| *w).collect();
-            shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
+            let shown: Vec<usize> = widths
+                .iter()
+                .zip(keep)
+                .filter(|(_, k)| **k)
+                .map(|(w, _)| *w as usize)
+                .collect();
+            shown.iter().sum::<usize>() + GAP as usize * shown.len().saturating_sub(1)
         };
         while line_width(&keep) > WIDTH {
             let last_of = |show: Show| (0..keep.len()).rev().find(|i| keep[*i] && self.show[*i] == show);
@@ -87,43 +97,42 @@ impl Table {
             .filter(|(_, k)| !**k)
             .map(|(h, _)| h.clone())
             .collect();
-        (self.render_columns(&keep), left_out)
+        (render_columns(drawn, &keep), left_out)
     }
 
-    fn widths(&self) -> Vec<usize> {
-        let cols = self.header.len();
-        let mut width = vec![0usize; cols];
-        for row in std::iter::once(&self.header).chain(&self.rows) {
-            for (i, cell) in row.iter().enumerate().take(cols) {
-                width[i] = width[i].max(cell.chars().count());
-            }
+    /// The comfy-table table of every column: no borders, no lines, the header first.
+    fn drawn(&self) -> comfy_table::Table {
+        use comfy_table::{Cell, CellAlignment};
+        let mut drawn = comfy_table::Table::new();
+        drawn.load_preset(comfy_table::presets::NOTHING);
+        drawn.set_header(self.header.iter().map(Cell::new));
+        for row in &self.rows {
+            drawn.add_row(row.iter().take(self.header.len()).map(|cell| {
+                let numeric = cell.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-');
+                match numeric {
+                    true => Cell::new(cell).set_alignment(CellAlignment::Right),
+                    false => Cell::new(cell),
+                }
+            }));
         }
-        width
+        drawn
     }
+}
 
-    fn render_columns(&self, keep: &[bool]) -> String {
-        let width = self.widths();
-        let mut out = String::new();
-        for (n, row) in std::iter::once(&self.header).chain(&self.rows).enumerate() {
-            let line: Vec<String> = row
-                .iter()
-                .enumerate()
-                .take(width.len())
-                .filter(|(i, _)| keep[*i])
-                .map(|(i, cell)| {
-                    let numeric = n > 0 && cell.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-');
-                    if numeric {
-                        format!("{cell:>w$}", w = width[i])
-                    } else {
-                        format!("{cell:<w$}", w = width[i])
-                    }
-                })
-                .collect();
-            out.push_str(line.join("  ").trim_end());
-            out.push('\n');
+/// The spaces between two columns.
+const GAP: u16 = 2;
+
+/// `drawn` with the columns `keep` says, each line's trailing spaces trimmed.
+fn render_columns(mut drawn: comfy_table::Table, keep: &[bool]) -> String {
+    for (column, keep) in drawn.column_iter_mut().zip(keep) {
+        column.set_padding((0, GAP));
+        if !keep {
+            column.set_constraint(comfy_table::ColumnConstraint::Hidden);
         }
-        out
     }
+    let mut text = drawn.trim_fmt();
+    text.push('\n');
+    text
 }
 
 /// Break `text` into lines of at most [`WIDTH`] characters at spaces (a word longer than a
@@ -535,6 +544,16 @@ mod tests {
         let mut t = Table::with_columns(&[("key", Show::Key), ("a", Show::Default), ("b", Show::Default)]);
         t.row(vec!["k".into(), "1".repeat(60), "2".repeat(60)]);
         assert_eq!(t.render_view(View::default()).1, ["b"], "the last default goes first");
+    }
+
+    /// A label of wide characters (a CJK run name) takes two columns a character on screen:
+    /// the next column starts at the same place on every line.
+    #[test]
+    fn columns_line_up_by_the_width_on_screen() {
+        let mut t = Table::new(&["name", "value"]);
+        t.row(vec!["速度".into(), "1".into()]);
+        t.row(vec!["abcde".into(), "22".into()]);
+        assert_eq!(t.render(), "name   value\n速度       1\nabcde     22\n");
     }
 
     #[test]

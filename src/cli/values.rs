@@ -9,34 +9,8 @@ pub type SizeList = Vec<u64>;
 pub type CountList = Vec<usize>;
 pub type CpuList = Vec<usize>;
 
-const SIZE_HELP: &str = "accepted: a byte count like 64, 4K, 4KiB, 1M, 16MiB, 1G (binary units), a list 1K,64K, or a range A..B: both ends and every power of two between them (1K..16M; 1K..3K is 1K,2K,3K)";
-
-/// One byte size: `64`, `4K`, `4KiB`, `4k`, `1M`, `1MiB`, `1G`. Zero is refused.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, suffix) = t.split_at(split);
-    if digits.is_empty() {
-        return Err(format!("'{text}' is not a size ({SIZE_HELP})"));
-    }
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("'{text}' is too large ({SIZE_HELP})"))?;
-    let multiplier: u64 = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("'{text}' has an unknown unit '{suffix}' ({SIZE_HELP})")),
-    };
-    let bytes = number
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("'{text}' is too large ({SIZE_HELP})"))?;
-    if bytes == 0 {
-        return Err(format!("size must be at least 1 byte, got '{text}'"));
-    }
-    Ok(bytes)
-}
+pub use crate::format::parse_size;
+use crate::format::SIZE_HELP;
 
 /// A list of sizes: comma-separated sizes and ranges `A..B`. A range is both of its ends and
 /// every power of two strictly between them: `1K..8K` is 1K,2K,4K,8K; `1K..3K` is 1K,2K,3K;

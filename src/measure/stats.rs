@@ -53,6 +53,12 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// The median of the finite values (the slice is left as it is); None when there are none.
+pub fn median_of(values: &[f64]) -> Option<f64> {
+    let mut finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    (!finite.is_empty()).then(|| median(&mut finite))
+}
+
 /// SplitMix64 (Steele, Lea and Flood 2014): a small, fast, portable generator for resampling and
 /// seeded test data. The same seed gives the same stream on every machine and build, which
 /// `rand`'s `SmallRng` does not promise.
@@ -247,6 +253,14 @@ mod tests {
         let mean = draws.iter().sum::<f64>() / 4000.0;
         let var = draws.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 3999.0;
         assert!(mean.abs() < 0.1 && (var - 1.0).abs() < 0.1, "{mean} {var}");
+    }
+
+    #[test]
+    fn median_of_leaves_out_what_is_not_finite() {
+        assert_eq!(median_of(&[1.0, 2.0, 10.0]), Some(2.0));
+        assert_eq!(median_of(&[1.0, f64::NAN, 2.0]), Some(1.5));
+        assert_eq!(median_of(&[f64::INFINITY]), None);
+        assert_eq!(median_of(&[]), None);
     }
 
     #[test]

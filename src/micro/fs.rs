@@ -16,7 +16,7 @@ use crate::stop::Stop;
 use crate::sys::mem::{AnonMap, FileMap, HugePages};
 use crate::sys::process;
 use crate::sys::statfs::{self, Backing, FsType};
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -109,12 +109,7 @@ pub(super) fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<(
 }
 
 pub(super) fn drop_cache(file: &File) -> anyhow::Result<()> {
-    nix::fcntl::posix_fadvise(
-        file.as_raw_fd(),
-        0,
-        0,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    )?;
+    nix::fcntl::posix_fadvise(file, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)?;
     Ok(())
 }
 
@@ -161,7 +156,7 @@ fn direct_reads(
         let offsets: Vec<u64> = (0..reads)
             .map(|i| {
                 if random {
-                    rng.gen_range(0..blocks) * BLOCK as u64
+                    rng.random_range(0..blocks) * BLOCK as u64
                 } else {
                     i * BLOCK as u64
                 }

@@ -93,7 +93,7 @@ fn detect_levels_spread(points: &[(u64, f64)]) -> Vec<Level> {
     let mut merged: Vec<Vec<(u64, f64)>> = Vec::new();
     for plateau in kept {
         match merged.last_mut() {
-            Some(prev) if within(median_of(prev), median_of(&plateau)) => prev.extend(plateau),
+            Some(prev) if within(latency_median(prev), latency_median(&plateau)) => prev.extend(plateau),
             _ => merged.push(plateau),
         }
     }
@@ -101,7 +101,7 @@ fn detect_levels_spread(points: &[(u64, f64)]) -> Vec<Level> {
     let mut cache_index = 1;
     let mut dram: Vec<(u64, f64)> = Vec::new();
     for plateau in merged {
-        if median_of(&plateau) >= DRAM_NS || !dram.is_empty() {
+        if latency_median(&plateau) >= DRAM_NS || !dram.is_empty() {
             dram.extend(plateau);
             continue;
         }
@@ -525,9 +525,9 @@ fn within(a: f64, b: f64) -> bool {
     a.max(b) / a.min(b) <= PLATEAU_TOLERANCE
 }
 
-fn median_of(points: &[(u64, f64)]) -> f64 {
-    let mut lat: Vec<f64> = points.iter().map(|p| p.1).collect();
-    crate::measure::stats::median(&mut lat)
+/// The median latency of the points (NaN when none is finite).
+fn latency_median(points: &[(u64, f64)]) -> f64 {
+    crate::measure::stats::median_of(&points.iter().map(|p| p.1).collect::<Vec<_>>()).unwrap_or(f64::NAN)
 }
 
 fn level(name: String, points: &[(u64, f64)]) -> Level {
@@ -535,7 +535,7 @@ fn level(name: String, points: &[(u64, f64)]) -> Level {
         name,
         min_bytes: points.iter().map(|p| p.0).min().unwrap_or(0),
         max_bytes: points.iter().map(|p| p.0).max().unwrap_or(0),
-        latency_ns: median_of(points),
+        latency_ns: latency_median(points),
         points: points.len(),
     }
 }

@@ -95,12 +95,7 @@ fn major(case: &MicroCase, quick: bool, samples: usize, stop: Stop) -> anyhow::R
     let mut faults_per_page = Vec::new();
     for _ in 0..samples {
         harness::check(stop)?;
-        nix::fcntl::posix_fadvise(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )?;
+        nix::fcntl::posix_fadvise(&file, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)?;
         let map = FileMap::open(&file, size)?;
         let resident = map.resident_pages()?;
         if resident * 100 > pages {

@@ -35,7 +35,7 @@ use crate::sys::netns::{self, NetNs};
 use crate::sys::signal::{self, ForcedExitGuard};
 use crate::sys::{process, statfs, tether};
 use anyhow::{anyhow, bail, Context};
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -475,7 +475,7 @@ fn reads(
         let offsets: Vec<u64> = (0..reads)
             .map(|i| {
                 if random {
-                    rng.gen_range(0..blocks) * block
+                    rng.random_range(0..blocks) * block
                 } else {
                     i * block
                 }

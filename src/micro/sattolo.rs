@@ -2,14 +2,14 @@
 //! chase through it visits every element once before repeating and hardware prefetchers
 //! cannot guess the next address.
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 
 /// The successor table of one random cycle over 0..n: next[i] is where i points.
 pub fn cycle(n: usize, rng: &mut impl Rng) -> Vec<usize> {
     let mut next: Vec<usize> = (0..n).collect();
     // Sattolo: like Fisher-Yates but j < i strictly, which yields exactly one cycle.
     for i in (1..n).rev() {
-        let j = rng.gen_range(0..i);
+        let j = rng.random_range(0..i);
         next.swap(i, j);
     }
     next

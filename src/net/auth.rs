@@ -3,7 +3,7 @@
 //! the server compares in constant time. The key never crosses the wire and a recorded
 //! answer is useless for another nonce. (No encryption: the data stream is a benchmark.)
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -50,9 +50,12 @@ pub fn read_key(path: &Path) -> Result<Vec<u8>, String> {
 
 /// A fresh nonce, hex.
 pub fn nonce() -> String {
-    use rand::RngCore;
+    use rand::TryRng;
     let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    // getrandom(2) fails only on a kernel older than 3.17; the nonce has no other source.
+    rand::rngs::SysRng
+        .try_fill_bytes(&mut bytes)
+        .expect("the kernel's random source");
     hex(&bytes)
 }
 
@@ -111,6 +114,18 @@ fn check(mac: HmacSha256, answer: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 4231 test case 2: the MAC is HMAC-SHA-256 as every other implementation computes
+    /// it, so peers built with other versions of the hmac and sha2 crates agree.
+    #[test]
+    fn the_mac_is_hmac_sha256_of_rfc_4231() {
+        let mut m = HmacSha256::new_from_slice(b"Jefe").unwrap();
+        m.update(b"what do ya want for nothing?");
+        assert_eq!(
+            hex(&m.finalize().into_bytes()),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
 
     #[test]
     fn the_right_key_passes_and_others_do_not() {

@@ -414,10 +414,29 @@ mod tests {
             "dev:lo:gso_max_size=0",
             "dev:lo:gro_max_size=20M",
             "qdisc:lo:tbf; rm",
+            "dev:lo:gso_max_size=0",
+            "dev:lo:gso_max_size=513K",
+            "dev:lo:gso_max_size=16Q",
         ] {
             let e = bad.parse::<Setting>().unwrap_err();
             assert!(e.starts_with(&format!("--set '{bad}'")), "{e}");
             assert!(!e.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn gso_max_size_reads_the_size_units_every_flag_reads() {
+        for (text, bytes) in [
+            ("16384", 16384),
+            ("16K", 16 << 10),
+            ("16KiB", 16 << 10),
+            ("512k", 512 << 10),
+        ] {
+            let s: Setting = format!("dev:lo:gso_max_size={text}").parse().unwrap();
+            assert!(
+                matches!(s, Setting::MaxSize { bytes: b, .. } if b == bytes),
+                "{text}"
+            );
         }
     }
 

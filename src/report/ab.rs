@@ -187,14 +187,6 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut v = v.to_vec();
-    Some(crate::measure::stats::median(&mut v))
-}
-
 /// Bootstrap of exp(mean over strata of each stratum's mean): pairs resampled within each.
 fn stratified_bootstrap(strata: &[Vec<f64>], seed: u64) -> Option<(f64, f64)> {
     let strata: Vec<&Vec<f64>> = strata.iter().filter(|s| !s.is_empty()).collect();
@@ -270,8 +262,8 @@ pub fn analyse(data: &RunData, ab: &AbRun, options: &CompareOptions) -> AbAnalys
             unit,
             higher_is_better: higher,
             pairs: values.len(),
-            median_a: median(&values.iter().map(|v| v.0).collect::<Vec<_>>()),
-            median_b: median(&values.iter().map(|v| v.1).collect::<Vec<_>>()),
+            median_a: crate::measure::stats::median_of(&values.iter().map(|v| v.0).collect::<Vec<_>>()),
+            median_b: crate::measure::stats::median_of(&values.iter().map(|v| v.1).collect::<Vec<_>>()),
             ratio: Some(mean(&d).exp()),
             ratio_ci95: ci,
             b_better: d.iter().filter(|x| better(x)).count(),
@@ -367,44 +359,6 @@ impl AbAnalysis {
         }
         Gate::Pass
     }
-
-    /// The table: a row per cell, then the whole-run line.
-    pub fn table(&self) -> String {
-        let mut out = format!(
-            "{:<36} {:>5} {:>12} {:>12} {:>7} {:>15} {:>7} {:>8}  verdict\n",
-            "cell", "pairs", "median A", "median B", "B/A", "interval", "B+/B-", "p (adj)"
-        );
-        for r in &self.rows {
-            let num = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
-            out.push_str(&format!(
-                "{:<36} {:>5} {:>12} {:>12} {:>7} {:>15} {:>7} {:>8}  {}\n",
-                crate::format::escape_control(&r.label),
-                r.pairs,
-                num(r.median_a),
-                num(r.median_b),
-                r.ratio.map_or("-".into(), |v| format!("{v:.3}")),
-                r.ratio_ci95.map_or("-".into(), |(l, h)| format!("{l:.3}..{h:.3}")),
-                format!("{}/{}", r.b_better, r.b_worse),
-                format!("{:.3}", r.p_adjusted),
-                r.verdict
-            ));
-        }
-        for label in &self.unpaired {
-            out.push_str(&format!("{label}: no complete pair (a cell of A or B failed)\n"));
-        }
-        let w = &self.whole;
-        out.push_str(&format!(
-            "whole run ({} pairs): {}, B against A {} (above 1: B better), interval {}, signed-rank p {:.3}: {}\n",
-            w.pairs,
-            w.verdict,
-            w.better_ratio.map_or("-".into(), |v| format!("{v:.3}")),
-            w.better_ratio_ci95
-                .map_or("-".into(), |(l, h)| format!("{l:.3}..{h:.3}")),
-            w.p,
-            w.reason
-        ));
-        out
-    }
 }
 
 #[cfg(test)]
@@ -449,7 +403,7 @@ mod tests {
         let b: Vec<f64> = a.iter().map(|v| v * 0.9).collect();
         let (data, ab) = ab_run(&a, &b);
         let analysis = analyse(&data, &ab, &options);
-        assert_eq!(analysis.rows[0].verdict, Verdict::Slower, "{}", analysis.table());
+        assert_eq!(analysis.rows[0].verdict, Verdict::Slower, "{analysis:?}");
         assert_eq!(analysis.rows[0].b_worse, 6);
         assert_eq!(analysis.gate().exit_code(), 1);
         let (data, ab) = ab_run(&a, &a);
@@ -458,7 +412,7 @@ mod tests {
         assert_eq!(analysis.gate().exit_code(), 0);
         let (data, ab) = ab_run(&a[..3], &b[..3]);
         let analysis = analyse(&data, &ab, &options);
-        assert_eq!(analysis.gate().exit_code(), 3, "{}", analysis.table());
+        assert_eq!(analysis.gate().exit_code(), 3, "{analysis:?}");
         assert!(analysis.rows[0].reason.contains("too few pairs"));
     }
 

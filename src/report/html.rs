@@ -66,11 +66,9 @@ td.case { min-width: 9em; max-width: 16em; }
 }
 ";
 
-/// Bytes as the reader reads them: `23.5GiB`, `48KiB`, `4MiB` (TiB for disks).
+/// A stored byte count as the reader reads it (`23.5GiB`, `48KiB`); a negative one as stored.
 fn human_bytes(v: f64) -> String {
-    if v >= (1u64 << 40) as f64 {
-        format!("{:.1}TiB", v / (1u64 << 40) as f64)
-    } else if v >= 0.0 {
+    if v >= 0.0 {
         crate::case::format_bytes(v.round() as u64)
     } else {
         v.to_string()

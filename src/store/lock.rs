@@ -11,7 +11,6 @@
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 /// SQLite's shared-lock bytes (os_unix.c: PENDING_BYTE 0x40000000 + 2, 510 bytes).
@@ -32,7 +31,7 @@ fn try_lock(file: File, write: bool, start: i64, len: i64) -> anyhow::Result<(Fi
         l_len: len,
         l_pid: 0,
     };
-    match fcntl(file.as_raw_fd(), FcntlArg::F_OFD_SETLK(&flock)) {
+    match fcntl(&file, FcntlArg::F_OFD_SETLK(&flock)) {
         Ok(_) => Ok((file, true)),
         Err(Errno::EAGAIN | Errno::EACCES) => Ok((file, false)),
         Err(Errno::EINVAL | Errno::ENOLCK | Errno::EOPNOTSUPP) => Ok((file, true)),

@@ -98,7 +98,7 @@ pub fn order_cells(cases: usize, repetitions: u32, done: &HashSet<Cell>, shuffle
 /// (alternating from pair to pair, so neither variant always runs first) or, with `shuffle`, a
 /// coin thrown by a generator seeded with `seed`.
 pub fn ab_cells(plan: &Plan, done: &HashSet<Cell>) -> Vec<Cell> {
-    use rand::Rng;
+    use rand::RngExt;
     let half = plan.cases.len() / 2;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed);
     let mut cells = Vec::with_capacity(plan.cases.len() * plan.repetitions as usize);
@@ -106,7 +106,7 @@ pub fn ab_cells(plan: &Plan, done: &HashSet<Cell>) -> Vec<Cell> {
         for i in 0..half {
             let pair_index = repetition as usize * half + i;
             let b_first = if plan.shuffle {
-                rng.gen_bool(0.5)
+                rng.random_bool(0.5)
             } else {
                 pair_index % 2 == 1
             };

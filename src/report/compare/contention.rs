@@ -7,6 +7,7 @@
 //! difference between the sides.
 
 use super::super::cells::CellSummary;
+use crate::measure::stats::median_of;
 use crate::observation::Role;
 use crate::store::RunSummary;
 use serde::Serialize;
@@ -40,10 +41,6 @@ pub struct Contention {
     /// Why B ran under materially more contention than A; None when it did not (or nothing
     /// was recorded).
     pub b_more: Option<String>,
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    (!v.is_empty()).then(|| crate::measure::stats::median(&mut v))
 }
 
 fn cell_value(cell: &CellSummary, name: &str) -> Option<f64> {
@@ -81,10 +78,10 @@ pub fn side(runs: &[(&RunSummary, &[CellSummary])]) -> SideContention {
     SideContention {
         runs: runs.len(),
         runqueue_wait_max_pct: wait.iter().copied().reduce(f64::max),
-        runqueue_wait_pct: median(wait),
-        cpu_pressure_pct: median(pressure),
-        steal_pct: median(steal),
-        load_average: median(runs.iter().filter_map(|(r, _)| load_of(r)).collect()),
+        runqueue_wait_pct: median_of(&wait),
+        cpu_pressure_pct: median_of(&pressure),
+        steal_pct: median_of(&steal),
+        load_average: median_of(&runs.iter().filter_map(|(r, _)| load_of(r)).collect::<Vec<_>>()),
     }
 }
 

@@ -30,6 +30,7 @@
 //! on one.
 
 use super::Side;
+use crate::measure::stats::median_of;
 use crate::report::compare::{holm, normal_quantile_upper};
 
 /// Deviations smaller than this fraction are never a finding, however consistent.
@@ -211,18 +212,6 @@ pub fn repetitions_needed(hosts: usize, partners: usize) -> u32 {
     cells_needed(level).div_ceil(partners as u32).max(1)
 }
 
-/// The median of a sorted line; None when it is empty.
-fn median_sorted(sorted: &[f64]) -> Option<f64> {
-    let n = sorted.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        }
-    })
-}
-
 /// 1.4826 × the median absolute deviation from 0 of `values` (reordered).
 fn spread_around_zero(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
@@ -261,11 +250,11 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     for line in rows.iter_mut().chain(columns.iter_mut()) {
         line.sort_by(f64::total_cmp);
     }
-    let mut all: Vec<f64> = log_pair.iter().flatten().copied().collect();
-    let all_median = (!all.is_empty()).then(|| crate::measure::stats::median(&mut all));
+    let all: Vec<f64> = log_pair.iter().flatten().copied().collect();
+    let all_median = median_of(&all);
     drop(all);
-    let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_sorted(r)).collect();
-    let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_sorted(c)).collect();
+    let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_of(r)).collect();
+    let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_of(c)).collect();
     drop((rows, columns));
     // Each pair's yardsticks: its destination's column, its source's row (None: no value).
     let has_value: Vec<bool> = log_pair.iter().map(Option::is_some).collect();
@@ -453,13 +442,6 @@ mod tests {
         // Large m stays finite and in [0, 1].
         let t = binomial_tail(100_000, 50_500, 0.5);
         assert!(t > 0.0 && t < 0.01, "{t}");
-    }
-
-    #[test]
-    fn the_median_of_a_sorted_line() {
-        assert_eq!(median_sorted(&[1.0, 2.0, 10.0]), Some(2.0));
-        assert_eq!(median_sorted(&[1.0, 2.0]), Some(1.5));
-        assert_eq!(median_sorted(&[]), None);
     }
 
     /// The default repetitions: 8 hosts need 3 (16 cells a side of 7 partners), 4 hosts 5,
