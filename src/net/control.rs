@@ -48,6 +48,9 @@ pub struct ServerReport {
     pub warnings: Vec<String>,
 }
 
+// A control message is built once per session step and sent as JSON: its in-memory size does
+// not matter, and boxing the case would only add indirection at every match.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Control {

@@ -433,10 +433,7 @@ mod tests {
             ("512k", 512 << 10),
         ] {
             let s: Setting = format!("dev:lo:gso_max_size={text}").parse().unwrap();
-            assert!(
-                matches!(s, Setting::MaxSize { bytes: b, .. } if b == bytes),
-                "{text}"
-            );
+            assert!(matches!(s, Setting::MaxSize { bytes: b, .. } if b == bytes), "{text}");
         }
     }
 
