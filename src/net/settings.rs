@@ -414,8 +414,7 @@ mod tests {
             "dev:lo:gso_max_size=0",
             "dev:lo:gro_max_size=20M",
             "qdisc:lo:tbf; rm",
-            "dev:lo:gso_max_size=0",
-            "dev:lo:gso_max_size=513K",
+            "dev:lo:gso_max_size=17M",
             "dev:lo:gso_max_size=16Q",
         ] {
             let e = bad.parse::<Setting>().unwrap_err();
