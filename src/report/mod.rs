@@ -280,6 +280,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
             }
         }
     }
+    let unavailable = merge_counts_apart(unavailable);
     if !estimated.is_empty() {
         out.push((
             Some(WarningKind::NoHardwareCounters),
@@ -539,10 +540,108 @@ pub fn write_report(data: &RunData, html_path: &Path, db: &Path) -> anyhow::Resu
     })
 }
 
+/// Reasons that differ only in whole numbers (`the trace rings lost 64026 events`, one per cell
+/// and role) as one reason with the range (`lost 43983-1355622 events`) and every name.
+fn merge_counts_apart(reasons: Vec<(String, Vec<&str>)>) -> Vec<(String, Vec<&str>)> {
+    // The reason with each whole number as '#', each number's lowest and highest, the names.
+    type Group<'n> = (String, Vec<(u64, u64)>, Vec<&'n str>);
+    let mut groups: Vec<Group> = Vec::new();
+    for (reason, names) in reasons {
+        let (shape, numbers) = counts_apart(&reason);
+        match groups
+            .iter_mut()
+            .find(|(s, n, _)| *s == shape && n.len() == numbers.len())
+        {
+            Some((_, ranges, all)) => {
+                for (range, n) in ranges.iter_mut().zip(&numbers) {
+                    *range = (range.0.min(*n), range.1.max(*n));
+                }
+                for name in names {
+                    if !all.contains(&name) {
+                        all.push(name);
+                    }
+                }
+            }
+            None => groups.push((shape, numbers.iter().map(|&n| (n, n)).collect(), names)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(shape, ranges, names)| {
+            let mut text = String::new();
+            for (i, piece) in shape.split('#').enumerate() {
+                if let Some(&(low, high)) = i.checked_sub(1).and_then(|k| ranges.get(k)) {
+                    text += &if low == high {
+                        low.to_string()
+                    } else {
+                        format!("{low}-{high}")
+                    };
+                }
+                text += piece;
+            }
+            (text, names)
+        })
+        .collect()
+}
+
+/// `reason` with each whole number (a digit run not touching '.', '#' or another number's
+/// separator) replaced by '#', and those numbers; a reason with '#' or an unparsable run is
+/// kept whole.
+fn counts_apart(reason: &str) -> (String, Vec<u64>) {
+    if reason.contains('#') {
+        return (reason.to_string(), Vec::new());
+    }
+    let bytes = reason.as_bytes();
+    let (mut shape, mut numbers, mut i) = (String::new(), Vec::new(), 0);
+    while i < bytes.len() {
+        let end = i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let touches = |k: usize| bytes.get(k).is_some_and(|b| *b == b'.' || *b == b',');
+        let whole = end > i && !(i > 0 && touches(i - 1)) && !touches(end);
+        match reason[i..end].parse::<u64>() {
+            Ok(n) if whole => {
+                shape.push('#');
+                numbers.push(n);
+                i = end;
+            }
+            _ => {
+                let next = end.max(i + reason[i..].chars().next().map_or(1, char::len_utf8));
+                shape += &reason[i..next];
+                i = next;
+            }
+        }
+    }
+    (shape, numbers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::cells::tests::{run_data, stream_case};
     use super::*;
+
+    /// One caveat for reasons that differ only in a count (one per cell and role), with the
+    /// range; decimals and other reasons stay as they are.
+    #[test]
+    fn reasons_that_differ_only_in_counts_are_one_caveat_with_the_range() {
+        let lost = |n: u64| format!("the trace rings lost {n} events (the drain fell behind)");
+        let merged = merge_counts_apart(vec![
+            (lost(64026), vec!["a", "b"]),
+            (lost(1355622), vec!["b", "c"]),
+            ("no hardware PMU".to_string(), vec!["d"]),
+            (lost(43983), vec!["a"]),
+            ("copied fraction 1.00 of 2 sends".to_string(), vec!["e"]),
+        ]);
+        assert_eq!(
+            merged,
+            vec![
+                (
+                    "the trace rings lost 43983-1355622 events (the drain fell behind)".to_string(),
+                    vec!["a", "b", "c"]
+                ),
+                ("no hardware PMU".to_string(), vec!["d"]),
+                ("copied fraction 1.00 of 2 sends".to_string(), vec!["e"]),
+            ]
+        );
+    }
 
     /// Issue 32 B: a caveat never lists a figure's interval bounds as metric names.
     #[test]
