@@ -37,6 +37,18 @@ struct StopDelay {
     on_cpu_or_blocked: Duration,
 }
 
+impl StopDelay {
+    /// From `start` (when this thread had waited `waited_at_start` for a CPU) to now.
+    fn since(start: Instant, waited_at_start: Duration) -> StopDelay {
+        let wall = start.elapsed();
+        let waited = waited_for_a_cpu().saturating_sub(waited_at_start);
+        StopDelay {
+            wall,
+            on_cpu_or_blocked: wall.saturating_sub(waited),
+        }
+    }
+}
+
 /// Run `case`, request a stop from another thread once `after` passed and `ready` says so
 /// (looked at for up to 10 s), and return the result and how long run_case took to return
 /// once the stop was requested.
@@ -58,14 +70,9 @@ fn run_and_stop(
         (Instant::now(), waited)
     });
     let result = run_case(case, stop);
-    let (returned, waited_at_end) = (Instant::now(), waited_for_a_cpu());
+    // The stopper ended before the run did (it asked it to stop): the join does not wait.
     let (requested, waited_at_request) = stopper.join().expect("stopper thread");
-    let wall = returned.saturating_duration_since(requested);
-    let delay = StopDelay {
-        wall,
-        on_cpu_or_blocked: wall.saturating_sub(waited_at_end.saturating_sub(waited_at_request)),
-    };
-    (result, delay)
+    (result, StopDelay::since(requested, waited_at_request))
 }
 
 fn assert_interrupted(result: &anyhow::Result<crate::observation::Observation>, took: StopDelay, what: &str) {
@@ -194,16 +201,7 @@ fn a_stop_requested_before_the_case_ends_it_at_once() {
         &MicroCase::new(crate::case::Bench::Ctxswitch, vec![("variant", "pipe_procs".into())]),
         stop,
     );
-    let wall = t.elapsed();
-    let on_cpu_or_blocked = wall.saturating_sub(waited_for_a_cpu().saturating_sub(waited));
-    assert_interrupted(
-        &result,
-        StopDelay {
-            wall,
-            on_cpu_or_blocked,
-        },
-        "ctxswitch",
-    );
+    assert_interrupted(&result, StopDelay::since(t, waited), "ctxswitch");
 }
 
 const CHILD_ENV: &str = "IOPATH_TEST_FORCED_EXIT_CHILD";
