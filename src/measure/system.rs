@@ -45,24 +45,38 @@ fn opened_in<T: Send>(ns: Option<&NetNs>, open: impl FnOnce() -> Result<T, Strin
 /// only when BIG TCP's sizes took effect (`link_rx_bytes_per_packet`).
 struct LinkPackets {
     file: Result<File, String>,
-    before: Option<(u64, u64)>,
+    before: Option<HashMap<String, (u64, u64)>>,
 }
 
 impl LinkPackets {
-    /// Received bytes and packets summed over the devices.
-    fn read(&mut self) -> Option<(u64, u64)> {
+    /// Received bytes and packets by device.
+    fn read(&mut self) -> Option<HashMap<String, (u64, u64)>> {
         let text = reread(self.file.as_mut().ok()?).ok()?;
         Some(parse_net_dev(&text))
     }
 }
 
-/// `/proc/net/dev`'s received bytes and packets (the first two numbers after `NAME:`), summed.
-fn parse_net_dev(text: &str) -> (u64, u64) {
+/// `/proc/net/dev`'s received bytes and packets (the first two numbers after `NAME:`) by device.
+fn parse_net_dev(text: &str) -> HashMap<String, (u64, u64)> {
     text.lines()
         .filter_map(|l| l.split_once(':'))
-        .map(|(_, rest)| {
+        .map(|(name, rest)| {
             let mut n = rest.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(0));
-            (n.next().unwrap_or(0), n.next().unwrap_or(0))
+            (name.trim().to_string(), (n.next().unwrap_or(0), n.next().unwrap_or(0)))
+        })
+        .collect()
+}
+
+/// Bytes and packets received between two readings, summed over the devices present in both.
+/// Devices come and go while a window is open (another run's veth pair, a namespace torn
+/// down), and one removed and made again under the same name starts from zero: a device is
+/// counted only when neither of its counters went backwards, so the sum never underflows.
+fn received_between(before: &HashMap<String, (u64, u64)>, after: &HashMap<String, (u64, u64)>) -> (u64, u64) {
+    after
+        .iter()
+        .filter_map(|(name, &(b1, p1))| {
+            let &(b0, p0) = before.get(name)?;
+            Some((b1.checked_sub(b0)?, p1.checked_sub(p0)?))
         })
         .fold((0, 0), |(b, p), (db, dp)| (b + db, p + dp))
 }
@@ -74,10 +88,12 @@ impl Probe for LinkPackets {
     }
     fn close(&mut self) -> Vec<Metric> {
         let after = self.read();
-        let value = match (&self.file, self.before, after) {
+        let value = match (&self.file, &self.before, &after) {
             (Err(reason), _, _) => Err(format!("cannot read {reason}")),
-            (_, Some((b0, p0)), Some((b1, p1))) if p1 > p0 => Ok((b1 - b0) as f64 / (p1 - p0) as f64),
-            (_, Some(_), Some(_)) => Err("no packet received in the window".into()),
+            (_, Some(before), Some(after)) => match received_between(before, after) {
+                (bytes, packets) if packets > 0 => Ok(bytes as f64 / packets as f64),
+                _ => Err("no packet received in the window".into()),
+            },
             _ => Err("cannot read /proc/net/dev".into()),
         };
         vec![Metric::from_result(
@@ -503,9 +519,17 @@ pub fn tcp_info_summary(infos: &[(crate::sys::tcpinfo::TcpInfo, usize)], role: R
 #[cfg(test)]
 mod tests {
     #[test]
-    fn net_dev_sums_received_bytes_and_packets() {
-        let text = "Inter-|   Receive  |  Transmit\n face |bytes packets errs\n    lo: 1000 4 0 0 0 0 0 0 9 9\nveth0: 370000 2 0 0 0 0 0 0 1 1\n";
-        assert_eq!(parse_net_dev(text), (371000, 6));
+    fn net_dev_sums_received_bytes_and_packets_of_devices_in_both_readings() {
+        let header = "Inter-|   Receive  |  Transmit\n face |bytes packets errs\n";
+        let before = parse_net_dev(&format!(
+            "{header}    lo: 1000 4 0 0 0 0 0 0 9 9\nveth0: 370000 2 0 0 0 0 0 0 1 1\n gone: 900000 90 0 0 0 0 0 0 1 1\n"
+        ));
+        // `gone` was removed, `veth0` removed and made again (counters from zero), `new` appeared.
+        let after = parse_net_dev(&format!(
+            "{header}    lo: 3000 8 0 0 0 0 0 0 9 9\nveth0: 100 1 0 0 0 0 0 0 1 1\n  new: 5000 5 0 0 0 0 0 0 1 1\n"
+        ));
+        assert_eq!(before["veth0"], (370000, 2));
+        assert_eq!(received_between(&before, &after), (2000, 4));
     }
 
     use super::*;
