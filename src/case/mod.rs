@@ -99,6 +99,57 @@ where
     }
 }
 
+/// clap's parser of a comma-separated list of a named choice, or `all` for every member:
+/// each member once, in the order first given. Its possible values (`--help`, completions, man
+/// pages) are `all` and the members' names; a refusal is the member's own ("unknown model 'x'
+/// (accepted: ...)") with `all` added to what is accepted.
+#[derive(Clone, Copy, Debug)]
+pub struct AllOrListParser<T>(std::marker::PhantomData<T>);
+
+impl<T> Default for AllOrListParser<T> {
+    fn default() -> Self {
+        AllOrListParser(std::marker::PhantomData)
+    }
+}
+
+impl<T: NamedChoice + PartialEq> AllOrListParser<T> {
+    fn parse(text: &str) -> Result<Vec<T>, String> {
+        if text.trim() == "all" {
+            return Ok(T::all().to_vec());
+        }
+        let mut members: Vec<T> = Vec::new();
+        for part in text.split(',') {
+            let member = part.trim().parse::<T>().map_err(|e| match e.strip_suffix(')') {
+                Some(head) => format!("{head}, all)"),
+                None => e,
+            })?;
+            if !members.contains(&member) {
+                members.push(member);
+            }
+        }
+        Ok(members)
+    }
+}
+
+impl<T: NamedChoice + PartialEq> clap::builder::TypedValueParser for AllOrListParser<T> {
+    type Value = Vec<T>;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Vec<T>, clap::Error> {
+        let parse: fn(&str) -> Result<Vec<T>, String> = Self::parse;
+        parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let names = std::iter::once("all").chain(T::all().iter().map(|c| c.name()));
+        Some(Box::new(names.map(clap::builder::PossibleValue::new)))
+    }
+}
+
 mod align;
 mod bench;
 pub mod cpus;

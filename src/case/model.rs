@@ -68,9 +68,8 @@ impl std::str::FromStr for Model {
             other => other,
         };
         Model::ALL.into_iter().find(|m| m.as_str() == alias).ok_or_else(|| {
-            format!(
-                "unknown model '{s}' (accepted: iterative, threads, pool, select, poll, epoll, epoll-et, uring, all)"
-            )
+            let accepted: Vec<&str> = Model::ALL.iter().map(|m| m.as_str()).collect();
+            format!("unknown model '{s}' (accepted: {})", accepted.join(", "))
         })
     }
 }

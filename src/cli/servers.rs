@@ -19,8 +19,8 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct ServersArgs {
-    /// Models, comma-separated: iterative, threads, pool, select, poll, epoll, epoll-et, uring, or all.
-    #[arg(long, default_value = "all", value_parser = parse_models)]
+    /// Server models, comma-separated, or all of them.
+    #[arg(long, default_value = "all", value_parser = crate::case::AllOrListParser::<Model>::default())]
     pub model: ModelList,
     /// What every client asks for, comma-separated: echo:<bytes> (e.g. echo:64) or procs:<k>
     /// (the top-k CPU processes, e.g. procs:2).
@@ -76,7 +76,7 @@ pub enum ProcsCommand {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Concurrency model: iterative, threads, pool, select, poll, epoll, epoll-et, uring.
+    /// Concurrency model.
     #[arg(long, default_value = "epoll")]
     pub model: Model,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
@@ -129,14 +129,6 @@ pub struct QueryArgs {
 /// See values::SizeList for why these are aliases.
 type ModelList = Vec<Model>;
 type RequestList = Vec<Request>;
-
-/// `--model`: models, comma-separated, or `all`.
-fn parse_models(text: &str) -> Result<Vec<Model>, String> {
-    if text.trim() == "all" {
-        return Ok(Model::ALL.to_vec());
-    }
-    values::parse_list(text)
-}
 
 /// `--request`: requests separated by commas (or `|`).
 fn parse_requests(text: &str) -> Result<Vec<Request>, String> {
@@ -480,12 +472,19 @@ mod tests {
 
     #[test]
     fn lists_expand_and_bad_values_are_refused_by_the_parser() {
-        assert_eq!(parse_models("all").unwrap().len(), 8);
+        assert_eq!(parse(&[]).unwrap().model, Model::ALL, "the default is all");
+        assert_eq!(parse(&["--model", "all"]).unwrap().model, Model::ALL);
         assert_eq!(
-            parse_models("epoll,poll,epoll").unwrap(),
-            vec![Model::Epoll, Model::Poll]
+            parse(&["--model", "epoll,poll,epoll,io_uring"]).unwrap().model,
+            vec![Model::Epoll, Model::Poll, Model::Uring]
         );
-        assert!(parse_models("fork").unwrap_err().contains("unknown model 'fork'"));
+        let refusal = parse(&["--model", "epoll,fork"]).unwrap_err().to_string();
+        assert!(
+            refusal.contains(
+                "unknown model 'fork' (accepted: iterative, threads, pool, select, poll, epoll, epoll-et, uring, all)"
+            ),
+            "{refusal}"
+        );
         assert_eq!(
             parse_requests("echo:64|procs:2").unwrap(),
             vec![Request::Echo(64), Request::Procs(2)]

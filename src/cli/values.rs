@@ -217,18 +217,6 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
-/// A comma-separated list parsed item by item with `FromStr`.
-pub fn parse_list<T: std::str::FromStr<Err = String> + PartialEq>(text: &str) -> Result<Vec<T>, String> {
-    let mut out: Vec<T> = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        let item = part.parse::<T>()?;
-        if !out.contains(&item) {
-            out.push(item);
-        }
-    }
-    Ok(out)
-}
-
 fn join(cpus: &[usize]) -> String {
     cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
 }
