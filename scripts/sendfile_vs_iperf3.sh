@@ -2,11 +2,13 @@
 # sendfile at 128 KiB: iopath next to `iperf3 -Z`, alternated A B A B over loopback (issue 36.5).
 #
 # Each round runs, one after the other, with the client on CPU 0 and the server on CPU 1:
-#   A  iopath net stream --mode sendfile --size 128K --fields 1 $IOPATH_FLAGS   (system throughput_gbps)
+#   A  iopath net stream --mode sendfile --size 128K --fields 1 $IOPATH_FLAGS   (system throughput_gbps;
+#      its receiver woken once a whole message is queued, --rx-wake message, the default)
+#   W  the same with --rx-wake data: woken on any data, as iperf3's receiver is
 #   B  iperf3 -c 127.0.0.1 -A 0,1 -Z (server: taskset -c 1 iperf3 -s -1)       (sum_received)
-# Prints one line per round (A, B, A/B) and the medians, the median of the per-round ratios,
-# with the load average and /proc/pressure/cpu before and after: a busy machine's figures are
-# not results.
+# Prints one line per round (A, W, B, A/B, W/B) and the medians, the medians of the per-round
+# ratios, with the load average and /proc/pressure/cpu before and after: a busy machine's
+# figures are not results.
 #
 # Usage: scripts/sendfile_vs_iperf3.sh [path/to/iopath]   (default: $IOPATH, then target/release/iopath)
 #        ROUNDS=5 DURATION=5 WARMUP=1 IOPATH_FLAGS=--no-perf PORT=5301 scripts/sendfile_vs_iperf3.sh
@@ -43,8 +45,8 @@ echo "start: $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg); cpu pre
 echo "iopath: $iopath ${extra[*]:-}; $rounds rounds of ${duration}s after ${warmup}s of warm-up"
 
 iopath_gbps() {
-    if ! "$iopath" net stream --mode sendfile --size 128K --fields 1 --client-cpus 0 --server-cpus 1 \
-        --duration "${duration}s" --warmup "${warmup}s" --db "$dir/runs.db" --json "${extra[@]}" \
+    if ! "$iopath" net stream "$@" --mode sendfile --size 128K --fields 1 --client-cpus 0 --server-cpus 1 \
+        --duration "${duration}s" --warmup "${warmup}s" --db "$dir/runs.db" --json ${extra[@]+"${extra[@]}"} \
         >"$dir/a.json" 2>"$dir/a.err"; then
         cat "$dir/a.err" >&2
         exit 1
@@ -69,20 +71,22 @@ iperf3_gbps() {
     jq -r '.end.sum_received.bits_per_second / 1e9' "$dir/b.json"
 }
 
-a_all=() b_all=() ratios=()
-printf '%-6s %12s %12s %8s\n' round iopath iperf3-Z ratio
+a_all=() w_all=() b_all=() ratios=() w_ratios=()
+printf '%-6s %12s %12s %12s %8s %8s\n' round iopath iopath-data iperf3-Z A/B W/B
 for round in $(seq "$rounds"); do
     a=$(iopath_gbps)
+    w=$(iopath_gbps --rx-wake data)
     b=$(iperf3_gbps)
     r=$(jq -n "$a / $b")
-    a_all+=("$a") b_all+=("$b") ratios+=("$r")
-    printf '%-6s %12.2f %12.2f %8.3f\n' "$round" "$a" "$b" "$r"
+    rw=$(jq -n "$w / $b")
+    a_all+=("$a") w_all+=("$w") b_all+=("$b") ratios+=("$r") w_ratios+=("$rw")
+    printf '%-6s %12.2f %12.2f %12.2f %8.3f %8.3f\n' "$round" "$a" "$w" "$b" "$r" "$rw"
 done
 
 median() { printf '%s\n' "$@" | sort -g | jq -s 'if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end'; }
-printf 'median %12.2f %12.2f %8.3f   (A/B of the medians: %.3f; per-round ratios %s-%s)\n' \
-    "$(median "${a_all[@]}")" "$(median "${b_all[@]}")" "$(median "${ratios[@]}")" \
-    "$(jq -n "$(median "${a_all[@]}") / $(median "${b_all[@]}")")" \
-    "$(printf '%s\n' "${ratios[@]}" | sort -g | head -1 | xargs printf '%.3f')" \
-    "$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1 | xargs printf '%.3f')"
+span() { printf '%s-%s' "$(printf '%s\n' "$@" | sort -g | head -1 | xargs printf '%.3f')" "$(printf '%s\n' "$@" | sort -g | tail -1 | xargs printf '%.3f')"; }
+printf 'median %12.2f %12.2f %12.2f %8.3f %8.3f\n' \
+    "$(median "${a_all[@]}")" "$(median "${w_all[@]}")" "$(median "${b_all[@]}")" \
+    "$(median "${ratios[@]}")" "$(median "${w_ratios[@]}")"
+echo "per-round ratios: A/B $(span "${ratios[@]}"), W/B $(span "${w_ratios[@]}")"
 echo "end: $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg); cpu pressure: $(pressure)"

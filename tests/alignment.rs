@@ -73,7 +73,8 @@ fn every_receive_mode_places_its_buffers_as_asked() {
         for rx_mode in RxMode::ALL {
             for fields in [1, 4] {
                 for verify in [false, true] {
-                    let rx = mode::receiver(rx_mode, SIZE, fields, verify, align).unwrap();
+                    let rx =
+                        mode::receiver(rx_mode, iopath::case::RxWake::Message, SIZE, fields, verify, align).unwrap();
                     let what = format!("{rx_mode} fields={fields} verify={verify}");
                     let checked = check(&what, &rx.buffers(), align);
                     // trunc copies nothing; every other mode has a buffer the kernel fills.
@@ -94,7 +95,8 @@ fn misaligned_buffers_carry_messages_intact() {
                 ..Default::default()
             };
             let mut tx = mode::sender_with(send_mode, SIZE, 3, true, &options).unwrap();
-            let mut rx = mode::receiver(rx_mode, SIZE, 3, true, Align::Misaligned).unwrap();
+            let mut rx =
+                mode::receiver(rx_mode, iopath::case::RxWake::Message, SIZE, 3, true, Align::Misaligned).unwrap();
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let from = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let (to, _) = listener.accept().unwrap();

@@ -46,7 +46,15 @@ fn no_send_or_receive_mode_allocates_per_message() {
                 }
                 Err(e) => panic!("{send_mode}: {e}"),
             };
-            let mut rx = mode::receiver(rx_mode, SIZE, FIELDS, verify, Default::default()).unwrap();
+            let mut rx = mode::receiver(
+                rx_mode,
+                iopath::case::RxWake::Message,
+                SIZE,
+                FIELDS,
+                verify,
+                Default::default(),
+            )
+            .unwrap();
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let from = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let (to, _) = listener.accept().unwrap();

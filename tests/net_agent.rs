@@ -134,6 +134,7 @@ fn stream_case(duration_ms: u64) -> Case {
         zc_ring: None,
         fixed_buffers: false,
         align: Align::Page,
+        rx_wake: iopath::case::RxWake::Message,
     })
 }
 
@@ -149,6 +150,7 @@ fn rr_case(duration_ms: u64) -> Case {
         net: net(duration_ms),
         rate: None,
         align: Align::Page,
+        rx_wake: iopath::case::RxWake::Data,
     })
 }
 

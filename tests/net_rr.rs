@@ -451,6 +451,7 @@ fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrC
         },
         rate,
         align: iopath::case::Align::Page,
+        rx_wake: iopath::case::RxWake::Data,
     }
 }
 

@@ -775,6 +775,7 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
         zc_ring: None,
         fixed_buffers: false,
         align: iopath::case::Align::Page,
+        rx_wake: iopath::case::RxWake::Message,
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(

@@ -202,6 +202,7 @@ fn stream_case(size: u64, threads: usize) -> StreamCase {
         zc_ring: None,
         fixed_buffers: false,
         align: iopath::case::Align::Page,
+        rx_wake: iopath::case::RxWake::Message,
     }
 }
 
@@ -226,6 +227,7 @@ fn rr_case() -> RrCase {
         },
         rate: Some(1_000_000),
         align: iopath::case::Align::Page,
+        rx_wake: iopath::case::RxWake::Data,
     }
 }
 

@@ -78,7 +78,7 @@ fn export_csv_has_the_documented_columns_and_one_row_per_cell() {
     assert_eq!(text.lines().count(), 5, "a header and one row per cell: {text}");
     // The fixed columns are the ones docs/output.md lists, and every metric column is documented.
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/output.md")).unwrap();
-    let fixed = "run_id,workload,label,repetition,mode,rx_mode,size_bytes,fields,threads,duration_ms,warmup_ms,client_cpus,server_cpus,verify,perf,prove_copies,align";
+    let fixed = "run_id,workload,label,repetition,mode,rx_mode,size_bytes,fields,threads,duration_ms,warmup_ms,client_cpus,server_cpus,verify,perf,prove_copies,align,rx_wake";
     assert!(
         docs.contains(fixed),
         "docs/output.md must list the export's fixed columns"
@@ -87,7 +87,7 @@ fn export_csv_has_the_documented_columns_and_one_row_per_cell() {
     assert!(header.ends_with(",warnings"), "{header}");
     let metric_cols: Vec<&str> = header
         .split(',')
-        .skip(17)
+        .skip(18)
         .filter(|c| !["status", "error", "warnings"].contains(c))
         .collect();
     assert!(metric_cols.contains(&"system_throughput_gbps"));

@@ -182,7 +182,7 @@ pub use records::{Pick, RecordsCase, RecordsMode, HOT_SET_BYTES};
 pub use request::Request;
 pub use rr::{RrCase, RrKind};
 pub use servers::ServersCase;
-pub use stream::{CopyMode, Endpoint, RxMode, StreamCase};
+pub use stream::{CopyMode, Endpoint, RxMode, RxWake, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
 pub use udp_rr::UdpRrCase;
 pub use udp_stream::{UdpRate, UdpStreamCase};

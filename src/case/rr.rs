@@ -1,6 +1,6 @@
 //! Parameters of the request/response benchmarks (`iopath net rr` and `iopath net crr`).
 
-use super::{format_bytes, Align, CopyMode, CpuList, Endpoint, NetParams, RxMode};
+use super::{format_bytes, Align, CopyMode, CpuList, Endpoint, NetParams, RxMode, RxWake};
 use serde::{Deserialize, Serialize};
 
 /// Request/response on long-lived connections, or a fresh connection per transaction.
@@ -50,6 +50,10 @@ pub struct RrCase {
     /// JSON when `malloc` (see `StoredRrCase`), which is what a case stored before the option
     /// reads as (its buffers came from the allocator), so those keys are unchanged.
     pub align: Align,
+    /// When each end's receiver is woken for the rest of a request or response
+    /// (`--rx-wake`). Left out of the JSON when `data`, what a case stored before the option
+    /// reads as (see `StoredRrCase`).
+    pub rx_wake: RxWake,
 }
 
 /// An `RrCase` as stored: its keys in their order. As read, `rx_mode` may be absent (older
@@ -78,6 +82,11 @@ struct StoredRrCase {
         skip_serializing_if = "Align::is_before_the_option"
     )]
     align: Align,
+    #[serde(
+        default = "RxWake::before_the_option",
+        skip_serializing_if = "RxWake::is_before_the_option"
+    )]
+    rx_wake: RxWake,
 }
 
 impl From<StoredRrCase> for RrCase {
@@ -102,6 +111,7 @@ impl From<StoredRrCase> for RrCase {
                 perf: c.perf,
             },
             align: c.align,
+            rx_wake: c.rx_wake,
         }
     }
 }
@@ -136,6 +146,7 @@ impl From<RrCase> for StoredRrCase {
             endpoint,
             perf,
             align: c.align,
+            rx_wake: c.rx_wake,
         }
     }
 }
@@ -161,6 +172,11 @@ impl RrCase {
         }
         if self.align == Align::Misaligned {
             label.push_str(" misaligned");
+        }
+        // `data` is rr's default and what cases stored before the option did: unmarked, so
+        // their labels are unchanged.
+        if self.rx_wake == RxWake::Message {
+            label.push_str(" wake=message");
         }
         label
     }
@@ -188,6 +204,7 @@ impl RrCase {
         ];
         params.extend(self.net.window_params());
         params.push(("align", self.align.to_string()));
+        params.push(("rx_wake", self.rx_wake.to_string()));
         params
     }
 }
@@ -279,6 +296,7 @@ mod tests {
             },
             rate: Some(10_000),
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Data,
         };
         assert_eq!(case.label(), "rr one-copy 64B/1KiB n4 t2 @10000/s");
         let crr = RrCase {
@@ -323,6 +341,7 @@ mod tests {
                 },
                 rate: None,
                 align: crate::case::Align::Page,
+                rx_wake: crate::case::RxWake::Data,
             };
             let mut json = serde_json::to_value(&case).unwrap();
             json.as_object_mut().unwrap().remove("rx_mode");

@@ -89,6 +89,44 @@ impl RxMode {
 
 named_choices!(RxMode, "receive mode");
 
+/// When the kernel wakes a receiver that waits for the rest of a message (`--rx-wake`).
+/// Each wake-up is paid by the sender: its softirq delivers the bytes and wakes the reader,
+/// across CPUs an interrupt to the other core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxWake {
+    /// SO_RCVLOWAT set to the message size: the reader is woken once the whole message is
+    /// queued (or the connection ends), as an application that knows its framing asks.
+    Message,
+    /// On any queued data: the reader takes what is there and waits again for the rest, as
+    /// iperf3's and netperf's receivers do.
+    Data,
+}
+
+impl RxWake {
+    pub const ALL: [RxWake; 2] = [RxWake::Message, RxWake::Data];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxWake::Message => "message",
+            RxWake::Data => "data",
+        }
+    }
+
+    /// What a case stored before `--rx-wake` existed reads as: its receiver woke on any data.
+    pub fn before_the_option() -> RxWake {
+        RxWake::Data
+    }
+
+    /// Left out of a case's JSON when it is the behaviour of cases stored before the option,
+    /// so their keys are unchanged.
+    pub fn is_before_the_option(&self) -> bool {
+        *self == RxWake::Data
+    }
+}
+
+named_choices!(RxWake, "receive wake-up");
+
 /// Where the two ends of the stream live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -156,6 +194,14 @@ pub struct StreamCase {
         skip_serializing_if = "Align::is_before_the_option"
     )]
     pub align: Align,
+    /// When the server's receiver is woken for the rest of a message (`--rx-wake`). Left out
+    /// of the JSON when `data`, which is what a case stored before the option reads as, so
+    /// those keys are unchanged.
+    #[serde(
+        default = "RxWake::before_the_option",
+        skip_serializing_if = "RxWake::is_before_the_option"
+    )]
+    pub rx_wake: RxWake,
 }
 
 fn perf_default() -> bool {
@@ -194,6 +240,8 @@ struct StoredStreamCase {
     fixed_buffers: bool,
     #[serde(default = "Align::before_the_option")]
     align: Align,
+    #[serde(default = "RxWake::before_the_option")]
+    rx_wake: RxWake,
 }
 
 impl From<StoredStreamCase> for StreamCase {
@@ -217,6 +265,7 @@ impl From<StoredStreamCase> for StreamCase {
             zc_ring: c.zc_ring,
             fixed_buffers: c.fixed_buffers,
             align: c.align,
+            rx_wake: c.rx_wake,
         }
     }
 }
@@ -266,6 +315,7 @@ impl StreamCase {
         params.extend([
             ("prove_copies", self.prove_copies.to_string()),
             ("align", self.align.to_string()),
+            ("rx_wake", self.rx_wake.to_string()),
         ]);
         // Only when given, so the columns of runs that never use them stay as they were (an
         // export's columns are the union over its cases: the others' cells are empty).
@@ -366,6 +416,7 @@ mod endpoint_tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         };
         let text = serde_json::to_string(&case).unwrap();
         assert!(!text.contains("prove_copies"), "{text}");
@@ -377,15 +428,29 @@ mod endpoint_tests {
         assert!(case.params().contains(&("prove_copies", "true".to_string())));
     }
 
-    /// A case stored before `zc_ring` and `fixed_buffers` existed loads with their defaults,
-    /// and a default case serialises (its key) exactly as before.
+    /// A case stored before `zc_ring`, `fixed_buffers` and `rx_wake` existed loads with the
+    /// values that ran then, and serialises (its key) exactly as before; a case woken per
+    /// message names it.
     #[test]
     fn old_cases_load_and_keep_their_key() {
         let old = r#"{"mode":"zero-copy","size":65536,"fields":8,"threads":1,"duration_ms":300,"warmup_ms":100,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}"#;
         let case: StreamCase = serde_json::from_str(old).unwrap();
-        assert_eq!((case.zc_ring, case.fixed_buffers), (None, false));
+        assert_eq!(
+            (case.zc_ring, case.fixed_buffers, case.rx_wake),
+            (None, false, RxWake::Data)
+        );
         let text = serde_json::to_string(&case).unwrap();
-        assert!(!text.contains("zc_ring") && !text.contains("fixed_buffers"), "{text}");
+        assert!(
+            !text.contains("zc_ring") && !text.contains("fixed_buffers") && !text.contains("rx_wake"),
+            "{text}"
+        );
+        let woken = StreamCase {
+            rx_wake: RxWake::Message,
+            ..case.clone()
+        };
+        let text = serde_json::to_string(&woken).unwrap();
+        assert!(text.ends_with(r#","rx_wake":"message"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), woken);
         assert_eq!(case.label(), "zero-copy 64KiB t1");
         assert!(case
             .params()

@@ -5,7 +5,7 @@ use super::output::View;
 use super::run::{self, RunFlags};
 use super::values;
 use crate::case::Topology;
-use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, StreamCase};
+use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, RxWake, StreamCase};
 use crate::net::workload::stream;
 use crate::observation::names;
 use crate::observation::{Observation, Role};
@@ -80,6 +80,8 @@ pub struct StreamArgs {
     pub window: WindowFlags,
     #[command(flatten)]
     pub align: AlignFlag,
+    #[command(flatten)]
+    pub rx_wake: RxWakeFlag,
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
@@ -196,6 +198,28 @@ pub struct AlignFlag {
     /// many times slower), malloc (wherever the allocator puts it).
     #[arg(long, default_value = "page")]
     pub align: Align,
+}
+
+/// `--rx-wake`, flattened by the workloads whose receivers take whole messages off a TCP
+/// stream (net stream, net rr, net crr and their sweeps); each picks its own default.
+#[derive(Args, Debug)]
+pub struct RxWakeFlag {
+    /// When the kernel wakes a receiver waiting for the rest of a message: message (once the
+    /// whole message is queued: SO_RCVLOWAT of its size), data (on any bytes, to take what is
+    /// there and wait again, as iperf3's receiver does). Each wake-up is paid by the sending
+    /// CPU, so a stream moves more with message (the default of net stream); a request woken
+    /// early is copied while the rest arrives, so a transaction of large messages can end
+    /// sooner with data (the default of net rr and net crr). zerocopy receives always wait
+    /// for a page or the whole message.
+    #[arg(long)]
+    rx_wake: Option<RxWake>,
+}
+
+impl RxWakeFlag {
+    /// The flag's value, or the command's own default.
+    pub fn or(&self, default: RxWake) -> RxWake {
+        self.rx_wake.unwrap_or(default)
+    }
 }
 
 impl WindowFlags {
@@ -373,6 +397,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             fixed_buffers: args.fixed_buffers && mode == CopyMode::UringZc,
                             prove_copies: args.prove_copies,
                             align: args.align.align,
+                            rx_wake: args.rx_wake.or(RxWake::Message),
                         });
                     }
                 }
@@ -734,6 +759,38 @@ mod tests {
                 .unwrap()
                 .len(),
             1
+        );
+    }
+
+    /// A stream's receivers are woken per message unless --rx-wake says data; an rr's and a
+    /// crr's on any data unless it says message (`cli::rr`); a bad value is refused.
+    #[test]
+    fn each_command_has_its_own_rx_wake_default() {
+        use crate::case::{RrCase, RrKind};
+        let rr = |argv: &[&str], kind| -> Vec<RrCase> {
+            crate::cli::rr::rr_cases(
+                &crate::cli::values::parse_flags::<crate::cli::rr::RrArgs>(argv).unwrap(),
+                kind,
+            )
+            .unwrap()
+        };
+        let wake_of = |cases: Vec<StreamCase>| cases.iter().map(|c| c.rx_wake).collect::<Vec<_>>();
+        assert_eq!(wake_of(cases(&["--mode", "one-copy"]).unwrap()), [RxWake::Message]);
+        assert_eq!(
+            wake_of(cases(&["--mode", "one-copy", "--rx-wake", "data"]).unwrap()),
+            [RxWake::Data]
+        );
+        for kind in [RrKind::Rr, RrKind::Crr] {
+            assert!(rr(&[], kind).iter().all(|c| c.rx_wake == RxWake::Data), "{kind:?}");
+            let woken = rr(&["--rx-wake", "message"], kind);
+            assert!(woken.iter().all(|c| c.rx_wake == RxWake::Message), "{kind:?}");
+            assert!(woken[0].label().ends_with(" wake=message"), "{}", woken[0].label());
+        }
+        let err = crate::cli::values::parse_flags::<StreamArgs>(&["--rx-wake", "soon"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown receive wake-up 'soon' (accepted: message, data)"),
+            "{err}"
         );
     }
 

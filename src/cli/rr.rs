@@ -64,6 +64,8 @@ pub struct RrArgs {
     pub window: super::net::WindowFlags,
     #[command(flatten)]
     pub align: super::net::AlignFlag,
+    #[command(flatten)]
+    pub rx_wake: super::net::RxWakeFlag,
     /// Fill every request and response with a pattern from its sequence number and check
     /// every byte received, on both ends.
     #[arg(long)]
@@ -142,6 +144,7 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                                 net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
                                 rate: args.rate,
                                 align: args.align.align,
+                                rx_wake: args.rx_wake.or(crate::case::RxWake::Data),
                             });
                         }
                     }

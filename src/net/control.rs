@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 /// window that inflated the peer's rates). 3: the case names its receive mode (`rx_mode`) and
 /// a server may answer `unavailable` when the kernel refuses that mode. 4: an rr/crr case
 /// names its receive mode too (a version-3 server would have ignored it and received in the
-/// send mode's usual pairing), and an rr/crr server may answer `unavailable`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// send mode's usual pairing), and an rr/crr server may answer `unavailable`. 5: a stream,
+/// rr or crr case names when its receivers are woken (`rx_wake`; a version-4 server would
+/// have ignored it and woken them on any data).
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The oldest client version a server still serves: a version-2 hello has no `rx_mode` and
 /// gets the receiver that version always had.
 pub const OLDEST_CLIENT_VERSION: u32 = 2;
@@ -664,6 +666,7 @@ mod tests {
             },
             rate: None,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Data,
         };
         let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
         assert_eq!(parse_hello(&line), Ok(HelloCase::Rr(rr.clone())));
@@ -700,6 +703,7 @@ mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         };
         let old = serde_json::to_vec(&Control::Hello {
             version: PROTOCOL_VERSION,

@@ -378,6 +378,7 @@ pub(crate) mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         })
     }
 

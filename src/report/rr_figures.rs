@@ -279,6 +279,7 @@ mod tests {
             },
             rate: None,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Data,
         })
     }
 

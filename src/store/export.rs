@@ -386,6 +386,7 @@ mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         });
         let mut observation = Observation::default();
         observation.push(Metric::new(

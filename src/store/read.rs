@@ -348,6 +348,7 @@ mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         })
     }
 

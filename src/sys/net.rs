@@ -100,7 +100,8 @@ impl IovecStore {
     }
 }
 
-fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+/// setsockopt of one C int: the one helper every integer socket option here goes through.
+pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: value is a live c_int and its size is passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -121,6 +122,16 @@ fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
 /// Turn on SO_ZEROCOPY so that MSG_ZEROCOPY sends are accepted (EINVAL/ENOPROTOOPT without it).
 pub fn enable_zerocopy(fd: RawFd) -> io::Result<()> {
     set_int_opt(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)
+}
+
+/// Set SO_RCVLOWAT: a blocking recv (and poll) waits for this many bytes (or the end).
+pub fn set_rcvlowat(fd: RawFd, bytes: i32) -> io::Result<()> {
+    set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes)
+}
+
+/// Set TCP_MAXSEG (before connect: clamps the MSS both ends use on this connection).
+pub fn set_maxseg(fd: RawFd, bytes: i32) -> io::Result<()> {
+    set_int_opt(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, bytes)
 }
 
 /// TCP_NODELAY on or off.

@@ -167,44 +167,6 @@ pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
     }
 }
 
-/// Set SO_RCVLOWAT: a blocking recv (and poll) waits for this many bytes (or the end).
-pub fn set_rcvlowat(fd: RawFd, bytes: i32) -> io::Result<()> {
-    // SAFETY: value is a live c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Set TCP_MAXSEG (before connect: clamps the MSS both ends use on this connection).
-pub fn set_maxseg(fd: RawFd, bytes: i32) -> io::Result<()> {
-    // SAFETY: value is a live c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_MAXSEG,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Wait up to `timeout_ms` for `fd` to be readable (data, end of stream or error).
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     let mut pfd = libc::pollfd {

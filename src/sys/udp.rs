@@ -5,6 +5,7 @@
 //! UDP_GRO, SO_RXQ_OVFL, SO_RCVBUF/SO_SNDBUF (answering what the kernel granted),
 //! SO_MAX_PACING_RATE and IP_MTU.
 
+use super::net::set_int_opt;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -31,24 +32,6 @@ fn check(rc: isize) -> io::Result<usize> {
         Err(io::Error::last_os_error())
     } else {
         Ok(rc as usize)
-    }
-}
-
-fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
-    // SAFETY: value is a live c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

@@ -329,6 +329,7 @@ mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         }
     }
 

@@ -12,7 +12,7 @@ mod two_copy;
 mod uring;
 mod zero_copy;
 
-use crate::case::{Align, CopyMode, RxMode};
+use crate::case::{Align, CopyMode, RxMode, RxWake};
 use crate::net::completions::CompletionCounts;
 use crate::observation::Unsupported;
 use std::io;
@@ -239,14 +239,86 @@ pub fn sender_with(
 
 /// The receiver for a receive mode. `verify` checks every byte received against the
 /// sender's pattern (`trunc` sees no byte: its callers refuse verify with it). `align`: where
-/// the buffers the kernel copies into start (`--align`).
-pub fn receiver(rx: RxMode, size: usize, fields: usize, verify: bool, align: Align) -> io::Result<Box<dyn Receiver>> {
-    Ok(match rx {
+/// the buffers the kernel copies into start (`--align`). `wake`: when the kernel wakes it for
+/// the rest of a message (`--rx-wake`); zerocopy always waits for a page or the message
+/// (`ZeroCopyReceiver::attach`).
+pub fn receiver(
+    rx: RxMode,
+    wake: RxWake,
+    size: usize,
+    fields: usize,
+    verify: bool,
+    align: Align,
+) -> io::Result<Box<dyn Receiver>> {
+    let receiver: Box<dyn Receiver> = match rx {
         RxMode::Copy => Box::new(CopyReceiver::new(size, fields, verify, align)),
         RxMode::Scatter => Box::new(ScatterReceiver::new(size, fields, verify, align)),
         RxMode::Trunc => Box::new(TruncReceiver::new(size)),
-        RxMode::Zerocopy => Box::new(ZeroCopyReceiver::new(size, verify, align)),
+        RxMode::Zerocopy => return Ok(Box::new(ZeroCopyReceiver::new(size, verify, align))),
+    };
+    Ok(match wake {
+        RxWake::Data => receiver,
+        RxWake::Message => Box::new(WokenForWholeMessages {
+            receiver,
+            size,
+            set_on: None,
+            syscalls: 0,
+        }),
     })
+}
+
+/// A receiver whose socket wakes it only when a whole message is queued (SO_RCVLOWAT of the
+/// message size, set once per connection): every message then arrives in one recv, and the
+/// sender's softirq wakes the reader once a message instead of once a packet train. The
+/// kernel still wakes it at the end of the stream, and a message larger than half of
+/// tcp_rmem's maximum is waited for in pieces of that (the kernel's clamp).
+struct WokenForWholeMessages {
+    receiver: Box<dyn Receiver>,
+    size: usize,
+    /// The socket SO_RCVLOWAT was set on (`detach` forgets it: crr reuses fd numbers).
+    set_on: Option<RawFd>,
+    /// The setsockopt calls, counted with the receiver's.
+    syscalls: u64,
+}
+
+impl WokenForWholeMessages {
+    fn set_on(&mut self, fd: RawFd) -> io::Result<()> {
+        if self.set_on != Some(fd) {
+            self.syscalls += 1;
+            let bytes = i32::try_from(self.size).unwrap_or(i32::MAX).max(1);
+            crate::sys::net::set_rcvlowat(fd, bytes)
+                .map_err(|e| io::Error::new(e.kind(), format!("SO_RCVLOWAT: {e}")))?;
+            self.set_on = Some(fd);
+        }
+        Ok(())
+    }
+}
+
+impl Receiver for WokenForWholeMessages {
+    fn attach(&mut self, fd: RawFd) -> io::Result<()> {
+        self.set_on(fd)?;
+        self.receiver.attach(fd)
+    }
+
+    fn detach(&mut self) {
+        self.set_on = None;
+        self.receiver.detach();
+    }
+
+    fn recv(&mut self, fd: RawFd, seq: u64) -> io::Result<bool> {
+        self.set_on(fd)?;
+        self.receiver.recv(fd, seq)
+    }
+
+    fn counts(&self) -> RecvCounts {
+        let mut counts = self.receiver.counts();
+        counts.syscalls += self.syscalls;
+        counts
+    }
+
+    fn buffers(&self) -> Vec<(usize, usize)> {
+        self.receiver.buffers()
+    }
 }
 
 /// Whether this kernel can receive in mode `rx`, asked of a fresh, unconnected TCP socket
@@ -376,7 +448,7 @@ mod tests {
     #[test]
     fn zerocopy_rx_on_a_socket_that_cannot_be_mapped_is_unsupported() {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut rx = receiver(RxMode::Zerocopy, 65536, 1, false, Align::Page).unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, RxWake::Data, 65536, 1, false, Align::Page).unwrap();
         let err = rx.attach(udp.as_raw_fd()).unwrap_err();
         let refusal = unsupported_in(&err).unwrap_or_else(|| panic!("not a refusal: {err}"));
         assert!(refusal.to_string().contains("cannot be mapped"), "{refusal}");
@@ -393,9 +465,9 @@ mod tests {
         const SIZE: usize = 10_000;
         const MESSAGES: u64 = 200;
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), 4108).unwrap();
+        crate::sys::net::set_maxseg(listener.as_raw_fd(), 4108).unwrap();
         let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), 4108).unwrap();
+        crate::sys::net::set_maxseg(socket.as_raw_fd(), 4108).unwrap();
         socket.connect(&listener.local_addr().unwrap().into()).unwrap();
         let peer: TcpStream = socket.into();
         let (conn, _) = listener.accept().unwrap();
@@ -408,7 +480,7 @@ mod tests {
             tx.drain(peer.as_raw_fd(), std::time::Duration::from_secs(10)).unwrap();
             peer.shutdown(std::net::Shutdown::Write).unwrap();
         });
-        let mut rx = receiver(RxMode::Zerocopy, SIZE, 3, true, Align::Page).unwrap();
+        let mut rx = receiver(RxMode::Zerocopy, RxWake::Data, SIZE, 3, true, Align::Page).unwrap();
         for seq in 0..MESSAGES {
             assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
         }
@@ -432,7 +504,7 @@ mod tests {
             use std::io::Write;
             peer.write_all(&vec![7u8; 3 * 10_000]).unwrap();
         });
-        let mut rx = receiver(RxMode::Trunc, 10_000, 4, false, Align::Page).unwrap();
+        let mut rx = receiver(RxMode::Trunc, RxWake::Message, 10_000, 4, false, Align::Page).unwrap();
         for seq in 0..3 {
             assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "message {seq}");
         }
@@ -441,5 +513,48 @@ mod tests {
         let counts = rx.counts();
         assert_eq!(counts.bytes_discarded, 30_000);
         assert_eq!(counts.bytes_copied, 0);
+    }
+
+    /// With `--rx-wake message` every receive mode but zerocopy takes each message in one
+    /// recv, however the sender trickles it (four pieces here, 20 ms apart: a reader woken on
+    /// any data would return after the first piece), plus one SO_RCVLOWAT per connection; the
+    /// end of the stream still wakes it with a short message outstanding. A new connection
+    /// (after `detach`, on a reused fd number) gets its own SO_RCVLOWAT.
+    #[test]
+    fn woken_for_whole_messages_each_message_is_one_recv() {
+        use std::io::Write;
+        const SIZE: usize = 256 << 10;
+        for rx_mode in [RxMode::Copy, RxMode::Scatter, RxMode::Trunc] {
+            let mut rx = receiver(rx_mode, RxWake::Message, SIZE, 4, false, Align::Page).unwrap();
+            for connection in 0..2u64 {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+                let (conn, _) = listener.accept().unwrap();
+                conn.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+                let writer = std::thread::spawn(move || {
+                    for _ in 0..2 {
+                        for _ in 0..4 {
+                            peer.write_all(&vec![7u8; SIZE / 4]).unwrap();
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                    }
+                    // Half a message, then the end.
+                    peer.write_all(&vec![7u8; SIZE / 2]).unwrap();
+                });
+                let before = rx.counts().syscalls;
+                for seq in 0..2 {
+                    assert!(rx.recv(conn.as_raw_fd(), seq).unwrap(), "{rx_mode} message {seq}");
+                }
+                assert_eq!(
+                    rx.counts().syscalls - before,
+                    3,
+                    "{rx_mode} connection {connection}: SO_RCVLOWAT and one recv a message"
+                );
+                writer.join().unwrap();
+                let err = rx.recv(conn.as_raw_fd(), 2).unwrap_err();
+                assert!(err.to_string().contains("mid-message"), "{rx_mode}: {err}");
+                rx.detach();
+            }
+        }
     }
 }

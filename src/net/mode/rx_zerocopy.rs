@@ -119,7 +119,7 @@ impl Receiver for ZeroCopyReceiver {
         // copied piecemeal while it is still arriving; a message smaller than a page, for
         // the whole message (request/response: nothing more comes until it is answered).
         self.lowat = page_size().min(self.size.max(1));
-        zc::set_rcvlowat(fd, self.lowat as i32)?;
+        crate::sys::net::set_rcvlowat(fd, self.lowat as i32)?;
         self.mapping = Some((fd, mapping));
         Ok(())
     }
@@ -192,7 +192,7 @@ impl Receiver for ZeroCopyReceiver {
                 let needed = want.min(page);
                 if needed != self.lowat {
                     self.counts.syscalls += 1;
-                    zc::set_rcvlowat(fd, needed as i32)?;
+                    crate::sys::net::set_rcvlowat(fd, needed as i32)?;
                     self.lowat = needed;
                 }
                 self.counts.syscalls += 1;

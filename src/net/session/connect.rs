@@ -25,7 +25,7 @@ pub(crate) fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -
     let failed = |e: std::io::Error| anyhow::Error::new(e).context(format!("could not connect to {addr}"));
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(failed)?;
     if let Some(mss) = mss {
-        crate::sys::rx_zerocopy::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
+        crate::sys::net::set_maxseg(socket.as_raw_fd(), mss).map_err(failed)?;
     }
     socket.set_nonblocking(true).map_err(failed)?;
     match socket.connect(&addr.into()) {

@@ -89,6 +89,7 @@ fn stream_case(destination: &str) -> Case {
         zc_ring: None,
         fixed_buffers: false,
         align: Align::Page,
+        rx_wake: crate::case::RxWake::Message,
     })
 }
 

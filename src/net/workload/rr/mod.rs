@@ -90,7 +90,15 @@ pub fn per_socket_completions(mode: CopyMode) -> bool {
 /// The receiver of one direction (requests: the server's; responses: the client's), in the
 /// case's receive mode; both ends use it.
 fn data_receiver(case: &RrCase, size: usize) -> anyhow::Result<Box<dyn Receiver>> {
-    mode::receiver(case.rx_mode, size, case.fields, case.net.verify, case.align).map_err(|e| receiver_error(case, e))
+    mode::receiver(
+        case.rx_mode,
+        case.rx_wake,
+        size,
+        case.fields,
+        case.net.verify,
+        case.align,
+    )
+    .map_err(|e| receiver_error(case, e))
 }
 
 /// A receiver's set-up error as the run reports it: the kernel's refusal typed (an
@@ -652,6 +660,7 @@ mod tests {
             },
             rate: None,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Data,
         });
         assert_eq!(
             crate::report::cells::headline(&case),

@@ -225,8 +225,7 @@ impl NetWorkload for StreamClient<'_> {
     fn listen(&self, listener: &TcpListener) -> anyhow::Result<()> {
         if let Some(mss) = clamped_mss(self.case) {
             // The listener's MSS clamp is what its SYN-ACK advertises to each new connection.
-            crate::sys::rx_zerocopy::set_maxseg(listener.as_raw_fd(), mss)
-                .context("setting TCP_MAXSEG on the listener")?;
+            crate::sys::net::set_maxseg(listener.as_raw_fd(), mss).context("setting TCP_MAXSEG on the listener")?;
         }
         Ok(())
     }
@@ -592,6 +591,7 @@ mod tests {
             zc_ring: None,
             fixed_buffers: false,
             align: crate::case::Align::Page,
+            rx_wake: crate::case::RxWake::Message,
         }
     }
 
@@ -617,7 +617,7 @@ mod tests {
         let plan = ThreadPlan::new(&c, role, 1, conn.as_raw_fd(), &shared);
         let end = match role {
             Role::Client => End::Send(mode::sender(c.mode, c.size as usize, c.fields, false).unwrap()),
-            _ => End::Recv(mode::receiver(c.rx_mode, c.size as usize, c.fields, false, c.align).unwrap()),
+            _ => End::Recv(mode::receiver(c.rx_mode, c.rx_wake, c.size as usize, c.fields, false, c.align).unwrap()),
         };
         std::thread::scope(|s| {
             let h = s.spawn(|| thread::run(plan, end));

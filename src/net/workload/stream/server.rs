@@ -216,6 +216,7 @@ fn attached_receivers(case: &StreamCase, data: &[TcpStream]) -> anyhow::Result<V
     for stream in data {
         let mut receiver = mode::receiver(
             case.rx_mode,
+            case.rx_wake,
             case.size as usize,
             case.fields,
             case.net.verify,
