@@ -16,31 +16,37 @@ use crate::format::SIZE_HELP;
 /// every power of two strictly between them: `1K..8K` is 1K,2K,4K,8K; `1K..3K` is 1K,2K,3K;
 /// `100..300` is 100,128,256,300. The flags' help says the same (see the unit tests).
 pub fn parse_size_list(text: &str) -> Result<Vec<u64>, String> {
+    parse_range_list(text, SIZE_HELP, parse_size)
+}
+
+/// The list grammar every sized or counted list flag shares: comma-separated items and
+/// ranges `A..B`, a range being both of its ends and every power of two strictly between
+/// them; each item read by `one`, each value kept once in the order first given. `help` says
+/// what is accepted.
+fn parse_range_list(text: &str, help: &str, one: impl Fn(&str) -> Result<u64, String>) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim) {
         if part.is_empty() {
-            return Err(format!("'{text}' has an empty item ({SIZE_HELP})"));
+            return Err(format!("'{text}' has an empty item ({help})"));
         }
         match part.split_once("..") {
             Some((a, b)) => {
-                let (lo, hi) = (parse_size(a)?, parse_size(b)?);
+                let (lo, hi) = (one(a)?, one(b)?);
                 if lo > hi {
-                    return Err(format!("range '{part}' runs backwards ({SIZE_HELP})"));
+                    return Err(format!("range '{part}' runs backwards ({help})"));
                 }
                 let mut v = lo;
-                while v <= hi {
+                while v < hi {
                     out.push(v);
-                    let next_pow = v.checked_next_power_of_two().unwrap_or(u64::MAX);
-                    v = if next_pow == v { v.saturating_mul(2) } else { next_pow };
-                    if v == u64::MAX {
-                        break;
-                    }
+                    // The next power of two above v; past u64's, the range ends at hi.
+                    v = match v.checked_add(1).and_then(u64::checked_next_power_of_two) {
+                        Some(next) => next,
+                        None => hi,
+                    };
                 }
-                if out.last() != Some(&hi) {
-                    out.push(hi);
-                }
+                out.push(hi);
             }
-            None => out.push(parse_size(part)?),
+            None => out.push(one(part)?),
         }
     }
     dedup_keep_order(&mut out);
@@ -150,31 +156,9 @@ pub fn parse_counts_up_to<const MAX: usize>(text: &str) -> Result<Vec<usize>, St
             _ => Err(format!("'{s}' is not a positive whole number ({help})")),
         }
     };
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        match part.split_once("..") {
-            Some((a, b)) => {
-                let (lo, hi) = (one(a)?, one(b)?);
-                if lo > hi {
-                    return Err(format!("range '{part}' runs backwards ({help})"));
-                }
-                // Both ends are at most MAX (at most MAX_COUNT), so doubling cannot overflow.
-                let mut v = lo;
-                while v < hi {
-                    out.push(v);
-                    v = if v.is_power_of_two() {
-                        v * 2
-                    } else {
-                        v.next_power_of_two()
-                    };
-                }
-                out.push(hi);
-            }
-            None => out.push(one(part)?),
-        }
-    }
-    dedup_keep_order(&mut out);
-    Ok(out)
+    let counts = parse_range_list(text, help, |s| one(s).map(|n| n as u64))?;
+    // Every value is at most MAX, a usize.
+    Ok(counts.into_iter().map(|n| n as usize).collect())
 }
 
 /// A CPU list: `0`, `0,1`, `0-3`. Each CPU must exist on this machine.
