@@ -241,7 +241,7 @@ fn direct(kind: &str) -> Vec<&str> {
 }
 
 /// Issue 31.1: every workload kind — the list `sweep` and plan files know
-/// (`planfile::WORKLOADS`) and the list `net serve` serves (`registry::NET_SERVE`), not a
+/// (`cli::sweep::workload_names`, from clap's own subcommands) and the list `net serve` serves (`registry::NET_SERVE`), not a
 /// hand-typed one — is refused before it allocates, inside a 256 MiB memory cgroup, on the
 /// command line (the direct command and `sweep`: exit 2), as a hello to `net serve` (refused
 /// naming the server's memory; the server lives), and as a stored case on resume (damaged,
@@ -265,8 +265,8 @@ fn every_workload_is_refused_past_its_headroom_on_every_path() {
         let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
         common::finish_within(child, Duration::from_secs(60))
     };
-    let kinds = iopath::cli::planfile::WORKLOADS;
-    for kind in kinds {
+    let kinds = iopath::cli::sweep::workload_names(true);
+    for kind in kinds.iter().map(String::as_str) {
         if HOLDS_NO_MEMORY.contains(&kind) {
             continue;
         }

@@ -25,19 +25,6 @@ pub const VERSION: u32 = 1;
 /// (`/dev/zero`) or a huge file is refused ("too large"), never read until the memory is gone.
 pub const MAX_PLAN_FILE: u64 = 1 << 20;
 
-/// The workloads a plan file may name after `sweep`.
-pub const WORKLOADS: [&str; 9] = [
-    "net-stream",
-    "net-rr",
-    "net-crr",
-    "net-records",
-    "net-udp-rr",
-    "net-udp-stream",
-    "servers",
-    "micro",
-    "fake",
-];
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
@@ -86,11 +73,12 @@ impl PlanFile {
 
     /// The workload and its flags, parsed by the same clap structs as the command line.
     pub fn workload(&self) -> anyhow::Result<SweepWorkload> {
+        let workloads = super::sweep::workload_names(true);
         match (self.command.first().map(String::as_str), self.command.get(1)) {
-            (Some("sweep"), Some(w)) if WORKLOADS.contains(&w.as_str()) => {}
+            (Some("sweep"), Some(w)) if workloads.contains(w) => {}
             _ => anyhow::bail!(
                 "command must start with \"sweep\" and a workload ({}); got {:?}",
-                WORKLOADS.join(", "),
+                workloads.join(", "),
                 self.command.iter().take(2).collect::<Vec<_>>()
             ),
         }

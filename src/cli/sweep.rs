@@ -69,6 +69,17 @@ pub enum SweepWorkload {
     Fake(super::fake::FakeArgs),
 }
 
+/// The workloads `sweep` takes, named as clap knows them from [`SweepWorkload`]: the one list
+/// its refusal, plan files and the tests read, so a new variant is in all of them. `hidden`:
+/// with the hidden test workload (`fake`).
+pub fn workload_names(hidden: bool) -> Vec<String> {
+    SweepWorkload::augment_subcommands(clap::Command::new("sweep"))
+        .get_subcommands()
+        .filter(|c| hidden || !c.is_hide_set())
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
 #[derive(Args, Debug)]
 pub struct QuickArgs {
     /// Results database.
@@ -447,9 +458,10 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             };
             run::run_workload(&plan, Destination::Resume(&args.db, id), outputs)
         }
-        (None, None) => Err(usage(
-            "sweep needs a workload (net-stream, net-rr, net-crr, net-records, net-udp-rr, servers, micro), --plan or --resume",
-        )),
+        (None, None) => Err(usage(format!(
+            "sweep needs a workload ({}), --plan or --resume",
+            workload_names(false).join(", ")
+        ))),
     }
 }
 

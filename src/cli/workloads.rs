@@ -185,17 +185,11 @@ mod tests {
             let cli = of(case.workload()).unwrap_or_else(|| panic!("no CLI side for {}", case.workload()));
             assert_eq!((cli.check)(case, None), Ok(()), "{}", case.label());
         }
-        for kind in [
-            "net-stream",
-            "net-rr",
-            "net-crr",
-            "net-records",
-            "net-udp-rr",
-            "servers",
-            "micro",
-            "fake",
-            "fleet",
-        ] {
+        // Every workload `sweep` takes (from clap's own subcommands, not a list typed here),
+        // and the fleet's cells.
+        let kinds = crate::cli::sweep::workload_names(true);
+        assert!(kinds.len() >= 8, "{kinds:?}");
+        for kind in kinds.iter().map(String::as_str).chain(["fleet"]) {
             assert!(of(kind).is_some(), "{kind}");
         }
         assert!(of("udp").is_none());
