@@ -7,7 +7,8 @@
 //! connection holds up nobody else, and a stop ends every wait within about 20 ms. The
 //! connections being greeted sit in a table of bounded size with a cap per address; a
 //! newcomer evicts the least advanced (silent, then dripping, then waiting on the key
-//! challenge; never one that answered it), oldest first, rather than being dropped, so idle or
+//! challenge; never one that answered it; a connection under `FRESH` old counts as speaking,
+//! since its hello may not be written yet), oldest first, rather than being dropped, so idle or
 //! dripping connections cannot starve a real client, and whoever is turned away reads
 //! `server busy: …`.
 
@@ -32,6 +33,10 @@ const MAX_GREETING: usize = 64;
 /// that address's connections that has said nothing yet, or, when all of them are speaking,
 /// is turned away.
 const PER_ADDRESS: usize = 8;
+/// A connection this young that has said nothing yet ranks as one that spoke: a client sends
+/// its hello right after connecting, but on a loaded machine it may not have run yet, and a
+/// flood that reconnects every few milliseconds would otherwise evict it first, every time.
+const FRESH: Duration = Duration::from_millis(100);
 /// How long a connection turned away stays open (its late bytes read and dropped), so that
 /// its peer reads `server busy`, not a reset.
 const LINGER: Duration = Duration::from_millis(500);
@@ -571,11 +576,23 @@ impl Greeters {
         };
         let expected = self.expected.lock().ok().and_then(|e| *e);
         let mut table = self.table.lock().ok()?;
+        // A silent one whose first bytes are queued has spoken, though its greeter has not
+        // read them yet (it may not have run).
+        for greeter in table.iter_mut().filter(|g| g.stage == Stage::Silent) {
+            if spoken(&greeter.stream) {
+                greeter.stage = Stage::Spoke;
+            }
+        }
+        let now = Instant::now();
+        let rank = |g: &Greeter| match g.stage {
+            Stage::Silent if now.duration_since(g.since) < FRESH => Stage::Spoke,
+            stage => stage,
+        };
         // The least advanced, then the oldest, of those `pick` allows.
         let weakest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
             (0..table.len())
                 .filter(|&i| pick(&table[i]))
-                .min_by_key(|&i| (table[i].stage, expected == Some(table[i].peer.ip()), table[i].since))
+                .min_by_key(|&i| (rank(&table[i]), expected == Some(table[i].peer.ip()), table[i].since))
         };
         let same = |g: &Greeter| g.peer.ip() == peer.ip();
         let from_peer = table.iter().filter(|g| same(g)).count();
@@ -625,11 +642,7 @@ impl Greeters {
         };
         // A client sends its hello (or header) as soon as it is connected: often it is here
         // already, and the connection is not silent even before its greeter runs.
-        let mut first = [0u8; 1];
-        let stage = match sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
-            Ok(1) => Stage::Spoke,
-            _ => Stage::Silent,
-        };
+        let stage = if spoken(stream) { Stage::Spoke } else { Stage::Silent };
         table.push(Greeter {
             id: seat.id,
             peer,
@@ -831,6 +844,15 @@ fn claim_within(busy: &AtomicBool, patience: Duration, quit: &dyn Fn() -> bool) 
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Whether `stream` has bytes queued (peeked, not read: its greeter reads them).
+fn spoken(stream: &TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(
+        sock::recv(stream.as_raw_fd(), &mut first, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+        Ok(1)
+    )
 }
 
 #[cfg(test)]
