@@ -63,6 +63,7 @@ td.case { min-width: 9em; max-width: 16em; }
 @media (max-width: 600px) {
   body { padding: 0 0.3em; } table { font-size: 0.78em; } th, td { padding: 2px 4px; }
   td.case { min-width: 7em; max-width: 10em; overflow-wrap: anywhere; }
+  table.headline td, table.headline th { padding: 2px 3px; } table.headline small.ci { font-size: 0.8em; }
 }
 ";
 
