@@ -136,13 +136,20 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// After one SIGINT: exit 0 within about a second (bounded by `common::STOP_WITHIN`, which
-/// allows for a loaded machine), the run interrupted, the resume command said. That the
-/// cut-short cell was not waited for is shown by what the callers count as kept.
+/// Seconds a first signal may take to end the process here: a guard against a hang or a
+/// stop that waits out the cell, not a speed test. Every cell cut short in this file holds on
+/// for 30 s (or, for the 3 s window, the cut-short repetition is shown by what is kept), so
+/// 10 s still fails such a stop; `common::STOP_WITHIN`'s 3 s was crossed by a debug build
+/// stopping at load average 12 on 2 CPUs.
+const CLEAN_STOP_WITHIN: f64 = 10.0;
+
+/// After one SIGINT: exit 0 within about a second unloaded (bounded by [`CLEAN_STOP_WITHIN`]),
+/// the run interrupted, the resume command said. That the cut-short cell was not waited for
+/// is shown by what the callers count as kept.
 fn assert_clean_stop(code: i32, waited: f64, stderr: &str, db: &Path) {
     assert_eq!(code, 0, "a clean stop exits 0: {stderr}");
     assert!(
-        waited < common::STOP_WITHIN.as_secs_f64(),
+        waited < CLEAN_STOP_WITHIN,
         "took {waited:.2} s to stop after SIGINT: {stderr}"
     );
     assert_eq!(status(db), "interrupted", "{stderr}");
@@ -166,7 +173,7 @@ fn fake_first_signal_keeps_the_finished_cells_and_discards_the_cut_short_one() {
     });
     std::thread::sleep(Duration::from_millis(200));
     run.signal();
-    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, out, err) = run.wait(Duration::from_secs(20));
     assert_clean_stop(code, waited, &err, &db);
     assert!(out.contains("fake#0 ok:7"), "{out}");
     assert!(!out.contains("fake#1") && !out.contains("fake#2"), "{out}");
@@ -194,7 +201,7 @@ fn fake_resume_runs_only_the_cells_an_interrupted_run_is_missing() {
         observations_so_far(&db) == 1
     });
     run.signal();
-    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    let (code, _, _, err) = run.wait(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     assert_eq!(status(&db), "interrupted");
     let out = assert_cmd::Command::cargo_bin("iopath")
@@ -259,7 +266,7 @@ fn fake_second_signal_kills_children_removes_scratch_and_leaves_no_run_running()
     run.signal();
     std::thread::sleep(Duration::from_millis(100));
     run.signal();
-    let (code, waited, _, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, _, err) = run.wait(Duration::from_secs(20));
     assert_eq!(code, 130, "{err}");
     assert!(waited < FORCED_EXIT_WITHIN, "{waited}");
     wait_until("the child to die", Duration::from_secs(2), || !alive(child));
@@ -268,7 +275,7 @@ fn fake_second_signal_kills_children_removes_scratch_and_leaves_no_run_running()
 }
 
 /// Run `args` (a command with a 30 s window and `--db r.db`), send one SIGINT 1.5 s into the
-/// window, and check the clean stop: within `common::STOP_WITHIN`, the cut-short cell not stored and (for a
+/// window, and check the clean stop: within [`CLEAN_STOP_WITHIN`], the cut-short cell not stored and (for a
 /// direct command, whose rows are the cells) not printed as `printed_as`. Returns stdout.
 fn stop_in_a_long_window(args: &[&str], printed_as: Option<&str>) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -279,7 +286,7 @@ fn stop_in_a_long_window(args: &[&str], printed_as: Option<&str>) -> String {
     });
     std::thread::sleep(Duration::from_millis(1500));
     run.signal();
-    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, out, err) = run.wait(Duration::from_secs(20));
     assert_clean_stop(code, waited, &err, &db);
     if let Some(row) = printed_as {
         assert!(
@@ -341,7 +348,7 @@ fn net_stream_first_signal_keeps_the_finished_repetition() {
     });
     std::thread::sleep(Duration::from_millis(300));
     run.signal();
-    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, out, err) = run.wait(Duration::from_secs(20));
     assert_clean_stop(code, waited, &err, &db);
     let records: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(records.as_array().unwrap().len(), 1, "{out}");
@@ -425,7 +432,7 @@ fn sweep_second_signal_leaves_no_run_running() {
     run.signal();
     std::thread::sleep(Duration::from_millis(20));
     run.signal();
-    let (code, waited, _, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, _, err) = run.wait(Duration::from_secs(20));
     assert!(code == 130 || code == 0, "{code}: {err}");
     assert!(waited < FORCED_EXIT_WITHIN, "{waited}");
     assert_eq!(status(&db), "interrupted", "{err}");
@@ -480,7 +487,7 @@ fn micro_first_signal_while_waiting_for_a_child_keeps_the_finished_figure_and_ki
     let (run, db, child) = start_slow_proc(dir.path(), "fork_exit,fork_exec");
     assert_eq!(observations(&db), 1, "fork_exit finished first");
     run.signal();
-    let (code, waited, out, err) = run.wait(Duration::from_secs(10));
+    let (code, waited, out, err) = run.wait(Duration::from_secs(20));
     assert_clean_stop(code, waited, &err, &db);
     assert!(out.contains("fork_exit") && !out.contains("fork_exec"), "{out}");
     assert_eq!(observations(&db), 1);
@@ -493,7 +500,7 @@ fn micro_second_signal_kills_the_child_and_leaves_no_run_running() {
     let (run, db, child) = start_slow_proc(dir.path(), "fork_exec");
     run.signal();
     run.signal();
-    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    let (code, _, _, err) = run.wait(Duration::from_secs(20));
     assert!(code == 130 || code == 0, "{code}: {err}");
     wait_until("the program to be killed", Duration::from_secs(2), || !alive(child));
     assert_eq!(status(&db), "interrupted", "{err}");
@@ -526,7 +533,7 @@ fn micro_second_signal_removes_the_scratch_files() {
     run.signal();
     std::thread::sleep(Duration::from_millis(30));
     run.signal();
-    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    let (code, _, _, err) = run.wait(Duration::from_secs(20));
     assert!(code == 130 || code == 0, "{code}: {err}");
     assert!(files().is_empty(), "left behind: {:?}", files());
     assert_eq!(status(&dir.path().join("r.db")), "interrupted", "{err}");
@@ -607,7 +614,7 @@ fn hangup_and_other_ending_signals_stop_cleanly_like_ctrl_c() {
         });
         std::thread::sleep(Duration::from_millis(200));
         run.send(signal);
-        let (code, _, _, err) = run.wait(Duration::from_secs(10));
+        let (code, _, _, err) = run.wait(Duration::from_secs(20));
         assert_eq!(code, 0, "{signal}: {err}");
         assert_eq!(status(&db), "interrupted", "{signal}: {err}");
         assert!(
@@ -640,7 +647,7 @@ fn quit_signal_forces_an_exit_that_leaves_no_run_running() {
         .collect();
     let (child, scratch) = (held[0].trim().parse::<i32>().unwrap(), PathBuf::from(held[1].trim()));
     run.send(nix::sys::signal::Signal::SIGQUIT);
-    let (code, _, _, err) = run.wait(Duration::from_secs(10));
+    let (code, _, _, err) = run.wait(Duration::from_secs(20));
     assert_eq!(code, 131, "{err}");
     wait_until("the child to die", Duration::from_secs(2), || !alive(child));
     assert!(!scratch.exists(), "scratch file left behind");
