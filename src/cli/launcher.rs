@@ -601,6 +601,26 @@ mod tests {
         assert!(decided.is_none(), "the person said no");
     }
 
+    /// Issue 32 D: the equivalent command is printed whole on one line, however long (the
+    /// defaults' is over 100 characters), so it copies into a shell as it is.
+    #[test]
+    fn the_equivalent_command_is_printed_unwrapped() {
+        let defaults = [""; 11];
+        let line = PlanFile::new(answers(&defaults).0.unwrap()).command_line();
+        assert!(line.len() > 100, "{line}");
+        let text: String = defaults.iter().chain(&["", "n"]).map(|l| format!("{l}\n")).collect();
+        let mut out = Vec::new();
+        decide(&mut Prompter {
+            input: std::io::Cursor::new(text),
+            output: &mut out,
+            memory: HashMap::new(),
+            pins: None,
+        })
+        .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.contains(&format!("The equivalent command:\n  {line}\n")), "{out}");
+    }
+
     #[test]
     fn end_of_input_quits() {
         let (result, _) = answers(&["2"]);
