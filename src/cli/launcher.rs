@@ -9,6 +9,11 @@
 //! parser and validation as the command line (via [`PlanFile`]), so it cannot offer a
 //! parameter the command would refuse. Without a terminal on stdin and stdout it never opens:
 //! `iopath` alone then prints the help and exits 2, as before.
+//!
+//! The questions are lines read from any `BufRead`, not a prompt crate: inquire 0.9 and
+//! dialoguer 0.12 check an answer only on Enter, as this does, so they would add no checking
+//! as you type; inquire would bring a second crossterm (0.29 beside ratatui's 0.28), and
+//! scripted answers (the tests here) need no terminal.
 
 use super::planfile::PlanFile;
 use super::sweep::{self, SweepArgs};
