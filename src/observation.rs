@@ -86,6 +86,8 @@ pub enum Role {
 }
 
 impl Role {
+    pub const ALL: [Role; 3] = [Role::Client, Role::Server, Role::System];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Client => "client",
@@ -95,11 +97,9 @@ impl Role {
     }
 }
 
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+// Display and FromStr ("unknown role 'x' (accepted: client, server, system)"): the one
+// spelling that stored metrics and `export --metric role.name` both read.
+crate::case::named_choices!(Role, "role");
 
 /// One number: snake_case name with the unit in it (`throughput_gbps`), its unit spelled out,
 /// and where it came from. `value` is None exactly when the source is Unavailable.

@@ -9,6 +9,11 @@
 //! parser and validation as the command line (via [`PlanFile`]), so it cannot offer a
 //! parameter the command would refuse. Without a terminal on stdin and stdout it never opens:
 //! `iopath` alone then prints the help and exits 2, as before.
+//!
+//! The questions are lines read from any `BufRead`, not a prompt crate: inquire 0.9 and
+//! dialoguer 0.12 check an answer only on Enter, as this does, so they would add no checking
+//! as you type; inquire would bring a second crossterm (0.29 beside ratatui's 0.28), and
+//! scripted answers (the tests here) need no terminal.
 
 use super::planfile::PlanFile;
 use super::sweep::{self, SweepArgs};
@@ -599,6 +604,26 @@ mod tests {
         );
         assert!(out.contains("1 cell, about"), "{out}");
         assert!(decided.is_none(), "the person said no");
+    }
+
+    /// Issue 32 D: the equivalent command is printed whole on one line, however long (the
+    /// defaults' is over 100 characters), so it copies into a shell as it is.
+    #[test]
+    fn the_equivalent_command_is_printed_unwrapped() {
+        let defaults = [""; 11];
+        let line = PlanFile::new(answers(&defaults).0.unwrap()).command_line();
+        assert!(line.len() > 100, "{line}");
+        let text: String = defaults.iter().chain(&["", "n"]).map(|l| format!("{l}\n")).collect();
+        let mut out = Vec::new();
+        decide(&mut Prompter {
+            input: std::io::Cursor::new(text),
+            output: &mut out,
+            memory: HashMap::new(),
+            pins: None,
+        })
+        .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.contains(&format!("The equivalent command:\n  {line}\n")), "{out}");
     }
 
     #[test]

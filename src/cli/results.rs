@@ -492,12 +492,9 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
     let (role, name) = text
         .split_once('.')
         .ok_or_else(|| usage(format!("--metric '{text}' has no role ({help})")))?;
-    let role = match role {
-        "client" => Role::Client,
-        "server" => Role::Server,
-        "system" => Role::System,
-        other => return Err(usage(format!("--metric: unknown role '{other}' ({help})"))),
-    };
+    let role: Role = role
+        .parse()
+        .map_err(|_| usage(format!("--metric: unknown role '{role}' ({help})")))?;
     if name.is_empty() {
         return Err(usage(format!("--metric '{text}' has no metric name ({help})")));
     }

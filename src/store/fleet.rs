@@ -85,15 +85,6 @@ fn text<'a>(v: ValueRef<'a>, what: &str) -> anyhow::Result<&'a str> {
     }
 }
 
-pub(super) fn role_of(text: &str) -> Option<Role> {
-    match text {
-        "client" => Some(Role::Client),
-        "server" => Some(Role::Server),
-        "system" => Some(Role::System),
-        _ => None,
-    }
-}
-
 impl Store {
     /// The run's own row, or `StoreError::UnknownRun`.
     pub fn run_head(&self, id: i64) -> anyhow::Result<RunHead> {
@@ -246,7 +237,9 @@ impl Store {
             return Ok(None);
         };
         let role_text = text(row.get_ref(1)?, "role").map_err(|e| self.corrupt_fleet(e.to_string()))?;
-        let role = role_of(role_text)
+        let role = role_text
+            .parse::<Role>()
+            .ok()
             .ok_or_else(|| self.corrupt_fleet(format!("stored metric has an unknown role '{role_text}'")))?;
         let value = match row.get_ref(3)? {
             ValueRef::Null => None,

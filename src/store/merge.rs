@@ -401,7 +401,9 @@ fn check_stored_value(input: &Store, id: i64, r: &rusqlite::Row<'_>) -> anyhow::
     };
     let role_text: String = r.get(1)?;
     let name: String = r.get(2)?;
-    let role = super::fleet::role_of(&role_text)
+    let role = role_text
+        .parse::<crate::observation::Role>()
+        .ok()
         .ok_or_else(|| damaged(format!("a stored metric has an unknown role '{role_text}'")))?;
     let value = match r.get_ref(3)? {
         rusqlite::types::ValueRef::Null => return Ok(()),

@@ -127,12 +127,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunSummary> {
 }
 
 fn parse_role(text: &str) -> anyhow::Result<Role> {
-    Ok(match text {
-        "client" => Role::Client,
-        "server" => Role::Server,
-        "system" => Role::System,
-        other => anyhow::bail!("stored metric has an unknown role '{other}'"),
-    })
+    text.parse().map_err(|e| anyhow::anyhow!("stored metric: {e}"))
 }
 
 impl Store {
