@@ -67,6 +67,10 @@ pub struct Claim {
     /// Why the change's mechanism did not happen in these cells (None: it happened, or iopath
     /// cannot see it).
     pub mechanism_absent: fn(before: &CellSummary, after: &CellSummary, after_settings: &[Setting]) -> Option<String>,
+    /// iopath's figures the source published none of, quoted after the first figure's finding
+    /// as ratios after / before with their intervals (what iopath, role): BIG TCP's CPU per
+    /// transaction of each side.
+    pub also: &'static [(&'static str, &'static str, Role)],
 }
 
 /// The case as JSON with `drop` taken out, and the A/B settings it ran with: what two sides
@@ -217,6 +221,7 @@ pub static CLAIMS: &[Claim] = &[
             },
         ],
         mechanism_absent: no_mechanism,
+        also: &[],
     },
     Claim {
         name: "BIG TCP",
@@ -238,6 +243,10 @@ pub static CLAIMS: &[Claim] = &[
             },
         ],
         mechanism_absent: big_tcp_absent,
+        also: &[
+            ("client CPU per transaction", names::CPU_US_PER_TXN, Role::Client),
+            ("server CPU per transaction", names::CPU_US_PER_TXN, Role::Server),
+        ],
     },
     Claim {
         name: "MSG_ZEROCOPY over veth",
@@ -251,6 +260,7 @@ pub static CLAIMS: &[Claim] = &[
             metrics: &[("throughput", names::THROUGHPUT_GBPS, Role::System)],
         }],
         mechanism_absent: kernel_copied,
+        also: &[],
     },
 ];
 
@@ -380,6 +390,29 @@ fn figure_values(figure: &Figure, before: &CellSummary, after: &CellSummary) -> 
     None
 }
 
+/// `claim.also` as iopath measured it in both cells: `; also client CPU per transaction
+/// 0.91x (0.85x..0.97x)`, each a ratio of medians after / before with its 95% bootstrap
+/// interval (empty when the claim has none or the cells lack them).
+fn also_measured(claim: &Claim, before: &CellSummary, after: &CellSummary) -> String {
+    claim
+        .also
+        .iter()
+        .filter_map(|(what, name, role)| {
+            let b = &before.metric(name, *role)?.values;
+            let a = &after.metric(name, *role)?.values;
+            let median = |v: &[f64]| crate::measure::stats::summarize(v).map(|s| s.median);
+            let r = Some(median(a)? / median(b)?).filter(|r| r.is_finite())?;
+            let (lo, hi) = percentile_interval_95(&mut bootstrap_ratios(b, a, cell_seed(&after.label))?);
+            Some(format!(
+                "; also {what} {} ({}..{})",
+                factor_text(r),
+                factor_text(lo),
+                factor_text(hi)
+            ))
+        })
+        .collect()
+}
+
 /// One finding about a published figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimFinding {
@@ -416,6 +449,7 @@ pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFin
                 continue;
             };
             let absent = (claim.mechanism_absent)(before, after, settings);
+            let mut also = also_measured(claim, before, after);
             for figure in claim.figures {
                 let head = format!(
                     "{} ({}), {} at {}: published {} = {}",
@@ -458,7 +492,9 @@ pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFin
                     ),
                     None => format!("iopath's {what}: no ratio"),
                 };
-                let stand_in = stand_in.map(|s| format!(" ({s})")).unwrap_or_default();
+                let mut stand_in = stand_in.map(|s| format!(" ({s})")).unwrap_or_default();
+                // Quoted once, after the first figure's finding.
+                stand_in.push_str(&std::mem::take(&mut also));
                 let line = match &decision {
                     Decision::Reproduced => format!("reproduced: {head}; {ours}{stand_in}"),
                     Decision::NotReproduced(why) => format!("not reproduced here: {why}; {head}; {ours}{stand_in}"),
@@ -807,6 +843,7 @@ mod tests {
                     vec![
                         metric(names::TRANSACTIONS_PER_S, Role::System, tps),
                         metric(names::LINK_RX_BYTES_PER_PACKET, Role::System, &[per_packet; 6]),
+                        metric(names::CPU_US_PER_TXN, Role::Client, &[40.0 * 8841.0 / tps[0]; 6]),
                     ],
                 );
                 c.position = position;
@@ -833,6 +870,17 @@ mod tests {
         let f = run(&rr, 40_000.0, "gso_ipv4_max_size");
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
+        // Each side's CPU per transaction, which the source did not publish, is quoted once;
+        // a side the cells lack (the server's here) is left out.
+        assert!(
+            f[0].line.contains("; also client CPU per transaction 0."),
+            "{}",
+            f[0].line
+        );
+        assert!(
+            !f[0].line.contains("server CPU") && !f[1].line.contains("also"),
+            "{f:?}"
+        );
         let f = run(&rr, 20_000.0, "gso_ipv4_max_size");
         assert!(
             f[0].line
