@@ -18,8 +18,58 @@
 # Usage: scripts/sendfile_vs_iperf3.sh [path/to/iopath]   (default: $IOPATH, then target/release/iopath)
 #        ROUNDS=6 DURATION=5 WARMUP=1 IOPATH_FLAGS=--no-perf PORT=5301 scripts/sendfile_vs_iperf3.sh
 #        IOPATH_TRACE=off scripts/sendfile_vs_iperf3.sh     (iopath without its trace probe)
+#        scripts/sendfile_vs_iperf3.sh --ratios 0.80 0.91 …  (only the interval line and the
+#        verdict of per-round ratios measured before; nothing is run)
 # Every figure goes to a temporary folder that is removed at the end; nothing of the host changes.
 set -euo pipefail
+
+# The median of the per-round ratios with its order-statistic interval and the verdict, one
+# line: `A/B ...: median 0.870, interval 0.750..0.940 (order statistics 1 and 6 of 6,
+# coverage 96.9%): iopath behind iperf3 -Z`.
+ratio_finding() {
+    local what=$1
+    shift
+    printf '%s\n' "$@" | sort -g | awk -v what="$what" '
+        { r[++n] = $1 }
+        END {
+            med = (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+            # The interval r[k]..r[n + 1 - k] holds the median with probability
+            # 1 - 2 P(B <= k - 1), B ~ Binomial(n, 1/2): the largest k keeping that at least
+            # 0.95 (k = 1, min..max, when even that falls short).
+            k = 1; cdf = 1 / 2 ^ n; c = n          # cdf = P(B <= k - 1); c = C(n, k)
+            while (k + 1 <= (n + 1) / 2 && 1 - 2 * (cdf + c / 2 ^ n) >= 0.95) {
+                cdf += c / 2 ^ n
+                c = c * (n - k) / (k + 1)
+                k++
+            }
+            coverage = 1 - 2 * cdf
+            lo = r[k]; hi = r[n + 1 - k]
+            verdict = lo > 1 ? "iopath ahead of iperf3 -Z" : hi < 1 ? "iopath behind iperf3 -Z" : "within: the interval holds 1"
+            short = ""
+            if (coverage < 0.95) {
+                short = sprintf(", short of 95%%: %d rounds; 6 or more give one", n)
+                verdict = "no verdict at this coverage"
+            }
+            printf "%s: median %.3f, interval %.3f..%.3f (order statistics %d and %d of %d, coverage %.1f%%%s): %s\n",
+                what, med, lo, hi, k, n + 1 - k, n, 100 * coverage, short, verdict
+        }'
+}
+
+if [[ ${1:-} == --ratios ]]; then
+    shift
+    if [[ $# -eq 0 ]]; then
+        echo "sendfile_vs_iperf3: --ratios takes the per-round ratios, e.g. --ratios 0.80 0.91 0.86" >&2
+        exit 2
+    fi
+    for r in "$@"; do
+        if ! [[ $r =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+            echo "sendfile_vs_iperf3: --ratios takes positive numbers, not '$r'" >&2
+            exit 2
+        fi
+    done
+    ratio_finding "A/B" "$@"
+    exit 0
+fi
 
 iopath=${1:-${IOPATH:-target/release/iopath}}
 rounds=${ROUNDS:-6}
@@ -74,38 +124,6 @@ iperf3_gbps() {
     wait "$server" || true
     server=
     jq -r '.end.sum_received.bits_per_second / 1e9' "$dir/b.json"
-}
-
-# The median of the per-round ratios with its order-statistic interval and the verdict, one
-# line: `A/B ...: median 0.870, interval 0.750..0.940 (order statistics 1 and 6 of 6,
-# coverage 96.9%): iopath behind iperf3 -Z`.
-ratio_finding() {
-    local what=$1
-    shift
-    printf '%s\n' "$@" | sort -g | awk -v what="$what" '
-        { r[++n] = $1 }
-        END {
-            med = (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
-            # The interval r[k]..r[n + 1 - k] holds the median with probability
-            # 1 - 2 P(B <= k - 1), B ~ Binomial(n, 1/2): the largest k keeping that at least
-            # 0.95 (k = 1, min..max, when even that falls short).
-            k = 1; cdf = 1 / 2 ^ n; c = n          # cdf = P(B <= k - 1); c = C(n, k)
-            while (k + 1 <= (n + 1) / 2 && 1 - 2 * (cdf + c / 2 ^ n) >= 0.95) {
-                cdf += c / 2 ^ n
-                c = c * (n - k) / (k + 1)
-                k++
-            }
-            coverage = 1 - 2 * cdf
-            lo = r[k]; hi = r[n + 1 - k]
-            verdict = lo > 1 ? "iopath ahead of iperf3 -Z" : hi < 1 ? "iopath behind iperf3 -Z" : "within: the interval holds 1"
-            short = ""
-            if (coverage < 0.95) {
-                short = sprintf(", short of 95%%: %d rounds; 6 or more give one", n)
-                verdict = "no verdict at this coverage"
-            }
-            printf "%s: median %.3f, interval %.3f..%.3f (order statistics %d and %d of %d, coverage %.1f%%%s): %s\n",
-                what, med, lo, hi, k, n + 1 - k, n, 100 * coverage, short, verdict
-        }'
 }
 
 a_all=() w_all=() b_all=() ratios=() w_ratios=()
