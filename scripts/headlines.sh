@@ -13,6 +13,10 @@
 # repetitions: 19 measured configurations x 6 x (3 s window + 1 s warm-up), plus set-up, and
 # 36.5's 6 rounds of 3 x 6 s (iperf3 needed; SENDFILE=0 leaves it out).
 # Run it on a quiet machine: the figures are only as honest as the machine is idle.
+# The veth topologies put the pair's client end in the namespace the script runs in; to leave
+# the host's untouched, run it in a network namespace of its own (loopback up, built first):
+#   cargo build --release && unshare --net sh -c \
+#       'ip link set lo up && IOPATH=target/release/iopath exec scripts/headlines.sh 6'
 set -euo pipefail
 
 # IOPATH=path and DURATION/WARMUP override the binary and the window (a smoke test of the
