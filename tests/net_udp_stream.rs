@@ -546,7 +546,7 @@ fn zero_copy_into_a_peer_that_drops_is_not_copied() {
         common::skip(&reason);
         return;
     }
-    for (topology, copied) in [("veth:peer=drop", 0.0), ("veth", 1.0)] {
+    for (topology, copied) in [("veth:peer=drop", 0.0), ("veth:peer=drop,ipv6", 0.0), ("veth", 1.0)] {
         for r in run_unshared(topology, "zerocopy,uring-zc") {
             if refused(&r) {
                 continue;
@@ -594,4 +594,57 @@ fn a_peer_that_drops_is_refused_to_workloads_that_need_answers() {
     }
     let err = usage_error(&["net", "udp-stream", "--topology", "veth:peer=down"]);
     assert!(err.contains("accepted peer=drop"), "{err}");
+}
+
+/// Issue 36.4's finding, printed by the command under its table: across `veth:peer=drop`,
+/// zerocopy against send, with the copied fraction as the proof and the client's CPU per
+/// datagram as a ratio of send's with its interval (two repetitions: too few to decide, and
+/// the line says so; the decision itself is the unit tests' of report/claims.rs).
+#[test]
+fn a_run_across_a_dropping_peer_prints_what_zero_copy_saves() {
+    if let Some(reason) = peer_drop_unavailable() {
+        common::skip(&reason);
+        return;
+    }
+    let (_dir, db) = common::temp_db("uncopied");
+    let out = std::process::Command::new("unshare")
+        .args(["--net", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .arg(common::bin())
+        .args([
+            "net",
+            "udp-stream",
+            "--topology",
+            "veth:peer=drop",
+            "--mode",
+            "send,zerocopy",
+        ])
+        .args([
+            "--size",
+            "1400",
+            "--rate",
+            "2000",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "50ms",
+        ])
+        .args(["--reps", "2", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.contains("unavailable: SO_ZEROCOPY") || !text.contains("zerocopy/recv") {
+        common::skip("this kernel refused MSG_ZEROCOPY on UDP");
+        return;
+    }
+    assert!(
+        text.contains("zerocopy across veth:peer=drop, udp zerocopy/recv 1.4KiB t1 @2k/s: zero copy not copied here: copied fraction 0.00; client CPU per datagram ")
+            && text.contains("of send's (")
+            && text.contains("2 and 2 repetitions): too few repetitions to decide"),
+        "{text}"
+    );
 }

@@ -121,6 +121,56 @@ fn every_supported_topology_carries_the_stream_and_leaves_nothing() {
     }
 }
 
+/// `ipv6` (issue 36): a stream and an rr over `veth:ipv6` and `netns:ipv6` carry their data,
+/// and the case records the option (stored, so a run over IPv4 is another case).
+#[test]
+fn ipv6_topologies_carry_a_stream_and_an_rr_and_the_case_records_it() {
+    let _serial = serial();
+    if !is_root() {
+        common::skip("namespaces need root");
+        return;
+    }
+    let before = our_links();
+    for t in ["veth:ipv6", "netns:ipv6"] {
+        let record = stream(t);
+        assert!(record["error"].is_null(), "{t}: {}", record["error"]);
+        assert!(
+            value_of(&record, "server", "bytes_received").unwrap_or(0.0) > 0.0,
+            "{t}"
+        );
+        assert_eq!(record["case"]["endpoint"]["ipv6"], true, "{t}: {}", record["case"]);
+        let out = Command::new(bin())
+            .args([
+                "net",
+                "rr",
+                "--topology",
+                t,
+                "--request-size",
+                "80000",
+                "--response-size",
+                "80000",
+            ])
+            .args(["--duration", "250ms", "--warmup", "50ms", "--json"])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{t}: {}", String::from_utf8_lossy(&out.stderr));
+        let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(records[0]["error"].is_null(), "{t}: {}", records[0]["error"]);
+        assert!(
+            value_of(&records[0], "system", "transactions_per_s").unwrap_or(0.0) > 0.0,
+            "{t}"
+        );
+        assert_eq!(records[0]["case"]["endpoint"]["ipv6"], true, "{t}");
+        assert_nothing_left(t, &before);
+    }
+    // IPv4 stays the default and is not written, so cases stored before the option keep their keys.
+    assert!(stream("veth")["case"]["endpoint"].get("ipv6").is_none());
+    // udp-rr speaks IPv4 only: refused in one line, before anything is built.
+    let err = common::usage_error(&["net", "udp-rr", "--topology", "veth:ipv6"]);
+    assert!(err.contains("IPv4 only"), "{err}");
+}
+
 #[test]
 fn a_rate_limited_veth_delivers_about_its_rate() {
     let _serial = serial();
@@ -472,6 +522,8 @@ fn bad_device_sizes_are_one_line_and_exit_2() {
         err.contains("never changes") && err.contains("netns:gso_max_size=185000"),
         "{err}"
     );
+    let err = common::usage_error(&["net", "stream", "--topology", "loopback:ipv6"]);
+    assert!(err.contains("need a namespace") && err.contains("netns:ipv6"), "{err}");
     let err = common::usage_error(&["net", "stream", "--topology", "veth:gso_ipv4_max_size=big"]);
     assert!(err.contains("gso_ipv4_max_size takes a size in bytes"), "{err}");
     if !is_root() {

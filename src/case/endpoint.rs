@@ -17,8 +17,13 @@ pub enum Topology {
     #[default]
     Loopback,
     /// Both ends in this process, on the loopback of a fresh private network namespace (its
-    /// `lo` given the size limits).
-    Netns(DeviceSizes),
+    /// `lo` given the size limits), over ::1 with `ipv6`.
+    Netns {
+        #[serde(flatten)]
+        sizes: DeviceSizes,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ipv6: bool,
+    },
     /// The client here; the server in a fresh namespace behind a veth pair.
     Veth(Link),
     /// The client here; the server is already running at `addr` (`iopath net serve`), so this
@@ -46,6 +51,11 @@ pub struct Link {
     /// the kernel need not copy a zero-copy send. TCP (the control channel) passes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub peer_drops_udp: bool,
+    /// `ipv6`: both ends get IPv6 addresses (a ULA /64 of the pair's own, without duplicate
+    /// address detection, so usable at once) and the client connects over IPv6 (BIG TCP then
+    /// reads gso_max_size/gro_max_size, not the IPv4 variants).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6: bool,
     /// Size limits of both ends (BIG TCP).
     #[serde(flatten)]
     pub sizes: DeviceSizes,
@@ -125,6 +135,9 @@ pub fn size_limit_of(name: &str, value: &str) -> Option<Result<(LinkSize, u64), 
     })
 }
 
+/// The option of `netns` and `veth` that gives the namespaces' ends IPv6 addresses.
+const IPV6: &str = "ipv6";
+
 /// The size limits a topology takes, for its refusals.
 const SIZE_OPTIONS: &str = "gso_max_size, gro_max_size, gso_ipv4_max_size, gro_ipv4_max_size";
 
@@ -135,7 +148,10 @@ impl From<&Endpoint> for Topology {
     fn from(endpoint: &Endpoint) -> Topology {
         match endpoint {
             Endpoint::Loopback { .. } => Topology::Loopback,
-            Endpoint::Netns { sizes, .. } => Topology::Netns(sizes.clone()),
+            Endpoint::Netns { sizes, ipv6, .. } => Topology::Netns {
+                sizes: sizes.clone(),
+                ipv6: *ipv6,
+            },
             Endpoint::Veth { link, .. } => Topology::Veth(link.clone()),
             Endpoint::Remote { addr } => Topology::Remote { addr: addr.clone() },
         }
@@ -146,9 +162,14 @@ impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Topology::Loopback => f.write_str("loopback"),
-            Topology::Netns(sizes) => {
+            Topology::Netns { sizes, ipv6 } => {
                 f.write_str("netns")?;
-                match sizes.words() {
+                let mut opts = Vec::new();
+                if *ipv6 {
+                    opts.push(IPV6.to_string());
+                }
+                opts.extend(sizes.words());
+                match opts {
                     w if w.is_empty() => Ok(()),
                     w => write!(f, ":{}", w.join(",")),
                 }
@@ -173,6 +194,9 @@ impl fmt::Display for Topology {
                 }
                 if link.peer_drops_udp {
                     opts.push("peer=drop".into());
+                }
+                if link.ipv6 {
+                    opts.push(IPV6.into());
                 }
                 opts.extend(link.sizes.words());
                 if !opts.is_empty() {
@@ -271,25 +295,35 @@ impl std::str::FromStr for Topology {
         }
         match t {
             "loopback" | "lo" => return Ok(Topology::Loopback),
-            "netns" => return Ok(Topology::Netns(DeviceSizes::default())),
+            "netns" => {
+                return Ok(Topology::Netns {
+                    sizes: DeviceSizes::default(),
+                    ipv6: false,
+                })
+            }
             _ => {}
         }
         if let Some((_, opts)) = t.split_once(':').filter(|(kind, _)| ["loopback", "lo"].contains(kind)) {
             return Err(format!(
-                "loopback takes no options ('{opts}'): its lo is this host's, which iopath never changes; the sizes need a namespace of iopath's own: --topology netns:{opts} or veth:{opts}"
+                "loopback takes no options ('{opts}'): its lo is this host's, which iopath never changes; these options need a namespace of iopath's own: --topology netns:{opts} or veth:{opts}"
             ));
         }
         if let Some(opts) = t.strip_prefix("netns:") {
             let mut sizes = DeviceSizes::default();
+            let mut ipv6 = false;
             for opt in opts.split(',').filter(|o| !o.is_empty()) {
+                if opt == IPV6 {
+                    ipv6 = true;
+                    continue;
+                }
                 let (key, value) = opt
                     .split_once('=')
-                    .ok_or_else(|| format!("netns option '{opt}' is not KEY=VALUE"))?;
+                    .ok_or_else(|| format!("netns option '{opt}' is not KEY=VALUE or ipv6"))?;
                 sizes
                     .take(key, value)
-                    .unwrap_or_else(|| Err(format!("unknown netns option '{key}' (accepted: {SIZE_OPTIONS})")))?;
+                    .unwrap_or_else(|| Err(format!("unknown netns option '{key}' (accepted: ipv6, {SIZE_OPTIONS})")))?;
             }
-            return Ok(Topology::Netns(sizes));
+            return Ok(Topology::Netns { sizes, ipv6 });
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
@@ -304,9 +338,13 @@ impl std::str::FromStr for Topology {
                 .ok_or_else(|| format!("unknown topology '{t}' (veth options follow a colon: veth:mtu=9000)"))?,
         };
         for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            if opt == IPV6 {
+                link.ipv6 = true;
+                continue;
+            }
             let (key, value) = opt
                 .split_once('=')
-                .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE"))?;
+                .ok_or_else(|| format!("veth option '{opt}' is not KEY=VALUE or ipv6"))?;
             match key {
                 "mtu" => {
                     link.mtu = Some(crate::format::whole_in("mtu", value, 68, 65535)? as u32);
@@ -324,7 +362,7 @@ impl std::str::FromStr for Topology {
                 }
                 _ => link.sizes.take(key, value).unwrap_or_else(|| {
                     Err(format!(
-                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer, {SIZE_OPTIONS})"
+                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer, ipv6, {SIZE_OPTIONS})"
                     ))
                 })?,
             }
@@ -342,13 +380,28 @@ impl Topology {
     pub fn interface(&self) -> String {
         match self {
             Topology::Loopback => "lo".into(),
-            Topology::Netns(_) => "lo (private network namespace)".into(),
-            Topology::Veth(link) if link.peer_drops_udp => {
-                format!("veth (mtu {}; {PEER_DROPS_UDP})", link.mtu.unwrap_or(1500))
+            Topology::Netns { ipv6: false, .. } => "lo (private network namespace)".into(),
+            Topology::Netns { ipv6: true, .. } => "lo (private network namespace; IPv6, ::1)".into(),
+            Topology::Veth(link) => {
+                let mut notes = vec![format!("mtu {}", link.mtu.unwrap_or(1500))];
+                if link.ipv6 {
+                    notes.push("IPv6".into());
+                }
+                if link.peer_drops_udp {
+                    notes.push(PEER_DROPS_UDP.into());
+                }
+                format!("veth ({})", notes.join("; "))
             }
-            Topology::Veth(link) => format!("veth (mtu {})", link.mtu.unwrap_or(1500)),
             Topology::Remote { .. } => "unknown (remote peer)".into(),
         }
+    }
+
+    /// Whether the ends talk over IPv6 (`netns:ipv6`, `veth:ipv6`).
+    pub fn ipv6(&self) -> bool {
+        matches!(
+            self,
+            Topology::Netns { ipv6: true, .. } | Topology::Veth(Link { ipv6: true, .. })
+        )
     }
 
     /// Whether the server's end drops every UDP datagram (`veth:peer=drop`).
@@ -370,7 +423,7 @@ impl Topology {
     /// The size limits it sets on the devices it builds (none: loopback, remote).
     pub fn device_sizes(&self) -> DeviceSizes {
         match self {
-            Topology::Netns(sizes) => sizes.clone(),
+            Topology::Netns { sizes, .. } => sizes.clone(),
             Topology::Veth(link) => link.sizes.clone(),
             Topology::Loopback | Topology::Remote { .. } => DeviceSizes::default(),
         }
@@ -397,6 +450,10 @@ mod tests {
             "veth:delay=1ms",
             "veth:peer=drop",
             "veth:mtu=9000,peer=drop",
+            "veth:ipv6",
+            "veth:peer=drop,ipv6,gso_max_size=185000",
+            "netns:ipv6",
+            "netns:ipv6,gso_max_size=185000",
             "veth:mtu=9000,gso_max_size=185000,gro_ipv4_max_size=185000",
             "netns:gso_max_size=185000,gro_max_size=65536",
             "remote 10.0.0.2:5201",
@@ -427,6 +484,10 @@ mod tests {
             "remote nowhere",
             "vethx",
             "loopback:gso_max_size=185000",
+            "loopback:ipv6",
+            "lo:ipv6",
+            "netns:ipv6=1",
+            "veth:ipv4",
             "netns:mtu=9000",
             "netns:gso_max_size=big",
             "veth:tso_max_size=185000",

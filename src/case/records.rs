@@ -229,6 +229,7 @@ mod tests {
                 endpoint: Endpoint::Netns {
                     port: 0,
                     sizes: Default::default(),
+                    ipv6: false,
                 },
                 perf: false,
             },

@@ -140,6 +140,9 @@ pub enum Endpoint {
         port: u16,
         #[serde(flatten)]
         sizes: super::DeviceSizes,
+        /// Over ::1 (`--topology netns:ipv6`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ipv6: bool,
     },
     /// The client here, the server in a fresh namespace behind a veth pair.
     Veth {
@@ -510,6 +513,12 @@ mod endpoint_tests {
             Endpoint::Netns {
                 port: 7,
                 sizes: Default::default(),
+                ipv6: false,
+            },
+            Endpoint::Netns {
+                port: 7,
+                sizes: Default::default(),
+                ipv6: true,
             },
             veth,
             Endpoint::Loopback { port: 0 },

@@ -106,6 +106,7 @@ Examples:
   iopath net rr --mode two-copy --rate 20000 --duration 5s   # open loop: latency under a fixed load
   iopath net rr --topology netns --verify           # both ends in a fresh namespace (root)
   iopath net rr --request-size 80000 --topology veth:gso_ipv4_max_size=185000   # BIG TCP
+  iopath net rr --request-size 80000 --topology veth:ipv6,gso_max_size=185000   # BIG TCP, IPv6
   iopath net rr --connect 10.0.0.2:5201             # with `iopath net serve` there
   iopath net rr --mode one-copy,uring --rx-mode copy,zerocopy --verify   # send x receive
   iopath net rr --mode two-copy --rx-mode trunc     # arrivals dropped: the send side alone

@@ -133,8 +133,9 @@ pub struct EndpointFlags<C: Args + Connect = ConnectFlag> {
     /// veth[:mtu=N][,rate=R][,peer=drop] (the server in a fresh namespace behind a veth pair;
     /// rate via tbf, e.g. 1gbit; peer=drop, udp-stream only: the server's end drops every UDP
     /// datagram at ingress, so zero copy is not copied), or remote:HOST:PORT (same as
-    /// --connect). netns and veth also take gso_max_size=, gro_max_size=, gso_ipv4_max_size=,
-    /// gro_ipv4_max_size= (bytes, both ends' devices: BIG TCP above 65536). Namespaces need root.
+    /// --connect). netns and veth also take ipv6 (the ends' addresses IPv6: ::1, or a ULA /64
+    /// on the pair) and gso_max_size=, gro_max_size=, gso_ipv4_max_size=, gro_ipv4_max_size=
+    /// (bytes, both ends' devices: BIG TCP above 65536). Namespaces need root.
     #[arg(long, value_name = "TOPOLOGY", value_parser = parse_topology)]
     pub topology: Option<Topology>,
     /// The key of a `net serve --psk-file` server (answers its challenge; never stored).
@@ -465,9 +466,10 @@ pub(crate) fn endpoint_of<C: Args + Connect>(
     let port = port.unwrap_or(0);
     let endpoint = match &topology {
         Topology::Loopback => Endpoint::Loopback { port },
-        Topology::Netns(sizes) => Endpoint::Netns {
+        Topology::Netns { sizes, ipv6 } => Endpoint::Netns {
             port,
             sizes: sizes.clone(),
+            ipv6: *ipv6,
         },
         Topology::Veth(link) => Endpoint::Veth {
             port,

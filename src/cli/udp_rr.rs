@@ -73,7 +73,12 @@ pub struct UdpRrArgs {
 
 /// The validated grid of cases, the same for the direct command and its sweep.
 pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
-    let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
+    let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
+    if topology.ipv6() {
+        return Err(usage(format!(
+            "--topology {topology}: net udp-rr speaks IPv4 only; leave out ipv6"
+        )));
+    }
     let loss_timeout_ms = u64::try_from(args.loss_timeout.as_millis()).unwrap_or(u64::MAX);
     if args.loss_timeout.subsec_nanos() % 1_000_000 != 0 || !udp_rr::LOSS_TIMEOUT_MS.contains(&loss_timeout_ms) {
         return Err(usage(format!(

@@ -20,7 +20,7 @@ use crate::sys::netns::{self, NetNs};
 use crate::sys::rtnetlink::{self, LinkSize};
 use anyhow::{anyhow, bail, Context};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -28,12 +28,14 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 /// The address the loopback server listens on and the client connects to.
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// The same over IPv6 (`netns:ipv6`).
+const LOOPBACK_V6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
 
 impl Topology {
     /// Whether this machine and this process can build the topology: netem for delay or
     /// loss, root for namespaces. The error is one line for the user (exit 2).
     pub fn check(&self) -> Result<(), String> {
-        let needs_ns = matches!(self, Topology::Netns(_) | Topology::Veth(_));
+        let needs_ns = matches!(self, Topology::Netns { .. } | Topology::Veth(_));
         if let Topology::Veth(link) = self {
             if (link.delay_us.is_some() || link.loss_ppm.is_some())
                 && netns::kernel_config_has("CONFIG_NET_SCH_NETEM") == Some(false)
@@ -103,12 +105,13 @@ impl Topology {
                 server_ip: LOOPBACK,
                 host_if: None,
             }),
-            Topology::Netns(_) => {
+            Topology::Netns { ipv6, .. } => {
                 let ns = NetNs::new().context("could not create a network namespace")?;
                 let net = Net {
                     topology: self.clone(),
                     ns: Some(Arc::new(ns)),
-                    server_ip: LOOPBACK,
+                    // The kernel gives a namespace's lo ::1 when it comes up (IPv6 enabled).
+                    server_ip: if *ipv6 { LOOPBACK_V6 } else { LOOPBACK },
                     host_if: None,
                 };
                 net.apply_scoped()?;
@@ -212,13 +215,22 @@ fn shaping(link: &Link, dev: &str) -> Option<Vec<String>> {
 /// whose program returns the verdict itself (direct action), which needs no act_gact.
 const PEER_DROP_NEEDS: [&str; 3] = ["CONFIG_NET_SCH_INGRESS", "CONFIG_NET_CLS_BPF", "CONFIG_NET_CLS_ACT"];
 
-/// The classic BPF program of `peer=drop`, in tc's `bytecode` notation: an IPv4 frame whose
-/// protocol is UDP gets TC_ACT_SHOT (2), anything else TC_ACT_OK (0). cls_bpf runs it with
-/// the Ethernet header in front at ingress too, so the EtherType is at 12 and the IPv4
-/// protocol at 14 + 9. The drop happens in `sch_handle_ingress`, before
+/// The classic BPF program of `peer=drop`, in tc's `bytecode` notation: a frame whose IPv4
+/// protocol or IPv6 next header is UDP gets TC_ACT_SHOT (2), anything else TC_ACT_OK (0).
+/// cls_bpf runs it with the Ethernet header in front at ingress too, so the EtherType is at
+/// 12, the IPv4 protocol at 14 + 9 and the IPv6 next header at 14 + 6 (iopath's datagrams
+/// carry no extension header). The drop happens in `sch_handle_ingress`, before
 /// `__netif_receive_skb_core` delivers to a protocol (where `skb_orphan_frags_rx` copies the
 /// pages of a zero-copy send): every datagram crosses the pair, nothing copies it.
-const DROP_UDP_CBPF: &str = "6,40 0 0 12,21 0 3 2048,48 0 0 23,21 0 1 17,6 0 0 2,6 0 0 0";
+///
+/// ```text
+/// 0 ldh [12]          4 ja 6            8 ret 0
+/// 1 jeq 0x800 5 2     5 ldb [23]
+/// 2 jeq 0x86dd 3 8    6 jeq 17 7 8
+/// 3 ldb [20]          7 ret 2
+/// ```
+const DROP_UDP_CBPF: &str =
+    "9,40 0 0 12,21 3 0 2048,21 0 5 34525,48 0 0 20,5 0 0 1,48 0 0 23,21 0 1 17,6 0 0 2,6 0 0 0";
 
 /// The tc commands that make `dev` drop every UDP datagram it receives.
 fn drop_udp_at_ingress(dev: &str) -> [Vec<String>; 2] {
@@ -235,8 +247,20 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     // A /30 of 198.18.0.0/15 (reserved for benchmarking, RFC 2544) per pair.
     let index = (pid as u64 * 64 + n as u64) % (1 << 15);
     let base = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (index as u32) * 4;
-    let host_ip = Ipv4Addr::from(base + 1);
-    let server_ip = Ipv4Addr::from(base + 2);
+    let (host_ip, server_ip) = if link.ipv6 {
+        // A /64 of the ULA prefix fd69:6f70:6174::/48 ("iopath") per pair, the same index.
+        let prefix = [0xfd69, 0x6f70, 0x6174, index as u16];
+        let at = |last: u16| IpAddr::V6(Ipv6Addr::new(prefix[0], prefix[1], prefix[2], prefix[3], 0, 0, 0, last));
+        (at(1), at(2))
+    } else {
+        (
+            IpAddr::V4(Ipv4Addr::from(base + 1)),
+            IpAddr::V4(Ipv4Addr::from(base + 2)),
+        )
+    };
+    // IPv6 without duplicate address detection: the address is usable at once (a fresh pair
+    // has no one else on it).
+    let (prefix_len, nodad) = if link.ipv6 { (64, " nodad") } else { (30, "") };
     let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
     // The peer is created directly inside the namespace: if this process dies at any point
     // from here on, the namespace goes and takes both ends with it.
@@ -247,13 +271,19 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
             ns.path()
         )),
     )?;
-    iproute("ip", &words(&format!("addr add {host_ip}/30 dev {host_if}")))?;
+    iproute(
+        "ip",
+        &words(&format!("addr add {host_ip}/{prefix_len} dev {host_if}{nodad}")),
+    )?;
     iproute("ip", &words(&format!("link set {host_if} up")))?;
     if let Some(args) = shaping(link, &host_if) {
         iproute("tc", &args)?;
     }
     ns.run(|| -> anyhow::Result<()> {
-        iproute("ip", &words(&format!("addr add {server_ip}/30 dev {INNER_IF}")))?;
+        iproute(
+            "ip",
+            &words(&format!("addr add {server_ip}/{prefix_len} dev {INNER_IF}{nodad}")),
+        )?;
         iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
         if let Some(args) = shaping(link, INNER_IF) {
             iproute("tc", &args)?;
@@ -268,7 +298,7 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     Ok(Net {
         topology: topology.clone(),
         ns: Some(Arc::new(ns)),
-        server_ip: IpAddr::V4(server_ip),
+        server_ip,
         host_if: Some(host_if),
     })
 }
@@ -327,7 +357,7 @@ impl Net {
     /// The namespace the client side lives in (None: this process's own).
     pub fn client_namespace(&self) -> Option<&NetNs> {
         match self.topology {
-            Topology::Netns(_) => self.ns.as_deref(),
+            Topology::Netns { .. } => self.ns.as_deref(),
             _ => None,
         }
     }
@@ -503,6 +533,43 @@ mod tests {
             !std::path::Path::new(&format!("/sys/class/net/{host_if}")).exists()
         });
         assert!(gone, "{host_if} is still there");
+    }
+
+    /// `ipv6`: the server listens on an IPv6 address (a ULA of the pair's own, or the
+    /// namespace's ::1) and a client reaches it across at once (no duplicate address detection
+    /// to wait for).
+    #[test]
+    fn an_ipv6_server_is_reached_across_the_pair_and_in_a_namespace() {
+        if !netns::can_build_namespaces() {
+            return;
+        }
+        for text in ["veth:ipv6", "netns:ipv6"] {
+            let net = text.parse::<Topology>().unwrap().establish().unwrap();
+            let listener = net.bind(0).unwrap();
+            let addr = listener.local_addr().unwrap();
+            match addr.ip() {
+                IpAddr::V6(ip) if text.starts_with("veth") => assert_eq!(ip.segments()[..3], [0xfd69, 0x6f70, 0x6174]),
+                IpAddr::V6(ip) => assert!(ip.is_loopback(), "{text}: {ip}"),
+                ip => panic!("{text}: listens on {ip}"),
+            }
+            std::thread::scope(|s| {
+                let server = net
+                    .spawn_server(s, "t", || {
+                        use std::io::Read;
+                        let (mut c, peer) = listener.accept().unwrap();
+                        let mut got = String::new();
+                        c.read_to_string(&mut got).unwrap();
+                        (got, peer.is_ipv6())
+                    })
+                    .unwrap();
+                net.on_client_side(|| {
+                    use std::io::Write;
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    c.write_all(b"across").unwrap();
+                });
+                assert_eq!(server.join().unwrap(), ("across".to_string(), true), "{text}");
+            });
+        }
     }
 
     /// The size limits of `veth:`/`netns:` reach both ends' devices: read back over rtnetlink

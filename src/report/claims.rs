@@ -67,6 +67,10 @@ pub struct Claim {
     /// Why the change's mechanism did not happen in these cells (None: it happened, or iopath
     /// cannot see it).
     pub mechanism_absent: fn(before: &CellSummary, after: &CellSummary, after_settings: &[Setting]) -> Option<String>,
+    /// iopath's figures the source published none of, quoted after the first figure's finding
+    /// as ratios after / before with their intervals (what iopath, role): BIG TCP's CPU per
+    /// transaction of each side.
+    pub also: &'static [(&'static str, &'static str, Role)],
 }
 
 /// The case as JSON with `drop` taken out, and the A/B settings it ran with: what two sides
@@ -137,15 +141,30 @@ fn big_tcp(case: &Case, settings: &[Setting]) -> Option<(Side, String)> {
     Some((side, key_without(&bare, &[], &[])))
 }
 
-/// BIG TCP over IPv4 needs the IPv4 variants (Linux 6.3); gso_max_size alone leaves IPv4's
-/// packets at 64 KiB. On the running kernel, the proof is the packets the devices received:
-/// a veth or lo counts a GSO packet as one, so bigger packets raise the bytes per packet.
+/// The gso limit the kernel reads for a case's packets, by the family of its addresses: over
+/// IPv4 gso_ipv4_max_size (Linux 6.3; gso_max_size alone leaves IPv4's packets at 64 KiB),
+/// over IPv6 (`--topology veth:ipv6`, `netns:ipv6`) gso_max_size. (family, limit, its value,
+/// the other limit's name.)
+fn family_gso_limit(case: &RrCase, settings: &[Setting]) -> (&'static str, LinkSize, u64, LinkSize) {
+    let (gso, gso_v4) = gso_sizes(case, settings);
+    if Topology::from(&case.net.endpoint).ipv6() {
+        ("IPv6", LinkSize::GsoMax, gso, LinkSize::GsoIpv4Max)
+    } else {
+        ("IPv4", LinkSize::GsoIpv4Max, gso_v4, LinkSize::GsoMax)
+    }
+}
+
+/// BIG TCP needs the gso limit of the addresses' family raised (`family_gso_limit`). On the
+/// running kernel, the proof is the packets the devices received: a veth or lo counts a GSO
+/// packet as one, so bigger packets raise the bytes per packet.
 fn big_tcp_absent(before: &CellSummary, after: &CellSummary, settings: &[Setting]) -> Option<String> {
     let c = after.case.get::<RrCase>()?;
-    let (_, v4) = gso_sizes(c, settings);
-    if v4 <= 65536 {
+    let (family, limit, bytes, other) = family_gso_limit(c, settings);
+    if bytes <= 65536 {
         return Some(format!(
-            "the packets stayed at most 64 KiB: this topology's addresses are IPv4, whose limit is gso_ipv4_max_size ({v4}), not gso_max_size"
+            "the packets stayed at most 64 KiB: this topology's addresses are {family}, whose limit is {} ({bytes}), not {}",
+            limit.name(),
+            other.name()
         ));
     }
     let per_packet = |c: &CellSummary| Some(c.summary(names::LINK_RX_BYTES_PER_PACKET, Role::System)?.median);
@@ -202,6 +221,7 @@ pub static CLAIMS: &[Claim] = &[
             },
         ],
         mechanism_absent: no_mechanism,
+        also: &[],
     },
     Claim {
         name: "BIG TCP",
@@ -223,6 +243,10 @@ pub static CLAIMS: &[Claim] = &[
             },
         ],
         mechanism_absent: big_tcp_absent,
+        also: &[
+            ("client CPU per transaction", names::CPU_US_PER_TXN, Role::Client),
+            ("server CPU per transaction", names::CPU_US_PER_TXN, Role::Server),
+        ],
     },
     Claim {
         name: "MSG_ZEROCOPY over veth",
@@ -236,6 +260,7 @@ pub static CLAIMS: &[Claim] = &[
             metrics: &[("throughput", names::THROUGHPUT_GBPS, Role::System)],
         }],
         mechanism_absent: kernel_copied,
+        also: &[],
     },
 ];
 
@@ -365,6 +390,29 @@ fn figure_values(figure: &Figure, before: &CellSummary, after: &CellSummary) -> 
     None
 }
 
+/// `claim.also` as iopath measured it in both cells: `; also client CPU per transaction
+/// 0.91x (0.85x..0.97x)`, each a ratio of medians after / before with its 95% bootstrap
+/// interval (empty when the claim has none or the cells lack them).
+fn also_measured(claim: &Claim, before: &CellSummary, after: &CellSummary) -> String {
+    claim
+        .also
+        .iter()
+        .filter_map(|(what, name, role)| {
+            let b = &before.metric(name, *role)?.values;
+            let a = &after.metric(name, *role)?.values;
+            let median = |v: &[f64]| crate::measure::stats::summarize(v).map(|s| s.median);
+            let r = Some(median(a)? / median(b)?).filter(|r| r.is_finite())?;
+            let (lo, hi) = percentile_interval_95(&mut bootstrap_ratios(b, a, cell_seed(&after.label))?);
+            Some(format!(
+                "; also {what} {} ({}..{})",
+                factor_text(r),
+                factor_text(lo),
+                factor_text(hi)
+            ))
+        })
+        .collect()
+}
+
 /// One finding about a published figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimFinding {
@@ -401,6 +449,7 @@ pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFin
                 continue;
             };
             let absent = (claim.mechanism_absent)(before, after, settings);
+            let mut also = also_measured(claim, before, after);
             for figure in claim.figures {
                 let head = format!(
                     "{} ({}), {} at {}: published {} = {}",
@@ -443,7 +492,9 @@ pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFin
                     ),
                     None => format!("iopath's {what}: no ratio"),
                 };
-                let stand_in = stand_in.map(|s| format!(" ({s})")).unwrap_or_default();
+                let mut stand_in = stand_in.map(|s| format!(" ({s})")).unwrap_or_default();
+                // Quoted once, after the first figure's finding.
+                stand_in.push_str(&std::mem::take(&mut also));
                 let line = match &decision {
                     Decision::Reproduced => format!("reproduced: {head}; {ours}{stand_in}"),
                     Decision::NotReproduced(why) => format!("not reproduced here: {why}; {head}; {ours}{stand_in}"),
@@ -458,6 +509,91 @@ pub fn claim_findings(cells: &[CellSummary], ab: Option<&AbRun>) -> Vec<ClaimFin
         }
     }
     out
+}
+
+/// What zero copy saves where the kernel does not copy (issue 36.4): a udp-stream run across
+/// `--topology veth:peer=drop` (no local delivery, so nothing copies a zero-copy send's pages)
+/// holding `send` and `zerocopy` or `uring-zc`, paired on the rest of the case. No one published
+/// a figure for this path; the finding is iopath's own: the copied fraction (the proof) and the
+/// client's CPU per datagram against send's, the ratio of medians with its 95% percentile-
+/// bootstrap interval (`compare`'s), decided on the interval alone: below 1, zero copy saves
+/// CPU here; above 1, it costs more at this size; holding 1, no difference shown.
+pub fn uncopied_zero_copy_findings(cells: &[CellSummary]) -> Vec<ClaimFinding> {
+    let side = |c: &CellSummary| {
+        let u = c.case.get::<UdpStreamCase>()?;
+        Topology::from(&u.net.endpoint)
+            .peer_drops_udp()
+            .then(|| (u.mode, key_without(u, &["mode", "batch"], &[])))
+    };
+    let sides: Vec<(&CellSummary, UdpSendMode, String)> =
+        cells.iter().filter_map(|c| side(c).map(|(m, k)| (c, m, k))).collect();
+    let mut out = Vec::new();
+    for (after, mode, key) in sides
+        .iter()
+        .filter(|s| matches!(s.1, UdpSendMode::Zerocopy | UdpSendMode::UringZc))
+    {
+        let Some((before, ..)) = sides.iter().find(|s| s.1 == UdpSendMode::Send && s.2 == *key) else {
+            continue;
+        };
+        let copied = after
+            .summary(names::ZEROCOPY_COPIED_FRACTION, Role::System)
+            .map(|s| s.median);
+        let proof = match copied {
+            Some(f) if f < 0.5 => format!("zero copy not copied here: copied fraction {f:.2}"),
+            Some(f) => format!("zero copy copied after all here: copied fraction {f:.2}"),
+            None => "zero copy's copies unknown here: no copied fraction".to_string(),
+        };
+        let values = |c: &CellSummary| {
+            c.metric(names::CPU_US_PER_DATAGRAM, Role::Client)
+                .map(|m| m.values.clone())
+                .unwrap_or_default()
+        };
+        let (b, a) = (values(before), values(after));
+        let (decision, cost) = cost_against_send(&b, &a, cell_seed(&after.label));
+        let line = format!("{mode} across veth:peer=drop, {}: {proof}; {cost}", after.label);
+        out.push(ClaimFinding {
+            claim: "zero copy not copied",
+            decision,
+            line,
+        });
+    }
+    out
+}
+
+/// The client's CPU per datagram of a zero-copy mode (`after`) against send's (`before`): the
+/// ratio of medians, its 95% bootstrap interval, and what the interval says.
+fn cost_against_send(before: &[f64], after: &[f64], seed: u64) -> (Decision, String) {
+    let median = |v: &[f64]| crate::measure::stats::summarize(v).map(|s| s.median);
+    let ratio = median(after)
+        .zip(median(before))
+        .map(|(a, b)| a / b)
+        .filter(|r| r.is_finite());
+    let ci = bootstrap_ratios(before, after, seed).map(|mut r| percentile_interval_95(&mut r));
+    let (Some(r), Some((lo, hi))) = (ratio, ci) else {
+        let why = "no client CPU per datagram on both sides".to_string();
+        return (Decision::CannotDecide(why.clone()), why);
+    };
+    let figure = format!(
+        "client CPU per datagram {} of send's ({}..{}, {} and {} repetitions)",
+        factor_text(r),
+        factor_text(lo),
+        factor_text(hi),
+        before.len(),
+        after.len()
+    );
+    if before.len().min(after.len()) < MIN_REPS_TO_DECIDE {
+        let why = format!("too few repetitions to decide (at least {MIN_REPS_TO_DECIDE} a side)");
+        return (Decision::CannotDecide(why.clone()), format!("{figure}: {why}"));
+    }
+    if hi < 1.0 {
+        (Decision::Reproduced, format!("{figure}: it saves CPU per datagram"))
+    } else if lo > 1.0 {
+        let why = "it costs more at this size".to_string();
+        (Decision::NotReproduced(why.clone()), format!("{figure}: {why}"))
+    } else {
+        let why = "the interval holds 1: no difference shown".to_string();
+        (Decision::CannotDecide(why.clone()), format!("{figure}: {why}"))
+    }
 }
 
 #[cfg(test)]
@@ -626,6 +762,68 @@ mod tests {
         assert_eq!(f[1].decision, Decision::Reproduced, "{}", f[1].line);
     }
 
+    /// Issue 36.4's own finding: udp-stream across `veth:peer=drop`, send against zerocopy,
+    /// the copied fraction as the proof and the CPU per datagram's ratio with its interval.
+    #[test]
+    fn zero_copy_across_a_dropping_peer_says_what_it_saves_with_the_copied_fraction() {
+        let udp = |mode: UdpSendMode, topology: &str| {
+            let mut case: UdpStreamCase = serde_json::from_value(serde_json::json!({
+                "mode": "send", "rx_mode": "recv", "size": 1400, "batch": 1, "rate": null,
+                "rcvbuf": null, "threads": 1, "duration_ms": 100, "warmup_ms": 10,
+                "client_cpus": null, "server_cpus": null, "verify": false,
+                "endpoint": {"kind": "loopback", "port": 0}, "perf": true
+            }))
+            .unwrap();
+            case.mode = mode;
+            let t: Topology = topology.parse().unwrap();
+            if let Topology::Veth(link) = t {
+                case.net.endpoint = crate::case::Endpoint::Veth { port: 0, link };
+            }
+            Case::NetUdpStream(case)
+        };
+        let run = |topology: &str, send: &[f64], zc: &[f64], copied: f64| {
+            let send = cell(
+                udp(UdpSendMode::Send, topology),
+                vec![metric(names::CPU_US_PER_DATAGRAM, Role::Client, send)],
+            );
+            let zc = cell(
+                udp(UdpSendMode::Zerocopy, topology),
+                vec![
+                    metric(names::CPU_US_PER_DATAGRAM, Role::Client, zc),
+                    metric(names::ZEROCOPY_COPIED_FRACTION, Role::System, &vec![copied; zc.len()]),
+                ],
+            );
+            uncopied_zero_copy_findings(&[send, zc])
+        };
+        let send = [8.0, 8.1, 7.9, 8.05, 7.95, 8.0];
+        let f = run("veth:peer=drop", &send, &[6.0, 6.1, 5.9, 6.05, 5.95, 6.0], 0.0);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
+        assert!(
+            f[0].line.starts_with("zerocopy across veth:peer=drop, ")
+                && f[0].line.contains(
+                    ": zero copy not copied here: copied fraction 0.00; client CPU per datagram 0.750x of send's ("
+                )
+                && f[0].line.ends_with("6 and 6 repetitions): it saves CPU per datagram"),
+            "{}",
+            f[0].line
+        );
+        let f = run("veth:peer=drop", &send, &[9.0, 9.1, 8.9, 9.05, 8.95, 9.0], 0.0);
+        assert!(f[0].line.ends_with("it costs more at this size"), "{}", f[0].line);
+        let f = run("veth:peer=drop", &send, &[6.0, 10.0, 7.0, 9.0, 8.0, 8.5], 1.0);
+        assert!(
+            f[0].line
+                .contains("zero copy copied after all here: copied fraction 1.00")
+                && f[0].line.ends_with("the interval holds 1: no difference shown"),
+            "{}",
+            f[0].line
+        );
+        let f = run("veth:peer=drop", &send[..2], &[6.0, 6.1], 0.0);
+        assert!(f[0].line.contains("too few repetitions"), "{}", f[0].line);
+        // Only across a dropping peer: over plain veth the kernel copies, and it is not this finding.
+        assert!(run("veth", &send, &[6.0; 6], 1.0).is_empty());
+    }
+
     /// BIG TCP as `iopath ab` runs it: the same rr case as A and B, B's devices given the
     /// sizes; the devices' bytes per packet are the proof they took effect, and the IPv4
     /// variant is what an IPv4 pair needs.
@@ -638,13 +836,14 @@ mod tests {
             "verify": false, "endpoint": {"kind": "veth", "port": 0}, "perf": true, "align": "page"
         }))
         .unwrap();
-        let run = |per_packet_b: f64, limit: &str| {
+        let run = |rr: &RrCase, per_packet_b: f64, limit: &str| {
             let side = |position: usize, tps: &[f64], per_packet: f64| {
                 let mut c = cell(
                     Case::NetRr(rr.clone()),
                     vec![
                         metric(names::TRANSACTIONS_PER_S, Role::System, tps),
                         metric(names::LINK_RX_BYTES_PER_PACKET, Role::System, &[per_packet; 6]),
+                        metric(names::CPU_US_PER_TXN, Role::Client, &[40.0 * 8841.0 / tps[0]; 6]),
                     ],
                 );
                 c.position = position;
@@ -668,17 +867,44 @@ mod tests {
             };
             claim_findings(&cells, Some(&ab))
         };
-        let f = run(40_000.0, "gso_ipv4_max_size");
+        let f = run(&rr, 40_000.0, "gso_ipv4_max_size");
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
-        let f = run(20_000.0, "gso_ipv4_max_size");
+        // Each side's CPU per transaction, which the source did not publish, is quoted once;
+        // a side the cells lack (the server's here) is left out.
+        assert!(
+            f[0].line.contains("; also client CPU per transaction 0."),
+            "{}",
+            f[0].line
+        );
+        assert!(
+            !f[0].line.contains("server CPU") && !f[1].line.contains("also"),
+            "{f:?}"
+        );
+        let f = run(&rr, 20_000.0, "gso_ipv4_max_size");
         assert!(
             f[0].line
                 .starts_with("not reproduced here: the sizes did not take effect"),
             "{}",
             f[0].line
         );
-        let f = run(40_000.0, "gso_max_size");
+        let f = run(&rr, 40_000.0, "gso_max_size");
         assert!(f[0].line.contains("whose limit is gso_ipv4_max_size"), "{}", f[0].line);
+        // Over IPv6 (`veth:ipv6`) gso_max_size is the limit: raising it reproduces, raising
+        // only the IPv4 variant is the reason it did not.
+        let mut v6 = rr.clone();
+        if let crate::case::Endpoint::Veth { link, .. } = &mut v6.net.endpoint {
+            link.ipv6 = true;
+        }
+        let f = run(&v6, 40_000.0, "gso_max_size");
+        assert_eq!(f[0].decision, Decision::Reproduced, "{}", f[0].line);
+        let f = run(&v6, 40_000.0, "gso_ipv4_max_size");
+        assert!(
+            f[0].line.starts_with(
+                "not reproduced here: the packets stayed at most 64 KiB: this topology's addresses are IPv6, whose limit is gso_max_size (65536), not gso_ipv4_max_size"
+            ),
+            "{}",
+            f[0].line
+        );
     }
 }

@@ -618,11 +618,13 @@ fn alarm_lines(members: &[&Entry]) -> Vec<String> {
 /// The title of the findings' group of published claims (`report::claims`).
 pub const CLAIMS_TITLE: &str = "Published claims";
 
-/// The findings' group of published claims a run's cells hold both sides of (None: no claim);
+/// The findings' group of published claims a run's cells hold both sides of, and iopath's own
+/// finding on the path where zero copy is not copied (issue 36.4) (None: neither);
 /// `ab`: an A/B run's record, whose variant B's settings are part of its B cells.
 pub fn claims_group(cells: &[CellSummary], ab: Option<&crate::store::ab::AbRun>) -> Option<FindingGroup> {
     let lines: Vec<String> = super::claims::claim_findings(cells, ab)
         .into_iter()
+        .chain(super::claims::uncopied_zero_copy_findings(cells))
         .map(|c| c.line)
         .collect();
     (!lines.is_empty()).then(|| FindingGroup {

@@ -112,9 +112,11 @@ pub fn send_sent(control: &mut ControlChannel, datagrams: Vec<u64>) -> io::Resul
     control.send_json(&UdpPhase::Sent { datagrams })
 }
 
-/// The address family the client's sockets need: the server's (a remote name resolved).
+/// The address family the client's sockets need: the server's (a remote name resolved; ::1
+/// standing for a namespace topology's IPv6 addresses, `netns:ipv6` or `veth:ipv6`).
 pub fn server_ip(net: &NetParams) -> anyhow::Result<IpAddr> {
     match Topology::from(&net.endpoint) {
+        t if t.ipv6() => Ok(IpAddr::V6(Ipv6Addr::LOCALHOST)),
         Topology::Remote { addr } => addr
             .to_socket_addrs()
             .map_err(|e| anyhow!("cannot resolve {addr}: {e}"))?
