@@ -15,7 +15,12 @@ const TRACE_FIGURES: &[(&str, &str)] = &[
     ("server", "kernel_rx_copy_bytes"),
     ("server", "kernel_tx_bytes"),
     ("client", "sched_switches_voluntary"),
+    ("server", "sched_wakeups"),
+    ("client", "softirq_share"),
     ("system", "softirq_net_rx_s"),
+    ("server", "sched_wakeups"),
+    ("client", "softirq_share"),
+    ("server", "softirq_share"),
     ("server", "kernel_copy_bytes_per_byte"),
     ("system", "kernel_copy_bytes_per_byte"),
 ];
@@ -261,6 +266,51 @@ fn short_stream(env: Option<(&str, &str)>, flags: &[&str]) -> Value {
     let out = cmd.args(SHORT_STREAM).args(flags).output().unwrap();
     assert!(out.status.success(), "{}", common::stderr(&out));
     json_records(&out)[0].clone()
+}
+
+/// A pinned 64 KiB stream: each role's softirq share is the trace probe's and a share, its
+/// wakeups are counted per woken thread, and `--wide` shows the shares. No bound on the values
+/// themselves: load moves them.
+#[test]
+fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
+    if let Some(why) = cannot_trace() {
+        return skip(&why);
+    }
+    let pins = pin_flags();
+    let mut flags = vec!["--size", "64K"];
+    flags.extend(pins.iter().map(String::as_str));
+    let record = short_stream(None, &flags);
+    for role in ["client", "server"] {
+        let share = role_metric(&record, role, "softirq_share").unwrap_or_else(|| panic!("no {role} softirq_share"));
+        assert_eq!(share["source"], "trace", "{role}: {share}");
+        let share = share["value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{role} softirq_share {share}");
+        let wakeups = role_metric(&record, role, "sched_wakeups").unwrap_or_else(|| panic!("no {role} sched_wakeups"));
+        if wakeups["value"].is_null() {
+            // Short of samples under load: it must say so.
+            let why = wakeups["source"].as_str().unwrap();
+            assert!(why.contains("samples of"), "{role} sched_wakeups: {why}");
+        } else {
+            assert_eq!(wakeups["source"], "trace", "{role}: {wakeups}");
+        }
+    }
+    // Some NET softirq ran in the window, charged to one role or the other (on loopback the
+    // sender's context carries the receive path; under load some runs in ksoftirqd).
+    let softirq = value(&record, "system", "softirq_net_rx_s");
+    assert!(softirq > 0.0, "no NET_RX softirq in a 64 KiB stream");
+    let mut cmd = common::iopath();
+    let out = cmd
+        .args(&SHORT_STREAM[..SHORT_STREAM.len() - 1])
+        .args(&flags)
+        .arg("--wide")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let table = common::stdout(&out);
+    assert!(
+        table.contains("cli sirq") && table.contains("srv sirq"),
+        "no softirq share columns in:\n{table}"
+    );
 }
 
 #[test]
