@@ -84,7 +84,13 @@ for kind, role, name, unit in figures:
         on, off = value(record(kind, "on", r), role, name), value(record(kind, "off", r), role, name)
         ratio = f"{on / off:.3f}" if on and off else "-"
         show = lambda v: "-" if v is None else f"{v:.3f}"
-        print(f"{r:>5}  {show(on):>10}  {show(off):>10}  {ratio:>7}")
+        # A missing figure says why (an error, or the metric's own reason).
+        notes = []
+        for state, v in (("on", on), ("off", off)):
+            if v is None:
+                rec = record(kind, state, r)
+                notes.append(f"{state}: {rec.get('error') or why(rec, role, name)}")
+        print(f"{r:>5}  {show(on):>10}  {show(off):>10}  {ratio:>7}  {'; '.join(notes)}")
         if on is not None and off is not None:
             ons.append(on)
             offs.append(off)
