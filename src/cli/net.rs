@@ -626,6 +626,8 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
         m("cli miss/KiB", Show::Wide, names::CACHE_MISSES_PER_KIB, Role::Client),
         m("cli cs/msg", Show::Wide, names::CONTEXT_SWITCHES_PER_MSG, Role::Client),
         m("srv cs/msg", Show::Wide, names::CONTEXT_SWITCHES_PER_MSG, Role::Server),
+        m("cli sirq", Show::Wide, names::SOFTIRQ_SHARE, Role::Client),
+        m("srv sirq", Show::Wide, names::SOFTIRQ_SHARE, Role::Server),
         m("cli sc/msg", Show::Wide, names::SYSCALLS_PER_MSG, Role::Client),
         m("srv sc/msg", Show::Wide, names::SYSCALLS_PER_MSG, Role::Server),
         m("cli faults", Show::Wide, names::PAGE_FAULTS, Role::Client),

@@ -236,6 +236,8 @@ pub fn render_rr_table(records: &[Record], view: View) -> String {
         m("max us", Show::Wide, names::LATENCY_MAX_US, Role::Client),
         m("cli sc/txn", Show::Wide, names::SYSCALLS_PER_TXN, Role::Client),
         m("srv sc/txn", Show::Wide, names::SYSCALLS_PER_TXN, Role::Server),
+        m("cli sirq", Show::Wide, names::SOFTIRQ_SHARE, Role::Client),
+        m("srv sirq", Show::Wide, names::SOFTIRQ_SHARE, Role::Server),
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str(

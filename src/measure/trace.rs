@@ -6,7 +6,9 @@
 //! receive copies to user space (`skb:skb_copy_datagram_iovec`, calls and `len`), the send
 //! path (`tcp:tcp_sendmsg_locked` calls, `sock:sock_send_length` bytes), softirq time per
 //! vector (`irq:softirq_entry/exit`, charged to the thread the softirq interrupted), context
-//! switches by cause and time off CPU (`sched:sched_switch`), wakeups (`sched:sched_wakeup`).
+//! switches by cause and time off CPU (`sched:sched_switch`), wakeups (`sched:sched_wakeup`,
+//! `sched_wakeup_new`, counted to the woken task their `pid` field names), and the share of the
+//! role's time on CPU its threads spent in the NET softirqs (`softirq_share`).
 
 use crate::measure::window::{Probe, SystemProbes};
 use crate::observation::{names, Metric, Role, Source};
@@ -131,6 +133,9 @@ struct Layout {
     prev_pid: Field,
     prev_state: Field,
     next_pid: Field,
+    /// The woken task of `sched_wakeup` and `sched_wakeup_new`.
+    wakeup_pid: Field,
+    wakeup_new_pid: Field,
 }
 
 fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
@@ -168,6 +173,8 @@ fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
         prev_pid: field(5, "prev_pid")?,
         prev_state: field(5, "prev_state")?,
         next_pid: field(5, "next_pid")?,
+        wakeup_pid: field(6, "pid")?,
+        wakeup_new_pid: field(7, "pid")?,
         ids,
     })
 }
@@ -184,6 +191,7 @@ pub struct ThreadTrace {
     pub voluntary: u64,
     pub involuntary: u64,
     pub off_cpu_ns: u64,
+    pub wakeups: u64,
 }
 
 impl ThreadTrace {
@@ -197,6 +205,7 @@ impl ThreadTrace {
         self.voluntary += o.voluntary;
         self.involuntary += o.involuntary;
         self.off_cpu_ns += o.off_cpu_ns;
+        self.wakeups += o.wakeups;
     }
 }
 
@@ -297,8 +306,18 @@ impl Tally {
                     }
                 }
             }
-            // Wakeups are counted, not sampled: the kernel writes a wakeup's sample for the woken
-            // task's own events, so a CPU-wide sampler sees few of them (224 of 23,113 here).
+            // A wakeup fires in the waker's context: it is the woken task's, its `pid` field.
+            Some(6) | Some(7) => {
+                let field = if event == Some(6) {
+                    &layout.wakeup_pid
+                } else {
+                    &layout.wakeup_new_pid
+                };
+                let woken = get(field) as u32;
+                if woken != 0 {
+                    self.threads.entry(woken).or_default().wakeups += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -484,7 +503,8 @@ impl Probe for TraceProbe {
                         match counted {
                             Ok(counted) if tally.lost == 0 => {
                                 let tids = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
-                                return self.metrics(&tally, &tids, &counted);
+                                let window_ns = close_ns.saturating_sub(tally.open_ns);
+                                return self.metrics(&tally, &tids, &counted, window_ns);
                             }
                             Ok(_) => format!("the trace rings lost {} events (the drain fell behind)", tally.lost),
                             Err(why) => why,
@@ -520,7 +540,7 @@ impl Drop for TraceProbe {
 
 /// The per-role metrics (name, unit), in the order they are reported, and the tracepoints
 /// (indices into [`EVENTS`]) each is read from.
-const METRICS: [(&str, &str); 9] = [
+const METRICS: [(&str, &str); 11] = [
     (names::KERNEL_RX_COPY_CALLS, "calls"),
     (names::KERNEL_RX_COPY_BYTES, "B"),
     (names::KERNEL_TX_SENDMSG_CALLS, "calls"),
@@ -530,8 +550,22 @@ const METRICS: [(&str, &str); 9] = [
     (names::SCHED_SWITCHES_VOLUNTARY, "switches"),
     (names::SCHED_SWITCHES_INVOLUNTARY, "switches"),
     (names::OFF_CPU_S, "s"),
+    (names::SCHED_WAKEUPS, "wakeups"),
+    (names::SOFTIRQ_SHARE, "fraction"),
 ];
-const METRIC_EVENTS: [&[usize]; 9] = [&[0], &[0], &[1], &[2], &[3, 4], &[3, 4], &[5], &[5], &[5]];
+const METRIC_EVENTS: [&[usize]; 11] = [
+    &[0],
+    &[0],
+    &[1],
+    &[2],
+    &[3, 4],
+    &[3, 4],
+    &[5],
+    &[5],
+    &[5],
+    &[6, 7],
+    &[3, 4, 5],
+];
 const SYSTEM_METRICS: [(&str, &str); 3] = [
     (names::SOFTIRQ_NET_RX_S, "s"),
     (names::SOFTIRQ_NET_TX_S, "s"),
@@ -539,7 +573,7 @@ const SYSTEM_METRICS: [(&str, &str); 3] = [
 ];
 
 impl TraceProbe {
-    fn metrics(&self, tally: &Tally, tids: &[u32], counted: &[u64]) -> Vec<Metric> {
+    fn metrics(&self, tally: &Tally, tids: &[u32], counted: &[u64], window_ns: u64) -> Vec<Metric> {
         // A figure stands only when the kernel wrote a sample for (nearly) every event it
         // counted: it drops a few when a tracepoint fires inside its own perf output.
         let short = |events: &[usize]| -> Option<String> {
@@ -561,6 +595,7 @@ impl TraceProbe {
             }
         }
         let s = |ns: u64| ns as f64 / 1e9;
+        let share = softirq_share(&tally.threads, tids, window_ns);
         let values = [
             sum.copy_calls as f64,
             sum.copy_bytes as f64,
@@ -571,6 +606,8 @@ impl TraceProbe {
             sum.voluntary as f64,
             sum.involuntary as f64,
             s(sum.off_cpu_ns),
+            sum.wakeups as f64,
+            share.unwrap_or(0.0),
         ];
         let mut out: Vec<Metric> = METRICS
             .iter()
@@ -578,6 +615,12 @@ impl TraceProbe {
             .zip(METRIC_EVENTS)
             .map(|(((name, unit), v), events)| match (short(events), self.rx_copies) {
                 (_, RxCopies::Untraced(why)) if events == [0] => Metric::unavailable(name, self.role, unit, why),
+                (None, _) if *name == names::SOFTIRQ_SHARE && share.is_none() => Metric::unavailable(
+                    name,
+                    self.role,
+                    unit,
+                    "the role's threads were never on a CPU in the window",
+                ),
                 (None, _) => Metric::new(name, self.role, v, unit, Source::Trace),
                 (Some(why), _) => Metric::unavailable(name, self.role, unit, why),
             })
@@ -608,6 +651,20 @@ impl TraceProbe {
         }
         out
     }
+}
+
+/// `softirq_share` of the threads `tids`: their NET_RX + NET_TX softirq time over their time on
+/// CPU, each thread's the window less its time off CPU (a thread never seen switching was on
+/// the whole window). A softirq is charged to the thread it interrupted, inside that thread's
+/// time on CPU, so the share lies in [0, 1]; None when the threads were never on a CPU.
+fn softirq_share(threads: &HashMap<u32, ThreadTrace>, tids: &[u32], window_ns: u64) -> Option<f64> {
+    let (mut softirq, mut on_cpu) = (0u64, 0u64);
+    for tid in tids {
+        let t = threads.get(tid).cloned().unwrap_or_default();
+        softirq += t.softirq_rx_ns + t.softirq_tx_ns;
+        on_cpu += window_ns.saturating_sub(t.off_cpu_ns);
+    }
+    (on_cpu > 0).then(|| (softirq as f64 / on_cpu as f64).min(1.0))
 }
 
 /// `kernel_copy_bytes_per_byte` for the client, the server and both (`system`): the kernel's
@@ -719,6 +776,8 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             prev_pid: f(8, 4),
             prev_state: f(16, 8),
             next_pid: f(12, 4),
+            wakeup_pid: f(8, 4),
+            wakeup_new_pid: f(8, 4),
         }
     }
 
@@ -761,6 +820,36 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             (50, 1000, 1, 100)
         );
         assert_eq!(tally.all_rx_ns, 50);
+        // 30 woke 10 (sched_wakeup's pid field): the woken thread's, not the waker's.
+        assert_eq!((t10.wakeups, tally.threads.get(&30).map_or(0, |t| t.wakeups)), (1, 0));
+    }
+
+    #[test]
+    fn the_softirq_share_is_the_softirq_time_over_the_time_on_cpu() {
+        let mut threads = HashMap::new();
+        // 10: on CPU 300 of a 400 ns window, 60 of it in NET_RX and 15 in NET_TX softirqs.
+        threads.insert(
+            10,
+            ThreadTrace {
+                softirq_rx_ns: 60,
+                softirq_tx_ns: 15,
+                off_cpu_ns: 100,
+                ..ThreadTrace::default()
+            },
+        );
+        assert_eq!(softirq_share(&threads, &[10], 400), Some(0.25));
+        // 20 was never seen switching: on CPU the whole window, none of it in softirq.
+        assert_eq!(softirq_share(&threads, &[10, 20], 400), Some(75.0 / 700.0));
+        // A role that never ran has no share (not 0, which would say its CPU was all its own).
+        threads.insert(
+            30,
+            ThreadTrace {
+                off_cpu_ns: 400,
+                ..ThreadTrace::default()
+            },
+        );
+        assert_eq!(softirq_share(&threads, &[30], 400), None);
+        assert_eq!(softirq_share(&threads, &[], 400), None);
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub const KERNEL_TX_BYTES: &str = "kernel_tx_bytes";
 pub const KERNEL_COPY_BYTES_PER_BYTE: &str = "kernel_copy_bytes_per_byte";
 pub const SOFTIRQ_NET_RX_S: &str = "softirq_net_rx_s";
 pub const SOFTIRQ_NET_TX_S: &str = "softirq_net_tx_s";
+/// A role's NET_RX + NET_TX softirq time over its threads' time on CPU (both from the probe).
+pub const SOFTIRQ_SHARE: &str = "softirq_share";
 
 /// A figure of one CPU: `softirq_net_rx_s_cpu3` is `softirq_net_rx_s` on CPU 3.
 pub fn per_cpu(name: &str, cpu: u32) -> String {
@@ -281,6 +283,7 @@ pub const ALL: &[&str] = &[
     KERNEL_COPY_BYTES_PER_BYTE,
     SOFTIRQ_NET_RX_S,
     SOFTIRQ_NET_TX_S,
+    SOFTIRQ_SHARE,
     SCHED_SWITCHES_VOLUNTARY,
     SCHED_SWITCHES_INVOLUNTARY,
     SCHED_WAKEUPS,

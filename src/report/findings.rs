@@ -459,6 +459,39 @@ fn receive_copies_sentence(cells: &[&CellSummary]) -> Option<String> {
     Some(text)
 }
 
+/// Issue 35's network against application CPU: the share of each role's time on CPU that the
+/// NET_RX and NET_TX softirqs interrupting its threads took (`softirq_share`, source trace),
+/// its range over the cells, e.g. "Counted at its tracepoints, the network stack's softirqs
+/// took 15-22% of the client threads' time on CPU and 25% of the server threads'". None when
+/// no cell has the figure.
+fn softirq_share_sentence(cells: &[&CellSummary]) -> Option<String> {
+    let range = |role: Role| -> Option<String> {
+        let values: Vec<f64> = cells
+            .iter()
+            .filter_map(|c| c.metric(names::SOFTIRQ_SHARE, role))
+            .flat_map(|m| m.values.iter().map(|v| (v * 100.0).round()))
+            .collect();
+        let lo = values.iter().copied().reduce(f64::min)?;
+        let hi = values.iter().copied().reduce(f64::max)?;
+        Some(if lo == hi {
+            format!("{lo:.0}%")
+        } else {
+            format!("{lo:.0}-{hi:.0}%")
+        })
+    };
+    let parts: Vec<String> = [(Role::Client, "client"), (Role::Server, "server")]
+        .into_iter()
+        .filter_map(|(role, name)| Some(format!("{} of the {name} threads'", range(role)?)))
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Counted at its tracepoints, the network stack's softirqs took {} time on CPU.",
+        parts.join(" and ")
+    ))
+}
+
 /// The sizes a crossover row lists where B is ahead: "1KiB, 4KiB and 16KiB".
 fn sizes_text(sizes: &[u64]) -> String {
     let texts: Vec<String> = sizes.iter().map(|&s| format_bytes(s)).collect();
@@ -777,6 +810,9 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             if let Some(line) = receive_copies_sentence(&stream_cells) {
                 lines.push(line);
             }
+            if let Some(line) = softirq_share_sentence(&stream_cells) {
+                lines.push(line);
+            }
             let others = rows
                 .iter()
                 .filter(|r| !seed_pairs.contains(r) && r.result.inside_range().is_some())
@@ -1092,6 +1128,41 @@ mod tests {
             lines.contains(
                 "Counted at its tracepoints, the kernel copied 1.00 B per payload byte to user space on receive with \
                  copy and scatter, 0.00 B with trunc."
+            ),
+            "{lines}"
+        );
+    }
+
+    /// Issue 35: each role's softirq share, its range over the cells, in one sentence; none
+    /// without the figure.
+    #[test]
+    fn the_softirq_share_of_each_role_is_said() {
+        let cases: Vec<_> = [16384, 65536]
+            .into_iter()
+            .map(|size| (stream_case(CopyMode::TwoCopy, size, 1), reps(10.0, 2)))
+            .collect();
+        let plain = summarize_run(&run_data(cases.clone()));
+        assert!(!findings(&plain, &[], &[]).lines().join("\n").contains("softirqs took"));
+        let mut data = run_data(cases);
+        for cell in &mut data.cells {
+            let small = matches!(&cell.case, Case::NetStream(s) if s.size == 16384);
+            let client = if small { 0.15 } else { 0.22 };
+            for (role, share) in [(Role::Client, client), (Role::Server, 0.25)] {
+                cell.observation.push(Metric::new(
+                    names::SOFTIRQ_SHARE,
+                    role,
+                    share,
+                    "fraction",
+                    Source::Trace,
+                ));
+            }
+        }
+        let cells = summarize_run(&data);
+        let lines = findings(&cells, &stream_crossovers(&cells), &[]).lines().join("\n");
+        assert!(
+            lines.contains(
+                "Counted at its tracepoints, the network stack's softirqs took 15-22% of the client threads' and \
+                 25% of the server threads' time on CPU."
             ),
             "{lines}"
         );
