@@ -201,6 +201,91 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
     Some(format!("{}.{name} = {v:e} is {what}", role.as_str()))
 }
 
+/// The one check of how the values of one observation stand to each other, for values iopath
+/// did not compute here (a peer's, the store's), beside [`impossible_value`] for each alone:
+/// the bounds every case allows, as certain as arithmetic. The quantiles of one latency
+/// histogram (`<what>_p<digits>_<unit>`, p1 < p10 < p50 < p99 < p999 < p9999) never decrease,
+/// and none, nor the mean (`<what>_mean_<unit>`), is above the maximum (`<what>_max_<unit>`):
+/// all are read from the same histogram (measure/histogram.rs), whose quantiles and maximum
+/// are each the highest value of their bucket and whose mean is of bucket midpoints. A
+/// fraction within 0..=1 is [`impossible_value`]'s. The reason names both metrics; None when
+/// every pair stands as it must (a name present twice in a group leaves that group unchecked).
+pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
+    // (role, what, unit) -> [(rank, name, value)]: a quantile's rank is its fraction, the
+    // mean's is None (checked against the maximum only), the maximum's 2.
+    let mut groups: std::collections::HashMap<(Role, &str, &str), Vec<Ranked>> = std::collections::HashMap::new();
+    for metric in metrics {
+        let (role, name) = (metric.role, metric.name.as_str());
+        let Some(v) = metric.value else { continue };
+        if signed(name) {
+            continue;
+        }
+        if let Some((what, rank, unit)) = ranked(name) {
+            groups.entry((role, what, unit)).or_default().push((rank, name, v));
+        }
+    }
+    for ((role, _, _), members) in groups {
+        // A name given twice (two histograms?) leaves the group unchecked: only what is certain.
+        if members
+            .iter()
+            .enumerate()
+            .any(|(i, a)| members[..i].iter().any(|b| b.1 == a.1))
+        {
+            continue;
+        }
+        for &(rank_a, a, va) in &members {
+            for &(rank_b, b, vb) in &members {
+                let must_not_exceed = match (rank_a, rank_b) {
+                    (Some(qa), Some(qb)) => qa < qb,
+                    // The mean is at most the maximum.
+                    (None, Some(qb)) => qb == MAXIMUM_RANK,
+                    _ => false,
+                };
+                if must_not_exceed && va > vb {
+                    let role = role.as_str();
+                    return Some(format!(
+                        "{role}.{a} = {va:e} is above {role}.{b} = {vb:e}, which one histogram never gives"
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// One member of a histogram's group: its rank, name and value.
+type Ranked<'a> = (Option<f64>, &'a str, f64);
+
+/// A maximum's rank among the quantiles: above every one (their fractions are below 1).
+const MAXIMUM_RANK: f64 = 2.0;
+
+/// `<what>_p<digits>_<unit>` as (what, its fraction, unit): p1 is 0.01, p50 0.5, p999 0.999,
+/// p9999 0.9999; `<what>_max_<unit>` as rank MAXIMUM_RANK, `<what>_mean_<unit>` as None.
+fn ranked(name: &str) -> Option<(&str, Option<f64>, &str)> {
+    let (rest, unit) = name.rsplit_once('_')?;
+    let (what, stat) = rest.rsplit_once('_')?;
+    if what.is_empty() || unit.is_empty() {
+        return None;
+    }
+    let rank = match stat {
+        "max" => Some(MAXIMUM_RANK),
+        "mean" => None,
+        _ => {
+            let digits = stat
+                .strip_prefix('p')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))?;
+            let n: f64 = digits.parse().ok()?;
+            // p1..p9 are percent; more digits read as a decimal fraction (p50 0.5, p999 0.999).
+            Some(if digits.len() == 1 {
+                n / 100.0
+            } else {
+                n / 10f64.powi(digits.len() as i32)
+            })
+        }
+    };
+    Some((what, rank, unit))
+}
+
 /// The figures that are a difference of two measurements (remote − local), whose summaries
 /// (`_min`, `_ci95_low`, ...) may fall below zero: the only metrics a negative value can be.
 const SIGNED: [&str; 1] = [names::PENALTY_PER_READ_US];
@@ -229,6 +314,64 @@ mod metric_tests {
             assert_eq!(m.source, Source::Unavailable(NOT_FINITE.into()));
         }
         assert_eq!(Metric::tool("x", Role::System, 2.0, "u").value, Some(2.0));
+    }
+
+    /// Issue 31.4's per-case bounds, new values: quantiles out of order, one above the
+    /// maximum, the mean above the maximum are refused naming both metrics; ordered ones,
+    /// other roles, other histograms and signed figures pass.
+    #[test]
+    fn values_out_of_order_name_both_metrics() {
+        let c = Role::Client;
+        let refused = [
+            vec![(c, "latency_p50_us", 812.0), (c, "latency_p99_us", 640.5)],
+            vec![(c, "latency_p999_us", 7.25e3), (c, "latency_p9999_us", 7.0e3)],
+            vec![(c, "connect_p10_us", 33.0), (c, "connect_max_us", 32.5)],
+            vec![(c, "latency_mean_us", 91.0), (c, "latency_max_us", 90.0)],
+            vec![(c, "latency_p1_us", 4.0), (c, "latency_p25_us", 3.0)],
+        ];
+        let metrics = |values: &[(Role, &str, f64)]| -> Vec<Metric> {
+            values
+                .iter()
+                .map(|(role, name, v)| Metric::tool(name, *role, *v, "us"))
+                .collect()
+        };
+        for values in refused {
+            let why = out_of_order(&metrics(&values)).unwrap_or_else(|| panic!("{values:?} passed"));
+            assert!(why.contains(values[0].1) && why.contains(values[1].1), "{why}");
+            let obs = Observation {
+                metrics: metrics(&values),
+                ..Default::default()
+            };
+            assert_eq!(obs.out_of_order(), Some(why));
+            // Unavailable, a value is not compared.
+            let mut partly = metrics(&values);
+            partly[0] = Metric::unavailable(values[0].1, values[0].0, "us", "none");
+            assert_eq!(out_of_order(&partly), None);
+        }
+        let passed = [
+            vec![
+                (c, "latency_p50_us", 10.0),
+                (c, "latency_p90_us", 10.0),
+                (c, "latency_p999_us", 55.0),
+                (c, "latency_max_us", 55.0),
+                (c, "latency_mean_us", 12.0),
+            ],
+            // Other roles, other figures: no order between them.
+            vec![(c, "latency_p99_us", 5.0), (Role::Server, "latency_p50_us", 9.0)],
+            vec![(c, "close_p99_us", 5.0), (c, "connect_p50_us", 9.0)],
+            vec![(c, "latency_p99_us", 5.0), (c, "latency_p50_ns", 9.0)],
+            // The mean may be above a quantile.
+            vec![(c, "latency_mean_us", 70.0), (c, "latency_p50_us", 9.0)],
+            // Not quantiles.
+            vec![
+                (c, "latency_ns_mean", 70.0),
+                (c, "runqueue_wait_max_pct", 9.0),
+                (c, "gso_max_size", 1.0),
+            ],
+        ];
+        for values in passed {
+            assert_eq!(out_of_order(&metrics(&values)), None, "{values:?}");
+        }
     }
 
     #[test]
@@ -358,6 +501,11 @@ impl Observation {
         if !self.warnings.contains(&warning) {
             self.warnings.push(warning);
         }
+    }
+
+    /// [`out_of_order`] of this observation's values.
+    pub fn out_of_order(&self) -> Option<String> {
+        out_of_order(&self.metrics)
     }
 
     /// Whether any warning is of this kind.

@@ -109,6 +109,11 @@ pub fn run_on_agent_with(
                 // An agent's figures pass the one range check of a peer's values.
                 let peer = format!("agent {agent}");
                 observation.metrics = observation.metrics.iter().map(|m| m.from_peer(&peer)).collect();
+                // And how they stand to each other: out of order, no figure of the cell can be
+                // trusted, so the cell fails naming the metrics.
+                if let Some(why) = observation.out_of_order() {
+                    bail!("{peer} sent values no measurement gives: {why}");
+                }
                 return Ok(AgentRun {
                     observation,
                     source: result.source,
