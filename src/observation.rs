@@ -325,7 +325,7 @@ mod metric_tests {
         let refused = [
             vec![(c, "latency_p50_us", 812.0), (c, "latency_p99_us", 640.5)],
             vec![(c, "latency_p999_us", 7.25e3), (c, "latency_p9999_us", 7.0e3)],
-            vec![(c, "connect_p10_us", 33.0), (c, "connect_max_us", 32.5)],
+            vec![(c, "queue_p10_us", 33.0), (c, "queue_max_us", 32.5)],
             vec![(c, "latency_mean_us", 91.0), (c, "latency_max_us", 90.0)],
             vec![(c, "latency_p1_us", 4.0), (c, "latency_p25_us", 3.0)],
         ];
@@ -359,7 +359,7 @@ mod metric_tests {
             // Other roles, other figures: no order between them.
             vec![(c, "latency_p99_us", 5.0), (Role::Server, "latency_p50_us", 9.0)],
             vec![(c, "close_p99_us", 5.0), (c, "connect_p50_us", 9.0)],
-            vec![(c, "latency_p99_us", 5.0), (c, "latency_p50_ns", 9.0)],
+            vec![(c, "latency_p99_us", 5.0), (c, "drain_p50_ns", 9.0)],
             // The mean may be above a quantile.
             vec![(c, "latency_mean_us", 70.0), (c, "latency_p50_us", 9.0)],
             // Not quantiles.
