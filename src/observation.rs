@@ -207,8 +207,10 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
 /// histogram (`<what>_p<digits>_<unit>`, p1 < p10 < p50 < p99 < p999 < p9999) never decrease,
 /// and none, nor the mean (`<what>_mean_<unit>`), is above the maximum (`<what>_max_<unit>`):
 /// all are read from the same histogram (measure/histogram.rs), whose quantiles and maximum
-/// are each the highest value of their bucket and whose mean is of bucket midpoints. A
-/// fraction within 0..=1 is [`impossible_value`]'s. The reason names both metrics; None when
+/// are each the highest value of their bucket and whose mean is of bucket midpoints; and in
+/// microseconds (`_us`) none is above the longest latency a histogram holds
+/// (`measure::histogram::MOST_US`, just over 100 s). A fraction within 0..=1 is
+/// [`impossible_value`]'s. The reason names both metrics; None when
 /// every pair stands as it must (a name present twice in a group leaves that group unchecked).
 pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
     // (role, what, unit) -> [(rank, name, value)]: a quantile's rank is its fraction, the
@@ -221,6 +223,13 @@ pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
             continue;
         }
         if let Some((what, rank, unit)) = ranked(name) {
+            if unit == "us" && v > crate::measure::histogram::MOST_US {
+                return Some(format!(
+                    "{}.{name} = {v:e} is above the longest latency a histogram holds ({:e} us)",
+                    role.as_str(),
+                    crate::measure::histogram::MOST_US
+                ));
+            }
             groups.entry((role, what, unit)).or_default().push((rank, name, v));
         }
     }
@@ -328,6 +337,8 @@ mod metric_tests {
             vec![(c, "queue_p10_us", 33.0), (c, "queue_max_us", 32.5)],
             vec![(c, "latency_mean_us", 91.0), (c, "latency_max_us", 90.0)],
             vec![(c, "latency_p1_us", 4.0), (c, "latency_p25_us", 3.0)],
+            // Above what a histogram holds (100 s), alone or in order.
+            vec![(c, "exchange_p99_us", 1.2e8), (c, "exchange_max_us", 1.3e8)],
         ];
         let metrics = |values: &[(Role, &str, f64)]| -> Vec<Metric> {
             values
@@ -337,16 +348,24 @@ mod metric_tests {
         };
         for values in refused {
             let why = out_of_order(&metrics(&values)).unwrap_or_else(|| panic!("{values:?} passed"));
-            assert!(why.contains(values[0].1) && why.contains(values[1].1), "{why}");
+            assert!(why.contains(values[0].1), "{why}");
+            assert!(why.contains(values[1].1) || why.contains("longest latency"), "{why}");
             let obs = Observation {
                 metrics: metrics(&values),
                 ..Default::default()
             };
-            assert_eq!(obs.out_of_order(), Some(why));
+            assert_eq!(obs.out_of_order().as_ref(), Some(&why));
             // Unavailable, a value is not compared.
             let mut partly = metrics(&values);
-            partly[0] = Metric::unavailable(values[0].1, values[0].0, "us", "none");
-            assert_eq!(out_of_order(&partly), None);
+            for m in &mut partly {
+                *m = Metric::unavailable(&m.name, m.role, "us", "none");
+            }
+            partly[1] = metrics(&values)[1].clone();
+            assert_eq!(
+                out_of_order(&partly).is_some(),
+                why.contains("longest latency"),
+                "{partly:?}"
+            );
         }
         let passed = [
             vec![
@@ -362,6 +381,12 @@ mod metric_tests {
             vec![(c, "latency_p99_us", 5.0), (c, "drain_p50_ns", 9.0)],
             // The mean may be above a quantile.
             vec![(c, "latency_mean_us", 70.0), (c, "latency_p50_us", 9.0)],
+            // 99 s: within what a histogram holds; a bound of another unit is not this one's.
+            vec![
+                (c, "latency_p999_us", 9.9e7),
+                (c, "latency_max_us", 9.9e7),
+                (c, "send_lag_p50_ms", 4e8),
+            ],
             // Not quantiles.
             vec![
                 (c, "latency_ns_mean", 70.0),
