@@ -18,6 +18,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// With the per-address cap, the iterative model's turn while a client waits in its backlog:
+/// short, since every connection queued ahead of a newcomer may take a whole one.
+pub const TURN: Duration = Duration::from_millis(250);
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub model: Model,
@@ -76,8 +80,8 @@ impl ServerCtx {
     /// iterative model's backlog, whose clients are not admitted until this one is done; asked
     /// only when it matters) a connection gives its turn up as admission would give its place
     /// up (admission.rs): a frame too slow to arrive within the frame timeout, or quiet for
-    /// FULL_IDLE; and, with the per-address cap, quiet between requests after a turn of
-    /// FULL_IDLE (one address cannot keep the one turn from another by asking without pause).
+    /// FULL_IDLE; and, with the per-address cap, quiet between requests after a turn of TURN
+    /// (one address cannot keep the one turn from another by asking without pause).
     /// A frame arriving steadily keeps its turn, pauses and all.
     pub fn expired(&self, session: &Session, now: Instant, others_waiting: &dyn Fn() -> bool) -> bool {
         let stats = &self.handler.stats;
@@ -96,7 +100,7 @@ impl ServerCtx {
         let progress = session.standing();
         let quiet = progress.quiet();
         let slow_frame = progress.stalled_for(now, self.config.frame_timeout).is_some();
-        let turn_over = self.config.per_address && session.turn_for(now) >= FULL_IDLE;
+        let turn_over = self.config.per_address && session.turn_for(now) >= TURN;
         if (quiet && (idle >= FULL_IDLE || turn_over) || slow_frame) && others_waiting() {
             ServerStats::bump(&stats.evicted, 1);
             return true;
