@@ -222,14 +222,10 @@ pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
         if signed(name) {
             continue;
         }
+        if let Some(why) = beyond_histogram(role, name, v) {
+            return Some(why);
+        }
         if let Some((what, rank, unit)) = ranked(name) {
-            if unit == "us" && v > crate::measure::histogram::MOST_US {
-                return Some(format!(
-                    "{}.{name} = {v:e} is above the longest latency a histogram holds ({:e} us)",
-                    role.as_str(),
-                    crate::measure::histogram::MOST_US
-                ));
-            }
             groups.entry((role, what, unit)).or_default().push((rank, name, v));
         }
     }
@@ -264,6 +260,21 @@ pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
 
 /// One member of a histogram's group: its rank, name and value.
 type Ranked<'a> = (Option<f64>, &'a str, f64);
+
+/// Why `v` cannot be the latency quantile, mean or maximum `role.name` (`<what>_p<digits>_us`,
+/// `_mean_us`, `_max_us`): above the longest latency a histogram holds
+/// (`measure::histogram::MOST_US`). None for any other name or a value within it. Part of
+/// [`out_of_order`], and applied alone where values are read one at a time (the matrix's).
+pub fn beyond_histogram(role: Role, name: &str, v: f64) -> Option<String> {
+    let most = crate::measure::histogram::MOST_US;
+    let (_, _, unit) = ranked(name)?;
+    (unit == "us" && v > most).then(|| {
+        format!(
+            "{}.{name} = {v:e} is above the longest latency a histogram holds ({most:e} us)",
+            role.as_str()
+        )
+    })
+}
 
 /// A maximum's rank among the quantiles: above every one (their fractions are below 1).
 const MAXIMUM_RANK: f64 = 2.0;
