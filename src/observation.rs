@@ -201,6 +201,111 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
     Some(format!("{}.{name} = {v:e} is {what}", role.as_str()))
 }
 
+/// The one check of how the values of one observation stand to each other, for values iopath
+/// did not compute here (a peer's, the store's), beside [`impossible_value`] for each alone:
+/// the bounds every case allows, as certain as arithmetic. The quantiles of one latency
+/// histogram (`<what>_p<digits>_<unit>`, p1 < p10 < p50 < p99 < p999 < p9999) never decrease,
+/// and none, nor the mean (`<what>_mean_<unit>`), is above the maximum (`<what>_max_<unit>`):
+/// all are read from the same histogram (measure/histogram.rs), whose quantiles and maximum
+/// are each the highest value of their bucket and whose mean is of bucket midpoints; and in
+/// microseconds (`_us`) none is above the longest latency a histogram holds
+/// (`measure::histogram::MOST_US`, just over 100 s). A fraction within 0..=1 is
+/// [`impossible_value`]'s. The reason names both metrics; None when
+/// every pair stands as it must (a name present twice in a group leaves that group unchecked).
+pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
+    // (role, what, unit) -> [(rank, name, value)]: a quantile's rank is its fraction, the
+    // mean's is None (checked against the maximum only), the maximum's 2.
+    let mut groups: std::collections::HashMap<(Role, &str, &str), Vec<Ranked>> = std::collections::HashMap::new();
+    for metric in metrics {
+        let (role, name) = (metric.role, metric.name.as_str());
+        let Some(v) = metric.value else { continue };
+        if signed(name) {
+            continue;
+        }
+        if let Some(why) = beyond_histogram(role, name, v) {
+            return Some(why);
+        }
+        if let Some((what, rank, unit)) = ranked(name) {
+            groups.entry((role, what, unit)).or_default().push((rank, name, v));
+        }
+    }
+    for ((role, _, _), members) in groups {
+        // A name given twice (two histograms?) leaves the group unchecked: only what is certain.
+        if members
+            .iter()
+            .enumerate()
+            .any(|(i, a)| members[..i].iter().any(|b| b.1 == a.1))
+        {
+            continue;
+        }
+        for &(rank_a, a, va) in &members {
+            for &(rank_b, b, vb) in &members {
+                let must_not_exceed = match (rank_a, rank_b) {
+                    (Some(qa), Some(qb)) => qa < qb,
+                    // The mean is at most the maximum.
+                    (None, Some(qb)) => qb == MAXIMUM_RANK,
+                    _ => false,
+                };
+                if must_not_exceed && va > vb {
+                    let role = role.as_str();
+                    return Some(format!(
+                        "{role}.{a} = {va:e} is above {role}.{b} = {vb:e}, which one histogram never gives"
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// One member of a histogram's group: its rank, name and value.
+type Ranked<'a> = (Option<f64>, &'a str, f64);
+
+/// Why `v` cannot be the latency quantile, mean or maximum `role.name` (`<what>_p<digits>_us`,
+/// `_mean_us`, `_max_us`): above the longest latency a histogram holds
+/// (`measure::histogram::MOST_US`). None for any other name or a value within it. Part of
+/// [`out_of_order`], and applied alone where values are read one at a time (the matrix's).
+pub fn beyond_histogram(role: Role, name: &str, v: f64) -> Option<String> {
+    let most = crate::measure::histogram::MOST_US;
+    let (_, _, unit) = ranked(name)?;
+    (unit == "us" && v > most).then(|| {
+        format!(
+            "{}.{name} = {v:e} is above the longest latency a histogram holds ({most:e} us)",
+            role.as_str()
+        )
+    })
+}
+
+/// A maximum's rank among the quantiles: above every one (their fractions are below 1).
+const MAXIMUM_RANK: f64 = 2.0;
+
+/// `<what>_p<digits>_<unit>` as (what, its fraction, unit): p1 is 0.01, p50 0.5, p999 0.999,
+/// p9999 0.9999; `<what>_max_<unit>` as rank MAXIMUM_RANK, `<what>_mean_<unit>` as None.
+fn ranked(name: &str) -> Option<(&str, Option<f64>, &str)> {
+    let (rest, unit) = name.rsplit_once('_')?;
+    let (what, stat) = rest.rsplit_once('_')?;
+    if what.is_empty() || unit.is_empty() {
+        return None;
+    }
+    let rank = match stat {
+        "max" => Some(MAXIMUM_RANK),
+        "mean" => None,
+        _ => {
+            let digits = stat
+                .strip_prefix('p')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))?;
+            let n: f64 = digits.parse().ok()?;
+            // p1..p9 are percent; more digits read as a decimal fraction (p50 0.5, p999 0.999).
+            Some(if digits.len() == 1 {
+                n / 100.0
+            } else {
+                n / 10f64.powi(digits.len() as i32)
+            })
+        }
+    };
+    Some((what, rank, unit))
+}
+
 /// The figures that are a difference of two measurements (remote − local), whose summaries
 /// (`_min`, `_ci95_low`, ...) may fall below zero: the only metrics a negative value can be.
 const SIGNED: [&str; 1] = [names::PENALTY_PER_READ_US];
@@ -229,6 +334,80 @@ mod metric_tests {
             assert_eq!(m.source, Source::Unavailable(NOT_FINITE.into()));
         }
         assert_eq!(Metric::tool("x", Role::System, 2.0, "u").value, Some(2.0));
+    }
+
+    /// Issue 31.4's per-case bounds, new values: quantiles out of order, one above the
+    /// maximum, the mean above the maximum are refused naming both metrics; ordered ones,
+    /// other roles, other histograms and signed figures pass.
+    #[test]
+    fn values_out_of_order_name_both_metrics() {
+        let c = Role::Client;
+        let refused = [
+            vec![(c, "latency_p50_us", 812.0), (c, "latency_p99_us", 640.5)],
+            vec![(c, "latency_p999_us", 7.25e3), (c, "latency_p9999_us", 7.0e3)],
+            vec![(c, "queue_p10_us", 33.0), (c, "queue_max_us", 32.5)],
+            vec![(c, "latency_mean_us", 91.0), (c, "latency_max_us", 90.0)],
+            vec![(c, "latency_p1_us", 4.0), (c, "latency_p25_us", 3.0)],
+            // Above what a histogram holds (100 s), alone or in order.
+            vec![(c, "exchange_p99_us", 1.2e8), (c, "exchange_max_us", 1.3e8)],
+        ];
+        let metrics = |values: &[(Role, &str, f64)]| -> Vec<Metric> {
+            values
+                .iter()
+                .map(|(role, name, v)| Metric::tool(name, *role, *v, "us"))
+                .collect()
+        };
+        for values in refused {
+            let why = out_of_order(&metrics(&values)).unwrap_or_else(|| panic!("{values:?} passed"));
+            assert!(why.contains(values[0].1), "{why}");
+            assert!(why.contains(values[1].1) || why.contains("longest latency"), "{why}");
+            let obs = Observation {
+                metrics: metrics(&values),
+                ..Default::default()
+            };
+            assert_eq!(obs.out_of_order().as_ref(), Some(&why));
+            // Unavailable, a value is not compared.
+            let mut partly = metrics(&values);
+            for m in &mut partly {
+                *m = Metric::unavailable(&m.name, m.role, "us", "none");
+            }
+            partly[1] = metrics(&values)[1].clone();
+            assert_eq!(
+                out_of_order(&partly).is_some(),
+                why.contains("longest latency"),
+                "{partly:?}"
+            );
+        }
+        let passed = [
+            vec![
+                (c, "latency_p50_us", 10.0),
+                (c, "latency_p90_us", 10.0),
+                (c, "latency_p999_us", 55.0),
+                (c, "latency_max_us", 55.0),
+                (c, "latency_mean_us", 12.0),
+            ],
+            // Other roles, other figures: no order between them.
+            vec![(c, "latency_p99_us", 5.0), (Role::Server, "latency_p50_us", 9.0)],
+            vec![(c, "close_p99_us", 5.0), (c, "connect_p50_us", 9.0)],
+            vec![(c, "latency_p99_us", 5.0), (c, "drain_p50_ns", 9.0)],
+            // The mean may be above a quantile.
+            vec![(c, "latency_mean_us", 70.0), (c, "latency_p50_us", 9.0)],
+            // 99 s: within what a histogram holds; a bound of another unit is not this one's.
+            vec![
+                (c, "latency_p999_us", 9.9e7),
+                (c, "latency_max_us", 9.9e7),
+                (c, "send_lag_p50_ms", 4e8),
+            ],
+            // Not quantiles.
+            vec![
+                (c, "latency_ns_mean", 70.0),
+                (c, "runqueue_wait_max_pct", 9.0),
+                (c, "gso_max_size", 1.0),
+            ],
+        ];
+        for values in passed {
+            assert_eq!(out_of_order(&metrics(&values)), None, "{values:?}");
+        }
     }
 
     #[test]
@@ -358,6 +537,11 @@ impl Observation {
         if !self.warnings.contains(&warning) {
             self.warnings.push(warning);
         }
+    }
+
+    /// [`out_of_order`] of this observation's values.
+    pub fn out_of_order(&self) -> Option<String> {
+        out_of_order(&self.metrics)
     }
 
     /// Whether any warning is of this kind.

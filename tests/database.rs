@@ -1088,3 +1088,63 @@ fn stored_values_out_of_range_or_of_the_wrong_type_are_damaged() {
     let out = iopath().arg("export").arg("--db").arg(&db).output().unwrap();
     assert_refused(&out, "damaged", "a fraction of 1.5");
 }
+
+/// Issue 31.4's bounds between stored values, new values: one observation whose p75 is above
+/// its p99.99, or whose mean is above its maximum, is "damaged", exit 2, naming both metrics,
+/// in every reader, and so is a latency above what a histogram holds; in order and within it,
+/// the same values read.
+#[test]
+fn stored_values_out_of_order_are_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.db");
+    assert!(fake_sweep(&clean).status.success());
+    let html = dir.path().join("r.html");
+    // The fake's observations have one value each: the last one's becomes `a`, and `b` is
+    // added beside it.
+    let cases = [
+        ("latency_p75_us", 2048.5, "latency_p9999_us", 1999.0, true),
+        ("latency_mean_us", 61.0, "latency_max_us", 60.75, true),
+        // In order, but above the 100 s a latency histogram holds.
+        ("connect_p50_us", 1.5e8, "connect_max_us", 1.6e8, true),
+        ("latency_p75_us", 1999.0, "latency_p9999_us", 2048.5, false),
+    ];
+    for (i, (a, va, b, vb, damaged)) in cases.into_iter().enumerate() {
+        let db = dir.path().join(format!("order{i}.db"));
+        std::fs::copy(&clean, &db).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let last = "(SELECT max(observation_id) FROM metrics)";
+        let changed = conn
+            .execute(
+                &format!("UPDATE metrics SET name = ?1, value = ?2, role = 'client' WHERE observation_id = {last}"),
+                rusqlite::params![a, va],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "the last observation has one value");
+        conn.execute(
+            &format!(
+                "INSERT INTO metrics (observation_id, role, name, value, unit, source) \
+                 SELECT observation_id, role, ?1, ?2, unit, source FROM metrics WHERE observation_id = {last}"
+            ),
+            rusqlite::params![b, vb],
+        )
+        .unwrap();
+        drop(conn);
+        for args in [
+            vec!["export"],
+            vec!["export", "--format", "json"],
+            vec!["report", "1", "-o", html.to_str().unwrap()],
+        ] {
+            let out = iopath().args(&args).arg("--db").arg(&db).output().unwrap();
+            if damaged {
+                assert_refused(&out, "damaged", &format!("{args:?} with {a} {va} and {b} {vb}"));
+                let err = stderr(&out);
+                assert!(
+                    err.contains(a) && (err.contains(b) || err.contains("longest latency")),
+                    "{err}"
+                );
+            } else {
+                assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+            }
+        }
+    }
+}

@@ -350,7 +350,8 @@ fn a_stored_identity_that_is_not_the_contents_is_damaged_not_obeyed() {
 fn a_damaged_input_is_named_and_leaves_no_empty_output() {
     let t = two_databases();
     let bytes = std::fs::read(&t.b).unwrap();
-    // Pages overwritten past the first; a value of the wrong type; a value out of range.
+    // Pages overwritten past the first; a value of the wrong type; a value out of range;
+    // values out of order.
     let overwritten = t.out.with_file_name("overwritten.db");
     let mut damaged = bytes.clone();
     for (i, b) in damaged[4096..].iter_mut().enumerate() {
@@ -369,6 +370,20 @@ fn a_damaged_input_is_named_and_leaves_no_empty_output() {
             .unwrap();
         inputs.push(path);
     }
+    // Values out of order (issue 31.4's bounds between values): one observation's p99 below
+    // its p75.
+    let order = t.out.with_file_name("order.db");
+    std::fs::write(&order, &bytes).unwrap();
+    rusqlite::Connection::open(&order)
+        .unwrap()
+        .execute_batch(
+            "UPDATE metrics SET name = 'latency_p99_us', value = 310.5, role = 'client' \
+             WHERE rowid = (SELECT max(rowid) FROM metrics);
+             INSERT INTO metrics (observation_id, role, name, value, unit, source) SELECT observation_id, role, \
+             'latency_p75_us', 404.0, unit, source FROM metrics WHERE rowid = (SELECT max(rowid) FROM metrics)",
+        )
+        .unwrap();
+    inputs.push(order);
     for input in &inputs {
         let fresh = t.out.with_file_name("fresh.db");
         let out = run(&["merge", s(&fresh), s(input)]);

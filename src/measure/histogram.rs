@@ -9,6 +9,12 @@ pub struct LatencyHistogram {
 
 const HIGHEST_NS: u64 = 100_000_000_000;
 
+/// The largest latency any reading of a histogram gives, in microseconds: the highest
+/// recordable (100 s; longer ones are clamped to it) up to the top of its bucket, which with 3
+/// significant digits is less than 1/1024 above it. A peer's or stored quantile, mean or
+/// maximum above it was not read from one (`observation::out_of_order`).
+pub const MOST_US: f64 = HIGHEST_NS as f64 * (1.0 + 1.0 / 1024.0) / 1e3;
+
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
         LatencyHistogram {
@@ -54,6 +60,20 @@ impl Default for LatencyHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Clamped and read at the top of its bucket, the longest latency is still within MOST_US.
+    #[test]
+    fn no_reading_is_above_most_us() {
+        let mut h = LatencyHistogram::new();
+        for ns in [u64::MAX, HIGHEST_NS, HIGHEST_NS - 1, 3] {
+            h.record_ns(ns);
+        }
+        for v in [h.quantile_us(1.0), h.quantile_us(0.9999), h.max_us(), h.mean_us()] {
+            let v = v.unwrap();
+            assert!(v <= MOST_US, "{v} > {MOST_US}");
+        }
+        assert!(h.max_us().unwrap() >= HIGHEST_NS as f64 / 1e3);
+    }
 
     #[test]
     fn quantiles_of_a_known_spread() {

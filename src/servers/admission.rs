@@ -16,13 +16,22 @@
 //!    request completed earlier earns no protection: what counts is the frame arriving now.
 //! 2. while newcomers are being turned away (one was refused in the last `TURNING_AWAY`), a
 //!    quiet peer (no partial frame, no reply owed) idle for `FULL_IDLE`; the longest idle first.
+//! 3. the per-address cap (with `per_address`, as `procs serve` runs): a peer of the address
+//!    holding the most places, when that is at least two more than the newcomer's address
+//!    holds (`over_share`) — so one address, however well its connections behave, never keeps
+//!    every place from another, and a place moved this way never moves back (the two counts
+//!    only come closer). Of that address: its stalled frames first (as 1), then its quiet
+//!    peers (longest idle first, however short), then its partial frames (least advanced
+//!    first); never one with a reply owed and no partial frame, in the middle of being answered.
 //!
-//! A frame arriving fast enough to be whole within `--frame-timeout` never gives way, however
-//! old, nor a peer that has a reply owed and no partial frame (it is the server's turn), nor a
-//! newcomer that has not sent its first byte yet (before FULL_IDLE).
+//! Apart from rule 3, a frame arriving fast enough to be whole within `--frame-timeout` never
+//! gives way, however old, nor a newcomer that has not sent its first byte yet (before
+//! FULL_IDLE); no rule takes a peer with a reply owed and no partial frame (it is the
+//! server's turn).
 
 use crate::sys::multiplex;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,7 +80,12 @@ impl Standing {
 
     fn quiet_idle(&self, now: Instant) -> Option<Duration> {
         let idle = now.saturating_duration_since(self.last_active);
-        (self.frame_started.is_none() && !self.owes && idle >= FULL_IDLE).then_some(idle)
+        (self.quiet() && idle >= FULL_IDLE).then_some(idle)
+    }
+
+    /// Nothing owed either way: no partial frame, no reply unsent.
+    pub fn quiet(&self) -> bool {
+        self.frame_started.is_none() && !self.owes
     }
 }
 
@@ -85,6 +99,8 @@ pub fn too_slow(got: usize, needs: usize, age: Duration, limit: Duration) -> boo
 /// One admitted connection as admission sees it.
 pub struct Gauge {
     fd: RawFd,
+    /// The peer's address (None: unknown, or the per-address cap is off).
+    peer: Option<IpAddr>,
     state: AtomicU8,
     progress: Mutex<Standing>,
 }
@@ -104,6 +120,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Admission {
     max_conns: usize,
     frame_timeout: Duration,
+    /// Rule 3, the per-address cap, applies.
+    per_address: bool,
     started: Instant,
     active: AtomicUsize,
     held: Mutex<HashMap<u64, Arc<Gauge>>>,
@@ -123,10 +141,12 @@ pub enum Entry {
 }
 
 impl Admission {
-    pub fn new(max_conns: usize, frame_timeout: Duration) -> Admission {
+    /// `per_address`: one address may not keep every place from another (rule 3).
+    pub fn new(max_conns: usize, frame_timeout: Duration, per_address: bool) -> Admission {
         Admission {
             max_conns,
             frame_timeout,
+            per_address,
             started: Instant::now(),
             active: AtomicUsize::new(0),
             held: Mutex::new(HashMap::new()),
@@ -139,16 +159,20 @@ impl Admission {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// A place for the connection on `fd`: a free one, or one a peer gives way (its socket is
-    /// shut down here; its model closes it). `Full` when neither.
-    pub fn enter(self: &Arc<Self>, fd: RawFd) -> Entry {
+    /// A place for the connection on `fd` from `peer`: a free one, or one a peer gives way
+    /// (its socket is shut down here; its model closes it). `Full` when neither.
+    pub fn enter(self: &Arc<Self>, fd: RawFd, peer: Option<IpAddr>) -> Entry {
         let now = Instant::now();
         let mut held = lock(&self.held);
         if self.active.fetch_add(1, Ordering::SeqCst) < self.max_conns {
-            return Entry::Free(self.register(&mut held, fd, now));
+            return Entry::Free(self.register(&mut held, fd, peer, now));
         }
         self.active.fetch_sub(1, Ordering::SeqCst);
-        for victim in self.givers_way(&held, now) {
+        let mut victims = self.givers_way(&held, now);
+        if self.per_address {
+            victims.extend(self.over_share(&held, peer, now));
+        }
+        for victim in victims {
             // A peer closing by itself at this moment keeps its own place (and frees it).
             if victim
                 .state
@@ -158,7 +182,7 @@ impl Admission {
                 // The fd is still open: its Slot, dropped before its socket closes in every
                 // model, must take the registry's lock (held here) to leave it.
                 multiplex::shutdown_both(victim.fd);
-                return Entry::InPlaceOf(self.register(&mut held, fd, now));
+                return Entry::InPlaceOf(self.register(&mut held, fd, peer, now));
             }
         }
         drop(held);
@@ -167,10 +191,17 @@ impl Admission {
         Entry::Full
     }
 
-    fn register(self: &Arc<Self>, held: &mut HashMap<u64, Arc<Gauge>>, fd: RawFd, now: Instant) -> Slot {
+    fn register(
+        self: &Arc<Self>,
+        held: &mut HashMap<u64, Arc<Gauge>>,
+        fd: RawFd,
+        peer: Option<IpAddr>,
+        now: Instant,
+    ) -> Slot {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let gauge = Arc::new(Gauge {
             fd,
+            peer: if self.per_address { peer } else { None },
             state: AtomicU8::new(HELD),
             progress: Mutex::new(Standing::new(now)),
         });
@@ -210,6 +241,54 @@ impl Admission {
             .map(|(_, _, g)| g)
             .chain(idle.into_iter().map(|(_, g)| g))
             .collect()
+    }
+
+    /// Rule 3: the peers of the address holding the most places, when it holds at least two
+    /// more than `newcomer`'s address, in the order they give way (stalled frames slowest
+    /// first, quiet peers longest idle first, partial frames least advanced first); never one
+    /// with a reply owed and no partial frame. Empty when no address is over its share.
+    fn over_share(&self, held: &HashMap<u64, Arc<Gauge>>, newcomer: Option<IpAddr>, now: Instant) -> Vec<Arc<Gauge>> {
+        let mut places: HashMap<Option<IpAddr>, usize> = HashMap::new();
+        for gauge in held.values().filter(|g| g.state.load(Ordering::SeqCst) == HELD) {
+            *places.entry(gauge.peer).or_default() += 1;
+        }
+        let own = places.get(&newcomer).copied().unwrap_or(0);
+        let Some((fullest, most)) = places
+            .into_iter()
+            .filter(|(address, _)| *address != newcomer)
+            .max_by_key(|(_, count)| *count)
+        else {
+            return Vec::new();
+        };
+        if most < own + 2 {
+            return Vec::new();
+        }
+        // (rank, then within it: a key that sorts the one to go first lowest).
+        let mut ranked: Vec<((u8, u128, u128), Arc<Gauge>)> = Vec::new();
+        for gauge in held.values() {
+            if gauge.peer != fullest || gauge.state.load(Ordering::SeqCst) != HELD {
+                continue;
+            }
+            let p = *lock(&gauge.progress);
+            let key = if let Some(age) = p.stalled_for(now, self.frame_timeout) {
+                // Bytes per second, scaled so that whole numbers compare (age at least 1 ns).
+                let rate = (p.frame_bytes as u128) * 1_000_000_000_000 / age.as_nanos().max(1);
+                (0, rate, u128::MAX - age.as_nanos())
+            } else if p.quiet() {
+                let idle = now.saturating_duration_since(p.last_active).as_nanos();
+                (1, u128::MAX - idle, 0)
+            } else if let Some(started) = p.frame_started {
+                // The share of the frame received, in millionths; then the oldest.
+                let share = (p.frame_bytes as u128) * 1_000_000 / (p.frame_needs as u128).max(1);
+                (2, share, u128::MAX - now.saturating_duration_since(started).as_nanos())
+            } else {
+                // A reply owed and nothing arriving: in the middle of being answered.
+                continue;
+            };
+            ranked.push((key, gauge.clone()));
+        }
+        ranked.sort_by_key(|(key, _)| *key);
+        ranked.into_iter().map(|(_, g)| g).collect()
     }
 
     /// A newcomer was refused lately.
@@ -279,13 +358,13 @@ mod tests {
     #[test]
     fn a_newcomer_takes_the_slowest_partial_frame_and_never_a_steady_one() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let admission = Arc::new(Admission::new(2, Duration::from_secs(5)));
+        let admission = Arc::new(Admission::new(2, Duration::from_secs(5), false));
         let (_c1, s1) = pair(&listener);
         let (mut c2, s2) = pair(&listener);
-        let Entry::Free(steady) = admission.enter(s1.as_raw_fd()) else {
+        let Entry::Free(steady) = admission.enter(s1.as_raw_fd(), None) else {
             panic!("a free place")
         };
-        let Entry::Free(trickler) = admission.enter(s2.as_raw_fd()) else {
+        let Entry::Free(trickler) = admission.enter(s2.as_raw_fd(), None) else {
             panic!("a free place")
         };
         let now = Instant::now();
@@ -303,7 +382,7 @@ mod tests {
             ..Standing::new(now)
         });
         let (_c3, s3) = pair(&listener);
-        let Entry::InPlaceOf(newcomer) = admission.enter(s3.as_raw_fd()) else {
+        let Entry::InPlaceOf(newcomer) = admission.enter(s3.as_raw_fd(), None) else {
             panic!("the trickler gives way")
         };
         // The trickler's socket was shut down: its peer reads the close.
@@ -316,10 +395,93 @@ mod tests {
         assert_eq!(admission.active(), 2);
         // The steady frame never gives way, nor the newcomer, which has sent nothing yet.
         let (_c4, s4) = pair(&listener);
-        assert!(matches!(admission.enter(s4.as_raw_fd()), Entry::Full));
+        assert!(matches!(admission.enter(s4.as_raw_fd(), None), Entry::Full));
         drop(newcomer);
         assert_eq!(admission.active(), 1);
         drop(steady);
         assert_eq!(admission.active(), 0);
+    }
+
+    /// Rule 3 with new values: four places all held by 127.0.9.9, each behaving (one owed a
+    /// reply, one frame arriving steadily, two quiet under FULL_IDLE): newcomers from other
+    /// addresses take that address's places — the longest idle first, then the other quiet
+    /// one, then the partial frame — until it holds no more than one more than theirs, and
+    /// never the one being answered. Without the cap the first newcomer is refused.
+    #[test]
+    fn one_address_never_keeps_every_place_from_another() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ip = |last: u8| Some(IpAddr::from([127, 0, 9, last]));
+        let hog = ip(9);
+        for per_address in [false, true] {
+            let admission = Arc::new(Admission::new(4, Duration::from_secs(30), per_address));
+            let now = Instant::now();
+            let standings = [
+                // Answered now: a reply owed, nothing arriving.
+                Standing {
+                    owes: true,
+                    ..Standing::new(now)
+                },
+                // 700 of 1,000 bytes in 100 ms: steady.
+                Standing {
+                    frame_started: Some(now - Duration::from_millis(100)),
+                    frame_bytes: 700,
+                    frame_needs: 1000,
+                    ..Standing::new(now)
+                },
+                // Quiet, active 10 ms ago.
+                Standing::new(now - Duration::from_millis(10)),
+                // Quiet, active 600 ms ago (under FULL_IDLE).
+                Standing::new(now - Duration::from_millis(600)),
+            ];
+            let mut hogs = Vec::new();
+            for standing in standings {
+                let (client, server) = pair(&listener);
+                let Entry::Free(slot) = admission.enter(server.as_raw_fd(), hog) else {
+                    panic!("a free place")
+                };
+                slot.gauge().publish(standing);
+                hogs.push((client, server, slot));
+            }
+            let (_c, newcomer) = pair(&listener);
+            let entry = admission.enter(newcomer.as_raw_fd(), ip(20));
+            if !per_address {
+                assert!(
+                    matches!(entry, Entry::Full),
+                    "without the cap every place stays the hog's"
+                );
+                continue;
+            }
+            let Entry::InPlaceOf(_first) = entry else {
+                panic!("a newcomer from another address takes one of the hog's places")
+            };
+            let closed = |i: usize, hogs: &mut Vec<(TcpStream, TcpStream, Slot)>| {
+                use std::io::Read;
+                hogs[i].0.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                hogs[i].0.read(&mut [0u8; 8]).unwrap() == 0
+            };
+            assert!(closed(3, &mut hogs), "the longest idle gives way first");
+            // 3 to 1: the hog's own newcomer takes nothing from the other address.
+            let (_c, again) = pair(&listener);
+            assert!(matches!(admission.enter(again.as_raw_fd(), hog), Entry::Full));
+            let (_c, second) = pair(&listener);
+            let Entry::InPlaceOf(_second) = admission.enter(second.as_raw_fd(), ip(21)) else {
+                panic!("3 places against none")
+            };
+            assert!(closed(2, &mut hogs), "then the other quiet one");
+            let (_c, third) = pair(&listener);
+            let Entry::InPlaceOf(_third) = admission.enter(third.as_raw_fd(), ip(22)) else {
+                panic!("2 places against none")
+            };
+            assert!(closed(1, &mut hogs), "then the partial frame");
+            // One each: nobody is over the share, and the one being answered was never taken.
+            let (_c, fourth) = pair(&listener);
+            assert!(matches!(admission.enter(fourth.as_raw_fd(), ip(23)), Entry::Full));
+            hogs[0].0.set_nonblocking(true).unwrap();
+            use std::io::Read;
+            assert!(
+                matches!(hogs[0].0.read(&mut [0u8; 8]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                "the peer being answered is still open"
+            );
+        }
     }
 }

@@ -40,6 +40,8 @@ pub struct Session {
     last_active: Instant,
     /// When the partial frame waiting in `input` began arriving (None: no partial frame).
     pub frame_started: Option<Instant>,
+    /// When the connection was admitted (its turn began, for the iterative model).
+    admitted: Instant,
     /// Where admission reads this session's progress (its slot's; none in unit tests).
     gauge: Option<Arc<Gauge>>,
 }
@@ -54,6 +56,7 @@ impl Session {
             peer_closed: false,
             last_active: Instant::now(),
             frame_started: None,
+            admitted: Instant::now(),
             gauge: None,
         }
     }
@@ -159,6 +162,11 @@ impl Session {
 
     pub fn idle_for(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.last_active)
+    }
+
+    /// How long the connection has been served.
+    pub fn turn_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.admitted)
     }
 }
 
@@ -292,6 +300,11 @@ pub fn serve_blocking(
         if session.finished() || ctx.stop_requested() {
             return;
         }
+        // Every reply sent: a client asking without pause never lets the read time out either,
+        // and its turn may be over (the per-address cap; a measured server skips the check).
+        if ctx.config.per_address && ctx.expired(&session, Instant::now(), others_waiting) {
+            return;
+        }
         match stream.read(scratch) {
             Ok(0) => session.peer_closed = true,
             Ok(n) => {
@@ -299,12 +312,12 @@ pub fn serve_blocking(
                 session.feed(&scratch[..n], handler);
                 // A client trickling a frame never lets the read time out: check here too (the
                 // backlog waiting behind it included: the iterative model serves one at a time).
-                if session.frame_started.is_some() && ctx.expired(&session, Instant::now(), others_waiting()) {
+                if session.frame_started.is_some() && ctx.expired(&session, Instant::now(), others_waiting) {
                     return;
                 }
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                if ctx.expired(&session, Instant::now(), others_waiting()) {
+                if ctx.expired(&session, Instant::now(), others_waiting) {
                     return;
                 }
             }

@@ -18,6 +18,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// With the per-address cap, the iterative model's turn while a client waits in its backlog:
+/// short, since every connection queued ahead of a newcomer may take a whole one.
+pub const TURN: Duration = Duration::from_millis(250);
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub model: Model,
@@ -37,6 +41,10 @@ pub struct ServerConfig {
     pub procs_interval: Option<Duration>,
     /// Also stop when SIGINT/SIGTERM arrives (the handler must be installed by the caller).
     pub follow_signals: bool,
+    /// The per-address cap (admission.rs, rule 3; the iterative model's turn): one address
+    /// never keeps every place, or the one turn, from another. `procs serve` has it; the
+    /// measured server of `servers`, whose clients are all one address, has it off.
+    pub per_address: bool,
 }
 
 impl ServerConfig {
@@ -51,6 +59,7 @@ impl ServerConfig {
             cpus: None,
             procs_interval: None,
             follow_signals: false,
+            per_address: true,
         }
     }
 }
@@ -67,12 +76,14 @@ pub struct ServerCtx {
 
 impl ServerCtx {
     /// Whether a connection must be closed now (the reason is counted): a frame begun more
-    /// than the frame timeout ago, or idle past the idle timeout. With `others_waiting` (the
-    /// iterative model's backlog, whose clients are not admitted until this one is done) a
-    /// connection gives its turn up as admission would give its place up (admission.rs): a
-    /// frame too slow to arrive within the frame timeout, or quiet for FULL_IDLE. A frame
-    /// arriving steadily keeps its turn, pauses and all.
-    pub fn expired(&self, session: &Session, now: Instant, others_waiting: bool) -> bool {
+    /// than the frame timeout ago, or idle past the idle timeout. When `others_waiting` (the
+    /// iterative model's backlog, whose clients are not admitted until this one is done; asked
+    /// only when it matters) a connection gives its turn up as admission would give its place
+    /// up (admission.rs): a frame too slow to arrive within the frame timeout, or quiet for
+    /// FULL_IDLE; and, with the per-address cap, quiet between requests after a turn of TURN
+    /// (one address cannot keep the one turn from another by asking without pause).
+    /// A frame arriving steadily keeps its turn, pauses and all.
+    pub fn expired(&self, session: &Session, now: Instant, others_waiting: &dyn Fn() -> bool) -> bool {
         let stats = &self.handler.stats;
         if session
             .frame_started
@@ -86,13 +97,11 @@ impl ServerCtx {
             ServerStats::bump(&stats.idle_closed, 1);
             return true;
         }
-        if !others_waiting {
-            return false;
-        }
         let progress = session.standing();
-        let quiet = progress.frame_started.is_none() && !progress.owes;
+        let quiet = progress.quiet();
         let slow_frame = progress.stalled_for(now, self.config.frame_timeout).is_some();
-        if (quiet && idle >= FULL_IDLE) || slow_frame {
+        let turn_over = self.config.per_address && session.turn_for(now) >= TURN;
+        if (quiet && (idle >= FULL_IDLE || turn_over) || slow_frame) && others_waiting() {
             ServerStats::bump(&stats.evicted, 1);
             return true;
         }
@@ -136,7 +145,10 @@ impl ServerCtx {
         let entry = if too_high_fd {
             Entry::Full
         } else {
-            self.admission.enter(fd)
+            // The peer's address only where the per-address cap needs it (a measured server
+            // makes no extra call per connection).
+            let peer = self.config.per_address.then(|| stream.peer_addr().ok()).flatten();
+            self.admission.enter(fd, peer.map(|a| a.ip()))
         };
         let slot = match entry {
             Entry::Free(slot) => slot,
@@ -152,7 +164,7 @@ impl ServerCtx {
                     )
                 } else {
                     format!(
-                        "server full: max-conns {} reached; connections idle over {} s or too slow to send a frame within the frame timeout give way to newcomers, retry shortly",
+                        "server full: max-conns {} reached; connections idle over {} s, too slow to send a frame within the frame timeout or of an address holding more places than yours give way to newcomers, retry shortly",
                         self.config.max_conns,
                         FULL_IDLE.as_secs()
                     )
@@ -272,7 +284,11 @@ pub fn start(config: ServerConfig, window: Option<Arc<Window>>) -> anyhow::Resul
     }
     let ctx = Arc::new(ServerCtx {
         handler: Handler::new(config.procs_interval),
-        admission: Arc::new(Admission::new(config.max_conns, config.frame_timeout)),
+        admission: Arc::new(Admission::new(
+            config.max_conns,
+            config.frame_timeout,
+            config.per_address,
+        )),
         config,
         window,
         stop: AtomicBool::new(false),

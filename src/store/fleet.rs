@@ -248,8 +248,12 @@ impl Store {
             _ => return Err(self.corrupt_fleet("a stored metric value is not a number".into())),
         };
         let name = text(row.get_ref(2)?, "name").map_err(|e| self.corrupt_fleet(e.to_string()))?;
-        // The one range check of values not computed here, as `load_run` applies it.
-        if let Some(why) = value.and_then(|v| crate::observation::impossible_value(role, name, v)) {
+        // The one range check of values not computed here, as `load_run` applies it (of
+        // `out_of_order`, what a value alone can fail: the matrix reads one quantile).
+        if let Some(why) = value.and_then(|v| {
+            crate::observation::impossible_value(role, name, v)
+                .or_else(|| crate::observation::beyond_histogram(role, name, v))
+        }) {
             return Err(self.corrupt_fleet(why));
         }
         Ok(Some(FleetValueRow {

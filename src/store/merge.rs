@@ -181,15 +181,36 @@ impl Store {
         for id in ids {
             self.checked_provenance(id)?;
         }
+        // One observation's rows together (the metrics' index by observation gives the
+        // order), so how its values stand to each other is checked as a reader would.
         let mut read = self.conn.prepare(
-            "SELECT c.run_id, m.role, m.name, m.value FROM metrics m JOIN observations o ON o.id = m.observation_id
-             JOIN cases c ON c.id = o.case_id",
+            "SELECT c.run_id, m.role, m.name, m.value, m.observation_id FROM metrics m
+             JOIN observations o ON o.id = m.observation_id JOIN cases c ON c.id = o.case_id
+             ORDER BY m.observation_id",
         )?;
         let mut rows = read.query([])?;
+        let mut observation: Option<(i64, i64)> = None;
+        let mut metrics: Vec<crate::observation::Metric> = Vec::new();
+        let in_order = |of: Option<(i64, i64)>, metrics: &[crate::observation::Metric]| -> anyhow::Result<()> {
+            match (of, crate::observation::out_of_order(metrics)) {
+                (Some((run, id)), Some(why)) => Err(StoreError::Corrupt {
+                    path: self.path().to_path_buf(),
+                    detail: format!("run {run}: observation {id}: {why}"),
+                }
+                .into()),
+                _ => Ok(()),
+            }
+        };
         while let Some(r) = rows.next()? {
-            check_stored_value(self, r.get(0)?, r)?;
+            let (run, id): (i64, i64) = (r.get(0)?, r.get(4)?);
+            if observation.is_some_and(|(_, current)| current != id) {
+                in_order(observation, &metrics)?;
+                metrics.clear();
+            }
+            observation = Some((run, id));
+            metrics.extend(check_stored_value(self, run, r)?);
         }
-        Ok(())
+        in_order(observation, &metrics)
     }
 
     /// Every run's identity, to its id.
@@ -388,10 +409,15 @@ impl Store {
 }
 
 /// A metric row of run `id` of `input` as a reader would accept it: a known role, and a value
-/// that is a number passing the one range check (`observation::impossible_value`) or none.
+/// that is a number passing the one range check (`observation::impossible_value`) or none;
+/// the row as a metric when it has a value (for `observation::out_of_order`).
 /// Merge copies rows without decoding them, so it checks them here: a damaged value is never
 /// carried into the output.
-fn check_stored_value(input: &Store, id: i64, r: &rusqlite::Row<'_>) -> anyhow::Result<()> {
+fn check_stored_value(
+    input: &Store,
+    id: i64,
+    r: &rusqlite::Row<'_>,
+) -> anyhow::Result<Option<crate::observation::Metric>> {
     let damaged = |detail: String| -> anyhow::Error {
         StoreError::Corrupt {
             path: input.path().to_path_buf(),
@@ -406,7 +432,7 @@ fn check_stored_value(input: &Store, id: i64, r: &rusqlite::Row<'_>) -> anyhow::
         .ok()
         .ok_or_else(|| damaged(format!("a stored metric has an unknown role '{role_text}'")))?;
     let value = match r.get_ref(3)? {
-        rusqlite::types::ValueRef::Null => return Ok(()),
+        rusqlite::types::ValueRef::Null => return Ok(None),
         rusqlite::types::ValueRef::Real(v) => v,
         rusqlite::types::ValueRef::Integer(v) => v as f64,
         _ => {
@@ -417,7 +443,8 @@ fn check_stored_value(input: &Store, id: i64, r: &rusqlite::Row<'_>) -> anyhow::
     };
     match crate::observation::impossible_value(role, &name, value) {
         Some(why) => Err(damaged(why)),
-        None => Ok(()),
+        // The unit is not read: how values stand to each other goes by their names.
+        None => Ok(Some(crate::observation::Metric::tool(&name, role, value, ""))),
     }
 }
 

@@ -283,6 +283,10 @@ impl Store {
                 placement: serde_json::from_str(&placement).map_err(|e| json(&e.to_string(), "placement"))?,
                 pair_machines: None,
             };
+            // And how its values stand to each other (`observation::out_of_order`).
+            if let Some(why) = observation.out_of_order() {
+                return Err(self.corrupt(format!("observation {obs_id}: {why}")));
+            }
             cells.push(StoredCell {
                 position: position as usize,
                 repetition,

@@ -109,6 +109,11 @@ pub fn run_on_agent_with(
                 // An agent's figures pass the one range check of a peer's values.
                 let peer = format!("agent {agent}");
                 observation.metrics = observation.metrics.iter().map(|m| m.from_peer(&peer)).collect();
+                // And how they stand to each other: out of order, no figure of the cell can be
+                // trusted, so the cell fails naming the metrics.
+                if let Some(why) = observation.out_of_order() {
+                    bail!("{peer} sent values no measurement gives: {why}");
+                }
                 return Ok(AgentRun {
                     observation,
                     source: result.source,
@@ -130,4 +135,69 @@ pub fn run_on_agent_with(
 
 fn secs(d: Duration) -> String {
     crate::format::format_duration_s(d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::CopyMode;
+    use crate::net::control::AgentResult;
+    use crate::net::session::handshake::{greet, Greeting};
+    use crate::observation::{Metric, Observation, Role};
+    use std::net::TcpListener;
+
+    /// Issue 31.4's bounds between values, from an agent: a result whose p99.9 is below its
+    /// p90 fails the cell, naming the agent and both metrics (the per-value check alone let
+    /// both through, each a plausible number).
+    #[test]
+    fn an_agents_values_out_of_order_fail_the_cell() {
+        const KEY: &[u8] = b"an-agent-key-for-the-order-test-0427";
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let agent = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut workload = None;
+            let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|_| {}, &mut workload)
+            else {
+                panic!("a hello with the key")
+            };
+            control.send(&Control::Ready { token: 3 }).unwrap();
+            control
+                .recv_line(Some(Instant::now() + Duration::from_secs(10)), &|| false)
+                .expect("the run request");
+            let observation = Observation {
+                metrics: vec![
+                    Metric::tool("latency_p90_us", Role::Client, 263.0, "us"),
+                    Metric::tool("latency_p999_us", Role::Client, 241.25, "us"),
+                ],
+                ..Default::default()
+            };
+            control
+                .send(&Control::AgentResult(Box::new(AgentResult {
+                    observation,
+                    source: Default::default(),
+                    destination: Default::default(),
+                })))
+                .unwrap();
+        });
+        let case = crate::report::cells::tests::stream_case(CopyMode::TwoCopy, 4096, 1);
+        let got = run_on_agent_with(
+            addr,
+            "127.0.0.1:9",
+            &case,
+            Some(KEY),
+            Stop::fresh(),
+            Duration::from_secs(20),
+            &mut |_| {},
+        );
+        agent.join().unwrap();
+        let Err(err) = got else { panic!("the cell fails") };
+        let err = format!("{err:#}");
+        assert!(
+            err.contains(&addr.to_string())
+                && err.contains("client.latency_p90_us")
+                && err.contains("client.latency_p999_us"),
+            "{err}"
+        );
+    }
 }

@@ -374,6 +374,10 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
                 // Checked as it arrives, so every reader of the report (the workloads' loss,
                 // payload and warnings as much as the metrics pushed) sees only values in range.
                 report.metrics = report.metrics.iter().map(super::observe::checked).collect();
+                // And how they stand to each other: out of order, the cell fails naming them.
+                if let Some(why) = crate::observation::out_of_order(&report.metrics) {
+                    bail!("the server sent values no measurement gives: {why}");
+                }
                 Ok(*report)
             }
             Control::Failed { error } => bail!("the server failed: {error}"),
@@ -598,5 +602,31 @@ mod tests {
             );
         }
         assert_eq!(obs.value("bare_good", Role::Server), Some(5.0));
+    }
+
+    /// Issue 31.4's bounds between values: a server's report whose p90 is above its p99.9
+    /// fails the cell, naming both metrics.
+    #[test]
+    fn a_reports_values_out_of_order_fail_the_cell() {
+        let workload = bare();
+        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let report = ServerReport {
+            metrics: vec![
+                Metric::tool("bare_p90_us", Role::Server, 417.0, "us"),
+                Metric::tool("bare_p999_us", Role::Server, 388.5, "us"),
+            ],
+            ..Default::default()
+        };
+        let (addr, server_thread) = server(vec![
+            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
+            None,
+            line(&Control::Report(Box::new(report))),
+        ]);
+        let err = format!("{:#}", coordinator.client(addr, None, None).unwrap_err());
+        server_thread.join().unwrap();
+        assert!(
+            err.contains("server.bare_p90_us") && err.contains("server.bare_p999_us"),
+            "{err}"
+        );
     }
 }

@@ -119,7 +119,7 @@ pub fn run<P: Poller>(ctx: &Arc<ServerCtx>, listener: TcpListener, mut poller: P
             last_sweep = now;
             let expired: Vec<RawFd> = conns
                 .iter()
-                .filter(|(_, c)| ctx.expired(&c.session, now, false))
+                .filter(|(_, c)| ctx.expired(&c.session, now, &|| false))
                 .map(|(fd, _)| *fd)
                 .collect();
             for fd in expired {

@@ -118,7 +118,7 @@ impl Pool {
         let idle: Vec<u64> = match self.conns.lock() {
             Ok(conns) => conns
                 .iter()
-                .filter(|(_, c)| c.try_lock().is_ok_and(|c| ctx.expired(&c.session, now, false)))
+                .filter(|(_, c)| c.try_lock().is_ok_and(|c| ctx.expired(&c.session, now, &|| false)))
                 .map(|(t, _)| *t)
                 .collect(),
             Err(_) => return,

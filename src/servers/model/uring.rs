@@ -224,7 +224,7 @@ fn run(ctx: &Arc<ServerCtx>, listener: TcpListener, ring: Ring) {
             let idle: Vec<u64> = lp
                 .conns
                 .iter()
-                .filter(|(_, c)| !c.shut && ctx.expired(&c.session, now, false))
+                .filter(|(_, c)| !c.shut && ctx.expired(&c.session, now, &|| false))
                 .map(|(id, _)| *id)
                 .collect();
             for id in idle {
