@@ -225,6 +225,7 @@ fn interfaces() -> Vec<Interface> {
     };
     let mut out: Vec<Interface> = entries
         .flatten()
+        .filter(|e| !crate::net::topology::is_run_interface(&e.file_name().to_string_lossy()))
         .map(|e| {
             let p = e.path();
             Interface {

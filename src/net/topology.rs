@@ -156,6 +156,25 @@ static VETH_COUNT: AtomicU32 = AtomicU32::new(0);
 /// The name of the server's end inside its namespace.
 const INNER_IF: &str = "iopath0";
 
+/// The host end of the `n`th veth pair process `pid` builds.
+fn host_interface(pid: u32, n: u32) -> String {
+    format!("iop{pid}c{}", n % 1000)
+}
+
+/// Whether `name` is the host end of a veth pair some iopath run built (`iop<pid>c<n>`): it
+/// lives only while that run does, so a machine's description leaves it out (a fleet host's
+/// description would otherwise change whenever any iopath on it ran a veth topology).
+pub fn is_run_interface(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("iop") else {
+        return false;
+    };
+    let Some((pid, n)) = rest.split_once('c') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(pid) && digits(n)
+}
+
 /// Run `ip` or `tc` in the calling thread's namespace; its failure is an error that says
 /// which command failed and what it printed.
 pub(crate) fn iproute(program: &str, args: &[String]) -> anyhow::Result<()> {
@@ -243,7 +262,7 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     let ns = NetNs::new().context("could not create a network namespace")?;
     let n = VETH_COUNT.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id();
-    let host_if = format!("iop{pid}c{}", n % 1000);
+    let host_if = host_interface(pid, n);
     // A /30 of 198.18.0.0/15 (reserved for benchmarking, RFC 2544) per pair.
     let index = (pid as u64 * 64 + n as u64) % (1 << 15);
     let base = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (index as u32) * 4;
@@ -445,6 +464,24 @@ mod tests {
     use crate::case::Endpoint;
 
     #[test]
+    fn a_run_interface_is_told_by_its_name_only() {
+        assert!(is_run_interface(&host_interface(27695, 1022)));
+        assert!(is_run_interface("iop1c0"));
+        for other in [
+            "iopath0",
+            "iopprobe0",
+            "iop",
+            "iopc1",
+            "iop12c",
+            "iop12x3",
+            "eth0",
+            "lo",
+        ] {
+            assert!(!is_run_interface(other), "{other}");
+        }
+    }
+
+    #[test]
     fn loopback_listens_on_lo_and_remote_starts_nothing() {
         let lo = Topology::from(&Endpoint::Loopback { port: 0 }).establish().unwrap();
         assert_eq!(lo.topology().interface(), "lo");
@@ -630,7 +667,7 @@ mod tests {
         assert!(err.contains("tc"), "{err}");
         // Any pair this test process built since (tests run in parallel) must go too.
         let mine: Vec<String> = (n..VETH_COUNT.load(Ordering::Relaxed))
-            .map(|i| format!("iop{}c{}", std::process::id(), i % 1000))
+            .map(|i| host_interface(std::process::id(), i))
             .collect();
         let gone = (0..300).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
