@@ -17,7 +17,7 @@
 #
 # Usage: scripts/sendfile_vs_iperf3.sh [path/to/iopath]   (default: $IOPATH, then target/release/iopath)
 #        ROUNDS=6 DURATION=5 WARMUP=1 IOPATH_FLAGS=--no-perf PORT=5301 scripts/sendfile_vs_iperf3.sh
-#        IOPATH_TRACE=off scripts/sendfile_vs_iperf3.sh     (iopath without its trace probe)
+#        IOPATH_TRACE=on scripts/sendfile_vs_iperf3.sh      (iopath with its trace probe)
 #        scripts/sendfile_vs_iperf3.sh --ratios 0.80 0.91 …  (only the interval line and the
 #        verdict of per-round ratios measured before; nothing is run)
 # Every figure goes to a temporary folder that is removed at the end; nothing of the host changes.

@@ -110,7 +110,11 @@ fn stream_under_perf(topology: &str, modes: &str, rx: &str, dir: &Path) -> PerfR
     }
     args.extend(pin_flags());
     args.extend(["--topology".to_string(), topology.to_string()]);
-    let out = Command::new("perf").args(&args).output().expect("perf runs");
+    let out = Command::new("perf")
+        .args(&args)
+        .env("IOPATH_TRACE", "on")
+        .output()
+        .expect("perf runs");
     assert!(out.status.success(), "perf record failed: {}", common::stderr(&out));
     let records = json_records(&out);
     let cases = modes.split(',').count() * rx.split(',').count();
@@ -278,11 +282,20 @@ const SHORT_STREAM: [&str; 9] = [
     "--json",
 ];
 
-/// A short `net stream` with `flags` added, its first record once it succeeded.
-fn short_stream(env: Option<(&str, &str)>, flags: &[&str]) -> Value {
+/// A short `net stream` with `flags` added, its first record once it succeeded; the probe
+/// asked for (`IOPATH_TRACE=on`) unless `trace` says otherwise (None: the variable unset).
+fn short_stream(trace: Option<Option<&str>>, flags: &[&str]) -> Value {
     let mut cmd = common::iopath();
-    if let Some((k, v)) = env {
-        cmd.env(k, v);
+    match trace {
+        None => {
+            cmd.env("IOPATH_TRACE", "on");
+        }
+        Some(Some(v)) => {
+            cmd.env("IOPATH_TRACE", v);
+        }
+        Some(None) => {
+            cmd.env_remove("IOPATH_TRACE");
+        }
     }
     let out = cmd.args(SHORT_STREAM).args(flags).output().unwrap();
     assert!(out.status.success(), "{}", common::stderr(&out));
@@ -290,8 +303,9 @@ fn short_stream(env: Option<(&str, &str)>, flags: &[&str]) -> Value {
 }
 
 /// A pinned 64 KiB stream: each role's softirq share is the trace probe's and a share, its
-/// wakeups are counted per woken thread, and `--wide` shows the shares. No bound on the values
-/// themselves: load moves them.
+/// wakeups are those of its own threads (each ends a voluntary switch: no more of them than
+/// of those), and `--wide` shows the shares. No bound on the values themselves: load moves
+/// them.
 #[test]
 fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
     if let Some(why) = cannot_trace() {
@@ -307,7 +321,7 @@ fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
         }
         let wakeups = role_metric(&record, role, "sched_wakeups").unwrap_or_else(|| panic!("no {role} sched_wakeups"));
         if wakeups["value"].is_null() {
-            // Short of samples (the kernel drops a few beside other load): it must say so.
+            // Short of switch samples (the kernel drops a few beside other load): it says so.
             let why = wakeups["source"].as_str().unwrap();
             assert!(
                 why.contains("samples of") || why.contains("the trace rings lost"),
@@ -316,6 +330,13 @@ fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
             eprintln!("{role} sched_wakeups not checked: {why}");
         } else {
             assert_eq!(wakeups["source"], "trace", "{role}: {wakeups}");
+            let woken = wakeups["value"].as_f64().unwrap();
+            let slept = value(&record, role, "sched_switches_voluntary");
+            assert!(woken <= slept, "{role}: {woken} wakeups, {slept} voluntary switches");
+            assert!(
+                slept < 10.0 || woken > 0.0,
+                "{role}: {slept} voluntary switches, no wakeup"
+            );
         }
     }
     // Some NET softirq ran in the window, charged to one role or the other (on loopback the
@@ -325,6 +346,7 @@ fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
     }
     let mut cmd = common::iopath();
     let out = cmd
+        .env("IOPATH_TRACE", "on")
         .args(&SHORT_STREAM[..SHORT_STREAM.len() - 1])
         .args(&flags)
         .arg("--wide")
@@ -340,8 +362,12 @@ fn a_stream_gives_each_roles_softirq_share_and_wakeups() {
 
 #[test]
 fn turned_off_every_trace_figure_says_why_and_the_run_succeeds() {
-    let record = short_stream(Some(("IOPATH_TRACE", "off")), &[]);
+    let record = short_stream(Some(Some("off")), &[]);
     assert_all_unavailable(&record, "trace probe off (IOPATH_TRACE=off)");
+    // Not asked for, it is off and says how to turn it on.
+    let record = short_stream(Some(None), &[]);
+    assert_all_unavailable(&record, "trace probe off by default");
+    assert_all_unavailable(&record, "IOPATH_TRACE=on");
     assert_all_unavailable(&short_stream(None, &["--no-perf"]), "--no-perf");
 }
 
@@ -363,6 +389,7 @@ fn without_root_every_trace_figure_says_why_and_the_run_succeeds() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(common::bin())
         .args(SHORT_STREAM)
+        .env("IOPATH_TRACE", "on")
         .current_dir(std::env::temp_dir())
         .output()
         .unwrap();

@@ -6,9 +6,12 @@
 //! receive copies to user space (`skb:skb_copy_datagram_iovec`, calls and `len`), the send
 //! path (`tcp:tcp_sendmsg_locked` calls, `sock:sock_send_length` bytes), softirq time per
 //! vector (`irq:softirq_entry/exit`, charged to the thread the softirq interrupted), context
-//! switches by cause and time off CPU (`sched:sched_switch`), wakeups (`sched:sched_wakeup`,
-//! `sched_wakeup_new`, counted to the woken task their `pid` field names), and the share of the
-//! role's time on CPU its threads spent in the NET softirqs (`softirq_share`).
+//! switches by cause, time off CPU and, per thread, wakeups (`sched:sched_switch`: a thread
+//! switched onto a CPU after leaving it asleep was woken), the machine's wakeups (the counts of
+//! `sched:sched_wakeup` and `sched_wakeup_new`: the kernel hands their samples to the woken
+//! task's own events, so a CPU-wide sampler gets few of them — 1,152 of 25,747 in a 2 s
+//! stream here), and the share of the role's time on CPU its threads spent in the NET softirqs
+//! (`softirq_share`).
 
 use crate::measure::window::{Probe, SystemProbes};
 use crate::observation::{names, Metric, Role, Source};
@@ -19,8 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The environment variable that turns the probe off (`IOPATH_TRACE=off`), to measure its cost.
+/// The environment variable that turns the probe on (`IOPATH_TRACE=on`; `off`, or unset, leaves
+/// it off).
 pub const TRACE_ENV: &str = "IOPATH_TRACE";
+/// Why the probe is off unless asked for: it writes a sample for every event of its tracepoints
+/// from inside the measured threads, which at high event rates costs more than the figure it
+/// would sit beside (docs/methodology.md, "What it costs").
+pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its samples cost up to half the throughput of a fast stream; IOPATH_TRACE=on turns it on)";
 /// Ring bytes per CPU; drained every [`DRAIN_EVERY`], so it holds seconds of the busiest stream should the drainer wait for a CPU.
 const RING_BYTES: usize = 8 << 20;
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
@@ -133,9 +141,6 @@ struct Layout {
     prev_pid: Field,
     prev_state: Field,
     next_pid: Field,
-    /// The woken task of `sched_wakeup` and `sched_wakeup_new`.
-    wakeup_pid: Field,
-    wakeup_new_pid: Field,
 }
 
 fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
@@ -173,8 +178,6 @@ fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
         prev_pid: field(5, "prev_pid")?,
         prev_state: field(5, "prev_state")?,
         next_pid: field(5, "next_pid")?,
-        wakeup_pid: field(6, "pid")?,
-        wakeup_new_pid: field(7, "pid")?,
         ids,
     })
 }
@@ -218,6 +221,9 @@ struct Tally {
     in_softirq: HashMap<u32, (u64, u64, u32)>,
     /// Threads off CPU now, since when.
     off_since: HashMap<u32, u64>,
+    /// Threads that left their CPU asleep (a voluntary switch) and have not run since: the next
+    /// switch onto a CPU is their wakeup.
+    asleep: std::collections::HashSet<u32>,
     /// Threads seen switching in or out (one first seen switching in was off CPU since the open).
     seen: std::collections::HashSet<u32>,
     /// Softirq time of all CPUs per vector (NET_RX, NET_TX).
@@ -289,6 +295,7 @@ impl Tally {
                     let t = self.threads.entry(prev).or_default();
                     if voluntary {
                         t.voluntary += 1;
+                        self.asleep.insert(prev);
                     } else {
                         t.involuntary += 1;
                     }
@@ -296,6 +303,9 @@ impl Tally {
                     self.seen.insert(prev);
                 }
                 if next != 0 {
+                    if self.asleep.remove(&next) {
+                        self.threads.entry(next).or_default().wakeups += 1;
+                    }
                     let since = match self.off_since.remove(&next) {
                         Some(t) => Some(t),
                         None if self.seen.insert(next) => Some(self.open_ns),
@@ -304,18 +314,6 @@ impl Tally {
                     if let Some(since) = since {
                         self.threads.entry(next).or_default().off_cpu_ns += s.time_ns.saturating_sub(since);
                     }
-                }
-            }
-            // A wakeup fires in the waker's context: it is the woken task's, its `pid` field.
-            Some(6) | Some(7) => {
-                let field = if event == Some(6) {
-                    &layout.wakeup_pid
-                } else {
-                    &layout.wakeup_new_pid
-                };
-                let woken = get(field) as u32;
-                if woken != 0 {
-                    self.threads.entry(woken).or_default().wakeups += 1;
                 }
             }
             _ => {}
@@ -370,14 +368,16 @@ pub struct TraceProbe {
     failed: Option<String>,
 }
 
-/// The reason the probe is off, if it is (perf off for the run or the pass, or IOPATH_TRACE=off).
+/// The reason the probe is off, if it is (perf off for the run or the pass, IOPATH_TRACE=off,
+/// or not asked for).
 fn off_reason(perf: bool) -> Option<String> {
     if !perf {
         return Some(crate::measure::counters::PERF_OFF.to_string());
     }
     match std::env::var(TRACE_ENV) {
+        Ok(v) if v == "on" || v == "1" => None,
         Ok(v) if v == "off" || v == "0" => Some(format!("trace probe off ({TRACE_ENV}={v})")),
-        _ => None,
+        _ => Some(OFF_BY_DEFAULT.to_string()),
     }
 }
 
@@ -563,7 +563,7 @@ const METRIC_EVENTS: [&[usize]; 11] = [
     &[5],
     &[5],
     &[5],
-    &[6, 7],
+    &[5],
     &[3, 4, 5],
 ];
 const SYSTEM_METRICS: [(&str, &str); 3] = [
@@ -776,8 +776,6 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             prev_pid: f(8, 4),
             prev_state: f(16, 8),
             next_pid: f(12, 4),
-            wakeup_pid: f(8, 4),
-            wakeup_new_pid: f(8, 4),
         }
     }
 
@@ -820,8 +818,10 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             (50, 1000, 1, 100)
         );
         assert_eq!(tally.all_rx_ns, 50);
-        // 30 woke 10 (sched_wakeup's pid field): the woken thread's, not the waker's.
+        // 10 slept and ran again: one wakeup, its own (not 30's, whose sched_wakeup sample
+        // named it); 20 was preempted, not woken.
         assert_eq!((t10.wakeups, tally.threads.get(&30).map_or(0, |t| t.wakeups)), (1, 0));
+        assert_eq!(t20.wakeups, 0);
     }
 
     #[test]
