@@ -583,16 +583,7 @@ mod tests {
         let input = [
             "fake", "bogus", "", "", "x.db", "fake", "ok:2", "1", "", "x.db", "", "n",
         ];
-        let text = input.iter().map(|l| format!("{l}\n")).collect::<String>();
-        let mut out = Vec::new();
-        let decided = decide(&mut Prompter {
-            input: std::io::Cursor::new(text),
-            output: &mut out,
-            memory: HashMap::new(),
-            pins: None,
-        })
-        .unwrap();
-        let out = String::from_utf8_lossy(&out);
+        let (decided, out) = decide_on(input.iter());
         assert!(out.contains("That is not a valid experiment: --cells"), "{out}");
         assert!(
             out.contains("experiment [fake]: cells [bogus]:"),
@@ -606,6 +597,20 @@ mod tests {
         assert!(decided.is_none(), "the person said no");
     }
 
+    /// `decide` on these answers, one a line: what it decided and what it printed.
+    fn decide_on<'a>(answers: impl Iterator<Item = &'a &'a str>) -> (Option<PlanFile>, String) {
+        let text: String = answers.map(|l| format!("{l}\n")).collect();
+        let mut out = Vec::new();
+        let decided = decide(&mut Prompter {
+            input: std::io::Cursor::new(text),
+            output: &mut out,
+            memory: HashMap::new(),
+            pins: None,
+        })
+        .unwrap();
+        (decided, String::from_utf8_lossy(&out).into_owned())
+    }
+
     /// Issue 32 D: the equivalent command is printed whole on one line, however long (the
     /// defaults' is over 100 characters), so it copies into a shell as it is.
     #[test]
@@ -613,16 +618,7 @@ mod tests {
         let defaults = [""; 11];
         let line = PlanFile::new(answers(&defaults).0.unwrap()).command_line();
         assert!(line.len() > 100, "{line}");
-        let text: String = defaults.iter().chain(&["", "n"]).map(|l| format!("{l}\n")).collect();
-        let mut out = Vec::new();
-        decide(&mut Prompter {
-            input: std::io::Cursor::new(text),
-            output: &mut out,
-            memory: HashMap::new(),
-            pins: None,
-        })
-        .unwrap();
-        let out = String::from_utf8_lossy(&out);
+        let (_, out) = decide_on(defaults.iter().chain(&["", "n"]));
         assert!(out.contains(&format!("The equivalent command:\n  {line}\n")), "{out}");
     }
 
