@@ -106,6 +106,8 @@ fn net_stream_default_fits_100_columns_and_wide_has_every_column() {
             "cli miss/KiB",
             "cli cs/msg",
             "srv cs/msg",
+            "cli sirq",
+            "srv sirq",
             "cli sc/msg",
             "srv sc/msg",
             "cli faults",
@@ -170,6 +172,8 @@ fn net_rr_and_crr_default_fits_100_columns_and_wide_has_every_column() {
             "max us",
             "cli sc/txn",
             "srv sc/txn",
+            "cli sirq",
+            "srv sirq",
         ],
     );
     let mut args = vec!["net", "crr", "--mode", "two-copy"];
@@ -212,6 +216,8 @@ fn net_rr_and_crr_default_fits_100_columns_and_wide_has_every_column() {
             "max us",
             "cli sc/txn",
             "srv sc/txn",
+            "cli sirq",
+            "srv sirq",
         ],
     );
     assert!(
