@@ -41,12 +41,17 @@ echo "== 1. UDP GSO: net udp-stream --mode send,gso"
 # 2. BIG TCP (LWN, 2022): TCP_RR with 80 KB requests and responses over a veth pair, both
 #    ends' gso/gro sizes 64 KiB (A) against 185000 (B), the IPv4 variants too (the pair's
 #    addresses are IPv4: Linux 6.3+ reads gso_ipv4_max_size for them). Then a 1 MiB stream.
-SETS=()
-for limit in gso_max_size gro_max_size gso_ipv4_max_size gro_ipv4_max_size; do
-    for end in server client; do
-        SETS+=(--set "dev:$end:$limit=185000")
+# `--set dev:END:LIMIT=185000` for both ends and each LIMIT named, into the array SETS.
+big_tcp_sets() {
+    SETS=()
+    local limit end
+    for limit in "$@"; do
+        for end in server client; do
+            SETS+=(--set "dev:$end:$limit=185000")
+        done
     done
-done
+}
+big_tcp_sets gso_max_size gro_max_size gso_ipv4_max_size gro_ipv4_max_size
 echo "== 2a. BIG TCP: net rr 80000/80000 over veth, 64K (A) vs 185000 (B)"
 "$IOPATH" ab "${SETS[@]}" --db "$OUT/big-tcp-rr.db" -- \
     net rr --topology veth --mode one-copy --request-size 80000 --response-size 80000 "${WINDOW[@]}"
@@ -55,14 +60,9 @@ echo "== 2b. BIG TCP: net stream 1 MiB over veth, 64K (A) vs 185000 (B)"
     net stream --topology veth --mode one-copy --size 1M "${WINDOW[@]}"
 # Over IPv6, the addresses of the 2022 series, the kernel reads gso_max_size/gro_max_size (the
 # IPv4 variants are not needed): the same rr over veth:ipv6.
-SETS6=()
-for limit in gso_max_size gro_max_size; do
-    for end in server client; do
-        SETS6+=(--set "dev:$end:$limit=185000")
-    done
-done
+big_tcp_sets gso_max_size gro_max_size
 echo "== 2c. BIG TCP over IPv6: net rr 80000/80000 over veth:ipv6, 64K (A) vs 185000 (B)"
-"$IOPATH" ab "${SETS6[@]}" --db "$OUT/big-tcp-rr-ipv6.db" -- \
+"$IOPATH" ab "${SETS[@]}" --db "$OUT/big-tcp-rr-ipv6.db" -- \
     net rr --topology veth:ipv6 --mode one-copy --request-size 80000 --response-size 80000 "${WINDOW[@]}"
 # Per side (client, server): CPU per transaction (cpu_us_per_txn, rr) and cycles per byte (PMU,
 # else an estimate from CPU time) beside the throughput, for the rr and the 1 MiB stream.

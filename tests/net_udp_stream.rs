@@ -512,9 +512,10 @@ fn peer_drop_unavailable() -> Option<String> {
 
 /// `net udp-stream` run in a network namespace of its own (`unshare --net`, its loopback up:
 /// the zero-copy modes ask a fresh socket on 127.0.0.1 first), so the veth pair's outer end
-/// and its address never touch the namespace the tests run in.
-fn run_unshared(topology: &str, modes: &str) -> Vec<Value> {
-    let out = std::process::Command::new("unshare")
+/// and its address never touch the namespace the tests run in: 1400-byte datagrams at 2,000 a
+/// second for `duration` after 50 ms of warm-up, with `more` flags.
+fn udp_stream_unshared(topology: &str, modes: &str, duration: &str, more: &[&str]) -> std::process::Output {
+    std::process::Command::new("unshare")
         .args(["--net", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
         .arg(common::bin())
         .args(["net", "udp-stream", "--topology", topology, "--mode", modes])
@@ -524,13 +525,18 @@ fn run_unshared(topology: &str, modes: &str) -> Vec<Value> {
             "--rate",
             "2000",
             "--duration",
-            "300ms",
+            duration,
             "--warmup",
             "50ms",
-            "--json",
         ])
+        .args(more)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`udp_stream_unshared`] for 300 ms, its JSON records once it succeeded.
+fn run_unshared(topology: &str, modes: &str) -> Vec<Value> {
+    let out = udp_stream_unshared(topology, modes, "300ms", &["--json"]);
     assert!(out.status.success(), "udp-stream over {topology}: {}", stderr(&out));
     json_records(&out)
 }
@@ -607,31 +613,8 @@ fn a_run_across_a_dropping_peer_prints_what_zero_copy_saves() {
         return;
     }
     let (_dir, db) = common::temp_db("uncopied");
-    let out = std::process::Command::new("unshare")
-        .args(["--net", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
-        .arg(common::bin())
-        .args([
-            "net",
-            "udp-stream",
-            "--topology",
-            "veth:peer=drop",
-            "--mode",
-            "send,zerocopy",
-        ])
-        .args([
-            "--size",
-            "1400",
-            "--rate",
-            "2000",
-            "--duration",
-            "200ms",
-            "--warmup",
-            "50ms",
-        ])
-        .args(["--reps", "2", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
+    let db = db.to_str().expect("a temporary path is UTF-8");
+    let out = udp_stream_unshared("veth:peer=drop", "send,zerocopy", "200ms", &["--reps", "2", "--db", db]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
