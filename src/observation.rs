@@ -209,10 +209,11 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
 /// all are read from the same histogram (measure/histogram.rs), whose quantiles and maximum
 /// are each the highest value of their bucket and whose mean is of bucket midpoints; and in
 /// microseconds (`_us`) none is above the longest latency a histogram holds
-/// (`measure::histogram::MOST_US`, just over 100 s). A fraction within 0..=1 is
-/// [`impossible_value`]'s. The reason names both metrics; None when
+/// (`measure::histogram::MOST_US`, just over 100 s), nor above `longest`, the longest latency
+/// the case's windows can record (`Workload::longest_latency`; None: no window of its own).
+/// A fraction within 0..=1 is [`impossible_value`]'s. The reason names both metrics; None when
 /// every pair stands as it must (a name present twice in a group leaves that group unchecked).
-pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
+pub fn out_of_order(metrics: &[Metric], longest: Option<std::time::Duration>) -> Option<String> {
     // (role, what, unit) -> [(rank, name, value)]: a quantile's rank is its fraction, the
     // mean's is None (checked against the maximum only), the maximum's 2.
     let mut groups: std::collections::HashMap<(Role, &str, &str), Vec<Ranked>> = std::collections::HashMap::new();
@@ -222,7 +223,7 @@ pub fn out_of_order(metrics: &[Metric]) -> Option<String> {
         if signed(name) {
             continue;
         }
-        if let Some(why) = beyond_histogram(role, name, v) {
+        if let Some(why) = beyond_histogram(role, name, v, longest) {
             return Some(why);
         }
         if let Some((what, rank, unit)) = ranked(name) {
@@ -263,16 +264,24 @@ type Ranked<'a> = (Option<f64>, &'a str, f64);
 
 /// Why `v` cannot be the latency quantile, mean or maximum `role.name` (`<what>_p<digits>_us`,
 /// `_mean_us`, `_max_us`): above the longest latency a histogram holds
-/// (`measure::histogram::MOST_US`). None for any other name or a value within it. Part of
-/// [`out_of_order`], and applied alone where values are read one at a time (the matrix's).
-pub fn beyond_histogram(role: Role, name: &str, v: f64) -> Option<String> {
-    let most = crate::measure::histogram::MOST_US;
+/// (`measure::histogram::MOST_US`), or above `longest`, the longest its case's windows can
+/// record. None for any other name or a value within both. Part of [`out_of_order`], and
+/// applied alone where values are read one at a time (the matrix's).
+pub fn beyond_histogram(role: Role, name: &str, v: f64, longest: Option<std::time::Duration>) -> Option<String> {
     let (_, _, unit) = ranked(name)?;
-    (unit == "us" && v > most).then(|| {
-        format!(
-            "{}.{name} = {v:e} is above the longest latency a histogram holds ({most:e} us)",
-            role.as_str()
-        )
+    if unit != "us" {
+        return None;
+    }
+    let held = crate::measure::histogram::MOST_US;
+    let role = role.as_str();
+    if v > held {
+        return Some(format!(
+            "{role}.{name} = {v:e} is above the longest latency a histogram holds ({held:e} us)"
+        ));
+    }
+    let window_us = longest?.as_secs_f64() * 1e6;
+    (v > window_us).then(|| {
+        format!("{role}.{name} = {v:e} is above the longest latency the case's windows can record ({window_us:e} us)")
     })
 }
 
@@ -358,14 +367,14 @@ mod metric_tests {
                 .collect()
         };
         for values in refused {
-            let why = out_of_order(&metrics(&values)).unwrap_or_else(|| panic!("{values:?} passed"));
+            let why = out_of_order(&metrics(&values), None).unwrap_or_else(|| panic!("{values:?} passed"));
             assert!(why.contains(values[0].1), "{why}");
             assert!(why.contains(values[1].1) || why.contains("longest latency"), "{why}");
             let obs = Observation {
                 metrics: metrics(&values),
                 ..Default::default()
             };
-            assert_eq!(obs.out_of_order().as_ref(), Some(&why));
+            assert_eq!(obs.out_of_order(None).as_ref(), Some(&why));
             // Unavailable, a value is not compared.
             let mut partly = metrics(&values);
             for m in &mut partly {
@@ -373,7 +382,7 @@ mod metric_tests {
             }
             partly[1] = metrics(&values)[1].clone();
             assert_eq!(
-                out_of_order(&partly).is_some(),
+                out_of_order(&partly, None).is_some(),
                 why.contains("longest latency"),
                 "{partly:?}"
             );
@@ -406,8 +415,40 @@ mod metric_tests {
             ],
         ];
         for values in passed {
-            assert_eq!(out_of_order(&metrics(&values)), None, "{values:?}");
+            assert_eq!(out_of_order(&metrics(&values), None), None, "{values:?}");
         }
+    }
+
+    /// Found by review (issue 31): a stored or received latency far beyond the case's window
+    /// passed the check, which knew only what a histogram holds (100 s).
+    #[test]
+    fn a_latency_longer_than_the_cases_windows_allow_is_refused() {
+        let c = Role::Client;
+        // A 2.5 s session (window and warm-up): at most 2 x 2.5 s + 1 s = 6 s recorded.
+        let longest = crate::case::latency_bound(2.5);
+        assert_eq!(longest, Some(std::time::Duration::from_secs(6)));
+        let latency = |name: &str, v: f64| vec![Metric::tool(name, c, v, "us")];
+        for (name, v) in [
+            ("latency_p50_us", 6.5e6),
+            ("connect_max_us", 4.2e7),
+            ("exchange_mean_us", 6_000_001.0),
+        ] {
+            let why = out_of_order(&latency(name, v), longest).unwrap_or_else(|| panic!("{name} {v} passed"));
+            assert!(why.contains(name) && why.contains("case's windows"), "{why}");
+            // Without a window of its own only the histogram's bound applies.
+            assert_eq!(out_of_order(&latency(name, v), None), None);
+            assert!(beyond_histogram(c, name, v, longest).is_some());
+        }
+        // Within the bound, or not a latency in microseconds: passes.
+        for (name, v) in [
+            ("latency_p999_us", 5.9e6),
+            ("latency_max_us", 6e6),
+            ("drain_p50_ns", 9e12),
+        ] {
+            assert_eq!(out_of_order(&latency(name, v), longest), None, "{name} {v}");
+        }
+        // No window: no bound from it.
+        assert_eq!(crate::case::latency_bound(0.0), None);
     }
 
     #[test]
@@ -539,9 +580,9 @@ impl Observation {
         }
     }
 
-    /// [`out_of_order`] of this observation's values.
-    pub fn out_of_order(&self) -> Option<String> {
-        out_of_order(&self.metrics)
+    /// [`out_of_order`] of this observation's values, `longest` its case's longest latency.
+    pub fn out_of_order(&self, longest: Option<std::time::Duration>) -> Option<String> {
+        out_of_order(&self.metrics, longest)
     }
 
     /// Whether any warning is of this kind.

@@ -1089,6 +1089,66 @@ fn stored_values_out_of_range_or_of_the_wrong_type_are_damaged() {
     assert_refused(&out, "damaged", "a fraction of 1.5");
 }
 
+/// Issue 31.4, a latency bound tied to the case: a stored latency longer than its case's
+/// window and warm-up can record (an rr case of 1.1 s, one pass without counters: at most
+/// 2 x 1.1 s + 1 s) is "damaged", exit 2, in every reader and in merge; within it, it reads.
+#[test]
+fn a_stored_latency_longer_than_its_cases_windows_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.db");
+    assert!(fake_sweep(&clean).status.success());
+    let html = dir.path().join("r.html");
+    let rr = r#"{"workload":"net-rr","kind":"rr","mode":"two-copy","rx_mode":"copy","request_size":64,"response_size":64,"fields":1,"inflight":1,"threads":1,"rate":null,"duration_ms":1000,"warmup_ms":100,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":false}"#;
+    for (value, damaged) in [(3.35e6, true), (7.25e7, true), (3.1e5, false), (3.1e6, false)] {
+        let db = dir.path().join(format!("window{value}.db"));
+        std::fs::copy(&clean, &db).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let last = "(SELECT max(observation_id) FROM metrics)";
+        conn.execute(
+            &format!("UPDATE cases SET case_json = ?1 WHERE id = (SELECT case_id FROM observations WHERE id = {last})"),
+            [rr],
+        )
+        .unwrap();
+        let changed = conn
+            .execute(
+                &format!("UPDATE metrics SET name = 'latency_p99_us', value = ?1, role = 'client' WHERE observation_id = {last}"),
+                [value],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "the last observation has one value");
+        drop(conn);
+        let merged = dir.path().join(format!("merged{value}.db"));
+        for args in [
+            vec!["export".to_string()],
+            vec!["report".into(), "1".into(), "-o".into(), html.to_str().unwrap().into()],
+            vec!["merge".into(), merged.to_str().unwrap().into()],
+        ] {
+            let mut cmd = iopath();
+            cmd.args(&args);
+            if args[0] == "merge" {
+                cmd.arg(&db);
+            } else {
+                cmd.arg("--db").arg(&db);
+            }
+            let out = cmd.output().unwrap();
+            if damaged {
+                assert_refused(&out, "damaged", &format!("{args:?} with a p99 of {value} us"));
+                let err = stderr(&out);
+                assert!(
+                    err.contains("latency_p99_us") && err.contains("case's windows"),
+                    "{err}"
+                );
+            } else {
+                assert!(
+                    out.status.success(),
+                    "{args:?} with a p99 of {value} us: {}",
+                    stderr(&out)
+                );
+            }
+        }
+    }
+}
+
 /// Issue 31.4's bounds between stored values, new values: one observation whose p75 is above
 /// its p99.99, or whose mean is above its maximum, is "damaged", exit 2, naming both metrics,
 /// in every reader, and so is a latency above what a histogram holds; in order and within it,

@@ -252,7 +252,7 @@ fn newcomer_is_served_beside_tricklers(model: &str, subnet: u8, back: Return) {
 /// wait is the frame and idle timeouts (120 s below) for tricklers, and for one address's busy
 /// peers (which are neither) it never ends; with them a newcomer is served at its first try on
 /// every model but the iterative one, whose backlog holds at most TRICKLERS peers ahead of it,
-/// each giving its turn up at its first quiet moment after 250 ms (1.8 s in all, seen idle).
+/// each giving its turn up at its first quiet moment after TURN (100 ms; 0.7 s in all, seen idle).
 /// CPU load only delays each of those steps by scheduling, tenths of a second, nowhere near
 /// the 10x to the bound; and however loaded, the 120 s timeouts stay six times further away,
 /// so the bound still tells the two apart.
@@ -501,7 +501,7 @@ fn busy_from_one_address(addr: SocketAddr, subnet: u8, done: &AtomicBool) {
 
 /// The per-address cap: TRICKLERS busy peers from one address hold every place (the one turn
 /// of the iterative model); a newcomer from another address is served within NEWCOMER_WITHIN,
-/// the place taken from the address over its share, or the turn given up after 250 ms.
+/// the place taken from the address over its share, or the turn given up after 100 ms.
 fn newcomer_is_served_beside_one_busy_address(model: &str, subnet: u8) {
     newcomer_is_served_beside(model, "busy peers of one address", move |addr, _, done| {
         busy_from_one_address(addr, subnet, done)

@@ -186,7 +186,7 @@ pub use stream::{CopyMode, Endpoint, RxMode, RxWake, StreamCase};
 pub use udp::{UdpRecvMode, UdpSendMode};
 pub use udp_rr::UdpRrCase;
 pub use udp_stream::{UdpRate, UdpStreamCase};
-pub use workload::{Alarm, Contest, Headline, Pinning, Workload};
+pub use workload::{latency_bound, Alarm, Contest, Headline, Pinning, Workload};
 
 use serde::{Deserialize, Serialize};
 

@@ -41,6 +41,11 @@ impl NetParams {
         self.session_ms() as f64 / 1e3
     }
 
+    /// The longest latency one pass of the session can record (`case::latency_bound`).
+    pub fn longest_latency(&self) -> Option<std::time::Duration> {
+        super::latency_bound(self.session_seconds())
+    }
+
     /// The window, CPUs, verify and perf as a case's params (the names and texts every
     /// network case's `params` lists, in this order, after its own).
     pub fn window_params(&self) -> [(&'static str, String); 6] {

@@ -8,6 +8,17 @@
 use super::CpuList;
 use crate::observation::Role;
 use std::any::Any;
+use std::time::Duration;
+
+/// The longest latency windows and warm-ups of `window_seconds` in all can record, None
+/// without a window. Each latency is timed from a send inside them to an answer read while
+/// the window is open, so it is at most their length; twice that and a second, for a thread
+/// descheduled between reading the window and the clock, keeps the bound certain.
+pub fn latency_bound(window_seconds: f64) -> Option<Duration> {
+    (window_seconds > 0.0)
+        .then(|| Duration::try_from_secs_f64(2.0 * window_seconds + 1.0).ok())
+        .flatten()
+}
 
 /// The metric that answers "how fast" for a case, and whether higher is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +123,12 @@ pub trait Workload: Any + std::fmt::Debug {
     /// a window of its own).
     fn window_seconds(&self) -> f64 {
         0.0
+    }
+
+    /// The longest latency a cell of this case can record ([`latency_bound`] of its windows):
+    /// a stored or received latency above it is impossible (`observation::out_of_order`).
+    fn longest_latency(&self) -> Option<Duration> {
+        latency_bound(self.window_seconds())
     }
 
     /// The parameters that only say where in its run's schedule a cell ran (a fleet cell's

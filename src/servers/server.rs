@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// With the per-address cap, the iterative model's turn while a client waits in its backlog:
 /// short, since every connection queued ahead of a newcomer may take a whole one.
-pub const TURN: Duration = Duration::from_millis(250);
+pub const TURN: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {

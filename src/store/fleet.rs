@@ -42,9 +42,10 @@ struct PairFields<'a> {
     case: serde::de::IgnoredAny,
 }
 
-/// A run's successful observations: (observation id, its case's position), sorted by id.
+/// A run's successful observations: (observation id, its case's position), sorted by id; and
+/// the longest latency any of its cases' windows can record (`case::latency_bound`).
 #[derive(Debug, Clone, Default)]
-pub struct RunObservations(Vec<(i64, u32)>);
+pub struct RunObservations(Vec<(i64, u32)>, Option<std::time::Duration>);
 
 impl RunObservations {
     /// The position of the case of `observation`, None when it is not one of the run's.
@@ -182,7 +183,18 @@ impl Store {
             found.push((row.get(0)?, position));
         }
         found.sort_unstable();
-        Ok(RunObservations(found))
+        // The longest window and warm-up of the run's network cases, read by SQLite without
+        // parsing each case here (a million-cell run): a bound on every cell's latencies.
+        let longest_ms: Option<f64> = self.conn.query_row(
+            "SELECT MAX(json_extract(case_json, '$.case.duration_ms') + json_extract(case_json, '$.case.warmup_ms'))
+             FROM cases WHERE run_id = ?1 AND workload = 'fleet' AND json_valid(case_json)",
+            [run_id],
+            |r| r.get(0),
+        )?;
+        Ok(RunObservations(
+            found,
+            longest_ms.and_then(|ms| crate::case::latency_bound(ms / 1e3)),
+        ))
     }
 
     /// The values of the metrics `names` in the run's successful `observations` whose ids lie
@@ -252,7 +264,7 @@ impl Store {
         // `out_of_order`, what a value alone can fail: the matrix reads one quantile).
         if let Some(why) = value.and_then(|v| {
             crate::observation::impossible_value(role, name, v)
-                .or_else(|| crate::observation::beyond_histogram(role, name, v))
+                .or_else(|| crate::observation::beyond_histogram(role, name, v, observations.1))
         }) {
             return Err(self.corrupt_fleet(why));
         }

@@ -184,15 +184,21 @@ impl Store {
         // One observation's rows together (the metrics' index by observation gives the
         // order), so how its values stand to each other is checked as a reader would.
         let mut read = self.conn.prepare(
-            "SELECT c.run_id, m.role, m.name, m.value, m.observation_id FROM metrics m
+            "SELECT c.run_id, m.role, m.name, m.value, m.observation_id, c.id, c.case_json FROM metrics m
              JOIN observations o ON o.id = m.observation_id JOIN cases c ON c.id = o.case_id
              ORDER BY m.observation_id",
         )?;
         let mut rows = read.query([])?;
         let mut observation: Option<(i64, i64)> = None;
         let mut metrics: Vec<crate::observation::Metric> = Vec::new();
-        let in_order = |of: Option<(i64, i64)>, metrics: &[crate::observation::Metric]| -> anyhow::Result<()> {
-            match (of, crate::observation::out_of_order(metrics)) {
+        // The case of the observation being read (its id) and the longest latency it allows;
+        // a case that does not parse is refused by the run's own check (`checked_provenance`).
+        let mut case: Option<(i64, Option<std::time::Duration>)> = None;
+        let in_order = |of: Option<(i64, i64)>,
+                        metrics: &[crate::observation::Metric],
+                        longest: Option<std::time::Duration>|
+         -> anyhow::Result<()> {
+            match (of, crate::observation::out_of_order(metrics, longest)) {
                 (Some((run, id)), Some(why)) => Err(StoreError::Corrupt {
                     path: self.path().to_path_buf(),
                     detail: format!("run {run}: observation {id}: {why}"),
@@ -201,16 +207,21 @@ impl Store {
                 _ => Ok(()),
             }
         };
+        let longest = |case: Option<(i64, Option<std::time::Duration>)>| case.and_then(|(_, longest)| longest);
         while let Some(r) = rows.next()? {
-            let (run, id): (i64, i64) = (r.get(0)?, r.get(4)?);
+            let (run, id, case_id): (i64, i64, i64) = (r.get(0)?, r.get(4)?, r.get(5)?);
             if observation.is_some_and(|(_, current)| current != id) {
-                in_order(observation, &metrics)?;
+                in_order(observation, &metrics, longest(case))?;
                 metrics.clear();
+            }
+            if case.is_none_or(|(current, _)| current != case_id) {
+                let parsed = serde_json::from_str::<crate::case::Case>(&r.get::<_, String>(6)?).ok();
+                case = Some((case_id, parsed.and_then(|c| c.as_workload().longest_latency())));
             }
             observation = Some((run, id));
             metrics.extend(check_stored_value(self, run, r)?);
         }
-        in_order(observation, &metrics)
+        in_order(observation, &metrics, longest(case))
     }
 
     /// Every run's identity, to its id.

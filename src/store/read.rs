@@ -284,7 +284,7 @@ impl Store {
                 pair_machines: None,
             };
             // And how its values stand to each other (`observation::out_of_order`).
-            if let Some(why) = observation.out_of_order() {
+            if let Some(why) = observation.out_of_order(case.as_workload().longest_latency()) {
                 return Err(self.corrupt(format!("observation {obs_id}: {why}")));
             }
             cells.push(StoredCell {

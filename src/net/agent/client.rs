@@ -111,7 +111,7 @@ pub fn run_on_agent_with(
                 observation.metrics = observation.metrics.iter().map(|m| m.from_peer(&peer)).collect();
                 // And how they stand to each other: out of order, no figure of the cell can be
                 // trusted, so the cell fails naming the metrics.
-                if let Some(why) = observation.out_of_order() {
+                if let Some(why) = observation.out_of_order(case.as_workload().longest_latency()) {
                     bail!("{peer} sent values no measurement gives: {why}");
                 }
                 return Ok(AgentRun {

@@ -375,7 +375,9 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
                 // payload and warnings as much as the metrics pushed) sees only values in range.
                 report.metrics = report.metrics.iter().map(super::observe::checked).collect();
                 // And how they stand to each other: out of order, the cell fails naming them.
-                if let Some(why) = crate::observation::out_of_order(&report.metrics) {
+                if let Some(why) =
+                    crate::observation::out_of_order(&report.metrics, self.workload.net().longest_latency())
+                {
                     bail!("the server sent values no measurement gives: {why}");
                 }
                 Ok(*report)
@@ -605,28 +607,39 @@ mod tests {
     }
 
     /// Issue 31.4's bounds between values: a server's report whose p90 is above its p99.9
-    /// fails the cell, naming both metrics.
+    /// fails the cell, naming both metrics; so does a latency longer than the session's
+    /// window and warm-up (1.5 s here: at most 4 s recorded) allow.
     #[test]
     fn a_reports_values_out_of_order_fail_the_cell() {
-        let workload = bare();
+        let mut workload = bare();
+        (workload.net.duration_ms, workload.net.warmup_ms) = (1200, 300);
         let coordinator = Coordinator::new(&workload, Stop::fresh());
-        let report = ServerReport {
-            metrics: vec![
-                Metric::tool("bare_p90_us", Role::Server, 417.0, "us"),
-                Metric::tool("bare_p999_us", Role::Server, 388.5, "us"),
-            ],
-            ..Default::default()
-        };
-        let (addr, server_thread) = server(vec![
-            Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
-            None,
-            line(&Control::Report(Box::new(report))),
-        ]);
-        let err = format!("{:#}", coordinator.client(addr, None, None).unwrap_err());
-        server_thread.join().unwrap();
-        assert!(
-            err.contains("server.bare_p90_us") && err.contains("server.bare_p999_us"),
-            "{err}"
-        );
+        let reports = [
+            (
+                vec![("bare_p90_us", 417.0), ("bare_p999_us", 388.5)],
+                ["server.bare_p90_us", "server.bare_p999_us"],
+            ),
+            (
+                vec![("bare_p50_us", 80.0), ("bare_p99_us", 4.5e6)],
+                ["server.bare_p99_us", "case's windows"],
+            ),
+        ];
+        for (values, named) in reports {
+            let report = ServerReport {
+                metrics: values
+                    .iter()
+                    .map(|(name, v)| Metric::tool(name, Role::Server, *v, "us"))
+                    .collect(),
+                ..Default::default()
+            };
+            let (addr, server_thread) = server(vec![
+                Some(r#"{"type":"ready","token":7,"port":9}"#.to_string()),
+                None,
+                line(&Control::Report(Box::new(report))),
+            ]);
+            let err = format!("{:#}", coordinator.client(addr, None, None).unwrap_err());
+            server_thread.join().unwrap();
+            assert!(named.iter().all(|n| err.contains(n)), "{err}");
+        }
     }
 }
