@@ -1,49 +1,41 @@
-//! The kernel's own evidence without a PMU, source `trace`: a few tracepoints sampled on
-//! every CPU over the measured window (`sys/tracepoint.rs`), their fields read at the
-//! offsets each event's tracefs `format` file gives, summed per thread while the window is
-//! open and, at its close, over the window's own threads (those whose `View` opened on it)
-//! for the role the probe was made for:
+//! The kernel's own evidence without a PMU, source `trace`: small eBPF programs
+//! (`trace/program.rs`, instructions built here, no compiler at build time) run in the kernel
+//! on every event of a few tracepoints, on every CPU, and add what each event says to a sum
+//! per thread of this process and per CPU (`sys/bpf.rs` maps); the probe reads the sums at the
+//! window's edges and reports the difference over the window's own threads (those whose
+//! `View` opened on it) for the role the probe was made for:
 //! receive copies to user space (`skb:skb_copy_datagram_iovec`, calls and `len`), the send
 //! path (`tcp:tcp_sendmsg_locked` calls, `sock:sock_send_length` bytes), softirq time per
 //! vector (`irq:softirq_entry/exit`, charged to the thread the softirq interrupted), context
 //! switches by cause, time off CPU and, per thread, wakeups (`sched:sched_switch`: a thread
 //! switched onto a CPU after leaving it asleep was woken), the machine's wakeups (the counts of
-//! `sched:sched_wakeup` and `sched_wakeup_new`: the kernel hands their samples to the woken
-//! task's own events, so a CPU-wide sampler gets few of them — 1,152 of 25,747 in a 2 s
-//! stream here), and the share of the role's time on CPU its threads spent in the NET softirqs
-//! (`softirq_share`).
+//! `sched:sched_wakeup` and `sched_wakeup_new`, plain counting events), and the share of the
+//! role's time on CPU its threads spent in the NET softirqs (`softirq_share`). Nothing is
+//! written per event but those sums, and no thread of iopath's reads events while the window
+//! is open.
+
+mod program;
 
 use crate::measure::window::{Probe, SystemProbes};
 use crate::observation::{names, Metric, Role, Source};
-use crate::sys::tracepoint::{self, TraceRings, TraceSample};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::sys::bpf::{Map, MapKind, Program};
+use crate::sys::tracepoint;
+use perf_event::Counter;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The environment variable that turns the probe on (`IOPATH_TRACE=on`; `off`, or unset, leaves
 /// it off).
 pub const TRACE_ENV: &str = "IOPATH_TRACE";
-/// Why the probe is off unless asked for: it writes a sample for every event of its tracepoints
-/// from inside the measured threads, which at high event rates costs more than the figure it
-/// would sit beside (docs/methodology.md, "What it costs").
-pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its samples cost up to half the throughput of a fast stream; IOPATH_TRACE=on turns it on)";
-/// Ring bytes per CPU; drained every [`DRAIN_EVERY`], so it holds seconds of the busiest stream should the drainer wait for a CPU.
-const RING_BYTES: usize = 8 << 20;
-const DRAIN_EVERY: Duration = Duration::from_millis(10);
-/// Samples younger than this stay for the next drain: another CPU's earlier event may not be
-/// in its ring yet, and switches must be paired in time order.
-const SETTLE_NS: u64 = 2_000_000;
+/// Why the probe is off unless asked for: its programs run on every event of their
+/// tracepoints, which at a fast stream's event rates costs more than the 3 % the probe may
+/// (docs/methodology.md, "What it costs").
+pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its programs take about 7 % of the CPU time of a fast stream; IOPATH_TRACE=on turns it on)";
 
-/// The share of a tracepoint's counted events whose samples may be missing for its figures
-/// to stand (the figure is short by at most that share of its events).
-const MISSED_SAMPLES_MAX: f64 = 0.01;
+/// Entries of the per-thread map: above the threads any run of iopath has at once.
+const MAX_THREADS: u32 = 16384;
 
-const NET_TX_SOFTIRQ: u64 = 2;
-const NET_RX_SOFTIRQ: u64 = 3;
-
-/// The tracepoints, in the order their ids are opened.
+/// The tracepoints, in the order their ids are read.
 const EVENTS: [(&str, &str); 8] = [
     ("skb", "skb_copy_datagram_iovec"),
     ("tcp", "tcp_sendmsg_locked"),
@@ -61,44 +53,6 @@ pub struct Field {
     pub offset: usize,
     pub size: usize,
     pub signed: bool,
-}
-
-impl Field {
-    /// The field's value in `raw` (little- or big-endian as the machine), sign-extended.
-    pub fn read(&self, raw: &[u8]) -> Option<i64> {
-        let bytes = raw.get(self.offset..self.offset + self.size)?;
-        let mut buf = [0u8; 8];
-        Some(match self.size {
-            1 => {
-                if self.signed {
-                    bytes[0] as i8 as i64
-                } else {
-                    bytes[0] as i64
-                }
-            }
-            2 => {
-                let v = u16::from_ne_bytes([bytes[0], bytes[1]]);
-                if self.signed {
-                    v as i16 as i64
-                } else {
-                    v as i64
-                }
-            }
-            4 => {
-                let v = u32::from_ne_bytes(bytes.try_into().ok()?);
-                if self.signed {
-                    v as i32 as i64
-                } else {
-                    v as i64
-                }
-            }
-            8 => {
-                buf.copy_from_slice(bytes);
-                i64::from_ne_bytes(buf)
-            }
-            _ => return None,
-        })
-    }
 }
 
 /// An event's fields by name, from its tracefs `format` text
@@ -130,15 +84,13 @@ pub fn parse_format(text: &str) -> HashMap<String, Field> {
     fields
 }
 
-/// What the probe reads of each event: its id and the fields it needs.
+/// What the probe reads of each event: its id and the fields its programs read.
 #[derive(Debug, Clone)]
 struct Layout {
     ids: Vec<u64>,
-    common_type: Field,
     copy_len: Field,
     send_ret: Field,
     softirq_vec: Field,
-    prev_pid: Field,
     prev_state: Field,
     next_pid: Field,
 }
@@ -162,20 +114,18 @@ fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
             .get(name)
             .copied()
             .ok_or_else(|| format!("{sys}:{event_name} has no field {name}"))?;
-        // A sample keeps the record's first RAW_KEPT bytes.
-        if f.offset + f.size > tracepoint::RAW_KEPT {
+        // A program reads a field with one aligned load of 1, 2, 4 or 8 bytes.
+        if ![1, 2, 4, 8].contains(&f.size) || f.offset % f.size != 0 || f.offset > i16::MAX as usize {
             return Err(format!(
-                "{sys}:{event_name}'s field {name} lies past the bytes a sample keeps"
+                "{sys}:{event_name}'s field {name} is not a number a probe program can read"
             ));
         }
         Ok(f)
     };
     Ok(Layout {
-        common_type: field(0, "common_type")?,
         copy_len: field(0, "len")?,
         send_ret: field(2, "ret")?,
         softirq_vec: field(3, "vec")?,
-        prev_pid: field(5, "prev_pid")?,
         prev_state: field(5, "prev_state")?,
         next_pid: field(5, "next_pid")?,
         ids,
@@ -212,134 +162,209 @@ impl ThreadTrace {
     }
 }
 
-/// The window's samples folded per thread, in time order.
-#[derive(Debug, Default)]
-struct Tally {
-    open_ns: u64,
-    threads: HashMap<u32, ThreadTrace>,
-    /// Per CPU: the softirq running now (vector, started, interrupted thread).
-    in_softirq: HashMap<u32, (u64, u64, u32)>,
-    /// Threads off CPU now, since when.
-    off_since: HashMap<u32, u64>,
-    /// Threads that left their CPU asleep (a voluntary switch) and have not run since: the next
-    /// switch onto a CPU is their wakeup.
-    asleep: std::collections::HashSet<u32>,
-    /// Threads seen switching in or out (one first seen switching in was off CPU since the open).
-    seen: std::collections::HashSet<u32>,
-    /// Softirq time of all CPUs per vector (NET_RX, NET_TX).
-    all_rx_ns: u64,
-    all_tx_ns: u64,
-    /// The same per CPU: (NET_RX, NET_TX) ns, in CPU order.
-    per_cpu_ns: std::collections::BTreeMap<u32, (u64, u64)>,
-    lost: u64,
-    /// Samples delivered per tracepoint (checked against the events' own counts).
-    delivered: Vec<u64>,
-}
+/// One thread's entry of the per-thread map (`program::THREAD_VALUE` bytes of u64), read.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct ThreadSums([u64; program::THREAD_VALUE / 8]);
 
-impl Tally {
-    /// Count newly drained samples by tracepoint.
-    fn note_delivered(&mut self, layout: &Layout, new: &[TraceSample]) {
-        self.delivered.resize(layout.ids.len(), 0);
-        for s in new {
-            let ty = layout.common_type.read(s.raw()).unwrap_or(-1);
-            if let Some(i) = layout.ids.iter().position(|&id| id as i64 == ty) {
-                self.delivered[i] += 1;
-            }
+impl ThreadSums {
+    fn from_bytes(b: &[u8]) -> ThreadSums {
+        let mut v = [0u64; program::THREAD_VALUE / 8];
+        for (i, chunk) in b.chunks_exact(8).take(v.len()).enumerate() {
+            v[i] = u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8]));
         }
+        ThreadSums(v)
     }
 
-    fn fold(&mut self, layout: &Layout, s: &TraceSample) {
-        let Some(ty) = layout.common_type.read(s.raw()) else {
-            return;
+    fn at(&self, offset: i16) -> u64 {
+        self.0[offset as usize / 8]
+    }
+}
+
+/// The maps' sums at one instant: per thread, and per CPU (NET_RX ns, NET_TX ns).
+#[derive(Debug, Clone, Default)]
+struct Snapshot {
+    at_ns: u64,
+    threads: HashMap<u32, ThreadSums>,
+    cpus: BTreeMap<u32, (u64, u64)>,
+}
+
+/// What each thread did between two snapshots. The sums only grow, so the window's part is
+/// their difference, except time off CPU, which a thread adds when it comes back: a thread
+/// off CPU at the open adds, on its return, the time before the open too (taken off), and one
+/// off CPU at the close has not added its current absence yet (added, from the open at most).
+fn window_threads(open: &Snapshot, close: &Snapshot) -> HashMap<u32, ThreadTrace> {
+    use program::*;
+    close
+        .threads
+        .iter()
+        .map(|(&tid, c)| {
+            let o = open.threads.get(&tid).copied().unwrap_or_default();
+            let d = |off: i16| c.at(off).saturating_sub(o.at(off));
+            let (left_before, left_now) = (o.at(OFF_SINCE), c.at(OFF_SINCE));
+            let before_open = if left_before != 0 && left_now != left_before {
+                open.at_ns.saturating_sub(left_before)
+            } else {
+                0
+            };
+            let until_close = if left_now != 0 {
+                close.at_ns.saturating_sub(left_now.max(open.at_ns))
+            } else {
+                0
+            };
+            let trace = ThreadTrace {
+                copy_calls: d(COPY_CALLS),
+                copy_bytes: d(COPY_BYTES),
+                sendmsg_calls: d(SENDMSG_CALLS),
+                send_bytes: d(SEND_BYTES),
+                softirq_rx_ns: d(SOFTIRQ_RX_NS),
+                softirq_tx_ns: d(SOFTIRQ_TX_NS),
+                voluntary: d(VOLUNTARY),
+                involuntary: d(INVOLUNTARY),
+                off_cpu_ns: (d(OFF_CPU_NS).saturating_sub(before_open) + until_close)
+                    .min(close.at_ns.saturating_sub(open.at_ns)),
+                wakeups: d(WAKEUPS),
+            };
+            (tid, trace)
+        })
+        .collect()
+}
+
+/// The probe's kernel side while its window is open.
+struct Attached {
+    threads: Map,
+    cpus: Map,
+    /// The events the programs are attached through, one a tracepoint (dropped: detached).
+    attachments: Vec<Counter>,
+    /// sched_wakeup and sched_wakeup_new counted on each CPU.
+    wakeups: Vec<Counter>,
+    open: Snapshot,
+}
+
+impl Attached {
+    /// Load the programs for `layout`, attach them on every CPU of `cpus` and take the open
+    /// snapshot.
+    fn attach(layout: &Layout, cpus: &[usize]) -> Result<Attached, String> {
+        let map = |kind, key, value, entries| {
+            Map::create(kind, key, value, entries).map_err(|e| match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => "eBPF maps need root or CAP_BPF (bpf() refused)".to_string(),
+                _ => format!("could not make an eBPF map: {e}"),
+            })
         };
-        let event = layout.ids.iter().position(|&id| id == ty as u64);
-        let get = |f: &Field| f.read(s.raw()).unwrap_or(0);
-        match event {
-            Some(0) => {
-                let t = self.threads.entry(s.tid).or_default();
-                t.copy_calls += 1;
-                t.copy_bytes += get(&layout.copy_len).max(0) as u64;
-            }
-            Some(1) => self.threads.entry(s.tid).or_default().sendmsg_calls += 1,
-            Some(2) => self.threads.entry(s.tid).or_default().send_bytes += get(&layout.send_ret).max(0) as u64,
-            Some(3) => {
-                self.in_softirq
-                    .insert(s.cpu, (get(&layout.softirq_vec) as u64, s.time_ns, s.tid));
-            }
-            Some(4) => {
-                if let Some((vec, start, tid)) = self.in_softirq.remove(&s.cpu) {
-                    let ns = s.time_ns.saturating_sub(start);
-                    let t = self.threads.entry(tid).or_default();
-                    match vec {
-                        NET_RX_SOFTIRQ => {
-                            t.softirq_rx_ns += ns;
-                            self.all_rx_ns += ns;
-                            self.per_cpu_ns.entry(s.cpu).or_default().0 += ns;
-                        }
-                        NET_TX_SOFTIRQ => {
-                            t.softirq_tx_ns += ns;
-                            self.all_tx_ns += ns;
-                            self.per_cpu_ns.entry(s.cpu).or_default().1 += ns;
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Some(5) => {
-                let prev = get(&layout.prev_pid) as u32;
-                let next = get(&layout.next_pid) as u32;
-                // A task leaving in a sleeping state (any TASK_REPORT bit: S, D, ...) gave the CPU
-                // up; running (0) or preempted (TASK_REPORT_MAX, above those bits) was taken off.
-                let voluntary = get(&layout.prev_state) & 0xff != 0;
-                if prev != 0 {
-                    let t = self.threads.entry(prev).or_default();
-                    if voluntary {
-                        t.voluntary += 1;
-                        self.asleep.insert(prev);
-                    } else {
-                        t.involuntary += 1;
-                    }
-                    self.off_since.insert(prev, s.time_ns);
-                    self.seen.insert(prev);
-                }
-                if next != 0 {
-                    if self.asleep.remove(&next) {
-                        self.threads.entry(next).or_default().wakeups += 1;
-                    }
-                    let since = match self.off_since.remove(&next) {
-                        Some(t) => Some(t),
-                        None if self.seen.insert(next) => Some(self.open_ns),
-                        None => None,
-                    };
-                    if let Some(since) = since {
-                        self.threads.entry(next).or_default().off_cpu_ns += s.time_ns.saturating_sub(since);
-                    }
-                }
-            }
-            _ => {}
+        let threads = map(MapKind::Hash, 4, program::THREAD_VALUE, MAX_THREADS)?;
+        let cpu_entries = cpus.iter().max().map_or(1, |&c| c as u32 + 1);
+        let cpu_map = map(MapKind::Array, 4, program::CPU_VALUE, cpu_entries)?;
+        let target = program::Target {
+            threads: threads.raw_fd(),
+            cpus: cpu_map.raw_fd(),
+            tgid: std::process::id(),
+        };
+        let programs = [
+            (0, program::receive_copy(target, &layout.copy_len)),
+            (1, program::sendmsg_call(target)),
+            (2, program::send_length(target, &layout.send_ret)),
+            (3, program::softirq_entry(target, &layout.softirq_vec)),
+            (4, program::softirq_exit(target)),
+            (5, program::sched_switch(target, &layout.prev_state, &layout.next_pid)),
+        ];
+        // A tracepoint runs its programs on every CPU (perf_trace_run_bpf_submit), so one
+        // attachment each, through an event on the first CPU, sees them all.
+        let first_cpu = cpus.first().copied().unwrap_or(0);
+        let mut attachments = Vec::with_capacity(programs.len());
+        for (event, insns) in programs {
+            let loaded = Program::load_tracepoint(&insns)
+                .map_err(|e| format!("{}:{}: {e}", EVENTS[event].0, EVENTS[event].1))?;
+            attachments.push(
+                loaded
+                    .attach(layout.ids[event], first_cpu)
+                    .map_err(|e| open_reason(&e))?,
+            );
         }
+        let mut wakeups = Vec::with_capacity(2 * cpus.len());
+        for event in [6, 7] {
+            for &cpu in cpus {
+                wakeups.push(tracepoint::count_on(layout.ids[event], cpu).map_err(|e| open_reason(&e))?);
+            }
+        }
+        // Only the counters are enabled: a program runs once attached, and its disabled event
+        // records nothing of the events it passes on.
+        for e in wakeups.iter_mut() {
+            e.enable().map_err(|e| open_reason(&e))?;
+        }
+        // This process's threads asleep now have left their CPU by the open: the programs make
+        // an entry for a thread only when it is on a CPU, so without these one asleep since
+        // before the open would add neither that absence nor its wakeup.
+        let now = tracepoint::monotonic_ns();
+        for tid in asleep_threads() {
+            let mut sums = ThreadSums::default();
+            sums.0[program::OFF_SINCE as usize / 8] = now;
+            sums.0[program::ASLEEP as usize / 8] = 1;
+            let bytes: Vec<u8> = sums.0.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            threads
+                .insert_new(&tid.to_ne_bytes(), &bytes)
+                .map_err(|e| format!("could not enter a thread in the probe's map: {e}"))?;
+        }
+        let mut attached = Attached {
+            threads,
+            cpus: cpu_map,
+            attachments,
+            wakeups,
+            open: Snapshot::default(),
+        };
+        attached.open = attached
+            .snapshot()
+            .map_err(|e| format!("reading the probe's sums: {e}"))?;
+        Ok(attached)
     }
 
-    /// The window closed at `close_ns`: threads still off CPU were off until then.
-    fn finish(&mut self, close_ns: u64) {
-        for (tid, since) in self.off_since.drain() {
-            self.threads.entry(tid).or_default().off_cpu_ns += close_ns.saturating_sub(since);
+    fn snapshot(&self) -> std::io::Result<Snapshot> {
+        let at_ns = tracepoint::monotonic_ns();
+        let mut snap = Snapshot {
+            at_ns,
+            ..Snapshot::default()
+        };
+        for (key, value) in self.threads.entries()? {
+            let tid = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
+            snap.threads.insert(tid, ThreadSums::from_bytes(&value));
         }
+        for (key, value) in self.cpus.entries()? {
+            let cpu = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
+            let at = |off: i16| u64::from_ne_bytes(value[off as usize..off as usize + 8].try_into().unwrap_or([0; 8]));
+            snap.cpus.insert(cpu, (at(program::CPU_RX_NS), at(program::CPU_TX_NS)));
+        }
+        Ok(snap)
+    }
+
+    /// The close snapshot, the machine's wakeups since the open, and the programs detached.
+    fn close(mut self) -> std::io::Result<(Snapshot, Snapshot, u64)> {
+        let close = self.snapshot()?;
+        // Detached before anything else is read: the programs cost nothing past the window.
+        self.attachments.clear();
+        for e in self.wakeups.iter_mut() {
+            e.disable().ok();
+        }
+        let mut wakeups = 0;
+        for c in &mut self.wakeups {
+            wakeups += c.read()?;
+        }
+        Ok((self.open, close, wakeups))
     }
 }
 
-/// Sorted samples, folded up to a horizon; what is younger waits for the next drain.
-fn fold_until(tally: &mut Tally, layout: &Layout, pending: &mut Vec<TraceSample>, horizon: u64) {
-    pending.sort_by_key(|s| s.time_ns);
-    let ready = pending.partition_point(|s| s.time_ns <= horizon);
-    for s in pending.drain(..ready) {
-        tally.fold(layout, &s);
-    }
-}
-
-struct Running {
-    stop: Arc<AtomicBool>,
-    drainer: JoinHandle<(TraceRings, Tally, Vec<TraceSample>)>,
+/// This process's threads that are asleep (state S or D in /proc/self/task/<tid>/stat).
+fn asleep_threads() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let tid: u32 = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // The state follows the command's closing parenthesis.
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            matches!(state, 'S' | 'D').then_some(tid)
+        })
+        .collect()
 }
 
 /// Whether the transport's receive copies pass `skb:skb_copy_datagram_iovec`.
@@ -364,7 +389,7 @@ pub struct TraceProbe {
     system: bool,
     setup: Result<Layout, String>,
     threads: Arc<Mutex<Vec<u32>>>,
-    running: Option<Running>,
+    attached: Option<Attached>,
     failed: Option<String>,
 }
 
@@ -405,7 +430,7 @@ pub fn push_trace_probe(system: &mut SystemProbes, role: Role, perf: bool, rx_co
         system: role == Role::Client,
         setup,
         threads: Arc::default(),
-        running: None,
+        attached: None,
         failed: None,
     }));
 }
@@ -434,7 +459,7 @@ fn open_reason(e: &std::io::Error) -> String {
             "system-wide tracepoints need root or CAP_PERFMON (perf_event_paranoid={})",
             crate::sys::procfs::read_i64("/proc/sys/kernel/perf_event_paranoid").map_or("?".into(), |p| p.to_string())
         ),
-        _ => format!("perf_event_open of the tracepoints failed: {e}"),
+        _ => format!("attaching the probe to the tracepoints failed: {e}"),
     }
 }
 
@@ -446,73 +471,23 @@ impl Probe for TraceProbe {
     }
 
     fn open(&mut self) {
-        let Ok(layout) = self.setup.clone() else { return };
-        let mut rings = match TraceRings::open(&layout.ids, &online_cpus(), RING_BYTES) {
-            Ok(r) => r,
-            Err(e) => {
-                self.failed = Some(open_reason(&e));
-                return;
-            }
-        };
-        let mut tally = Tally {
-            open_ns: tracepoint::monotonic_ns(),
-            ..Tally::default()
-        };
-        if let Err(e) = rings.enable() {
-            self.failed = Some(open_reason(&e));
-            return;
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let drainer = std::thread::Builder::new().name("iopath-trace".into()).spawn(move || {
-            let mut pending = Vec::new();
-            while !stopped.load(Ordering::SeqCst) {
-                std::thread::sleep(DRAIN_EVERY);
-                let horizon = tracepoint::monotonic_ns().saturating_sub(SETTLE_NS);
-                let from = pending.len();
-                tally.lost += rings.drain(&mut pending);
-                tally.note_delivered(&layout, &pending[from..]);
-                fold_until(&mut tally, &layout, &mut pending, horizon);
-            }
-            (rings, tally, pending)
-        });
-        match drainer {
-            Ok(drainer) => self.running = Some(Running { stop, drainer }),
-            Err(e) => self.failed = Some(format!("could not start the trace drain thread: {e}")),
+        let Ok(layout) = &self.setup else { return };
+        match Attached::attach(layout, &online_cpus()) {
+            Ok(attached) => self.attached = Some(attached),
+            Err(why) => self.failed = Some(why),
         }
     }
 
     fn close(&mut self) -> Vec<Metric> {
-        let why = match (&self.setup, &self.failed, self.running.take()) {
+        let why = match (&self.setup, &self.failed, self.attached.take()) {
             (Err(why), _, _) | (_, Some(why), _) => why.clone(),
-            (Ok(layout), None, Some(run)) => {
-                let close_ns = tracepoint::monotonic_ns();
-                run.stop.store(true, Ordering::SeqCst);
-                match run.drainer.join() {
-                    Ok((mut rings, mut tally, mut pending)) => {
-                        rings.disable();
-                        let from = pending.len();
-                        tally.lost += rings.drain(&mut pending);
-                        tally.note_delivered(layout, &pending[from..]);
-                        let counted = rings
-                            .counts()
-                            .map_err(|e| format!("reading the tracepoints' counts: {e}"));
-                        pending.retain(|s| s.time_ns <= close_ns);
-                        fold_until(&mut tally, layout, &mut pending, u64::MAX);
-                        tally.finish(close_ns);
-                        match counted {
-                            Ok(counted) if tally.lost == 0 => {
-                                let tids = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
-                                let window_ns = close_ns.saturating_sub(tally.open_ns);
-                                return self.metrics(&tally, &tids, &counted, window_ns);
-                            }
-                            Ok(_) => format!("the trace rings lost {} events (the drain fell behind)", tally.lost),
-                            Err(why) => why,
-                        }
-                    }
-                    Err(_) => "the trace drain thread panicked".to_string(),
+            (Ok(_), None, Some(attached)) => match attached.close() {
+                Ok((open, close, wakeups)) => {
+                    let tids = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
+                    return self.metrics(&open, &close, &tids, wakeups);
                 }
-            }
+                Err(e) => format!("reading the probe's sums: {e}"),
+            },
             (Ok(_), None, None) => "the window never opened".to_string(),
         };
         METRICS
@@ -525,16 +500,6 @@ impl Probe for TraceProbe {
                     .map(|(name, unit)| Metric::unavailable(name, Role::System, unit, &why)),
             )
             .collect()
-    }
-}
-
-/// A probe dropped with its window open (a failure between the edges) still joins its thread.
-impl Drop for TraceProbe {
-    fn drop(&mut self) {
-        if let Some(run) = self.running.take() {
-            run.stop.store(true, Ordering::SeqCst);
-            let _ = run.drainer.join();
-        }
     }
 }
 
@@ -553,19 +518,6 @@ const METRICS: [(&str, &str); 11] = [
     (names::SCHED_WAKEUPS, "wakeups"),
     (names::SOFTIRQ_SHARE, "fraction"),
 ];
-const METRIC_EVENTS: [&[usize]; 11] = [
-    &[0],
-    &[0],
-    &[1],
-    &[2],
-    &[3, 4],
-    &[3, 4],
-    &[5],
-    &[5],
-    &[5],
-    &[5],
-    &[3, 4, 5],
-];
 const SYSTEM_METRICS: [(&str, &str); 3] = [
     (names::SOFTIRQ_NET_RX_S, "s"),
     (names::SOFTIRQ_NET_TX_S, "s"),
@@ -573,29 +525,17 @@ const SYSTEM_METRICS: [(&str, &str); 3] = [
 ];
 
 impl TraceProbe {
-    fn metrics(&self, tally: &Tally, tids: &[u32], counted: &[u64], window_ns: u64) -> Vec<Metric> {
-        // A figure stands only when the kernel wrote a sample for (nearly) every event it
-        // counted: it drops a few when a tracepoint fires inside its own perf output.
-        let short = |events: &[usize]| -> Option<String> {
-            events.iter().find_map(|&i| {
-                let delivered = tally.delivered.get(i).copied().unwrap_or(0);
-                let total = counted.get(i).copied().unwrap_or(0);
-                (total.saturating_sub(delivered) as f64 > total as f64 * MISSED_SAMPLES_MAX).then(|| {
-                    format!(
-                        "the kernel wrote {delivered} samples of {} {}:{} events",
-                        total, EVENTS[i].0, EVENTS[i].1
-                    )
-                })
-            })
-        };
+    fn metrics(&self, open: &Snapshot, close: &Snapshot, tids: &[u32], wakeups: u64) -> Vec<Metric> {
+        let threads = window_threads(open, close);
+        let window_ns = close.at_ns.saturating_sub(open.at_ns);
         let mut sum = ThreadTrace::default();
         for tid in tids {
-            if let Some(t) = tally.threads.get(tid) {
+            if let Some(t) = threads.get(tid) {
                 sum.add(t);
             }
         }
         let s = |ns: u64| ns as f64 / 1e9;
-        let share = softirq_share(&tally.threads, tids, window_ns);
+        let share = softirq_share(&threads, tids, window_ns);
         let values = [
             sum.copy_calls as f64,
             sum.copy_bytes as f64,
@@ -612,42 +552,43 @@ impl TraceProbe {
         let mut out: Vec<Metric> = METRICS
             .iter()
             .zip(values)
-            .zip(METRIC_EVENTS)
-            .map(|(((name, unit), v), events)| match (short(events), self.rx_copies) {
-                (_, RxCopies::Untraced(why)) if events == [0] => Metric::unavailable(name, self.role, unit, why),
-                (None, _) if *name == names::SOFTIRQ_SHARE && share.is_none() => Metric::unavailable(
+            .map(|((name, unit), v)| match self.rx_copies {
+                RxCopies::Untraced(why)
+                    if *name == names::KERNEL_RX_COPY_CALLS || *name == names::KERNEL_RX_COPY_BYTES =>
+                {
+                    Metric::unavailable(name, self.role, unit, why)
+                }
+                _ if *name == names::SOFTIRQ_SHARE && share.is_none() => Metric::unavailable(
                     name,
                     self.role,
                     unit,
                     "the role's threads were never on a CPU in the window",
                 ),
-                (None, _) => Metric::new(name, self.role, v, unit, Source::Trace),
-                (Some(why), _) => Metric::unavailable(name, self.role, unit, why),
+                _ => Metric::new(name, self.role, v, unit, Source::Trace),
             })
             .collect();
         if self.system {
-            let softirq = short(&[3, 4]);
-            let system = |name: &str, value: f64, unit: &str| match &softirq {
-                None => Metric::new(name, Role::System, value, unit, Source::Trace),
-                Some(why) => Metric::unavailable(name, Role::System, unit, why.clone()),
-            };
-            out.push(system(names::SOFTIRQ_NET_RX_S, s(tally.all_rx_ns), "s"));
-            out.push(system(names::SOFTIRQ_NET_TX_S, s(tally.all_tx_ns), "s"));
+            let system =
+                |name: &str, value: f64, unit: &str| Metric::new(name, Role::System, value, unit, Source::Trace);
+            let cpus: Vec<(u32, (u64, u64))> = close
+                .cpus
+                .iter()
+                .map(|(&cpu, &(rx, tx))| {
+                    let (rx0, tx0) = open.cpus.get(&cpu).copied().unwrap_or_default();
+                    (cpu, (rx.saturating_sub(rx0), tx.saturating_sub(tx0)))
+                })
+                .collect();
+            let all_rx: u64 = cpus.iter().map(|(_, (rx, _))| rx).sum();
+            let all_tx: u64 = cpus.iter().map(|(_, (_, tx))| tx).sum();
+            out.push(system(names::SOFTIRQ_NET_RX_S, s(all_rx), "s"));
+            out.push(system(names::SOFTIRQ_NET_TX_S, s(all_tx), "s"));
             // Per CPU that ran any: where the network stack's time went (the pinned CPUs of
             // a client and a server, or the CPU the NIC's interrupts land on).
-            for (cpu, (rx, tx)) in &tally.per_cpu_ns {
+            for (cpu, (rx, tx)) in cpus.iter().filter(|(_, (rx, tx))| rx + tx > 0) {
                 out.push(system(&names::per_cpu(names::SOFTIRQ_NET_RX_S, *cpu), s(*rx), "s"));
                 out.push(system(&names::per_cpu(names::SOFTIRQ_NET_TX_S, *cpu), s(*tx), "s"));
             }
-            // Counted, every CPU: the events' own counts, not their samples.
-            let wakeups = counted.get(6).copied().unwrap_or(0) + counted.get(7).copied().unwrap_or(0);
-            out.push(Metric::new(
-                names::SCHED_WAKEUPS,
-                Role::System,
-                wakeups as f64,
-                "wakeups",
-                Source::Trace,
-            ));
+            out.push(system(names::SCHED_WAKEUPS, wakeups as f64, "wakeups"));
         }
         out
     }
@@ -749,79 +690,65 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
             }
         );
         assert!(!f.contains_key("print fmt"));
-        let mut raw = vec![0u8; 64];
-        raw[32..40].copy_from_slice(&(-3i64).to_ne_bytes());
-        raw[24..28].copy_from_slice(&(-1i32).to_ne_bytes());
-        assert_eq!(f["prev_state"].read(&raw), Some(-3));
-        assert_eq!(f["prev_pid"].read(&raw), Some(-1));
-        assert_eq!(
-            f["next_pid"].read(&raw[..58]),
-            None,
-            "a field past the record is not read"
-        );
+        assert_eq!(f["next_pid"].offset, 56);
     }
 
-    fn layout() -> Layout {
-        let f = |offset, size| Field {
-            offset,
-            size,
-            signed: false,
-        };
-        Layout {
-            ids: (1..=8).collect(),
-            common_type: f(0, 2),
-            copy_len: f(8, 4),
-            send_ret: f(8, 4),
-            softirq_vec: f(8, 4),
-            prev_pid: f(8, 4),
-            prev_state: f(16, 8),
-            next_pid: f(12, 4),
+    fn sums(values: &[(i16, u64)]) -> ThreadSums {
+        let mut s = ThreadSums::default();
+        for &(off, v) in values {
+            s.0[off as usize / 8] = v;
         }
+        s
     }
 
-    fn sample(ty: u16, tid: u32, time_ns: u64, cpu: u32, a: u32, b: u32, c: u64) -> TraceSample {
-        let mut raw = vec![0u8; 24];
-        raw[0..2].copy_from_slice(&ty.to_ne_bytes());
-        raw[8..12].copy_from_slice(&a.to_ne_bytes());
-        raw[12..16].copy_from_slice(&b.to_ne_bytes());
-        raw[16..24].copy_from_slice(&c.to_ne_bytes());
-        TraceSample::new(tid, time_ns, cpu, &raw)
-    }
-
+    /// The window's part of each thread's sums: differences, and time off CPU cut at both
+    /// edges.
     #[test]
-    fn samples_fold_into_per_thread_copies_softirq_and_waits() {
-        let layout = layout();
-        let mut tally = Tally {
-            open_ns: 100,
-            ..Tally::default()
+    fn a_window_is_the_difference_of_its_edges_with_absences_cut_at_both() {
+        use program::*;
+        let open = Snapshot {
+            at_ns: 1_000,
+            threads: HashMap::from([
+                // 10: copied before the window; off CPU since 900 (asleep).
+                (
+                    10,
+                    sums(&[(COPY_CALLS, 3), (COPY_BYTES, 4096), (OFF_CPU_NS, 50), (OFF_SINCE, 900)]),
+                ),
+                // 20: on CPU at the open.
+                (20, sums(&[(VOLUNTARY, 2)])),
+                // 40: off CPU since 950 and still off at the close.
+                (40, sums(&[(OFF_SINCE, 950)])),
+            ]),
+            cpus: BTreeMap::new(),
         };
-        let mut pending = vec![
-            sample(1, 10, 110, 0, 65536, 0, 0),
-            sample(1, 10, 120, 0, 4096, 0, 0),
-            sample(4, 20, 130, 1, NET_RX_SOFTIRQ as u32, 0, 0),
-            sample(5, 20, 180, 1, NET_RX_SOFTIRQ as u32, 0, 0),
-            // 10 sleeps at 200 (state S), is woken and back at 260; 20 is preempted at 300.
-            sample(6, 10, 200, 0, 10, 0, 1),
-            sample(7, 30, 250, 1, 10, 0, 0),
-            sample(6, 0, 260, 0, 0, 10, 0),
-            sample(6, 20, 300, 1, 20, 0, 0x100),
-            sample(3, 20, 150, 1, 1000, 0, 0),
-        ];
-        fold_until(&mut tally, &layout, &mut pending, 1_000);
-        tally.finish(400);
-        let t10 = &tally.threads[&10];
-        assert_eq!((t10.copy_calls, t10.copy_bytes), (2, 69632));
-        assert_eq!((t10.voluntary, t10.involuntary, t10.off_cpu_ns), (1, 0, 60));
-        let t20 = &tally.threads[&20];
-        assert_eq!(
-            (t20.softirq_rx_ns, t20.send_bytes, t20.involuntary, t20.off_cpu_ns),
-            (50, 1000, 1, 100)
-        );
-        assert_eq!(tally.all_rx_ns, 50);
-        // 10 slept and ran again: one wakeup, its own (not 30's, whose sched_wakeup sample
-        // named it); 20 was preempted, not woken.
-        assert_eq!((t10.wakeups, tally.threads.get(&30).map_or(0, |t| t.wakeups)), (1, 0));
-        assert_eq!(t20.wakeups, 0);
+        let close = Snapshot {
+            at_ns: 2_000,
+            threads: HashMap::from([
+                // 10 came back at 1_100 (adding 200 ns, 100 of them before the open), copied
+                // twice, and is on CPU at the close.
+                (
+                    10,
+                    sums(&[
+                        (COPY_CALLS, 5),
+                        (COPY_BYTES, 4096 + 69632),
+                        (OFF_CPU_NS, 250),
+                        (WAKEUPS, 1),
+                    ]),
+                ),
+                // 20 left at 1_700 and has not come back.
+                (20, sums(&[(VOLUNTARY, 3), (OFF_SINCE, 1_700)])),
+                (40, sums(&[(OFF_SINCE, 950)])),
+                // 30: first seen in the window, preempted once, off 120 ns.
+                (30, sums(&[(INVOLUNTARY, 1), (OFF_CPU_NS, 120)])),
+            ]),
+            cpus: BTreeMap::new(),
+        };
+        let w = window_threads(&open, &close);
+        assert_eq!((w[&10].copy_calls, w[&10].copy_bytes), (2, 69632));
+        assert_eq!((w[&10].off_cpu_ns, w[&10].wakeups), (100, 1));
+        assert_eq!((w[&20].voluntary, w[&20].off_cpu_ns), (1, 300));
+        assert_eq!(w[&40].off_cpu_ns, 1_000, "off the whole window");
+        assert_eq!((w[&30].involuntary, w[&30].off_cpu_ns), (1, 120));
     }
 
     #[test]
@@ -850,16 +777,6 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         );
         assert_eq!(softirq_share(&threads, &[30], 400), None);
         assert_eq!(softirq_share(&threads, &[], 400), None);
-    }
-
-    #[test]
-    fn samples_younger_than_the_horizon_wait() {
-        let layout = layout();
-        let mut tally = Tally::default();
-        let mut pending = vec![sample(1, 10, 500, 0, 10, 0, 0), sample(1, 10, 50, 0, 7, 0, 0)];
-        fold_until(&mut tally, &layout, &mut pending, 100);
-        assert_eq!(tally.threads[&10].copy_bytes, 7);
-        assert_eq!(pending.len(), 1);
     }
 
     #[test]

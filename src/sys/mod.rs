@@ -5,6 +5,7 @@
 
 pub mod affinity;
 pub mod aligned;
+pub mod bpf;
 pub mod cache;
 pub mod ethtool;
 pub mod futex;
