@@ -167,10 +167,6 @@ impl Asm {
     fn if_slt(&mut self, dst: u8, imm: i32, to: Label) {
         self.jump(0xc5, dst, 0, imm, to);
     }
-    /// Signed dst <= imm.
-    fn if_sle(&mut self, dst: u8, imm: i32, to: Label) {
-        self.jump(0xd5, dst, 0, imm, to);
-    }
 
     /// dst = the record's field (ctx in r6), sign-extended when the field is signed.
     fn field(&mut self, dst: u8, f: &Field) {
@@ -247,19 +243,27 @@ pub struct Target {
     pub tgid: u32,
 }
 
-/// skb:skb_copy_datagram_iovec: one receive copy of `len` bytes by the current thread.
-pub fn receive_copy(t: Target, len: &Field) -> Vec<Insn> {
+/// A program adding the record's field `value`, when it is at least `least`, to the current
+/// thread's `sum` (and one to its `calls`, when given), for a thread of this process.
+fn add_to_thread(t: Target, value: &Field, least: i32, calls: Option<i16>, sum: i16) -> Vec<Insn> {
     let mut a = Asm::default();
     let exit = a.label();
     a.mov(R6, R1);
     a.only_process(t.tgid, exit);
-    a.field(R8, len);
-    a.if_slt(R8, 0, exit);
+    a.field(R8, value);
+    a.if_slt(R8, least, exit);
     a.thread_entry(t.threads, exit);
-    a.count(R0, COPY_CALLS);
-    a.atomic_add(R0, COPY_BYTES, R8);
+    if let Some(calls) = calls {
+        a.count(R0, calls);
+    }
+    a.atomic_add(R0, sum, R8);
     a.exit_at(exit);
     a.finish()
+}
+
+/// skb:skb_copy_datagram_iovec: one receive copy of `len` bytes by the current thread.
+pub fn receive_copy(t: Target, len: &Field) -> Vec<Insn> {
+    add_to_thread(t, len, 0, Some(COPY_CALLS), COPY_BYTES)
 }
 
 /// tcp:tcp_sendmsg_locked: one call of the TCP send path by the current thread.
@@ -276,16 +280,7 @@ pub fn sendmsg_call(t: Target) -> Vec<Insn> {
 
 /// sock:sock_send_length: `ret` bytes sent by the current thread (an error is not a length).
 pub fn send_length(t: Target, ret: &Field) -> Vec<Insn> {
-    let mut a = Asm::default();
-    let exit = a.label();
-    a.mov(R6, R1);
-    a.only_process(t.tgid, exit);
-    a.field(R8, ret);
-    a.if_sle(R8, 0, exit);
-    a.thread_entry(t.threads, exit);
-    a.atomic_add(R0, SEND_BYTES, R8);
-    a.exit_at(exit);
-    a.finish()
+    add_to_thread(t, ret, 1, None, SEND_BYTES)
 }
 
 /// r0 = this CPU's entry (key on the stack); jump to `none` when there is none.
