@@ -22,7 +22,7 @@ use crate::sys::bpf::{Map, MapKind, Program};
 use crate::sys::tracepoint;
 use perf_event::Counter;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The environment variable that turns the probe on (`IOPATH_TRACE=on`; `off`, or unset, leaves
 /// it off).
@@ -229,21 +229,66 @@ fn window_threads(open: &Snapshot, close: &Snapshot) -> HashMap<u32, ThreadTrace
         .collect()
 }
 
-/// The probe's kernel side while its window is open.
-struct Attached {
+/// This process's programs and maps, attached while any probe's window is open: the probes
+/// open at once (a local run's client and server) share them, so one set of programs runs per
+/// event however many roles this process measures. Dropped with the last probe's window:
+/// detached.
+struct Kernel {
     threads: Map,
     cpus: Map,
-    /// The events the programs are attached through, one a tracepoint (dropped: detached).
-    attachments: Vec<Counter>,
-    /// sched_wakeup and sched_wakeup_new counted on each CPU.
-    wakeups: Vec<Counter>,
+    /// The events the programs are attached through, one a tracepoint, held only to keep
+    /// them attached (dropped: detached).
+    _attachments: Vec<Counter>,
+    /// sched_wakeup and sched_wakeup_new counted on each CPU since the attachment.
+    wakeups: Mutex<Vec<Counter>>,
+}
+
+/// The attached [`Kernel`], while some probe holds it.
+static ATTACHED: Mutex<Weak<Kernel>> = Mutex::new(Weak::new());
+
+/// The process's attached programs: the ones some open window holds, or attached now.
+fn attached_kernel(layout: &Layout, cpus: &[usize]) -> Result<Arc<Kernel>, String> {
+    let mut slot = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(kernel) = slot.upgrade() {
+        return Ok(kernel);
+    }
+    let kernel = Arc::new(Kernel::attach(layout, cpus)?);
+    *slot = Arc::downgrade(&kernel);
+    Ok(kernel)
+}
+
+/// One probe's window: the shared programs, and their sums and wakeups at its open.
+struct Attached {
+    kernel: Arc<Kernel>,
     open: Snapshot,
+    wakeups_at_open: u64,
 }
 
 impl Attached {
-    /// Load the programs for `layout`, attach them on every CPU of `cpus` and take the open
-    /// snapshot.
-    fn attach(layout: &Layout, cpus: &[usize]) -> Result<Attached, String> {
+    fn open(layout: &Layout, cpus: &[usize]) -> Result<Attached, String> {
+        let kernel = attached_kernel(layout, cpus)?;
+        let read = |e: std::io::Error| format!("reading the probe's sums: {e}");
+        let wakeups_at_open = kernel.wakeups().map_err(read)?;
+        let open = kernel.snapshot().map_err(read)?;
+        Ok(Attached {
+            kernel,
+            open,
+            wakeups_at_open,
+        })
+    }
+
+    /// Its open and close snapshots and the machine's wakeups between (its hold on the
+    /// programs is let go: the last one detaches them).
+    fn close(self) -> std::io::Result<(Snapshot, Snapshot, u64)> {
+        let close = self.kernel.snapshot()?;
+        let wakeups = self.kernel.wakeups()?.saturating_sub(self.wakeups_at_open);
+        Ok((self.open, close, wakeups))
+    }
+}
+
+impl Kernel {
+    /// Load the programs for `layout`, attach them and count the wakeups on every CPU of `cpus`.
+    fn attach(layout: &Layout, cpus: &[usize]) -> Result<Kernel, String> {
         let map = |kind, key, value, entries| {
             Map::create(kind, key, value, entries).map_err(|e| match e.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::EACCES) => "eBPF maps need root or CAP_BPF (bpf() refused)".to_string(),
@@ -303,17 +348,22 @@ impl Attached {
                 .insert_new(&tid.to_ne_bytes(), &bytes)
                 .map_err(|e| format!("could not enter a thread in the probe's map: {e}"))?;
         }
-        let mut attached = Attached {
+        Ok(Kernel {
             threads,
             cpus: cpu_map,
-            attachments,
-            wakeups,
-            open: Snapshot::default(),
-        };
-        attached.open = attached
-            .snapshot()
-            .map_err(|e| format!("reading the probe's sums: {e}"))?;
-        Ok(attached)
+            _attachments: attachments,
+            wakeups: Mutex::new(wakeups),
+        })
+    }
+
+    /// The machine's wakeups counted since the attachment, every CPU.
+    fn wakeups(&self) -> std::io::Result<u64> {
+        let mut counters = self.wakeups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sum = 0;
+        for c in counters.iter_mut() {
+            sum += c.read()?;
+        }
+        Ok(sum)
     }
 
     fn snapshot(&self) -> std::io::Result<Snapshot> {
@@ -332,21 +382,6 @@ impl Attached {
             snap.cpus.insert(cpu, (at(program::CPU_RX_NS), at(program::CPU_TX_NS)));
         }
         Ok(snap)
-    }
-
-    /// The close snapshot, the machine's wakeups since the open, and the programs detached.
-    fn close(mut self) -> std::io::Result<(Snapshot, Snapshot, u64)> {
-        let close = self.snapshot()?;
-        // Detached before anything else is read: the programs cost nothing past the window.
-        self.attachments.clear();
-        for e in self.wakeups.iter_mut() {
-            e.disable().ok();
-        }
-        let mut wakeups = 0;
-        for c in &mut self.wakeups {
-            wakeups += c.read()?;
-        }
-        Ok((self.open, close, wakeups))
     }
 }
 
@@ -472,7 +507,7 @@ impl Probe for TraceProbe {
 
     fn open(&mut self) {
         let Ok(layout) = &self.setup else { return };
-        match Attached::attach(layout, &online_cpus()) {
+        match Attached::open(layout, &online_cpus()) {
             Ok(attached) => self.attached = Some(attached),
             Err(why) => self.failed = Some(why),
         }
