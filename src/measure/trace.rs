@@ -30,7 +30,7 @@ pub const TRACE_ENV: &str = "IOPATH_TRACE";
 /// Why the probe is off unless asked for: its programs run on every event of their
 /// tracepoints, which at a fast stream's event rates costs more than the 3 % the probe may
 /// (docs/methodology.md, "What it costs").
-pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its programs take about 7 % of the CPU time of a fast stream; IOPATH_TRACE=on turns it on)";
+pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its programs took up to 7 % of the CPU time of a fast stream; IOPATH_TRACE=on turns it on)";
 
 /// Entries of the per-thread map: above the threads any run of iopath has at once.
 const MAX_THREADS: u32 = 16384;
