@@ -191,10 +191,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
         }
         return Err(format!("'{text}' is not a CPU list ({help})"));
     };
-    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let present = crate::sys::procfs::read_trimmed("/sys/devices/system/cpu/online")
-        .and_then(|s| crate::sys::procfs::parse_cpu_list(&s))
-        .unwrap_or_else(|| (0..online).collect());
+    let present = crate::sys::procfs::online_cpus();
     if let Some(bad) = cpus.iter().find(|c| !present.contains(c)) {
         return Err(format!("CPU {bad} is not online here (online: {})", join(&present)));
     }

@@ -470,24 +470,6 @@ pub fn push_trace_probe(system: &mut SystemProbes, role: Role, perf: bool, rx_co
     }));
 }
 
-fn online_cpus() -> Vec<usize> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    // "0-3,6": ranges and single CPUs.
-    let mut list = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-            list.extend(a..=b);
-        }
-    }
-    if list.is_empty() {
-        (0..n).collect()
-    } else {
-        list
-    }
-}
-
 fn open_reason(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
@@ -507,7 +489,7 @@ impl Probe for TraceProbe {
 
     fn open(&mut self) {
         let Ok(layout) = &self.setup else { return };
-        match Attached::open(layout, &online_cpus()) {
+        match Attached::open(layout, &crate::sys::procfs::online_cpus()) {
             Ok(attached) => self.attached = Some(attached),
             Err(why) => self.failed = Some(why),
         }

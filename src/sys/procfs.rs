@@ -38,6 +38,15 @@ pub fn meminfo_field(text: &str, key: &str) -> Option<u64> {
 /// NR_CPUS is 8192).
 pub const MAX_CPU: usize = 8191;
 
+/// The online CPUs (/sys/devices/system/cpu/online), or 0..available_parallelism when that
+/// cannot be read.
+pub fn online_cpus() -> Vec<usize> {
+    read_trimmed("/sys/devices/system/cpu/online")
+        .and_then(|s| parse_cpu_list(&s))
+        .filter(|cpus| !cpus.is_empty())
+        .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect())
+}
+
 /// Parse a CPU list such as "0-3,5,7-8" (the kernel's format in /sys/devices/system/cpu/*).
 /// None for malformed text or a CPU number above [`MAX_CPU`].
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
