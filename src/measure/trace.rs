@@ -18,19 +18,15 @@ mod program;
 
 use crate::measure::window::{Probe, SystemProbes};
 use crate::observation::{names, Metric, Role, Source};
-use crate::sys::bpf::{Map, MapKind, Program};
+use crate::sys::bpf::{Insn, Map, MapKind, Program, ProgramKind};
 use crate::sys::tracepoint;
 use perf_event::Counter;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
-/// The environment variable that turns the probe on (`IOPATH_TRACE=on`; `off`, or unset, leaves
-/// it off).
+/// The environment variable that turns the probe off (`IOPATH_TRACE=off`; unset, or `on`, leaves
+/// it on: its cost is measured in docs/methodology.md, "What it costs").
 pub const TRACE_ENV: &str = "IOPATH_TRACE";
-/// Why the probe is off unless asked for: its programs run on every event of their
-/// tracepoints, which at a fast stream's event rates costs more than the 3 % the probe may
-/// (docs/methodology.md, "What it costs").
-pub const OFF_BY_DEFAULT: &str = "trace probe off by default (its programs took up to 7 % of the CPU time of a fast stream; IOPATH_TRACE=on turns it on)";
 
 /// Entries of the per-thread map: above the threads any run of iopath has at once.
 const MAX_THREADS: u32 = 16384;
@@ -84,13 +80,38 @@ pub fn parse_format(text: &str) -> HashMap<String, Field> {
     fields
 }
 
-/// What the probe reads of each event: its id and the fields its programs read.
-#[derive(Debug, Clone)]
-struct Layout {
-    ids: Vec<u64>,
+/// The numbers the copy, send and softirq programs read of their events.
+#[derive(Debug, Clone, Copy)]
+struct Fields {
     copy_len: Field,
     send_ret: Field,
     softirq_vec: Field,
+}
+
+/// Argument `index` of a raw tracepoint, an integer of `size` bytes: each argument fills a
+/// u64 of the program's context.
+const fn raw_arg(index: usize, size: usize, signed: bool) -> Field {
+    let low_half = if cfg!(target_endian = "big") { 8 - size } else { 0 };
+    Field {
+        offset: 8 * index + low_half,
+        size,
+        signed,
+    }
+}
+
+/// The same numbers as raw tracepoint arguments: `skb_copy_datagram_iovec(skb, int len)`,
+/// `sock_send_length(sk, int ret, int flags)`, `softirq_entry(unsigned int vec_nr)`.
+const RAW_ARGS: Fields = Fields {
+    copy_len: raw_arg(1, 4, true),
+    send_ret: raw_arg(1, 4, true),
+    softirq_vec: raw_arg(0, 4, false),
+};
+
+/// What the probe reads of each event: its id and the record fields its programs read.
+#[derive(Debug, Clone)]
+struct Layout {
+    ids: Vec<u64>,
+    record: Fields,
     prev_state: Field,
     next_pid: Field,
 }
@@ -123,9 +144,11 @@ fn read_layout(root: &std::path::Path) -> Result<Layout, String> {
         Ok(f)
     };
     Ok(Layout {
-        copy_len: field(0, "len")?,
-        send_ret: field(2, "ret")?,
-        softirq_vec: field(3, "vec")?,
+        record: Fields {
+            copy_len: field(0, "len")?,
+            send_ret: field(2, "ret")?,
+            softirq_vec: field(3, "vec")?,
+        },
         prev_state: field(5, "prev_state")?,
         next_pid: field(5, "next_pid")?,
         ids,
@@ -236,8 +259,10 @@ fn window_threads(open: &Snapshot, close: &Snapshot) -> HashMap<u32, ThreadTrace
 struct Kernel {
     threads: Map,
     cpus: Map,
-    /// The events the programs are attached through, one a tracepoint, held only to keep
-    /// them attached (dropped: detached).
+    /// The raw tracepoint attachments, held only to keep them (closed: detached).
+    _raw_links: Vec<std::os::fd::OwnedFd>,
+    /// The perf events the other programs are attached through, one a tracepoint, held only
+    /// to keep them attached (dropped: detached).
     _attachments: Vec<Counter>,
     /// sched_wakeup and sched_wakeup_new counted on each CPU since the attachment.
     wakeups: Mutex<Vec<Counter>>,
@@ -303,27 +328,21 @@ impl Kernel {
             cpus: cpu_map.raw_fd(),
             tgid: std::process::id(),
         };
-        let programs = [
-            (0, program::receive_copy(target, &layout.copy_len)),
-            (1, program::sendmsg_call(target)),
-            (2, program::send_length(target, &layout.send_ret)),
-            (3, program::softirq_entry(target, &layout.softirq_vec)),
-            (4, program::softirq_exit(target)),
-            (5, program::sched_switch(target, &layout.prev_state, &layout.next_pid)),
-        ];
-        // A tracepoint runs its programs on every CPU (perf_trace_run_bpf_submit), so one
-        // attachment each, through an event on the first CPU, sees them all.
-        let first_cpu = cpus.first().copied().unwrap_or(0);
-        let mut attachments = Vec::with_capacity(programs.len());
-        for (event, insns) in programs {
-            let loaded = Program::load_tracepoint(&insns)
-                .map_err(|e| format!("{}:{}: {e}", EVENTS[event].0, EVENTS[event].1))?;
-            attachments.push(
-                loaded
-                    .attach(layout.ids[event], first_cpu)
-                    .map_err(|e| open_reason(&e))?,
-            );
+        let mut raw_links = Vec::new();
+        let mut attachments = Vec::new();
+        let (raw, record) = (programs(target, &RAW_ARGS), programs(target, &layout.record));
+        for (event, (raw, record)) in raw.iter().zip(&record).enumerate() {
+            // A raw tracepoint costs the least (no record is built for it); a kernel without
+            // one for this event still has the perf-event way.
+            match load_and_attach_raw(event, raw) {
+                Ok(link) => raw_links.push(link),
+                Err(_) => attachments.push(attach_record(layout, event, record, cpus)?),
+            }
         }
+        // sched_switch's arriving thread is a task pointer among the raw arguments; its
+        // record has the pid.
+        let switch = program::sched_switch(target, &layout.prev_state, &layout.next_pid);
+        attachments.push(attach_record(layout, 5, &switch, cpus)?);
         let mut wakeups = Vec::with_capacity(2 * cpus.len());
         for event in [6, 7] {
             for &cpu in cpus {
@@ -351,6 +370,7 @@ impl Kernel {
         Ok(Kernel {
             threads,
             cpus: cpu_map,
+            _raw_links: raw_links,
             _attachments: attachments,
             wakeups: Mutex::new(wakeups),
         })
@@ -383,6 +403,33 @@ impl Kernel {
         }
         Ok(snap)
     }
+}
+
+/// The programs of the first five events, reading their numbers at `fields`.
+fn programs(target: program::Target, fields: &Fields) -> [Vec<Insn>; 5] {
+    [
+        program::receive_copy(target, &fields.copy_len),
+        program::sendmsg_call(target),
+        program::send_length(target, &fields.send_ret),
+        program::softirq_entry(target, &fields.softirq_vec),
+        program::softirq_exit(target),
+    ]
+}
+
+/// Program `insns` of event `event` loaded as a raw tracepoint program and attached.
+fn load_and_attach_raw(event: usize, insns: &[Insn]) -> Result<std::os::fd::OwnedFd, String> {
+    let loaded = Program::load(ProgramKind::RawTracepoint, insns)?;
+    loaded.attach_raw(EVENTS[event].1).map_err(|e| e.to_string())
+}
+
+/// Program `insns` of event `event` loaded as a tracepoint program and attached through a perf
+/// event: a tracepoint runs its programs on every CPU (perf_trace_run_bpf_submit), so one
+/// attachment, on the first CPU, sees them all.
+fn attach_record(layout: &Layout, event: usize, insns: &[Insn], cpus: &[usize]) -> Result<Counter, String> {
+    let loaded = Program::load(ProgramKind::Tracepoint, insns)
+        .map_err(|e| format!("{}:{}: {e}", EVENTS[event].0, EVENTS[event].1))?;
+    let first_cpu = cpus.first().copied().unwrap_or(0);
+    loaded.attach(layout.ids[event], first_cpu).map_err(|e| open_reason(&e))
 }
 
 /// This process's threads that are asleep (state S or D in /proc/self/task/<tid>/stat).
@@ -428,16 +475,14 @@ pub struct TraceProbe {
     failed: Option<String>,
 }
 
-/// The reason the probe is off, if it is (perf off for the run or the pass, IOPATH_TRACE=off,
-/// or not asked for).
+/// The reason the probe is off, if it is (perf off for the run or the pass, or IOPATH_TRACE=off).
 fn off_reason(perf: bool) -> Option<String> {
     if !perf {
         return Some(crate::measure::counters::PERF_OFF.to_string());
     }
     match std::env::var(TRACE_ENV) {
-        Ok(v) if v == "on" || v == "1" => None,
         Ok(v) if v == "off" || v == "0" => Some(format!("trace probe off ({TRACE_ENV}={v})")),
-        _ => Some(OFF_BY_DEFAULT.to_string()),
+        _ => None,
     }
 }
 
@@ -669,6 +714,37 @@ pub fn copies_per_payload_byte(metrics: &[Metric], payload: &Result<f64, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's verifier takes every program both ways: raw (what this kernel runs) and
+    /// on the record (what a kernel without the raw tracepoint falls back to, untried here
+    /// otherwise). Root and tracefs only.
+    #[test]
+    fn the_verifier_takes_every_program_raw_and_on_the_record() {
+        let layout = match setup() {
+            Ok(layout) if nix::unistd::geteuid().is_root() => layout,
+            Ok(_) => return eprintln!("skipped: not root"),
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let threads = Map::create(MapKind::Hash, 4, program::THREAD_VALUE, 16).unwrap();
+        let cpus = Map::create(MapKind::Array, 4, program::CPU_VALUE, 2).unwrap();
+        let target = program::Target {
+            threads: threads.raw_fd(),
+            cpus: cpus.raw_fd(),
+            tgid: std::process::id(),
+        };
+        for (kind, fields) in [
+            (ProgramKind::RawTracepoint, RAW_ARGS),
+            (ProgramKind::Tracepoint, layout.record),
+        ] {
+            for (event, insns) in programs(target, &fields).iter().enumerate() {
+                if let Err(e) = Program::load(kind, insns) {
+                    panic!("{kind:?} {}: {e}", EVENTS[event].1);
+                }
+            }
+        }
+        let switch = program::sched_switch(target, &layout.prev_state, &layout.next_pid);
+        Program::load(ProgramKind::Tracepoint, &switch).unwrap();
+    }
 
     const SWITCH_FORMAT: &str = "name: sched_switch\nID: 372\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\

@@ -1,6 +1,8 @@
 //! eBPF without a compiler: maps made and read with the bpf(2) system call, programs of
-//! instructions built in Rust (`measure/trace/program.rs`) loaded as tracepoint programs, and
-//! attached to a tracepoint on one CPU through a perf event (PERF_EVENT_IOC_SET_BPF). The
+//! instructions built in Rust (`measure/trace/program.rs`) loaded as raw tracepoint programs
+//! (attached by name with BPF_RAW_TRACEPOINT_OPEN: the kernel hands them the tracepoint's
+//! arguments, building no record) or as tracepoint programs (attached through a perf event on
+//! one CPU, PERF_EVENT_IOC_SET_BPF: they read the record tracefs' `format` describes). The
 //! kernel's verifier checks every program before it runs; its log is the error.
 
 use perf_event::events::Tracepoint;
@@ -14,9 +16,18 @@ const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_NOEXIST: u64 = 1;
 const BPF_MAP_GET_NEXT_KEY: libc::c_int = 4;
 const BPF_PROG_LOAD: libc::c_int = 5;
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_int = 17;
 /// `_IOW('$', 8, __u32)`.
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
-const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+
+/// How a program is run, which decides what its context holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// On the record of a tracepoint (`struct trace_event_raw_*`), through a perf event.
+    Tracepoint = 5,
+    /// On the tracepoint's arguments, a u64 each (`struct bpf_raw_tracepoint_args`).
+    RawTracepoint = 17,
+}
 
 /// One eBPF instruction as the kernel reads it (`struct bpf_insn`).
 #[repr(C)]
@@ -74,6 +85,16 @@ struct ProgLoadAttr {
     kern_version: u32,
     prog_flags: u32,
     _rest: [u64; 11],
+}
+
+/// `union bpf_attr` for BPF_RAW_TRACEPOINT_OPEN.
+#[repr(C)]
+#[derive(Default)]
+struct RawTracepointAttr {
+    name: u64,
+    prog_fd: u32,
+    _pad: u32,
+    _rest: [u64; 14],
 }
 
 /// bpf(2) with `attr` of type `A`.
@@ -199,12 +220,12 @@ pub struct Program {
 }
 
 impl Program {
-    /// Load `insns` as a tracepoint program; the error carries the verifier's log.
-    pub fn load_tracepoint(insns: &[Insn]) -> Result<Program, String> {
+    /// Load `insns` as a program of `kind`; the error carries the verifier's log.
+    pub fn load(kind: ProgramKind, insns: &[Insn]) -> Result<Program, String> {
         const LICENSE: &[u8] = b"GPL\0";
         let mut log = vec![0u8; 64 << 10];
         let mut attr = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_TRACEPOINT,
+            prog_type: kind as u32,
             insn_cnt: insns.len() as u32,
             insns: insns.as_ptr() as u64,
             license: LICENSE.as_ptr() as u64,
@@ -231,7 +252,21 @@ impl Program {
         }
     }
 
-    /// Run this program on every event of tracepoint `id`, through a perf event opened on
+    /// Run this raw tracepoint program on every event of the tracepoint `name` (without its
+    /// system, e.g. `softirq_entry`), on every CPU, until the returned descriptor is closed.
+    pub fn attach_raw(&self, name: &str) -> io::Result<OwnedFd> {
+        let name = std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let mut attr = RawTracepointAttr {
+            name: name.as_ptr() as u64,
+            prog_fd: self.fd.as_raw_fd() as u32,
+            ..Default::default()
+        };
+        let fd = bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
+        // SAFETY: the kernel returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    /// Run this tracepoint program on every event of tracepoint `id`, through a perf event opened on
     /// `cpu` for any task: the kernel runs a tracepoint's programs on every CPU
     /// (`perf_trace_run_bpf_submit`), from the attachment until the returned event is dropped.
     /// The same program attached twice to one tracepoint is refused (EEXIST).

@@ -23,7 +23,12 @@ pub fn count_on(id: u64, cpu: usize) -> io::Result<Counter> {
 
 /// Mount tracefs where it belongs when it is not there (as root; otherwise the error says why).
 pub fn ensure_tracefs() -> io::Result<()> {
-    if Path::new(TRACEFS).join("events").is_dir() {
+    // One mount at a time in this process: a local run's two probes open together, and the
+    // loser of two concurrent mounts is refused (EBUSY) though tracefs is then there.
+    static MOUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MOUNTING.lock().unwrap_or_else(|e| e.into_inner());
+    let mounted = || Path::new(TRACEFS).join("events").is_dir();
+    if mounted() {
         return Ok(());
     }
     let path = std::ffi::CString::new(TRACEFS).expect("no NUL in a constant");
@@ -32,7 +37,11 @@ pub fn ensure_tracefs() -> io::Result<()> {
     // SAFETY: every pointer is a NUL-terminated string alive for the call; data is null.
     let rc = unsafe { libc::mount(source.as_ptr(), path.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
     if rc < 0 {
-        return Err(io::Error::last_os_error());
+        let refused = io::Error::last_os_error();
+        // Another process may have mounted it meanwhile.
+        if !mounted() {
+            return Err(refused);
+        }
     }
     Ok(())
 }

@@ -291,12 +291,16 @@ fn cpu_entry(a: &mut Asm, cpus: i32, none: Label) {
     a.if_eq(R0, 0, none);
 }
 
-/// irq:softirq_entry: this CPU starts the softirq `vec` now.
+/// irq:softirq_entry: this CPU starts the softirq `vec` now, when it is NET_RX or NET_TX (the
+/// others are not timed: their exits find no start).
 pub fn softirq_entry(t: Target, vec: &Field) -> Vec<Insn> {
     let mut a = Asm::default();
-    let exit = a.label();
+    let (exit, net) = (a.label(), a.label());
     a.mov(R6, R1);
     a.field(R8, vec);
+    a.if_eq(R8, NET_RX_SOFTIRQ, net);
+    a.if_ne(R8, NET_TX_SOFTIRQ, exit);
+    a.here(net);
     cpu_entry(&mut a, t.cpus, exit);
     a.mov(R9, R0);
     a.call(KTIME_GET_NS);
