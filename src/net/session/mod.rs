@@ -11,6 +11,7 @@ pub mod handshake;
 pub(crate) mod meter;
 pub(crate) mod observe;
 pub mod registry;
+pub mod served;
 pub mod server;
 
 pub(crate) use connect::{connect, interrupted};
