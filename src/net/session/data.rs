@@ -85,33 +85,36 @@ pub(crate) fn accept_from(
     Ok(data)
 }
 
-/// End a served session: the report to the client, or what failed (`unavailable` when the
-/// kernel refused what the case needs; nothing on a stop, which the client asked for or sees
-/// as the closed connection); the session's own result.
+/// End a served session: the report to the client, or what failed ([`send_failure`]); the
+/// session's own result.
 pub(crate) fn send_outcome(control: &mut ControlChannel, outcome: anyhow::Result<ServerReport>) -> anyhow::Result<()> {
     match outcome {
         Ok(report) => control
             .send(&Control::Report(Box::new(report)))
             .context("sending the report to the client"),
-        Err(e) => {
-            if let Some(refusal) = e.downcast_ref::<crate::observation::Unsupported>() {
-                // The kernel refused what the case needs: the client reports it so.
-                control
-                    .send(&Control::Unavailable {
-                        what: refusal.what.clone(),
-                        reason: refusal.reason.clone(),
-                    })
-                    .ok();
-            } else if !e.is::<Interrupted>() {
-                control
-                    .send(&Control::Failed {
-                        error: crate::format::error_text(&e),
-                    })
-                    .ok();
-            }
-            Err(e)
-        }
+        Err(e) => Err(send_failure(control, e)),
     }
+}
+
+/// Tell the client why the session failed: `unavailable` when the kernel refused what the
+/// case needs, else `failed`; nothing on a stop, which the client asked for or sees as the
+/// closed connection. The error, to return.
+pub(crate) fn send_failure(control: &mut ControlChannel, e: anyhow::Error) -> anyhow::Error {
+    if let Some(refusal) = e.downcast_ref::<crate::observation::Unsupported>() {
+        control
+            .send(&Control::Unavailable {
+                what: refusal.what.clone(),
+                reason: refusal.reason.clone(),
+            })
+            .ok();
+    } else if !e.is::<Interrupted>() {
+        control
+            .send(&Control::Failed {
+                error: crate::format::error_text(&e),
+            })
+            .ok();
+    }
+    e
 }
 
 /// Whether a session's data connections have moved more than `max` bytes through this

@@ -14,7 +14,7 @@ use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
 use crate::net::control::{encode_data_header, Control, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
-use crate::net::session::connect::{connect_with_mss, recv_watching};
+use crate::net::session::connect::connect_with_mss;
 use crate::net::session::coordinator::{self as session, Accepted, Coordinator, NetWorkload};
 use crate::net::session::interrupted;
 use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
