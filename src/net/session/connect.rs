@@ -58,4 +58,3 @@ pub(crate) fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -
     socket.set_nonblocking(false).map_err(failed)?;
     Ok(socket.into())
 }
-

@@ -24,7 +24,8 @@ pub const MAX_THREADS: usize = 1024;
 pub(crate) use data::{accept_from, open_data_port};
 pub(crate) use gate::StartGate;
 pub use handshake::{Ready, Refusal, RefusalKind, ServerProof, ServerRefused, Unproven};
-pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Served, Session};
+pub use served::{Hello, Served};
+pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Session};
 
 /// The system probes every served session's window starts with, whatever the workload: the
 /// server threads' tracepoint evidence when the run counts (`perf`; `rx_copies`: whether the

@@ -9,19 +9,140 @@
 use super::data::{budget_error, over_budget, send_outcome, MovedBytes};
 use super::gate::all_ready;
 use super::meter::{Ctx, ServerShared};
-use super::server::{wrong_hello, Served, Session};
+use super::server::{wrong_hello, Session};
 use crate::case::NetParams;
 use crate::measure::trace::RxCopies;
 use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::control::{parse_envelope, Control, ControlChannel, HelloError, ServerReport};
 use crate::observation::{Metric, Unsupported};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use std::any::Any;
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// A workload's server side as the session server knows it: the hello kinds it answers (a
+/// hello's `workload`), how it decodes such a hello, the check of a hello's case it must pass
+/// before anything is allocated, and the function that runs one of its sessions once the hello
+/// has been read (and the key checked). A network workload's entry is [`entry`] of its
+/// [`ServedWorkload`]; `net serve`'s list is `registry::NET_SERVE`.
+#[derive(Clone, Copy)]
+pub struct Served {
+    pub hellos: &'static [&'static str],
+    pub decode: DecodeFn,
+    /// The case's limits and the memory this server would hold for it, against the headroom
+    /// (`sys::procfs::memory_headroom`: MemAvailable and the memory cgroup). The session
+    /// server runs it for every hello before the session function, so no workload serves a
+    /// case it has not sized; a refusal is sent as `Limits`.
+    pub check: CheckFn,
+    pub serve: SessionFn,
+    /// Whether its session claims the server's one session as the hello arrives (every
+    /// workload; not an agent hello, which claims it through `Session::wait_turn`, if at all).
+    pub claims: bool,
+}
+
+/// A [`Served`] entry's decoding of a hello line naming one of its kinds (the envelope has
+/// been checked): the hello, or what is wrong with it.
+pub type DecodeFn = fn(&'static str, &[u8]) -> Result<Hello, String>;
+
+/// A [`Served`] entry's check of a hello's case with this server's memory headroom (None:
+/// unknown); a hello of a kind the entry does not serve passes (its session refuses it).
+pub type CheckFn = fn(&Hello, Option<u64>) -> Result<(), String>;
+
+/// Run one session on its control connection: check the case (refusing with
+/// [`refuse`](super::handshake::refuse) before `ready`), answer `ready`, serve, report. A
+/// hello of a kind the entry does not serve is refused with [`wrong_hello`].
+pub type SessionFn = fn(ControlChannel, Hello, &Session<'_>) -> anyhow::Result<()>;
+
+/// A hello as the entry serving its workload decoded it: the workload it names, the session
+/// it asks for (warm-up + window: what `--max-session` limits) and its case.
+pub struct Hello {
+    workload: &'static str,
+    session_ms: u64,
+    case: Box<dyn Any + Send>,
+}
+
+impl Hello {
+    pub fn new<C: Any + Send>(workload: &'static str, session_ms: u64, case: C) -> Hello {
+        Hello {
+            workload,
+            session_ms,
+            case: Box::new(case),
+        }
+    }
+
+    /// The workload the hello names, as `net serve` logs it.
+    pub fn workload(&self) -> &'static str {
+        self.workload
+    }
+
+    /// Warm-up + window (0: none named; an agent checks its run request's).
+    pub fn session_ms(&self) -> u64 {
+        self.session_ms
+    }
+
+    /// The case, when it is a `C`.
+    pub fn case<C: Any>(&self) -> Option<&C> {
+        self.case.downcast_ref()
+    }
+
+    /// The case, when it is a `C`; else the hello back.
+    pub fn into_case<C: Any>(self) -> Result<C, Hello> {
+        let Hello {
+            workload,
+            session_ms,
+            case,
+        } = self;
+        case.downcast().map(|c| *c).map_err(|case| Hello {
+            workload,
+            session_ms,
+            case,
+        })
+    }
+}
+
+/// Read a client's first control line as a hello of one of the workloads in `served`: the
+/// envelope (type, version) checked first (`control::parse_envelope`), then the entry that
+/// serves the workload it names (absent: `stream`) decodes the rest.
+pub fn decode_hello(line: &[u8], served: &[Served]) -> Result<Hello, HelloError> {
+    let named = parse_envelope(line)?;
+    let name = match &named {
+        None => Some("stream"),
+        Some(value) => value.as_str(),
+    };
+    let found = served
+        .iter()
+        .find_map(|entry| entry.hellos.iter().find(|h| Some(**h) == name).map(|h| (entry, *h)));
+    let Some((entry, workload)) = found else {
+        return Err(HelloError::Malformed(format!(
+            "unknown workload {} (this server serves {})",
+            named.unwrap_or_else(|| serde_json::Value::from("stream")),
+            served_kinds(served)
+        )));
+    };
+    (entry.decode)(workload, line).map_err(HelloError::Malformed)
+}
+
+/// The hello kinds `served` serves, as a refusal lists them.
+pub fn served_kinds(served: &[Served]) -> String {
+    let kinds: Vec<&str> = served.iter().flat_map(|s| s.hellos.iter().copied()).collect();
+    kinds.join(", ")
+}
+
+/// A hello whose case is its `case` field, decoded (`bad <workload> hello: …` when not).
+fn case_of<C: DeserializeOwned>(workload: &str, line: &[u8]) -> Result<C, String> {
+    #[derive(Deserialize)]
+    struct WithCase<C> {
+        case: C,
+    }
+    serde_json::from_slice::<WithCase<C>>(line)
+        .map(|hello| hello.case)
+        .map_err(|e| format!("bad {workload} hello: {e}"))
+}
 
 /// How long a served session may follow its client past warm-up + window.
 const FOLLOW_SLACK: Duration = Duration::from_secs(30);
@@ -52,7 +173,7 @@ pub(crate) enum Budget {
 /// they counted once the client's window has been followed.
 pub(crate) trait ServedWorkload: 'static {
     /// The case a hello brings.
-    type Hello: Sync;
+    type Hello: DeserializeOwned + Send + Sync + 'static;
     /// What the session sets up before its threads run and they share (sockets, a table).
     type State: Sync;
     /// What one thread owns (its sender, its receiver), handed to it as it starts.
@@ -63,13 +184,17 @@ pub(crate) trait ServedWorkload: 'static {
     const HELLOS: &'static [&'static str];
     /// Its threads' names, before `-<index>`.
     const THREAD: &'static str;
-    const UNTIL: Until;
-    const BUDGET: Budget;
+    /// The phase message that ends following the client.
+    const UNTIL: Until = Until::Done;
+    const BUDGET: Budget = Budget::Counted;
     /// Whether the transport's receive copies pass the trace probe's tracepoint.
-    const RX_COPIES: RxCopies;
+    const RX_COPIES: RxCopies = RxCopies::Traced;
 
-    fn take(hello: HelloCase) -> Result<Self::Hello, HelloCase>;
-    fn of(hello: &HelloCase) -> Option<&Self::Hello>;
+    /// The hello of a line naming `workload`, one of `HELLOS` (its envelope checked): by
+    /// default the line's `case` field.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<Self::Hello, String> {
+        case_of(workload, line)
+    }
     fn net(hello: &Self::Hello) -> &NetParams;
     /// The case's limits and the memory this server would hold for it, against `headroom`.
     fn check(hello: &Self::Hello, headroom: Option<u64>) -> Result<(), String>;
@@ -109,19 +234,26 @@ pub(crate) trait ServedWorkload: 'static {
 pub(crate) const fn entry<W: ServedWorkload>() -> Served {
     Served {
         hellos: W::HELLOS,
+        decode: decode::<W>,
         check: check::<W>,
         serve: serve::<W>,
+        claims: true,
     }
 }
 
-fn check<W: ServedWorkload>(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
-    W::of(hello).map_or(Ok(()), |h| W::check(h, headroom))
+fn decode<W: ServedWorkload>(workload: &'static str, line: &[u8]) -> Result<Hello, String> {
+    let hello = W::decode(workload, line)?;
+    Ok(Hello::new(workload, W::net(&hello).session_ms(), hello))
 }
 
-fn serve<W: ServedWorkload>(mut control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    let hello = match W::take(hello) {
+fn check<W: ServedWorkload>(hello: &Hello, headroom: Option<u64>) -> Result<(), String> {
+    hello.case::<W::Hello>().map_or(Ok(()), |h| W::check(h, headroom))
+}
+
+fn serve<W: ServedWorkload>(mut control: ControlChannel, hello: Hello, session: &Session<'_>) -> anyhow::Result<()> {
+    let hello = match hello.into_case::<W::Hello>() {
         Ok(hello) => hello,
-        Err(other) => return Err(wrong_hello(control, &other)),
+        Err(other) => return Err(wrong_hello(control, other.workload())),
     };
     // Limits and memory: checked by the session server before this runs (`check`).
     let (state, parts) = W::prepare(&hello, &mut control, session)?;
@@ -254,7 +386,11 @@ fn run<W: ServedWorkload>(
             shut(W::streams(&state));
             Followed::default()
         };
-        let end = if followed.sent.is_some() { &ends.drain } else { &ends.quit };
+        let end = if followed.sent.is_some() {
+            &ends.drain
+        } else {
+            &ends.quit
+        };
         end.store(true, Ordering::SeqCst);
         W::wake(&state);
         (join(handles), followed)

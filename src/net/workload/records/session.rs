@@ -12,10 +12,9 @@ use super::server;
 use super::table::Table;
 use super::{check_case, check_uring_zc, SideOutcome, ThreadStart, IDLE_TIMEOUT, SETUP_TIMEOUT};
 use crate::case::{RecordsCase, RecordsMode};
-use crate::measure::trace::RxCopies;
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::session::handshake::{refuse, RefusalKind};
-use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload, Until};
+use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{accept_from, open_data_port, Served, Session};
 use crate::observation::{Role, Unsupported};
 use crate::stop::Interrupted;
@@ -43,23 +42,7 @@ impl ServedWorkload for RecordsServer {
     type Outcome = SideOutcome;
     const HELLOS: &'static [&'static str] = &["records"];
     const THREAD: &'static str = "iopath-records-srv";
-    const UNTIL: Until = Until::Done;
     const BUDGET: Budget = Budget::Kernel;
-    const RX_COPIES: RxCopies = RxCopies::Traced;
-
-    fn take(hello: HelloCase) -> Result<RecordsCase, HelloCase> {
-        match hello {
-            HelloCase::Records(case) => Ok(case),
-            other => Err(other),
-        }
-    }
-
-    fn of(hello: &HelloCase) -> Option<&RecordsCase> {
-        match hello {
-            HelloCase::Records(case) => Some(case),
-            _ => None,
-        }
-    }
 
     fn net(case: &RecordsCase) -> &crate::case::NetParams {
         &case.net
@@ -122,7 +105,12 @@ impl ServedWorkload for RecordsServer {
         crate::measure::memtraffic::push_memory_traffic_probe(system);
     }
 
-    fn serve_thread(case: &RecordsCase, state: &State, _: (), thread: &ServedThread<'_>) -> anyhow::Result<SideOutcome> {
+    fn serve_thread(
+        case: &RecordsCase,
+        state: &State,
+        _: (),
+        thread: &ServedThread<'_>,
+    ) -> anyhow::Result<SideOutcome> {
         let i = thread.index;
         let start = ThreadStart {
             index: i,

@@ -6,11 +6,10 @@
 
 use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
-use crate::measure::trace::RxCopies;
-use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::meter::{Meter, Metered};
-use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload, Until};
+use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload, Until};
 use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::net::session::{accept_from, open_data_port, Served, Session};
 use crate::observation::names;
@@ -46,25 +45,18 @@ struct State {
 impl ServedWorkload for RrServer {
     type Hello = RrCase;
     type State = State;
-    type Part = (Box<dyn Sender>, Box<dyn Receiver>);
+    type Part = Ends;
     type Outcome = ServerOutcome;
     const HELLOS: &'static [&'static str] = &["rr", "crr"];
     const THREAD: &'static str = "iopath-rr-server";
     const UNTIL: Until = Until::Finished;
-    const BUDGET: Budget = Budget::Counted;
-    const RX_COPIES: RxCopies = RxCopies::Traced;
 
-    fn take(hello: HelloCase) -> Result<RrCase, HelloCase> {
-        match hello {
-            HelloCase::Rr(case) => Ok(case),
-            other => Err(other),
-        }
-    }
-
-    fn of(hello: &HelloCase) -> Option<&RrCase> {
-        match hello {
-            HelloCase::Rr(case) => Some(case),
-            _ => None,
+    /// Its `workload` is the case's own kind: both must agree.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<RrCase, String> {
+        match serde_json::from_slice::<super::RrHello>(line) {
+            Ok(hello) if hello.case.kind.as_str() == workload => Ok(hello.case),
+            Ok(hello) => Err(format!("a {workload} hello with a {} case", hello.case.kind.as_str())),
+            Err(e) => Err(format!("bad {workload} hello: {e}")),
         }
     }
 
@@ -147,9 +139,12 @@ impl ServedWorkload for RrServer {
     }
 }
 
+/// A serving thread's sender and receiver.
+type Ends = (Box<dyn Sender>, Box<dyn Receiver>);
+
 /// Every thread's sender and receiver, made (and rr's receivers attached to their
 /// connections) before any thread starts.
-fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<Vec<(Box<dyn Sender>, Box<dyn Receiver>)>> {
+fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<Vec<Ends>> {
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut senders = Vec::with_capacity(case.net.threads);
     for _ in 0..case.net.threads {

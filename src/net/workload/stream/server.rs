@@ -5,12 +5,11 @@
 
 use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan};
 use crate::case::{RxMode, StreamCase};
-use crate::measure::trace::RxCopies;
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
 use crate::net::session::data::send_failure;
 use crate::net::session::handshake::{secs, SLICE};
-use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload, Until};
+use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{Served, Session, DATA_IDLE_TIMEOUT};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source};
@@ -38,23 +37,7 @@ impl ServedWorkload for StreamServer {
     type Outcome = ThreadOutcome;
     const HELLOS: &'static [&'static str] = &["stream"];
     const THREAD: &'static str = "iopath-server";
-    const UNTIL: Until = Until::Done;
     const BUDGET: Budget = Budget::Kernel;
-    const RX_COPIES: RxCopies = RxCopies::Traced;
-
-    fn take(hello: HelloCase) -> Result<StreamCase, HelloCase> {
-        match hello {
-            HelloCase::Stream(case) => Ok(case),
-            other => Err(other),
-        }
-    }
-
-    fn of(hello: &HelloCase) -> Option<&StreamCase> {
-        match hello {
-            HelloCase::Stream(case) => Some(case),
-            _ => None,
-        }
-    }
 
     fn net(case: &StreamCase) -> &crate::case::NetParams {
         &case.net

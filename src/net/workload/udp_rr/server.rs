@@ -8,11 +8,11 @@
 
 use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
 use crate::case::UdpRrCase;
-use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
 use crate::net::dgram::session::{open_udp_port, UdpHello};
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
 use crate::net::session::meter::{Meter, Metered};
-use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload, Until};
+use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Unsupported};
@@ -39,22 +39,11 @@ impl ServedWorkload for UdpRrServer {
     type Outcome = ServerOutcome;
     const HELLOS: &'static [&'static str] = &["udp-rr"];
     const THREAD: &'static str = "iopath-udp-rr-server";
-    const UNTIL: Until = Until::Done;
-    const BUDGET: Budget = Budget::Counted;
     const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::UDP_RX_COPIES;
 
-    fn take(hello: HelloCase) -> Result<Self::Hello, HelloCase> {
-        match hello {
-            HelloCase::UdpRr(h) => Ok(h),
-            other => Err(other),
-        }
-    }
-
-    fn of(hello: &HelloCase) -> Option<&Self::Hello> {
-        match hello {
-            HelloCase::UdpRr(h) => Some(h),
-            _ => None,
-        }
+    /// The case and the client's UDP ports.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<Self::Hello, String> {
+        serde_json::from_slice(line).map_err(|e| format!("bad {workload} hello: {e}"))
     }
 
     fn net(hello: &Self::Hello) -> &crate::case::NetParams {
@@ -117,8 +106,14 @@ impl ServedWorkload for UdpRrServer {
         thread: &ServedThread<'_>,
     ) -> anyhow::Result<ServerOutcome> {
         let transaction_bytes = h.case.request_size + h.case.response_size;
-        serve_socket(thread, &state.sockets[thread.index], sender, receiver, transaction_bytes)
-            .map_err(|e| anyhow!("server: {e}"))
+        serve_socket(
+            thread,
+            &state.sockets[thread.index],
+            sender,
+            receiver,
+            transaction_bytes,
+        )
+        .map_err(|e| anyhow!("server: {e}"))
     }
 
     fn report(

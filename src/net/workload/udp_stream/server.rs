@@ -6,12 +6,12 @@
 
 use super::{check_case, check_memory, per_datagram_costs, set_up_error, HELLO};
 use crate::case::UdpStreamCase;
-use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
 use crate::net::dgram::session::{self as udp, ServerSocket, UdpHello};
 use crate::net::dgram::{self, DgramReceiver, SeqCounts, SeqTracker};
 use crate::net::session::handshake::RefusalKind;
 use crate::net::session::meter::{Meter, Metered};
-use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload, Until};
+use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload, Until};
 use crate::net::session::{Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role, Source, Unsupported};
@@ -32,21 +32,11 @@ impl ServedWorkload for UdpStreamServer {
     const HELLOS: &'static [&'static str] = &[HELLO];
     const THREAD: &'static str = "iopath-udp-server";
     const UNTIL: Until = Until::Sent;
-    const BUDGET: Budget = Budget::Counted;
     const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::UDP_RX_COPIES;
 
-    fn take(hello: HelloCase) -> Result<Self::Hello, HelloCase> {
-        match hello {
-            HelloCase::UdpStream(h) => Ok(h),
-            other => Err(other),
-        }
-    }
-
-    fn of(hello: &HelloCase) -> Option<&Self::Hello> {
-        match hello {
-            HelloCase::UdpStream(h) => Some(h),
-            _ => None,
-        }
+    /// The case and the client's UDP ports.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<Self::Hello, String> {
+        serde_json::from_slice(line).map_err(|e| format!("bad {workload} hello: {e}"))
     }
 
     fn net(hello: &Self::Hello) -> &crate::case::NetParams {
@@ -203,8 +193,65 @@ fn server_report(
     }
     let distinct: Vec<u64> = flows.iter().map(|f| f.tracker.counts().distinct).collect();
     let lost: u64 = udp::lost_per_flow(sent, &distinct)?.iter().sum();
-    let sent_total: u64 = sent.iter().sum();
     let window_s = followed.window_s;
+    let mut metrics = arrival_metrics((&window, &total), (sent.iter().sum(), lost), taken_back, window_s);
+    let drops: Option<u64> = flows.iter().map(|f| f.socket_drops).sum();
+    metrics.push(Metric::from_result(
+        names::SOCKET_DROPS,
+        Role::Server,
+        "datagrams",
+        Source::Kernel,
+        drops
+            .map(|d| d as f64)
+            .ok_or_else(|| "neither SO_MEMINFO nor SO_RXQ_OVFL gave a drop count".to_string()),
+    ));
+    metrics.push(Metric::new(
+        names::RCVBUF_BYTES,
+        Role::Server,
+        sockets.iter().map(|s| s.rcvbuf).min().unwrap_or(0) as f64,
+        "B",
+        Source::Kernel,
+    ));
+    let counters = crate::net::session::observe::measured_counters(
+        flows.iter().map(|f| &f.metered.counters),
+        crate::net::session::observe::NO_SERVER_WINDOW,
+    );
+    metrics.extend(counters.metrics(Role::Server, window.bytes, window.received, "datagram", tsc_hz));
+    let syscalls = flows.iter().map(|f| f.metered.syscalls).sum();
+    metrics.extend(per_datagram_costs(Role::Server, &counters, syscalls, window.received));
+    metrics.extend(followed.system_metrics);
+    let failures = total.verify_failures;
+    Ok(ServerReport {
+        metrics,
+        placement: flows.iter().map(|f| f.metered.placement.clone()).collect(),
+        verified_messages: if case.net.verify {
+            total.received.saturating_sub(failures)
+        } else {
+            0
+        },
+        corrupt_messages: failures,
+        warnings: Vec::new(),
+        threads: flows
+            .iter()
+            .map(|f| ThreadTally {
+                bytes: f.window.bytes,
+                messages: f.window.received,
+                window_s: f.metered.counters.is_some().then_some(window_s),
+                syscalls: f.metered.syscalls,
+            })
+            .collect(),
+    })
+}
+
+/// What arrived (`window`: inside this end's window; `total`: the whole session) against what
+/// the client sent and what was lost, as the report's datagram metrics; `taken_back`: numbers
+/// the client never sent, counted before they could be told apart.
+fn arrival_metrics(
+    (window, total): (&SeqCounts, &SeqCounts),
+    (sent_total, lost): (u64, u64),
+    taken_back: u64,
+    window_s: f64,
+) -> Vec<Metric> {
     let rate = |v: f64| crate::net::session::observe::per(v, window_s);
     // Numbers the client never sent that were counted as they arrived are taken out of the
     // session's counts, but which of them fell in the window is not known: the window's
@@ -218,7 +265,7 @@ fn server_report(
         };
         Metric::from_result(name, role, unit, Source::Tool, value)
     };
-    let mut metrics = vec![
+    vec![
         windowed(
             names::DATAGRAMS_RECEIVED,
             Role::Server,
@@ -281,51 +328,5 @@ fn server_report(
                 .map(|j| j / 1e3)
                 .ok_or_else(|| "fewer than two datagrams arrived".to_string()),
         ),
-    ];
-    let drops: Option<u64> = flows.iter().map(|f| f.socket_drops).sum();
-    metrics.push(Metric::from_result(
-        names::SOCKET_DROPS,
-        Role::Server,
-        "datagrams",
-        Source::Kernel,
-        drops
-            .map(|d| d as f64)
-            .ok_or_else(|| "neither SO_MEMINFO nor SO_RXQ_OVFL gave a drop count".to_string()),
-    ));
-    metrics.push(Metric::new(
-        names::RCVBUF_BYTES,
-        Role::Server,
-        sockets.iter().map(|s| s.rcvbuf).min().unwrap_or(0) as f64,
-        "B",
-        Source::Kernel,
-    ));
-    let counters = crate::net::session::observe::measured_counters(
-        flows.iter().map(|f| &f.metered.counters),
-        crate::net::session::observe::NO_SERVER_WINDOW,
-    );
-    metrics.extend(counters.metrics(Role::Server, window.bytes, window.received, "datagram", tsc_hz));
-    let syscalls = flows.iter().map(|f| f.metered.syscalls).sum();
-    metrics.extend(per_datagram_costs(Role::Server, &counters, syscalls, window.received));
-    metrics.extend(followed.system_metrics);
-    let failures = total.verify_failures;
-    Ok(ServerReport {
-        metrics,
-        placement: flows.iter().map(|f| f.metered.placement.clone()).collect(),
-        verified_messages: if case.net.verify {
-            total.received.saturating_sub(failures)
-        } else {
-            0
-        },
-        corrupt_messages: failures,
-        warnings: Vec::new(),
-        threads: flows
-            .iter()
-            .map(|f| ThreadTally {
-                bytes: f.window.bytes,
-                messages: f.window.received,
-                window_s: f.metered.counters.is_some().then_some(window_s),
-                syscalls: f.metered.syscalls,
-            })
-            .collect(),
-    })
+    ]
 }
