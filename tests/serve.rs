@@ -8,7 +8,9 @@ mod common;
 
 use common::{bin, iopath, stderr};
 use iopath::case::{CopyMode, Endpoint, RrCase, RrKind, RxMode, StreamCase};
-use iopath::net::control::{Control, RrHello, PROTOCOL_VERSION};
+use iopath::net::control::Control;
+use iopath::net::workload::rr::RrHello;
+use iopath::net::workload::stream::StreamHello;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -252,11 +254,7 @@ fn a_hello_asking_for_more_memory_than_the_server_has_is_refused() {
     ]);
 
     // 1024 threads of 1 GiB messages: 2 TiB of receive buffers.
-    let hello = serde_json::to_string(&Control::Hello {
-        version: PROTOCOL_VERSION,
-        case: stream_case(1 << 30, 1024),
-    })
-    .unwrap();
+    let hello = serde_json::to_string(&StreamHello::new(stream_case(1 << 30, 1024))).unwrap();
     let (answer, port) = answer_to(&server.addr, &hello);
     assert_eq!(answer["type"], "refused", "{answer}");
     let error = answer["error"].as_str().unwrap();
@@ -279,11 +277,7 @@ fn the_server_logs_refused_and_failed_sessions() {
     // Refused: too long a session.
     let mut long = stream_case(4096, 1);
     long.net.duration_ms = 5000;
-    let hello = serde_json::to_string(&Control::Hello {
-        version: PROTOCOL_VERSION,
-        case: long,
-    })
-    .unwrap();
+    let hello = serde_json::to_string(&StreamHello::new(long)).unwrap();
     let (answer, port) = answer_to(&server.addr, &hello);
     assert_eq!(answer["type"], "refused", "{answer}");
     server.logged(&[
@@ -298,11 +292,7 @@ fn the_server_logs_refused_and_failed_sessions() {
         "protocol version 99",
     ]);
     // Failed: a client that says hello and then vanishes before opening its data connection.
-    let hello = serde_json::to_string(&Control::Hello {
-        version: PROTOCOL_VERSION,
-        case: stream_case(4096, 1),
-    })
-    .unwrap();
+    let hello = serde_json::to_string(&StreamHello::new(stream_case(4096, 1))).unwrap();
     let (answer, port) = answer_to(&server.addr, &hello);
     assert_eq!(answer["type"], "ready", "{answer}");
     server.logged(&[
@@ -360,11 +350,7 @@ fn a_refusal_names_its_kind_on_the_wire() {
     let hello = |duration_ms: u64| {
         let mut case = stream_case(4096, 1);
         case.net.duration_ms = duration_ms;
-        serde_json::to_string(&Control::Hello {
-            version: PROTOCOL_VERSION,
-            case,
-        })
-        .unwrap()
+        serde_json::to_string(&StreamHello::new(case)).unwrap()
     };
     // Say `hello`, answer the challenge with `mac(nonce)`: the server's answer.
     let exchange = |hello: &str, mac: &dyn Fn(&str) -> String| {
@@ -413,6 +399,35 @@ fn connect_from(addr: &str, from: [u8; 4]) -> std::io::Result<TcpStream> {
     Ok(socket.into())
 }
 
+/// Two connections from each of 128 addresses of 127.0.2/24 dripping a hello that never ends
+/// to `addr`, each re-opened as soon as the server closes it, until `done` (or two minutes).
+fn drip_flood(addr: String, done: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let hosts: Vec<[u8; 4]> = (0..256).map(|i| [127, 0, 2, 2 + (i / 2) as u8]).collect();
+        let mut open: Vec<Option<TcpStream>> = (0..hosts.len()).map(|_| None).collect();
+        let started = Instant::now();
+        // A hang guard only: the test's clients end the flood.
+        while !done.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < Duration::from_secs(120) {
+            for (slot, host) in open.iter_mut().zip(&hosts) {
+                // Closed by the server (a refusal or EOF to read, or a failed write): re-open.
+                let alive = slot.as_mut().is_some_and(|s| {
+                    let mut byte = [0u8; 256];
+                    s.set_nonblocking(true).ok();
+                    matches!((&*s).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                        && (&*s).write(b"a").is_ok()
+                });
+                if !alive {
+                    *slot = connect_from(&addr, *host).ok().and_then(|mut s| {
+                        s.write_all(br#"{"version":1,"workload":"rr","drip":""#).ok()?;
+                        Some(s)
+                    });
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    })
+}
+
 /// Issue 31.2: a drip flood of unauthenticated greetings — hellos that never end, one byte
 /// at a time, from 128 loopback addresses (two each, under the per-address cap), re-opened as
 /// the server evicts them so the greeting table stays full — used to evict key holders
@@ -425,35 +440,8 @@ fn a_drip_flood_from_many_addresses_never_turns_a_key_holder_away() {
     let key = common::psk_file(dir.path());
     let key = key.as_str();
     let server = Server::start(&["--psk-file", key]);
-    let addr = server.addr.clone();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flood = std::thread::spawn({
-        let done = done.clone();
-        move || {
-            let hosts: Vec<[u8; 4]> = (0..256).map(|i| [127, 0, 2, 2 + (i / 2) as u8]).collect();
-            let mut open: Vec<Option<TcpStream>> = (0..hosts.len()).map(|_| None).collect();
-            let started = Instant::now();
-            // A hang guard only: the clients below end the flood.
-            while !done.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < Duration::from_secs(120) {
-                for (slot, host) in open.iter_mut().zip(&hosts) {
-                    // Closed by the server (a refusal or EOF to read, or a failed write): re-open.
-                    let alive = slot.as_mut().is_some_and(|s| {
-                        let mut byte = [0u8; 256];
-                        s.set_nonblocking(true).ok();
-                        matches!((&*s).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-                            && (&*s).write(b"a").is_ok()
-                    });
-                    if !alive {
-                        *slot = connect_from(&addr, *host).ok().and_then(|mut s| {
-                            s.write_all(br#"{"version":1,"workload":"rr","drip":""#).ok()?;
-                            Some(s)
-                        });
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    });
+    let flood = drip_flood(server.addr.clone(), done.clone());
     // The flood fills the table first.
     std::thread::sleep(Duration::from_millis(500));
     // Each keyed client retries when told the server is busy, and its time to be served is

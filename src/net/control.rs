@@ -4,7 +4,6 @@
 //! its threads counted. The same protocol drives an in-process loopback server and a remote
 //! `iopath net serve`.
 
-use crate::case::{RrCase, StreamCase};
 use crate::observation::{Metric, ThreadPlacement};
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, BufReader, Write};
@@ -56,10 +55,6 @@ pub struct ServerReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Control {
-    Hello {
-        version: u32,
-        case: StreamCase,
-    },
     Ready {
         token: u64,
     },
@@ -354,24 +349,6 @@ pub enum HelloError {
     Malformed(String),
 }
 
-/// What a hello asks a server to run: its `workload` field names it (absent: `stream`, so
-/// a hello of a stream-only client still reads as it did).
-#[derive(Debug, Clone, PartialEq)]
-pub enum HelloCase {
-    Stream(StreamCase),
-    /// `"workload":"rr"` or `"crr"` (the case's own `kind` says which; both must agree).
-    Rr(RrCase),
-    /// `"workload":"records"`: a net records case (the server holds the table).
-    Records(crate::case::RecordsCase),
-    /// `"workload":"udp-rr"`: a net udp-rr case and the UDP ports of the client's sockets.
-    UdpRr(crate::net::dgram::session::UdpHello<crate::case::UdpRrCase>),
-    /// `"workload":"udp-stream"`: the case and the client's UDP ports.
-    UdpStream(crate::net::dgram::session::UdpHello<crate::case::UdpStreamCase>),
-    /// `"workload":"agent"`: a controller or another agent, whose request (`run` or
-    /// `fingerprint`) is read only after the key is proven (`net serve --agent`).
-    Agent,
-}
-
 /// A controller's request to an agent: run `case` (`net stream`, `net rr` or `net crr`) as the
 /// client against the agent at `target` (`HOST:PORT`). The case's endpoint is replaced by the
 /// target.
@@ -389,55 +366,6 @@ pub struct AgentResult {
     pub observation: crate::observation::Observation,
     pub source: crate::sysinfo::Machine,
     pub destination: crate::sysinfo::Machine,
-}
-
-impl HelloCase {
-    /// The workload the hello names, as `net serve` logs it.
-    pub fn workload(&self) -> &'static str {
-        match self {
-            HelloCase::Stream(_) => "stream",
-            HelloCase::Rr(c) => c.kind.as_str(),
-            HelloCase::Records(_) => "records",
-            HelloCase::UdpRr(_) => "udp-rr",
-            HelloCase::Agent => "agent",
-            HelloCase::UdpStream(_) => "udp-stream",
-        }
-    }
-
-    /// Warm-up + window: what `net serve --max-session` limits.
-    pub fn session_ms(&self) -> u64 {
-        match self {
-            HelloCase::Stream(c) => c.net.session_ms(),
-            HelloCase::Rr(c) => c.net.session_ms(),
-            HelloCase::Records(c) => c.net.session_ms(),
-            HelloCase::UdpRr(h) => h.case.net.session_ms(),
-            // The run request, read after the key, is checked against it by the agent.
-            HelloCase::Agent => 0,
-            HelloCase::UdpStream(h) => h.case.net.session_ms(),
-        }
-    }
-}
-
-/// The hello of a request/response client: `{"type":"hello","version":2,"workload":"rr",
-/// "case":{...}}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RrHello {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub version: u32,
-    pub workload: String,
-    pub case: RrCase,
-}
-
-impl RrHello {
-    pub fn new(case: &RrCase) -> RrHello {
-        RrHello {
-            kind: "hello".into(),
-            version: PROTOCOL_VERSION,
-            workload: case.kind.as_str().into(),
-            case: case.clone(),
-        }
-    }
 }
 
 /// The hello of a controller, or of an agent asking its target for a fingerprint:
@@ -461,10 +389,12 @@ impl Default for AgentHello {
     }
 }
 
-/// Read a client's first control line as a hello. The type and the protocol version are
+/// Read a client's first control line as a hello's envelope: its type and protocol version
 /// checked before the rest is decoded, so a client of another version hears "protocol version
-/// 99, this server speaks 2", not a decoding error about a field it has renamed.
-pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
+/// 99, this server speaks 2", not a decoding error about a field it has renamed. The
+/// `workload` it names (absent: a stream-only client's hello), for the session server to find
+/// the entry that decodes the rest (`net::session::served::decode_hello`).
+pub fn parse_envelope(line: &[u8]) -> Result<Option<serde_json::Value>, HelloError> {
     #[derive(Deserialize)]
     struct Envelope {
         #[serde(rename = "type")]
@@ -483,61 +413,16 @@ pub fn parse_hello(line: &[u8]) -> Result<HelloCase, HelloError> {
     match envelope.version {
         Some(v)
             if v.as_u64()
-                .is_some_and(|v| (OLDEST_CLIENT_VERSION as u64..=PROTOCOL_VERSION as u64).contains(&v)) => {}
-        Some(v) => {
-            return Err(HelloError::Version(format!(
-                "protocol version {v}, this server speaks {OLDEST_CLIENT_VERSION} to {PROTOCOL_VERSION}"
-            )))
+                .is_some_and(|v| (OLDEST_CLIENT_VERSION as u64..=PROTOCOL_VERSION as u64).contains(&v)) =>
+        {
+            Ok(envelope.workload)
         }
-        None => {
-            return Err(HelloError::Version(format!(
-                "a hello without a protocol version, this server speaks {PROTOCOL_VERSION}"
-            )))
-        }
-    }
-    match envelope.workload.as_ref().map(|w| w.as_str()) {
-        None | Some(Some("stream")) => {}
-        Some(Some(workload @ ("rr" | "crr"))) => {
-            return match serde_json::from_slice::<RrHello>(line) {
-                Ok(hello) if hello.case.kind.as_str() == workload => Ok(HelloCase::Rr(hello.case)),
-                Ok(hello) => Err(HelloError::Malformed(format!(
-                    "a {workload} hello with a {} case",
-                    hello.case.kind.as_str()
-                ))),
-                Err(e) => Err(HelloError::Malformed(format!("bad {workload} hello: {e}"))),
-            };
-        }
-        Some(Some("agent")) => return Ok(HelloCase::Agent),
-        Some(Some("records")) => {
-            #[derive(Deserialize)]
-            struct RecordsHello {
-                case: crate::case::RecordsCase,
-            }
-            return serde_json::from_slice::<RecordsHello>(line)
-                .map(|hello| HelloCase::Records(hello.case))
-                .map_err(|e| HelloError::Malformed(format!("bad records hello: {e}")));
-        }
-        Some(Some("udp-rr")) => {
-            return serde_json::from_slice(line)
-                .map(HelloCase::UdpRr)
-                .map_err(|e| HelloError::Malformed(format!("bad udp-rr hello: {e}")));
-        }
-        Some(Some("udp-stream")) => {
-            return serde_json::from_slice(line)
-                .map(HelloCase::UdpStream)
-                .map_err(|e| HelloError::Malformed(format!("bad udp-stream hello: {e}")));
-        }
-        Some(_) => {
-            return Err(HelloError::Malformed(format!(
-                "unknown workload {} (this server serves stream, rr, crr, records, udp-stream, udp-rr)",
-                envelope.workload.as_ref().map_or(String::new(), |w| w.to_string())
-            )))
-        }
-    }
-    match serde_json::from_slice::<Control>(line) {
-        Ok(Control::Hello { case, .. }) => Ok(HelloCase::Stream(case)),
-        Ok(other) => Err(HelloError::Malformed(format!("expected a hello, got {other:?}"))),
-        Err(e) => Err(HelloError::Malformed(format!("bad hello: {e}"))),
+        Some(v) => Err(HelloError::Version(format!(
+            "protocol version {v}, this server speaks {OLDEST_CLIENT_VERSION} to {PROTOCOL_VERSION}"
+        ))),
+        None => Err(HelloError::Version(format!(
+            "a hello without a protocol version, this server speaks {PROTOCOL_VERSION}"
+        ))),
     }
 }
 
@@ -597,14 +482,24 @@ mod tests {
     fn the_version_is_checked_before_the_rest_of_the_hello() {
         let other = br#"{"type":"hello","version":99,"case":{"renamed":true}}"#;
         assert_eq!(
-            parse_hello(other),
+            parse_envelope(other),
             Err(HelloError::Version(format!(
                 "protocol version 99, this server speaks {OLDEST_CLIENT_VERSION} to {PROTOCOL_VERSION}"
             )))
         );
-        assert!(matches!(parse_hello(b"GET / HTTP/1.1"), Err(HelloError::Malformed(_))));
-        let current = format!(r#"{{"type":"hello","version":{PROTOCOL_VERSION},"case":{{}}}}"#);
-        assert!(matches!(parse_hello(current.as_bytes()), Err(HelloError::Malformed(_))));
+        assert!(matches!(
+            parse_envelope(b"GET / HTTP/1.1"),
+            Err(HelloError::Malformed(_))
+        ));
+        let current = format!(r#"{{"type":"hello","version":{PROTOCOL_VERSION},"workload":"rr","case":{{}}}}"#);
+        assert_eq!(
+            parse_envelope(current.as_bytes()),
+            Ok(Some(serde_json::Value::from("rr")))
+        );
+        assert!(matches!(
+            parse_envelope(br#"{"type":"hello","version":1,"case":{}}"#),
+            Err(HelloError::Version(_))
+        ));
     }
 
     /// A peer trickling one byte every 50 ms never lets a read time out: the deadline is for
@@ -640,92 +535,6 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         drop(channel);
         writer.join().unwrap();
-    }
-
-    /// A hello names its workload; one without the field is a stream hello, as before.
-    #[test]
-    fn a_hello_names_its_workload_and_an_old_one_is_a_stream() {
-        use crate::case::{CopyMode, Endpoint, RrKind};
-        let rr = RrCase {
-            kind: RrKind::Crr,
-            mode: CopyMode::OneCopy,
-            rx_mode: crate::case::RxMode::Scatter,
-            request_size: 64,
-            response_size: 128,
-            fields: 1,
-            inflight: 1,
-            net: crate::case::NetParams {
-                threads: 2,
-                duration_ms: 1000,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
-            rate: None,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Data,
-        };
-        let line = serde_json::to_vec(&RrHello::new(&rr)).unwrap();
-        assert_eq!(parse_hello(&line), Ok(HelloCase::Rr(rr.clone())));
-        let text = String::from_utf8(line).unwrap();
-        assert!(text.contains(r#""workload":"crr""#), "{text}");
-        let mismatched = text.replace(r#""workload":"crr""#, r#""workload":"rr""#);
-        assert!(matches!(
-            parse_hello(mismatched.as_bytes()),
-            Err(HelloError::Malformed(_))
-        ));
-        let unknown = text.replace(r#""workload":"crr""#, r#""workload":"udp""#);
-        assert_eq!(
-            parse_hello(unknown.as_bytes()),
-            Err(HelloError::Malformed(
-                "unknown workload \"udp\" (this server serves stream, rr, crr, records, udp-stream, udp-rr)".into()
-            ))
-        );
-        let stream = StreamCase {
-            mode: CopyMode::TwoCopy,
-            rx_mode: crate::case::RxMode::Copy,
-            size: 4096,
-            fields: 1,
-            net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        };
-        let old = serde_json::to_vec(&Control::Hello {
-            version: PROTOCOL_VERSION,
-            case: stream.clone(),
-        })
-        .unwrap();
-        assert!(!String::from_utf8_lossy(&old).contains("workload"));
-        assert_eq!(parse_hello(&old), Ok(HelloCase::Stream(stream)));
-    }
-
-    /// A version-2 client's hello has no rx_mode: it is served with the receiver it always had.
-    #[test]
-    fn a_version_2_hello_is_served_with_the_old_pairing() {
-        let v2 = br#"{"type":"hello","version":2,"case":{"mode":"two-copy","size":1024,"fields":8,"threads":1,"duration_ms":100,"warmup_ms":0,"client_cpus":null,"server_cpus":null,"verify":false,"endpoint":{"kind":"loopback","port":0},"perf":true}}"#;
-        let Ok(HelloCase::Stream(case)) = parse_hello(v2) else {
-            panic!("not a stream hello")
-        };
-        assert_eq!(case.rx_mode, crate::case::RxMode::Copy);
-        assert!(matches!(
-            parse_hello(br#"{"type":"hello","version":1,"case":{}}"#),
-            Err(HelloError::Version(_))
-        ));
     }
 
     #[test]

@@ -157,8 +157,13 @@ mod tests {
         let agent = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut workload = None;
-            let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|_| {}, &mut workload)
-            else {
+            let Ok(Greeting::Hello(mut control, _)) = greet(
+                stream,
+                (&|| false, Some(KEY)),
+                &|line| crate::net::session::served::decode_hello(line, &[super::super::SERVED]),
+                &|_| {},
+                &mut workload,
+            ) else {
                 panic!("a hello with the key")
             };
             control.send(&Control::Ready { token: 3 }).unwrap();

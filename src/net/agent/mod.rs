@@ -20,10 +20,10 @@ mod client;
 pub use client::{run_on_agent, run_on_agent_with, AgentRun};
 
 use crate::case::{Case, Endpoint, NetParams, RrCase, StreamCase};
-use crate::net::control::{AgentHello, Control, ControlChannel, HelloCase, RunRequest};
+use crate::net::control::{AgentHello, Control, ControlChannel, RunRequest};
 use crate::net::session::handshake::{self, refuse, ServerProof, HELLO_DEADLINE};
 use crate::net::session::server::{peer_gone, wrong_hello};
-use crate::net::session::{RefusalKind, Served, Session};
+use crate::net::session::{Hello, RefusalKind, Served, Session};
 use crate::net::workload::{rr, stream};
 use crate::observation::{Observation, Role, Unsupported};
 use crate::stop::{Interrupted, Stop};
@@ -35,10 +35,14 @@ use std::time::{Duration, Instant};
 /// The agent's entry in the list `net serve --agent` serves (beside `registry::NET_SERVE`).
 pub const SERVED: Served = Served {
     hellos: &["agent"],
+    // Nothing but the envelope: the request is read once the key is proven.
+    decode: |workload, _| Ok(Hello::new(workload, 0, ())),
     // A run request's case is checked when it arrives (`Runnable::check`, this host's
     // headroom), before the agent runs anything.
     check: |_, _| Ok(()),
     serve,
+    // It claims the server's one session through the queue (`Session::wait_turn`), if at all.
+    claims: false,
 };
 
 /// How long a controller may take to send its request once `ready` was said.
@@ -46,9 +50,9 @@ const REQUEST_DEADLINE: Duration = HELLO_DEADLINE;
 /// How long an agent waits for its target's fingerprint (connect, key both ways, answer).
 const FINGERPRINT_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn serve(mut control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    if !matches!(hello, HelloCase::Agent) {
-        return Err(wrong_hello(control, &hello));
+fn serve(mut control: ControlChannel, hello: Hello, session: &Session<'_>) -> anyhow::Result<()> {
+    if hello.workload() != "agent" {
+        return Err(wrong_hello(control, hello.workload()));
     }
     // `net serve --agent` refuses to start without a key; this holds it for any other caller:
     // nothing is read from a client that has not proven the key.

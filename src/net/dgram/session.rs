@@ -6,15 +6,14 @@
 //!   thread on one port (SO_REUSEPORT), each connected to its client socket, so the kernel
 //!   hands every flow to its own server socket (a connected socket matches its 4-tuple before
 //!   any other), and answers `ready` with that port;
-//! - the phases the server follows (`follow`): `measure`, `done`, then the client's `sent`
-//!   line, which carries the datagrams each client thread sent in the whole session, said
+//! - the phases the server follows (`net::session::served`, `Until::Sent`): `measure`,
+//!   `done`, then the client's `sent` line, which carries the datagrams each client thread sent in the whole session, said
 //!   once every client thread has stopped;
 //! - the drain (`drain`): after `sent`, a server thread keeps receiving until its socket has
 //!   been quiet for `DRAIN_QUIET` (at most `DRAIN_MAX`), so the datagrams still in flight when
 //!   the client stopped are counted as arrived, not lost.
 
 use crate::case::{NetParams, Topology};
-use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{ControlChannel, PROTOCOL_VERSION};
 use crate::net::session::handshake::{refused, ReadyLine, RefusalKind};
 use anyhow::{anyhow, bail};
@@ -220,63 +219,6 @@ fn bind_flows(local: IpAddr, peer: IpAddr, ports: &[u16], rcvbuf: Option<u64>) -
         });
     }
     Ok(sockets)
-}
-
-/// What following the client's phases gave the server.
-#[derive(Debug, Default)]
-pub struct Followed {
-    /// The system probes' metrics of the window `done` closed.
-    pub system_metrics: Vec<crate::observation::Metric>,
-    /// From `measure` to `done` as this end saw it (0 when the window never opened).
-    pub window_s: f64,
-    /// The client's `sent` counts (None: the session ended before them).
-    pub sent: Option<Vec<u64>>,
-    /// A stop (or the byte budget) ended it.
-    pub interrupted: bool,
-    /// Why the session ended early, when it did and was not stopped.
-    pub error: Option<String>,
-}
-
-/// Follow the client: `measure` opens the window, `done` closes it, `sent` ends the session.
-/// `longest`: the most the whole exchange may take; `stopped` is looked at every 20 ms.
-pub fn follow(
-    control: &mut ControlChannel,
-    window: &Window,
-    system: &mut SystemProbes,
-    longest: Duration,
-    stopped: &dyn Fn() -> bool,
-) -> Followed {
-    let deadline = Instant::now() + longest;
-    let mut followed = Followed::default();
-    let mut opened = None;
-    loop {
-        let line = control.recv_line(Some(deadline), stopped);
-        match line.map(|l| serde_json::from_slice::<UdpPhase>(&l)) {
-            Ok(Ok(UdpPhase::Measure)) => {
-                window.open(system);
-                opened = Some(Instant::now());
-            }
-            Ok(Ok(UdpPhase::Done)) => {
-                followed.system_metrics = window.close(system);
-                followed.window_s = opened.map_or(0.0, |t| t.elapsed().as_secs_f64());
-            }
-            Ok(Ok(UdpPhase::Sent { datagrams })) => {
-                followed.sent = Some(datagrams);
-                break;
-            }
-            Ok(Err(e)) => {
-                followed.error = Some(format!("a message the session does not expect: {e}"));
-                break;
-            }
-            Err(e) => {
-                followed.interrupted = stopped() || e.kind() == io::ErrorKind::Interrupted;
-                followed.error = Some(format!("the control connection: {e}"));
-                break;
-            }
-        }
-    }
-    window.close(system);
-    followed
 }
 
 /// Keep receiving until nothing arrived for `DRAIN_QUIET` (or `DRAIN_MAX` passed): `receive`

@@ -1,8 +1,6 @@
 //! The client's connections: within a time limit, giving up as soon as a stop is requested.
 
-use crate::net::control::{Control, ControlChannel};
 use crate::stop::{Interrupted, Stop};
-use anyhow::bail;
 use socket2::{Domain, Socket, Type};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
@@ -59,36 +57,4 @@ pub(crate) fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -
     }
     socket.set_nonblocking(false).map_err(failed)?;
     Ok(socket.into())
-}
-
-/// The next control message within `timeout`, giving up as soon as a stop is requested.
-pub(crate) fn recv_watching(
-    control: &mut ControlChannel,
-    timeout: Duration,
-    stopped: &dyn Fn() -> bool,
-) -> anyhow::Result<Control> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let deadline = Instant::now() + timeout;
-    while !control.has_buffered() {
-        if stopped() {
-            return Err(interrupted());
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break; // let recv() report the timeout
-        }
-        let mut fds = [PollFd::new(control.stream().as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(left.min(Stop::POLL).as_millis() as u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
-            Ok(_) => break,
-            Err(e) => bail!("poll failed: {e}"),
-        }
-    }
-    // Data (or EOF) is there: a line in flight arrives within the read timeout.
-    control.set_read_timeout(Some(
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1)),
-    ))?;
-    Ok(control.recv()?)
 }

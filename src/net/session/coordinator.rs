@@ -8,7 +8,7 @@
 
 use super::connect::connect;
 use super::gate::{all_ready, join_all};
-use super::server::Served;
+use super::served::Served;
 use super::{interrupted, StartGate};
 use crate::case::NetParams;
 use crate::measure::clock;
@@ -417,8 +417,10 @@ mod tests {
         // The tests answer from a scripted server: nothing serves a bare session in-process.
         const SERVED: Served = Served {
             hellos: &["bare"],
+            decode: |_, _| Err("no bare server".into()),
             check: |_, _| Ok(()),
             serve: |_, _, _| anyhow::bail!("no bare server"),
+            claims: true,
         };
 
         fn net(&self) -> &NetParams {

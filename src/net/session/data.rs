@@ -85,24 +85,36 @@ pub(crate) fn accept_from(
     Ok(data)
 }
 
-/// End a served session: the report to the client, or what failed (nothing on a stop, which
-/// the client asked for or sees as the closed connection); the session's own result.
+/// End a served session: the report to the client, or what failed ([`send_failure`]); the
+/// session's own result.
 pub(crate) fn send_outcome(control: &mut ControlChannel, outcome: anyhow::Result<ServerReport>) -> anyhow::Result<()> {
     match outcome {
         Ok(report) => control
             .send(&Control::Report(Box::new(report)))
             .context("sending the report to the client"),
-        Err(e) => {
-            if !e.is::<Interrupted>() {
-                control
-                    .send(&Control::Failed {
-                        error: crate::format::error_text(&e),
-                    })
-                    .ok();
-            }
-            Err(e)
-        }
+        Err(e) => Err(send_failure(control, e)),
     }
+}
+
+/// Tell the client why the session failed: `unavailable` when the kernel refused what the
+/// case needs, else `failed`; nothing on a stop, which the client asked for or sees as the
+/// closed connection. The error, to return.
+pub(crate) fn send_failure(control: &mut ControlChannel, e: anyhow::Error) -> anyhow::Error {
+    if let Some(refusal) = e.downcast_ref::<crate::observation::Unsupported>() {
+        control
+            .send(&Control::Unavailable {
+                what: refusal.what.clone(),
+                reason: refusal.reason.clone(),
+            })
+            .ok();
+    } else if !e.is::<Interrupted>() {
+        control
+            .send(&Control::Failed {
+                error: crate::format::error_text(&e),
+            })
+            .ok();
+    }
+    e
 }
 
 /// Whether a session's data connections have moved more than `max` bytes through this
@@ -125,7 +137,6 @@ pub(crate) fn over_budget(data: &[TcpStream], max: Option<u64>) -> bool {
 pub(crate) struct MovedBytes {
     moved: std::sync::atomic::AtomicU64,
     max: Option<u64>,
-    exceeded: std::cell::Cell<bool>,
 }
 
 impl MovedBytes {
@@ -133,53 +144,22 @@ impl MovedBytes {
         MovedBytes {
             moved: std::sync::atomic::AtomicU64::new(0),
             max,
-            exceeded: std::cell::Cell::new(false),
         }
     }
 
-    /// What a serving thread adds to, and how much per transaction; None without a budget.
-    pub(crate) fn counter(&self, per_transaction: u64) -> Option<(&std::sync::atomic::AtomicU64, u64)> {
-        self.max.map(|_| (&self.moved, per_transaction))
-    }
-
-    /// Whether the session should end: `stopped`, or over the budget (which `exceeded` then says).
-    pub(crate) fn stopped_or_over(&self, stopped: &dyn Fn() -> bool) -> bool {
-        if stopped() {
-            return true;
+    /// Add `bytes` moved (one relaxed add; nothing without a budget).
+    #[inline]
+    pub(crate) fn add(&self, bytes: u64) {
+        if self.max.is_some() {
+            self.moved.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         }
-        let over = self
-            .max
-            .is_some_and(|max| self.moved.load(std::sync::atomic::Ordering::Relaxed) > max);
-        self.exceeded.set(over);
-        over
     }
 
-    /// Whether the last look found the session over its budget.
-    pub(crate) fn exceeded(&self) -> bool {
-        self.exceeded.get()
+    /// Whether the session has moved more than its budget.
+    pub(crate) fn over(&self) -> bool {
+        self.max
+            .is_some_and(|max| self.moved.load(std::sync::atomic::Ordering::Relaxed) > max)
     }
-}
-
-/// What a served session's threads ended with: the byte budget's error when the session went
-/// over it, `Interrupted` when a stop ended it, else every thread's outcome (a thread's failure
-/// the session's error).
-pub(crate) fn threads_ended<T>(
-    outcomes: Vec<io::Result<T>>,
-    exceeded: bool,
-    max_bytes: Option<u64>,
-    interrupted: bool,
-) -> anyhow::Result<Vec<T>> {
-    if exceeded {
-        return Err(budget_error(max_bytes));
-    }
-    if interrupted {
-        return Err(anyhow::Error::new(Interrupted));
-    }
-    let mut threads = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        threads.push(outcome.map_err(|e| anyhow!("server: {e}"))?);
-    }
-    Ok(threads)
 }
 
 /// The error a session over its byte budget ends with (the client is told the same).

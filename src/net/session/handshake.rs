@@ -5,10 +5,9 @@
 //! The client side is [`client`], one function for every network workload. The server side
 //! is [`greet`] (what a new connection is: a hello or a data connection) and [`challenge`].
 
+use super::served::Hello;
 pub use crate::net::control::RefusalKind;
-use crate::net::control::{
-    decode_data_header, parse_hello, Control, ControlChannel, HelloCase, HelloError, DATA_HEADER_LEN,
-};
+use crate::net::control::{decode_data_header, Control, ControlChannel, HelloError, DATA_HEADER_LEN};
 use crate::observation::Unsupported;
 use crate::stop::{Interrupted, Stop};
 use crate::sys::net as sock;
@@ -232,7 +231,7 @@ pub fn refusal_kind(e: &anyhow::Error) -> Option<RefusalKind> {
 /// What a new connection turned out to be.
 pub(crate) enum Greeting {
     /// A client's control connection with the case it asks for (any workload).
-    Hello(ControlChannel, Box<HelloCase>),
+    Hello(ControlChannel, Box<Hello>),
     /// A data connection: the session token it carries and its thread index.
     Data(u64, u32, TcpStream),
 }
@@ -308,12 +307,13 @@ fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant, quit: &d
 /// Find out what a new connection is: its first byte within FIRST_BYTE_DEADLINE (then
 /// `progress` is told each [`Stage`] it reaches), all of it within HELLO_DEADLINE. A control connection's first byte is
 /// `{` (session tokens never start with it), anything else is a data header. A hello of
-/// another protocol version, or one that is not a hello, is answered with a refusal.
-/// `workload` is set as soon as a hello names one (for the log).
+/// another protocol version, or one that is not a hello (`decode`: the session server's
+/// list of what it serves reads it), is answered with a refusal. `quit` ends the wait; `key`,
+/// the server's, is challenged for. `workload` is set as soon as a hello names one (for the log).
 pub(crate) fn greet(
     stream: TcpStream,
-    quit: &dyn Fn() -> bool,
-    key: Option<&[u8]>,
+    (quit, key): (&dyn Fn() -> bool, Option<&[u8]>),
+    decode: &dyn Fn(&[u8]) -> Result<Hello, HelloError>,
     progress: &dyn Fn(Stage),
     workload: &mut Option<&'static str>,
 ) -> anyhow::Result<Greeting> {
@@ -334,7 +334,7 @@ pub(crate) fn greet(
             io::ErrorKind::TimedOut => anyhow!("no whole hello: timed out after {}", secs(HELLO_DEADLINE)),
             _ => anyhow!("reading the hello failed: {e}"),
         })?;
-        return match parse_hello(&line) {
+        return match decode(&line) {
             Ok(case) => {
                 *workload = Some(case.workload());
                 if let Some(key) = key {
@@ -460,32 +460,29 @@ mod tests {
         );
     }
 
-    fn stream_hello() -> Control {
+    fn stream_hello() -> crate::net::workload::stream::StreamHello {
         use crate::case::{Align, CopyMode, Endpoint, NetParams, RxMode, StreamCase};
-        Control::Hello {
-            version: crate::net::control::PROTOCOL_VERSION,
-            case: StreamCase {
-                mode: CopyMode::OneCopy,
-                rx_mode: RxMode::Copy,
-                size: 4096,
-                fields: 1,
-                net: NetParams {
-                    threads: 1,
-                    duration_ms: 100,
-                    warmup_ms: 0,
-                    client_cpus: None,
-                    server_cpus: None,
-                    verify: false,
-                    endpoint: Endpoint::Loopback { port: 0 },
-                    perf: false,
-                },
-                prove_copies: false,
-                zc_ring: None,
-                fixed_buffers: false,
-                align: Align::Page,
-                rx_wake: crate::case::RxWake::Message,
+        crate::net::workload::stream::StreamHello::new(StreamCase {
+            mode: CopyMode::OneCopy,
+            rx_mode: RxMode::Copy,
+            size: 4096,
+            fields: 1,
+            net: NetParams {
+                threads: 1,
+                duration_ms: 100,
+                warmup_ms: 0,
+                client_cpus: None,
+                server_cpus: None,
+                verify: false,
+                endpoint: Endpoint::Loopback { port: 0 },
+                perf: false,
             },
-        }
+            prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
+            align: Align::Page,
+            rx_wake: crate::case::RxWake::Message,
+        })
     }
 
     /// A server with a key: a client with another key is refused by kind (`Key`), one without
@@ -532,6 +529,11 @@ mod tests {
         });
     }
 
+    /// An agent hello, as a server of agent mode decodes it (the tests' clients say it).
+    fn agent_hello(line: &[u8]) -> Result<Hello, HelloError> {
+        crate::net::session::served::decode_hello(line, &[crate::net::agent::SERVED])
+    }
+
     /// A server that greets with `key` (None: no challenge) and answers `ready`; the client's
     /// outcome with `psk` and `proof`.
     fn mutual(key: Option<&'static [u8]>, psk: Option<&[u8]>, proof: ServerProof) -> anyhow::Result<Ready> {
@@ -540,7 +542,9 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut workload = None;
-            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, key, &|_| {}, &mut workload) {
+            if let Ok(Greeting::Hello(mut control, _)) =
+                greet(stream, (&|| false, key), &agent_hello, &|_| {}, &mut workload)
+            {
                 control.send(&Control::Ready { token: 5 }).ok();
             }
         });
@@ -611,7 +615,9 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             let mut workload = None;
-            if let Ok(Greeting::Hello(mut control, _)) = greet(stream, &|| false, Some(KEY), &|_| {}, &mut workload) {
+            if let Ok(Greeting::Hello(mut control, _)) =
+                greet(stream, (&|| false, Some(KEY)), &agent_hello, &|_| {}, &mut workload)
+            {
                 control.send(&Control::Ready { token: 2 }).ok();
             }
         });

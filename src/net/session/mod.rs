@@ -11,6 +11,7 @@ pub mod handshake;
 pub(crate) mod meter;
 pub(crate) mod observe;
 pub mod registry;
+pub mod served;
 pub mod server;
 
 pub(crate) use connect::{connect, interrupted};
@@ -20,10 +21,11 @@ pub use data::DATA_IDLE_TIMEOUT;
 /// but `net records` (its own `MAX_THREADS`): the `--threads` parser's bound and every
 /// workload's check of a stored or received case, so all say one range.
 pub const MAX_THREADS: usize = 1024;
-pub(crate) use data::{accept_from, budget_error, open_data_port, over_budget, send_outcome};
+pub(crate) use data::{accept_from, open_data_port};
 pub(crate) use gate::StartGate;
 pub use handshake::{Ready, Refusal, RefusalKind, ServerProof, ServerRefused, Unproven};
-pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Served, Session};
+pub use served::{Hello, Served};
+pub use server::{serve_session, serve_session_with, AllowList, ServeOptions, Session};
 
 /// The system probes every served session's window starts with, whatever the workload: the
 /// server threads' tracepoint evidence when the run counts (`perf`; `rx_copies`: whether the

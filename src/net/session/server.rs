@@ -1,6 +1,6 @@
 //! The session server of `iopath net serve` (and of the in-process server of loopback, netns
 //! and veth runs): accept connections, greet each, and run the session a hello asks for
-//! through the workloads it serves (`Served`, listed for `net serve` in `registry.rs`).
+//! through the workloads it serves (`served::Served`, listed for `net serve` in `registry.rs`).
 //!
 //! Every new connection is greeted on a thread of its own with a deadline for what it must say
 //! first (a whole hello line, or a data connection's header), so one slow, idle or stray
@@ -13,7 +13,8 @@
 //! `server busy: …`.
 
 use super::handshake::{greet, refuse, refused, Greeting, Refusal, RefusalKind, Stage, SLICE};
-use crate::net::control::{describe_io_error, ControlChannel, HelloCase};
+use super::served::{decode_hello, served_kinds, Hello, Served};
+use crate::net::control::{describe_io_error, ControlChannel};
 use crate::observation::Unsupported;
 use crate::sys::net as sock;
 use anyhow::{bail, Context};
@@ -46,30 +47,6 @@ const MAX_LINGERING: usize = 256;
 const LOG_PER_SECOND: u32 = 20;
 /// Accepting pauses this long when the process is out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
-
-/// A workload's server side as the session server knows it: the hello kinds it answers (a
-/// hello's `workload`, as `HelloCase::workload` names it), the check of a hello's case it
-/// must pass before anything is allocated, and the function that runs one of its sessions
-/// once the hello has been read (and the key checked).
-#[derive(Clone, Copy)]
-pub struct Served {
-    pub hellos: &'static [&'static str],
-    /// The case's limits and the memory this server would hold for it, against the headroom
-    /// (`sys::procfs::memory_headroom`: MemAvailable and the memory cgroup). The session
-    /// server runs it for every hello before the session function, so no workload serves a
-    /// case it has not sized; a refusal is sent as `Limits`.
-    pub check: CheckFn,
-    pub serve: SessionFn,
-}
-
-/// A [`Served`] entry's check of a hello's case with this server's memory headroom (None:
-/// unknown); a hello of a kind the entry does not serve passes (its session refuses it).
-pub type CheckFn = fn(&HelloCase, Option<u64>) -> Result<(), String>;
-
-/// Run one session on its control connection: check the case (refusing with
-/// [`refuse`](super::handshake::refuse) before `ready`), answer `ready`, serve, report. A
-/// hello of a kind the entry does not serve is refused with [`wrong_hello`].
-pub type SessionFn = fn(ControlChannel, HelloCase, &Session<'_>) -> anyhow::Result<()>;
 
 /// What a session function gets from the server besides its control connection.
 pub struct Session<'a> {
@@ -262,8 +239,8 @@ impl std::str::FromStr for AllowList {
 
 /// Refuse a hello a session function does not serve (a registry entry listing a kind its
 /// function does not take).
-pub fn wrong_hello(mut control: ControlChannel, hello: &HelloCase) -> anyhow::Error {
-    let error = format!("this server does not serve {} sessions here", hello.workload());
+pub fn wrong_hello(mut control: ControlChannel, workload: &str) -> anyhow::Error {
+    let error = format!("this server does not serve {workload} sessions here");
     refuse(&mut control, RefusalKind::BadHello, error)
 }
 
@@ -409,8 +386,8 @@ impl<'a> Server<'a> {
         let key = self.options.key.as_deref();
         let greeted = greet(
             stream,
-            &quit,
-            key,
+            (&quit, key),
+            &|line| decode_hello(line, self.served),
             &|stage| self.greeters.reached(seat.id, stage),
             &mut workload,
         );
@@ -442,12 +419,15 @@ impl<'a> Server<'a> {
 
     /// A hello: the session it asks for, unless the server does not serve that workload, the
     /// session is longer than `--max-session`, or another session holds the server.
-    fn serve_hello(&self, mut control: ControlChannel, case: HelloCase, peer: SocketAddr, quit: &dyn Fn() -> bool) {
+    fn serve_hello(&self, mut control: ControlChannel, case: Hello, peer: SocketAddr, quit: &dyn Fn() -> bool) {
         let workload = case.workload();
         let asked = Duration::from_millis(case.session_ms());
+        // Decoded by one of `served` (`decode_hello`): found, unless a caller's list changed.
         let Some(served) = self.served.iter().find(|s| s.hellos.contains(&workload)) else {
-            let kinds: Vec<&str> = self.served.iter().flat_map(|s| s.hellos.iter().copied()).collect();
-            let error = format!("unknown workload {workload} (this server serves {})", kinds.join(", "));
+            let error = format!(
+                "unknown workload {workload} (this server serves {})",
+                served_kinds(self.served)
+            );
             control.send(&refused(RefusalKind::BadHello, &error)).ok();
             self.log.refused(peer, workload, &error);
             return;
@@ -471,7 +451,7 @@ impl<'a> Server<'a> {
         }
         // An agent hello (a run request, or a target's fingerprint) claims the server, if at
         // all, in the queue's order (`Session::wait_turn`); any other session here and now.
-        let agent = matches!(case, HelloCase::Agent);
+        let agent = !served.claims;
         if !agent {
             if self.options.allow_peers.as_ref().is_some_and(|a| !a.allows(peer.ip())) {
                 let error = format!(

@@ -163,20 +163,6 @@ pub(crate) struct ThreadStart<'a> {
     perf: bool,
 }
 
-type SideHandle<'scope> = std::io::Result<std::thread::ScopedJoinHandle<'scope, anyhow::Result<SideOutcome>>>;
-
-/// Join every thread of a case: each one's outcome, a panic or a thread that never started as
-/// its error.
-pub(crate) fn join_sides(handles: Vec<SideHandle<'_>>) -> Vec<anyhow::Result<SideOutcome>> {
-    handles
-        .into_iter()
-        .map(|h| match h {
-            Ok(h) => h.join().unwrap_or_else(|_| Err(anyhow!("a records thread panicked"))),
-            Err(e) => Err(anyhow!("could not start a thread: {e}")),
-        })
-        .collect()
-}
-
 /// What one thread measured.
 pub(crate) struct SideOutcome {
     /// Responses sent (server) or received whole (client) inside the thread's window.

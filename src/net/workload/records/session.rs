@@ -10,85 +10,144 @@
 use super::observe::server_report;
 use super::server;
 use super::table::Table;
-use super::{check_case, check_uring_zc, join_sides, ThreadStart, IDLE_TIMEOUT, SETUP_TIMEOUT};
+use super::{check_case, check_uring_zc, SideOutcome, ThreadStart, IDLE_TIMEOUT, SETUP_TIMEOUT};
 use crate::case::{RecordsCase, RecordsMode};
-use crate::measure::clock;
-use crate::measure::counters::kernel_policy;
-use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::session::handshake::{refuse, RefusalKind};
-use crate::net::session::server::wrong_hello;
-use crate::net::session::StartGate;
-use crate::net::session::{accept_from, budget_error, open_data_port, over_budget, send_outcome, Served, Session};
-use crate::observation::{Metric, Role, Unsupported};
+use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
+use crate::net::session::{accept_from, open_data_port, Served, Session};
+use crate::observation::{Role, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
 use anyhow::anyhow;
-use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
 
 /// The records server side, as `net serve` and the in-process server serve it.
-pub const SERVED: Served = Served {
-    hellos: &["records"],
-    check,
-    serve,
-};
+pub const SERVED: Served = served::entry::<RecordsServer>();
 
-/// The limits and the table the case would build here, against this server's headroom.
-fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
-    match hello {
-        HelloCase::Records(case) => check_case(case, headroom),
-        _ => Ok(()),
-    }
+struct RecordsServer;
+
+/// The session's table and its data connections, one per thread.
+struct State {
+    table: Table,
+    data: Vec<TcpStream>,
 }
 
-fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    match hello {
-        HelloCase::Records(case) => serve_session(control, &case, session.stopped, session.max_bytes),
-        other => Err(wrong_hello(control, &other)),
-    }
-}
+impl ServedWorkload for RecordsServer {
+    type Hello = RecordsCase;
+    type State = State;
+    /// A thread owns nothing: it sends from the shared table.
+    type Part = ();
+    type Outcome = SideOutcome;
+    const HELLOS: &'static [&'static str] = &["records"];
+    const THREAD: &'static str = "iopath-records-srv";
+    const BUDGET: Budget = Budget::Kernel;
 
-/// Serve one records session on `control` (the hello has been read).
-fn serve_session(
-    mut control: ControlChannel,
-    case: &RecordsCase,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<()> {
-    // Limits and memory: checked by the session server before this runs (`check`).
-    if case.mode == RecordsMode::UringZc {
-        if let Err(e) = check_uring_zc() {
-            let reason = e
-                .downcast_ref::<Unsupported>()
-                .map_or_else(|| format!("{e:#}"), |u| u.reason.clone());
-            return Err(refuse(
-                &mut control,
-                RefusalKind::Kernel,
-                format!("uring-zc unavailable on the server: {reason}"),
-            ));
+    fn net(case: &RecordsCase) -> &crate::case::NetParams {
+        &case.net
+    }
+
+    /// The limits and the table the case would build here, against this server's headroom.
+    fn check(case: &RecordsCase, headroom: Option<u64>) -> Result<(), String> {
+        check_case(case, headroom)
+    }
+
+    /// uring-zc checked on this kernel, the table filled, the data port opened and one
+    /// connection per client thread accepted on it.
+    fn prepare(
+        case: &RecordsCase,
+        control: &mut ControlChannel,
+        session: &Session<'_>,
+    ) -> anyhow::Result<(State, Vec<()>)> {
+        if case.mode == RecordsMode::UringZc {
+            if let Err(e) = check_uring_zc() {
+                let reason = e
+                    .downcast_ref::<Unsupported>()
+                    .map_or_else(|| format!("{e:#}"), |u| u.reason.clone());
+                return Err(refuse(
+                    control,
+                    RefusalKind::Kernel,
+                    format!("uring-zc unavailable on the server: {reason}"),
+                ));
+            }
         }
+        let Some(table) = Table::new(
+            case.record_size as usize,
+            case.table_records(),
+            case.align,
+            session.stopped,
+        )?
+        else {
+            return Err(anyhow::Error::new(Interrupted));
+        };
+        let (listener, peer) = open_data_port(control)?;
+        let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, session.stopped)?;
+        for s in &data {
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(IDLE_TIMEOUT))?;
+            s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+        }
+        if case.mode == RecordsMode::ZeroCopy {
+            enable_zerocopy(control, &data)?;
+        }
+        let parts = vec![(); data.len()];
+        Ok((State { table, data }, parts))
     }
-    let Some(table) = Table::new(case.record_size as usize, case.table_records(), case.align, stopped)? else {
-        return Err(anyhow::Error::new(Interrupted));
-    };
-    let (listener, peer) = open_data_port(&mut control)?;
-    let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
-    for s in &data {
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(IDLE_TIMEOUT))?;
-        s.set_write_timeout(Some(IDLE_TIMEOUT))?;
+
+    fn streams(state: &State) -> &[TcpStream] {
+        &state.data
     }
-    if case.mode == RecordsMode::ZeroCopy {
-        enable_zerocopy(&mut control, &data)?;
+
+    /// The server's machine's memory traffic: the client's window leaves it to the server
+    /// (`NetWorkload::server_counts_memory_traffic`).
+    fn push_probes(system: &mut crate::measure::window::SystemProbes) {
+        crate::measure::memtraffic::push_memory_traffic_probe(system);
     }
-    let outcome = serve_threads(case, &table, &data, &mut control, stopped, max_bytes);
-    // Every server thread drained its zero-copy completions before returning: the kernel
-    // holds no page of the table when it is freed.
-    drop(table);
-    send_outcome(&mut control, outcome)
+
+    fn serve_thread(
+        case: &RecordsCase,
+        state: &State,
+        _: (),
+        thread: &ServedThread<'_>,
+    ) -> anyhow::Result<SideOutcome> {
+        let i = thread.index;
+        let start = ThreadStart {
+            index: i,
+            pin: case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i)),
+            window: &thread.shared.window,
+            ready: &thread.shared.ready,
+            policy: &thread.shared.policy,
+            perf: case.net.perf,
+        };
+        let stream = &state.data[i];
+        let result = server::serve(start, case, &state.table, stream.as_raw_fd());
+        if result.is_err() {
+            // Wake the client blocked on this connection.
+            stream.shutdown(Shutdown::Both).ok();
+        }
+        result
+    }
+
+    /// Every server thread drained its zero-copy completions before returning: the kernel
+    /// holds no page of the table when it is freed, with the state, here.
+    fn report(
+        case: &RecordsCase,
+        state: State,
+        threads: Vec<SideOutcome>,
+        followed: Followed,
+        tsc_hz: Option<f64>,
+    ) -> anyhow::Result<ServerReport> {
+        if !followed.done {
+            return Err(anyhow!(followed
+                .error
+                .unwrap_or_else(|| "the session ended before its window".into())));
+        }
+        let mut system_metrics = followed.system_metrics;
+        let fds: Vec<_> = state.data.iter().map(|s| s.as_raw_fd()).collect();
+        system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Server));
+        Ok(server_report(case, threads, tsc_hz, system_metrics))
+    }
 }
 
 /// SO_ZEROCOPY on every data connection. The kernel refusing it is `unavailable` (the case's
@@ -116,113 +175,4 @@ fn enable_zerocopy(control: &mut ControlChannel, data: &[TcpStream]) -> anyhow::
         }
     }
     Ok(())
-}
-
-/// The next control message within `wait`, giving up when `stopped`.
-fn next(control: &mut ControlChannel, wait: Duration, stopped: &dyn Fn() -> bool) -> anyhow::Result<Control> {
-    let line = control.recv_line(Some(Instant::now() + wait), stopped).map_err(|e| {
-        if e.kind() == io::ErrorKind::Interrupted && stopped() {
-            anyhow::Error::new(Interrupted)
-        } else {
-            anyhow::Error::new(e)
-        }
-    })?;
-    Ok(ControlChannel::parse(&line)?)
-}
-
-/// Follow the client's window (`measure` opens it, `done` closes it), watching the byte
-/// budget between polls of the control connection; the system probes' metrics.
-fn follow(
-    case: &RecordsCase,
-    window: &Window,
-    system: &mut SystemProbes,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    (stopped, max_bytes): (&dyn Fn() -> bool, Option<u64>),
-) -> anyhow::Result<Vec<Metric>> {
-    // The byte budget, read from the kernel's counts between polls of the control connection.
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(over_budget(data, max_bytes));
-        exceeded.get()
-    };
-    let session_wait = Duration::from_millis(case.net.session_ms()) + SETUP_TIMEOUT;
-    let mut result = loop {
-        match next(control, session_wait, &stopped_or_over) {
-            Ok(Control::Measure) => window.open(system),
-            Ok(Control::Done) => break Ok(window.close(system)),
-            Ok(other) => break Err(anyhow!("unexpected control message {other:?}")),
-            Err(e) => break Err(e),
-        }
-    };
-    if exceeded.get() {
-        result = Err(budget_error(max_bytes));
-    }
-    if result.is_err() {
-        window.abandon(system);
-        for s in data {
-            s.shutdown(Shutdown::Both).ok();
-        }
-    }
-    result
-}
-
-/// Run the serving threads through the client's window; their metrics as a report.
-fn serve_threads(
-    case: &RecordsCase,
-    table: &Table,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<ServerReport> {
-    let policy = kernel_policy();
-    let tsc_hz = clock::tsc_hz();
-    let window = Window::new();
-    // The server's machine's memory traffic: the client's window leaves it to the server
-    // (`NetWorkload::server_counts_memory_traffic`).
-    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
-    crate::measure::memtraffic::push_memory_traffic_probe(&mut system);
-    let ready = StartGate::default();
-    let pin = |i: usize| case.net.server_cpus.as_ref().and_then(|c| c.cpu_for(i));
-    let (outcomes, followed) = std::thread::scope(|scope| {
-        let handles: Vec<_> = data
-            .iter()
-            .enumerate()
-            .map(|(i, stream)| {
-                let start = ThreadStart {
-                    index: i,
-                    pin: pin(i),
-                    window: &window,
-                    ready: &ready,
-                    policy: &policy,
-                    perf: case.net.perf,
-                };
-                std::thread::Builder::new()
-                    .name(format!("iopath-records-srv-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let result = server::serve(start, case, table, stream.as_raw_fd());
-                        if result.is_err() {
-                            // Wake the client blocked on this connection.
-                            stream.shutdown(Shutdown::Both).ok();
-                        }
-                        result
-                    })
-            })
-            .collect();
-        let followed = if crate::net::session::gate::all_ready(&ready, &handles) {
-            follow(case, &window, &mut system, data, control, (stopped, max_bytes))
-        } else {
-            Err(anyhow!("could not start all {} server threads", handles.len()))
-        };
-        (join_sides(handles), followed)
-    });
-    let mut system_metrics = followed?;
-    let threads = outcomes.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    let fds: Vec<_> = data.iter().map(|s| s.as_raw_fd()).collect();
-    system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Server));
-    Ok(server_report(case, threads, tsc_hz, system_metrics))
 }

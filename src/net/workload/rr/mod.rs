@@ -21,7 +21,7 @@ use crate::case::Case;
 use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
 use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
-use crate::net::control::{ControlChannel, RrHello, ServerReport};
+use crate::net::control::{ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::connect;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
@@ -44,6 +44,28 @@ use std::time::{Duration, Instant};
 
 /// How long a data connection may stay silent before the peer is declared gone.
 pub use crate::net::session::DATA_IDLE_TIMEOUT;
+
+/// The hello of a request/response client: `{"type":"hello","version":2,"workload":"rr",
+/// "case":{...}}`; `workload` is `rr` or `crr`, as the case's own `kind`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RrHello {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub workload: String,
+    pub case: RrCase,
+}
+
+impl RrHello {
+    pub fn new(case: &RrCase) -> RrHello {
+        RrHello {
+            kind: "hello".into(),
+            version: PROTOCOL_VERSION,
+            workload: case.kind.as_str().into(),
+            case: case.clone(),
+        }
+    }
+}
 /// The longest window or warm-up a case may ask for.
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 /// The largest request or response.

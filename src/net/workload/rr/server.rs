@@ -6,25 +6,19 @@
 
 use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
-use crate::measure::clock;
-use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::RrPhase;
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
-use crate::net::session::data::{threads_ended, MovedBytes};
-use crate::net::session::gate::{all_ready, join_all};
-use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
-use crate::net::session::server::wrong_hello;
+use crate::net::session::meter::{Meter, Metered};
+use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload, Until};
 use crate::net::session::DATA_IDLE_TIMEOUT;
-use crate::net::session::{accept_from, open_data_port, send_outcome, Served, Session};
+use crate::net::session::{accept_from, open_data_port, Served, Session};
 use crate::observation::names;
 use crate::observation::{Metric, Role};
+use anyhow::anyhow;
 use std::io;
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long the client has, after Ready, to open every rr data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,137 +30,121 @@ struct ServerOutcome {
 }
 
 /// The rr/crr server side, as `net serve` and the loopback run serve it.
-pub const SERVED: Served = Served {
-    hellos: &["rr", "crr"],
-    check,
-    serve,
-};
+pub const SERVED: Served = served::entry::<RrServer>();
 
-/// The limits, then the memory the case would take here, against the same headroom the
-/// client side checks (MemAvailable and the memory cgroup's room).
-fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
-    match hello {
-        HelloCase::Rr(case) => super::check_case(case).and_then(|()| super::check_memory(case, Role::Server, headroom)),
-        _ => Ok(()),
-    }
-}
+struct RrServer;
 
-fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    match hello {
-        HelloCase::Rr(case) => serve_session(control, &case, session.stopped, session.max_bytes),
-        other => Err(wrong_hello(control, &other)),
-    }
-}
-
-/// Serve one rr/crr session on its control connection (the hello has been read). A raised
-/// `stopped` ends it within about 100 ms.
-fn serve_session(
-    mut control: ControlChannel,
-    case: &RrCase,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<()> {
-    // Limits and memory: checked by the session server before this runs (`check`).
-    // A receive mode this kernel refuses is answered before any connection is made.
-    if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
-        control
-            .send(&Control::Unavailable {
-                what: refusal.what.clone(),
-                reason: refusal.reason.clone(),
-            })
-            .ok();
-        return Err(refusal.into());
-    }
-    // The session's own data port, on the address the client reached us at.
-    let (listener, peer) = open_data_port(&mut control)?;
-    let data = match case.kind {
-        RrKind::Rr => {
-            let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, stopped)?;
-            for stream in &data {
-                stream.set_nodelay(true)?;
-                stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
-                stream.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
-            }
-            data
-        }
-        RrKind::Crr => Vec::new(),
-    };
-    let outcome = run_threads(case, &listener, peer, &data, &mut control, stopped, max_bytes);
-    send_outcome(&mut control, outcome)
-}
-
-/// Run the serving threads while following the client's phase messages; the report.
-fn run_threads(
-    case: &RrCase,
-    listener: &TcpListener,
+/// The session's data listener (crr's threads accept on it), the client's address and rr's
+/// connections.
+struct State {
+    listener: TcpListener,
     peer: IpAddr,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<ServerReport> {
-    // The byte budget: request and response bytes moved, counted by the serving threads only when a
-    // budget is set (one relaxed add per transaction) and checked between the coordinator's
-    // polls of the control connection.
-    let moved = MovedBytes::new(max_bytes);
-    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
-    let stopped_or_over = || moved.stopped_or_over(stopped);
-    let tsc_hz = clock::tsc_hz();
-    let shared = ServerShared::new();
-    let quit = AtomicBool::new(false);
-    let ctx = shared.ctx(&case.net);
-    if case.kind == RrKind::Crr {
-        // Accepted sockets inherit the listener's timeout: the data one, set once here rather
-        // than on every connection. accept() itself ends at the session's end, when the
-        // listener is shut down (and at worst after this long, to look at `quit`).
-        socket2::SockRef::from(listener).set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
-    }
-    let (mut senders, mut receivers) = thread_ends(case, data)?;
-    let (outcomes, followed) = std::thread::scope(|scope| {
-        let (ctx, quit) = (&ctx, &quit);
-        let handles: Vec<_> = (0..case.net.threads)
-            .map(|i| {
-                let receiver = receivers.next().expect("one receiver per thread");
-                let sender = senders.next().expect("one sender per thread");
-                let builder = std::thread::Builder::new().name(format!("iopath-rr-server-{i}"));
-                match case.kind {
-                    RrKind::Rr => {
-                        let stream = &data[i];
-                        builder.spawn_scoped(scope, move || serve_rr(ctx, i, stream, receiver, sender, budget))
-                    }
-                    RrKind::Crr => builder.spawn_scoped(scope, move || {
-                        let ends = SessionEnds { quit, budget };
-                        serve_crr(ctx, i, (listener, peer), receiver, sender, ends)
-                    }),
-                }
-            })
-            .collect();
-        let followed = if all_ready(&shared.ready, &handles) {
-            follow_phases(case, &shared.window, data, control, stopped, &stopped_or_over)
-        } else {
-            shared.window.close(&mut SystemProbes::default());
-            Followed::default()
-        };
-        quit.store(true, Ordering::SeqCst);
-        if case.kind == RrKind::Crr {
-            // Wakes every crr thread blocked in accept() (which then fails with EINVAL).
-            socket2::SockRef::from(listener).shutdown(Shutdown::Read).ok();
-        }
-        (join_all(handles, "a server thread panicked"), followed)
-    });
-    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
-    Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
+    data: Vec<TcpStream>,
 }
 
-/// Every thread's sender and receiver, in thread order.
-type ThreadEnds = (
-    std::vec::IntoIter<Box<dyn Sender>>,
-    std::vec::IntoIter<Box<dyn Receiver>>,
-);
+impl ServedWorkload for RrServer {
+    type Hello = RrCase;
+    type State = State;
+    type Part = Ends;
+    type Outcome = ServerOutcome;
+    const HELLOS: &'static [&'static str] = &["rr", "crr"];
+    const THREAD: &'static str = "iopath-rr-server";
+    const UNTIL: Until = Until::Finished;
+
+    /// Its `workload` is the case's own kind: both must agree.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<RrCase, String> {
+        match serde_json::from_slice::<super::RrHello>(line) {
+            Ok(hello) if hello.case.kind.as_str() == workload => Ok(hello.case),
+            Ok(hello) => Err(format!("a {workload} hello with a {} case", hello.case.kind.as_str())),
+            Err(e) => Err(format!("bad {workload} hello: {e}")),
+        }
+    }
+
+    fn net(case: &RrCase) -> &crate::case::NetParams {
+        &case.net
+    }
+
+    /// The limits, then the memory the case would take here, against the same headroom the
+    /// client side checks (MemAvailable and the memory cgroup's room).
+    fn check(case: &RrCase, headroom: Option<u64>) -> Result<(), String> {
+        super::check_case(case).and_then(|()| super::check_memory(case, Role::Server, headroom))
+    }
+
+    fn prepare(
+        case: &RrCase,
+        control: &mut ControlChannel,
+        session: &Session<'_>,
+    ) -> anyhow::Result<(State, Vec<Self::Part>)> {
+        // A receive mode this kernel refuses is answered before any connection is made.
+        if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
+            return Err(served::unavailable(control, refusal));
+        }
+        // The session's own data port, on the address the client reached us at.
+        let (listener, peer) = open_data_port(control)?;
+        let data = match case.kind {
+            RrKind::Rr => {
+                let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, session.stopped)?;
+                for stream in &data {
+                    stream.set_nodelay(true)?;
+                    stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+                    stream.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
+                }
+                data
+            }
+            RrKind::Crr => {
+                // Accepted sockets inherit the listener's timeout: the data one, set once here
+                // rather than on every connection. accept() itself ends at the session's end,
+                // when the listener is shut down (and at worst after this long, to look at
+                // the end flag).
+                socket2::SockRef::from(&listener).set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+                Vec::new()
+            }
+        };
+        let parts = thread_ends(case, &data)?;
+        Ok((State { listener, peer, data }, parts))
+    }
+
+    fn streams(state: &State) -> &[TcpStream] {
+        &state.data
+    }
+
+    fn serve_thread(
+        case: &RrCase,
+        state: &State,
+        (sender, receiver): Self::Part,
+        thread: &ServedThread<'_>,
+    ) -> anyhow::Result<ServerOutcome> {
+        let served = match case.kind {
+            RrKind::Rr => serve_rr(case, thread, &state.data[thread.index], receiver, sender),
+            RrKind::Crr => serve_crr(case, thread, (&state.listener, state.peer), receiver, sender),
+        };
+        served.map_err(|e| anyhow!("server: {e}"))
+    }
+
+    /// Wakes every crr thread blocked in accept() (which then fails with EINVAL).
+    fn wake(state: &State) {
+        if state.data.is_empty() {
+            socket2::SockRef::from(&state.listener).shutdown(Shutdown::Read).ok();
+        }
+    }
+
+    fn report(
+        case: &RrCase,
+        _: State,
+        threads: Vec<ServerOutcome>,
+        followed: Followed,
+        tsc_hz: Option<f64>,
+    ) -> anyhow::Result<ServerReport> {
+        Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
+    }
+}
+
+/// A serving thread's sender and receiver.
+type Ends = (Box<dyn Sender>, Box<dyn Receiver>);
 
 /// Every thread's sender and receiver, made (and rr's receivers attached to their
 /// connections) before any thread starts.
-fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<ThreadEnds> {
+fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<Vec<Ends>> {
     let (req, resp) = (case.request_size as usize, case.response_size as usize);
     let mut senders = Vec::with_capacity(case.net.threads);
     for _ in 0..case.net.threads {
@@ -178,51 +156,7 @@ fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<ThreadEnds> 
             .attach(stream.as_raw_fd())
             .map_err(|e| receiver_error(case, e))?;
     }
-    Ok((senders.into_iter(), receivers.into_iter()))
-}
-
-/// How following the client's phases ended.
-#[derive(Default)]
-struct Followed {
-    /// The system probes' metrics of the window `Done` closed.
-    system_metrics: Vec<Metric>,
-    /// A stop (or the byte budget) ended it.
-    interrupted: bool,
-}
-
-/// Follow the client: Measure opens the window, Done closes it, Finished ends the session.
-/// Anything else (EOF, timeout, a stop or the budget) closes the window and shuts the data
-/// connections so no thread waits.
-fn follow_phases(
-    case: &RrCase,
-    window: &Window,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    stopped_or_over: &dyn Fn() -> bool,
-) -> Followed {
-    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
-    let mut followed = Followed::default();
-    let longest = Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
-    let deadline = Instant::now() + longest;
-    loop {
-        let line = control.recv_line(Some(deadline), stopped_or_over);
-        match line.map(|l| serde_json::from_slice::<RrPhase>(&l)) {
-            Ok(Ok(RrPhase::Measure)) => window.open(&mut system),
-            Ok(Ok(RrPhase::Done)) => followed.system_metrics = window.close(&mut system),
-            Ok(Ok(RrPhase::Finished)) => break,
-            other => {
-                followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
-                window.close(&mut system);
-                for s in data {
-                    s.shutdown(Shutdown::Both).ok();
-                }
-                break;
-            }
-        }
-    }
-    window.close(&mut system);
-    followed
+    Ok(senders.into_iter().zip(receivers).collect())
 }
 
 /// The serving threads' counts merged into the report the client gets.
@@ -273,33 +207,17 @@ fn server_report(
     }
 }
 
-/// The session's byte budget as the serving threads see it: the shared count of bytes moved
-/// and the bytes of one transaction (request + response); None when the server has no budget.
-type Budget<'a> = Option<(&'a AtomicU64, u64)>;
-
-/// What ends a crr server thread's loop: the session being over, and the budget it counts into.
-struct SessionEnds<'a> {
-    quit: &'a AtomicBool,
-    budget: Budget<'a>,
-}
-
-fn count_against(budget: Budget<'_>) {
-    if let Some((moved, transaction_bytes)) = budget {
-        moved.fetch_add(transaction_bytes, Ordering::Relaxed);
-    }
-}
-
 /// rr: answer every request on one connection until the client closes it.
 fn serve_rr(
-    ctx: &Ctx<'_>,
-    index: usize,
+    case: &RrCase,
+    thread: &ServedThread<'_>,
     stream: &TcpStream,
     mut receiver: Box<dyn Receiver>,
     mut sender: Box<dyn Sender>,
-    budget: Budget<'_>,
 ) -> io::Result<ServerOutcome> {
     let fd = stream.as_raw_fd();
-    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let transaction_bytes = case.request_size + case.response_size;
+    let mut meter = Meter::start(&thread.ctx(), Role::Server, thread.index)?;
     let (mut seq, mut transactions) = (0u64, 0u64);
     loop {
         let open = meter.tick(|| receiver.counts().syscalls + sender.counts().syscalls);
@@ -307,7 +225,7 @@ fn serve_rr(
             break;
         }
         sender.send(fd, seq)?;
-        count_against(budget);
+        thread.count(transaction_bytes);
         if open {
             transactions += 1;
         }
@@ -326,20 +244,19 @@ fn serve_rr(
 /// crr: accept a connection, answer its one request, wait for the client's FIN, close; again
 /// until the session is over.
 fn serve_crr(
-    ctx: &Ctx<'_>,
-    index: usize,
+    case: &RrCase,
+    thread: &ServedThread<'_>,
     (listener, peer): (&TcpListener, IpAddr),
     mut receiver: Box<dyn Receiver>,
     mut sender: Box<dyn Sender>,
-    ends: SessionEnds<'_>,
 ) -> io::Result<ServerOutcome> {
-    let SessionEnds { quit, budget } = ends;
-    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let transaction_bytes = case.request_size + case.response_size;
+    let mut meter = Meter::start(&thread.ctx(), Role::Server, thread.index)?;
     let (mut transactions, mut own_syscalls) = (0u64, 0u64);
     let mut fin = [0u8; 1];
     loop {
         let open = meter.tick(|| own_syscalls + receiver.counts().syscalls + sender.counts().syscalls);
-        if quit.load(Ordering::Relaxed) {
+        if thread.quit() {
             break;
         }
         own_syscalls += 1;
@@ -348,7 +265,7 @@ fn serve_crr(
             Ok((stream, from)) if from.ip() == peer => (stream, u64::from(from.port())),
             Ok(_) => continue,
             // The session is over: the listener was shut down under accept().
-            Err(_) if quit.load(Ordering::Relaxed) => break,
+            Err(_) if thread.quit() => break,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -368,7 +285,7 @@ fn serve_crr(
             if n != 0 {
                 return Err(io::Error::other("a crr client sent more than one request"));
             }
-            count_against(budget);
+            thread.count(transaction_bytes);
             if open {
                 transactions += 1;
             }

@@ -12,9 +12,9 @@ pub use server::SERVED;
 
 use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
-use crate::net::control::{encode_data_header, Control, ServerReport, ThreadTally, PROTOCOL_VERSION};
+use crate::net::control::{encode_data_header, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
-use crate::net::session::connect::{connect_with_mss, recv_watching};
+use crate::net::session::connect::connect_with_mss;
 use crate::net::session::coordinator::{self as session, Accepted, Coordinator, NetWorkload};
 use crate::net::session::interrupted;
 use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
@@ -203,8 +203,28 @@ struct StreamClient<'a> {
     case: &'a StreamCase,
 }
 
+/// The stream's hello, the protocol's first: `{"type":"hello","version":5,"case":{...}}`
+/// (no `workload`: a server reads a hello without one as a stream's).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StreamHello {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub case: StreamCase,
+}
+
+impl StreamHello {
+    pub fn new(case: StreamCase) -> StreamHello {
+        StreamHello {
+            kind: "hello".into(),
+            version: PROTOCOL_VERSION,
+            case,
+        }
+    }
+}
+
 impl NetWorkload for StreamClient<'_> {
-    type Hello = Control;
+    type Hello = StreamHello;
     type Ends = std::vec::IntoIter<Box<dyn mode::Sender>>;
     type Data = Vec<TcpStream>;
     type Outcome = ThreadOutcome;
@@ -215,11 +235,8 @@ impl NetWorkload for StreamClient<'_> {
         &self.case.net
     }
 
-    fn hello(&self, _: &Self::Ends) -> Control {
-        Control::Hello {
-            version: PROTOCOL_VERSION,
-            case: self.case.clone(),
-        }
+    fn hello(&self, _: &Self::Ends) -> StreamHello {
+        StreamHello::new(self.case.clone())
     }
 
     fn listen(&self, listener: &TcpListener) -> anyhow::Result<()> {

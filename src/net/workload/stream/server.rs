@@ -5,21 +5,18 @@
 
 use super::thread::{self, End, Shared, ThreadOutcome, ThreadPlan};
 use crate::case::{RxMode, StreamCase};
-use crate::measure::clock;
-use crate::measure::counters::kernel_policy;
-use crate::measure::window::Window;
-use crate::net::control::{Control, ControlChannel, HelloCase, ServerReport};
+use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
+use crate::net::session::data::send_failure;
 use crate::net::session::handshake::{secs, SLICE};
-use crate::net::session::server::wrong_hello;
-use crate::net::session::{budget_error, over_budget, Served, Session, StartGate, DATA_IDLE_TIMEOUT};
+use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
+use crate::net::session::{Served, Session, DATA_IDLE_TIMEOUT};
 use crate::observation::names;
-use crate::observation::{Metric, Role, Source, Unsupported};
-use crate::stop::Interrupted;
+use crate::observation::{Metric, Role, Source};
 use crate::sys::net as sock;
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use std::io;
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -28,48 +25,97 @@ use std::time::{Duration, Instant};
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The stream's server side, as `net serve` and the loopback run serve it.
-pub const SERVED: Served = Served {
-    hellos: &["stream"],
-    check,
-    serve,
-};
+pub const SERVED: Served = served::entry::<StreamServer>();
 
-/// The limits, then the receive buffers the case would take here, against the same headroom
-/// the client side checks (MemAvailable lowered by the memory cgroup's room: a server in a
-/// 3 GiB cgroup on a large machine must not take MemAvailable's word).
-fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
-    match hello {
-        HelloCase::Stream(case) => super::check_case(case, Role::Server, headroom),
-        _ => Ok(()),
+struct StreamServer;
+
+impl ServedWorkload for StreamServer {
+    type Hello = StreamCase;
+    /// The data connections, in thread order.
+    type State = Vec<TcpStream>;
+    type Part = Box<dyn Receiver>;
+    type Outcome = ThreadOutcome;
+    const HELLOS: &'static [&'static str] = &["stream"];
+    const THREAD: &'static str = "iopath-server";
+    const BUDGET: Budget = Budget::Kernel;
+
+    fn net(case: &StreamCase) -> &crate::case::NetParams {
+        &case.net
+    }
+
+    /// The limits, then the receive buffers the case would take here, against the same
+    /// headroom the client side checks (MemAvailable lowered by the memory cgroup's room: a
+    /// server in a 3 GiB cgroup on a large machine must not take MemAvailable's word).
+    fn check(case: &StreamCase, headroom: Option<u64>) -> Result<(), String> {
+        super::check_case(case, Role::Server, headroom)
+    }
+
+    /// Hand out the token, collect the data connections (routed here by the greeters), and
+    /// make a receiver for each.
+    fn prepare(
+        case: &StreamCase,
+        control: &mut ControlChannel,
+        session: &Session<'_>,
+    ) -> anyhow::Result<(Vec<TcpStream>, Vec<Box<dyn Receiver>>)> {
+        // A receive mode this kernel refuses is answered before any connection is made.
+        if let Err(refusal) = mode::check_receiver(case.rx_mode) {
+            return Err(served::unavailable(control, refusal));
+        }
+        let data = data_connections(case, control, session)?;
+        match attached_receivers(case, &data) {
+            Ok(receivers) => Ok((data, receivers)),
+            Err(e) => Err(send_failure(control, e)),
+        }
+    }
+
+    fn streams(data: &Vec<TcpStream>) -> &[TcpStream] {
+        data
+    }
+
+    fn serve_thread(
+        case: &StreamCase,
+        data: &Vec<TcpStream>,
+        receiver: Box<dyn Receiver>,
+        served: &ServedThread<'_>,
+    ) -> anyhow::Result<ThreadOutcome> {
+        let shared = Shared {
+            window: &served.shared.window,
+            ready: &served.shared.ready,
+            policy: &served.shared.policy,
+        };
+        let fd = data[served.index].as_raw_fd();
+        let plan = ThreadPlan::new(case, Role::Server, served.index, fd, &shared);
+        thread::run(plan, End::Recv(receiver)).map_err(|e| match mode::unsupported_in(&e) {
+            Some(refusal) => anyhow::Error::new(refusal),
+            None => anyhow!("server: {e}"),
+        })
+    }
+
+    fn report(
+        case: &StreamCase,
+        _: Vec<TcpStream>,
+        threads: Vec<ThreadOutcome>,
+        followed: Followed,
+        tsc_hz: Option<f64>,
+    ) -> anyhow::Result<ServerReport> {
+        Ok(server_report(case, threads, followed.system_metrics, tsc_hz))
     }
 }
 
-fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    match hello {
-        HelloCase::Stream(case) => run_session(control, &case, session),
-        other => Err(wrong_hello(control, &other)),
-    }
-}
-
-/// Run the session a hello asked for: check the case, hand out the token, collect the data
-/// connections (routed here by the greeters), receive, report.
-fn run_session(mut control: ControlChannel, case: &StreamCase, session: &Session<'_>) -> anyhow::Result<()> {
-    let stopped = session.stopped;
-    // Limits and memory: checked by the session server before this runs (`check`).
-    // A receive mode this kernel refuses is answered before any connection is made.
-    if let Err(refusal) = mode::check_receiver(case.rx_mode) {
-        control.send(&unavailable(&refusal)).ok();
-        return Err(refusal.into());
-    }
+/// Say `ready` with the session's token and collect its data connections, each tagged with
+/// the token and its thread index, as the greeters route them here.
+fn data_connections(
+    case: &StreamCase,
+    control: &mut ControlChannel,
+    session: &Session<'_>,
+) -> anyhow::Result<Vec<TcpStream>> {
     let (token, rx) = session.open_route();
     control.send(&Control::Ready { token })?;
-
-    // The data connections, each tagged with the token and its thread index.
     let deadline = Instant::now() + SETUP_TIMEOUT;
     let mut data: Vec<Option<TcpStream>> = (0..case.net.threads).map(|_| None).collect();
     let mut accepted = 0;
     while accepted < case.net.threads {
-        if stopped() {
+        if (session.stopped)() {
             return Err(super::interrupted());
         }
         let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) else {
@@ -79,7 +125,7 @@ fn run_session(mut control: ControlChannel, case: &StreamCase, session: &Session
                 secs(SETUP_TIMEOUT)
             );
         };
-        control_still_open(&control)?;
+        control_still_open(control)?;
         match rx.recv_timeout(left.min(SLICE)) {
             Ok((index, s)) => {
                 if let Some(slot) = data.get_mut(index as usize).filter(|slot| slot.is_none()) {
@@ -96,32 +142,7 @@ fn run_session(mut control: ControlChannel, case: &StreamCase, session: &Session
     for s in &data {
         s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
     }
-
-    let outcome = run_receivers(case, &data, &mut control, stopped, session.max_bytes);
-    let report = match outcome {
-        Ok(report) => report,
-        Err(e) => {
-            let answer = match e.downcast_ref::<Unsupported>() {
-                Some(refusal) => unavailable(refusal),
-                None => Control::Failed {
-                    error: format!("{e:#}"),
-                },
-            };
-            control.send(&answer).ok();
-            return Err(e);
-        }
-    };
-    control
-        .send(&Control::Report(Box::new(report)))
-        .context("sending the report to the client")?;
-    Ok(())
-}
-
-fn unavailable(refusal: &Unsupported) -> Control {
-    Control::Unavailable {
-        what: refusal.what.clone(),
-        reason: refusal.reason.clone(),
-    }
+    Ok(data)
 }
 
 /// An error once the client has closed its control connection. Control data that arrives
@@ -142,71 +163,6 @@ fn control_still_open(control: &ControlChannel) -> anyhow::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
         Err(e) => bail!("the control connection failed during set-up: {e}"),
     }
-}
-
-/// Run one receiving thread per data connection while following the client's phase messages.
-/// A stop (`stopped`) ends the session within about 100 ms as `Interrupted`; so does reaching
-/// the byte budget `max_bytes`, as an error naming it.
-fn run_receivers(
-    case: &StreamCase,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<ServerReport> {
-    let policy = kernel_policy();
-    let tsc_hz = clock::tsc_hz();
-    let window = Window::new();
-    let exceeded = std::cell::Cell::new(false);
-    let stopped_or_over = || {
-        if stopped() {
-            return true;
-        }
-        exceeded.set(over_budget(data, max_bytes));
-        exceeded.get()
-    };
-    let ready = StartGate::default();
-    let shared = Shared {
-        window: &window,
-        ready: &ready,
-        policy: &policy,
-    };
-    let receivers = attached_receivers(case, data)?;
-    let (outcomes, followed) = std::thread::scope(|scope| {
-        let handles: Vec<_> = data
-            .iter()
-            .zip(receivers)
-            .enumerate()
-            .map(|(i, (stream, receiver))| {
-                let plan = ThreadPlan::new(case, Role::Server, i, stream.as_raw_fd(), &shared);
-                let end = End::Recv(receiver);
-                std::thread::Builder::new()
-                    .name(format!("iopath-server-{i}"))
-                    .spawn_scoped(scope, move || thread::run(plan, end))
-            })
-            .collect();
-        if !crate::net::session::gate::all_ready(&ready, &handles) {
-            // Whoever did start is released; end the session: the client sees the failure.
-            shut_all(data);
-            return (thread::join_all(handles), Followed::default());
-        }
-        let followed = follow_client(case, &window, data, control, &stopped_or_over);
-        (thread::join_all(handles), followed)
-    });
-    if exceeded.get() {
-        return Err(budget_error(max_bytes));
-    }
-    if followed.interrupted {
-        return Err(super::interrupted());
-    }
-    let mut threads = Vec::new();
-    for outcome in outcomes {
-        threads.push(outcome.map_err(|e| match mode::unsupported_in(&e) {
-            Some(refusal) => anyhow::Error::new(refusal),
-            None => anyhow!("server: {e}"),
-        })?);
-    }
-    Ok(server_report(case, threads, followed.system_metrics, tsc_hz))
 }
 
 /// One receiver per data connection, made and attached to it before any thread starts, so a
@@ -231,55 +187,6 @@ fn attached_receivers(case: &StreamCase, data: &[TcpStream]) -> anyhow::Result<V
         receivers.push(receiver);
     }
     Ok(receivers)
-}
-
-fn shut_all(data: &[TcpStream]) {
-    for s in data {
-        s.shutdown(Shutdown::Both).ok();
-    }
-}
-
-/// How following the client's window ended.
-#[derive(Default)]
-struct Followed {
-    /// The system probes' metrics of a window closed by `Done`.
-    system_metrics: Vec<Metric>,
-    /// A stop (or the byte budget) ended it.
-    interrupted: bool,
-}
-
-/// Follow the client: Measure opens the window, Done closes it. Anything else (EOF, timeout,
-/// a stop) closes it too, and the data connections are shut so no thread waits.
-fn follow_client(
-    case: &StreamCase,
-    window: &Window,
-    data: &[TcpStream],
-    control: &mut ControlChannel,
-    stopped_or_over: &dyn Fn() -> bool,
-) -> Followed {
-    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::RxCopies::Traced);
-    let longest =
-        Duration::from_millis(case.net.warmup_ms.saturating_add(case.net.duration_ms)) + Duration::from_secs(30);
-    loop {
-        match super::recv_watching(control, longest, stopped_or_over) {
-            Ok(Control::Measure) => window.open(&mut system),
-            Ok(Control::Done) => {
-                return Followed {
-                    system_metrics: window.close(&mut system),
-                    interrupted: false,
-                }
-            }
-            other => {
-                let interrupted = other.is_err_and(|e| e.is::<Interrupted>());
-                window.abandon(&mut system);
-                shut_all(data);
-                return Followed {
-                    system_metrics: Vec::new(),
-                    interrupted,
-                };
-            }
-        }
-    }
 }
 
 /// The receiving threads' counts merged into the report the client gets.

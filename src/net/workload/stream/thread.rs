@@ -101,13 +101,6 @@ impl<'a> ThreadPlan<'a> {
     }
 }
 
-/// Join every thread of a side; a thread that could not start or panicked is an error.
-pub fn join_all(
-    handles: Vec<io::Result<std::thread::ScopedJoinHandle<'_, io::Result<ThreadOutcome>>>>,
-) -> Vec<io::Result<ThreadOutcome>> {
-    crate::net::session::gate::join_all(handles, "a stream thread panicked")
-}
-
 /// Where the thread's own counts stood when its window opened.
 struct Before {
     messages: u64,

@@ -11,7 +11,7 @@ use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::observation::Role;
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -117,70 +117,16 @@ pub fn run(
             drops_base = super::drops_now(fd, receiver.as_ref());
         }
         let now = monotonic_ns();
-        // Requests whose time is up are lost; their slots are free again.
-        for slot in slots
-            .iter_mut()
-            .filter(|s| s.busy && now.saturating_sub(s.from_ns) >= timeout_ns)
-        {
-            slot.busy = false;
-            if open {
-                c.lost += 1;
-            }
-        }
-        // Send: closed loop, a request into every free slot at once (one call of the
-        // batching modes); open loop, one per due time that has come.
-        let free = slots.iter().filter(|s| !s.busy).count();
-        let to_send = match gap_ns {
-            None => free,
-            Some(gap) => {
-                let mut n = 0;
-                while due <= now && n < free {
-                    n += 1;
-                    due += gap;
-                }
-                // Due with every slot in flight: shed.
-                while due <= now {
-                    if open {
-                        c.shed += 1;
-                    }
-                    due += gap;
-                }
-                n
-            }
-        };
+        expire(slots, now, timeout_ns, open, &mut c);
+        let to_send = to_send(slots, gap_ns, (&mut due, now), open, &mut c);
         if to_send > 0 {
             let from = match gap_ns {
                 // Open loop: from when it was due (the first of this call's).
                 Some(gap) => due - gap * to_send as u64,
                 None => monotonic_ns(),
             };
-            let result = if server_gone {
-                Ok(0)
-            } else {
-                sender.send(fd, next_seq, to_send)
-            };
-            let went = match result {
-                Ok(n) => n,
-                Err(e) if crate::net::dgram::is_full(&e) => 0,
-                // The server's socket is gone: send nothing more (an io_uring ring refuses
-                // every call after a failed one); what is in flight times out.
-                Err(e) if super::gone(&e) => {
-                    server_gone = true;
-                    0
-                }
-                Err(e) => return Err(e),
-            };
-            let mut seqs = next_seq..next_seq + went as u64;
-            for (k, slot) in slots.iter_mut().filter(|s| !s.busy).take(went).enumerate() {
-                *slot = Slot {
-                    seq: seqs.next().unwrap_or(next_seq),
-                    from_ns: match gap_ns {
-                        Some(gap) => from + gap * k as u64,
-                        None => from,
-                    },
-                    busy: true,
-                };
-            }
+            let went = send(sender.as_mut(), (fd, next_seq, to_send), &mut server_gone)?;
+            fill(slots, (next_seq, went), from, gap_ns);
             next_seq += went as u64;
             if open {
                 c.sent += went as u64;
@@ -208,21 +154,7 @@ pub fn run(
             Err(e) if super::gone(&e) => server_gone = true,
             Err(e) => return Err(e),
         }
-        for arrival in seen.arrivals() {
-            match slots.iter_mut().find(|s| s.busy && s.seq == arrival.seq) {
-                Some(slot) => {
-                    slot.busy = false;
-                    if open {
-                        latency.record_ns(arrival.arrival_ns.saturating_sub(slot.from_ns));
-                        c.transactions += 1;
-                    }
-                }
-                None if open && arrival.new => c.late += 1,
-                None if open => c.duplicates += 1,
-                None => {}
-            }
-        }
-        seen.clear_arrivals();
+        match_arrivals(slots, &mut seen, open, &mut latency, &mut c);
     }
     if !server_gone {
         match sender.finish(fd) {
@@ -248,6 +180,106 @@ pub fn run(
         latency,
         metered,
     })
+}
+
+/// Send `count` requests numbered from `seq` on `fd` in one call; how many went. A full
+/// socket buffer sends none; the server's socket gone (`server_gone`, then set) none from
+/// now on (an io_uring ring refuses every call after a failed one): what is in flight times out.
+fn send(
+    sender: &mut dyn DgramSender,
+    (fd, seq, count): (RawFd, u64, usize),
+    server_gone: &mut bool,
+) -> io::Result<usize> {
+    if *server_gone {
+        return Ok(0);
+    }
+    match sender.send(fd, seq, count) {
+        Ok(n) => Ok(n),
+        Err(e) if crate::net::dgram::is_full(&e) => Ok(0),
+        Err(e) if super::gone(&e) => {
+            *server_gone = true;
+            Ok(0)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Requests whose time is up are lost (counted inside the window); their slots are free again.
+fn expire(slots: &mut [Slot], now: u64, timeout_ns: u64, open: bool, c: &mut Counts) {
+    for slot in slots
+        .iter_mut()
+        .filter(|s| s.busy && now.saturating_sub(s.from_ns) >= timeout_ns)
+    {
+        slot.busy = false;
+        if open {
+            c.lost += 1;
+        }
+    }
+}
+
+/// How many requests to send now: closed loop (`gap_ns` None), one into every free slot at
+/// once (one call of the batching modes); open loop, one per due time that has come, `due`
+/// moved past them, and those due with every slot in flight shed.
+fn to_send(slots: &[Slot], gap_ns: Option<u64>, (due, now): (&mut u64, u64), open: bool, c: &mut Counts) -> usize {
+    let free = slots.iter().filter(|s| !s.busy).count();
+    let Some(gap) = gap_ns else {
+        return free;
+    };
+    let mut n = 0;
+    while *due <= now && n < free {
+        n += 1;
+        *due += gap;
+    }
+    // Due with every slot in flight: shed.
+    while *due <= now {
+        if open {
+            c.shed += 1;
+        }
+        *due += gap;
+    }
+    n
+}
+
+/// The `went` requests numbered from `first` are in flight: each in a free slot, sent at
+/// `from` (open loop: each at its own due time, `gap_ns` apart).
+fn fill(slots: &mut [Slot], (first, went): (u64, usize), from: u64, gap_ns: Option<u64>) {
+    let mut seqs = first..first + went as u64;
+    for (k, slot) in slots.iter_mut().filter(|s| !s.busy).take(went).enumerate() {
+        *slot = Slot {
+            seq: seqs.next().unwrap_or(first),
+            from_ns: match gap_ns {
+                Some(gap) => from + gap * k as u64,
+                None => from,
+            },
+            busy: true,
+        };
+    }
+}
+
+/// Match the replies that arrived with their requests' slots: a transaction and its latency
+/// inside the window; a reply to no request in flight is late (new) or a duplicate.
+fn match_arrivals(
+    slots: &mut [Slot],
+    seen: &mut SeqTracker,
+    open: bool,
+    latency: &mut LatencyHistogram,
+    c: &mut Counts,
+) {
+    for arrival in seen.arrivals() {
+        match slots.iter_mut().find(|s| s.busy && s.seq == arrival.seq) {
+            Some(slot) => {
+                slot.busy = false;
+                if open {
+                    latency.record_ns(arrival.arrival_ns.saturating_sub(slot.from_ns));
+                    c.transactions += 1;
+                }
+            }
+            None if open && arrival.new => c.late += 1,
+            None if open => c.duplicates += 1,
+            None => {}
+        }
+    }
+    seen.clear_arrivals();
 }
 
 /// Whether `socket` has a datagram to read within `wait` (poll(2), whole milliseconds).

@@ -518,24 +518,7 @@ fn build_observation(
             format!("{idle} client threads never saw the measured window (starved of CPU?)"),
         );
     }
-    if case.net.verify {
-        let verified = sum(|c| c.verified);
-        let corrupt = sum(|c| c.corrupt);
-        crate::net::session::observe::push_verify_counts(&mut obs, Role::Client, verified, corrupt);
-        crate::net::session::observe::push_verify_counts(
-            &mut obs,
-            Role::Server,
-            server.verified_messages,
-            server.corrupt_messages,
-        );
-        let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
-            format!(
-                "{corrupt} responses and {} requests arrived corrupted",
-                server.corrupt_messages
-            )
-        });
-        warn_verify(&mut obs, "rates, latency and CPU", corrupted);
-    }
+    push_verify(&mut obs, case, clients, server);
     place(
         &mut obs,
         clients.iter().map(|c| c.metered.placement.clone()),
@@ -543,6 +526,31 @@ fn build_observation(
         &case.net,
     );
     obs
+}
+
+/// With `--verify`: both ends' verified and corrupt counts, and a warning when any arrived
+/// corrupted.
+fn push_verify(obs: &mut Observation, case: &UdpRrCase, clients: &[ClientOutcome], server: &ServerReport) {
+    if !case.net.verify {
+        return;
+    }
+    let sum = |f: fn(&ClientOutcome) -> u64| clients.iter().map(f).sum::<u64>();
+    let verified = sum(|c| c.verified);
+    let corrupt = sum(|c| c.corrupt);
+    crate::net::session::observe::push_verify_counts(obs, Role::Client, verified, corrupt);
+    crate::net::session::observe::push_verify_counts(
+        obs,
+        Role::Server,
+        server.verified_messages,
+        server.corrupt_messages,
+    );
+    let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
+        format!(
+            "{corrupt} responses and {} requests arrived corrupted",
+            server.corrupt_messages
+        )
+    });
+    warn_verify(obs, "rates, latency and CPU", corrupted);
 }
 
 /// The datagrams the kernel has dropped at a socket so far: SO_MEMINFO's count (no datagram
@@ -670,12 +678,9 @@ mod tests {
     fn the_hello_parses_back_with_its_ports() {
         let hello = UdpHello::new("udp-rr", case(), vec![4000, 4001]);
         let line = serde_json::to_vec(&hello).unwrap();
-        match crate::net::control::parse_hello(&line) {
-            Ok(crate::net::control::HelloCase::UdpRr(h)) => {
-                assert_eq!(h.case, case());
-                assert_eq!(h.ports, [4000, 4001]);
-            }
-            other => panic!("{other:?}"),
-        }
+        let decoded = crate::net::session::served::decode_hello(&line, &[SERVED]).unwrap();
+        let h = decoded.case::<UdpHello<UdpRrCase>>().expect("a udp-rr hello");
+        assert_eq!(h.case, case());
+        assert_eq!(h.ports, [4000, 4001]);
     }
 }

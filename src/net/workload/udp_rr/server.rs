@@ -8,47 +8,124 @@
 
 use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
 use crate::case::UdpRrCase;
-use crate::measure::clock;
-use crate::measure::window::{SystemProbes, Window};
-use crate::net::control::RrPhase;
-use crate::net::control::{ControlChannel, HelloCase, ServerReport, ThreadTally};
-use crate::net::dgram::session::open_udp_port;
+use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
+use crate::net::dgram::session::{open_udp_port, UdpHello};
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
-use crate::net::session::data::{threads_ended, MovedBytes};
-use crate::net::session::gate::{all_ready, join_all};
-use crate::net::session::meter::{Ctx, Meter, Metered, ServerShared};
-use crate::net::session::server::wrong_hello;
-use crate::net::session::{send_outcome, Served, Session};
+use crate::net::session::meter::{Meter, Metered};
+use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload};
+use crate::net::session::{Served, Session};
 use crate::observation::names;
-use crate::observation::{Metric, Role};
+use crate::observation::{Metric, Role, Unsupported};
+use anyhow::anyhow;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 /// The udp-rr server side, as `net serve` and the local run serve it.
-pub const SERVED: Served = Served {
-    hellos: &["udp-rr"],
-    check,
-    serve,
-};
+pub const SERVED: Served = served::entry::<UdpRrServer>();
 
-/// The limits, the hello's client ports, and the datagram and socket buffers the case would
-/// take here (a socket, a sender and a receiver per thread), against this server's headroom.
-fn check(hello: &HelloCase, headroom: Option<u64>) -> Result<(), String> {
-    let HelloCase::UdpRr(h) = hello else {
-        return Ok(());
-    };
-    super::check_case(&h.case)?;
-    crate::net::dgram::session::check_ports(&h.ports, h.case.net.threads)?;
-    super::check_memory(&h.case, Role::Server, headroom)
+struct UdpRrServer;
+
+/// The session's sockets, one per client thread, and the smallest receive buffer granted.
+struct State {
+    sockets: Vec<UdpSocket>,
+    rcvbuf: u64,
 }
 
-fn serve(control: ControlChannel, hello: HelloCase, session: &Session<'_>) -> anyhow::Result<()> {
-    match hello {
-        HelloCase::UdpRr(h) => serve_session(control, &h.case, &h.ports, session.stopped, session.max_bytes),
-        other => Err(wrong_hello(control, &other)),
+impl ServedWorkload for UdpRrServer {
+    type Hello = UdpHello<UdpRrCase>;
+    type State = State;
+    type Part = (Box<dyn DgramSender>, Box<dyn DgramReceiver>);
+    type Outcome = ServerOutcome;
+    const HELLOS: &'static [&'static str] = &["udp-rr"];
+    const THREAD: &'static str = "iopath-udp-rr-server";
+    const RX_COPIES: crate::measure::trace::RxCopies = crate::measure::trace::UDP_RX_COPIES;
+
+    /// The case and the client's UDP ports.
+    fn decode(workload: &'static str, line: &[u8]) -> Result<Self::Hello, String> {
+        serde_json::from_slice(line).map_err(|e| format!("bad {workload} hello: {e}"))
+    }
+
+    fn net(hello: &Self::Hello) -> &crate::case::NetParams {
+        &hello.case.net
+    }
+
+    /// The limits, the hello's client ports, and the datagram and socket buffers the case
+    /// would take here (a socket, a sender and a receiver per thread), against this server's
+    /// headroom.
+    fn check(h: &Self::Hello, headroom: Option<u64>) -> Result<(), String> {
+        super::check_case(&h.case)?;
+        crate::net::dgram::session::check_ports(&h.ports, h.case.net.threads)?;
+        super::check_memory(&h.case, Role::Server, headroom)
+    }
+
+    fn prepare(
+        h: &Self::Hello,
+        control: &mut ControlChannel,
+        _: &Session<'_>,
+    ) -> anyhow::Result<(State, Vec<Self::Part>)> {
+        let case = &h.case;
+        if let Some(refusal) = super::mode_refusal(case) {
+            return Err(served::unavailable(control, refusal));
+        }
+        // Every path before `ready`: a mode this kernel refuses is answered as unavailable.
+        let mut ends = Vec::with_capacity(case.net.threads);
+        for _ in 0..case.net.threads {
+            let made = data_sender(case, case.response_size)
+                .and_then(|s| data_receiver(case, case.request_size).map(|r| (s, r)));
+            match made {
+                Ok(pair) => ends.push(pair),
+                Err(e) => {
+                    return Err(match e.downcast::<Unsupported>() {
+                        Ok(refusal) => served::unavailable(control, refusal),
+                        Err(e) => e,
+                    })
+                }
+            }
+        }
+        // The session's UDP data port (net/dgram/session.rs): one socket per client port,
+        // each connected to it; `ready` names the port.
+        let opened = open_udp_port(control, &h.ports, case.rcvbuf)?;
+        let rcvbuf = opened.iter().map(|s| s.rcvbuf as u64).min().unwrap_or(0);
+        let sockets: Vec<UdpSocket> = opened.into_iter().map(|s| s.socket).collect();
+        for socket in &sockets {
+            set_timeouts(socket)?;
+        }
+        Ok((State { sockets, rcvbuf }, ends))
+    }
+
+    /// The UDP counters of the namespace the server's sockets live in (this thread's).
+    fn push_probes(system: &mut crate::measure::window::SystemProbes) {
+        crate::measure::system::push_udp_probe(system, None);
+    }
+
+    fn serve_thread(
+        h: &Self::Hello,
+        state: &State,
+        (sender, receiver): Self::Part,
+        thread: &ServedThread<'_>,
+    ) -> anyhow::Result<ServerOutcome> {
+        let transaction_bytes = h.case.request_size + h.case.response_size;
+        serve_socket(
+            thread,
+            &state.sockets[thread.index],
+            sender,
+            receiver,
+            transaction_bytes,
+        )
+        .map_err(|e| anyhow!("server: {e}"))
+    }
+
+    fn report(
+        h: &Self::Hello,
+        state: State,
+        threads: Vec<ServerOutcome>,
+        followed: Followed,
+        tsc_hz: Option<f64>,
+    ) -> anyhow::Result<ServerReport> {
+        let mut report = server_report(&h.case, &threads, followed.system_metrics, tsc_hz);
+        report.metrics.push(rcvbuf_metric(Role::Server, state.rcvbuf));
+        Ok(report)
     }
 }
 
@@ -65,157 +142,16 @@ struct ServerOutcome {
     metered: Metered,
 }
 
-fn serve_session(
-    mut control: ControlChannel,
-    case: &UdpRrCase,
-    ports: &[u16],
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<()> {
-    // Limits, ports and memory: checked by the session server before this runs (`check`).
-    if let Some(refusal) = super::mode_refusal(case) {
-        control
-            .send(&crate::net::control::Control::Unavailable {
-                what: refusal.what.clone(),
-                reason: refusal.reason.clone(),
-            })
-            .ok();
-        return Err(refusal.into());
-    }
-    // Every path before `ready`: a mode this kernel refuses is answered as unavailable.
-    let mut ends = Vec::with_capacity(case.net.threads);
-    for _ in 0..case.net.threads {
-        let made =
-            data_sender(case, case.response_size).and_then(|s| data_receiver(case, case.request_size).map(|r| (s, r)));
-        match made {
-            Ok(pair) => ends.push(pair),
-            Err(e) => {
-                if let Some(refusal) = e.downcast_ref::<crate::observation::Unsupported>() {
-                    control
-                        .send(&crate::net::control::Control::Unavailable {
-                            what: refusal.what.clone(),
-                            reason: refusal.reason.clone(),
-                        })
-                        .ok();
-                }
-                return Err(e);
-            }
-        }
-    }
-    // The session's UDP data port (net/dgram/session.rs): one socket per client port, each
-    // connected to it; `ready` names the port.
-    let opened = open_udp_port(&mut control, ports, case.rcvbuf)?;
-    let rcvbuf = opened.iter().map(|s| s.rcvbuf as u64).min().unwrap_or(0);
-    let sockets: Vec<UdpSocket> = opened.into_iter().map(|s| s.socket).collect();
-    for socket in &sockets {
-        set_timeouts(socket)?;
-    }
-    let outcome = run_threads(case, &sockets, ends, &mut control, stopped, max_bytes).map(|mut report| {
-        report.metrics.push(rcvbuf_metric(Role::Server, rcvbuf));
-        report
-    });
-    send_outcome(&mut control, outcome)
-}
-
-/// The session's byte budget as the serving threads count it (request + response bytes per
-/// transaction); None without a budget.
-type Budget<'a> = Option<(&'a AtomicU64, u64)>;
-
-fn run_threads(
-    case: &UdpRrCase,
-    sockets: &[UdpSocket],
-    ends: Vec<(Box<dyn DgramSender>, Box<dyn DgramReceiver>)>,
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    max_bytes: Option<u64>,
-) -> anyhow::Result<ServerReport> {
-    let moved = MovedBytes::new(max_bytes);
-    let budget: Budget<'_> = moved.counter(case.request_size + case.response_size);
-    let stopped_or_over = || moved.stopped_or_over(stopped);
-    let tsc_hz = clock::tsc_hz();
-    let shared = ServerShared::new();
-    let quit = AtomicBool::new(false);
-    let ctx = shared.ctx(&case.net);
-    let (outcomes, followed) = std::thread::scope(|scope| {
-        let (ctx, quit) = (&ctx, &quit);
-        let handles: Vec<_> = ends
-            .into_iter()
-            .zip(sockets)
-            .enumerate()
-            .map(|(i, ((sender, receiver), socket))| {
-                std::thread::Builder::new()
-                    .name(format!("iopath-udp-rr-server-{i}"))
-                    .spawn_scoped(scope, move || {
-                        serve_socket(ctx, i, socket, sender, receiver, quit, budget)
-                    })
-            })
-            .collect();
-        let followed = if all_ready(&shared.ready, &handles) {
-            follow_phases(case, &shared.window, control, stopped, &stopped_or_over)
-        } else {
-            shared.window.close(&mut SystemProbes::default());
-            Followed::default()
-        };
-        quit.store(true, Ordering::SeqCst);
-        (join_all(handles, "a udp-rr server thread panicked"), followed)
-    });
-    let threads = threads_ended(outcomes, moved.exceeded(), max_bytes, followed.interrupted)?;
-    Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
-}
-
-/// How following the client's phases ended.
-#[derive(Default)]
-struct Followed {
-    system_metrics: Vec<Metric>,
-    interrupted: bool,
-}
-
-/// Follow the client: Measure opens the window, Done closes it, Finished (or the control
-/// connection's end) ends the session.
-fn follow_phases(
-    case: &UdpRrCase,
-    window: &Window,
-    control: &mut ControlChannel,
-    stopped: &dyn Fn() -> bool,
-    stopped_or_over: &dyn Fn() -> bool,
-) -> Followed {
-    let mut system = crate::net::session::served_probes(case.net.perf, crate::measure::trace::UDP_RX_COPIES);
-    // The UDP counters of the namespace the server's sockets live in (this thread's).
-    crate::measure::system::push_udp_probe(&mut system, None);
-    let mut followed = Followed::default();
-    let deadline = Instant::now() + Duration::from_millis(case.net.session_ms()) + Duration::from_secs(30);
-    loop {
-        let line = control.recv_line(Some(deadline), stopped_or_over);
-        match line.map(|l| serde_json::from_slice::<RrPhase>(&l)) {
-            Ok(Ok(RrPhase::Measure)) => window.open(&mut system),
-            Ok(Ok(RrPhase::Done)) => {
-                followed.system_metrics = window.close(&mut system);
-                // The client sends nothing after Done: the report may go.
-                break;
-            }
-            Ok(Ok(RrPhase::Finished)) => break,
-            other => {
-                followed.interrupted = stopped() || matches!(&other, Err(e) if e.kind() == io::ErrorKind::Interrupted);
-                break;
-            }
-        }
-    }
-    window.close(&mut system);
-    followed
-}
-
 /// Answer every request on one socket until the session is over.
 fn serve_socket(
-    ctx: &Ctx<'_>,
-    index: usize,
+    thread: &ServedThread<'_>,
     socket: &UdpSocket,
     mut sender: Box<dyn DgramSender>,
     mut receiver: Box<dyn DgramReceiver>,
-    quit: &AtomicBool,
-    budget: Budget<'_>,
+    transaction_bytes: u64,
 ) -> io::Result<ServerOutcome> {
     let fd = socket.as_raw_fd();
-    let mut meter = Meter::start(ctx, Role::Server, index)?;
+    let mut meter = Meter::start(&thread.ctx(), Role::Server, thread.index)?;
     let mut seen = SeqTracker::new();
     seen.keep_arrivals(crate::net::dgram::ARRIVALS);
     let mut transactions = 0u64;
@@ -227,7 +163,7 @@ fn serve_socket(
     let mut peer_gone = false;
     loop {
         let open = meter.tick(|| sender.syscalls() + receiver.syscalls());
-        if quit.load(Ordering::Relaxed) {
+        if thread.quit() {
             break;
         }
         if open && window_base.is_none() {
@@ -278,9 +214,7 @@ fn serve_socket(
             i += run;
         }
         seen.clear_arrivals();
-        if let Some((moved, bytes)) = budget {
-            moved.fetch_add(answered * bytes, Ordering::Relaxed);
-        }
+        thread.count(answered * transaction_bytes);
         if open {
             transactions += answered;
         }
