@@ -245,7 +245,7 @@ fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
         };
         let stop = iopath::stop::Stop::fresh();
         common::assert_stops_as_interrupted(
-            move || iopath::net::workload::records::run(&case, stop),
+            move || iopath::net::workload::records::run(&case, stop, &Default::default()),
             stop,
             Duration::from_millis(700),
             &["iopath-records"],
@@ -461,7 +461,7 @@ fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
-        move || iopath::net::workload::records::run(&case, stop),
+        move || iopath::net::workload::records::run(&case, stop, &Default::default()),
         stop,
         Duration::from_millis(700),
         &["iopath-records"],

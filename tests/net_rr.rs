@@ -462,7 +462,7 @@ fn a_stop_in_a_slow_open_loop_ends_within_a_second_with_nothing_left() {
     let case = long_case(iopath::case::RrKind::Rr, Some(4));
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
-        move || iopath::net::workload::rr::run(&case, stop),
+        move || iopath::net::workload::rr::run(&case, stop, &Default::default()),
         stop,
         Duration::from_millis(1200),
         &["iopath-rr", "iopath-server", "iopath-greet"],
@@ -475,7 +475,7 @@ fn a_stop_in_a_30s_crr_window_ends_within_a_second_with_nothing_left() {
     let case = long_case(iopath::case::RrKind::Crr, None);
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
-        move || iopath::net::workload::rr::run(&case, stop),
+        move || iopath::net::workload::rr::run(&case, stop, &Default::default()),
         stop,
         Duration::from_millis(1500),
         &["iopath-rr", "iopath-server", "iopath-greet"],

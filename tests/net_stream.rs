@@ -779,7 +779,7 @@ fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Durati
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
-        move || iopath::net::workload::stream::run(&case, stop),
+        move || iopath::net::workload::stream::run(&case, stop, &Default::default()),
         stop,
         after,
         &["iopath-server", "iopath-client"],

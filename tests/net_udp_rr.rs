@@ -267,7 +267,7 @@ fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
     };
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
-        move || iopath::net::workload::udp_rr::run(&case, stop),
+        move || iopath::net::workload::udp_rr::run(&case, stop, &Default::default()),
         stop,
         Duration::from_millis(1200),
         &["iopath-udp-rr", "iopath-server", "iopath-greet"],

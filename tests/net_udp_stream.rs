@@ -253,7 +253,7 @@ fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
         let case = long_case(rate);
         let stop = iopath::stop::Stop::fresh();
         common::assert_stops_as_interrupted(
-            move || iopath::net::workload::udp_stream::run(&case, stop),
+            move || iopath::net::workload::udp_stream::run(&case, stop, &Default::default()),
             stop,
             Duration::from_millis(1000),
             &["iopath-udp", "iopath-server", "iopath-greet"],

@@ -269,6 +269,7 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| format!("ab {}", settings_text.join(" "))),
         ),
         interface: plan_a.interface.clone(),
+        credentials: plan_a.credentials.clone(),
     };
     let mut store = open_for_writing(&args.db)?;
     restore_orphans(&mut store)?;

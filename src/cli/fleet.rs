@@ -8,6 +8,7 @@ use super::output::View;
 use super::run::{self, Destination, RunFlags};
 use crate::case::{Case, FleetCase, Topology};
 use crate::fleet::{self, PairSpec};
+use crate::net::auth::Credentials;
 use crate::observation::names;
 use crate::observation::Role;
 use crate::store::{Record, DEFAULT_DB_PATH};
@@ -241,7 +242,7 @@ fn network_cases(workload: &mut FleetWorkload, first_host: &str) -> anyhow::Resu
             let cases = super::net::stream_cases(&w.args)?;
             (
                 cases.into_iter().map(Case::NetStream).collect(),
-                FleetFlagsRef::of(&w.fleet, &w.args.run),
+                FleetFlagsRef::of(&w.fleet, &w.args.run, &w.args.endpoint)?,
             )
         }
         FleetWorkload::Rr(w) => {
@@ -250,7 +251,7 @@ fn network_cases(workload: &mut FleetWorkload, first_host: &str) -> anyhow::Resu
             let cases = super::rr::rr_cases(&w.args, crate::case::RrKind::Rr)?;
             (
                 cases.into_iter().map(Case::NetRr).collect(),
-                FleetFlagsRef::of(&w.fleet, &w.args.run),
+                FleetFlagsRef::of(&w.fleet, &w.args.run, &w.args.endpoint)?,
             )
         }
         FleetWorkload::Crr(w) => {
@@ -259,7 +260,7 @@ fn network_cases(workload: &mut FleetWorkload, first_host: &str) -> anyhow::Resu
             let cases = super::rr::rr_cases(&w.args.args, crate::case::RrKind::Crr)?;
             (
                 cases.into_iter().map(Case::NetRr).collect(),
-                FleetFlagsRef::of(&w.fleet, &w.args.args.run),
+                FleetFlagsRef::of(&w.fleet, &w.args.args.run, &w.args.args.endpoint)?,
             )
         }
     })
@@ -270,15 +271,22 @@ struct FleetFlagsRef {
     pairs: PairSpec,
     concurrent_pairs: u32,
     run: RunFlags,
+    /// The agents' key (`--psk-file`), proven on every leg.
+    credentials: Credentials,
 }
 
 impl FleetFlagsRef {
-    fn of(fleet: &FleetFlags, run: &RunFlags) -> FleetFlagsRef {
-        FleetFlagsRef {
+    fn of<C: clap::Args + super::net::Connect>(
+        fleet: &FleetFlags,
+        run: &RunFlags,
+        endpoint: &super::net::EndpointFlags<C>,
+    ) -> anyhow::Result<FleetFlagsRef> {
+        Ok(FleetFlagsRef {
             pairs: fleet.pairs.clone(),
             concurrent_pairs: fleet.concurrent_pairs,
             run: run.clone(),
-        }
+            credentials: endpoint.credentials()?,
+        })
     }
 }
 
@@ -310,6 +318,7 @@ pub fn fleet_plan(workload: &mut FleetWorkload) -> anyhow::Result<(Plan, String)
         warmup_cell: false,
         name: flags.run.name.clone(),
         interface: Topology::Remote { addr: hosts[0].clone() }.interface(),
+        credentials: flags.credentials,
     };
     let widest = rounds.iter().map(Vec::len).max().unwrap_or(0);
     let at_once = (flags.concurrent_pairs as usize).min(widest);
@@ -354,14 +363,13 @@ fn run_fleet(args: FleetRunArgs) -> anyhow::Result<()> {
             run::run_workload(&plan, Destination::NewRun(&db), outputs)
         }
         (None, Some(id)) => {
-            if let Some(path) = &args.psk_file {
-                crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
-            } else {
+            let Some(path) = &args.psk_file else {
                 return Err(usage(
                     "fleet run --resume needs --psk-file: the agents' key is never stored",
                 ));
-            }
-            let plan = run::resume_plan(&args.db, id)?;
+            };
+            let credentials = crate::net::auth::Credentials::from_file(Some(path)).map_err(usage)?;
+            let plan = run::resume_plan(&args.db, id)?.with_credentials(credentials);
             if let Some(other) = plan.cases.iter().find(|c| c.get::<FleetCase>().is_none()) {
                 return Err(usage(format!(
                     "run {id} is not a fleet run (it holds {} cases): resume it with `iopath sweep --resume {id}`",

@@ -6,6 +6,7 @@ use super::run::{self, RunFlags};
 use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, RxWake, StreamCase};
+use crate::net::auth::Credentials;
 use crate::net::workload::stream;
 use crate::observation::names;
 use crate::observation::{Observation, Role};
@@ -431,7 +432,15 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     Ok(cases)
 }
 
-/// Where the two ends live, from --topology, --connect, --port and --psk-file: shared by
+impl<C: Args + Connect> EndpointFlags<C> {
+    /// The key of `--psk-file`, which the run's sessions prove themselves with (a file that
+    /// cannot be a key: exit 2).
+    pub(crate) fn credentials(&self) -> anyhow::Result<Credentials> {
+        Credentials::from_file(self.psk_file.as_deref()).map_err(usage)
+    }
+}
+
+/// Where the two ends live, from --topology, --connect and --port: shared by
 /// every network command (net stream, net rr, net crr, net records: no --connect) so their
 /// rules cannot drift.
 /// `one_way_udp`: the workload sends datagrams that need no answer (udp-stream), the only
@@ -440,7 +449,7 @@ pub(crate) fn endpoint_of<C: Args + Connect>(
     flags: &EndpointFlags<C>,
     one_way_udp: bool,
 ) -> anyhow::Result<(Topology, Endpoint)> {
-    let (port, psk_file) = (flags.port, flags.psk_file.as_deref());
+    let port = flags.port;
     let topology = match (flags.topology.as_ref(), flags.connect.connect()) {
         (Some(_), Some(_)) => {
             return Err(usage(
@@ -459,9 +468,6 @@ pub(crate) fn endpoint_of<C: Args + Connect>(
     topology.check().map_err(usage)?;
     if !one_way_udp {
         topology.check_answers().map_err(usage)?;
-    }
-    if let Some(path) = psk_file {
-        crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
     }
     let port = port.unwrap_or(0);
     let endpoint = match &topology {
@@ -496,9 +502,10 @@ impl TryFrom<&StreamArgs> for Plan {
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
         let interface = topology.interface();
-        Ok(args
+        let plan = args
             .run
-            .plan(cases.into_iter().map(Case::NetStream).collect(), &interface))
+            .plan(cases.into_iter().map(Case::NetStream).collect(), &interface);
+        Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
 }
 
@@ -681,14 +688,6 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(crate::net::auth::read_key(path).map_err(usage)?),
         None => None,
     };
-    if args.agent {
-        // The agent's own runs (the third-party legs) answer their target's challenge with the
-        // same key and require the target to prove it too.
-        if let Some(key) = &key {
-            crate::net::auth::set_client_key(key.clone());
-        }
-        crate::net::session::handshake::require_server_proof();
-    }
     let options = crate::net::session::ServeOptions {
         key,
         max_session: Some(args.max_session),

@@ -139,9 +139,10 @@ impl TryFrom<&RecordsArgs> for Plan {
     fn try_from(args: &RecordsArgs) -> anyhow::Result<Plan> {
         let cases = records_cases(args)?;
         let interface = args.endpoint.topology.clone().unwrap_or(Topology::Loopback).interface();
-        Ok(args
+        let plan = args
             .run
-            .plan(cases.into_iter().map(Case::NetRecords).collect(), &interface))
+            .plan(cases.into_iter().map(Case::NetRecords).collect(), &interface);
+        Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
 }
 

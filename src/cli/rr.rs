@@ -163,9 +163,10 @@ fn plan(args: &RrArgs, kind: RrKind) -> anyhow::Result<Plan> {
     let topology = cases
         .first()
         .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-    Ok(args
+    let plan = args
         .run
-        .plan(cases.into_iter().map(Case::NetRr).collect(), &topology.interface()))
+        .plan(cases.into_iter().map(Case::NetRr).collect(), &topology.interface());
+    Ok(plan.with_credentials(args.endpoint.credentials()?))
 }
 
 impl TryFrom<&RrArgs> for Plan {

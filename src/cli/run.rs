@@ -10,6 +10,7 @@ use super::output::View;
 use super::progress::ProgressSink;
 use super::sweep::{command_line, open_for_writing, store_error};
 use crate::case::Case;
+use crate::net::auth::Credentials;
 use crate::observation::Observation;
 use crate::store::export::{CsvExporter, Exporter, JsonExporter};
 use crate::store::{NewRun, Record, RunStatus, Store, StoreError, StoreSink};
@@ -77,6 +78,7 @@ impl RunFlags {
             warmup_cell: self.warmup_cell,
             name: self.name.clone(),
             interface: interface.to_string(),
+            credentials: Credentials::default(),
         }
     }
 }
@@ -107,6 +109,8 @@ pub struct StoredRun<'a> {
     pub run_id: i64,
     pub end: &'a RunEnd,
     pub view: View,
+    /// Its network clients proved a key (a resume needs it given again).
+    pub keyed: bool,
 }
 
 /// What prints on stdout once the run has ended.
@@ -131,17 +135,19 @@ pub struct Printout {
     view: View,
     run_id: Option<i64>,
     db: Option<PathBuf>,
+    keyed: bool,
     /// Every finished cell, in the order they finished.
     pub records: Vec<Record>,
 }
 
 impl Printout {
-    pub fn new(print: Print, view: View, run_id: Option<i64>, db: Option<PathBuf>) -> Printout {
+    pub fn new(print: Print, view: View, run_id: Option<i64>, db: Option<PathBuf>, keyed: bool) -> Printout {
         Printout {
             print: Some(print),
             view,
             run_id,
             db,
+            keyed,
             records: Vec::new(),
         }
     }
@@ -185,6 +191,7 @@ impl Sink for Printout {
                     run_id,
                     end,
                     view: self.view,
+                    keyed: self.keyed,
                 });
             }
         };
@@ -268,6 +275,8 @@ pub struct Executed {
     pub db: Option<PathBuf>,
     pub records: Vec<Record>,
     pub end: RunEnd,
+    /// The run's network clients proved a key.
+    pub keyed: bool,
 }
 
 /// Where a run goes: nowhere but the printers, a new run in a database, or the missing cells
@@ -474,7 +483,8 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     let db = store.as_ref().map(|s| s.path().to_path_buf());
     // A records table lists each failed cell with its error: the progress only counts them.
     let table_lists_failures = matches!(outputs.print, Print::Table(EndTable::Records(_)));
-    let mut printout = Printout::new(outputs.print, outputs.view, run_id, db.clone());
+    let keyed = plan.credentials.key().is_some();
+    let mut printout = Printout::new(outputs.print, outputs.view, run_id, db.clone(), keyed);
     let end = {
         let mut store_sink = store
             .as_mut()
@@ -531,7 +541,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
             (Some(db), Some(id)) => writeln!(
                 err,
                 "everything finished is stored. Continue with: {}",
-                resume_command(id, db)
+                resume_command(id, db, keyed)
             ),
             _ => writeln!(
                 err,
@@ -544,6 +554,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         db,
         records: printout.records,
         end,
+        keyed,
     })
 }
 
@@ -556,15 +567,11 @@ pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<
     }
 }
 
-/// The command that resumes run `id` of `db`, as it works: with `--psk-file KEY` when this
-/// run proved a key to its remote ends (a fleet run's agents, a `--connect` server), since the
-/// key is never stored and the resume is refused without it.
-pub fn resume_command(id: i64, db: &Path) -> String {
-    let key = if crate::net::auth::client_key().is_some() {
-        " --psk-file KEY"
-    } else {
-        ""
-    };
+/// The command that resumes run `id` of `db`, as it works: with `--psk-file KEY` when the
+/// run proved a key to its remote ends (`keyed`: a fleet run's agents, a `--connect` server),
+/// since the key is never stored and the resume is refused without it.
+pub fn resume_command(id: i64, db: &Path, keyed: bool) -> String {
+    let key = if keyed { " --psk-file KEY" } else { "" };
     format!("iopath sweep --resume {id} --db {}{key}", db.display())
 }
 
@@ -579,7 +586,7 @@ pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
     let failed: Vec<&Record> = executed.records.iter().filter(|r| r.error.is_some()).collect();
     if !failed.is_empty() {
         let retry = match (&executed.db, executed.run_id) {
-            (Some(db), Some(id)) => format!(" (`{}` retries them)", resume_command(id, db)),
+            (Some(db), Some(id)) => format!(" (`{}` retries them)", resume_command(id, db, executed.keyed)),
             _ => String::new(),
         };
         anyhow::bail!(
@@ -655,6 +662,8 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
         warmup_cell: run.warmup_cell,
         name: run.name,
         interface: environment["interface"].as_str().unwrap_or("lo").to_string(),
+        // Never stored: the command that resumes gives the key again.
+        credentials: Credentials::default(),
     })
 }
 

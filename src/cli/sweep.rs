@@ -441,10 +441,8 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             run::run_workload(&plan, Destination::NewRun(&db), outputs)
         }
         (None, Some(id)) => {
-            if let Some(path) = &args.psk_file {
-                crate::net::auth::set_client_key(crate::net::auth::read_key(path).map_err(usage)?);
-            }
-            let plan = run::resume_plan(&args.db, id)?;
+            let credentials = crate::net::auth::Credentials::from_file(args.psk_file.as_deref()).map_err(usage)?;
+            let plan = run::resume_plan(&args.db, id)?.with_credentials(credentials);
             let fleet = plan.cases.iter().any(|c| c.get::<crate::case::FleetCase>().is_some());
             if fleet && args.psk_file.is_none() {
                 return Err(usage(format!(
@@ -479,7 +477,7 @@ fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
             crate::say!(
                 "not run: {} (no repetition stored; `{}` runs it)",
                 super::output::safe(&case.label()),
-                run::resume_command(stored.run_id, stored.db)
+                run::resume_command(stored.run_id, stored.db, stored.keyed)
             )?;
         }
     }

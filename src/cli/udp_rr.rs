@@ -123,9 +123,10 @@ impl TryFrom<&UdpRrArgs> for Plan {
         let topology = cases
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        Ok(args
+        let plan = args
             .run
-            .plan(cases.into_iter().map(Case::NetUdpRr).collect(), &topology.interface()))
+            .plan(cases.into_iter().map(Case::NetUdpRr).collect(), &topology.interface());
+        Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
 }
 

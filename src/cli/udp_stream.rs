@@ -114,10 +114,11 @@ impl TryFrom<&UdpStreamArgs> for Plan {
         let topology = cases
             .first()
             .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        Ok(args.run.plan(
+        let plan = args.run.plan(
             cases.into_iter().map(Case::NetUdpStream).collect(),
             &topology.interface(),
-        ))
+        );
+        Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
 }
 

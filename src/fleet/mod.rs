@@ -13,6 +13,7 @@ pub use batch::Batches;
 pub use hosts::{PairSpec, MAX_HOSTS};
 
 use crate::case::{Case, FleetCase};
+use crate::net::auth::Credentials;
 use crate::observation::{Metric, Observation, Role};
 use crate::stop::Stop;
 use std::net::ToSocketAddrs;
@@ -120,11 +121,11 @@ pub fn pair_timeout(c: &FleetCase) -> Duration {
 }
 
 /// Measure one pair: ask the source agent (`net serve --agent`) to run the network case as
-/// the client against the destination agent, with this process's key (`--psk-file`), and
+/// the client against the destination agent, with the run's key (`--psk-file`), and
 /// return the client's observation with both hosts' machine descriptions
 /// (`Observation::pair_machines`, stored per cell). Every failure names the pair; the round
 /// goes on.
-pub fn run_pair(c: &FleetCase, stop: Stop) -> anyhow::Result<Observation> {
+pub fn run_pair(c: &FleetCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     let agent = c
         .source
         .to_socket_addrs()
@@ -132,7 +133,8 @@ pub fn run_pair(c: &FleetCase, stop: Stop) -> anyhow::Result<Observation> {
         .and_then(|mut addrs| addrs.next())
         .ok_or_else(|| anyhow::anyhow!("agent {}: cannot resolve its address", c.source))?;
     // Its errors name the agent; the cell's label names the pair.
-    let run = crate::net::agent::run_on_agent(agent, &c.destination, &c.case, stop, pair_timeout(c))?;
+    let run =
+        crate::net::agent::run_on_agent(agent, &c.destination, &c.case, credentials.key(), stop, pair_timeout(c))?;
     let mut observation = run.observation;
     observation.pair_machines = Some(Box::new(crate::observation::PairMachines {
         source: run.source,

@@ -6,7 +6,7 @@
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -16,16 +16,65 @@ const CONTEXT: &[u8] = b"iopath net stream v2 challenge";
 /// client's answer nor a server's proof can be replayed as the other.
 const SERVER_CONTEXT: &[u8] = b"iopath server proof v1";
 
-/// The client's key for this process (`net stream --psk-file`), set once by the CLI before
-/// the run; cases never carry it, so it is never stored.
-static CLIENT_KEY: OnceLock<Vec<u8>> = OnceLock::new();
-
-pub fn set_client_key(key: Vec<u8>) {
-    let _ = CLIENT_KEY.set(key);
+/// Whether a client demands that the server prove it holds the key too (mutual proof).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerProof {
+    /// Check a proof the server sends (a wrong one is refused); a server that sends none (an
+    /// older one) is served as before. Every client with a key asks for one.
+    #[default]
+    IfOffered,
+    /// Refuse a server that does not prove it holds the key: an agent's third-party leg and a
+    /// controller's leg (`net serve --agent`).
+    Required,
 }
 
-pub fn client_key() -> Option<&'static [u8]> {
-    CLIENT_KEY.get().map(Vec::as_slice)
+/// What a run's client sessions prove themselves with: the pre-shared key the command took
+/// (`--psk-file`; never stored: a resume is given it again) and whether the server must prove
+/// it too. It travels with the plan to every session the run opens.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    key: Option<Arc<[u8]>>,
+    pub server_proof: ServerProof,
+}
+
+impl Credentials {
+    /// A key, with the server's proof checked when offered.
+    pub fn with_key(key: Vec<u8>) -> Credentials {
+        Credentials {
+            key: Some(key.into()),
+            server_proof: ServerProof::IfOffered,
+        }
+    }
+
+    /// The key of `--psk-file PATH`, when given.
+    pub fn from_file(path: Option<&Path>) -> Result<Credentials, String> {
+        Ok(match path {
+            Some(path) => Credentials::with_key(read_key(path)?),
+            None => Credentials::default(),
+        })
+    }
+
+    /// These, with the server's proof required (an agent's legs).
+    pub fn requiring_proof(self) -> Credentials {
+        Credentials {
+            server_proof: ServerProof::Required,
+            ..self
+        }
+    }
+
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key.as_deref()
+    }
+}
+
+/// Never the key itself, in a log or a panic.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("key", &self.key.as_ref().map(|_| "(given)"))
+            .field("server_proof", &self.server_proof)
+            .finish()
+    }
 }
 
 /// The most bytes a key file may hold (a key is 16..a few hundred bytes; a device or a huge

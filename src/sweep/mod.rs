@@ -12,21 +12,23 @@ pub use plan::{ab_cells, order_cells, Cell, Estimate, Plan};
 pub use runner::{run_plan, CellOutcome, RunEnd, Sink};
 
 use crate::case::Case;
+use crate::net::auth::Credentials;
 use crate::observation::Observation;
 
 /// Run one case with the workload that owns it; `stop` asks it to give up early (it then
-/// returns [`crate::stop::Interrupted`]).
-pub fn execute_case(case: &Case, stop: crate::stop::Stop) -> anyhow::Result<Observation> {
+/// returns [`crate::stop::Interrupted`]); a network client proves itself with `credentials`.
+pub fn execute_case(case: &Case, stop: crate::stop::Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
+    use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
     match case {
-        Case::NetStream(c) => crate::net::workload::stream::run(c, stop),
-        Case::NetRecords(c) => crate::net::workload::records::run(c, stop),
+        Case::NetStream(c) => stream::run(c, stop, credentials),
+        Case::NetRecords(c) => records::run(c, stop, credentials),
         Case::Servers(c) => crate::servers::run_case(c, stop),
         Case::Micro(c) => crate::micro::run_case(c, stop),
-        Case::NetRr(c) => crate::net::workload::rr::run(c, stop),
-        Case::NetUdpRr(c) => crate::net::workload::udp_rr::run(c, stop),
+        Case::NetRr(c) => rr::run(c, stop, credentials),
+        Case::NetUdpRr(c) => udp_rr::run(c, stop, credentials),
         Case::Fake(c) => crate::fake::run(c, stop),
-        Case::NetUdpStream(c) => crate::net::workload::udp_stream::run(c, stop),
-        Case::Fleet(c) => crate::fleet::run_pair(c, stop),
+        Case::NetUdpStream(c) => udp_stream::run(c, stop, credentials),
+        Case::Fleet(c) => crate::fleet::run_pair(c, stop, credentials),
     }
 }
 
@@ -38,8 +40,9 @@ pub fn executor<'a>(
     cells: &[Cell],
 ) -> impl FnMut(&Case, crate::stop::Stop) -> anyhow::Result<Observation> + 'a {
     let mut batches = crate::fleet::Batches::new(&plan.cases, cells.iter().map(|c| (c.position, c.repetition)));
+    let credentials = &plan.credentials;
     move |case, stop| match case.get::<crate::case::FleetCase>() {
-        Some(pair) => batches.execute(pair, stop, &crate::fleet::run_pair),
-        None => execute_case(case, stop),
+        Some(pair) => batches.execute(pair, stop, &|c, s| crate::fleet::run_pair(c, s, credentials)),
+        None => execute_case(case, stop, credentials),
     }
 }

@@ -2,6 +2,7 @@
 //! which cells it runs in what order.
 
 use crate::case::Case;
+use crate::net::auth::Credentials;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::collections::HashSet;
@@ -29,9 +30,16 @@ pub struct Plan {
     pub name: Option<String>,
     /// The interface the traffic uses, for the environment recorded with the run.
     pub interface: String,
+    /// What the run's network clients prove themselves with (never stored).
+    pub credentials: Credentials,
 }
 
 impl Plan {
+    /// This plan, its network clients proving themselves with `credentials`.
+    pub fn with_credentials(self, credentials: Credentials) -> Plan {
+        Plan { credentials, ..self }
+    }
+
     /// The cells still to run when `done` are stored already.
     pub fn cells(&self, done: &HashSet<Cell>) -> Vec<Cell> {
         order_cells(self.cases.len(), self.repetitions, done, self.shuffle, self.seed)
@@ -148,6 +156,7 @@ mod tests {
             warmup_cell: false,
             name: None,
             interface: "lo".into(),
+            credentials: Credentials::default(),
         };
         let order: Vec<usize> = ab_cells(&plan, &HashSet::new()).iter().map(|c| c.position).collect();
         assert_eq!(order, vec![0, 2, 3, 1, 0, 2, 3, 1]);
@@ -203,6 +212,7 @@ mod tests {
             warmup_cell: false,
             name: None,
             interface: "lo".into(),
+            credentials: Credentials::default(),
         };
         let cells = plan.cells(&HashSet::new());
         let e = plan.estimate(&cells);

@@ -222,6 +222,7 @@ mod tests {
             warmup_cell,
             name: None,
             interface: "lo".into(),
+            credentials: Default::default(),
         }
     }
 
@@ -229,7 +230,7 @@ mod tests {
         let cells = plan.cells(&HashSet::new());
         let mut execute = |case: &Case, stop: Stop| {
             *calls += 1;
-            crate::sweep::execute_case(case, stop)
+            crate::sweep::execute_case(case, stop, &Default::default())
         };
         run_plan(plan, &cells, &mut execute, sinks, stop).unwrap()
     }
@@ -309,7 +310,7 @@ mod tests {
         let err = run_plan(
             &plan,
             &cells,
-            &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s),
+            &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s, &Default::default()),
             &mut [&mut Broken],
             Stop::fresh(),
         )
@@ -452,7 +453,7 @@ mod tests {
         let err = run_plan(
             &plan,
             &cells,
-            &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s),
+            &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s, &Default::default()),
             &mut [&mut broken, &mut after],
             Stop::fresh(),
         )
@@ -475,7 +476,7 @@ mod tests {
             &cells,
             &mut |c: &Case, s: Stop| {
                 calls += 1;
-                crate::sweep::execute_case(c, s)
+                crate::sweep::execute_case(c, s, &Default::default())
             },
             &mut [&mut other, &mut refuses],
             Stop::fresh(),
@@ -501,7 +502,7 @@ mod tests {
             run_plan(
                 &plan,
                 &cells,
-                &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s),
+                &mut |c: &Case, s: Stop| crate::sweep::execute_case(c, s, &Default::default()),
                 &mut [&mut other, &mut panics],
                 Stop::fresh(),
             )

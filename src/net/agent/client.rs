@@ -28,7 +28,7 @@ pub struct AgentRun {
 
 /// Ask the agent at `agent` to run `case` (`net stream`, `net rr` or `net crr`, or a fleet
 /// cell holding one; its endpoint is replaced by the target) as the client against the agent at `target` (`HOST:PORT`), with
-/// this process's key (`net::auth::client_key`, as `--connect` uses it). `timeout` bounds the
+/// `key` (the run's `--psk-file`, as `--connect` uses it). `timeout` bounds the
 /// whole call, queueing included: connection refused, an agent that stops answering or dies
 /// mid-run is an error within it, never a hang. A refusal is a [`ServerRefused`] (match
 /// `handshake::refusal_kind`: `Key` on this leg, `TargetKey` on the third-party leg,
@@ -38,18 +38,11 @@ pub fn run_on_agent(
     agent: SocketAddr,
     target: &str,
     case: &Case,
+    key: Option<&[u8]>,
     stop: Stop,
     timeout: Duration,
 ) -> anyhow::Result<AgentRun> {
-    run_on_agent_with(
-        agent,
-        target,
-        case,
-        crate::net::auth::client_key(),
-        stop,
-        timeout,
-        &mut |_| {},
-    )
+    run_on_agent_with(agent, target, case, key, stop, timeout, &mut |_| {})
 }
 
 /// [`run_on_agent`] with the key given, and `on_queued` told each position the agent says

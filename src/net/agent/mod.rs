@@ -20,6 +20,7 @@ mod client;
 pub use client::{run_on_agent, run_on_agent_with, AgentRun};
 
 use crate::case::{Case, Endpoint, NetParams, RrCase, StreamCase};
+use crate::net::auth::Credentials;
 use crate::net::control::{AgentHello, Control, ControlChannel, RunRequest};
 use crate::net::session::handshake::{self, refuse, ServerProof, HELLO_DEADLINE};
 use crate::net::session::server::{peer_gone, wrong_hello};
@@ -56,10 +57,13 @@ fn serve(mut control: ControlChannel, hello: Hello, session: &Session<'_>) -> an
     }
     // `net serve --agent` refuses to start without a key; this holds it for any other caller:
     // nothing is read from a client that has not proven the key.
-    if !session.authenticated {
+    let Some(key) = session.key else {
         let error = "refused: agent mode needs a pre-shared key (start the agent with --psk-file)".to_string();
         return Err(refuse(&mut control, RefusalKind::Key, error));
-    }
+    };
+    // Its own legs (the target's fingerprint, the measured session) prove the same key and
+    // require the target to prove it too.
+    let credentials = Credentials::with_key(key.to_vec()).requiring_proof();
     control.send(&Control::Ready { token: 0 })?;
     let line = control
         .recv_line(Some(Instant::now() + REQUEST_DEADLINE), session.stopped)
@@ -69,7 +73,7 @@ fn serve(mut control: ControlChannel, hello: Hello, session: &Session<'_>) -> an
             control.send(&Control::Machine(Box::new(crate::sysinfo::describe())))?;
             Ok(())
         }
-        Control::Run(request) => run_request(control, *request, session),
+        Control::Run(request) => run_request(control, *request, session, &credentials),
         other => {
             let error = format!("expected a run or fingerprint request, got {}", message_type(&other));
             Err(refuse(&mut control, RefusalKind::BadHello, error))
@@ -87,7 +91,12 @@ fn message_type(message: &Control) -> String {
 
 /// A run request: check it, resolve and allow the target, take the target's fingerprint, wait
 /// for our turn, run the case as its client, answer.
-fn run_request(mut control: ControlChannel, request: RunRequest, session: &Session<'_>) -> anyhow::Result<()> {
+fn run_request(
+    mut control: ControlChannel,
+    request: RunRequest,
+    session: &Session<'_>,
+    credentials: &Credentials,
+) -> anyhow::Result<()> {
     let target = request.target.trim().to_string();
     let addr = match resolve(&target) {
         Ok(addr) => addr,
@@ -121,7 +130,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
         return Err(refuse(&mut control, RefusalKind::Limits, error));
     }
     // The target proves the key (and that it is an agent) before anything waits or runs.
-    let destination = match watched(&control, session, |stop| fingerprint(addr, stop)) {
+    let destination = match watched(&control, session, |stop| fingerprint(addr, credentials.key(), stop)) {
         Ok(machine) => machine,
         Err(e) if handshake::key_failure(&e) => {
             let error = format!("the target {target} does not hold this agent's key: {e:#}");
@@ -135,7 +144,7 @@ fn run_request(mut control: ControlChannel, request: RunRequest, session: &Sessi
     session.wait_turn(&mut control)?;
     control.send(&Control::Running)?;
     let source = crate::sysinfo::describe();
-    let outcome = watched(&control, session, |stop| case.run(stop));
+    let outcome = watched(&control, session, |stop| case.run(stop, credentials));
     if peer_gone(&control) {
         bail!("the controller closed its connection during the run");
     }
@@ -273,22 +282,21 @@ impl Runnable {
     }
 
     /// Run it through the normal client path (the session `Coordinator`).
-    fn run(&self, stop: Stop) -> anyhow::Result<Observation> {
+    fn run(&self, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
         match self {
-            Runnable::Stream(c) => stream::run(c, stop),
-            Runnable::Rr(c) => rr::run(c, stop),
+            Runnable::Stream(c) => stream::run(c, stop, credentials),
+            Runnable::Rr(c) => rr::run(c, stop, credentials),
         }
     }
 }
 
-/// Ask the agent at `addr` for its fingerprint: an `agent` hello, the key proven both ways
-/// (this process's key, `net::auth::client_key`), `fingerprint`, its `machine`.
-pub fn fingerprint(addr: SocketAddr, stop: Stop) -> anyhow::Result<Machine> {
+/// Ask the agent at `addr` for its fingerprint: an `agent` hello, `key` proven both ways,
+/// `fingerprint`, its `machine`.
+pub fn fingerprint(addr: SocketAddr, key: Option<&[u8]>, stop: Stop) -> anyhow::Result<Machine> {
     let deadline = Instant::now() + FINGERPRINT_TIMEOUT;
     let stream = crate::net::session::connect(addr, stop)?;
     stream.set_nodelay(true).ok();
     let mut control = ControlChannel::new(stream)?;
-    let key = crate::net::auth::client_key();
     handshake::client_with(
         &mut control,
         &AgentHello::default(),

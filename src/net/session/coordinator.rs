@@ -14,6 +14,7 @@ use crate::case::NetParams;
 use crate::measure::clock;
 use crate::measure::counters::{kernel_policy, KernelPolicy};
 use crate::measure::window::{SystemProbes, Window};
+use crate::net::auth::Credentials;
 use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::topology::Topology;
 use crate::observation::{Metric, Observation, Role, Unsupported, WarningKind};
@@ -148,11 +149,17 @@ fn window_probes<W: NetWorkload>(w: &W, tcp_ns: Option<&crate::sys::netns::NetNs
 pub(crate) struct Coordinator<'w, W: NetWorkload> {
     workload: &'w W,
     stop: Stop,
+    /// The key the run's command took and the proof it asks of the server.
+    credentials: &'w Credentials,
 }
 
 impl<'w, W: NetWorkload> Coordinator<'w, W> {
-    pub fn new(workload: &'w W, stop: Stop) -> Self {
-        Coordinator { workload, stop }
+    pub fn new(workload: &'w W, stop: Stop, credentials: &'w Credentials) -> Self {
+        Coordinator {
+            workload,
+            stop,
+            credentials,
+        }
     }
 
     /// The measured run: topology, the in-process server unless remote, the client, merge.
@@ -276,8 +283,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     fn handshake(&self, control: &mut ControlChannel, ends: &W::Ends) -> anyhow::Result<Accepted> {
         let wait = self.workload.hello_wait();
         control.set_read_timeout(Some(wait))?;
-        let psk = crate::net::auth::client_key();
-        super::handshake::client(control, &self.workload.hello(ends), psk, wait, self.stop)
+        super::handshake::client(control, &self.workload.hello(ends), self.credentials, wait, self.stop)
     }
 
     /// The next line on the control connection within `wait`; a stop ends the wait.
@@ -513,7 +519,8 @@ mod tests {
     #[test]
     fn a_refusal_is_an_error_and_an_unavailable_case_is_unsupported() {
         let workload = bare();
-        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let none = Credentials::default();
+        let coordinator = Coordinator::new(&workload, Stop::fresh(), &none);
         let (addr, server_thread) = server(vec![line(&Control::Refused {
             error: "no room".into(),
             kind: RefusalKind::Other,
@@ -552,7 +559,8 @@ mod tests {
     /// client's observation and the lines the server read.
     fn session_reporting(metrics: Vec<Metric>) -> (crate::observation::Observation, Vec<String>) {
         let workload = bare();
-        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let none = Credentials::default();
+        let coordinator = Coordinator::new(&workload, Stop::fresh(), &none);
         let report = ServerReport {
             metrics,
             ..Default::default()
@@ -615,7 +623,8 @@ mod tests {
     fn a_reports_values_out_of_order_fail_the_cell() {
         let mut workload = bare();
         (workload.net.duration_ms, workload.net.warmup_ms) = (1200, 300);
-        let coordinator = Coordinator::new(&workload, Stop::fresh());
+        let none = Credentials::default();
+        let coordinator = Coordinator::new(&workload, Stop::fresh(), &none);
         let reports = [
             (
                 vec![("bare_p90_us", 417.0), ("bare_p999_us", 388.5)],

@@ -6,6 +6,7 @@
 //! is [`greet`] (what a new connection is: a hello or a data connection) and [`challenge`].
 
 use super::served::Hello;
+use crate::net::auth::Credentials;
 pub use crate::net::control::RefusalKind;
 use crate::net::control::{decode_data_header, Control, ControlChannel, HelloError, DATA_HEADER_LEN};
 use crate::observation::Unsupported;
@@ -91,25 +92,7 @@ pub fn refused(kind: RefusalKind, error: &str) -> Control {
     }
 }
 
-/// Whether a client demands that the server prove it holds the key too (mutual proof).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerProof {
-    /// Check a proof the server sends (a wrong one is refused); a server that sends none (an
-    /// older one) is served as before. Every client with a key asks for one.
-    IfOffered,
-    /// Refuse a server that does not prove it holds the key: an agent's third-party leg and a
-    /// controller's leg (`net serve --agent`).
-    Required,
-}
-
-/// Set once by `net serve --agent`: every client session this process runs (the third-party
-/// legs, through the session `Coordinator`) demands the server's proof.
-static SERVER_MUST_PROVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// From now on every [`client`] of this process requires [`ServerProof::Required`].
-pub fn require_server_proof() {
-    SERVER_MUST_PROVE.store(true, std::sync::atomic::Ordering::SeqCst);
-}
+pub use crate::net::auth::ServerProof;
 
 /// A server that did not prove it holds the key (no proof where one was required, or a wrong
 /// one): the client refused it.
@@ -124,24 +107,19 @@ impl std::fmt::Display for Unproven {
 
 impl std::error::Error for Unproven {}
 
-/// The client's side: send `hello`, answer a key challenge with `psk`, and return the
-/// server's `ready`. Each answer is awaited at most `wait`; a stop ends the wait as
+/// The client's side: send `hello`, answer a key challenge with the key of `credentials`, and
+/// return the server's `ready`. Each answer is awaited at most `wait`; a stop ends the wait as
 /// `Interrupted`. A refusal comes back as a [`ServerRefused`] (match it by `.0.kind`), a
 /// kernel refusal on the server (`unavailable`) as an [`Unsupported`]. With a key the client
-/// asks the server to prove it too; the proof is required after [`require_server_proof`].
+/// asks the server to prove it too; the proof is required when the credentials say so.
 pub fn client<H: Serialize>(
     control: &mut ControlChannel,
     hello: &H,
-    psk: Option<&[u8]>,
+    credentials: &Credentials,
     wait: Duration,
     stop: Stop,
 ) -> anyhow::Result<Ready> {
-    let proof = if SERVER_MUST_PROVE.load(std::sync::atomic::Ordering::SeqCst) {
-        ServerProof::Required
-    } else {
-        ServerProof::IfOffered
-    };
-    client_with(control, hello, psk, proof, wait, stop)
+    client_with(control, hello, credentials.key(), credentials.server_proof, wait, stop)
 }
 
 /// [`client`] with the server's proof demanded as `proof` says. Without a key, a required
@@ -507,10 +485,11 @@ mod tests {
             });
             let ask = |psk: Option<&[u8]>| {
                 let mut control = ControlChannel::new(TcpStream::connect(addr).unwrap()).unwrap();
-                client(
+                client_with(
                     &mut control,
                     &stream_hello(),
                     psk,
+                    ServerProof::IfOffered,
                     Duration::from_secs(10),
                     Stop::never(),
                 )
@@ -658,7 +637,7 @@ mod tests {
             let e = client(
                 &mut control,
                 &stream_hello(),
-                None,
+                &Credentials::default(),
                 Duration::from_secs(10),
                 Stop::never(),
             )

@@ -58,8 +58,9 @@ pub struct Session<'a> {
     pub max_session: Option<Duration>,
     /// The peer addresses this server talks to (`--allow-peers`; None: any).
     pub allow_peers: Option<&'a AllowList>,
-    /// The client proved it holds the server's key (the server has one).
-    pub authenticated: bool,
+    /// The server's key, when it has one: the client proved it holds it (and an agent's own
+    /// legs prove themselves with it).
+    pub key: Option<&'a [u8]>,
     route: &'a Route,
     queue: &'a RunQueue,
     /// The session holds the server's one session (every session but an agent hello, which
@@ -478,7 +479,7 @@ impl<'a> Server<'a> {
             max_bytes: self.options.max_session_bytes,
             max_session: self.options.max_session,
             allow_peers: self.options.allow_peers.as_ref(),
-            authenticated: self.options.key.is_some(),
+            key: self.options.key.as_deref(),
             route: &self.route,
             queue: &self.queue,
             claimed: AtomicBool::new(!agent),
@@ -1005,7 +1006,7 @@ mod tests {
             max_bytes: None,
             max_session: None,
             allow_peers: None,
-            authenticated: true,
+            key: Some(b"the test session's key"),
             route,
             queue,
             claimed: AtomicBool::new(false),

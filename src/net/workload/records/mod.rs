@@ -30,6 +30,7 @@ use crate::case::{NetParams, RecordsCase, RecordsMode};
 use crate::measure::counters::{CounterSample, KernelPolicy, ThreadCounters};
 use crate::measure::histogram::LatencyHistogram;
 use crate::measure::window::{thread_counters, Edge, View, Window};
+use crate::net::auth::Credentials;
 use crate::net::completions::CompletionCounts;
 use crate::net::control::ServerReport;
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
@@ -336,8 +337,8 @@ const HEADLINE_METRICS: [Headline; 9] = [
 /// `Err(Interrupted)`. A feature the kernel refuses (MSG_ZEROCOPY, io_uring) is a result: the
 /// observation says `unavailable: <reason>` for every headline metric, never another mode's
 /// numbers.
-pub fn run(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
-    refusal_as_observation(run_case(case, stop), &HEADLINE_METRICS)
+pub fn run(case: &RecordsCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
+    refusal_as_observation(run_case(case, stop, credentials), &HEADLINE_METRICS)
 }
 
 /// The observation of a case the kernel refused (what `run` makes of a refusal).
@@ -346,12 +347,12 @@ fn refused_observation(refused: &Unsupported) -> Observation {
     crate::net::session::observe::unavailable_observation(refused, &HEADLINE_METRICS)
 }
 
-fn run_case(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+fn run_case(case: &RecordsCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     let proof = case.prove_copies.then(|| prove_copies(case));
     if stop.requested() {
         return Err(interrupted());
     }
-    let mut obs = run_measured(case, stop)?;
+    let mut obs = run_measured(case, stop, credentials)?;
     if let Some(proof) = proof {
         crate::net::session::observe::publish_proof(&mut obs, case.mode, proof);
     }
@@ -386,9 +387,9 @@ fn check_uring_zc() -> anyhow::Result<()> {
         .map(drop)
 }
 
-fn run_measured(case: &RecordsCase, stop: Stop) -> anyhow::Result<Observation> {
+fn run_measured(case: &RecordsCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     check_case(case, None).map_err(|e| anyhow!(e))?;
-    Coordinator::new(&Records { case }, stop)
+    Coordinator::new(&Records { case }, stop, credentials)
         .run()
         .map_err(|e| too_old(case, e))
 }
@@ -635,7 +636,12 @@ mod tests {
     /// only: `server_counts_memory_traffic`).
     #[test]
     fn a_loopback_run_counts_each_figure_once_with_the_memory_traffic_from_the_server() {
-        let obs = run(&loopback_case(RecordsMode::ZeroCopy), Stop::fresh()).unwrap();
+        let obs = run(
+            &loopback_case(RecordsMode::ZeroCopy),
+            Stop::fresh(),
+            &Credentials::default(),
+        )
+        .unwrap();
         let mut seen = std::collections::HashSet::new();
         for m in &obs.metrics {
             assert!(seen.insert((m.name.clone(), m.role)), "{} {} twice", m.role, m.name);

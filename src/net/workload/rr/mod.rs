@@ -21,6 +21,7 @@ use crate::case::Case;
 use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
 use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
+use crate::net::auth::Credentials;
 use crate::net::control::{ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::connect;
@@ -245,10 +246,10 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// result, then a counting pass with the per-thread perf groups, whose counter figures replace
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
-pub fn run(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
+pub fn run(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     let pass = |perf: bool| {
         let net = case.net.with_perf(perf);
-        run_pass(&RrCase { net, ..case.clone() }, stop)
+        run_pass(&RrCase { net, ..case.clone() }, stop, credentials)
     };
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
@@ -261,15 +262,15 @@ const HEADLINE: [Headline; 3] = [
 ];
 
 /// One pass of the case.
-fn run_pass(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
+fn run_pass(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     // The kernel refuses what the case needs (a send or receive mode): a result, not a
     // failure, whose figures say why they are missing.
-    refusal_as_observation(run_measured(case, stop), &HEADLINE)
+    refusal_as_observation(run_measured(case, stop, credentials), &HEADLINE)
 }
 
-fn run_measured(case: &RrCase, stop: Stop) -> anyhow::Result<Observation> {
+fn run_measured(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
-    Coordinator::new(&RrClient { case }, stop).run()
+    Coordinator::new(&RrClient { case }, stop, credentials).run()
 }
 
 /// rr and crr as the session coordinator runs them.

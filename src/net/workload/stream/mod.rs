@@ -12,6 +12,7 @@ pub use server::SERVED;
 
 use crate::case::{CopyMode, Endpoint, NetParams, RxMode, StreamCase};
 use crate::net::alias;
+use crate::net::auth::Credentials;
 use crate::net::control::{encode_data_header, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::session::connect::connect_with_mss;
@@ -149,12 +150,12 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
 /// Run one stream case and return its observation. A stop request ends it within about
 /// 100 ms in any phase, with every thread joined and the in-process server released, as
 /// `Err(Interrupted)`. With `prove_copies`, the alias probe runs first, outside the window.
-pub fn run(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
+pub fn run(case: &StreamCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     let proof = case.prove_copies.then(|| prove_copies(case));
     if stop.requested() {
         return Err(interrupted());
     }
-    let mut obs = match run_measured(case, stop) {
+    let mut obs = match run_measured(case, stop, credentials) {
         Ok(obs) => obs,
         // The kernel refuses what the case needs (a send mode, TCP receive zero-copy): a
         // result, not a failure, whose figures say why they are missing.
@@ -193,8 +194,8 @@ fn headline(case: &StreamCase) -> Vec<Headline> {
 }
 
 /// The measured run: the session coordinator with the stream's threads.
-fn run_measured(case: &StreamCase, stop: Stop) -> anyhow::Result<Observation> {
-    Coordinator::new(&StreamClient { case }, stop).run()
+fn run_measured(case: &StreamCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
+    Coordinator::new(&StreamClient { case }, stop, credentials).run()
 }
 
 /// The stream as the session coordinator runs it: one sender per client thread, each on its

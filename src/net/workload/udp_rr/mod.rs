@@ -25,6 +25,7 @@ pub use server::SERVED;
 use crate::case::{NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
 use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
+use crate::net::auth::Credentials;
 use crate::net::control::ServerReport;
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramReceiver, DgramSender};
@@ -208,10 +209,10 @@ fn gone(err: &io::Error) -> bool {
 /// Run one case; a stop ends it within about 100 ms, as `Err(Interrupted)`. With counters
 /// on, twice as `net rr` does: a latency pass without perf events, then a counting pass
 /// (measure::counters::latency_then_counting).
-pub fn run(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
+pub fn run(case: &UdpRrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     let pass = |perf: bool| {
         let net = case.net.with_perf(perf);
-        run_pass(&UdpRrCase { net, ..case.clone() }, stop)
+        run_pass(&UdpRrCase { net, ..case.clone() }, stop, credentials)
     };
     latency_then_counting(case.net.perf, pass, || !stop.requested())
 }
@@ -230,11 +231,11 @@ fn unavailable_observation(refusal: &Unsupported) -> Observation {
     crate::net::session::observe::unavailable_observation(refusal, &HEADLINE)
 }
 
-fn run_pass(case: &UdpRrCase, stop: Stop) -> anyhow::Result<Observation> {
+fn run_pass(case: &UdpRrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let result = match mode_refusal(case) {
         Some(refusal) => Err(anyhow::Error::new(refusal)),
-        None => Coordinator::new(&UdpRrClient::new(case), stop).run(),
+        None => Coordinator::new(&UdpRrClient::new(case), stop, credentials).run(),
     };
     refusal_as_observation(result, &HEADLINE)
 }

@@ -19,6 +19,7 @@ mod server;
 pub use server::SERVED;
 
 use crate::case::{NetParams, UdpSendMode, UdpStreamCase};
+use crate::net::auth::Credentials;
 use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramSender};
@@ -147,10 +148,10 @@ pub(crate) fn set_up_error(what: &str, e: io::Error) -> anyhow::Error {
 
 /// Run one case. A stop ends it within about 100 ms in any phase, as `Err(Interrupted)`; a
 /// mode the kernel refuses is an observation of unavailable figures.
-pub fn run(case: &UdpStreamCase, stop: Stop) -> anyhow::Result<Observation> {
+pub fn run(case: &UdpStreamCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
     check_case(case).map_err(|e| anyhow!(e))?;
     let client = UdpStreamClient::new(case);
-    refusal_as_observation(Coordinator::new(&client, stop).run(), &HEADLINE)
+    refusal_as_observation(Coordinator::new(&client, stop, credentials).run(), &HEADLINE)
 }
 
 /// The figures a udp-stream case the kernel cannot run says are unavailable.
