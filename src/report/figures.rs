@@ -131,6 +131,12 @@ struct Metric<'a> {
     desc: &'a str,
 }
 
+impl<'a> Metric<'a> {
+    fn new(name: &'a str, role: Role, desc: &'a str) -> Metric<'a> {
+        Metric { name, role, desc }
+    }
+}
+
 /// A stream metric against message size: one series per mode and thread count.
 fn stream_vs_size(
     cells: &[(&StreamCase, &CellSummary)],
@@ -517,37 +523,8 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             .filter(|(s, _)| s.rx_mode == RxMode::Zerocopy)
             .map(|(s, _)| StreamPath::of(s, true)),
     );
-    let m = |name, role, desc| Metric { name, role, desc };
     let threads = sorted_unique(stream.iter().map(|(s, _)| s.net.threads));
-    // The crossovers found inside the size range, marked in the panel of their thread count at
-    // the size from which A is significantly ahead (what the caption promises); a mode ahead
-    // from the smallest size on has no crossing to mark (the table says it).
-    let (crossover_marks, crossover_key) = crossover_markers(&super::crossover::stream_crossovers(cells), |t| {
-        if threads.len() > 1 {
-            threads_panel(t)
-        } else {
-            String::new()
-        }
-    });
-    let mut throughput = stream_vs_size(
-        &stream,
-        &paths,
-        m(names::THROUGHPUT_GBPS, Role::System, "throughput (Gbit/s)"),
-        "throughput_vs_size",
-        "Throughput vs message size",
-    );
-    if !crossover_marks.is_empty() {
-        throughput.caption.push_str(
-            "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
-             (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
-        );
-        for line in &crossover_key {
-            throughput.caption.push_str(&format!("\n{line}"));
-        }
-    }
-    throughput.marker_key = crossover_key;
-    throughput.panel_markers = crossover_marks;
-    let mut figures = vec![throughput];
+    let mut figures = vec![throughput_with_crossovers(cells, &stream, &paths, &threads)];
     // Against threads only when the run varied them.
     if threads.len() > 1 {
         figures.push(stream_vs_threads(&stream, &paths));
@@ -562,7 +539,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &paths,
-                m(
+                Metric::new(
                     names::TOTAL_CYCLES_PER_BYTE,
                     Role::System,
                     "cycles per byte, client + server",
@@ -574,7 +551,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         stream_vs_size(
             &stream,
             &paths,
-            m(
+            Metric::new(
                 names::TOTAL_CACHE_MISSES_PER_KIB,
                 Role::System,
                 "cache misses per KiB, client + server",
@@ -585,7 +562,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         stream_vs_size(
             &stream,
             &paths,
-            m(
+            Metric::new(
                 names::TOTAL_CONTEXT_SWITCHES_PER_MSG,
                 Role::System,
                 "context switches per message, client + server",
@@ -598,7 +575,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &zero_copy_paths,
-                m(
+                Metric::new(
                     names::ZEROCOPY_NOT_COPIED_FRACTION,
                     Role::System,
                     "fraction of sends not copied",
@@ -615,7 +592,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &zerocopy_rx_paths,
-                m(
+                Metric::new(
                     names::RX_MAPPED_FRACTION,
                     Role::Server,
                     "fraction of bytes received mapped",
@@ -626,6 +603,44 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         });
     }
     figures
+}
+
+/// Throughput against message size, the crossovers found inside the size range marked in the
+/// panel of their thread count at the size from which A is significantly ahead (what the
+/// caption promises); a mode ahead from the smallest size on has no crossing to mark (the
+/// table says it).
+fn throughput_with_crossovers(
+    cells: &[CellSummary],
+    stream: &[(&StreamCase, &CellSummary)],
+    paths: &[StreamPath],
+    threads: &[usize],
+) -> ChartSpec {
+    let (crossover_marks, crossover_key) = crossover_markers(&super::crossover::stream_crossovers(cells), |t| {
+        if threads.len() > 1 {
+            threads_panel(t)
+        } else {
+            String::new()
+        }
+    });
+    let mut throughput = stream_vs_size(
+        stream,
+        paths,
+        Metric::new(names::THROUGHPUT_GBPS, Role::System, "throughput (Gbit/s)"),
+        "throughput_vs_size",
+        "Throughput vs message size",
+    );
+    if !crossover_marks.is_empty() {
+        throughput.caption.push_str(
+            "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
+             (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
+        );
+        for line in &crossover_key {
+            throughput.caption.push_str(&format!("\n{line}"));
+        }
+    }
+    throughput.marker_key = crossover_key;
+    throughput.panel_markers = crossover_marks;
+    throughput
 }
 
 /// Each records mode's colour and marker/dash style: copy-out and zero-copy keep the colours
@@ -935,7 +950,7 @@ fn left_out_line(left_out: &[String]) -> String {
 /// with the failure counts beside it; cells whose figures come from a minority of their
 /// clients are left out of every chart and named.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
+    let servers: Vec<(&ServersCase, &CellSummary)> = cells
         .iter()
         .filter_map(|c| c.case.get::<ServersCase>().map(|s| (s, c)))
         .collect();
@@ -955,110 +970,15 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             minority_served(cell).map(|why| format!("{} at {} clients ({why})", s.model, s.clients))
         })
         .collect();
-    let drawn = |cell: &CellSummary| minority_served(cell).is_none();
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
-    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str| {
-        let mut provenance = Provenance::default();
-        let mut series = Vec::new();
-        for (i, (model, request)) in models.iter().enumerate() {
-            let mut points = Vec::new();
-            for (s, cell) in servers
-                .iter()
-                .filter(|(s, c)| s.model == *model && s.request == *request && drawn(c))
-            {
-                if let Some(m) = cell.metric(name, role) {
-                    provenance.add(m);
-                    points.extend(point(s.clients as f64, m));
-                }
-            }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: if one_request {
-                        model.to_string()
-                    } else {
-                        format!("{model} {request}")
-                    },
-                    color: OKABE_ITO[i % OKABE_ITO.len()],
-                    points,
-                    panel: String::new(),
-                    style: i,
-                });
-            }
-        }
-        ChartSpec {
-            stem: stem.into(),
-            title: title.into(),
-            x_desc: "concurrent clients".into(),
-            x_axis: XAxis::Count,
-            y_desc: desc.into(),
-            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(&left_out),
-            empty_reason: provenance.empty_reason().or_else(|| {
-                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
-            }),
-            series,
-            table: servers_table(&servers, name, role, head),
-            ..Default::default()
-        }
-    };
-    // The latency spectrum: p50..max on a tail axis, one panel per number of clients.
-    let mut clients: Vec<usize> = servers.iter().map(|(s, _)| s.clients).collect();
-    clients.sort_unstable();
-    clients.dedup();
-    let mut provenance = Provenance::default();
-    let mut series = Vec::new();
-    for &n in &clients {
-        for (i, (model, request)) in models.iter().enumerate() {
-            let Some((_, cell)) = servers
-                .iter()
-                .find(|(s, c)| s.model == *model && s.request == *request && s.clients == n && drawn(c))
-            else {
-                continue;
-            };
-            let mut points = Vec::new();
-            let names = [
-                names::LATENCY_P50_US,
-                names::LATENCY_P90_US,
-                names::LATENCY_P99_US,
-                names::LATENCY_P999_US,
-                names::LATENCY_MAX_US,
-            ];
-            for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
-                if let Some(m) = cell.metric(name, Role::Client) {
-                    provenance.add(m);
-                    points.extend(point(x, m));
-                }
-            }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: if one_request {
-                        model.to_string()
-                    } else {
-                        format!("{model} {request}")
-                    },
-                    color: OKABE_ITO[i % OKABE_ITO.len()],
-                    points,
-                    panel: format!("{n} client{}", if n == 1 { "" } else { "s" }),
-                    style: i,
-                });
-            }
-        }
-    }
-    let spectrum = ChartSpec {
-        stem: "servers_latency_spectrum".into(),
-        title: "Latency percentiles (p50 to max) per number of clients".into(),
-        x_desc: "percentile (tail axis)".into(),
-        x_axis: XAxis::Tail,
-        y_desc: "latency (us)".into(),
-        caption: provenance.caption(
-            "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
-        ) + &left_out_line(&left_out),
-        empty_reason: provenance.empty_reason(),
-        series,
-        log_y: true,
-        ..Default::default()
+    let run = ServersRun {
+        servers,
+        models,
+        left_out,
+        one_request,
     };
     vec![
-        chart(
+        run.vs_clients(
             names::REQUESTS_PER_S,
             Role::System,
             "servers_requests_vs_clients",
@@ -1066,7 +986,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "requests/s",
             "req/s",
         ),
-        chart(
+        run.vs_clients(
             names::LATENCY_P99_US,
             Role::Client,
             "servers_p99_vs_clients",
@@ -1074,8 +994,125 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "p99 latency (us)",
             "p99 us",
         ),
-        spectrum,
+        run.latency_spectrum(),
     ]
+}
+
+/// A run's servers cells as the charts draw them: a series per model and request kind, the
+/// cells whose figures come from a minority of their clients left out and named.
+struct ServersRun<'a> {
+    servers: Vec<(&'a ServersCase, &'a CellSummary)>,
+    models: Vec<(crate::case::Model, crate::case::Request)>,
+    left_out: Vec<String>,
+    one_request: bool,
+}
+
+impl ServersRun<'_> {
+    /// The cells of one model and request kind that are drawn.
+    fn cells_of(
+        &self,
+        (model, request): (crate::case::Model, crate::case::Request),
+    ) -> impl Iterator<Item = &(&ServersCase, &CellSummary)> {
+        self.servers
+            .iter()
+            .filter(move |(s, c)| s.model == model && s.request == request && minority_served(c).is_none())
+    }
+
+    /// The series of the `i`th model and request kind (its name, colour and style), in `panel`.
+    fn series(&self, i: usize, points: Vec<Point>, panel: String) -> Series {
+        let (model, request) = self.models[i];
+        Series {
+            name: if self.one_request {
+                model.to_string()
+            } else {
+                format!("{model} {request}")
+            },
+            color: OKABE_ITO[i % OKABE_ITO.len()],
+            points,
+            panel,
+            style: i,
+        }
+    }
+
+    /// One metric against the number of clients, with its table.
+    fn vs_clients(&self, name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str) -> ChartSpec {
+        let mut provenance = Provenance::default();
+        let mut series = Vec::new();
+        for (i, model) in self.models.iter().enumerate() {
+            let mut points = Vec::new();
+            for (s, cell) in self.cells_of(*model) {
+                if let Some(m) = cell.metric(name, role) {
+                    provenance.add(m);
+                    points.extend(point(s.clients as f64, m));
+                }
+            }
+            if !points.is_empty() {
+                series.push(self.series(i, points, String::new()));
+            }
+        }
+        let left_out = &self.left_out;
+        ChartSpec {
+            stem: stem.into(),
+            title: title.into(),
+            x_desc: "concurrent clients".into(),
+            x_axis: XAxis::Count,
+            y_desc: desc.into(),
+            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(left_out),
+            empty_reason: provenance.empty_reason().or_else(|| {
+                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
+            }),
+            series,
+            table: servers_table(&self.servers, name, role, head),
+            ..Default::default()
+        }
+    }
+
+    /// The latency spectrum: p50..max on a tail axis, one panel per number of clients.
+    fn latency_spectrum(&self) -> ChartSpec {
+        let mut clients: Vec<usize> = self.servers.iter().map(|(s, _)| s.clients).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        let mut provenance = Provenance::default();
+        let mut series = Vec::new();
+        for &n in &clients {
+            for (i, model) in self.models.iter().enumerate() {
+                let Some((_, cell)) = self.cells_of(*model).find(|(s, _)| s.clients == n) else {
+                    continue;
+                };
+                let mut points = Vec::new();
+                let names = [
+                    names::LATENCY_P50_US,
+                    names::LATENCY_P90_US,
+                    names::LATENCY_P99_US,
+                    names::LATENCY_P999_US,
+                    names::LATENCY_MAX_US,
+                ];
+                for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
+                    if let Some(m) = cell.metric(name, Role::Client) {
+                        provenance.add(m);
+                        points.extend(point(x, m));
+                    }
+                }
+                if !points.is_empty() {
+                    series.push(self.series(i, points, format!("{n} client{}", if n == 1 { "" } else { "s" })));
+                }
+            }
+        }
+        ChartSpec {
+            stem: "servers_latency_spectrum".into(),
+            title: "Latency percentiles (p50 to max) per number of clients".into(),
+            x_desc: "percentile (tail axis)".into(),
+            x_axis: XAxis::Tail,
+            y_desc: "latency (us)".into(),
+            caption: provenance.caption(
+                "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
+            ) + &left_out_line(&self.left_out),
+            empty_reason: provenance.empty_reason(),
+            series,
+            log_y: true,
+            ..Default::default()
+        }
+    }
 }
 
 /// The caches the kernel reported on the machine the run was stored with (its `caches`), or

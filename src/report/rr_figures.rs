@@ -49,6 +49,32 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     if rr.is_empty() {
         return Vec::new();
     }
+    let rate = rate_chart(&rr);
+    // The latency CDF: x the latency at each stored quantile (median over repetitions), y the
+    // fraction of transactions at or below it; one panel per case without its mode.
+    let mut cdf_panels: Vec<String> = Vec::new();
+    for (c, _) in &rr {
+        if !cdf_panels.contains(&cdf_panel(c)) && cdf_panels.len() < MAX_CDF_PANELS {
+            cdf_panels.push(cdf_panel(c));
+        }
+    }
+    let cdf = cdf_chart(&rr, &cdf_panels);
+    let spectrum = spectrum_chart(&rr, &cdf_panels);
+    vec![rate, cdf, spectrum]
+}
+
+/// The CDF's and the spectrum's panel of a case: none when there is one (it needs no name).
+fn panel_of(c: &RrCase, cdf_panels: &[String]) -> String {
+    if cdf_panels.len() > 1 {
+        cdf_panel(c)
+    } else {
+        String::new()
+    }
+}
+
+/// Transactions per second against request size: a line per send mode and receive mode, a
+/// panel per everything else.
+fn rate_chart(rr: &[(&RrCase, &CellSummary)]) -> ChartSpec {
     // A line per send mode and receive mode (named `send/rx` when not the usual pairing).
     let mut modes: Vec<_> = rr.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
     modes.sort_unstable();
@@ -56,7 +82,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
 
     // Transactions per second against request size: a panel per everything else.
     let mut panels: Vec<String> = Vec::new();
-    for (c, _) in &rr {
+    for (c, _) in rr {
         if !panels.contains(&rate_panel(c)) {
             panels.push(rate_panel(c));
         }
@@ -90,7 +116,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             }
         }
     }
-    let rate = ChartSpec {
+    ChartSpec {
         stem: "rr_transactions_vs_size".into(),
         title: "Transactions per second vs request size".into(),
         x_desc: "request size (bytes, log scale)".into(),
@@ -100,24 +126,11 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         empty_reason: provenance.empty_reason(),
         series,
         ..Default::default()
-    };
-
-    // The latency CDF: x the latency at each stored quantile (median over repetitions), y the
-    // fraction of transactions at or below it; one panel per case without its mode.
-    let mut cdf_panels: Vec<String> = Vec::new();
-    for (c, _) in &rr {
-        if !cdf_panels.contains(&cdf_panel(c)) && cdf_panels.len() < MAX_CDF_PANELS {
-            cdf_panels.push(cdf_panel(c));
-        }
     }
-    // The CDF and the spectrum share their panels; one case's panel needs no name.
-    let panel_of = |c: &RrCase| {
-        if cdf_panels.len() > 1 {
-            cdf_panel(c)
-        } else {
-            String::new()
-        }
-    };
+}
+
+/// The latency CDF and its table of quantiles per case (clipped at p99.9).
+fn cdf_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec {
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     let crr = rr.iter().any(|(c, _)| c.kind == crate::case::RrKind::Crr);
@@ -153,7 +166,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.path(),
                 color,
                 points,
-                panel: panel_of(c),
+                panel: panel_of(c, cdf_panels),
                 style,
             });
         }
@@ -172,6 +185,26 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         }
         table.push(row);
     }
+    ChartSpec {
+        stem: "rr_latency_cdf".into(),
+        title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
+        x_desc: "latency (us)".into(),
+        x_axis: XAxis::Count,
+        y_desc: "fraction of transactions".into(),
+        caption: provenance.caption(
+            "x: client latency_p1_us .. latency_p999_us (the median over repetitions), clipped at p99.9 so one tail point does not take the x range: p99.99 and the maximum are in the table and on the latency spectrum; rr: request sent (open loop: due) to response; crr: connect() to closed",
+        ),
+        empty_reason: provenance.empty_reason(),
+        series,
+        y_range: Some((0.0, 1.0)),
+        table,
+        ..Default::default()
+    }
+}
+
+/// The latency spectrum: the quantiles from p50 on against a "nines" axis, the maximum one
+/// step past the last.
+fn spectrum_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec {
     // The same quantiles from p50 on against a "nines" axis (x = log10 1/(1-p): p90 at 1,
     // p99 at 2, ...), the maximum one step past the last: the tail that a CDF squeezes
     // against 1.
@@ -211,12 +244,12 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.path(),
                 color,
                 points,
-                panel: panel_of(c),
+                panel: panel_of(c, cdf_panels),
                 style,
             });
         }
     }
-    let spectrum = ChartSpec {
+    ChartSpec {
         stem: "rr_latency_spectrum".into(),
         title: "Latency percentile spectrum per case (p50 to max on a nines axis)".into(),
         x_desc: "percentile (x = log10 1/(1-p))".into(),
@@ -230,23 +263,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         log_y: true,
         x_labels,
         ..Default::default()
-    };
-    let cdf = ChartSpec {
-        stem: "rr_latency_cdf".into(),
-        title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
-        x_desc: "latency (us)".into(),
-        x_axis: XAxis::Count,
-        y_desc: "fraction of transactions".into(),
-        caption: provenance.caption(
-            "x: client latency_p1_us .. latency_p999_us (the median over repetitions), clipped at p99.9 so one tail point does not take the x range: p99.99 and the maximum are in the table and on the latency spectrum; rr: request sent (open loop: due) to response; crr: connect() to closed",
-        ),
-        empty_reason: provenance.empty_reason(),
-        series,
-        y_range: Some((0.0, 1.0)),
-        table,
-        ..Default::default()
-    };
-    vec![rate, cdf, spectrum]
+    }
 }
 
 #[cfg(test)]
