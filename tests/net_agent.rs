@@ -124,18 +124,7 @@ fn net(duration_ms: u64) -> NetParams {
 }
 
 fn stream_case(duration_ms: u64) -> Case {
-    Case::NetStream(StreamCase {
-        mode: CopyMode::OneCopy,
-        rx_mode: RxMode::Scatter,
-        size: 16 << 10,
-        fields: 1,
-        net: net(duration_ms),
-        prove_copies: false,
-        zc_ring: None,
-        fixed_buffers: false,
-        align: Align::Page,
-        rx_wake: iopath::case::RxWake::Message,
-    })
+    Case::NetStream(StreamCase::for_test(CopyMode::OneCopy, 16 << 10).with_net(net(duration_ms)))
 }
 
 fn rr_case(duration_ms: u64) -> Case {

@@ -183,27 +183,7 @@ fn idle_connections_do_not_starve_a_client_with_a_key() {
 }
 
 fn stream_case(size: u64, threads: usize) -> StreamCase {
-    StreamCase {
-        mode: CopyMode::OneCopy,
-        rx_mode: RxMode::Scatter,
-        size,
-        fields: 1,
-        net: iopath::case::NetParams {
-            threads,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
-        },
-        prove_copies: false,
-        zc_ring: None,
-        fixed_buffers: false,
-        align: iopath::case::Align::Page,
-        rx_wake: iopath::case::RxWake::Message,
-    }
+    StreamCase::for_test(CopyMode::OneCopy, size).with_threads(threads)
 }
 
 fn rr_case() -> RrCase {

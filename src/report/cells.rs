@@ -354,32 +354,18 @@ pub fn placement_warnings(data: &RunData) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::case::{CopyMode, Endpoint, StreamCase};
+    use crate::case::{CopyMode, StreamCase};
     use crate::observation::{Metric, Source};
     use crate::store::{RunSummary, StoredCell};
 
     pub fn stream_case(mode: CopyMode, size: u64, threads: usize) -> Case {
-        Case::NetStream(StreamCase {
-            mode,
-            rx_mode: crate::case::RxMode::paired_with(mode),
-            size,
-            fields: 8,
-            net: crate::case::NetParams {
-                threads,
-                duration_ms: 100,
-                warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        })
+        Case::NetStream(
+            StreamCase::for_test(mode, size)
+                .with_fields(8)
+                .with_threads(threads)
+                .with_window_ms(100, 10)
+                .with_perf(),
+        )
     }
 
     pub fn observation(gbps: f64) -> Observation {
