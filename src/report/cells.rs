@@ -136,6 +136,40 @@ fn total_cell(observations: &[&Observation], name: &str, total_name: &str) -> Op
     })
 }
 
+/// The cells of one workload type with their case (`cases_of::<StreamCase>(cells)`), in order:
+/// what every workload's charts start from.
+pub fn cases_of<T: crate::case::Workload>(cells: &[CellSummary]) -> Vec<(&T, &CellSummary)> {
+    cells.iter().filter_map(|c| c.case.get::<T>().map(|t| (t, c))).collect()
+}
+
+/// micro memlat's cells with their working set's size in bytes (a cell without one is left
+/// out).
+pub fn memlat_cells(cells: &[CellSummary]) -> impl Iterator<Item = (u64, &CellSummary)> {
+    cells.iter().filter_map(|cell| {
+        let m = cell.case.get::<crate::case::MicroCase>()?;
+        if m.bench != crate::case::Bench::Memlat {
+            return None;
+        }
+        let size = m
+            .options
+            .iter()
+            .find(|(k, _)| k == "size_bytes")
+            .and_then(|(_, v)| v.parse::<u64>().ok())?;
+        Some((size, cell))
+    })
+}
+
+/// A memlat cell's spread per repetition (bytes, CV), from its latency means and deviations.
+pub fn memlat_cvs(size: u64, cell: &CellSummary) -> Vec<(u64, f64)> {
+    match (
+        cell.metric(names::LATENCY_NS_MEAN, Role::System),
+        cell.metric(names::LATENCY_NS_STDDEV, Role::System),
+    ) {
+        (Some(mean), Some(sd)) => crate::micro::levels::cvs_of(size, &mean.values, &sd.values),
+        _ => Vec::new(),
+    }
+}
+
 /// Summarise every case of a run, in planned order.
 pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
     data.cases

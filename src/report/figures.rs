@@ -6,7 +6,7 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::crossover::{rx_crossed, StreamPath};
-use crate::case::{format_bytes, CopyMode, MicroCase, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
+use crate::case::{format_bytes, CopyMode, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
 use crate::micro::levels;
 use crate::observation::names;
 use crate::observation::Role;
@@ -109,13 +109,14 @@ impl Provenance {
     pub(super) fn empty_reason(&self) -> Option<String> {
         self.unavailable.first().cloned()
     }
-}
 
-fn stream_cells(cells: &[CellSummary]) -> Vec<(&StreamCase, &CellSummary)> {
-    cells
-        .iter()
-        .filter_map(|c| c.case.get::<StreamCase>().map(|s| (s, c)))
-        .collect()
+    /// The point of a cell's metric `(name, role)` at `x`, its sources noted (None: the cell
+    /// has no such metric, or no summary of it): one point of a chart's series.
+    pub(super) fn point(&mut self, cell: &CellSummary, (name, role): (&str, Role), x: f64) -> Option<Point> {
+        let m = cell.metric(name, role)?;
+        self.add(m);
+        point(x, m)
+    }
 }
 
 fn sorted_unique<T: Ord + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
@@ -151,13 +152,11 @@ fn stream_vs_size(
     // One panel per thread count, one series per mode in it.
     for &t in &threads {
         for &path in paths {
-            let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
-                if let Some(m) = cell.metric(metric.name, metric.role) {
-                    provenance.add(m);
-                    points.extend(point(s.size as f64, m));
-                }
-            }
+            let points: Vec<Point> = cells
+                .iter()
+                .filter(|(s, _)| path.matches(s) && s.net.threads == t)
+                .filter_map(|(s, cell)| provenance.point(cell, (metric.name, metric.role), s.size as f64))
+                .collect();
             if !points.is_empty() {
                 let (color, style) = path_style(path);
                 series.push(Series {
@@ -199,13 +198,13 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
     // One panel per message size, one series per mode in it.
     for &size in &picked {
         for &path in paths {
-            let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.size == size) {
-                if let Some(m) = cell.metric(names::TIME_PER_MSG_US, Role::System) {
-                    provenance.add(m);
-                    points.extend(point(s.net.threads as f64, m));
-                }
-            }
+            let points: Vec<Point> = cells
+                .iter()
+                .filter(|(s, _)| path.matches(s) && s.size == size)
+                .filter_map(|(s, cell)| {
+                    provenance.point(cell, (names::TIME_PER_MSG_US, Role::System), s.net.threads as f64)
+                })
+                .collect();
             if !points.is_empty() {
                 let (color, style) = path_style(path);
                 series.push(Series {
@@ -509,7 +508,7 @@ pub fn crossover_markers(
 
 /// The six stream charts (empty when the run has no stream cells).
 pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let stream = stream_cells(cells);
+    let stream = super::cells::cases_of::<StreamCase>(cells);
     if stream.is_empty() {
         return Vec::new();
     }
@@ -711,13 +710,11 @@ fn records_vs_n(cells: &[(&RecordsCase, &CellSummary)], metric: Metric<'_>, stem
     let mut series = Vec::new();
     for (panel, members) in records_panels(cells) {
         for &mode in &modes {
-            let mut points = Vec::new();
-            for (c, cell) in members.iter().filter(|(c, _)| c.mode == mode) {
-                if let Some(m) = cell.metric(metric.name, metric.role) {
-                    provenance.add(m);
-                    points.extend(point(c.records as f64, m));
-                }
-            }
+            let points: Vec<Point> = members
+                .iter()
+                .filter(|(c, _)| c.mode == mode)
+                .filter_map(|(c, cell)| provenance.point(cell, (metric.name, metric.role), c.records as f64))
+                .collect();
             if !points.is_empty() {
                 let (color, style) = records_mode_style(mode);
                 series.push(Series {
@@ -817,10 +814,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
 /// against records per response by mode, and the copy-out / zero-copy ratio (empty when the
 /// run has no records cells).
 pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let records: Vec<(&RecordsCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<RecordsCase>().map(|r| (r, c)))
-        .collect();
+    let records = super::cells::cases_of::<RecordsCase>(cells);
     if records.is_empty() {
         return Vec::new();
     }
@@ -950,10 +944,7 @@ fn left_out_line(left_out: &[String]) -> String {
 /// with the failure counts beside it; cells whose figures come from a minority of their
 /// clients are left out of every chart and named.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let servers: Vec<(&ServersCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<ServersCase>().map(|s| (s, c)))
-        .collect();
+    let servers = super::cells::cases_of::<ServersCase>(cells);
     if servers.is_empty() {
         return Vec::new();
     }
@@ -1039,13 +1030,10 @@ impl ServersRun<'_> {
         let mut provenance = Provenance::default();
         let mut series = Vec::new();
         for (i, model) in self.models.iter().enumerate() {
-            let mut points = Vec::new();
-            for (s, cell) in self.cells_of(*model) {
-                if let Some(m) = cell.metric(name, role) {
-                    provenance.add(m);
-                    points.extend(point(s.clients as f64, m));
-                }
-            }
+            let points: Vec<Point> = self
+                .cells_of(*model)
+                .filter_map(|(s, cell)| provenance.point(cell, (name, role), s.clients as f64))
+                .collect();
             if !points.is_empty() {
                 series.push(self.series(i, points, String::new()));
             }
@@ -1079,7 +1067,6 @@ impl ServersRun<'_> {
                 let Some((_, cell)) = self.cells_of(*model).find(|(s, _)| s.clients == n) else {
                     continue;
                 };
-                let mut points = Vec::new();
                 let names = [
                     names::LATENCY_P50_US,
                     names::LATENCY_P90_US,
@@ -1087,12 +1074,11 @@ impl ServersRun<'_> {
                     names::LATENCY_P999_US,
                     names::LATENCY_MAX_US,
                 ];
-                for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
-                    if let Some(m) = cell.metric(name, Role::Client) {
-                        provenance.add(m);
-                        points.extend(point(x, m));
-                    }
-                }
+                let points: Vec<Point> = names
+                    .iter()
+                    .zip(super::charts::TAIL_POINTS)
+                    .filter_map(|(name, (_, x))| provenance.point(cell, (name, Role::Client), x))
+                    .collect();
                 if !points.is_empty() {
                     series.push(self.series(i, points, format!("{n} client{}", if n == 1 { "" } else { "s" })));
                 }
@@ -1155,32 +1141,13 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     let mut points = Vec::new();
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
-    for cell in cells {
-        let Some(m) = cell.case.get::<MicroCase>() else {
-            continue;
-        };
-        if m.bench != crate::case::Bench::Memlat {
-            continue;
-        }
-        let Some(size) = m
-            .options
-            .iter()
-            .find(|(k, _)| k == "size_bytes")
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-        else {
-            continue;
-        };
+    for (size, cell) in super::cells::memlat_cells(cells) {
         if let Some(metric) = cell.metric(names::LATENCY_NS, Role::System) {
             provenance.add(metric);
             points.extend(point(size as f64, metric));
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
-        if let (Some(mean), Some(sd)) = (
-            cell.metric(names::LATENCY_NS_MEAN, Role::System),
-            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
-        ) {
-            cvs.extend(levels::cvs_of(size, &mean.values, &sd.values));
-        }
+        cvs.extend(super::cells::memlat_cvs(size, cell));
     }
     if points.is_empty() {
         return Vec::new();

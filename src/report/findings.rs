@@ -13,7 +13,7 @@
 use super::cells::{headline, CellSummary, NOISY_CV};
 use super::compare::{mann_whitney, ALPHA};
 use super::crossover::{repetitions_text, testable, Crossover, CrossoverRow};
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, MicroCase, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
 use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -1030,28 +1030,11 @@ fn never_best_lines(
 fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGroup> {
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
-    for cell in cells {
-        let Some(m) = cell.case.get::<MicroCase>() else {
-            continue;
-        };
-        if m.bench != crate::case::Bench::Memlat {
-            continue;
-        }
-        let size = m
-            .options
-            .iter()
-            .find(|(k, _)| k == "size_bytes")
-            .and_then(|(_, v)| v.parse::<u64>().ok());
-        if let (Some(size), Some(metric)) = (size, cell.metric(names::LATENCY_NS, Role::System)) {
+    for (size, cell) in super::cells::memlat_cells(cells) {
+        if let Some(metric) = cell.metric(names::LATENCY_NS, Role::System) {
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
-        if let (Some(size), Some(mean), Some(sd)) = (
-            size,
-            cell.metric(names::LATENCY_NS_MEAN, Role::System),
-            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
-        ) {
-            cvs.extend(crate::micro::levels::cvs_of(size, &mean.values, &sd.values));
-        }
+        cvs.extend(super::cells::memlat_cvs(size, cell));
     }
     if values.is_empty() {
         return None;

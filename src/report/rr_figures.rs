@@ -5,7 +5,7 @@
 
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
-use super::figures::{mode_style, point, Provenance};
+use super::figures::{mode_style, Provenance};
 use crate::case::{format_bytes, RrCase};
 use crate::net::session::observe::CDF_QUANTILES;
 use crate::observation::names;
@@ -42,10 +42,7 @@ fn median(cell: &CellSummary, name: &str) -> Option<f64> {
 }
 
 pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let rr: Vec<(&RrCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<RrCase>().map(|r| (r, c)))
-        .collect();
+    let rr = super::cells::cases_of::<RrCase>(cells);
     if rr.is_empty() {
         return Vec::new();
     }
@@ -98,10 +95,7 @@ fn rate_chart(rr: &[(&RrCase, &CellSummary)]) -> ChartSpec {
                 .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx_mode) && rate_panel(c) == *panel)
             {
                 name = c.path();
-                if let Some(m) = cell.metric(names::TRANSACTIONS_PER_S, Role::System) {
-                    provenance.add(m);
-                    points.extend(point(c.request_size as f64, m));
-                }
+                points.extend(provenance.point(cell, (names::TRANSACTIONS_PER_S, Role::System), c.request_size as f64));
             }
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
             if !points.is_empty() {
@@ -227,17 +221,12 @@ fn spectrum_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> Char
     let mut spectrum_provenance = Provenance::default();
     let mut spectrum_series = Vec::new();
     for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
-        let mut points = Vec::new();
-        for (name, x) in tail
+        let points: Vec<Point> = tail
             .iter()
             .map(|(name, q)| (*name, nines(*q)))
             .chain([(names::LATENCY_MAX_US, max_x)])
-        {
-            if let Some(m) = cell.metric(name, Role::Client) {
-                spectrum_provenance.add(m);
-                points.extend(point(x, m));
-            }
-        }
+            .filter_map(|(name, x)| spectrum_provenance.point(cell, (name, Role::Client), x))
+            .collect();
         if !points.is_empty() {
             let (color, style) = mode_style(c.mode);
             spectrum_series.push(Series {

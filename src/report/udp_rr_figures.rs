@@ -45,10 +45,7 @@ fn chart(
 }
 
 pub fn udp_rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let cases: Vec<(&UdpRrCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<UdpRrCase>().map(|u| (u, c)))
-        .collect();
+    let cases = super::cells::cases_of::<UdpRrCase>(cells);
     if cases.is_empty() {
         return Vec::new();
     }
