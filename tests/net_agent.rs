@@ -6,7 +6,7 @@
 mod common;
 
 use common::{bin, iopath, stderr};
-use iopath::case::{Align, Case, CopyMode, Endpoint, NetParams, RrCase, RrKind, RxMode, StreamCase};
+use iopath::case::{Align, Case, CopyMode, NetParams, RrCase, RrKind, RxMode, StreamCase};
 use iopath::net::agent::run_on_agent_with;
 use iopath::net::session::handshake::refusal_kind;
 use iopath::net::session::RefusalKind;
@@ -112,14 +112,8 @@ impl Drop for Agent {
 
 fn net(duration_ms: u64) -> NetParams {
     NetParams {
-        threads: 1,
         duration_ms,
-        warmup_ms: 0,
-        client_cpus: None,
-        server_cpus: None,
-        verify: false,
-        endpoint: Endpoint::Loopback { port: 0 },
-        perf: false,
+        ..NetParams::for_test()
     }
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{bin, iopath, stderr};
-use iopath::case::{CopyMode, Endpoint, RrCase, RrKind, RxMode, StreamCase};
+use iopath::case::{CopyMode, RrCase, RrKind, RxMode, StreamCase};
 use iopath::net::control::{Control, RrHello, PROTOCOL_VERSION};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -197,13 +197,7 @@ fn rr_case() -> RrCase {
         inflight: 1024,
         net: iopath::case::NetParams {
             threads: 1024,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
+            ..iopath::case::NetParams::for_test()
         },
         rate: Some(1_000_000),
         align: iopath::case::Align::Page,

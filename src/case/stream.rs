@@ -274,8 +274,9 @@ impl From<StoredStreamCase> for StreamCase {
 }
 
 /// Cases for tests, built from what a test cares about: `StreamCase::for_test(mode, size)` is
-/// a short loopback case (one field, one thread, 100 ms, no warm-up, no perf counters, page
-/// aligned, woken per message, the receive mode the send mode pairs with), and each `with_`
+/// a short loopback case (one field, `NetParams::for_test()`: one thread, 100 ms, no warm-up,
+/// no perf counters; page aligned, woken per message, the receive mode the send mode pairs
+/// with), and each `with_`
 /// method changes one thing of it.
 impl StreamCase {
     #[doc(hidden)]
@@ -285,16 +286,7 @@ impl StreamCase {
             rx_mode: RxMode::paired_with(mode),
             size,
             fields: 1,
-            net: NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: super::Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
+            net: NetParams::for_test(),
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

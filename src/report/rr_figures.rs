@@ -261,7 +261,7 @@ mod tests {
     use super::super::cells::tests::run_data;
     use super::*;
     use crate::case::Case;
-    use crate::case::{CopyMode, Endpoint, RrKind};
+    use crate::case::{CopyMode, RrKind};
     use crate::observation::{Metric, Source};
 
     fn case(mode: CopyMode, request_size: u64) -> Case {
@@ -274,14 +274,9 @@ mod tests {
             fields: 1,
             inflight: 1,
             net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
                 warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..crate::case::NetParams::for_test()
             },
             rate: None,
             align: crate::case::Align::Page,

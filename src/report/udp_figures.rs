@@ -159,13 +159,7 @@ mod tests {
             rcvbuf: Some(4096),
             net: crate::case::NetParams {
                 threads: 2,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..crate::case::NetParams::for_test()
             },
         };
         assert_eq!(panel(&case), "t2 b16 unpaced rcvbuf 4KiB");
