@@ -550,10 +550,7 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
         .crossovers
         .iter()
         .map(|x| {
-            let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
-                _ => (None, None),
-            };
+            let (from, crosses_at) = x.result.ahead_from();
             json!({
                 "a": x.a.to_string(),
                 "b": x.b.to_string(),
@@ -570,10 +567,7 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
         .records_crossovers
         .iter()
         .map(|x| {
-            let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
-                _ => (None, None),
-            };
+            let (from, crosses_at) = x.result.ahead_from();
             json!({
                 "a": x.a.to_string(),
                 "b": x.b.to_string(),
