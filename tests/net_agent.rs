@@ -6,7 +6,7 @@
 mod common;
 
 use common::{bin, iopath, stderr};
-use iopath::case::{Align, Case, CopyMode, Endpoint, NetParams, RrCase, RrKind, RxMode, StreamCase};
+use iopath::case::{Align, Case, CopyMode, NetParams, RrCase, RrKind, RxMode, StreamCase};
 use iopath::net::agent::run_on_agent_with;
 use iopath::net::session::handshake::refusal_kind;
 use iopath::net::session::RefusalKind;
@@ -112,30 +112,13 @@ impl Drop for Agent {
 
 fn net(duration_ms: u64) -> NetParams {
     NetParams {
-        threads: 1,
         duration_ms,
-        warmup_ms: 0,
-        client_cpus: None,
-        server_cpus: None,
-        verify: false,
-        endpoint: Endpoint::Loopback { port: 0 },
-        perf: false,
+        ..NetParams::for_test()
     }
 }
 
 fn stream_case(duration_ms: u64) -> Case {
-    Case::NetStream(StreamCase {
-        mode: CopyMode::OneCopy,
-        rx_mode: RxMode::Scatter,
-        size: 16 << 10,
-        fields: 1,
-        net: net(duration_ms),
-        prove_copies: false,
-        zc_ring: None,
-        fixed_buffers: false,
-        align: Align::Page,
-        rx_wake: iopath::case::RxWake::Message,
-    })
+    Case::NetStream(StreamCase::for_test(CopyMode::OneCopy, 16 << 10).with_net(net(duration_ms)))
 }
 
 fn rr_case(duration_ms: u64) -> Case {

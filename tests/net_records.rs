@@ -221,7 +221,7 @@ fn bad_flags_are_one_line_and_exit_2() {
 #[test]
 fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
     let _one_at_a_time = in_process();
-    use iopath::case::{Endpoint, Pick, RecordsCase, RecordsMode};
+    use iopath::case::{Pick, RecordsCase, RecordsMode};
     for mode in [RecordsMode::CopyOut, RecordsMode::ZeroCopy, RecordsMode::UringZc] {
         let case = RecordsCase {
             mode,
@@ -233,12 +233,8 @@ fn a_stop_in_a_long_window_comes_back_interrupted_within_a_second() {
             net: iopath::case::NetParams {
                 threads: 2,
                 duration_ms: 30_000,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..iopath::case::NetParams::for_test()
             },
             prove_copies: false,
             align: iopath::case::Align::Page,
@@ -447,14 +443,11 @@ fn a_stop_against_a_net_serve_comes_back_interrupted_within_a_second() {
         net: iopath::case::NetParams {
             threads: 2,
             duration_ms: 30_000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
             verify: true,
             endpoint: Endpoint::Remote {
                 addr: server.addr.clone(),
             },
-            perf: false,
+            ..iopath::case::NetParams::for_test()
         },
         prove_copies: false,
         align: iopath::case::Align::Page,

@@ -430,7 +430,7 @@ fn rr_and_crr_against_a_net_serve_child() {
 }
 
 fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrCase {
-    use iopath::case::{CopyMode, Endpoint, RrCase};
+    use iopath::case::{CopyMode, RrCase};
     RrCase {
         kind,
         mode: CopyMode::TwoCopy,
@@ -442,12 +442,7 @@ fn long_case(kind: iopath::case::RrKind, rate: Option<u64>) -> iopath::case::RrC
         net: iopath::case::NetParams {
             threads: 2,
             duration_ms: 30_000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
+            ..iopath::case::NetParams::for_test()
         },
         rate,
         align: iopath::case::Align::Page,

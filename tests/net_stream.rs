@@ -755,28 +755,11 @@ fn db_keeps_the_run_for_report_and_export() {
 fn stop_stream_after(warmup_ms: u64, mode: iopath::case::CopyMode, after: Duration) {
     // One at a time: each checks that no thread of a run is left in this process.
     let _alone = common::in_process_alone();
-    use iopath::case::{Endpoint, StreamCase};
-    let case = StreamCase {
-        mode,
-        rx_mode: iopath::case::RxMode::paired_with(mode),
-        size: 64 << 10,
-        fields: 4,
-        net: iopath::case::NetParams {
-            threads: 2,
-            duration_ms: 30_000,
-            warmup_ms,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
-        },
-        prove_copies: false,
-        zc_ring: None,
-        fixed_buffers: false,
-        align: iopath::case::Align::Page,
-        rx_wake: iopath::case::RxWake::Message,
-    };
+    use iopath::case::StreamCase;
+    let case = StreamCase::for_test(mode, 64 << 10)
+        .with_fields(4)
+        .with_threads(2)
+        .with_window_ms(30_000, warmup_ms);
     let stop = iopath::stop::Stop::fresh();
     common::assert_stops_as_interrupted(
         move || iopath::net::workload::stream::run(&case, stop, &Default::default()),

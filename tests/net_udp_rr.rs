@@ -244,7 +244,7 @@ fn bad_input_is_one_line_and_exit_2() {
 /// client, server or greeting thread left behind (in-process, loopback).
 #[test]
 fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
-    use iopath::case::{Endpoint, NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
+    use iopath::case::{NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
     let case = UdpRrCase {
         mode: UdpSendMode::Sendmmsg,
         rx_mode: UdpRecvMode::Recvmmsg,
@@ -257,12 +257,8 @@ fn a_stop_in_a_30s_window_ends_it_with_nothing_left() {
         net: NetParams {
             threads: 2,
             duration_ms: 30_000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
             verify: true,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
+            ..NetParams::for_test()
         },
     };
     let stop = iopath::stop::Stop::fresh();

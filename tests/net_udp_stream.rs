@@ -223,7 +223,7 @@ fn net_serve_with_a_key_serves_it() {
 }
 
 fn long_case(rate: Option<iopath::case::UdpRate>) -> iopath::case::UdpStreamCase {
-    use iopath::case::{Endpoint, NetParams, UdpRecvMode, UdpSendMode, UdpStreamCase};
+    use iopath::case::{NetParams, UdpRecvMode, UdpSendMode, UdpStreamCase};
     UdpStreamCase {
         mode: UdpSendMode::Sendmmsg,
         rx_mode: UdpRecvMode::Recvmmsg,
@@ -234,12 +234,7 @@ fn long_case(rate: Option<iopath::case::UdpRate>) -> iopath::case::UdpStreamCase
         net: NetParams {
             threads: 2,
             duration_ms: 30_000,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
+            ..NetParams::for_test()
         },
     }
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{bin, iopath, stderr};
-use iopath::case::{CopyMode, Endpoint, RrCase, RrKind, RxMode, StreamCase};
+use iopath::case::{CopyMode, RrCase, RrKind, RxMode, StreamCase};
 use iopath::net::control::Control;
 use iopath::net::workload::rr::RrHello;
 use iopath::net::workload::stream::StreamHello;
@@ -185,27 +185,7 @@ fn idle_connections_do_not_starve_a_client_with_a_key() {
 }
 
 fn stream_case(size: u64, threads: usize) -> StreamCase {
-    StreamCase {
-        mode: CopyMode::OneCopy,
-        rx_mode: RxMode::Scatter,
-        size,
-        fields: 1,
-        net: iopath::case::NetParams {
-            threads,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
-        },
-        prove_copies: false,
-        zc_ring: None,
-        fixed_buffers: false,
-        align: iopath::case::Align::Page,
-        rx_wake: iopath::case::RxWake::Message,
-    }
+    StreamCase::for_test(CopyMode::OneCopy, size).with_threads(threads)
 }
 
 fn rr_case() -> RrCase {
@@ -219,13 +199,7 @@ fn rr_case() -> RrCase {
         inflight: 1024,
         net: iopath::case::NetParams {
             threads: 1024,
-            duration_ms: 100,
-            warmup_ms: 0,
-            client_cpus: None,
-            server_cpus: None,
-            verify: false,
-            endpoint: Endpoint::Loopback { port: 0 },
-            perf: false,
+            ..iopath::case::NetParams::for_test()
         },
         rate: Some(1_000_000),
         align: iopath::case::Align::Page,

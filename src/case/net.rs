@@ -26,6 +26,23 @@ pub struct NetParams {
 }
 
 impl NetParams {
+    /// For tests: one thread on loopback, a 100 ms window without warm-up, unpinned, no
+    /// verification, no perf counters; a test sets what it cares about with
+    /// `NetParams { threads: 2, ..NetParams::for_test() }`.
+    #[doc(hidden)]
+    pub fn for_test() -> NetParams {
+        NetParams {
+            threads: 1,
+            duration_ms: 100,
+            warmup_ms: 0,
+            client_cpus: None,
+            server_cpus: None,
+            verify: false,
+            endpoint: Endpoint::Loopback { port: 0 },
+            perf: false,
+        }
+    }
+
     /// Warm-up plus measured window, in milliseconds: one pass of the session.
     pub fn session_ms(&self) -> u64 {
         self.duration_ms.saturating_add(self.warmup_ms)

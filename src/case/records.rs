@@ -220,18 +220,15 @@ mod tests {
             pick: Pick::Random,
             outstanding: 8,
             net: NetParams {
-                threads: 1,
                 duration_ms: 1000,
                 warmup_ms: 100,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
                 endpoint: Endpoint::Netns {
                     port: 0,
                     sizes: Default::default(),
                     ipv6: false,
                 },
-                perf: false,
+                ..NetParams::for_test()
             },
             prove_copies: false,
             align: crate::case::Align::Page,

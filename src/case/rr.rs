@@ -288,11 +288,8 @@ mod tests {
                 threads: 2,
                 duration_ms: 1000,
                 warmup_ms: 100,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..NetParams::for_test()
             },
             rate: Some(10_000),
             align: crate::case::Align::Page,
@@ -330,14 +327,8 @@ mod tests {
                 fields: 1,
                 inflight: 1,
                 net: NetParams {
-                    threads: 1,
-                    duration_ms: 100,
-                    warmup_ms: 0,
-                    client_cpus: None,
-                    server_cpus: None,
-                    verify: false,
-                    endpoint: Endpoint::Loopback { port: 0 },
                     perf: true,
+                    ..NetParams::for_test()
                 },
                 rate: None,
                 align: crate::case::Align::Page,

@@ -273,6 +273,71 @@ impl From<StoredStreamCase> for StreamCase {
     }
 }
 
+/// Cases for tests, built from what a test cares about: `StreamCase::for_test(mode, size)` is
+/// a short loopback case (one field, `NetParams::for_test()`: one thread, 100 ms, no warm-up,
+/// no perf counters; page aligned, woken per message, the receive mode the send mode pairs
+/// with), and each `with_`
+/// method changes one thing of it.
+impl StreamCase {
+    #[doc(hidden)]
+    pub fn for_test(mode: CopyMode, size: u64) -> StreamCase {
+        StreamCase {
+            mode,
+            rx_mode: RxMode::paired_with(mode),
+            size,
+            fields: 1,
+            net: NetParams::for_test(),
+            prove_copies: false,
+            zc_ring: None,
+            fixed_buffers: false,
+            align: Align::Page,
+            rx_wake: RxWake::Message,
+        }
+    }
+
+    #[doc(hidden)]
+    pub fn with_rx(self, rx_mode: RxMode) -> StreamCase {
+        StreamCase { rx_mode, ..self }
+    }
+
+    #[doc(hidden)]
+    pub fn with_fields(self, fields: usize) -> StreamCase {
+        StreamCase { fields, ..self }
+    }
+
+    #[doc(hidden)]
+    pub fn with_threads(mut self, threads: usize) -> StreamCase {
+        self.net.threads = threads;
+        self
+    }
+
+    /// The measured window and the warm-up before it.
+    #[doc(hidden)]
+    pub fn with_window_ms(mut self, duration_ms: u64, warmup_ms: u64) -> StreamCase {
+        self.net.duration_ms = duration_ms;
+        self.net.warmup_ms = warmup_ms;
+        self
+    }
+
+    /// With perf counters (`perf: true`, what a command runs with).
+    #[doc(hidden)]
+    pub fn with_perf(mut self) -> StreamCase {
+        self.net.perf = true;
+        self
+    }
+
+    #[doc(hidden)]
+    pub fn with_server_cpus(mut self, cpus: CpuList) -> StreamCase {
+        self.net.server_cpus = Some(cpus);
+        self
+    }
+
+    #[doc(hidden)]
+    pub fn with_net(self, net: NetParams) -> StreamCase {
+        StreamCase { net, ..self }
+    }
+}
+
 impl StreamCase {
     /// `one-copy 64KiB t1`; the receive mode is named only when it is not the one the send
     /// mode was always paired with (`one-copy/trunc 64KiB t1`), so labels of runs made before
@@ -400,27 +465,7 @@ mod endpoint_tests {
     /// field existed is unchanged and it reads back as false; when true it round-trips.
     #[test]
     fn prove_copies_keeps_old_keys_and_round_trips() {
-        let mut case = StreamCase {
-            mode: CopyMode::Sendfile,
-            rx_mode: RxMode::Scatter,
-            size: 1024,
-            fields: 1,
-            net: NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        };
+        let mut case = StreamCase::for_test(CopyMode::Sendfile, 1024).with_perf();
         let text = serde_json::to_string(&case).unwrap();
         assert!(!text.contains("prove_copies"), "{text}");
         assert_eq!(serde_json::from_str::<StreamCase>(&text).unwrap(), case);

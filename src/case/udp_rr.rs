@@ -126,7 +126,7 @@ impl super::Workload for UdpRrCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, Endpoint};
+    use crate::case::Case;
 
     pub(crate) fn case() -> UdpRrCase {
         UdpRrCase {
@@ -142,11 +142,8 @@ mod tests {
                 threads: 2,
                 duration_ms: 1000,
                 warmup_ms: 100,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..NetParams::for_test()
             },
         }
     }

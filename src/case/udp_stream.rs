@@ -223,7 +223,7 @@ impl super::Workload for UdpStreamCase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, Endpoint};
+    use crate::case::Case;
 
     fn case() -> UdpStreamCase {
         UdpStreamCase {
@@ -234,14 +234,11 @@ mod tests {
             rate: Some(UdpRate::Datagrams(100_000)),
             rcvbuf: Some(4096),
             net: NetParams {
-                threads: 1,
                 duration_ms: 1000,
                 warmup_ms: 200,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..NetParams::for_test()
             },
         }
     }

@@ -191,86 +191,10 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     if let Some(id) = args.show {
         return show(&args.db, id, &args, false);
     }
-    let mut system = Vec::new();
-    let mut flags = Vec::new();
-    for text in &args.set {
-        match parse_set(text)? {
-            Asked::System(s) => system.push(s),
-            Asked::Flag(f) => flags.push(f),
-        }
-    }
-    let mut targets: Vec<String> = system.iter().map(Setting::target).collect();
-    targets.extend(flags.iter().map(|f| f.split('=').next().unwrap_or(f).to_string()));
-    targets.sort();
-    if let Some(twice) = targets.windows(2).find(|w| w[0] == w[1]) {
-        return Err(usage(format!("--set names {} twice: give each setting once", twice[0])));
-    }
-    let in_namespaces = topology_word(&args.command).is_some_and(|t| t.starts_with("netns") || t.starts_with("veth"));
-    let scope = match (system.is_empty(), args.host_settings, in_namespaces) {
-        (true, _, _) => Scope::Flags,
-        (false, true, _) => Scope::Host,
-        (false, false, true) => Scope::Topology,
-        (false, false, false) => {
-            return Err(usage(format!(
-                "--set {}: the measuring command does not run inside --topology netns|veth, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
-                system[0]
-            )))
-        }
-    };
-    for s in &system {
-        match scope {
-            Scope::Host => s.check_here(),
-            _ => settings::check_scoped(s).and_then(|()| match s {
-                Setting::Sysctl { .. } => s.check_here(),
-                // The devices do not exist yet: held to the tso_max_size of their kind.
-                Setting::MaxSize { .. } => topology_word(&args.command)
-                    .and_then(|t| t.parse::<crate::net::topology::Topology>().ok())
-                    .map_or(Ok(()), |t| {
-                        t.check_device_setting(s).map_err(|e| format!("--set {s}: {e}"))
-                    }),
-                _ => Ok(()),
-            }),
-        }
-        .map_err(usage)?;
-    }
-    let plan_a = plan_of_words(&args.command)?;
-    let mut words_b = args.command.clone();
-    words_b.extend(flags.iter().cloned());
-    let plan_b = plan_of_words(&words_b).map_err(|e| {
-        usage(format!(
-            "--set flag:…: {}",
-            e.to_string()
-                .replace("the measuring command", "the measuring command with variant B's flags")
-        ))
-    })?;
-    if plan_a.cases.len() != plan_b.cases.len() {
-        return Err(usage(format!(
-            "variant B's flags change the number of cases ({} against {}): a flag of variant B must change each case, not the grid",
-            plan_b.cases.len(),
-            plan_a.cases.len()
-        )));
-    }
-    let half = plan_a.cases.len();
+    let (system, flags) = asked_settings(&args)?;
+    let scope = checked_scope(&args, &system)?;
+    let (plan, half) = paired_plan(&args, &flags)?;
     let settings_text: Vec<String> = args.set.clone();
-    let plan = Plan {
-        cases: plan_a.cases.iter().chain(&plan_b.cases).cloned().collect(),
-        repetitions: plan_a.repetitions,
-        shuffle: args.order == PairOrder::Random,
-        seed: args.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        }),
-        warmup_cell: plan_a.warmup_cell,
-        name: Some(
-            plan_a
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("ab {}", settings_text.join(" "))),
-        ),
-        interface: plan_a.interface.clone(),
-        credentials: plan_a.credentials.clone(),
-    };
     let mut store = open_for_writing(&args.db)?;
     restore_orphans(&mut store)?;
     // Read before anything changes; journaled before the run's first cell.
@@ -327,6 +251,104 @@ pub fn run(args: AbArgs) -> anyhow::Result<()> {
     let shown = show(&args.db, run_id, &args, true);
     run::conclude(&executed)?;
     shown
+}
+
+/// The settings `--set` asks for: those of the system, and variant B's flags; each named once.
+fn asked_settings(args: &AbArgs) -> anyhow::Result<(Vec<Setting>, Vec<String>)> {
+    let mut system = Vec::new();
+    let mut flags = Vec::new();
+    for text in &args.set {
+        match parse_set(text)? {
+            Asked::System(s) => system.push(s),
+            Asked::Flag(f) => flags.push(f),
+        }
+    }
+    let mut targets: Vec<String> = system.iter().map(Setting::target).collect();
+    targets.extend(flags.iter().map(|f| f.split('=').next().unwrap_or(f).to_string()));
+    targets.sort();
+    if let Some(twice) = targets.windows(2).find(|w| w[0] == w[1]) {
+        return Err(usage(format!("--set names {} twice: give each setting once", twice[0])));
+    }
+    Ok((system, flags))
+}
+
+/// Where the system settings are changed (the topology's namespaces, or the host with
+/// `--host-settings`), each setting checked there; a host change without `--host-settings`
+/// is refused.
+fn checked_scope(args: &AbArgs, system: &[Setting]) -> anyhow::Result<Scope> {
+    let in_namespaces = topology_word(&args.command).is_some_and(|t| t.starts_with("netns") || t.starts_with("veth"));
+    let scope = match (system.is_empty(), args.host_settings, in_namespaces) {
+        (true, _, _) => Scope::Flags,
+        (false, true, _) => Scope::Host,
+        (false, false, true) => Scope::Topology,
+        (false, false, false) => {
+            return Err(usage(format!(
+                "--set {}: the measuring command does not run inside --topology netns|veth, so this would change the host itself: add --host-settings to allow it (printed before the run, journaled in the database, put back on every exit), or measure inside --topology netns|veth",
+                system[0]
+            )))
+        }
+    };
+    for s in system {
+        match scope {
+            Scope::Host => s.check_here(),
+            _ => settings::check_scoped(s).and_then(|()| match s {
+                Setting::Sysctl { .. } => s.check_here(),
+                // The devices do not exist yet: held to the tso_max_size of their kind.
+                Setting::MaxSize { .. } => topology_word(&args.command)
+                    .and_then(|t| t.parse::<crate::net::topology::Topology>().ok())
+                    .map_or(Ok(()), |t| {
+                        t.check_device_setting(s).map_err(|e| format!("--set {s}: {e}"))
+                    }),
+                _ => Ok(()),
+            }),
+        }
+        .map_err(usage)?;
+    }
+    Ok(scope)
+}
+
+/// Variant A's cases then variant B's (the command with B's flags) as one plan, and how many
+/// each has; B's flags must change each case, not the grid.
+fn paired_plan(args: &AbArgs, flags: &[String]) -> anyhow::Result<(Plan, usize)> {
+    let plan_a = plan_of_words(&args.command)?;
+    let mut words_b = args.command.clone();
+    words_b.extend(flags.iter().cloned());
+    let plan_b = plan_of_words(&words_b).map_err(|e| {
+        usage(format!(
+            "--set flag:…: {}",
+            e.to_string()
+                .replace("the measuring command", "the measuring command with variant B's flags")
+        ))
+    })?;
+    if plan_a.cases.len() != plan_b.cases.len() {
+        return Err(usage(format!(
+            "variant B's flags change the number of cases ({} against {}): a flag of variant B must change each case, not the grid",
+            plan_b.cases.len(),
+            plan_a.cases.len()
+        )));
+    }
+    let half = plan_a.cases.len();
+    let settings_text: Vec<String> = args.set.clone();
+    let plan = Plan {
+        cases: plan_a.cases.iter().chain(&plan_b.cases).cloned().collect(),
+        repetitions: plan_a.repetitions,
+        shuffle: args.order == PairOrder::Random,
+        seed: args.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        }),
+        warmup_cell: plan_a.warmup_cell,
+        name: Some(
+            plan_a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("ab {}", settings_text.join(" "))),
+        ),
+        interface: plan_a.interface.clone(),
+        credentials: plan_a.credentials.clone(),
+    };
+    Ok((plan, half))
 }
 
 /// Print the analysis of stored A/B run `id` and apply the gate.

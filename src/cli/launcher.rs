@@ -234,19 +234,7 @@ fn ask_window_cpus_and_reps<R: BufRead, W: Write>(
 
 fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Vec<String>> {
     p.say("What do you want to measure?")?;
-    let family = loop {
-        for (i, (name, about)) in FAMILIES.iter().enumerate() {
-            p.say(&format!("  {}) {name:<20} {about}", i + 1))?;
-        }
-        let answer = p.ask("experiment", "1")?;
-        if answer == "fake" {
-            break "fake".to_string();
-        }
-        match pick(&answer, &FAMILIES) {
-            Some(f) => break f,
-            None => p.say(&format!("  '{answer}' is not one of 1 to {}", FAMILIES.len()))?,
-        }
-    };
+    let family = ask_family(p)?;
     let mut argv: Vec<String> = vec!["sweep".into()];
     match family.as_str() {
         "copy modes" => {
@@ -262,53 +250,8 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
             flag(&mut argv, "--threads", &p.ask("client threads (1,2 or 1..4)", "1")?);
             ask_window_cpus_and_reps(p, &mut argv)?;
         }
-        "server models" => {
-            argv.push("servers".into());
-            let names: Vec<&str> = Model::ALL.iter().map(|m| m.as_str()).collect();
-            let models = p.choose_many("models", &names, "all")?;
-            flag(&mut argv, "--model", &models);
-            flag(&mut argv, "--request", &p.ask("request (echo:64, procs:2)", "echo:64")?);
-            flag(&mut argv, "--clients", &p.ask("concurrent clients", "1,10,100")?);
-            flag(&mut argv, "--duration", &p.ask("measured window per cell", "1s")?);
-            flag(&mut argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
-            p.say(&pin_note(p.pins))?;
-            let (client, server) = (pin_default(p.pins, false), pin_default(p.pins, true));
-            flag(
-                &mut argv,
-                "--server-cpus",
-                &p.ask("pin server threads to CPUs (none, 1, 0-1)", &server)?,
-            );
-            flag(
-                &mut argv,
-                "--client-cpus",
-                &p.ask("pin load-generator threads to CPUs", &client)?,
-            );
-            flag(
-                &mut argv,
-                "--reps",
-                &p.ask(&reps_question(), &PROPOSED_REPS.to_string())?,
-            );
-        }
-        "OS microbenchmarks" => {
-            argv.push("micro".into());
-            let benches: Vec<(String, &str)> = std::iter::once(("all".to_string(), "every benchmark"))
-                .chain(Bench::ALL.iter().map(|b| (b.to_string(), b.description())))
-                .collect();
-            let borrowed: Vec<(&str, &str)> = benches.iter().map(|(n, d)| (n.as_str(), *d)).collect();
-            argv.push(p.choose("benchmark", &borrowed, 0)?);
-            if p.ask("quick (fewer samples, smaller sizes)? y/n", "y")?
-                .starts_with('y')
-            {
-                argv.push("--quick".into());
-            }
-            // Each micro cell takes its own samples, with their interval: one repetition is
-            // a full measurement; more compare the runs of a benchmark with each other.
-            flag(
-                &mut argv,
-                "--reps",
-                &p.ask("repetitions (each cell takes its own samples and their interval)", "1")?,
-            );
-        }
+        "server models" => ask_servers(p, &mut argv)?,
+        "OS microbenchmarks" => ask_micro(p, &mut argv)?,
         "record store" => {
             argv.push("net-records".into());
             let names: Vec<&str> = RecordsMode::ALL.iter().map(|m| m.as_str()).collect();
@@ -353,6 +296,72 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
     flag(&mut argv, "--name", &p.ask("a name for the run", "none")?);
     flag(&mut argv, "--db", &p.ask("results database", DEFAULT_DB_PATH)?);
     Ok(argv)
+}
+
+/// Which family of experiments (a number, or `fake` for the test workload).
+fn ask_family<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<String> {
+    Ok(loop {
+        for (i, (name, about)) in FAMILIES.iter().enumerate() {
+            p.say(&format!("  {}) {name:<20} {about}", i + 1))?;
+        }
+        let answer = p.ask("experiment", "1")?;
+        if answer == "fake" {
+            break "fake".to_string();
+        }
+        match pick(&answer, &FAMILIES) {
+            Some(f) => break f,
+            None => p.say(&format!("  '{answer}' is not one of 1 to {}", FAMILIES.len()))?,
+        }
+    })
+}
+
+/// `servers`' questions: models, request, clients, window, pinning and repetitions.
+fn ask_servers<R: BufRead, W: Write>(p: &mut Prompter<R, W>, argv: &mut Vec<String>) -> anyhow::Result<()> {
+    argv.push("servers".into());
+    let names: Vec<&str> = Model::ALL.iter().map(|m| m.as_str()).collect();
+    let models = p.choose_many("models", &names, "all")?;
+    flag(argv, "--model", &models);
+    flag(argv, "--request", &p.ask("request (echo:64, procs:2)", "echo:64")?);
+    flag(argv, "--clients", &p.ask("concurrent clients", "1,10,100")?);
+    flag(argv, "--duration", &p.ask("measured window per cell", "1s")?);
+    flag(argv, "--warmup", &p.ask("warm-up per cell", "200ms")?);
+    p.say(&pin_note(p.pins))?;
+    let (client, server) = (pin_default(p.pins, false), pin_default(p.pins, true));
+    flag(
+        argv,
+        "--server-cpus",
+        &p.ask("pin server threads to CPUs (none, 1, 0-1)", &server)?,
+    );
+    flag(
+        argv,
+        "--client-cpus",
+        &p.ask("pin load-generator threads to CPUs", &client)?,
+    );
+    flag(argv, "--reps", &p.ask(&reps_question(), &PROPOSED_REPS.to_string())?);
+    Ok(())
+}
+
+/// `micro`'s questions: the benchmark, quick or not, and repetitions.
+fn ask_micro<R: BufRead, W: Write>(p: &mut Prompter<R, W>, argv: &mut Vec<String>) -> anyhow::Result<()> {
+    argv.push("micro".into());
+    let benches: Vec<(String, &str)> = std::iter::once(("all".to_string(), "every benchmark"))
+        .chain(Bench::ALL.iter().map(|b| (b.to_string(), b.description())))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = benches.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    argv.push(p.choose("benchmark", &borrowed, 0)?);
+    if p.ask("quick (fewer samples, smaller sizes)? y/n", "y")?
+        .starts_with('y')
+    {
+        argv.push("--quick".into());
+    }
+    // Each micro cell takes its own samples, with their interval: one repetition is
+    // a full measurement; more compare the runs of a benchmark with each other.
+    flag(
+        argv,
+        "--reps",
+        &p.ask("repetitions (each cell takes its own samples and their interval)", "1")?,
+    );
+    Ok(())
 }
 
 /// What the launcher decided: the plan file to run, or nothing (the person said no).

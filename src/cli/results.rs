@@ -550,10 +550,7 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
         .crossovers
         .iter()
         .map(|x| {
-            let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
-                _ => (None, None),
-            };
+            let (from, crosses_at) = x.result.ahead_from();
             json!({
                 "a": x.a.to_string(),
                 "b": x.b.to_string(),
@@ -570,10 +567,7 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
         .records_crossovers
         .iter()
         .map(|x| {
-            let (from, crosses_at) = match &x.result {
-                report::crossover::Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
-                _ => (None, None),
-            };
+            let (from, crosses_at) = x.result.ahead_from();
             json!({
                 "a": x.a.to_string(),
                 "b": x.b.to_string(),
@@ -932,90 +926,109 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<()> {
     let env = report::compare::environment_differences(&a.runs[0].run, &b.runs[0].run);
     let gate = comparison.gate();
     if args.json {
-        let doc = json!({
-            "type": "comparison",
-            "schema_version": tidy::SCHEMA_VERSION,
-            "a": a.runs_json()[0],
-            "b": b.runs_json()[0],
-            "runs_a": a.runs_json(),
-            "runs_b": b.runs_json(),
-            "history_runs": history.ids(),
-            "spread": comparison.design.spread,
-            "contention": comparison.contention,
-            "threshold": comparison.threshold,
-            "alpha": comparison.alpha,
-            "interval": format!(
-                "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {} mixed with each cell's label",
-                report::compare::BOOTSTRAP_RESAMPLES,
-                report::compare::BOOTSTRAP_SEED
-            ),
-            "test": if comparison.design.spread.df > 0 {
-                "Student's t on the runs' log medians, spread pooled between runs"
-            } else {
-                "two-sided Mann-Whitney U"
-            },
-            "correction": comparison.correction,
-            "ignore": options.ignore,
-            "ignored": comparison.ignored,
-            "design": comparison.design,
-            "whole_run": comparison.whole_run,
-            "gate": {
-                "decision": gate.name(),
-                "exit_code": gate.exit_code(),
-                "message": gate.message(),
-            },
-            "verdicts": {
-                "faster": comparison.count(Verdict::Faster),
-                "slower": comparison.count(Verdict::Slower),
-                "no-change": comparison.count(Verdict::NoChange),
-                "inconclusive": comparison.count(Verdict::Inconclusive),
-            },
-            "rows": comparison.rows,
-            "only_in_a": comparison.only_in_a,
-            "only_in_b": comparison.only_in_b,
-            "parameter_differences": comparison.parameter_differences,
-            "environment_differences": env,
-            "warnings": comparison.warnings,
-        });
+        let doc = comparison_json(&comparison, (&a, &b), &history, &options, &env, &gate);
         let mut text = serde_json::to_string_pretty(&doc)?;
         text.push('\n');
         super::output::out(text)?;
     } else if args.markdown {
         super::output::out(compare_markdown(&comparison, &name_a, &name_b, &env))?;
     } else {
-        crate::say!("{name_a} (A) vs {name_b} (B)")?;
-        if !comparison.rows.is_empty() {
-            super::output::out(compare_table(&comparison))?;
-        }
-        crate::say!("{}", comparison.summary_line())?;
-        if !comparison.rows.is_empty() {
-            crate::say!("{}", comparison.whole_run_line())?;
-            crate::say!("{}", comparison.design_line())?;
-            if let Some(line) = comparison.spread_line() {
-                crate::say!("{line}")?;
-            }
-        }
-        for line in comparison.contention.iter().flat_map(|c| c.lines()) {
-            crate::say!("{line}")?;
-        }
-        for w in &comparison.warnings {
-            crate::say!("warning: {}", safe(&w.to_string()))?;
-        }
-        for line in comparison.mismatch_lines() {
-            crate::say!("{}", safe(&line))?;
-        }
-        if !env.is_empty() {
-            crate::say!("environment differences:")?;
-            for d in &env {
-                crate::say!("  {}: A {}, B {}", safe(&d.name), safe(&d.a), safe(&d.b))?;
-            }
-        }
+        print_comparison(&comparison, (&name_a, &name_b), &env)?;
     }
     if args.fail_on_regression {
         match gate {
             Gate::Pass => {}
             Gate::Regression(message) => anyhow::bail!("{message}"),
             Gate::Undecidable(message) => return Err(super::error::exit_with(3, message)),
+        }
+    }
+    Ok(())
+}
+
+/// `compare --json`: the runs on each side, the method, the gate, the verdicts and every row.
+fn comparison_json(
+    comparison: &Comparison,
+    (a, b): (&Side, &Side),
+    history: &Side,
+    options: &CompareOptions,
+    env: &[Difference],
+    gate: &Gate,
+) -> Value {
+    json!({
+        "type": "comparison",
+        "schema_version": tidy::SCHEMA_VERSION,
+        "a": a.runs_json()[0],
+        "b": b.runs_json()[0],
+        "runs_a": a.runs_json(),
+        "runs_b": b.runs_json(),
+        "history_runs": history.ids(),
+        "spread": comparison.design.spread,
+        "contention": comparison.contention,
+        "threshold": comparison.threshold,
+        "alpha": comparison.alpha,
+        "interval": format!(
+            "95% percentile bootstrap of median(B)/median(A), {} resamples, seed {} mixed with each cell's label",
+            report::compare::BOOTSTRAP_RESAMPLES,
+            report::compare::BOOTSTRAP_SEED
+        ),
+        "test": if comparison.design.spread.df > 0 {
+            "Student's t on the runs' log medians, spread pooled between runs"
+        } else {
+            "two-sided Mann-Whitney U"
+        },
+        "correction": comparison.correction,
+        "ignore": options.ignore,
+        "ignored": comparison.ignored,
+        "design": comparison.design,
+        "whole_run": comparison.whole_run,
+        "gate": {
+            "decision": gate.name(),
+            "exit_code": gate.exit_code(),
+            "message": gate.message(),
+        },
+        "verdicts": {
+            "faster": comparison.count(Verdict::Faster),
+            "slower": comparison.count(Verdict::Slower),
+            "no-change": comparison.count(Verdict::NoChange),
+            "inconclusive": comparison.count(Verdict::Inconclusive),
+        },
+        "rows": comparison.rows,
+        "only_in_a": comparison.only_in_a,
+        "only_in_b": comparison.only_in_b,
+        "parameter_differences": comparison.parameter_differences,
+        "environment_differences": env,
+        "warnings": comparison.warnings,
+    })
+}
+
+/// `compare`'s text: the table, the summary lines, contention, warnings, what did not match
+/// and the environment's differences.
+fn print_comparison(comparison: &Comparison, (name_a, name_b): (&str, &str), env: &[Difference]) -> anyhow::Result<()> {
+    crate::say!("{name_a} (A) vs {name_b} (B)")?;
+    if !comparison.rows.is_empty() {
+        super::output::out(compare_table(comparison))?;
+    }
+    crate::say!("{}", comparison.summary_line())?;
+    if !comparison.rows.is_empty() {
+        crate::say!("{}", comparison.whole_run_line())?;
+        crate::say!("{}", comparison.design_line())?;
+        if let Some(line) = comparison.spread_line() {
+            crate::say!("{line}")?;
+        }
+    }
+    for line in comparison.contention.iter().flat_map(|c| c.lines()) {
+        crate::say!("{line}")?;
+    }
+    for w in &comparison.warnings {
+        crate::say!("warning: {}", safe(&w.to_string()))?;
+    }
+    for line in comparison.mismatch_lines() {
+        crate::say!("{}", safe(&line))?;
+    }
+    if !env.is_empty() {
+        crate::say!("environment differences:")?;
+        for d in env {
+            crate::say!("  {}: A {}, B {}", safe(&d.name), safe(&d.a), safe(&d.b))?;
         }
     }
     Ok(())

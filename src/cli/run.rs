@@ -437,25 +437,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         super::live::check_terminal()?;
     }
     let stop = crate::sys::signal::install_stop_handler();
-    let (mut store, run_id, done) = match destination {
-        Destination::Terminal => (None, None, HashSet::new()),
-        Destination::NewRun(path) => {
-            let mut store = open_for_writing(path)?;
-            let id = store
-                .create_run(&NewRun::of_plan(plan, command_line()))
-                .map_err(store_error)?;
-            // Held until the run is closed: `sweep --resume` refuses a run this process executes.
-            store.lock_run(id).map_err(store_error)?;
-            (Some(store), Some(id), HashSet::new())
-        }
-        Destination::Resume(path, id) => {
-            let mut store = open_for_writing(path)?;
-            store.lock_run(id).map_err(store_error)?;
-            let done = store.done_cells(id)?;
-            store.set_run_status(id, RunStatus::Running)?;
-            (Some(store), Some(id), done)
-        }
-    };
+    let (mut store, run_id, done) = open_destination(plan, destination)?;
     match store.as_mut() {
         Some(store) => super::ab::restore_orphans(store)?,
         None => super::ab::restore_orphans_in_default_db()?,
@@ -527,27 +509,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     };
     let end = end?;
     if end.interrupted {
-        let cut = end
-            .cut_short
-            .as_ref()
-            .map(|l| format!("; the cell cut short ({l}) was discarded"))
-            .unwrap_or_default();
-        // Not eprintln!: after SIGHUP the terminal may be gone, and a failed write must not
-        // turn a clean stop into a panic.
-        use std::io::Write;
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "stopped: {} cells finished{cut}", end.recorded);
-        let _ = match (&db, run_id) {
-            (Some(db), Some(id)) => writeln!(
-                err,
-                "everything finished is stored. Continue with: {}",
-                resume_command(id, db, keyed)
-            ),
-            _ => writeln!(
-                err,
-                "nothing was stored (no --db): run again with --db PATH to be able to resume"
-            ),
-        };
+        tell_stopped(&end, db.as_deref(), run_id, keyed);
     }
     Ok(Executed {
         run_id,
@@ -556,6 +518,58 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         end,
         keyed,
     })
+}
+
+/// The database a run writes and the run in it (a new one, or the one resumed, locked and
+/// running again with the cells it already has); nothing for the terminal alone.
+fn open_destination(
+    plan: &Plan,
+    destination: Destination<'_>,
+) -> anyhow::Result<(Option<Store>, Option<i64>, HashSet<Cell>)> {
+    Ok(match destination {
+        Destination::Terminal => (None, None, HashSet::new()),
+        Destination::NewRun(path) => {
+            let mut store = open_for_writing(path)?;
+            let id = store
+                .create_run(&NewRun::of_plan(plan, command_line()))
+                .map_err(store_error)?;
+            // Held until the run is closed: `sweep --resume` refuses a run this process executes.
+            store.lock_run(id).map_err(store_error)?;
+            (Some(store), Some(id), HashSet::new())
+        }
+        Destination::Resume(path, id) => {
+            let mut store = open_for_writing(path)?;
+            store.lock_run(id).map_err(store_error)?;
+            let done = store.done_cells(id)?;
+            store.set_run_status(id, RunStatus::Running)?;
+            (Some(store), Some(id), done)
+        }
+    })
+}
+
+/// After a stop: how many cells finished, and how to resume (or that nothing was stored).
+fn tell_stopped(end: &RunEnd, db: Option<&Path>, run_id: Option<i64>, keyed: bool) {
+    let cut = end
+        .cut_short
+        .as_ref()
+        .map(|l| format!("; the cell cut short ({l}) was discarded"))
+        .unwrap_or_default();
+    // Not eprintln!: after SIGHUP the terminal may be gone, and a failed write must not
+    // turn a clean stop into a panic.
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "stopped: {} cells finished{cut}", end.recorded);
+    let _ = match (db, run_id) {
+        (Some(db), Some(id)) => writeln!(
+            err,
+            "everything finished is stored. Continue with: {}",
+            resume_command(id, db, keyed)
+        ),
+        _ => writeln!(
+            err,
+            "nothing was stored (no --db): run again with --db PATH to be able to resume"
+        ),
+    };
 }
 
 /// Fail the command, once its records are printed, at the first record in which

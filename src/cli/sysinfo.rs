@@ -31,6 +31,15 @@ fn bytes(v: Option<u64>) -> String {
 
 /// The description as aligned `key: value` lines.
 pub fn render(m: &Machine) -> String {
+    let mut lines = processor_lines(m);
+    lines.extend(memory_and_device_lines(m));
+    lines.extend(kernel_setting_lines(m));
+    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    lines.iter().map(|(k, v)| format!("{k:<width$}  {v}\n")).collect()
+}
+
+/// The host, kernel, CPUs, TSC, clock source and caches, as (key, value) lines.
+fn processor_lines(m: &Machine) -> Vec<(String, String)> {
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut add = |k: &str, v: String| lines.push((k.to_string(), v));
     add("host", opt(&m.hostname));
@@ -80,6 +89,13 @@ pub fn render(m: &Machine) -> String {
             ),
         );
     }
+    lines
+}
+
+/// Memory, NUMA nodes, network interfaces and block devices, as (key, value) lines.
+fn memory_and_device_lines(m: &Machine) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut add = |k: &str, v: String| lines.push((k.to_string(), v));
     add(
         "memory",
         format!(
@@ -118,6 +134,14 @@ pub fn render(m: &Machine) -> String {
             ),
         );
     }
+    lines
+}
+
+/// The kernel's settings that bear on measuring: governor, hugepages, mitigations, perf,
+/// io_uring, socket memory and locked-memory limits.
+fn kernel_setting_lines(m: &Machine) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut add = |k: &str, v: String| lines.push((k.to_string(), v));
     add("governor", opt(&m.governor));
     add("transparent hugepages", opt(&m.transparent_hugepage));
     for (k, v) in &m.mitigations {
@@ -149,6 +173,5 @@ pub fn render(m: &Machine) -> String {
         }),
     );
     add("loopback mtu", opt(&m.loopback_mtu));
-    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    lines.iter().map(|(k, v)| format!("{k:<width$}  {v}\n")).collect()
+    lines
 }

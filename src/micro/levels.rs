@@ -319,22 +319,7 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
     let detected = detect_levels_spread(&curve);
     let kernel = data_caches(caches);
     let Some(llc) = kernel.last().copied() else {
-        for l in detected {
-            out.rows.push(LevelRow {
-                name: l.name.clone(),
-                kernel: if l.name == "DRAM" {
-                    "main memory".into()
-                } else {
-                    "no cache sizes (sysfs)".into()
-                },
-                level: Some(l),
-                missing: None,
-            });
-        }
-        out.notes.push(
-            "the kernel reports no cache sizes (sysfs): the levels are not checked against the machine, and the last one is called DRAM by its latency alone".into(),
-        );
-        return out;
+        return levels_unchecked(detected);
     };
     // Caches smaller than the smallest working set cannot show in the curve.
     let skipped: Vec<&CacheInfo> = kernel.iter().copied().filter(|c| c.size_bytes < sweep_min).collect();
@@ -351,7 +336,6 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
     }
     let offset = skipped.last().map_or(0, |c| c.level);
     let reached_memory = sweep_max >= llc.size_bytes.saturating_mul(BEYOND_LLC);
-    let next_above = |bytes: u64| curve.iter().map(|p| p.0).find(|s| *s > bytes);
     let mut number = offset;
     let mut dram: Option<Level> = None;
     for l in detected {
@@ -362,70 +346,19 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
         number += 1;
         let name = format!("L{number}");
         let Some(c) = kernel.iter().find(|c| c.level == number) else {
-            let in_plateau: Vec<u64> = curve
-                .iter()
-                .map(|p| p.0)
-                .filter(|s| (l.min_bytes..=l.max_bytes).contains(s))
-                .collect();
-            let noisy = in_plateau.iter().filter(|s| is_noisy(**s, cvs)).count();
-            if noisy * 2 > in_plateau.len() {
-                number -= 1;
-                out.notes.push(format!(
-                    "unresolved: {}..{}: a plateau past the caches the kernel reports (up to L{}) whose points mostly vary by more than {:.0}% (CV) is not a level",
-                    format_bytes(l.min_bytes),
-                    format_bytes(l.max_bytes),
-                    llc.level,
-                    NOISY_CV * 100.0
-                ));
-                continue;
+            match level_beyond_caches(l, name, &curve, cvs, llc) {
+                Ok((row, note)) => {
+                    out.notes.push(note);
+                    out.rows.push(row);
+                }
+                Err(note) => {
+                    number -= 1;
+                    out.notes.push(note);
+                }
             }
-            if l.points < MIN_EXTRA_LEVEL_POINTS {
-                number -= 1;
-                out.notes.push(format!(
-                    "unresolved: {}..{}: a plateau of {} point(s) past the caches the kernel reports (up to L{}) is too short to be a level (it needs {MIN_EXTRA_LEVEL_POINTS}); rerun with more --samples on an idle machine",
-                    format_bytes(l.min_bytes),
-                    format_bytes(l.max_bytes),
-                    l.points,
-                    llc.level
-                ));
-                continue;
-            }
-            out.notes.push(format!(
-                "{name}: a plateau beyond the caches the kernel reports (up to L{}): TLB reach (page walks added to each load beyond it; rerun with --hugepages) or a memory-side cache",
-                llc.level
-            ));
-            out.rows.push(LevelRow {
-                name,
-                level: Some(l),
-                kernel: "no such cache in sysfs".into(),
-                missing: None,
-            });
             continue;
         };
-        let lower: u64 = kernel.iter().filter(|k| k.level < number).map(|k| k.size_bytes).sum();
-        let is_llc = c.level == llc.level;
-        match next_above(l.max_bytes) {
-            Some(hi) if c.size_bytes > hi => out.notes.push(format!(
-                "{name}: the curve leaves it between {} and {}, below the {} the kernel reports; {}",
-                format_bytes(l.max_bytes),
-                format_bytes(hi),
-                format_bytes(c.size_bytes),
-                boundary_reasons(c, is_llc)
-            )),
-            _ if l.max_bytes > c.size_bytes => {
-                let why = if lower > 0 && l.max_bytes <= c.size_bytes + lower {
-                    "an exclusive (victim) cache, which also holds what the levels below it evicted"
-                } else {
-                    "prefetching, or a curve too noisy to show the edge (rerun with more --samples)"
-                };
-                out.notes.push(format!(
-                    "{name}: the plateau goes on to {}, past the {} the kernel reports; this may be due to {why}",
-                    format_bytes(l.max_bytes),
-                    format_bytes(c.size_bytes),
-                ))
-            }
-            _ => {}
-        }
+        out.notes.extend(edge_note(&name, &l, c, &kernel, llc, &curve));
         out.rows.push(LevelRow {
             name,
             level: Some(l),
@@ -433,10 +366,6 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
             missing: None,
         });
     }
-    let raise = format!(
-        "raise --max to at least {}",
-        format_bytes(llc.size_bytes.saturating_mul(BEYOND_LLC))
-    );
     if reached_memory {
         // Kernel caches the curve passed without a plateau were merged into a neighbour or
         // crossed in a transition: say nothing more than the rows above show.
@@ -448,8 +377,130 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
         });
         return out;
     }
-    // The curve ends below (or near) the last-level cache: its last plateau cannot be called
-    // main memory, and the levels past it were not reached.
+    curve_ends_short(&mut out, dram, &kernel, llc, number, sweep_max);
+    out
+}
+
+/// The levels when the kernel reports no cache sizes: as the curve shows them, the last one
+/// called DRAM by its latency alone.
+fn levels_unchecked(detected: Vec<Level>) -> Hierarchy {
+    let mut out = Hierarchy::default();
+    for l in detected {
+        out.rows.push(LevelRow {
+            name: l.name.clone(),
+            kernel: if l.name == "DRAM" {
+                "main memory".into()
+            } else {
+                "no cache sizes (sysfs)".into()
+            },
+            level: Some(l),
+            missing: None,
+        });
+    }
+    out.notes.push(
+        "the kernel reports no cache sizes (sysfs): the levels are not checked against the machine, and the last one is called DRAM by its latency alone".into(),
+    );
+    out
+}
+
+/// A plateau past the caches the kernel reports: a level with its note (TLB reach or a
+/// memory-side cache), or Err with the note saying why it is not one (mostly noisy, or too
+/// short).
+fn level_beyond_caches(
+    l: Level,
+    name: String,
+    curve: &[(u64, f64)],
+    cvs: &[(u64, f64)],
+    llc: &CacheInfo,
+) -> Result<(LevelRow, String), String> {
+    let in_plateau: Vec<u64> = curve
+        .iter()
+        .map(|p| p.0)
+        .filter(|s| (l.min_bytes..=l.max_bytes).contains(s))
+        .collect();
+    let noisy = in_plateau.iter().filter(|s| is_noisy(**s, cvs)).count();
+    if noisy * 2 > in_plateau.len() {
+        return Err(format!(
+            "unresolved: {}..{}: a plateau past the caches the kernel reports (up to L{}) whose points mostly vary by more than {:.0}% (CV) is not a level",
+            format_bytes(l.min_bytes),
+            format_bytes(l.max_bytes),
+            llc.level,
+            NOISY_CV * 100.0
+        ));
+    }
+    if l.points < MIN_EXTRA_LEVEL_POINTS {
+        return Err(format!(
+            "unresolved: {}..{}: a plateau of {} point(s) past the caches the kernel reports (up to L{}) is too short to be a level (it needs {MIN_EXTRA_LEVEL_POINTS}); rerun with more --samples on an idle machine",
+            format_bytes(l.min_bytes),
+            format_bytes(l.max_bytes),
+            l.points,
+            llc.level
+        ));
+    }
+    let note = format!(
+        "{name}: a plateau beyond the caches the kernel reports (up to L{}): TLB reach (page walks added to each load beyond it; rerun with --hugepages) or a memory-side cache",
+        llc.level
+    );
+    let row = LevelRow {
+        name,
+        level: Some(l),
+        kernel: "no such cache in sysfs".into(),
+        missing: None,
+    };
+    Ok((row, note))
+}
+
+/// Where a plateau's edge disagrees with its cache's size: the curve leaves it below the size
+/// the kernel reports, or goes on past it (and what may cause that).
+fn edge_note(
+    name: &str,
+    l: &Level,
+    c: &CacheInfo,
+    kernel: &[&CacheInfo],
+    llc: &CacheInfo,
+    curve: &[(u64, f64)],
+) -> Option<String> {
+    let next_above = |bytes: u64| curve.iter().map(|p| p.0).find(|s| *s > bytes);
+    let lower: u64 = kernel.iter().filter(|k| k.level < c.level).map(|k| k.size_bytes).sum();
+    let is_llc = c.level == llc.level;
+    match next_above(l.max_bytes) {
+        Some(hi) if c.size_bytes > hi => Some(format!(
+            "{name}: the curve leaves it between {} and {}, below the {} the kernel reports; {}",
+            format_bytes(l.max_bytes),
+            format_bytes(hi),
+            format_bytes(c.size_bytes),
+            boundary_reasons(c, is_llc)
+        )),
+        _ if l.max_bytes > c.size_bytes => {
+            let why = if lower > 0 && l.max_bytes <= c.size_bytes + lower {
+                "an exclusive (victim) cache, which also holds what the levels below it evicted"
+            } else {
+                "prefetching, or a curve too noisy to show the edge (rerun with more --samples)"
+            };
+            Some(format!(
+                "{name}: the plateau goes on to {}, past the {} the kernel reports; this may be due to {why}",
+                format_bytes(l.max_bytes),
+                format_bytes(c.size_bytes),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The curve ends below (or near) the last-level cache: its last plateau cannot be called
+/// main memory, and the levels past it (numbered from `number`) were not reached.
+fn curve_ends_short(
+    out: &mut Hierarchy,
+    dram: Option<Level>,
+    kernel: &[&CacheInfo],
+    llc: &CacheInfo,
+    mut number: u32,
+    sweep_max: u64,
+) {
+    let raise = format!(
+        "raise --max to at least {}",
+        format_bytes(llc.size_bytes.saturating_mul(BEYOND_LLC))
+    );
     let ends = if sweep_max < llc.size_bytes {
         format!(
             "the curve ends at {}, below the {} L{} the kernel reports",
@@ -518,7 +569,6 @@ fn read_levels_inner(points: &[(u64, f64)], cvs: &[(u64, f64)], caches: &[CacheI
         kernel: "main memory".into(),
         missing: Some(not_reached(None)),
     });
-    out
 }
 
 fn within(a: f64, b: f64) -> bool {

@@ -65,184 +65,216 @@ pub struct Settings {
     pub block_sizes: Option<Vec<u64>>,
 }
 
+/// One case's options beyond those every case of the run shares.
+type Options = Vec<(&'static str, String)>;
+
 /// The cases one benchmark runs under these settings.
 pub fn plan(bench: Bench, s: &Settings) -> Vec<MicroCase> {
-    let mut common: Vec<(&str, String)> = Vec::new();
+    let mut common: Options = Vec::new();
     if s.quick {
         common.push(("quick", "1".into()));
     }
     if let Some(n) = s.samples {
         common.push(("samples", n.to_string()));
     }
-    let case = |extra: Vec<(&str, String)>| {
-        let mut opts = common.clone();
-        opts.extend(extra);
-        MicroCase::new(bench, opts)
-    };
-    let chosen: Vec<&str> = bench
+    let chosen: Vec<&'static str> = bench
         .variants()
         .iter()
         .copied()
         .filter(|v| s.variants.as_ref().is_none_or(|want| want.iter().any(|w| w == v)))
         .collect();
-    let dir = s.dir.as_ref().map(|d| d.display().to_string());
-    let with_dir = |mut v: Vec<(&'static str, String)>| {
-        if let Some(d) = &dir {
-            v.push(("dir", d.clone()));
-        }
-        v
-    };
-    let mut out = Vec::new();
-    match bench {
-        Bench::Timer => out.push(case(vec![])),
-        Bench::Call => out.extend((0..=7).map(|n| case(vec![("args", n.to_string())]))),
-        Bench::Syscall | Bench::Thread | Bench::Tcp => {
-            out.extend(chosen.iter().map(|v| case(vec![("variant", v.to_string())])))
-        }
-        Bench::Proc => {
-            for v in &chosen {
-                let mut o = vec![("variant", v.to_string())];
+    let variant = |v: &str| vec![("variant", v.to_string())];
+    let cases: Vec<Options> = match bench {
+        Bench::Timer => vec![vec![]],
+        Bench::Call => (0..=7).map(|n| vec![("args", n.to_string())]).collect(),
+        Bench::Syscall | Bench::Thread | Bench::Tcp => chosen.iter().map(|v| variant(v)).collect(),
+        Bench::Proc => chosen
+            .iter()
+            .map(|v| {
+                let mut o = variant(v);
                 if !v.starts_with("fork_exit") {
                     o.push((
                         "program",
                         s.program.clone().unwrap_or_else(|| proc::DEFAULT_PROGRAM.into()),
                     ));
                 }
-                out.push(case(o));
-            }
-        }
+                o
+            })
+            .collect(),
         Bench::Ctxswitch => {
             let pins: Vec<&str> = match s.pinned {
                 Some(true) => vec!["yes"],
                 Some(false) => vec!["no"],
                 None => vec!["yes", "no"],
             };
+            let mut out = Vec::new();
             for v in &chosen {
                 for p in &pins {
-                    out.push(case(vec![("variant", v.to_string()), ("pinned", p.to_string())]));
+                    out.push(vec![("variant", v.to_string()), ("pinned", p.to_string())]);
                 }
             }
+            out
         }
-        Bench::Memlat => {
-            let max = s.memlat_max.unwrap_or(if s.quick { 8 << 20 } else { 256 << 20 });
-            let min = s.memlat_min.unwrap_or(1024);
-            let stride = s.stride.unwrap_or(memlat::DEFAULT_STRIDE);
-            for size in memlat::sizes(min, max, !s.quick) {
-                let mut o = vec![("size_bytes", size.to_string()), ("stride_bytes", stride.to_string())];
-                if s.hugepages {
-                    o.push(("hugepages", "yes".into()));
-                }
-                out.push(case(o));
-            }
-        }
+        Bench::Memlat => memlat_cases(s),
         Bench::Membw => {
             // --size sets the whole buffers; the cache-resident variants keep theirs.
             let size = s.membw_size.unwrap_or_else(membw::default_size);
-            out.extend(chosen.iter().map(|v| {
-                let size = if v.ends_with("_cached") {
-                    membw::cached_size()
-                } else {
-                    size
-                };
-                case(vec![("variant", v.to_string()), ("size_bytes", size.to_string())])
-            }));
+            chosen
+                .iter()
+                .map(|v| {
+                    let size = if v.ends_with("_cached") {
+                        membw::cached_size()
+                    } else {
+                        size
+                    };
+                    vec![("variant", v.to_string()), ("size_bytes", size.to_string())]
+                })
+                .collect()
         }
-        Bench::Pagefault => {
-            for v in &chosen {
-                let mut o = vec![("variant", v.to_string())];
+        Bench::Pagefault => chosen
+            .iter()
+            .map(|v| {
+                let mut o = variant(v);
                 if *v == "major" {
-                    o = with_dir(o);
+                    o = with_dir(o, s);
                     if let Some(b) = s.file_bytes {
                         o.push(("file_bytes", b.to_string()));
                     }
                 }
-                out.push(case(o));
+                o
+            })
+            .collect(),
+        Bench::Fs if s.remote.is_some() => remote_fs_cases(&chosen, s),
+        Bench::Fs => fs_cases(&chosen, s),
+    };
+    cases
+        .into_iter()
+        .map(|extra| {
+            let mut opts = common.clone();
+            opts.extend(extra);
+            MicroCase::new(bench, opts)
+        })
+        .collect()
+}
+
+/// The options with `--dir`'s folder, when given.
+fn with_dir(mut v: Options, s: &Settings) -> Options {
+    if let Some(d) = &s.dir {
+        v.push(("dir", d.display().to_string()));
+    }
+    v
+}
+
+/// memlat's working sets from `--min` to `--max`, with the stride and `--hugepages`.
+fn memlat_cases(s: &Settings) -> Vec<Options> {
+    let max = s.memlat_max.unwrap_or(if s.quick { 8 << 20 } else { 256 << 20 });
+    let min = s.memlat_min.unwrap_or(1024);
+    let stride = s.stride.unwrap_or(memlat::DEFAULT_STRIDE);
+    memlat::sizes(min, max, !s.quick)
+        .into_iter()
+        .map(|size| {
+            let mut o = vec![("size_bytes", size.to_string()), ("stride_bytes", stride.to_string())];
+            if s.hugepages {
+                o.push(("hugepages", "yes".into()));
             }
-        }
-        Bench::Fs if s.remote.is_some() => {
-            // The same variants read locally and over sshfs, per block size and file size.
-            let link = s.remote.clone().unwrap_or_default();
-            let blocks = s.block_sizes.clone().unwrap_or_else(|| vec![remote_fs::DEFAULT_BLOCK]);
-            let sizes = match s.file_bytes {
-                Some(b) => vec![b],
-                None if s.quick => vec![256 << 10, 1 << 20],
-                None => vec![1 << 20, 4 << 20, 16 << 20],
-            };
-            for v in chosen.iter().filter(|v| **v != "cache_read") {
-                for block in &blocks {
-                    let mut base = with_dir(vec![
-                        ("variant", v.to_string()),
-                        ("remote", remote_fs::SERVER.to_string()),
-                        ("block_bytes", block.to_string()),
-                    ]);
-                    if !link.is_empty() {
-                        base.push(("link", link.clone()));
-                    }
-                    if *v == "contention" {
-                        // The seed's shape: 1..N readers, each its own file of the same size.
-                        let procs = s.procs.clone().unwrap_or_else(|| {
-                            if s.quick {
-                                vec![1, 2]
-                            } else {
-                                remote_fs::SEED_READERS.to_vec()
-                            }
-                        });
-                        for n in procs {
-                            let mut o = base.clone();
-                            o.push(("procs", n.to_string()));
-                            if let Some(b) = s.file_bytes {
-                                o.push(("file_bytes", b.to_string()));
-                            }
-                            out.push(case(o));
-                        }
+            o
+        })
+        .collect()
+}
+
+/// fs --remote: the same variants read locally and over sshfs, per block size and file size
+/// (contention: per number of readers).
+fn remote_fs_cases(chosen: &[&str], s: &Settings) -> Vec<Options> {
+    let mut out = Vec::new();
+    let link = s.remote.clone().unwrap_or_default();
+    let blocks = s.block_sizes.clone().unwrap_or_else(|| vec![remote_fs::DEFAULT_BLOCK]);
+    let sizes = match s.file_bytes {
+        Some(b) => vec![b],
+        None if s.quick => vec![256 << 10, 1 << 20],
+        None => vec![1 << 20, 4 << 20, 16 << 20],
+    };
+    for v in chosen.iter().filter(|v| **v != "cache_read") {
+        for block in &blocks {
+            let mut base = with_dir(
+                vec![
+                    ("variant", v.to_string()),
+                    ("remote", remote_fs::SERVER.to_string()),
+                    ("block_bytes", block.to_string()),
+                ],
+                s,
+            );
+            if !link.is_empty() {
+                base.push(("link", link.clone()));
+            }
+            if *v == "contention" {
+                // The seed's shape: 1..N readers, each its own file of the same size.
+                let procs = s.procs.clone().unwrap_or_else(|| {
+                    if s.quick {
+                        vec![1, 2]
                     } else {
-                        for size in &sizes {
-                            let mut o = base.clone();
-                            o.push(("file_bytes", size.to_string()));
-                            out.push(case(o));
-                        }
+                        remote_fs::SEED_READERS.to_vec()
                     }
+                });
+                out.extend(readers_cases(&base, procs, s));
+            } else {
+                for size in &sizes {
+                    let mut o = base.clone();
+                    o.push(("file_bytes", size.to_string()));
+                    out.push(o);
                 }
             }
         }
-        Bench::Fs => {
-            for v in &chosen {
-                let base = with_dir(vec![("variant", v.to_string())]);
-                match *v {
-                    "cache_read" => {
-                        // One case grows its working set until the knee or a bound
-                        // (fs::CacheStop): the sizes depend on what the run finds.
-                        let mut o = base.clone();
-                        if let Some(max) = s.cache_max {
-                            o.push(("cache_max_bytes", max.to_string()));
-                        }
-                        if let Some(t) = s.cache_time_s {
-                            o.push(("budget_s", t.to_string()));
-                        }
-                        out.push(case(o));
-                    }
-                    "contention" => {
-                        let procs = s
-                            .procs
-                            .clone()
-                            .unwrap_or_else(|| if s.quick { vec![1, 2] } else { vec![1, 2, 4] });
-                        for n in procs {
-                            let mut o = base.clone();
-                            o.push(("procs", n.to_string()));
-                            if let Some(b) = s.file_bytes {
-                                o.push(("file_bytes", b.to_string()));
-                            }
-                            out.push(case(o));
-                        }
-                    }
-                    _ => {
-                        let mut o = base;
-                        if let Some(b) = s.file_bytes {
-                            o.push(("file_bytes", b.to_string()));
-                        }
-                        out.push(case(o));
-                    }
+    }
+    out
+}
+
+/// A contention case per number of readers, each reading `--file-size` when given.
+fn readers_cases(base: &Options, procs: Vec<usize>, s: &Settings) -> Vec<Options> {
+    procs
+        .into_iter()
+        .map(|n| {
+            let mut o = base.clone();
+            o.push(("procs", n.to_string()));
+            if let Some(b) = s.file_bytes {
+                o.push(("file_bytes", b.to_string()));
+            }
+            o
+        })
+        .collect()
+}
+
+/// fs's local variants: cache_read's one growing case, contention's per number of readers,
+/// the others one each.
+fn fs_cases(chosen: &[&str], s: &Settings) -> Vec<Options> {
+    let mut out = Vec::new();
+    for v in chosen {
+        let base = with_dir(vec![("variant", v.to_string())], s);
+        match *v {
+            "cache_read" => {
+                // One case grows its working set until the knee or a bound
+                // (fs::CacheStop): the sizes depend on what the run finds.
+                let mut o = base.clone();
+                if let Some(max) = s.cache_max {
+                    o.push(("cache_max_bytes", max.to_string()));
                 }
+                if let Some(t) = s.cache_time_s {
+                    o.push(("budget_s", t.to_string()));
+                }
+                out.push(o);
+            }
+            "contention" => {
+                let procs = s
+                    .procs
+                    .clone()
+                    .unwrap_or_else(|| if s.quick { vec![1, 2] } else { vec![1, 2, 4] });
+                out.extend(readers_cases(&base, procs, s));
+            }
+            _ => {
+                let mut o = base;
+                if let Some(b) = s.file_bytes {
+                    o.push(("file_bytes", b.to_string()));
+                }
+                out.push(o);
             }
         }
     }

@@ -136,6 +136,40 @@ fn total_cell(observations: &[&Observation], name: &str, total_name: &str) -> Op
     })
 }
 
+/// The cells of one workload type with their case (`cases_of::<StreamCase>(cells)`), in order:
+/// what every workload's charts start from.
+pub fn cases_of<T: crate::case::Workload>(cells: &[CellSummary]) -> Vec<(&T, &CellSummary)> {
+    cells.iter().filter_map(|c| c.case.get::<T>().map(|t| (t, c))).collect()
+}
+
+/// micro memlat's cells with their working set's size in bytes (a cell without one is left
+/// out).
+pub fn memlat_cells(cells: &[CellSummary]) -> impl Iterator<Item = (u64, &CellSummary)> {
+    cells.iter().filter_map(|cell| {
+        let m = cell.case.get::<crate::case::MicroCase>()?;
+        if m.bench != crate::case::Bench::Memlat {
+            return None;
+        }
+        let size = m
+            .options
+            .iter()
+            .find(|(k, _)| k == "size_bytes")
+            .and_then(|(_, v)| v.parse::<u64>().ok())?;
+        Some((size, cell))
+    })
+}
+
+/// A memlat cell's spread per repetition (bytes, CV), from its latency means and deviations.
+pub fn memlat_cvs(size: u64, cell: &CellSummary) -> Vec<(u64, f64)> {
+    match (
+        cell.metric(names::LATENCY_NS_MEAN, Role::System),
+        cell.metric(names::LATENCY_NS_STDDEV, Role::System),
+    ) {
+        (Some(mean), Some(sd)) => crate::micro::levels::cvs_of(size, &mean.values, &sd.values),
+        _ => Vec::new(),
+    }
+}
+
 /// Summarise every case of a run, in planned order.
 pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
     data.cases
@@ -354,32 +388,18 @@ pub fn placement_warnings(data: &RunData) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::case::{CopyMode, Endpoint, StreamCase};
+    use crate::case::{CopyMode, StreamCase};
     use crate::observation::{Metric, Source};
     use crate::store::{RunSummary, StoredCell};
 
     pub fn stream_case(mode: CopyMode, size: u64, threads: usize) -> Case {
-        Case::NetStream(StreamCase {
-            mode,
-            rx_mode: crate::case::RxMode::paired_with(mode),
-            size,
-            fields: 8,
-            net: crate::case::NetParams {
-                threads,
-                duration_ms: 100,
-                warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        })
+        Case::NetStream(
+            StreamCase::for_test(mode, size)
+                .with_fields(8)
+                .with_threads(threads)
+                .with_window_ms(100, 10)
+                .with_perf(),
+        )
     }
 
     pub fn observation(gbps: f64) -> Observation {

@@ -3,6 +3,7 @@
 //! log2(x) / log10(y) on a linear axis with labels converted back, so every chart has one
 //! coordinate type.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -527,6 +528,43 @@ fn fitted_caption(text: &str, width_px: f64, k: f64) -> (String, f64) {
     (format!("{}…", text.chars().take(keep).collect::<String>()), 11.0)
 }
 
+/// A panel's chart: two f64 axes (already log-transformed where the axis is logarithmic).
+type PanelChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's pixels at the image's scale `k`, and its axes' transforms of data values.
+#[derive(Clone, Copy)]
+struct PanelScale {
+    k: f64,
+    log_x: bool,
+    log_y: bool,
+}
+
+impl PanelScale {
+    fn px(self, v: f64) -> i32 {
+        (v * self.k).round() as i32
+    }
+    fn size(self, v: f64) -> u32 {
+        (v * self.k).round() as u32
+    }
+    fn font(self, s: f64) -> (&'static str, f64) {
+        ("sans-serif", s * self.k)
+    }
+    fn tx(self, v: f64) -> f64 {
+        if self.log_x {
+            v.max(1.0).log2()
+        } else {
+            v
+        }
+    }
+    fn ty(self, v: f64) -> f64 {
+        if self.log_y {
+            v.max(f64::MIN_POSITIVE).log10()
+        } else {
+            v
+        }
+    }
+}
+
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     spec: &ChartSpec,
@@ -536,38 +574,25 @@ fn draw_panel<DB: DrawingBackend>(
     axes: &Axes,
     k: f64,
 ) -> anyhow::Result<()> {
-    let px = |v: f64| (v * k).round() as i32;
-    let size = |v: f64| (v * k).round() as u32;
-    let font = |s: f64| ("sans-serif", s * k);
-    let (log_x, log_y) = (axes.log_x, axes.log_y);
-    let tx = |v: f64| if log_x { v.max(1.0).log2() } else { v };
-    let ty = |v: f64| if log_y { v.max(f64::MIN_POSITIVE).log10() } else { v };
+    let sc = PanelScale {
+        k,
+        log_x: axes.log_x,
+        log_y: axes.log_y,
+    };
     let (x0, x1) = axes.x;
     let (y0, y1) = axes.y;
     let mut builder = ChartBuilder::on(area);
     builder
-        .margin(px(8.0))
-        .margin_right(px(14.0))
-        .x_label_area_size(px(if several { 26.0 } else { 44.0 }))
-        .y_label_area_size(px(if first { 62.0 } else { 44.0 }));
+        .margin(sc.px(8.0))
+        .margin_right(sc.px(14.0))
+        .x_label_area_size(sc.px(if several { 26.0 } else { 44.0 }))
+        .y_label_area_size(sc.px(if first { 62.0 } else { 44.0 }));
     if !panel.is_empty() {
         let (text, size) = fitted_caption(panel, area.dim_in_pixel().0 as f64 - 16.0 * k, k);
-        builder.caption(text, font(size));
+        builder.caption(text, sc.font(size));
     }
     let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(draw_err)?;
-    let x_axis = spec.x_axis;
-    let x_fmt = |v: &f64| match spec.x_labels.iter().find(|(x, _)| (x - v).abs() < 1e-6) {
-        Some((_, label)) => label.clone(),
-        None => format_x(x_axis, log_x, *v),
-    };
-    let y_fmt = move |v: &f64| {
-        if log_y {
-            tick_text(10f64.powf(*v))
-        } else {
-            tick_text(*v)
-        }
-    };
-    let y_desc = if log_y {
+    let y_desc = if sc.log_y {
         format!("{} (log)", spec.y_desc)
     } else {
         spec.y_desc.clone()
@@ -581,25 +606,95 @@ fn draw_panel<DB: DrawingBackend>(
         .y_labels(0)
         .x_desc(if several { "" } else { spec.x_desc.as_str() })
         .y_desc(if first { y_desc.as_str() } else { "" })
-        .axis_desc_style(font(14.0))
-        .axis_style(RGBColor(120, 120, 120).stroke_width(size(1.0)))
+        .axis_desc_style(sc.font(14.0))
+        .axis_style(RGBColor(120, 120, 120).stroke_width(sc.size(1.0)))
         .draw()
         .map_err(draw_err)?;
-    let grid = RGBColor(225, 225, 225).stroke_width(size(1.0));
-    let tick = RGBColor(120, 120, 120).stroke_width(size(1.0));
+    draw_ticks(area, &mut chart, spec, axes, sc)?;
+    draw_markers(&mut chart, spec, panel, axes, sc)?;
+    if spec.stacked {
+        draw_stacked_bands(&mut chart, spec, panel, sc)?;
+        if !legend {
+            return Ok(());
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(sc.font(12.0))
+            .draw()
+            .map_err(draw_err)?;
+        return Ok(());
+    }
+    for series in spec.series.iter().filter(|s| s.panel == panel) {
+        draw_series_line(&mut chart, series, axes, sc)?;
+    }
+    if legend {
+        // The corner the panel's data leaves free, so the legend never hides a point.
+        let points: Vec<(f64, f64)> = spec
+            .series
+            .iter()
+            .filter(|s| s.panel == panel)
+            .flat_map(|s| s.points.iter())
+            .map(|p| {
+                (
+                    (sc.tx(p.x) - x0) / (x1 - x0),
+                    (sc.ty(p.median.max(if sc.log_y { f64::MIN_POSITIVE } else { f64::MIN })) - y0) / (y1 - y0),
+                )
+            })
+            .collect();
+        chart
+            .configure_series_labels()
+            .position(legend_corner(&points))
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(sc.font(12.0))
+            .legend_area_size(sc.px(26.0))
+            .draw()
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// The grid lines, tick marks and tick labels of both axes; an x label that would overlap the
+/// previous one is skipped.
+fn draw_ticks<'a, DB: DrawingBackend + 'a>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &mut PanelChart<'a, DB>,
+    spec: &ChartSpec,
+    axes: &Axes,
+    sc: PanelScale,
+) -> anyhow::Result<()> {
+    let (x0, x1) = axes.x;
+    let (y0, y1) = axes.y;
+    let x_axis = spec.x_axis;
+    let x_fmt = |v: &f64| match spec.x_labels.iter().find(|(x, _)| (x - v).abs() < 1e-6) {
+        Some((_, label)) => label.clone(),
+        None => format_x(x_axis, sc.log_x, *v),
+    };
+    let y_fmt = move |v: &f64| {
+        if sc.log_y {
+            tick_text(10f64.powf(*v))
+        } else {
+            tick_text(*v)
+        }
+    };
+    let grid = RGBColor(225, 225, 225).stroke_width(sc.size(1.0));
+    let tick = RGBColor(120, 120, 120).stroke_width(sc.size(1.0));
     let base = area.get_base_pixel();
-    let label_style = |h: HPos, v: VPos| TextStyle::from(font(13.0).into_font()).pos(Pos::new(h, v));
+    let label_style = |h: HPos, v: VPos| TextStyle::from(sc.font(13.0).into_font()).pos(Pos::new(h, v));
     for &t in axes.y_ticks.iter().filter(|t| **t >= y0 - 1e-9 && **t <= y1 + 1e-9) {
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(x0, t), (x1, t)], grid)))
             .map_err(draw_err)?;
         let (bx, by) = chart.backend_coord(&(x0, t));
         let (rx, ry) = (bx - base.0, by - base.1);
-        area.draw(&PathElement::new(vec![(rx - px(5.0), ry), (rx, ry)], tick))
+        area.draw(&PathElement::new(vec![(rx - sc.px(5.0), ry), (rx, ry)], tick))
             .map_err(draw_err)?;
         area.draw(&Text::new(
             y_fmt(&t),
-            (rx - px(7.0), ry),
+            (rx - sc.px(7.0), ry),
             label_style(HPos::Right, VPos::Center),
         ))
         .map_err(draw_err)?;
@@ -611,23 +706,34 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(draw_err)?;
         let (bx, by) = chart.backend_coord(&(t, y0));
         let (rx, ry) = (bx - base.0, by - base.1);
-        area.draw(&PathElement::new(vec![(rx, ry), (rx, ry + px(5.0))], tick))
+        area.draw(&PathElement::new(vec![(rx, ry), (rx, ry + sc.px(5.0))], tick))
             .map_err(draw_err)?;
         // Skip a label that would overlap the previous one.
         let text = x_fmt(&t);
-        let half = (text.len() as f64 * 3.8 * k) as i32;
+        let half = (text.len() as f64 * 3.8 * sc.k) as i32;
         if rx - half > last_right {
             area.draw(&Text::new(
                 text,
-                (rx, ry + px(7.0)),
+                (rx, ry + sc.px(7.0)),
                 label_style(HPos::Center, VPos::Top),
             ))
             .map_err(draw_err)?;
             last_right = rx + half;
         }
     }
-    // Markers: a line at x with its label ending at the line; labels alternate between two
-    // heights so neighbours do not overwrite each other.
+    Ok(())
+}
+
+/// Markers: a line at x with its label ending at the line; labels alternate between two
+/// heights so neighbours do not overwrite each other.
+fn draw_markers<'a, DB: DrawingBackend + 'a>(
+    chart: &mut PanelChart<'a, DB>,
+    spec: &ChartSpec,
+    panel: &str,
+    axes: &Axes,
+    sc: PanelScale,
+) -> anyhow::Result<()> {
+    let (y0, y1) = axes.y;
     let markers = spec.markers.iter().map(|(x, l)| (*x, l)).chain(
         spec.panel_markers
             .iter()
@@ -635,119 +741,102 @@ fn draw_panel<DB: DrawingBackend>(
             .map(|(_, x, l)| (*x, l)),
     );
     for (i, (x, label)) in markers.enumerate() {
-        let x = tx(x);
+        let x = sc.tx(x);
         let label_y = y1 - (y1 - y0) * if i % 2 == 0 { 0.01 } else { 0.07 };
         chart
             .draw_series(std::iter::once(DashedPathElement::new(
                 vec![(x, y0), (x, y1)],
-                size(4.0),
-                size(3.0),
-                RGBColor(110, 110, 110).stroke_width(size(1.0)),
+                sc.size(4.0),
+                sc.size(3.0),
+                RGBColor(110, 110, 110).stroke_width(sc.size(1.0)),
             )))
             .map_err(draw_err)?;
-        let style = TextStyle::from(font(12.0).into_font()).pos(Pos::new(HPos::Right, VPos::Top));
+        let style = TextStyle::from(sc.font(12.0).into_font()).pos(Pos::new(HPos::Right, VPos::Top));
         chart
             .draw_series(std::iter::once(Text::new(format!("{label} "), (x, label_y), style)))
             .map_err(draw_err)?;
     }
-    if spec.stacked {
-        let bands = spec.stacked_bands();
-        for (series, band) in spec.series.iter().zip(&bands).filter(|(s, _)| s.panel == panel) {
-            let color = RGBColor(series.color.0, series.color.1, series.color.2);
-            let mut outline: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
-            outline.extend(band.iter().rev().map(|b| (tx(b.0), b.1)));
-            chart
-                .draw_series(std::iter::once(Polygon::new(outline, color.mix(0.75).filled())))
-                .map_err(draw_err)?
-                .label(series.name.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.mix(0.75).filled()));
-            let top: Vec<(f64, f64)> = band.iter().map(|b| (tx(b.0), b.2)).collect();
-            chart
-                .draw_series(LineSeries::new(top, color.stroke_width(size(1.0))))
-                .map_err(draw_err)?;
-        }
-        if !legend {
-            return Ok(());
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(font(12.0))
-            .draw()
-            .map_err(draw_err)?;
-        return Ok(());
-    }
-    let clip = |v: f64| if axes.non_negative && !log_y { v.max(0.0) } else { v };
-    for series in spec.series.iter().filter(|s| s.panel == panel) {
+    Ok(())
+}
+
+/// A stacked chart's bands of the panel: each series filled between its floor and its top,
+/// the top drawn as a line.
+fn draw_stacked_bands<'a, DB: DrawingBackend + 'a>(
+    chart: &mut PanelChart<'a, DB>,
+    spec: &ChartSpec,
+    panel: &str,
+    sc: PanelScale,
+) -> anyhow::Result<()> {
+    let bands = spec.stacked_bands();
+    for (series, band) in spec.series.iter().zip(&bands).filter(|(s, _)| s.panel == panel) {
         let color = RGBColor(series.color.0, series.color.1, series.color.2);
-        let mut pts = series.points.clone();
-        pts.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let line: Vec<(f64, f64)> = pts.iter().map(|p| (tx(p.x), ty(p.median))).collect();
-        let stroke = color.stroke_width(size(2.0));
-        let style = series.style % 4;
-        let annotated = match style {
-            1 => chart.draw_series(DashedLineSeries::new(line.clone(), size(9.0), size(5.0), stroke)),
-            2 => chart.draw_series(DashedLineSeries::new(line.clone(), size(3.0), size(4.0), stroke)),
-            _ => chart.draw_series(LineSeries::new(line.clone(), stroke)),
-        }
-        .map_err(draw_err)?;
-        let r = size(4.0) as i32;
-        let legend_stroke = color.stroke_width(size(2.0));
-        let filled = color.filled();
-        annotated.label(series.name.clone()).legend(move |(x, y)| {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (4 * r + 4, 0)], legend_stroke)
-                + marker_shape(style, (2 * r + 2, 0), r, filled)
-        });
-        // Error bars: the CI as a vertical line with caps.
-        let cap = (x1 - x0) * 0.006;
-        for p in pts.iter().filter(|p| p.high > p.low && (!log_y || p.low > 0.0)) {
-            let (x, lo, hi) = (tx(p.x), ty(clip(p.low)), ty(p.high));
-            let bar = [
-                vec![(x, lo), (x, hi)],
-                vec![(x - cap, lo), (x + cap, lo)],
-                vec![(x - cap, hi), (x + cap, hi)],
-            ];
-            chart
-                .draw_series(
-                    bar.into_iter()
-                        .map(|path| PathElement::new(path, color.stroke_width(size(1.0)))),
-                )
-                .map_err(draw_err)?;
-        }
+        let mut outline: Vec<(f64, f64)> = band.iter().map(|b| (sc.tx(b.0), b.2)).collect();
+        outline.extend(band.iter().rev().map(|b| (sc.tx(b.0), b.1)));
+        chart
+            .draw_series(std::iter::once(Polygon::new(outline, color.mix(0.75).filled())))
+            .map_err(draw_err)?
+            .label(series.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.mix(0.75).filled()));
+        let top: Vec<(f64, f64)> = band.iter().map(|b| (sc.tx(b.0), b.2)).collect();
+        chart
+            .draw_series(LineSeries::new(top, color.stroke_width(sc.size(1.0))))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// One series as a line of medians in its style, with its legend entry, its error bars (the
+/// CI as a vertical line with caps) and its markers.
+fn draw_series_line<'a, DB: DrawingBackend + 'a>(
+    chart: &mut PanelChart<'a, DB>,
+    series: &Series,
+    axes: &Axes,
+    sc: PanelScale,
+) -> anyhow::Result<()> {
+    let (x0, x1) = axes.x;
+    let clip = |v: f64| if axes.non_negative && !sc.log_y { v.max(0.0) } else { v };
+    let color = RGBColor(series.color.0, series.color.1, series.color.2);
+    let mut pts = series.points.clone();
+    pts.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let line: Vec<(f64, f64)> = pts.iter().map(|p| (sc.tx(p.x), sc.ty(p.median))).collect();
+    let stroke = color.stroke_width(sc.size(2.0));
+    let style = series.style % 4;
+    let annotated = match style {
+        1 => chart.draw_series(DashedLineSeries::new(line.clone(), sc.size(9.0), sc.size(5.0), stroke)),
+        2 => chart.draw_series(DashedLineSeries::new(line.clone(), sc.size(3.0), sc.size(4.0), stroke)),
+        _ => chart.draw_series(LineSeries::new(line.clone(), stroke)),
+    }
+    .map_err(draw_err)?;
+    let r = sc.size(4.0) as i32;
+    let legend_stroke = color.stroke_width(sc.size(2.0));
+    let filled = color.filled();
+    annotated.label(series.name.clone()).legend(move |(x, y)| {
+        EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 0), (4 * r + 4, 0)], legend_stroke)
+            + marker_shape(style, (2 * r + 2, 0), r, filled)
+    });
+    // Error bars: the CI as a vertical line with caps.
+    let cap = (x1 - x0) * 0.006;
+    for p in pts.iter().filter(|p| p.high > p.low && (!sc.log_y || p.low > 0.0)) {
+        let (x, lo, hi) = (sc.tx(p.x), sc.ty(clip(p.low)), sc.ty(p.high));
+        let bar = [
+            vec![(x, lo), (x, hi)],
+            vec![(x - cap, lo), (x + cap, lo)],
+            vec![(x - cap, hi), (x + cap, hi)],
+        ];
         chart
             .draw_series(
-                line.iter()
-                    .map(|&(x, y)| EmptyElement::at((x, y)) + marker_shape(style, (0, 0), r, filled)),
+                bar.into_iter()
+                    .map(|path| PathElement::new(path, color.stroke_width(sc.size(1.0)))),
             )
             .map_err(draw_err)?;
     }
-    if legend {
-        // The corner the panel's data leaves free, so the legend never hides a point.
-        let points: Vec<(f64, f64)> = spec
-            .series
-            .iter()
-            .filter(|s| s.panel == panel)
-            .flat_map(|s| s.points.iter())
-            .map(|p| {
-                (
-                    (tx(p.x) - x0) / (x1 - x0),
-                    (ty(p.median.max(if log_y { f64::MIN_POSITIVE } else { f64::MIN })) - y0) / (y1 - y0),
-                )
-            })
-            .collect();
-        chart
-            .configure_series_labels()
-            .position(legend_corner(&points))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(font(12.0))
-            .legend_area_size(px(26.0))
-            .draw()
-            .map_err(draw_err)?;
-    }
+    chart
+        .draw_series(
+            line.iter()
+                .map(|&(x, y)| EmptyElement::at((x, y)) + marker_shape(style, (0, 0), r, filled)),
+        )
+        .map_err(draw_err)?;
     Ok(())
 }
 

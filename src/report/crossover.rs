@@ -178,6 +178,15 @@ pub enum Crossover {
 }
 
 impl Crossover {
+    /// Where A is significantly ahead from and where the medians cross, as the JSON gives
+    /// them: (None, None) when A never gets ahead to stay.
+    pub fn ahead_from(&self) -> (Option<u64>, Option<f64>) {
+        match self {
+            Crossover::From { size, crosses_at, .. } => (Some(*size), *crosses_at),
+            _ => (None, None),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Crossover::From {

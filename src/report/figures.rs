@@ -6,7 +6,7 @@
 use super::cells::{CellSummary, MetricCell};
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
 use super::crossover::{rx_crossed, StreamPath};
-use crate::case::{format_bytes, CopyMode, MicroCase, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
+use crate::case::{format_bytes, CopyMode, RecordsCase, RecordsMode, RxMode, ServersCase, StreamCase};
 use crate::micro::levels;
 use crate::observation::names;
 use crate::observation::Role;
@@ -109,13 +109,14 @@ impl Provenance {
     pub(super) fn empty_reason(&self) -> Option<String> {
         self.unavailable.first().cloned()
     }
-}
 
-fn stream_cells(cells: &[CellSummary]) -> Vec<(&StreamCase, &CellSummary)> {
-    cells
-        .iter()
-        .filter_map(|c| c.case.get::<StreamCase>().map(|s| (s, c)))
-        .collect()
+    /// The point of a cell's metric `(name, role)` at `x`, its sources noted (None: the cell
+    /// has no such metric, or no summary of it): one point of a chart's series.
+    pub(super) fn point(&mut self, cell: &CellSummary, (name, role): (&str, Role), x: f64) -> Option<Point> {
+        let m = cell.metric(name, role)?;
+        self.add(m);
+        point(x, m)
+    }
 }
 
 fn sorted_unique<T: Ord + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
@@ -129,6 +130,12 @@ struct Metric<'a> {
     name: &'a str,
     role: Role,
     desc: &'a str,
+}
+
+impl<'a> Metric<'a> {
+    fn new(name: &'a str, role: Role, desc: &'a str) -> Metric<'a> {
+        Metric { name, role, desc }
+    }
 }
 
 /// A stream metric against message size: one series per mode and thread count.
@@ -145,13 +152,11 @@ fn stream_vs_size(
     // One panel per thread count, one series per mode in it.
     for &t in &threads {
         for &path in paths {
-            let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.net.threads == t) {
-                if let Some(m) = cell.metric(metric.name, metric.role) {
-                    provenance.add(m);
-                    points.extend(point(s.size as f64, m));
-                }
-            }
+            let points: Vec<Point> = cells
+                .iter()
+                .filter(|(s, _)| path.matches(s) && s.net.threads == t)
+                .filter_map(|(s, cell)| provenance.point(cell, (metric.name, metric.role), s.size as f64))
+                .collect();
             if !points.is_empty() {
                 let (color, style) = path_style(path);
                 series.push(Series {
@@ -193,13 +198,13 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
     // One panel per message size, one series per mode in it.
     for &size in &picked {
         for &path in paths {
-            let mut points = Vec::new();
-            for (s, cell) in cells.iter().filter(|(s, _)| path.matches(s) && s.size == size) {
-                if let Some(m) = cell.metric(names::TIME_PER_MSG_US, Role::System) {
-                    provenance.add(m);
-                    points.extend(point(s.net.threads as f64, m));
-                }
-            }
+            let points: Vec<Point> = cells
+                .iter()
+                .filter(|(s, _)| path.matches(s) && s.size == size)
+                .filter_map(|(s, cell)| {
+                    provenance.point(cell, (names::TIME_PER_MSG_US, Role::System), s.net.threads as f64)
+                })
+                .collect();
             if !points.is_empty() {
                 let (color, style) = path_style(path);
                 series.push(Series {
@@ -503,7 +508,7 @@ pub fn crossover_markers(
 
 /// The six stream charts (empty when the run has no stream cells).
 pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let stream = stream_cells(cells);
+    let stream = super::cells::cases_of::<StreamCase>(cells);
     if stream.is_empty() {
         return Vec::new();
     }
@@ -517,37 +522,8 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             .filter(|(s, _)| s.rx_mode == RxMode::Zerocopy)
             .map(|(s, _)| StreamPath::of(s, true)),
     );
-    let m = |name, role, desc| Metric { name, role, desc };
     let threads = sorted_unique(stream.iter().map(|(s, _)| s.net.threads));
-    // The crossovers found inside the size range, marked in the panel of their thread count at
-    // the size from which A is significantly ahead (what the caption promises); a mode ahead
-    // from the smallest size on has no crossing to mark (the table says it).
-    let (crossover_marks, crossover_key) = crossover_markers(&super::crossover::stream_crossovers(cells), |t| {
-        if threads.len() > 1 {
-            threads_panel(t)
-        } else {
-            String::new()
-        }
-    });
-    let mut throughput = stream_vs_size(
-        &stream,
-        &paths,
-        m(names::THROUGHPUT_GBPS, Role::System, "throughput (Gbit/s)"),
-        "throughput_vs_size",
-        "Throughput vs message size",
-    );
-    if !crossover_marks.is_empty() {
-        throughput.caption.push_str(
-            "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
-             (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
-        );
-        for line in &crossover_key {
-            throughput.caption.push_str(&format!("\n{line}"));
-        }
-    }
-    throughput.marker_key = crossover_key;
-    throughput.panel_markers = crossover_marks;
-    let mut figures = vec![throughput];
+    let mut figures = vec![throughput_with_crossovers(cells, &stream, &paths, &threads)];
     // Against threads only when the run varied them.
     if threads.len() > 1 {
         figures.push(stream_vs_threads(&stream, &paths));
@@ -562,7 +538,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &paths,
-                m(
+                Metric::new(
                     names::TOTAL_CYCLES_PER_BYTE,
                     Role::System,
                     "cycles per byte, client + server",
@@ -574,7 +550,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         stream_vs_size(
             &stream,
             &paths,
-            m(
+            Metric::new(
                 names::TOTAL_CACHE_MISSES_PER_KIB,
                 Role::System,
                 "cache misses per KiB, client + server",
@@ -585,7 +561,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         stream_vs_size(
             &stream,
             &paths,
-            m(
+            Metric::new(
                 names::TOTAL_CONTEXT_SWITCHES_PER_MSG,
                 Role::System,
                 "context switches per message, client + server",
@@ -598,7 +574,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &zero_copy_paths,
-                m(
+                Metric::new(
                     names::ZEROCOPY_NOT_COPIED_FRACTION,
                     Role::System,
                     "fraction of sends not copied",
@@ -615,7 +591,7 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             ..stream_vs_size(
                 &stream,
                 &zerocopy_rx_paths,
-                m(
+                Metric::new(
                     names::RX_MAPPED_FRACTION,
                     Role::Server,
                     "fraction of bytes received mapped",
@@ -626,6 +602,44 @@ pub fn stream_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         });
     }
     figures
+}
+
+/// Throughput against message size, the crossovers found inside the size range marked in the
+/// panel of their thread count at the size from which A is significantly ahead (what the
+/// caption promises); a mode ahead from the smallest size on has no crossing to mark (the
+/// table says it).
+fn throughput_with_crossovers(
+    cells: &[CellSummary],
+    stream: &[(&StreamCase, &CellSummary)],
+    paths: &[StreamPath],
+    threads: &[usize],
+) -> ChartSpec {
+    let (crossover_marks, crossover_key) = crossover_markers(&super::crossover::stream_crossovers(cells), |t| {
+        if threads.len() > 1 {
+            threads_panel(t)
+        } else {
+            String::new()
+        }
+    });
+    let mut throughput = stream_vs_size(
+        stream,
+        paths,
+        Metric::new(names::THROUGHPUT_GBPS, Role::System, "throughput (Gbit/s)"),
+        "throughput_vs_size",
+        "Throughput vs message size",
+    );
+    if !crossover_marks.is_empty() {
+        throughput.caption.push_str(
+            "\ndashed verticals: crossovers, at the size from which A is significantly ahead of B \
+             (Mann-Whitney U p < 0.05) and never significantly behind at a larger size:",
+        );
+        for line in &crossover_key {
+            throughput.caption.push_str(&format!("\n{line}"));
+        }
+    }
+    throughput.marker_key = crossover_key;
+    throughput.panel_markers = crossover_marks;
+    throughput
 }
 
 /// Each records mode's colour and marker/dash style: copy-out and zero-copy keep the colours
@@ -696,13 +710,11 @@ fn records_vs_n(cells: &[(&RecordsCase, &CellSummary)], metric: Metric<'_>, stem
     let mut series = Vec::new();
     for (panel, members) in records_panels(cells) {
         for &mode in &modes {
-            let mut points = Vec::new();
-            for (c, cell) in members.iter().filter(|(c, _)| c.mode == mode) {
-                if let Some(m) = cell.metric(metric.name, metric.role) {
-                    provenance.add(m);
-                    points.extend(point(c.records as f64, m));
-                }
-            }
+            let points: Vec<Point> = members
+                .iter()
+                .filter(|(c, _)| c.mode == mode)
+                .filter_map(|(c, cell)| provenance.point(cell, (metric.name, metric.role), c.records as f64))
+                .collect();
             if !points.is_empty() {
                 let (color, style) = records_mode_style(mode);
                 series.push(Series {
@@ -802,10 +814,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
 /// against records per response by mode, and the copy-out / zero-copy ratio (empty when the
 /// run has no records cells).
 pub fn records_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let records: Vec<(&RecordsCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<RecordsCase>().map(|r| (r, c)))
-        .collect();
+    let records = super::cells::cases_of::<RecordsCase>(cells);
     if records.is_empty() {
         return Vec::new();
     }
@@ -935,10 +944,7 @@ fn left_out_line(left_out: &[String]) -> String {
 /// with the failure counts beside it; cells whose figures come from a minority of their
 /// clients are left out of every chart and named.
 pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let servers: Vec<(&crate::case::ServersCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<ServersCase>().map(|s| (s, c)))
-        .collect();
+    let servers = super::cells::cases_of::<ServersCase>(cells);
     if servers.is_empty() {
         return Vec::new();
     }
@@ -955,110 +961,15 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             minority_served(cell).map(|why| format!("{} at {} clients ({why})", s.model, s.clients))
         })
         .collect();
-    let drawn = |cell: &CellSummary| minority_served(cell).is_none();
     let one_request = models.iter().all(|(_, r)| *r == models[0].1);
-    let chart = |name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str| {
-        let mut provenance = Provenance::default();
-        let mut series = Vec::new();
-        for (i, (model, request)) in models.iter().enumerate() {
-            let mut points = Vec::new();
-            for (s, cell) in servers
-                .iter()
-                .filter(|(s, c)| s.model == *model && s.request == *request && drawn(c))
-            {
-                if let Some(m) = cell.metric(name, role) {
-                    provenance.add(m);
-                    points.extend(point(s.clients as f64, m));
-                }
-            }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: if one_request {
-                        model.to_string()
-                    } else {
-                        format!("{model} {request}")
-                    },
-                    color: OKABE_ITO[i % OKABE_ITO.len()],
-                    points,
-                    panel: String::new(),
-                    style: i,
-                });
-            }
-        }
-        ChartSpec {
-            stem: stem.into(),
-            title: title.into(),
-            x_desc: "concurrent clients".into(),
-            x_axis: XAxis::Count,
-            y_desc: desc.into(),
-            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(&left_out),
-            empty_reason: provenance.empty_reason().or_else(|| {
-                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
-            }),
-            series,
-            table: servers_table(&servers, name, role, head),
-            ..Default::default()
-        }
-    };
-    // The latency spectrum: p50..max on a tail axis, one panel per number of clients.
-    let mut clients: Vec<usize> = servers.iter().map(|(s, _)| s.clients).collect();
-    clients.sort_unstable();
-    clients.dedup();
-    let mut provenance = Provenance::default();
-    let mut series = Vec::new();
-    for &n in &clients {
-        for (i, (model, request)) in models.iter().enumerate() {
-            let Some((_, cell)) = servers
-                .iter()
-                .find(|(s, c)| s.model == *model && s.request == *request && s.clients == n && drawn(c))
-            else {
-                continue;
-            };
-            let mut points = Vec::new();
-            let names = [
-                names::LATENCY_P50_US,
-                names::LATENCY_P90_US,
-                names::LATENCY_P99_US,
-                names::LATENCY_P999_US,
-                names::LATENCY_MAX_US,
-            ];
-            for (name, (_, x)) in names.iter().zip(super::charts::TAIL_POINTS) {
-                if let Some(m) = cell.metric(name, Role::Client) {
-                    provenance.add(m);
-                    points.extend(point(x, m));
-                }
-            }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: if one_request {
-                        model.to_string()
-                    } else {
-                        format!("{model} {request}")
-                    },
-                    color: OKABE_ITO[i % OKABE_ITO.len()],
-                    points,
-                    panel: format!("{n} client{}", if n == 1 { "" } else { "s" }),
-                    style: i,
-                });
-            }
-        }
-    }
-    let spectrum = ChartSpec {
-        stem: "servers_latency_spectrum".into(),
-        title: "Latency percentiles (p50 to max) per number of clients".into(),
-        x_desc: "percentile (tail axis)".into(),
-        x_axis: XAxis::Tail,
-        y_desc: "latency (us)".into(),
-        caption: provenance.caption(
-            "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
-        ) + &left_out_line(&left_out),
-        empty_reason: provenance.empty_reason(),
-        series,
-        log_y: true,
-        ..Default::default()
+    let run = ServersRun {
+        servers,
+        models,
+        left_out,
+        one_request,
     };
     vec![
-        chart(
+        run.vs_clients(
             names::REQUESTS_PER_S,
             Role::System,
             "servers_requests_vs_clients",
@@ -1066,7 +977,7 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "requests/s",
             "req/s",
         ),
-        chart(
+        run.vs_clients(
             names::LATENCY_P99_US,
             Role::Client,
             "servers_p99_vs_clients",
@@ -1074,8 +985,120 @@ pub fn servers_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             "p99 latency (us)",
             "p99 us",
         ),
-        spectrum,
+        run.latency_spectrum(),
     ]
+}
+
+/// A run's servers cells as the charts draw them: a series per model and request kind, the
+/// cells whose figures come from a minority of their clients left out and named.
+struct ServersRun<'a> {
+    servers: Vec<(&'a ServersCase, &'a CellSummary)>,
+    models: Vec<(crate::case::Model, crate::case::Request)>,
+    left_out: Vec<String>,
+    one_request: bool,
+}
+
+impl ServersRun<'_> {
+    /// The cells of one model and request kind that are drawn.
+    fn cells_of(
+        &self,
+        (model, request): (crate::case::Model, crate::case::Request),
+    ) -> impl Iterator<Item = &(&ServersCase, &CellSummary)> {
+        self.servers
+            .iter()
+            .filter(move |(s, c)| s.model == model && s.request == request && minority_served(c).is_none())
+    }
+
+    /// The series of the `i`th model and request kind (its name, colour and style), in `panel`.
+    fn series(&self, i: usize, points: Vec<Point>, panel: String) -> Series {
+        let (model, request) = self.models[i];
+        Series {
+            name: if self.one_request {
+                model.to_string()
+            } else {
+                format!("{model} {request}")
+            },
+            color: OKABE_ITO[i % OKABE_ITO.len()],
+            points,
+            panel,
+            style: i,
+        }
+    }
+
+    /// One metric against the number of clients, with its table.
+    fn vs_clients(&self, name: &str, role: Role, stem: &str, title: &str, desc: &str, head: &str) -> ChartSpec {
+        let mut provenance = Provenance::default();
+        let mut series = Vec::new();
+        for (i, model) in self.models.iter().enumerate() {
+            let points: Vec<Point> = self
+                .cells_of(*model)
+                .filter_map(|(s, cell)| provenance.point(cell, (name, role), s.clients as f64))
+                .collect();
+            if !points.is_empty() {
+                series.push(self.series(i, points, String::new()));
+            }
+        }
+        let left_out = &self.left_out;
+        ChartSpec {
+            stem: stem.into(),
+            title: title.into(),
+            x_desc: "concurrent clients".into(),
+            x_axis: XAxis::Count,
+            y_desc: desc.into(),
+            caption: provenance.caption(&format!("y: {role} {name}")) + &left_out_line(left_out),
+            empty_reason: provenance.empty_reason().or_else(|| {
+                (!left_out.is_empty()).then(|| "every cell's figures come from a minority of its clients".into())
+            }),
+            series,
+            table: servers_table(&self.servers, name, role, head),
+            ..Default::default()
+        }
+    }
+
+    /// The latency spectrum: p50..max on a tail axis, one panel per number of clients.
+    fn latency_spectrum(&self) -> ChartSpec {
+        let mut clients: Vec<usize> = self.servers.iter().map(|(s, _)| s.clients).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        let mut provenance = Provenance::default();
+        let mut series = Vec::new();
+        for &n in &clients {
+            for (i, model) in self.models.iter().enumerate() {
+                let Some((_, cell)) = self.cells_of(*model).find(|(s, _)| s.clients == n) else {
+                    continue;
+                };
+                let names = [
+                    names::LATENCY_P50_US,
+                    names::LATENCY_P90_US,
+                    names::LATENCY_P99_US,
+                    names::LATENCY_P999_US,
+                    names::LATENCY_MAX_US,
+                ];
+                let points: Vec<Point> = names
+                    .iter()
+                    .zip(super::charts::TAIL_POINTS)
+                    .filter_map(|(name, (_, x))| provenance.point(cell, (name, Role::Client), x))
+                    .collect();
+                if !points.is_empty() {
+                    series.push(self.series(i, points, format!("{n} client{}", if n == 1 { "" } else { "s" })));
+                }
+            }
+        }
+        ChartSpec {
+            stem: "servers_latency_spectrum".into(),
+            title: "Latency percentiles (p50 to max) per number of clients".into(),
+            x_desc: "percentile (tail axis)".into(),
+            x_axis: XAxis::Tail,
+            y_desc: "latency (us)".into(),
+            caption: provenance.caption(
+                "y: client latency_p50_us .. latency_max_us; failed and timed-out requests: the tables beside requests/s and p99",
+            ) + &left_out_line(&self.left_out),
+            empty_reason: provenance.empty_reason(),
+            series,
+            log_y: true,
+            ..Default::default()
+        }
+    }
 }
 
 /// The caches the kernel reported on the machine the run was stored with (its `caches`), or
@@ -1118,32 +1141,13 @@ pub fn micro_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSp
     let mut points = Vec::new();
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
-    for cell in cells {
-        let Some(m) = cell.case.get::<MicroCase>() else {
-            continue;
-        };
-        if m.bench != crate::case::Bench::Memlat {
-            continue;
-        }
-        let Some(size) = m
-            .options
-            .iter()
-            .find(|(k, _)| k == "size_bytes")
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-        else {
-            continue;
-        };
+    for (size, cell) in super::cells::memlat_cells(cells) {
         if let Some(metric) = cell.metric(names::LATENCY_NS, Role::System) {
             provenance.add(metric);
             points.extend(point(size as f64, metric));
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
-        if let (Some(mean), Some(sd)) = (
-            cell.metric(names::LATENCY_NS_MEAN, Role::System),
-            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
-        ) {
-            cvs.extend(levels::cvs_of(size, &mean.values, &sd.values));
-        }
+        cvs.extend(super::cells::memlat_cvs(size, cell));
     }
     if points.is_empty() {
         return Vec::new();
@@ -1338,16 +1342,7 @@ mod tests {
             table_bytes: 1 << 20,
             pick: crate::case::Pick::Random,
             outstanding: 1,
-            net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
+            net: crate::case::NetParams::for_test(),
             prove_copies: false,
             align: crate::case::Align::Page,
         })

@@ -13,7 +13,7 @@
 use super::cells::{headline, CellSummary, NOISY_CV};
 use super::compare::{mann_whitney, ALPHA};
 use super::crossover::{repetitions_text, testable, Crossover, CrossoverRow};
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, MicroCase, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
 use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -677,284 +677,13 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             group_names.push(&e.group);
         }
     }
-    let mut groups = Vec::new();
-    for name in group_names {
-        let members: Vec<&Entry> = entries.iter().filter(|e| e.group == name).collect();
-        let higher_is_better = headline(&members[0].cell.case).2;
-        let metric_name = headline(&members[0].cell.case).0;
-        let mut xs: Vec<u64> = members.iter().map(|e| e.x).collect();
-        xs.sort_unstable();
-        xs.dedup();
-        let mut winners = Vec::new();
-        for &x in &xs {
-            let mut here: Vec<(&Entry, f64, &[f64])> = members
-                .iter()
-                .filter(|e| e.x == x)
-                .filter_map(|e| values(e.cell).map(|(m, v)| (*e, m, v)))
-                .filter(|(_, m, _)| m.is_finite() && *m > 0.0)
-                .collect();
-            if here.is_empty() {
-                continue;
-            }
-            here.sort_by(|a, b| {
-                if higher_is_better {
-                    b.1.total_cmp(&a.1)
-                } else {
-                    a.1.total_cmp(&b.1)
-                }
-            });
-            let best = here[0].1;
-            let factor = |m: f64| if higher_is_better { best / m } else { m / best };
-            // Ahead means a significant difference and a factor above 1 (equal medians are not
-            // ahead, whatever the ranks say).
-            let ahead_of = |r: &(&Entry, f64, &[f64])| {
-                factor(r.1) > 1.0 && mann_whitney(here[0].2, r.2).is_some_and(|t| t.p < ALPHA)
-            };
-            winners.push(Winner {
-                x,
-                x_text: here[0].0.x_text.clone(),
-                winner: here[0].0.contender.clone(),
-                runner_up: here.get(1).map(|r| (r.0.contender.clone(), factor(r.1))),
-                significant: here.get(1).is_some_and(ahead_of),
-                tested: here.get(1).is_some_and(|r| testable(here[0].2.len(), r.2.len())),
-                reps: here.iter().map(|r| r.2.len()).min().unwrap_or(0),
-                by_reference: here[0].0.by_reference,
-                behind: here
-                    .iter()
-                    .map(|r| (r.0.contender.clone(), factor(r.1), ahead_of(r)))
-                    .collect(),
-            });
-        }
-        if winners.is_empty() {
-            continue;
-        }
-        let mut lines = Vec::new();
-        let contenders: Vec<String> = {
-            let mut c: Vec<String> = Vec::new();
-            for e in &members {
-                if !c.contains(&e.contender) {
-                    c.push(e.contender.clone());
-                }
-            }
-            c
-        };
-        let by_reference: Vec<&str> = members
-            .iter()
-            .filter(|e| e.by_reference)
-            .map(|e| e.contender.as_str())
-            .collect();
-        // A name as the findings give it: a by-reference sender says so wherever it is named.
-        let named = |n: &str| {
-            if by_reference.contains(&n) {
-                format!("{n} (by reference)")
-            } else {
-                n.to_string()
-            }
-        };
-        let best_word = if higher_is_better {
-            members[0].best_word
-        } else {
-            "lowest"
-        };
-        let every = members[0].everywhere;
-        let kind = members[0].contenders_are;
-        let metric_name = metric_word(metric_name);
-        // The seed questions first (stream): one-copy against two-copy, and zero-copy.
-        let mut seed_pairs: Vec<&CrossoverRow> = Vec::new();
-        let mut zc_explained = false;
-        if let Some(s) = members[0].cell.case.get::<StreamCase>() {
-            let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.net.threads).collect();
-            for r in rows
-                .iter()
-                .filter(|r| r.a.mode == CopyMode::OneCopy && r.b.mode == CopyMode::TwoCopy && r.a.rx == r.b.rx)
-            {
-                seed_pairs.push(r);
-                lines.push(overtakes_sentence(r));
-            }
-            for zc in [CopyMode::ZeroCopy, CopyMode::UringZc] {
-                let zc_rows: Vec<&CrossoverRow> = rows
-                    .iter()
-                    .copied()
-                    .filter(|r| {
-                        r.a.mode == zc && matches!(r.b.mode, CopyMode::TwoCopy | CopyMode::OneCopy) && r.a.rx == r.b.rx
-                    })
-                    .collect();
-                let zc_cells: Vec<&CellSummary> = members
-                    .iter()
-                    .filter(|e| e.cell.case.get::<StreamCase>().is_some_and(|c| c.mode == zc))
-                    .map(|e| e.cell)
-                    .collect();
-                if zc_cells.is_empty() {
-                    continue;
-                }
-                seed_pairs.extend(zc_rows.iter().copied());
-                let names: Vec<String> = contenders
-                    .iter()
-                    .filter(|c| {
-                        members.iter().any(|e| {
-                            &e.contender == *c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode == zc)
-                        })
-                    })
-                    .cloned()
-                    .collect();
-                lines.push(zero_copy_sentence(
-                    zc,
-                    &names,
-                    &zc_rows,
-                    &winners,
-                    zero_copy_copied(&zc_cells),
-                ));
-                zc_explained = true;
-            }
-            let stream_cells: Vec<&CellSummary> = members.iter().map(|e| e.cell).collect();
-            if let Some(line) = receive_copies_sentence(&stream_cells) {
-                lines.push(line);
-            }
-            if let Some(line) = softirq_share_sentence(&stream_cells) {
-                lines.push(line);
-            }
-            let others = rows
-                .iter()
-                .filter(|r| !seed_pairs.contains(r) && r.result.inside_range().is_some())
-                .count();
-            if others > 0 {
-                lines.push(format!(
-                    "{others} more pair{} of paths cross{} in this range: see the crossover table.",
-                    if others == 1 { "" } else { "s" },
-                    if others == 1 { "es" } else { "" }
-                ));
-            }
-        }
-        let segs = segments(&winners, key);
-        for &(first, last) in &segs {
-            let span = &winners[first..=last];
-            let where_ = if segs.len() == 1 && winners.len() > 1 {
-                let (a, b) = (&span[0].x_text, &span[span.len() - 1].x_text);
-                // "1-100 clients", "1KiB-1MiB".
-                let unit = b.find(' ').map(|i| &b[i..]).unwrap_or("");
-                let a = a.split(' ').next().unwrap_or(a);
-                let b = b.split(' ').next().unwrap_or(b);
-                format!("at {every} ({a}-{b}{unit})")
-            } else {
-                span_text(span)
-            };
-            let line = match key(&span[0]) {
-                Key::Alone(w) => format!("{} alone was measured {where_}", named(&w)),
-                Key::Untested => {
-                    // The highest medians, by runs of the same one, said as what they are.
-                    let runs = segments(span, |w| w.winner.clone());
-                    let medians: Vec<String> = runs
-                        .iter()
-                        .map(|&(a, b)| format!("{} {}", named(&span[a].winner), span_text(&span[a..=b])))
-                        .collect();
-                    let reps = span.iter().map(|w| w.reps).min().unwrap_or(0);
-                    format!(
-                        "not tested {where_}: {} per case {} too few for a significant difference \
-                         (--reps 6 tests it and gives error bars); the highest medians were {}",
-                        repetitions_text(reps),
-                        if reps == 1 { "is" } else { "are" },
-                        join_and(&medians.iter().map(String::as_str).collect::<Vec<_>>())
-                    )
-                }
-                Key::Noise => {
-                    let mut names: Vec<String> = Vec::new();
-                    for p in span {
-                        for n in std::iter::once(&p.winner).chain(p.runner_up.as_ref().map(|r| &r.0)) {
-                            if !names.contains(n) {
-                                names.push(n.clone());
-                            }
-                        }
-                    }
-                    let names: Vec<String> = names.iter().map(|n| named(n)).collect();
-                    format!(
-                        "{where_} no {kind} is significantly ahead of the next best: {} are within the noise of \
-                         the repetitions",
-                        join_and(&names.iter().map(String::as_str).collect::<Vec<_>>())
-                    )
-                }
-                Key::Winner(w) => {
-                    let margins: Vec<f64> = span.iter().filter_map(|p| p.runner_up.as_ref().map(|r| r.1)).collect();
-                    let lo = margins.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = margins.iter().copied().fold(0.0, f64::max);
-                    let mut seconds: Vec<&str> = Vec::new();
-                    for p in span {
-                        if let Some((n, _)) = &p.runner_up {
-                            if !seconds.contains(&n.as_str()) {
-                                seconds.push(n);
-                            }
-                        }
-                    }
-                    let how = if span[0].by_reference {
-                        format!(" {BY_REFERENCE}")
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        "{w} is {best_word} {where_}{how}, {} ahead of {} on {metric_name}",
-                        factor_range(lo, hi),
-                        seconds.iter().map(|n| named(n)).collect::<Vec<_>>().join(" / ")
-                    )
-                }
-            };
-            lines.push(format!("{line}."));
-        }
-        // Contenders that win nowhere: how far behind where the best is significantly ahead.
-        for c in &contenders {
-            if winners.iter().any(|w| &w.winner == c) {
-                continue;
-            }
-            let behind: Vec<(&str, f64, bool)> = winners
-                .iter()
-                .filter_map(|w| {
-                    w.behind
-                        .iter()
-                        .find(|(n, _, _)| n == c)
-                        .map(|(_, f, s)| (w.x_text.as_str(), *f, *s))
-                })
-                .collect();
-            let slower: Vec<f64> = behind.iter().filter(|b| b.2).map(|b| b.1).collect();
-            // Only a contender the best beats significantly somewhere is called slower.
-            if slower.is_empty() {
-                continue;
-            }
-            let lo = slower.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = slower.iter().copied().fold(0.0, f64::max);
-            let noise: Vec<&str> = behind.iter().filter(|b| !b.2).map(|b| b.0).collect();
-            let worse = if higher_is_better { "slower" } else { "higher" };
-            let unit = members[0].axis;
-            let mut line = if noise.is_empty() {
-                format!(
-                    "{} is never the best: {} {worse} than the best at each {unit}",
-                    named(c),
-                    factor_range(lo, hi)
-                )
-            } else {
-                format!(
-                    "{} is never the best: {} {worse} than the best where the difference is significant, \
-                     within the noise of the best at {}",
-                    named(c),
-                    factor_range(lo, hi),
-                    join_and(&noise)
-                )
-            };
-            let is_zc = members
-                .iter()
-                .any(|e| &e.contender == c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode.is_zero_copy()));
-            if is_zc && !zc_explained {
-                let zc: Vec<&CellSummary> = members.iter().filter(|e| &e.contender == c).map(|e| e.cell).collect();
-                if let Some(copied) = zero_copy_copied(&zc) {
-                    line.push_str(&format!(", {}", copied_clause(copied)));
-                }
-            }
-            lines.push(format!("{line}."));
-        }
-        lines.extend(alarm_lines(&members));
-        groups.push(FindingGroup {
-            title: name.to_string(),
-            winners,
-            lines: lines.into_iter().map(|l| capitalized(&l)).collect(),
-        });
-    }
+    let mut groups: Vec<FindingGroup> = group_names
+        .into_iter()
+        .filter_map(|name| {
+            let members: Vec<&Entry> = entries.iter().filter(|e| e.group == name).collect();
+            contest_group(name, &members, crossovers)
+        })
+        .collect();
     if let Some(g) = memlat_group(cells, caches) {
         groups.push(g);
     }
@@ -964,32 +693,348 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
     }
 }
 
+/// One group of contenders' findings (None: no point has a measured winner): a stream's seed
+/// questions, who is best where, who is never the best, and the alarms.
+fn contest_group(name: &str, members: &[&Entry], crossovers: &[CrossoverRow]) -> Option<FindingGroup> {
+    let higher_is_better = headline(&members[0].cell.case).2;
+    let winners = winners_by_point(members, higher_is_better);
+    if winners.is_empty() {
+        return None;
+    }
+    let contenders: Vec<String> = {
+        let mut c: Vec<String> = Vec::new();
+        for e in members {
+            if !c.contains(&e.contender) {
+                c.push(e.contender.clone());
+            }
+        }
+        c
+    };
+    let by_reference: Vec<&str> = members
+        .iter()
+        .filter(|e| e.by_reference)
+        .map(|e| e.contender.as_str())
+        .collect();
+    // A name as the findings give it: a by-reference sender says so wherever it is named.
+    let named = |n: &str| {
+        if by_reference.contains(&n) {
+            format!("{n} (by reference)")
+        } else {
+            n.to_string()
+        }
+    };
+    // The seed questions first (stream): one-copy against two-copy, and zero-copy.
+    let (mut lines, zc_explained) = match members[0].cell.case.get::<StreamCase>() {
+        Some(s) => stream_seed_lines(s, members, &contenders, &winners, crossovers),
+        None => (Vec::new(), false),
+    };
+    lines.extend(best_where_lines(members, &winners, &named, higher_is_better));
+    lines.extend(never_best_lines(
+        members,
+        &contenders,
+        &winners,
+        &named,
+        higher_is_better,
+        zc_explained,
+    ));
+    lines.extend(alarm_lines(members));
+    Some(FindingGroup {
+        title: name.to_string(),
+        winners,
+        lines: lines.into_iter().map(|l| capitalized(&l)).collect(),
+    })
+}
+
+/// The best contender at each point of the group's axis, with the runner-up, whether it is
+/// significantly ahead, and how far behind every other one is.
+fn winners_by_point(members: &[&Entry], higher_is_better: bool) -> Vec<Winner> {
+    let mut xs: Vec<u64> = members.iter().map(|e| e.x).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    let mut winners = Vec::new();
+    for &x in &xs {
+        let mut here: Vec<(&Entry, f64, &[f64])> = members
+            .iter()
+            .filter(|e| e.x == x)
+            .filter_map(|e| values(e.cell).map(|(m, v)| (*e, m, v)))
+            .filter(|(_, m, _)| m.is_finite() && *m > 0.0)
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        here.sort_by(|a, b| {
+            if higher_is_better {
+                b.1.total_cmp(&a.1)
+            } else {
+                a.1.total_cmp(&b.1)
+            }
+        });
+        let best = here[0].1;
+        let factor = |m: f64| if higher_is_better { best / m } else { m / best };
+        // Ahead means a significant difference and a factor above 1 (equal medians are not
+        // ahead, whatever the ranks say).
+        let ahead_of =
+            |r: &(&Entry, f64, &[f64])| factor(r.1) > 1.0 && mann_whitney(here[0].2, r.2).is_some_and(|t| t.p < ALPHA);
+        winners.push(Winner {
+            x,
+            x_text: here[0].0.x_text.clone(),
+            winner: here[0].0.contender.clone(),
+            runner_up: here.get(1).map(|r| (r.0.contender.clone(), factor(r.1))),
+            significant: here.get(1).is_some_and(ahead_of),
+            tested: here.get(1).is_some_and(|r| testable(here[0].2.len(), r.2.len())),
+            reps: here.iter().map(|r| r.2.len()).min().unwrap_or(0),
+            by_reference: here[0].0.by_reference,
+            behind: here
+                .iter()
+                .map(|r| (r.0.contender.clone(), factor(r.1), ahead_of(r)))
+                .collect(),
+        });
+    }
+    winners
+}
+
+/// A stream group's seed questions: where one-copy overtakes two-copy, what each zero-copy
+/// mode did, the receive copies and the softirq share, and how many more paths cross; and
+/// whether a zero-copy mode was explained.
+fn stream_seed_lines(
+    s: &StreamCase,
+    members: &[&Entry],
+    contenders: &[String],
+    winners: &[Winner],
+    crossovers: &[CrossoverRow],
+) -> (Vec<String>, bool) {
+    let mut lines = Vec::new();
+    let mut seed_pairs: Vec<&CrossoverRow> = Vec::new();
+    let mut zc_explained = false;
+    let rows: Vec<&CrossoverRow> = crossovers.iter().filter(|r| r.threads == s.net.threads).collect();
+    for r in rows
+        .iter()
+        .filter(|r| r.a.mode == CopyMode::OneCopy && r.b.mode == CopyMode::TwoCopy && r.a.rx == r.b.rx)
+    {
+        seed_pairs.push(r);
+        lines.push(overtakes_sentence(r));
+    }
+    for zc in [CopyMode::ZeroCopy, CopyMode::UringZc] {
+        let zc_rows: Vec<&CrossoverRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.a.mode == zc && matches!(r.b.mode, CopyMode::TwoCopy | CopyMode::OneCopy) && r.a.rx == r.b.rx)
+            .collect();
+        let zc_cells: Vec<&CellSummary> = members
+            .iter()
+            .filter(|e| e.cell.case.get::<StreamCase>().is_some_and(|c| c.mode == zc))
+            .map(|e| e.cell)
+            .collect();
+        if zc_cells.is_empty() {
+            continue;
+        }
+        seed_pairs.extend(zc_rows.iter().copied());
+        let names: Vec<String> = contenders
+            .iter()
+            .filter(|c| {
+                members
+                    .iter()
+                    .any(|e| &e.contender == *c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode == zc))
+            })
+            .cloned()
+            .collect();
+        lines.push(zero_copy_sentence(
+            zc,
+            &names,
+            &zc_rows,
+            winners,
+            zero_copy_copied(&zc_cells),
+        ));
+        zc_explained = true;
+    }
+    let stream_cells: Vec<&CellSummary> = members.iter().map(|e| e.cell).collect();
+    if let Some(line) = receive_copies_sentence(&stream_cells) {
+        lines.push(line);
+    }
+    if let Some(line) = softirq_share_sentence(&stream_cells) {
+        lines.push(line);
+    }
+    let others = rows
+        .iter()
+        .filter(|r| !seed_pairs.contains(r) && r.result.inside_range().is_some())
+        .count();
+    if others > 0 {
+        lines.push(format!(
+            "{others} more pair{} of paths cross{} in this range: see the crossover table.",
+            if others == 1 { "" } else { "s" },
+            if others == 1 { "es" } else { "" }
+        ));
+    }
+    (lines, zc_explained)
+}
+
+/// Who is best where: a sentence per run of points with the same verdict (one contender
+/// alone, not tested, within the noise, or a winner and its margin).
+fn best_where_lines(
+    members: &[&Entry],
+    winners: &[Winner],
+    named: &dyn Fn(&str) -> String,
+    higher_is_better: bool,
+) -> Vec<String> {
+    let best_word = if higher_is_better {
+        members[0].best_word
+    } else {
+        "lowest"
+    };
+    let every = members[0].everywhere;
+    let kind = members[0].contenders_are;
+    let metric_name = metric_word(headline(&members[0].cell.case).0);
+    let segs = segments(winners, key);
+    let mut lines = Vec::new();
+    for &(first, last) in &segs {
+        let span = &winners[first..=last];
+        let where_ = if segs.len() == 1 && winners.len() > 1 {
+            let (a, b) = (&span[0].x_text, &span[span.len() - 1].x_text);
+            // "1-100 clients", "1KiB-1MiB".
+            let unit = b.find(' ').map(|i| &b[i..]).unwrap_or("");
+            let a = a.split(' ').next().unwrap_or(a);
+            let b = b.split(' ').next().unwrap_or(b);
+            format!("at {every} ({a}-{b}{unit})")
+        } else {
+            span_text(span)
+        };
+        let line = match key(&span[0]) {
+            Key::Alone(w) => format!("{} alone was measured {where_}", named(&w)),
+            Key::Untested => untested_text(span, &where_, named),
+            Key::Noise => {
+                let mut names: Vec<String> = Vec::new();
+                for p in span {
+                    for n in std::iter::once(&p.winner).chain(p.runner_up.as_ref().map(|r| &r.0)) {
+                        if !names.contains(n) {
+                            names.push(n.clone());
+                        }
+                    }
+                }
+                let names: Vec<String> = names.iter().map(|n| named(n)).collect();
+                format!(
+                    "{where_} no {kind} is significantly ahead of the next best: {} are within the noise of \
+                     the repetitions",
+                    join_and(&names.iter().map(String::as_str).collect::<Vec<_>>())
+                )
+            }
+            Key::Winner(w) => {
+                let margins: Vec<f64> = span.iter().filter_map(|p| p.runner_up.as_ref().map(|r| r.1)).collect();
+                let lo = margins.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = margins.iter().copied().fold(0.0, f64::max);
+                let mut seconds: Vec<&str> = Vec::new();
+                for p in span {
+                    if let Some((n, _)) = &p.runner_up {
+                        if !seconds.contains(&n.as_str()) {
+                            seconds.push(n);
+                        }
+                    }
+                }
+                let how = if span[0].by_reference {
+                    format!(" {BY_REFERENCE}")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{w} is {best_word} {where_}{how}, {} ahead of {} on {metric_name}",
+                    factor_range(lo, hi),
+                    seconds.iter().map(|n| named(n)).collect::<Vec<_>>().join(" / ")
+                )
+            }
+        };
+        lines.push(format!("{line}."));
+    }
+    lines
+}
+
+/// Points too few repetitions could not test: the highest medians, by runs of the same one,
+/// said as what they are.
+fn untested_text(span: &[Winner], where_: &str, named: &dyn Fn(&str) -> String) -> String {
+    let runs = segments(span, |w| w.winner.clone());
+    let medians: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| format!("{} {}", named(&span[a].winner), span_text(&span[a..=b])))
+        .collect();
+    let reps = span.iter().map(|w| w.reps).min().unwrap_or(0);
+    format!(
+        "not tested {where_}: {} per case {} too few for a significant difference \
+         (--reps 6 tests it and gives error bars); the highest medians were {}",
+        repetitions_text(reps),
+        if reps == 1 { "is" } else { "are" },
+        join_and(&medians.iter().map(String::as_str).collect::<Vec<_>>())
+    )
+}
+
+/// Contenders that win nowhere: how far behind where the best is significantly ahead.
+fn never_best_lines(
+    members: &[&Entry],
+    contenders: &[String],
+    winners: &[Winner],
+    named: &dyn Fn(&str) -> String,
+    higher_is_better: bool,
+    zc_explained: bool,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for c in contenders {
+        if winners.iter().any(|w| &w.winner == c) {
+            continue;
+        }
+        let behind: Vec<(&str, f64, bool)> = winners
+            .iter()
+            .filter_map(|w| {
+                w.behind
+                    .iter()
+                    .find(|(n, _, _)| n == c)
+                    .map(|(_, f, s)| (w.x_text.as_str(), *f, *s))
+            })
+            .collect();
+        let slower: Vec<f64> = behind.iter().filter(|b| b.2).map(|b| b.1).collect();
+        // Only a contender the best beats significantly somewhere is called slower.
+        if slower.is_empty() {
+            continue;
+        }
+        let lo = slower.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = slower.iter().copied().fold(0.0, f64::max);
+        let noise: Vec<&str> = behind.iter().filter(|b| !b.2).map(|b| b.0).collect();
+        let worse = if higher_is_better { "slower" } else { "higher" };
+        let unit = members[0].axis;
+        let mut line = if noise.is_empty() {
+            format!(
+                "{} is never the best: {} {worse} than the best at each {unit}",
+                named(c),
+                factor_range(lo, hi)
+            )
+        } else {
+            format!(
+                "{} is never the best: {} {worse} than the best where the difference is significant, \
+                 within the noise of the best at {}",
+                named(c),
+                factor_range(lo, hi),
+                join_and(&noise)
+            )
+        };
+        let is_zc = members
+            .iter()
+            .any(|e| &e.contender == c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode.is_zero_copy()));
+        if is_zc && !zc_explained {
+            let zc: Vec<&CellSummary> = members.iter().filter(|e| &e.contender == c).map(|e| e.cell).collect();
+            if let Some(copied) = zero_copy_copied(&zc) {
+                line.push_str(&format!(", {}", copied_clause(copied)));
+            }
+        }
+        lines.push(format!("{line}."));
+    }
+    lines
+}
+
 /// A memlat curve's levels, read as the terminal reads them.
 fn memlat_group(cells: &[CellSummary], caches: &[CacheInfo]) -> Option<FindingGroup> {
     let mut values: Vec<(u64, f64)> = Vec::new();
     let mut cvs: Vec<(u64, f64)> = Vec::new();
-    for cell in cells {
-        let Some(m) = cell.case.get::<MicroCase>() else {
-            continue;
-        };
-        if m.bench != crate::case::Bench::Memlat {
-            continue;
-        }
-        let size = m
-            .options
-            .iter()
-            .find(|(k, _)| k == "size_bytes")
-            .and_then(|(_, v)| v.parse::<u64>().ok());
-        if let (Some(size), Some(metric)) = (size, cell.metric(names::LATENCY_NS, Role::System)) {
+    for (size, cell) in super::cells::memlat_cells(cells) {
+        if let Some(metric) = cell.metric(names::LATENCY_NS, Role::System) {
             values.extend(metric.values.iter().map(|v| (size, *v)));
         }
-        if let (Some(size), Some(mean), Some(sd)) = (
-            size,
-            cell.metric(names::LATENCY_NS_MEAN, Role::System),
-            cell.metric(names::LATENCY_NS_STDDEV, Role::System),
-        ) {
-            cvs.extend(crate::micro::levels::cvs_of(size, &mean.values, &sd.values));
-        }
+        cvs.extend(super::cells::memlat_cvs(size, cell));
     }
     if values.is_empty() {
         return None;

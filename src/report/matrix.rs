@@ -948,72 +948,7 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
             h3 { (group.label) ", " (group.concurrent_pairs) " pair" @if group.concurrent_pairs != 1 { "s" } " at once" }
             p { (group.pairs()) " pairs planned, " (group.failed.len()) " missing (no successful cell)." }
             @for m in &group.matrices {
-                @let map = maps.iter().find(|r| r.group == g && r.metric == m.metric);
-                figure id=(format!("matrix_{}_{}", g + 1, m.metric.stem)) {
-                    @if let Some(map) = map {
-                        @if let Some(svg) = &map.svg { (PreEscaped(svg.as_str())) }
-                        @else { img src=(map.png_file) alt=(m.metric.title) style="max-width:100%"; }
-                    }
-                    figcaption {
-                        strong { (m.metric.title) " (" (m.metric.unit) ", " (m.metric.role) "." (m.metric.name) ")." }
-                        " Source: " (m.sources.join(", ")) "."
-                        @if m.sources.iter().any(|s| s == "estimate") { " " span.est { "ESTIMATE: CPU time × TSC frequency, no hardware cycle counter." } }
-                        " Median over all pairs: " (fmt_num(m.median)) " " (m.metric.unit) ". "
-                        (m.worse_hosts().count()) " hosts and " (m.worse_links().count()) " links flagged (worse)"
-                        @let better = m.hosts.len() - m.worse_hosts().count();
-                        @if better > 0 { "; " (better) " hosts better than the rest" }
-                        ". Noise: " (m.noise.sentence()) "."
-                        @if let Some(map) = map {
-                            " Files: "
-                            @if let Some(svg) = &map.svg_file { a href=(svg) { (svg) } ", " }
-                            a href=(map.png_file) { (map.png_file) }
-                        }
-                    }
-                }
-                @if !m.hosts.is_empty() {
-                    div.scroll { table {
-                        tr { th { "flagged host" } th { "row median (as source)" } th { "as source" } th { "cells low / high of (Holm p)" }
-                             th { "column median (as destination)" } th { "as destination" } th { "cells low / high of (Holm p)" } }
-                        @for h in &m.hosts {
-                            tr class=[h.is_worse(m.metric).then_some("failed")] {
-                                td { (host(h.host)) }
-                                td.num { (fmt_num(m.row_medians[h.host])) }
-                                td { (side_text(h.as_source, m.metric)) }
-                                td.num { (test_text(&h.source)) }
-                                td.num { (fmt_num(m.column_medians[h.host])) }
-                                td { (side_text(h.as_destination, m.metric)) }
-                                td.num { (test_text(&h.destination)) }
-                            }
-                        }
-                    } }
-                }
-                @if !m.links.is_empty() {
-                    div.scroll { table {
-                        tr { th { "flagged link: source" } th { "destination" } th { (m.metric.unit) } th { "row median" } th { "column median" } th { "side" } }
-                        @for (s, d, side) in m.links.iter().take(50) {
-                            tr { td { (host(*s)) } td { (host(*d)) } td.num { (fmt_num(m.get(*s, *d))) }
-                                 td.num { (fmt_num(m.row_medians[*s])) } td.num { (fmt_num(m.column_medians[*d])) } td { (side_text(Some(*side), m.metric)) } }
-                        }
-                    } }
-                    @if m.links.len() > 50 { p { "… and " (m.links.len() - 50) " more flagged links." } }
-                }
-                details {
-                    summary { "The " (WORST) " worst pairs: " (m.metric.title) }
-                    div.scroll { table {
-                        tr { th { "source" } th { "destination" } th { (m.metric.unit) } th { "vs median of all pairs" } th { "flags" } }
-                        @for (s, d, v) in m.worst(WORST) {
-                            tr {
-                                td { (host(s)) } td { (host(d)) } td.num { (fmt_num(Some(v))) }
-                                td.num { @if let Some(med) = m.median.filter(|x| *x != 0.0) { (format!("{:.2}×", v / med)) } @else { "n/a" } }
-                                td {
-                                    @if m.link_flag(s, d).is_some() { "link " }
-                                    @if m.host_flag(s).is_some() { "source-host " }
-                                    @if m.host_flag(d).is_some() { "destination-host" }
-                                }
-                            }
-                        }
-                    } }
-                }
+                (matrix_figure(g, m, maps.iter().find(|r| r.group == g && r.metric == m.metric), &host))
             }
             @if !group.failed.is_empty() {
                 details {
@@ -1024,6 +959,86 @@ pub fn section(fleet: &Fleet, maps: &[RenderedMap], machines: &FleetMachines) ->
                 }
             }
         }
+        (hosts_table(fleet, machines))
+    }
+}
+
+/// One matrix of a group: its heat map with the caption, its flagged hosts and links, and its
+/// worst pairs. `host`: a host's number and name.
+fn matrix_figure(g: usize, m: &Matrix, map: Option<&RenderedMap>, host: &dyn Fn(usize) -> String) -> Markup {
+    html! {
+        figure id=(format!("matrix_{}_{}", g + 1, m.metric.stem)) {
+            @if let Some(map) = map {
+                @if let Some(svg) = &map.svg { (PreEscaped(svg.as_str())) }
+                @else { img src=(map.png_file) alt=(m.metric.title) style="max-width:100%"; }
+            }
+            figcaption {
+                strong { (m.metric.title) " (" (m.metric.unit) ", " (m.metric.role) "." (m.metric.name) ")." }
+                " Source: " (m.sources.join(", ")) "."
+                @if m.sources.iter().any(|s| s == "estimate") { " " span.est { "ESTIMATE: CPU time × TSC frequency, no hardware cycle counter." } }
+                " Median over all pairs: " (fmt_num(m.median)) " " (m.metric.unit) ". "
+                (m.worse_hosts().count()) " hosts and " (m.worse_links().count()) " links flagged (worse)"
+                @let better = m.hosts.len() - m.worse_hosts().count();
+                @if better > 0 { "; " (better) " hosts better than the rest" }
+                ". Noise: " (m.noise.sentence()) "."
+                @if let Some(map) = map {
+                    " Files: "
+                    @if let Some(svg) = &map.svg_file { a href=(svg) { (svg) } ", " }
+                    a href=(map.png_file) { (map.png_file) }
+                }
+            }
+        }
+        @if !m.hosts.is_empty() {
+            div.scroll { table {
+                tr { th { "flagged host" } th { "row median (as source)" } th { "as source" } th { "cells low / high of (Holm p)" }
+                     th { "column median (as destination)" } th { "as destination" } th { "cells low / high of (Holm p)" } }
+                @for h in &m.hosts {
+                    tr class=[h.is_worse(m.metric).then_some("failed")] {
+                        td { (host(h.host)) }
+                        td.num { (fmt_num(m.row_medians[h.host])) }
+                        td { (side_text(h.as_source, m.metric)) }
+                        td.num { (test_text(&h.source)) }
+                        td.num { (fmt_num(m.column_medians[h.host])) }
+                        td { (side_text(h.as_destination, m.metric)) }
+                        td.num { (test_text(&h.destination)) }
+                    }
+                }
+            } }
+        }
+        @if !m.links.is_empty() {
+            div.scroll { table {
+                tr { th { "flagged link: source" } th { "destination" } th { (m.metric.unit) } th { "row median" } th { "column median" } th { "side" } }
+                @for (s, d, side) in m.links.iter().take(50) {
+                    tr { td { (host(*s)) } td { (host(*d)) } td.num { (fmt_num(m.get(*s, *d))) }
+                         td.num { (fmt_num(m.row_medians[*s])) } td.num { (fmt_num(m.column_medians[*d])) } td { (side_text(Some(*side), m.metric)) } }
+                }
+            } }
+            @if m.links.len() > 50 { p { "… and " (m.links.len() - 50) " more flagged links." } }
+        }
+        details {
+            summary { "The " (WORST) " worst pairs: " (m.metric.title) }
+            div.scroll { table {
+                tr { th { "source" } th { "destination" } th { (m.metric.unit) } th { "vs median of all pairs" } th { "flags" } }
+                @for (s, d, v) in m.worst(WORST) {
+                    tr {
+                        td { (host(s)) } td { (host(d)) } td.num { (fmt_num(Some(v))) }
+                        td.num { @if let Some(med) = m.median.filter(|x| *x != 0.0) { (format!("{:.2}×", v / med)) } @else { "n/a" } }
+                        td {
+                            @if m.link_flag(s, d).is_some() { "link " }
+                            @if m.host_flag(s).is_some() { "source-host " }
+                            @if m.host_flag(d).is_some() { "destination-host" }
+                        }
+                    }
+                }
+            } }
+        }
+    }
+}
+
+/// The fleet's hosts: each one's flags and its machine descriptions as the agents reported them.
+fn hosts_table(fleet: &Fleet, machines: &FleetMachines) -> Markup {
+    let n = fleet.hosts.len();
+    html! {
         h3 { "Hosts" }
         @let flagged = fleet.flagged_hosts();
         @if machines.is_empty() {

@@ -5,7 +5,7 @@
 
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
-use super::figures::{point, Provenance};
+use super::figures::Provenance;
 use crate::case::{format_bytes, Bench, MicroCase};
 use crate::observation::names;
 use crate::observation::Role;
@@ -45,14 +45,11 @@ fn chart(
     let mut series = Vec::new();
     for panel in &panels {
         for (figure, name, color, style) in SIDES {
-            let mut points: Vec<Point> = Vec::new();
-            for (c, cell) in cases.iter().filter(|(c, _)| panel_of(c) == *panel) {
-                let (Some(x), Some(m)) = (x_of(c), cell.metric(figure, Role::System)) else {
-                    continue;
-                };
-                provenance.add(m);
-                points.extend(point(x as f64, m));
-            }
+            let mut points: Vec<Point> = cases
+                .iter()
+                .filter(|(c, _)| panel_of(c) == *panel)
+                .filter_map(|(c, cell)| provenance.point(cell, (figure, Role::System), x_of(c)? as f64))
+                .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
             if !points.is_empty() {
                 series.push(Series {

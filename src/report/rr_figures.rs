@@ -5,7 +5,7 @@
 
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis};
-use super::figures::{mode_style, point, Provenance};
+use super::figures::{mode_style, Provenance};
 use crate::case::{format_bytes, RrCase};
 use crate::net::session::observe::CDF_QUANTILES;
 use crate::observation::names;
@@ -42,13 +42,36 @@ fn median(cell: &CellSummary, name: &str) -> Option<f64> {
 }
 
 pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let rr: Vec<(&RrCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<RrCase>().map(|r| (r, c)))
-        .collect();
+    let rr = super::cells::cases_of::<RrCase>(cells);
     if rr.is_empty() {
         return Vec::new();
     }
+    let rate = rate_chart(&rr);
+    // The latency CDF: x the latency at each stored quantile (median over repetitions), y the
+    // fraction of transactions at or below it; one panel per case without its mode.
+    let mut cdf_panels: Vec<String> = Vec::new();
+    for (c, _) in &rr {
+        if !cdf_panels.contains(&cdf_panel(c)) && cdf_panels.len() < MAX_CDF_PANELS {
+            cdf_panels.push(cdf_panel(c));
+        }
+    }
+    let cdf = cdf_chart(&rr, &cdf_panels);
+    let spectrum = spectrum_chart(&rr, &cdf_panels);
+    vec![rate, cdf, spectrum]
+}
+
+/// The CDF's and the spectrum's panel of a case: none when there is one (it needs no name).
+fn panel_of(c: &RrCase, cdf_panels: &[String]) -> String {
+    if cdf_panels.len() > 1 {
+        cdf_panel(c)
+    } else {
+        String::new()
+    }
+}
+
+/// Transactions per second against request size: a line per send mode and receive mode, a
+/// panel per everything else.
+fn rate_chart(rr: &[(&RrCase, &CellSummary)]) -> ChartSpec {
     // A line per send mode and receive mode (named `send/rx` when not the usual pairing).
     let mut modes: Vec<_> = rr.iter().map(|(c, _)| (c.mode, c.rx_mode)).collect();
     modes.sort_unstable();
@@ -56,7 +79,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
 
     // Transactions per second against request size: a panel per everything else.
     let mut panels: Vec<String> = Vec::new();
-    for (c, _) in &rr {
+    for (c, _) in rr {
         if !panels.contains(&rate_panel(c)) {
             panels.push(rate_panel(c));
         }
@@ -72,10 +95,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 .filter(|(c, _)| (c.mode, c.rx_mode) == (mode, rx_mode) && rate_panel(c) == *panel)
             {
                 name = c.path();
-                if let Some(m) = cell.metric(names::TRANSACTIONS_PER_S, Role::System) {
-                    provenance.add(m);
-                    points.extend(point(c.request_size as f64, m));
-                }
+                points.extend(provenance.point(cell, (names::TRANSACTIONS_PER_S, Role::System), c.request_size as f64));
             }
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
             if !points.is_empty() {
@@ -90,7 +110,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             }
         }
     }
-    let rate = ChartSpec {
+    ChartSpec {
         stem: "rr_transactions_vs_size".into(),
         title: "Transactions per second vs request size".into(),
         x_desc: "request size (bytes, log scale)".into(),
@@ -100,24 +120,11 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         empty_reason: provenance.empty_reason(),
         series,
         ..Default::default()
-    };
-
-    // The latency CDF: x the latency at each stored quantile (median over repetitions), y the
-    // fraction of transactions at or below it; one panel per case without its mode.
-    let mut cdf_panels: Vec<String> = Vec::new();
-    for (c, _) in &rr {
-        if !cdf_panels.contains(&cdf_panel(c)) && cdf_panels.len() < MAX_CDF_PANELS {
-            cdf_panels.push(cdf_panel(c));
-        }
     }
-    // The CDF and the spectrum share their panels; one case's panel needs no name.
-    let panel_of = |c: &RrCase| {
-        if cdf_panels.len() > 1 {
-            cdf_panel(c)
-        } else {
-            String::new()
-        }
-    };
+}
+
+/// The latency CDF and its table of quantiles per case (clipped at p99.9).
+fn cdf_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec {
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
     let crr = rr.iter().any(|(c, _)| c.kind == crate::case::RrKind::Crr);
@@ -153,7 +160,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
                 name: c.path(),
                 color,
                 points,
-                panel: panel_of(c),
+                panel: panel_of(c, cdf_panels),
                 style,
             });
         }
@@ -172,6 +179,26 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         }
         table.push(row);
     }
+    ChartSpec {
+        stem: "rr_latency_cdf".into(),
+        title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
+        x_desc: "latency (us)".into(),
+        x_axis: XAxis::Count,
+        y_desc: "fraction of transactions".into(),
+        caption: provenance.caption(
+            "x: client latency_p1_us .. latency_p999_us (the median over repetitions), clipped at p99.9 so one tail point does not take the x range: p99.99 and the maximum are in the table and on the latency spectrum; rr: request sent (open loop: due) to response; crr: connect() to closed",
+        ),
+        empty_reason: provenance.empty_reason(),
+        series,
+        y_range: Some((0.0, 1.0)),
+        table,
+        ..Default::default()
+    }
+}
+
+/// The latency spectrum: the quantiles from p50 on against a "nines" axis, the maximum one
+/// step past the last.
+fn spectrum_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec {
     // The same quantiles from p50 on against a "nines" axis (x = log10 1/(1-p): p90 at 1,
     // p99 at 2, ...), the maximum one step past the last: the tail that a CDF squeezes
     // against 1.
@@ -194,29 +221,24 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
     let mut spectrum_provenance = Provenance::default();
     let mut spectrum_series = Vec::new();
     for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
-        let mut points = Vec::new();
-        for (name, x) in tail
+        let points: Vec<Point> = tail
             .iter()
             .map(|(name, q)| (*name, nines(*q)))
             .chain([(names::LATENCY_MAX_US, max_x)])
-        {
-            if let Some(m) = cell.metric(name, Role::Client) {
-                spectrum_provenance.add(m);
-                points.extend(point(x, m));
-            }
-        }
+            .filter_map(|(name, x)| spectrum_provenance.point(cell, (name, Role::Client), x))
+            .collect();
         if !points.is_empty() {
             let (color, style) = mode_style(c.mode);
             spectrum_series.push(Series {
                 name: c.path(),
                 color,
                 points,
-                panel: panel_of(c),
+                panel: panel_of(c, cdf_panels),
                 style,
             });
         }
     }
-    let spectrum = ChartSpec {
+    ChartSpec {
         stem: "rr_latency_spectrum".into(),
         title: "Latency percentile spectrum per case (p50 to max on a nines axis)".into(),
         x_desc: "percentile (x = log10 1/(1-p))".into(),
@@ -230,23 +252,7 @@ pub fn rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         log_y: true,
         x_labels,
         ..Default::default()
-    };
-    let cdf = ChartSpec {
-        stem: "rr_latency_cdf".into(),
-        title: "Latency CDF per case (fraction of transactions at or below a latency)".into(),
-        x_desc: "latency (us)".into(),
-        x_axis: XAxis::Count,
-        y_desc: "fraction of transactions".into(),
-        caption: provenance.caption(
-            "x: client latency_p1_us .. latency_p999_us (the median over repetitions), clipped at p99.9 so one tail point does not take the x range: p99.99 and the maximum are in the table and on the latency spectrum; rr: request sent (open loop: due) to response; crr: connect() to closed",
-        ),
-        empty_reason: provenance.empty_reason(),
-        series,
-        y_range: Some((0.0, 1.0)),
-        table,
-        ..Default::default()
-    };
-    vec![rate, cdf, spectrum]
+    }
 }
 
 #[cfg(test)]
@@ -255,7 +261,7 @@ mod tests {
     use super::super::cells::tests::run_data;
     use super::*;
     use crate::case::Case;
-    use crate::case::{CopyMode, Endpoint, RrKind};
+    use crate::case::{CopyMode, RrKind};
     use crate::observation::{Metric, Source};
 
     fn case(mode: CopyMode, request_size: u64) -> Case {
@@ -268,14 +274,9 @@ mod tests {
             fields: 1,
             inflight: 1,
             net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
                 warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..crate::case::NetParams::for_test()
             },
             rate: None,
             align: crate::case::Align::Page,

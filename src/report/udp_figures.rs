@@ -4,7 +4,7 @@
 
 use super::cells::CellSummary;
 use super::charts::{ChartSpec, Point, Series, XAxis, OKABE_ITO};
-use super::figures::{point, Provenance};
+use super::figures::Provenance;
 use crate::case::{format_bytes, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::observation::names;
 use crate::observation::Role;
@@ -56,16 +56,11 @@ pub(super) fn mode_pair_chart<C>(
     let mut series = Vec::new();
     for p in &panels {
         for &(mode, rx) in &pairs {
-            let mut points: Vec<Point> = Vec::new();
-            for ((_, _, _, x), cell) in placed
+            let mut points: Vec<Point> = placed
                 .iter()
                 .filter(|((m, r, panel, _), _)| (*m, *r) == (mode, rx) && panel == *p)
-            {
-                if let Some(m) = cell.metric(name, role) {
-                    provenance.add(m);
-                    points.extend(point(*x, m));
-                }
-            }
+                .filter_map(|((_, _, _, x), cell)| provenance.point(cell, (name, role), *x))
+                .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
             if !points.is_empty() {
                 let (color, style) = style(mode, rx);
@@ -111,10 +106,7 @@ fn chart(
 }
 
 pub fn udp_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let cases: Vec<(&UdpStreamCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<UdpStreamCase>().map(|u| (u, c)))
-        .collect();
+    let cases = super::cells::cases_of::<UdpStreamCase>(cells);
     if cases.is_empty() {
         return Vec::new();
     }
@@ -167,13 +159,7 @@ mod tests {
             rcvbuf: Some(4096),
             net: crate::case::NetParams {
                 threads: 2,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..crate::case::NetParams::for_test()
             },
         };
         assert_eq!(panel(&case), "t2 b16 unpaced rcvbuf 4KiB");

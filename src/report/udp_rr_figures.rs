@@ -45,10 +45,7 @@ fn chart(
 }
 
 pub fn udp_rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let cases: Vec<(&UdpRrCase, &CellSummary)> = cells
-        .iter()
-        .filter_map(|c| c.case.get::<UdpRrCase>().map(|u| (u, c)))
-        .collect();
+    let cases = super::cells::cases_of::<UdpRrCase>(cells);
     if cases.is_empty() {
         return Vec::new();
     }
@@ -106,13 +103,7 @@ mod tests {
             rcvbuf: Some(4096),
             net: crate::case::NetParams {
                 threads: 2,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..crate::case::NetParams::for_test()
             },
         };
         assert_eq!(panel(&case), "resp 1KiB n4 t2 @500/s rcvbuf 4KiB");

@@ -325,6 +325,14 @@ fn describe(
     samples: &[CounterSample],
     summary: &ServerSummary,
 ) {
+    client_metrics(obs, case, load);
+    server_metrics(obs, load, samples, summary);
+    load_warnings(obs, model, case, load);
+}
+
+/// What the load generator saw: the request rate, latency quantiles, errors by kind, the
+/// requests left waiting, and how many clients were served.
+fn client_metrics(obs: &mut Observation, case: &ServersCase, load: &LoadResult) {
     let secs = load.window.as_secs_f64();
     let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
     if secs > 0.0 {
@@ -342,7 +350,7 @@ fn describe(
             "the window did not open (stopped early)",
         ));
     }
-    let none = "no request completed inside the window";
+    let none = NONE_COMPLETED;
     for (name, q) in [
         (names::LATENCY_P50_US, 0.5),
         (names::LATENCY_P90_US, 0.9),
@@ -391,15 +399,22 @@ fn describe(
     obs.push(tool("requests", Role::Client, "requests", load.completed as f64));
     obs.push(tool(names::WINDOW_S, Role::System, "s", secs));
     served_metrics(obs, case.clients, load);
+}
 
-    // Server threads' counters, summed over threads (each counted only inside the window).
+/// Why a per-request figure is unavailable when no request completed.
+const NONE_COMPLETED: &str = "no request completed inside the window";
+
+/// The server threads' counters summed over threads (each counted only inside the window),
+/// the CPU per request, and the connections the server accepted and refused.
+fn server_metrics(obs: &mut Observation, load: &LoadResult, samples: &[CounterSample], summary: &ServerSummary) {
+    let tool = |name: &str, role: Role, unit: &str, v: f64| Metric::tool(name, role, v, unit);
     match CounterSample::sum(samples) {
         Some(sum) => {
             obs.metrics
                 .extend(sum.metrics(Role::Server, load.bytes, load.completed, "req", tsc_hz()));
             let per_req = match (sum.cpu_seconds(), load.completed) {
                 (Some(cpu), n) if n > 0 => Ok(cpu * 1e6 / n as f64),
-                (Some(_), _) => Err(none.to_string()),
+                (Some(_), _) => Err(NONE_COMPLETED.to_string()),
                 (None, _) => Err(sum.usage.clone().err().unwrap_or_default()),
             };
             obs.push(Metric::from_result(
@@ -430,7 +445,11 @@ fn describe(
         "connections",
         summary.refused as f64,
     ));
+}
 
+/// The warnings of a servers case: request errors by kind, and the limits of the model.
+fn load_warnings(obs: &mut Observation, model: Model, case: &ServersCase, load: &LoadResult) {
+    let e = &load.errors;
     if e.total() > 0 {
         obs.warn(
             WarningKind::RequestErrors,

@@ -367,27 +367,12 @@ mod tests {
     /// The issue "Results that speak": `size` vs `size_bytes`, `any` vs `null`, `12.0` counts.
     #[test]
     fn json_and_csv_use_the_same_parameter_names_and_values() {
-        let case = Case::NetStream(crate::case::StreamCase {
-            mode: crate::case::CopyMode::OneCopy,
-            rx_mode: crate::case::RxMode::Scatter,
-            size: 4096,
-            fields: 8,
-            net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        });
+        let case = Case::NetStream(
+            crate::case::StreamCase::for_test(crate::case::CopyMode::OneCopy, 4096)
+                .with_fields(8)
+                .with_window_ms(100, 10)
+                .with_perf(),
+        );
         let mut observation = Observation::default();
         observation.push(Metric::new(
             "messages_sent",

@@ -323,32 +323,18 @@ impl Store {
 mod tests {
     use super::super::write::NewRun;
     use super::*;
-    use crate::case::{CopyMode, Endpoint, StreamCase};
+    use crate::case::{CopyMode, StreamCase};
     use crate::observation::Source;
     use crate::sweep::{Cell, CellOutcome};
 
     fn stream(size: u64) -> Case {
-        Case::NetStream(StreamCase {
-            mode: CopyMode::OneCopy,
-            rx_mode: crate::case::RxMode::Scatter,
-            size,
-            fields: 8,
-            net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 10,
-                client_cpus: None,
-                server_cpus: Some(vec![1].into()),
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: true,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        })
+        Case::NetStream(
+            StreamCase::for_test(CopyMode::OneCopy, size)
+                .with_fields(8)
+                .with_window_ms(100, 10)
+                .with_server_cpus(vec![1].into())
+                .with_perf(),
+        )
     }
 
     fn new_run(cases: Vec<Case>) -> NewRun {

@@ -9,7 +9,8 @@ pub const MSG_ZEROCOPY: i32 = libc::MSG_ZEROCOPY;
 /// MSG_NOSIGNAL: a vanished peer gives EPIPE, never SIGPIPE.
 pub const MSG_NOSIGNAL: i32 = libc::MSG_NOSIGNAL;
 
-fn check(rc: isize) -> io::Result<usize> {
+/// A byte count or -1 with errno, as `io::Result`.
+pub(super) fn check(rc: isize) -> io::Result<usize> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -100,20 +101,50 @@ impl IovecStore {
     }
 }
 
-/// setsockopt of one C int: the one helper every integer socket option here goes through.
-pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
-    // SAFETY: value is a live c_int and its size is passed.
+/// An option value setsockopt/getsockopt take as plain bytes of a fixed size: a C int or a
+/// 64-bit count. Sealed to those, so no value with pointers or padding reaches the kernel.
+pub(crate) trait OptValue: Copy + sealed::Sealed {}
+impl OptValue for i32 {}
+impl OptValue for u64 {}
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for i32 {}
+    impl Sealed for u64 {}
+}
+
+/// setsockopt of one fixed-size value: the one setsockopt in `sys/` (every socket option of
+/// `net.rs` and `udp.rs` goes through it).
+pub(crate) fn set_opt<T: OptValue>(fd: RawFd, level: i32, name: i32, value: T) -> io::Result<()> {
+    // SAFETY: value is a live T (an i32 or a u64, no padding) and its size is passed.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             level,
             name,
-            (&value as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
+            (&value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// setsockopt of one C int.
+pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    set_opt(fd, level, name, value)
+}
+
+/// getsockopt of one C int.
+pub(crate) fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: value and len are live, writable and len says value's size.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
+    if rc == 0 {
+        Ok(value)
     } else {
         Err(io::Error::last_os_error())
     }

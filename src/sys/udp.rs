@@ -5,7 +5,8 @@
 //! UDP_GRO, SO_RXQ_OVFL, SO_RCVBUF/SO_SNDBUF (answering what the kernel granted),
 //! SO_MAX_PACING_RATE and IP_MTU.
 
-use super::net::set_int_opt;
+pub use super::net::enable_zerocopy;
+use super::net::{check, get_int_opt, set_int_opt, set_opt};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -27,26 +28,6 @@ pub const MAX_BATCH: usize = 1024;
 /// CMSG_SPACE(4) = 16 on 64-bit, with room to spare.
 const CONTROL_WORDS: usize = 8;
 
-fn check(rc: isize) -> io::Result<usize> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc as usize)
-    }
-}
-
-fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
-    let mut value: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: value and len are live, writable and len says value's size.
-    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
-    if rc == 0 {
-        Ok(value)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// UDP_SEGMENT: every later send on the socket is cut by the kernel into datagrams of
 /// `size` bytes (0 turns it off).
 pub fn set_udp_segment(fd: RawFd, size: u16) -> io::Result<()> {
@@ -62,11 +43,6 @@ pub fn set_udp_gro(fd: RawFd, on: bool) -> io::Result<()> {
 /// SO_RXQ_OVFL: every received datagram carries the socket's count of dropped datagrams.
 pub fn enable_rxq_ovfl(fd: RawFd) -> io::Result<()> {
     set_int_opt(fd, libc::SOL_SOCKET, SO_RXQ_OVFL, 1)
-}
-
-/// SO_ZEROCOPY on, for MSG_ZEROCOPY sends.
-pub fn enable_zerocopy(fd: RawFd) -> io::Result<()> {
-    set_int_opt(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, 1)
 }
 
 /// SO_RCVBUF: ask for `bytes`; returns what the kernel granted (it doubles the request for
@@ -95,22 +71,7 @@ pub fn set_sndbuf(fd: RawFd, bytes: usize) -> io::Result<usize> {
 /// SO_MAX_PACING_RATE in bytes per second (the fq qdisc, or TCP's internal pacing, enforces
 /// it; for UDP only a pacing qdisc does).
 pub fn set_max_pacing_rate(fd: RawFd, bytes_per_sec: u64) -> io::Result<()> {
-    let value = bytes_per_sec;
-    // SAFETY: value is a live u64 and its size is passed (the kernel takes 32 or 64 bits).
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_MAX_PACING_RATE,
-            (&value as *const u64).cast(),
-            std::mem::size_of::<u64>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_opt(fd, libc::SOL_SOCKET, SO_MAX_PACING_RATE, bytes_per_sec)
 }
 
 /// The path MTU of a connected IPv4 socket (IP_MTU), or of an IPv6 one (IPV6_MTU).

@@ -389,6 +389,40 @@ impl SendRing {
                 "the ring is larger than the 1 GiB a registered buffer may hold",
             )));
         }
+        let ring = Self::build_ring(config, slots, batch)?;
+        let arena_len = if config.fixed_buffers { slots * message_len } else { 0 };
+        let mut arena = AlignedBuf::zeroed(arena_len, config.align, config.offset);
+        let mut slot_list = Vec::with_capacity(slots);
+        for s in 0..slots {
+            slot_list.push(Self::build_slot(s, config, message_len, &mut arena));
+        }
+        if config.fixed_buffers {
+            Self::register_arena(&ring, &mut arena)?;
+        }
+        let mut send_ring = SendRing {
+            ring,
+            tracker: SlotTracker::new(slots),
+            slots: slot_list,
+            arena,
+            message_len,
+            chain: Vec::with_capacity(batch),
+            batch,
+            zero_copy: config.zero_copy,
+            fixed: config.fixed_buffers,
+            enters: 0,
+            failure: None,
+            #[cfg(test)]
+            fail_next_enter: None,
+        };
+        if config.zero_copy {
+            send_ring.probe_zero_copy_flags()?;
+        }
+        Ok(send_ring)
+    }
+
+    /// The ring, its CQ with room for a result and a notification per slot; for zero copy,
+    /// refused when the kernel has no SENDMSG_ZC.
+    fn build_ring(config: &SendRingConfig, slots: usize, batch: usize) -> Result<IoUring, SetupError> {
         let entries = (batch as u32 + 1).next_power_of_two().max(4);
         // Room for a result and a notification per slot, so the CQ never overflows.
         let cq_entries = (2 * slots as u32).next_power_of_two().clamp(2 * entries, 65536);
@@ -414,90 +448,75 @@ impl SendRing {
                 ));
             }
         }
+        Ok(ring)
+    }
 
-        let arena_len = if config.fixed_buffers { slots * message_len } else { 0 };
-        let mut arena = AlignedBuf::zeroed(arena_len, config.align, config.offset);
-        let mut slot_list = Vec::with_capacity(slots);
-        for s in 0..slots {
-            let mut fields = Vec::new();
-            let mut ranges = Vec::new();
-            let mut iov = Vec::new();
-            if config.fixed_buffers {
-                let mut start = s * message_len;
-                for &n in &config.field_sizes {
-                    ranges.push((start, n));
-                    start += n;
-                }
-                for &(start, n) in ranges.iter().filter(|(_, n)| *n > 0) {
-                    iov.push(libc::iovec {
-                        iov_base: arena[start..start + n].as_mut_ptr().cast(),
-                        iov_len: n,
-                    });
-                }
-            } else {
-                fields = config
-                    .field_sizes
-                    .iter()
-                    .map(|&n| AlignedBuf::zeroed(n, config.align, config.offset))
-                    .collect();
-                for field in fields.iter_mut().filter(|f| !f.is_empty()) {
-                    iov.push(libc::iovec {
-                        iov_base: field.as_mut_ptr().cast(),
-                        iov_len: field.len(),
-                    });
-                }
-            }
-            // SAFETY: msghdr is plain data; zeroed means no address and no control data.
-            let msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            let whole = iov.clone();
-            let mut header = Box::new(Header { msg, iov, whole });
-            header.msg.msg_iov = header.iov.as_mut_ptr();
-            header.msg.msg_iovlen = header.iov.len() as _;
-            slot_list.push(Slot {
-                fields,
-                ranges,
-                header,
-                expected: message_len,
-            });
-        }
+    /// Slot `s`: its fields (separately allocated, or ranges of the arena with fixed buffers)
+    /// and its msghdr pointing at all of them.
+    fn build_slot(s: usize, config: &SendRingConfig, message_len: usize, arena: &mut AlignedBuf) -> Slot {
+        let mut fields = Vec::new();
+        let mut ranges = Vec::new();
+        let mut iov = Vec::new();
         if config.fixed_buffers {
-            let region = [libc::iovec {
-                iov_base: arena.as_mut_ptr().cast(),
-                iov_len: arena.len(),
-            }];
-            // SAFETY: the arena is owned by the SendRing built below and never reallocated;
-            // the kernel pins its pages at registration, and the ring is dropped (closing the
-            // registration) no earlier than the arena.
-            if let Err(e) = unsafe { ring.submitter().register_buffers(&region) } {
-                return Err(match e.raw_os_error() {
-                    Some(libc::ENOMEM) | Some(libc::EPERM) => SetupError::Refused(format!(
-                        "registering the ring's {} bytes as a fixed buffer was refused ({e}): RLIMIT_MEMLOCK ({}) is too low; raise `ulimit -l` or run with CAP_IPC_LOCK",
-                        arena.len(),
-                        memlock_limit()
-                    )),
-                    _ => SetupError::Failed(e),
+            let mut start = s * message_len;
+            for &n in &config.field_sizes {
+                ranges.push((start, n));
+                start += n;
+            }
+            for &(start, n) in ranges.iter().filter(|(_, n)| *n > 0) {
+                iov.push(libc::iovec {
+                    iov_base: arena[start..start + n].as_mut_ptr().cast(),
+                    iov_len: n,
+                });
+            }
+        } else {
+            fields = config
+                .field_sizes
+                .iter()
+                .map(|&n| AlignedBuf::zeroed(n, config.align, config.offset))
+                .collect();
+            for field in fields.iter_mut().filter(|f| !f.is_empty()) {
+                iov.push(libc::iovec {
+                    iov_base: field.as_mut_ptr().cast(),
+                    iov_len: field.len(),
                 });
             }
         }
-        let mut send_ring = SendRing {
-            ring,
-            tracker: SlotTracker::new(slots),
-            slots: slot_list,
-            arena,
-            message_len,
-            chain: Vec::with_capacity(batch),
-            batch,
-            zero_copy: config.zero_copy,
-            fixed: config.fixed_buffers,
-            enters: 0,
-            failure: None,
-            #[cfg(test)]
-            fail_next_enter: None,
-        };
-        if config.zero_copy {
-            send_ring.probe_zero_copy_flags()?;
+        // SAFETY: msghdr is plain data; zeroed means no address and no control data.
+        let msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        let whole = iov.clone();
+        let mut header = Box::new(Header { msg, iov, whole });
+        header.msg.msg_iov = header.iov.as_mut_ptr();
+        header.msg.msg_iovlen = header.iov.len() as _;
+        Slot {
+            fields,
+            ranges,
+            header,
+            expected: message_len,
         }
-        Ok(send_ring)
+    }
+
+    /// Register the arena (every slot's fields) as fixed buffer 0; a refusal for want of
+    /// locked memory says what to raise.
+    fn register_arena(ring: &IoUring, arena: &mut AlignedBuf) -> Result<(), SetupError> {
+        let region = [libc::iovec {
+            iov_base: arena.as_mut_ptr().cast(),
+            iov_len: arena.len(),
+        }];
+        // SAFETY: the arena is moved into the SendRing `new` builds and never reallocated;
+        // the kernel pins its pages at registration, and the ring is dropped (closing the
+        // registration) no earlier than the arena.
+        if let Err(e) = unsafe { ring.submitter().register_buffers(&region) } {
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOMEM) | Some(libc::EPERM) => SetupError::Refused(format!(
+                    "registering the ring's {} bytes as a fixed buffer was refused ({e}): RLIMIT_MEMLOCK ({}) is too low; raise `ulimit -l` or run with CAP_IPC_LOCK",
+                    arena.len(),
+                    memlock_limit()
+                )),
+                _ => SetupError::Failed(e),
+            });
+        }
+        Ok(())
     }
 
     /// Whether the kernel takes SENDMSG_ZC with the ioprio flags we use: a prep-time check

@@ -319,30 +319,10 @@ pub fn fingerprint(addr: SocketAddr, key: Option<&[u8]>, stop: Stop) -> anyhow::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Align, CopyMode, FakeBehaviour, FakeCase, FleetCase, RxMode};
+    use crate::case::{CopyMode, FakeBehaviour, FakeCase, FleetCase};
 
     fn stream(size: u64) -> StreamCase {
-        StreamCase {
-            mode: CopyMode::OneCopy,
-            rx_mode: RxMode::Scatter,
-            size,
-            fields: 1,
-            net: NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        }
+        StreamCase::for_test(CopyMode::OneCopy, size)
     }
 
     /// The case an agent runs points at the target whatever endpoint it came with; a fleet

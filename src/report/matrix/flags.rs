@@ -237,34 +237,7 @@ pub struct Judgement {
 /// (None: missing), `cells` every repetition as (pair index, value). Values that are not
 /// positive have no ratio and are left out. `alpha`: this matrix's level.
 pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) -> Judgement {
-    let log_pair: Vec<Option<f64>> = pairs.iter().map(|v| v.filter(|v| *v > 0.0).map(f64::ln)).collect();
-    // Each row's and column's pair values, sorted.
-    let mut rows: Vec<Vec<f64>> = vec![Vec::new(); n];
-    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); n];
-    for (i, y) in log_pair.iter().enumerate() {
-        if let Some(y) = y {
-            rows[i / n].push(*y);
-            columns[i % n].push(*y);
-        }
-    }
-    for line in rows.iter_mut().chain(columns.iter_mut()) {
-        line.sort_by(f64::total_cmp);
-    }
-    let all: Vec<f64> = log_pair.iter().flatten().copied().collect();
-    let all_median = median_of(&all);
-    drop(all);
-    let row_median: Vec<Option<f64>> = rows.iter().map(|r| median_of(r)).collect();
-    let column_median: Vec<Option<f64>> = columns.iter().map(|c| median_of(c)).collect();
-    drop((rows, columns));
-    // Each pair's yardsticks: its destination's column, its source's row (None: no value).
-    let has_value: Vec<bool> = log_pair.iter().map(Option::is_some).collect();
-    drop(log_pair);
-    let references = |i: usize| -> (Option<f64>, Option<f64>) {
-        match has_value[i] {
-            true => (column_median[i % n], row_median[i / n]),
-            false => (None, None),
-        }
-    };
+    let yard = Yardsticks::of(n, pairs);
     let (low_edge, high_edge) = ((1.0 - FLOOR).ln(), (1.0 + FLOOR).ln());
     let mut source_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut destination_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -277,7 +250,7 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
         }
         reps[i] += 1;
         let x = v.ln();
-        let (by_column, by_row) = references(i);
+        let (by_column, by_row) = yard.references(i);
         if let Some(r) = by_column {
             source_ratios[i / n].push(x - r);
             residuals.push(x - r);
@@ -289,46 +262,12 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     }
     let spread_log = spread_around_zero(&mut residuals);
     drop(residuals);
-    let test = |ratios: &mut Vec<f64>| -> SideTest {
-        let cells = ratios.len() as u32;
-        if cells == 0 {
-            return SideTest {
-                p: 1.0,
-                holm_p: 1.0,
-                ..Default::default()
-            };
-        }
-        let low = ratios.iter().filter(|r| **r < low_edge).count() as u32;
-        let high = ratios.iter().filter(|r| **r > high_edge).count() as u32;
-        let ratio = crate::measure::stats::median(ratios).exp();
-        SideTest {
-            cells,
-            low,
-            high,
-            ratio: Some(ratio),
-            p: two_sided(cells, low.max(high)),
-            holm_p: 1.0,
-            side: None,
-        }
-    };
+    let test = |ratios: &mut Vec<f64>| side_test(ratios, low_edge, high_edge);
     let mut hosts: Vec<(SideTest, SideTest)> = (0..n)
         .map(|h| (test(&mut source_ratios[h]), test(&mut destination_ratios[h])))
         .collect();
     drop((source_ratios, destination_ratios));
-    // Holm over the host sides that have cells.
-    let mut tested: Vec<&mut SideTest> = hosts
-        .iter_mut()
-        .flat_map(|(s, d)| [s, d])
-        .filter(|t| t.cells > 0)
-        .collect();
-    let p: Vec<f64> = tested.iter().map(|t| t.p).collect();
-    for (t, adjusted) in tested.iter_mut().zip(holm(&p)) {
-        t.holm_p = adjusted;
-        if adjusted <= alpha {
-            t.side = Some(if t.low >= t.high { Side::Low } else { Side::High });
-        }
-    }
-    let tests = p.len();
+    let tests = holm_over_sides(&mut hosts, alpha);
     let (cells_min, cells_max) = hosts
         .iter()
         .flat_map(|(s, d)| [s.cells, d.cells])
@@ -341,19 +280,139 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
         (Some(k), Some(s)) => Some(smallest_flagged(cells_min, k, s)),
         _ => None,
     };
-    // Links: every repetition beyond the floor from the additive prediction, on one side, and
-    // so far out that this run's cells rarely are: p = 2 q^R, q the share of all cells at least
-    // as far out as the link's nearest repetition, Bonferroni over the links.
-    let prediction = |i: usize| -> Option<f64> {
-        has_value[i].then_some(())?;
-        Some(row_median[i / n]? + column_median[i % n]? - all_median?)
-    };
+    let judged = judge_links(n, cells, &reps, &yard, alpha);
+    Judgement {
+        hosts,
+        links: judged.links,
+        noise: Noise {
+            alpha,
+            tests,
+            spread: spread_log.map(|s| s.exp() - 1.0),
+            cells_min,
+            cells_max,
+            needed: needed_cells,
+            smallest,
+            link_edges: judged.edges,
+            links_judged: judged.judged,
+            reps_max: judged.reps_max,
+        },
+    }
+}
+
+/// What a matrix's cells are judged against, in logs: each row's and column's median of the
+/// pair values, and the median of them all.
+struct Yardsticks {
+    n: usize,
+    row_median: Vec<Option<f64>>,
+    column_median: Vec<Option<f64>>,
+    all_median: Option<f64>,
+    /// Whether each pair has a (positive) value.
+    has_value: Vec<bool>,
+}
+
+impl Yardsticks {
+    fn of(n: usize, pairs: &[Option<f64>]) -> Yardsticks {
+        let log_pair: Vec<Option<f64>> = pairs.iter().map(|v| v.filter(|v| *v > 0.0).map(f64::ln)).collect();
+        // Each row's and column's pair values, sorted.
+        let mut rows: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut columns: Vec<Vec<f64>> = vec![Vec::new(); n];
+        for (i, y) in log_pair.iter().enumerate() {
+            if let Some(y) = y {
+                rows[i / n].push(*y);
+                columns[i % n].push(*y);
+            }
+        }
+        for line in rows.iter_mut().chain(columns.iter_mut()) {
+            line.sort_by(f64::total_cmp);
+        }
+        let all: Vec<f64> = log_pair.iter().flatten().copied().collect();
+        Yardsticks {
+            n,
+            all_median: median_of(&all),
+            row_median: rows.iter().map(|r| median_of(r)).collect(),
+            column_median: columns.iter().map(|c| median_of(c)).collect(),
+            has_value: log_pair.iter().map(Option::is_some).collect(),
+        }
+    }
+
+    /// A pair's yardsticks: its destination's column, its source's row (None: no value).
+    fn references(&self, i: usize) -> (Option<f64>, Option<f64>) {
+        match self.has_value[i] {
+            true => (self.column_median[i % self.n], self.row_median[i / self.n]),
+            false => (None, None),
+        }
+    }
+
+    /// A pair's additive prediction: its row's plus its column's median, less the overall one.
+    fn prediction(&self, i: usize) -> Option<f64> {
+        self.has_value[i].then_some(())?;
+        Some(self.row_median[i / self.n]? + self.column_median[i % self.n]? - self.all_median?)
+    }
+}
+
+/// A host side's sign test: its cells' log ratios to their yardsticks beyond the floor on
+/// each side (reordered).
+fn side_test(ratios: &mut [f64], low_edge: f64, high_edge: f64) -> SideTest {
+    let cells = ratios.len() as u32;
+    if cells == 0 {
+        return SideTest {
+            p: 1.0,
+            holm_p: 1.0,
+            ..Default::default()
+        };
+    }
+    let low = ratios.iter().filter(|r| **r < low_edge).count() as u32;
+    let high = ratios.iter().filter(|r| **r > high_edge).count() as u32;
+    let ratio = crate::measure::stats::median(ratios).exp();
+    SideTest {
+        cells,
+        low,
+        high,
+        ratio: Some(ratio),
+        p: two_sided(cells, low.max(high)),
+        holm_p: 1.0,
+        side: None,
+    }
+}
+
+/// Holm over the host sides that have cells, flagging those at or under `alpha`; returns how
+/// many were tested.
+fn holm_over_sides(hosts: &mut [(SideTest, SideTest)], alpha: f64) -> usize {
+    let mut tested: Vec<&mut SideTest> = hosts
+        .iter_mut()
+        .flat_map(|(s, d)| [s, d])
+        .filter(|t| t.cells > 0)
+        .collect();
+    let p: Vec<f64> = tested.iter().map(|t| t.p).collect();
+    for (t, adjusted) in tested.iter_mut().zip(holm(&p)) {
+        t.holm_p = adjusted;
+        if adjusted <= alpha {
+            t.side = Some(if t.low >= t.high { Side::Low } else { Side::High });
+        }
+    }
+    p.len()
+}
+
+/// A matrix's links judged: those flagged, the edges the rule asks of a link with the most
+/// repetitions, how many were judged and the most repetitions of a pair.
+struct LinksJudged {
+    links: Vec<(usize, usize, Side)>,
+    edges: Option<(f64, f64, f64)>,
+    judged: usize,
+    reps_max: u32,
+}
+
+/// Links: every repetition beyond the floor from the additive prediction, on one side, and
+/// so far out that this run's cells rarely are: p = 2 q^R, q the share of all cells at least
+/// as far out as the link's nearest repetition, Bonferroni over the links.
+fn judge_links(n: usize, cells: &[(u32, f64)], reps: &[u32], yard: &Yardsticks, alpha: f64) -> LinksJudged {
+    let (low_edge, high_edge) = ((1.0 - FLOOR).ln(), (1.0 + FLOOR).ln());
     // Per pair: the nearest repetition on each side (largest residual, smallest residual).
-    let mut nearest: Vec<(f64, f64)> = vec![(f64::NEG_INFINITY, f64::INFINITY); pairs.len()];
+    let mut nearest: Vec<(f64, f64)> = vec![(f64::NEG_INFINITY, f64::INFINITY); reps.len()];
     let mut link_residuals: Vec<f64> = Vec::new();
     for (i, v) in cells {
         let i = *i as usize;
-        if let (Some(p), true) = (prediction(i), *v > 0.0 && v.is_finite()) {
+        if let (Some(p), true) = (yard.prediction(i), *v > 0.0 && v.is_finite()) {
             let r = v.ln() - p;
             link_residuals.push(r);
             nearest[i] = (nearest[i].0.max(r), nearest[i].1.min(r));
@@ -361,14 +420,14 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     }
     link_residuals.sort_by(f64::total_cmp);
     let total = link_residuals.len();
-    let links_judged = (0..pairs.len())
-        .filter(|i| reps[*i] as usize >= LINK_MIN_REPS && prediction(*i).is_some())
+    let links_judged = (0..reps.len())
+        .filter(|i| reps[*i] as usize >= LINK_MIN_REPS && yard.prediction(*i).is_some())
         .count();
     let link_level = alpha / links_judged.max(1) as f64;
     let mut links: Vec<(usize, usize, Side)> = Vec::new();
     for (i, (low_nearest, high_nearest)) in nearest.iter().enumerate() {
         let r = reps[i] as i32;
-        if (r as usize) < LINK_MIN_REPS || total == 0 || prediction(i).is_none() {
+        if (r as usize) < LINK_MIN_REPS || total == 0 || yard.prediction(i).is_none() {
             continue;
         }
         let share_at_or_below = |x: f64| link_residuals.partition_point(|y| *y <= x) as f64 / total as f64;
@@ -381,29 +440,18 @@ pub fn judge(n: usize, pairs: &[Option<f64>], cells: &[(u32, f64)], alpha: f64) 
     }
     let reps_max = reps.iter().copied().max().unwrap_or(0);
     // What the rule asks of a link with the most repetitions: the share of cells it may cross.
-    let link_edges = (total > 0 && reps_max as usize >= LINK_MIN_REPS).then(|| {
+    let edges = (total > 0 && reps_max as usize >= LINK_MIN_REPS).then(|| {
         let share = (link_level / 2.0).powf(1.0 / f64::from(reps_max));
         let at = ((share * total as f64).floor() as usize).min(total - 1);
         let below = link_residuals[at].min(low_edge);
         let above = link_residuals[total - 1 - at].max(high_edge);
         (1.0 - below.exp(), above.exp() - 1.0, share)
     });
-    drop(link_residuals);
-    Judgement {
-        hosts,
+    LinksJudged {
         links,
-        noise: Noise {
-            alpha,
-            tests,
-            spread: spread_log.map(|s| s.exp() - 1.0),
-            cells_min,
-            cells_max,
-            needed: needed_cells,
-            smallest,
-            link_edges,
-            links_judged,
-            reps_max,
-        },
+        edges,
+        judged: links_judged,
+        reps_max,
     }
 }
 

@@ -91,6 +91,24 @@ fn goodness(m: &Matrix, v: f64, (lo, hi): (f64, f64)) -> f64 {
     }
 }
 
+/// Where a heat map's grid stands at scale `k`: its squares' side and its top-left corner in
+/// pixels, with the layout at scale 1 (`unscaled_cell`: what decides what fits in a square).
+#[derive(Clone, Copy)]
+struct Grid {
+    n: usize,
+    k: i32,
+    cell: i32,
+    unscaled_cell: i32,
+    left: i32,
+    top: i32,
+}
+
+impl Grid {
+    fn font(self, size: i32) -> FontDesc<'static> {
+        ("sans-serif", (size * self.k) as f64).into_font()
+    }
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     m: &Matrix,
@@ -102,12 +120,41 @@ fn draw<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(draw_err)?;
     let n = m.n;
     let l = layout(n);
-    let (cell, left, top) = (l.cell * k, l.left * k, l.top * k);
-    let font = |size: i32| ("sans-serif", (size * k) as f64).into_font();
-    root.draw(&Text::new(title.to_string(), (12 * k, 8 * k), font(15).color(&BLACK)))
+    let g = Grid {
+        n,
+        k,
+        cell: l.cell * k,
+        unscaled_cell: l.cell,
+        left: l.left * k,
+        top: l.top * k,
+    };
+    root.draw(&Text::new(title.to_string(), (12 * k, 8 * k), g.font(15).color(&BLACK)))
         .map_err(draw_err)?;
     let range = range(m);
-    // The squares.
+    draw_squares(root, m, planned, range, g)?;
+    draw_host_numbers(root, m, g)?;
+    let grid = g.cell * n as i32;
+    root.draw(&Text::new(
+        "rows: source (client) · columns: destination (server) · red: flagged".to_string(),
+        (g.left, g.top + grid + 10 * k),
+        g.font(11).color(&BLACK),
+    ))
+    .map_err(draw_err)?;
+    draw_colour_bar(root, m, range, g)
+}
+
+/// The squares in their colours, the values in them when they fit ("missing" where a planned
+/// pair has none), and the flagged links outlined.
+fn draw_squares<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    m: &Matrix,
+    planned: &[bool],
+    range: Option<(f64, f64)>,
+    g: Grid,
+) -> anyhow::Result<()> {
+    let Grid {
+        n, k, cell, left, top, ..
+    } = g;
     for s in 0..n {
         for d in 0..n {
             let i = s * n + d;
@@ -126,7 +173,7 @@ fn draw<DB: DrawingBackend>(
         }
     }
     // Values in the squares when they fit, and "missing" where a planned pair has none.
-    if l.cell >= 36 {
+    if g.unscaled_cell >= 36 {
         for s in 0..n {
             for d in 0..n {
                 let i = s * n + d;
@@ -136,7 +183,7 @@ fn draw<DB: DrawingBackend>(
                     (None, false) => continue,
                 };
                 let dark = m.values[i].is_some_and(|v| range.is_some_and(|r| goodness(m, v, r) < 0.5));
-                let style = TextStyle::from(font(9))
+                let style = TextStyle::from(g.font(9))
                     .color(if dark { &WHITE } else { &BLACK })
                     .pos(Pos::new(HPos::Center, VPos::Center));
                 let at = (left + d as i32 * cell + cell / 2, top + s as i32 * cell + cell / 2);
@@ -145,7 +192,7 @@ fn draw<DB: DrawingBackend>(
         }
     }
     // Flagged links outlined.
-    if l.cell >= 4 {
+    if g.unscaled_cell >= 4 {
         for (s, d, _) in m.worse_links() {
             let (x, y) = (left + *d as i32 * cell, top + *s as i32 * cell);
             root.draw(&Rectangle::new(
@@ -155,9 +202,15 @@ fn draw<DB: DrawingBackend>(
             .map_err(draw_err)?;
         }
     }
-    // Host numbers (rows: sources, columns: destinations) and flagged hosts' marks.
+    Ok(())
+}
+
+/// Host numbers (rows: sources, columns: destinations) and flagged hosts' marks.
+fn draw_host_numbers<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, m: &Matrix, g: Grid) -> anyhow::Result<()> {
+    let Grid {
+        n, k, cell, left, top, ..
+    } = g;
     let step = label_step(n);
-    let grid = cell * n as i32;
     for h in 0..n {
         // Red marks only the worse side: a host better than the rest is not flagged.
         let flagged = m.host_flag(h).filter(|f| f.is_worse(m.metric));
@@ -171,7 +224,7 @@ fn draw<DB: DrawingBackend>(
             root.draw(&Text::new(
                 (h + 1).to_string(),
                 (left - 10 * k, top + centre),
-                TextStyle::from(font(10))
+                TextStyle::from(g.font(10))
                     .color(color)
                     .pos(Pos::new(HPos::Right, VPos::Center)),
             ))
@@ -179,7 +232,7 @@ fn draw<DB: DrawingBackend>(
             root.draw(&Text::new(
                 (h + 1).to_string(),
                 (left + centre, top - 10 * k),
-                TextStyle::from(font(10))
+                TextStyle::from(g.font(10))
                     .color(color)
                     .pos(Pos::new(HPos::Center, VPos::Bottom)),
             ))
@@ -203,13 +256,21 @@ fn draw<DB: DrawingBackend>(
             }
         }
     }
-    root.draw(&Text::new(
-        "rows: source (client) · columns: destination (server) · red: flagged".to_string(),
-        (left, top + grid + 10 * k),
-        font(11).color(&BLACK),
-    ))
-    .map_err(draw_err)?;
-    // The colour bar: best at the top.
+    Ok(())
+}
+
+/// The colour bar right of the grid, best at the top, with its two ends' values and the key
+/// of a missing pair.
+fn draw_colour_bar<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    m: &Matrix,
+    range: Option<(f64, f64)>,
+    g: Grid,
+) -> anyhow::Result<()> {
+    let Grid {
+        n, k, cell, left, top, ..
+    } = g;
+    let grid = cell * n as i32;
     let bar_x = left + grid + 24 * k;
     let bar_h = grid.max(60 * k);
     for y in 0..bar_h {
@@ -226,7 +287,9 @@ fn draw<DB: DrawingBackend>(
             root.draw(&Text::new(
                 format!("{} {}", fmt_num(Some(v)), m.metric.unit),
                 (bar_x + 20 * k, y),
-                TextStyle::from(font(10)).color(&BLACK).pos(Pos::new(HPos::Left, v_pos)),
+                TextStyle::from(g.font(10))
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, v_pos)),
             ))
             .map_err(draw_err)
         };
@@ -242,7 +305,7 @@ fn draw<DB: DrawingBackend>(
     root.draw(&Text::new(
         "missing".to_string(),
         (bar_x + 20 * k, key_y),
-        TextStyle::from(font(10))
+        TextStyle::from(g.font(10))
             .color(&BLACK)
             .pos(Pos::new(HPos::Left, VPos::Top)),
     ))

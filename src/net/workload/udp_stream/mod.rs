@@ -360,6 +360,21 @@ fn build_observation(
 ) -> Observation {
     let mut obs = Observation::default();
     let datagrams: u64 = clients.iter().map(|c| c.window_datagrams).sum();
+    push_sent(&mut obs, case, datagrams, window_s);
+    push_send_costs(&mut obs, case, clients, datagrams, window_s, tsc_hz);
+    push_zerocopy(&mut obs, clients);
+    push_received(&mut obs, case, server);
+    place(
+        &mut obs,
+        clients.iter().map(|c| c.metered.placement.clone()),
+        server,
+        &case.net,
+    );
+    obs
+}
+
+/// What the client sent in the window, and at what rate (offered, when paced).
+fn push_sent(obs: &mut Observation, case: &UdpStreamCase, datagrams: u64, window_s: f64) {
     let bytes = datagrams * case.size;
     obs.push(Metric::tool(
         names::DATAGRAMS_SENT,
@@ -396,8 +411,21 @@ fn build_observation(
             "us",
         ));
     }
+}
+
+/// The client's costs: its counters, per datagram, per CPU-second and per cycle.
+fn push_send_costs(
+    obs: &mut Observation,
+    case: &UdpStreamCase,
+    clients: &[ClientOutcome],
+    datagrams: u64,
+    window_s: f64,
+    tsc_hz: Option<f64>,
+) {
+    let bytes = datagrams * case.size;
+    let rate = |v: f64| observe::per(v, window_s);
     let counters = push_client_counters(
-        &mut obs,
+        obs,
         clients.iter().map(|c| &c.metered.counters),
         case.net.perf,
         "cycles are",
@@ -443,14 +471,18 @@ fn build_observation(
             "cycles not counted: no PMU here (cycles_per_byte, if shown, is an estimate from CPU time)".to_string()
         }),
     ));
+}
+
+/// The zero-copy sends' completions, and a warning when the kernel copied them after all.
+fn push_zerocopy(obs: &mut Observation, clients: &[ClientOutcome]) {
     if clients.iter().any(|c| c.zerocopy.is_some()) {
         let mut zc = crate::net::completions::CompletionCounts::default();
         for c in clients.iter().filter_map(|c| c.zerocopy.as_ref()) {
             zc.add(&c.completions);
         }
-        observe::push_completion_counts(&mut obs, &zc);
+        observe::push_completion_counts(obs, &zc);
         obs.push(observe::copied_fraction(&zc));
-        observe::warn_unexpected_completions(&mut obs, &zc);
+        observe::warn_unexpected_completions(obs, &zc);
         if zc.copied > 0 {
             obs.warn(
                 WarningKind::ZeroCopyCopied,
@@ -461,7 +493,11 @@ fn build_observation(
             );
         }
     }
-    push_server_metrics(&mut obs, server);
+}
+
+/// The server's report, its verification, and a warning when an unpaced sender lost datagrams.
+fn push_received(obs: &mut Observation, case: &UdpStreamCase, server: &ServerReport) {
+    push_server_metrics(obs, server);
     if case.net.verify {
         let corrupted = (server.corrupt_messages > 0).then(|| {
             format!(
@@ -470,13 +506,8 @@ fn build_observation(
                 server.corrupt_messages + server.verified_messages
             )
         });
-        warn_verify(&mut obs, "CPU figures", corrupted);
-        observe::push_verify_counts(
-            &mut obs,
-            Role::Server,
-            server.verified_messages,
-            server.corrupt_messages,
-        );
+        warn_verify(obs, "CPU figures", corrupted);
+        observe::push_verify_counts(obs, Role::Server, server.verified_messages, server.corrupt_messages);
     }
     let lost = obs.value(names::DATAGRAMS_LOST, Role::System).is_some_and(|l| l > 0.0);
     if lost && case.rate.is_none() && !case.peer_drops() {
@@ -485,11 +516,4 @@ fn build_observation(
             "unpaced, the sender outran the receiver (socket_drops counts what its socket buffer dropped)",
         );
     }
-    place(
-        &mut obs,
-        clients.iter().map(|c| c.metered.placement.clone()),
-        server,
-        &case.net,
-    );
-    obs
 }
