@@ -132,7 +132,9 @@ fn namespaces_unavailable() -> Option<&'static str> {
 }
 
 /// A tbf of 20 Mbit/s on the client's end of the veth against none: B is hundreds of times
-/// slower, far beyond anything load does, and `--fail-on-regression` exits 1.
+/// slower, far beyond anything load does, and `--fail-on-regression` exits 1. Eight pairs: on
+/// a starved machine a pair can go without a value (a run beside two builds kept 5 of 6, too
+/// few for the signed-rank test), and six or more still decide.
 #[test]
 fn a_tbf_rate_on_the_topology_is_found() {
     if let Some(why) = namespaces_unavailable() {
@@ -153,13 +155,13 @@ fn a_tbf_rate_on_the_topology_is_found() {
             "--size",
             "64K",
         ])
-        .args(["--duration", "300ms", "--warmup", "100ms", "--reps", "6"])
-        .timeout(Duration::from_secs(180))
+        .args(["--duration", "300ms", "--warmup", "100ms", "--reps", "8"])
+        .timeout(Duration::from_secs(240))
         .output()
         .unwrap();
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
-    assert!(text.contains("whole run (6 pairs): slower"), "{text}");
+    assert!(text.contains("pairs): slower"), "{text}");
     assert!(stderr(&out).contains("worse with B"), "{}", stderr(&out));
     // The host's qdiscs never saw it: the setting lived on iopath's own veth pair.
     assert_eq!(count(&db, "SELECT count(*) FROM setting_journal"), 0);
