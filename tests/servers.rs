@@ -270,7 +270,9 @@ fn exercise(model: &str) {
         let mut req = Vec::new();
         protocol::encode_echo_request(&payload(protocol::MAX_PAYLOAD, 9), &mut req);
         protocol::encode_procs_request(50, Rank::Total, &mut req);
-        rude.write_all(&req).unwrap();
+        // On a starved machine the server may close it mid-request (its idle timeout): the
+        // write then fails, and what is tested is the server serving the next client.
+        let _ = rude.write_all(&req);
         drop(rude);
     }
     well_behaved(addr);
