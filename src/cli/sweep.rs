@@ -386,11 +386,9 @@ fn print_workload_tables(records: &[crate::store::Record], view: super::output::
         }
     }
     for kind in kinds {
-        let Some(cli) = super::workloads::of(kind) else {
-            continue;
-        };
         let these: Vec<crate::store::Record> = records.iter().filter(|r| r.case.workload() == kind).cloned().collect();
-        super::output::out(run::records_table(&these, view, cli.table))?;
+        let table = super::workloads::of(&these[0].case).table;
+        super::output::out(run::records_table(&these, view, table))?;
     }
     Ok(())
 }

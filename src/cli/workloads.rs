@@ -1,6 +1,6 @@
-//! The CLI's side of each workload, looked up by the case's kind (`Workload::kind`) in this one
-//! place: its terminal table renderer and the check a stored case passes again before a resume
-//! runs it. Adding a workload adds one arm to `of`.
+//! The CLI's side of each workload, looked up by the case in this one place: its terminal table
+//! renderer and the check a stored case passes again before a resume runs it. Adding a workload
+//! adds one arm to `of`, which the compiler asks for.
 
 use super::output::View;
 use crate::case::{
@@ -33,11 +33,11 @@ pub struct WorkloadCli {
     pub memory: Memory,
 }
 
-/// The CLI's side of a workload kind (`net-stream`, `net-rr`, …); None for a kind this build
-/// does not know.
-pub fn of(kind: &str) -> Option<WorkloadCli> {
-    Some(match kind {
-        "net-stream" => WorkloadCli {
+/// The CLI's side of a case's workload: one arm a `Case` variant, so a workload added
+/// without its arm does not compile.
+pub fn of(case: &Case) -> WorkloadCli {
+    match case {
+        Case::NetStream(_) => WorkloadCli {
             table: super::net::render_stream_table,
             check: |c, _| stream::check_case(typed::<StreamCase>(c)?, Role::Client, None),
             memory: |c| {
@@ -45,7 +45,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
                 Ok(both_ends(&c.net.endpoint, |role| stream::buffer_bytes(c, role)))
             },
         },
-        "net-rr" | "net-crr" => WorkloadCli {
+        Case::NetRr(_) => WorkloadCli {
             table: super::rr::render_rr_table,
             check: |c, _| rr::check_case(typed::<RrCase>(c)?),
             memory: |c| {
@@ -53,7 +53,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
                 Ok(both_ends(&c.net.endpoint, |role| rr::buffer_bytes(c, role)))
             },
         },
-        "net-records" => WorkloadCli {
+        Case::NetRecords(_) => WorkloadCli {
             table: super::records::render_records_table,
             check: |c, _| records::check_case(typed::<RecordsCase>(c)?, None),
             // The table and every connection's buffers live with the server.
@@ -65,7 +65,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
                 })
             },
         },
-        "net-udp-stream" => WorkloadCli {
+        Case::NetUdpStream(_) => WorkloadCli {
             table: super::udp_stream::render_table,
             check: |c, _| udp_stream::check_case(typed::<UdpStreamCase>(c)?),
             memory: |c| {
@@ -73,7 +73,7 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
                 Ok(both_ends(&c.net.endpoint, |role| udp_stream::buffer_bytes(c, role)))
             },
         },
-        "net-udp-rr" => WorkloadCli {
+        Case::NetUdpRr(_) => WorkloadCli {
             table: super::udp_rr::render_udp_rr_table,
             check: |c, _| udp_rr::check_case(typed::<UdpRrCase>(c)?),
             memory: |c| {
@@ -81,37 +81,34 @@ pub fn of(kind: &str) -> Option<WorkloadCli> {
                 Ok(both_ends(&c.net.endpoint, |role| udp_rr::buffer_bytes(c, role)))
             },
         },
-        "servers" => WorkloadCli {
+        Case::Servers(_) => WorkloadCli {
             table: super::servers::table,
             check: |c, _| super::servers::check_case(typed::<ServersCase>(c)?),
             memory: |c| Ok(servers_bytes(typed::<ServersCase>(c)?)),
         },
-        "micro" => WorkloadCli {
+        Case::Micro(_) => WorkloadCli {
             table: super::micro::render,
             check: |c, headroom| super::micro::check_case(typed::<MicroCase>(c)?, headroom),
             memory: |c| super::micro::memory_bytes(typed::<MicroCase>(c)?),
         },
-        "fake" => WorkloadCli {
+        Case::Fake(_) => WorkloadCli {
             table: super::fake::table,
             check: |_, _| Ok(()),
             memory: |_| Ok(0),
         },
-        "fleet" => WorkloadCli {
+        Case::Fleet(_) => WorkloadCli {
             table: super::fleet::render_fleet_table,
             check: check_fleet,
             // Both ends of a fleet cell run on agents (each checks its own memory).
             memory: |_| Ok(0),
         },
-        _ => return None,
-    })
+    }
 }
 
 /// A case's check and its memory in this process against half of `headroom` (None skips the
 /// memory): what every case passes before any of its run starts or resumes.
 pub fn check_here(case: &Case, headroom: Option<u64>) -> Result<(), String> {
-    let Some(cli) = of(case.workload()) else {
-        return Err(format!("this iopath does not know the workload '{}'", case.workload()));
-    };
+    let cli = of(case);
     (cli.check)(case, headroom)?;
     let need = (cli.memory)(case)?;
     match headroom {
@@ -155,13 +152,7 @@ fn typed<T: Workload>(case: &Case) -> Result<&T, String> {
 fn check_fleet(case: &Case, _headroom: Option<u64>) -> Result<(), String> {
     let c = typed::<crate::case::FleetCase>(case)?;
     crate::fleet::check_case(c)?;
-    match of(c.case.workload()) {
-        Some(cli) => (cli.check)(&c.case, None),
-        None => Err(format!(
-            "this iopath does not know the workload '{}'",
-            c.case.workload()
-        )),
-    }
+    (of(&c.case).check)(&c.case, None)
 }
 
 #[cfg(test)]
@@ -169,10 +160,10 @@ mod tests {
     use super::*;
     use crate::case::{Bench, FakeBehaviour, FakeCase, Model, Request};
 
-    /// Every kind a case can have has its table and check here: a workload added without its
-    /// arm in `of` fails this test, not a user's resume.
+    /// A case passes its own workload's check, and a case checked as another workload is
+    /// refused, never obeyed. (Every `Case` variant has its arm in `of`: the compiler asks.)
     #[test]
-    fn every_kind_has_a_table_and_a_check() {
+    fn a_case_is_checked_by_its_own_workload_only() {
         let cases = [
             Case::Servers(ServersCase::new(Model::Epoll, Request::Echo(64), 1, 100)),
             Case::Micro(MicroCase::new(Bench::Timer, vec![])),
@@ -182,19 +173,12 @@ mod tests {
             }),
         ];
         for case in &cases {
-            let cli = of(case.workload()).unwrap_or_else(|| panic!("no CLI side for {}", case.workload()));
-            assert_eq!((cli.check)(case, None), Ok(()), "{}", case.label());
+            assert_eq!((of(case).check)(case, None), Ok(()), "{}", case.label());
         }
-        // Every workload `sweep` takes (from clap's own subcommands, not a list typed here),
-        // and the fleet's cells.
-        let kinds = crate::cli::sweep::workload_names(true);
-        assert!(kinds.len() >= 8, "{kinds:?}");
-        for kind in kinds.iter().map(String::as_str).chain(["fleet"]) {
-            assert!(of(kind).is_some(), "{kind}");
-        }
-        assert!(of("udp").is_none());
-        // A case checked as another kind is refused, never obeyed.
-        let stream = of("net-stream").unwrap();
+        let stream = of(&Case::NetStream(StreamCase::for_test(
+            crate::case::CopyMode::TwoCopy,
+            4096,
+        )));
         assert!((stream.check)(&cases[0], None)
             .unwrap_err()
             .contains("not what its kind promises"));
