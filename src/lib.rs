@@ -1,14 +1,18 @@
 //! iopath: measures what moving data through a Linux machine costs.
 //!
-//! Layers, ground first (imports only run downwards): `sys` → `measure` (+ `case`,
-//! `observation`, `format`) → workloads (`net`, `servers`, `micro`) → `fleet` → `sweep` → `store` → `report` → `cli`.
+//! Rooms, ground first (a room's code names only rooms before it; `tests/architecture.rs`
+//! checks it): `stop`, `sys`, `format`, `warning`, `choice`, `machine`, `observation`, `case`,
+//! `measure`, `sysinfo`, `net`, `fake`, `servers`, `micro`, `fleet`, `sweep`, `store`, `report`,
+//! `cli`.
 #![deny(unsafe_code)]
 
 pub mod case;
+pub mod choice;
 pub mod cli;
 pub mod fake;
 pub mod fleet;
 pub mod format;
+pub mod machine;
 pub mod measure;
 pub mod micro;
 pub mod net;

@@ -99,7 +99,16 @@ impl Role {
 
 // Display and FromStr ("unknown role 'x' (accepted: client, server, system)"): the one
 // spelling that stored metrics and `export --metric role.name` both read.
-crate::case::named_choices!(Role, "role");
+crate::choice::named_choices!(Role, "role");
+
+/// The highest latency a histogram records (100 s, in ns; longer ones are clamped to it).
+pub const LATENCY_HIGHEST_NS: u64 = 100_000_000_000;
+
+/// The largest latency any reading of a histogram gives, in microseconds: the highest
+/// recordable up to the top of its bucket, which with 3 significant digits is less than 1/1024
+/// above it. A peer's or stored quantile, mean or maximum above it was not read from one
+/// ([`out_of_order`]).
+pub const LATENCY_MOST_US: f64 = LATENCY_HIGHEST_NS as f64 * (1.0 + 1.0 / 1024.0) / 1e3;
 
 /// One number: snake_case name with the unit in it (`throughput_gbps`), its unit spelled out,
 /// and where it came from. `value` is None exactly when the source is Unavailable.
@@ -209,7 +218,7 @@ pub fn impossible_value(role: Role, name: &str, v: f64) -> Option<String> {
 /// all are read from the same histogram (measure/histogram.rs), whose quantiles and maximum
 /// are each the highest value of their bucket and whose mean is of bucket midpoints; and in
 /// microseconds (`_us`) none is above the longest latency a histogram holds
-/// (`measure::histogram::MOST_US`, just over 100 s), nor above `longest`, the longest latency
+/// (`LATENCY_MOST_US`, just over 100 s), nor above `longest`, the longest latency
 /// the case's windows can record (`Workload::longest_latency`; None: no window of its own).
 /// A fraction within 0..=1 is [`impossible_value`]'s. The reason names both metrics; None when
 /// every pair stands as it must (a name present twice in a group leaves that group unchecked).
@@ -264,7 +273,7 @@ type Ranked<'a> = (Option<f64>, &'a str, f64);
 
 /// Why `v` cannot be the latency quantile, mean or maximum `role.name` (`<what>_p<digits>_us`,
 /// `_mean_us`, `_max_us`): above the longest latency a histogram holds
-/// (`measure::histogram::MOST_US`), or above `longest`, the longest its case's windows can
+/// (`LATENCY_MOST_US`), or above `longest`, the longest its case's windows can
 /// record. None for any other name or a value within both. Part of [`out_of_order`], and
 /// applied alone where values are read one at a time (the matrix's).
 pub fn beyond_histogram(role: Role, name: &str, v: f64, longest: Option<std::time::Duration>) -> Option<String> {
@@ -272,7 +281,7 @@ pub fn beyond_histogram(role: Role, name: &str, v: f64, longest: Option<std::tim
     if unit != "us" {
         return None;
     }
-    let held = crate::measure::histogram::MOST_US;
+    let held = LATENCY_MOST_US;
     let role = role.as_str();
     if v > held {
         return Some(format!(
@@ -539,7 +548,7 @@ pub struct Observation {
     /// Things the user should know about this result (copied zero-copy sends, unpinned run...).
     pub warnings: Vec<Warning>,
     pub placement: Vec<ThreadPlacement>,
-    /// Both hosts' machine descriptions (`sysinfo`) of a cell measured between two agents (a
+    /// Both hosts' machine descriptions (`machine`, as `sysinfo` reads them) of a cell measured between two agents (a
     /// fleet cell: the agent's `agent_result`); None for every other cell. Not part of the
     /// observation's JSON (`--json`, exports and the agent protocol stay as they are): the
     /// store keeps each distinct description once (store/machines.rs) and the matrix's host
@@ -552,9 +561,9 @@ pub struct Observation {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PairMachines {
     /// The agent that ran the client side.
-    pub source: crate::sysinfo::Machine,
+    pub source: crate::machine::Machine,
     /// The agent that served it, as it described itself to the source.
-    pub destination: crate::sysinfo::Machine,
+    pub destination: crate::machine::Machine,
 }
 
 impl Observation {

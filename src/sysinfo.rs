@@ -3,89 +3,12 @@
 //! change I/O results. Fast (well under 200 ms) and never fails: what cannot be read is None
 //! or "unavailable: <reason>".
 
-use crate::sys::cache::{self, CacheInfo};
+use crate::sys::cache;
 use crate::sys::procfs::{parse_cpu_list, read_i64, read_trimmed};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    pub hostname: Option<String>,
-    pub kernel: Option<String>,
-    pub kernel_build: Option<String>,
-    pub cpu_model: Option<String>,
-    pub cpu_vendor: Option<String>,
-    /// Running under a hypervisor (the CPU's `hypervisor` flag).
-    pub virtualized: Option<bool>,
-    pub logical_cpus: usize,
-    pub online_cpus: Option<String>,
-    pub physical_cores: Option<usize>,
-    pub sockets: Option<usize>,
-    pub threads_per_core: Option<usize>,
-    /// SMT switched on (/sys/devices/system/cpu/smt/active), when the kernel says.
-    pub smt_active: Option<bool>,
-    pub tsc_hz: Option<f64>,
-    pub tsc_invariant: bool,
-    pub clocksource: Option<String>,
-    pub caches: Vec<CacheInfo>,
-    pub memory_total_bytes: Option<u64>,
-    pub memory_available_bytes: Option<u64>,
-    pub numa_nodes: Vec<NumaNode>,
-    pub interfaces: Vec<Interface>,
-    pub loopback_mtu: Option<u64>,
-    pub block_devices: Vec<BlockDevice>,
-    pub governor: Option<String>,
-    /// /sys/devices/system/cpu/vulnerabilities: name -> the kernel's status line.
-    pub mitigations: BTreeMap<String, String>,
-    /// Each perf event and whether it opens: "ok" or "unavailable: <reason>".
-    pub perf_events: BTreeMap<String, String>,
-    pub perf_event_paranoid: Option<i64>,
-    /// The memory-traffic counters found (uncore PMUs, resctrl MBM) or why there are none,
-    /// one line each (`measure::memtraffic::describe`).
-    #[serde(default)]
-    pub memory_traffic: Vec<String>,
-    /// "available" or "unavailable: <reason>".
-    pub io_uring: String,
-    pub io_uring_disabled_sysctl: Option<i64>,
-    pub optmem_max: Option<i64>,
-    pub tcp_wmem: Option<String>,
-    pub tcp_rmem: Option<String>,
-    /// RLIMIT_MEMLOCK soft and hard limits in bytes (None = unlimited).
-    pub rlimit_memlock: Option<Limit>,
-    pub transparent_hugepage: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limit {
-    pub soft: Option<u64>,
-    pub hard: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NumaNode {
-    pub id: u32,
-    pub cpus: Option<String>,
-    pub memory_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Interface {
-    pub name: String,
-    pub mtu: Option<u64>,
-    /// Link speed in Mbit/s; None where the driver does not report one (loopback, virtio).
-    pub speed_mbps: Option<i64>,
-    pub state: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BlockDevice {
-    pub name: String,
-    pub size_bytes: Option<u64>,
-    pub rotational: Option<bool>,
-    pub model: Option<String>,
-    pub scheduler: Option<String>,
-}
+pub use crate::machine::{BlockDevice, Interface, Limit, Machine, NumaNode};
 
 /// Describe this machine and its environment.
 pub fn describe() -> Machine {
@@ -225,7 +148,7 @@ fn interfaces() -> Vec<Interface> {
     };
     let mut out: Vec<Interface> = entries
         .flatten()
-        .filter(|e| !crate::net::topology::is_run_interface(&e.file_name().to_string_lossy()))
+        .filter(|e| !crate::case::is_run_interface(&e.file_name().to_string_lossy()))
         .map(|e| {
             let p = e.path();
             Interface {

@@ -1,6 +1,7 @@
 //! Rules of the house's shape that a reader of the source can check: no function in src/ is
 //! longer than [`MAX_FN_LINES`] lines (issue 33), so every long piece of work is split into
-//! named steps that say what they do.
+//! named steps that say what they do; and imports between the rooms of src/ run only
+//! downwards ([`ROOMS`]), so no circle crosses rooms.
 
 use std::path::{Path, PathBuf};
 
@@ -230,4 +231,165 @@ fn takes_pointer(f: fn(u32) -> u32, x: &'static str) -> [u8; 2] where u32: Copy 
         found,
         vec![("short".to_string(), 2, 6), ("takes_pointer".to_string(), 13, 4)]
     );
+}
+
+/// The rooms of `src/` (its top-level modules), ground first: a room's code names only rooms
+/// before it, so no import circle crosses rooms and no arrow points upward (its tests may use
+/// anything). A new top-level module takes its place here.
+const ROOMS: &[&str] = &[
+    "stop",
+    "sys",
+    "format",
+    "warning",
+    "choice",
+    "machine",
+    "observation",
+    "case",
+    "measure",
+    "sysinfo",
+    "net",
+    "fake",
+    "servers",
+    "micro",
+    "fleet",
+    "sweep",
+    "store",
+    "report",
+    "cli",
+];
+
+/// `code` (from [`code_only`]) with every `#[cfg(test)]` item blanked: the attribute and the
+/// item after it, to its closing brace or its `;`.
+fn without_tests(mut code: Vec<u8>) -> Vec<u8> {
+    while let Some(at) = find(&code, b"#[cfg(test)]") {
+        let mut end = at;
+        let mut depth = 0;
+        for (k, c) in code[at..].iter().enumerate() {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = at + k + 1;
+                        break;
+                    }
+                }
+                b';' if depth == 0 => {
+                    end = at + k + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        for c in &mut code[at..end.max(at + 1)] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    }
+    code
+}
+
+/// The rooms `code` names (`crate::room::…`, `$crate::room::…`, `crate::{room, …}`).
+fn rooms_named(code: &[u8]) -> Vec<String> {
+    let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(p) = find(&code[i..], b"crate::") {
+        let at = i + p;
+        i = at + 7;
+        if at > 0 && ident(&code[at - 1]) {
+            continue;
+        }
+        if code.get(i) == Some(&b'{') {
+            // A group: the first name of each path at its top level.
+            let mut depth = 0;
+            let mut start = true;
+            for (k, c) in code[i..].iter().enumerate() {
+                match c {
+                    b'{' => {
+                        depth += 1;
+                        start = depth == 1;
+                    }
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            i += k;
+                            break;
+                        }
+                    }
+                    b',' if depth == 1 => start = true,
+                    c if start && ident(c) => {
+                        let name: Vec<u8> = code[i + k..].iter().take_while(|c| ident(c)).copied().collect();
+                        out.push(String::from_utf8_lossy(&name).into_owned());
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name: Vec<u8> = code[i..].iter().take_while(|c| ident(c)).copied().collect();
+            out.push(String::from_utf8_lossy(&name).into_owned());
+        }
+    }
+    out
+}
+
+/// The upward arrows of one file of room `room`: each room it names above its own.
+fn upward_arrows(room: &str, src: &str) -> Vec<String> {
+    let rank = |r: &str| ROOMS.iter().position(|x| *x == r);
+    let own = rank(room).unwrap_or_else(|| panic!("src/{room} is in no room of ROOMS: give it its place"));
+    let mut named = rooms_named(&without_tests(code_only(src)));
+    named.sort();
+    named.dedup();
+    named
+        .into_iter()
+        .filter(|r| rank(r).is_some_and(|other| other > own))
+        .collect()
+}
+
+#[test]
+fn imports_run_only_downwards_between_rooms() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    let mut upward = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(root.join("src"))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let room = rel.split('/').next().unwrap().trim_end_matches(".rs");
+        if room == "lib" || room == "main" {
+            continue;
+        }
+        for above in upward_arrows(room, &std::fs::read_to_string(path).unwrap()) {
+            upward.push(format!("src/{rel} ({room}) names {above}"));
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports pointing up the rooms (ground first: {}):\n{}",
+        ROOMS.join(" < "),
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn an_upward_arrow_is_seen_and_tests_and_comments_are_not() {
+    let src = r#"
+use crate::sys::net;
+use crate::{stop, cli::Args};
+// crate::report in a comment
+const S: &str = "crate::store";
+fn f() { let _ = crate::format::bytes(1); }
+#[cfg(test)]
+mod tests {
+    use crate::report::x;
+}
+"#;
+    assert_eq!(upward_arrows("case", src), vec!["cli".to_string()]);
+    assert_eq!(upward_arrows("cli", src), Vec::<String>::new());
 }

@@ -47,7 +47,7 @@ impl Align {
     }
 }
 
-named_choices!(Align, "alignment");
+crate::choice::named_choices!(Align, "alignment");
 
 #[cfg(test)]
 mod tests {

@@ -435,6 +435,25 @@ impl Topology {
     }
 }
 
+/// The host end of the `n`th veth pair process `pid` builds.
+pub fn host_interface(pid: u32, n: u32) -> String {
+    format!("iop{pid}c{}", n % 1000)
+}
+
+/// Whether `name` is the host end of a veth pair some iopath run built (`iop<pid>c<n>`): it
+/// lives only while that run does, so a machine's description leaves it out (a fleet host's
+/// description would otherwise change whenever any iopath on it ran a veth topology).
+pub fn is_run_interface(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("iop") else {
+        return false;
+    };
+    let Some((pid, n)) = rest.split_once('c') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(pid) && digits(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,7 +42,7 @@ impl RecordsMode {
     }
 }
 
-named_choices!(RecordsMode, "mode");
+crate::choice::named_choices!(RecordsMode, "mode");
 
 /// Which record ids a client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -68,7 +68,7 @@ impl Pick {
     }
 }
 
-named_choices!(Pick, "pick");
+crate::choice::named_choices!(Pick, "pick");
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RecordsCase {

@@ -47,7 +47,7 @@ impl CopyMode {
     }
 }
 
-named_choices!(CopyMode, "mode");
+crate::choice::named_choices!(CopyMode, "mode");
 
 /// How the receiving end takes a message back from the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -87,7 +87,7 @@ impl RxMode {
     }
 }
 
-named_choices!(RxMode, "receive mode");
+crate::choice::named_choices!(RxMode, "receive mode");
 
 /// When the kernel wakes a receiver that waits for the rest of a message (`--rx-wake`).
 /// Each wake-up is paid by the sender: its softirq delivers the bytes and wakes the reader,
@@ -125,7 +125,7 @@ impl RxWake {
     }
 }
 
-named_choices!(RxWake, "receive wake-up");
+crate::choice::named_choices!(RxWake, "receive wake-up");
 
 /// Where the two ends of the stream live.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

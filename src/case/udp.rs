@@ -57,7 +57,7 @@ impl UdpSendMode {
     }
 }
 
-named_choices!(UdpSendMode, "UDP send mode");
+crate::choice::named_choices!(UdpSendMode, "UDP send mode");
 
 /// How datagrams are taken back from the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -84,7 +84,7 @@ impl UdpRecvMode {
     }
 }
 
-named_choices!(UdpRecvMode, "UDP receive mode");
+crate::choice::named_choices!(UdpRecvMode, "UDP receive mode");
 
 #[cfg(test)]
 mod tests {

@@ -7,13 +7,9 @@ pub struct LatencyHistogram {
     hist: Histogram<u64>,
 }
 
-const HIGHEST_NS: u64 = 100_000_000_000;
-
-/// The largest latency any reading of a histogram gives, in microseconds: the highest
-/// recordable (100 s; longer ones are clamped to it) up to the top of its bucket, which with 3
-/// significant digits is less than 1/1024 above it. A peer's or stored quantile, mean or
-/// maximum above it was not read from one (`observation::out_of_order`).
-pub const MOST_US: f64 = HIGHEST_NS as f64 * (1.0 + 1.0 / 1024.0) / 1e3;
+/// The range every latency histogram holds, defined with the observation that checks stored and
+/// peer latencies against it (`observation::out_of_order`).
+pub use crate::observation::{LATENCY_HIGHEST_NS as HIGHEST_NS, LATENCY_MOST_US as MOST_US};
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {

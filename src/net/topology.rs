@@ -15,7 +15,7 @@
 //! left behind and nothing needs cleaning at the next start.
 
 use super::settings::{self, Setting};
-pub use crate::case::{DeviceSizes, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
+pub use crate::case::{host_interface, is_run_interface, DeviceSizes, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
 use crate::sys::netns::{self, NetNs};
 use crate::sys::rtnetlink::{self, LinkSize};
 use anyhow::{anyhow, bail, Context};
@@ -155,25 +155,6 @@ static VETH_COUNT: AtomicU32 = AtomicU32::new(0);
 
 /// The name of the server's end inside its namespace.
 const INNER_IF: &str = "iopath0";
-
-/// The host end of the `n`th veth pair process `pid` builds.
-fn host_interface(pid: u32, n: u32) -> String {
-    format!("iop{pid}c{}", n % 1000)
-}
-
-/// Whether `name` is the host end of a veth pair some iopath run built (`iop<pid>c<n>`): it
-/// lives only while that run does, so a machine's description leaves it out (a fleet host's
-/// description would otherwise change whenever any iopath on it ran a veth topology).
-pub fn is_run_interface(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("iop") else {
-        return false;
-    };
-    let Some((pid, n)) = rest.split_once('c') else {
-        return false;
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    digits(pid) && digits(n)
-}
 
 /// Run `ip` or `tc` in the calling thread's namespace; its failure is an error that says
 /// which command failed and what it printed.
