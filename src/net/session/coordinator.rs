@@ -404,7 +404,6 @@ fn serve_local(listener: &TcpListener, stop: &AtomicBool, served: &[Served]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::Endpoint;
     use crate::net::session::RefusalKind;
     use std::io::{BufRead, BufReader, Write};
 
@@ -474,14 +473,8 @@ mod tests {
     fn bare() -> Bare {
         Bare {
             net: NetParams {
-                threads: 1,
                 duration_ms: 0,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..NetParams::for_test()
             },
         }
     }

@@ -439,22 +439,13 @@ mod tests {
     }
 
     fn stream_hello() -> crate::net::workload::stream::StreamHello {
-        use crate::case::{Align, CopyMode, Endpoint, NetParams, RxMode, StreamCase};
+        use crate::case::{Align, CopyMode, NetParams, RxMode, StreamCase};
         crate::net::workload::stream::StreamHello::new(StreamCase {
             mode: CopyMode::OneCopy,
             rx_mode: RxMode::Copy,
             size: 4096,
             fields: 1,
-            net: NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
+            net: NetParams::for_test(),
             prove_copies: false,
             zc_ring: None,
             fixed_buffers: false,

@@ -52,7 +52,7 @@ mod tests {
     /// A hello names its workload; one without the field is a stream hello, as before.
     #[test]
     fn a_hello_names_its_workload_and_an_old_one_is_a_stream() {
-        use crate::case::{CopyMode, Endpoint, RrKind};
+        use crate::case::{CopyMode, RrKind};
         let rr = RrCase {
             kind: RrKind::Crr,
             mode: CopyMode::OneCopy,
@@ -64,12 +64,8 @@ mod tests {
             net: crate::case::NetParams {
                 threads: 2,
                 duration_ms: 1000,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..crate::case::NetParams::for_test()
             },
             rate: None,
             align: crate::case::Align::Page,
@@ -97,14 +93,8 @@ mod tests {
             size: 4096,
             fields: 1,
             net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..crate::case::NetParams::for_test()
             },
             prove_copies: false,
             zc_ring: None,

@@ -579,16 +579,7 @@ mod tests {
             table_bytes: 1 << 20,
             pick: crate::case::Pick::Random,
             outstanding: 1,
-            net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
-            },
+            net: crate::case::NetParams::for_test(),
             prove_copies: false,
             align: crate::case::Align::Page,
         };
@@ -616,14 +607,9 @@ mod tests {
             pick: crate::case::Pick::Random,
             outstanding: 1,
             net: crate::case::NetParams {
-                threads: 1,
                 duration_ms: 60,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..crate::case::NetParams::for_test()
             },
             prove_copies: false,
             align: crate::case::Align::Page,

@@ -260,7 +260,7 @@ pub(super) fn client_observation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Align, Endpoint, NetParams, Pick, RecordsMode};
+    use crate::case::{Align, NetParams, Pick, RecordsMode};
     use crate::observation::ThreadPlacement;
 
     fn case() -> RecordsCase {
@@ -273,13 +273,9 @@ mod tests {
             outstanding: 1,
             net: NetParams {
                 threads: 2,
-                duration_ms: 100,
-                warmup_ms: 0,
                 client_cpus: Some("0".parse().unwrap()),
                 server_cpus: Some("1".parse().unwrap()),
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..NetParams::for_test()
             },
             prove_copies: false,
             align: Align::Page,

@@ -672,14 +672,8 @@ mod tests {
             fields: 1,
             inflight: 1,
             net: crate::case::NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: crate::case::Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..crate::case::NetParams::for_test()
             },
             rate: None,
             align: crate::case::Align::Page,

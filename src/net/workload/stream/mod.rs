@@ -543,7 +543,6 @@ fn push_uring_metrics(obs: &mut Observation, mode: CopyMode, u: &mode::UringCoun
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::Endpoint;
     use crate::measure::counters::kernel_policy;
     use crate::measure::counters::CounterSample;
     use crate::measure::window::{SystemProbes, Window};
@@ -598,12 +597,8 @@ mod tests {
             net: crate::case::NetParams {
                 threads: 2,
                 duration_ms: 1000,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
                 perf: true,
+                ..crate::case::NetParams::for_test()
             },
             prove_copies: false,
             zc_ring: None,

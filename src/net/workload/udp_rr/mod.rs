@@ -594,7 +594,6 @@ pub fn paired_rx(mode: UdpSendMode) -> UdpRecvMode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::Endpoint;
 
     fn case() -> UdpRrCase {
         UdpRrCase {
@@ -607,14 +606,8 @@ mod tests {
             loss_timeout_ms: DEFAULT_LOSS_TIMEOUT_MS,
             rcvbuf: None,
             net: NetParams {
-                threads: 1,
-                duration_ms: 100,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
                 verify: true,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..NetParams::for_test()
             },
         }
     }

@@ -147,7 +147,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Endpoint, NetParams, UdpRate, UdpRecvMode, UdpSendMode};
+    use crate::case::{NetParams, UdpRate, UdpRecvMode, UdpSendMode};
 
     #[test]
     fn the_rate_is_shared_by_the_threads_in_calls_of_a_batch() {
@@ -161,12 +161,7 @@ mod tests {
             net: NetParams {
                 threads: 2,
                 duration_ms: 1000,
-                warmup_ms: 0,
-                client_cpus: None,
-                server_cpus: None,
-                verify: false,
-                endpoint: Endpoint::Loopback { port: 0 },
-                perf: false,
+                ..NetParams::for_test()
             },
         };
         // 80 Mbit/s of 1000-byte datagrams is 10000/s, 5000/s per thread, 10 per call: 2 ms.
