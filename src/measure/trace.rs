@@ -330,13 +330,15 @@ impl Kernel {
         };
         let mut raw_links = Vec::new();
         let mut attachments = Vec::new();
-        let (raw, record) = (programs(target, &RAW_ARGS), programs(target, &layout.record));
-        for (event, (raw, record)) in raw.iter().zip(&record).enumerate() {
+        for (event, raw) in programs(target, &RAW_ARGS).iter().enumerate() {
             // A raw tracepoint costs the least (no record is built for it); a kernel without
             // one for this event still has the perf-event way.
             match load_and_attach_raw(event, raw) {
                 Ok(link) => raw_links.push(link),
-                Err(_) => attachments.push(attach_record(layout, event, record, cpus)?),
+                Err(_) => {
+                    let on_record = &programs(target, &layout.record)[event];
+                    attachments.push(attach_record(layout, event, on_record, cpus)?);
+                }
             }
         }
         // sched_switch's arriving thread is a task pointer among the raw arguments; its
@@ -488,6 +490,12 @@ fn off_reason(perf: bool) -> Option<String> {
 
 /// Why tracepoints cannot be read here, or their layout.
 fn setup() -> Result<Layout, String> {
+    // Read once a process: every window of every role builds a probe, and the events' ids and
+    // fields do not change while the kernel runs.
+    static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
+    if let Some(layout) = LAYOUT.get() {
+        return Ok(layout.clone());
+    }
     tracepoint::ensure_tracefs().map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => format!(
             "not root: tracefs ({}) is not readable and cannot be mounted (tracepoints need root or CAP_PERFMON)",
@@ -495,7 +503,8 @@ fn setup() -> Result<Layout, String> {
         ),
         _ => format!("no tracefs at {} ({e})", tracepoint::TRACEFS),
     })?;
-    read_layout(std::path::Path::new(tracepoint::TRACEFS))
+    let layout = read_layout(std::path::Path::new(tracepoint::TRACEFS))?;
+    Ok(LAYOUT.get_or_init(|| layout).clone())
 }
 
 /// Add the trace probe for `role` (only when the run counts: `perf`; its figures say why not).

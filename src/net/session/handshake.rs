@@ -439,19 +439,10 @@ mod tests {
     }
 
     fn stream_hello() -> crate::net::workload::stream::StreamHello {
-        use crate::case::{Align, CopyMode, NetParams, RxMode, StreamCase};
-        crate::net::workload::stream::StreamHello::new(StreamCase {
-            mode: CopyMode::OneCopy,
-            rx_mode: RxMode::Copy,
-            size: 4096,
-            fields: 1,
-            net: NetParams::for_test(),
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        })
+        use crate::case::{CopyMode, RxMode, StreamCase};
+        crate::net::workload::stream::StreamHello::new(
+            StreamCase::for_test(CopyMode::OneCopy, 4096).with_rx(RxMode::Copy),
+        )
     }
 
     /// A server with a key: a client with another key is refused by kind (`Key`), one without

@@ -133,6 +133,12 @@ pub fn served_kinds(served: &[Served]) -> String {
     kinds.join(", ")
 }
 
+/// A hello that is the whole line (the UDP workloads': the case and the client's ports), decoded
+/// (`bad <workload> hello: …` when not).
+pub(crate) fn whole_hello<H: DeserializeOwned>(workload: &str, line: &[u8]) -> Result<H, String> {
+    serde_json::from_slice(line).map_err(|e| format!("bad {workload} hello: {e}"))
+}
+
 /// A hello whose case is its `case` field, decoded (`bad <workload> hello: …` when not).
 fn case_of<C: DeserializeOwned>(workload: &str, line: &[u8]) -> Result<C, String> {
     #[derive(Deserialize)]

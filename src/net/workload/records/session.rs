@@ -12,7 +12,7 @@ use super::server;
 use super::table::Table;
 use super::{check_case, check_uring_zc, SideOutcome, ThreadStart, IDLE_TIMEOUT, SETUP_TIMEOUT};
 use crate::case::{RecordsCase, RecordsMode};
-use crate::net::control::{Control, ControlChannel, ServerReport};
+use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{accept_from, open_data_port, Served, Session};
@@ -157,15 +157,7 @@ fn enable_zerocopy(control: &mut ControlChannel, data: &[TcpStream]) -> anyhow::
     for s in data {
         if let Err(e) = sock::enable_zerocopy(s.as_raw_fd()) {
             return Err(match Unsupported::refused("MSG_ZEROCOPY", &e) {
-                Some(refusal) => {
-                    control
-                        .send(&Control::Unavailable {
-                            what: refusal.what.clone(),
-                            reason: refusal.reason.clone(),
-                        })
-                        .ok();
-                    refusal.into()
-                }
+                Some(refusal) => served::unavailable(control, refusal),
                 None => refuse(
                     control,
                     RefusalKind::Kernel,

@@ -589,23 +589,11 @@ mod tests {
     }
 
     fn case() -> StreamCase {
-        StreamCase {
-            mode: CopyMode::TwoCopy,
-            rx_mode: crate::case::RxMode::Copy,
-            size: 1000,
-            fields: 1,
-            net: crate::case::NetParams {
-                threads: 2,
-                duration_ms: 1000,
-                perf: true,
-                ..crate::case::NetParams::for_test()
-            },
-            prove_copies: false,
-            zc_ring: None,
-            fixed_buffers: false,
-            align: crate::case::Align::Page,
-            rx_wake: crate::case::RxWake::Message,
-        }
+        StreamCase::for_test(CopyMode::TwoCopy, 1000)
+            .with_rx(crate::case::RxMode::Copy)
+            .with_threads(2)
+            .with_window_ms(1000, 0)
+            .with_perf()
     }
 
     /// Run the real thread loop (`thread::run`) for one `role` thread whose first look at the

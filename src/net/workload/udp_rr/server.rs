@@ -43,7 +43,7 @@ impl ServedWorkload for UdpRrServer {
 
     /// The case and the client's UDP ports.
     fn decode(workload: &'static str, line: &[u8]) -> Result<Self::Hello, String> {
-        serde_json::from_slice(line).map_err(|e| format!("bad {workload} hello: {e}"))
+        served::whole_hello(workload, line)
     }
 
     fn net(hello: &Self::Hello) -> &crate::case::NetParams {
