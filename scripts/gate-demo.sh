@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The regression gate firing on real pinned sweeps, 3 runs a side as the docs recommend for CI
-# (about 3 minutes, 2 CPUs):
+# The regression gate firing on real pinned runs of `net stream`, 3 runs a side as the docs
+# recommend for CI (about 3 minutes, 2 CPUs):
 #
-#   1. runs 1-3: `sweep net-stream`, client pinned to CPU 0, server to CPU 1;
-#   2. runs 4-6: the same sweep while a busy loop, pinned to CPU 1 and bounded by `timeout`,
+#   1. runs 1-3: `net stream`, client pinned to CPU 0, server to CPU 1;
+#   2. runs 4-6: the same command while a busy loop, pinned to CPU 1 and bounded by `timeout`,
 #      competes with the server;
 #   3. `compare 1,2,3 4,5,6 --fail-on-regression`, and the exit code it gave
 #      (0 pass, 1 regression, 2 bad input, 3 undecidable).
@@ -42,19 +42,19 @@ trap 'exit 130' INT TERM
 
 # 3 modes x 2 sizes = 6 cases (the fewest with which the sign test across cells can reach
 # p < 0.05), 8 repetitions of 300 ms windows: about 25 s a run.
-sweep=(sweep net-stream --mode two-copy,one-copy,zero-copy --size 64K,256K
-       --reps 8 --duration 300ms --warmup 50ms --client-cpus 0 --server-cpus 1 --db "$db")
+plan=(net stream --mode two-copy,one-copy,zero-copy --size 64K,256K
+      --reps 8 --duration 300ms --warmup 50ms --client-cpus 0 --server-cpus 1 --db "$db")
 
 for i in 1 2 3; do
     echo "== run $i: quiet (client CPU 0, server CPU 1)"
-    "$iopath" "${sweep[@]}" --name quiet >/dev/null
+    "$iopath" "${plan[@]}" --name quiet >/dev/null
 done
 
 for i in 4 5 6; do
     echo "== run $i: a busy loop pinned to CPU 1 beside the server (bounded to 90 s)"
     timeout 90 taskset -c 1 sh -c 'while :; do :; done' &
     hog=$!
-    "$iopath" "${sweep[@]}" --name hog >/dev/null
+    "$iopath" "${plan[@]}" --name hog >/dev/null
     kill "$hog" 2>/dev/null || true
     wait "$hog" 2>/dev/null || true
     hog=

@@ -68,7 +68,7 @@ echo "== 2c. BIG TCP over IPv6: net rr 80000/80000 over veth:ipv6, 64K (A) vs 18
 # else an estimate from CPU time) beside the throughput, for the rr and the 1 MiB stream.
 for db in big-tcp-rr big-tcp-stream big-tcp-rr-ipv6; do
     echo "-- $db: medians [95% interval] per variant and side; link_rx_bytes_per_packet proves the sizes took effect"
-    "$IOPATH" export 1 --db "$OUT/$db.db" --format summary | jq -r '
+    "$IOPATH" report 1 --db "$OUT/$db.db" --format summary | jq -r '
         .cells[] | .label as $l | .metrics[]
         | select(.metric | test("^(transactions_per_s|throughput_gbps|latency_p99_us|cpu_us_per_txn|cycles_per_byte|cpu_user_s|cpu_sys_s|link_rx_bytes_per_packet)$"))
         | "\($l)  \(.role) \(.metric) \(.median) \(.ci95 // "no interval") (\(.source))"'

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The acceptance figures of docs/benchmarks.md, "Verdicts under noise" (issue 30): how often
 # `compare --fail-on-regression` cries wolf, and how often it finds a real slowdown, on real
-# pinned sweeps on this machine, in the form the docs recommend for CI (3 runs a side).
+# pinned runs of `net stream` on this machine, in the form the docs recommend for CI (3 runs a
+# side).
 #
-#   1. pool A/A: 12 runs of one small `sweep net-stream` plan (client on CPU 0, server on CPU
+#   1. pool A/A: 12 runs of one small `net stream` plan (client on CPU 0, server on CPU
 #      1), `stress-ng --cpu 2` switched on for every other run (runs 1, 3, 5, ...);
 #   2. pool power: 16 runs of the same plan, alternating clean and slowed, where a slowed run
 #      has `stress-ng --cpu 1 --cpu-load 10` pinned to the server's CPU beside it;
@@ -45,10 +46,10 @@ trap stop_load EXIT
 trap 'exit 130' INT TERM
 
 # 3 modes x 3 sizes = 9 cases x 6 repetitions of 300 ms windows: about 30 s a run.
-sweep=(sweep net-stream --mode two-copy,one-copy,zero-copy --size 16K,64K,256K
-       --reps 6 --duration 300ms --warmup 100ms --client-cpus 0 --server-cpus 1 --shuffle)
+plan=(net stream --mode two-copy,one-copy,zero-copy --size 16K,64K,256K
+      --reps 6 --duration 300ms --warmup 100ms --client-cpus 0 --server-cpus 1 --shuffle)
 
-# run DB NAME [LOAD...]: one sweep with LOAD beside it (bounded), then the load stopped.
+# run DB NAME [LOAD...]: one run of the plan with LOAD beside it (bounded), then the load stopped.
 run() {
     local db=$1 name=$2
     shift 2
@@ -57,7 +58,7 @@ run() {
         load=$!
     fi
     echo "$(date -u +%T) $name  load: $(cut -d' ' -f1-3 /proc/loadavg)  psi: $(head -1 /proc/pressure/cpu 2>/dev/null)"
-    timeout 300 "$iopath" "${sweep[@]}" --db "$db" --name "$name" >/dev/null
+    timeout 300 "$iopath" "${plan[@]}" --db "$db" --name "$name" >/dev/null
     stop_load
 }
 

@@ -10,8 +10,8 @@ use common::usage_error as one_line_error;
 fn usage_errors_name_what_is_accepted() {
     assert!(one_line_error(&["compare", "1"]).contains("<RUNS_B>"));
     assert!(one_line_error(&["export", "--format", "xml"]).contains("csv, json"));
-    assert!(one_line_error(&["micro", "bogus"]).contains("accepted: list, all, timer"));
-    assert!(one_line_error(&["bogus"]).contains("net, quick, sweep"));
+    assert!(one_line_error(&["micro", "bogus"]).contains("accepted: all, timer"));
+    assert!(one_line_error(&["bogus"]).contains("net, quick, run"));
     assert!(one_line_error(&["net", "strem"]).contains("stream"));
 }
 

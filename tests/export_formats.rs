@@ -333,7 +333,7 @@ fn a_wrong_fleet_key_is_said_once_per_cell_and_the_printed_resume_works() {
     assert!(err.contains("6 cells failed: each is listed with its error"), "{err}");
     let resume = err
         .split('`')
-        .find(|s| s.starts_with("iopath sweep --resume"))
+        .find(|s| s.starts_with("iopath run --resume"))
         .unwrap_or_else(|| panic!("no resume command in {err}"));
     assert!(resume.ends_with(" --psk-file KEY"), "{resume}");
     let key_text = key.to_str().unwrap();

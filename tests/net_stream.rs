@@ -349,7 +349,7 @@ fn a_vanishing_peer_fails_the_cell_and_keeps_the_finished_one() {
     let (_dir, db) = temp_db("iopath.db");
     let mut server = net_serve(&[]);
     let addr = server.addr.clone();
-    let client = StdCommand::new(bin())
+    let client = common::iopath_child()
         .args([
             "net",
             "stream",

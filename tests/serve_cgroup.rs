@@ -232,7 +232,7 @@ fn oversized(kind: &str) -> Option<&'static [&'static str]> {
 /// Kinds that hold no memory a case can size: the test workload `fake`.
 const HOLDS_NO_MEMORY: &[&str] = &["fake"];
 
-/// The direct command of a `sweep` workload: `net-stream` is `net stream`.
+/// The command of a workload kind: `net-stream` is `net stream`.
 fn direct(kind: &str) -> Vec<&str> {
     match kind.strip_prefix("net-") {
         Some(rest) => vec!["net", rest],
@@ -240,12 +240,29 @@ fn direct(kind: &str) -> Vec<&str> {
     }
 }
 
-/// Issue 31.1: every workload kind — the list `sweep` and plan files know
-/// (`cli::sweep::workload_names`, from clap's own subcommands) and the list `net serve` serves (`registry::NET_SERVE`), not a
-/// hand-typed one — is refused before it allocates, inside a 256 MiB memory cgroup, on the
-/// command line (the direct command and `sweep`: exit 2), as a hello to `net serve` (refused
-/// naming the server's memory; the server lives), and as a stored case on resume (damaged,
-/// exit 2); the OOM killer never runs.
+/// The workload kinds of every measuring command the CLI has (`cli::measuring_commands`,
+/// walked from clap's own tree): `net stream` stores `net-stream` cases, `micro memlat`
+/// `micro` ones.
+fn measuring_kinds() -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for words in iopath::cli::measuring_commands(true) {
+        let kind = match words.strip_prefix("net ") {
+            Some(rest) => format!("net-{rest}"),
+            None => words.split(' ').next().unwrap_or_default().to_string(),
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// Issue 31.1: every workload kind — of every measuring command the CLI has
+/// (`measuring_kinds`, from clap's own tree) and of the list `net serve` serves
+/// (`registry::NET_SERVE`), not a hand-typed one — is refused before it allocates, inside a
+/// 256 MiB memory cgroup, on the command line (exit 2, with and without --db), as a hello to
+/// `net serve` (refused naming the server's memory; the server lives), and as a stored case
+/// on resume (damaged, exit 2); the OOM killer never runs.
 #[test]
 fn every_workload_is_refused_past_its_headroom_on_every_path() {
     let limit = 256 * MIB;
@@ -261,18 +278,19 @@ fn every_workload_is_refused_past_its_headroom_on_every_path() {
     let dir = tempfile::tempdir().expect("temp dir");
     let in_cgroup = |args: &[&str]| {
         let mut c = cg.command(&common::bin(), args);
-        c.stdin(Stdio::null());
+        c.stdin(Stdio::null()).env("IOPATH_DB", common::own_db());
         let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
         common::finish_within(child, Duration::from_secs(60))
     };
-    let kinds = iopath::cli::sweep::workload_names(true);
+    let kinds = measuring_kinds();
+    assert!(kinds.len() >= 9, "{kinds:?}");
     for kind in kinds.iter().map(String::as_str) {
         if HOLDS_NO_MEMORY.contains(&kind) {
             continue;
         }
         let flags = oversized(kind).unwrap_or_else(|| panic!("no oversized case for the workload {kind}: add one"));
 
-        // The command line: the direct command and its sweep.
+        // The command line, into the default database and into --db.
         let mut argv = direct(kind);
         argv.extend_from_slice(flags);
         let out = in_cgroup(&argv);
@@ -284,7 +302,7 @@ fn every_workload_is_refused_past_its_headroom_on_every_path() {
         );
         let db = dir.path().join(format!("{kind}.db"));
         let db_text = db.to_str().expect("utf-8 path");
-        let mut argv = vec!["sweep", kind];
+        let mut argv = direct(kind);
         argv.extend_from_slice(flags);
         argv.extend_from_slice(&["--db", db_text]);
         let out = in_cgroup(&argv);
@@ -294,8 +312,7 @@ fn every_workload_is_refused_past_its_headroom_on_every_path() {
         // then resumed inside it.
         let command: Vec<String> = argv[..argv.len() - 2].iter().map(|s| s.to_string()).collect();
         let file = iopath::cli::planfile::PlanFile::new(command);
-        let workload = file.workload().expect("a sweep command line");
-        let (plan, _) = iopath::cli::sweep::plan_of(&workload).expect("the plan fits outside the cgroup");
+        let (plan, _) = file.plan().expect("the plan fits outside the cgroup");
         let run = {
             let mut store = iopath::store::Store::create_or_open(&db).expect("a new database");
             store
@@ -303,7 +320,7 @@ fn every_workload_is_refused_past_its_headroom_on_every_path() {
                 .expect("the run stored")
         };
         let run_text = run.to_string();
-        let out = in_cgroup(&["sweep", "--resume", &run_text, "--db", db_text]);
+        let out = in_cgroup(&["run", "--resume", &run_text, "--db", db_text]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "resume of {kind} in 256 MiB: {err}");
         assert!(

@@ -531,7 +531,11 @@ fn running_out_of_file_descriptors_is_counted_not_silent() {
         "ulimit -n 64 && exec '{}' servers --model epoll --request echo:64 --clients 100 --duration 300ms --warmup 100ms --json",
         bin.display()
     );
-    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("IOPATH_DB", common::own_db())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let value = |name: &str| {
@@ -942,7 +946,11 @@ fn procs_query_gives_up_on_a_trickled_reply_at_its_deadline() {
 /// The records of `iopath servers` run through `sh -c` (so `taskset` can wrap it).
 fn servers_json_via_shell(prefix: &str, args: &str) -> serde_json::Value {
     let script = format!("{prefix} '{}' servers {args} --json", bin().display());
-    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("IOPATH_DB", common::own_db())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{script}: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }

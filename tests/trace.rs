@@ -113,6 +113,7 @@ fn stream_under_perf(topology: &str, modes: &str, rx: &str, dir: &Path) -> PerfR
     let out = Command::new("perf")
         .args(&args)
         .env("IOPATH_TRACE", "on")
+        .env("IOPATH_DB", common::own_db())
         .output()
         .expect("perf runs");
     assert!(out.status.success(), "perf record failed: {}", common::stderr(&out));
@@ -376,11 +377,15 @@ fn without_root_every_trace_figure_says_why_and_the_run_succeeds() {
     if let Some(why) = common::missing_program("setpriv") {
         return skip(&why);
     }
+    // Every run is stored: into a folder the unprivileged user may write.
+    let nobody_db = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(nobody_db.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(common::bin())
         .args(SHORT_STREAM)
         .env("IOPATH_TRACE", "on")
+        .env("IOPATH_DB", nobody_db.path().join("nobody.db"))
         .current_dir(std::env::temp_dir())
         .output()
         .unwrap();

@@ -1,4 +1,4 @@
-//! The OS microbenchmarks a micro case can run (`iopath micro list`).
+//! The OS microbenchmarks a micro case can run (`iopath micro` lists them).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -51,7 +51,7 @@ impl Bench {
         }
     }
 
-    /// One line for `micro list`: what it measures.
+    /// One line for `iopath micro`'s list: what it measures.
     pub const fn description(self) -> &'static str {
         match self {
             Bench::Timer => "clock read cost and resolution, loop overhead, TSC frequency check",

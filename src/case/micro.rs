@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MicroCase {
-    /// The benchmark (serialised as its name, as `iopath micro list` prints it).
+    /// The benchmark (serialised as its name, as `iopath micro` lists it).
     pub bench: Bench,
     /// Its options as (name, value) text pairs, sorted by name.
     pub options: Vec<(String, String)>,

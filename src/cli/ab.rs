@@ -13,12 +13,12 @@
 
 use super::error::{exit_with, usage};
 use super::run::{self, Destination, Outputs, Print};
-use super::sweep::{command_line, open_for_writing, store_error};
+use super::stored::{command_line, open_for_writing, store_error};
 use crate::net::settings::{self, Setting};
 use crate::report::ab::AbAnalysis;
 use crate::report::compare::{CompareOptions, Correction, Gate};
 use crate::store::ab::Variant;
-use crate::store::{NewRun, Store, DEFAULT_DB_PATH};
+use crate::store::{NewRun, Store};
 use crate::sweep::{Cell, CellOutcome, Plan, RunEnd, Sink};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,7 @@ pub struct AbArgs {
     #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id, conflicts_with_all = ["set", "command"])]
     pub show: Option<i64>,
     /// Results database (the run is always stored).
-    #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]
+    #[arg(long, default_value_os_t = crate::store::default_db_path(), value_name = "PATH")]
     pub db: PathBuf,
     /// The measuring command after `--`, as it is typed without `iopath` (`net stream --size 64K
     /// --reps 8`); its --reps are the pairs of each case.
@@ -103,40 +103,26 @@ fn parse_set(text: &str) -> anyhow::Result<Asked> {
     text.parse::<Setting>().map(Asked::System).map_err(usage)
 }
 
-/// The measuring command's plan from its words (`net stream …` as `sweep net-stream …`).
+/// The measuring command's plan from its words (`net stream …`), parsed and checked as the
+/// command line parses and checks it.
 fn plan_of_words(words: &[String]) -> anyhow::Result<Plan> {
-    use clap::FromArgMatches;
-    let mut argv: Vec<String> = vec!["iopath".into(), "sweep".into()];
-    match words {
-        [net, sub, rest @ ..] if net == "net" => {
-            argv.push(format!("net-{sub}"));
-            argv.extend(rest.iter().cloned());
-        }
-        _ => argv.extend(words.iter().cloned()),
-    }
-    let parsed = super::command()
-        .try_get_matches_from(&argv)
-        .and_then(|m| super::Cli::from_arg_matches(&m))
-        .map_err(|e| {
-            let text = e.to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            usage(format!(
-                "the measuring command `{}` does not parse: {}",
-                words.join(" "),
-                line.trim_start_matches("error: ")
-            ))
-        })?;
-    let super::Command::Sweep(sweep) = parsed.command else {
-        return Err(usage(
-            "ab runs a measuring command (net stream, net rr, servers, micro …)",
-        ));
+    let argv = std::iter::once("iopath").chain(words.iter().map(String::as_str));
+    let parsed = super::parse_from(argv).map_err(|e| {
+        let text = e.to_string();
+        let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        usage(format!(
+            "the measuring command `{}` does not parse: {}",
+            words.join(" "),
+            line.trim_start_matches("error: ")
+        ))
+    })?;
+    let Some(measured) = super::measuring(&parsed.command) else {
+        return Err(usage(format!(
+            "ab runs a measuring command after `--` ({}), e.g. `iopath ab --set flag:--verify -- net stream --reps 8`",
+            super::measuring_commands(false).join(", ")
+        )));
     };
-    let Some(workload) = &sweep.workload else {
-        return Err(usage(
-            "ab runs a measuring command after `--` (e.g. `iopath ab --set flag:--verify -- net stream --reps 8`)",
-        ));
-    };
-    let (plan, flags) = super::sweep::plan_of(workload)?;
+    let (plan, flags) = measured?;
     for (given, flag) in [
         (flags.db.is_some(), "--db"),
         (flags.json, "--json"),
@@ -494,21 +480,6 @@ pub fn restore_orphans(store: &mut Store) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// [`restore_orphans`] for a run that stores nothing: in the default database, when it exists
-/// and its journal has rows left open (looked at read-only first, so a database that has none
-/// is not opened for writing, nor migrated).
-pub fn restore_orphans_in_default_db() -> anyhow::Result<()> {
-    let path = Path::new(DEFAULT_DB_PATH);
-    if !path.is_file() {
-        return Ok(());
-    }
-    let open_rows = Store::open_existing(path).and_then(|store| store.journal_orphans());
-    if !open_rows.is_ok_and(|rows| !rows.is_empty()) {
-        return Ok(());
-    }
-    restore_orphans(&mut open_for_writing(path)?)
 }
 
 /// The settings of each cell's variant, set when the cell starts and put back in `finish`

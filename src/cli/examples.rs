@@ -83,13 +83,6 @@ Modes:
 The table (--table, default 256M) is filled once per case, before the window, and never
 written while it runs. DRAM B/B is memory traffic per payload byte (docs/output.md).";
 
-pub const SWEEP_NET_RECORDS: &str = "\
-Examples:
-  iopath sweep net-records --mode copy-out,zero-copy --record-size 128,1K --records 1..32 --reps 6
-  iopath sweep net-records --records 16 --outstanding 1,8 --reps 6 --shuffle --name pipelined
-
-The flags are those of `iopath net records` (see its --help for the modes).";
-
 pub const NET_SERVE: &str = "\
 Examples:
   iopath net serve                                  # listen on 127.0.0.1:5201 until Ctrl-C
@@ -144,21 +137,6 @@ Latency is the client's: request sent (open loop: when it was due) until its rep
 request with no reply within --loss-timeout is lost: counted (lost), and replaced by a new
 one; a reply after that is counted late, a repeated one duplicate, neither timed.";
 
-pub const SWEEP_NET_UDP_RR: &str = "\
-Examples:
-  iopath sweep net-udp-rr --request-size 64,1K,16K --reps 6
-  iopath sweep net-udp-rr --mode send,sendmsg,sendmmsg,uring --inflight 4 --reps 6 --shuffle
-
-The flags are those of `iopath net udp-rr`.";
-
-pub const SWEEP_NET_RR: &str = "\
-Examples:
-  iopath sweep net-rr --request-size 64,1K,16K --response-size 64 --reps 6
-  iopath sweep net-rr --mode one-copy --inflight 1..16 --reps 6 --shuffle
-  iopath sweep net-rr --mode one-copy,zero-copy --rx-mode scatter,zerocopy --reps 6
-
-The flags are those of `iopath net rr`.";
-
 pub const NET_UDP_STREAM: &str = "\
 Examples:
   iopath net udp-stream                             # 1 KiB datagrams, send/recv, unpaced
@@ -178,60 +156,17 @@ batching modes). Across veth:peer=drop the server's end drops every datagram at 
 nothing is delivered, so zero copy is not copied (zc copied 0) and the client's Gbit/s and
 CPU per datagram are the measurement. See docs/output.md.";
 
-pub const SWEEP_NET_UDP_STREAM: &str = "\
+pub const RUN: &str = "\
 Examples:
-  iopath sweep udp-stream --size 64,1K,8K --mode send,sendmmsg,gso --reps 6
-  iopath sweep net-udp-stream --rx-mode recv,recvmmsg,gro --rate 200k --verify
-
-The flags are those of `iopath net udp-stream`.";
-
-pub const SWEEP_NET_CRR: &str = "\
-Examples:
-  iopath sweep net-crr --threads 1,2 --reps 6
-  iopath sweep net-crr --response-size 64,4K --db lab.db
-
-The flags are those of `iopath net crr`.";
+  iopath run --resume 4                             # finish run 4 after Ctrl-C or a crash
+  iopath run --resume 4 --db lab.db
+  iopath run --resume 7 --db fleet.db --psk-file key  # a fleet or --connect run: its key again
+  iopath run --plan threads.toml                    # a plan the launcher saved (docs/output.md)";
 
 pub const QUICK: &str = "\
 Examples:
   iopath quick                                      # about a minute; report beside the database
   iopath quick --db lab.db -o quick.html --name before-upgrade";
-
-pub const SWEEP: &str = "\
-Examples:
-  iopath sweep net-stream --size 1K..1M --reps 6 --shuffle
-  iopath sweep net-records --record-size 128,1K --records 1..32 --reps 6
-  iopath sweep servers --model epoll,uring --clients 1,10,100 --reps 6
-  iopath sweep micro memlat --reps 6
-  iopath sweep --resume 4                           # finish run 4 after Ctrl-C or a crash
-  iopath sweep --resume 4 --db lab.db
-  iopath sweep --resume 7 --db fleet.db --psk-file key  # a fleet or --connect run: its key again";
-
-pub const SWEEP_NET_STREAM: &str = "\
-Examples:
-  iopath sweep net-stream --mode two-copy,one-copy,zero-copy --size 1K..1M --reps 6
-  iopath sweep net-stream --size 64K --threads 1..8 --reps 6 --shuffle --name threads
-  iopath sweep net-stream --size 4K..64K --warmup-cell --db lab.db
-  iopath sweep net-stream --size 1M --duration 1s --json > run.json
-  iopath sweep net-stream --rx-mode scatter,zerocopy --size 4K..1M --reps 6
-
-The flags are those of `iopath net stream` (see its --help for the modes and sizes).";
-
-pub const SWEEP_SERVERS: &str = "\
-Examples:
-  iopath sweep servers --reps 6                     # every model, echo:64, 1, 10, 100 clients
-  iopath sweep servers --model epoll,uring --request echo:4K --clients 1..256 --reps 6 --shuffle
-  iopath sweep servers --model pool,threads --clients 100 --db lab.db --name pool-vs-threads
-
-The flags are those of `iopath servers`.";
-
-pub const SWEEP_MICRO: &str = "\
-Examples:
-  iopath sweep micro memlat --reps 6
-  iopath sweep micro syscall --reps 6 --shuffle
-  iopath sweep micro all --quick --db lab.db
-
-The subcommands and flags are those of `iopath micro`.";
 
 pub const SERVERS: &str = "\
 Examples:
@@ -271,7 +206,11 @@ Examples:
   iopath report                                     # the newest run, beside the database
   iopath report 3 -o run3.html                      # charts in run3-charts/
   iopath report 3 --db lab.db
-  iopath report --matrix 2 --db fleet.db -o matrix.html  # a fleet run's heat maps only";
+  iopath report --matrix 2 --db fleet.db -o matrix.html  # a fleet run's heat maps only
+  iopath report --format csv > newest.csv           # the data: one row per case and repetition
+  iopath report 3 --format json -o run3.json
+  iopath report --format otava --db history.db -o otava.csv   # every run, for change points
+  iopath report 3 --format bmf -o bench.json        # Bencher Metric Format";
 
 pub const EXPORT: &str = "\
 Examples:
@@ -316,81 +255,77 @@ Examples:
 
 pub const MICRO: &str = "\
 Examples:
-  iopath micro list
+  iopath micro                                      # the benchmarks and their variants
   iopath micro all --quick                          # every benchmark in a few seconds
   iopath micro memlat --max 64M --hugepages
   iopath micro syscall --json
-  iopath sweep micro ctxswitch --reps 6             # the same, stored as a run";
-
-pub const MICRO_LIST: &str = "\
-Examples:
-  iopath micro list";
+  iopath micro ctxswitch --reps 6                   # 6 repetitions: medians with intervals";
 
 pub const MICRO_ALL: &str = "\
 Examples:
   iopath micro all --quick
   iopath micro all --samples 11 --db lab.db
-  iopath sweep micro all --quick --reps 6";
+  iopath micro all --quick --reps 6";
 
 pub const MICRO_TIMER: &str = "\
 Examples:
   iopath micro timer
   iopath micro timer --samples 51
-  iopath sweep micro timer --reps 6";
+  iopath micro timer --reps 6";
 
 pub const MICRO_CALL: &str = "\
 Examples:
   iopath micro call
   iopath micro call --samples 51 --json
-  iopath sweep micro call --reps 6";
+  iopath micro call --reps 6";
 
 pub const MICRO_SYSCALL: &str = "\
 Examples:
   iopath micro syscall
   iopath micro syscall --variant getppid,read_dev_zero
-  iopath sweep micro syscall --reps 6 --shuffle";
+  iopath micro syscall --reps 6 --shuffle";
 
 pub const MICRO_PROC: &str = "\
 Examples:
   iopath micro proc
   iopath micro proc --variant posix_spawn --program /bin/true
-  iopath sweep micro proc --reps 6";
+  iopath micro proc --reps 6";
 
 pub const MICRO_THREAD: &str = "\
 Examples:
   iopath micro thread
   iopath micro thread --variant start_latency --samples 51
-  iopath sweep micro thread --reps 6";
+  iopath micro thread --reps 6";
 
 pub const MICRO_CTXSWITCH: &str = "\
 Examples:
   iopath micro ctxswitch
   iopath micro ctxswitch --pinned yes --variant futex_threads
-  iopath sweep micro ctxswitch --reps 6";
+  iopath micro ctxswitch --reps 6";
 
 pub const MICRO_MEMLAT: &str = "\
 Examples:
   iopath micro memlat --quick
   iopath micro memlat --min 4K --max 64M --stride 128 --hugepages
-  iopath sweep micro memlat --reps 6";
+  iopath micro memlat --reps 6";
 
 pub const MICRO_MEMBW: &str = "\
 Examples:
   iopath micro membw
   iopath micro membw --size 256M --variant copy
-  iopath sweep micro membw --reps 6";
+  iopath micro membw --reps 6";
 
 pub const MICRO_PAGEFAULT: &str = "\
 Examples:
   iopath micro pagefault
   iopath micro pagefault --variant major --dir /var/tmp --file-size 64M
-  iopath sweep micro pagefault --reps 6";
+  iopath micro pagefault --reps 6";
 
 pub const MICRO_TCP: &str = "\
 Examples:
   iopath micro tcp
   iopath micro tcp --variant rtt,connect --samples 51
-  iopath sweep micro tcp --reps 6";
+  iopath micro tcp --reps 6";
 
 pub const MICRO_FS: &str = "\
 Examples:
@@ -399,7 +334,7 @@ Examples:
   iopath micro fs --variant cache_read --dir /var/tmp --cache-time 2m
   iopath micro fs --remote=rate=1gbit --block-size 4K,64K --variant seq_read,rand_read
   iopath micro fs --remote --variant contention --procs 1..8
-  iopath sweep micro fs --quick --reps 6";
+  iopath micro fs --quick --reps 6";
 
 pub const COMPLETIONS: &str = "\
 Examples:

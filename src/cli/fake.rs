@@ -1,9 +1,9 @@
-//! `iopath fake` and `iopath sweep fake` (hidden): the deterministic test workload through the
+//! `iopath fake` (hidden): the deterministic test workload through the
 //! same plan, runner and sinks as every real command.
 
 use super::error::usage;
 use super::output::{num, Table};
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values::parse_duration;
 use crate::case::{Case, FakeBehaviour, FakeCase};
 use crate::observation::{names, Role};
@@ -75,9 +75,4 @@ pub fn table(records: &[Record], _view: super::output::View) -> String {
         ]);
     }
     t.render()
-}
-
-pub fn run(args: FakeArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(table))?;
-    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }

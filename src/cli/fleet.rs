@@ -11,7 +11,7 @@ use crate::fleet::{self, PairSpec};
 use crate::net::auth::Credentials;
 use crate::observation::names;
 use crate::observation::Role;
-use crate::store::{Record, DEFAULT_DB_PATH};
+use crate::store::Record;
 use crate::sweep::Plan;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -63,7 +63,7 @@ pub struct FleetRunArgs {
     #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id)]
     pub resume: Option<i64>,
     /// The results database of the run to resume.
-    #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]
+    #[arg(long, default_value_os_t = crate::store::default_db_path(), value_name = "PATH")]
     pub db: PathBuf,
     /// The agents' key (for --resume; never stored).
     #[arg(long, value_name = "FILE")]
@@ -357,10 +357,8 @@ fn run_fleet(args: FleetRunArgs) -> anyhow::Result<()> {
                 FleetWorkload::Rr(w) => &w.args.run,
                 FleetWorkload::Crr(w) => &w.args.args.run,
             };
-            let outputs = run::Outputs::of(run, false, run::EndTable::Records(render_fleet_table))?;
-            let db = run.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
             crate::tell_part!("{}", super::output::wrap(&announce, 4));
-            run::run_workload(&plan, Destination::NewRun(&db), outputs)
+            run::measure(&plan, run, false)
         }
         (None, Some(id)) => {
             let Some(path) = &args.psk_file else {
@@ -372,12 +370,12 @@ fn run_fleet(args: FleetRunArgs) -> anyhow::Result<()> {
             let plan = run::resume_plan(&args.db, id)?.with_credentials(credentials);
             if let Some(other) = plan.cases.iter().find(|c| c.get::<FleetCase>().is_none()) {
                 return Err(usage(format!(
-                    "run {id} is not a fleet run (it holds {} cases): resume it with `iopath sweep --resume {id}`",
+                    "run {id} is not a fleet run (it holds {} cases): resume it with `iopath run --resume {id}`",
                     other.workload()
                 )));
             }
             let outputs = run::Outputs {
-                print: run::Print::Table(run::EndTable::Records(render_fleet_table)),
+                print: run::Print::Summary,
                 ..Default::default()
             };
             run::run_workload(&plan, Destination::Resume(&args.db, id), outputs)

@@ -5,7 +5,7 @@
 //! the report are and, when the database holds an earlier run of the same cases, prints the
 //! `iopath compare` command.
 //!
-//! It only ever builds the argv of `iopath sweep <workload> ...` and hands it to the same
+//! It only ever builds the argv of a measuring command (`iopath net stream ...`) and hands it to the same
 //! parser and validation as the command line (via [`PlanFile`]), so it cannot offer a
 //! parameter the command would refuse. Without a terminal on stdin and stdout it never opens:
 //! `iopath` alone then prints the help and exits 2, as before.
@@ -16,9 +16,9 @@
 //! scripted answers (the tests here) need no terminal.
 
 use super::planfile::PlanFile;
-use super::sweep::{self, SweepArgs};
+use super::quick;
 use crate::case::{Bench, CopyMode, Model, RecordsMode};
-use crate::store::{Store, DEFAULT_DB_PATH};
+use crate::store::Store;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ struct Prompter<R: BufRead, W: Write> {
     output: W,
     /// The answers given so far, by question: the defaults when the questions come again.
     memory: HashMap<String, String>,
-    /// The (client, server) CPUs proposed, quick's (`sweep::quick_pins`); None: cannot pin.
+    /// The (client, server) CPUs proposed, quick's (`quick::quick_pins`); None: cannot pin.
     pins: Option<(usize, usize)>,
 }
 
@@ -165,9 +165,9 @@ fn flag(argv: &mut Vec<String>, name: &str, value: &str) {
     }
 }
 
-/// The repetitions the launcher proposes: quick's (`sweep::QUICK_REPS`, 6), the fewest for
+/// The repetitions the launcher proposes: quick's (`quick::QUICK_REPS`, 6), the fewest for
 /// which a cell has the 95 % interval of its median and a comparison can be tested.
-pub const PROPOSED_REPS: u32 = super::sweep::QUICK_REPS;
+pub const PROPOSED_REPS: u32 = quick::QUICK_REPS;
 
 /// The repetitions question, with the numbers the run enforces: the interval of the median
 /// needs `MIN_VALUES_FOR_CI` (6); a comparison (crossover, winner) is "not tested" below the
@@ -235,10 +235,10 @@ fn ask_window_cpus_and_reps<R: BufRead, W: Write>(
 fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Vec<String>> {
     p.say("What do you want to measure?")?;
     let family = ask_family(p)?;
-    let mut argv: Vec<String> = vec!["sweep".into()];
+    let mut argv: Vec<String> = Vec::new();
     match family.as_str() {
         "copy modes" => {
-            argv.push("net-stream".into());
+            argv.extend(["net".into(), "stream".into()]);
             let names: Vec<&str> = CopyMode::ALL.iter().map(|m| m.as_str()).collect();
             let modes = p.choose_many("modes", &names, "all")?;
             flag(&mut argv, "--mode", &modes);
@@ -253,7 +253,7 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
         "server models" => ask_servers(p, &mut argv)?,
         "OS microbenchmarks" => ask_micro(p, &mut argv)?,
         "record store" => {
-            argv.push("net-records".into());
+            argv.extend(["net".into(), "records".into()]);
             let names: Vec<&str> = RecordsMode::ALL.iter().map(|m| m.as_str()).collect();
             let modes = p.choose_many("modes", &names, "all")?;
             flag(&mut argv, "--mode", &modes);
@@ -272,7 +272,7 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
         }
         "request/response" | "connect per request" => {
             let crr = family == "connect per request";
-            argv.push(if crr { "net-crr" } else { "net-rr" }.into());
+            argv.extend(["net".into(), if crr { "crr" } else { "rr" }.into()]);
             // crr closes its socket every transaction: modes whose completions are read from
             // the socket's error queue cannot follow (the parser refuses them).
             let names: Vec<&str> = CopyMode::ALL
@@ -294,7 +294,8 @@ fn ask_command<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<V
         }
     }
     flag(&mut argv, "--name", &p.ask("a name for the run", "none")?);
-    flag(&mut argv, "--db", &p.ask("results database", DEFAULT_DB_PATH)?);
+    let db = crate::store::default_db_path().display().to_string();
+    flag(&mut argv, "--db", &p.ask("results database", &db)?);
     Ok(argv)
 }
 
@@ -369,7 +370,7 @@ fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option
     p.say("iopath: what moving data through this machine costs. Enter keeps the [default].")?;
     loop {
         let file = PlanFile::new(ask_command(p)?);
-        let plan = file.workload().and_then(|w| sweep::plan_of(&w).map(|(plan, _)| plan));
+        let plan = file.plan().map(|(plan, _)| plan);
         let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
@@ -390,7 +391,7 @@ fn decide<R: BufRead, W: Write>(p: &mut Prompter<R, W>) -> anyhow::Result<Option
         let save = p.ask_fresh("save the plan as TOML (a path, or Enter for no)", "")?;
         if !save.is_empty() {
             file.save(&PathBuf::from(&save))?;
-            p.say(&format!("saved: `iopath sweep --plan {save}` runs it again"))?;
+            p.say(&format!("saved: `iopath run --plan {save}` runs it again"))?;
         }
         let go = p.ask_fresh("run it now with the live view? y/n (e to edit)", "y")?;
         match go.chars().next() {
@@ -423,7 +424,7 @@ pub fn run() -> anyhow::Result<()> {
         input: stdin.lock(),
         output: std::io::stdout(),
         memory: HashMap::new(),
-        pins: sweep::quick_pins(),
+        pins: quick::quick_pins(),
     };
     let file = match decide(&mut prompter) {
         Ok(Some(file)) => file,
@@ -438,21 +439,10 @@ pub fn run() -> anyhow::Result<()> {
         Err(e) => return Err(e),
     };
     drop(prompter);
-    let workload = file.workload()?;
-    let db = sweep::plan_of(&workload)?
-        .1
-        .db
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-    sweep::set_command_line(file.command_line());
-    let result = sweep::run_sweep(SweepArgs {
-        workload: Some(workload),
-        resume: None,
-        db: PathBuf::from(DEFAULT_DB_PATH),
-        plan: None,
-        live: true,
-        psk_file: None,
-    });
+    let (plan, flags) = file.plan()?;
+    let db = flags.db_path();
+    super::stored::set_command_line(file.command_line());
+    let result = super::run::measure(&plan, &flags, true);
     let db_text = db.display().to_string();
     if let Some(run_id) = Store::open_existing(&db).ok().and_then(|s| {
         s.list_runs()
@@ -501,7 +491,7 @@ mod tests {
     /// two CPUs of this machine, or not pinned with the reason said.
     #[test]
     fn defaults_give_a_valid_copy_mode_sweep_with_quicks_design() {
-        let pins = sweep::quick_pins();
+        let pins = quick::quick_pins();
         let (argv, out) = answers_pinned(&["", "", "", "", "", "", "", "", "", "", ""], pins);
         let file = PlanFile::new(argv.unwrap());
         match pins {
@@ -523,13 +513,13 @@ mod tests {
             out.contains("repetitions (6 give intervals of the median and tested comparisons; with fewer than 4 nothing is tested) [6]:"),
             "{out}"
         );
-        assert_eq!(file.command[..2], ["sweep", "net-stream"]);
+        assert_eq!(file.command[..2], ["net", "stream"]);
         assert!(
             file.command_line().contains("--mode two-copy,one-copy,zero-copy,uring"),
             "{}",
             file.command_line()
         );
-        let (plan, _) = sweep::plan_of(&file.workload().unwrap()).unwrap();
+        let (plan, _) = file.plan().unwrap();
         // Every mode at the three default sizes.
         assert_eq!(plan.cases.len(), CopyMode::ALL.len() * 3);
         assert_eq!(plan.repetitions, 6);
@@ -582,7 +572,7 @@ mod tests {
         let argv = argv.unwrap();
         assert!(out.contains("'9' is not one of 1 to 6"), "{out}");
         let line = PlanFile::new(argv).command_line();
-        assert!(line.starts_with("iopath sweep servers --model poll,epoll "), "{line}");
+        assert!(line.starts_with("iopath servers --model poll,epoll "), "{line}");
         assert!(line.contains("--clients 1,10") && line.contains("--reps 2"), "{line}");
         assert!(line.ends_with("--name srv --db x.db"), "{line}");
     }
@@ -598,10 +588,7 @@ mod tests {
             out.contains("experiment [fake]: cells [bogus]:"),
             "answers are remembered: {out}"
         );
-        assert!(
-            out.contains("iopath sweep fake --cells ok:2 --reps 1 --db x.db"),
-            "{out}"
-        );
+        assert!(out.contains("iopath fake --cells ok:2 --reps 1 --db x.db"), "{out}");
         assert!(out.contains("1 cell, about"), "{out}");
         assert!(decided.is_none(), "the person said no");
     }
@@ -643,7 +630,7 @@ mod tests {
         let line = PlanFile::new(argv.unwrap()).command_line();
         assert_eq!(
             line,
-            "iopath sweep net-records --mode copy-out,zero-copy --record-size 128 --records 1,16 --table 16M --duration 1s --warmup 200ms --reps 6 --db r.db"
+            "iopath net records --mode copy-out,zero-copy --record-size 128 --records 1,16 --table 16M --duration 1s --warmup 200ms --reps 6 --db r.db"
         );
     }
 
@@ -651,7 +638,7 @@ mod tests {
     fn microbenchmarks_are_picked_by_name() {
         let (argv, _) = answers(&["3", "memlat", "y", "", "", "m.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();
-        assert_eq!(line, "iopath sweep micro memlat --quick --reps 1 --db m.db");
+        assert_eq!(line, "iopath micro memlat --quick --reps 1 --db m.db");
     }
 
     /// Found in issue 19: the launcher offered no rr or crr.
@@ -665,14 +652,11 @@ mod tests {
         );
         assert_eq!(
             line,
-            "iopath sweep net-rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 6 --db rr.db"
+            "iopath net rr --mode two-copy,one-copy,zero-copy --request-size 64,1K --response-size 64 --threads 1 --duration 1s --warmup 200ms --reps 6 --db rr.db"
         );
         let (argv, out) = answers(&["6", "", "", "", "", "", "", "", "", "", "", "crr.db"]);
         let line = PlanFile::new(argv.unwrap()).command_line();
         assert!(!out.contains(") zero-copy"), "crr offers zero-copy: {out}");
-        assert!(
-            line.starts_with("iopath sweep net-crr --mode two-copy,one-copy "),
-            "{line}"
-        );
+        assert!(line.starts_with("iopath net crr --mode two-copy,one-copy "), "{line}");
     }
 }

@@ -3,7 +3,7 @@
 //! and not copied. The inputs are opened read-only and never changed.
 
 use super::error::usage;
-use super::sweep::{open_for_writing, store_error};
+use super::stored::{open_for_writing, store_error};
 use crate::store::merge::{same_file, Merged};
 use crate::store::Store;
 use clap::Args;

@@ -3,7 +3,7 @@
 
 use super::error::usage;
 use super::output::{num, Table};
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values::parse_size;
 use crate::case::{format_bytes, Case, MicroCase};
 use crate::micro::{self, harness, Bench, Settings};
@@ -16,14 +16,15 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct MicroArgs {
+    /// The benchmark; without one, `micro` lists them and their variants.
     #[command(subcommand)]
-    pub command: MicroCommand,
+    pub command: Option<MicroCommand>,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum MicroCommand {
-    /// List the benchmarks and their variants.
-    #[command(after_help = super::examples::MICRO_LIST)]
+    /// List the benchmarks and their variants (what `iopath micro` alone prints).
+    #[command(hide = true)]
     List,
     /// Run every benchmark (about 75 s here; with --quick a few seconds).
     #[command(after_help = super::examples::MICRO_ALL)]
@@ -120,7 +121,7 @@ pub struct RunArgs {
     /// Samples per figure (default 21, 7 with --quick; the large-memory and file benchmarks use fewer).
     #[arg(long, value_name = "N")]
     pub samples: Option<usize>,
-    /// Only these variants, comma-separated (see `iopath micro list`).
+    /// Only these variants, comma-separated (see `iopath micro`).
     #[arg(long, value_name = "LIST")]
     pub variant: Option<String>,
     /// memlat: largest working set (default 256MiB, 8MiB with --quick).
@@ -240,7 +241,7 @@ impl MicroCommand {
     }
 }
 
-/// The plan of `micro <bench>` and `sweep micro <bench>`: one case per figure.
+/// The plan of `micro <bench>`: one case per figure.
 pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
     let s = settings(benches, args)?;
     let topology = args.topology.clone().unwrap_or_default();
@@ -286,17 +287,15 @@ pub fn micro_plan(benches: &[Bench], args: &RunArgs) -> anyhow::Result<Plan> {
     Ok(args.run.plan(cases, &topology.interface()))
 }
 
-pub fn run(args: MicroArgs) -> anyhow::Result<()> {
-    let Some((benches, flags)) = args.command.benches() else {
-        super::output::out(list())?;
-        return Ok(());
-    };
-    let outputs = run::Outputs::of(&flags.run, false, run::EndTable::Records(render))?;
-    run::run_workload(
-        &micro_plan(&benches, flags)?,
-        run::direct_destination(&flags.run),
-        outputs,
-    )
+/// The plan of `micro <bench>` and its run flags (None: `micro` alone, which lists them).
+pub fn measuring(args: &MicroArgs) -> Option<anyhow::Result<(Plan, &RunFlags)>> {
+    let (benches, flags) = args.command.as_ref()?.benches()?;
+    Some(micro_plan(&benches, flags).map(|plan| (plan, &flags.run)))
+}
+
+/// `micro` without a benchmark: the list of them.
+pub fn run(_args: MicroArgs) -> anyhow::Result<()> {
+    super::output::out(list())
 }
 
 fn list() -> String {

@@ -14,12 +14,14 @@ pub mod net;
 pub mod output;
 pub mod planfile;
 pub mod progress;
+pub mod quick;
 pub mod records;
 pub mod results;
 pub mod rr;
 pub mod run;
 pub mod servers;
-pub mod sweep;
+pub mod stored;
+pub mod summary;
 pub mod sysinfo;
 pub mod udp_rr;
 pub mod udp_stream;
@@ -28,7 +30,9 @@ pub mod workloads;
 
 pub use error::UsageError;
 
+use crate::sweep::Plan;
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The version line: the package version, the commit it was built from (`git describe` at
@@ -46,9 +50,10 @@ const EXAMPLES: &str = "\
 Examples:
   iopath quick                                  # every copy mode on loopback, with an HTML report
   iopath net stream --mode one-copy,zero-copy --size 4K..1M
-  iopath sweep net-stream --size 1K..1M --reps 6 --shuffle
+  iopath net stream --size 1K..1M --reps 6 --shuffle   # stored as a run, with its findings
+  iopath run --resume 4                         # finish run 4 after Ctrl-C or a crash
   iopath servers --model epoll,uring --clients 1,100
-  iopath micro list
+  iopath micro                                  # the OS microbenchmarks
   iopath runs
   iopath report                                 # the newest run in iopath-results/iopath.db
   iopath completions bash > ~/.local/share/bash-completion/completions/iopath
@@ -79,18 +84,19 @@ pub enum Command {
     Net(net::NetCommand),
     /// A one-minute sweep of the copy modes on loopback, saved to the database, with an HTML report.
     #[command(after_help = examples::QUICK)]
-    Quick(sweep::QuickArgs),
-    /// Run any measuring command as a stored run (the same flags), or resume one.
-    #[command(after_help = examples::SWEEP)]
-    Sweep(Box<sweep::SweepArgs>),
+    Quick(quick::QuickArgs),
+    /// Run a plan saved as TOML, or finish an interrupted run (the cells it is missing).
+    #[command(after_help = examples::RUN)]
+    Run(stored::RunArgs),
     /// List the runs in the results database.
     #[command(after_help = examples::RUNS)]
     Runs(results::RunsArgs),
-    /// Write the self-contained HTML report (and PNG/SVG charts) of a run.
+    /// Write the self-contained HTML report (and PNG/SVG charts) of a run, or its data as CSV
+    /// or JSON (--format).
     #[command(after_help = examples::REPORT)]
     Report(results::ReportArgs),
-    /// Export a run's observations as CSV or JSON.
-    #[command(after_help = examples::EXPORT)]
+    /// Export a run's observations as CSV or JSON: `report --format` (kept for scripts).
+    #[command(hide = true, after_help = examples::EXPORT)]
     Export(results::ExportArgs),
     /// Copy every run of other iopath databases into one, with new ids and their provenance.
     #[command(after_help = examples::MERGE)]
@@ -129,17 +135,12 @@ pub enum Command {
     Fake(fake::FakeArgs),
 }
 
-/// The command line as users see it: the derived [`Cli`] with each `micro <bench>` (and `sweep
-/// micro <bench>`) showing only the options that bench reads (and the shared ones) in its
-/// `--help`, man page and completions. Parsing is unchanged.
+/// The command line as users see it: the derived [`Cli`] with each `micro <bench>` showing
+/// only the options that bench reads (and the shared ones) in its `--help`, man page and
+/// completions. Parsing is unchanged.
 pub fn command() -> clap::Command {
-    let scope_sweep = |sweep: clap::Command| in_order(sweep, "micro", micro::scope_options);
     in_order(
-        in_order(
-            in_order(Cli::command(), "micro", micro::scope_options),
-            "sweep",
-            scope_sweep,
-        ),
+        in_order(Cli::command(), "micro", micro::scope_options),
         "fleet",
         fleet::scope_options,
     )
@@ -164,17 +165,119 @@ fn in_order(cmd: clap::Command, name: &str, f: impl FnOnce(clap::Command) -> cla
 
 /// Parse the process's arguments with [`command`].
 pub fn parse() -> Result<Cli, clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+/// Parse a command line (program name first) with [`command`], old spellings included.
+pub fn parse_from(args: impl IntoIterator<Item = impl Into<OsString>>) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
-    command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m))
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    command()
+        .try_get_matches_from(new_spelling(args))
+        .and_then(|m| Cli::from_arg_matches(&m))
+}
+
+/// A command line of an earlier iopath in today's words. `sweep` ran a measuring command as a
+/// stored run, which every measuring command now is: `sweep net-<w> …` is `net <w> …`, `sweep
+/// servers|micro|udp-stream …` the command itself, and `sweep --resume|--plan …` is `run`.
+/// Kept so scripts and plan files of earlier versions still work; nowhere in the help.
+pub fn new_spelling(args: Vec<OsString>) -> Vec<OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some("sweep") {
+        return args;
+    }
+    let mut out = vec![args[0].clone()];
+    let workload = args.get(2).and_then(|a| a.to_str()).unwrap_or("");
+    let rest = match workload {
+        "" => &args[2..],
+        w if w.starts_with('-') => {
+            out.push("run".into());
+            &args[2..]
+        }
+        "udp-stream" => {
+            out.push("net".into());
+            &args[2..]
+        }
+        w => {
+            match w.strip_prefix("net-") {
+                Some(net) => out.extend(["net".into(), net.into()]),
+                None => out.push(w.into()),
+            }
+            &args[3..]
+        }
+    };
+    if workload.is_empty() {
+        out.push("run".into());
+    }
+    out.extend(rest.iter().cloned());
+    out
+}
+
+/// A measuring command's plan and its run flags; None for a command that measures nothing or
+/// plans its run its own way (`quick`, `fleet run`, `ab`). Every command is named, so a new one
+/// must say which it is.
+pub fn measuring(command: &Command) -> Option<anyhow::Result<(Plan, &run::RunFlags)>> {
+    match command {
+        Command::Net(net) => net::measuring(net),
+        Command::Servers(args) => Some(Plan::try_from(args).map(|plan| (plan, &args.run))),
+        Command::Micro(args) => micro::measuring(args),
+        Command::Fake(args) => Some(Plan::try_from(args).map(|plan| (plan, &args.run))),
+        Command::Quick(_)
+        | Command::Run(_)
+        | Command::Runs(_)
+        | Command::Report(_)
+        | Command::Export(_)
+        | Command::Merge(_)
+        | Command::Fleet(_)
+        | Command::Ab(_)
+        | Command::Compare(_)
+        | Command::Sysinfo(_)
+        | Command::Procs(_)
+        | Command::Completions(_)
+        | Command::Man(_) => None,
+    }
+}
+
+/// Every measuring command as its words (`net stream`, `micro memlat`, …): the leaves of the
+/// tree that [`measuring`] takes with their defaults (`hidden`: the test workload `fake` and
+/// the hidden `micro list` too); for plan files, `ab` and their "(accepted: …)".
+pub fn measuring_commands(hidden: bool) -> Vec<String> {
+    fn leaves(cmd: &clap::Command, hidden: bool, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        let subs: Vec<&clap::Command> = cmd
+            .get_subcommands()
+            .filter(|s| (hidden || !s.is_hide_set()) && s.get_name() != "help")
+            .collect();
+        if subs.is_empty() {
+            out.push(path.clone());
+        }
+        for sub in subs {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            leaves(sub, hidden, p, out);
+        }
+    }
+    let mut paths = Vec::new();
+    leaves(&command(), hidden, Vec::new(), &mut paths);
+    paths
+        .into_iter()
+        .filter(|path| {
+            let argv = std::iter::once("iopath".to_string()).chain(path.iter().cloned());
+            Cli::try_parse_from(argv).is_ok_and(|cli| measuring(&cli.command).is_some())
+        })
+        .map(|path| path.join(" "))
+        .collect()
 }
 
 /// Run one parsed command.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(measured) = measuring(&cli.command) {
+        let (plan, flags) = measured?;
+        return run::measure(&plan, flags, false);
+    }
     match cli.command {
         Command::Net(cmd) => net::run(cmd),
-        Command::Quick(args) => sweep::run_quick(args),
+        Command::Quick(args) => quick::run_quick(args),
         Command::Fleet(cmd) => fleet::run(cmd),
-        Command::Sweep(args) => sweep::run_sweep(*args),
+        Command::Run(args) => stored::run_stored(args),
         Command::Runs(args) => results::run_runs(args),
         Command::Report(args) => results::run_report(args),
         Command::Export(args) => results::run_export(args),
@@ -183,9 +286,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Merge(args) => merge::run(args),
         Command::Micro(args) => micro::run(args),
         Command::Sysinfo(args) => sysinfo::run(args),
-        Command::Servers(args) => servers::run(args),
         Command::Procs(cmd) => servers::run_procs(cmd),
-        Command::Fake(args) => fake::run(args),
+        Command::Servers(_) | Command::Fake(_) => unreachable!("measured above"),
         Command::Completions(args) => {
             output::out(String::from_utf8_lossy(&completions(args.shell)))?;
             Ok(())
@@ -277,7 +379,7 @@ fn topology_names() -> Vec<String> {
 }
 
 /// Every manual page: (file name, roff text) for iopath.1 and each visible subcommand at
-/// every level (iopath-net-stream.1, iopath-sweep-micro-memlat.1, ...).
+/// every level (iopath-net-stream.1, iopath-micro-memlat.1, ...).
 pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     /// Each visible command with its page's name (`iopath-net-stream`), its parent's and its
     /// children's, parents first.
@@ -338,11 +440,12 @@ could not decide (too few runs or repetitions to tell a change from the noise).
 const MAN_FILES: &str = ".TP
 iopath\\-results/iopath.db
 The results database (SQLite) that
-.BR quick ,
-.B sweep
-and any command with
+.B quick
+and every measuring command write every repetition into (another with
 .B \\-\\-db
-write every repetition into; report, export and compare read it.
+or the environment variable
+.BR IOPATH_DB );
+report, export and compare read it.
 .TP
 iopath\\-results/report\\-<run>.html
 The report of a run (self\\-contained HTML), with its charts as SVG and PNG in
@@ -423,7 +526,7 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
     for (name, _) in &pages {
         let path = dir.join(name);
         crate::store::output::check_path(&path, crate::store::output::PathUse::Output, None)
-            .map_err(sweep::store_error)?;
+            .map_err(stored::store_error)?;
         match std::fs::metadata(&path) {
             Ok(_) if crate::store::db::is_sqlite_file(&path) => {
                 return Err(error::usage(format!(
@@ -442,7 +545,7 @@ fn run_man(args: ManArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&dir).map_err(|e| error::usage(format!("cannot create {}: {e}", dir.display())))?;
     for (name, page) in &pages {
-        crate::store::output::write_atomic(&dir.join(name), page).map_err(sweep::store_error)?;
+        crate::store::output::write_atomic(&dir.join(name), page).map_err(stored::store_error)?;
     }
     crate::tell!("wrote {} manual pages into {}", pages.len(), dir.display());
     Ok(())
@@ -493,7 +596,8 @@ mod tests {
         // NAME already says what `about` says.
         assert!(!stream.contains(".SH DESCRIPTION"), "{stream}");
         let root = page("iopath.1");
-        assert!(root.contains(".BR iopath\\-sweep (1)"), "{root}");
+        assert!(root.contains(".BR iopath\\-run (1)"), "{root}");
+        assert!(!root.contains("iopath\\-sweep"), "the old spelling is hidden: {root}");
         assert_eq!(roff_literal(".x \\ -y"), "\\&.x \\e \\-y");
     }
 }

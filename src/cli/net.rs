@@ -2,7 +2,7 @@
 
 use super::error::usage;
 use super::output::View;
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Align, Case, CopyMode, Endpoint, RxMode, RxWake, StreamCase};
@@ -329,19 +329,34 @@ pub(super) fn rx_modes_for(mode: CopyMode, rx_modes: &[RxMode]) -> Vec<RxMode> {
     }
 }
 
-pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
+/// The plan of a measuring `net` command and its run flags (None: `net serve`).
+pub fn measuring(cmd: &NetCommand) -> Option<anyhow::Result<(Plan, &RunFlags)>> {
+    fn planned<'a, A>(args: &'a A, flags: &'a RunFlags) -> Option<anyhow::Result<(Plan, &'a RunFlags)>>
+    where
+        for<'b> Plan: TryFrom<&'b A, Error = anyhow::Error>,
+    {
+        Some(Plan::try_from(args).map(|plan| (plan, flags)))
+    }
     match cmd {
-        NetCommand::Stream(args) => run_stream(*args),
-        NetCommand::Records(args) => super::records::run_records(*args),
-        NetCommand::Serve(args) => run_serve(args),
-        NetCommand::Rr(args) => super::rr::run_rr(&args, crate::case::RrKind::Rr),
-        NetCommand::Crr(args) => super::rr::run_rr(&args.args, crate::case::RrKind::Crr),
-        NetCommand::UdpRr(args) => super::udp_rr::run_udp_rr(&args),
-        NetCommand::UdpStream(args) => super::udp_stream::run_udp_stream(&args),
+        NetCommand::Stream(args) => planned(args.as_ref(), &args.run),
+        NetCommand::Records(args) => planned(args.as_ref(), &args.run),
+        NetCommand::Rr(args) => planned(args.as_ref(), &args.run),
+        NetCommand::Crr(args) => planned(args.as_ref(), &args.args.run),
+        NetCommand::UdpRr(args) => planned(args.as_ref(), &args.run),
+        NetCommand::UdpStream(args) => planned(args.as_ref(), &args.run),
+        NetCommand::Serve(_) => None,
     }
 }
 
-/// Stage two: the validated grid of cases, the same for `net stream` and `sweep net-stream`.
+/// The `net` command that measures nothing itself: `net serve`.
+pub fn run(cmd: NetCommand) -> anyhow::Result<()> {
+    match cmd {
+        NetCommand::Serve(args) => run_serve(args),
+        _ => unreachable!("measuring commands run through cli::measuring"),
+    }
+}
+
+/// Stage two: the validated grid of cases, the same for the command line, a plan file and `ab`.
 pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
     let (topology, endpoint) = endpoint_of(&args.endpoint, false)?;
     if let Some(big) = args.size.iter().find(|s| **s > 1 << 30) {
@@ -507,14 +522,6 @@ impl TryFrom<&StreamArgs> for Plan {
             .plan(cases.into_iter().map(Case::NetStream).collect(), &interface);
         Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
-}
-
-fn run_stream(args: StreamArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_stream_table))?
-        .corrupt("messages", |o| {
-            o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
-        });
-    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// `cpu_ns_per_byte` of `role`, derived for the table: (user + system CPU of the role's
@@ -798,7 +805,7 @@ mod tests {
     }
 
     /// --port, --connect, --topology and --psk-file are one declaration: every network command
-    /// and its sweep shows the same help for each; net records has no --connect and its own
+    /// shows the same help for each; net records has no --connect and its own
     /// words for --topology (a remote server holds the table).
     #[test]
     fn the_endpoint_flags_are_declared_once() {
@@ -823,16 +830,15 @@ mod tests {
         for path in [
             &["net", "rr"][..],
             &["net", "crr"],
-            &["sweep", "net-stream"],
-            &["sweep", "net-rr"],
-            &["sweep", "net-crr"],
+            &["fleet", "run", "stream"],
+            &["fleet", "run", "rr"],
         ] {
             let cmd = find(path);
             for id in ids {
                 assert_eq!(help(&cmd, id), help(&stream, id), "{path:?} --{id}");
             }
         }
-        for path in [&["net", "records"][..], &["sweep", "net-records"]] {
+        for path in [&["net", "records"][..]] {
             let cmd = find(path);
             assert_eq!(help(&cmd, "connect"), None, "{path:?} has --connect");
             assert_eq!(help(&cmd, "port"), help(&stream, "port"), "{path:?}");

@@ -1,20 +1,22 @@
-//! Plan files: a plan saved as TOML and run again with `iopath sweep --plan FILE`.
+//! Plan files: a plan saved as TOML and run again with `iopath run --plan FILE`.
 //!
-//! A plan file stores the argv of the equivalent command (`sweep <workload> <flags>`, without
-//! the program name), exactly what the command line would say. Loading re-parses it with the
+//! A plan file stores the argv of the equivalent measuring command (`net stream <flags>`,
+//! without the program name), exactly what the command line would say; a file of an earlier
+//! version (`sweep net-stream <flags>`) reads in today's words (`cli::new_spelling`). Loading re-parses it with the
 //! same clap structs and validates it with the same `TryFrom<&Args> for Plan`, so a plan file
 //! accepts, refuses and means exactly what the command does; nothing else is in the file to
 //! drift. A run started from a plan file stores the equivalent command as its command line
 //! (`iopath runs` shows it), so the plan text is kept with the run.
 //!
 //! ```toml
-//! # iopath plan: run it with `iopath sweep --plan FILE`
+//! # iopath plan: run it with `iopath run --plan FILE`
 //! version = 1
-//! command = ["sweep", "net-stream", "--mode", "one-copy,zero-copy", "--size", "4K,64K"]
+//! command = ["net", "stream", "--mode", "one-copy,zero-copy", "--size", "4K,64K"]
 //! ```
 
 use super::error::usage;
-use super::sweep::SweepWorkload;
+use super::run::RunFlags;
+use crate::sweep::Plan;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -30,7 +32,7 @@ pub const MAX_PLAN_FILE: u64 = 1 << 20;
 pub struct PlanFile {
     /// The format version (1).
     pub version: u32,
-    /// The equivalent command without the program name: `["sweep", "<workload>", flags...]`.
+    /// The equivalent measuring command without the program name: `["net", "stream", flags...]`.
     pub command: Vec<String>,
 }
 
@@ -45,7 +47,7 @@ impl PlanFile {
     /// The TOML text, with a comment that says how to run it.
     pub fn to_toml(&self) -> anyhow::Result<String> {
         Ok(format!(
-            "# iopath plan: run it with `iopath sweep --plan FILE`.\n# {}\n{}",
+            "# iopath plan: run it with `iopath run --plan FILE`.\n# {}\n{}",
             self.command_line(),
             toml::to_string(self)?
         ))
@@ -59,7 +61,7 @@ impl PlanFile {
             .join(" ")
     }
 
-    /// Parse TOML text (no validation of the command yet: see [`PlanFile::workload`]).
+    /// Parse TOML text (no validation of the command yet: see [`PlanFile::plan`]).
     pub fn parse(text: &str) -> anyhow::Result<PlanFile> {
         let file: PlanFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message()))?;
         if file.version != VERSION {
@@ -71,32 +73,36 @@ impl PlanFile {
         Ok(file)
     }
 
-    /// The workload and its flags, parsed by the same clap structs as the command line.
-    pub fn workload(&self) -> anyhow::Result<SweepWorkload> {
-        let workloads = super::sweep::workload_names(true);
-        match (self.command.first().map(String::as_str), self.command.get(1)) {
-            (Some("sweep"), Some(w)) if workloads.contains(w) => {}
-            _ => anyhow::bail!(
-                "command must start with \"sweep\" and a workload ({}); got {:?}",
-                workloads.join(", "),
+    /// The plan and the run flags of the command, parsed and validated by the same clap
+    /// structs and checks as the command line.
+    pub fn plan(&self) -> anyhow::Result<(Plan, RunFlags)> {
+        let argv = super::new_spelling(
+            std::iter::once("iopath")
+                .chain(self.command.iter().map(String::as_str))
+                .map(std::ffi::OsString::from)
+                .collect(),
+        );
+        let words: Vec<String> = argv[1..].iter().map(|w| w.to_string_lossy().into_owned()).collect();
+        let names = |command: &String| {
+            let command: Vec<&str> = command.split(' ').collect();
+            words.len() >= command.len() && command.iter().zip(&words).all(|(a, b)| a == b)
+        };
+        let measuring = super::measuring_commands(true).iter().any(names);
+        if !measuring {
+            anyhow::bail!(
+                "command must be a measuring command ({}); got {:?}",
+                super::measuring_commands(false).join(", "),
                 self.command.iter().take(2).collect::<Vec<_>>()
-            ),
+            );
         }
-        let cli = <super::Cli as clap::Parser>::try_parse_from(
-            std::iter::once("iopath").chain(self.command.iter().map(String::as_str)),
-        )
-        .map_err(|e| anyhow::anyhow!("{}", clap_line(&e)))?;
-        match cli.command {
-            super::Command::Sweep(args) => match args.workload {
-                Some(w) => Ok(w),
-                None => anyhow::bail!("the command names no workload"),
-            },
-            _ => unreachable!("the command starts with sweep"),
-        }
+        let cli = super::parse_from(argv).map_err(|e| anyhow::anyhow!("{}", clap_line(&e)))?;
+        let (plan, flags) = super::measuring(&cli.command).expect("a measuring command")?;
+        Ok((plan, flags.clone()))
     }
 
-    /// Read and check a plan file (at most [`MAX_PLAN_FILE`] bytes); every problem is a usage error naming the file.
-    pub fn load(path: &Path) -> anyhow::Result<(PlanFile, SweepWorkload)> {
+    /// Read and check a plan file (at most [`MAX_PLAN_FILE`] bytes): the file, its plan and
+    /// its run flags; every problem is a usage error naming the file.
+    pub fn load(path: &Path) -> anyhow::Result<(PlanFile, Plan, RunFlags)> {
         let bytes = crate::sys::input::read_bounded(path, MAX_PLAN_FILE)
             .map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
         let text = String::from_utf8(bytes).map_err(|_| {
@@ -106,10 +112,10 @@ impl PlanFile {
             ))
         })?;
         let file = PlanFile::parse(&text).map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
-        let workload = file
-            .workload()
+        let (plan, flags) = file
+            .plan()
             .map_err(|e| usage(format!("--plan {}: {e}", path.display())))?;
-        Ok((file, workload))
+        Ok((file, plan, flags))
     }
 
     /// Write the plan to `path` (whole: a temporary file renamed into place).
@@ -117,8 +123,8 @@ impl PlanFile {
         let text = self.to_toml()?;
         // Like every output: never over an SQLite file, whole or absent, a device written in place.
         crate::store::output::check_path(path, crate::store::output::PathUse::Output, None)
-            .map_err(super::sweep::store_error)?;
-        crate::store::output::write_atomic(path, text.as_bytes()).map_err(super::sweep::store_error)
+            .map_err(super::stored::store_error)?;
+        crate::store::output::write_atomic(path, text.as_bytes()).map_err(super::stored::store_error)
     }
 }
 
@@ -157,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_plan_round_trips_through_toml() {
-        let plan = PlanFile::new(args("sweep fake --cells ok:3,ok:4 --reps 2 --name my run"));
+        let plan = PlanFile::new(args("fake --cells ok:3,ok:4 --reps 2 --name my run"));
         let text = plan.to_toml().unwrap();
         assert!(text.contains("version = 1"), "{text}");
         assert_eq!(PlanFile::parse(&text).unwrap(), plan);
@@ -165,38 +171,58 @@ mod tests {
 
     #[test]
     fn the_command_is_validated_as_the_command_line_is() {
-        let ok = PlanFile::new(args("sweep fake --cells ok:3 --reps 2"));
-        let w = ok.workload().unwrap();
-        let SweepWorkload::Fake(f) = w else { panic!("not fake") };
-        assert_eq!((f.cells.as_str(), f.run.reps), ("ok:3", 2));
-        let bad = PlanFile::new(args("sweep fake --reps 0"));
-        let err = bad.workload().unwrap_err().to_string();
+        let ok = PlanFile::new(args("fake --cells ok:3 --reps 2"));
+        let (plan, flags) = ok.plan().unwrap();
+        assert_eq!((plan.cases.len(), flags.reps), (1, 2));
+        let bad = PlanFile::new(args("fake --reps 0"));
+        let err = bad.plan().unwrap_err().to_string();
         assert!(err.contains("--reps"), "{err}");
-        let stream = PlanFile::new(args("sweep net-stream --size 4K --mode nope"));
-        let err = stream.workload().unwrap_err().to_string();
+        let stream = PlanFile::new(args("net stream --size 4K --mode nope"));
+        let err = stream.plan().unwrap_err().to_string();
         assert!(err.contains("nope"), "{err}");
     }
 
+    /// A plan file of an earlier version (`sweep net-stream …`) still runs, as the command
+    /// it names today.
     #[test]
-    fn only_sweep_workloads_are_accepted() {
-        for words in ["runs", "sweep", "sweep --resume 1", "net stream --size 4K"] {
-            let err = PlanFile::new(args(words)).workload().unwrap_err().to_string();
-            assert!(err.contains("must start with"), "{words}: {err}");
+    fn a_plan_file_of_the_old_sweep_spelling_still_loads() {
+        let old = PlanFile::new(args("sweep net-stream --mode one-copy --size 4K,64K --reps 2"));
+        let (plan, flags) = old.plan().unwrap();
+        assert_eq!((plan.cases.len(), flags.reps), (2, 2));
+        assert_eq!(plan.cases[0].workload(), "net-stream");
+        let micro = PlanFile::new(args("sweep micro syscall"));
+        assert_eq!(micro.plan().unwrap().0.cases[0].workload(), "micro");
+    }
+
+    #[test]
+    fn only_measuring_commands_are_accepted() {
+        for words in [
+            "runs",
+            "sweep",
+            "sweep --resume 1",
+            "net serve",
+            "micro",
+            "quick",
+            "nope",
+        ] {
+            let err = PlanFile::new(args(words)).plan().unwrap_err().to_string();
+            assert!(err.contains("must be a measuring command"), "{words}: {err}");
+            assert!(err.contains("net stream, "), "{words}: {err}");
         }
     }
 
     #[test]
     fn unknown_keys_and_versions_are_refused() {
         assert!(PlanFile::parse("version = 1\ncommand = []\nextra = 2\n").is_err());
-        let err = PlanFile::parse("version = 9\ncommand = [\"sweep\"]\n").unwrap_err();
+        let err = PlanFile::parse("version = 9\ncommand = [\"net\"]\n").unwrap_err();
         assert!(err.to_string().contains("version 9"), "{err}");
-        assert!(PlanFile::parse("command = [\"sweep\"]\n").is_err());
+        assert!(PlanFile::parse("command = [\"net\"]\n").is_err());
     }
 
     #[test]
     fn command_lines_quote_what_the_shell_would_split() {
-        let plan = PlanFile::new(vec!["sweep".into(), "fake".into(), "--name".into(), "a b".into()]);
-        assert_eq!(plan.command_line(), "iopath sweep fake --name 'a b'");
+        let plan = PlanFile::new(vec!["fake".into(), "--name".into(), "a b".into()]);
+        assert_eq!(plan.command_line(), "iopath fake --name 'a b'");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
     }
 }

@@ -1,9 +1,9 @@
-//! `iopath net records` and `iopath sweep net-records`: an in-memory store answering requests
+//! `iopath net records`: an in-memory store answering requests
 //! of N records of R bytes, copy-out vs gather vs zero copy.
 
 use super::error::usage;
 use super::output::View;
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Case, Pick, RecordsCase, RecordsMode};
@@ -72,7 +72,7 @@ pub struct RecordsArgs {
 /// `--topology` of net records, which has no `--connect`: what a remote server does here.
 const TOPOLOGY_HELP: &str = "Where the two ends live: loopback, netns (both in a fresh private network namespace), veth[:mtu=N][,rate=R] (the server in a fresh namespace behind a veth pair), or remote HOST:PORT (an `iopath net serve` there holds the table and sends: over a real NIC zero copy really avoids the copy). Namespaces need root";
 
-/// Stage two: the validated grid of cases, the same for `net records` and `sweep net-records`.
+/// Stage two: the validated grid of cases, the same for the command line and a plan file.
 pub fn records_cases(args: &RecordsArgs) -> anyhow::Result<Vec<RecordsCase>> {
     let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     if let Some(bad) = args
@@ -144,14 +144,6 @@ impl TryFrom<&RecordsArgs> for Plan {
             .plan(cases.into_iter().map(Case::NetRecords).collect(), &interface);
         Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
-}
-
-pub fn run_records(args: RecordsArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_records_table))?
-        .corrupt("records", |o| {
-            o.value(names::CORRUPT_RECORDS, Role::Client).unwrap_or(0.0)
-        });
-    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// `kernel_copied_fraction`, derived for the table: the share of payload bytes the kernel

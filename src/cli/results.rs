@@ -4,13 +4,14 @@
 
 use super::error::usage;
 use super::output::{safe, Table};
-use super::sweep::{default_report_path, store_error};
+use super::quick::default_report_path;
+use super::stored::store_error;
 use crate::observation::Role;
 use crate::report::compare::{CompareOptions, Comparison, Correction, Difference, Gate, Verdict};
 use crate::report::{self, fmt_num};
 use crate::store::export::{bmf_json, otava_csv, CsvExporter, Exporter, JsonExporter};
 use crate::store::output::{check_path, write_atomic, PathUse};
-use crate::store::{tidy, RunData, Store, DEFAULT_DB_PATH};
+use crate::store::{tidy, RunData, Store};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug)]
 pub struct RunsArgs {
     /// Results database.
-    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    #[arg(long, default_value_os_t = crate::store::default_db_path())]
     pub db: PathBuf,
     /// Bring a database written by an older iopath up to date first (the only time a reading
     /// command writes to the database).
@@ -39,7 +40,7 @@ pub struct ReportArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Results database.
-    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    #[arg(long, default_value_os_t = crate::store::default_db_path())]
     pub db: PathBuf,
     /// A fleet run's matrix only: heat maps (rows: source host, columns: destination) of
     /// median Gbit/s, p99 latency and CPU per byte or transaction of each side, the worst
@@ -49,6 +50,10 @@ pub struct ReportArgs {
     /// (default: matrix-<run>.html beside the database).
     #[arg(long)]
     pub matrix: bool,
+    /// The run's data instead of the HTML, on standard output or into -o (`otava`: every run
+    /// of the database unless one is named).
+    #[arg(long, value_enum, conflicts_with = "matrix")]
+    pub format: Option<ExportFormat>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -82,7 +87,7 @@ pub struct ExportArgs {
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Results database.
-    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    #[arg(long, default_value_os_t = crate::store::default_db_path())]
     pub db: PathBuf,
 }
 
@@ -227,7 +232,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub metric: Option<String>,
     /// Results database.
-    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    #[arg(long, default_value_os_t = crate::store::default_db_path())]
     pub db: PathBuf,
 }
 
@@ -385,6 +390,14 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     if args.matrix {
         return run_matrix(args);
     }
+    if let Some(format) = args.format {
+        return run_export(ExportArgs {
+            run_id: args.run_id,
+            format,
+            output: args.output,
+            db: args.db,
+        });
+    }
     let store = open(&args.db)?;
     let id = pick_run(&store, args.run_id)?;
     let html = args.output.clone().unwrap_or_else(|| default_report_path(&args.db, id));
@@ -501,7 +514,7 @@ fn parse_metric(text: &str) -> anyhow::Result<(Role, String)> {
     Ok((role, name.to_string()))
 }
 
-/// `export --format summary`: the run, per-cell statistics of every metric, the crossovers and
+/// `report --format summary`: the run, per-cell statistics of every metric, the crossovers and
 /// the findings (caveats, noise, workload warnings), with the schema version.
 pub fn summary_json(data: &RunData, db: &Path) -> Value {
     let analysis = report::analyze(data, db);
@@ -593,7 +606,7 @@ pub fn summary_json(data: &RunData, db: &Path) -> Value {
         "crossovers": crossovers,
         "records_crossovers": records_crossovers,
         "findings": {
-            "caveats": analysis.caveats,
+            "caveats": analysis.caveats.iter().map(|(_, text)| text).collect::<Vec<_>>(),
             "noise": analysis.noise,
             "warnings": analysis.warnings.iter().map(|g| json!({
                 "kind": g.kind,

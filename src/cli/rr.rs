@@ -1,8 +1,8 @@
-//! `iopath net rr` and `iopath net crr` (and `sweep net-rr` / `sweep net-crr`, the same flags).
+//! `iopath net rr` and `iopath net crr`.
 
 use super::error::usage;
 use super::output::View;
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values;
 use crate::case::Topology;
 use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
@@ -181,15 +181,6 @@ impl TryFrom<&CrrArgs> for Plan {
     fn try_from(args: &CrrArgs) -> anyhow::Result<Plan> {
         plan(&args.args, RrKind::Crr)
     }
-}
-
-pub fn run_rr(args: &RrArgs, kind: RrKind) -> anyhow::Result<()> {
-    let outputs =
-        run::Outputs::of(&args.run, false, run::EndTable::Records(render_rr_table))?.corrupt("messages", |o| {
-            o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
-                + o.value(names::CORRUPT_MESSAGES, Role::Client).unwrap_or(0.0)
-        });
-    run::run_workload(&plan(args, kind)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions). By default the case,

@@ -3,12 +3,12 @@
 //! progress on stderr or the live view, the NDJSON stream, and the printout that prints the
 //! records (or the stored run's summary) when the run ends. [`run_workload`] is that path for
 //! every command; stop, failure and resume behave the same for `net stream`, `net rr`,
-//! `net records`, `servers`, `micro`, `fake`, `quick` and every `sweep`.
+//! `net records`, `servers`, `micro`, `fake`, `quick`, `run --plan|--resume`.
 
 use super::error::usage;
 use super::output::View;
 use super::progress::ProgressSink;
-use super::sweep::{command_line, open_for_writing, store_error};
+use super::stored::{command_line, open_for_writing, store_error};
 use crate::case::Case;
 use crate::net::auth::Credentials;
 use crate::observation::Observation;
@@ -43,8 +43,9 @@ pub struct RunFlags {
     /// A name for the run, shown by `iopath runs` and in the report (at most 200 characters).
     #[arg(long, value_parser = super::values::parse_name)]
     pub name: Option<String>,
-    /// Keep every cell in this results database as it finishes, so `iopath report`, `export`
-    /// and `sweep --resume` can use it (sweeps: default iopath-results/iopath.db).
+    /// The results database every cell is stored in as it finishes, for `iopath report`,
+    /// `export`, `compare` and `run --resume` [default: $IOPATH_DB, else
+    /// iopath-results/iopath.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Print JSON records (docs/output.md) instead of the table; failed cells carry their error.
@@ -68,6 +69,11 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
+    /// The database the run is stored in: `--db`, else the default one.
+    pub fn db_path(&self) -> PathBuf {
+        self.db.clone().unwrap_or_else(crate::store::default_db_path)
+    }
+
     /// The plan's run settings from these flags.
     pub fn plan(&self, cases: Vec<Case>, interface: &str) -> Plan {
         Plan {
@@ -90,20 +96,11 @@ fn clock_seed() -> u64 {
         .unwrap_or(0)
 }
 
-/// A command's table: what prints at the end when neither `--json` nor `--csv` is asked.
-pub enum EndTable {
-    /// Rendered from the run's records in the view `--wide` asks for (the direct commands);
-    /// the failed cells are listed after it.
-    Records(fn(&[Record], View) -> String),
-    /// Printed from the stored run, which the store closed before (sweep: statistics per cell,
-    /// crossovers, findings; quick: the report and its headline tables).
-    Stored(PrintStored),
-}
-
-/// What prints a stored run's summary: called once, when the run has ended.
+/// What prints a stored run's own summary (quick's headline tables and report): called once,
+/// when the run has ended.
 pub type PrintStored = Box<dyn FnOnce(&StoredRun) -> anyhow::Result<()>>;
 
-/// A run as the store closed it, for an [`EndTable::Stored`].
+/// A run as the store closed it, for the summary printed at its end.
 pub struct StoredRun<'a> {
     pub db: &'a Path,
     pub run_id: i64,
@@ -119,8 +116,11 @@ pub enum Print {
     Json,
     /// `--csv`: the records as CSV.
     Csv,
-    /// The command's table.
-    Table(EndTable),
+    /// The stored run's summary (`summary::print`): each workload's own table with the failed
+    /// cells listed after it, and for a run of several cases the crossovers and findings.
+    Summary,
+    /// Another summary of the stored run (quick's).
+    Stored(PrintStored),
     /// Nothing: `--json-stream` printed every cell as it finished.
     Nothing,
 }
@@ -133,15 +133,15 @@ pub enum Print {
 pub struct Printout {
     print: Option<Print>,
     view: View,
-    run_id: Option<i64>,
-    db: Option<PathBuf>,
+    run_id: i64,
+    db: PathBuf,
     keyed: bool,
     /// Every finished cell, in the order they finished.
     pub records: Vec<Record>,
 }
 
 impl Printout {
-    pub fn new(print: Print, view: View, run_id: Option<i64>, db: Option<PathBuf>, keyed: bool) -> Printout {
+    pub fn new(print: Print, view: View, run_id: i64, db: PathBuf, keyed: bool) -> Printout {
         Printout {
             print: Some(print),
             view,
@@ -160,7 +160,7 @@ impl Sink for Printout {
             Err(e) => (Default::default(), Some(e.clone())),
         };
         self.records.push(Record {
-            run_id: self.run_id,
+            run_id: Some(self.run_id),
             label: case.label(),
             case: case.clone(),
             repetition: cell.repetition,
@@ -181,18 +181,18 @@ impl Sink for Printout {
             Print::Json => String::from_utf8_lossy(&JsonExporter.serialize(&self.records)?).into_owned(),
             Print::Csv => String::from_utf8_lossy(&CsvExporter.serialize(&self.records)?).into_owned(),
             Print::Nothing => return Ok(()),
-            Print::Table(EndTable::Records(table)) => records_table(&self.records, self.view, table),
-            Print::Table(EndTable::Stored(print)) => {
-                let (Some(db), Some(run_id)) = (&self.db, self.run_id) else {
-                    anyhow::bail!("the run was not stored, so there is nothing to summarise");
-                };
-                return print(&StoredRun {
-                    db,
-                    run_id,
+            Print::Summary | Print::Stored(_) => {
+                let stored = StoredRun {
+                    db: &self.db,
+                    run_id: self.run_id,
                     end,
                     view: self.view,
                     keyed: self.keyed,
-                });
+                };
+                return match print {
+                    Print::Stored(print) => print(&stored),
+                    _ => super::summary::print(&stored),
+                };
             }
         };
         super::output::out(text)
@@ -271,28 +271,30 @@ impl<W: Write> Sink for NdjsonSink<W> {
 
 /// What a run gave: its records (in the order they finished) and how it ended.
 pub struct Executed {
-    pub run_id: Option<i64>,
-    pub db: Option<PathBuf>,
+    pub run_id: i64,
+    pub db: PathBuf,
     pub records: Vec<Record>,
     pub end: RunEnd,
     /// The run's network clients proved a key.
     pub keyed: bool,
 }
 
-/// Where a run goes: nowhere but the printers, a new run in a database, or the missing cells
-/// of a stored run.
+/// Where a run goes: a new run in a database, or the missing cells of a stored run.
 pub enum Destination<'a> {
-    Terminal,
     NewRun(&'a Path),
     Resume(&'a Path, i64),
 }
 
-/// A direct command stores its run only when `--db` is given.
-pub fn direct_destination(flags: &RunFlags) -> Destination<'_> {
-    match &flags.db {
-        Some(path) => Destination::NewRun(path),
-        None => Destination::Terminal,
-    }
+/// How every measuring command runs (each `net` workload, `servers`, `micro <bench>`, `fleet
+/// run`, a plan file): the run stored in the database of its flags as its cells finish, and
+/// at its end its own table — with the crossovers and findings when it has several cases —
+/// or the records as `--json`/`--csv` ask. `live`: the live view asked for besides the flags.
+pub fn measure(plan: &Plan, flags: &RunFlags, live: bool) -> anyhow::Result<()> {
+    let outputs = Outputs {
+        detectable: plan.cases.len() > 1,
+        ..Outputs::of(flags, live)?
+    };
+    run_workload(plan, Destination::NewRun(&flags.db_path()), outputs)
 }
 
 /// What a run shows and prints besides the database: the sinks `execute` adds, what prints
@@ -309,8 +311,6 @@ pub struct Outputs {
     pub print: Print,
     /// `--wide`: the view of the table.
     pub view: View,
-    /// Data that arrived corrupted fails the command once the records are printed.
-    pub corrupt: Option<Corrupt>,
     /// The cells to run in their order (`sweep::ab_cells` for `iopath ab`); None: `Plan::cells`.
     pub order: Option<CellOrder>,
     /// A sink that comes before every other (`iopath ab`'s settings: set before a cell starts,
@@ -326,7 +326,6 @@ impl Default for Outputs {
             detectable: false,
             print: Print::Nothing,
             view: View::default(),
-            corrupt: None,
             order: None,
             first: None,
         }
@@ -345,9 +344,10 @@ pub struct Corrupt {
 }
 
 impl Outputs {
-    /// The outputs `flags` ask for (`live`: also asked for by `sweep --live`), with `table`
-    /// printed at the end when no record format is asked; refused by [`check_outputs`].
-    pub fn of(flags: &RunFlags, live: bool, table: EndTable) -> anyhow::Result<Outputs> {
+    /// The outputs `flags` ask for (`live`: also asked for by `run --live`), with the stored
+    /// run's summary printed at the end when no record format is asked; refused by
+    /// [`check_outputs`].
+    pub fn of(flags: &RunFlags, live: bool) -> anyhow::Result<Outputs> {
         let live = live || flags.live;
         check_outputs(flags, live)?;
         let print = if flags.json {
@@ -357,7 +357,7 @@ impl Outputs {
         } else if flags.json_stream {
             Print::Nothing
         } else {
-            Print::Table(table)
+            Print::Summary
         };
         Ok(Outputs {
             json_stream: flags.json_stream,
@@ -365,18 +365,9 @@ impl Outputs {
             detectable: false,
             print,
             view: View { wide: flags.wide },
-            corrupt: None,
             order: None,
             first: None,
         })
-    }
-
-    /// Fail the command when `count` finds `what` arrived corrupted.
-    pub fn corrupt(self, what: &'static str, count: fn(&Observation) -> f64) -> Outputs {
-        Outputs {
-            corrupt: Some(Corrupt { what, count }),
-            ..self
-        }
     }
 }
 
@@ -398,7 +389,7 @@ pub fn check_outputs(flags: &RunFlags, live: bool) -> anyhow::Result<()> {
     .collect();
     if let [first, second, ..] = records[..] {
         return Err(usage(format!(
-            "{first} and {second} both print the records on standard output: choose one (--db keeps the run for `iopath export`)"
+            "{first} and {second} both print the records on standard output: choose one (the run is stored for `iopath report --format`)"
         )));
     }
     if live && flags.json_stream {
@@ -416,15 +407,12 @@ pub fn check_outputs(flags: &RunFlags, live: bool) -> anyhow::Result<()> {
 
 /// The one way a command runs: `plan` through [`execute`] to `destination`, with the sinks
 /// `outputs` asks for (the records or the stored run's summary print when the run ends), then
-/// the corrupted-data check and [`conclude`]. Every measuring command ends here: the direct
-/// commands with [`Outputs::of`] their flags and [`direct_destination`], `sweep` and `quick`
-/// with a new or resumed run in the database and the stored run's summary.
+/// the corrupted-data check of each record's workload and [`conclude`]. Every measuring
+/// command ends here: through [`measure`], or (quick, `run --plan|--resume`, `fleet run
+/// --resume`) with a new or resumed run of its own.
 pub fn run_workload(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> anyhow::Result<()> {
-    let corrupt = outputs.corrupt;
     let executed = execute(plan, destination, outputs)?;
-    if let Some(corrupt) = corrupt {
-        fail_on_corrupt(&executed, corrupt)?;
-    }
+    fail_on_corrupt(&executed)?;
     conclude(&executed)
 }
 
@@ -438,46 +426,44 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     }
     let stop = crate::sys::signal::install_stop_handler();
     let (mut store, run_id, done) = open_destination(plan, destination)?;
-    match store.as_mut() {
-        Some(store) => super::ab::restore_orphans(store)?,
-        None => super::ab::restore_orphans_in_default_db()?,
-    }
+    super::ab::restore_orphans(&mut store)?;
     let cells = outputs
         .order
         .map_or_else(|| plan.cells(&done), |order| order(plan, &done));
-    if let (Some(id), false) = (run_id, done.is_empty()) {
-        crate::tell!("run {id}: {} cells already stored, {} to run", done.len(), cells.len());
+    if !done.is_empty() {
+        crate::tell!(
+            "run {run_id}: {} cells already stored, {} to run",
+            done.len(),
+            cells.len()
+        );
     }
     if outputs.detectable {
         let line = crate::report::compare::plan_detectable_line(plan.repetitions as usize, plan.cases.len());
         crate::tell_part!("{}", super::output::wrap(&line, 4));
     }
     // A second signal exits at once: it must not leave the run `running`.
-    let _forced_exit_guard = match (&store, run_id) {
-        (Some(store), Some(id)) => {
-            let path = store.path().to_path_buf();
-            Some(crate::sys::signal::on_forced_exit(move || {
-                crate::store::mark_interrupted_if_running(&path, id)
-            }))
-        }
-        _ => None,
+    let db = store.path().to_path_buf();
+    let _forced_exit_guard = {
+        let path = db.clone();
+        crate::sys::signal::on_forced_exit(move || crate::store::mark_interrupted_if_running(&path, run_id))
     };
-    let db = store.as_ref().map(|s| s.path().to_path_buf());
     // A records table lists each failed cell with its error: the progress only counts them.
-    let table_lists_failures = matches!(outputs.print, Print::Table(EndTable::Records(_)));
+    let table_lists_failures = matches!(outputs.print, Print::Summary);
     let keyed = plan.credentials.key().is_some();
     let mut printout = Printout::new(outputs.print, outputs.view, run_id, db.clone(), keyed);
     let end = {
-        let mut store_sink = store
-            .as_mut()
-            .zip(run_id)
-            .map(|(store, run_id)| StoreSink { store, run_id });
+        let mut store_sink = StoreSink {
+            store: &mut store,
+            run_id,
+        };
         let mut progress = (!outputs.live).then(|| match table_lists_failures {
             true => ProgressSink::listing_failures_at_end(),
             false => ProgressSink::default(),
         });
         let mut live = outputs.live.then(|| super::live::LiveSink::new(stop));
-        let mut stream = outputs.json_stream.then(|| NdjsonSink::new(std::io::stdout(), run_id));
+        let mut stream = outputs
+            .json_stream
+            .then(|| NdjsonSink::new(std::io::stdout(), Some(run_id)));
         // `finish` runs in this order: the store closes the run (complete or interrupted, even
         // after a sink's error) before anything prints, and the progress bar is cleared or the
         // live view closed before the printout writes stdout.
@@ -486,9 +472,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
         if let Some(s) = first.as_mut() {
             sinks.push(s.as_mut());
         }
-        if let Some(s) = store_sink.as_mut() {
-            sinks.push(s);
-        }
+        sinks.push(&mut store_sink);
         if let Some(s) = progress.as_mut() {
             sinks.push(s);
         }
@@ -509,7 +493,7 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
     };
     let end = end?;
     if end.interrupted {
-        tell_stopped(&end, db.as_deref(), run_id, keyed);
+        tell_stopped(&end, &db, run_id, keyed);
     }
     Ok(Executed {
         run_id,
@@ -521,34 +505,30 @@ pub fn execute(plan: &Plan, destination: Destination<'_>, outputs: Outputs) -> a
 }
 
 /// The database a run writes and the run in it (a new one, or the one resumed, locked and
-/// running again with the cells it already has); nothing for the terminal alone.
-fn open_destination(
-    plan: &Plan,
-    destination: Destination<'_>,
-) -> anyhow::Result<(Option<Store>, Option<i64>, HashSet<Cell>)> {
+/// running again with the cells it already has).
+fn open_destination(plan: &Plan, destination: Destination<'_>) -> anyhow::Result<(Store, i64, HashSet<Cell>)> {
     Ok(match destination {
-        Destination::Terminal => (None, None, HashSet::new()),
         Destination::NewRun(path) => {
             let mut store = open_for_writing(path)?;
             let id = store
                 .create_run(&NewRun::of_plan(plan, command_line()))
                 .map_err(store_error)?;
-            // Held until the run is closed: `sweep --resume` refuses a run this process executes.
+            // Held until the run is closed: `run --resume` refuses a run this process executes.
             store.lock_run(id).map_err(store_error)?;
-            (Some(store), Some(id), HashSet::new())
+            (store, id, HashSet::new())
         }
         Destination::Resume(path, id) => {
             let mut store = open_for_writing(path)?;
             store.lock_run(id).map_err(store_error)?;
             let done = store.done_cells(id)?;
             store.set_run_status(id, RunStatus::Running)?;
-            (Some(store), Some(id), done)
+            (store, id, done)
         }
     })
 }
 
-/// After a stop: how many cells finished, and how to resume (or that nothing was stored).
-fn tell_stopped(end: &RunEnd, db: Option<&Path>, run_id: Option<i64>, keyed: bool) {
+/// After a stop: how many cells finished, and how to resume.
+fn tell_stopped(end: &RunEnd, db: &Path, run_id: i64, keyed: bool) {
     let cut = end
         .cut_short
         .as_ref()
@@ -559,26 +539,24 @@ fn tell_stopped(end: &RunEnd, db: Option<&Path>, run_id: Option<i64>, keyed: boo
     use std::io::Write;
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "stopped: {} cells finished{cut}", end.recorded);
-    let _ = match (db, run_id) {
-        (Some(db), Some(id)) => writeln!(
-            err,
-            "everything finished is stored. Continue with: {}",
-            resume_command(id, db, keyed)
-        ),
-        _ => writeln!(
-            err,
-            "nothing was stored (no --db): run again with --db PATH to be able to resume"
-        ),
-    };
+    let _ = writeln!(
+        err,
+        "everything finished is stored. Continue with: {}",
+        resume_command(run_id, db, keyed)
+    );
 }
 
-/// Fail the command, once its records are printed, at the first record in which
-/// `corrupt.count` finds data that arrived corrupted.
-pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<()> {
-    match executed.records.iter().find(|r| (corrupt.count)(&r.observation) > 0.0) {
-        Some(r) => anyhow::bail!("{}: {} arrived corrupted", r.label, corrupt.what),
-        None => Ok(()),
+/// Fail the command, once its records are printed, at the first record whose workload's
+/// `corrupt` check finds data that arrived corrupted.
+pub fn fail_on_corrupt(executed: &Executed) -> anyhow::Result<()> {
+    for r in &executed.records {
+        if let Some(corrupt) = super::workloads::of(&r.case).corrupt {
+            if (corrupt.count)(&r.observation) > 0.0 {
+                anyhow::bail!("{}: {} arrived corrupted", r.label, corrupt.what);
+            }
+        }
     }
+    Ok(())
 }
 
 /// The command that resumes run `id` of `db`, as it works: with `--psk-file KEY` when the
@@ -586,27 +564,23 @@ pub fn fail_on_corrupt(executed: &Executed, corrupt: Corrupt) -> anyhow::Result<
 /// since the key is never stored and the resume is refused without it.
 pub fn resume_command(id: i64, db: &Path, keyed: bool) -> String {
     let key = if keyed { " --psk-file KEY" } else { "" };
-    format!("iopath sweep --resume {id} --db {}{key}", db.display())
+    format!("iopath run --resume {id} --db {}{key}", db.display())
 }
 
 /// After printing: say where the run is stored, and fail (exit 1) when cells failed.
 pub fn conclude(executed: &Executed) -> anyhow::Result<()> {
-    if let (Some(db), Some(id)) = (&executed.db, executed.run_id) {
-        crate::tell!(
-            "stored as run {id} in {db}; `iopath report {id} --db {db}` draws it",
-            db = db.display()
-        );
-    }
+    let (id, db) = (executed.run_id, &executed.db);
+    crate::tell!(
+        "stored as run {id} in {db}; `iopath report {id} --db {db}` draws it",
+        db = db.display()
+    );
     let failed: Vec<&Record> = executed.records.iter().filter(|r| r.error.is_some()).collect();
     if !failed.is_empty() {
-        let retry = match (&executed.db, executed.run_id) {
-            (Some(db), Some(id)) => format!(" (`{}` retries them)", resume_command(id, db, executed.keyed)),
-            _ => String::new(),
-        };
         anyhow::bail!(
-            "{} of {} cells failed{retry}; first: {}: {}",
+            "{} of {} cells failed (`{}` retries them); first: {}: {}",
             failed.len(),
             executed.records.len(),
+            resume_command(id, db, executed.keyed),
             failed[0].label,
             failed[0].error.as_deref().unwrap_or_default()
         );
@@ -683,7 +657,7 @@ pub fn resume_plan(db: &Path, run_id: i64) -> anyhow::Result<Plan> {
 
 /// Every case of a plan passes its workload's check and the memory check in this process
 /// ([`check_stored_case`]) before anything runs: the seam every path goes through (a direct
-/// command, `sweep`, a plan file, `quick`, a resume), so a workload whose own flag checks
+/// command, a plan file, `quick`, a resume), so a workload whose own flag checks
 /// forgot memory is still refused up front (exit 2), not cell by cell.
 fn check_plan(plan: &Plan) -> anyhow::Result<()> {
     let headroom = crate::sys::procfs::memory_headroom();

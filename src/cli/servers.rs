@@ -3,7 +3,7 @@
 
 use super::error::usage;
 use super::output::{num, Table, View};
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values::{self, parse_count_list, parse_cpu_list, parse_duration, parse_duration_or_zero};
 use crate::case::{Case, ServersCase, Topology};
 use crate::observation::names;
@@ -144,7 +144,7 @@ fn parse_requests(text: &str) -> Result<Vec<Request>, String> {
 
 /// `--topology`: where the server and the load generator live; servers starts its own server,
 /// so never remote. Whether this machine can build it is checked with the other flags.
-/// Boxed: the flag keeps `sweep servers`' arguments small.
+/// Boxed: the flag keeps `servers`' arguments small.
 #[allow(clippy::unnecessary_box_returns)]
 fn parse_topology(text: &str) -> Result<Box<Topology>, String> {
     let topology: Topology = text.parse()?;
@@ -211,7 +211,7 @@ const MAX_RATE: u64 = 10_000_000;
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Stage two: validate the flags into the grid of cases, the same for `servers` and
-/// `sweep servers`.
+/// a plan file.
 pub fn servers_cases(args: &ServersArgs) -> anyhow::Result<Vec<ServersCase>> {
     if let Some(&too_many) = args.clients.iter().find(|&&c| c > MAX_CLIENTS) {
         return Err(usage(format!(
@@ -268,11 +268,6 @@ impl TryFrom<&ServersArgs> for Plan {
         let cases = servers_cases(args)?.into_iter().map(Case::Servers).collect();
         Ok(args.run.plan(cases, &topology_of(args)?.interface()))
     }
-}
-
-pub fn run(args: ServersArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(table))?;
-    run::run_workload(&Plan::try_from(&args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions, with a `reps` column

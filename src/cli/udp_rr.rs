@@ -1,8 +1,8 @@
-//! `iopath net udp-rr` (and `sweep net-udp-rr`, the same flags).
+//! `iopath net udp-rr`.
 
 use super::error::usage;
 use super::output::View;
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values;
 use crate::case::{format_bytes, Case, Topology, UdpRecvMode, UdpRrCase, UdpSendMode};
 use crate::net::workload::udp_rr;
@@ -128,15 +128,6 @@ impl TryFrom<&UdpRrArgs> for Plan {
             .plan(cases.into_iter().map(Case::NetUdpRr).collect(), &topology.interface());
         Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
-}
-
-pub fn run_udp_rr(args: &UdpRrArgs) -> anyhow::Result<()> {
-    let outputs =
-        run::Outputs::of(&args.run, false, run::EndTable::Records(render_udp_rr_table))?.corrupt("datagrams", |o| {
-            o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
-                + o.value(names::CORRUPT_MESSAGES, Role::Client).unwrap_or(0.0)
-        });
-    run::run_workload(&Plan::try_from(args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions): the paths, sizes, in

@@ -1,8 +1,8 @@
-//! `iopath net udp-stream` (and `sweep udp-stream`, the same flags).
+//! `iopath net udp-stream`.
 
 use super::error::usage;
 use super::output::View;
-use super::run::{self, RunFlags};
+use super::run::RunFlags;
 use super::values;
 use crate::case::{format_bytes, Case, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::net::workload::udp_stream;
@@ -120,13 +120,6 @@ impl TryFrom<&UdpStreamArgs> for Plan {
         );
         Ok(plan.with_credentials(args.endpoint.credentials()?))
     }
-}
-
-pub fn run_udp_stream(args: &UdpStreamArgs) -> anyhow::Result<()> {
-    let outputs = run::Outputs::of(&args.run, false, run::EndTable::Records(render_table))?.corrupt("datagrams", |o| {
-        o.value(names::CORRUPT_MESSAGES, Role::Server).unwrap_or(0.0)
-    });
-    run::run_workload(&Plan::try_from(args)?, run::direct_destination(&args.run), outputs)
 }
 
 /// The human table: one row per case (the median of its repetitions). By default the case,

@@ -3,12 +3,14 @@
 //! adds one arm to `of`, which the compiler asks for.
 
 use super::output::View;
+use super::run::Corrupt;
 use crate::case::{
     Case, Endpoint, MicroCase, RecordsCase, Request, RrCase, ServersCase, StreamCase, UdpRrCase, UdpStreamCase,
     Workload,
 };
 use crate::format::format_bytes;
 use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
+use crate::observation::names;
 use crate::observation::Role;
 use crate::store::Record;
 
@@ -21,7 +23,7 @@ pub type Check = fn(&Case, Option<u64>) -> Result<(), String>;
 
 /// The bytes of buffers a case holds in this process: the client's, and the server's when
 /// the server runs here too (0 for a workload that holds none to speak of). Every case of
-/// every path — the command line, `sweep`, a plan file, a resume — is held to half of the
+/// every path — the command line, a plan file, a resume — is held to half of the
 /// headroom with it ([`check_here`]), so a workload cannot be added without saying it.
 pub type Memory = fn(&Case) -> Result<u64, String>;
 
@@ -31,6 +33,28 @@ pub struct WorkloadCli {
     pub table: Table,
     pub check: Check,
     pub memory: Memory,
+    /// The count of data that arrived corrupted, which fails the command once the records are
+    /// printed (None: the workload checks no payload).
+    pub corrupt: Option<Corrupt>,
+}
+
+/// `what` arrived corrupted when the messages the client or the server found corrupted add
+/// up to more than zero.
+const CORRUPT_MESSAGES: Corrupt = Corrupt {
+    what: "messages",
+    count: |o| corrupt_at(o, names::CORRUPT_MESSAGES),
+};
+const CORRUPT_DATAGRAMS: Corrupt = Corrupt {
+    what: "datagrams",
+    count: |o| corrupt_at(o, names::CORRUPT_MESSAGES),
+};
+
+/// A corruption count over both roles (a role that does not check reports nothing).
+fn corrupt_at(o: &crate::observation::Observation, name: &str) -> f64 {
+    [Role::Client, Role::Server]
+        .into_iter()
+        .filter_map(|role| o.value(name, role))
+        .sum()
 }
 
 /// The CLI's side of a case's workload: one arm a `Case` variant, so a workload added
@@ -44,6 +68,7 @@ pub fn of(case: &Case) -> WorkloadCli {
                 let c = typed::<StreamCase>(c)?;
                 Ok(both_ends(&c.net.endpoint, |role| stream::buffer_bytes(c, role)))
             },
+            corrupt: Some(CORRUPT_MESSAGES),
         },
         Case::NetRr(_) => WorkloadCli {
             table: super::rr::render_rr_table,
@@ -52,6 +77,7 @@ pub fn of(case: &Case) -> WorkloadCli {
                 let c = typed::<RrCase>(c)?;
                 Ok(both_ends(&c.net.endpoint, |role| rr::buffer_bytes(c, role)))
             },
+            corrupt: Some(CORRUPT_MESSAGES),
         },
         Case::NetRecords(_) => WorkloadCli {
             table: super::records::render_records_table,
@@ -64,6 +90,10 @@ pub fn of(case: &Case) -> WorkloadCli {
                     _ => records::buffer_bytes(c),
                 })
             },
+            corrupt: Some(Corrupt {
+                what: "records",
+                count: |o| corrupt_at(o, names::CORRUPT_RECORDS),
+            }),
         },
         Case::NetUdpStream(_) => WorkloadCli {
             table: super::udp_stream::render_table,
@@ -72,6 +102,7 @@ pub fn of(case: &Case) -> WorkloadCli {
                 let c = typed::<UdpStreamCase>(c)?;
                 Ok(both_ends(&c.net.endpoint, |role| udp_stream::buffer_bytes(c, role)))
             },
+            corrupt: Some(CORRUPT_DATAGRAMS),
         },
         Case::NetUdpRr(_) => WorkloadCli {
             table: super::udp_rr::render_udp_rr_table,
@@ -80,27 +111,32 @@ pub fn of(case: &Case) -> WorkloadCli {
                 let c = typed::<UdpRrCase>(c)?;
                 Ok(both_ends(&c.net.endpoint, |role| udp_rr::buffer_bytes(c, role)))
             },
+            corrupt: Some(CORRUPT_DATAGRAMS),
         },
         Case::Servers(_) => WorkloadCli {
             table: super::servers::table,
             check: |c, _| super::servers::check_case(typed::<ServersCase>(c)?),
             memory: |c| Ok(servers_bytes(typed::<ServersCase>(c)?)),
+            corrupt: None,
         },
         Case::Micro(_) => WorkloadCli {
             table: super::micro::render,
             check: |c, headroom| super::micro::check_case(typed::<MicroCase>(c)?, headroom),
             memory: |c| super::micro::memory_bytes(typed::<MicroCase>(c)?),
+            corrupt: None,
         },
         Case::Fake(_) => WorkloadCli {
             table: super::fake::table,
             check: |_, _| Ok(()),
             memory: |_| Ok(0),
+            corrupt: None,
         },
         Case::Fleet(_) => WorkloadCli {
             table: super::fleet::render_fleet_table,
             check: check_fleet,
             // Both ends of a fleet cell run on agents (each checks its own memory).
             memory: |_| Ok(0),
+            corrupt: None,
         },
     }
 }

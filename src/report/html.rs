@@ -25,7 +25,7 @@ pub struct ReportInput<'a> {
     pub cells: &'a [CellSummary],
     pub crossovers: &'a [CrossoverRow],
     pub records_crossovers: &'a [super::crossover::RecordsCrossoverRow],
-    pub caveats: &'a [String],
+    pub caveats: &'a [(Option<crate::warning::WarningKind>, String)],
     pub warnings: &'a [super::WarningGroup],
     pub noise: &'a [String],
     pub findings: &'a super::findings::Findings,
@@ -408,7 +408,7 @@ fn findings_block(input: &ReportInput<'_>) -> Markup {
             @if !input.caveats.is_empty() || !input.warnings.is_empty() {
                 h3 { "Caveats: unavailable, estimated and substituted" }
                 ul {
-                    @for c in input.caveats { li { (c) } }
+                    @for (_, c) in input.caveats { li { (c) } }
                     @for g in input.warnings { li { (g.line()) } }
                 }
             }

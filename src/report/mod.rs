@@ -169,7 +169,7 @@ fn alias_verdicts(cells: &[CellSummary]) -> Option<(Option<WarningKind>, String)
 /// command printed for the run (resume, report) names the database it is in; a path with
 /// characters the shell would split or expand is single-quoted.
 pub fn db_flag(db: &Path) -> String {
-    if db == Path::new(crate::store::DEFAULT_DB_PATH) {
+    if db == crate::store::default_db_path() {
         return String::new();
     }
     let text = db.display().to_string();
@@ -316,7 +316,7 @@ pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(O
         out.push((
             None,
             format!(
-                "The run is {} with {} of {} cells stored: `iopath sweep --resume {}{}` runs the missing ones.",
+                "The run is {} with {} of {} cells stored: `iopath run --resume {}{}` runs the missing ones.",
                 match run.status {
                     RunStatus::Running => "unfinished (still running, or killed)",
                     other => other.as_str(),
@@ -359,11 +359,11 @@ pub fn caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<String> 
 
 /// Caveats and workload warnings merged so that each thing is said once: caveats of one kind
 /// become one line, and the warning group of that kind adds its count and advice to it instead
-/// of a box of its own. Returns the merged caveats and the groups left over.
+/// of a box of its own. Returns the merged caveats, each with its kind, and the groups left over.
 pub fn merge_caveats(
     caveats: Vec<(Option<WarningKind>, String)>,
     groups: &[WarningGroup],
-) -> (Vec<String>, Vec<WarningGroup>) {
+) -> (Vec<(Option<WarningKind>, String)>, Vec<WarningGroup>) {
     let mut merged: Vec<(Option<WarningKind>, String)> = Vec::new();
     for (kind, text) in caveats {
         match merged.iter_mut().find(|(k, _)| kind.is_some() && *k == kind) {
@@ -387,7 +387,7 @@ pub fn merge_caveats(
             None => rest.push(g.clone()),
         }
     }
-    (merged.into_iter().map(|(_, t)| t).collect(), rest)
+    (merged, rest)
 }
 
 /// What `write_report` wrote.
@@ -404,7 +404,9 @@ pub struct Analysis {
     pub crossovers: Vec<crossover::CrossoverRow>,
     /// Net records: from how many records per response one mode beats another.
     pub records_crossovers: Vec<crossover::RecordsCrossoverRow>,
-    pub caveats: Vec<String>,
+    /// What the reader must know before trusting the numbers, each with the kind of warning it
+    /// says (None: a caveat of its own).
+    pub caveats: Vec<(Option<WarningKind>, String)>,
     /// The workloads' own warnings, grouped by kind.
     pub warnings: Vec<WarningGroup>,
     pub noise: Vec<String>,
@@ -684,6 +686,7 @@ mod tests {
         );
         let line = caveats
             .iter()
+            .map(|(_, text)| text)
             .find(|c| c.contains("alias probe"))
             .expect("an alias caveat");
         assert!(
@@ -847,16 +850,16 @@ mod tests {
                 .expect("a resume caveat")
         };
         assert!(
-            resume("lab.db").contains("`iopath sweep --resume 1 --db lab.db`"),
+            resume("lab.db").contains("`iopath run --resume 1 --db lab.db`"),
             "{}",
             resume("lab.db")
         );
-        assert!(resume(crate::store::DEFAULT_DB_PATH).contains("`iopath sweep --resume 1`"));
+        assert!(resume(crate::store::DEFAULT_DB_PATH).contains("`iopath run --resume 1`"));
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lab.db");
         let files = write_report(&data, &dir.path().join("r.html"), &db).unwrap();
         let html = std::fs::read_to_string(files.html).unwrap();
-        let with_db = format!("iopath sweep --resume 1 --db {}", db.display());
+        let with_db = format!("iopath run --resume 1 --db {}", db.display());
         assert!(html.contains(&with_db), "the resume caveat names the database");
         let report = format!("iopath report 1 --db {}", db.display());
         assert!(html.contains(&report), "the footer names the database");

@@ -12,8 +12,21 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Where sweeps write unless `--db` says otherwise.
+/// Where every command stores and reads runs unless `--db` or [`DB_ENV`] says otherwise.
 pub const DEFAULT_DB_PATH: &str = "iopath-results/iopath.db";
+
+/// The environment variable that moves the default database (the tests give every command a
+/// database of its own with it; a user keeps one lab database across folders).
+pub const DB_ENV: &str = "IOPATH_DB";
+
+/// The database a command uses without `--db`: [`DB_ENV`] when it is set and not empty, else
+/// [`DEFAULT_DB_PATH`].
+pub fn default_db_path() -> PathBuf {
+    match std::env::var_os(DB_ENV) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(DEFAULT_DB_PATH),
+    }
+}
 
 /// How long a command waits for other iopath processes holding the database before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,7 +35,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// database iopath will not use as it is (exit code 2 in readers and writers alike).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("no results database at {0} (run `iopath quick` or `iopath sweep` first, or pass --db PATH)")]
+    #[error("no results database at {0} (run `iopath quick` or a measuring command first, or pass --db PATH)")]
     Missing(PathBuf),
     #[error("{0} is not an SQLite database (pass --db with an iopath results database)")]
     NotSqlite(PathBuf),

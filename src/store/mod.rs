@@ -18,7 +18,7 @@ pub mod status;
 pub mod tidy;
 pub mod write;
 
-pub use db::{Store, StoreError, DEFAULT_DB_PATH};
+pub use db::{default_db_path, Store, StoreError, DB_ENV, DEFAULT_DB_PATH};
 pub use machines::{FleetMachines, SeenMachine};
 pub use read::{RunData, RunSummary, StoredCell};
 pub use status::RunStatus;

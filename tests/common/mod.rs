@@ -87,9 +87,29 @@ pub fn missing_python_module(module: &str) -> Option<String> {
     }
 }
 
-/// `iopath` as built for the tests, for assert_cmd's run-to-completion style.
+/// The default results database of this test's commands (`IOPATH_DB`): every measuring
+/// command stores its run, so each test (a thread of the test binary) gets a database of its
+/// own under cargo's temporary folder — commands of one test share it as a user's would,
+/// tests running in parallel never do, and nothing is written into the checkout.
+pub fn own_db() -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static DB: PathBuf = {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dbs-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a folder for the tests' databases");
+            dir.join(format!("{}.db", NEXT.fetch_add(1, Ordering::Relaxed)))
+        };
+    }
+    DB.with(PathBuf::clone)
+}
+
+/// `iopath` as built for the tests, for assert_cmd's run-to-completion style, with this
+/// test's own default database ([`own_db`]).
 pub fn iopath() -> Command {
-    Command::cargo_bin("iopath").expect("binary built")
+    let mut command = Command::cargo_bin("iopath").expect("binary built");
+    command.env("IOPATH_DB", own_db());
+    command
 }
 
 /// The path of the `iopath` binary, for shell scripts and `std::process` children.
@@ -97,9 +117,12 @@ pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("iopath")
 }
 
-/// `iopath` as a `std::process::Command`, for children the test signals or kills.
+/// `iopath` as a `std::process::Command`, for children the test signals or kills, with this
+/// test's own default database ([`own_db`]).
 pub fn iopath_child() -> std::process::Command {
-    std::process::Command::new(bin())
+    let mut command = std::process::Command::new(bin());
+    command.env("IOPATH_DB", own_db());
+    command
 }
 
 pub fn stdout(out: &Output) -> String {

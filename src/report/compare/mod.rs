@@ -995,7 +995,7 @@ pub fn detectable_effect(
     }
 }
 
-/// The line `sweep` and `quick` print before they start: what the plan can detect against a
+/// The line a measuring command of several cases and `quick` print before they start: what the plan can detect against a
 /// run like it, at the CV above which a cell counts as noisy.
 pub fn plan_detectable_line(reps: usize, cells: usize) -> String {
     let cv = super::cells::NOISY_CV;

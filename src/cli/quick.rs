@@ -1,89 +1,21 @@
-//! `iopath sweep` and `iopath quick`. A sweep takes exactly the flags of the direct command
-//! (`sweep net-stream` = `net stream`, `sweep servers` = `servers`, `sweep micro <bench>` =
-//! `micro <bench>`): the same plan goes to the same runner, and the run is always stored
-//! (`--db` defaults to iopath-results/iopath.db). At the end it prints per-cell statistics and
-//! the crossover table. `quick` is a preset plan.
+//! `iopath quick`: a preset plan of `net stream` and `net rr` cases, stored like every run,
+//! then the report written and its headline tables and findings printed.
 
 use super::error::usage;
-use super::output::Table;
-use super::run::{self, Destination, RunFlags};
+use super::run::{self, Destination};
+use super::stored::store_error;
+use super::summary::{print_crossovers, print_findings};
 use crate::observation::names;
 use crate::report::{self, fmt_num};
-use crate::store::{Store, StoreError, DEFAULT_DB_PATH};
+use crate::store::Store;
 use crate::sweep::Plan;
-use clap::{Args, Subcommand};
+use clap::Args;
 use std::path::{Path, PathBuf};
-
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct SweepArgs {
-    #[command(subcommand)]
-    pub workload: Option<SweepWorkload>,
-    /// Finish an interrupted or killed run: runs only the cells it is missing (and failed ones).
-    #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id)]
-    pub resume: Option<i64>,
-    /// The results database of the run to resume.
-    #[arg(long, default_value = DEFAULT_DB_PATH, value_name = "PATH")]
-    pub db: PathBuf,
-    /// Run a plan saved as TOML (by the launcher, or written by hand: docs/output.md), with the
-    /// same validation as the command it holds; its --db says where the run is stored.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "db"])]
-    pub plan: Option<PathBuf>,
-    /// Show the run of --plan or --resume in the live terminal view (workloads take --live).
-    #[arg(long)]
-    pub live: bool,
-    /// With --resume: the pre-shared key of the run's remote ends (the agents of a fleet run,
-    /// a `--connect` server), as the command that made the run took it; never stored.
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<PathBuf>,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum SweepWorkload {
-    /// The flags of `iopath net stream`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_NET_STREAM)]
-    NetStream(Box<super::net::StreamArgs>),
-    /// The flags of `iopath net rr`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_NET_RR)]
-    NetRr(Box<super::rr::RrArgs>),
-    /// The flags of `iopath net crr`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_NET_CRR)]
-    NetCrr(Box<super::rr::CrrArgs>),
-    /// The flags of `iopath net udp-rr`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_NET_UDP_RR)]
-    NetUdpRr(Box<super::udp_rr::UdpRrArgs>),
-    /// The flags of `iopath net records`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_NET_RECORDS)]
-    NetRecords(Box<super::records::RecordsArgs>),
-    /// The flags of `iopath net udp-stream`, stored as a run.
-    #[command(alias = "udp-stream", after_help = super::examples::SWEEP_NET_UDP_STREAM)]
-    NetUdpStream(Box<super::udp_stream::UdpStreamArgs>),
-    /// The flags of `iopath servers`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_SERVERS)]
-    Servers(super::servers::ServersArgs),
-    /// The subcommands and flags of `iopath micro`, stored as a run.
-    #[command(after_help = super::examples::SWEEP_MICRO)]
-    Micro(super::micro::MicroArgs),
-    /// The deterministic test workload (hidden).
-    #[command(hide = true)]
-    Fake(super::fake::FakeArgs),
-}
-
-/// The workloads `sweep` takes, named as clap knows them from [`SweepWorkload`]: the one list
-/// its refusal, plan files and the tests read, so a new variant is in all of them. `hidden`:
-/// with the hidden test workload (`fake`).
-pub fn workload_names(hidden: bool) -> Vec<String> {
-    SweepWorkload::augment_subcommands(clap::Command::new("sweep"))
-        .get_subcommands()
-        .filter(|c| hidden || !c.is_hide_set())
-        .map(|c| c.get_name().to_string())
-        .collect()
-}
 
 #[derive(Args, Debug)]
 pub struct QuickArgs {
     /// Results database.
-    #[arg(long, default_value = DEFAULT_DB_PATH)]
+    #[arg(long, default_value_os_t = crate::store::default_db_path())]
     pub db: PathBuf,
     /// Where to write the HTML report (default: report-<run>.html beside the database).
     #[arg(short, long)]
@@ -115,7 +47,7 @@ pub const QUICK_WARMUP: &str = "50ms";
 pub const QUICK_BUDGET_S: f64 = 52.0;
 /// What quick leaves out to fit the minute, and the command that measures it.
 pub const QUICK_LEFT_OUT: &str = "left out to fit a minute: uring-zc (io_uring SENDMSG_ZC; over loopback the kernel \
-     copies it as it copies zero-copy) and sizes above 256KiB; `iopath sweep net-stream --mode \
+     copies it as it copies zero-copy) and sizes above 256KiB; `iopath net stream --mode \
      two-copy,one-copy,zero-copy,uring,uring-zc,sendfile,splice --size 1K..16M --reps 6` measures them; \
      the ping-pong's perf counters (`iopath net rr --mode two-copy,one-copy,zero-copy --request-size 64 \
      --response-size 64` counts them in a second pass)";
@@ -270,232 +202,6 @@ pub fn quick_notes(plan: &Plan) -> Vec<String> {
     ]
 }
 
-/// Store errors are the user pointing at the wrong file or run: exit code 2.
-pub(super) fn store_error(err: anyhow::Error) -> anyhow::Error {
-    // A damaged, unreadable or read-only database found by a query (not only when opening).
-    let err = crate::store::db::classify(err);
-    if err.downcast_ref::<StoreError>().is_some() {
-        usage(err.to_string())
-    } else {
-        err
-    }
-}
-
-/// The command line stored with a run started from a plan file: the plan's own command.
-static COMMAND_LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Store `line` as the command line of the run this process starts (plan files, the launcher).
-pub(super) fn set_command_line(line: String) {
-    let _ = COMMAND_LINE.set(line);
-}
-
-pub(super) fn command_line() -> String {
-    if let Some(line) = COMMAND_LINE.get() {
-        return line.clone();
-    }
-    std::env::args()
-        .map(|a| {
-            if a.contains(char::is_whitespace) || a.is_empty() {
-                format!("'{a}'")
-            } else {
-                a
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-pub(super) fn open_for_writing(db: &Path) -> anyhow::Result<Store> {
-    Store::create_or_open(db).map_err(|e| {
-        if e.downcast_ref::<StoreError>().is_some() {
-            store_error(e)
-        } else {
-            usage(format!("--db {}: {e:#}", db.display()))
-        }
-    })
-}
-
-fn print_crossovers(rows: &[report::crossover::CrossoverRow], view: super::output::View) -> anyhow::Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut table = Table::new(&["A", "vs B", "threads", "A has higher throughput", "B ahead at (p<0.05)"]);
-    for r in rows {
-        table.row(vec![
-            r.a.to_string(),
-            r.b.to_string(),
-            r.threads.to_string(),
-            r.result.describe(),
-            r.b_ahead_text(),
-        ]);
-    }
-    crate::say!("Crossover sizes (higher median, Mann-Whitney U p < 0.05 over the repetitions):")?;
-    let (text, left_out) = table.render_view(view);
-    super::output::out(text + &super::output::left_out_line(&left_out))
-}
-
-fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> anyhow::Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut table = Table::new(&["A", "vs B", "setting", "A sends more payload", "B ahead at (p<0.05)"]);
-    for r in rows {
-        table.row(vec![
-            r.a.to_string(),
-            r.b.to_string(),
-            r.setting(),
-            r.describe(),
-            r.b_ahead_text(),
-        ]);
-    }
-    crate::say!("Crossover records counts (higher median payload throughput, Mann-Whitney U p < 0.05):")?;
-    super::output::out(table.render())
-}
-
-/// The findings, caveats and grouped warnings: what the run says, after its tables, each
-/// wrapped at 100 columns.
-fn print_findings(analysis: &report::Analysis) -> anyhow::Result<()> {
-    use super::output::{out, wrap};
-    crate::say!("Findings:")?;
-    for line in analysis.findings.lines() {
-        // A wrapped line continues two columns right of where it starts.
-        let indent = 2 + line.len() - line.trim_start().len();
-        out(wrap(&format!("  {line}"), indent + 2))?;
-    }
-    for c in &analysis.caveats {
-        out(wrap(&format!("caveat: {c}"), 4))?;
-    }
-    for g in &analysis.warnings {
-        out(wrap(&format!("warning: {}", g.line()), 4))?;
-    }
-    // The full lists are in the report; six cases a line are enough here.
-    for n in report::cells::noise_lines(&analysis.cells, 6) {
-        out(wrap(&format!("noise: {n}"), 4))?;
-    }
-    Ok(())
-}
-
-/// A stored run's records as each workload's own command prints them (`workloads::of`): the
-/// same table `net udp-stream`, `servers` or `micro` shows, one per workload of the run in
-/// planned order, then a line per failed cell.
-fn print_workload_tables(records: &[crate::store::Record], view: super::output::View) -> anyhow::Result<()> {
-    let mut kinds: Vec<&str> = Vec::new();
-    for r in records {
-        if !kinds.contains(&r.case.workload()) {
-            kinds.push(r.case.workload());
-        }
-    }
-    for kind in kinds {
-        let these: Vec<crate::store::Record> = records.iter().filter(|r| r.case.workload() == kind).cloned().collect();
-        let table = super::workloads::of(&these[0].case).table;
-        super::output::out(run::records_table(&these, view, table))?;
-    }
-    Ok(())
-}
-
-/// The workload's plan and its flags shared with the direct command.
-pub fn plan_of(workload: &SweepWorkload) -> anyhow::Result<(Plan, &RunFlags)> {
-    Ok(match workload {
-        SweepWorkload::NetStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
-        SweepWorkload::NetRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
-        SweepWorkload::NetCrr(a) => (Plan::try_from(a.as_ref())?, &a.args.run),
-        SweepWorkload::NetUdpRr(a) => (Plan::try_from(a.as_ref())?, &a.run),
-        SweepWorkload::NetRecords(a) => (Plan::try_from(a.as_ref())?, &a.run),
-        SweepWorkload::NetUdpStream(a) => (Plan::try_from(a.as_ref())?, &a.run),
-        SweepWorkload::Servers(a) => (Plan::try_from(a)?, &a.run),
-        SweepWorkload::Micro(a) => {
-            let Some((benches, flags)) = a.command.benches() else {
-                return Err(usage(
-                    "sweep micro needs a benchmark, e.g. `iopath sweep micro memlat` (see `iopath micro list`)",
-                ));
-            };
-            (super::micro::micro_plan(&benches, flags)?, &flags.run)
-        }
-        SweepWorkload::Fake(a) => (Plan::try_from(a)?, &a.run),
-    })
-}
-
-pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let mut args = args;
-    if let Some(path) = args.plan.take() {
-        let (file, workload) = super::planfile::PlanFile::load(&path)?;
-        set_command_line(file.command_line());
-        args.workload = Some(workload);
-    }
-    let summary = || run::EndTable::Stored(Box::new(print_summary));
-    if args.psk_file.is_some() && args.resume.is_none() {
-        return Err(usage(
-            "sweep's own --psk-file is for --resume RUN_ID; a new sweep takes it among the workload's flags (sweep net-stream --connect HOST:PORT --psk-file KEY)",
-        ));
-    }
-    match (&args.workload, args.resume) {
-        (Some(workload), _) => {
-            let (plan, flags) = plan_of(workload)?;
-            let db = flags.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB_PATH));
-            let outputs = run::Outputs {
-                detectable: true,
-                ..run::Outputs::of(flags, args.live, summary())?
-            };
-            run::run_workload(&plan, Destination::NewRun(&db), outputs)
-        }
-        (None, Some(id)) => {
-            let credentials = crate::net::auth::Credentials::from_file(args.psk_file.as_deref()).map_err(usage)?;
-            let plan = run::resume_plan(&args.db, id)?.with_credentials(credentials);
-            let fleet = plan.cases.iter().any(|c| c.get::<crate::case::FleetCase>().is_some());
-            if fleet && args.psk_file.is_none() {
-                return Err(usage(format!(
-                    "run {id} is a fleet run: resuming it needs the agents' key, --psk-file KEY (never stored)"
-                )));
-            }
-            let outputs = run::Outputs {
-                live: args.live,
-                print: run::Print::Table(summary()),
-                ..Default::default()
-            };
-            run::run_workload(&plan, Destination::Resume(&args.db, id), outputs)
-        }
-        (None, None) => Err(usage(format!(
-            "sweep needs a workload ({}), --plan or --resume",
-            workload_names(false).join(", ")
-        ))),
-    }
-}
-
-/// What a sweep prints once its run is stored and closed: statistics per cell, the crossover
-/// tables and the findings, from the database.
-fn print_summary(stored: &run::StoredRun) -> anyhow::Result<()> {
-    let store = Store::open_existing(stored.db).map_err(store_error)?;
-    let data = store.load_run(stored.run_id)?;
-    let analysis = report::analyze(&data, stored.db);
-    print_workload_tables(&data.records(), stored.view)?;
-    // A planned case with nothing stored (the run was stopped before it) has no row in any
-    // table: said here, so the summary still accounts for every case.
-    for (position, case) in data.cases.iter().enumerate() {
-        if !data.cells.iter().any(|c| c.position == position) {
-            crate::say!(
-                "not run: {} (no repetition stored; `{}` runs it)",
-                super::output::safe(&case.label()),
-                run::resume_command(stored.run_id, stored.db, stored.keyed)
-            )?;
-        }
-    }
-    print_crossovers(&analysis.crossovers, stored.view)?;
-    print_records_crossovers(&analysis.records_crossovers)?;
-    print_findings(&analysis)?;
-    // What the repetitions cannot support: the interval of the median needs 6, a significant
-    // difference 4 a side.
-    let reps = data.run.repetitions as usize;
-    if reps < crate::measure::stats::MIN_VALUES_FOR_CI {
-        let what = if report::crossover::testable(reps, reps) {
-            "confidence intervals of the median (6 needed)"
-        } else {
-            "confidence intervals of the median (6 needed) or significance (4 a side)"
-        };
-        crate::tell!("note: {reps} repetition(s) per case: too few for {what}; --reps 6 gives them");
-    }
-    Ok(())
-}
-
 /// The default report path, beside the database: `report-<run>.html` for the default
 /// `iopath.db`, `<db name>-report-<run>.html` for any other, so two databases in one folder
 /// never overwrite each other's reports.
@@ -632,7 +338,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
         if wide {
             print_crossovers(&analysis.crossovers, super::output::View { wide: true })?;
         }
-        print_findings(&analysis)?;
+        print_findings(&analysis, false)?;
         crate::say!(
             "{} cells in {:.0} s{}. Report: {} (charts in {})",
             data.cells.len(),
@@ -645,7 +351,7 @@ pub fn run_quick(args: QuickArgs) -> anyhow::Result<()> {
     };
     let outputs = run::Outputs {
         detectable: true,
-        print: run::Print::Table(run::EndTable::Stored(Box::new(report))),
+        print: run::Print::Stored(Box::new(report)),
         ..Default::default()
     };
     run::run_workload(&plan, Destination::NewRun(&args.db), outputs)
