@@ -154,7 +154,7 @@ fn assert_clean_stop(code: i32, waited: f64, stderr: &str, db: &Path) {
     );
     assert_eq!(status(db), "interrupted", "{stderr}");
     assert!(
-        stderr.contains("Continue with: iopath sweep --resume 1 --db"),
+        stderr.contains("Continue with: iopath run --resume 1 --db"),
         "no resume command: {stderr}"
     );
     assert!(
@@ -618,7 +618,7 @@ fn hangup_and_other_ending_signals_stop_cleanly_like_ctrl_c() {
         assert_eq!(code, 0, "{signal}: {err}");
         assert_eq!(status(&db), "interrupted", "{signal}: {err}");
         assert!(
-            err.contains("Continue with: iopath sweep --resume 1 --db"),
+            err.contains("Continue with: iopath run --resume 1 --db"),
             "{signal}: {err}"
         );
         assert_eq!(observations(&db), 1, "{signal}");

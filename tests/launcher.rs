@@ -137,7 +137,7 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     let screen = t.wait_for("save the plan as TOML", Duration::from_secs(20));
     assert!(
         screen.contains(&format!(
-            "iopath sweep fake --cells sleep:300ms,ok:7 --reps 20 --db {}",
+            "iopath fake --cells sleep:300ms,ok:7 --reps 20 --db {}",
             db.display()
         )),
         "the equivalent command is shown: {screen}"
@@ -152,7 +152,7 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     let screen = t.wait_for("IOPATH-EXIT=", Duration::from_secs(20));
     assert!(screen.contains("IOPATH-EXIT=0"), "{screen}");
     assert!(
-        screen.contains("stopped:") && screen.contains("sweep --resume 1"),
+        screen.contains("stopped:") && screen.contains("run --resume 1"),
         "{screen}"
     );
     assert!(
@@ -162,7 +162,7 @@ fn the_launcher_runs_a_plan_live_and_q_stops_it_like_ctrl_c() {
     let cells = stored_cells(&db);
     assert!((4..40).contains(&cells), "{cells} cells stored");
     assert_eq!(run_status(&db, 1), "interrupted");
-    assert!(command_line(&db, 1).starts_with("iopath sweep fake --cells sleep:300ms,ok:7"));
+    assert!(command_line(&db, 1).starts_with("iopath fake --cells sleep:300ms,ok:7"));
     let text = std::fs::read_to_string(&plan).expect("the plan was saved");
     assert!(text.contains("command = [\"sweep\", \"fake\""), "{text}");
     drop(t);
@@ -211,7 +211,7 @@ fn the_launcher_runs_a_short_net_stream() {
     let screen = t.wait_for("save the plan as TOML", Duration::from_secs(20));
     assert!(
         screen.contains(
-            "iopath sweep net-stream --mode one-copy --size 4K --threads 1 --duration 200ms --warmup 100ms --reps 3"
+            "iopath net stream --mode one-copy --size 4K --threads 1 --duration 200ms --warmup 100ms --reps 3"
         ),
         "{screen}"
     );
@@ -383,8 +383,8 @@ fn a_plan_file_runs_without_a_terminal() {
     let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap()]);
     assert!(line.contains("plan.toml") && line.contains("--reps"), "{line}");
     std::fs::write(&plan, "version = 1\ncommand = [\"runs\"]\n").unwrap();
-    let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap()]);
-    assert!(line.contains("must start with"), "{line}");
+    let line = usage_error(&["run", "--plan", plan.to_str().unwrap()]);
+    assert!(line.contains("must be a measuring command (net stream, "), "{line}");
     let line = usage_error(&["sweep", "--plan", dir.path().join("none.toml").to_str().unwrap()]);
     assert!(line.contains("cannot read"), "{line}");
     let line = usage_error(&["sweep", "--plan", plan.to_str().unwrap(), "--resume", "1"]);

@@ -526,8 +526,8 @@ fn a_fleet_run_resumed_by_sweep_with_its_key_stores_both_hosts_machines() {
         err.contains("run 1 is a fleet run: resuming it needs the agents' key, --psk-file KEY"),
         "{err}"
     );
-    let err = common::usage_error(&["sweep", "--psk-file", key.to_str().unwrap(), "--db", db_s]);
-    assert!(err.contains("sweep's own --psk-file is for --resume"), "{err}");
+    let err = common::usage_error(&["run", "--psk-file", key.to_str().unwrap(), "--db", db_s]);
+    assert!(err.contains("--resume"), "run's --psk-file is for --resume: {err}");
 
     let out = iopath_run(&[
         "sweep",

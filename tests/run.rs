@@ -236,7 +236,7 @@ fn ctrl_c_prints_and_stores_the_finished_cells_and_exits_0() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("Continue with: iopath sweep --resume 1 --db {}", db.display())),
+        err.contains(&format!("Continue with: iopath run --resume 1 --db {}", db.display())),
         "{err}"
     );
     let records = json_records(&out);
@@ -245,14 +245,19 @@ fn ctrl_c_prints_and_stores_the_finished_cells_and_exits_0() {
     assert_eq!(stored_cells(&db), 1);
 }
 
-/// Ctrl-C without --db: nothing can be resumed, and stderr says so.
+/// Ctrl-C without --db: the run is in the default database (`IOPATH_DB` here), and stderr
+/// says how to resume it from there.
 #[test]
-fn ctrl_c_without_db_says_nothing_was_stored() {
+fn ctrl_c_without_db_stores_in_the_default_database_and_says_how_to_resume() {
     let mut child = spawn(&["fake", "--cells", "sleep:30s,ok", "--json"]);
-    // The plan's first line comes after the stop handler is installed, before the cell ends.
+    // The plan's line comes after the stop handler is installed, before the cell ends (after
+    // the line of what the plan can detect).
     let mut reader = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
+    while !line.contains("cells, about") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "no plan line");
+    }
     assert!(line.contains("2 cells, about 30 s"), "{line}");
     // Whether the signal lands before or inside the first cell, nothing finished.
     sigint(&child);
@@ -261,6 +266,14 @@ fn ctrl_c_without_db_says_nothing_was_stored() {
     let out = finish_within(child, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(0), "{rest}");
     assert!(rest.contains("stopped: 0 cells finished"), "{rest}");
-    assert!(rest.contains("nothing was stored (no --db)"), "{rest}");
+    let db = common::own_db();
+    assert!(
+        rest.contains(&format!("Continue with: iopath run --resume 1 --db {}", db.display())),
+        "{rest}"
+    );
     assert!(json_records(&out).is_empty());
+    assert_eq!(
+        common::count(&db, "SELECT count(*) FROM runs WHERE status = 'interrupted'"),
+        1
+    );
 }

@@ -208,7 +208,7 @@ fn ctrl_c_discards_the_cell_in_flight_and_says_how_to_resume() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "Ctrl-C is a clean stop: {err}");
     assert!(
-        err.contains(&format!("Continue with: iopath sweep --resume 1 --db {}", db.display())),
+        err.contains(&format!("Continue with: iopath run --resume 1 --db {}", db.display())),
         "{err}"
     );
     assert!(
@@ -247,7 +247,7 @@ fn an_interrupted_resume_continues_the_same_run() {
     reader.read_to_string(&mut rest).unwrap();
     let status = resume.wait().unwrap();
     assert!(status.success(), "{rest}");
-    assert!(rest.contains("Continue with: iopath sweep --resume 1 --db"), "{rest}");
+    assert!(rest.contains("Continue with: iopath run --resume 1 --db"), "{rest}");
     assert_eq!(
         count(&db, "SELECT count(*) FROM runs"),
         1,
@@ -424,7 +424,7 @@ fn bad_input_exits_2_with_one_line_and_leaves_the_database_intact() {
         ),
         (
             vec!["sweep".into(), "disk".into(), "--db".into(), db.display().to_string()],
-            "accepted: net-stream",
+            "accepted: net, quick, run",
         ),
         (
             vec![

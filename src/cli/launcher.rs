@@ -133,7 +133,7 @@ struct Quit;
 const FAMILIES: [(&str, &str); 6] = [
     (
         "copy modes",
-        "net-stream: what two-copy, one-copy and zero-copy sends cost",
+        "net stream: what two-copy, one-copy and zero-copy sends cost",
     ),
     (
         "server models",
@@ -145,15 +145,15 @@ const FAMILIES: [(&str, &str); 6] = [
     ),
     (
         "record store",
-        "net-records: N records of R bytes sent copy-out, gather or zero copy",
+        "net records: N records of R bytes sent copy-out, gather or zero copy",
     ),
     (
         "request/response",
-        "net-rr: round-trip latency (HDR percentiles) of request/response pairs",
+        "net rr: round-trip latency (HDR percentiles) of request/response pairs",
     ),
     (
         "connect per request",
-        "net-crr: connect, request, response, close, per transaction",
+        "net crr: connect, request, response, close, per transaction",
     ),
 ];
 

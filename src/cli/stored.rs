@@ -26,7 +26,7 @@ pub struct RunArgs {
     pub live: bool,
     /// With --resume: the pre-shared key of the run's remote ends (the agents of a fleet run,
     /// a `--connect` server), as the command that made the run took it; never stored.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "resume")]
     pub psk_file: Option<PathBuf>,
 }
 

@@ -31,7 +31,7 @@ pub fn print(stored: &run::StoredRun) -> anyhow::Result<()> {
     }
     let analysis = report::analyze(&data, stored.db);
     print_crossovers(&analysis.crossovers, stored.view)?;
-    print_records_crossovers(&analysis.records_crossovers)?;
+    print_records_crossovers(&analysis.records_crossovers, stored.view)?;
     print_findings(&analysis, true)?;
     // What the repetitions cannot support: the interval of the median needs 6, a significant
     // difference 4 a side.
@@ -66,11 +66,20 @@ pub(super) fn print_crossovers(rows: &[report::crossover::CrossoverRow], view: V
     super::output::out(text + &super::output::left_out_line(&left_out))
 }
 
-fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> anyhow::Result<()> {
+/// Net records' crossovers, within 100 columns unless `--wide`: the sentence column goes
+/// first when the settings are long (and the line under the table names it).
+fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow], view: View) -> anyhow::Result<()> {
+    use super::output::Show;
     if rows.is_empty() {
         return Ok(());
     }
-    let mut table = Table::new(&["A", "vs B", "setting", "A sends more payload", "B ahead at (p<0.05)"]);
+    let mut table = Table::with_columns(&[
+        ("A", Show::Key),
+        ("vs B", Show::Key),
+        ("setting", Show::Key),
+        ("A sends more payload", Show::Default),
+        ("B ahead at (p<0.05)", Show::Key),
+    ]);
     for r in rows {
         table.row(vec![
             r.a.to_string(),
@@ -81,7 +90,8 @@ fn print_records_crossovers(rows: &[report::crossover::RecordsCrossoverRow]) -> 
         ]);
     }
     crate::say!("Crossover records counts (higher median payload throughput, Mann-Whitney U p < 0.05):")?;
-    super::output::out(table.render())
+    let (text, left_out) = table.render_view(view);
+    super::output::out(text + &super::output::left_out_line(&left_out))
 }
 
 /// The findings, caveats and grouped warnings: what the run says, after its tables, each
