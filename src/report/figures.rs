@@ -157,20 +157,12 @@ fn stream_vs_size(
                 .filter(|(s, _)| path.matches(s) && s.net.threads == t)
                 .filter_map(|(s, cell)| provenance.point(cell, (metric.name, metric.role), s.size as f64))
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = path_style(path);
-                series.push(Series {
-                    name: path.to_string(),
-                    color,
-                    points,
-                    panel: if threads.len() > 1 {
-                        threads_panel(t)
-                    } else {
-                        String::new()
-                    },
-                    style,
-                });
-            }
+            let panel = if threads.len() > 1 {
+                threads_panel(t)
+            } else {
+                String::new()
+            };
+            series.extend(Series::of_points(path.to_string(), path_style(path), panel, points));
         }
     }
     ChartSpec {
@@ -205,16 +197,8 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
                     provenance.point(cell, (names::TIME_PER_MSG_US, Role::System), s.net.threads as f64)
                 })
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = path_style(path);
-                series.push(Series {
-                    name: path.to_string(),
-                    color,
-                    points,
-                    panel: format!("{} messages", format_bytes(size)),
-                    style,
-                });
-            }
+            let panel = format!("{} messages", format_bytes(size));
+            series.extend(Series::of_points(path.to_string(), path_style(path), panel, points));
         }
     }
     ChartSpec {
@@ -311,15 +295,7 @@ fn stacked_per_byte(
                     high: median,
                 });
             }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: (*name).into(),
-                    color: *color,
-                    points,
-                    panel: path.to_string(),
-                    style: 0,
-                });
-            }
+            series.extend(Series::of_points(*name, (*color, 0), path.to_string(), points));
         }
         // A stack is drawn only at the sizes where every band of the panel has its figure: a
         // band missing at one size would otherwise read as a band of 0 there.
@@ -715,16 +691,12 @@ fn records_vs_n(cells: &[(&RecordsCase, &CellSummary)], metric: Metric<'_>, stem
                 .filter(|(c, _)| c.mode == mode)
                 .filter_map(|(c, cell)| provenance.point(cell, (metric.name, metric.role), c.records as f64))
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = records_mode_style(mode);
-                series.push(Series {
-                    name: mode.to_string(),
-                    color,
-                    points,
-                    panel: panel.clone(),
-                    style,
-                });
-            }
+            series.extend(Series::of_points(
+                mode.to_string(),
+                records_mode_style(mode),
+                panel.clone(),
+                points,
+            ));
         }
     }
     ChartSpec {
@@ -783,15 +755,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
                     });
                 }
             }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: label.into(),
-                    color,
-                    points,
-                    panel: panel.clone(),
-                    style,
-                });
-            }
+            series.extend(Series::of_points(label, (color, style), panel.clone(), points));
         }
     }
     let caption = provenance.caption(

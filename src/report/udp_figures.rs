@@ -84,16 +84,13 @@ fn mode_pair_chart<C>(
                 .filter_map(|((_, _, _, x), cell)| provenance.point(cell, (name, role), *x))
                 .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            if !points.is_empty() {
-                let (color, style) = style(mode, rx);
-                series.push(Series {
-                    name: format!("{mode}/{rx}"),
-                    color,
-                    points,
-                    panel: if panels.len() > 1 { (*p).clone() } else { String::new() },
-                    style,
-                });
-            }
+            let panel = if panels.len() > 1 { (*p).clone() } else { String::new() };
+            series.extend(Series::of_points(
+                format!("{mode}/{rx}"),
+                style(mode, rx),
+                panel,
+                points,
+            ));
         }
     }
     ChartSpec {
