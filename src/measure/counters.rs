@@ -274,21 +274,12 @@ impl CounterSample {
     /// time x TSC frequency, labelled as such.
     pub fn metrics(&self, role: Role, bytes: u64, units: u64, per_unit: &str, tsc_hz: Option<f64>) -> Vec<Metric> {
         let mut out = Vec::new();
-        let u = self.usage.as_ref().map_err(|e| e.clone());
-        out.push(Metric::from_result(
-            "cpu_user_s",
-            role,
-            "s",
-            Source::Rusage,
-            u.clone().map(|u| u.user.as_secs_f64()),
-        ));
-        out.push(Metric::from_result(
-            "cpu_sys_s",
-            role,
-            "s",
-            Source::Rusage,
-            u.clone().map(|u| u.system.as_secs_f64()),
-        ));
+        let ru = |name: &str, unit: &str, field: fn(&rusage::Usage) -> f64| {
+            let value = self.usage.as_ref().map(field).map_err(Clone::clone);
+            Metric::from_result(name, role, unit, Source::Rusage, value)
+        };
+        out.push(ru("cpu_user_s", "s", |u| u.user.as_secs_f64()));
+        out.push(ru("cpu_sys_s", "s", |u| u.system.as_secs_f64()));
         let per = |v: u64, d: u64| if d == 0 { f64::NAN } else { v as f64 / d as f64 };
 
         // Cycles: the PMU when it exists, else an estimate.
@@ -363,27 +354,11 @@ impl CounterSample {
             self.cpu_migrations.clone().map(|n| n as f64),
         ));
         out.push(sw("page_faults", "faults", self.page_faults.clone().map(|n| n as f64)));
-        out.push(Metric::from_result(
-            "voluntary_switches",
-            role,
-            "switches",
-            Source::Rusage,
-            u.clone().map(|u| u.voluntary_switches as f64),
-        ));
-        out.push(Metric::from_result(
-            "involuntary_switches",
-            role,
-            "switches",
-            Source::Rusage,
-            u.clone().map(|u| u.involuntary_switches as f64),
-        ));
-        out.push(Metric::from_result(
-            "major_faults",
-            role,
-            "faults",
-            Source::Rusage,
-            u.map(|u| u.major_faults as f64),
-        ));
+        out.push(ru("voluntary_switches", "switches", |u| u.voluntary_switches as f64));
+        out.push(ru("involuntary_switches", "switches", |u| {
+            u.involuntary_switches as f64
+        }));
+        out.push(ru("major_faults", "faults", |u| u.major_faults as f64));
         out
     }
 }

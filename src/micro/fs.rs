@@ -97,13 +97,7 @@ pub fn filesystem_note(fs: FsType, cache_read: bool) -> Option<String> {
 pub(super) fn write_file(path: &Path, size: u64, stop: Stop) -> anyhow::Result<()> {
     let mut f = File::create(path)?;
     let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
-    let mut left = size;
-    while left > 0 {
-        harness::check(stop)?;
-        let n = left.min(block.len() as u64) as usize;
-        f.write_all(&block[..n])?;
-        left -= n as u64;
-    }
+    harness::write_in_chunks(&mut f, &block, size, stop)?;
     f.sync_all()?;
     Ok(())
 }

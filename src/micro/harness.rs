@@ -491,6 +491,19 @@ pub fn check(stop: Stop) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Write `bytes` bytes to `to`, `chunk` after `chunk` (the last one cut short), looking at the
+/// stop flag before each: a long write still stops within one chunk's time.
+pub fn write_in_chunks(to: &mut impl std::io::Write, chunk: &[u8], bytes: u64, stop: Stop) -> anyhow::Result<()> {
+    let mut left = bytes;
+    while left > 0 {
+        check(stop)?;
+        let n = left.min(chunk.len() as u64) as usize;
+        to.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
 /// Time one interval measured by the caller's two clock reads, in ns, minus one clock read.
 pub fn interval_ns(t0: u64, t1: u64) -> f64 {
     let oh = overheads();

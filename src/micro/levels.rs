@@ -622,8 +622,7 @@ mod tests {
             (256 * M, 120.0),
         ];
         let levels = detect_levels(&curve);
-        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["L1", "L2", "L3", "DRAM"]);
+        assert_eq!(level_names(&levels), ["L1", "L2", "L3", "DRAM"]);
         assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (4 * K, 32 * K));
         assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (64 * K, 256 * K));
         assert_eq!((levels[2].min_bytes, levels[2].max_bytes), (M, 16 * M));
@@ -653,8 +652,7 @@ mod tests {
             (8 * M, 308.6),
         ];
         let levels = detect_levels(&curve);
-        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["L1", "L2", "DRAM"]);
+        assert_eq!(level_names(&levels), ["L1", "L2", "DRAM"]);
         assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (K, 16 * K));
         assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (64 * K, 256 * K));
     }
@@ -703,8 +701,7 @@ mod tests {
             (256 * M, 221.4),
         ];
         let levels = detect_levels(&curve);
-        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["L1", "L2", "L3", "DRAM"]);
+        assert_eq!(level_names(&levels), ["L1", "L2", "L3", "DRAM"]);
         assert_eq!((levels[0].min_bytes, levels[0].max_bytes), (K, 32 * K));
         assert_eq!((levels[1].min_bytes, levels[1].max_bytes), (48 * K, 256 * K));
         assert_eq!(levels[2].max_bytes, 8 * M);
@@ -749,16 +746,20 @@ mod tests {
         assert_eq!(levels.last().map(|l| l.name.as_str()), Some("DRAM"));
     }
 
-    /// The caches sysfs reports on the 2-vCPU EPYC VM these curves come from.
-    fn epyc_vm() -> Vec<CacheInfo> {
-        let cache = |level: u32, kind: &str, size_bytes: u64| CacheInfo {
+    /// A cache as sysfs reports it, with 64-byte lines.
+    fn cache(level: u32, kind: &str, size_bytes: u64) -> CacheInfo {
+        CacheInfo {
             level,
             kind: kind.into(),
             size_bytes,
             line_bytes: Some(64),
             ways: None,
             shared_cpus: None,
-        };
+        }
+    }
+
+    /// The caches sysfs reports on the 2-vCPU EPYC VM these curves come from.
+    fn epyc_vm() -> Vec<CacheInfo> {
         vec![
             cache(1, "Data", 48 * K),
             cache(1, "Instruction", 32 * K),
@@ -773,30 +774,9 @@ mod tests {
     #[test]
     fn a_noisy_stretch_past_the_l3_is_unresolved_not_an_l4() {
         let caches = vec![
-            CacheInfo {
-                level: 1,
-                kind: "Data".into(),
-                size_bytes: 48 * K,
-                line_bytes: Some(64),
-                ways: None,
-                shared_cpus: None,
-            },
-            CacheInfo {
-                level: 2,
-                kind: "Unified".into(),
-                size_bytes: 512 * K,
-                line_bytes: Some(64),
-                ways: None,
-                shared_cpus: None,
-            },
-            CacheInfo {
-                level: 3,
-                kind: "Unified".into(),
-                size_bytes: 2 * M,
-                line_bytes: Some(64),
-                ways: None,
-                shared_cpus: None,
-            },
+            cache(1, "Data", 48 * K),
+            cache(2, "Unified", 512 * K),
+            cache(3, "Unified", 2 * M),
         ];
         let curve = [
             (K, 1.2),
@@ -882,6 +862,10 @@ mod tests {
             "{:?}",
             h.notes
         );
+    }
+
+    fn level_names(levels: &[Level]) -> Vec<&str> {
+        levels.iter().map(|l| l.name.as_str()).collect()
     }
 
     fn names(h: &Hierarchy) -> Vec<&str> {

@@ -508,9 +508,7 @@ fn reads(
     }
     push_value(obs, "file_bytes", "B", size as f64);
     push_value(obs, "reads_per_pass", "count", reads as f64);
-    push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
-    push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
-    push_summary(obs, names::PENALTY_PER_READ_US, "us", &penalty_us, Source::Tool);
+    push_read_times(obs, &local_us, &remote_us, &penalty_us);
     Ok(())
 }
 
@@ -566,10 +564,16 @@ fn contention(
     }
     push_value(obs, "file_bytes", "B", size as f64);
     push_value(obs, "readers", "count", procs as f64);
-    push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", &local_us, Source::Tool);
-    push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", &remote_us, Source::Tool);
-    push_summary(obs, names::PENALTY_PER_READ_US, "us", &penalty_us, Source::Tool);
+    push_read_times(obs, &local_us, &remote_us, &penalty_us);
     Ok(())
+}
+
+/// The times per read locally and remotely and the remote's penalty (remote minus local), in
+/// microseconds: the figures both benches measure.
+fn push_read_times(obs: &mut Observation, local_us: &[f64], remote_us: &[f64], penalty_us: &[f64]) {
+    push_summary(obs, names::LOCAL_TIME_PER_READ_US, "us", local_us, Source::Tool);
+    push_summary(obs, names::REMOTE_TIME_PER_READ_US, "us", remote_us, Source::Tool);
+    push_summary(obs, names::PENALTY_PER_READ_US, "us", penalty_us, Source::Tool);
 }
 
 /// Start one reader child per file, release them together, and return each one's time per

@@ -169,14 +169,8 @@ fn client(
             for i in 0..=samples {
                 let t0 = harness::now();
                 s.write_all(&burst.to_le_bytes())?;
-                let mut left = burst;
-                while left > 0 {
-                    // One look at the flag per MiB written: nothing next to the copy itself.
-                    harness::check(stop)?;
-                    let n = left.min(chunk.len() as u64) as usize;
-                    s.write_all(&chunk[..n])?;
-                    left -= n as u64;
-                }
+                // One look at the flag per MiB written: nothing next to the copy itself.
+                harness::write_in_chunks(&mut s, &chunk, burst, stop)?;
                 let mut ack = [0u8; 1];
                 s.read_exact(&mut ack)?;
                 let t1 = harness::now();

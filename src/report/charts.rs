@@ -45,6 +45,25 @@ pub struct Series {
     pub style: usize,
 }
 
+impl Series {
+    /// The series of `points` in its colour and style, or None when there are no points: no
+    /// chart draws, or names in its legend, a line with nothing on it.
+    pub fn of_points(
+        name: impl Into<String>,
+        (color, style): ((u8, u8, u8), usize),
+        panel: String,
+        points: Vec<Point>,
+    ) -> Option<Series> {
+        (!points.is_empty()).then(|| Series {
+            name: name.into(),
+            color,
+            points,
+            panel,
+            style,
+        })
+    }
+}
+
 /// The Okabe-Ito palette (colour-blind safe), black last.
 pub const OKABE_ITO: [(u8, u8, u8); 8] = [
     (0, 114, 178),   // blue

@@ -604,6 +604,19 @@ mod tests {
     use crate::report::cells::tests::stream_case;
     use crate::report::cells::MetricCell;
 
+    /// A udp-stream case over loopback of `size`-byte datagrams, sent one per call in `mode`.
+    fn udp_case(mode: UdpSendMode, size: u64) -> UdpStreamCase {
+        let mut case: UdpStreamCase = serde_json::from_value(serde_json::json!({
+            "mode": "send", "rx_mode": "recv", "size": size, "batch": 1, "rate": null,
+            "rcvbuf": null, "threads": 1, "duration_ms": 100, "warmup_ms": 10,
+            "client_cpus": null, "server_cpus": null, "verify": false,
+            "endpoint": {"kind": "loopback", "port": 0}, "perf": true
+        }))
+        .unwrap();
+        case.mode = mode;
+        case
+    }
+
     /// A stream over veth, the receiver truncating: the zero-copy claim's cases.
     fn veth_case(mode: CopyMode) -> Case {
         let mut case = stream_case(mode, 64 << 10, 1);
@@ -720,14 +733,7 @@ mod tests {
     #[test]
     fn udp_gso_decides_a_drop_and_names_the_stand_in_for_cycles() {
         let udp = |mode: UdpSendMode| {
-            let mut case: UdpStreamCase = serde_json::from_value(serde_json::json!({
-                "mode": "send", "rx_mode": "recv", "size": 1472, "batch": 1, "rate": null,
-                "rcvbuf": null, "threads": 1, "duration_ms": 100, "warmup_ms": 10,
-                "client_cpus": null, "server_cpus": null, "verify": false,
-                "endpoint": {"kind": "loopback", "port": 0}, "perf": true
-            }))
-            .unwrap();
-            case.mode = mode;
+            let mut case = udp_case(mode, 1472);
             if mode == UdpSendMode::Gso {
                 case.batch = 64;
             }
@@ -767,14 +773,7 @@ mod tests {
     #[test]
     fn zero_copy_across_a_dropping_peer_says_what_it_saves_with_the_copied_fraction() {
         let udp = |mode: UdpSendMode, topology: &str| {
-            let mut case: UdpStreamCase = serde_json::from_value(serde_json::json!({
-                "mode": "send", "rx_mode": "recv", "size": 1400, "batch": 1, "rate": null,
-                "rcvbuf": null, "threads": 1, "duration_ms": 100, "warmup_ms": 10,
-                "client_cpus": null, "server_cpus": null, "verify": false,
-                "endpoint": {"kind": "loopback", "port": 0}, "perf": true
-            }))
-            .unwrap();
-            case.mode = mode;
+            let mut case = udp_case(mode, 1400);
             let t: Topology = topology.parse().unwrap();
             if let Topology::Veth(link) = t {
                 case.net.endpoint = crate::case::Endpoint::Veth { port: 0, link };

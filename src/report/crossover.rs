@@ -305,50 +305,72 @@ impl CrossoverRow {
     }
 }
 
-/// Sizes at which A beats B significantly.
-pub fn sizes_where_a_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
-    let mut sizes: Vec<u64> = points
-        .iter()
-        .filter(|p| p.a_wins(higher_is_better))
-        .map(|p| p.size)
-        .collect();
+/// The sizes of the points that `keep` keeps, smallest first.
+fn sizes_where(points: &[SizePoint], keep: impl Fn(&SizePoint) -> bool) -> Vec<u64> {
+    let mut sizes: Vec<u64> = points.iter().filter(|p| keep(p)).map(|p| p.size).collect();
     sizes.sort_unstable();
     sizes
+}
+
+/// Sizes at which A beats B significantly.
+pub fn sizes_where_a_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
+    sizes_where(points, |p| p.a_wins(higher_is_better))
 }
 
 /// Sizes at which A's median is better than B's but not significantly.
 pub fn sizes_where_a_leads_in_noise(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
-    let mut sizes: Vec<u64> = points
-        .iter()
-        .filter(|p| p.lead(higher_is_better) > 0.0 && !p.significant())
-        .map(|p| p.size)
-        .collect();
-    sizes.sort_unstable();
-    sizes
+    sizes_where(points, |p| p.lead(higher_is_better) > 0.0 && !p.significant())
 }
 
 /// Sizes at which B beats A significantly.
 pub fn sizes_where_b_wins(points: &[SizePoint], higher_is_better: bool) -> Vec<u64> {
-    let mut sizes: Vec<u64> = points
-        .iter()
-        .filter(|p| p.b_wins(higher_is_better))
-        .map(|p| p.size)
-        .collect();
-    sizes.sort_unstable();
-    sizes
+    sizes_where(points, |p| p.b_wins(higher_is_better))
+}
+
+/// The cases of workload `T` with their system throughput's repetitions, where there are any:
+/// what both crossover tables compare.
+fn throughput_of<T: crate::case::Workload>(cells: &[CellSummary]) -> Vec<(&T, &Vec<f64>)> {
+    super::cells::cases_of::<T>(cells)
+        .into_iter()
+        .filter_map(|(case, c)| {
+            c.metric(names::THROUGHPUT_GBPS, Role::System)
+                .filter(|m| !m.values.is_empty())
+                .map(|m| (case, &m.values))
+        })
+        .collect()
+}
+
+/// The points of A against B among `measured` (the cases of one setting): every x (a message
+/// size, a records count) at which both were measured, in increasing order.
+fn pair_points<T>(
+    measured: &[(&T, &Vec<f64>)],
+    x_of: impl Fn(&T) -> u64,
+    is_a: impl Fn(&T) -> bool,
+    is_b: impl Fn(&T) -> bool,
+) -> Vec<SizePoint> {
+    let values_at = |is: &dyn Fn(&T) -> bool, x: u64| {
+        measured
+            .iter()
+            .find(|(case, _)| is(case) && x_of(case) == x)
+            .map(|(_, values)| (*values).clone())
+    };
+    let mut xs: Vec<u64> = measured.iter().map(|(case, _)| x_of(case)).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    xs.into_iter()
+        .filter_map(|x| {
+            Some(SizePoint {
+                size: x,
+                a: values_at(&is_a, x)?,
+                b: values_at(&is_b, x)?,
+            })
+        })
+        .collect()
 }
 
 /// Every pair of paths and thread count present in a run's stream cells, on throughput.
 pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
-    let stream: Vec<(&StreamCase, &Vec<f64>)> = cells
-        .iter()
-        .filter_map(|c| {
-            let s = c.case.get::<StreamCase>()?;
-            c.metric(names::THROUGHPUT_GBPS, Role::System)
-                .filter(|m| !m.values.is_empty())
-                .map(|m| (s, &m.values))
-        })
-        .collect();
+    let stream = throughput_of::<StreamCase>(cells);
     let mut threads: Vec<usize> = stream.iter().map(|(s, _)| s.net.threads).collect();
     threads.sort_unstable();
     threads.dedup();
@@ -356,29 +378,8 @@ pub fn stream_crossovers(cells: &[CellSummary]) -> Vec<CrossoverRow> {
     let mut rows = Vec::new();
     for (a, b) in path_pairs(&cases) {
         for &t in &threads {
-            let find = |path: StreamPath, size: u64| {
-                stream
-                    .iter()
-                    .find(|(s, _)| path.matches(s) && s.net.threads == t && s.size == size)
-                    .map(|(_, values)| (*values).clone())
-            };
-            let mut sizes: Vec<u64> = stream
-                .iter()
-                .filter(|(s, _)| s.net.threads == t)
-                .map(|(s, _)| s.size)
-                .collect();
-            sizes.sort_unstable();
-            sizes.dedup();
-            let points: Vec<SizePoint> = sizes
-                .iter()
-                .filter_map(|&size| {
-                    Some(SizePoint {
-                        size,
-                        a: find(a, size)?,
-                        b: find(b, size)?,
-                    })
-                })
-                .collect();
+            let at_threads: Vec<_> = stream.iter().filter(|(s, _)| s.net.threads == t).copied().collect();
+            let points = pair_points(&at_threads, |s| s.size, |s| a.matches(s), |s| b.matches(s));
             if points.is_empty() {
                 continue;
             }
@@ -476,15 +477,7 @@ impl RecordsCrossoverRow {
 
 /// Every records mode pair and setting present in a run, on payload throughput.
 pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
-    let records: Vec<(&RecordsCase, &Vec<f64>)> = cells
-        .iter()
-        .filter_map(|c| {
-            let r = c.case.get::<RecordsCase>()?;
-            c.metric(names::THROUGHPUT_GBPS, Role::System)
-                .filter(|m| !m.values.is_empty())
-                .map(|m| (r, &m.values))
-        })
-        .collect();
+    let records = throughput_of::<RecordsCase>(cells);
     let setting = |r: &RecordsCase| (r.record_size, r.pick, r.outstanding, r.net.threads);
     let mut settings: Vec<_> = records.iter().map(|(r, _)| setting(r)).collect();
     settings.sort_unstable();
@@ -492,29 +485,8 @@ pub fn records_crossovers(cells: &[CellSummary]) -> Vec<RecordsCrossoverRow> {
     let mut rows = Vec::new();
     for (a, b) in RECORDS_PAIRS {
         for &s in &settings {
-            let find = |mode: RecordsMode, n: usize| {
-                records
-                    .iter()
-                    .find(|(r, _)| r.mode == mode && setting(r) == s && r.records == n)
-                    .map(|(_, values)| (*values).clone())
-            };
-            let mut counts: Vec<usize> = records
-                .iter()
-                .filter(|(r, _)| setting(r) == s)
-                .map(|(r, _)| r.records)
-                .collect();
-            counts.sort_unstable();
-            counts.dedup();
-            let points: Vec<SizePoint> = counts
-                .iter()
-                .filter_map(|&n| {
-                    Some(SizePoint {
-                        size: n as u64,
-                        a: find(a, n)?,
-                        b: find(b, n)?,
-                    })
-                })
-                .collect();
+            let at_setting: Vec<_> = records.iter().filter(|(r, _)| setting(r) == s).copied().collect();
+            let points = pair_points(&at_setting, |r| r.records as u64, |r| r.mode == a, |r| r.mode == b);
             if points.is_empty() {
                 continue;
             }
@@ -570,6 +542,18 @@ mod tests {
             .collect()
     }
 
+    /// The size A is ahead from and where the medians cross, for a crossover with a crossing.
+    fn crossing(p: &[SizePoint]) -> (u64, f64) {
+        match find_crossover(p, true) {
+            Crossover::From {
+                size,
+                crosses_at: Some(x),
+                ..
+            } => (size, x),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// Found in review: an interrupted quick with one value per case claimed "B significantly
     /// ahead at 1KiB, 4KiB, ...".
     #[test]
@@ -593,18 +577,10 @@ mod tests {
             (16384, [6.0, 6.1, 5.9], [4.0, 4.1, 3.9]),
             (65536, [9.0, 9.1, 8.9], [5.0, 5.1, 4.9]),
         ]);
-        match find_crossover(&p, true) {
-            Crossover::From {
-                size,
-                crosses_at: Some(x),
-                ..
-            } => {
-                assert_eq!(size, 16384);
-                // Lead -0.5 at 4 KiB, +2.0 at 16 KiB: a fifth of the way in log2 = 2^(12.4).
-                assert!((x - 12.4f64.exp2()).abs() < 1.0, "{x}");
-            }
-            other => panic!("{other:?}"),
-        }
+        let (size, x) = crossing(&p);
+        assert_eq!(size, 16384);
+        // Lead -0.5 at 4 KiB, +2.0 at 16 KiB: a fifth of the way in log2 = 2^(12.4).
+        assert!((x - 12.4f64.exp2()).abs() < 1.0, "{x}");
     }
 
     #[test]
@@ -652,17 +628,9 @@ mod tests {
             (128, [1.0, 1.1, 0.9], [5.0, 5.1, 4.9]),
             (256, [5.0, 5.1, 4.9], [1.0, 1.1, 0.9]),
         ]);
-        match find_crossover(&p, true) {
-            Crossover::From {
-                size,
-                crosses_at: Some(x),
-                ..
-            } => {
-                assert_eq!(size, 256);
-                assert!(x > 128.0 && x < 256.0);
-            }
-            other => panic!("{other:?}"),
-        }
+        let (size, x) = crossing(&p);
+        assert_eq!(size, 256);
+        assert!(x > 128.0 && x < 256.0);
     }
 
     /// Cells of one send mode under two receive modes: the rows compare the receive modes under

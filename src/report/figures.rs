@@ -157,20 +157,12 @@ fn stream_vs_size(
                 .filter(|(s, _)| path.matches(s) && s.net.threads == t)
                 .filter_map(|(s, cell)| provenance.point(cell, (metric.name, metric.role), s.size as f64))
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = path_style(path);
-                series.push(Series {
-                    name: path.to_string(),
-                    color,
-                    points,
-                    panel: if threads.len() > 1 {
-                        threads_panel(t)
-                    } else {
-                        String::new()
-                    },
-                    style,
-                });
-            }
+            let panel = if threads.len() > 1 {
+                threads_panel(t)
+            } else {
+                String::new()
+            };
+            series.extend(Series::of_points(path.to_string(), path_style(path), panel, points));
         }
     }
     ChartSpec {
@@ -205,16 +197,8 @@ fn stream_vs_threads(cells: &[(&StreamCase, &CellSummary)], paths: &[StreamPath]
                     provenance.point(cell, (names::TIME_PER_MSG_US, Role::System), s.net.threads as f64)
                 })
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = path_style(path);
-                series.push(Series {
-                    name: path.to_string(),
-                    color,
-                    points,
-                    panel: format!("{} messages", format_bytes(size)),
-                    style,
-                });
-            }
+            let panel = format!("{} messages", format_bytes(size));
+            series.extend(Series::of_points(path.to_string(), path_style(path), panel, points));
         }
     }
     ChartSpec {
@@ -311,15 +295,7 @@ fn stacked_per_byte(
                     high: median,
                 });
             }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: (*name).into(),
-                    color: *color,
-                    points,
-                    panel: path.to_string(),
-                    style: 0,
-                });
-            }
+            series.extend(Series::of_points(*name, (*color, 0), path.to_string(), points));
         }
         // A stack is drawn only at the sizes where every band of the panel has its figure: a
         // band missing at one size would otherwise read as a band of 0 there.
@@ -715,16 +691,12 @@ fn records_vs_n(cells: &[(&RecordsCase, &CellSummary)], metric: Metric<'_>, stem
                 .filter(|(c, _)| c.mode == mode)
                 .filter_map(|(c, cell)| provenance.point(cell, (metric.name, metric.role), c.records as f64))
                 .collect();
-            if !points.is_empty() {
-                let (color, style) = records_mode_style(mode);
-                series.push(Series {
-                    name: mode.to_string(),
-                    color,
-                    points,
-                    panel: panel.clone(),
-                    style,
-                });
-            }
+            series.extend(Series::of_points(
+                mode.to_string(),
+                records_mode_style(mode),
+                panel.clone(),
+                points,
+            ));
         }
     }
     ChartSpec {
@@ -783,15 +755,7 @@ fn records_ratio(cells: &[(&RecordsCase, &CellSummary)]) -> ChartSpec {
                     });
                 }
             }
-            if !points.is_empty() {
-                series.push(Series {
-                    name: label.into(),
-                    color,
-                    points,
-                    panel: panel.clone(),
-                    style,
-                });
-            }
+            series.extend(Series::of_points(label, (color, style), panel.clone(), points));
         }
     }
     let caption = provenance.caption(
@@ -1484,16 +1448,27 @@ mod tests {
         assert!(figures.iter().any(|f| f.stem == "rx_mapped_vs_size"));
     }
 
+    /// A run of three repetitions of each case, every one with the same metrics.
     fn run_of(cases: Vec<(Case, Vec<crate::observation::Metric>)>) -> crate::store::RunData {
+        run_of_repetitions(
+            cases
+                .into_iter()
+                .map(|(case, metrics)| (case, vec![metrics; 3]))
+                .collect(),
+        )
+    }
+
+    /// A run of each case with the metrics of each of its repetitions.
+    fn run_of_repetitions(cases: Vec<(Case, Vec<Vec<crate::observation::Metric>>)>) -> crate::store::RunData {
         let mut data = run_data(vec![]);
-        for (position, (case, metrics)) in cases.into_iter().enumerate() {
-            for repetition in 0..3 {
+        for (position, (case, repetitions)) in cases.into_iter().enumerate() {
+            for (repetition, metrics) in repetitions.into_iter().enumerate() {
                 data.cells.push(crate::store::StoredCell {
                     position,
                     repetition: repetition as u32,
                     case: case.clone(),
                     observation: crate::observation::Observation {
-                        metrics: metrics.clone(),
+                        metrics,
                         ..Default::default()
                     },
                     error: None,
@@ -1505,9 +1480,22 @@ mod tests {
         data
     }
 
+    /// A micro memlat case at one working-set size.
+    fn memlat_case(size: u64) -> Case {
+        Case::Micro(crate::case::MicroCase {
+            bench: crate::case::Bench::Memlat,
+            options: vec![("size_bytes".into(), size.to_string())],
+        })
+    }
+
+    /// micro memlat's latency metric.
+    fn latency_ns(ns: f64) -> crate::observation::Metric {
+        use crate::observation::{Metric, Source};
+        Metric::new("latency_ns", Role::System, ns, "ns", Source::Tool)
+    }
+
     #[test]
     fn memlat_runs_get_a_latency_curve_with_cache_levels_marked() {
-        use crate::observation::{Metric, Source};
         let curve = [
             (1u64 << 10, 1.0),
             (1 << 12, 1.0),
@@ -1525,16 +1513,7 @@ mod tests {
             (1 << 28, 90.5),
         ]);
         let cases = curve
-            .map(|(size, ns)| {
-                let case = Case::Micro(crate::case::MicroCase {
-                    bench: crate::case::Bench::Memlat,
-                    options: vec![("size_bytes".into(), size.to_string())],
-                });
-                (
-                    case,
-                    vec![Metric::new("latency_ns", Role::System, ns, "ns", Source::Tool)],
-                )
-            })
+            .map(|(size, ns)| (memlat_case(size), vec![latency_ns(ns)]))
             .collect();
         let figures = all_figures(&summarize_run(&run_of(cases)), &[]);
         assert_eq!(figures.len(), 1);
@@ -1549,7 +1528,6 @@ mod tests {
     /// machine's caches stored with the run.
     #[test]
     fn memlat_chart_plots_medians_and_reads_levels_like_the_terminal() {
-        use crate::observation::{Metric, Source};
         // Three repetitions per working set; the third is an outlier 10x off, so a mean would
         // differ from the median.
         let curve = [
@@ -1562,27 +1540,17 @@ mod tests {
             (1 << 21, 60.0),
             (1 << 23, 300.0),
         ];
-        let mut data = run_of(vec![]);
-        for (position, (size, ns)) in curve.iter().enumerate() {
-            let case = Case::Micro(crate::case::MicroCase {
-                bench: crate::case::Bench::Memlat,
-                options: vec![("size_bytes".into(), size.to_string())],
-            });
-            for (repetition, factor) in [1.0, 1.02, 10.0].into_iter().enumerate() {
-                data.cells.push(crate::store::StoredCell {
-                    position,
-                    repetition: repetition as u32,
-                    case: case.clone(),
-                    observation: crate::observation::Observation {
-                        metrics: vec![Metric::new("latency_ns", Role::System, ns * factor, "ns", Source::Tool)],
-                        ..Default::default()
-                    },
-                    error: None,
-                    elapsed_s: 0.1,
-                });
-            }
-            data.cases.push(case);
-        }
+        let data = run_of_repetitions(
+            curve
+                .iter()
+                .map(|(size, ns)| {
+                    (
+                        memlat_case(*size),
+                        [1.0, 1.02, 10.0].map(|f| vec![latency_ns(ns * f)]).to_vec(),
+                    )
+                })
+                .collect(),
+        );
         let machine = r#"{"caches": [
             {"level": 1, "kind": "Data", "size_bytes": 49152, "line_bytes": 64, "ways": 12, "shared_cpus": "0"},
             {"level": 2, "kind": "Unified", "size_bytes": 1048576, "line_bytes": 64, "ways": 8, "shared_cpus": "0"},

@@ -374,8 +374,8 @@ fn metric_word(name: &str) -> &str {
 }
 
 /// The zero-copy sends the kernel copied (mean over the repetitions of the zero-copy cases in
-/// `cells`), and whether they went over loopback.
-fn zero_copy_copied(cells: &[&CellSummary]) -> Option<(f64, bool)> {
+/// `cells`), and whether they went over loopback. The findings and the caveats both say it.
+pub(super) fn zero_copy_copied<'a>(cells: impl IntoIterator<Item = &'a CellSummary>) -> Option<(f64, bool)> {
     let mut not_copied = Vec::new();
     let mut loopback = false;
     for cell in cells {
@@ -843,7 +843,7 @@ fn stream_seed_lines(
             &names,
             &zc_rows,
             winners,
-            zero_copy_copied(&zc_cells),
+            zero_copy_copied(zc_cells.iter().copied()),
         ));
         zc_explained = true;
     }
@@ -1017,7 +1017,7 @@ fn never_best_lines(
             .any(|e| &e.contender == c && e.cell.case.get::<StreamCase>().is_some_and(|s| s.mode.is_zero_copy()));
         if is_zc && !zc_explained {
             let zc: Vec<&CellSummary> = members.iter().filter(|e| &e.contender == c).map(|e| e.cell).collect();
-            if let Some(copied) = zero_copy_copied(&zc) {
+            if let Some(copied) = zero_copy_copied(zc) {
                 line.push_str(&format!(", {}", copied_clause(copied)));
             }
         }

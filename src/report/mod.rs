@@ -21,7 +21,7 @@ pub mod rr_figures;
 pub mod udp_figures;
 pub mod udp_rr_figures;
 
-use crate::case::{CopyMode, Endpoint, StreamCase};
+use crate::case::{CopyMode, StreamCase};
 use crate::measure::memtraffic;
 use crate::observation::names;
 use crate::observation::{Role, WarningKind};
@@ -215,20 +215,7 @@ fn caveat_names(names: &[&str]) -> String {
 
 pub fn typed_caveats(data: &RunData, cells: &[CellSummary], db: &Path) -> Vec<(Option<WarningKind>, String)> {
     let mut out = Vec::new();
-    let mut not_copied = Vec::new();
-    let mut loopback = false;
-    for cell in cells {
-        if let Some(s) = cell.case.get::<StreamCase>() {
-            if s.mode.is_zero_copy() {
-                loopback |= matches!(s.net.endpoint, Endpoint::Loopback { .. });
-                if let Some(m) = cell.metric(names::ZEROCOPY_NOT_COPIED_FRACTION, Role::System) {
-                    not_copied.extend(m.values.iter().copied());
-                }
-            }
-        }
-    }
-    if !not_copied.is_empty() {
-        let copied = 1.0 - not_copied.iter().sum::<f64>() / not_copied.len() as f64;
+    if let Some((copied, loopback)) = findings::zero_copy_copied(cells) {
         if copied > 0.0 {
             let why = if loopback {
                 ": loopback delivery - the kernel copies MSG_ZEROCOPY data it delivers to a local socket, so \

@@ -51,15 +51,12 @@ fn chart(
                 .filter_map(|(c, cell)| provenance.point(cell, (figure, Role::System), x_of(c)? as f64))
                 .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            if !points.is_empty() {
-                series.push(Series {
-                    name: name.into(),
-                    color: OKABE_ITO[color],
-                    points,
-                    panel: panel.clone(),
-                    style,
-                });
-            }
+            series.extend(Series::of_points(
+                name,
+                (OKABE_ITO[color], style),
+                panel.clone(),
+                points,
+            ));
         }
     }
     (series, provenance)

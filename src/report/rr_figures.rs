@@ -98,16 +98,8 @@ fn rate_chart(rr: &[(&RrCase, &CellSummary)]) -> ChartSpec {
                 points.extend(provenance.point(cell, (names::TRANSACTIONS_PER_S, Role::System), c.request_size as f64));
             }
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            if !points.is_empty() {
-                let (color, style) = mode_style(mode);
-                series.push(Series {
-                    name,
-                    color,
-                    points,
-                    panel: if panels.len() > 1 { panel.clone() } else { String::new() },
-                    style,
-                });
-            }
+            let panel = if panels.len() > 1 { panel.clone() } else { String::new() };
+            series.extend(Series::of_points(name, mode_style(mode), panel, points));
         }
     }
     ChartSpec {
@@ -154,16 +146,12 @@ fn cdf_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec
                 });
             }
         }
-        let (color, style) = mode_style(c.mode);
-        if !points.is_empty() {
-            series.push(Series {
-                name: c.path(),
-                color,
-                points,
-                panel: panel_of(c, cdf_panels),
-                style,
-            });
-        }
+        series.extend(Series::of_points(
+            c.path(),
+            mode_style(c.mode),
+            panel_of(c, cdf_panels),
+            points,
+        ));
         let text = |name: &str| super::fmt_num(median(cell, name));
         let mut row = vec![
             c.label(),
@@ -227,16 +215,12 @@ fn spectrum_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> Char
             .chain([(names::LATENCY_MAX_US, max_x)])
             .filter_map(|(name, x)| spectrum_provenance.point(cell, (name, Role::Client), x))
             .collect();
-        if !points.is_empty() {
-            let (color, style) = mode_style(c.mode);
-            spectrum_series.push(Series {
-                name: c.path(),
-                color,
-                points,
-                panel: panel_of(c, cdf_panels),
-                style,
-            });
-        }
+        spectrum_series.extend(Series::of_points(
+            c.path(),
+            mode_style(c.mode),
+            panel_of(c, cdf_panels),
+            points,
+        ));
     }
     ChartSpec {
         stem: "rr_latency_spectrum".into(),

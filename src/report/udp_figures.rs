@@ -32,9 +32,31 @@ pub(super) fn style(mode: UdpSendMode, rx: UdpRecvMode) -> ((u8, u8, u8), usize)
 /// What places a case on a mode-pair chart: its send and receive modes, its panel and its x.
 pub(super) type Place<C> = fn(&C) -> (UdpSendMode, UdpRecvMode, String, f64);
 
+/// A mode-pair chart's words (stem, title, y description, what its caption says y is), the
+/// metric it plots and its y range, if fixed.
+pub(super) type PairChart<'a> = ((&'a str, &'a str, &'a str, &'a str), &'a str, Option<(f64, f64)>);
+
+/// The mode-pair charts of workload `C`'s cells, none without a case: each of `charts` plots
+/// its metric of `role` against the x named `x_desc`. udp-stream's and udp-rr's figures.
+pub(super) fn mode_pair_figures<C: crate::case::Workload>(
+    cells: &[CellSummary],
+    place: Place<C>,
+    (role, x_desc): (Role, &str),
+    charts: &[PairChart],
+) -> Vec<ChartSpec> {
+    let cases = super::cells::cases_of::<C>(cells);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    charts
+        .iter()
+        .map(|&(text, name, y_range)| mode_pair_chart(&cases, place, text, (name, role), x_desc, y_range))
+        .collect()
+}
+
 /// One chart of `name` (of `role`) against the x that `place` gives each case, a line per
-/// send/receive mode pair and a panel per distinct panel text: udp-stream's and udp-rr's charts.
-pub(super) fn mode_pair_chart<C>(
+/// send/receive mode pair and a panel per distinct panel text.
+fn mode_pair_chart<C>(
     cases: &[(&C, &CellSummary)],
     place: Place<C>,
     (stem, title, y_desc, what): (&str, &str, &str, &str),
@@ -62,16 +84,13 @@ pub(super) fn mode_pair_chart<C>(
                 .filter_map(|((_, _, _, x), cell)| provenance.point(cell, (name, role), *x))
                 .collect();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            if !points.is_empty() {
-                let (color, style) = style(mode, rx);
-                series.push(Series {
-                    name: format!("{mode}/{rx}"),
-                    color,
-                    points,
-                    panel: if panels.len() > 1 { (*p).clone() } else { String::new() },
-                    style,
-                });
-            }
+            let panel = if panels.len() > 1 { (*p).clone() } else { String::new() };
+            series.extend(Series::of_points(
+                format!("{mode}/{rx}"),
+                style(mode, rx),
+                panel,
+                points,
+            ));
         }
     }
     ChartSpec {
@@ -88,52 +107,34 @@ pub(super) fn mode_pair_chart<C>(
     }
 }
 
-/// One chart of `name` (role system) against datagram size.
-fn chart(
-    cases: &[(&UdpStreamCase, &CellSummary)],
-    text: (&str, &str, &str, &str),
-    name: &str,
-    y_range: Option<(f64, f64)>,
-) -> ChartSpec {
-    mode_pair_chart(
-        cases,
-        |c| (c.mode, c.rx_mode, panel(c), c.size as f64),
-        text,
-        (name, Role::System),
-        "datagram size (bytes, log scale)",
-        y_range,
-    )
-}
-
 pub fn udp_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let cases = super::cells::cases_of::<UdpStreamCase>(cells);
-    if cases.is_empty() {
-        return Vec::new();
-    }
-    vec![
-        chart(
-            &cases,
+    mode_pair_figures::<UdpStreamCase>(
+        cells,
+        |c| (c.mode, c.rx_mode, panel(c), c.size as f64),
+        (Role::System, "datagram size (bytes, log scale)"),
+        &[
             (
-                "udp_throughput_vs_size",
-                "UDP throughput received vs datagram size",
-                "Gbit/s",
-                "y: system throughput_gbps (payload bytes the server received in its window × 8 / window)",
+                (
+                    "udp_throughput_vs_size",
+                    "UDP throughput received vs datagram size",
+                    "Gbit/s",
+                    "y: system throughput_gbps (payload bytes the server received in its window × 8 / window)",
+                ),
+                names::THROUGHPUT_GBPS,
+                None,
             ),
-            names::THROUGHPUT_GBPS,
-            None,
-        ),
-        chart(
-            &cases,
             (
-                "udp_loss_vs_size",
-                "UDP datagrams lost vs datagram size",
-                "share of datagrams lost",
-                "y: system loss_fraction (datagrams sent in the session that never arrived, after the server's drain / sent)",
+                (
+                    "udp_loss_vs_size",
+                    "UDP datagrams lost vs datagram size",
+                    "share of datagrams lost",
+                    "y: system loss_fraction (datagrams sent in the session that never arrived, after the server's drain / sent)",
+                ),
+                names::LOSS_FRACTION,
+                Some((0.0, 1.0)),
             ),
-            names::LOSS_FRACTION,
-            Some((0.0, 1.0)),
-        ),
-    ]
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::cells::CellSummary;
 use super::charts::ChartSpec;
-use super::udp_figures::mode_pair_chart;
+use super::udp_figures::mode_pair_figures;
 use crate::case::{format_bytes, UdpRrCase};
 use crate::observation::names;
 use crate::observation::Role;
@@ -27,63 +27,44 @@ fn panel(c: &UdpRrCase) -> String {
     text
 }
 
-/// One chart of the client's `name` against request size.
-fn chart(
-    cases: &[(&UdpRrCase, &CellSummary)],
-    text: (&str, &str, &str, &str),
-    name: &str,
-    y_range: Option<(f64, f64)>,
-) -> ChartSpec {
-    mode_pair_chart(
-        cases,
-        |c| (c.mode, c.rx_mode, panel(c), c.request_size as f64),
-        text,
-        (name, Role::Client),
-        "request size (bytes, log scale)",
-        y_range,
-    )
-}
-
 pub fn udp_rr_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
-    let cases = super::cells::cases_of::<UdpRrCase>(cells);
-    if cases.is_empty() {
-        return Vec::new();
-    }
-    vec![
-        chart(
-            &cases,
+    mode_pair_figures::<UdpRrCase>(
+        cells,
+        |c| (c.mode, c.rx_mode, panel(c), c.request_size as f64),
+        (Role::Client, "request size (bytes, log scale)"),
+        &[
             (
-                "udp_rr_p50_vs_size",
-                "UDP request/response p50 latency vs request size",
-                "latency (us)",
-                "y: client latency_p50_us (request sent, open loop: due, to its reply; answered transactions only)",
+                (
+                    "udp_rr_p50_vs_size",
+                    "UDP request/response p50 latency vs request size",
+                    "latency (us)",
+                    "y: client latency_p50_us (request sent, open loop: due, to its reply; answered transactions only)",
+                ),
+                names::LATENCY_P50_US,
+                None,
             ),
-            names::LATENCY_P50_US,
-            None,
-        ),
-        chart(
-            &cases,
             (
-                "udp_rr_p99_vs_size",
-                "UDP request/response p99 latency vs request size",
-                "latency (us)",
-                "y: client latency_p99_us (answered transactions only)",
+                (
+                    "udp_rr_p99_vs_size",
+                    "UDP request/response p99 latency vs request size",
+                    "latency (us)",
+                    "y: client latency_p99_us (answered transactions only)",
+                ),
+                names::LATENCY_P99_US,
+                None,
             ),
-            names::LATENCY_P99_US,
-            None,
-        ),
-        chart(
-            &cases,
             (
-                "udp_rr_lost_vs_size",
-                "UDP transactions lost vs request size",
-                "share of transactions lost",
-                "y: client txn_lost_fraction (requests with no reply within the loss timeout / answered + lost, in the window)",
+                (
+                    "udp_rr_lost_vs_size",
+                    "UDP transactions lost vs request size",
+                    "share of transactions lost",
+                    "y: client txn_lost_fraction (requests with no reply within the loss timeout / answered + lost, in the window)",
+                ),
+                names::TXN_LOST_FRACTION,
+                Some((0.0, 1.0)),
             ),
-            names::TXN_LOST_FRACTION,
-            Some((0.0, 1.0)),
-        ),
-    ]
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -235,6 +235,24 @@ mod tests {
         run_plan(plan, &cells, &mut execute, sinks, stop).unwrap()
     }
 
+    /// A cell that finishes, then one that would sleep 30 s, with a stop requested 100 ms into
+    /// the run: the second cell is the one a stop cuts short.
+    fn run_stopped_in_a_sleep(repetitions: u32, sinks: &mut [&mut dyn Sink]) -> RunEnd {
+        let plan = plan(
+            &[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Sleep { ms: 30_000 }],
+            repetitions,
+            false,
+        );
+        let stop = Stop::fresh();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            stop.request();
+        });
+        let end = run(&plan, stop, sinks, &mut 0);
+        stopper.join().unwrap();
+        end
+    }
+
     #[test]
     fn failures_are_recorded_and_the_run_goes_on() {
         let plan = plan(&[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Fail], 2, true);
@@ -266,20 +284,9 @@ mod tests {
 
     #[test]
     fn a_stop_discards_the_cell_in_flight_and_ends_the_run() {
-        let plan = plan(
-            &[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Sleep { ms: 30_000 }],
-            3,
-            false,
-        );
-        let stop = Stop::fresh();
-        let stopper = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            stop.request();
-        });
         let mut sink = Collect::default();
         let started = Instant::now();
-        let end = run(&plan, stop, &mut [&mut sink], &mut 0);
-        stopper.join().unwrap();
+        let end = run_stopped_in_a_sleep(3, &mut [&mut sink]);
         assert!(started.elapsed().as_secs_f64() < 5.0);
         assert!(end.interrupted);
         assert_eq!(end.recorded, 1, "only the first cell finished");
@@ -394,19 +401,8 @@ mod tests {
 
     #[test]
     fn finish_comes_after_an_interrupted_cell() {
-        let plan = plan(
-            &[FakeBehaviour::Ok { value: 1 }, FakeBehaviour::Sleep { ms: 30_000 }],
-            1,
-            false,
-        );
-        let stop = Stop::fresh();
-        let stopper = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            stop.request();
-        });
         let mut log = Log::default();
-        let end = run(&plan, stop, &mut [&mut log], &mut 0);
-        stopper.join().unwrap();
+        let end = run_stopped_in_a_sleep(1, &mut [&mut log]);
         assert!(end.interrupted && !end.complete());
         assert_eq!(
             log.events,
