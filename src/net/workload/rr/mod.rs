@@ -25,7 +25,7 @@ use crate::net::auth::Credentials;
 use crate::net::control::{ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::connect;
-use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::coordinator::{fds_of, shut_down_all, Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     cpu_per_transaction, per_transaction, refusal_as_observation, Headline, NO_TRANSACTION,
@@ -440,9 +440,7 @@ impl<'a> NetWorkload for RrClient<'a> {
     }
 
     fn wake(&self, data: &Data) {
-        for s in &data.streams {
-            s.shutdown(Shutdown::Both).ok();
-        }
+        shut_down_all(&data.streams);
     }
 
     /// Every client thread is done: a crr server may stop accepting.
@@ -456,7 +454,7 @@ impl<'a> NetWorkload for RrClient<'a> {
     }
 
     fn data_fds(&self, data: &Data) -> Option<Vec<std::os::fd::RawFd>> {
-        (self.case.kind == RrKind::Rr).then(|| data.streams.iter().map(|s| s.as_raw_fd()).collect())
+        fds_of(&data.streams).filter(|_| self.case.kind == RrKind::Rr)
     }
 
     fn observe(
