@@ -18,6 +18,23 @@ pub(super) fn check(rc: isize) -> io::Result<usize> {
     }
 }
 
+/// poll(2) of one descriptor for `events`, up to `timeout_ms`: the events it reported, none
+/// when the time ran out or a signal interrupted the wait (callers wait again in their loop).
+pub(crate) fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut pfd = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: pfd is one valid pollfd, and the count passed is 1.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc >= 0 {
+        return Ok(pfd.revents);
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::Interrupted {
+        Ok(0)
+    } else {
+        Err(err)
+    }
+}
+
 /// send(2) of one contiguous buffer.
 pub fn send(fd: RawFd, buf: &[u8], flags: i32) -> io::Result<usize> {
     // SAFETY: buf is a valid readable slice for its length; fd is the caller's socket.

@@ -169,23 +169,5 @@ pub fn recv_discard(fd: RawFd, len: usize) -> io::Result<usize> {
 
 /// Wait up to `timeout_ms` for `fd` to be readable (data, end of stream or error).
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: pfd is one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    match rc {
-        n if n < 0 => {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(err)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(true),
-    }
+    Ok(super::net::poll_one(fd, libc::POLLIN, timeout_ms)? != 0)
 }

@@ -79,23 +79,5 @@ pub fn read_errqueue(fd: RawFd) -> io::Result<ErrQueueRead> {
 
 /// Wait up to `timeout_ms` for the error queue to become readable (POLLERR).
 pub fn wait_errqueue(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: pfd is one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-    match rc {
-        n if n < 0 => {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(err)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(pfd.revents & libc::POLLERR != 0),
-    }
+    Ok(super::net::poll_one(fd, 0, timeout_ms)? & libc::POLLERR != 0)
 }

@@ -164,8 +164,12 @@ impl RecvCounts {
 pub trait Sender: Send {
     /// Send message number `seq` completely (partial sends are continued).
     fn send(&mut self, fd: RawFd, seq: u64) -> io::Result<()>;
-    /// Wait (up to `timeout`) until the kernel no longer holds any of our buffers.
-    fn drain(&mut self, fd: RawFd, timeout: Duration) -> io::Result<()>;
+    /// Wait (up to `timeout`) until the kernel no longer holds any of our buffers. By default
+    /// nothing to wait for: the copying modes, sendfile and splice have no completion
+    /// notification.
+    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
+        Ok(())
+    }
     fn counts(&self) -> SendCounts;
     /// Overwrite, in place, the source bytes handed to the kernel for message `seq` (the slot,
     /// buffer or file pages its send read from) with message `seq + 1`'s pattern, making no

@@ -6,7 +6,6 @@ use crate::net::message::Message;
 use crate::sys::net::{self as sock, IovecStore};
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
-use std::time::Duration;
 
 /// What happened on one sendmsg call, for callers that track calls (zero-copy).
 pub(super) enum SendEvent {
@@ -84,15 +83,10 @@ impl Sender for OneCopySender {
         )
     }
 
-    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
-        Ok(())
-    }
-
     fn counts(&self) -> SendCounts {
         SendCounts {
             syscalls: self.syscalls,
-            zerocopy: None,
-            uring: None,
+            ..SendCounts::default()
         }
     }
 

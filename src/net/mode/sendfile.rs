@@ -15,7 +15,6 @@ use crate::net::message;
 use crate::sys::splice::{self as sp, SharedFileMap};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Duration;
 
 pub struct SendfileSender {
     /// Declared before `file` so the mapping goes first; either order is sound.
@@ -76,16 +75,10 @@ impl Sender for SendfileSender {
         Ok(())
     }
 
-    /// Nothing to wait for: sendfile has no completion notification.
-    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
-        Ok(())
-    }
-
     fn counts(&self) -> SendCounts {
         SendCounts {
             syscalls: self.syscalls,
-            zerocopy: None,
-            uring: None,
+            ..SendCounts::default()
         }
     }
 

@@ -23,7 +23,6 @@ use crate::sys::net::IovecStore;
 use crate::sys::splice::{self as sp, PagePipe};
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
-use std::time::Duration;
 
 /// Fields start on their own word, as separate heap allocations would (no more: the ring
 /// must stay close to its payload size, it can hold hundreds of thousands of small messages).
@@ -112,16 +111,10 @@ impl Sender for SpliceSender {
         self.pipe.send(fd, list).map_err(|e| peer_error(e.error, e.call))
     }
 
-    /// Nothing to wait for: vmsplice and splice have no completion notification.
-    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
-        Ok(())
-    }
-
     fn counts(&self) -> SendCounts {
         SendCounts {
             syscalls: self.pipe.vmsplice_calls + self.pipe.splice_calls,
-            zerocopy: None,
-            uring: None,
+            ..SendCounts::default()
         }
     }
 
@@ -153,6 +146,7 @@ pub(super) mod tests {
     use crate::net::mode::{Receiver, ScatterReceiver};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
+    use std::time::Duration;
 
     /// Send `messages` messages with `sender` over a loopback connection while a thread
     /// receives and checks them; returns how many arrived intact.

@@ -8,7 +8,6 @@ use crate::sys::aligned::AlignedBuf;
 use crate::sys::net as sock;
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Duration;
 
 pub struct TwoCopySender {
     message: Message,
@@ -50,15 +49,10 @@ impl Sender for TwoCopySender {
         Ok(())
     }
 
-    fn drain(&mut self, _fd: RawFd, _timeout: Duration) -> io::Result<()> {
-        Ok(())
-    }
-
     fn counts(&self) -> SendCounts {
         SendCounts {
             syscalls: self.syscalls,
-            zerocopy: None,
-            uring: None,
+            ..SendCounts::default()
         }
     }
 

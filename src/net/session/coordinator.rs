@@ -22,8 +22,8 @@ use crate::stop::Stop;
 use anyhow::{anyhow, bail, Context};
 use serde::Serialize;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
-use std::os::fd::RawFd;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
@@ -127,6 +127,19 @@ pub(crate) trait NetWorkload: Sync {
     ) -> Observation;
     /// The payload bytes DRAM traffic is counted per.
     fn payload(&self, obs: &Observation, server: &ServerReport) -> Result<f64, String>;
+}
+
+/// `wake` of a workload whose threads block on TCP data connections: every connection shut
+/// down both ways, so a blocked send or receive returns.
+pub(crate) fn shut_down_all(streams: &[TcpStream]) {
+    for s in streams {
+        s.shutdown(Shutdown::Both).ok();
+    }
+}
+
+/// `data_fds` of a workload whose data goes over TCP connections: their descriptors.
+pub(crate) fn fds_of(streams: &[TcpStream]) -> Option<Vec<RawFd>> {
+    Some(streams.iter().map(|s| s.as_raw_fd()).collect())
 }
 
 /// The one list of a client window's system probes: the machine's (`SystemProbes`), the TCP

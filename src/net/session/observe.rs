@@ -1,13 +1,15 @@
 //! What every network workload's observation has alike.
 
 use crate::case::NetParams;
-use crate::measure::counters::CounterSample;
+use crate::measure::counters::{latency_then_counting, CounterSample};
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::alias;
 use crate::net::completions::CompletionCounts;
 use crate::net::control::{ServerReport, ThreadTally};
+use crate::net::session::meter::Metered;
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, ThreadPlacement, Unsupported, WarningKind};
+use crate::stop::Stop;
 
 /// Why the client side's figures are missing when none of its threads measured.
 pub(crate) const NO_CLIENT_WINDOW: &str = "no client thread saw the measured window";
@@ -79,6 +81,20 @@ pub(crate) fn refusal_as_observation(
             None => Err(e),
         },
     }
+}
+
+/// A request/response case (rr, crr, udp-rr) run as `measure::counters::latency_then_counting`
+/// runs it: with counters on, a latency pass with no perf event on any thread, then a counting
+/// pass; `pass` runs the case with the `NetParams` of its pass. A stop skips the counting pass,
+/// and a refusal of what the case needs is `headline` unavailable (`refusal_as_observation`).
+pub(crate) fn latency_then_counting_passes(
+    net: &NetParams,
+    headline: &[Headline],
+    stop: Stop,
+    pass: impl Fn(NetParams) -> anyhow::Result<Observation>,
+) -> anyhow::Result<Observation> {
+    let one = |perf: bool| refusal_as_observation(pass(net.with_perf(perf)), headline);
+    latency_then_counting(net.perf, one, || !stop.requested())
 }
 
 /// The mean length of the windows of the threads that had one; None when no thread had one.
@@ -229,12 +245,11 @@ pub(crate) fn push_client_counters<'a>(
     sample
 }
 
-/// The server's metrics as they must read (`checked`).
 /// A request/response client's side (rr, crr, udp-rr) over its metered threads: counters, CPU
 /// and system calls per transaction, then the server's report.
 pub(crate) fn push_transaction_sides<'a>(
     obs: &mut Observation,
-    metered: impl Iterator<Item = &'a crate::net::session::meter::Metered> + Clone,
+    metered: impl Iterator<Item = &'a Metered> + Clone,
     perf: bool,
     (bytes, transactions): (u64, u64),
     tsc_hz: Option<f64>,
@@ -260,6 +275,127 @@ pub(crate) fn push_transaction_sides<'a>(
     push_server_metrics(obs, server);
 }
 
+/// The first figures of a request/response observation (rr, crr, udp-rr): transactions per
+/// second over the window, then the latency figures of every transaction.
+pub(crate) fn push_transaction_rate(
+    obs: &mut Observation,
+    transactions: u64,
+    latency: &LatencyHistogram,
+    window_s: f64,
+) {
+    obs.push(Metric::from_result(
+        names::TRANSACTIONS_PER_S,
+        Role::System,
+        "txn/s",
+        Source::Tool,
+        if window_s > 0.0 {
+            Ok(transactions as f64 / window_s)
+        } else {
+            Err("the window did not open".to_string())
+        },
+    ));
+    push_latency(obs, latency, &CDF_QUANTILES, NO_TRANSACTION);
+}
+
+/// The window's length and the transactions the client completed inside it.
+pub(crate) fn push_window_transactions(obs: &mut Observation, window_s: f64, transactions: u64) {
+    obs.push(Metric::tool(names::WINDOW_S, Role::System, window_s, "s"));
+    obs.push(Metric::tool(
+        names::TRANSACTIONS,
+        Role::Client,
+        transactions as f64,
+        "txn",
+    ));
+}
+
+/// The end of a request/response observation: a warning when client threads never saw the
+/// window, with `--verify` both ends' counts (`client_verify`: the responses found intact and
+/// found corrupt) and their warning, then where every thread ran (`place`).
+pub(crate) fn finish_transactions<'a>(
+    obs: &mut Observation,
+    clients: impl Iterator<Item = &'a Metered> + Clone,
+    (verified, corrupt): (u64, u64),
+    server: &ServerReport,
+    net: &NetParams,
+) {
+    let idle = clients.clone().filter(|m| m.counters.is_none()).count();
+    if idle > 0 {
+        obs.warn(
+            WarningKind::Starved,
+            format!("{idle} client threads never saw the measured window (starved of CPU?)"),
+        );
+    }
+    if net.verify {
+        push_verify_counts(obs, Role::Client, verified, corrupt);
+        push_verify_counts(obs, Role::Server, server.verified_messages, server.corrupt_messages);
+        let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
+            format!(
+                "{corrupt} responses and {} requests arrived corrupted",
+                server.corrupt_messages
+            )
+        });
+        warn_verify(obs, "rates, latency and CPU", corrupted);
+    }
+    place(obs, clients.map(|m| m.placement.clone()), server, net);
+}
+
+/// What one serving thread of a request/response session (rr, crr, udp-rr) counted.
+pub(crate) struct ServedTransactions<'a> {
+    pub transactions: u64,
+    /// `--verify`: requests found intact and found corrupt.
+    pub verified: u64,
+    pub corrupt: u64,
+    pub metered: &'a Metered,
+}
+
+/// A request/response server's report over its serving threads (`txn_bytes`: a request and
+/// its response): counters, CPU and system calls per transaction and the transactions
+/// served, then `own` (the workload's own figures, then the system probes'), with each
+/// thread's placement and tally and the verify counts.
+pub(crate) fn transaction_report(
+    threads: &[ServedTransactions<'_>],
+    txn_bytes: u64,
+    own: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
+    let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
+    let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
+    let counters = measured_counters(threads.iter().map(|t| &t.metered.counters), NO_SERVER_WINDOW);
+    let mut metrics = counters.metrics(Role::Server, transactions * txn_bytes, transactions, "txn", tsc_hz);
+    metrics.push(cpu_per_transaction(Role::Server, &counters, transactions));
+    metrics.push(per_transaction(
+        names::SYSCALLS_PER_TXN,
+        Role::Server,
+        syscalls,
+        transactions,
+        "syscalls/txn",
+    ));
+    metrics.push(Metric::tool(
+        names::TRANSACTIONS_SERVED,
+        Role::Server,
+        transactions as f64,
+        "txn",
+    ));
+    metrics.extend(own);
+    ServerReport {
+        metrics,
+        placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
+        verified_messages: threads.iter().map(|t| t.verified).sum(),
+        corrupt_messages: threads.iter().map(|t| t.corrupt).sum(),
+        warnings: Vec::new(),
+        threads: threads
+            .iter()
+            .map(|t| ThreadTally {
+                bytes: t.transactions * txn_bytes,
+                messages: t.transactions,
+                window_s: None,
+                syscalls: t.metered.syscalls,
+            })
+            .collect(),
+    }
+}
+
+/// The server's metrics as they must read (`checked`).
 pub(crate) fn push_server_metrics(obs: &mut Observation, server: &ServerReport) {
     obs.metrics.extend(server.metrics.iter().map(checked));
 }

@@ -33,7 +33,7 @@ use crate::measure::window::{thread_counters, Edge, View, Window};
 use crate::net::auth::Credentials;
 use crate::net::completions::CompletionCounts;
 use crate::net::control::ServerReport;
-use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::coordinator::{fds_of, shut_down_all, Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::observe::{refusal_as_observation, Headline};
 use crate::net::session::{handshake, interrupted, Served, StartGate};
 use crate::observation::names;
@@ -45,8 +45,8 @@ use crate::sys::affinity;
 use crate::sys::net as sock;
 use anyhow::{anyhow, bail};
 use serde::Serialize;
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// A peer silent this long (a blocked send or receive) is gone: the thread fails instead of
@@ -522,13 +522,11 @@ impl<'a> NetWorkload for Records<'a> {
     }
 
     fn wake(&self, data: &Vec<TcpStream>) {
-        for s in data {
-            s.shutdown(Shutdown::Both).ok();
-        }
+        shut_down_all(data);
     }
 
     fn data_fds(&self, data: &Vec<TcpStream>) -> Option<Vec<RawFd>> {
-        Some(data.iter().map(|s| s.as_raw_fd()).collect())
+        fds_of(data)
     }
 
     fn observe(

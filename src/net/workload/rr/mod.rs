@@ -19,20 +19,19 @@ pub use server::SERVED;
 #[cfg(test)]
 use crate::case::Case;
 use crate::case::{CopyMode, NetParams, RrCase, RrKind, RxMode};
-use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::auth::Credentials;
 use crate::net::control::{ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::connect;
-use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::coordinator::{fds_of, shut_down_all, Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
-    cpu_per_transaction, per_transaction, refusal_as_observation, Headline, NO_TRANSACTION,
+    finish_transactions, latency_then_counting_passes, push_quantiles, push_transaction_rate, push_transaction_sides,
+    push_window_transactions, Headline, NO_TRANSACTION,
 };
-use crate::net::session::observe::{place, push_latency, push_quantiles, push_transaction_sides, warn_verify};
 use crate::observation::names;
-use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
+use crate::observation::{Metric, Observation, Role, Unsupported, WarningKind};
 use crate::stop::Stop;
 use anyhow::anyhow;
 use client::{ClientOutcome, OpenShared};
@@ -76,8 +75,6 @@ pub const MAX_MESSAGE: u64 = 16 << 20;
 /// the socket buffers), so it always gets back to reading responses and the two ends cannot
 /// both wait for the other to read.
 pub const MAX_INFLIGHT_BYTES: u64 = 64 << 10;
-
-const NO_SERVER_WINDOW: &str = crate::net::session::observe::NO_SERVER_WINDOW;
 
 /// The sender of one direction (requests: the client's; responses: the server's); a mode the
 /// kernel refuses is `Unsupported`. The uring modes hand every message to the kernel at once:
@@ -247,11 +244,11 @@ pub fn check_memory(case: &RrCase, role: Role, headroom: Option<u64>) -> Result<
 /// the ones the latency pass could not have. The counting pass's own p50 is reported as
 /// `latency_p50_counted_us`: the cost of counting, stated (docs/methodology.md).
 pub fn run(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| {
-        let net = case.net.with_perf(perf);
-        run_pass(&RrCase { net, ..case.clone() }, stop, credentials)
-    };
-    latency_then_counting(case.net.perf, pass, || !stop.requested())
+    latency_then_counting_passes(&case.net, &HEADLINE, stop, |net| {
+        let case = RrCase { net, ..case.clone() };
+        check_case(&case).map_err(|e| anyhow!(e))?;
+        Coordinator::new(&RrClient { case: &case }, stop, credentials).run()
+    })
 }
 
 /// The figures an rr/crr case the kernel cannot run says are unavailable.
@@ -260,18 +257,6 @@ const HEADLINE: [Headline; 3] = [
     (names::LATENCY_P50_US, Role::Client, "us"),
     (names::LATENCY_P99_US, Role::Client, "us"),
 ];
-
-/// One pass of the case.
-fn run_pass(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    // The kernel refuses what the case needs (a send or receive mode): a result, not a
-    // failure, whose figures say why they are missing.
-    refusal_as_observation(run_measured(case, stop, credentials), &HEADLINE)
-}
-
-fn run_measured(case: &RrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    check_case(case).map_err(|e| anyhow!(e))?;
-    Coordinator::new(&RrClient { case }, stop, credentials).run()
-}
 
 /// rr and crr as the session coordinator runs them.
 struct RrClient<'a> {
@@ -440,9 +425,7 @@ impl<'a> NetWorkload for RrClient<'a> {
     }
 
     fn wake(&self, data: &Data) {
-        for s in &data.streams {
-            s.shutdown(Shutdown::Both).ok();
-        }
+        shut_down_all(&data.streams);
     }
 
     /// Every client thread is done: a crr server may stop accepting.
@@ -456,7 +439,7 @@ impl<'a> NetWorkload for RrClient<'a> {
     }
 
     fn data_fds(&self, data: &Data) -> Option<Vec<std::os::fd::RawFd>> {
-        (self.case.kind == RrKind::Rr).then(|| data.streams.iter().map(|s| s.as_raw_fd()).collect())
+        fds_of(&data.streams).filter(|_| self.case.kind == RrKind::Rr)
     }
 
     fn observe(
@@ -543,23 +526,7 @@ fn build_observation(
         exchange.merge(&c.exchange);
         close.merge(&c.close);
     }
-    obs.push(Metric::from_result(
-        names::TRANSACTIONS_PER_S,
-        Role::System,
-        "txn/s",
-        Source::Tool,
-        if window_s > 0.0 {
-            Ok(transactions as f64 / window_s)
-        } else {
-            Err("the window did not open".to_string())
-        },
-    ));
-    push_latency(
-        &mut obs,
-        &latency,
-        &crate::net::session::observe::CDF_QUANTILES,
-        NO_TRANSACTION,
-    );
+    push_transaction_rate(&mut obs, transactions, &latency, window_s);
     if case.kind == RrKind::Crr {
         percentiles(
             &mut obs,
@@ -573,13 +540,7 @@ fn build_observation(
         );
         percentiles(&mut obs, &close, &[(names::CLOSE_P50_US, 0.5), ("close_p99_us", 0.99)]);
     }
-    obs.push(Metric::tool(names::WINDOW_S, Role::System, window_s, "s"));
-    obs.push(Metric::tool(
-        names::TRANSACTIONS,
-        Role::Client,
-        transactions as f64,
-        "txn",
-    ));
+    push_window_transactions(&mut obs, window_s, transactions);
 
     // The client's CPU and counters over the threads that measured.
     let bytes = transactions * (case.request_size + case.response_size);
@@ -595,45 +556,11 @@ fn build_observation(
     if let Some(rate) = case.rate {
         push_open_loop(&mut obs, clients, rate);
     }
-    let idle = clients.iter().filter(|c| c.metered.counters.is_none()).count();
-    if idle > 0 {
-        obs.warn(
-            WarningKind::Starved,
-            format!("{idle} client threads never saw the measured window (starved of CPU?)"),
-        );
-    }
-    if case.net.verify {
-        let verified: u64 = clients
-            .iter()
-            .filter_map(|c| c.recv_counts.as_ref())
-            .map(|r| r.verified_messages)
-            .sum();
-        let corrupt: u64 = clients
-            .iter()
-            .filter_map(|c| c.recv_counts.as_ref())
-            .map(|r| r.corrupt_messages)
-            .sum();
-        crate::net::session::observe::push_verify_counts(&mut obs, Role::Client, verified, corrupt);
-        crate::net::session::observe::push_verify_counts(
-            &mut obs,
-            Role::Server,
-            server.verified_messages,
-            server.corrupt_messages,
-        );
-        let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
-            format!(
-                "{} responses and {} requests arrived corrupted",
-                corrupt, server.corrupt_messages
-            )
-        });
-        warn_verify(&mut obs, "rates, latency and CPU", corrupted);
-    }
-    place(
-        &mut obs,
-        clients.iter().map(|c| c.metered.placement.clone()),
-        server,
-        &case.net,
-    );
+    let recv_counts = clients.iter().filter_map(|c| c.recv_counts.as_ref());
+    let verified = recv_counts.clone().map(|r| r.verified_messages).sum();
+    let corrupt = recv_counts.map(|r| r.corrupt_messages).sum();
+    let metered = clients.iter().map(|c| &c.metered);
+    finish_transactions(&mut obs, metered, (verified, corrupt), server, &case.net);
     obs
 }
 

@@ -6,13 +6,13 @@
 
 use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
-use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::meter::{Meter, Metered};
+use crate::net::session::observe::{transaction_report, ServedTransactions};
 use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload, Until};
 use crate::net::session::DATA_IDLE_TIMEOUT;
 use crate::net::session::{accept_from, open_data_port, Served, Session};
-use crate::observation::names;
 use crate::observation::{Metric, Role};
 use anyhow::anyhow;
 use std::io;
@@ -166,45 +166,16 @@ fn server_report(
     system_metrics: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
-    let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
-    let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
-    let bytes = transactions * (case.request_size + case.response_size);
-    let counters = crate::net::session::observe::measured_counters(
-        threads.iter().map(|t| &t.metered.counters),
-        super::NO_SERVER_WINDOW,
-    );
-    let mut metrics = counters.metrics(Role::Server, bytes, transactions, "txn", tsc_hz);
-    metrics.push(super::cpu_per_transaction(Role::Server, &counters, transactions));
-    metrics.push(super::per_transaction(
-        names::SYSCALLS_PER_TXN,
-        Role::Server,
-        syscalls,
-        transactions,
-        "syscalls/txn",
-    ));
-    metrics.push(Metric::tool(
-        names::TRANSACTIONS_SERVED,
-        Role::Server,
-        transactions as f64,
-        "txn",
-    ));
-    metrics.extend(system_metrics);
-    ServerReport {
-        metrics,
-        placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
-        verified_messages: threads.iter().map(|t| t.recv_counts.verified_messages).sum(),
-        corrupt_messages: threads.iter().map(|t| t.recv_counts.corrupt_messages).sum(),
-        warnings: Vec::new(),
-        threads: threads
-            .iter()
-            .map(|t| ThreadTally {
-                bytes: t.transactions * (case.request_size + case.response_size),
-                messages: t.transactions,
-                window_s: None,
-                syscalls: t.metered.syscalls,
-            })
-            .collect(),
-    }
+    let served: Vec<_> = threads
+        .iter()
+        .map(|t| ServedTransactions {
+            transactions: t.transactions,
+            verified: t.recv_counts.verified_messages,
+            corrupt: t.recv_counts.corrupt_messages,
+            metered: &t.metered,
+        })
+        .collect();
+    transaction_report(&served, case.request_size + case.response_size, system_metrics, tsc_hz)
 }
 
 /// rr: answer every request on one connection until the client closes it.

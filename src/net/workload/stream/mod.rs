@@ -16,7 +16,7 @@ use crate::net::auth::Credentials;
 use crate::net::control::{encode_data_header, ServerReport, ThreadTally, PROTOCOL_VERSION};
 use crate::net::mode::{self, ZeroCopyCounts};
 use crate::net::session::connect::connect_with_mss;
-use crate::net::session::coordinator::{self as session, Accepted, Coordinator, NetWorkload};
+use crate::net::session::coordinator::{self as session, fds_of, shut_down_all, Accepted, Coordinator, NetWorkload};
 use crate::net::session::interrupted;
 use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
 use crate::net::session::observe::{
@@ -305,14 +305,12 @@ impl NetWorkload for StreamClient<'_> {
     }
 
     fn wake(&self, data: &Vec<TcpStream>) {
-        for s in data {
-            s.shutdown(Shutdown::Both).ok();
-        }
+        shut_down_all(data);
     }
 
     /// The senders' view of each connection as the window closed.
     fn data_fds(&self, data: &Vec<TcpStream>) -> Option<Vec<RawFd>> {
-        Some(data.iter().map(|s| s.as_raw_fd()).collect())
+        fds_of(data)
     }
 
     fn observe(

@@ -23,7 +23,6 @@ mod server;
 pub use server::SERVED;
 
 use crate::case::{NetParams, UdpRecvMode, UdpRrCase, UdpSendMode};
-use crate::measure::counters::latency_then_counting;
 use crate::measure::histogram::LatencyHistogram;
 use crate::net::auth::Credentials;
 use crate::net::control::ServerReport;
@@ -31,9 +30,9 @@ use crate::net::dgram::session::{self as udp, UdpHello};
 use crate::net::dgram::{self, DgramReceiver, DgramSender};
 use crate::net::session::coordinator::{Accepted, Coordinator, Handles, NetWorkload, Shared};
 use crate::net::session::meter::Ctx;
-use crate::net::session::observe::{cpu_per_transaction, per_transaction, NO_TRANSACTION};
 use crate::net::session::observe::{
-    place, push_latency, push_transaction_sides, refusal_as_observation, warn_verify, Headline,
+    finish_transactions, latency_then_counting_passes, push_transaction_rate, push_transaction_sides,
+    push_window_transactions, Headline,
 };
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Source, Unsupported, WarningKind};
@@ -210,11 +209,14 @@ fn gone(err: &io::Error) -> bool {
 /// on, twice as `net rr` does: a latency pass without perf events, then a counting pass
 /// (measure::counters::latency_then_counting).
 pub fn run(case: &UdpRrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    let pass = |perf: bool| {
-        let net = case.net.with_perf(perf);
-        run_pass(&UdpRrCase { net, ..case.clone() }, stop, credentials)
-    };
-    latency_then_counting(case.net.perf, pass, || !stop.requested())
+    latency_then_counting_passes(&case.net, &HEADLINE, stop, |net| {
+        let case = UdpRrCase { net, ..case.clone() };
+        check_case(&case).map_err(|e| anyhow!(e))?;
+        match mode_refusal(&case) {
+            Some(refusal) => Err(anyhow::Error::new(refusal)),
+            None => Coordinator::new(&UdpRrClient::new(&case), stop, credentials).run(),
+        }
+    })
 }
 
 /// The figures a udp-rr case the kernel cannot run says are unavailable.
@@ -225,19 +227,10 @@ const HEADLINE: [Headline; 4] = [
     (names::TXN_LOST, Role::Client, "txn"),
 ];
 
-/// The observation of a case that cannot run here (what `run_pass` makes of a refusal).
+/// The observation of a case that cannot run here (what `run` makes of a refusal).
 #[cfg(test)]
 fn unavailable_observation(refusal: &Unsupported) -> Observation {
     crate::net::session::observe::unavailable_observation(refusal, &HEADLINE)
-}
-
-fn run_pass(case: &UdpRrCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    check_case(case).map_err(|e| anyhow!(e))?;
-    let result = match mode_refusal(case) {
-        Some(refusal) => Err(anyhow::Error::new(refusal)),
-        None => Coordinator::new(&UdpRrClient::new(case), stop, credentials).run(),
-    };
-    refusal_as_observation(result, &HEADLINE)
 }
 
 /// udp-rr as the session coordinator runs it.
@@ -430,25 +423,8 @@ fn build_observation(
     for c in clients {
         latency.merge(&c.latency);
     }
-    obs.push(Metric::from_result(
-        names::TRANSACTIONS_PER_S,
-        Role::System,
-        "txn/s",
-        Source::Tool,
-        if window_s > 0.0 {
-            Ok(transactions as f64 / window_s)
-        } else {
-            Err("the window did not open".to_string())
-        },
-    ));
-    push_latency(&mut obs, &latency, &CDF_QUANTILES, NO_TRANSACTION);
-    obs.push(Metric::tool(names::WINDOW_S, Role::System, window_s, "s"));
-    obs.push(Metric::tool(
-        names::TRANSACTIONS,
-        Role::Client,
-        transactions as f64,
-        "txn",
-    ));
+    push_transaction_rate(&mut obs, transactions, &latency, window_s);
+    push_window_transactions(&mut obs, window_s, transactions);
     obs.push(Metric::tool(
         names::REQUESTS_SENT,
         Role::Client,
@@ -512,46 +488,15 @@ fn build_observation(
         tsc_hz,
         server,
     );
-    let idle = clients.iter().filter(|c| c.metered.counters.is_none()).count();
-    if idle > 0 {
-        obs.warn(
-            WarningKind::Starved,
-            format!("{idle} client threads never saw the measured window (starved of CPU?)"),
-        );
-    }
-    push_verify(&mut obs, case, clients, server);
-    place(
+    let metered = clients.iter().map(|c| &c.metered);
+    finish_transactions(
         &mut obs,
-        clients.iter().map(|c| c.metered.placement.clone()),
+        metered,
+        (sum(|c| c.verified), sum(|c| c.corrupt)),
         server,
         &case.net,
     );
     obs
-}
-
-/// With `--verify`: both ends' verified and corrupt counts, and a warning when any arrived
-/// corrupted.
-fn push_verify(obs: &mut Observation, case: &UdpRrCase, clients: &[ClientOutcome], server: &ServerReport) {
-    if !case.net.verify {
-        return;
-    }
-    let sum = |f: fn(&ClientOutcome) -> u64| clients.iter().map(f).sum::<u64>();
-    let verified = sum(|c| c.verified);
-    let corrupt = sum(|c| c.corrupt);
-    crate::net::session::observe::push_verify_counts(obs, Role::Client, verified, corrupt);
-    crate::net::session::observe::push_verify_counts(
-        obs,
-        Role::Server,
-        server.verified_messages,
-        server.corrupt_messages,
-    );
-    let corrupted = (corrupt + server.corrupt_messages > 0).then(|| {
-        format!(
-            "{corrupt} responses and {} requests arrived corrupted",
-            server.corrupt_messages
-        )
-    });
-    warn_verify(obs, "rates, latency and CPU", corrupted);
 }
 
 /// The datagrams the kernel has dropped at a socket so far: SO_MEMINFO's count (no datagram

@@ -8,10 +8,11 @@
 
 use super::{data_receiver, data_sender, gone, rcvbuf_metric, set_timeouts, socket_drops};
 use crate::case::UdpRrCase;
-use crate::net::control::{ControlChannel, ServerReport, ThreadTally};
+use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::dgram::session::{open_udp_port, UdpHello};
 use crate::net::dgram::{DgramReceiver, DgramSender, SeqTracker};
 use crate::net::session::meter::{Meter, Metered};
+use crate::net::session::observe::{transaction_report, ServedTransactions};
 use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{Served, Session};
 use crate::observation::names;
@@ -248,59 +249,23 @@ fn server_report(
     system_metrics: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
-    let transactions: u64 = threads.iter().map(|t| t.transactions).sum();
-    let syscalls: u64 = threads.iter().map(|t| t.metered.syscalls).sum();
-    let bytes = transactions * (case.request_size + case.response_size);
-    let counters = crate::net::session::observe::measured_counters(
-        threads.iter().map(|t| &t.metered.counters),
-        crate::net::session::observe::NO_SERVER_WINDOW,
-    );
-    let mut metrics = counters.metrics(Role::Server, bytes, transactions, "txn", tsc_hz);
-    metrics.push(super::cpu_per_transaction(Role::Server, &counters, transactions));
-    metrics.push(super::per_transaction(
-        names::SYSCALLS_PER_TXN,
-        Role::Server,
-        syscalls,
-        transactions,
-        "syscalls/txn",
-    ));
-    metrics.push(Metric::tool(
-        names::TRANSACTIONS_SERVED,
-        Role::Server,
-        transactions as f64,
-        "txn",
-    ));
     let drops = threads.iter().map(|t| t.rxq_drops).collect::<Option<Vec<u64>>>();
-    metrics.push(socket_drops(Role::Server, drops.map(|d| d.iter().sum())));
     let short = threads.iter().map(|t| t.short).sum::<u64>();
-    metrics.push(Metric::tool(
-        names::DATAGRAMS_SHORT,
-        Role::Server,
-        short as f64,
-        "datagrams",
-    ));
     let forged = threads.iter().map(|t| t.forged).sum::<u64>();
-    metrics.push(Metric::tool(
-        names::DATAGRAMS_FORGED,
-        Role::Server,
-        forged as f64,
-        "datagrams",
-    ));
-    metrics.extend(system_metrics);
-    ServerReport {
-        metrics,
-        placement: threads.iter().map(|t| t.metered.placement.clone()).collect(),
-        verified_messages: threads.iter().map(|t| t.verified).sum(),
-        corrupt_messages: threads.iter().map(|t| t.corrupt).sum(),
-        warnings: Vec::new(),
-        threads: threads
-            .iter()
-            .map(|t| ThreadTally {
-                bytes: t.transactions * (case.request_size + case.response_size),
-                messages: t.transactions,
-                window_s: None,
-                syscalls: t.metered.syscalls,
-            })
-            .collect(),
-    }
+    let mut own = vec![
+        socket_drops(Role::Server, drops.map(|d| d.iter().sum())),
+        Metric::tool(names::DATAGRAMS_SHORT, Role::Server, short as f64, "datagrams"),
+        Metric::tool(names::DATAGRAMS_FORGED, Role::Server, forged as f64, "datagrams"),
+    ];
+    own.extend(system_metrics);
+    let served: Vec<_> = threads
+        .iter()
+        .map(|t| ServedTransactions {
+            transactions: t.transactions,
+            verified: t.verified,
+            corrupt: t.corrupt,
+            metered: &t.metered,
+        })
+        .collect();
+    transaction_report(&served, case.request_size + case.response_size, own, tsc_hz)
 }

@@ -364,12 +364,8 @@ fn build_observation(
     push_send_costs(&mut obs, case, clients, datagrams, window_s, tsc_hz);
     push_zerocopy(&mut obs, clients);
     push_received(&mut obs, case, server);
-    place(
-        &mut obs,
-        clients.iter().map(|c| c.metered.placement.clone()),
-        server,
-        &case.net,
-    );
+    let placement = clients.iter().map(|c| c.metered.placement.clone());
+    place(&mut obs, placement, server, &case.net);
     obs
 }
 
