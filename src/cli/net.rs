@@ -118,6 +118,72 @@ pub struct StreamArgs {
     pub run: RunFlags,
 }
 
+/// The shape of a request/response transaction — `--request-size`, `--response-size`,
+/// `--inflight`, `--threads`, `--rate` — declared once for `net rr`, `net crr` and `net
+/// udp-rr` (and the fleet's rr and crr), so their names, forms and limits cannot drift; each
+/// workload's own limits (a datagram's size, crr's one transaction) are checked with its cases.
+#[derive(Args, Debug)]
+pub struct TransactionFlags {
+    /// Request sizes (client to server): 64, 1K, lists 64,1K and ranges 64..4K (both ends and
+    /// every power of two between), crossed with --response-size. udp-rr: a datagram, its
+    /// 16-byte header included, 16 to 65507 bytes.
+    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
+    pub request_size: values::SizeList,
+    /// Response sizes (server to client), the same forms as --request-size.
+    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
+    pub response_size: values::SizeList,
+    /// Transactions in flight per connection (udp-rr: per socket, 1 to 64), closed loop: 1
+    /// is ping-pong (send, wait for the answer, send again); N sends N requests first and then
+    /// one per response (udp-rr: or loss). Lists and ranges as --threads. Not crr.
+    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
+    pub inflight: values::CountList,
+    /// Connections (udp-rr: client sockets), each with its own client thread and server
+    /// thread (crr: each client thread connects again for every transaction): 1,2,4 or a
+    /// range 1..8.
+    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
+    pub threads: values::CountList,
+    /// Open loop: this many transactions per second in total, spread evenly over the
+    /// connections, whatever the responses do; latency counts from when each request was
+    /// due, so a server that falls behind shows it (coordinated omission; udp-rr sheds, and
+    /// counts, a request due while --inflight are outstanding). Without it, closed loop. Not
+    /// crr.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub rate: Option<u64>,
+}
+
+/// One point of the transaction grid: a request size, a response size, the transactions in
+/// flight and the threads.
+#[derive(Debug, Clone, Copy)]
+pub struct TransactionShape {
+    pub request_size: u64,
+    pub response_size: u64,
+    pub inflight: usize,
+    pub threads: usize,
+}
+
+impl TransactionFlags {
+    /// Every request size × response size × in flight × threads, in that nesting order (the
+    /// order the cases are planned and labelled in).
+    pub fn shapes(&self) -> Vec<TransactionShape> {
+        let mut shapes = Vec::new();
+        for &request_size in &self.request_size {
+            for &response_size in &self.response_size {
+                for &inflight in &self.inflight {
+                    for &threads in &self.threads {
+                        shapes.push(TransactionShape {
+                            request_size,
+                            response_size,
+                            inflight,
+                            threads,
+                        });
+                    }
+                }
+            }
+        }
+        shapes
+    }
+}
+
 /// Where the two ends live: `--port`, `--connect`, `--topology` and `--psk-file`, declared once
 /// for every network command (net stream, net rr, net crr, net records and their sweeps) and
 /// read by [`endpoint_of`], so their names, help and rules cannot drift. `C` is `--connect`

@@ -34,28 +34,8 @@ pub struct RrArgs {
     /// Default: copy for two-copy, scatter for the other modes.
     #[arg(long, value_delimiter = ',', value_name = "RX_MODES")]
     pub rx_mode: Option<Vec<crate::case::RxMode>>,
-    /// Request sizes (client to server): 64, 1K, lists 64,1K and ranges 64..4K (both ends and
-    /// every power of two between). A sweep crosses them with --response-size.
-    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
-    pub request_size: values::SizeList,
-    /// Response sizes (server to client), the same forms as --request-size.
-    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
-    pub response_size: values::SizeList,
-    /// Transactions in flight per connection, closed loop: 1 is ping-pong (send, wait for the
-    /// answer, send again); N sends N requests first and then one per response. Lists and
-    /// ranges as --threads. rr only.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
-    pub inflight: values::CountList,
-    /// Connections, each with its own client thread and server thread (crr: each client
-    /// thread connects again for every transaction): 1,2,4 or a range 1..8.
-    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
-    pub threads: values::CountList,
-    /// Open loop: this many transactions per second in total, spread evenly over the
-    /// connections, whatever the responses do; latency counts from when each request was
-    /// due, so a server that falls behind shows it (coordinated omission). Without it, closed
-    /// loop. rr only.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub rate: Option<u64>,
+    #[command(flatten)]
+    pub txn: super::net::TransactionFlags,
     /// Separately heap-allocated fields per message (1 to 1024); every size must be at least
     /// this many bytes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -96,8 +76,8 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     };
     let fields = u64::from(args.fields);
     for (flag, sizes) in [
-        ("--request-size", &args.request_size),
-        ("--response-size", &args.response_size),
+        ("--request-size", &args.txn.request_size),
+        ("--response-size", &args.txn.response_size),
     ] {
         if let Some(big) = sizes.iter().find(|s| **s > rr::MAX_MESSAGE) {
             return Err(usage(format!(
@@ -115,12 +95,12 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
     super::net::check_rx_modes(rx_modes, args.verify)?;
     if kind == RrKind::Crr {
-        if args.inflight.iter().any(|n| *n != 1) {
+        if args.txn.inflight.iter().any(|n| *n != 1) {
             return Err(usage(
                 "--inflight is for net rr: crr carries one transaction per connection",
             ));
         }
-        if args.rate.is_some() {
+        if args.txn.rate.is_some() {
             return Err(usage(
                 "--rate is for net rr: crr is closed loop (each thread connects, asks, hears and closes in turn)",
             ));
@@ -129,26 +109,20 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     let mut cases = Vec::new();
     for &mode in &modes {
         for rx_mode in super::net::rx_modes_for(mode, rx_modes) {
-            for &request_size in &args.request_size {
-                for &response_size in &args.response_size {
-                    for &inflight in &args.inflight {
-                        for &threads in &args.threads {
-                            cases.push(RrCase {
-                                kind,
-                                mode,
-                                rx_mode,
-                                request_size,
-                                response_size,
-                                fields: args.fields as usize,
-                                inflight,
-                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
-                                rate: args.rate,
-                                align: args.align.align,
-                                rx_wake: args.rx_wake.or(crate::case::RxWake::Data),
-                            });
-                        }
-                    }
-                }
+            for shape in args.txn.shapes() {
+                cases.push(RrCase {
+                    kind,
+                    mode,
+                    rx_mode,
+                    request_size: shape.request_size,
+                    response_size: shape.response_size,
+                    fields: args.fields as usize,
+                    inflight: shape.inflight,
+                    net: args.window.net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
+                    rate: args.txn.rate,
+                    align: args.align.align,
+                    rx_wake: args.rx_wake.or(crate::case::RxWake::Data),
+                });
             }
         }
     }

@@ -28,25 +28,8 @@ pub struct UdpRrArgs {
     /// segment size). Every --mode runs with every one of them. Default: recv.
     #[arg(long, default_value = "recv", value_delimiter = ',', value_name = "RX_MODES")]
     pub rx_mode: Vec<UdpRecvMode>,
-    /// Request datagram sizes (client to server), the 16-byte header included: 16 to 65507
-    /// bytes; lists 64,1K and ranges 64..4K.
-    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
-    pub request_size: values::SizeList,
-    /// Response datagram sizes (server to client), the same forms as --request-size.
-    #[arg(long, default_value = "64", value_parser = values::parse_size_list)]
-    pub response_size: values::SizeList,
-    /// Requests in flight per thread (1 to 64): 1 is ping-pong; N sends N requests and a new
-    /// one for every reply or loss. Lists and ranges as --threads.
-    #[arg(long, default_value = "1", value_parser = values::parse_count_list)]
-    pub inflight: values::CountList,
-    /// Client sockets, each with its own client thread and server socket and thread.
-    #[arg(long, default_value = "1", value_parser = values::parse_counts_up_to::<{ crate::net::session::MAX_THREADS }>)]
-    pub threads: values::CountList,
-    /// Open loop: this many transactions per second in total, spread over the threads;
-    /// latency counts from when each request was due. A request due while --inflight are
-    /// outstanding is shed (counted). Without it, closed loop.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub rate: Option<u64>,
+    #[command(flatten)]
+    pub txn: super::net::TransactionFlags,
     /// A request whose reply has not come within this time is lost: counted, and a new
     /// request takes its place (1ms to 10s).
     #[arg(long, default_value = "200ms", value_parser = values::parse_duration)]
@@ -89,24 +72,18 @@ pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
     let mut cases = Vec::new();
     for mode in values::distinct(&args.mode) {
         for &rx_mode in &values::distinct(&args.rx_mode) {
-            for &request_size in &args.request_size {
-                for &response_size in &args.response_size {
-                    for &inflight in &args.inflight {
-                        for &threads in &args.threads {
-                            cases.push(UdpRrCase {
-                                mode,
-                                rx_mode,
-                                request_size,
-                                response_size,
-                                inflight,
-                                rate: args.rate,
-                                loss_timeout_ms,
-                                rcvbuf: args.rcvbuf,
-                                net: args.window.net_params(threads, args.verify, &endpoint, !args.no_perf),
-                            });
-                        }
-                    }
-                }
+            for shape in args.txn.shapes() {
+                cases.push(UdpRrCase {
+                    mode,
+                    rx_mode,
+                    request_size: shape.request_size,
+                    response_size: shape.response_size,
+                    inflight: shape.inflight,
+                    rate: args.txn.rate,
+                    loss_timeout_ms,
+                    rcvbuf: args.rcvbuf,
+                    net: args.window.net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
+                });
             }
         }
     }
