@@ -118,7 +118,9 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
                     response_size: shape.response_size,
                     fields: args.fields as usize,
                     inflight: shape.inflight,
-                    net: args.window.net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
+                    net: args
+                        .window
+                        .net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
                     rate: args.txn.rate,
                     align: args.align.align,
                     rx_wake: args.rx_wake.or(crate::case::RxWake::Data),

@@ -82,7 +82,9 @@ pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
                     rate: args.txn.rate,
                     loss_timeout_ms,
                     rcvbuf: args.rcvbuf,
-                    net: args.window.net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
+                    net: args
+                        .window
+                        .net_params(shape.threads, args.verify, &endpoint, !args.no_perf),
                 });
             }
         }

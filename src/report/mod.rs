@@ -812,7 +812,9 @@ mod tests {
         let (merged, rest) = merge_caveats(caveats, &groups);
         assert_eq!(merged.len(), 2, "{merged:?}");
         assert!(
-            merged[0].1.starts_with("No hardware counters (3 cases): cycles are estimates. Not measured here"),
+            merged[0]
+                .1
+                .starts_with("No hardware counters (3 cases): cycles are estimates. Not measured here"),
             "{merged:?}"
         );
         assert!(merged[0].1.contains("What to do:"), "{merged:?}");
