@@ -1,5 +1,5 @@
 //! What a served session does with its data connections on the server side: a data port of
-//! the session's own (records, rr/crr) and accepting the client's connections on it, the
+//! the session's own (records, rr/crr) and accepting the client's connections on it (`accept_data`), the
 //! byte budget of `net serve --max-session-bytes`, and the session's last word (the report or
 //! the failure).
 
@@ -37,6 +37,25 @@ pub(crate) fn open_data_port(control: &mut ControlChannel) -> anyhow::Result<(Tc
         port: Some(listener.local_addr()?.port()),
     })?;
     Ok((listener, peer))
+}
+
+/// A session's data connections as the TCP workloads with a port of their own take them: the
+/// port said in `ready`, `count` connections from the client's address within `setup`, each
+/// without Nagle's delay and with [`DATA_IDLE_TIMEOUT`] on reads and writes.
+pub(crate) fn accept_data(
+    control: &mut ControlChannel,
+    count: usize,
+    setup: Duration,
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<Vec<TcpStream>> {
+    let (listener, peer) = open_data_port(control)?;
+    let data = accept_from(&listener, count, peer, setup, stopped)?;
+    for stream in &data {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
+        stream.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
+    }
+    Ok(data)
 }
 
 /// `count` data connections to `listener` from `peer` (any other address is turned away),

@@ -21,7 +21,7 @@ pub use data::DATA_IDLE_TIMEOUT;
 /// but `net records` (its own `MAX_THREADS`): the `--threads` parser's bound and every
 /// workload's check of a stored or received case, so all say one range.
 pub const MAX_THREADS: usize = 1024;
-pub(crate) use data::{accept_from, open_data_port};
+pub(crate) use data::{accept_data, accept_from, open_data_port};
 pub(crate) use gate::StartGate;
 pub use handshake::{Ready, Refusal, RefusalKind, ServerProof, ServerRefused, Unproven};
 pub use served::{Hello, Served};

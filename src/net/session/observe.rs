@@ -339,6 +339,38 @@ pub(crate) fn finish_transactions<'a>(
     place(obs, clients.map(|m| m.placement.clone()), server, net);
 }
 
+/// What one serving thread of a byte stream (stream, a sink) counted in its window.
+pub(crate) struct ServedBytes<'a> {
+    pub tally: &'a ThreadTally,
+    pub counters: &'a Option<CounterSample>,
+    pub placement: &'a ThreadPlacement,
+}
+
+/// A byte stream's server report over its serving threads: counters, CPU and system calls per
+/// `unit` (a message, a read), then `own` (the system probes'), then the bytes received, with
+/// each thread's placement and tally; the workload adds what is its own.
+pub(crate) fn received_report(
+    threads: &[ServedBytes<'_>],
+    unit: &str,
+    own: Vec<Metric>,
+    tsc_hz: Option<f64>,
+) -> ServerReport {
+    let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
+    let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
+    // Only the threads that saw the window have counters; none at all is a result (every
+    // counter unavailable, with the reason), not an error.
+    let counters = measured_counters(threads.iter().map(|t| t.counters), NO_SERVER_WINDOW);
+    let mut metrics = counters.metrics(Role::Server, bytes, messages, unit, tsc_hz);
+    metrics.extend(own);
+    metrics.push(Metric::tool(names::BYTES_RECEIVED, Role::Server, bytes as f64, "B"));
+    ServerReport {
+        metrics,
+        placement: threads.iter().map(|t| t.placement.clone()).collect(),
+        threads: threads.iter().map(|t| t.tally.clone()).collect(),
+        ..ServerReport::default()
+    }
+}
+
 /// What one serving thread of a request/response session (rr, crr, udp-rr) counted.
 pub(crate) struct ServedTransactions<'a> {
     pub transactions: u64,

@@ -10,12 +10,12 @@
 use super::observe::server_report;
 use super::server;
 use super::table::Table;
-use super::{check_case, check_uring_zc, SideOutcome, ThreadStart, IDLE_TIMEOUT, SETUP_TIMEOUT};
+use super::{check_case, check_uring_zc, SideOutcome, ThreadStart, SETUP_TIMEOUT};
 use crate::case::{RecordsCase, RecordsMode};
 use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::session::handshake::{refuse, RefusalKind};
 use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
-use crate::net::session::{accept_from, open_data_port, Served, Session};
+use crate::net::session::{accept_data, Served, Session};
 use crate::observation::{Role, Unsupported};
 use crate::stop::Interrupted;
 use crate::sys::net as sock;
@@ -81,13 +81,7 @@ impl ServedWorkload for RecordsServer {
         else {
             return Err(anyhow::Error::new(Interrupted));
         };
-        let (listener, peer) = open_data_port(control)?;
-        let data = accept_from(&listener, case.net.threads, peer, SETUP_TIMEOUT, session.stopped)?;
-        for s in &data {
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(IDLE_TIMEOUT))?;
-            s.set_write_timeout(Some(IDLE_TIMEOUT))?;
-        }
+        let data = accept_data(control, case.net.threads, SETUP_TIMEOUT, session.stopped)?;
         if case.mode == RecordsMode::ZeroCopy {
             enable_zerocopy(control, &data)?;
         }

@@ -20,8 +20,8 @@ use crate::net::session::coordinator::{self as session, fds_of, shut_down_all, A
 use crate::net::session::interrupted;
 use crate::net::session::observe::{copied_fraction, push_completion_counts, warn_unexpected_completions};
 use crate::net::session::observe::{
-    mean_window, measured_counters, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify,
-    NO_CLIENT_WINDOW, NO_SERVER_WINDOW,
+    mean_window, per, place, publish_proof, push_client_counters, push_server_metrics, warn_verify, NO_CLIENT_WINDOW,
+    NO_SERVER_WINDOW,
 };
 use crate::net::session::observe::{unavailable_observation, Headline};
 use crate::observation::names;

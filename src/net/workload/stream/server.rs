@@ -9,6 +9,7 @@ use crate::net::control::{Control, ControlChannel, ServerReport};
 use crate::net::mode::{self, Receiver, RecvCounts};
 use crate::net::session::data::send_failure;
 use crate::net::session::handshake::{secs, SLICE};
+use crate::net::session::observe::{received_report, ServedBytes};
 use crate::net::session::served::{self, Budget, Followed, ServedThread, ServedWorkload};
 use crate::net::session::{Served, Session, DATA_IDLE_TIMEOUT};
 use crate::observation::names;
@@ -196,22 +197,24 @@ fn server_report(
     system_metrics: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
-    let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
+    let served: Vec<ServedBytes<'_>> = threads
+        .iter()
+        .map(|t| ServedBytes {
+            tally: &t.tally,
+            counters: &t.counters,
+            placement: &t.placement,
+        })
+        .collect();
+    let mut report = received_report(&served, "msg", system_metrics, tsc_hz);
     let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
     let syscalls: u64 = threads.iter().map(|t| t.tally.syscalls).sum();
-    // Only the threads that saw the window have counters; none at all is a result (every
-    // counter unavailable, with the reason), not an error.
-    let counters = super::measured_counters(threads.iter().map(|t| &t.counters), super::NO_SERVER_WINDOW);
-    let mut metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
-    metrics.extend(system_metrics);
-    metrics.push(Metric::tool(names::BYTES_RECEIVED, Role::Server, bytes as f64, "B"));
-    metrics.push(Metric::tool(
+    report.metrics.push(Metric::tool(
         "messages_received",
         Role::Server,
         messages as f64,
         "messages",
     ));
-    metrics.push(Metric::new(
+    report.metrics.push(Metric::new(
         names::SYSCALLS_PER_MSG,
         Role::Server,
         if messages == 0 {
@@ -222,22 +225,16 @@ fn server_report(
         "syscalls/msg",
         Source::Tool,
     ));
-    let mut warnings = Vec::new();
     if case.rx_mode == RxMode::Zerocopy {
         let windows: Vec<&RecvCounts> = threads.iter().filter_map(|t| t.recv_window.as_ref()).collect();
         let (rx_metrics, warning) = zerocopy_rx_metrics(&windows);
-        metrics.extend(rx_metrics);
-        warnings.extend(warning);
+        report.metrics.extend(rx_metrics);
+        report.warnings.extend(warning);
     }
     let recv: Vec<_> = threads.iter().filter_map(|t| t.recv_counts.clone()).collect();
-    ServerReport {
-        metrics,
-        placement: threads.iter().map(|t| t.placement.clone()).collect(),
-        verified_messages: recv.iter().map(|r| r.verified_messages).sum(),
-        corrupt_messages: recv.iter().map(|r| r.corrupt_messages).sum(),
-        warnings,
-        threads: threads.into_iter().map(|t| t.tally).collect(),
-    }
+    report.verified_messages = recv.iter().map(|r| r.verified_messages).sum();
+    report.corrupt_messages = recv.iter().map(|r| r.corrupt_messages).sum();
+    report
 }
 
 /// What TCP receive zero-copy did inside the window, from the receivers that measured: bytes
