@@ -349,12 +349,13 @@ pub(crate) struct ServedBytes<'a> {
 /// A byte stream's server report over its serving threads: counters, CPU and system calls per
 /// `unit` (a message, a read), then `own` (the system probes'), then the bytes received, with
 /// each thread's placement and tally; the workload adds what is its own.
-pub(crate) fn received_report(
-    threads: &[ServedBytes<'_>],
+pub(crate) fn received_report<'a>(
+    threads: impl IntoIterator<Item = ServedBytes<'a>>,
     unit: &str,
     own: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
+    let threads: Vec<ServedBytes<'a>> = threads.into_iter().collect();
     let bytes: u64 = threads.iter().map(|t| t.tally.bytes).sum();
     let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
     // Only the threads that saw the window have counters; none at all is a result (every

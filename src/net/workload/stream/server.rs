@@ -197,15 +197,12 @@ fn server_report(
     system_metrics: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
-    let served: Vec<ServedBytes<'_>> = threads
-        .iter()
-        .map(|t| ServedBytes {
-            tally: &t.tally,
-            counters: &t.counters,
-            placement: &t.placement,
-        })
-        .collect();
-    let mut report = received_report(&served, "msg", system_metrics, tsc_hz);
+    let served = threads.iter().map(|t| ServedBytes {
+        tally: &t.tally,
+        counters: &t.counters,
+        placement: &t.placement,
+    });
+    let mut report = received_report(served, "msg", system_metrics, tsc_hz);
     let messages: u64 = threads.iter().map(|t| t.tally.messages).sum();
     let syscalls: u64 = threads.iter().map(|t| t.tally.syscalls).sum();
     report.metrics.push(Metric::tool(
