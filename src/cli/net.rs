@@ -519,6 +519,16 @@ impl<C: Args + Connect> EndpointFlags<C> {
     pub(crate) fn credentials(&self) -> anyhow::Result<Credentials> {
         Credentials::from_file(self.psk_file.as_deref()).map_err(usage)
     }
+
+    /// The plan of a network command's cases: `run`'s settings, the interface of `endpoint`
+    /// (the first case's: every case of one command shares it; loopback without one) and the
+    /// key of `--psk-file`.
+    pub(crate) fn plan(&self, run: &RunFlags, endpoint: Option<&Endpoint>, cases: Vec<Case>) -> anyhow::Result<Plan> {
+        let topology = endpoint.map_or(Topology::Loopback, Topology::from);
+        Ok(run
+            .plan(cases, &topology.interface())
+            .with_credentials(self.credentials()?))
+    }
 }
 
 /// Where the two ends live, from --topology, --connect and --port: shared by
@@ -578,15 +588,9 @@ impl TryFrom<&StreamArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &StreamArgs) -> anyhow::Result<Plan> {
         let cases = stream_cases(args)?;
-        // Every case of one command shares its endpoint, so the first names the interface.
-        let topology = cases
-            .first()
-            .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        let interface = topology.interface();
-        let plan = args
-            .run
-            .plan(cases.into_iter().map(Case::NetStream).collect(), &interface);
-        Ok(plan.with_credentials(args.endpoint.credentials()?))
+        let endpoint = cases.first().map(|c| c.net.endpoint.clone());
+        let cases = cases.into_iter().map(Case::NetStream).collect();
+        args.endpoint.plan(&args.run, endpoint.as_ref(), cases)
     }
 }
 

@@ -4,7 +4,6 @@ use super::error::usage;
 use super::output::View;
 use super::run::RunFlags;
 use super::values;
-use crate::case::Topology;
 use crate::case::{format_bytes, Case, CopyMode, RrCase, RrKind};
 use crate::net::workload::rr;
 use crate::observation::names;
@@ -136,13 +135,9 @@ pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
 
 fn plan(args: &RrArgs, kind: RrKind) -> anyhow::Result<Plan> {
     let cases = rr_cases(args, kind)?;
-    let topology = cases
-        .first()
-        .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-    let plan = args
-        .run
-        .plan(cases.into_iter().map(Case::NetRr).collect(), &topology.interface());
-    Ok(plan.with_credentials(args.endpoint.credentials()?))
+    let endpoint = cases.first().map(|c| c.net.endpoint.clone());
+    let cases = cases.into_iter().map(Case::NetRr).collect();
+    args.endpoint.plan(&args.run, endpoint.as_ref(), cases)
 }
 
 impl TryFrom<&RrArgs> for Plan {

@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::RunFlags;
 use super::values;
-use crate::case::{format_bytes, Case, Topology, UdpRecvMode, UdpRrCase, UdpSendMode};
+use crate::case::{format_bytes, Case, UdpRecvMode, UdpRrCase, UdpSendMode};
 use crate::net::workload::udp_rr;
 use crate::observation::names;
 use crate::observation::Role;
@@ -99,13 +99,9 @@ impl TryFrom<&UdpRrArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &UdpRrArgs) -> anyhow::Result<Plan> {
         let cases = udp_rr_cases(args)?;
-        let topology = cases
-            .first()
-            .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        let plan = args
-            .run
-            .plan(cases.into_iter().map(Case::NetUdpRr).collect(), &topology.interface());
-        Ok(plan.with_credentials(args.endpoint.credentials()?))
+        let endpoint = cases.first().map(|c| c.net.endpoint.clone());
+        let cases = cases.into_iter().map(Case::NetUdpRr).collect();
+        args.endpoint.plan(&args.run, endpoint.as_ref(), cases)
     }
 }
 

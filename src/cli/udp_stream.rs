@@ -4,7 +4,7 @@ use super::error::usage;
 use super::output::View;
 use super::run::RunFlags;
 use super::values;
-use crate::case::{format_bytes, Case, Topology, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
+use crate::case::{format_bytes, Case, UdpRate, UdpRecvMode, UdpSendMode, UdpStreamCase};
 use crate::net::workload::udp_stream;
 use crate::observation::names;
 use crate::observation::Role;
@@ -111,14 +111,9 @@ impl TryFrom<&UdpStreamArgs> for Plan {
     type Error = anyhow::Error;
     fn try_from(args: &UdpStreamArgs) -> anyhow::Result<Plan> {
         let cases = udp_stream_cases(args)?;
-        let topology = cases
-            .first()
-            .map_or(Topology::Loopback, |c| Topology::from(&c.net.endpoint));
-        let plan = args.run.plan(
-            cases.into_iter().map(Case::NetUdpStream).collect(),
-            &topology.interface(),
-        );
-        Ok(plan.with_credentials(args.endpoint.credentials()?))
+        let endpoint = cases.first().map(|c| c.net.endpoint.clone());
+        let cases = cases.into_iter().map(Case::NetUdpStream).collect();
+        args.endpoint.plan(&args.run, endpoint.as_ref(), cases)
     }
 }
 

@@ -543,9 +543,9 @@ mod tests {
     use super::*;
     use crate::measure::counters::kernel_policy;
     use crate::measure::counters::CounterSample;
-    use crate::net::session::observe::measured_counters;
     use crate::measure::window::{SystemProbes, Window};
     use crate::net::control::ThreadTally;
+    use crate::net::session::observe::measured_counters;
     use crate::net::session::StartGate;
     use crate::observation::ThreadPlacement;
     use std::net::TcpListener;
