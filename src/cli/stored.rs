@@ -9,10 +9,11 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["plan", "resume"])))]
 pub struct RunArgs {
     /// Run a plan saved as TOML (by the launcher, or written by hand: docs/output.md), with the
     /// same validation as the command it holds; its own --db says where the run is stored.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["resume", "db", "psk_file"], required_unless_present = "resume")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "psk_file"])]
     pub plan: Option<PathBuf>,
     /// Finish an interrupted or killed run: runs only the cells it is missing (and failed ones).
     #[arg(long, value_name = "RUN_ID", value_parser = super::values::parse_run_id)]
