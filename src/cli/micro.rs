@@ -293,8 +293,8 @@ pub fn measuring(args: &MicroArgs) -> Option<anyhow::Result<(Plan, &RunFlags)>> 
     Some(micro_plan(&benches, flags).map(|plan| (plan, &flags.run)))
 }
 
-/// `micro` without a benchmark: the list of them.
-pub fn run(_args: MicroArgs) -> anyhow::Result<()> {
+/// `micro` without a benchmark (and the hidden `micro list`): the list of them.
+pub fn print_list() -> anyhow::Result<()> {
     super::output::out(list())
 }
 
