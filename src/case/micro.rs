@@ -61,7 +61,7 @@ impl MicroCase {
 
     /// The figure a user runs this case for — a time per operation or a bandwidth, never a
     /// setting such as the file system's magic number — and whether higher is better. The
-    /// headline of the terminal table, the report, the sweep summary and `compare`.
+    /// headline of the terminal table, the report, a run's summary and `compare`.
     pub fn headline(&self) -> (&'static str, bool) {
         let h = self.headline_metric();
         (h.name, h.higher_is_better)

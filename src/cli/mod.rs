@@ -87,7 +87,7 @@ pub enum Command {
     Quick(quick::QuickArgs),
     /// Run a plan saved as TOML, or finish an interrupted run (the cells it is missing).
     #[command(after_help = examples::RUN)]
-    Run(stored::RunArgs),
+    Run(stored::PlanOrResumeArgs),
     /// List the runs in the results database.
     #[command(after_help = examples::RUNS)]
     Runs(results::RunsArgs),

@@ -185,7 +185,7 @@ impl TransactionFlags {
 }
 
 /// Where the two ends live: `--port`, `--connect`, `--topology` and `--psk-file`, declared once
-/// for every network command (net stream, net rr, net crr, net records and their sweeps) and
+/// for every network command (net stream, net rr, net crr, net records) and
 /// read by [`endpoint_of`], so their names, help and rules cannot drift. `C` is `--connect`
 /// ([`ConnectFlag`]) or its absence ([`NoConnect`]: net records names a remote server with
 /// `--topology remote:HOST:PORT` only).
@@ -240,7 +240,7 @@ impl Connect for NoConnect {
 }
 
 /// The measured window and where the threads run: the same flags, help and defaults for every
-/// network command (net stream, net records, net rr, net crr and their sweeps).
+/// network command (net stream, net records, net rr, net crr).
 #[derive(Args, Debug)]
 pub struct WindowFlags {
     /// Length of the measured window of each case (5s, 500ms, 1.5s).
@@ -257,8 +257,7 @@ pub struct WindowFlags {
     pub server_cpus: Option<values::CpuList>,
 }
 
-/// `--align`, flattened by the TCP workloads (net stream, net rr, net crr, net records and
-/// their sweeps); the UDP workloads' datagram buffers are their own, so they have no such flag.
+/// `--align`, flattened by the TCP workloads (net stream, net rr, net crr, net records); the UDP workloads' datagram buffers are their own, so they have no such flag.
 #[derive(Args, Debug)]
 pub struct AlignFlag {
     /// Where every buffer the kernel copies into or out of starts: page (a page boundary),
@@ -269,7 +268,7 @@ pub struct AlignFlag {
 }
 
 /// `--rx-wake`, flattened by the workloads whose receivers take whole messages off a TCP
-/// stream (net stream, net rr, net crr and their sweeps); each picks its own default.
+/// stream (net stream, net rr, net crr); each picks its own default.
 #[derive(Args, Debug)]
 pub struct RxWakeFlag {
     /// When the kernel wakes a receiver waiting for the rest of a message: message (once the

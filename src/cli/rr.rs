@@ -65,7 +65,7 @@ pub struct CrrArgs {
     pub args: RrArgs,
 }
 
-/// The validated grid of cases, the same for the direct command and its sweep.
+/// The validated grid of cases, the same for the command line, a plan file and `ab`.
 pub fn rr_cases(args: &RrArgs, kind: RrKind) -> anyhow::Result<Vec<RrCase>> {
     let (_, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     let modes = match (&args.mode, kind) {

@@ -1,5 +1,5 @@
 //! The one way every measuring command runs: a validated [`Plan`] goes to the one runner,
-//! whose cells go to the sinks — the results database (with `--db`, always for sweeps), the
+//! whose cells go to the sinks — the results database (always), the
 //! progress on stderr or the live view, the NDJSON stream, and the printout that prints the
 //! records (or the stored run's summary) when the run ends. [`run_workload`] is that path for
 //! every command; stop, failure and resume behave the same for `net stream`, `net rr`,
@@ -20,8 +20,8 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The flags every measuring command shares, with the same names, defaults and limits in the
-/// direct command and in its sweep.
+/// The flags every measuring command shares, with the same names, defaults and limits in
+/// every command, plan file and `ab`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct RunFlags {
     /// Repetitions of every case, each one a cell of its own (1 to 1000). With 2 or more the
@@ -212,10 +212,6 @@ pub(super) fn records_table(records: &[Record], view: View, table: fn(&[Record],
             super::output::safe(r.error.as_deref().unwrap_or_default())
         ));
     }
-    // A published claim both sides of which the command measured gets its finding here too,
-    // as the report's and a sweep's findings say it (report/claims.rs).
-    let cells = crate::report::cells::summarize_records(records);
-    text.push_str(&super::output::claims_text(&cells, None));
     text
 }
 

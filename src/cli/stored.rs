@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["plan", "resume"])))]
-pub struct RunArgs {
+pub struct PlanOrResumeArgs {
     /// Run a plan saved as TOML (by the launcher, or written by hand: docs/output.md), with the
     /// same validation as the command it holds; its own --db says where the run is stored.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["db", "psk_file"])]
@@ -31,7 +31,7 @@ pub struct RunArgs {
     pub psk_file: Option<PathBuf>,
 }
 
-pub fn run_stored(args: RunArgs) -> anyhow::Result<()> {
+pub fn run_stored(args: PlanOrResumeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.plan {
         let (file, plan, flags) = super::planfile::PlanFile::load(path)?;
         set_command_line(file.command_line());

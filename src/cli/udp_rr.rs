@@ -54,7 +54,7 @@ pub struct UdpRrArgs {
     pub run: RunFlags,
 }
 
-/// The validated grid of cases, the same for the direct command and its sweep.
+/// The validated grid of cases, the same for the command line, a plan file and `ab`.
 pub fn udp_rr_cases(args: &UdpRrArgs) -> anyhow::Result<Vec<UdpRrCase>> {
     let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, false)?;
     if topology.ipv6() {

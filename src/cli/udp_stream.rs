@@ -65,7 +65,7 @@ pub struct UdpStreamArgs {
     pub run: RunFlags,
 }
 
-/// The validated grid of cases, the same for the direct command and its sweep.
+/// The validated grid of cases, the same for the command line, a plan file and `ab`.
 pub fn udp_stream_cases(args: &UdpStreamArgs) -> anyhow::Result<Vec<UdpStreamCase>> {
     let (topology, endpoint) = super::net::endpoint_of(&args.endpoint, true)?;
     let mut cases = Vec::new();

@@ -191,30 +191,6 @@ pub fn summarize_run(data: &RunData) -> Vec<CellSummary> {
         .collect()
 }
 
-/// Summarise the records a command just measured (not read back from a store), a cell per
-/// distinct case in the order first met: what a direct command's findings are made from.
-pub fn summarize_records(records: &[crate::store::Record]) -> Vec<CellSummary> {
-    let mut cases: Vec<&Case> = Vec::new();
-    for r in records {
-        if !cases.contains(&&r.case) {
-            cases.push(&r.case);
-        }
-    }
-    cases
-        .iter()
-        .enumerate()
-        .map(|(position, case)| {
-            let mine = records.iter().filter(|r| r.case == **case);
-            summarize_case(
-                position,
-                case,
-                case.label(),
-                mine.map(|r| (&r.observation, r.error.as_ref())),
-            )
-        })
-        .collect()
-}
-
 /// One case's repetitions (each an observation, or the error of a failed one) summarised.
 fn summarize_case<'a>(
     position: usize,
