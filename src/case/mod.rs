@@ -61,6 +61,7 @@ pub mod cpus;
 mod endpoint;
 mod fake;
 mod fleet;
+mod load;
 mod micro;
 mod model;
 mod net;
@@ -83,6 +84,7 @@ pub use endpoint::{
 };
 pub use fake::{FakeBehaviour, FakeCase};
 pub use fleet::FleetCase;
+pub use load::{Direction, LoadCase, MAX_FLOWS};
 pub use micro::MicroCase;
 pub use model::Model;
 pub use net::NetParams;
@@ -114,6 +116,8 @@ pub enum Case {
     NetUdpRr(UdpRrCase),
     /// `net udp-stream`.
     NetUdpStream(UdpStreamCase),
+    /// `net load`.
+    NetLoad(LoadCase),
 }
 
 impl Case {
@@ -129,6 +133,7 @@ impl Case {
             Case::Fleet(c) => c,
             Case::NetUdpRr(c) => c,
             Case::NetUdpStream(c) => c,
+            Case::NetLoad(c) => c,
         }
     }
 

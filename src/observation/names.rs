@@ -156,6 +156,26 @@ pub const OFF_CPU_S: &str = "off_cpu_s";
 /// The fake workload's only metric (`fake.rs`, the headline of a fake case).
 pub const FAKE_VALUE: &str = "value";
 
+/// `net load`: the probe's round trip on the idle link and while the bulk flows run.
+pub const LATENCY_IDLE_P50_US: &str = "latency_idle_p50_us";
+pub const LATENCY_IDLE_P90_US: &str = "latency_idle_p90_us";
+pub const LATENCY_IDLE_P99_US: &str = "latency_idle_p99_us";
+pub const LATENCY_IDLE_P999_US: &str = "latency_idle_p999_us";
+pub const LATENCY_LOADED_P50_US: &str = "latency_loaded_p50_us";
+pub const LATENCY_LOADED_P90_US: &str = "latency_loaded_p90_us";
+pub const LATENCY_LOADED_P99_US: &str = "latency_loaded_p99_us";
+pub const LATENCY_LOADED_P999_US: &str = "latency_loaded_p999_us";
+/// Loaded over idle, at the median and at p99.
+pub const LATENCY_INFLATION_P50: &str = "latency_inflation_p50";
+pub const LATENCY_INFLATION_P99: &str = "latency_inflation_p99";
+/// Round trips per minute under load (the IETF responsiveness draft's RPM).
+pub const RPM: &str = "rpm";
+/// The bulk flows: their sum, the slowest and fastest flow, and Jain's fairness index.
+pub const LOAD_GBPS: &str = "load_gbps";
+pub const FLOW_MIN_GBPS: &str = "flow_min_gbps";
+pub const FLOW_MAX_GBPS: &str = "flow_max_gbps";
+pub const JAIN_INDEX: &str = "jain_index";
+
 /// Every constant above, in the order they are declared.
 pub const ALL: &[&str] = &[
     ALIAS_BY_REFERENCE_FRACTION,
@@ -289,6 +309,21 @@ pub const ALL: &[&str] = &[
     SCHED_WAKEUPS,
     OFF_CPU_S,
     FAKE_VALUE,
+    LATENCY_IDLE_P50_US,
+    LATENCY_IDLE_P90_US,
+    LATENCY_IDLE_P99_US,
+    LATENCY_IDLE_P999_US,
+    LATENCY_LOADED_P50_US,
+    LATENCY_LOADED_P90_US,
+    LATENCY_LOADED_P99_US,
+    LATENCY_LOADED_P999_US,
+    LATENCY_INFLATION_P50,
+    LATENCY_INFLATION_P99,
+    RPM,
+    LOAD_GBPS,
+    FLOW_MIN_GBPS,
+    FLOW_MAX_GBPS,
+    JAIN_INDEX,
 ];
 
 /// Names that are not constants but differ from one by a character or two on purpose (the

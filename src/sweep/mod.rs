@@ -18,7 +18,7 @@ use crate::observation::Observation;
 /// Run one case with the workload that owns it; `stop` asks it to give up early (it then
 /// returns [`crate::stop::Interrupted`]); a network client proves itself with `credentials`.
 pub fn execute_case(case: &Case, stop: crate::stop::Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
+    use crate::net::workload::{load, records, rr, stream, udp_rr, udp_stream};
     match case {
         Case::NetStream(c) => stream::run(c, stop, credentials),
         Case::NetRecords(c) => records::run(c, stop, credentials),
@@ -29,6 +29,7 @@ pub fn execute_case(case: &Case, stop: crate::stop::Stop, credentials: &Credenti
         Case::Fake(c) => crate::fake::run(c, stop),
         Case::NetUdpStream(c) => udp_stream::run(c, stop, credentials),
         Case::Fleet(c) => crate::fleet::run_pair(c, stop, credentials),
+        Case::NetLoad(c) => load::run(c, stop, credentials),
     }
 }
 

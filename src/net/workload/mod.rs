@@ -1,5 +1,6 @@
 //! Network workloads, one per module.
 
+pub mod load;
 pub mod records;
 pub mod rr;
 pub mod stream;
