@@ -158,17 +158,21 @@ fn example_lines_split_like_a_shell() {
 #[test]
 fn completions_for_every_shell() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let out = iopath().args(["completions", shell]).output().unwrap();
+        let out = iopath().args(["man", "--completions", shell]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
         let script = stdout(&out);
         assert!(script.len() > 1000, "{shell}: {} bytes", script.len());
-        for sub in ["stream", "resume", "memlat", "compare", "completions"] {
+        for sub in ["stream", "resume", "memlat", "compare", "load"] {
             assert!(script.contains(sub), "{shell} script does not mention {sub}");
         }
     }
-    let out = iopath().args(["completions", "tcsh"]).output().unwrap();
+    let out = iopath().args(["man", "--completions", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("bash"), "{}", stderr(&out));
+    // The old spelling still prints the same script.
+    let old = iopath().args(["completions", "bash"]).output().unwrap();
+    let new = iopath().args(["man", "--completions", "bash"]).output().unwrap();
+    assert_eq!((old.status.code(), stdout(&old)), (Some(0), stdout(&new)));
 }
 
 /// `iopath man` prints iopath(1); `-o DIR` writes it and one page per subcommand.
@@ -178,7 +182,7 @@ fn man_pages_are_generated() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let page = stdout(&out);
     assert!(page.contains(".TH iopath 1"), "{}", &page[..page.len().min(400)]);
-    for sub in ["net", "run", "micro", "report", "completions"] {
+    for sub in ["net", "run", "micro", "report", "man"] {
         assert!(page.contains(sub), "iopath.1 does not mention {sub}");
     }
     let (dir, _) = temp_db("unused");
@@ -381,7 +385,7 @@ fn every_flag_in_a_help_example_is_among_that_commands_options() {
 /// `micro <bench> --help` lists only that bench's options.
 #[test]
 fn completion_and_micro_help_show_what_each_command_takes() {
-    let bash = stdout(&iopath().args(["completions", "bash"]).output().unwrap());
+    let bash = stdout(&iopath().args(["man", "--completions", "bash"]).output().unwrap());
     assert!(!bash.contains("fake"), "the hidden test workload is offered");
     for (flag, value) in [
         ("--mode", "zero-copy"),
@@ -397,7 +401,7 @@ fn completion_and_micro_help_show_what_each_command_takes() {
         assert!(arm.contains(value) && !arm.contains("compgen -f"), "{flag}: {arm}");
     }
     for shell in ["zsh", "fish"] {
-        let script = stdout(&iopath().args(["completions", shell]).output().unwrap());
+        let script = stdout(&iopath().args(["man", "--completions", shell]).output().unwrap());
         assert!(!script.contains("fake"), "{shell} offers fake");
         assert!(script.contains("uring-zc"), "{shell} does not offer the modes");
     }

@@ -223,6 +223,7 @@ fn oversized(kind: &str) -> Option<&'static [&'static str]> {
             "--threads",
             "64",
         ],
+        "net-load" => &["--direction", "both", "--flows", "64", "--size", "16M", "--mode", "two-copy"],
         "servers" => &["--request", "echo:1M", "--clients", "200"],
         "micro" => &["membw", "--size", "200M"],
         _ => return None,

@@ -56,10 +56,11 @@ pub struct LoadCase {
     pub size: u64,
     /// Bytes of the probe's request and of its response.
     pub probe_size: u64,
-    /// How long the probe is timed on the idle link, before the flows start.
+    /// How long the probe is timed on the idle link, before the flows start: the first part
+    /// of the warm-up (`net.warmup_ms`), the flows' ramp the rest.
     pub idle_ms: u64,
-    /// The loaded window (`duration_ms`), the flows' ramp before it (`warmup_ms`), CPUs,
-    /// endpoint, perf. `threads` is the probe's connections: 1.
+    /// The loaded window (`duration_ms`), the warm-up before it (`warmup_ms`: the idle pass,
+    /// then the flows' ramp), CPUs, endpoint, perf. `threads` is the probe's connections: 1.
     #[serde(flatten)]
     pub net: NetParams,
 }
@@ -93,7 +94,12 @@ impl LoadCase {
 
     /// The session from the start gate: the idle pass, the ramp, the loaded window.
     pub fn session_ms(&self) -> u64 {
-        self.idle_ms.saturating_add(self.net.session_ms())
+        self.net.session_ms()
+    }
+
+    /// The flows' ramp: the warm-up after the idle pass.
+    pub fn ramp_ms(&self) -> u64 {
+        self.net.warmup_ms.saturating_sub(self.idle_ms)
     }
 
     pub fn params(&self) -> Vec<(&'static str, String)> {
@@ -163,7 +169,10 @@ mod tests {
             size: 64 << 10,
             probe_size: 64,
             idle_ms: 1000,
-            net: NetParams::for_test(),
+            net: NetParams {
+                warmup_ms: 1500,
+                ..NetParams::for_test()
+            },
         }
     }
 
@@ -181,7 +190,10 @@ mod tests {
         );
         let text = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<LoadCase>(&text).unwrap(), c);
-        assert_eq!(c.session_ms(), 1100);
-        assert_eq!("sideways".parse::<Direction>().unwrap_err(), "unknown direction 'sideways' (accepted: up, down, both)");
+        assert_eq!((c.session_ms(), c.ramp_ms()), (1600, 500));
+        assert_eq!(
+            "sideways".parse::<Direction>().unwrap_err(),
+            "unknown direction 'sideways' (accepted: up, down, both)"
+        );
     }
 }

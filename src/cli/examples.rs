@@ -137,6 +137,19 @@ Latency is the client's: request sent (open loop: when it was due) until its rep
 request with no reply within --loss-timeout is lost: counted (lost), and replaced by a new
 one; a reply after that is counted late, a repeated one duplicate, neither timed.";
 
+pub const NET_LOAD: &str = "\
+Examples:
+  iopath net load                                   # 2 flows up, one-copy, a 64 B probe beside them
+  iopath net load --direction up,down,both --flows 4   # rrul's shape: 4 each way
+  iopath net load --mode two-copy,one-copy,zero-copy --client-cpus 0 --server-cpus 1 --reps 6
+  iopath net load --topology veth:rate=100mbit --idle 3s --duration 10s   # a shaped link (root)
+  iopath net load --connect 10.0.0.2:5201           # with `iopath net serve` there
+
+The probe is a request/response on a connection of its own, every round trip timed: first
+alone for --idle (the idle figures), then the flows start and ramp for --warmup, then the
+loaded window (--duration). Inflation is loaded over idle; RPM is a minute over the mean of
+the fastest 95 % of the loaded round trips (the responsiveness draft's trimmed mean).";
+
 pub const NET_UDP_STREAM: &str = "\
 Examples:
   iopath net udp-stream                             # 1 KiB datagrams, send/recv, unpaced
@@ -338,13 +351,12 @@ Examples:
 
 pub const COMPLETIONS: &str = "\
 Examples:
-  iopath completions bash > ~/.local/share/bash-completion/completions/iopath
-  iopath completions zsh > ~/.zfunc/_iopath         # with fpath=(~/.zfunc $fpath) in .zshrc
-  iopath completions fish > ~/.config/fish/completions/iopath.fish
-  iopath completions elvish
-  iopath completions powershell";
+  iopath completions bash                           # now `iopath man --completions bash`";
 
 pub const MAN: &str = "\
 Examples:
   iopath man | man -l -                             # read iopath(1) now
-  iopath man -o /usr/local/share/man/man1           # iopath.1, iopath-net-stream.1, ...";
+  iopath man -o /usr/local/share/man/man1           # iopath.1, iopath-net-stream.1, ...
+  iopath man --completions bash > ~/.local/share/bash-completion/completions/iopath
+  iopath man --completions zsh > ~/.zfunc/_iopath   # with fpath=(~/.zfunc $fpath) in .zshrc
+  iopath man --completions fish > ~/.config/fish/completions/iopath.fish";

@@ -8,6 +8,7 @@ pub mod fake;
 pub mod fleet;
 pub mod launcher;
 pub mod live;
+pub mod load;
 pub mod merge;
 pub mod micro;
 pub mod net;
@@ -123,11 +124,11 @@ pub enum Command {
     /// The top-k CPU process service: serve it, or query a running one.
     #[command(subcommand, after_help = examples::PROCS)]
     Procs(servers::ProcsCommand),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
-    #[command(after_help = examples::COMPLETIONS)]
+    /// The old spelling of `man --completions SHELL`.
+    #[command(hide = true, after_help = examples::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Write the manual pages: iopath.1 on stdout, or iopath.1 and one page per subcommand
-    /// into a folder.
+    /// into a folder; or a shell completion script (--completions SHELL).
     #[command(after_help = examples::MAN)]
     Man(ManArgs),
     /// The deterministic test workload: cells that return, sleep, fail or panic on command.
@@ -296,6 +297,10 @@ pub struct ManArgs {
     /// created if missing, instead of iopath.1 on stdout.
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Print the completion script of this shell (bash, zsh, fish, elvish, powershell) on
+    /// stdout instead: the visible commands, and `--topology`'s values by name.
+    #[arg(long, value_enum, value_name = "SHELL", conflicts_with = "output")]
+    pub completions: Option<clap_complete::Shell>,
 }
 
 /// The completion script for `shell`: the visible commands only (never the hidden test
@@ -491,6 +496,10 @@ fn man_page(cmd: &clap::Command, parent: Option<&str>, children: &[&str]) -> std
 }
 
 fn run_man(args: ManArgs) -> anyhow::Result<()> {
+    if let Some(shell) = args.completions {
+        output::out(String::from_utf8_lossy(&completions(shell)))?;
+        return Ok(());
+    }
     let pages = man_pages()?;
     let Some(dir) = args.output else {
         let (_, page) = pages.first().ok_or_else(|| anyhow::anyhow!("no manual page"))?;

@@ -44,6 +44,10 @@ pub enum NetCommand {
     /// in every way Linux sends and receives them: throughput, loss, reordering, jitter, drops.
     #[command(after_help = super::examples::NET_UDP_STREAM)]
     UdpStream(Box<super::udp_stream::UdpStreamArgs>),
+    /// Latency under load: a request/response probe timed on the idle link, then while bulk
+    /// TCP flows run up, down or both; inflation, RPM, each flow's share and fairness.
+    #[command(after_help = super::examples::NET_LOAD)]
+    Load(Box<super::load::LoadArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -409,6 +413,7 @@ pub fn measuring(cmd: &NetCommand) -> Option<anyhow::Result<(Plan, &RunFlags)>> 
         NetCommand::Crr(args) => planned(args.as_ref(), &args.args.run),
         NetCommand::UdpRr(args) => planned(args.as_ref(), &args.run),
         NetCommand::UdpStream(args) => planned(args.as_ref(), &args.run),
+        NetCommand::Load(args) => planned(args.as_ref(), &args.run),
         NetCommand::Serve(_) => None,
     }
 }

@@ -5,11 +5,11 @@
 use super::output::View;
 use super::run::Corrupt;
 use crate::case::{
-    Case, Endpoint, MicroCase, RecordsCase, Request, RrCase, ServersCase, StreamCase, UdpRrCase, UdpStreamCase,
-    Workload,
+    Case, Endpoint, LoadCase, MicroCase, RecordsCase, Request, RrCase, ServersCase, StreamCase, UdpRrCase,
+    UdpStreamCase, Workload,
 };
 use crate::format::format_bytes;
-use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
+use crate::net::workload::{load, records, rr, stream, udp_rr, udp_stream};
 use crate::observation::names;
 use crate::observation::Role;
 use crate::store::Record;
@@ -112,6 +112,15 @@ pub fn of(case: &Case) -> WorkloadCli {
                 Ok(both_ends(&c.net.endpoint, |role| udp_rr::buffer_bytes(c, role)))
             },
             corrupt: Some(CORRUPT_DATAGRAMS),
+        },
+        Case::NetLoad(_) => WorkloadCli {
+            table: super::load::render_load_table,
+            check: |c, _| load::check_case(typed::<LoadCase>(c)?),
+            memory: |c| {
+                let c = typed::<LoadCase>(c)?;
+                Ok(both_ends(&c.net.endpoint, |role| load::buffer_bytes(c, role)))
+            },
+            corrupt: Some(CORRUPT_MESSAGES),
         },
         Case::Servers(_) => WorkloadCli {
             table: super::servers::table,

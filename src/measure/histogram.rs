@@ -45,6 +45,23 @@ impl LatencyHistogram {
     pub fn mean_us(&self) -> Option<f64> {
         (self.count() > 0).then(|| self.hist.mean() / 1e3)
     }
+
+    /// The mean of the fastest `keep` (0..=1) of the values, in microseconds: the trimmed mean
+    /// the responsiveness draft takes of its probes (TM95: the slowest 5 % dropped). None when
+    /// empty.
+    pub fn trimmed_mean_us(&self, keep: f64) -> Option<f64> {
+        let wanted = ((self.count() as f64 * keep.clamp(0.0, 1.0)).ceil() as u64).max(1);
+        let (mut taken, mut sum) = (0u64, 0.0);
+        for bucket in self.hist.iter_recorded() {
+            let n = bucket.count_at_value().min(wanted - taken);
+            sum += n as f64 * self.hist.median_equivalent(bucket.value_iterated_to()) as f64;
+            taken += n;
+            if taken == wanted {
+                break;
+            }
+        }
+        (self.count() > 0).then(|| sum / taken as f64 / 1e3)
+    }
 }
 
 impl Default for LatencyHistogram {
@@ -56,6 +73,22 @@ impl Default for LatencyHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_trimmed_mean_drops_the_slowest() {
+        let mut h = LatencyHistogram::new();
+        assert_eq!(h.trimmed_mean_us(0.95), None);
+        for _ in 0..95 {
+            h.record_ns(1000);
+        }
+        for _ in 0..5 {
+            h.record_ns(1_000_000);
+        }
+        let tm95 = h.trimmed_mean_us(0.95).unwrap();
+        assert!((tm95 - 1.0).abs() < 0.01, "{tm95}");
+        let all = h.trimmed_mean_us(1.0).unwrap();
+        assert!(all > 50.0, "{all}");
+    }
 
     /// Clamped and read at the top of its bucket, the longest latency is still within MOST_US.
     #[test]

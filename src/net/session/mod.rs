@@ -8,6 +8,7 @@ pub(crate) mod coordinator;
 pub mod data;
 pub(crate) mod gate;
 pub mod handshake;
+pub(crate) mod loops;
 pub(crate) mod meter;
 pub(crate) mod observe;
 pub mod registry;

@@ -5,7 +5,7 @@
 //! an unknown workload with the list's kinds.
 
 use super::served::Served;
-use crate::net::workload::{records, rr, stream, udp_rr, udp_stream};
+use crate::net::workload::{load, records, rr, stream, udp_rr, udp_stream};
 
 /// Every workload `net serve` runs sessions of, by the `workload` its hello names.
 pub const NET_SERVE: &[Served] = &[
@@ -14,6 +14,7 @@ pub const NET_SERVE: &[Served] = &[
     records::SERVED,
     udp_stream::SERVED,
     udp_rr::SERVED,
+    load::SERVED,
 ];
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 use super::{data_receivers, data_sender, receiver_error};
 use crate::case::{RrCase, RrKind};
 use crate::net::control::{ControlChannel, ServerReport};
-use crate::net::mode::{Receiver, RecvCounts, Sender};
-use crate::net::session::meter::{Meter, Metered};
+use crate::net::mode::{Receiver, Sender};
+use crate::net::session::loops::{answer, Answered};
+use crate::net::session::meter::Meter;
 use crate::net::session::observe::{transaction_report, ServedTransactions};
 use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload, Until};
 use crate::net::session::DATA_IDLE_TIMEOUT;
@@ -22,12 +23,6 @@ use std::time::Duration;
 
 /// How long the client has, after Ready, to open every rr data connection.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-struct ServerOutcome {
-    transactions: u64,
-    metered: Metered,
-    recv_counts: RecvCounts,
-}
 
 /// The rr/crr server side, as `net serve` and the loopback run serve it.
 pub const SERVED: Served = served::entry::<RrServer>();
@@ -46,7 +41,7 @@ impl ServedWorkload for RrServer {
     type Hello = RrCase;
     type State = State;
     type Part = Ends;
-    type Outcome = ServerOutcome;
+    type Outcome = Answered;
     const HELLOS: &'static [&'static str] = &["rr", "crr"];
     const THREAD: &'static str = "iopath-rr-server";
     const UNTIL: Until = Until::Finished;
@@ -113,9 +108,14 @@ impl ServedWorkload for RrServer {
         state: &State,
         (sender, receiver): Self::Part,
         thread: &ServedThread<'_>,
-    ) -> anyhow::Result<ServerOutcome> {
+    ) -> anyhow::Result<Answered> {
         let served = match case.kind {
-            RrKind::Rr => serve_rr(case, thread, &state.data[thread.index], receiver, sender),
+            RrKind::Rr => Meter::start(&thread.ctx(), Role::Server, thread.index).and_then(|meter| {
+                let bytes = case.request_size + case.response_size;
+                answer(meter, &state.data[thread.index], (receiver, sender), bytes, &|b| {
+                    thread.count(b)
+                })
+            }),
             RrKind::Crr => serve_crr(case, thread, (&state.listener, state.peer), receiver, sender),
         };
         served.map_err(|e| anyhow!("server: {e}"))
@@ -131,7 +131,7 @@ impl ServedWorkload for RrServer {
     fn report(
         case: &RrCase,
         _: State,
-        threads: Vec<ServerOutcome>,
+        threads: Vec<Answered>,
         followed: Followed,
         tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
@@ -162,7 +162,7 @@ fn thread_ends(case: &RrCase, data: &[TcpStream]) -> anyhow::Result<Vec<Ends>> {
 /// The serving threads' counts merged into the report the client gets.
 fn server_report(
     case: &RrCase,
-    threads: &[ServerOutcome],
+    threads: &[Answered],
     system_metrics: Vec<Metric>,
     tsc_hz: Option<f64>,
 ) -> ServerReport {
@@ -178,40 +178,6 @@ fn server_report(
     transaction_report(&served, case.request_size + case.response_size, system_metrics, tsc_hz)
 }
 
-/// rr: answer every request on one connection until the client closes it.
-fn serve_rr(
-    case: &RrCase,
-    thread: &ServedThread<'_>,
-    stream: &TcpStream,
-    mut receiver: Box<dyn Receiver>,
-    mut sender: Box<dyn Sender>,
-) -> io::Result<ServerOutcome> {
-    let fd = stream.as_raw_fd();
-    let transaction_bytes = case.request_size + case.response_size;
-    let mut meter = Meter::start(&thread.ctx(), Role::Server, thread.index)?;
-    let (mut seq, mut transactions) = (0u64, 0u64);
-    loop {
-        let open = meter.tick(|| receiver.counts().syscalls + sender.counts().syscalls);
-        if !receiver.recv(fd, seq)? {
-            break;
-        }
-        sender.send(fd, seq)?;
-        thread.count(transaction_bytes);
-        if open {
-            transactions += 1;
-        }
-        seq += 1;
-    }
-    sender.drain(fd, Duration::from_secs(10))?;
-    // The client's receiving half ends at this EOF (open loop).
-    stream.shutdown(Shutdown::Write).ok();
-    Ok(ServerOutcome {
-        transactions,
-        metered: meter.finish(receiver.counts().syscalls + sender.counts().syscalls),
-        recv_counts: receiver.counts(),
-    })
-}
-
 /// crr: accept a connection, answer its one request, wait for the client's FIN, close; again
 /// until the session is over.
 fn serve_crr(
@@ -220,7 +186,7 @@ fn serve_crr(
     (listener, peer): (&TcpListener, IpAddr),
     mut receiver: Box<dyn Receiver>,
     mut sender: Box<dyn Sender>,
-) -> io::Result<ServerOutcome> {
+) -> io::Result<Answered> {
     let transaction_bytes = case.request_size + case.response_size;
     let mut meter = Meter::start(&thread.ctx(), Role::Server, thread.index)?;
     let (mut transactions, mut own_syscalls) = (0u64, 0u64);
@@ -269,7 +235,7 @@ fn serve_crr(
     }
     // uring-zc: the notifications of the last responses (the ring outlives its sockets).
     sender.drain(-1, Duration::from_secs(10))?;
-    Ok(ServerOutcome {
+    Ok(Answered {
         transactions,
         metered: meter.finish(own_syscalls + receiver.counts().syscalls + sender.counts().syscalls),
         recv_counts: receiver.counts(),
