@@ -8,13 +8,14 @@
 
 use super::data::{budget_error, over_budget, send_outcome, MovedBytes};
 use super::gate::all_ready;
-use super::meter::{Ctx, ServerShared};
+use super::loops::{bulk, Bulk, Moved};
+use super::meter::{Ctx, Meter, ServerShared};
 use super::server::{wrong_hello, Session};
 use crate::case::NetParams;
 use crate::measure::trace::RxCopies;
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::control::{parse_envelope, Control, ControlChannel, HelloError, ServerReport};
-use crate::observation::{Metric, Unsupported};
+use crate::observation::{Metric, Role, Unsupported};
 use crate::stop::Interrupted;
 use anyhow::anyhow;
 use serde::de::DeserializeOwned;
@@ -298,6 +299,22 @@ impl<'a> ServedThread<'a> {
     #[inline]
     pub fn count(&self, bytes: u64) {
         self.ends.moved.add(bytes);
+    }
+
+    /// This thread as one end of a bulk flow on `stream` (`loops::bulk`): metered, sending
+    /// until the session ends or receiving until the client closes, every message counted
+    /// against the byte budget. `after_gate` runs once every thread has passed the start gate
+    /// (a flow that waits for its client's word to start waits there).
+    pub fn bulk(
+        &self,
+        stream: &TcpStream,
+        end: Bulk,
+        size: u64,
+        after_gate: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<Moved> {
+        let meter = Meter::start(&self.ctx(), Role::Server, self.index)?;
+        after_gate()?;
+        bulk(meter, stream, end, size, &|| self.quit(), &|b| self.count(b))
     }
 }
 

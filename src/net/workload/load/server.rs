@@ -7,7 +7,7 @@ use super::{flow_receiver, flow_sender, probe_ends, LoadHello, Part};
 use crate::case::{LoadCase, NetParams};
 use crate::net::control::ThreadTally;
 use crate::net::control::{ControlChannel, ServerReport};
-use crate::net::session::loops::{answer, bulk, Answered, Bulk, Moved};
+use crate::net::session::loops::{answer, Answered, Bulk, Moved};
 use crate::net::session::meter::{Ctx, Meter};
 use crate::net::session::observe::{measured_counters, NO_SERVER_WINDOW};
 use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload};
@@ -101,12 +101,12 @@ impl ServedWorkload for LoadServer {
             )
             .and_then(|meter| answer(meter, stream, (receiver, sender), 2 * case.probe_size, &count))
             .map(Counted::Probe),
-            Part::Flow(end) => Meter::start(&thread.ctx(), Role::Server, thread.index).and_then(|meter| {
-                if matches!(end, Bulk::Send(_)) {
-                    wait_for_go(stream, thread)?;
-                }
-                bulk(meter, stream, end, case.size, &|| thread.quit(), &count).map(Counted::Flow)
-            }),
+            // A down flow starts at its client's go.
+            Part::Flow(end) => {
+                let down = matches!(end, Bulk::Send(_));
+                let go = || if down { wait_for_go(stream, thread) } else { Ok(()) };
+                thread.bulk(stream, end, case.size, go).map(Counted::Flow)
+            }
         };
         served.map_err(|e| anyhow!("server: {e}"))
     }
