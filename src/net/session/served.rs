@@ -207,11 +207,7 @@ pub(crate) trait ServedWorkload: 'static {
     fn check(hello: &Self::Hello, headroom: Option<u64>) -> Result<(), String>;
     /// Refuse what this server cannot run (before `ready`), say `ready`, take the data
     /// connections: the session's state and one part per thread.
-    fn prepare(
-        hello: &Self::Hello,
-        control: &mut ControlChannel,
-        session: &Session<'_>,
-    ) -> anyhow::Result<(Self::State, Vec<Self::Part>)>;
+    fn prepare(hello: &Self::Hello, control: &mut ControlChannel, session: &Session<'_>) -> Prepared<Self>;
     /// The session's TCP data connections: shut down when the session ends early, and
     /// counted by the kernel under [`Budget::Kernel`].
     fn streams(_state: &Self::State) -> &[TcpStream] {
@@ -232,9 +228,11 @@ pub(crate) trait ServedWorkload: 'static {
         state: Self::State,
         threads: Vec<Self::Outcome>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport>;
 }
+
+/// What [`ServedWorkload::prepare`] makes: the session's state and one part per thread.
+pub(crate) type Prepared<W> = anyhow::Result<(<W as ServedWorkload>::State, Vec<<W as ServedWorkload>::Part>)>;
 
 /// The [`Served`] entry of a workload's server, for `net serve`'s list and the in-process
 /// server.
@@ -342,6 +340,8 @@ pub(crate) struct Followed {
     pub interrupted: bool,
     /// Why following ended early, when it did.
     pub error: Option<String>,
+    /// The TSC's frequency, as calibrated before the session (cycle estimates).
+    pub tsc_hz: Option<f64>,
 }
 
 /// What a client says after `ready`, every workload's phases in one type: `measure`, `done`,
@@ -428,7 +428,7 @@ fn run<W: ServedWorkload>(
         return Err(anyhow!("could not start all {count} server threads"));
     }
     let threads = outcomes.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    W::report(hello, state, threads, followed, tsc_hz)
+    W::report(hello, state, threads, Followed { tsc_hz, ..followed })
 }
 
 type Handle<'scope, T> = io::Result<std::thread::ScopedJoinHandle<'scope, anyhow::Result<T>>>;

@@ -10,7 +10,7 @@ use crate::net::control::{ControlChannel, ServerReport};
 use crate::net::session::loops::{answer, Answered, Bulk, Moved};
 use crate::net::session::meter::{Ctx, Meter};
 use crate::net::session::observe::{measured_counters, NO_SERVER_WINDOW};
-use crate::net::session::served::{self, Followed, ServedThread, ServedWorkload};
+use crate::net::session::served::{self, Followed, Prepared, ServedThread, ServedWorkload};
 use crate::net::session::{accept_data, Served, Session};
 use crate::observation::Role;
 use anyhow::anyhow;
@@ -56,11 +56,7 @@ impl ServedWorkload for LoadServer {
         super::check_case(case).and_then(|()| super::check_memory(case, Role::Server, headroom))
     }
 
-    fn prepare(
-        case: &LoadCase,
-        control: &mut ControlChannel,
-        session: &Session<'_>,
-    ) -> anyhow::Result<(Vec<TcpStream>, Vec<Part>)> {
+    fn prepare(case: &LoadCase, control: &mut ControlChannel, session: &Session<'_>) -> Prepared<Self> {
         if let Err(refusal) = crate::net::mode::check_receiver(case.rx_mode) {
             return Err(served::unavailable(control, refusal));
         }
@@ -116,7 +112,6 @@ impl ServedWorkload for LoadServer {
         _: Vec<TcpStream>,
         threads: Vec<Counted>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
         let mut report = ServerReport::default();
         let mut counters = Vec::new();
@@ -145,7 +140,7 @@ impl ServedWorkload for LoadServer {
         let bytes: u64 = report.threads.iter().map(|t| t.bytes).sum();
         let messages: u64 = report.threads.iter().skip(1).map(|t| t.messages).sum();
         let counters = measured_counters(counters, NO_SERVER_WINDOW);
-        report.metrics = counters.metrics(Role::Server, bytes, messages, "msg", tsc_hz);
+        report.metrics = counters.metrics(Role::Server, bytes, messages, "msg", followed.tsc_hz);
         report.metrics.extend(followed.system_metrics);
         Ok(report)
     }

@@ -130,7 +130,6 @@ impl ServedWorkload for RecordsServer {
         state: State,
         threads: Vec<SideOutcome>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
         if !followed.done {
             return Err(anyhow!(followed
@@ -140,7 +139,7 @@ impl ServedWorkload for RecordsServer {
         let mut system_metrics = followed.system_metrics;
         let fds: Vec<_> = state.data.iter().map(|s| s.as_raw_fd()).collect();
         system_metrics.extend(crate::measure::system::tcp_info_metrics(&fds, Role::Server));
-        Ok(server_report(case, threads, tsc_hz, system_metrics))
+        Ok(server_report(case, threads, followed.tsc_hz, system_metrics))
     }
 }
 

@@ -128,14 +128,8 @@ impl ServedWorkload for RrServer {
         }
     }
 
-    fn report(
-        case: &RrCase,
-        _: State,
-        threads: Vec<Answered>,
-        followed: Followed,
-        tsc_hz: Option<f64>,
-    ) -> anyhow::Result<ServerReport> {
-        Ok(server_report(case, &threads, followed.system_metrics, tsc_hz))
+    fn report(case: &RrCase, _: State, threads: Vec<Answered>, followed: Followed) -> anyhow::Result<ServerReport> {
+        Ok(server_report(case, &threads, followed.system_metrics, followed.tsc_hz))
     }
 }
 

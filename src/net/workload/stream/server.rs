@@ -97,9 +97,8 @@ impl ServedWorkload for StreamServer {
         _: Vec<TcpStream>,
         threads: Vec<ThreadOutcome>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
-        Ok(server_report(case, threads, followed.system_metrics, tsc_hz))
+        Ok(server_report(case, threads, followed.system_metrics, followed.tsc_hz))
     }
 }
 

@@ -122,9 +122,8 @@ impl ServedWorkload for UdpRrServer {
         state: State,
         threads: Vec<ServerOutcome>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
-        let mut report = server_report(&h.case, &threads, followed.system_metrics, tsc_hz);
+        let mut report = server_report(&h.case, &threads, followed.system_metrics, followed.tsc_hz);
         report.metrics.push(rcvbuf_metric(Role::Server, state.rcvbuf));
         Ok(report)
     }

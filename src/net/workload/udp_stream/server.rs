@@ -96,7 +96,6 @@ impl ServedWorkload for UdpStreamServer {
         sockets: Vec<ServerSocket>,
         mut flows: Vec<FlowOutcome>,
         followed: Followed,
-        tsc_hz: Option<f64>,
     ) -> anyhow::Result<ServerReport> {
         let sent = followed.sent.clone().ok_or_else(|| {
             anyhow!(
@@ -107,7 +106,7 @@ impl ServedWorkload for UdpStreamServer {
                     .unwrap_or_else(|| "the session ended early".into())
             )
         })?;
-        server_report(&h.case, &sockets, &mut flows, &sent, followed, tsc_hz)
+        server_report(&h.case, &sockets, &mut flows, &sent, followed)
     }
 }
 
@@ -177,7 +176,6 @@ fn server_report(
     flows: &mut [FlowOutcome],
     sent: &[u64],
     followed: Followed,
-    tsc_hz: Option<f64>,
 ) -> anyhow::Result<ServerReport> {
     udp::same_flows(sent.len(), flows.len())?;
     // Only what the client sent counts: numbers beyond its count (or far ahead) are forged.
@@ -216,7 +214,7 @@ fn server_report(
         flows.iter().map(|f| &f.metered.counters),
         crate::net::session::observe::NO_SERVER_WINDOW,
     );
-    metrics.extend(counters.metrics(Role::Server, window.bytes, window.received, "datagram", tsc_hz));
+    metrics.extend(counters.metrics(Role::Server, window.bytes, window.received, "datagram", followed.tsc_hz));
     let syscalls = flows.iter().map(|f| f.metered.syscalls).sum();
     metrics.extend(per_datagram_costs(Role::Server, &counters, syscalls, window.received));
     metrics.extend(followed.system_metrics);
