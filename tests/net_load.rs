@@ -160,7 +160,7 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["--flows", "0"], "--flows"),
         (vec!["--flows", "1000"], "--flows"),
         (vec!["--probe-size", "1M"], "--probe-size"),
-        (vec!["--warmup", "0"], "no ramp"),
+        (vec!["--idle", "0"], "--idle"),
         (vec!["--direction", "sideways"], "sideways"),
     ] {
         let mut argv = vec!["net", "load"];

@@ -71,9 +71,9 @@ pub fn check_case(case: &LoadCase) -> Result<(), String> {
     if case.net.duration_ms == 0 || case.net.duration_ms > MAX_PHASE_MS || case.net.warmup_ms > MAX_PHASE_MS {
         return Err("duration must be between 1 ms and 24 h, warm-up at most 24 h".into());
     }
-    if case.idle_ms == 0 || case.idle_ms >= case.net.warmup_ms {
+    if case.idle_ms == 0 || case.idle_ms > case.net.warmup_ms {
         return Err(format!(
-            "--idle {} ms leaves the flows no ramp: the idle pass is the first {} ms of the warm-up, and the flows start after it (on the command line --warmup is the ramp after --idle: more than 0)",
+            "--idle {} ms with a warm-up of {} ms: the idle pass is at least 1 ms and the first part of the warm-up, which must hold it (on the command line --warmup is the ramp after --idle)",
             case.idle_ms, case.net.warmup_ms
         ));
     }
@@ -656,7 +656,7 @@ mod tests {
         assert_eq!(check_case(&case()), Ok(()));
         for (bad, needle) in [
             (LoadCase { flows: 65, ..case() }, "1 to 64 flows"),
-            (LoadCase { idle_ms: 400, ..case() }, "leaves the flows no ramp"),
+            (LoadCase { idle_ms: 500, ..case() }, "the first part of the warm-up"),
             (
                 LoadCase {
                     probe_size: 1 << 20,
