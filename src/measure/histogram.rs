@@ -2,6 +2,7 @@
 //! read out in microseconds. Per-thread histograms merge into one.
 
 use hdrhistogram::Histogram;
+use std::time::Duration;
 
 pub struct LatencyHistogram {
     hist: Histogram<u64>,
@@ -62,6 +63,11 @@ impl LatencyHistogram {
         }
         (self.count() > 0).then(|| sum / taken as f64 / 1e3)
     }
+}
+
+/// A duration in whole nanoseconds, as the histograms take it (saturating at u64::MAX).
+pub fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 impl Default for LatencyHistogram {

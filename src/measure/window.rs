@@ -155,6 +155,12 @@ impl Window {
         self.phase() == Phase::Measure
     }
 
+    /// Whether the window has closed (or was abandoned before or after it opened).
+    #[inline]
+    pub fn ended(&self) -> bool {
+        matches!(self.phase(), Phase::Done | Phase::Abandoned)
+    }
+
     /// After [`Window::close`]: wait (up to `patience`) until every view has closed its probe.
     /// Returns how many had not.
     pub fn wait_views_closed(&self, patience: Duration) -> usize {

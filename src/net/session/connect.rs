@@ -17,6 +17,17 @@ pub(crate) fn connect(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream>
     connect_with_mss(addr, stop, None)
 }
 
+/// A client's data connection of a workload with a data port of the session's own (rr, load):
+/// [`connect`]ed, without Nagle's delay, with [`super::DATA_IDLE_TIMEOUT`] on reads and writes
+/// (the server's end is `accept_data`'s).
+pub(crate) fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
+    let s = connect(addr, stop)?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(super::DATA_IDLE_TIMEOUT))?;
+    s.set_write_timeout(Some(super::DATA_IDLE_TIMEOUT))?;
+    Ok(s)
+}
+
 /// [`connect`], with TCP_MAXSEG `mss` set before connecting so it clamps the MSS both ends use.
 pub(crate) fn connect_with_mss(addr: SocketAddr, stop: Stop, mss: Option<i32>) -> anyhow::Result<TcpStream> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

@@ -15,7 +15,7 @@ pub mod registry;
 pub mod served;
 pub mod server;
 
-pub(crate) use connect::{connect, interrupted};
+pub(crate) use connect::{connect, data_connection, interrupted};
 pub use data::DATA_IDLE_TIMEOUT;
 
 /// The most threads (connections, flows) a network case may have, on every network command

@@ -191,13 +191,19 @@ pub(crate) fn publish_proof(
     }
 }
 
-/// Quantiles of a latency histogram as client metrics (`names`: metric name and quantile),
+/// Quantiles of a latency histogram as `role`'s metrics (`names`: metric name and quantile),
 /// each unavailable with `why` when the histogram is empty.
-pub(crate) fn push_quantiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)], why: &str) {
+pub(crate) fn push_quantiles(
+    obs: &mut Observation,
+    role: Role,
+    hist: &LatencyHistogram,
+    names: &[(&str, f64)],
+    why: &str,
+) {
     for (name, q) in names {
         obs.push(match hist.quantile_us(*q) {
-            Some(v) => Metric::tool(name, Role::Client, v, "us"),
-            None => Metric::unavailable(name, Role::Client, "us", why),
+            Some(v) => Metric::tool(name, role, v, "us"),
+            None => Metric::unavailable(name, role, "us", why),
         });
     }
 }
@@ -205,7 +211,7 @@ pub(crate) fn push_quantiles(obs: &mut Observation, hist: &LatencyHistogram, nam
 /// The latency figures of every request/response workload: the quantiles, then
 /// `latency_max_us` and `latency_mean_us`, each unavailable with `why` when nothing completed.
 pub(crate) fn push_latency(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)], why: &str) {
-    push_quantiles(obs, hist, names, why);
+    push_quantiles(obs, Role::Client, hist, names, why);
     for (name, value) in [
         (names::LATENCY_MAX_US, hist.max_us()),
         (names::LATENCY_MEAN_US, hist.mean_us()),

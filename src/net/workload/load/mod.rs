@@ -15,15 +15,17 @@ mod server;
 pub use server::SERVED;
 
 use crate::case::{CopyMode, LoadCase, NetParams, RxMode, MAX_FLOWS};
-use crate::measure::histogram::LatencyHistogram;
+use crate::measure::histogram::{nanos, LatencyHistogram};
 use crate::net::auth::Credentials;
 use crate::net::control::{ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
 use crate::net::session::coordinator::{fds_of, shut_down_all, Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::data_connection;
 use crate::net::session::loops::{bulk, Bulk, Moved};
 use crate::net::session::meter::{Ctx, Meter, Metered};
-use crate::net::session::observe::{place, push_client_counters, push_server_metrics, push_verify_counts, warn_verify};
-use crate::net::session::{connect, DATA_IDLE_TIMEOUT};
+use crate::net::session::observe::{
+    place, push_client_counters, push_quantiles, push_server_metrics, push_verify_counts, warn_verify,
+};
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Unsupported};
 use crate::stop::Stop;
@@ -53,6 +55,8 @@ const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 const PROBE_MODE: CopyMode = CopyMode::OneCopy;
 /// The share of the loaded probes whose mean is RPM's round trip (TM95: the slowest 5 % off).
 const RPM_KEEP: f64 = 0.95;
+/// Why a figure of the loaded round trips is unavailable.
+const NO_LOADED_ROUND_TRIP: &str = "the probe completed no round trip inside the loaded window";
 /// How often a flow waiting for the idle pass to end looks again.
 const WAIT_POLL: Duration = Duration::from_millis(1);
 
@@ -260,11 +264,7 @@ impl NetWorkload for LoadClient<'_> {
         let (up, down) = case.flow_counts();
         let mut streams = Vec::with_capacity(1 + up + down);
         for _ in 0..1 + up + down {
-            let s = connect(data_addr, stop)?;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
-            s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
-            streams.push(s);
+            streams.push(data_connection(data_addr, stop)?);
         }
         let (probe_sender, probe_receiver) = probe_ends(case, &streams[0])?;
         parts.push(Part::Probe(probe_sender, probe_receiver));
@@ -389,10 +389,6 @@ fn probe(
     })
 }
 
-fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
-}
-
 /// A bulk flow's client end: past the gate, wait for the probe's idle pass to end, then send
 /// until the window closes (up) or say `go` and receive until the server closes (down).
 fn flow(
@@ -405,13 +401,7 @@ fn flow(
     shared: &Shared<'_>,
 ) -> io::Result<Moved> {
     let meter = Meter::start(ctx, Role::Client, index)?;
-    let window = shared.window;
-    let over = || {
-        !matches!(
-            window.phase(),
-            crate::measure::window::Phase::Warmup | crate::measure::window::Phase::Measure
-        )
-    };
+    let over = || shared.window.ended();
     while !data.load_on.load(Ordering::SeqCst) {
         if over() || shared.failed.load(Ordering::Relaxed) {
             return Err(io::Error::other("the session ended before the load started"));
@@ -435,8 +425,7 @@ fn observe(
     let mut obs = Observation::default();
     let (mut idle, mut loaded) = (LatencyHistogram::new(), LatencyHistogram::new());
     let mut down_bytes = Vec::new();
-    let mut metered: Vec<&Metered> = Vec::new();
-    let mut probe_threads = 0;
+    let (mut metered, mut flow_metered): (Vec<&Metered>, Vec<&Metered>) = (Vec::new(), Vec::new());
     let (mut verified, mut corrupt) = (0, 0);
     for outcome in clients {
         match outcome {
@@ -444,7 +433,6 @@ fn observe(
                 idle.merge(&p.idle);
                 loaded.merge(&p.loaded);
                 metered.push(&p.metered);
-                probe_threads += 1;
             }
             Outcome::Flow(m) => {
                 // A receiver: a down flow.
@@ -454,6 +442,7 @@ fn observe(
                     corrupt += r.corrupt_messages;
                 }
                 metered.push(&m.metered);
+                flow_metered.push(&m.metered);
             }
         }
     }
@@ -467,7 +456,6 @@ fn observe(
     push_flows(&mut obs, &flow_bytes, window_s);
 
     let bytes: u64 = flow_bytes.iter().sum();
-    let flow_metered = &metered[probe_threads..];
     let messages = bytes / case.size.max(1);
     // The flows' counters: the probe has no perf events, and its CPU is the flows' to judge
     // against nothing.
@@ -504,36 +492,21 @@ fn observe(
 /// The probe's figures: percentiles idle and loaded, their ratio at p50 and p99, and round
 /// trips per minute under load.
 fn push_probe(obs: &mut Observation, idle: &LatencyHistogram, loaded: &LatencyHistogram) {
-    let quantiles = |hist: &LatencyHistogram, names: [&str; 4], why: &str| {
-        let at = [0.5, 0.9, 0.99, 0.999];
-        names
-            .into_iter()
-            .zip(at)
-            .map(|(name, q)| quantile(name, hist.quantile_us(q), "us", why))
-            .collect::<Vec<_>>()
-    };
     let idle_names = [
-        names::LATENCY_IDLE_P50_US,
-        names::LATENCY_IDLE_P90_US,
-        names::LATENCY_IDLE_P99_US,
-        names::LATENCY_IDLE_P999_US,
+        (names::LATENCY_IDLE_P50_US, 0.5),
+        (names::LATENCY_IDLE_P90_US, 0.9),
+        (names::LATENCY_IDLE_P99_US, 0.99),
+        (names::LATENCY_IDLE_P999_US, 0.999),
     ];
     let loaded_names = [
-        names::LATENCY_LOADED_P50_US,
-        names::LATENCY_LOADED_P90_US,
-        names::LATENCY_LOADED_P99_US,
-        names::LATENCY_LOADED_P999_US,
+        (names::LATENCY_LOADED_P50_US, 0.5),
+        (names::LATENCY_LOADED_P90_US, 0.9),
+        (names::LATENCY_LOADED_P99_US, 0.99),
+        (names::LATENCY_LOADED_P999_US, 0.999),
     ];
-    obs.metrics.extend(quantiles(
-        idle,
-        idle_names,
-        "the probe completed no round trip on the idle link",
-    ));
-    obs.metrics.extend(quantiles(
-        loaded,
-        loaded_names,
-        "the probe completed no round trip inside the loaded window",
-    ));
+    let why_idle = "the probe completed no round trip on the idle link";
+    push_quantiles(obs, Role::System, idle, &idle_names, why_idle);
+    push_quantiles(obs, Role::System, loaded, &loaded_names, NO_LOADED_ROUND_TRIP);
     for (name, q) in [
         (names::LATENCY_INFLATION_P50, 0.5),
         (names::LATENCY_INFLATION_P99, 0.99),
@@ -542,12 +515,7 @@ fn push_probe(obs: &mut Observation, idle: &LatencyHistogram, loaded: &LatencyHi
         obs.push(quantile(name, ratio, "ratio", "a pass without round trips"));
     }
     let rpm = loaded.trimmed_mean_us(RPM_KEEP).map(|us| 60e6 / us);
-    obs.push(quantile(
-        names::RPM,
-        rpm,
-        "rt/min",
-        "the probe completed no round trip inside the loaded window",
-    ));
+    obs.push(quantile(names::RPM, rpm, "rt/min", NO_LOADED_ROUND_TRIP));
     obs.push(Metric::tool(
         names::TRANSACTIONS,
         Role::Client,

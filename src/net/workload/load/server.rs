@@ -3,7 +3,7 @@
 //! until the session ends; then a report with every thread's tally (the up flows' goodput is
 //! the client's to reckon).
 
-use super::{flow_receiver, flow_sender, probe_ends, LoadHello, Part};
+use super::{flow_receiver, flow_sender, probe_ends, Part};
 use crate::case::{LoadCase, NetParams};
 use crate::net::control::ThreadTally;
 use crate::net::control::{ControlChannel, ServerReport};
@@ -41,12 +41,6 @@ impl ServedWorkload for LoadServer {
     type Outcome = Counted;
     const HELLOS: &'static [&'static str] = &["load"];
     const THREAD: &'static str = "iopath-load-server";
-
-    fn decode(workload: &'static str, line: &[u8]) -> Result<LoadCase, String> {
-        serde_json::from_slice::<LoadHello>(line)
-            .map(|hello| hello.case)
-            .map_err(|e| format!("bad {workload} hello: {e}"))
-    }
 
     fn net(case: &LoadCase) -> &NetParams {
         &case.net

@@ -4,7 +4,7 @@
 //! another). Inside the loops: a relaxed load of the window, the sends and receives, a clock
 //! read and a histogram record; nothing is allocated.
 
-use crate::measure::histogram::LatencyHistogram;
+use crate::measure::histogram::{nanos, LatencyHistogram};
 use crate::net::mode::{Receiver, RecvCounts, Sender};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::observation::Role;
@@ -60,10 +60,6 @@ impl ClientOutcome {
             recv_counts: None,
         }
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 /// The server closed the connection where a response was due.

@@ -23,8 +23,8 @@ use crate::measure::histogram::LatencyHistogram;
 use crate::net::auth::Credentials;
 use crate::net::control::{ControlChannel, ServerReport, PROTOCOL_VERSION};
 use crate::net::mode::{self, Receiver, Sender};
-use crate::net::session::connect;
 use crate::net::session::coordinator::{fds_of, shut_down_all, Accepted, Coordinator, Handles, NetWorkload, Shared};
+use crate::net::session::data_connection;
 use crate::net::session::meter::Ctx;
 use crate::net::session::observe::{
     finish_transactions, latency_then_counting_passes, push_quantiles, push_transaction_rate, push_transaction_sides,
@@ -459,18 +459,9 @@ impl<'a> NetWorkload for RrClient<'a> {
     }
 }
 
-/// One data connection of an rr client.
-fn data_connection(addr: SocketAddr, stop: Stop) -> anyhow::Result<TcpStream> {
-    let s = connect(addr, stop)?;
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(DATA_IDLE_TIMEOUT))?;
-    s.set_write_timeout(Some(DATA_IDLE_TIMEOUT))?;
-    Ok(s)
-}
-
 /// Percentile metrics of one histogram: `prefix_pNN_us`, unavailable when it is empty.
 fn percentiles(obs: &mut Observation, hist: &LatencyHistogram, names: &[(&str, f64)]) {
-    push_quantiles(obs, hist, names, NO_TRANSACTION);
+    push_quantiles(obs, Role::Client, hist, names, NO_TRANSACTION);
 }
 
 /// The open loop's own figures (`--rate`): what was offered, how late the sends went, what
