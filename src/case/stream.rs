@@ -205,10 +205,23 @@ pub struct StreamCase {
         skip_serializing_if = "RxWake::is_before_the_option"
     )]
     pub rx_wake: RxWake,
+    /// Client sessions run at once against one server (`--clients`, an incast): each a whole
+    /// stream session of its own, with `net.threads` connections. Left out of the JSON when 1,
+    /// which is what a case stored (or a hello sent) before the option reads as.
+    #[serde(default = "one_client", skip_serializing_if = "is_one_client")]
+    pub clients: u32,
 }
 
 fn perf_default() -> bool {
     true
+}
+
+fn one_client() -> u32 {
+    1
+}
+
+fn is_one_client(clients: &u32) -> bool {
+    *clients == 1
 }
 
 impl CopyMode {
@@ -245,6 +258,8 @@ struct StoredStreamCase {
     align: Align,
     #[serde(default = "RxWake::before_the_option")]
     rx_wake: RxWake,
+    #[serde(default = "one_client")]
+    clients: u32,
 }
 
 impl From<StoredStreamCase> for StreamCase {
@@ -269,6 +284,7 @@ impl From<StoredStreamCase> for StreamCase {
             fixed_buffers: c.fixed_buffers,
             align: c.align,
             rx_wake: c.rx_wake,
+            clients: c.clients,
         }
     }
 }
@@ -292,6 +308,7 @@ impl StreamCase {
             fixed_buffers: false,
             align: Align::Page,
             rx_wake: RxWake::Message,
+            clients: 1,
         }
     }
 
@@ -358,6 +375,9 @@ impl StreamCase {
         if self.align == Align::Misaligned {
             label.push_str(" misaligned");
         }
+        if self.clients > 1 {
+            label.push_str(&format!(" x{} clients", self.clients));
+        }
         label
     }
 
@@ -392,6 +412,9 @@ impl StreamCase {
         }
         if self.fixed_buffers {
             params.push(("fixed_buffers", "true".to_string()));
+        }
+        if self.clients > 1 {
+            params.push(("clients", self.clients.to_string()));
         }
         params
     }

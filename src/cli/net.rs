@@ -90,6 +90,13 @@ pub struct StreamArgs {
     /// Fill every message with a pattern from its sequence number and check every byte received.
     #[arg(long)]
     pub verify: bool,
+    /// Incast: this many client sessions at once (1 to 64), each a whole stream session with
+    /// its own control connection and --threads connections, their windows started together,
+    /// all to one server. Reports each client's throughput (throughput_gbps_client<i>), their
+    /// sum and Jain's fairness index. The in-process server serves them all; with --connect,
+    /// run `net serve --sessions N` with N at least this.
+    #[arg(long, default_value_t = 1, value_name = "M", value_parser = parse_clients)]
+    pub clients: u32,
     /// zero-copy and uring-zc: bytes of messages kept in flight, each buffer reused only after
     /// the kernel's completion for it (default: 8 MiB, at least 4 messages; uring-zc without
     /// CAP_IPC_LOCK: cut to what half of RLIMIT_MEMLOCK holds). Anything up to
@@ -363,8 +370,13 @@ pub struct ServeArgs {
     /// `head -c 32 /dev/urandom | base64 > key`.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// Sessions served at once, 1 to 64: each client's session is isolated (its own token, data
+    /// connections and limits); a client beyond them is told "server busy" (agent mode: its
+    /// run request waits in the queue). `net stream --clients 8 --connect ...` needs 8.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_sessions)]
+    pub sessions: usize,
     /// The longest session (warm-up + measured window) a client may ask for; longer cases are
-    /// refused with the limit named. One session runs at a time; others are told "server busy".
+    /// refused with the limit named.
     #[arg(long, default_value = "5m", value_parser = values::parse_duration)]
     pub max_session: Duration,
     /// The most bytes one session may move through this server, either way (e.g. 10G); a
@@ -372,6 +384,24 @@ pub struct ServeArgs {
     /// every session's time).
     #[arg(long, value_name = "BYTES", value_parser = values::parse_size)]
     pub max_session_bytes: Option<u64>,
+}
+
+fn parse_clients(text: &str) -> Result<u32, String> {
+    let max = crate::net::session::server::MAX_SESSIONS;
+    match text.parse::<u32>() {
+        Ok(n) if (1..=max as u32).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a number of client sessions (accepted: 1 to {max})"
+        )),
+    }
+}
+
+fn parse_sessions(text: &str) -> Result<usize, String> {
+    let max = crate::net::session::server::MAX_SESSIONS;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{text}' is not a number of sessions (accepted: 1 to {max})")),
+    }
 }
 
 fn parse_allow_peers(text: &str) -> Result<crate::net::session::AllowList, String> {
@@ -485,6 +515,7 @@ pub fn stream_cases(args: &StreamArgs) -> anyhow::Result<Vec<StreamCase>> {
                             prove_copies: args.prove_copies,
                             align: args.align.align,
                             rx_wake: args.rx_wake.or(RxWake::Message),
+                            clients: args.clients,
                         });
                     }
                 }
@@ -665,11 +696,30 @@ pub fn render_stream_table(records: &[Record], view: View) -> String {
             stream(r).map(|c| c.net.threads.to_string()).unwrap_or_default()
         }),
     ];
+    // An incast's clients, and (after the headline) its fairness and the server's drops.
+    let incast = merged
+        .iter()
+        .any(|(r, _)| r.case.get::<StreamCase>().is_some_and(|c| c.clients > 1));
+    if incast {
+        cols.push(Column::key("clients", move |r, _| {
+            stream(r).map(|c| c.clients.to_string()).unwrap_or_default()
+        }));
+    }
     if repeated {
         cols.push(Column::key("reps", |_, n| n.to_string()));
     }
+    cols.push(m("Gbit/s", Show::Default, names::THROUGHPUT_GBPS, Role::System));
+    if incast {
+        cols.extend([
+            m("min cli Gbit/s", Show::Default, names::CLIENT_MIN_GBPS, Role::System),
+            m("max cli Gbit/s", Show::Wide, names::CLIENT_MAX_GBPS, Role::System),
+            m("jain", Show::Default, names::JAIN_INDEX, Role::System),
+            m("retrans", Show::Default, "tcp_retransmits", Role::System),
+            m("listen drops", Show::Wide, names::TCP_LISTEN_DROPS, Role::System),
+            m("backlog drops", Show::Wide, names::TCP_BACKLOG_DROPS, Role::System),
+        ]);
+    }
     cols.extend([
-        m("Gbit/s", Show::Default, names::THROUGHPUT_GBPS, Role::System),
         m("us/msg", Show::Default, names::TIME_PER_MSG_US, Role::System),
         m("cli ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Client),
         m("srv ns/B", Show::Default, CPU_NS_PER_BYTE, Role::Server),
@@ -770,6 +820,7 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let options = crate::net::session::ServeOptions {
+        sessions: args.sessions,
         key,
         max_session: Some(args.max_session),
         max_session_bytes: args.max_session_bytes,
@@ -798,9 +849,13 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let stop = crate::sys::signal::install_stop_handler();
     crate::tell!(
-        "iopath net serve: listening on {}{} (Ctrl-C to stop)",
+        "iopath net serve: listening on {}{}{} (Ctrl-C to stop)",
         listener.local_addr()?,
-        if args.agent { " as an agent" } else { "" }
+        if args.agent { " as an agent" } else { "" },
+        match args.sessions {
+            1 => String::new(),
+            n => format!(", {n} sessions at a time"),
+        }
     );
     loop {
         // Every session (peer, workload, outcome) and every refused connection is logged as it

@@ -167,6 +167,10 @@ const TCP_METRICS: &[(&str, &[&str], &str)] = &[
         &["TcpExt.TCPSACKReorder", "TcpExt.TCPTSReorder", "TcpExt.TCPRenoReorder"],
         "events",
     ),
+    // What a server turned away before reading: SYNs or connections its listen queue had
+    // no room for, and segments its busy sockets' backlog could not hold.
+    (names::TCP_LISTEN_DROPS, &["TcpExt.ListenDrops"], "connections"),
+    (names::TCP_BACKLOG_DROPS, &["TcpExt.TCPBacklogDrop"], "segments"),
 ];
 
 impl TcpCounters {

@@ -175,6 +175,19 @@ pub const LOAD_GBPS: &str = "load_gbps";
 pub const FLOW_MIN_GBPS: &str = "flow_min_gbps";
 pub const FLOW_MAX_GBPS: &str = "flow_max_gbps";
 pub const JAIN_INDEX: &str = "jain_index";
+/// An incast's (`net stream --clients`) slowest and fastest client session; Jain's index over
+/// them is `JAIN_INDEX`.
+pub const CLIENT_MIN_GBPS: &str = "client_min_gbps";
+pub const CLIENT_MAX_GBPS: &str = "client_max_gbps";
+/// The server's namespace's listen queue overflows and its sockets' backlog drops.
+pub const TCP_LISTEN_DROPS: &str = "tcp_listen_drops";
+pub const TCP_BACKLOG_DROPS: &str = "tcp_backlog_drops";
+
+/// A figure of one client session of an incast: `throughput_gbps_client3` is client 3's
+/// `throughput_gbps`.
+pub fn per_client(name: &str, client: usize) -> String {
+    format!("{name}_client{client}")
+}
 
 /// Every constant above, in the order they are declared.
 pub const ALL: &[&str] = &[
@@ -324,6 +337,10 @@ pub const ALL: &[&str] = &[
     FLOW_MIN_GBPS,
     FLOW_MAX_GBPS,
     JAIN_INDEX,
+    CLIENT_MIN_GBPS,
+    CLIENT_MAX_GBPS,
+    TCP_LISTEN_DROPS,
+    TCP_BACKLOG_DROPS,
 ];
 
 /// Names that are not constants but differ from one by a character or two on purpose (the

@@ -177,12 +177,22 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
 
     /// The measured run: topology, the in-process server unless remote, the client, merge.
     pub fn run(&self) -> anyhow::Result<Observation> {
+        let mut one = self.run_sessions(1)?;
+        one.pop().ok_or_else(|| anyhow!("no client session ran"))
+    }
+
+    /// [`Coordinator::run`] with `clients` client sessions at once against one server (an
+    /// incast): each its own control connection, handshake and threads, their warm-ups and
+    /// windows started together; the in-process server serves them all. One observation per
+    /// client session, in order; the first failure of any (others' failures that only
+    /// followed from it aside) fails the whole, after every session is joined.
+    pub fn run_sessions(&self, clients: usize) -> anyhow::Result<Vec<Observation>> {
         // Calibrate before any window opens so it never disturbs one.
         let tsc_hz = clock::tsc_hz();
         let endpoint = &self.workload.net().endpoint;
         let topology = Topology::from(endpoint).establish()?;
         if let Some(addr) = topology.remote_addr()? {
-            return topology.on_client_side(|| self.client(addr, tsc_hz, None));
+            return topology.on_client_side(|| self.clients(addr, tsc_hz, None, clients));
         }
         let listener = topology.bind(endpoint.port())?;
         self.workload.listen(&listener)?;
@@ -191,11 +201,11 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         std::thread::scope(|scope| {
             let server = topology
                 .spawn_server(scope, "iopath-server", || {
-                    serve_local(&listener, &server_stop, &[W::SERVED])
+                    serve_local(&listener, &server_stop, &[W::SERVED], clients)
                 })
                 .context("could not start the server thread")?;
             let tcp_ns = topology.server_namespace();
-            let result = topology.on_client_side(|| self.client(addr, tsc_hz, tcp_ns));
+            let result = topology.on_client_side(|| self.clients(addr, tsc_hz, tcp_ns, clients));
             // If the client never connected, the server is still waiting: release it.
             server_stop.store(true, Ordering::SeqCst);
             let server_result = server
@@ -209,6 +219,72 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         })
     }
 
+    /// `clients` client sessions on threads of their own (one: right here), set up one after
+    /// another and meeting before their warm-ups; every one joined.
+    fn clients(
+        &self,
+        addr: SocketAddr,
+        tsc_hz: Option<f64>,
+        tcp_ns: Option<&crate::sys::netns::NetNs>,
+        clients: usize,
+    ) -> anyhow::Result<Vec<Observation>> {
+        if clients <= 1 {
+            return Ok(vec![self.client(addr, tsc_hz, tcp_ns)?]);
+        }
+        let meeting = Meeting::default();
+        let results: Vec<anyhow::Result<Observation>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..clients)
+                .map(|i| {
+                    let meeting = &meeting;
+                    std::thread::Builder::new()
+                        .name(format!("iopath-session-{i}"))
+                        .spawn_scoped(scope, move || {
+                            let result = self.client_meeting(addr, tsc_hz, tcp_ns, Some(meeting));
+                            if result.is_err() {
+                                // Nobody waits for a session that will not come.
+                                meeting.gate.abandon();
+                            }
+                            result
+                        })
+                })
+                .collect();
+            let started = handles.iter().filter(|h| h.is_ok()).count();
+            let stop = self.stop;
+            // Each session's own set-up is bounded (connect, hello, its threads' start); this
+            // bounds the wait for all of them, one after another.
+            let patience = super::gate::START_PATIENCE + HELLO_TIMEOUT * clients as u32;
+            if started < clients || !meeting.gate.open_watching(clients, patience, &|| stop.requested()) {
+                meeting.gate.abandon();
+            }
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow!("a client session's thread panicked"))),
+                    Err(e) => Err(anyhow!("could not start a client session's thread: {e}")),
+                })
+                .collect()
+        });
+        if self.stop.requested() {
+            return Err(interrupted());
+        }
+        let cause = |e: &anyhow::Error| !e.is::<OtherSessionFailed>();
+        let first = results.iter().position(|r| r.as_ref().is_err_and(cause));
+        let first = first.or_else(|| results.iter().position(|r| r.is_err()));
+        let mut results = results;
+        if let Some(i) = first {
+            let e = results.swap_remove(i).err().expect("an error");
+            if super::handshake::refusal_kind(&e) == Some(super::RefusalKind::Busy) {
+                return Err(e.context(format!(
+                    "client session {i} of {clients}: --clients {clients} needs a server that serves {clients} sessions at once (net serve --sessions {clients})"
+                )));
+            }
+            return Err(e.context(format!("client session {i} of {clients}")));
+        }
+        results.into_iter().collect()
+    }
+
     /// The client side: set up the session, run the client threads through warm-up and the
     /// window, collect the server's report, build the observation. `tcp_ns`: the namespace
     /// whose TCP counters count this run's connections (None: ours).
@@ -218,12 +294,30 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         tsc_hz: Option<f64>,
         tcp_ns: Option<&crate::sys::netns::NetNs>,
     ) -> anyhow::Result<Observation> {
+        self.client_meeting(addr, tsc_hz, tcp_ns, None)
+    }
+
+    /// [`Coordinator::client`], one of several sessions when `meeting` is given: set up while
+    /// holding its turn, and its warm-up started only when every session's threads are ready.
+    fn client_meeting(
+        &self,
+        addr: SocketAddr,
+        tsc_hz: Option<f64>,
+        tcp_ns: Option<&crate::sys::netns::NetNs>,
+        meeting: Option<&Meeting>,
+    ) -> anyhow::Result<Observation> {
         let (w, stop) = (self.workload, self.stop);
         let mut ends = w.prepare()?;
-        let mut control = ControlChannel::new(connect(addr, stop)?)?;
-        control.stream().set_nodelay(true).ok();
-        let accepted = self.handshake(&mut control, &ends)?;
-        let data = w.open_data(addr, &accepted, &mut ends, stop)?;
+        let (mut control, data) = {
+            // One session says hello at a time: the server's greeting table caps the
+            // connections one address may have in greeting at once.
+            let _turn = meeting.map(|m| m.setup.lock());
+            let mut control = ControlChannel::new(connect(addr, stop)?)?;
+            control.stream().set_nodelay(true).ok();
+            let accepted = self.handshake(&mut control, &ends)?;
+            let data = w.open_data(addr, &accepted, &mut ends, stop)?;
+            (control, data)
+        };
 
         let policy = kernel_policy();
         let window = Window::new();
@@ -238,12 +332,18 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         };
         let (outcomes, phases) = std::thread::scope(|scope| {
             let handles = w.spawn_clients(scope, &shared, &data, ends);
-            let phases = if all_ready(&ready, &handles) {
+            let started = all_ready(&ready, &handles);
+            let met = started && meeting.is_none_or(|m| m.gate.arrive_and_wait());
+            let phases = if met {
                 self.drive(&window, &mut system, &failed, &mut control)
             } else {
                 window.close(&mut system);
                 control.send(&Control::Done).ok();
-                Err(anyhow!("could not start all {} client threads", handles.len()))
+                if started {
+                    Err(anyhow::Error::new(OtherSessionFailed))
+                } else {
+                    Err(anyhow!("could not start all {} client threads", handles.len()))
+                }
             };
             if phases.is_err() || failed.load(Ordering::SeqCst) {
                 w.wake(&data);
@@ -408,10 +508,30 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     }
 }
 
+/// Where the client sessions of an incast meet: set up one at a time (`setup`), then wait at
+/// `gate` until every session's threads are ready, so their warm-ups and windows coincide.
+#[derive(Default)]
+struct Meeting {
+    setup: std::sync::Mutex<()>,
+    gate: StartGate,
+}
+
+/// A client session that stopped because another one failed before the windows opened.
+#[derive(Debug)]
+struct OtherSessionFailed;
+
+impl std::fmt::Display for OtherSessionFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("another client session failed before the windows opened")
+    }
+}
+
+impl std::error::Error for OtherSessionFailed {}
+
 /// The in-process server of a local run: the session server of `net serve`
-/// (net/session/server.rs), serving this workload's sessions only.
-fn serve_local(listener: &TcpListener, stop: &AtomicBool, served: &[Served]) -> anyhow::Result<()> {
-    super::server::serve_session(listener, Some(stop), served)
+/// (net/session/server.rs), serving this workload's sessions only, `sessions` at a time.
+fn serve_local(listener: &TcpListener, stop: &AtomicBool, served: &[Served], sessions: usize) -> anyhow::Result<()> {
+    super::server::serve_session(listener, Some(stop), served, sessions)
 }
 
 #[cfg(test)]

@@ -88,6 +88,28 @@ impl StartGate {
         go
     }
 
+    /// [`StartGate::open_when`] that gives up at once when the start is abandoned meanwhile
+    /// or `quit` says so (looked at every 20 ms).
+    pub fn open_watching(&self, expected: usize, patience: Duration, quit: &dyn Fn() -> bool) -> bool {
+        let deadline = Instant::now() + patience;
+        let Ok(mut state) = self.state.lock() else { return false };
+        while state.arrived < expected && state.open.is_none() && !quit() && Instant::now() < deadline {
+            let slice = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(20));
+            state = match self.changed.wait_timeout(state, slice) {
+                Ok((s, _)) => s,
+                Err(_) => return false,
+            };
+        }
+        let go = state.arrived >= expected && state.open.is_none();
+        if state.open.is_none() {
+            state.open = Some(go);
+        }
+        self.changed.notify_all();
+        go
+    }
+
     /// Release every waiting thread with "abandoned".
     pub fn abandon(&self) {
         if let Ok(mut state) = self.state.lock() {

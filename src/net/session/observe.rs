@@ -543,6 +543,14 @@ pub(crate) fn warn_placement(obs: &mut Observation, client_pinned: bool, server_
     }
 }
 
+/// Jain's fairness index over the flows' (or clients') rates: (Σx)² / (n·Σx²), 1 when all are
+/// equal, 1/n when one has everything; None when there are none or all are zero.
+pub(crate) fn jain_index(rates: &[f64]) -> Option<f64> {
+    let sum: f64 = rates.iter().sum();
+    let squares: f64 = rates.iter().map(|x| x * x).sum();
+    (squares > 0.0).then(|| sum * sum / (rates.len() as f64 * squares))
+}
+
 /// The `--verify` counts of one role: messages checked intact and messages found corrupt.
 pub(crate) fn push_verify_counts(obs: &mut Observation, role: crate::observation::Role, verified: u64, corrupt: u64) {
     obs.push(Metric::tool("verified_messages", role, verified as f64, "messages"));

@@ -121,6 +121,7 @@ mod tests {
             fixed_buffers: false,
             align: crate::case::Align::Page,
             rx_wake: crate::case::RxWake::Message,
+            clients: 1,
         };
         let old = serde_json::to_vec(&crate::net::workload::stream::StreamHello::new(stream.clone())).unwrap();
         assert!(!String::from_utf8_lossy(&old).contains("workload"));

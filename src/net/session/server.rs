@@ -63,33 +63,44 @@ pub struct Session<'a> {
     pub key: Option<&'a [u8]>,
     route: &'a Route,
     queue: &'a RunQueue,
-    /// The session holds the server's one session (every session but an agent hello, which
-    /// claims it through [`Session::wait_turn`]).
+    /// The session holds one of the server's places (every session but an agent hello, which
+    /// claims one through [`Session::wait_turn`]).
     claimed: AtomicBool,
+    /// This session's token in the route, once it opened one.
+    token: Mutex<Option<u64>>,
 }
 
 impl Session<'_> {
     /// A token for data connections that arrive on the server's own listener, and where they
     /// come (thread index, connection) until [`Session::close_route`] or the session's end.
     pub fn open_route(&self) -> (u64, mpsc::Receiver<(u32, TcpStream)>) {
+        self.close_route();
         let token = new_token();
         let (tx, rx) = mpsc::channel();
         if let Ok(mut r) = self.route.lock() {
-            *r = Some((token, tx));
+            r.push((token, tx));
+        }
+        if let Ok(mut own) = self.token.lock() {
+            *own = Some(token);
         }
         (token, rx)
     }
 
-    /// Later data connections with the session's token are dropped as strays.
+    /// Later data connections with the session's token are dropped as strays (the other
+    /// sessions' routes stay).
     pub fn close_route(&self) {
+        let Some(token) = self.token.lock().ok().and_then(|mut own| own.take()) else {
+            return;
+        };
         if let Ok(mut r) = self.route.lock() {
-            *r = None;
+            r.retain(|(t, _)| *t != token);
         }
     }
 
     /// Agent mode: wait in the server's queue of run requests (at most [`MAX_QUEUED`] waiting)
-    /// until this request may claim the server's one session, telling the client its position
-    /// (`queued`, a line per change: how many go first, the session running included). Returns
+    /// until this request may claim one of the server's places (`--sessions`), telling the
+    /// client its position (`queued`, a line per change: how many go first, one more while
+    /// every place is taken). Returns
     /// the first position told (0: it never waited). A full queue is refused as `Busy`; a
     /// client that closes its connection leaves the queue (an error); a stop ends the wait.
     pub fn wait_turn(&self, control: &mut ControlChannel) -> anyhow::Result<u32> {
@@ -122,11 +133,11 @@ impl Session<'_> {
                 .ok()
                 .and_then(|w| w.iter().position(|&t| t == ticket))
                 .unwrap_or(0) as u32;
-            if ahead == 0 && !self.queue.busy.swap(true, Ordering::SeqCst) {
+            if ahead == 0 && self.queue.claim() {
                 self.claimed.store(true, Ordering::SeqCst);
                 return Ok(first);
             }
-            let position = ahead + u32::from(self.queue.busy.load(Ordering::SeqCst));
+            let position = ahead + u32::from(self.queue.full());
             if told != Some(position) && position > 0 {
                 control
                     .send(&crate::net::control::Control::Queued { position })
@@ -142,12 +153,42 @@ impl Session<'_> {
 /// Run requests waiting at once in an agent's queue; one more is refused as `server busy`.
 pub const MAX_QUEUED: usize = 16;
 
-/// The agent's queue of run requests: tickets in arrival order, and the server's one-session
-/// flag they claim in turn.
+/// The agent's queue of run requests: tickets in arrival order, and the server's places
+/// (sessions running, at most `places`) every session claims, queued or not.
 struct RunQueue {
     next: AtomicU64,
     waiting: Mutex<VecDeque<u64>>,
-    busy: AtomicBool,
+    running: AtomicUsize,
+    places: usize,
+}
+
+impl RunQueue {
+    fn new(places: usize) -> RunQueue {
+        RunQueue {
+            next: AtomicU64::new(0),
+            waiting: Mutex::new(VecDeque::new()),
+            running: AtomicUsize::new(0),
+            places: places.max(1),
+        }
+    }
+
+    /// Take a place if one is free.
+    fn claim(&self) -> bool {
+        self.running
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.places).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Every place is taken.
+    fn full(&self) -> bool {
+        self.running.load(Ordering::SeqCst) >= self.places
+    }
 }
 
 /// Takes a ticket out of the queue however its wait ends.
@@ -251,21 +292,38 @@ fn new_token() -> u64 {
     rand::random::<u64>() | 0x80
 }
 
-/// The session being served: its token and where its data connections go.
-type Route = Mutex<Option<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
+/// The sessions being served: each one's token and where its data connections go.
+type Route = Mutex<Vec<(u64, mpsc::Sender<(u32, TcpStream)>)>>;
 
-/// Serve one session on `listener` of the workloads in `served`: a client's control
-/// connection, then its data connections. Connections are greeted concurrently, each within
-/// HELLO_DEADLINE; a second client's hello while a session runs is refused as busy. Returns
-/// the first session's result once it is over, every connection that arrived meanwhile has
-/// been greeted (one that brings a hello then gets its session too; its outcome is logged)
-/// and every thread is joined. A raised `stop` ends every phase within about 20 ms.
-pub fn serve_session(listener: &TcpListener, stop: Option<&AtomicBool>, served: &[Served]) -> anyhow::Result<()> {
-    serve_session_with(listener, stop, &ServeOptions::default(), served)
+/// Serve `sessions` sessions at a time on `listener` of the workloads in `served`: a client's
+/// control connection, then its data connections. Connections are greeted concurrently, each
+/// within HELLO_DEADLINE; a client's hello while every place is taken is refused as busy.
+/// Returns the first session's result (with several places: the first failure of any, else
+/// success) once it is over, every connection that arrived meanwhile has been greeted (one
+/// that brings a hello then gets its session too) and every thread is joined. A raised `stop`
+/// ends every phase within about 20 ms.
+pub fn serve_session(
+    listener: &TcpListener,
+    stop: Option<&AtomicBool>,
+    served: &[Served],
+    sessions: usize,
+) -> anyhow::Result<()> {
+    let options = ServeOptions {
+        sessions,
+        ..ServeOptions::default()
+    };
+    serve_session_with(listener, stop, &options, served)
 }
+
+/// The most sessions a server runs at once (`net serve --sessions`, `net stream --clients`).
+pub const MAX_SESSIONS: usize = 64;
+
 /// What a server left running enforces (`net serve` flags).
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
+    /// Sessions served at once (`--sessions`, 1 to [`MAX_SESSIONS`]; 0 reads as 1): each with
+    /// its own token, limits and data connections; a client beyond them is told busy.
+    pub sessions: usize,
     /// Every client must first prove it holds this key (`--psk-file`).
     pub key: Option<Vec<u8>>,
     /// The longest session (warm-up + window) a client may ask for (`--max-session`).
@@ -296,12 +354,8 @@ pub fn serve_session_with(
         options,
         served,
         stop,
-        route: Mutex::new(None),
-        queue: RunQueue {
-            next: AtomicU64::new(0),
-            waiting: Mutex::new(VecDeque::new()),
-            busy: AtomicBool::new(false),
-        },
+        route: Mutex::new(Vec::new()),
+        queue: RunQueue::new(options.sessions),
         ended: AtomicBool::new(false),
         greeting: AtomicUsize::new(0),
         sessions: AtomicUsize::new(0),
@@ -330,7 +384,7 @@ struct Server<'a> {
     served: &'a [Served],
     stop: Option<&'a AtomicBool>,
     route: Route,
-    /// The run requests waiting (agent mode) and the flag a session holds the server with.
+    /// The run requests waiting (agent mode) and the places sessions hold the server with.
     queue: RunQueue,
     /// The first session is over.
     ended: AtomicBool,
@@ -398,8 +452,12 @@ impl<'a> Server<'a> {
             _ if !seated => {}
             Ok(Greeting::Hello(control, case)) => self.serve_hello(control, *case, peer, &quit),
             Ok(Greeting::Data(token, index, stream)) => {
-                let to = self.route.lock().ok().and_then(|r| r.clone());
-                match to.filter(|(t, _)| *t == token) {
+                let to = self
+                    .route
+                    .lock()
+                    .ok()
+                    .and_then(|r| r.iter().find(|(t, _)| *t == token).cloned());
+                match to {
                     Some((_, tx)) => {
                         let _ = tx.send((index, stream));
                     }
@@ -463,15 +521,18 @@ impl<'a> Server<'a> {
                 self.log.refused(peer, workload, &error);
                 return;
             }
-            if !claim_within(&self.queue.busy, ENDING_SESSION_PATIENCE, quit) {
-                let error = "server busy: another client's session is running; try again when it ends";
-                control.send(&refused(RefusalKind::Busy, error)).ok();
-                self.log.refused(peer, workload, error);
+            if !claim_within(&self.queue, ENDING_SESSION_PATIENCE, quit) {
+                let error = match self.queue.places {
+                    1 => "server busy: another client's session is running; try again when it ends".to_string(),
+                    n => format!("server busy: {n} sessions are running, the most this server runs at once (net serve --sessions); try again when one ends"),
+                };
+                control.send(&refused(RefusalKind::Busy, &error)).ok();
+                self.log.refused(peer, workload, &error);
                 return;
             }
             // The session's own data connections come from this address: they are not held to
-            // the per-address cap while it sets up.
-            self.greeters.expect_data_from(Some(peer.ip()));
+            // the per-address cap while it runs.
+            self.greeters.expect_data_from(peer.ip(), true);
         }
         let stopped = || self.stopped();
         let session = Session {
@@ -483,26 +544,31 @@ impl<'a> Server<'a> {
             route: &self.route,
             queue: &self.queue,
             claimed: AtomicBool::new(!agent),
+            token: Mutex::new(None),
         };
         let outcome = (served.serve)(control, case, &session);
         if !agent {
-            self.greeters.expect_data_from(None);
+            self.greeters.expect_data_from(peer.ip(), false);
         }
         session.close_route();
         self.log.session(peer, workload, &outcome);
         self.record(outcome);
         self.ended.store(true, Ordering::SeqCst);
         if session.claimed.load(Ordering::SeqCst) {
-            self.queue.busy.store(false, Ordering::SeqCst);
+            self.queue.release();
         }
     }
 
     /// Keep the first session's outcome (what [`serve_session_with`] returns); later ones are
-    /// logged (or, without a log, said on stderr).
+    /// logged (or, without a log, said on stderr). With several places the sessions that run
+    /// together are one run's (an incast's clients): the first failure among them is kept.
     fn record(&self, outcome: anyhow::Result<()>) {
-        if self.sessions.fetch_add(1, Ordering::SeqCst) == 0 {
+        let first = self.sessions.fetch_add(1, Ordering::SeqCst) == 0;
+        if first || self.queue.places > 1 {
             if let Ok(mut r) = self.result.lock() {
-                *r = Some(outcome);
+                if first || matches!(*r, Some(Ok(())) | None) {
+                    *r = Some(outcome);
+                }
             }
         } else if !self.log.on {
             match outcome {
@@ -537,9 +603,9 @@ struct Seat {
 struct Greeters {
     table: Mutex<Vec<Greeter>>,
     next_id: AtomicU64,
-    /// The address of the session setting up, whose data connections are exempt from the
-    /// per-address cap.
-    expected: Mutex<Option<IpAddr>>,
+    /// The addresses of the sessions running (one entry per session), whose data connections
+    /// are exempt from the per-address cap.
+    expected: Mutex<Vec<IpAddr>>,
     lingering: Mutex<VecDeque<(Instant, TcpStream)>>,
 }
 
@@ -555,7 +621,7 @@ impl Greeters {
             log.refused(peer, "unknown", "out of file descriptors: closed at once");
             return None;
         };
-        let expected = self.expected.lock().ok().and_then(|e| *e);
+        let expected = self.expected.lock().map(|e| e.clone()).unwrap_or_default();
         let mut table = self.table.lock().ok()?;
         // A silent one whose first bytes are queued has spoken, though its greeter has not
         // read them yet (it may not have run).
@@ -573,11 +639,11 @@ impl Greeters {
         let weakest = |table: &[Greeter], pick: &dyn Fn(&Greeter) -> bool| {
             (0..table.len())
                 .filter(|&i| pick(&table[i]))
-                .min_by_key(|&i| (rank(&table[i]), expected == Some(table[i].peer.ip()), table[i].since))
+                .min_by_key(|&i| (rank(&table[i]), expected.contains(&table[i].peer.ip()), table[i].since))
         };
         let same = |g: &Greeter| g.peer.ip() == peer.ip();
         let from_peer = table.iter().filter(|g| same(g)).count();
-        let victim = if from_peer >= PER_ADDRESS && expected != Some(peer.ip()) {
+        let victim = if from_peer >= PER_ADDRESS && !expected.contains(&peer.ip()) {
             match weakest(&table, &|g| same(g) && g.stage < Stage::Challenged) {
                 Some(i) => Some((
                     i,
@@ -700,9 +766,15 @@ impl Greeters {
         }
     }
 
-    fn expect_data_from(&self, ip: Option<IpAddr>) {
+    /// A session from `ip` starts (`running`) or ends: its data connections are exempt from
+    /// the per-address cap while it runs.
+    fn expect_data_from(&self, ip: IpAddr, running: bool) {
         if let Ok(mut e) = self.expected.lock() {
-            *e = ip;
+            if running {
+                e.push(ip);
+            } else if let Some(i) = e.iter().position(|x| *x == ip) {
+                e.swap_remove(i);
+            }
         }
     }
 }
@@ -811,13 +883,13 @@ fn accept_within(listener: &TcpListener, wait: Duration) -> anyhow::Result<Optio
 /// How long a hello waits for a session that is ending before it is told `server busy`.
 const ENDING_SESSION_PATIENCE: Duration = Duration::from_secs(2);
 
-/// Claim the server's one session, waiting up to `patience` for the running one to end: a
-/// client running cells back to back says hello again the moment its last report arrives,
+/// Claim one of the server's places, waiting up to `patience` for a running session to end:
+/// a client running cells back to back says hello again the moment its last report arrives,
 /// a moment before the server has let go of that session.
-fn claim_within(busy: &AtomicBool, patience: Duration, quit: &dyn Fn() -> bool) -> bool {
+fn claim_within(queue: &RunQueue, patience: Duration, quit: &dyn Fn() -> bool) -> bool {
     let until = Instant::now() + patience;
     loop {
-        if !busy.swap(true, Ordering::SeqCst) {
+        if queue.claim() {
             return true;
         }
         if quit() || Instant::now() >= until {
@@ -1010,6 +1082,7 @@ mod tests {
             route,
             queue,
             claimed: AtomicBool::new(false),
+            token: Mutex::new(None),
         }
     }
 
@@ -1018,12 +1091,9 @@ mod tests {
     /// its connection leaves the queue, and the one behind it moves up.
     #[test]
     fn run_requests_wait_in_a_bounded_queue_and_leave_it_when_their_client_goes() {
-        let queue = RunQueue {
-            next: AtomicU64::new(0),
-            waiting: Mutex::new(VecDeque::new()),
-            busy: AtomicBool::new(true),
-        };
-        let route: Route = Mutex::new(None);
+        let queue = RunQueue::new(1);
+        assert!(queue.claim(), "the running session");
+        let route: Route = Mutex::new(Vec::new());
         let never = || false;
         // Full: 16 tickets wait already.
         queue.waiting.lock().unwrap().extend(1000..1000 + MAX_QUEUED as u64);
@@ -1058,10 +1128,10 @@ mod tests {
             assert!(format!("{e:#}").contains("closed its connection"), "{e:#}");
             // The running session ends: the one left claims the server.
             std::thread::sleep(Duration::from_millis(100));
-            queue.busy.store(false, Ordering::SeqCst);
+            queue.release();
             let (first, claimed) = staying.join().unwrap();
             assert_eq!(first.unwrap(), 2, "it waited second at first");
-            assert!(claimed && queue.busy.load(Ordering::SeqCst));
+            assert!(claimed && queue.full());
         });
         assert!(queue.waiting.lock().unwrap().is_empty());
         // What the staying client was told: position 2, then 1 when the other left.

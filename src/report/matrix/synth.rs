@@ -90,6 +90,7 @@ fn stream_case(destination: &str) -> Case {
         fixed_buffers: false,
         align: Align::Page,
         rx_wake: crate::case::RxWake::Message,
+        clients: 1,
     })
 }
 

@@ -545,7 +545,6 @@ fn push_flows(obs: &mut Observation, flow_bytes: &[u64], window_s: f64) {
     let any = window_s > 0.0 && flow_bytes.iter().any(|b| *b > 0);
     let figure = |name: &str, value: f64, unit: &str| quantile(name, any.then_some(value), unit, why);
     let sum: f64 = gbps.iter().sum();
-    let squares: f64 = gbps.iter().map(|x| x * x).sum();
     obs.push(figure(names::LOAD_GBPS, sum, "Gbit/s"));
     obs.push(figure(
         names::FLOW_MIN_GBPS,
@@ -559,7 +558,7 @@ fn push_flows(obs: &mut Observation, flow_bytes: &[u64], window_s: f64) {
     ));
     obs.push(figure(
         names::JAIN_INDEX,
-        sum * sum / (gbps.len() as f64 * squares),
+        crate::net::session::observe::jain_index(&gbps).unwrap_or(f64::NAN),
         "index",
     ));
 }

@@ -5,6 +5,7 @@
 //! The client drives the session over a control connection (see net/control.rs), so the
 //! server can live in this process (loopback) or be a remote `iopath net serve`.
 
+mod incast;
 mod server;
 pub(crate) mod thread;
 
@@ -49,8 +50,14 @@ fn clamped_mss(case: &StreamCase) -> Option<i32> {
 const MAX_PHASE_MS: u64 = 24 * 3600 * 1000;
 
 /// Memory the buffers of a case take on one end (messages, serialisation buffers, the
-/// zero-copy ring), for refusing cases the machine cannot hold before allocating anything.
+/// zero-copy ring), for refusing cases the machine cannot hold before allocating anything:
+/// every client session's (`--clients`; a server serves them all at once).
 pub fn buffer_bytes(case: &StreamCase, role: Role) -> u64 {
+    session_bytes(case, role).saturating_mul(u64::from(case.clients.max(1)))
+}
+
+/// The buffers of one session on one end.
+fn session_bytes(case: &StreamCase, role: Role) -> u64 {
     let per_thread = match role {
         Role::Client => mode::sender_bytes(case.mode, case.size, case.net.verify, &send_options(case)),
         // The fields plus a contiguous wire buffer or a verify copy.
@@ -109,6 +116,13 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
     if case.net.threads > crate::net::session::MAX_THREADS || case.fields > 1024 {
         return Err("at most 1024 threads and 1024 fields".into());
     }
+    if case.clients == 0 || case.clients as usize > crate::net::session::server::MAX_SESSIONS {
+        return Err(format!(
+            "{} client sessions: accepted 1 to {}",
+            case.clients,
+            crate::net::session::server::MAX_SESSIONS
+        ));
+    }
     if case.zc_ring == Some(0) {
         return Err("--zc-ring must be at least 1 byte (up to one message means one message)".into());
     }
@@ -116,7 +130,7 @@ pub fn check_case(case: &StreamCase, role: Role, mem_available: Option<u64>) -> 
         if case.mode != CopyMode::UringZc {
             return Err("registered (fixed) buffers are for uring-zc only".into());
         }
-        let ring = buffer_bytes(case, Role::Client) / case.net.threads as u64;
+        let ring = session_bytes(case, Role::Client) / case.net.threads as u64;
         if ring > crate::sys::uring_send::MAX_FIXED_BUFFER as u64 {
             return Err(format!(
                 "{} with --fixed-buffers: its ring of {} is more than the 1 GiB one registered buffer may hold (use a smaller --zc-ring)",
@@ -193,9 +207,15 @@ fn headline(case: &StreamCase) -> Vec<Headline> {
     figures
 }
 
-/// The measured run: the session coordinator with the stream's threads.
+/// The measured run: the session coordinator with the stream's threads; an incast's
+/// (`--clients`) sessions made into one observation.
 fn run_measured(case: &StreamCase, stop: Stop, credentials: &Credentials) -> anyhow::Result<Observation> {
-    Coordinator::new(&StreamClient { case }, stop, credentials).run()
+    let client = StreamClient { case };
+    let coordinator = Coordinator::new(&client, stop, credentials);
+    if case.clients <= 1 {
+        return coordinator.run();
+    }
+    Ok(incast::combine(coordinator.run_sessions(case.clients as usize)?))
 }
 
 /// The stream as the session coordinator runs it: one sender per client thread, each on its
