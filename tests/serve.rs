@@ -504,3 +504,189 @@ fn a_drip_flood_from_many_addresses_never_turns_a_key_holder_away() {
     );
     server.logged(&["session refused: peer 127.0.2.", "server busy: "]);
 }
+
+/// The JSON records of a run's output.
+fn records(out: &std::process::Output) -> Vec<Value> {
+    match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(Value::Array(records)) => records,
+        other => panic!("{other:?}: {}", stderr(out)),
+    }
+}
+
+/// A metric's value in a JSON record (None: absent or unavailable).
+fn value(record: &Value, name: &str) -> Option<f64> {
+    common::metric(record, name).and_then(|m| m["value"].as_f64())
+}
+
+/// Issue 34: `net serve --sessions 2` runs two sessions at once. An incast of two clients
+/// (their windows started together, so both sessions run at the same time) completes with
+/// each client's figure, their sum and Jain's index; two separate clients run side by side
+/// both complete with figures; the server logs every session. No rate is asserted.
+#[test]
+fn a_server_of_two_sessions_serves_two_clients_at_once() {
+    let server = Server::start(&["--sessions", "2"]);
+    let out = stream_client(&server.addr, &["--clients", "2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = &records(&out)[0];
+    for name in ["throughput_gbps", "throughput_gbps_client0", "throughput_gbps_client1"] {
+        let figure = common::metric(record, name).unwrap_or_else(|| panic!("no {name}: {record}"));
+        assert!(figure.get("value").is_some(), "{figure}");
+    }
+    for name in ["jain_index", "client_min_gbps", "tcp_listen_drops", "tcp_backlog_drops"] {
+        assert!(common::metric(record, name).is_some(), "no {name}: {record}");
+    }
+    if let Some(jain) = value(record, "jain_index") {
+        assert!(
+            (0.5..=1.0 + 1e-9).contains(&jain),
+            "Jain's index of two clients: {jain}"
+        );
+    }
+    assert_eq!(record["case"]["clients"], 2, "{}", record["case"]);
+
+    let side_by_side: Vec<_> = (0..2)
+        .map(|_| {
+            let addr = server.addr.clone();
+            std::thread::spawn(move || stream_client(&addr, &["--json"]))
+        })
+        .collect();
+    for client in side_by_side {
+        let out = client.join().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(common::metric(&records(&out)[0], "throughput_gbps").is_some());
+    }
+    let log = server.log.lock().unwrap().clone();
+    let finished = log.lines().filter(|l| l.contains("session finished")).count();
+    assert!(finished >= 4, "{log}");
+}
+
+/// One session at a time is still the default: the second client of an incast is told the
+/// server is busy, and the cell fails saying what the server needs.
+#[test]
+fn a_server_of_one_session_refuses_the_second_client_as_busy() {
+    let server = Server::start(&[]);
+    let out = stream_client(&server.addr, &["--clients", "2"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("server busy"), "{err}");
+    assert!(err.contains("net serve --sessions 2"), "{err}");
+    server.logged(&[
+        "session refused: peer 127.0.0.1:",
+        "server busy: another client's session is running",
+    ]);
+    // The first client's session ended too, and the server serves the next client.
+    let out = stream_client(&server.addr, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Out of range: one line that says what is wrong and what is accepted, exit 2.
+#[test]
+fn clients_and_sessions_out_of_range_are_refused_in_one_line() {
+    for (command, flag, value) in [
+        ("stream", "--clients", "0"),
+        ("stream", "--clients", "1000"),
+        ("serve", "--sessions", "0"),
+        ("serve", "--sessions", "65"),
+    ] {
+        let out = iopath()
+            .args(["net", command, flag, value])
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(flag) && err.contains("accepted: 1 to 64"), "{err}");
+    }
+}
+
+/// A client of an incast that vanishes mid-session (its process killed) ends its sessions on
+/// the server within the server's own timeouts; their places are given back, so the next
+/// incast of two is served.
+#[test]
+fn an_incast_client_that_vanishes_gives_its_places_back() {
+    let server = Server::start(&["--sessions", "2"]);
+    let mut client = std::process::Command::new(bin())
+        .args([
+            "net",
+            "stream",
+            "--connect",
+            &server.addr,
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+        ])
+        .args(["--clients", "2", "--duration", "60s", "--warmup", "0"])
+        .env("IOPATH_DB", common::own_db())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Both sessions are set up before it goes: each has its client thread running.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client_threads(client.id()) < 2 {
+        assert!(Instant::now() < deadline, "the incast's sessions never started");
+        assert!(client.try_wait().unwrap().is_none(), "the incast ended by itself");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    client.kill().unwrap();
+    client.wait().unwrap();
+    // Both sessions end (their connections closed), each logged.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = server.log.lock().unwrap().clone();
+        let ended = |l: &&str| l.contains("session failed") || l.contains("session finished");
+        if log.lines().filter(ended).count() >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the vanished client's sessions did not end:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = stream_client(&server.addr, &["--clients", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The in-process server of a local run serves every client of an incast.
+#[test]
+fn a_local_incast_runs_every_client_against_the_in_process_server() {
+    let out = iopath()
+        .args([
+            "net",
+            "stream",
+            "--mode",
+            "one-copy",
+            "--size",
+            "4K",
+            "--duration",
+            "200ms",
+        ])
+        .args(["--warmup", "0", "--clients", "3", "--json"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = &records(&out)[0];
+    for i in 0..3 {
+        let name = format!("throughput_gbps_client{i}");
+        assert!(common::metric(record, &name).is_some(), "no {name}: {record}");
+    }
+    assert!(common::metric(record, "throughput_gbps_client3").is_none());
+    assert!(
+        record["label"].as_str().unwrap_or_default().contains("x3 clients"),
+        "{record}"
+    );
+}
+
+/// The client threads (`iopath-client-*`) a process runs now.
+fn client_threads(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("iopath-client-"))
+        .count()
+}

@@ -849,12 +849,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let stop = crate::sys::signal::install_stop_handler();
     crate::tell!(
-        "iopath net serve: listening on {}{}{} (Ctrl-C to stop)",
+        "iopath net serve: listening on {}{} ({}Ctrl-C to stop)",
         listener.local_addr()?,
         if args.agent { " as an agent" } else { "" },
         match args.sessions {
             1 => String::new(),
-            n => format!(", {n} sessions at a time"),
+            n => format!("{n} sessions at a time; "),
         }
     );
     loop {

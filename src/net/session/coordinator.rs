@@ -361,6 +361,10 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
                 }
             }
         }
+        if phases.as_ref().is_err_and(|e| e.is::<OtherSessionFailed>()) {
+            // Its threads' errors only follow from the session it gave up.
+            return Err(anyhow::Error::new(OtherSessionFailed));
+        }
         self.account_for_failure(&mut control, first_error.as_ref(), &phases)?;
         let (mut system_metrics, window_s) = phases?;
         if let Some(fds) = w.data_fds(&data) {
