@@ -273,8 +273,8 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         let first = results.iter().position(|r| r.as_ref().is_err_and(cause));
         let first = first.or_else(|| results.iter().position(|r| r.is_err()));
         let mut results = results;
-        if let Some(i) = first {
-            let e = results.swap_remove(i).err().expect("an error");
+        if let Some(Err(e)) = first.map(|i| results.swap_remove(i)) {
+            let i = first.unwrap_or_default();
             if super::handshake::refusal_kind(&e) == Some(super::RefusalKind::Busy) {
                 return Err(e.context(format!(
                     "client session {i} of {clients}: --clients {clients} needs a server that serves {clients} sessions at once (net serve --sessions {clients})"
