@@ -26,6 +26,7 @@ Examples:
   iopath net stream --mode uring-zc --size 1M --fixed-buffers --zc-ring 4M  # registered buffer
   iopath net stream --mode one-copy,zero-copy --rx-mode scatter,trunc,zerocopy --size 64K,1M
   iopath net stream --mode zero-copy --rx-mode zerocopy --size 1M --verify  # pages mapped?
+  iopath net stream --clients 8 --mode one-copy --topology veth:rate=1gbit  # incast: fair share?
   iopath net stream --mode sendfile --size 128K --fields 1 --align misaligned  # the slow copy
 
 Modes (the sender):
@@ -89,7 +90,9 @@ Examples:
   iopath net serve --listen 127.0.0.1:5202 --once   # one session, then exit
   iopath net serve --listen 0.0.0.0:5201 --psk-file key --max-session-bytes 50G  # other hosts
   iopath net serve --agent --port 7000 --psk-file key --allow-peers 10.0.0.0/8  # a fleet agent
-  iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host";
+  iopath net serve --listen 0.0.0.0:5201 --sessions 8  # eight clients at once, e.g. an incast
+  iopath net stream --connect 10.0.0.1:5201 --psk-file key  # the client, on the other host
+  iopath net stream --connect 10.0.0.1:5201 --clients 8  # eight sessions at once to --sessions 8";
 
 pub const NET_RR: &str = "\
 Examples:
