@@ -1038,6 +1038,19 @@ mod tests {
         greeters.close_lingering(true);
     }
 
+    /// `--sessions 2`: two places are claimed, a third is not, one given back is claimed
+    /// again; 0 reads as one place.
+    #[test]
+    fn a_server_has_as_many_places_as_sessions() {
+        let two = RunQueue::new(2);
+        assert!(two.claim() && !two.full() && two.claim() && two.full());
+        assert!(!two.claim(), "a third session while two run");
+        two.release();
+        assert!(two.claim());
+        let default = RunQueue::new(0);
+        assert!(default.claim() && !default.claim());
+    }
+
     /// `--allow-peers`: addresses and networks of both families; an IPv4-mapped IPv6 peer is
     /// its IPv4 address; bad items are refused with what is accepted.
     #[test]
