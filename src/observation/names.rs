@@ -126,6 +126,12 @@ pub const CALLS_PER_S: &str = "calls_per_s";
 pub const BYTES_PER_CYCLE: &str = "bytes_per_cycle";
 /// Bytes per packet the devices of the server's namespace received over the window.
 pub const LINK_RX_BYTES_PER_PACKET: &str = "link_rx_bytes_per_packet";
+/// A shaped link's queue (`measure/queue.rs`): its root qdisc's backlog as the window opened
+/// and as it closed, and the packets it dropped in the window; role: whose end sends into it.
+pub const QDISC_BACKLOG_OPEN_BYTES: &str = "qdisc_backlog_open_bytes";
+pub const QDISC_BACKLOG_CLOSE_BYTES: &str = "qdisc_backlog_close_bytes";
+pub const QDISC_BACKLOG_CLOSE_PACKETS: &str = "qdisc_backlog_close_packets";
+pub const QDISC_DROPS: &str = "qdisc_drops";
 pub const LOSS_FRACTION: &str = "loss_fraction";
 pub const OFFERED_DATAGRAMS_PER_S: &str = "offered_datagrams_per_s";
 pub const PACING_GAP_US: &str = "pacing_gap_us";
@@ -288,6 +294,10 @@ pub const ALL: &[&str] = &[
     CALLS_PER_S,
     BYTES_PER_CYCLE,
     LINK_RX_BYTES_PER_PACKET,
+    QDISC_BACKLOG_OPEN_BYTES,
+    QDISC_BACKLOG_CLOSE_BYTES,
+    QDISC_BACKLOG_CLOSE_PACKETS,
+    QDISC_DROPS,
     LOSS_FRACTION,
     OFFERED_DATAGRAMS_PER_S,
     PACING_GAP_US,

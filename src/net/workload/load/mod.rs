@@ -81,8 +81,78 @@ pub fn check_case(case: &LoadCase) -> Result<(), String> {
             case.idle_ms, case.net.warmup_ms
         ));
     }
+    if let Some(us) = case.probe_interval_us {
+        check_probe_interval(us, case)?;
+    }
+    if let Some(cc) = &case.congestion {
+        check_congestion_name(cc)?;
+    }
     if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err("--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy".into());
+    }
+    Ok(())
+}
+
+/// The fewest probes the idle pass and the loaded window must each hold at the probe's rate:
+/// fewer give no p90, let alone a p99.
+pub const MIN_PROBES: u64 = 10;
+/// The fastest probe rate: a round trip a microsecond, beyond which no pacing is left.
+pub const MAX_PROBE_RATE: u64 = 1_000_000;
+
+/// `--probe-rate`: fast enough that the idle pass and the window each hold [`MIN_PROBES`],
+/// no faster than [`MAX_PROBE_RATE`].
+fn check_probe_interval(interval_us: u64, case: &LoadCase) -> Result<(), String> {
+    let rate = 1_000_000 / interval_us.max(1);
+    if interval_us == 0 {
+        return Err(format!(
+            "--probe-rate above {MAX_PROBE_RATE}/s: the most is a probe a microsecond"
+        ));
+    }
+    for (phase, ms) in [
+        ("idle pass (--idle)", case.idle_ms),
+        ("loaded window (--duration)", case.net.duration_ms),
+    ] {
+        let held = ms.saturating_mul(1000) / interval_us;
+        if held < MIN_PROBES {
+            return Err(format!(
+                "--probe-rate {rate}/s fits {held} probes in the {ms} ms {phase}; at least {MIN_PROBES} are needed: raise the rate or lengthen the phase"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with its NUL).
+fn check_congestion_name(name: &str) -> Result<(), String> {
+    let fits = (1..16).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fits {
+        return Err(format!(
+            "--cc '{name}' is not a congestion control's name (1 to 15 letters, digits, _ or -; e.g. cubic, bbr, reno)"
+        ));
+    }
+    Ok(())
+}
+
+/// Set the case's congestion control on its flows' connections (the probe keeps the default).
+pub(super) fn set_congestion(case: &LoadCase, flows: &[TcpStream]) -> Result<(), Unsupported> {
+    let Some(cc) = &case.congestion else {
+        return Ok(());
+    };
+    for stream in flows {
+        socket2::SockRef::from(stream)
+            .set_tcp_congestion(cc.as_bytes())
+            .map_err(|e| {
+                let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                    .map(|t| t.split_whitespace().collect::<Vec<_>>().join(", "))
+                    .unwrap_or_else(|_| "unknown".into());
+                Unsupported::new(
+                    format!("the congestion control '{cc}'"),
+                    format!("could not be set on a flow ({e}); this kernel has: {available}"),
+                )
+            })?;
     }
     Ok(())
 }
@@ -266,6 +336,7 @@ impl NetWorkload for LoadClient<'_> {
         for _ in 0..1 + up + down {
             streams.push(data_connection(data_addr, stop)?);
         }
+        set_congestion(case, &streams[1..]).map_err(anyhow::Error::new)?;
         let (probe_sender, probe_receiver) = probe_ends(case, &streams[0])?;
         parts.push(Part::Probe(probe_sender, probe_receiver));
         for _ in 0..up {
@@ -288,6 +359,7 @@ impl NetWorkload for LoadClient<'_> {
         parts: Vec<Part>,
     ) -> Handles<'scope, Outcome> {
         let idle = Duration::from_millis(self.case.idle_ms);
+        let interval = self.case.probe_interval_us.map(Duration::from_micros);
         let size = self.case.size;
         parts
             .into_iter()
@@ -301,8 +373,15 @@ impl NetWorkload for LoadClient<'_> {
                         let result = match part {
                             Part::Probe(sender, receiver) => {
                                 let ctx = Ctx { perf: false, ..ctx };
-                                probe(&ctx, stream, (sender, receiver), idle, &data.load_on, shared.failed)
-                                    .map(Outcome::Probe)
+                                probe(
+                                    &ctx,
+                                    stream,
+                                    (sender, receiver),
+                                    (idle, interval),
+                                    &data.load_on,
+                                    shared.failed,
+                                )
+                                .map(Outcome::Probe)
                             }
                             Part::Flow(end) => flow(&ctx, i, stream, end, size, data, shared).map(Outcome::Flow),
                         };
@@ -344,7 +423,7 @@ fn probe(
     ctx: &Ctx<'_>,
     stream: &TcpStream,
     (mut sender, mut receiver): (Box<dyn Sender>, Box<dyn Receiver>),
-    idle: Duration,
+    (idle, interval): (Duration, Option<Duration>),
     load_on: &AtomicBool,
     failed: &AtomicBool,
 ) -> io::Result<ProbeOutcome> {
@@ -362,17 +441,26 @@ fn probe(
         }
         Ok(sent.elapsed())
     };
-    let idle_until = Instant::now() + idle;
+    let started = Instant::now();
+    let idle_until = started + idle;
+    let mut pace = Pace {
+        interval,
+        next: started,
+    };
     let mut seq = 0u64;
-    while Instant::now() < idle_until && !failed.load(Ordering::Relaxed) {
+    while pace.wait(idle_until, failed) {
         idle_hist.record_ns(nanos(round_trip(seq)?));
         seq += 1;
     }
     load_on.store(true, Ordering::SeqCst);
+    pace.next = Instant::now();
     loop {
         let open = meter.tick(|| 0);
         if meter.closed() || failed.load(Ordering::Relaxed) {
             break;
+        }
+        if !pace.wait(Instant::now() + PACE_SLICE, failed) {
+            continue;
         }
         let took = round_trip(seq)?;
         if open {
@@ -387,6 +475,41 @@ fn probe(
         loaded,
         metered: meter.finish(syscalls),
     })
+}
+
+/// The longest the probe sleeps between looks at its window and the run's failure flag.
+const PACE_SLICE: Duration = Duration::from_millis(5);
+
+/// `--probe-rate`'s schedule: round trips start `interval` apart; one that is late (the last
+/// took longer than an interval) starts at once and the next an interval after it, so slow
+/// round trips are never made up for by a burst.
+struct Pace {
+    interval: Option<Duration>,
+    next: Instant,
+}
+
+impl Pace {
+    /// Sleep until the next round trip is due, but not past `until`; whether it is due (and
+    /// then the one after it is scheduled). False at `until` or when the run has failed.
+    fn wait(&mut self, until: Instant, failed: &AtomicBool) -> bool {
+        if failed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let Some(interval) = self.interval else {
+            return now < until;
+        };
+        if self.next > now {
+            std::thread::sleep(self.next.min(until) - now);
+        }
+        let now = Instant::now();
+        if now < self.next || now >= until {
+            return false;
+        }
+        let on_time = now - self.next < interval;
+        self.next = if on_time { self.next } else { now } + interval;
+        true
+    }
 }
 
 /// A bulk flow's client end: past the gate, wait for the probe's idle pass to end, then send
@@ -611,6 +734,8 @@ mod tests {
             size: 64 << 10,
             probe_size: 64,
             idle_ms: 200,
+            probe_interval_us: None,
+            congestion: None,
             net: NetParams {
                 warmup_ms: 400,
                 duration_ms: 300,
