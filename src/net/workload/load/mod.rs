@@ -744,6 +744,34 @@ mod tests {
         }
     }
 
+    /// A paced probe never runs ahead of its schedule: a late round trip is not made up for,
+    /// so however busy the machine, 20 ms at one a millisecond holds at most 21; unpaced, the
+    /// schedule is only the deadline.
+    #[test]
+    fn the_probes_pace_never_bursts_past_its_schedule() {
+        let failed = AtomicBool::new(false);
+        let start = Instant::now();
+        let mut pace = Pace {
+            interval: Some(Duration::from_millis(1)),
+            next: start,
+        };
+        let until = start + Duration::from_millis(20);
+        let mut due = 0;
+        while Instant::now() < until {
+            if pace.wait(until, &failed) {
+                due += 1;
+            }
+        }
+        assert!((1..=21).contains(&due), "{due}");
+        let mut unpaced = Pace {
+            interval: None,
+            next: start,
+        };
+        assert!(!unpaced.wait(start, &failed));
+        failed.store(true, Ordering::Relaxed);
+        assert!(!pace.wait(Instant::now() + Duration::from_secs(1), &failed));
+    }
+
     #[test]
     fn limits_name_the_flag_and_what_is_accepted() {
         assert_eq!(check_case(&case()), Ok(()));
