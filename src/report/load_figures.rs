@@ -47,12 +47,11 @@ pub fn load_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         }
     }
     let load: Vec<_> = load.into_iter().filter(|(c, _)| panels.contains(&setting(c))).collect();
-    let panel_of = |c: &LoadCase| if panels.len() > 1 { setting(c) } else { String::new() };
     vec![
-        cdf_chart(&load, &panel_of),
+        cdf_chart(&load, &panels),
         by_mode_chart(
             &load,
-            &panel_of,
+            &panels,
             (
                 "load_probe_latency_by_mode",
                 "Probe latency idle and under load per copy mode of the flows",
@@ -68,7 +67,7 @@ pub fn load_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
         ),
         by_mode_chart(
             &load,
-            &panel_of,
+            &panels,
             (
                 "load_flow_throughput_by_mode",
                 "Bulk flows' throughput per copy mode: the slowest flow, the fastest, all together",
@@ -85,7 +84,7 @@ pub fn load_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             y_range: Some((0.0, 1.0)),
             ..by_mode_chart(
                 &load,
-                &panel_of,
+                &panels,
                 (
                     "load_fairness_by_mode",
                     "Fairness among the bulk flows per copy mode (Jain's index)",
@@ -96,6 +95,15 @@ pub fn load_figures(cells: &[CellSummary]) -> Vec<ChartSpec> {
             )
         },
     ]
+}
+
+/// The panel of a setting among the chart's `panels`: none when there is one (it needs no name).
+fn panel_of(setting: &str, panels: &[String]) -> String {
+    if panels.len() > 1 {
+        setting.to_string()
+    } else {
+        String::new()
+    }
 }
 
 /// A case's copy mode as its x: the path's place among the run's paths (1, 2, …), and the
@@ -117,36 +125,33 @@ fn mode_axis(load: &[(&LoadCase, &CellSummary)]) -> (Vec<String>, Vec<(f64, Stri
     (paths, labels)
 }
 
+/// A series of a per-mode chart: its name, the metric it plots, its colour and style.
+type ModeSeries<'a> = (&'a str, &'a str, ((u8, u8, u8), usize));
+
 /// Metrics of each case at its copy mode: a series per metric (name, metric, colour and
 /// style), its points dodged around the mode's tick, a panel per setting.
 fn by_mode_chart(
     load: &[(&LoadCase, &CellSummary)],
-    panel_of: &dyn Fn(&LoadCase) -> String,
+    panels: &[String],
     (stem, title, y_desc): (&str, &str, &str),
-    metrics: &[(&str, &str, ((u8, u8, u8), usize))],
+    metrics: &[ModeSeries],
     what: &str,
 ) -> ChartSpec {
     let (paths, x_labels) = mode_axis(load);
-    let mut panels: Vec<String> = Vec::new();
-    for (c, _) in load {
-        if !panels.contains(&panel_of(c)) {
-            panels.push(panel_of(c));
-        }
-    }
     let mut provenance = Provenance::default();
     let mut series = Vec::new();
-    for panel in &panels {
+    for panel in panels {
         for (i, &(name, metric, style)) in metrics.iter().enumerate() {
             let offset = (i as f64 - (metrics.len() - 1) as f64 / 2.0) * DODGE;
             let points: Vec<Point> = load
                 .iter()
-                .filter(|(c, _)| panel_of(c) == *panel)
+                .filter(|(c, _)| setting(c) == *panel)
                 .filter_map(|(c, cell)| {
                     let x = paths.iter().position(|p| *p == c.path())? as f64 + 1.0 + offset;
                     provenance.point(cell, (metric, Role::System), x)
                 })
                 .collect();
-            series.extend(Series::of_points(name, style, panel.clone(), points));
+            series.extend(Series::of_points(name, style, panel_of(panel, panels), points));
         }
     }
     ChartSpec {
@@ -165,7 +170,7 @@ fn by_mode_chart(
 
 /// The probe's latency CDF idle (dotted) and loaded (solid), a colour per copy mode, a panel
 /// per setting, with the percentiles and the inflation beside it.
-fn cdf_chart(load: &[(&LoadCase, &CellSummary)], panel_of: &dyn Fn(&LoadCase) -> String) -> ChartSpec {
+fn cdf_chart(load: &[(&LoadCase, &CellSummary)], panels: &[String]) -> ChartSpec {
     let idle = cdf_quantiles_named(names::LATENCY_IDLE);
     let loaded = cdf_quantiles_named(names::LATENCY_LOADED);
     let mut provenance = Provenance::default();
@@ -188,7 +193,7 @@ fn cdf_chart(load: &[(&LoadCase, &CellSummary)], panel_of: &dyn Fn(&LoadCase) ->
             series.extend(Series::of_points(
                 format!("{} {pass}", c.path()),
                 (colour, style),
-                panel_of(c),
+                panel_of(&setting(c), panels),
                 points,
             ));
         }
