@@ -171,6 +171,10 @@ pub const LATENCY_LOADED_P50_US: &str = "latency_loaded_p50_us";
 pub const LATENCY_LOADED_P90_US: &str = "latency_loaded_p90_us";
 pub const LATENCY_LOADED_P99_US: &str = "latency_loaded_p99_us";
 pub const LATENCY_LOADED_P999_US: &str = "latency_loaded_p999_us";
+/// The stems of the probe's CDF quantiles (`latency_idle_p1_us` … `latency_idle_p9999_us`,
+/// the same loaded: `net::session::observe::cdf_quantiles_named`).
+pub const LATENCY_IDLE: &str = "latency_idle";
+pub const LATENCY_LOADED: &str = "latency_loaded";
 /// Loaded over idle, at the median and at p99.
 pub const LATENCY_INFLATION_P50: &str = "latency_inflation_p50";
 pub const LATENCY_INFLATION_P99: &str = "latency_inflation_p99";

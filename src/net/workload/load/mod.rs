@@ -24,7 +24,8 @@ use crate::net::session::data_connection;
 use crate::net::session::loops::{bulk, Bulk, Moved};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::observe::{
-    place, push_client_counters, push_quantiles, push_server_metrics, push_verify_counts, warn_verify,
+    cdf_quantiles_named, place, push_client_counters, push_quantiles, push_server_metrics, push_verify_counts,
+    warn_verify,
 };
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Unsupported};
@@ -615,18 +616,9 @@ fn observe(
 /// The probe's figures: percentiles idle and loaded, their ratio at p50 and p99, and round
 /// trips per minute under load.
 fn push_probe(obs: &mut Observation, idle: &LatencyHistogram, loaded: &LatencyHistogram) {
-    let idle_names = [
-        (names::LATENCY_IDLE_P50_US, 0.5),
-        (names::LATENCY_IDLE_P90_US, 0.9),
-        (names::LATENCY_IDLE_P99_US, 0.99),
-        (names::LATENCY_IDLE_P999_US, 0.999),
-    ];
-    let loaded_names = [
-        (names::LATENCY_LOADED_P50_US, 0.5),
-        (names::LATENCY_LOADED_P90_US, 0.9),
-        (names::LATENCY_LOADED_P99_US, 0.99),
-        (names::LATENCY_LOADED_P999_US, 0.999),
-    ];
+    // The CDF's quantiles, as rr stores them: the report draws both passes from them.
+    let idle_names = cdf_quantiles_named(names::LATENCY_IDLE);
+    let loaded_names = cdf_quantiles_named(names::LATENCY_LOADED);
     let why_idle = "the probe completed no round trip on the idle link";
     push_quantiles(obs, Role::System, idle, &idle_names, why_idle);
     push_quantiles(obs, Role::System, loaded, &loaded_names, NO_LOADED_ROUND_TRIP);
