@@ -162,10 +162,54 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["--probe-size", "1M"], "--probe-size"),
         (vec!["--idle", "0"], "--idle"),
         (vec!["--direction", "sideways"], "sideways"),
+        (
+            vec!["--probe-rate", "20", "--duration", "200ms"],
+            "--probe-rate 20/s fits 4 probes",
+        ),
+        (vec!["--probe-rate", "0"], "--probe-rate"),
+        (vec!["--topology", "veth:queue=200ms"], "needs a rate"),
+        (vec!["--cc", "x".repeat(20).leak()], "--cc"),
     ] {
         let mut argv = vec!["net", "load"];
         argv.extend(args);
         let err = usage_error(&argv);
         assert!(err.contains(needle), "{argv:?}: {err}");
     }
+}
+
+/// On a shaped link with a queue of its own (`queue=`: a router between the ends), the
+/// queue's backlog and drops at both of the router's egress queues are read at the window's
+/// edges, the flows keep the congestion control they were given, and the probe is paced.
+#[test]
+fn a_shaped_links_queue_is_evidence_beside_the_probe() {
+    if !nix::unistd::geteuid().is_root() {
+        common::skip("a veth pair needs root");
+        return;
+    }
+    let records = run(&[
+        "--topology",
+        "veth:rate=100mbit,queue=20ms",
+        "--direction",
+        "down",
+        "--flows",
+        "1",
+        "--cc",
+        "reno",
+        "--probe-rate",
+        "200",
+    ]);
+    assert_eq!(records.len(), 1);
+    let record = &records[0];
+    assert!(record["error"].is_null(), "{}", record["error"]);
+    assert_eq!(record["case"]["congestion"], "reno", "{}", record["case"]);
+    assert_eq!(record["case"]["probe_interval_us"], 5000, "{}", record["case"]);
+    for role in ["client", "server"] {
+        for name in ["qdisc_backlog_open_bytes", "qdisc_backlog_close_bytes", "qdisc_drops"] {
+            assert!(value_of(record, role, name).is_some(), "{role} {name}: {record}");
+        }
+    }
+    // At 200 a second, the 500 ms window holds at most about 100 round trips (a late one
+    // starts at once, none is made up for).
+    let probes = value(record, "client", "transactions");
+    assert!(probes <= 101.0, "{probes} round trips at 200/s in 500 ms");
 }

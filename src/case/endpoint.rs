@@ -40,6 +40,11 @@ pub struct Link {
     /// Rate limit in bits per second, both directions (tbf).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bps: Option<u64>,
+    /// `queue=`: how long a packet may wait in the shaper's queue, in microseconds (tbf's
+    /// `latency`; with netem, a packet limit that holds as long at the rate). None: 50 ms.
+    /// Needs a rate: an unshaped veth has no queue of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_us: Option<u64>,
     /// One-way delay in microseconds (netem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_us: Option<u64>,
@@ -183,11 +188,11 @@ impl fmt::Display for Topology {
                 if let Some(r) = link.rate_bps {
                     opts.push(format!("rate={}", format_rate(r)));
                 }
+                if let Some(q) = link.queue_us {
+                    opts.push(format!("queue={}", format_us(q)));
+                }
                 if let Some(d) = link.delay_us {
-                    opts.push(match d % 1000 {
-                        0 => format!("delay={}ms", d / 1000),
-                        _ => format!("delay={d}us"),
-                    });
+                    opts.push(format!("delay={}", format_us(d)));
                 }
                 if let Some(l) = link.loss_ppm {
                     opts.push(format!("loss={}%", l as f64 / 10_000.0));
@@ -206,6 +211,14 @@ impl fmt::Display for Topology {
             }
             Topology::Remote { addr } => write!(f, "remote {addr}"),
         }
+    }
+}
+
+/// Microseconds as `delay=` and `queue=` take them: whole milliseconds as ms.
+fn format_us(us: u64) -> String {
+    match us % 1000 {
+        0 => format!("{}ms", us / 1000),
+        _ => format!("{us}us"),
     }
 }
 
@@ -241,19 +254,38 @@ fn parse_rate(text: &str) -> Result<u64, String> {
     Ok(bps)
 }
 
-fn parse_delay_us(text: &str) -> Result<u64, String> {
+/// A veth option's duration (`delay=1ms`, `queue=200ms`) in microseconds, within `range`
+/// (its words say it: `range_words`).
+fn parse_option_us(
+    option: &str,
+    text: &str,
+    range: std::ops::RangeInclusive<f64>,
+    range_words: &str,
+) -> Result<u64, String> {
     let t = text.trim();
     let (num, mult) = [("ms", 1000.0), ("us", 1.0), ("s", 1_000_000.0)]
         .into_iter()
         .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n, m)))
-        .ok_or_else(|| format!("delay '{text}' needs a unit (e.g. 1ms, 500us)"))?;
-    let v: f64 = num.parse().map_err(|_| format!("delay '{text}' is not a duration"))?;
+        .ok_or_else(|| format!("{option} '{text}' needs a unit (e.g. 1ms, 500us)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{option} '{text}' is not a duration"))?;
     let us = v * mult;
-    // netem takes up to a few seconds sensibly; a delay longer than a minute is a typo.
-    if !us.is_finite() || !(0.0..=60_000_000.0).contains(&us) {
-        return Err(format!("delay '{text}' is out of range 0..60s"));
+    if !us.is_finite() || !range.contains(&us) {
+        return Err(format!("{option} '{text}' is out of range {range_words}"));
     }
     Ok(us as u64)
+}
+
+/// netem takes up to a few seconds sensibly; a delay longer than a minute is a typo.
+fn parse_delay_us(text: &str) -> Result<u64, String> {
+    parse_option_us("delay", text, 0.0..=60_000_000.0, "0..60s")
+}
+
+/// A queue shorter than a frame's time on the slowest link, or longer than ten seconds,
+/// measures nothing a real link has.
+fn parse_queue_us(text: &str) -> Result<u64, String> {
+    parse_option_us("queue", text, 100.0..=10_000_000.0, "100us..10s")
 }
 
 fn parse_loss_ppm(text: &str) -> Result<u32, String> {
@@ -278,7 +310,7 @@ pub fn is_host_port(addr: &str) -> bool {
 
 impl std::str::FromStr for Topology {
     type Err = String;
-    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,delay=D][,loss=P][,peer=drop]`,
+    /// `loopback`, `netns`, `veth[:mtu=N][,rate=R][,queue=T][,delay=D][,loss=P][,peer=drop]`,
     /// `remote:HOST:PORT`.
     fn from_str(text: &str) -> Result<Topology, String> {
         let t = text.trim();
@@ -327,7 +359,7 @@ impl std::str::FromStr for Topology {
         }
         let Some(rest) = t.strip_prefix("veth") else {
             return Err(format!(
-                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R][,peer=drop], remote:HOST:PORT)"
+                "unknown topology '{t}' (accepted: loopback, netns, veth[:mtu=N][,rate=R][,queue=T][,peer=drop], remote:HOST:PORT)"
             ));
         };
         let mut link = Link::default();
@@ -350,6 +382,7 @@ impl std::str::FromStr for Topology {
                     link.mtu = Some(crate::format::whole_in("mtu", value, 68, 65535)? as u32);
                 }
                 "rate" => link.rate_bps = Some(parse_rate(value)?),
+                "queue" => link.queue_us = Some(parse_queue_us(value)?),
                 "delay" => link.delay_us = Some(parse_delay_us(value)?),
                 "loss" => link.loss_ppm = Some(parse_loss_ppm(value)?),
                 "peer" => {
@@ -362,10 +395,18 @@ impl std::str::FromStr for Topology {
                 }
                 _ => link.sizes.take(key, value).unwrap_or_else(|| {
                     Err(format!(
-                        "unknown veth option '{key}' (accepted: mtu, rate, delay, loss, peer, ipv6, {SIZE_OPTIONS})"
+                        "unknown veth option '{key}' (accepted: mtu, rate, queue, delay, loss, peer, ipv6, {SIZE_OPTIONS})"
                     ))
                 })?,
             }
+        }
+        if link.queue_us.is_some() && link.rate_bps.is_none() {
+            return Err(format!(
+                "'{t}': queue= is the depth of the rate shaper's queue and needs a rate (e.g. veth:rate=100mbit,queue=200ms)"
+            ));
+        }
+        if link.queue_us.is_some() && link.ipv6 {
+            return Err(format!("'{t}': queue= (a router between the ends) is IPv4 only"));
         }
         Ok(Topology::Veth(link))
     }
@@ -389,6 +430,9 @@ impl Topology {
                 }
                 if link.peer_drops_udp {
                     notes.push(PEER_DROPS_UDP.into());
+                }
+                if link.queue_us.is_some() {
+                    notes.push("through a router whose egress queues shape it".into());
                 }
                 format!("veth ({})", notes.join("; "))
             }
@@ -466,6 +510,8 @@ mod tests {
             "veth",
             "veth:mtu=4148",
             "veth:mtu=9000,rate=100mbit",
+            "veth:rate=100mbit,queue=200ms",
+            "veth:rate=1gbit,queue=500us",
             "veth:delay=1ms",
             "veth:peer=drop",
             "veth:mtu=9000,peer=drop",
@@ -510,6 +556,11 @@ mod tests {
             "netns:mtu=9000",
             "netns:gso_max_size=big",
             "veth:tso_max_size=185000",
+            "veth:queue=200ms",
+            "veth:rate=100mbit,queue=10",
+            "veth:rate=100mbit,queue=20s",
+            "veth:rate=100mbit,queue=50us",
+            "veth:rate=100mbit,queue=5ms,ipv6",
         ] {
             assert!(bad.parse::<Topology>().is_err(), "{bad}");
         }

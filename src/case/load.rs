@@ -59,6 +59,14 @@ pub struct LoadCase {
     /// How long the probe is timed on the idle link, before the flows start: the first part
     /// of the warm-up (`net.warmup_ms`), the flows' ramp the rest.
     pub idle_ms: u64,
+    /// `--probe-rate`: the probe's round trips start this far apart (None: each as soon as
+    /// the last is answered). One that is late starts at once; none is skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_interval_us: Option<u64>,
+    /// `--cc`: the flows' TCP congestion control, set on both ends' sockets (None: the
+    /// kernel's default, which the run's environment records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
     /// The loaded window (`duration_ms`), the warm-up before it (`warmup_ms`: the idle pass,
     /// then the flows' ramp), CPUs, endpoint, perf. `threads` is the probe's connections: 1.
     #[serde(flatten)]
@@ -66,10 +74,12 @@ pub struct LoadCase {
 }
 
 impl LoadCase {
-    /// `load up 2×one-copy 64KiB probe 64B`.
+    /// `load up 2×one-copy 64KiB probe 64B`, then ` cubic` when the flows' congestion
+    /// control is set.
     pub fn label(&self) -> String {
+        let cc = self.congestion.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
         format!(
-            "load {} {}×{} {} probe {}",
+            "load {} {}×{} {} probe {}{cc}",
             self.direction,
             self.flows,
             self.path(),
@@ -112,6 +122,12 @@ impl LoadCase {
             ("probe_bytes", self.probe_size.to_string()),
             ("idle_ms", self.idle_ms.to_string()),
         ];
+        if let Some(us) = self.probe_interval_us {
+            params.push(("probe_interval_us", us.to_string()));
+        }
+        if let Some(cc) = &self.congestion {
+            params.push(("congestion", cc.clone()));
+        }
         params.extend(self.net.window_params());
         params
     }
@@ -169,6 +185,8 @@ mod tests {
             size: 64 << 10,
             probe_size: 64,
             idle_ms: 1000,
+            probe_interval_us: None,
+            congestion: None,
             net: NetParams {
                 warmup_ms: 1500,
                 ..NetParams::for_test()

@@ -41,6 +41,17 @@ pub struct LoadArgs {
     /// figures); then the flows ramp for --warmup before the loaded window opens.
     #[arg(long, default_value = "2s", value_parser = values::parse_duration)]
     pub idle: Duration,
+    /// Round trips of the probe per second (e.g. 100, as ping's -i 0.01), each started on
+    /// schedule and every one timed; default: back to back, each as soon as the last is
+    /// answered. The idle pass and the window must each hold at least 10.
+    #[arg(long, value_name = "PER_S", value_parser = clap::value_parser!(u64).range(1..))]
+    pub probe_rate: Option<u64>,
+    /// The flows' TCP congestion control (e.g. cubic, bbr, reno), set on both ends' flow
+    /// sockets; the probe keeps the default. Default: the kernel's
+    /// (net.ipv4.tcp_congestion_control, recorded with the run). Loss-based cubic fills a
+    /// deep queue; bbr keeps it short.
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
     #[command(flatten)]
     pub window: super::net::WindowFlags,
     /// Fill every message with a pattern from its sequence number and check every byte
@@ -62,6 +73,8 @@ pub fn load_cases(args: &LoadArgs) -> anyhow::Result<Vec<LoadCase>> {
     let rx_modes = args.rx_mode.as_deref().unwrap_or_default();
     super::net::check_rx_modes(rx_modes, args.verify)?;
     let idle_ms = args.idle.as_millis() as u64;
+    // Above a million a second the interval is 0 µs, which the case's check refuses.
+    let probe_interval_us = args.probe_rate.map(|rate| 1_000_000 / rate);
     let mut net = args.window.net_params(1, args.verify, &endpoint, !args.no_perf);
     // The idle pass is the first part of the warm-up: the server's deadline and
     // --max-session see the whole session.
@@ -79,6 +92,8 @@ pub fn load_cases(args: &LoadArgs) -> anyhow::Result<Vec<LoadCase>> {
                         size: args.size,
                         probe_size: args.probe_size,
                         idle_ms,
+                        probe_interval_us,
+                        congestion: args.cc.clone(),
                         net: net.clone(),
                     });
                 }
@@ -126,7 +141,10 @@ pub fn render_load_table(records: &[Record], view: View) -> String {
         m("RPM", Show::Default, names::RPM, Role::System),
         m("Gbit/s", Show::Default, names::LOAD_GBPS, Role::System),
         m("jain", Show::Default, names::JAIN_INDEX, Role::System),
-        m("retrans", Show::Default, "tcpi_total_retrans", Role::Client),
+        m("retrans", Show::Default, "tcp_retransmits", Role::System),
+        m("queue B", Show::Default, names::QDISC_BACKLOG_CLOSE_BYTES, Role::Server),
+        m("q drops", Show::Wide, names::QDISC_DROPS, Role::Server),
+        m("up queue B", Show::Wide, names::QDISC_BACKLOG_CLOSE_BYTES, Role::Client),
         m("idle p99", Show::Wide, names::LATENCY_IDLE_P99_US, Role::System),
         m("load p90", Show::Wide, names::LATENCY_LOADED_P90_US, Role::System),
         m("load p99.9", Show::Wide, names::LATENCY_LOADED_P999_US, Role::System),
@@ -140,6 +158,13 @@ pub fn render_load_table(records: &[Record], view: View) -> String {
     ]);
     let mut text = super::output::render_table(&cols, &merged, view);
     text.push_str("latency: the probe's round trips in us (its own connection), idle before the flows start and loaded inside the window; x: loaded over idle\n");
+    if records.iter().any(|r| {
+        r.observation
+            .value(names::QDISC_BACKLOG_CLOSE_BYTES, Role::Server)
+            .is_some()
+    }) {
+        text.push_str("queue B: bytes waiting in the shaped link's queue toward the client as the window closed (up queue B: toward the server); retrans: the server namespace's TCP retransmits\n");
+    }
     text.push_str(&super::output::notes(records, view));
     text
 }
@@ -174,6 +199,15 @@ mod tests {
         for (argv, needle) in [
             (vec!["--probe-size", "1M"], "--probe-size 1 B to 64 KiB"),
             (vec!["--rx-mode", "trunc", "--verify"], "--rx-mode trunc discards"),
+            (
+                vec!["--probe-rate", "5", "--idle", "1s"],
+                "fits 5 probes in the 1000 ms idle pass",
+            ),
+            (vec!["--probe-rate", "2000000"], "--probe-rate above 1000000/s"),
+            (
+                vec!["--cc", "cubic;rm"],
+                "--cc 'cubic;rm' is not a congestion control's name",
+            ),
         ] {
             let err = cases(&argv).unwrap_err();
             assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "{err}");

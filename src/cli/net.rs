@@ -208,8 +208,10 @@ pub struct EndpointFlags<C: Args + Connect = ConnectFlag> {
     #[command(flatten)]
     pub connect: C,
     /// Where the two ends live: loopback, netns (both in a fresh private network namespace),
-    /// veth[:mtu=N][,rate=R][,peer=drop] (the server in a fresh namespace behind a veth pair;
-    /// rate via tbf, e.g. 1gbit; peer=drop, udp-stream only: the server's end drops every UDP
+    /// veth[:mtu=N][,rate=R][,queue=T][,peer=drop] (the server in a fresh namespace behind a
+    /// veth pair; rate via tbf, e.g. 1gbit; queue=200ms: a router between the ends whose two
+    /// egress queues hold up to that long, a bottleneck a flow can fill, as on a real path,
+    /// with the queues' backlog and drops in every result; peer=drop, udp-stream only: the server's end drops every UDP
     /// datagram at ingress, so zero copy is not copied), or remote:HOST:PORT (same as
     /// --connect). netns and veth also take ipv6 (the ends' addresses IPv6: ::1, or a ULA /64
     /// on the pair) and gso_max_size=, gro_max_size=, gso_ipv4_max_size=, gro_ipv4_max_size=

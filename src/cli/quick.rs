@@ -45,6 +45,28 @@ pub const QUICK_WARMUP: &str = "50ms";
 /// with set-up between cells it then finishes within 60 s on a 2-CPU machine (190 cells of
 /// 200 + 50 ms ran in 50 s there).
 pub const QUICK_BUDGET_S: f64 = 52.0;
+/// The `net load` flags of quick's latency-under-load line: the ping-pong's 64 B probe, idle
+/// and then beside one one-copy flow of 64 KiB sends (quick's stream), 6 repetitions; a short
+/// idle pass so the line costs about 2 s of the minute.
+pub const QUICK_LOAD: [&str; 17] = [
+    "--direction",
+    "up",
+    "--flows",
+    "1",
+    "--mode",
+    "one-copy",
+    "--size",
+    "64K",
+    "--probe-size",
+    "64",
+    "--idle",
+    "100ms",
+    "--warmup",
+    QUICK_WARMUP,
+    "--duration",
+    QUICK_DURATION,
+    "--no-perf",
+];
 /// What quick leaves out to fit the minute, and the command that measures it.
 pub const QUICK_LEFT_OUT: &str = "left out to fit a minute: uring-zc (io_uring SENDMSG_ZC; over loopback the kernel \
      copies it as it copies zero-copy) and sizes above 256KiB; `iopath net stream --mode \
@@ -161,6 +183,16 @@ pub fn quick_plan_on(name: &str, cpus: Option<(usize, usize)>) -> anyhow::Result
         super::net::NetCommand::Rr(args) => plan.cases.extend(Plan::try_from(args.as_ref())?.cases),
         _ => unreachable!("the preset names net rr"),
     }
+    // And the same probe while the stream runs beside it: latency under load.
+    let load_argv = ["load"]
+        .into_iter()
+        .chain(QUICK_LOAD)
+        .chain(pin.iter().map(String::as_str));
+    let load = Preset::try_parse_from(std::iter::once("quick").chain(load_argv)).map_err(|e| usage(e.to_string()))?;
+    match load.net {
+        super::net::NetCommand::Load(args) => plan.cases.extend(Plan::try_from(args.as_ref())?.cases),
+        _ => unreachable!("the preset names net load"),
+    }
     Ok(plan)
 }
 
@@ -230,7 +262,7 @@ fn median_text(cell: &report::cells::CellSummary, name: &str, role: crate::obser
 /// ranked it, so the table and the sentences under it agree.
 pub(super) fn headline_tables(cells: &[report::cells::CellSummary], findings: &report::findings::Findings) -> String {
     use super::output::Show;
-    use crate::case::{format_bytes, RrCase, StreamCase};
+    use crate::case::{format_bytes, LoadCase, RrCase, StreamCase};
     use crate::observation::Role;
     let mut out = String::new();
     let mut marked = false;
@@ -298,6 +330,31 @@ pub(super) fn headline_tables(cells: &[report::cells::CellSummary], findings: &r
                 median_text(c, names::TRANSACTIONS_PER_S, Role::System),
                 median_text(c, names::LATENCY_P50_US, Role::Client),
                 median_text(c, names::LATENCY_P99_US, Role::Client),
+            ]);
+        }
+        out.push_str(&table.render());
+    }
+    let loaded: Vec<_> = cells
+        .iter()
+        .filter_map(|c| c.case.get::<LoadCase>().map(|l| (c, l)))
+        .collect();
+    if !loaded.is_empty() {
+        let mut table =
+            super::output::Table::new(&["under load", "idle p50 us", "load p50 us", "load p99 us", "x p50"]);
+        for (c, l) in loaded {
+            table.row(vec![
+                format!(
+                    "probe {} + {} {}×{} {}",
+                    format_bytes(l.probe_size),
+                    l.direction,
+                    l.flows,
+                    l.path(),
+                    format_bytes(l.size)
+                ),
+                median_text(c, names::LATENCY_IDLE_P50_US, Role::System),
+                median_text(c, names::LATENCY_LOADED_P50_US, Role::System),
+                median_text(c, names::LATENCY_LOADED_P99_US, Role::System),
+                median_text(c, names::LATENCY_INFLATION_P50, Role::System),
             ]);
         }
         out.push_str(&table.render());
@@ -384,7 +441,7 @@ mod tests {
     #[test]
     fn quick_grid_is_six_send_modes_at_five_sizes_and_three_ping_pongs() {
         let plan = quick_plan_on("quick", None).unwrap();
-        assert_eq!(plan.cases.len(), 6 * 5 + 3);
+        assert_eq!(plan.cases.len(), 6 * 5 + 3 + 1);
         assert_eq!(plan.repetitions, QUICK_REPS);
         assert!(plan.warmup_cell);
         let labels: Vec<String> = plan.cases.iter().map(|c| c.label()).collect();
@@ -392,6 +449,10 @@ mod tests {
         assert!(labels.contains(&"uring 256KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"splice 4KiB t1".to_string()), "{labels:?}");
         assert!(labels.contains(&"rr one-copy 64B/64B n1 t1".to_string()), "{labels:?}");
+        assert!(
+            labels.contains(&"load up 1×one-copy 64KiB probe 64B".to_string()),
+            "{labels:?}"
+        );
         assert!(!labels.iter().any(|l| l.starts_with("uring-zc")), "{labels:?}");
         assert!(QUICK_LEFT_OUT.contains("uring-zc"));
         assert_eq!(plan.cases[0].workload(), "net-stream", "the warm-up cell is a stream's");
@@ -403,12 +464,12 @@ mod tests {
     fn quick_has_the_repetitions_for_error_bars_within_its_budget() {
         let plan = quick_plan_on("quick", None).unwrap();
         assert!(plan.repetitions as usize >= crate::measure::stats::MIN_VALUES_FOR_CI);
-        // 33 cases x 6 + the warm-up cell, 250 ms each.
-        assert_eq!(window_seconds(&plan), 199.0 * 0.25);
+        // 33 cases x 6 + the warm-up cell, 250 ms each, and the loaded probe's 6 of 350 ms.
+        assert!((window_seconds(&plan) - (199.0 * 0.25 + 6.0 * 0.35)).abs() < 1e-9);
         assert!(window_seconds(&plan) <= QUICK_BUDGET_S);
         let notes = quick_notes(&plan);
         assert!(
-            notes[1].starts_with("planned: 50 s of windows and warm-ups (6 repetitions"),
+            notes[1].starts_with("planned: 52 s of windows and warm-ups (6 repetitions"),
             "{notes:?}"
         );
         assert!(notes[2].starts_with("left out to fit a minute: uring-zc"), "{notes:?}");
@@ -435,6 +496,7 @@ mod tests {
             let (c, s) = match case {
                 crate::case::Case::NetStream(s) => (&s.net.client_cpus, &s.net.server_cpus),
                 crate::case::Case::NetRr(r) => (&r.net.client_cpus, &r.net.server_cpus),
+                crate::case::Case::NetLoad(l) => (&l.net.client_cpus, &l.net.server_cpus),
                 other => panic!("{other:?}"),
             };
             assert_eq!(

@@ -4,6 +4,7 @@ pub mod clock;
 pub mod counters;
 pub mod histogram;
 pub mod memtraffic;
+pub mod queue;
 pub mod stats;
 pub mod system;
 pub mod trace;

@@ -16,8 +16,9 @@
 
 use super::settings::{self, Setting};
 pub use crate::case::{host_interface, is_run_interface, DeviceSizes, Link, Topology, NO_NETEM, PEER_DROPS_UDP};
+use crate::observation::Role;
 use crate::sys::netns::{self, NetNs};
-use crate::sys::rtnetlink::{self, LinkSize};
+use crate::sys::rtnetlink::{self, LinkSize, QdiscReader};
 use anyhow::{anyhow, bail, Context};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
@@ -104,6 +105,7 @@ impl Topology {
                 ns: None,
                 server_ip: LOOPBACK,
                 host_if: None,
+                router: None,
             }),
             Topology::Netns { ipv6, .. } => {
                 let ns = NetNs::new().context("could not create a network namespace")?;
@@ -113,6 +115,7 @@ impl Topology {
                     // The kernel gives a namespace's lo ::1 when it comes up (IPv6 enabled).
                     server_ip: if *ipv6 { LOOPBACK_V6 } else { LOOPBACK },
                     host_if: None,
+                    router: None,
                 };
                 net.apply_scoped()?;
                 Ok(net)
@@ -200,15 +203,29 @@ fn shaping(link: &Link, dev: &str) -> Option<Vec<String>> {
         }
         if let Some(r) = link.rate_bps {
             args.extend(words(&format!("rate {r}bit")));
+            if let Some(q) = link.queue_us {
+                // netem's queue is counted in packets: as many full frames as the rate sends
+                // in the queue's time.
+                let frames = (r as u128 * q as u128 / 8_000_000 / frame_bytes(link) as u128).max(1);
+                args.extend(words(&format!("limit {frames}")));
+            }
         }
         return Some(args);
     }
     let rate = link.rate_bps?;
     // A bucket of 4 ms at the rate (one tick at HZ=250), at least two full frames.
-    let mtu = link.mtu.unwrap_or(1500) as u64;
-    let burst = (rate / 8 / 250).max(2 * (mtu + 14)).max(3000);
-    args.extend(words(&format!("tbf rate {rate}bit burst {burst} latency 50ms")));
+    let burst = (rate / 8 / 250).max(2 * frame_bytes(link)).max(3000);
+    let queue_us = link.queue_us.unwrap_or(DEFAULT_QUEUE_US);
+    args.extend(words(&format!("tbf rate {rate}bit burst {burst} latency {queue_us}us")));
     Some(args)
+}
+
+/// How long a packet may wait in a shaped veth's queue when `queue=` does not say.
+pub const DEFAULT_QUEUE_US: u64 = 50_000;
+
+/// A full frame on the link: its MTU and the Ethernet header.
+fn frame_bytes(link: &Link) -> u64 {
+    link.mtu.unwrap_or(1500) as u64 + 14
 }
 
 /// What `peer=drop`'s filter needs of the kernel: an ingress qdisc, and the bpf classifier
@@ -262,6 +279,70 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     // has no one else on it).
     let (prefix_len, nodad) = if link.ipv6 { (64, " nodad") } else { (30, "") };
     let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+    if link.queue_us.is_some() {
+        // Between the ends, a router: a /29 of the same range per pair, the server's /30 and
+        // the client's.
+        let router = NetNs::new().context("could not create the router's network namespace")?;
+        let block = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + ((index as u32) % (1 << 14)) * 8;
+        let [router_server_ip, server_ip, client_ip, router_client_ip] =
+            [1, 2, 5, 6].map(|last| Ipv4Addr::from(block + last));
+        iproute(
+            "ip",
+            &words(&format!(
+                "link add {host_if}{mtu} type veth peer name {ROUTER_CLIENT_IF}{mtu} netns {}",
+                router.path()
+            )),
+        )?;
+        iproute("ip", &words(&format!("addr add {client_ip}/30 dev {host_if}")))?;
+        iproute("ip", &words(&format!("link set {host_if} up")))?;
+        iproute(
+            "ip",
+            &words(&format!(
+                "route add {server_ip}/32 via {router_client_ip} dev {host_if}"
+            )),
+        )?;
+        router.run(|| -> anyhow::Result<()> {
+            std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").context("cannot turn on forwarding in the router")?;
+            iproute(
+                "ip",
+                &words(&format!(
+                    "link add {ROUTER_SERVER_IF}{mtu} type veth peer name {INNER_IF}{mtu} netns {}",
+                    ns.path()
+                )),
+            )?;
+            iproute(
+                "ip",
+                &words(&format!("addr add {router_client_ip}/30 dev {ROUTER_CLIENT_IF}")),
+            )?;
+            iproute(
+                "ip",
+                &words(&format!("addr add {router_server_ip}/30 dev {ROUTER_SERVER_IF}")),
+            )?;
+            for dev in [ROUTER_CLIENT_IF, ROUTER_SERVER_IF] {
+                iproute("ip", &words(&format!("link set {dev} up")))?;
+                if let Some(args) = shaping(link, dev) {
+                    iproute("tc", &args)?;
+                }
+            }
+            Ok(())
+        })??;
+        ns.run(|| -> anyhow::Result<()> {
+            iproute("ip", &words(&format!("addr add {server_ip}/30 dev {INNER_IF}")))?;
+            iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
+            iproute(
+                "ip",
+                &words(&format!("route add default via {router_server_ip} dev {INNER_IF}")),
+            )?;
+            set_up_peer_drop(link)
+        })??;
+        return Ok(Net {
+            topology: topology.clone(),
+            ns: Some(Arc::new(ns)),
+            server_ip: IpAddr::V4(server_ip),
+            host_if: Some(host_if),
+            router: Some(router),
+        });
+    }
     // The peer is created directly inside the namespace: if this process dies at any point
     // from here on, the namespace goes and takes both ends with it.
     iproute(
@@ -288,20 +369,34 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
         if let Some(args) = shaping(link, INNER_IF) {
             iproute("tc", &args)?;
         }
-        if link.peer_drops_udp {
-            for args in drop_udp_at_ingress(INNER_IF) {
-                iproute("tc", &args)?;
-            }
-        }
-        Ok(())
+        set_up_peer_drop(link)
     })??;
     Ok(Net {
         topology: topology.clone(),
         ns: Some(Arc::new(ns)),
         server_ip,
         host_if: Some(host_if),
+        router: None,
     })
 }
+
+/// `peer=drop`: the server's end (in the calling thread's namespace) drops UDP at ingress.
+fn set_up_peer_drop(link: &Link) -> anyhow::Result<()> {
+    if link.peer_drops_udp {
+        for args in drop_udp_at_ingress(INNER_IF) {
+            iproute("tc", &args)?;
+        }
+    }
+    Ok(())
+}
+
+/// `queue=`'s router: its end facing the client, and the one facing the server. A queue's
+/// depth only means something where a queue can fill: at the sender's own device, TCP small
+/// queues hold each flow to about two packets in the qdisc whatever its depth, so with a
+/// queue asked for, the shapers are the egress queues of a router one hop away, where
+/// forwarded packets are nobody's to hold back — as on a real path.
+const ROUTER_CLIENT_IF: &str = "iopathr0";
+const ROUTER_SERVER_IF: &str = "iopathr1";
 
 /// A built topology: where the server listens, and where each side's code runs. Dropping it
 /// (or the process ending) destroys its namespace and links.
@@ -313,6 +408,8 @@ pub struct Net {
     server_ip: IpAddr,
     /// The host end of a veth pair.
     host_if: Option<String>,
+    /// `queue=`: the router between the ends, whose egress queues shape the link.
+    router: Option<NetNs>,
 }
 
 impl Net {
@@ -342,6 +439,32 @@ impl Net {
             applied.with_context(|| format!("variant B's {setting} in the topology"))?;
         }
         Ok(())
+    }
+
+    /// The readers of a shaped link's queues (`measure::queue`): the one the client's sends
+    /// wait in, then the server's, each opened in its namespace (the router's, with
+    /// `queue=`). None for a link without a shaper of iopath's own.
+    pub fn queue_readers(&self) -> Vec<(Role, Result<QdiscReader, String>)> {
+        let (Topology::Veth(link), Some(host_if)) = (&self.topology, &self.host_if) else {
+            return Vec::new();
+        };
+        if link.rate_bps.is_none() && link.delay_us.is_none() && link.loss_ppm.is_none() {
+            return Vec::new();
+        }
+        let open = |device: &str| QdiscReader::open(device).map_err(|e| format!("cannot read {device}'s qdisc: {e}"));
+        match &self.router {
+            Some(router) => {
+                let in_router = |device| router.run(|| open(device)).unwrap_or_else(|e| Err(e.to_string()));
+                vec![
+                    (Role::Client, in_router(ROUTER_SERVER_IF)),
+                    (Role::Server, in_router(ROUTER_CLIENT_IF)),
+                ]
+            }
+            None => vec![
+                (Role::Client, self.on_client_side(|| open(host_if))),
+                (Role::Server, self.on_server_side(|| open(INNER_IF))),
+            ],
+        }
     }
 
     /// The host end of the veth pair, if any.
@@ -613,6 +736,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `queue=` builds a router between the ends whose egress queues are tbf with that
+    /// latency; both are read over rtnetlink from its namespace, and the ends reach each other
+    /// through it. An unshaped pair has no queue of iopath's to read.
+    #[test]
+    fn a_queue_is_a_routers_and_read_at_both_of_its_ends() {
+        if !netns::can_build_namespaces() {
+            return;
+        }
+        let net = "veth:rate=100mbit,queue=200ms"
+            .parse::<Topology>()
+            .unwrap()
+            .establish()
+            .unwrap();
+        let router = net.router.as_ref().unwrap();
+        let shown = router
+            .run(|| iproute_output("tc", &words(&format!("qdisc show dev {ROUTER_SERVER_IF}"))))
+            .unwrap()
+            .unwrap();
+        assert!(shown.contains("tbf") && shown.contains("lat 200ms"), "{shown}");
+        let readers = net.queue_readers();
+        let roles: Vec<Role> = readers.iter().map(|(role, _)| *role).collect();
+        assert_eq!(roles, [Role::Client, Role::Server]);
+        for (role, reader) in readers {
+            assert_eq!(reader.unwrap().read().unwrap().kind, "tbf", "{role:?}");
+        }
+        let listener = net.bind(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::scope(|scope| {
+            let server = net
+                .spawn_server(scope, "accept", || listener.accept().map(drop))
+                .unwrap();
+            net.on_client_side(|| std::net::TcpStream::connect(addr)).unwrap();
+            server.join().unwrap().unwrap();
+        });
+        let unshaped = "veth".parse::<Topology>().unwrap().establish().unwrap();
+        assert!(unshaped.queue_readers().is_empty());
     }
 
     #[test]

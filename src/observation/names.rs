@@ -126,6 +126,12 @@ pub const CALLS_PER_S: &str = "calls_per_s";
 pub const BYTES_PER_CYCLE: &str = "bytes_per_cycle";
 /// Bytes per packet the devices of the server's namespace received over the window.
 pub const LINK_RX_BYTES_PER_PACKET: &str = "link_rx_bytes_per_packet";
+/// A shaped link's queue (`measure/queue.rs`): its root qdisc's backlog as the window opened
+/// and as it closed, and the packets it dropped in the window; role: whose end sends into it.
+pub const QDISC_BACKLOG_OPEN_BYTES: &str = "qdisc_backlog_open_bytes";
+pub const QDISC_BACKLOG_CLOSE_BYTES: &str = "qdisc_backlog_close_bytes";
+pub const QDISC_BACKLOG_CLOSE_PACKETS: &str = "qdisc_backlog_close_packets";
+pub const QDISC_DROPS: &str = "qdisc_drops";
 pub const LOSS_FRACTION: &str = "loss_fraction";
 pub const OFFERED_DATAGRAMS_PER_S: &str = "offered_datagrams_per_s";
 pub const PACING_GAP_US: &str = "pacing_gap_us";
@@ -165,6 +171,10 @@ pub const LATENCY_LOADED_P50_US: &str = "latency_loaded_p50_us";
 pub const LATENCY_LOADED_P90_US: &str = "latency_loaded_p90_us";
 pub const LATENCY_LOADED_P99_US: &str = "latency_loaded_p99_us";
 pub const LATENCY_LOADED_P999_US: &str = "latency_loaded_p999_us";
+/// The stems of the probe's CDF quantiles (`latency_idle_p1_us` … `latency_idle_p9999_us`,
+/// the same loaded: `net::session::observe::cdf_quantiles_named`).
+pub const LATENCY_IDLE: &str = "latency_idle";
+pub const LATENCY_LOADED: &str = "latency_loaded";
 /// Loaded over idle, at the median and at p99.
 pub const LATENCY_INFLATION_P50: &str = "latency_inflation_p50";
 pub const LATENCY_INFLATION_P99: &str = "latency_inflation_p99";
@@ -301,6 +311,10 @@ pub const ALL: &[&str] = &[
     CALLS_PER_S,
     BYTES_PER_CYCLE,
     LINK_RX_BYTES_PER_PACKET,
+    QDISC_BACKLOG_OPEN_BYTES,
+    QDISC_BACKLOG_CLOSE_BYTES,
+    QDISC_BACKLOG_CLOSE_PACKETS,
+    QDISC_DROPS,
     LOSS_FRACTION,
     OFFERED_DATAGRAMS_PER_S,
     PACING_GAP_US,

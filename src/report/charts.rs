@@ -86,6 +86,9 @@ pub enum XAxis {
     Count,
     /// Percentiles on a tail axis: x is -log10(1 - q) (p50 0.3, p90 1, p99 2, p99.9 3; max 4).
     Tail,
+    /// Names (copy modes): a name's tick at each of `x_labels`, its points near it; points are
+    /// not joined, as nothing lies between two names.
+    Category,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -117,8 +120,8 @@ pub struct ChartSpec {
     /// Series of a panel stacked in order as filled bands (CPU user + system per role); no
     /// error bars, linear y.
     pub stacked: bool,
-    /// Tail axes: the x ticks and their labels (`p99` at 2, `max` one step past the last
-    /// percentile); empty: [`TAIL_POINTS`].
+    /// Tail and category axes: the x ticks and their labels (`p99` at 2, `max` one step past
+    /// the last percentile; a mode's name); a tail axis without them: [`TAIL_POINTS`].
     pub x_labels: Vec<(f64, String)>,
 }
 
@@ -161,7 +164,7 @@ impl ChartSpec {
 
     /// Log2 x for bytes, and for counts spanning more than a factor of 16 (1, 10, 100 clients).
     fn log_x(&self) -> bool {
-        if self.x_axis == XAxis::Tail {
+        if matches!(self.x_axis, XAxis::Tail | XAxis::Category) {
             return false;
         }
         let xs: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
@@ -411,7 +414,7 @@ fn axes_with(spec: &ChartSpec, log_x: bool, log_y: bool) -> Axes {
         linear_ticks(y0, y1)
     };
     let x_ticks: Vec<f64> = match spec.x_axis {
-        XAxis::Tail if !spec.x_labels.is_empty() => spec.x_labels.iter().map(|(x, _)| *x).collect(),
+        XAxis::Tail | XAxis::Category if !spec.x_labels.is_empty() => spec.x_labels.iter().map(|(x, _)| *x).collect(),
         XAxis::Tail => TAIL_POINTS.iter().map(|(_, x)| *x).collect(),
         // Ticks at the data points when there are few; else at powers of 2 (bytes) or 1-2-5.
         _ if xs.len() <= 12 => xs.clone(),
@@ -422,6 +425,7 @@ fn axes_with(spec: &ChartSpec, log_x: bool, log_y: bool) -> Axes {
         }
         XAxis::Count if log_x => log_ticks(xs[0], xs[xs.len() - 1]),
         XAxis::Count => linear_ticks(xs[0], xs[xs.len() - 1]),
+        XAxis::Category => xs.clone(),
     };
     let pad_x = ((x1 - x0) * 0.05).max(0.25);
     Axes {
@@ -445,6 +449,7 @@ fn format_x(axis: XAxis, log: bool, v: f64) -> String {
             .unwrap_or_default(),
         XAxis::Count if log => tick_text(v.exp2()),
         XAxis::Count => tick_text(v),
+        XAxis::Category => String::new(),
     }
 }
 
@@ -647,7 +652,7 @@ fn draw_panel<DB: DrawingBackend>(
         return Ok(());
     }
     for series in spec.series.iter().filter(|s| s.panel == panel) {
-        draw_series_line(&mut chart, series, axes, sc)?;
+        draw_series_line(&mut chart, series, (axes, spec.x_axis != XAxis::Category), sc)?;
     }
     if legend {
         // The corner the panel's data leaves free, so the legend never hides a point.
@@ -809,7 +814,7 @@ fn draw_stacked_bands<'a, DB: DrawingBackend + 'a>(
 fn draw_series_line<'a, DB: DrawingBackend + 'a>(
     chart: &mut PanelChart<'a, DB>,
     series: &Series,
-    axes: &Axes,
+    (axes, joined): (&Axes, bool),
     sc: PanelScale,
 ) -> anyhow::Result<()> {
     let (x0, x1) = axes.x;
@@ -818,12 +823,14 @@ fn draw_series_line<'a, DB: DrawingBackend + 'a>(
     let mut pts = series.points.clone();
     pts.sort_by(|a, b| a.x.total_cmp(&b.x));
     let line: Vec<(f64, f64)> = pts.iter().map(|p| (sc.tx(p.x), sc.ty(p.median))).collect();
+    // Points not joined (a category axis) still draw an empty line, which carries the legend.
+    let path = if joined { line.clone() } else { Vec::new() };
     let stroke = color.stroke_width(sc.size(2.0));
     let style = series.style % 4;
     let annotated = match style {
-        1 => chart.draw_series(DashedLineSeries::new(line.clone(), sc.size(9.0), sc.size(5.0), stroke)),
-        2 => chart.draw_series(DashedLineSeries::new(line.clone(), sc.size(3.0), sc.size(4.0), stroke)),
-        _ => chart.draw_series(LineSeries::new(line.clone(), stroke)),
+        1 => chart.draw_series(DashedLineSeries::new(path, sc.size(9.0), sc.size(5.0), stroke)),
+        2 => chart.draw_series(DashedLineSeries::new(path, sc.size(3.0), sc.size(4.0), stroke)),
+        _ => chart.draw_series(LineSeries::new(path, stroke)),
     }
     .map_err(draw_err)?;
     let r = sc.size(4.0) as i32;

@@ -1215,6 +1215,11 @@ pub fn informative(mut spec: ChartSpec) -> ChartSpec {
     }
     let x_text = match spec.x_axis {
         XAxis::LogBytes => format_bytes(xs[0] as u64),
+        XAxis::Category => spec
+            .x_labels
+            .iter()
+            .find(|(x, _)| *x == xs[0])
+            .map_or_else(String::new, |(_, name)| name.clone()),
         _ => super::fmt_num(Some(xs[0])),
     };
     let what = spec.x_desc.split(" (").next().unwrap_or_default().to_string();
@@ -1260,6 +1265,7 @@ pub fn all_figures(cells: &[CellSummary], caches: &[CacheInfo]) -> Vec<ChartSpec
     figures.extend(super::rr_figures::rr_figures(&drawn));
     figures.extend(super::udp_figures::udp_figures(&drawn));
     figures.extend(super::udp_rr_figures::udp_rr_figures(&drawn));
+    figures.extend(super::load_figures::load_figures(&drawn));
     figures.extend(micro_figures(&drawn, caches));
     figures.extend(super::remote_fs_figures::remote_fs_figures(&drawn));
     figures.extend(super::ab_figures::ab_figures(&drawn));

@@ -11,9 +11,9 @@
 //! never called fastest without saying so in the same sentence. Every word comes from the data.
 
 use super::cells::{headline, CellSummary, NOISY_CV};
-use super::compare::{mann_whitney, ALPHA};
+use super::compare::{bootstrap_ratio_ci, mann_whitney, ALPHA};
 use super::crossover::{repetitions_text, testable, Crossover, CrossoverRow};
-use crate::case::{format_bytes, Case, CopyMode, Endpoint, StreamCase};
+use crate::case::{format_bytes, Case, CopyMode, Endpoint, LoadCase, StreamCase};
 use crate::observation::names;
 use crate::observation::Role;
 use crate::sys::cache::CacheInfo;
@@ -256,6 +256,8 @@ struct Entry<'a> {
     x_text: String,
     cell: &'a CellSummary,
     by_reference: bool,
+    /// The figure contenders are ranked on: the headline, or net load's loaded p99.
+    metric: (&'static str, Role),
     /// The workload's words: `mode`/`model`, `size`/`load`, `every size`, `fastest`.
     contenders_are: &'static str,
     axis: &'static str,
@@ -281,7 +283,9 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
     }
     // A microbenchmark has one contender per run: nothing to rank.
     let contest = cell.case.as_workload().contest()?;
+    let (name, role, _) = headline(&cell.case);
     Some(Entry {
+        metric: (name, role),
         group: contest.group,
         contender: contest.contender,
         x: contest.x,
@@ -295,9 +299,9 @@ fn entry(cell: &CellSummary) -> Option<Entry<'_>> {
     })
 }
 
-/// The values of the cell's headline metric.
-fn values(cell: &CellSummary) -> Option<(f64, &[f64])> {
-    let m = cell.headline_metric()?;
+/// The median and values of the figure `e` is ranked on.
+fn values<'a>(e: &Entry<'a>) -> Option<(f64, &'a [f64])> {
+    let m = e.cell.metric(e.metric.0, e.metric.1)?;
     let s = m.summary.as_ref()?;
     Some((s.median, &m.values))
 }
@@ -684,6 +688,7 @@ pub fn findings(cells: &[CellSummary], crossovers: &[CrossoverRow], caches: &[Ca
             contest_group(name, &members, crossovers)
         })
         .collect();
+    groups.extend(load_groups(cells));
     if let Some(g) = memlat_group(cells, caches) {
         groups.push(g);
     }
@@ -756,7 +761,7 @@ fn winners_by_point(members: &[&Entry], higher_is_better: bool) -> Vec<Winner> {
         let mut here: Vec<(&Entry, f64, &[f64])> = members
             .iter()
             .filter(|e| e.x == x)
-            .filter_map(|e| values(e.cell).map(|(m, v)| (*e, m, v)))
+            .filter_map(|e| values(e).map(|(m, v)| (*e, m, v)))
             .filter(|(_, m, _)| m.is_finite() && *m > 0.0)
             .collect();
         if here.is_empty() {
@@ -1024,6 +1029,171 @@ fn never_best_lines(
         lines.push(format!("{line}."));
     }
     lines
+}
+
+/// A net load cell as a contender: its flows' copy mode, ranked on the probe's loaded p99 among
+/// the modes of its setting (direction, flows, sizes, topology).
+fn load_entry(cell: &CellSummary) -> Option<Entry<'_>> {
+    let c = cell.case.get::<LoadCase>()?;
+    if super::figures::minority_served(cell).is_some() {
+        return None;
+    }
+    Some(Entry {
+        group: format!("net load, {}", super::load_figures::setting(c)),
+        contender: c.path(),
+        x: c.flows as u64,
+        x_text: format!("{} flow{}", c.flows, if c.flows == 1 { "" } else { "s" }),
+        by_reference: sends_by_reference(&cell.case),
+        metric: (names::LATENCY_LOADED_P99_US, Role::System),
+        contenders_are: "mode",
+        axis: "flows",
+        everywhere: "every load",
+        best_word: "lowest",
+        cell,
+    })
+}
+
+/// net load's findings, a group per setting: which copy mode of the flows keeps the probe's
+/// p99 lowest under load (the findings' own rank test on the repetitions, with the intervals
+/// of the medians and of their ratio), and how much the load inflated the probe in each case.
+fn load_groups(cells: &[CellSummary]) -> Vec<FindingGroup> {
+    let entries: Vec<Entry> = cells.iter().filter_map(load_entry).collect();
+    let mut titles: Vec<&str> = Vec::new();
+    for e in &entries {
+        if !titles.contains(&e.group.as_str()) {
+            titles.push(&e.group);
+        }
+    }
+    titles
+        .into_iter()
+        .map(|title| {
+            let members: Vec<&Entry> = entries.iter().filter(|e| e.group == title).collect();
+            let winners = winners_by_point(&members, false);
+            let mut lines: Vec<String> = winners.iter().filter_map(|w| lowest_p99_line(w, &members)).collect();
+            lines.extend(members.iter().filter_map(|e| inflation_line(e.cell)));
+            FindingGroup {
+                title: title.to_string(),
+                winners,
+                lines: lines.iter().map(|l| capitalized(l)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// A median and its 95% interval (order statistics, 6 repetitions or more), each number as
+/// `fmt` writes it: `85.2 us (95% CI 80.1..90.3 us)`, `1.5x (95% CI 1.2..1.9x)`; with fewer
+/// repetitions their range, and that it is no interval.
+fn median_text(s: &crate::measure::stats::Summary, fmt: impl Fn(f64) -> String, unit: &str) -> String {
+    let (what, (lo, hi), short) = match s.ci95 {
+        Some(ci) => ("95% CI".to_string(), ci, ""),
+        None => (repetitions_text(s.n), (s.min, s.max), ": too few for a 95% interval"),
+    };
+    let bare = fmt(lo).trim_end_matches(unit).to_string();
+    format!("{} ({what} {bare}..{}{short})", fmt(s.median), fmt(hi))
+}
+
+/// Microseconds as the findings write them: `85.2 us`.
+fn us_text(v: f64) -> String {
+    format!("{} us", super::fmt_num(Some(v)))
+}
+
+/// Which copy mode keeps the probe's loaded p99 lowest at one point: named with its margin and
+/// the interval of the ratio when the rank test finds it ahead; "within the noise" when it
+/// does not; "not tested" when the repetitions cannot reach p < 0.05.
+fn lowest_p99_line(w: &Winner, members: &[&Entry]) -> Option<String> {
+    let at = |name: &str| members.iter().find(|e| e.x == w.x && e.contender == name).copied();
+    let p99 = |e: &Entry| {
+        e.cell
+            .summary(e.metric.0, e.metric.1)
+            .map(|s| median_text(s, us_text, " us"))
+    };
+    let named = |e: &Entry| {
+        if e.by_reference {
+            format!("{} (by reference)", e.contender)
+        } else {
+            e.contender.clone()
+        }
+    };
+    let (Some(best), Some((runner, factor))) = (at(&w.winner), w.runner_up.as_ref()) else {
+        return Some(format!("{} alone was measured with {} of load.", w.winner, w.x_text));
+    };
+    let second = at(runner)?;
+    let (best_values, second_values) = (values(best).map(|v| v.1), values(second).map(|v| v.1));
+    let (best_values, second_values) = (best_values.unwrap_or_default(), second_values.unwrap_or_default());
+    let ratio = match bootstrap_ratio_ci(best_values, second_values) {
+        Some((lo, hi)) => format!(
+            "{} (95% CI {}..{})",
+            factor_text(*factor),
+            factor_text(lo).trim_end_matches('x'),
+            factor_text(hi)
+        ),
+        None => factor_text(*factor),
+    };
+    let p = mann_whitney(best_values, second_values).map_or("n/a".into(), |t| format!("{:.3}", t.p));
+    let (best_p99, second_p99) = (p99(best).unwrap_or_default(), p99(second).unwrap_or_default());
+    let while_ = format!("while {} run", w.x_text);
+    if !w.tested {
+        return Some(format!(
+            "which copy mode keeps the probe's p99 lowest {while_} is not tested: {} per case {} too few \
+             for a significant difference (--reps 6 tests it and gives intervals); the lowest median was \
+             {}'s {best_p99}, {ratio} below {}'s {second_p99}.",
+            repetitions_text(w.reps),
+            if w.reps == 1 { "is" } else { "are" },
+            named(best),
+            named(second)
+        ));
+    }
+    if !w.significant {
+        return Some(format!(
+            "no copy mode keeps the probe's p99 significantly lower {while_}: {} {best_p99} and {} \
+             {second_p99} are within the noise of the repetitions (ratio {ratio}; Mann-Whitney U p = {p}).",
+            named(best),
+            named(second)
+        ));
+    }
+    let how = if best.by_reference {
+        format!(" {BY_REFERENCE}")
+    } else {
+        String::new()
+    };
+    let mut line = format!(
+        "{} keeps the probe's p99 lowest {while_}{how}: {best_p99}, {ratio} lower than {}'s {second_p99} \
+         (Mann-Whitney U p = {p})",
+        best.contender,
+        named(second)
+    );
+    let (ahead, noise): (Vec<_>, Vec<_>) = w.behind.iter().skip(2).partition(|b| b.2);
+    if !ahead.is_empty() {
+        let others: Vec<String> = ahead
+            .iter()
+            .map(|b| format!("{} below {}", factor_text(b.1), b.0))
+            .collect();
+        line.push_str(&format!(
+            "; {}",
+            join_and(&others.iter().map(String::as_str).collect::<Vec<_>>())
+        ));
+    }
+    if !noise.is_empty() {
+        let others: Vec<&str> = noise.iter().map(|b| b.0.as_str()).collect();
+        line.push_str(&format!("; {} within the noise of it", join_and(&others)));
+    }
+    line.push('.');
+    Some(line)
+}
+
+/// How many times its idle latency the probe took under load in one case, at p50 and p99,
+/// with the intervals of the per-repetition ratios (None: no ratio stored).
+fn inflation_line(cell: &CellSummary) -> Option<String> {
+    let c = cell.case.get::<LoadCase>()?;
+    let ratio_text = |name: &str| Some(median_text(cell.summary(name, Role::System)?, factor_text, "x"));
+    let p50 = ratio_text(names::LATENCY_INFLATION_P50)?;
+    let p99 = ratio_text(names::LATENCY_INFLATION_P99)
+        .map(|t| format!(", its p99 {t} the idle p99"))
+        .unwrap_or_default();
+    Some(format!(
+        "with {} flows the probe's loaded p50 is {p50} the idle p50{p99}.",
+        c.path()
+    ))
 }
 
 /// A memlat curve's levels, read as the terminal reads them.
@@ -1493,5 +1663,91 @@ mod tests {
             f.groups[0].lines[0],
             "One-copy is significantly ahead of two-copy at 1KiB, but two-copy is at 64KiB: no lasting crossover."
         );
+    }
+
+    /// net load over the findings of a run: the load group alone, its lines joined.
+    fn load_findings(cases: Vec<(Case, Vec<f64>)>) -> (String, Vec<Winner>) {
+        let cells = summarize_run(&super::super::load_figures::tests::load_run(cases));
+        let f = findings(&cells, &[], &[]);
+        assert_eq!(f.groups.len(), 1, "{:?}", f.groups);
+        assert_eq!(f.groups[0].title, "net load, up 2 flows 64KiB probe 64B");
+        (f.groups[0].lines.join("\n"), f.groups[0].winners.clone())
+    }
+
+    /// Issue 34's acceptance: the copy mode whose flows keep the probe's loaded p99 lowest is
+    /// named, with its interval, the ratio's and the rank test's p; the inflation per case.
+    #[test]
+    fn the_mode_that_keeps_the_probes_p99_lowest_under_load_is_named_with_intervals() {
+        use super::super::load_figures::tests::load_case;
+        let (text, winners) = load_findings(vec![
+            (
+                load_case(CopyMode::ZeroCopy, 2),
+                vec![205.0, 198.0, 210.0, 195.0, 202.0, 200.0],
+            ),
+            (
+                load_case(CopyMode::OneCopy, 2),
+                vec![101.0, 99.0, 103.0, 97.0, 100.0, 100.0],
+            ),
+            (
+                load_case(CopyMode::TwoCopy, 2),
+                vec![400.0, 390.0, 410.0, 405.0, 395.0, 400.0],
+            ),
+        ]);
+        assert!(winners[0].significant && winners[0].tested, "{winners:?}");
+        assert!(
+            text.contains(
+                "One-copy keeps the probe's p99 lowest while 2 flows run: 100.0 us (95% CI 97.00..103.0 us), 2.0x (95% CI 2.0..2.1x) lower"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("lower than zero-copy's 201.0 us (95% CI 195.0..210.0 us)"),
+            "{text}"
+        );
+        assert!(text.contains("Mann-Whitney U p = 0.00"), "{text}");
+        assert!(text.contains("; 4.0x below two-copy."), "{text}");
+        // Idle is a tenth of loaded in every repetition: 10x with an interval of one point.
+        assert!(
+            text.contains("With one-copy flows the probe's loaded p50 is 10x (95% CI 10..10x) the idle p50"),
+            "{text}"
+        );
+        assert!(!text.contains("within the noise"), "{text}");
+    }
+
+    /// Overlapping repetitions: no mode is crowned, the line says the difference is noise.
+    #[test]
+    fn modes_whose_p99_overlap_under_load_are_within_the_noise_not_ranked() {
+        use super::super::load_figures::tests::load_case;
+        let (text, winners) = load_findings(vec![
+            (
+                load_case(CopyMode::OneCopy, 2),
+                vec![100.0, 130.0, 90.0, 120.0, 95.0, 110.0],
+            ),
+            (
+                load_case(CopyMode::ZeroCopy, 2),
+                vec![105.0, 125.0, 92.0, 118.0, 99.0, 112.0],
+            ),
+        ]);
+        assert!(winners[0].tested && !winners[0].significant, "{winners:?}");
+        assert!(
+            text.contains("No copy mode keeps the probe's p99 significantly lower while 2 flows run: one-copy"),
+            "{text}"
+        );
+        assert!(text.contains("are within the noise of the repetitions"), "{text}");
+        assert!(!text.contains("keeps the probe's p99 lowest"), "{text}");
+        // Three repetitions cannot test it: said so, with the range instead of an interval.
+        let (text, _) = load_findings(vec![
+            (load_case(CopyMode::OneCopy, 2), vec![100.0, 101.0, 99.0]),
+            (load_case(CopyMode::Splice, 2), vec![300.0, 301.0, 299.0]),
+        ]);
+        assert!(
+            text.contains("lowest while 2 flows run is not tested: 3 repetitions per case are too few"),
+            "{text}"
+        );
+        assert!(
+            text.contains("one-copy's 100.0 us (3 repetitions 99.00..101.0 us: too few for a 95% interval)"),
+            "{text}"
+        );
+        assert!(text.contains("below splice (by reference)'s"), "{text}");
     }
 }

@@ -15,6 +15,7 @@ pub mod findings;
 pub use crate::format::format_number as fmt_num;
 
 pub mod html;
+pub mod load_figures;
 pub mod matrix;
 pub mod remote_fs_figures;
 pub mod rr_figures;

@@ -130,22 +130,7 @@ fn cdf_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec
         head
     }];
     for (c, cell) in rr.iter().filter(|(c, _)| cdf_panels.contains(&cdf_panel(c))) {
-        let mut points = Vec::new();
-        // Clipped at p99.9: one tail point (p99.99, the maximum) would take most of the x
-        // range and squeeze the body into its first tenth; the tail chart draws the rest.
-        for (name, q) in CDF_QUANTILES.iter().filter(|(_, q)| *q <= CDF_CLIP) {
-            if let Some(m) = cell.metric(name, Role::Client) {
-                provenance.add(m);
-            }
-            if let Some(x) = median(cell, name) {
-                points.push(Point {
-                    x,
-                    median: *q,
-                    low: *q,
-                    high: *q,
-                });
-            }
-        }
+        let points = cdf_points(cell, (&CDF_QUANTILES, Role::Client), &mut provenance);
         series.extend(Series::of_points(
             c.path(),
             mode_style(c.mode),
@@ -182,6 +167,34 @@ fn cdf_chart(rr: &[(&RrCase, &CellSummary)], cdf_panels: &[String]) -> ChartSpec
         table,
         ..Default::default()
     }
+}
+
+/// One cell's latency CDF from the quantiles it stores (`quantiles` of `role`: metric name and
+/// level, as [`CDF_QUANTILES`]): x the median over repetitions at each level, y the level;
+/// their sources noted in `provenance`. Clipped at p99.9: one tail point (p99.99, the maximum)
+/// would take most of the x range and squeeze the body into its first tenth; the tables and
+/// the spectrum hold the rest.
+pub(super) fn cdf_points<N: AsRef<str>>(
+    cell: &CellSummary,
+    (quantiles, role): (&[(N, f64)], Role),
+    provenance: &mut Provenance,
+) -> Vec<Point> {
+    let mut points = Vec::new();
+    for (name, q) in quantiles.iter().filter(|(_, q)| *q <= CDF_CLIP) {
+        let Some(m) = cell.metric(name.as_ref(), role) else {
+            continue;
+        };
+        provenance.add(m);
+        if let Some(s) = &m.summary {
+            points.push(Point {
+                x: s.median,
+                median: *q,
+                low: *q,
+                high: *q,
+            });
+        }
+    }
+    points
 }
 
 /// The latency spectrum: the quantiles from p50 on against a "nines" axis, the maximum one

@@ -154,6 +154,7 @@ fn run_pass(case: &ServersCase, stop: &(dyn Fn() -> bool + Sync)) -> anyhow::Res
     let clock_overhead_ns = crate::measure::clock::Clock::monotonic().overhead_ns;
     let mut system = SystemProbes::default();
     crate::measure::system::push_network_probes(&mut system, topology.server_namespace());
+    crate::measure::queue::push_queue_probe(&mut system, topology.queue_readers());
     let load = topology.on_client_side(|| loadgen::run(&load_config, &window, &mut system, stop));
     let Ok(load) = load else {
         // Interrupted: a cut-short window is no data. Stop and join the server first.

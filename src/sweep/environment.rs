@@ -18,6 +18,10 @@ pub struct RunEnvironment {
     pub optmem_max: Option<i64>,
     pub tcp_wmem: Option<String>,
     pub tcp_rmem: Option<String>,
+    /// net.ipv4.tcp_congestion_control: what every TCP connection uses unless it says
+    /// (`net load --cc`); BBR keeps a queue short that CUBIC fills.
+    #[serde(default)]
+    pub tcp_congestion_control: Option<String>,
     /// RLIMIT_MEMLOCK soft limit in bytes; None when unlimited or unknown.
     pub rlimit_memlock: Option<String>,
     /// The interface the workloads used and its MTU (loopback for local runs).
@@ -45,6 +49,7 @@ impl RunEnvironment {
             optmem_max: read_i64("/proc/sys/net/core/optmem_max"),
             tcp_wmem: read_trimmed("/proc/sys/net/ipv4/tcp_wmem").map(|t| squeeze(&t)),
             tcp_rmem: read_trimmed("/proc/sys/net/ipv4/tcp_rmem").map(|t| squeeze(&t)),
+            tcp_congestion_control: read_trimmed("/proc/sys/net/ipv4/tcp_congestion_control"),
             rlimit_memlock: memlock(),
             interface: interface.to_string(),
             mtu: read_i64(format!("/sys/class/net/{interface}/mtu")),
@@ -70,6 +75,7 @@ impl RunEnvironment {
             ("optmem_max", show(self.optmem_max.map(|v| v.to_string()))),
             ("tcp_wmem", show(self.tcp_wmem.clone())),
             ("tcp_rmem", show(self.tcp_rmem.clone())),
+            ("tcp_congestion_control", show(self.tcp_congestion_control.clone())),
             ("rlimit_memlock", show(self.rlimit_memlock.clone())),
             ("interface", self.interface.clone()),
             ("mtu", show(self.mtu.map(|v| v.to_string()))),

@@ -16,7 +16,7 @@ use crate::measure::counters::{kernel_policy, KernelPolicy};
 use crate::measure::window::{SystemProbes, Window};
 use crate::net::auth::Credentials;
 use crate::net::control::{Control, ControlChannel, ServerReport};
-use crate::net::topology::Topology;
+use crate::net::topology::{Net, Topology};
 use crate::observation::{Metric, Observation, Role, Unsupported, WarningKind};
 use crate::stop::Stop;
 use anyhow::{anyhow, bail, Context};
@@ -147,9 +147,12 @@ pub(crate) fn fds_of(streams: &[TcpStream]) -> Option<Vec<RawFd>> {
 /// threads' tracepoint evidence when the run counts (`perf`; `NetWorkload::RX_COPIES`), and
 /// the memory traffic unless
 /// the server's report carries it (`NetWorkload::server_counts_memory_traffic`).
-fn window_probes<W: NetWorkload>(w: &W, tcp_ns: Option<&crate::sys::netns::NetNs>) -> SystemProbes {
+fn window_probes<W: NetWorkload>(w: &W, local: Option<&Net>) -> SystemProbes {
     let mut system = SystemProbes::default();
-    crate::measure::system::push_network_probes(&mut system, tcp_ns);
+    crate::measure::system::push_network_probes(&mut system, local.and_then(Net::server_namespace));
+    if let Some(net) = local {
+        crate::measure::queue::push_queue_probe(&mut system, net.queue_readers());
+    }
     crate::measure::trace::push_trace_probe(&mut system, Role::Client, w.net().perf, W::RX_COPIES);
     let memory_traffic = !w.server_counts_memory_traffic();
     if memory_traffic {
@@ -204,8 +207,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
                     serve_local(&listener, &server_stop, &[W::SERVED], clients)
                 })
                 .context("could not start the server thread")?;
-            let tcp_ns = topology.server_namespace();
-            let result = topology.on_client_side(|| self.clients(addr, tsc_hz, tcp_ns, clients));
+            let result = topology.on_client_side(|| self.clients(addr, tsc_hz, Some(&topology), clients));
             // If the client never connected, the server is still waiting: release it.
             server_stop.store(true, Ordering::SeqCst);
             let server_result = server
@@ -225,11 +227,11 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         &self,
         addr: SocketAddr,
         tsc_hz: Option<f64>,
-        tcp_ns: Option<&crate::sys::netns::NetNs>,
+        local: Option<&Net>,
         clients: usize,
     ) -> anyhow::Result<Vec<Observation>> {
         if clients <= 1 {
-            return Ok(vec![self.client(addr, tsc_hz, tcp_ns)?]);
+            return Ok(vec![self.client(addr, tsc_hz, local)?]);
         }
         let meeting = Meeting::default();
         let results: Vec<anyhow::Result<Observation>> = std::thread::scope(|scope| {
@@ -239,7 +241,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
                     std::thread::Builder::new()
                         .name(format!("iopath-session-{i}"))
                         .spawn_scoped(scope, move || {
-                            let result = self.client_meeting(addr, tsc_hz, tcp_ns, Some(meeting));
+                            let result = self.client_meeting(addr, tsc_hz, local, Some(meeting));
                             if result.is_err() {
                                 // Nobody waits for a session that will not come.
                                 meeting.gate.abandon();
@@ -286,15 +288,11 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
     }
 
     /// The client side: set up the session, run the client threads through warm-up and the
-    /// window, collect the server's report, build the observation. `tcp_ns`: the namespace
-    /// whose TCP counters count this run's connections (None: ours).
-    fn client(
-        &self,
-        addr: SocketAddr,
-        tsc_hz: Option<f64>,
-        tcp_ns: Option<&crate::sys::netns::NetNs>,
-    ) -> anyhow::Result<Observation> {
-        self.client_meeting(addr, tsc_hz, tcp_ns, None)
+    /// window, collect the server's report, build the observation. `local`: the topology this
+    /// process built (None: a remote server's), whose namespace's TCP counters count this
+    /// run's connections and whose shaped link's queues the window reads.
+    fn client(&self, addr: SocketAddr, tsc_hz: Option<f64>, local: Option<&Net>) -> anyhow::Result<Observation> {
+        self.client_meeting(addr, tsc_hz, local, None)
     }
 
     /// [`Coordinator::client`], one of several sessions when `meeting` is given: set up while
@@ -303,7 +301,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
         &self,
         addr: SocketAddr,
         tsc_hz: Option<f64>,
-        tcp_ns: Option<&crate::sys::netns::NetNs>,
+        local: Option<&Net>,
         meeting: Option<&Meeting>,
     ) -> anyhow::Result<Observation> {
         let (w, stop) = (self.workload, self.stop);
@@ -321,7 +319,7 @@ impl<'w, W: NetWorkload> Coordinator<'w, W> {
 
         let policy = kernel_policy();
         let window = Window::new();
-        let mut system = window_probes(w, tcp_ns);
+        let mut system = window_probes(w, local);
         let failed = AtomicBool::new(false);
         let ready = StartGate::default();
         let shared = Shared {

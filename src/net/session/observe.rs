@@ -193,14 +193,15 @@ pub(crate) fn publish_proof(
 
 /// Quantiles of a latency histogram as `role`'s metrics (`names`: metric name and quantile),
 /// each unavailable with `why` when the histogram is empty.
-pub(crate) fn push_quantiles(
+pub(crate) fn push_quantiles<N: AsRef<str>>(
     obs: &mut Observation,
     role: Role,
     hist: &LatencyHistogram,
-    names: &[(&str, f64)],
+    names: &[(N, f64)],
     why: &str,
 ) {
     for (name, q) in names {
+        let name = name.as_ref();
         obs.push(match hist.quantile_us(*q) {
             Some(v) => Metric::tool(name, role, v, "us"),
             None => Metric::unavailable(name, role, "us", why),
@@ -578,6 +579,16 @@ pub const CDF_QUANTILES: [(&str, f64); 10] = [
     (names::LATENCY_P999_US, 0.999),
     ("latency_p9999_us", 0.9999),
 ];
+
+/// [`CDF_QUANTILES`] under another stem: `latency_idle` names them `latency_idle_p1_us` …
+/// `latency_idle_p9999_us` (net load's probe, idle and loaded), so every CDF the report draws
+/// stores the same quantiles.
+pub fn cdf_quantiles_named(stem: &str) -> Vec<(String, f64)> {
+    CDF_QUANTILES
+        .iter()
+        .map(|(name, q)| (name.replacen("latency", stem, 1), *q))
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {

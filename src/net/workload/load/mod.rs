@@ -24,7 +24,8 @@ use crate::net::session::data_connection;
 use crate::net::session::loops::{bulk, Bulk, Moved};
 use crate::net::session::meter::{Ctx, Meter, Metered};
 use crate::net::session::observe::{
-    place, push_client_counters, push_quantiles, push_server_metrics, push_verify_counts, warn_verify,
+    cdf_quantiles_named, place, push_client_counters, push_quantiles, push_server_metrics, push_verify_counts,
+    warn_verify,
 };
 use crate::observation::names;
 use crate::observation::{Metric, Observation, Role, Unsupported};
@@ -81,8 +82,78 @@ pub fn check_case(case: &LoadCase) -> Result<(), String> {
             case.idle_ms, case.net.warmup_ms
         ));
     }
+    if let Some(us) = case.probe_interval_us {
+        check_probe_interval(us, case)?;
+    }
+    if let Some(cc) = &case.congestion {
+        check_congestion_name(cc)?;
+    }
     if case.net.verify && case.rx_mode == RxMode::Trunc {
         return Err("--rx-mode trunc discards the bytes in the kernel, so --verify has nothing to check: drop --verify or use --rx-mode copy, scatter or zerocopy".into());
+    }
+    Ok(())
+}
+
+/// The fewest probes the idle pass and the loaded window must each hold at the probe's rate:
+/// fewer give no p90, let alone a p99.
+pub const MIN_PROBES: u64 = 10;
+/// The fastest probe rate: a round trip a microsecond, beyond which no pacing is left.
+pub const MAX_PROBE_RATE: u64 = 1_000_000;
+
+/// `--probe-rate`: fast enough that the idle pass and the window each hold [`MIN_PROBES`],
+/// no faster than [`MAX_PROBE_RATE`].
+fn check_probe_interval(interval_us: u64, case: &LoadCase) -> Result<(), String> {
+    let rate = 1_000_000 / interval_us.max(1);
+    if interval_us == 0 {
+        return Err(format!(
+            "--probe-rate above {MAX_PROBE_RATE}/s: the most is a probe a microsecond"
+        ));
+    }
+    for (phase, ms) in [
+        ("idle pass (--idle)", case.idle_ms),
+        ("loaded window (--duration)", case.net.duration_ms),
+    ] {
+        let held = ms.saturating_mul(1000) / interval_us;
+        if held < MIN_PROBES {
+            return Err(format!(
+                "--probe-rate {rate}/s fits {held} probes in the {ms} ms {phase}; at least {MIN_PROBES} are needed: raise the rate or lengthen the phase"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A congestion control's name as the kernel takes it (TCP_CA_NAME_MAX is 16 with its NUL).
+fn check_congestion_name(name: &str) -> Result<(), String> {
+    let fits = (1..16).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fits {
+        return Err(format!(
+            "--cc '{name}' is not a congestion control's name (1 to 15 letters, digits, _ or -; e.g. cubic, bbr, reno)"
+        ));
+    }
+    Ok(())
+}
+
+/// Set the case's congestion control on its flows' connections (the probe keeps the default).
+pub(super) fn set_congestion(case: &LoadCase, flows: &[TcpStream]) -> Result<(), Unsupported> {
+    let Some(cc) = &case.congestion else {
+        return Ok(());
+    };
+    for stream in flows {
+        socket2::SockRef::from(stream)
+            .set_tcp_congestion(cc.as_bytes())
+            .map_err(|e| {
+                let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                    .map(|t| t.split_whitespace().collect::<Vec<_>>().join(", "))
+                    .unwrap_or_else(|_| "unknown".into());
+                Unsupported::new(
+                    format!("the congestion control '{cc}'"),
+                    format!("could not be set on a flow ({e}); this kernel has: {available}"),
+                )
+            })?;
     }
     Ok(())
 }
@@ -266,6 +337,7 @@ impl NetWorkload for LoadClient<'_> {
         for _ in 0..1 + up + down {
             streams.push(data_connection(data_addr, stop)?);
         }
+        set_congestion(case, &streams[1..]).map_err(anyhow::Error::new)?;
         let (probe_sender, probe_receiver) = probe_ends(case, &streams[0])?;
         parts.push(Part::Probe(probe_sender, probe_receiver));
         for _ in 0..up {
@@ -288,6 +360,7 @@ impl NetWorkload for LoadClient<'_> {
         parts: Vec<Part>,
     ) -> Handles<'scope, Outcome> {
         let idle = Duration::from_millis(self.case.idle_ms);
+        let interval = self.case.probe_interval_us.map(Duration::from_micros);
         let size = self.case.size;
         parts
             .into_iter()
@@ -301,8 +374,15 @@ impl NetWorkload for LoadClient<'_> {
                         let result = match part {
                             Part::Probe(sender, receiver) => {
                                 let ctx = Ctx { perf: false, ..ctx };
-                                probe(&ctx, stream, (sender, receiver), idle, &data.load_on, shared.failed)
-                                    .map(Outcome::Probe)
+                                probe(
+                                    &ctx,
+                                    stream,
+                                    (sender, receiver),
+                                    (idle, interval),
+                                    &data.load_on,
+                                    shared.failed,
+                                )
+                                .map(Outcome::Probe)
                             }
                             Part::Flow(end) => flow(&ctx, i, stream, end, size, data, shared).map(Outcome::Flow),
                         };
@@ -344,7 +424,7 @@ fn probe(
     ctx: &Ctx<'_>,
     stream: &TcpStream,
     (mut sender, mut receiver): (Box<dyn Sender>, Box<dyn Receiver>),
-    idle: Duration,
+    (idle, interval): (Duration, Option<Duration>),
     load_on: &AtomicBool,
     failed: &AtomicBool,
 ) -> io::Result<ProbeOutcome> {
@@ -362,17 +442,26 @@ fn probe(
         }
         Ok(sent.elapsed())
     };
-    let idle_until = Instant::now() + idle;
+    let started = Instant::now();
+    let idle_until = started + idle;
+    let mut pace = Pace {
+        interval,
+        next: started,
+    };
     let mut seq = 0u64;
-    while Instant::now() < idle_until && !failed.load(Ordering::Relaxed) {
+    while pace.wait(idle_until, failed) {
         idle_hist.record_ns(nanos(round_trip(seq)?));
         seq += 1;
     }
     load_on.store(true, Ordering::SeqCst);
+    pace.next = Instant::now();
     loop {
         let open = meter.tick(|| 0);
         if meter.closed() || failed.load(Ordering::Relaxed) {
             break;
+        }
+        if !pace.wait(Instant::now() + PACE_SLICE, failed) {
+            continue;
         }
         let took = round_trip(seq)?;
         if open {
@@ -387,6 +476,41 @@ fn probe(
         loaded,
         metered: meter.finish(syscalls),
     })
+}
+
+/// The longest the probe sleeps between looks at its window and the run's failure flag.
+const PACE_SLICE: Duration = Duration::from_millis(5);
+
+/// `--probe-rate`'s schedule: round trips start `interval` apart; one that is late (the last
+/// took longer than an interval) starts at once and the next an interval after it, so slow
+/// round trips are never made up for by a burst.
+struct Pace {
+    interval: Option<Duration>,
+    next: Instant,
+}
+
+impl Pace {
+    /// Sleep until the next round trip is due, but not past `until`; whether it is due (and
+    /// then the one after it is scheduled). False at `until` or when the run has failed.
+    fn wait(&mut self, until: Instant, failed: &AtomicBool) -> bool {
+        if failed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let Some(interval) = self.interval else {
+            return now < until;
+        };
+        if self.next > now {
+            std::thread::sleep(self.next.min(until) - now);
+        }
+        let now = Instant::now();
+        if now < self.next || now >= until {
+            return false;
+        }
+        let on_time = now - self.next < interval;
+        self.next = if on_time { self.next } else { now } + interval;
+        true
+    }
 }
 
 /// A bulk flow's client end: past the gate, wait for the probe's idle pass to end, then send
@@ -492,18 +616,9 @@ fn observe(
 /// The probe's figures: percentiles idle and loaded, their ratio at p50 and p99, and round
 /// trips per minute under load.
 fn push_probe(obs: &mut Observation, idle: &LatencyHistogram, loaded: &LatencyHistogram) {
-    let idle_names = [
-        (names::LATENCY_IDLE_P50_US, 0.5),
-        (names::LATENCY_IDLE_P90_US, 0.9),
-        (names::LATENCY_IDLE_P99_US, 0.99),
-        (names::LATENCY_IDLE_P999_US, 0.999),
-    ];
-    let loaded_names = [
-        (names::LATENCY_LOADED_P50_US, 0.5),
-        (names::LATENCY_LOADED_P90_US, 0.9),
-        (names::LATENCY_LOADED_P99_US, 0.99),
-        (names::LATENCY_LOADED_P999_US, 0.999),
-    ];
+    // The CDF's quantiles, as rr stores them: the report draws both passes from them.
+    let idle_names = cdf_quantiles_named(names::LATENCY_IDLE);
+    let loaded_names = cdf_quantiles_named(names::LATENCY_LOADED);
     let why_idle = "the probe completed no round trip on the idle link";
     push_quantiles(obs, Role::System, idle, &idle_names, why_idle);
     push_quantiles(obs, Role::System, loaded, &loaded_names, NO_LOADED_ROUND_TRIP);
@@ -610,12 +725,42 @@ mod tests {
             size: 64 << 10,
             probe_size: 64,
             idle_ms: 200,
+            probe_interval_us: None,
+            congestion: None,
             net: NetParams {
                 warmup_ms: 400,
                 duration_ms: 300,
                 ..NetParams::for_test()
             },
         }
+    }
+
+    /// A paced probe never runs ahead of its schedule: a late round trip is not made up for,
+    /// so however busy the machine, 20 ms at one a millisecond holds at most 21; unpaced, the
+    /// schedule is only the deadline.
+    #[test]
+    fn the_probes_pace_never_bursts_past_its_schedule() {
+        let failed = AtomicBool::new(false);
+        let start = Instant::now();
+        let mut pace = Pace {
+            interval: Some(Duration::from_millis(1)),
+            next: start,
+        };
+        let until = start + Duration::from_millis(20);
+        let mut due = 0;
+        while Instant::now() < until {
+            if pace.wait(until, &failed) {
+                due += 1;
+            }
+        }
+        assert!((1..=21).contains(&due), "{due}");
+        let mut unpaced = Pace {
+            interval: None,
+            next: start,
+        };
+        assert!(!unpaced.wait(start, &failed));
+        failed.store(true, Ordering::Relaxed);
+        assert!(!pace.wait(Instant::now() + Duration::from_secs(1), &failed));
     }
 
     #[test]

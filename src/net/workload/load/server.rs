@@ -56,6 +56,7 @@ impl ServedWorkload for LoadServer {
         }
         let (up, down) = case.flow_counts();
         let data = accept_data(control, 1 + up + down, SETUP_TIMEOUT, session.stopped)?;
+        super::set_congestion(case, &data[1..]).map_err(|refusal| served::unavailable(control, refusal))?;
         let (sender, receiver) = probe_ends(case, &data[0])?;
         let mut parts = vec![Part::Probe(sender, receiver)];
         for stream in &data[1..=up] {
