@@ -280,68 +280,7 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     let (prefix_len, nodad) = if link.ipv6 { (64, " nodad") } else { (30, "") };
     let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
     if link.queue_us.is_some() {
-        // Between the ends, a router: a /29 of the same range per pair, the server's /30 and
-        // the client's.
-        let router = NetNs::new().context("could not create the router's network namespace")?;
-        let block = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + ((index as u32) % (1 << 14)) * 8;
-        let [router_server_ip, server_ip, client_ip, router_client_ip] =
-            [1, 2, 5, 6].map(|last| Ipv4Addr::from(block + last));
-        iproute(
-            "ip",
-            &words(&format!(
-                "link add {host_if}{mtu} type veth peer name {ROUTER_CLIENT_IF}{mtu} netns {}",
-                router.path()
-            )),
-        )?;
-        iproute("ip", &words(&format!("addr add {client_ip}/30 dev {host_if}")))?;
-        iproute("ip", &words(&format!("link set {host_if} up")))?;
-        iproute(
-            "ip",
-            &words(&format!(
-                "route add {server_ip}/32 via {router_client_ip} dev {host_if}"
-            )),
-        )?;
-        router.run(|| -> anyhow::Result<()> {
-            std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").context("cannot turn on forwarding in the router")?;
-            iproute(
-                "ip",
-                &words(&format!(
-                    "link add {ROUTER_SERVER_IF}{mtu} type veth peer name {INNER_IF}{mtu} netns {}",
-                    ns.path()
-                )),
-            )?;
-            iproute(
-                "ip",
-                &words(&format!("addr add {router_client_ip}/30 dev {ROUTER_CLIENT_IF}")),
-            )?;
-            iproute(
-                "ip",
-                &words(&format!("addr add {router_server_ip}/30 dev {ROUTER_SERVER_IF}")),
-            )?;
-            for dev in [ROUTER_CLIENT_IF, ROUTER_SERVER_IF] {
-                iproute("ip", &words(&format!("link set {dev} up")))?;
-                if let Some(args) = shaping(link, dev) {
-                    iproute("tc", &args)?;
-                }
-            }
-            Ok(())
-        })??;
-        ns.run(|| -> anyhow::Result<()> {
-            iproute("ip", &words(&format!("addr add {server_ip}/30 dev {INNER_IF}")))?;
-            iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
-            iproute(
-                "ip",
-                &words(&format!("route add default via {router_server_ip} dev {INNER_IF}")),
-            )?;
-            set_up_peer_drop(link)
-        })??;
-        return Ok(Net {
-            topology: topology.clone(),
-            ns: Some(Arc::new(ns)),
-            server_ip: IpAddr::V4(server_ip),
-            host_if: Some(host_if),
-            router: Some(router),
-        });
+        return build_routed(topology, link, ns, &host_if, index);
     }
     // The peer is created directly inside the namespace: if this process dies at any point
     // from here on, the namespace goes and takes both ends with it.
@@ -377,6 +316,73 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
         server_ip,
         host_if: Some(host_if),
         router: None,
+    })
+}
+
+/// `queue=`: the client's end, a router, the server's end, as two pairs (`ROUTER_CLIENT_IF`).
+fn build_routed(topology: &Topology, link: &Link, ns: NetNs, host_if: &str, index: u64) -> anyhow::Result<Net> {
+    let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+    // Between the ends, a router: a /29 of the same range per pair, the server's /30 and
+    // the client's.
+    let router = NetNs::new().context("could not create the router's network namespace")?;
+    let block = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + ((index as u32) % (1 << 14)) * 8;
+    let [router_server_ip, server_ip, client_ip, router_client_ip] =
+        [1, 2, 5, 6].map(|last| Ipv4Addr::from(block + last));
+    iproute(
+        "ip",
+        &words(&format!(
+            "link add {host_if}{mtu} type veth peer name {ROUTER_CLIENT_IF}{mtu} netns {}",
+            router.path()
+        )),
+    )?;
+    iproute("ip", &words(&format!("addr add {client_ip}/30 dev {host_if}")))?;
+    iproute("ip", &words(&format!("link set {host_if} up")))?;
+    iproute(
+        "ip",
+        &words(&format!(
+            "route add {server_ip}/32 via {router_client_ip} dev {host_if}"
+        )),
+    )?;
+    router.run(|| -> anyhow::Result<()> {
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").context("cannot turn on forwarding in the router")?;
+        iproute(
+            "ip",
+            &words(&format!(
+                "link add {ROUTER_SERVER_IF}{mtu} type veth peer name {INNER_IF}{mtu} netns {}",
+                ns.path()
+            )),
+        )?;
+        iproute(
+            "ip",
+            &words(&format!("addr add {router_client_ip}/30 dev {ROUTER_CLIENT_IF}")),
+        )?;
+        iproute(
+            "ip",
+            &words(&format!("addr add {router_server_ip}/30 dev {ROUTER_SERVER_IF}")),
+        )?;
+        for dev in [ROUTER_CLIENT_IF, ROUTER_SERVER_IF] {
+            iproute("ip", &words(&format!("link set {dev} up")))?;
+            if let Some(args) = shaping(link, dev) {
+                iproute("tc", &args)?;
+            }
+        }
+        Ok(())
+    })??;
+    ns.run(|| -> anyhow::Result<()> {
+        iproute("ip", &words(&format!("addr add {server_ip}/30 dev {INNER_IF}")))?;
+        iproute("ip", &words(&format!("link set {INNER_IF} up")))?;
+        iproute(
+            "ip",
+            &words(&format!("route add default via {router_server_ip} dev {INNER_IF}")),
+        )?;
+        set_up_peer_drop(link)
+    })??;
+    Ok(Net {
+        topology: topology.clone(),
+        ns: Some(Arc::new(ns)),
+        server_ip: IpAddr::V4(server_ip),
+        host_if: Some(host_if.to_string()),
+        router: Some(router),
     })
 }
 

@@ -243,6 +243,8 @@ pub(super) mod tests {
             size: 64 << 10,
             probe_size: 64,
             idle_ms: 500,
+            probe_interval_us: None,
+            congestion: None,
             net: NetParams {
                 warmup_ms: 600,
                 ..NetParams::for_test()
