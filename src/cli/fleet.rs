@@ -21,6 +21,8 @@ Examples:
   iopath net serve --agent --port 7000 --psk-file /etc/iopath/psk   # on every host
   iopath fleet run rr --hosts hosts.txt --pairs all --psk-file psk --db fleet.db
   iopath fleet run stream --hosts hosts.txt --concurrent-pairs 8 --psk-file psk
+  iopath fleet run stream --hosts hosts.txt --pairs star:10.0.0.1:7000 --concurrent-pairs 8 \
+      --psk-file psk      # incast: 8 leaves into 10.0.0.1 (its agent: --sessions 8)
   iopath fleet run --resume 3 --db fleet.db --psk-file psk           # what is missing
 
 --hosts: one HOST:PORT per line (# comments). --pairs: all (the circle method: 2(N-1) rounds of
@@ -119,7 +121,9 @@ pub struct FleetFlags {
     #[arg(long, default_value = "all", value_name = "all|ring|star:HOST|FILE")]
     pub pairs: PairSpec,
     /// How many pairs of a round measure at the same time (1: each measurement alone; more:
-    /// under load, at most the round's pairs). Stored with every cell.
+    /// under load, at most the round's pairs). Stored with every cell. With star:HOST:PORT,
+    /// an incast: the leaves send to the centre this many at a time (its agent needs
+    /// `net serve --agent --sessions K`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=(fleet::MAX_HOSTS as i64 / 2)))]
     pub concurrent_pairs: u32,
 }
@@ -303,7 +307,7 @@ pub fn fleet_plan(workload: &mut FleetWorkload) -> anyhow::Result<(Plan, String)
     let hosts = fleet::hosts::read_hosts(hosts_file(workload)).map_err(usage)?;
     let (inner, flags) = network_cases(workload, &hosts[0])?;
     let seed = flags.run.seed.unwrap_or_else(clock_seed);
-    let rounds = fleet::rounds(&flags.pairs, &hosts, seed).map_err(usage)?;
+    let rounds = fleet::rounds(&flags.pairs, &hosts, seed, flags.concurrent_pairs).map_err(usage)?;
     let cases = fleet::cells(&hosts, &rounds, flags.concurrent_pairs, &inner).map_err(usage)?;
     let (repetitions, why) = match flags.run.reps {
         0 => auto_repetitions(&rounds, hosts.len()),

@@ -22,10 +22,17 @@ use std::time::Duration;
 /// The network workloads a fleet cell runs (the client side on the source agent).
 pub const FLEET_WORKLOADS: [&str; 3] = ["net-stream", "net-rr", "net-crr"];
 
-/// The rounds of directed pairs `spec` makes over `hosts`, in the order `seed` fixes.
-pub fn rounds(spec: &PairSpec, hosts: &[String], seed: u64) -> Result<Vec<Vec<hosts::Pair>>, String> {
+/// The rounds of directed pairs `spec` makes over `hosts`, in the order `seed` fixes; a star
+/// with more than one pair at once is an incast (`schedule::pack_incast`).
+pub fn rounds(
+    spec: &PairSpec,
+    hosts: &[String],
+    seed: u64,
+    concurrent_pairs: u32,
+) -> Result<Vec<Vec<hosts::Pair>>, String> {
     let mut rounds = match spec {
         PairSpec::All => schedule::circle(hosts.len()),
+        PairSpec::Star(_) if concurrent_pairs > 1 => schedule::pack_incast(&hosts::pairs_of(spec, hosts)?),
         other => schedule::pack(&hosts::pairs_of(other, hosts)?),
     };
     schedule::shuffle(&mut rounds, seed);
@@ -198,7 +205,7 @@ mod tests {
     #[test]
     fn four_hosts_all_pairs_make_twelve_cells_aimed_at_their_destinations() {
         let hosts: Vec<String> = (1..=4).map(|i| format!("10.9.0.{i}:7000")).collect();
-        let rounds = rounds(&PairSpec::All, &hosts, 42).unwrap();
+        let rounds = rounds(&PairSpec::All, &hosts, 42, 1).unwrap();
         assert_eq!(rounds.len(), 6);
         let cases = cells(&hosts, &rounds, 2, &[rr_case()]).unwrap();
         assert_eq!(cases.len(), 12);
@@ -228,7 +235,7 @@ mod tests {
     #[test]
     fn judgeable_partners_count_the_partners_with_a_yardstick() {
         let hosts: Vec<String> = (1..=8).map(|i| format!("10.9.0.{i}:7000")).collect();
-        let all = rounds(&PairSpec::All, &hosts, 1).unwrap();
+        let all = rounds(&PairSpec::All, &hosts, 1, 1).unwrap();
         assert_eq!(judgeable_partners(&all, 8), 7);
         let ring = schedule::pack(&(0..8).map(|i| (i, (i + 1) % 8)).collect::<Vec<_>>());
         assert_eq!(judgeable_partners(&ring, 8), 0);
@@ -239,7 +246,7 @@ mod tests {
     #[test]
     fn a_stored_cell_that_could_not_come_from_fleet_run_is_refused() {
         let hosts: Vec<String> = vec!["a:1".into(), "b:1".into()];
-        let rounds = rounds(&PairSpec::All, &hosts, 1).unwrap();
+        let rounds = rounds(&PairSpec::All, &hosts, 1, 1).unwrap();
         let good = cells(&hosts, &rounds, 1, &[rr_case()]).unwrap()[0]
             .get::<FleetCase>()
             .unwrap()

@@ -8,7 +8,9 @@
 //! hosts), so the directed schedule is those rounds twice, the second time reversed:
 //! 2·(N−1) rounds for even N, 2·N for odd N. Other pair sets (`ring`, `star:HOST`, a file)
 //! are packed into rounds greedily in their given order (each pair into the first round where
-//! both its hosts are free).
+//! both its hosts are free). `star:HOST` with `--concurrent-pairs` above 1 is an incast: the
+//! leaves' pairs into the centre share their rounds (`pack_incast`), the centre serving them
+//! as sessions at once (`net serve --agent --sessions K`); its pairs out stay one a round.
 
 use super::hosts::Pair;
 use crate::measure::stats::SplitMix64;
@@ -54,6 +56,24 @@ pub fn pack(pairs: &[Pair]) -> Vec<Vec<Pair>> {
             .iter()
             .position(|round| round.iter().all(|&(x, y)| x != a && x != b && y != a && y != b));
         match free {
+            Some(r) => rounds[r].push((a, b)),
+            None => rounds.push(vec![(a, b)]),
+        }
+    }
+    rounds
+}
+
+/// `pairs` packed as [`pack`] does, except that pairs into the same destination may share a
+/// round when their sources are free: the many-to-one rounds of an incast.
+pub fn pack_incast(pairs: &[Pair]) -> Vec<Vec<Pair>> {
+    let mut rounds: Vec<Vec<Pair>> = Vec::new();
+    for &(a, b) in pairs {
+        let fits = |round: &Vec<Pair>| {
+            round
+                .iter()
+                .all(|&(x, y)| x != a && x != b && y != a && (y != b || round.iter().all(|&(_, d)| d == b)))
+        };
+        match rounds.iter().position(fits) {
             Some(r) => rounds[r].push((a, b)),
             None => rounds.push(vec![(a, b)]),
         }
@@ -115,6 +135,22 @@ pub fn estimated_seconds(rounds: &[Vec<Pair>], k: u32, t_case: f64) -> f64 {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// An incast star: every leaf sends to the centre in one round; the centre's sends to the
+    /// leaves share nothing with each other's source, so they stay one a round.
+    #[test]
+    fn an_incast_star_sends_every_leaf_to_the_centre_at_once() {
+        let star: Vec<Pair> = (1..5).flat_map(|i| [(i, 0), (0, i)]).collect();
+        let rounds = pack_incast(&star);
+        assert_eq!(rounds[0], vec![(1, 0), (2, 0), (3, 0), (4, 0)]);
+        assert_eq!(rounds.len(), 5);
+        assert!(rounds[1..].iter().all(|r| r.len() == 1 && r[0].0 == 0));
+        // Pairs without a shared destination pack as `pack` packs them.
+        let ring: Vec<Pair> = (0..4).map(|i| (i, (i + 1) % 4)).collect();
+        assert_eq!(pack_incast(&ring), pack(&ring));
+        let estimated = estimated_seconds(&rounds, 4, 1.0);
+        assert_eq!(estimated, 5.0);
+    }
 
     fn disjoint(round: &[Pair]) -> bool {
         let mut seen = HashSet::new();
