@@ -146,6 +146,8 @@ Examples:
   iopath net load --direction up,down,both --flows 4   # rrul's shape: 4 each way
   iopath net load --mode two-copy,one-copy,zero-copy --client-cpus 0 --server-cpus 1 --reps 6
   iopath net load --topology veth:rate=100mbit --idle 3s --duration 10s   # a shaped link (root)
+  iopath net load --topology veth:rate=100mbit,queue=200ms --cc cubic   # bufferbloat (root)
+  iopath net load --probe-rate 100 --duration 10s   # the probe paced at 100 round trips a second
   iopath net load --connect 10.0.0.2:5201           # with `iopath net serve` there
 
 The probe is a request/response on a connection of its own, every round trip timed: first

@@ -21,8 +21,7 @@ Examples:
   iopath net serve --agent --port 7000 --psk-file /etc/iopath/psk   # on every host
   iopath fleet run rr --hosts hosts.txt --pairs all --psk-file psk --db fleet.db
   iopath fleet run stream --hosts hosts.txt --concurrent-pairs 8 --psk-file psk
-  iopath fleet run stream --hosts hosts.txt --pairs star:10.0.0.1:7000 --concurrent-pairs 8 \
-      --psk-file psk      # incast: 8 leaves into 10.0.0.1 (its agent: --sessions 8)
+  iopath fleet run stream --hosts h --pairs star:10.0.0.1:7000 --concurrent-pairs 8 --psk-file p
   iopath fleet run --resume 3 --db fleet.db --psk-file psk           # what is missing
 
 --hosts: one HOST:PORT per line (# comments). --pairs: all (the circle method: 2(N-1) rounds of
