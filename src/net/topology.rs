@@ -280,7 +280,7 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
     let (prefix_len, nodad) = if link.ipv6 { (64, " nodad") } else { (30, "") };
     let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
     if link.queue_us.is_some() {
-        return build_routed(topology, link, ns, &host_if, index);
+        return build_routed(topology, link, ns, (&host_if, &mtu), index);
     }
     // The peer is created directly inside the namespace: if this process dies at any point
     // from here on, the namespace goes and takes both ends with it.
@@ -320,8 +320,14 @@ fn build_veth(topology: &Topology, link: &Link) -> anyhow::Result<Net> {
 }
 
 /// `queue=`: the client's end, a router, the server's end, as two pairs (`ROUTER_CLIENT_IF`).
-fn build_routed(topology: &Topology, link: &Link, ns: NetNs, host_if: &str, index: u64) -> anyhow::Result<Net> {
-    let mtu = link.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+/// `(host_if, mtu)`: the client's end and the ` mtu N` its caller gives every device.
+fn build_routed(
+    topology: &Topology,
+    link: &Link,
+    ns: NetNs,
+    (host_if, mtu): (&str, &str),
+    index: u64,
+) -> anyhow::Result<Net> {
     // Between the ends, a router: a /29 of the same range per pair, the server's /30 and
     // the client's.
     let router = NetNs::new().context("could not create the router's network namespace")?;
@@ -454,7 +460,8 @@ impl Net {
         let (Topology::Veth(link), Some(host_if)) = (&self.topology, &self.host_if) else {
             return Vec::new();
         };
-        if link.rate_bps.is_none() && link.delay_us.is_none() && link.loss_ppm.is_none() {
+        // The same test as whether the link gets a qdisc at all.
+        if shaping(link, host_if).is_none() {
             return Vec::new();
         }
         let open = |device: &str| QdiscReader::open(device).map_err(|e| format!("cannot read {device}'s qdisc: {e}"));
